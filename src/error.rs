@@ -1,0 +1,112 @@
+//! The one error type for failures that abort a run.
+//!
+//! A tool's failure is *not* an [`Error`]: it goes back to the model as an
+//! `"Error: ..."` observation and the loop continues (see [`crate::tool`]).
+//! Everything here ends [`Agent::run_loop`](crate::Agent::run_loop) (or a
+//! configuration call) and leaves the conversation history valid for the next
+//! turn.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A specialized `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can abort a run or a configuration call.
+///
+/// `Display` is a short lowercase phrase without a trailing period. The API key
+/// never appears in it, nor in `Debug`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with a non-success HTTP status (after retries, for
+    /// the retryable ones: 429, 500, 502, 503, 504).
+    ///
+    /// `message` is the server's own `{"error":{"message":..}}` text when the
+    /// body has that shape, else the raw body, truncated.
+    Http {
+        /// The HTTP status code.
+        status: u16,
+        /// The server's message, or the start of its body.
+        message: String,
+    },
+    /// The connection failed, was reset, or could not be made (after retries
+    /// for failures before any response byte).
+    Transport(Box<dyn std::error::Error + Send + Sync>),
+    /// No byte arrived within the configured timeout.
+    Timeout(Duration),
+    /// The server sent something that is not the chat-completions protocol: a
+    /// JSON chunk that does not parse, an oversized SSE line, a response body
+    /// that is not the expected JSON.
+    Protocol(String),
+    /// The stream ended before `[DONE]` and before a `finish_reason`.
+    Truncated,
+    /// The [`Cancellable`](crate::Cancellable) was cancelled during the run.
+    Cancelled,
+    /// The [`StepLimit`](crate::StepLimit) ran out under the `Raise` policy.
+    StepLimitExceeded {
+        /// The budget that ran out.
+        max: u32,
+    },
+    /// An argument or configuration was invalid: a blank user message, a zero
+    /// step budget, duplicate tool names, an unknown persona tool.
+    InvalidInput(String),
+    /// A history document could not be parsed; nothing was loaded.
+    History(String),
+}
+
+impl Error {
+    /// Whether this is [`Error::Cancelled`].
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled)
+    }
+
+    /// Whether this is [`Error::StepLimitExceeded`].
+    pub fn is_step_limit(&self) -> bool {
+        matches!(self, Error::StepLimitExceeded { .. })
+    }
+
+    /// The HTTP status, for [`Error::Http`].
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+        Error::InvalidInput(msg.into())
+    }
+
+    pub(crate) fn protocol(msg: impl Into<String>) -> Error {
+        Error::Protocol(msg.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Http { status, message } if message.is_empty() => {
+                write!(f, "http status {status}")
+            }
+            Error::Http { status, message } => write!(f, "http status {status}: {message}"),
+            Error::Transport(e) => write!(f, "transport error: {e}"),
+            Error::Timeout(d) => write!(f, "timed out after {} ms", d.as_millis()),
+            Error::Protocol(m) => write!(f, "protocol error: {m}"),
+            Error::Truncated => f.write_str("stream truncated before [DONE]"),
+            Error::Cancelled => f.write_str("cancelled"),
+            Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
+            Error::InvalidInput(m) => write!(f, "invalid input: {m}"),
+            Error::History(m) => write!(f, "invalid history: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Transport(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}

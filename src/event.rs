@@ -1,0 +1,308 @@
+//! The event stream: every [`Event`] an agent narrates, and [`StopReason`].
+//!
+//! One stream, no side channels: text, reasoning, tool calls, token usage, the
+//! context cap and extensions' own domain events all travel as events, in
+//! emission order, to every [`Listener`](crate::Listener).
+//!
+//! # Ordering
+//!
+//! - All of one round's deltas ([`Event::ThinkingDelta`], [`Event::AssistantDelta`])
+//!   arrive before that round's bookend: [`Event::Thinking`], [`Event::Assistant`]
+//!   (each only when non-empty), then [`Event::Tokens`] (always).
+//! - For each tool call: [`Event::ToolCall`], then [`Event::ToolResult`] with the same id.
+//! - Mid-loop injections arrive as [`Event::UserTurn`] with `mid_loop: true`
+//!   after the tool results of the batch they were delivered in.
+//! - Every [`run_loop`](crate::Agent::run_loop) ends with exactly one
+//!   [`Event::Stopped`] for the agent that ran it.
+//!
+//! Deltas are a preview: consume [`Event::Assistant`] for the exact text.
+//!
+//! # JSON
+//!
+//! An event serializes to one JSON object with a `"type"` field (the
+//! snake_case variant name) and an `"agent"` field (the emitting agent's id,
+//! empty for the main agent):
+//!
+//! ```
+//! use pikuri::Event;
+//! let e = Event::AssistantDelta { agent: "".into(), content: "Hi".into() };
+//! let json = serde_json::to_string(&e).unwrap();
+//! assert_eq!(json, r#"{"type":"assistant_delta","agent":"","content":"Hi"}"#);
+//! let back: Event = serde_json::from_str(&json).unwrap();
+//! assert_eq!(back, e);
+//! ```
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ChatTransport, Usage};
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model answered without calling a tool.
+    Completed,
+    /// The step budget ran out and the synthesizer produced the answer.
+    Synthesized,
+    /// The step budget ran out under the `Raise` policy.
+    StepLimit,
+    /// The run was cancelled.
+    Cancelled,
+    /// The run failed (HTTP, transport, protocol error).
+    Error,
+}
+
+impl StopReason {
+    /// The snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::Synthesized => "synthesized",
+            StopReason::StepLimit => "step_limit",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing an agent narrates. See the [module docs](self) for ordering.
+///
+/// Every variant carries `agent`: the id of the agent that emitted it (empty
+/// for the main agent, `"researcher 0"` for a sub-agent). Match with `..` and a
+/// `_ => {}` arm: the enum is `#[non_exhaustive]` and listeners must ignore
+/// what they do not know.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A user message entered the conversation: at turn start
+    /// (`mid_loop: false`) or drained from the [`Interloper`](crate::Interloper)
+    /// after a tool batch (`mid_loop: true`).
+    UserTurn {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The message.
+        content: String,
+        /// Whether it was injected mid-turn.
+        mid_loop: bool,
+    },
+    /// The complete reasoning text of an assistant message (never empty).
+    Thinking {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Reasoning text.
+        content: String,
+    },
+    /// A streamed fragment of reasoning (never empty).
+    ThinkingDelta {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The fragment.
+        content: String,
+    },
+    /// The complete text of an assistant message (never empty).
+    Assistant {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The text (often Markdown).
+        content: String,
+    },
+    /// A streamed fragment of assistant text (never empty).
+    AssistantDelta {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The fragment.
+        content: String,
+    },
+    /// The model asked for a tool; emitted before the tool runs.
+    ToolCall {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Call id (correlates with [`Event::ToolResult`]; an addition over pikuri).
+        id: String,
+        /// Tool name, as the model wrote it.
+        name: String,
+        /// Arguments, unvalidated: the parsed JSON, or the raw text as a JSON
+        /// string when it does not parse.
+        arguments: Value,
+    },
+    /// A tool call's result, as sent back to the model. Recoverable failures
+    /// arrive as `"Error: ..."` text.
+    ToolResult {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// The result text.
+        content: String,
+    },
+    /// Token usage of one assistant message; emitted for every one, including
+    /// pure tool-call messages. `None` means not reported.
+    Tokens {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Prompt tokens processed anew.
+        input: Option<u64>,
+        /// Completion tokens.
+        output: Option<u64>,
+        /// Prompt tokens served from cache.
+        cached: Option<u64>,
+        /// Prompt tokens written to cache.
+        cache_creation: Option<u64>,
+        /// Reasoning tokens.
+        thinking: Option<u64>,
+        /// The model id the server reported (or the requested one).
+        model_id: Option<String>,
+    },
+    /// The step budget ran out and the synthesizer is about to answer.
+    FallbackNotice {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Human-readable reason.
+        reason: String,
+    },
+    /// The run was cancelled; no recovery follows.
+    Cancelled {
+        /// Emitting agent.
+        agent: Arc<str>,
+    },
+    /// The context window cap: at construction and after each model switch.
+    ContextCap {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The cap in tokens, `None` when unknown.
+        cap: Option<u64>,
+    },
+    /// The model changed (emitted just before the new [`Event::ContextCap`]).
+    ModelSwitched {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Previous transport (the API key is never serialized).
+        from: ChatTransport,
+        /// New transport.
+        to: ChatTransport,
+    },
+    /// The conversation was cleared back to the system prompt.
+    Reset {
+        /// Emitting agent.
+        agent: Arc<str>,
+    },
+    /// A history was loaded (always follows a [`Event::Reset`]).
+    HistoryLoaded {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Number of messages restored.
+        messages: usize,
+        /// Usage of the last restored assistant message, so a context readout
+        /// can resume.
+        tokens: Option<Usage>,
+    },
+    /// An extension appended a system message after the user turn.
+    SystemInjected {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The injected text.
+        content: String,
+    },
+    /// An extension's own event (pikuri's domain events). A `transient` event
+    /// replaces the previous transient event of the same `name` (progress).
+    Domain {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The event's name, e.g. `"tasks.list_changed"`.
+        name: String,
+        /// Its payload.
+        payload: Value,
+        /// Whether a later event of this name replaces it.
+        transient: bool,
+    },
+    /// A request failed with a retryable error and will be retried.
+    Retrying {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Attempt number that failed (1 for the first).
+        attempt: u32,
+        /// Short description of the failure.
+        error: String,
+        /// How long the client waits before the next attempt.
+        wait_ms: u64,
+    },
+    /// The run ended; the last event of every `run_loop`.
+    Stopped {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Why.
+        reason: StopReason,
+    },
+}
+
+impl Event {
+    /// The id of the agent that emitted this event.
+    pub fn agent(&self) -> &str {
+        match self {
+            Event::UserTurn { agent, .. }
+            | Event::Thinking { agent, .. }
+            | Event::ThinkingDelta { agent, .. }
+            | Event::Assistant { agent, .. }
+            | Event::AssistantDelta { agent, .. }
+            | Event::ToolCall { agent, .. }
+            | Event::ToolResult { agent, .. }
+            | Event::Tokens { agent, .. }
+            | Event::FallbackNotice { agent, .. }
+            | Event::Cancelled { agent }
+            | Event::ContextCap { agent, .. }
+            | Event::ModelSwitched { agent, .. }
+            | Event::Reset { agent }
+            | Event::HistoryLoaded { agent, .. }
+            | Event::SystemInjected { agent, .. }
+            | Event::Domain { agent, .. }
+            | Event::Retrying { agent, .. }
+            | Event::Stopped { agent, .. } => agent,
+        }
+    }
+
+    /// The snake_case variant name, as in the JSON `"type"` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::UserTurn { .. } => "user_turn",
+            Event::Thinking { .. } => "thinking",
+            Event::ThinkingDelta { .. } => "thinking_delta",
+            Event::Assistant { .. } => "assistant",
+            Event::AssistantDelta { .. } => "assistant_delta",
+            Event::ToolCall { .. } => "tool_call",
+            Event::ToolResult { .. } => "tool_result",
+            Event::Tokens { .. } => "tokens",
+            Event::FallbackNotice { .. } => "fallback_notice",
+            Event::Cancelled { .. } => "cancelled",
+            Event::ContextCap { .. } => "context_cap",
+            Event::ModelSwitched { .. } => "model_switched",
+            Event::Reset { .. } => "reset",
+            Event::HistoryLoaded { .. } => "history_loaded",
+            Event::SystemInjected { .. } => "system_injected",
+            Event::Domain { .. } => "domain",
+            Event::Retrying { .. } => "retrying",
+            Event::Stopped { .. } => "stopped",
+        }
+    }
+
+    /// Whether this is a streamed fragment ([`Event::AssistantDelta`] or
+    /// [`Event::ThinkingDelta`]).
+    pub fn is_delta(&self) -> bool {
+        matches!(
+            self,
+            Event::AssistantDelta { .. } | Event::ThinkingDelta { .. }
+        )
+    }
+}

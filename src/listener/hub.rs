@@ -1,0 +1,270 @@
+//! `ListenerList`: one std thread and one crossbeam channel per listener.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use parking_lot::Mutex;
+
+use super::SubAgentListener;
+use crate::{Event, Listener};
+
+enum Msg {
+    Event(Arc<Event>),
+    Flush(Sender<()>),
+    Derive(String, Sender<SubAgentListener>),
+}
+
+/// One listener's thread. Shared (`Arc`) between an agent's list and the lists
+/// derived for sub-agents whose listener chose `Share`; the thread stops and
+/// is joined when the last holder drops it.
+struct Slot {
+    name: String,
+    tx: Option<Sender<Msg>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Slot {
+    fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
+        let name = listener.name();
+        let (tx, rx) = unbounded();
+        let thread = std::thread::Builder::new()
+            .name(format!("pikuri-listener-{name}"))
+            .spawn(move || run(listener, &rx))
+            .expect("failed to spawn a listener thread");
+        Arc::new(Slot {
+            name,
+            tx: Some(tx),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn send(&self, msg: Msg) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.send(msg).is_ok())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(handle) = self.thread.lock().take()
+            && handle.thread().id() != std::thread::current().id()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(ToString::to_string)
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".to_string());
+            log::error!("listener {name} panicked in {what}: {msg}");
+            None
+        }
+    }
+}
+
+fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
+    let name = listener.name();
+    for msg in rx {
+        match msg {
+            Msg::Event(event) => {
+                guarded(&name, "on_event", || listener.on_event(&event));
+            }
+            Msg::Flush(ack) => {
+                guarded(&name, "flush", || listener.flush());
+                let _ = ack.send(());
+            }
+            Msg::Derive(id, reply) => {
+                let derived = guarded(&name, "for_sub_agent", || listener.for_sub_agent(&id))
+                    .unwrap_or(SubAgentListener::Skip);
+                let _ = reply.send(derived);
+            }
+        }
+    }
+    guarded(&name, "close", || listener.close());
+}
+
+/// The listeners of one agent, each on its own thread.
+///
+/// Built by the [`Configurator`](crate::Configurator) from
+/// [`add_listener`](crate::Configurator::add_listener); there is no public way
+/// to emit into a list. See the [module docs](crate::listener) for threads,
+/// ordering, panics and sub-agents.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{InMemoryEventList, ListenerList};
+/// let mut list = ListenerList::new();
+/// list.add(InMemoryEventList::new());
+/// list.add(|_e: &pikuri::Event| {});
+/// assert_eq!(list.to_string(), "[InMemoryEventList, Fn]");
+/// let child = list.for_sub_agent("researcher 0");
+/// assert_eq!(child.len(), 2);
+/// ```
+#[derive(Default)]
+pub struct ListenerList {
+    slots: Vec<Arc<Slot>>,
+}
+
+impl ListenerList {
+    /// An empty list.
+    pub fn new() -> ListenerList {
+        ListenerList::default()
+    }
+
+    /// Add a listener, starting its thread.
+    pub fn add(&mut self, listener: impl Listener) {
+        self.add_boxed(Box::new(listener));
+    }
+
+    /// Add a boxed listener, starting its thread.
+    pub fn add_boxed(&mut self, listener: Box<dyn Listener>) {
+        self.slots.push(Slot::spawn(listener));
+    }
+
+    /// Number of listeners.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The list for a sub-agent with id `id`: each listener decides (on its own
+    /// thread) whether it is shared, replaced or skipped.
+    pub fn for_sub_agent(&self, id: &str) -> ListenerList {
+        let replies: Vec<_> = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                let sent = slot.send(Msg::Derive(id.to_string(), tx));
+                (slot, sent.then_some(rx))
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(self.slots.len());
+        for (slot, rx) in replies {
+            match rx.and_then(|rx| rx.recv().ok()) {
+                Some(SubAgentListener::Share) => slots.push(Arc::clone(slot)),
+                Some(SubAgentListener::Replace(l)) => slots.push(Slot::spawn(l)),
+                Some(SubAgentListener::Skip) | None => {}
+            }
+        }
+        ListenerList { slots }
+    }
+
+    /// Deliver `event` to every listener.
+    pub(crate) fn emit(&self, event: Event) {
+        match self.slots.len() {
+            0 => {}
+            1 => {
+                self.slots[0].send(Msg::Event(Arc::new(event)));
+            }
+            _ => {
+                let event = Arc::new(event);
+                for slot in &self.slots {
+                    slot.send(Msg::Event(Arc::clone(&event)));
+                }
+            }
+        }
+    }
+
+    /// Wait until every listener handled every event emitted so far, then
+    /// flushed.
+    pub(crate) fn flush(&self) {
+        let acks: Vec<_> = self
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                slot.send(Msg::Flush(tx)).then_some(rx)
+            })
+            .collect();
+        for rx in acks {
+            let _ = rx.recv();
+        }
+    }
+
+    /// Stop every thread this list holds the last reference to, after it
+    /// handled what was queued.
+    pub(crate) fn close(&mut self) {
+        self.slots.clear();
+    }
+}
+
+impl fmt::Display for ListenerList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, slot) in self.slots.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(&slot.name)?;
+        }
+        f.write_str("]")
+    }
+}
+
+impl fmt::Debug for ListenerList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ListenerList{self}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::InMemoryEventList;
+
+    fn delta(s: &str) -> Event {
+        Event::AssistantDelta {
+            agent: "".into(),
+            content: s.into(),
+        }
+    }
+
+    #[test]
+    fn order_is_kept_and_flush_waits() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(|_: &Event| std::thread::sleep(std::time::Duration::from_millis(1)));
+        list.add(rec.clone());
+        for i in 0..50 {
+            list.emit(delta(&i.to_string()));
+        }
+        list.flush();
+        let got: Vec<String> = rec
+            .events()
+            .into_iter()
+            .map(|e| match e {
+                Event::AssistantDelta { content, .. } => content,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, (0..50).map(|i| i.to_string()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn panicking_listener_is_isolated() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(|_: &Event| panic!("boom"));
+        list.add(rec.clone());
+        list.emit(delta("a"));
+        list.emit(delta("b"));
+        list.flush();
+        assert_eq!(rec.len(), 2);
+    }
+}

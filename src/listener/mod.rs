@@ -1,0 +1,139 @@
+//! Event delivery: the [`Listener`] trait, [`ListenerList`], and the
+//! listeners the crate ships.
+//!
+//! # The push model
+//!
+//! An agent pushes every [`Event`] to every listener. Each listener is moved
+//! onto **its own std thread**, fed by its own channel, so:
+//!
+//! - a slow listener never slows the agent loop or the other listeners (its
+//!   queue grows instead: wrap it in [`RateLimited`] to coalesce deltas);
+//! - each listener sees events in emission order;
+//! - a listener that panics is isolated: the panic is logged at `error`, the
+//!   event is skipped for that listener only, and it keeps receiving later
+//!   events;
+//! - [`Agent::run_loop`](crate::Agent::run_loop) returns only after every
+//!   listener has handled every event of the turn (and
+//!   [`Listener::flush`] ran), so a REPL never prints its prompt into the
+//!   middle of an answer.
+//!
+//! Threads are joined when the agent closes (or drops).
+//!
+//! # Sub-agents
+//!
+//! When a sub-agent (or the synthesizer) starts, every listener is asked for
+//! its variant through [`Listener::for_sub_agent`]: share itself (the
+//! default; the child's events reach the same instance on the same thread,
+//! tagged with the child's id), hand over a fresh listener (a [`Terminal`]
+//! indented under the child's id, a [`TokenLog`] zeroed), or skip the child.
+
+mod hub;
+mod json_lines;
+mod memory;
+mod rate_limited;
+mod sanitize;
+mod terminal;
+mod token_log;
+
+pub use hub::ListenerList;
+pub use json_lines::JsonLines;
+pub use memory::InMemoryEventList;
+pub use rate_limited::RateLimited;
+pub use sanitize::sanitize;
+pub use terminal::Terminal;
+pub use token_log::TokenLog;
+
+use crate::Event;
+
+/// What a listener wants for a sub-agent's events; see [`Listener::for_sub_agent`].
+#[non_exhaustive]
+pub enum SubAgentListener {
+    /// Deliver the child's events to this same instance (the default).
+    Share,
+    /// Deliver the child's events to this new listener, on its own thread.
+    Replace(Box<dyn Listener>),
+    /// Do not deliver the child's events to this listener.
+    Skip,
+}
+
+impl std::fmt::Debug for SubAgentListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubAgentListener::Share => f.write_str("Share"),
+            SubAgentListener::Replace(l) => write!(f, "Replace({})", l.name()),
+            SubAgentListener::Skip => f.write_str("Skip"),
+        }
+    }
+}
+
+/// A consumer of the event stream.
+///
+/// One method is required, [`on_event`](Listener::on_event). Match on the
+/// event and ignore what you do not know (`_ => {}`): the enum grows.
+/// Closures `FnMut(&Event) + Send + 'static` are listeners too.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Event, Listener};
+///
+/// #[derive(Default)]
+/// struct Count(usize);
+/// impl Listener for Count {
+///     fn on_event(&mut self, event: &Event) {
+///         if let Event::AssistantDelta { content, .. } = event {
+///             self.0 += content.len();
+///         }
+///     }
+/// }
+///
+/// let mut c = Count::default();
+/// c.on_event(&Event::AssistantDelta { agent: "".into(), content: "hey".into() });
+/// assert_eq!(c.0, 3);
+/// ```
+///
+/// # Thread safety
+///
+/// Every method runs on the listener's own thread, one call at a time, in
+/// emission order; hence `Send + 'static` and `&mut self`. Listeners never
+/// write back into the loop.
+pub trait Listener: Send + 'static {
+    /// Handle one event.
+    fn on_event(&mut self, event: &Event);
+
+    /// Called after the last event of each turn, before `run_loop` returns;
+    /// flush buffered output here. Default: nothing.
+    fn flush(&mut self) {}
+
+    /// Called once when the listener's thread stops (the agent closed).
+    /// Default: nothing.
+    fn close(&mut self) {}
+
+    /// The variant to use for a sub-agent with id `id`. Default:
+    /// [`SubAgentListener::Share`].
+    fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
+        let _ = id;
+        SubAgentListener::Share
+    }
+
+    /// A short name for `Display` of agents (`listeners=[Terminal]`). Default:
+    /// the type name without its path.
+    fn name(&self) -> String {
+        let full = std::any::type_name::<Self>();
+        let base = full.split('<').next().unwrap_or(full);
+        base.rsplit("::").next().unwrap_or(base).to_string()
+    }
+}
+
+impl<F> Listener for F
+where
+    F: FnMut(&Event) + Send + 'static,
+{
+    fn on_event(&mut self, event: &Event) {
+        self(event);
+    }
+
+    fn name(&self) -> String {
+        "Fn".to_string()
+    }
+}

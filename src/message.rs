@@ -1,0 +1,193 @@
+//! The conversation model: [`Message`], [`Role`], [`ToolCall`], [`Usage`].
+//!
+//! These are plain values. Their mapping to the OpenAI chat-completions JSON
+//! lives privately in `provider::wire`; the serde derives here are for the
+//! history format ([`History`](crate::History)), which stores a little more
+//! than the wire needs (usage, the model that wrote a message).
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a [`Message`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions: the system prompt, or context an extension injected.
+    System,
+    /// The person (or host) talking to the agent.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result, bound to a [`ToolCall`] by id.
+    Tool,
+}
+
+impl Role {
+    /// The wire name: `"system"`, `"user"`, `"assistant"` or `"tool"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// One tool call requested by the model in an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The id the model gave the call; the tool message answering it carries
+    /// the same id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model sent them (a JSON text, possibly
+    /// invalid or truncated).
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A tool call with the given id, name and raw JSON arguments.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// Token usage reported for one assistant message.
+///
+/// `input`, `cached` and `cache_creation` are exclusive slices of the prompt
+/// (pikuri's convention): their sum is the context in use for that request.
+/// OpenAI-style `prompt_tokens` (which include cached tokens) are split on
+/// the way in. `None` means the server did not report the figure; treat it as
+/// zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Usage {
+    /// Prompt tokens processed anew (not served from a cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<u64>,
+    /// Completion tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<u64>,
+    /// Prompt tokens served from the provider's cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<u64>,
+    /// Prompt tokens written to a cache (Anthropic-style providers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation: Option<u64>,
+    /// Reasoning tokens, where the server reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<u64>,
+}
+
+impl Usage {
+    /// A usage value from its parts.
+    pub fn new(
+        input: Option<u64>,
+        output: Option<u64>,
+        cached: Option<u64>,
+        cache_creation: Option<u64>,
+        thinking: Option<u64>,
+    ) -> Usage {
+        Usage {
+            input,
+            output,
+            cached,
+            cache_creation,
+            thinking,
+        }
+    }
+
+    /// The context in use for the request: `input + cached + cache_creation`.
+    pub fn context_used(&self) -> u64 {
+        self.input.unwrap_or(0) + self.cached.unwrap_or(0) + self.cache_creation.unwrap_or(0)
+    }
+}
+
+/// One message of a conversation.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Message, Role};
+/// let m = Message::user("What is 2+2?");
+/// assert_eq!(m.role, Role::User);
+/// assert_eq!(m.content, "What is 2+2?");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text. Empty for an assistant message that only calls tools.
+    #[serde(default)]
+    pub content: String,
+    /// Reasoning text the model produced alongside (assistant only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Tool calls requested (assistant only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call this message answers (tool only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Token usage of the request that produced it (assistant only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The model that wrote it (assistant only), as the server named it or, if
+    /// it did not, as the transport requested it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl Message {
+    fn with_role(role: Role, content: String) -> Message {
+        Message {
+            role,
+            content,
+            reasoning: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            usage: None,
+            model: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::with_role(Role::System, content.into())
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::with_role(Role::User, content.into())
+    }
+
+    /// An assistant message with text and no tool calls.
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message::with_role(Role::Assistant, content.into())
+    }
+
+    /// An assistant message that calls tools.
+    pub fn assistant_tool_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Message {
+        let mut m = Message::with_role(Role::Assistant, content.into());
+        m.tool_calls = calls;
+        m
+    }
+
+    /// A tool message answering the call `tool_call_id`.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Message {
+        let mut m = Message::with_role(Role::Tool, content.into());
+        m.tool_call_id = Some(tool_call_id.into());
+        m
+    }
+}

@@ -1,0 +1,1 @@
+//! Wire structs (being written).

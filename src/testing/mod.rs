@@ -1,0 +1,1 @@
+//! The scripted fake OpenAI-compatible server (stub; being written).

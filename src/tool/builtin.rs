@@ -1,0 +1,1 @@
+//! Built-in tools (stub; being written).

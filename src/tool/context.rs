@@ -1,0 +1,77 @@
+use std::fmt;
+use std::sync::Arc;
+
+use crate::Cancellable;
+
+/// What a tool call gets besides its arguments: the run's [`Cancellable`], the
+/// calling agent's id and the call id. Grows by fields, never by signature
+/// changes.
+#[derive(Clone)]
+pub struct ToolContext {
+    cancellable: Option<Cancellable>,
+    agent_id: Arc<str>,
+    call_id: String,
+}
+
+impl ToolContext {
+    pub(crate) fn new(
+        cancellable: Option<Cancellable>,
+        agent_id: Arc<str>,
+        call_id: String,
+    ) -> ToolContext {
+        ToolContext {
+            cancellable,
+            agent_id,
+            call_id,
+        }
+    }
+
+    /// A context outside any agent (for calling a tool directly, in tests).
+    pub fn detached() -> ToolContext {
+        ToolContext {
+            cancellable: None,
+            agent_id: Arc::from(""),
+            call_id: String::new(),
+        }
+    }
+
+    /// A detached context with a cancellation token (for tests of tools).
+    pub fn with_cancellable(cancellable: Cancellable) -> ToolContext {
+        ToolContext {
+            cancellable: Some(cancellable),
+            ..ToolContext::detached()
+        }
+    }
+
+    /// Whether the run was cancelled; a long tool should poll this and stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellable
+            .as_ref()
+            .is_some_and(Cancellable::is_cancelled)
+    }
+
+    /// The run's cancellation token, if the agent has one.
+    pub fn cancellable(&self) -> Option<&Cancellable> {
+        self.cancellable.as_ref()
+    }
+
+    /// The calling agent's id (empty for the main agent).
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// The id of the tool call being answered.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("agent_id", &self.agent_id)
+            .field("call_id", &self.call_id)
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}

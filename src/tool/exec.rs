@@ -1,0 +1,21 @@
+//! Running one tool call, turning every failure into an observation (stub).
+
+use super::{Tool, ToolContext};
+
+/// Run `tool` on the raw arguments the model sent; never panics.
+/// `truncated` is true when the message ended with `finish_reason: length`.
+pub(crate) fn execute(
+    tool: &dyn Tool,
+    raw_arguments: &str,
+    truncated: bool,
+    cx: &ToolContext,
+) -> String {
+    let _ = truncated;
+    match serde_json::from_str(raw_arguments) {
+        Ok(args) => match tool.call(&args, cx) {
+            Ok(s) => s,
+            Err(e) => format!("Error: {e}"),
+        },
+        Err(e) => format!("Error: {e}"),
+    }
+}

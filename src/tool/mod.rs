@@ -1,0 +1,174 @@
+//! Tools: the [`Tool`] trait, [`ToolContext`], [`ToolError`], the
+//! [`Parameters`] schema builder, closure tools ([`FnTool`]) and the built-in
+//! tools.
+//!
+//! # Failures are observations
+//!
+//! Everything that goes wrong with a tool call becomes an `"Error: ..."` tool
+//! result bound to the same call id, and the run goes on so the model can try
+//! again: malformed JSON arguments (quoted, bounded), arguments cut off by the
+//! token limit, schema violations (every problem listed, the schema
+//! reprinted), an unknown tool name, a [`ToolError`], and a panic inside the
+//! tool. None of them is an [`Error`](crate::Error) of `run_loop`.
+
+mod context;
+mod exec;
+mod schema;
+
+pub mod builtin;
+
+pub use context::ToolContext;
+pub(crate) use exec::execute;
+pub use schema::{Parameters, ParametersBuilder, ValidationError};
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// A tool the model can call.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Tool, ToolContext, ToolError};
+/// use pikuri::tool::Parameters;
+/// use serde_json::Value;
+///
+/// struct Shout { params: Parameters }
+/// impl Tool for Shout {
+///     fn name(&self) -> &str { "shout" }
+///     fn description(&self) -> &str { "Upper-cases text." }
+///     fn parameters(&self) -> &Parameters { &self.params }
+///     fn call(&self, args: &Value, _cx: &ToolContext) -> Result<String, ToolError> {
+///         Ok(args["text"].as_str().unwrap_or_default().to_uppercase())
+///     }
+/// }
+/// let tool = Shout { params: Parameters::builder().required_string("text", "Text").build() };
+/// let out = tool.call(&serde_json::json!({"text": "hi"}), &ToolContext::detached())?;
+/// assert_eq!(out, "HI");
+/// # Ok::<(), ToolError>(())
+/// ```
+///
+/// # Contract
+///
+/// `call` receives arguments that already passed [`Parameters::validate`]. It
+/// returns the observation text (`Ok`), or a [`ToolError`] the model sees as
+/// `"Error: ..."`. A long tool should poll [`ToolContext::is_cancelled`].
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by (unique per agent).
+    fn name(&self) -> &str;
+    /// What it does, for the model.
+    fn description(&self) -> &str;
+    /// Its parameter schema.
+    fn parameters(&self) -> &Parameters;
+    /// Run it.
+    fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// A recoverable tool failure, sent to the model as `"Error: <message>"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// A tool error with this message.
+    pub fn new(message: impl Into<String>) -> ToolError {
+        ToolError {
+            message: message.into(),
+        }
+    }
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> ToolError {
+        ToolError { message }
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> ToolError {
+        ToolError {
+            message: message.to_string(),
+        }
+    }
+}
+
+type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
+
+/// A tool made of a closure; see [`FnTool::new`].
+#[derive(Clone)]
+pub struct FnTool {
+    name: String,
+    description: String,
+    parameters: Parameters,
+    f: Arc<ToolFn>,
+}
+
+impl FnTool {
+    /// A tool named `name` that runs `f` on validated arguments.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::tool::{FnTool, Parameters};
+    /// use pikuri::{Tool, ToolContext};
+    /// let add = FnTool::new(
+    ///     "add",
+    ///     "Adds two integers.",
+    ///     Parameters::builder().required_integer("a", "first").required_integer("b", "second").build(),
+    ///     |args, _cx| Ok((args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()).to_string()),
+    /// );
+    /// let out = add.call(&serde_json::json!({"a": 2, "b": 3}), &ToolContext::detached()).unwrap();
+    /// assert_eq!(out, "5");
+    /// ```
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Parameters,
+        f: impl Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync + 'static,
+    ) -> FnTool {
+        FnTool {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            f: Arc::new(f),
+        }
+    }
+}
+
+impl Tool for FnTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> &Parameters {
+        &self.parameters
+    }
+    fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
+        (self.f)(args, cx)
+    }
+}
+
+impl fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FnTool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}

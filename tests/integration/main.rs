@@ -1,0 +1,1 @@
+//! Integration tests through the public API against the scripted FakeServer.
