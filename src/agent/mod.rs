@@ -1,1 +1,443 @@
-//! The agent loop (being written).
+//! The agent loop: [`Agent`], [`Outcome`], and the rules of a turn.
+//!
+//! # A turn
+//!
+//! ```text
+//!  run_loop(msg) ── blank? ──────────────────────────────► Err(InvalidInput)
+//!     │ switch model if a different transport was given (ModelSwitched, ContextCap)
+//!     │ reset StepLimit + Cancellable; append user msg; UserTurn{mid_loop:false}
+//!     │ extensions' on_user_message (system injections land here)
+//!     ▼
+//!  ┌► Request ── HTTP/stream error ──────────────────────► Err(..)  (nothing appended)
+//!  │    │ deltas while streaming (AssistantDelta / ThinkingDelta)
+//!  │    ▼
+//!  │  Message complete: Thinking, Assistant, Tokens; append it
+//!  │    │
+//!  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed)
+//!  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
+//!  │    ▼                                                               │
+//!  │  ToolBatch: for each call                                          │
+//!  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ run ▸ ToolResult
+//!  │    │   tick fails ─► answer the rest "not run" ─► Raise: Err(StepLimitExceeded)
+//!  │    │                                         └──► Synthesize: FallbackNotice,
+//!  │    │                                              tools-free pass (Synthesized)
+//!  │    │   check fails ─► answer the rest "cancelled" ─► Cancelled, Err(Cancelled)
+//!  │    ▼                                                               │
+//!  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
+//!  └────┴───────────────────────────────────────────────────────────────┘
+//!  every exit: Stopped{reason}; wait until every listener handled every event
+//! ```
+//!
+//! Which control is read at which boundary is tabled once, in
+//! [`control`](crate::control).
+//!
+//! # The history is always valid
+//!
+//! Whatever stops a turn, the next request is well formed: a half-streamed
+//! assistant message is never appended; every assistant tool call is answered
+//! by a tool message (a "not run" or "cancelled" observation when the turn
+//! stopped before running it); injected user messages never sit between a
+//! tool call and its results.
+
+mod builder;
+mod extension;
+mod history;
+mod recover;
+mod run;
+mod synthesizer;
+
+pub use builder::Configurator;
+pub use extension::{Extension, ExtensionContext};
+pub use history::History;
+pub use synthesizer::Synthesizer;
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+
+use crate::listener::ListenerList;
+use crate::provider::{Client, detect_context_window, wire};
+use crate::{
+    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit, StopReason, Tool,
+};
+
+type CloseHandler = Box<dyn FnOnce() + Send>;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LoopOptions {
+    pub(crate) parallel_tools: bool,
+    pub(crate) split_think: bool,
+    pub(crate) recover_tool_calls: bool,
+    pub(crate) wind_down: Option<u32>,
+    pub(crate) replay_reasoning: bool,
+    /// A sub-agent or synthesizer: shares the parent's Cancellable and must
+    /// not reset it.
+    pub(crate) nested: bool,
+    pub(crate) extra: Map<String, Value>,
+}
+
+/// State shared with [`ExtensionContext`]s and tools that captured one.
+pub(crate) struct Shared {
+    pub(crate) id: Arc<str>,
+    pub(crate) listeners: ListenerList,
+    pub(crate) client: Client,
+    pub(crate) cancellable: Option<Cancellable>,
+    pub(crate) streaming: bool,
+    pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) on_close: Mutex<Vec<CloseHandler>>,
+}
+
+pub(crate) struct State {
+    pub(crate) transport: ChatTransport,
+    pub(crate) context_cap: Option<u64>,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) tool_json: Arc<Vec<Value>>,
+    pub(crate) pending_system: Vec<String>,
+}
+
+impl Shared {
+    fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
+        let mut st = self.state.lock();
+        let name = tool.name();
+        if st.tools.iter().chain(&self.sub_agent_tools).any(|t| t.name() == name) {
+            return Err(Error::invalid(format!("duplicate tool name `{name}`")));
+        }
+        st.tools.push(tool);
+        st.tool_json = Arc::new(tool_schemas(&st.tools));
+        Ok(())
+    }
+
+    fn emit(&self, event: Event) {
+        self.listeners.emit(event);
+    }
+}
+
+fn tool_schemas(tools: &[Arc<dyn Tool>]) -> Vec<Value> {
+    tools.iter().map(|t| wire::tool_json(t.name(), t.description(), t.parameters().to_json())).collect()
+}
+
+/// What a finished [`run_loop`](Agent::run_loop) reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// Why the run stopped: [`StopReason::Completed`] or
+    /// [`StopReason::Synthesized`] (the others arrive as errors).
+    pub stop_reason: StopReason,
+    /// The final answer ([`Agent::last_assistant_content`]).
+    pub answer: Option<String>,
+    /// Tool calls made in this turn.
+    pub steps: u32,
+}
+
+/// A tool-calling agent: one conversation, one model, its tools, listeners
+/// and controls.
+///
+/// Build one with [`Agent::builder`]; run a turn with
+/// [`run_loop`](Agent::run_loop). The module docs draw the loop.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Agent, InMemoryEventList, StopReason};
+/// use pikuri::testing::{FakeServer, Reply};
+/// use pikuri::tool::builtin;
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::tool_call("calculator", serde_json::json!({"expression": "6*7"})));
+/// server.push(Reply::text("6*7 is 42."));
+///
+/// let events = InMemoryEventList::new();
+/// let mut agent = Agent::builder(server.transport())
+///     .system_prompt("You are a careful calculator.")
+///     .add_tool(builtin::calculator())
+///     .add_listener(events.clone())
+///     .build()?;
+/// let outcome = agent.run_loop("What is 6*7?")?;
+/// assert_eq!(outcome.stop_reason, StopReason::Completed);
+/// assert_eq!(agent.last_assistant_content().as_deref(), Some("6*7 is 42."));
+/// // The tool result went back to the model in the second request.
+/// let second = &server.chat_requests()[1];
+/// assert_eq!(second.messages().last().unwrap()["content"], "42");
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+///
+/// # Thread safety
+///
+/// `Agent` is `Send` (run it on a worker thread) but `run_loop` takes `&mut
+/// self`: one turn at a time. Control it from other threads through clones of
+/// its [`Cancellable`] and [`Interloper`].
+///
+/// # Closing
+///
+/// [`close`](Agent::close) runs the on-close handlers (last registered first,
+/// each isolated) and joins the listener threads; `Drop` does the same if the
+/// host forgets.
+pub struct Agent {
+    shared: Arc<Shared>,
+    system_base: String,
+    system_prompt: String,
+    step_limit: Option<StepLimit>,
+    interloper: Option<Interloper>,
+    extensions: Vec<Box<dyn extension::Extension>>,
+    ctx: ExtensionContext,
+    options: LoopOptions,
+    messages: Vec<Message>,
+    synth_answer: Option<String>,
+    last_stop: Option<StopReason>,
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+impl Agent {
+    /// A [`Configurator`] for an agent talking through `transport`.
+    pub fn builder(transport: ChatTransport) -> Configurator {
+        Configurator::new(transport)
+    }
+
+    fn from_configurator(mut cfg: Configurator) -> Result<Agent> {
+        let on_close = std::mem::take(&mut cfg.on_close);
+        if let Err(e) = cfg.validate() {
+            run_close_handlers(on_close);
+            return Err(e);
+        }
+        let client = cfg.client.take().unwrap_or_else(|| Client::new(cfg.http.clone()));
+        let tool_json = Arc::new(tool_schemas(&cfg.tools));
+        let shared = Arc::new(Shared {
+            id: Arc::from(cfg.id.as_str()),
+            listeners: std::mem::take(&mut cfg.listeners),
+            client,
+            cancellable: cfg.cancellable.take(),
+            streaming: cfg.streaming,
+            sub_agent_tools: std::mem::take(&mut cfg.sub_agent_tools),
+            state: Mutex::new(State {
+                transport: cfg.transport.clone(),
+                context_cap: None,
+                tools: std::mem::take(&mut cfg.tools),
+                tool_json,
+                pending_system: Vec::new(),
+            }),
+            on_close: Mutex::new(on_close),
+        });
+        let ctx = ExtensionContext::new(&shared);
+        let mut agent = Agent {
+            shared,
+            system_base: std::mem::take(&mut cfg.system_prompt),
+            system_prompt: String::new(),
+            step_limit: cfg.step_limit.take(),
+            interloper: cfg.interloper.take(),
+            extensions: std::mem::take(&mut cfg.extensions),
+            ctx,
+            options: std::mem::take(&mut cfg.options),
+            messages: Vec::new(),
+            synth_answer: None,
+            last_stop: None,
+            buf: Vec::new(),
+            closed: false,
+        };
+        agent.assemble_system_prompt();
+        for i in 0..agent.extensions.len() {
+            let ctx = agent.ctx.clone();
+            if let Err(e) = agent.extensions[i].bind(&ctx) {
+                let name = agent.extensions[i].name();
+                agent.close();
+                return Err(Error::invalid(format!("extension {name} failed to bind: {e}")));
+            }
+        }
+        // Tools registered in bind may have changed the prompt-relevant state.
+        agent.assemble_system_prompt();
+        agent.detect_and_emit_context_cap();
+        Ok(agent)
+    }
+
+    fn assemble_system_prompt(&mut self) {
+        let mut prompt = self.system_base.clone();
+        for ext in &self.extensions {
+            for snippet in ext.system_prompt_snippets() {
+                if !prompt.is_empty() {
+                    prompt.push_str("\n\n");
+                }
+                prompt.push_str(&snippet);
+            }
+        }
+        self.system_prompt = prompt;
+    }
+
+    fn detect_and_emit_context_cap(&mut self) {
+        let transport = self.transport();
+        let cap = detect_context_window(&self.shared.client, &transport);
+        self.shared.state.lock().context_cap = cap;
+        self.emit(Event::ContextCap { agent: self.agent_id(), cap });
+    }
+
+    fn agent_id(&self) -> Arc<str> {
+        Arc::clone(&self.shared.id)
+    }
+
+    fn emit(&self, event: Event) {
+        self.shared.emit(event);
+    }
+
+    /// The transport this agent talks through (changes on a model switch).
+    pub fn transport(&self) -> ChatTransport {
+        self.shared.state.lock().transport.clone()
+    }
+
+    /// The model id.
+    pub fn model(&self) -> Option<String> {
+        self.shared.state.lock().transport.model().map(str::to_string)
+    }
+
+    /// The model-visible tools, in declaration order.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().tools.clone()
+    }
+
+    /// The sub-agent-only tools (never sent to this agent's model).
+    pub fn sub_agent_tools(&self) -> &[Arc<dyn Tool>] {
+        &self.shared.sub_agent_tools
+    }
+
+    /// The system prompt actually sent: the base plus extensions' snippets.
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// The step budget, if any.
+    pub fn step_limit(&self) -> Option<&StepLimit> {
+        self.step_limit.as_ref()
+    }
+
+    /// The cancellation token, if any.
+    pub fn cancellable(&self) -> Option<&Cancellable> {
+        self.shared.cancellable.as_ref()
+    }
+
+    /// The mid-loop input queue, if any.
+    pub fn interloper(&self) -> Option<&Interloper> {
+        self.interloper.as_ref()
+    }
+
+    /// The agent's id (empty for a main agent).
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Whether responses are streamed.
+    pub fn streaming(&self) -> bool {
+        self.shared.streaming
+    }
+
+    /// The resolved context window: the transport's explicit one, else what
+    /// [`ContextWindowDetector`](crate::ContextWindowDetector) found.
+    pub fn context_window_cap(&self) -> Option<u64> {
+        self.shared.state.lock().context_cap
+    }
+
+    /// The conversation so far (the system prompt is not part of it).
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Why the last run stopped, if one ran.
+    pub fn last_stop_reason(&self) -> Option<StopReason> {
+        self.last_stop
+    }
+
+    /// The final answer of the latest turn: the synthesizer's when it ran,
+    /// else the last non-empty assistant text.
+    pub fn last_assistant_content(&self) -> Option<String> {
+        if let Some(answer) = &self.synth_answer {
+            return Some(answer.clone());
+        }
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+            .map(|m| m.content.clone())
+    }
+
+    /// Clear the conversation back to the system prompt (reassembled from
+    /// today's extensions), reset the controls, emit [`Event::Reset`] once,
+    /// then run the extensions' reset hooks.
+    pub fn clear_conversation(&mut self) {
+        self.messages.clear();
+        self.synth_answer = None;
+        self.shared.state.lock().pending_system.clear();
+        if let Some(s) = &self.step_limit {
+            s.reset();
+        }
+        if let Some(c) = &self.shared.cancellable {
+            c.reset();
+        }
+        self.assemble_system_prompt();
+        self.emit(Event::Reset { agent: self.agent_id() });
+        let ctx = self.ctx.clone();
+        for ext in &mut self.extensions {
+            ext.on_conversation_reset(&ctx);
+        }
+        self.shared.listeners.flush();
+    }
+
+    /// Release the agent: run the on-close handlers (last registered first;
+    /// a panicking one is logged at `warn` and the rest still run), then stop
+    /// and join the listener threads. Idempotent; `Drop` calls it.
+    pub fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let handlers = std::mem::take(&mut *self.shared.on_close.lock());
+        run_close_handlers(handlers);
+        self.shared.listeners.close();
+    }
+}
+
+fn run_close_handlers(handlers: Vec<CloseHandler>) {
+    for handler in handlers.into_iter().rev() {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(handler)) {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(ToString::to_string)
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::warn!("on_close handler panicked: {msg}");
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl fmt::Display for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.state.lock();
+        write!(
+            f,
+            "Agent(id={}, model={}, tools={}, listeners={})",
+            self.shared.id,
+            st.transport.model().unwrap_or(""),
+            st.tools.len(),
+            self.shared.listeners
+        )
+    }
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.shared.id)
+            .field("transport", &self.transport())
+            .field("messages", &self.messages.len())
+            .field("step_limit", &self.step_limit)
+            .field("cancellable", &self.shared.cancellable)
+            .field("interloper", &self.interloper)
+            .finish_non_exhaustive()
+    }
+}

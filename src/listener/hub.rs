@@ -15,14 +15,16 @@ enum Msg {
     Event(Arc<Event>),
     Flush(Sender<()>),
     Derive(String, Sender<SubAgentListener>),
+    Stop,
 }
 
-/// One listener's thread. Shared (`Arc`) between an agent's list and the lists
-/// derived for sub-agents whose listener chose `Share`; the thread stops and
-/// is joined when the last holder drops it.
+/// One listener's thread. Shared (`Arc`) between the list that owns it and
+/// the lists derived for sub-agents whose listener chose `Share`. The owner
+/// stops and joins it on close; the thread also ends when every holder is
+/// gone.
 struct Slot {
     name: String,
-    tx: Option<Sender<Msg>>,
+    tx: Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -34,21 +36,16 @@ impl Slot {
             .name(format!("pikuri-listener-{name}"))
             .spawn(move || run(listener, &rx))
             .expect("failed to spawn a listener thread");
-        Arc::new(Slot {
-            name,
-            tx: Some(tx),
-            thread: Mutex::new(Some(thread)),
-        })
+        Arc::new(Slot { name, tx, thread: Mutex::new(Some(thread)) })
     }
 
     fn send(&self, msg: Msg) -> bool {
-        self.tx.as_ref().is_some_and(|tx| tx.send(msg).is_ok())
+        self.tx.send(msg).is_ok()
     }
-}
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        drop(self.tx.take());
+    /// Stop the thread after it handled what was queued, and join it.
+    fn stop(&self) {
+        let _ = self.tx.send(Msg::Stop);
         if let Some(handle) = self.thread.lock().take()
             && handle.thread().id() != std::thread::current().id()
         {
@@ -88,6 +85,7 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
                     .unwrap_or(SubAgentListener::Skip);
                 let _ = reply.send(derived);
             }
+            Msg::Stop => break,
         }
     }
     guarded(&name, "close", || listener.close());
@@ -114,6 +112,8 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
 #[derive(Default)]
 pub struct ListenerList {
     slots: Vec<Arc<Slot>>,
+    /// Parallel to `slots`: whether this list started (and so stops) the thread.
+    owned: Vec<bool>,
 }
 
 impl ListenerList {
@@ -130,6 +130,7 @@ impl ListenerList {
     /// Add a boxed listener, starting its thread.
     pub fn add_boxed(&mut self, listener: Box<dyn Listener>) {
         self.slots.push(Slot::spawn(listener));
+        self.owned.push(true);
     }
 
     /// Number of listeners.
@@ -154,15 +155,18 @@ impl ListenerList {
                 (slot, sent.then_some(rx))
             })
             .collect();
-        let mut slots = Vec::with_capacity(self.slots.len());
+        let mut list = ListenerList::new();
         for (slot, rx) in replies {
             match rx.and_then(|rx| rx.recv().ok()) {
-                Some(SubAgentListener::Share) => slots.push(Arc::clone(slot)),
-                Some(SubAgentListener::Replace(l)) => slots.push(Slot::spawn(l)),
+                Some(SubAgentListener::Share) => {
+                    list.slots.push(Arc::clone(slot));
+                    list.owned.push(false);
+                }
+                Some(SubAgentListener::Replace(l)) => list.add_boxed(l),
                 Some(SubAgentListener::Skip) | None => {}
             }
         }
-        ListenerList { slots }
+        list
     }
 
     /// Deliver `event` to every listener.
@@ -197,10 +201,20 @@ impl ListenerList {
         }
     }
 
-    /// Stop every thread this list holds the last reference to, after it
-    /// handled what was queued.
-    pub(crate) fn close(&mut self) {
-        self.slots.clear();
+    /// Stop and join the threads this list started, after they handled what
+    /// was queued. Later events to them are dropped. Idempotent.
+    pub(crate) fn close(&self) {
+        for (slot, owned) in self.slots.iter().zip(&self.owned) {
+            if *owned {
+                slot.stop();
+            }
+        }
+    }
+}
+
+impl Drop for ListenerList {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

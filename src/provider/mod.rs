@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use client::{Client, Exchange};
+pub(crate) use client::{Client, Exchange, RetryNotice};
+pub use probe::ContextWindowDetector;
 pub(crate) use probe::detect_context_window;
 
 /// Everything that must travel together so a chat always reaches the same

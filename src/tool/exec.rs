@@ -19,3 +19,8 @@ pub(crate) fn execute(
         Err(e) => format!("Error: {e}"),
     }
 }
+
+/// The observation for a call to a tool that does not exist.
+pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> String {
+    format!("Error: unknown tool `{name}`; available tools: {}", available.join(", "))
+}

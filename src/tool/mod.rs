@@ -18,7 +18,7 @@ mod schema;
 pub mod builtin;
 
 pub use context::ToolContext;
-pub(crate) use exec::execute;
+pub(crate) use exec::{execute, unknown_tool};
 pub use schema::{Parameters, ParametersBuilder, ValidationError};
 
 use std::fmt;

@@ -1,0 +1,287 @@
+//! [`Configurator`]: the build-time collector for an [`Agent`].
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::extension::Extension;
+use super::{Agent, CloseHandler, LoopOptions};
+use crate::provider::Client;
+use crate::{
+    Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result, StepLimit, Tool,
+};
+
+/// Collects an agent's configuration; [`build`](Configurator::build) turns it
+/// into an [`Agent`].
+///
+/// Hosts and extensions use the same type: an extension's
+/// [`configure`](Extension::configure) receives it from
+/// [`add_extension`](Configurator::add_extension).
+///
+/// # Two tool pools
+///
+/// [`add_tool`](Configurator::add_tool) tools are sent to the model.
+/// [`add_sub_agent_tool`](Configurator::add_sub_agent_tool) tools are
+/// **never** sent to this agent's model; only sub-agent personas that name
+/// them can use them. This is the lethal-trifecta defence: keep network tools
+/// off an agent that reads untrusted files, while a researcher persona can
+/// still fetch. Tool names must be unique across both pools.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Agent, StepLimit, InMemoryEventList};
+/// use pikuri::testing::FakeServer;
+/// let server = FakeServer::start();
+/// let agent = Agent::builder(server.transport())
+///     .system_prompt("You are terse.")
+///     .step_limit(StepLimit::new(5)?)
+///     .add_listener(InMemoryEventList::new())
+///     .build()?;
+/// assert_eq!(agent.to_string(), "Agent(id=, model=fake-model, tools=0, listeners=[InMemoryEventList])");
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+pub struct Configurator {
+    pub(super) transport: ChatTransport,
+    pub(super) system_prompt: String,
+    pub(super) step_limit: Option<StepLimit>,
+    pub(super) cancellable: Option<Cancellable>,
+    pub(super) interloper: Option<Interloper>,
+    pub(super) id: String,
+    pub(super) streaming: bool,
+    pub(super) http: HttpConfig,
+    pub(super) client: Option<Client>,
+    pub(super) tools: Vec<Arc<dyn Tool>>,
+    pub(super) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    pub(super) listeners: ListenerList,
+    pub(super) extensions: Vec<Box<dyn Extension>>,
+    pub(super) on_close: Vec<CloseHandler>,
+    pub(super) options: LoopOptions,
+    pub(super) errors: Vec<String>,
+}
+
+impl Configurator {
+    pub(super) fn new(transport: ChatTransport) -> Configurator {
+        Configurator {
+            transport,
+            system_prompt: String::new(),
+            step_limit: None,
+            cancellable: None,
+            interloper: None,
+            id: String::new(),
+            streaming: false,
+            http: HttpConfig::default(),
+            client: None,
+            tools: Vec::new(),
+            sub_agent_tools: Vec::new(),
+            listeners: ListenerList::new(),
+            extensions: Vec::new(),
+            on_close: Vec::new(),
+            options: LoopOptions::default(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// The base system prompt; extensions' snippets are appended to it.
+    pub fn system_prompt(&mut self, prompt: impl Into<String>) -> &mut Configurator {
+        self.system_prompt = prompt.into();
+        self
+    }
+
+    /// The step budget (none by default: the agent may loop indefinitely).
+    pub fn step_limit(&mut self, limit: StepLimit) -> &mut Configurator {
+        self.step_limit = Some(limit);
+        self
+    }
+
+    /// The cancellation token (none by default).
+    pub fn cancellable(&mut self, cancellable: Cancellable) -> &mut Configurator {
+        self.cancellable = Some(cancellable);
+        self
+    }
+
+    /// The mid-loop user-input queue (none by default).
+    pub fn interloper(&mut self, interloper: Interloper) -> &mut Configurator {
+        self.interloper = Some(interloper);
+        self
+    }
+
+    /// The agent's id: empty for a main agent (the default).
+    pub fn id(&mut self, id: impl Into<String>) -> &mut Configurator {
+        self.id = id.into();
+        self
+    }
+
+    /// Stream responses (deltas become events as they arrive). Off by default.
+    pub fn streaming(&mut self, on: bool) -> &mut Configurator {
+        self.streaming = on;
+        self
+    }
+
+    /// HTTP timeouts, retries and limits.
+    pub fn http(&mut self, config: HttpConfig) -> &mut Configurator {
+        self.http = config;
+        self
+    }
+
+    /// Add a tool the model can call.
+    pub fn add_tool(&mut self, tool: impl Tool) -> &mut Configurator {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Add a shared tool the model can call.
+    pub fn add_tool_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Configurator {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Add a tool only sub-agent personas can use (see "Two tool pools").
+    pub fn add_sub_agent_tool(&mut self, tool: impl Tool) -> &mut Configurator {
+        self.sub_agent_tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Add a shared tool only sub-agent personas can use.
+    pub fn add_sub_agent_tool_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Configurator {
+        self.sub_agent_tools.push(tool);
+        self
+    }
+
+    /// The tools added so far (model-visible pool).
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+
+    /// The sub-agent-only tools added so far.
+    pub fn sub_agent_tools(&self) -> &[Arc<dyn Tool>] {
+        &self.sub_agent_tools
+    }
+
+    /// Add a listener (it starts on its own thread at once).
+    pub fn add_listener(&mut self, listener: impl Listener) -> &mut Configurator {
+        self.listeners.add(listener);
+        self
+    }
+
+    /// Add a boxed listener.
+    pub fn add_listener_boxed(&mut self, listener: Box<dyn Listener>) -> &mut Configurator {
+        self.listeners.add_boxed(listener);
+        self
+    }
+
+    /// Use a prebuilt list (e.g. one derived with
+    /// [`ExtensionContext::listeners_for_sub_agent`](crate::ExtensionContext::listeners_for_sub_agent)),
+    /// replacing the listeners added so far.
+    pub fn listener_list(&mut self, list: ListenerList) -> &mut Configurator {
+        self.listeners = list;
+        self
+    }
+
+    /// Add an extension; its [`configure`](Extension::configure) runs now. A
+    /// failure is reported by [`build`](Configurator::build).
+    pub fn add_extension(&mut self, mut extension: impl Extension) -> &mut Configurator {
+        if let Err(e) = extension.configure(self) {
+            self.errors.push(format!("extension {}: {e}", extension.name()));
+        }
+        self.extensions.push(Box::new(extension));
+        self
+    }
+
+    /// Register a handler run by [`Agent::close`] (last registered, first
+    /// run). Armed at once: it also runs if the build fails later.
+    pub fn on_close(&mut self, handler: impl FnOnce() + Send + 'static) -> &mut Configurator {
+        self.on_close.push(Box::new(handler));
+        self
+    }
+
+    /// Run several tool calls of one response concurrently (scoped threads);
+    /// results are still appended in call order. Off by default.
+    pub fn parallel_tool_calls(&mut self, on: bool) -> &mut Configurator {
+        self.options.parallel_tools = on;
+        self
+    }
+
+    /// Split `<think>...</think>` out of content into reasoning (for models
+    /// that do not use `reasoning_content`). Off by default.
+    pub fn split_think_tags(&mut self, on: bool) -> &mut Configurator {
+        self.options.split_think = on;
+        self
+    }
+
+    /// Recover tool calls a model wrote into its text (`<tool_call>{..}</tool_call>`,
+    /// `<function=name>{..}</function>`, a bare `{"name":..,"arguments":..}`)
+    /// when the name is an offered tool and the arguments validate. Off by
+    /// default.
+    pub fn recover_text_tool_calls(&mut self, on: bool) -> &mut Configurator {
+        self.options.recover_tool_calls = on;
+        self
+    }
+
+    /// When at most `last_steps` tool calls remain in the budget, tell the
+    /// model so in a short system note on each request. Off by default.
+    pub fn wind_down(&mut self, last_steps: u32) -> &mut Configurator {
+        self.options.wind_down = Some(last_steps);
+        self
+    }
+
+    /// Send reasoning back to the model that wrote it (`reasoning_content`),
+    /// for models with interleaved thinking. Reasoning written by another
+    /// model is never sent. Off by default.
+    pub fn replay_reasoning(&mut self, on: bool) -> &mut Configurator {
+        self.options.replay_reasoning = on;
+        self
+    }
+
+    /// An extra top-level request field, e.g. `("temperature", json!(0))` or
+    /// `("tool_choice", json!("auto"))`.
+    pub fn request_field(&mut self, name: impl Into<String>, value: Value) -> &mut Configurator {
+        self.options.extra.insert(name.into(), value);
+        self
+    }
+
+    pub(crate) fn client(&mut self, client: Client) -> &mut Configurator {
+        self.client = Some(client);
+        self
+    }
+
+    /// Build the agent: validate, bind extensions (in registration order),
+    /// resolve the context window and emit [`Event::ContextCap`](crate::Event::ContextCap).
+    ///
+    /// The configurator is left empty.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for duplicate tool names or a failed extension
+    /// `configure`/`bind`. The on-close handlers armed so far run before the
+    /// error is returned.
+    pub fn build(&mut self) -> Result<Agent> {
+        let cfg = std::mem::replace(self, Configurator::new(ChatTransport::default()));
+        Agent::from_configurator(cfg)
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        let mut errors = self.errors.clone();
+        let mut seen = HashSet::new();
+        for tool in self.tools.iter().chain(&self.sub_agent_tools) {
+            if !seen.insert(tool.name().to_string()) {
+                errors.push(format!("duplicate tool name `{}`", tool.name()));
+            }
+        }
+        if errors.is_empty() { Ok(()) } else { Err(Error::invalid(errors.join("; "))) }
+    }
+}
+
+impl fmt::Debug for Configurator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Configurator")
+            .field("transport", &self.transport)
+            .field("id", &self.id)
+            .field("tools", &self.tools.len())
+            .field("sub_agent_tools", &self.sub_agent_tools.len())
+            .field("listeners", &self.listeners)
+            .finish_non_exhaustive()
+    }
+}
