@@ -58,7 +58,7 @@ pub struct Configurator {
     pub(super) listeners: ListenerList,
     pub(super) extensions: Vec<Box<dyn Extension>>,
     pub(super) on_close: Vec<CloseHandler>,
-    pub(super) options: LoopOptions,
+    pub(crate) options: LoopOptions,
     pub(super) errors: Vec<String>,
 }
 

@@ -79,3 +79,13 @@ impl fmt::Display for ValidationError {
 }
 
 impl std::error::Error for ValidationError {}
+
+impl ParametersBuilder {
+    /// A required enum (stub).
+    #[must_use]
+    pub fn required_enum(mut self, name: &str, description: &str, values: &[&str]) -> ParametersBuilder {
+        self.props.insert(name.into(), serde_json::json!({"type": "string", "description": description, "enum": values}));
+        self.required.push(name.into());
+        self
+    }
+}

@@ -1,1 +1,10 @@
 //! Integration tests through the public API against the scripted FakeServer.
+//! One binary (see `autotests = false`); each module is one area.
+
+mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod controls; // step limit, synthesizer, cancellation, interloper
+mod errors; // the fault matrix: HTTP, transport and stream faults
+mod extensions; // extension hooks, sub-agents, history
+mod listeners; // ordering, isolation, end-of-turn flush
+mod regression; // one test per fixed bug
+mod util; // shared helpers

@@ -1,0 +1,267 @@
+//! Delegation: [`Persona`] and the [`SubAgents`] extension that gives an
+//! agent the model-facing `agent` tool.
+//!
+//! # What a child gets
+//!
+//! | | from the parent | from the persona |
+//! |---|---|---|
+//! | transport | yes, with the parent's resolved context window (no re-probe) | |
+//! | Cancellable | the same instance: one cancel stops the tree | |
+//! | streaming flag | yes | |
+//! | listeners | derived with the child's id (`"researcher 0"`) | |
+//! | system prompt | | replaces the parent's |
+//! | tools | | `tool_names`, from both pools |
+//! | StepLimit | | fresh, `max_steps`, policy `Raise` |
+//! | Interloper, extensions | no | no |
+//!
+//! Each call runs a fresh child on a clean history; only its final answer
+//! goes back as the tool result. A child that runs out of budget or fails
+//! reports that to the parent as an `"Error: ..."` observation naming the
+//! reason, never as a success.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::tool::Parameters;
+use crate::{
+    Agent, Configurator, Error, Extension, ExtensionContext, Result, StepLimit, Tool, ToolContext, ToolError,
+};
+
+/// A sub-agent role the model can delegate to.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::Persona;
+/// let p = Persona::new("researcher", "Finds facts.", "You research.", 20).with_tools(&["calculator"]);
+/// assert_eq!(p.tool_names, vec!["calculator"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Persona {
+    /// Unique per agent; the value the model passes as `name`, and the root of
+    /// the child's id.
+    pub name: String,
+    /// One line in `<available_agents>`; the child never sees it.
+    pub description: String,
+    /// Tools the child gets, from the parent's tools and sub-agent tools.
+    pub tool_names: Vec<String>,
+    /// The child's system prompt (replaces the parent's).
+    pub system_prompt: String,
+    /// The child's step budget for one task.
+    pub max_steps: u32,
+}
+
+impl Persona {
+    /// A persona with no tools.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        system_prompt: impl Into<String>,
+        max_steps: u32,
+    ) -> Persona {
+        Persona {
+            name: name.into(),
+            description: description.into(),
+            tool_names: Vec::new(),
+            system_prompt: system_prompt.into(),
+            max_steps,
+        }
+    }
+
+    /// A copy with these tool names.
+    #[must_use]
+    pub fn with_tools(mut self, names: &[&str]) -> Persona {
+        self.tool_names = names.iter().map(|s| (*s).to_string()).collect();
+        self
+    }
+}
+
+/// The extension that adds the `agent` tool and the `<available_agents>`
+/// system-prompt snippet; see the [module docs](self).
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Agent, Persona, SubAgents};
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::tool_call("agent", serde_json::json!({"name": "helper", "task": "say hi"})));
+/// server.push(Reply::text("hi from the child")); // the child's answer
+/// server.push(Reply::text("The helper said hi.")); // the parent's answer
+///
+/// let personas = vec![Persona::new("helper", "Says hi.", "You say hi.", 3)];
+/// let mut agent = Agent::builder(server.transport()).add_extension(SubAgents::new(personas)?).build()?;
+/// assert!(agent.system_prompt().contains("<available_agents>"));
+/// agent.run_loop("delegate")?;
+/// assert_eq!(agent.last_assistant_content().as_deref(), Some("The helper said hi."));
+/// assert_eq!(agent.messages()[2].content, "hi from the child");
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct SubAgents {
+    personas: Arc<Vec<Persona>>,
+}
+
+impl SubAgents {
+    /// The extension for these personas.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for duplicate persona names, an empty list, or
+    /// a zero step budget.
+    pub fn new(personas: Vec<Persona>) -> Result<SubAgents> {
+        if personas.is_empty() {
+            return Err(Error::invalid("SubAgents needs at least one persona"));
+        }
+        let mut seen = HashSet::new();
+        for p in &personas {
+            if !seen.insert(p.name.as_str()) {
+                return Err(Error::invalid(format!("duplicate persona name `{}`", p.name)));
+            }
+            if p.max_steps == 0 {
+                return Err(Error::invalid(format!("persona `{}` has max_steps 0", p.name)));
+            }
+        }
+        Ok(SubAgents { personas: Arc::new(personas) })
+    }
+
+    /// The personas.
+    pub fn personas(&self) -> &[Persona] {
+        &self.personas
+    }
+
+    /// The `<available_agents>` block.
+    pub fn available_agents_snippet(personas: &[Persona]) -> String {
+        let mut s = String::from(
+            "<available_agents>\nDelegate a self-contained task with the `agent` tool (arguments: `name`, `task`). \
+The sub-agent starts with no context: put everything it needs in `task`.\n",
+        );
+        for p in personas {
+            let _ = writeln!(s, "- {}: {}", p.name, p.description);
+        }
+        s.push_str("</available_agents>");
+        s
+    }
+}
+
+impl Extension for SubAgents {
+    fn configure(&mut self, c: &mut Configurator) -> Result<()> {
+        let known: HashSet<&str> = c.tools().iter().chain(c.sub_agent_tools()).map(|t| t.name()).collect();
+        for p in self.personas.iter() {
+            for name in &p.tool_names {
+                if !known.contains(name.as_str()) {
+                    return Err(Error::invalid(format!("persona `{}` names unknown tool `{name}`", p.name)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
+        let names: Vec<&str> = self.personas.iter().map(|p| p.name.as_str()).collect();
+        let params = Parameters::builder()
+            .required_enum("name", "Which sub-agent to delegate to.", &names)
+            .required_string("task", "The complete, self-contained task for the sub-agent.")
+            .build();
+        ctx.add_tool(Arc::new(AgentTool {
+            ctx: ctx.clone(),
+            personas: Arc::clone(&self.personas),
+            counters: Mutex::new(HashMap::new()),
+            params,
+        }))
+    }
+
+    fn system_prompt_snippets(&self) -> Vec<String> {
+        vec![SubAgents::available_agents_snippet(&self.personas)]
+    }
+}
+
+/// The model-facing `agent` tool.
+struct AgentTool {
+    ctx: ExtensionContext,
+    personas: Arc<Vec<Persona>>,
+    counters: Mutex<HashMap<String, u32>>,
+    params: Parameters,
+}
+
+impl AgentTool {
+    fn spawn(&self, persona: &Persona, id: &str) -> Result<Agent> {
+        let ctx = &self.ctx;
+        let transport = ctx.transport().ok_or_else(|| Error::invalid("the parent agent is gone"))?;
+        let mut cfg = Agent::builder(transport.with_context_window(ctx.context_window_cap()));
+        cfg.system_prompt(persona.system_prompt.clone())
+            .id(id)
+            .step_limit(StepLimit::new(persona.max_steps)?)
+            .streaming(ctx.streaming())
+            .listener_list(ctx.listeners_for_sub_agent(id));
+        if let Some(client) = ctx.client() {
+            cfg.client(client);
+        }
+        if let Some(c) = ctx.cancellable() {
+            cfg.cancellable(c);
+        }
+        cfg.options.nested = true;
+        let pool: Vec<Arc<dyn Tool>> = ctx.tools().into_iter().chain(ctx.sub_agent_tools()).collect();
+        for name in &persona.tool_names {
+            if let Some(t) = pool.iter().find(|t| t.name() == name) {
+                cfg.add_tool_arc(Arc::clone(t));
+            }
+        }
+        cfg.build()
+    }
+}
+
+impl Tool for AgentTool {
+    fn name(&self) -> &str {
+        "agent"
+    }
+
+    fn description(&self) -> &str {
+        "Delegate a self-contained task to a sub-agent; returns its final answer."
+    }
+
+    fn parameters(&self) -> &Parameters {
+        &self.params
+    }
+
+    fn call(&self, args: &Value, _cx: &ToolContext) -> std::result::Result<String, ToolError> {
+        let name = args["name"].as_str().unwrap_or_default();
+        let task = args["task"].as_str().unwrap_or_default();
+        let Some(persona) = self.personas.iter().find(|p| p.name == name) else {
+            let names: Vec<&str> = self.personas.iter().map(|p| p.name.as_str()).collect();
+            return Err(ToolError::new(format!("unknown sub-agent `{name}`; available: {}", names.join(", "))));
+        };
+        if task.trim().is_empty() {
+            return Err(ToolError::new("`task` must not be blank"));
+        }
+        let id = {
+            let mut counters = self.counters.lock();
+            let n = counters.entry(persona.name.clone()).or_insert(0);
+            let id = format!("{} {n}", persona.name);
+            *n += 1;
+            id
+        };
+        let mut child = self.spawn(persona, &id).map_err(|e| ToolError::new(format!("sub-agent {id}: {e}")))?;
+        let result = child.run_loop(task);
+        let partial = child.last_assistant_content();
+        child.close();
+        match result {
+            Ok(outcome) => Ok(outcome.answer.unwrap_or_else(|| format!("(sub-agent {id} gave no answer)"))),
+            Err(Error::StepLimitExceeded { max }) => {
+                let mut msg = format!("sub-agent {id} stopped: step limit of {max} tool calls exhausted before it answered");
+                if let Some(p) = partial {
+                    let _ = write!(msg, "; its last words: {p}");
+                }
+                Err(ToolError::new(msg))
+            }
+            Err(Error::Cancelled) => Err(ToolError::new(format!("sub-agent {id} stopped: cancelled"))),
+            Err(e) => Err(ToolError::new(format!("sub-agent {id} stopped: {e}"))),
+        }
+    }
+}
