@@ -19,8 +19,9 @@ pub mod builtin;
 
 pub use context::ToolContext;
 pub(crate) use exec::{execute, unknown_tool};
-pub use schema::{Parameters, ParametersBuilder, ValidationError};
+pub use schema::{ItemType, Parameters, ParametersBuilder, ValidationError};
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -52,9 +53,13 @@ use serde_json::Value;
 ///
 /// # Contract
 ///
-/// `call` receives arguments that already passed [`Parameters::validate`]. It
-/// returns the observation text (`Ok`), or a [`ToolError`] the model sees as
-/// `"Error: ..."`. A long tool should poll [`ToolContext::is_cancelled`].
+/// `call` receives arguments that already passed [`Parameters::validate`],
+/// normalized as [`Parameters`](Parameters#differences-from-strict-json-schema)
+/// describes: integer parameters are JSON integers, and an optional parameter the
+/// model sent as `null` is absent. It returns the observation text (`Ok`), or
+/// a [`ToolError`] the model sees as `"Error: ..."`. A panic in `call` is
+/// caught and reported to the model the same way. A long tool should poll
+/// [`ToolContext::is_cancelled`].
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by (unique per agent).
     fn name(&self) -> &str;
@@ -170,5 +175,13 @@ impl fmt::Debug for FnTool {
         f.debug_struct("FnTool")
             .field("name", &self.name)
             .finish_non_exhaustive()
+    }
+}
+
+/// `text` cut to at most `max_chars` characters, with `…` appended when cut.
+pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
     }
 }
