@@ -1,13 +1,262 @@
-//! Stub; being written.
+//! `JsonLines`: the event stream as JSON Lines, for logs and other processes.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
 
 use crate::{Event, Listener};
 
-/// Stub.
-#[derive(Debug, Default)]
-pub struct JsonLines;
+/// Writes every event as one JSON object per line (the [event JSON
+/// format](crate::event#json)), flushed per event.
+///
+/// Text is written as the model produced it, not sanitized (JSON escapes the
+/// control characters); sanitize when displaying it.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use std::sync::{Arc, Mutex};
+/// use pikuri::{Event, Listener};
+/// use pikuri::listener::JsonLines;
+///
+/// #[derive(Clone, Default)]
+/// struct Buf(Arc<Mutex<Vec<u8>>>);
+/// impl Write for Buf {
+///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().write(b) }
+///     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+/// }
+///
+/// let buf = Buf::default();
+/// let mut log = JsonLines::new(buf.clone());
+/// log.on_event(&Event::Cancelled { agent: "".into() });
+/// log.on_event(&Event::Reset { agent: "researcher 0".into() });
+/// let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+/// assert_eq!(
+///     out,
+///     "{\"type\":\"cancelled\",\"agent\":\"\"}\n{\"type\":\"reset\",\"agent\":\"researcher 0\"}\n"
+/// );
+/// let first: Event = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+/// assert_eq!(first, Event::Cancelled { agent: "".into() });
+/// ```
+///
+/// # Errors
+///
+/// A failed write (or a full disk) is logged once at `warn`; later events
+/// are still attempted, and their failures are not logged. Each line is
+/// written with a single `write_all`, so a failure never leaves half an
+/// object followed by the next one on the same line from this listener.
+///
+/// # Sub-agents
+///
+/// Shared (the default): sub-agents' events go to the same writer, and each
+/// line's `"agent"` field tells them apart.
+pub struct JsonLines {
+    writer: Box<dyn Write + Send>,
+    line: Vec<u8>,
+    failed: bool,
+}
+
+impl JsonLines {
+    /// Write to `writer`.
+    pub fn new(writer: impl Write + Send + 'static) -> JsonLines {
+        JsonLines {
+            writer: Box::new(writer),
+            line: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// Write to a new file at `path` (truncating an existing one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Event, Listener};
+    /// use pikuri::listener::JsonLines;
+    ///
+    /// let path = std::env::temp_dir().join(format!("pikuri-doc-{}.jsonl", std::process::id()));
+    /// let mut log = JsonLines::create(&path)?;
+    /// log.on_event(&Event::Reset { agent: "".into() });
+    /// let text = std::fs::read_to_string(&path)?;
+    /// assert_eq!(text, "{\"type\":\"reset\",\"agent\":\"\"}\n");
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn create(path: impl AsRef<Path>) -> io::Result<JsonLines> {
+        Ok(JsonLines::new(File::create(path)?))
+    }
+
+    /// Write to standard error.
+    pub fn stderr() -> JsonLines {
+        JsonLines::new(io::stderr())
+    }
+
+    fn write(&mut self, event: &Event) -> io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, event)?;
+        self.line.push(b'\n');
+        self.writer.write_all(&self.line)?;
+        self.writer.flush()
+    }
+
+    fn fail(&mut self, e: &io::Error) {
+        if !self.failed {
+            self.failed = true;
+            log::warn!("JsonLines: write failed ({e}); further errors are ignored");
+        }
+    }
+}
 
 impl Listener for JsonLines {
     fn on_event(&mut self, event: &Event) {
-        let _ = event;
+        if let Err(e) = self.write(event) {
+            self.fail(&e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Err(e) = self.writer.flush() {
+            self.fail(&e);
+        }
+    }
+
+    fn close(&mut self) {
+        Listener::flush(self);
+    }
+
+    fn name(&self) -> String {
+        "JsonLines".to_string()
+    }
+}
+
+impl fmt::Debug for JsonLines {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonLines")
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use serde_json::json;
+
+    use super::*;
+    use crate::listener::SubAgentListener;
+    use crate::{StopReason, Usage};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn events() -> Vec<Event> {
+        vec![
+            Event::UserTurn {
+                agent: "".into(),
+                content: "hi\nthere".into(),
+                mid_loop: false,
+            },
+            Event::ThinkingDelta {
+                agent: "".into(),
+                content: "\x1b[2J".into(),
+            },
+            Event::ToolCall {
+                agent: "researcher 0".into(),
+                id: "c1".into(),
+                name: "search".into(),
+                arguments: json!({"q": "rust", "n": 3, "deep": [true, null]}),
+            },
+            Event::ToolResult {
+                agent: "researcher 0".into(),
+                id: "c1".into(),
+                name: "search".into(),
+                content: "Error: \u{202e}nope".into(),
+            },
+            Event::Tokens {
+                agent: "".into(),
+                input: Some(1),
+                output: None,
+                cached: Some(3),
+                cache_creation: None,
+                thinking: Some(0),
+                model_id: Some("qwen".into()),
+            },
+            Event::ContextCap {
+                agent: "".into(),
+                cap: None,
+            },
+            Event::HistoryLoaded {
+                agent: "".into(),
+                messages: 3,
+                tokens: Some(Usage::new(Some(5), None, None, None, None)),
+            },
+            Event::Domain {
+                agent: "".into(),
+                name: "tasks.list_changed".into(),
+                payload: json!({"open": 2}),
+                transient: true,
+            },
+            Event::Retrying {
+                agent: "".into(),
+                attempt: 2,
+                error: "HTTP 503".into(),
+                wait_ms: 1500,
+            },
+            Event::Stopped {
+                agent: "".into(),
+                reason: StopReason::Completed,
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        let buf = Buf::default();
+        let mut log = JsonLines::new(buf.clone());
+        for e in events() {
+            log.on_event(&e);
+        }
+        log.close();
+        let text = String::from_utf8(buf.0.lock().clone()).unwrap();
+        let back: Vec<Event> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(back, events());
+        assert!(text.ends_with('\n') && !text.contains('\x1b'));
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn write_errors_are_ignored() {
+        let mut log = JsonLines::new(Broken);
+        log.on_event(&Event::Reset { agent: "".into() });
+        log.on_event(&Event::Reset { agent: "".into() });
+        assert_eq!(format!("{log:?}"), "JsonLines { failed: true, .. }");
+        assert!(matches!(log.for_sub_agent("x"), SubAgentListener::Share));
     }
 }

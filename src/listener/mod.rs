@@ -39,7 +39,7 @@ pub use hub::ListenerList;
 pub use json_lines::JsonLines;
 pub use memory::InMemoryEventList;
 pub use rate_limited::RateLimited;
-pub use sanitize::sanitize;
+pub use sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
 pub use terminal::Terminal;
 pub use token_log::TokenLog;
 
