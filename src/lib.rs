@@ -117,7 +117,9 @@ mod subagent;
 pub mod testing;
 pub mod tool;
 
-pub use crate::agent::{Agent, Configurator, Extension, ExtensionContext, History, Outcome, Synthesizer};
+pub use crate::agent::{
+    Agent, Configurator, Extension, ExtensionContext, History, Outcome, Synthesizer,
+};
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, StopReason};

@@ -28,7 +28,8 @@ use serde_json::Value;
 
 use crate::tool::Parameters;
 use crate::{
-    Agent, Configurator, Error, Extension, ExtensionContext, Result, StepLimit, Tool, ToolContext, ToolError,
+    Agent, Configurator, Error, Extension, ExtensionContext, Result, StepLimit, Tool, ToolContext,
+    ToolError,
 };
 
 /// A sub-agent role the model can delegate to.
@@ -122,13 +123,21 @@ impl SubAgents {
         let mut seen = HashSet::new();
         for p in &personas {
             if !seen.insert(p.name.as_str()) {
-                return Err(Error::invalid(format!("duplicate persona name `{}`", p.name)));
+                return Err(Error::invalid(format!(
+                    "duplicate persona name `{}`",
+                    p.name
+                )));
             }
             if p.max_steps == 0 {
-                return Err(Error::invalid(format!("persona `{}` has max_steps 0", p.name)));
+                return Err(Error::invalid(format!(
+                    "persona `{}` has max_steps 0",
+                    p.name
+                )));
             }
         }
-        Ok(SubAgents { personas: Arc::new(personas) })
+        Ok(SubAgents {
+            personas: Arc::new(personas),
+        })
     }
 
     /// The personas.
@@ -152,11 +161,19 @@ The sub-agent starts with no context: put everything it needs in `task`.\n",
 
 impl Extension for SubAgents {
     fn configure(&mut self, c: &mut Configurator) -> Result<()> {
-        let known: HashSet<&str> = c.tools().iter().chain(c.sub_agent_tools()).map(|t| t.name()).collect();
+        let known: HashSet<&str> = c
+            .tools()
+            .iter()
+            .chain(c.sub_agent_tools())
+            .map(|t| t.name())
+            .collect();
         for p in self.personas.iter() {
             for name in &p.tool_names {
                 if !known.contains(name.as_str()) {
-                    return Err(Error::invalid(format!("persona `{}` names unknown tool `{name}`", p.name)));
+                    return Err(Error::invalid(format!(
+                        "persona `{}` names unknown tool `{name}`",
+                        p.name
+                    )));
                 }
             }
         }
@@ -167,7 +184,10 @@ impl Extension for SubAgents {
         let names: Vec<&str> = self.personas.iter().map(|p| p.name.as_str()).collect();
         let params = Parameters::builder()
             .required_enum("name", "Which sub-agent to delegate to.", &names)
-            .required_string("task", "The complete, self-contained task for the sub-agent.")
+            .required_string(
+                "task",
+                "The complete, self-contained task for the sub-agent.",
+            )
             .build();
         ctx.add_tool(Arc::new(AgentTool {
             ctx: ctx.clone(),
@@ -193,7 +213,9 @@ struct AgentTool {
 impl AgentTool {
     fn spawn(&self, persona: &Persona, id: &str) -> Result<Agent> {
         let ctx = &self.ctx;
-        let transport = ctx.transport().ok_or_else(|| Error::invalid("the parent agent is gone"))?;
+        let transport = ctx
+            .transport()
+            .ok_or_else(|| Error::invalid("the parent agent is gone"))?;
         let mut cfg = Agent::builder(transport.with_context_window(ctx.context_window_cap()));
         cfg.system_prompt(persona.system_prompt.clone())
             .id(id)
@@ -207,7 +229,11 @@ impl AgentTool {
             cfg.cancellable(c);
         }
         cfg.options.nested = true;
-        let pool: Vec<Arc<dyn Tool>> = ctx.tools().into_iter().chain(ctx.sub_agent_tools()).collect();
+        let pool: Vec<Arc<dyn Tool>> = ctx
+            .tools()
+            .into_iter()
+            .chain(ctx.sub_agent_tools())
+            .collect();
         for name in &persona.tool_names {
             if let Some(t) = pool.iter().find(|t| t.name() == name) {
                 cfg.add_tool_arc(Arc::clone(t));
@@ -218,11 +244,11 @@ impl AgentTool {
 }
 
 impl Tool for AgentTool {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "agent"
     }
 
-    fn description(&self) -> &str {
+    fn description(&self) -> &'static str {
         "Delegate a self-contained task to a sub-agent; returns its final answer."
     }
 
@@ -235,7 +261,10 @@ impl Tool for AgentTool {
         let task = args["task"].as_str().unwrap_or_default();
         let Some(persona) = self.personas.iter().find(|p| p.name == name) else {
             let names: Vec<&str> = self.personas.iter().map(|p| p.name.as_str()).collect();
-            return Err(ToolError::new(format!("unknown sub-agent `{name}`; available: {}", names.join(", "))));
+            return Err(ToolError::new(format!(
+                "unknown sub-agent `{name}`; available: {}",
+                names.join(", ")
+            )));
         };
         if task.trim().is_empty() {
             return Err(ToolError::new("`task` must not be blank"));
@@ -247,20 +276,28 @@ impl Tool for AgentTool {
             *n += 1;
             id
         };
-        let mut child = self.spawn(persona, &id).map_err(|e| ToolError::new(format!("sub-agent {id}: {e}")))?;
+        let mut child = self
+            .spawn(persona, &id)
+            .map_err(|e| ToolError::new(format!("sub-agent {id}: {e}")))?;
         let result = child.run_loop(task);
         let partial = child.last_assistant_content();
         child.close();
         match result {
-            Ok(outcome) => Ok(outcome.answer.unwrap_or_else(|| format!("(sub-agent {id} gave no answer)"))),
+            Ok(outcome) => Ok(outcome
+                .answer
+                .unwrap_or_else(|| format!("(sub-agent {id} gave no answer)"))),
             Err(Error::StepLimitExceeded { max }) => {
-                let mut msg = format!("sub-agent {id} stopped: step limit of {max} tool calls exhausted before it answered");
+                let mut msg = format!(
+                    "sub-agent {id} stopped: step limit of {max} tool calls exhausted before it answered"
+                );
                 if let Some(p) = partial {
                     let _ = write!(msg, "; its last words: {p}");
                 }
                 Err(ToolError::new(msg))
             }
-            Err(Error::Cancelled) => Err(ToolError::new(format!("sub-agent {id} stopped: cancelled"))),
+            Err(Error::Cancelled) => {
+                Err(ToolError::new(format!("sub-agent {id} stopped: cancelled")))
+            }
             Err(e) => Err(ToolError::new(format!("sub-agent {id} stopped: {e}"))),
         }
     }

@@ -10,7 +10,8 @@ use super::extension::Extension;
 use super::{Agent, CloseHandler, LoopOptions};
 use crate::provider::Client;
 use crate::{
-    Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result, StepLimit, Tool,
+    Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result,
+    StepLimit, Tool,
 };
 
 /// Collects an agent's configuration; [`build`](Configurator::build) turns it
@@ -184,7 +185,8 @@ impl Configurator {
     /// failure is reported by [`build`](Configurator::build).
     pub fn add_extension(&mut self, mut extension: impl Extension) -> &mut Configurator {
         if let Err(e) = extension.configure(self) {
-            self.errors.push(format!("extension {}: {e}", extension.name()));
+            self.errors
+                .push(format!("extension {}: {e}", extension.name()));
         }
         self.extensions.push(Box::new(extension));
         self
@@ -270,7 +272,11 @@ impl Configurator {
                 errors.push(format!("duplicate tool name `{}`", tool.name()));
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(Error::invalid(errors.join("; "))) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::invalid(errors.join("; ")))
+        }
     }
 }
 

@@ -127,7 +127,9 @@ fn gone() -> Error {
 
 impl ExtensionContext {
     pub(super) fn new(shared: &Arc<Shared>) -> ExtensionContext {
-        ExtensionContext { shared: Arc::downgrade(shared) }
+        ExtensionContext {
+            shared: Arc::downgrade(shared),
+        }
     }
 
     fn shared(&self) -> Result<Arc<Shared>> {
@@ -137,7 +139,12 @@ impl ExtensionContext {
     /// Emit a domain event ([`Event::Domain`]) onto the agent's stream.
     pub fn emit_event(&self, name: impl Into<String>, payload: Value, transient: bool) {
         if let Some(s) = self.shared.upgrade() {
-            s.listeners.emit(Event::Domain { agent: Arc::clone(&s.id), name: name.into(), payload, transient });
+            s.listeners.emit(Event::Domain {
+                agent: Arc::clone(&s.id),
+                name: name.into(),
+                payload,
+                transient,
+            });
         }
     }
 
@@ -158,13 +165,19 @@ impl ExtensionContext {
         let s = self.shared()?;
         let content = content.into();
         s.state.lock().pending_system.push(content.clone());
-        s.listeners.emit(Event::SystemInjected { agent: Arc::clone(&s.id), content });
+        s.listeners.emit(Event::SystemInjected {
+            agent: Arc::clone(&s.id),
+            content,
+        });
         Ok(())
     }
 
     /// A listener list for a sub-agent with id `id`.
     pub fn listeners_for_sub_agent(&self, id: &str) -> ListenerList {
-        self.shared.upgrade().map(|s| s.listeners.for_sub_agent(id)).unwrap_or_default()
+        self.shared
+            .upgrade()
+            .map(|s| s.listeners.for_sub_agent(id))
+            .unwrap_or_default()
     }
 
     /// Register a close handler (same LIFO list as
@@ -176,7 +189,10 @@ impl ExtensionContext {
 
     /// The agent's id.
     pub fn agent_id(&self) -> String {
-        self.shared.upgrade().map(|s| s.id.to_string()).unwrap_or_default()
+        self.shared
+            .upgrade()
+            .map(|s| s.id.to_string())
+            .unwrap_or_default()
     }
 
     /// The agent's current transport.
@@ -201,12 +217,18 @@ impl ExtensionContext {
 
     /// The model-visible tools.
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.shared.upgrade().map(|s| s.state.lock().tools.clone()).unwrap_or_default()
+        self.shared
+            .upgrade()
+            .map(|s| s.state.lock().tools.clone())
+            .unwrap_or_default()
     }
 
     /// The sub-agent-only tools.
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.shared.upgrade().map(|s| s.sub_agent_tools.clone()).unwrap_or_default()
+        self.shared
+            .upgrade()
+            .map(|s| s.sub_agent_tools.clone())
+            .unwrap_or_default()
     }
 
     pub(crate) fn client(&self) -> Option<crate::provider::Client> {

@@ -39,7 +39,10 @@ pub struct History {
 impl History {
     /// A history of these messages.
     pub fn new(messages: Vec<Message>) -> History {
-        History { version: VERSION, messages }
+        History {
+            version: VERSION,
+            messages,
+        }
     }
 
     /// The messages.
@@ -48,6 +51,10 @@ impl History {
     }
 
     /// Self-contained JSON.
+    ///
+    /// # Panics
+    ///
+    /// Never: messages are plain data, and serializing them cannot fail.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("history serialization cannot fail")
     }
@@ -75,12 +82,17 @@ impl History {
                 Role::Tool => {
                     let id = m.tool_call_id.as_deref().unwrap_or("");
                     let Some(pos) = open.iter().position(|o| *o == id) else {
-                        return Err(Error::History(format!("message {i}: tool result `{id}` answers no open call")));
+                        return Err(Error::History(format!(
+                            "message {i}: tool result `{id}` answers no open call"
+                        )));
                     };
                     open.remove(pos);
                 }
                 _ if !open.is_empty() => {
-                    return Err(Error::History(format!("message {i}: tool call `{}` left unanswered", open[0])));
+                    return Err(Error::History(format!(
+                        "message {i}: tool call `{}` left unanswered",
+                        open[0]
+                    )));
                 }
                 Role::Assistant => open.extend(m.tool_calls.iter().map(|c| c.id.as_str())),
                 Role::System | Role::User => {}
@@ -105,10 +117,19 @@ impl Agent {
     /// context readout can resume.
     pub fn load_history(&mut self, history: History) {
         self.clear_conversation();
-        let tokens = history.messages.iter().rev().find(|m| m.role == Role::Assistant).and_then(|m| m.usage);
+        let tokens = history
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .and_then(|m| m.usage);
         let count = history.messages.len();
         self.messages = history.messages;
-        self.emit(Event::HistoryLoaded { agent: Arc::clone(&self.shared.id), messages: count, tokens });
+        self.emit(Event::HistoryLoaded {
+            agent: Arc::clone(&self.shared.id),
+            messages: count,
+            tokens,
+        });
         self.shared.listeners.flush();
     }
 }

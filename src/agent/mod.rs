@@ -61,12 +61,14 @@ use serde_json::{Map, Value};
 use crate::listener::ListenerList;
 use crate::provider::{Client, detect_context_window, wire};
 use crate::{
-    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit, StopReason, Tool,
+    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
+    StopReason, Tool,
 };
 
 type CloseHandler = Box<dyn FnOnce() + Send>;
 
 #[derive(Clone, Debug, Default)]
+#[allow(clippy::struct_excessive_bools, reason = "independent opt-in switches")]
 pub(crate) struct LoopOptions {
     pub(crate) parallel_tools: bool,
     pub(crate) split_think: bool,
@@ -103,7 +105,12 @@ impl Shared {
     fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
         let mut st = self.state.lock();
         let name = tool.name();
-        if st.tools.iter().chain(&self.sub_agent_tools).any(|t| t.name() == name) {
+        if st
+            .tools
+            .iter()
+            .chain(&self.sub_agent_tools)
+            .any(|t| t.name() == name)
+        {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
         st.tools.push(tool);
@@ -117,7 +124,10 @@ impl Shared {
 }
 
 fn tool_schemas(tools: &[Arc<dyn Tool>]) -> Vec<Value> {
-    tools.iter().map(|t| wire::tool_json(t.name(), t.description(), t.parameters().to_json())).collect()
+    tools
+        .iter()
+        .map(|t| wire::tool_json(t.name(), t.description(), t.parameters().to_json()))
+        .collect()
 }
 
 /// What a finished [`run_loop`](Agent::run_loop) reports.
@@ -204,7 +214,10 @@ impl Agent {
             run_close_handlers(on_close);
             return Err(e);
         }
-        let client = cfg.client.take().unwrap_or_else(|| Client::new(cfg.http.clone()));
+        let client = cfg
+            .client
+            .take()
+            .unwrap_or_else(|| Client::new(cfg.http.clone()));
         let tool_json = Arc::new(tool_schemas(&cfg.tools));
         let shared = Arc::new(Shared {
             id: Arc::from(cfg.id.as_str()),
@@ -244,7 +257,9 @@ impl Agent {
             if let Err(e) = agent.extensions[i].bind(&ctx) {
                 let name = agent.extensions[i].name();
                 agent.close();
-                return Err(Error::invalid(format!("extension {name} failed to bind: {e}")));
+                return Err(Error::invalid(format!(
+                    "extension {name} failed to bind: {e}"
+                )));
             }
         }
         // Tools registered in bind may have changed the prompt-relevant state.
@@ -270,7 +285,10 @@ impl Agent {
         let transport = self.transport();
         let cap = detect_context_window(&self.shared.client, &transport);
         self.shared.state.lock().context_cap = cap;
-        self.emit(Event::ContextCap { agent: self.agent_id(), cap });
+        self.emit(Event::ContextCap {
+            agent: self.agent_id(),
+            cap,
+        });
     }
 
     fn agent_id(&self) -> Arc<str> {
@@ -288,7 +306,12 @@ impl Agent {
 
     /// The model id.
     pub fn model(&self) -> Option<String> {
-        self.shared.state.lock().transport.model().map(str::to_string)
+        self.shared
+            .state
+            .lock()
+            .transport
+            .model()
+            .map(str::to_string)
     }
 
     /// The model-visible tools, in declaration order.
@@ -374,7 +397,9 @@ impl Agent {
             c.reset();
         }
         self.assemble_system_prompt();
-        self.emit(Event::Reset { agent: self.agent_id() });
+        self.emit(Event::Reset {
+            agent: self.agent_id(),
+        });
         let ctx = self.ctx.clone();
         for ext in &mut self.extensions {
             ext.on_conversation_reset(&ctx);

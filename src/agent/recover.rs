@@ -32,7 +32,11 @@ pub(crate) fn recover(content: &str, tools: &[Arc<dyn Tool>]) -> Option<(String,
         tagged(content, "<function=", "</function>", |inner| {
             let (name, body) = inner.split_once('>')?;
             let body = body.trim();
-            let args = if body.is_empty() { Value::Object(serde_json::Map::new()) } else { serde_json::from_str(body).ok()? };
+            let args = if body.is_empty() {
+                Value::Object(serde_json::Map::new())
+            } else {
+                serde_json::from_str(body).ok()?
+            };
             Some((name.trim().to_string(), args))
         })
     })
@@ -44,7 +48,11 @@ pub(crate) fn recover(content: &str, tools: &[Arc<dyn Tool>]) -> Option<(String,
     for (i, (name, args)) in candidates.into_iter().enumerate() {
         let tool = tools.iter().find(|t| t.name() == name)?;
         tool.parameters().validate(&args).ok()?;
-        calls.push(ToolCall::new(format!("recovered_{i}"), name, args.to_string()));
+        calls.push(ToolCall::new(
+            format!("recovered_{i}"),
+            name,
+            args.to_string(),
+        ));
     }
     log::debug!("recovered {} tool call(s) from message text", calls.len());
     Some((rest, calls))
@@ -52,7 +60,11 @@ pub(crate) fn recover(content: &str, tools: &[Arc<dyn Tool>]) -> Option<(String,
 
 fn name_and_args(v: &Value) -> Option<(String, Value)> {
     let name = v.get("name")?.as_str()?.to_string();
-    let args = v.get("arguments").or_else(|| v.get("parameters")).cloned().unwrap_or(Value::Null);
+    let args = v
+        .get("arguments")
+        .or_else(|| v.get("parameters"))
+        .cloned()
+        .unwrap_or(Value::Null);
     // Some models send the arguments as a JSON string.
     let args = match args {
         Value::String(s) => serde_json::from_str(&s).ok()?,
@@ -83,11 +95,17 @@ fn tagged(
         s = after.get(end + close.len()..).unwrap_or("");
     }
     rest.push_str(s);
-    if found.is_empty() { None } else { Some((rest.trim().to_string(), found)) }
+    if found.is_empty() {
+        None
+    } else {
+        Some((rest.trim().to_string(), found))
+    }
 }
 
 fn strip_fence(s: &str) -> &str {
-    let Some(body) = s.strip_prefix("```") else { return s };
+    let Some(body) = s.strip_prefix("```") else {
+        return s;
+    };
     let body = body.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
     body.strip_suffix("```").unwrap_or(body).trim()
 }
@@ -101,7 +119,9 @@ mod tests {
         let calc = FnTool::new(
             "calculator",
             "calc",
-            Parameters::builder().required_string("expression", "e").build(),
+            Parameters::builder()
+                .required_string("expression", "e")
+                .build(),
             |_, _| Ok(String::new()),
         );
         vec![Arc::new(calc)]
@@ -114,22 +134,38 @@ mod tests {
         assert_eq!(rest, "Let me compute.");
         assert_eq!(calls[0].name, "calculator");
         assert_eq!(calls[0].id, "recovered_0");
-        assert_eq!(serde_json::from_str::<Value>(&calls[0].arguments).unwrap()["expression"], "1+1");
+        assert_eq!(
+            serde_json::from_str::<Value>(&calls[0].arguments).unwrap()["expression"],
+            "1+1"
+        );
     }
 
     #[test]
     fn function_tags_and_bare_json() {
-        let (_, calls) = recover("<function=calculator>{\"expression\": \"2*3\"}</function>", &tools()).unwrap();
+        let (_, calls) = recover(
+            "<function=calculator>{\"expression\": \"2*3\"}</function>",
+            &tools(),
+        )
+        .unwrap();
         assert_eq!(calls.len(), 1);
-        let (rest, calls) =
-            recover("```json\n{\"name\":\"calculator\",\"parameters\":{\"expression\":\"4\"}}\n```", &tools()).unwrap();
+        let (rest, calls) = recover(
+            "```json\n{\"name\":\"calculator\",\"parameters\":{\"expression\":\"4\"}}\n```",
+            &tools(),
+        )
+        .unwrap();
         assert_eq!(rest, "");
         assert_eq!(calls[0].name, "calculator");
     }
 
     #[test]
     fn unknown_names_and_prose_are_left_alone() {
-        assert!(recover("<tool_call>{\"name\":\"rm\",\"arguments\":{}}</tool_call>", &tools()).is_none());
+        assert!(
+            recover(
+                "<tool_call>{\"name\":\"rm\",\"arguments\":{}}</tool_call>",
+                &tools()
+            )
+            .is_none()
+        );
         assert!(recover("The answer is 4.", &tools()).is_none());
         assert!(recover("{\"name\": \"Bob\"}", &tools()).is_none());
         assert!(recover("<tool_call>{broken</tool_call>", &tools()).is_none());

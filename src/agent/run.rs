@@ -9,7 +9,10 @@ use super::{Agent, Outcome, Shared, Synthesizer};
 use crate::provider::{Exchange, RetryNotice, wire::ChatRequest};
 use crate::stream::{Completion, Fragment};
 use crate::tool::{self, ToolContext};
-use crate::{ChatTransport, Error, Event, Message, OnExhausted, Result, StepLimit, StopReason, Tool, ToolCall};
+use crate::{
+    ChatTransport, Error, Event, Message, OnExhausted, Result, StepLimit, StopReason, Tool,
+    ToolCall,
+};
 
 /// Observation for calls left unanswered when the budget ran out.
 pub(crate) const NOT_RUN_BUDGET: &str = "Error: not run: step budget exhausted";
@@ -38,11 +41,19 @@ impl Agent {
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
     /// emitted and the context window is detected again.
-    pub fn run_loop_with(&mut self, user_message: &str, transport: ChatTransport) -> Result<Outcome> {
+    pub fn run_loop_with(
+        &mut self,
+        user_message: &str,
+        transport: ChatTransport,
+    ) -> Result<Outcome> {
         self.run_turn(user_message, Some(transport))
     }
 
-    fn run_turn(&mut self, user_message: &str, transport: Option<ChatTransport>) -> Result<Outcome> {
+    fn run_turn(
+        &mut self,
+        user_message: &str,
+        transport: Option<ChatTransport>,
+    ) -> Result<Outcome> {
         if user_message.trim().is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
@@ -55,11 +66,20 @@ impl Agent {
         }
         // A nested agent shares its parent's token: resetting it here would
         // lose a cancel that arrived while the parent spawned it.
-        if let Some(c) = self.shared.cancellable.as_ref().filter(|_| !self.options.nested) {
+        if let Some(c) = self
+            .shared
+            .cancellable
+            .as_ref()
+            .filter(|_| !self.options.nested)
+        {
             c.reset();
         }
         self.messages.push(Message::user(user_message));
-        self.emit(Event::UserTurn { agent: self.agent_id(), content: user_message.to_string(), mid_loop: false });
+        self.emit(Event::UserTurn {
+            agent: self.agent_id(),
+            content: user_message.to_string(),
+            mid_loop: false,
+        });
         let ctx = self.ctx.clone();
         for ext in &mut self.extensions {
             ext.on_user_message(&ctx, user_message);
@@ -69,25 +89,38 @@ impl Agent {
         let result = match self.rounds(&mut steps) {
             Ok(()) => Ok(StopReason::Completed),
             Err(Error::StepLimitExceeded { max })
-                if self.step_limit.as_ref().is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
+                if self
+                    .step_limit
+                    .as_ref()
+                    .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
             {
-                self.synthesize(user_message, max).map(|()| StopReason::Synthesized)
+                self.synthesize(user_message, max)
+                    .map(|()| StopReason::Synthesized)
             }
             Err(e) => Err(e),
         };
         let reason = match &result {
             Ok(r) => *r,
             Err(Error::Cancelled) => {
-                self.emit(Event::Cancelled { agent: self.agent_id() });
+                self.emit(Event::Cancelled {
+                    agent: self.agent_id(),
+                });
                 StopReason::Cancelled
             }
             Err(Error::StepLimitExceeded { .. }) => StopReason::StepLimit,
             Err(_) => StopReason::Error,
         };
         self.last_stop = Some(reason);
-        self.emit(Event::Stopped { agent: self.agent_id(), reason });
+        self.emit(Event::Stopped {
+            agent: self.agent_id(),
+            reason,
+        });
         self.shared.listeners.flush();
-        result.map(|stop_reason| Outcome { stop_reason, answer: self.last_assistant_content(), steps })
+        result.map(|stop_reason| Outcome {
+            stop_reason,
+            answer: self.last_assistant_content(),
+            steps,
+        })
     }
 
     fn apply_transport(&mut self, to: ChatTransport) {
@@ -96,7 +129,11 @@ impl Agent {
             return;
         }
         self.shared.state.lock().transport = to.clone();
-        self.emit(Event::ModelSwitched { agent: self.agent_id(), from, to });
+        self.emit(Event::ModelSwitched {
+            agent: self.agent_id(),
+            from,
+            to,
+        });
         self.detect_and_emit_context_cap();
     }
 
@@ -126,17 +163,24 @@ impl Agent {
 
     fn take_pending_system(&mut self) {
         let pending = std::mem::take(&mut self.shared.state.lock().pending_system);
-        self.messages.extend(pending.into_iter().map(Message::system));
+        self.messages
+            .extend(pending.into_iter().map(Message::system));
     }
 
     /// Append what the Interloper holds; true when anything was delivered.
     fn deliver_injections(&mut self) -> bool {
-        let Some(q) = &self.interloper else { return false };
+        let Some(q) = &self.interloper else {
+            return false;
+        };
         let items = q.drain();
         let delivered = !items.is_empty();
         for content in items {
             self.messages.push(Message::user(content.clone()));
-            self.emit(Event::UserTurn { agent: self.agent_id(), content, mid_loop: true });
+            self.emit(Event::UserTurn {
+                agent: self.agent_id(),
+                content,
+                mid_loop: true,
+            });
         }
         delivered
     }
@@ -183,10 +227,16 @@ impl Agent {
             },
             &mut |f: Fragment<'_>| match f {
                 Fragment::Content(s) if !s.is_empty() => {
-                    shared.emit(Event::AssistantDelta { agent: Arc::clone(agent), content: s.to_string() });
+                    shared.emit(Event::AssistantDelta {
+                        agent: Arc::clone(agent),
+                        content: s.to_string(),
+                    });
                 }
                 Fragment::Reasoning(s) if !s.is_empty() => {
-                    shared.emit(Event::ThinkingDelta { agent: Arc::clone(agent), content: s.to_string() });
+                    shared.emit(Event::ThinkingDelta {
+                        agent: Arc::clone(agent),
+                        content: s.to_string(),
+                    });
                 }
                 _ => {}
             },
@@ -210,7 +260,12 @@ impl Agent {
 
     /// Emit the bookends and stamp the model; recover leaked tool calls.
     fn finish_message(&mut self, completion: Completion) -> Message {
-        let Completion { mut message, usage, model, .. } = completion;
+        let Completion {
+            mut message,
+            usage,
+            model,
+            ..
+        } = completion;
         let model = model.or_else(|| self.transport().model().map(str::to_string));
         if self.options.recover_tool_calls && message.tool_calls.is_empty() {
             let tools = self.tools();
@@ -223,10 +278,16 @@ impl Agent {
         message.usage = usage;
         let agent = self.agent_id();
         if let Some(r) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
-            self.emit(Event::Thinking { agent: Arc::clone(&agent), content: r.to_string() });
+            self.emit(Event::Thinking {
+                agent: Arc::clone(&agent),
+                content: r.to_string(),
+            });
         }
         if !message.content.is_empty() {
-            self.emit(Event::Assistant { agent: Arc::clone(&agent), content: message.content.clone() });
+            self.emit(Event::Assistant {
+                agent: Arc::clone(&agent),
+                content: message.content.clone(),
+            });
         }
         let u = usage.unwrap_or_default();
         self.emit(Event::Tokens {
@@ -254,7 +315,11 @@ impl Agent {
                 arguments: parse_arguments(&call.arguments),
             });
             if let Err(e) = self.gate() {
-                let note = if e.is_cancelled() { NOT_RUN_CANCELLED } else { NOT_RUN_BUDGET };
+                let note = if e.is_cancelled() {
+                    NOT_RUN_CANCELLED
+                } else {
+                    NOT_RUN_BUDGET
+                };
                 // Calls already gated in parallel mode have not run either.
                 for c in gated.drain(..).chain(std::iter::once(call)) {
                     self.answer(c, note.to_string(), true);
@@ -276,11 +341,16 @@ impl Agent {
             let outputs: Vec<String> = std::thread::scope(|s| {
                 let shared = &*self.shared;
                 let tools = &tools;
-                let handles: Vec<_> =
-                    gated.iter().map(|call| s.spawn(move || run_tool(shared, tools, call, truncated))).collect();
+                let handles: Vec<_> = gated
+                    .iter()
+                    .map(|call| s.spawn(move || run_tool(shared, tools, call, truncated)))
+                    .collect();
                 handles
                     .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| "Error: the tool panicked".to_string()))
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| "Error: the tool panicked".to_string())
+                    })
                     .collect()
             });
             for (call, out) in gated.into_iter().zip(outputs) {
@@ -316,10 +386,21 @@ impl Agent {
     /// The step-exhaustion rescue: a tools-free nested agent answers from the
     /// evidence; its answer is appended and becomes the turn's answer.
     fn synthesize(&mut self, user_message: &str, max: u32) -> Result<()> {
-        let reason = format!("step budget of {max} tool calls exhausted; answering from the evidence gathered");
-        self.emit(Event::FallbackNotice { agent: self.agent_id(), reason });
-        let id = if self.id().is_empty() { "synthesizer".to_string() } else { format!("{} synthesizer", self.id()) };
-        let transport = self.transport().with_context_window(self.context_window_cap());
+        let reason = format!(
+            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
+        );
+        self.emit(Event::FallbackNotice {
+            agent: self.agent_id(),
+            reason,
+        });
+        let id = if self.id().is_empty() {
+            "synthesizer".to_string()
+        } else {
+            format!("{} synthesizer", self.id())
+        };
+        let transport = self
+            .transport()
+            .with_context_window(self.context_window_cap());
         let prompt = Synthesizer::build_prompt(&self.messages, user_message);
         let mut cfg = Agent::builder(transport);
         cfg.system_prompt(Synthesizer::SYSTEM_PROMPT)
@@ -329,7 +410,7 @@ impl Agent {
             .listener_list(self.shared.listeners.for_sub_agent(&id))
             .client(self.shared.client.clone());
         cfg.options.split_think = self.options.split_think;
-        cfg.options.extra = self.options.extra.clone();
+        cfg.options.extra.clone_from(&self.options.extra);
         if let Some(c) = &self.shared.cancellable {
             cfg.cancellable(c.clone());
         }
@@ -347,13 +428,16 @@ impl Agent {
 }
 
 fn run_tool(shared: &Shared, tools: &[Arc<dyn Tool>], call: &ToolCall, truncated: bool) -> String {
-    let cx = ToolContext::new(shared.cancellable.clone(), Arc::clone(&shared.id), call.id.clone());
-    match tools.iter().find(|t| t.name() == call.name) {
-        Some(t) => tool::execute(&**t, &call.arguments, truncated, &cx),
-        None => {
-            let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-            tool::unknown_tool(&call.name, &names)
-        }
+    let cx = ToolContext::new(
+        shared.cancellable.clone(),
+        Arc::clone(&shared.id),
+        call.id.clone(),
+    );
+    if let Some(t) = tools.iter().find(|t| t.name() == call.name) {
+        tool::execute(&**t, &call.arguments, truncated, &cx)
+    } else {
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        tool::unknown_tool(&call.name, &names)
     }
 }
 

@@ -50,7 +50,10 @@ Do not apologize or comment on the previous agent.";
     /// assert!(p.contains("1234 bytes"));
     /// ```
     pub fn build_prompt(parent_messages: &[Message], user_message: &str) -> String {
-        format!("Question: {user_message}\n\nEvidence gathered:\n{}", transcript(parent_messages))
+        format!(
+            "Question: {user_message}\n\nEvidence gathered:\n{}",
+            transcript(parent_messages)
+        )
     }
 }
 
@@ -73,7 +76,12 @@ fn transcript(messages: &[Message]) -> String {
                 }
             }
             Role::Tool => {
-                let name = m.tool_call_id.as_deref().and_then(|id| names.get(id)).copied().unwrap_or("tool");
+                let name = m
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| names.get(id))
+                    .copied()
+                    .unwrap_or("tool");
                 let _ = writeln!(out, "[{name} result] {}", m.content);
             }
         }

@@ -132,6 +132,7 @@ impl StepLimit {
         self.inner.step.store(0, Ordering::Relaxed);
     }
 
+    #[must_use]
     /// A fresh, independent budget with the same max and policy.
     pub fn fresh(&self) -> StepLimit {
         StepLimit {

@@ -36,7 +36,11 @@ impl Slot {
             .name(format!("pikuri-listener-{name}"))
             .spawn(move || run(listener, &rx))
             .expect("failed to spawn a listener thread");
-        Arc::new(Slot { name, tx, thread: Mutex::new(Some(thread)) })
+        Arc::new(Slot {
+            name,
+            tx,
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     fn send(&self, msg: Msg) -> bool {
@@ -143,6 +147,7 @@ impl ListenerList {
         self.slots.is_empty()
     }
 
+    #[must_use]
     /// The list for a sub-agent with id `id`: each listener decides (on its own
     /// thread) whether it is shared, replaced or skipped.
     pub fn for_sub_agent(&self, id: &str) -> ListenerList {

@@ -66,7 +66,9 @@ pub(crate) struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("config", &self.shared.config).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -84,7 +86,9 @@ fn build_agent(config: &HttpConfig) -> ureq::Agent {
 impl Client {
     pub(crate) fn new(config: HttpConfig) -> Client {
         let agent = Mutex::new(build_agent(&config));
-        Client { shared: Arc::new(Shared { config, agent }) }
+        Client {
+            shared: Arc::new(Shared { config, agent }),
+        }
     }
 
     pub(crate) fn config(&self) -> &HttpConfig {
@@ -132,14 +136,24 @@ impl Client {
                 .agent()
                 .post(&url)
                 .header("Content-Type", "application/json")
-                .header("Accept", if x.stream { "text/event-stream" } else { "application/json" });
+                .header(
+                    "Accept",
+                    if x.stream {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    },
+                );
             if let Some(key) = transport.api_key() {
                 req = req.header("Authorization", format!("Bearer {key}"));
             }
             log::trace!("request body: {}", String::from_utf8_lossy(body));
             let failure = match req.send(body) {
                 Err(e) => {
-                    log::debug!("POST {url} failed after {} ms: {e}", started.elapsed().as_millis());
+                    log::debug!(
+                        "POST {url} failed after {} ms: {e}",
+                        started.elapsed().as_millis()
+                    );
                     if is_cancelled(x.cancel) {
                         return Err(Error::Cancelled);
                     }
@@ -152,7 +166,10 @@ impl Client {
                 }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    log::debug!("POST {url} -> {status} in {} ms", started.elapsed().as_millis());
+                    log::debug!(
+                        "POST {url} -> {status} in {} ms",
+                        started.elapsed().as_millis()
+                    );
                     if (200..300).contains(&status) {
                         return self.read_success(resp, x, on_fragment);
                     }
@@ -177,9 +194,18 @@ impl Client {
             if attempt > cfg.max_retries {
                 return Err(err);
             }
-            let wait = retry_after.unwrap_or_else(|| backoff(cfg.retry_base, attempt)).min(cfg.retry_cap);
-            log::debug!("attempt {attempt} failed ({err}); retrying in {} ms", wait.as_millis());
-            on_retry(&RetryNotice { attempt, error: err.to_string(), wait });
+            let wait = retry_after
+                .unwrap_or_else(|| backoff(cfg.retry_base, attempt))
+                .min(cfg.retry_cap);
+            log::debug!(
+                "attempt {attempt} failed ({err}); retrying in {} ms",
+                wait.as_millis()
+            );
+            on_retry(&RetryNotice {
+                attempt,
+                error: err.to_string(),
+                wait,
+            });
             sleep(wait, x.cancel)?;
         }
     }
@@ -202,7 +228,11 @@ impl Client {
             let reader = BufReader::with_capacity(64 * 1024, reader);
             read_sse(reader, cfg.max_line_bytes, &mut |data| {
                 acc.push_data(data, on_fragment)?;
-                Ok(if acc.is_done() { Flow::Stop } else { Flow::Continue })
+                Ok(if acc.is_done() {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                })
             })
             .and_then(|()| acc.finish())
         } else {
@@ -227,13 +257,27 @@ impl Client {
             }
         };
         result.map_err(|e| {
-            if is_cancelled(x.cancel) { Error::Cancelled } else { refine(e, cfg) }
+            if is_cancelled(x.cancel) {
+                Error::Cancelled
+            } else {
+                refine(e, cfg)
+            }
         })
     }
 
     /// GET `url` and parse JSON, within `timeout`; `None` on any failure.
-    pub(crate) fn get_json(&self, url: &str, api_key: Option<&str>, timeout: Duration) -> Option<Value> {
-        let mut req = self.agent().get(url).config().timeout_global(Some(timeout)).build();
+    pub(crate) fn get_json(
+        &self,
+        url: &str,
+        api_key: Option<&str>,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let mut req = self
+            .agent()
+            .get(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build();
         if let Some(key) = api_key {
             req = req.header("Authorization", format!("Bearer {key}"));
         }
@@ -242,19 +286,38 @@ impl Client {
 
     /// POST JSON to `url` and parse JSON, within `timeout`; `None` on any failure.
     pub(crate) fn post_json(&self, url: &str, body: &Value, timeout: Duration) -> Option<Value> {
-        let req = self.agent().post(url).config().timeout_global(Some(timeout)).build();
+        let req = self
+            .agent()
+            .post(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build();
         let body = serde_json::to_vec(body).ok()?;
-        finish_probe(url, req.header("Content-Type", "application/json").send(&body[..]))
+        finish_probe(
+            url,
+            req.header("Content-Type", "application/json")
+                .send(&body[..]),
+        )
     }
 }
 
-fn finish_probe(url: &str, result: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Option<Value> {
+fn finish_probe(
+    url: &str,
+    result: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Option<Value> {
     match result {
         Ok(resp) if resp.status().is_success() => {
             let mut body = Vec::new();
-            resp.into_body().into_reader().take(4 * 1024 * 1024).read_to_end(&mut body).ok()?;
+            resp.into_body()
+                .into_reader()
+                .take(4 * 1024 * 1024)
+                .read_to_end(&mut body)
+                .ok()?;
             let v = serde_json::from_slice(&body).ok();
-            log::debug!("probe {url}: {}", if v.is_some() { "ok" } else { "not json" });
+            log::debug!(
+                "probe {url}: {}",
+                if v.is_some() { "ok" } else { "not json" }
+            );
             v
         }
         Ok(resp) => {
@@ -278,7 +341,11 @@ fn is_connection_failure(e: &ureq::Error) -> bool {
         ureq::Error::ConnectionFailed => true,
         ureq::Error::Io(io) => matches!(
             io.kind(),
-            K::ConnectionRefused | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
+            K::ConnectionRefused
+                | K::ConnectionReset
+                | K::ConnectionAborted
+                | K::BrokenPipe
+                | K::UnexpectedEof
         ),
         _ => false,
     }
@@ -286,9 +353,13 @@ fn is_connection_failure(e: &ureq::Error) -> bool {
 
 fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
     match e {
-        ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => Error::Timeout(cfg.connect_timeout),
+        ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
+            Error::Timeout(cfg.connect_timeout)
+        }
         ureq::Error::Timeout(_) => Error::Timeout(cfg.read_timeout),
-        ureq::Error::BodyExceedsLimit(n) => Error::protocol(format!("response body exceeds {n} bytes")),
+        ureq::Error::BodyExceedsLimit(n) => {
+            Error::protocol(format!("response body exceeds {n} bytes"))
+        }
         other => Error::Transport(Box::new(other)),
     }
 }
@@ -303,7 +374,9 @@ fn refine(e: Error, cfg: &HttpConfig) -> Error {
                 if io.kind() == std::io::ErrorKind::TimedOut {
                     return Error::Timeout(cfg.read_timeout);
                 }
-                if let Some(ureq::Error::Timeout(_)) = io.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>()) {
+                if let Some(ureq::Error::Timeout(_)) =
+                    io.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>())
+                {
                     return Error::Timeout(cfg.read_timeout);
                 }
             }
@@ -317,7 +390,11 @@ fn refine(e: Error, cfg: &HttpConfig) -> Error {
 /// `{"error":".."}`, a bare `{"message":..}`, else the raw body; truncated.
 fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> String {
     let mut body = Vec::new();
-    let _ = resp.into_body().into_reader().take(limit as u64).read_to_end(&mut body);
+    let _ = resp
+        .into_body()
+        .into_reader()
+        .take(limit as u64)
+        .read_to_end(&mut body);
     error_message(&body)
 }
 
@@ -381,11 +458,20 @@ mod tests {
 
     #[test]
     fn error_message_shapes() {
-        assert_eq!(error_message(br#"{"error":{"message":"bad model","type":"x"}}"#), "bad model");
-        assert_eq!(error_message(br#"{"error":"model not found"}"#), "model not found");
+        assert_eq!(
+            error_message(br#"{"error":{"message":"bad model","type":"x"}}"#),
+            "bad model"
+        );
+        assert_eq!(
+            error_message(br#"{"error":"model not found"}"#),
+            "model not found"
+        );
         assert_eq!(error_message(b"  plain text \n"), "plain text");
         let long = "x".repeat(2000);
-        assert_eq!(error_message(long.as_bytes()).chars().count(), MAX_MESSAGE_CHARS + 1);
+        assert_eq!(
+            error_message(long.as_bytes()).chars().count(),
+            MAX_MESSAGE_CHARS + 1
+        );
     }
 
     #[test]
@@ -407,7 +493,11 @@ mod tests {
             c2.cancel();
         });
         let started = Instant::now();
-        assert!(sleep(Duration::from_secs(10), Some(&c)).unwrap_err().is_cancelled());
+        assert!(
+            sleep(Duration::from_secs(10), Some(&c))
+                .unwrap_err()
+                .is_cancelled()
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
     }

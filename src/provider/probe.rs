@@ -22,6 +22,8 @@
 //! fails silently (logged at `debug`). No probe runs when the transport has no
 //! `api_base` (OpenAI's API reports no context window).
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use super::{ChatTransport, Client, HttpConfig};
@@ -76,7 +78,11 @@ pub(crate) fn detect_context_window(client: &Client, transport: &ChatTransport) 
             let m = model?;
             let ps = get(&format!("{root}/api/ps"));
             ollama_ps(ps.as_ref(), m).or_else(|| {
-                let show = client.post_json(&format!("{root}/api/show"), &serde_json::json!({ "model": m }), timeout);
+                let show = client.post_json(
+                    &format!("{root}/api/show"),
+                    &serde_json::json!({ "model": m }),
+                    timeout,
+                );
                 ollama_show(show.as_ref())
             })
         })
@@ -102,22 +108,30 @@ fn ollama_ps(v: Option<&Value>, model: &str) -> Option<u64> {
             [m.get("name"), m.get("model")]
                 .into_iter()
                 .flatten()
-                .any(|n| n.as_str().is_some_and(|n| n == model || n.strip_suffix(":latest") == Some(model)))
+                .any(|n| {
+                    n.as_str()
+                        .is_some_and(|n| n == model || n.strip_suffix(":latest") == Some(model))
+                })
         })
         .find_map(|m| positive(m.get("context_length")))
 }
 
 fn ollama_show(v: Option<&Value>) -> Option<u64> {
     let v = v?;
-    let runtime = v.get("parameters").and_then(Value::as_str).and_then(|params| {
-        params.lines().find_map(|line| {
-            let mut parts = line.split_whitespace();
-            (parts.next() == Some("num_ctx")).then(|| parts.next()?.parse::<u64>().ok())?
-        })
-    });
+    let runtime = v
+        .get("parameters")
+        .and_then(Value::as_str)
+        .and_then(|params| {
+            params.lines().find_map(|line| {
+                let mut parts = line.split_whitespace();
+                (parts.next() == Some("num_ctx")).then(|| parts.next()?.parse::<u64>().ok())?
+            })
+        });
     runtime.filter(|n| *n > 0).or_else(|| {
         let info = v.get("model_info")?.as_object()?;
-        info.iter().find(|(k, _)| k.ends_with(".context_length")).and_then(|(_, n)| positive(Some(n)))
+        info.iter()
+            .find(|(k, _)| k.ends_with(".context_length"))
+            .and_then(|(_, n)| positive(Some(n)))
     })
 }
 
@@ -142,7 +156,7 @@ fn encode(s: &str) -> String {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out
@@ -155,22 +169,51 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(llama_props(Some(&json!({"default_generation_settings": {"n_ctx": 4096}}))), Some(4096));
-        assert_eq!(llama_props(Some(&json!({"role": "router", "n_ctx": 0}))), None);
         assert_eq!(
-            ollama_show(Some(&json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 16384", "model_info": {"qwen2.context_length": 32768}}))),
+            llama_props(Some(
+                &json!({"default_generation_settings": {"n_ctx": 4096}})
+            )),
+            Some(4096)
+        );
+        assert_eq!(
+            llama_props(Some(&json!({"role": "router", "n_ctx": 0}))),
+            None
+        );
+        assert_eq!(
+            ollama_show(Some(
+                &json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 16384", "model_info": {"qwen2.context_length": 32768}})
+            )),
             Some(16384)
         );
-        assert_eq!(ollama_show(Some(&json!({"model_info": {"llama.context_length": 131_072}}))), Some(131_072));
         assert_eq!(
-            ollama_ps(Some(&json!({"models": [{"name": "qwen3:latest", "context_length": 8192}]})), "qwen3"),
+            ollama_show(Some(
+                &json!({"model_info": {"llama.context_length": 131_072}})
+            )),
+            Some(131_072)
+        );
+        assert_eq!(
+            ollama_ps(
+                Some(&json!({"models": [{"name": "qwen3:latest", "context_length": 8192}]})),
+                "qwen3"
+            ),
             Some(8192)
         );
         assert_eq!(
-            models_list(Some(&json!({"data": [{"id": "a", "max_model_len": 2048}, {"id": "b", "meta": {"n_ctx_train": 999}}]})), Some("b")),
+            models_list(
+                Some(
+                    &json!({"data": [{"id": "a", "max_model_len": 2048}, {"id": "b", "meta": {"n_ctx_train": 999}}]})
+                ),
+                Some("b")
+            ),
             Some(999)
         );
-        assert_eq!(models_list(Some(&json!({"data": [{"id": "a", "max_model_len": 2048}]})), Some("zz")), Some(2048));
+        assert_eq!(
+            models_list(
+                Some(&json!({"data": [{"id": "a", "max_model_len": 2048}]})),
+                Some("zz")
+            ),
+            Some(2048)
+        );
         assert_eq!(encode("org/model:7b"), "org%2Fmodel%3A7b");
     }
 }

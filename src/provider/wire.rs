@@ -35,7 +35,8 @@ impl ChatRequest<'_> {
         buf.clear();
         let mut ser = serde_json::Serializer::new(&mut *buf);
         // Serializing plain data into a Vec cannot fail.
-        self.serialize(&mut ser).expect("request serialization cannot fail");
+        self.serialize(&mut ser)
+            .expect("request serialization cannot fail");
     }
 }
 
@@ -49,7 +50,12 @@ impl Serialize for ChatRequest<'_> {
         }
         map.serialize_entry("stream", &self.stream)?;
         if self.stream && self.include_usage {
-            map.serialize_entry("stream_options", &StreamOptions { include_usage: true })?;
+            map.serialize_entry(
+                "stream_options",
+                &StreamOptions {
+                    include_usage: true,
+                },
+            )?;
         }
         for (k, v) in self.extra {
             map.serialize_entry(k, v)?;
@@ -70,13 +76,22 @@ impl Serialize for Messages<'_, '_> {
         let req = self.0;
         let mut seq = s.serialize_seq(None)?;
         if let Some(system) = req.system.filter(|s| !s.is_empty()) {
-            seq.serialize_element(&Plain { role: "system", content: system })?;
+            seq.serialize_element(&Plain {
+                role: "system",
+                content: system,
+            })?;
         }
         for m in req.messages {
-            seq.serialize_element(&Wire { m, reasoning_for_model: req.reasoning_for_model })?;
+            seq.serialize_element(&Wire {
+                m,
+                reasoning_for_model: req.reasoning_for_model,
+            })?;
         }
         if let Some(note) = req.trailing_system {
-            seq.serialize_element(&Plain { role: "system", content: note })?;
+            seq.serialize_element(&Plain {
+                role: "system",
+                content: note,
+            })?;
         }
         seq.end()
     }
@@ -151,7 +166,10 @@ impl Serialize for Call<'_> {
         map.serialize_entry("type", "function")?;
         map.serialize_entry(
             "function",
-            &Function { name: &c.name, arguments: sendable_arguments(&c.arguments) },
+            &Function {
+                name: &c.name,
+                arguments: sendable_arguments(&c.arguments),
+            },
         )?;
         map.end()
     }
@@ -182,7 +200,10 @@ pub(crate) fn tool_json(name: &str, description: &str, parameters: &Value) -> Va
 mod tests {
     use super::*;
 
-    fn req<'a>(messages: &'a [Message], extra: &'a serde_json::Map<String, Value>) -> ChatRequest<'a> {
+    fn req<'a>(
+        messages: &'a [Message],
+        extra: &'a serde_json::Map<String, Value>,
+    ) -> ChatRequest<'a> {
         ChatRequest {
             model: "m",
             system: Some("sys"),
@@ -208,11 +229,23 @@ mod tests {
         let mut buf = Vec::new();
         req(&msgs, &extra).write_to(&mut buf);
         let v: Value = serde_json::from_slice(&buf).unwrap();
-        assert_eq!(v["messages"][0], serde_json::json!({"role":"system","content":"sys"}));
+        assert_eq!(
+            v["messages"][0],
+            serde_json::json!({"role":"system","content":"sys"})
+        );
         assert_eq!(v["messages"][2]["content"], Value::Null);
-        assert_eq!(v["messages"][2]["tool_calls"][0]["function"]["arguments"], r#"{"x":1}"#);
-        assert_eq!(v["messages"][3], serde_json::json!({"role":"tool","tool_call_id":"c1","content":"2"}));
-        assert_eq!(v["messages"][4]["tool_calls"][0]["function"]["arguments"], "{}");
+        assert_eq!(
+            v["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            r#"{"x":1}"#
+        );
+        assert_eq!(
+            v["messages"][3],
+            serde_json::json!({"role":"tool","tool_call_id":"c1","content":"2"})
+        );
+        assert_eq!(
+            v["messages"][4]["tool_calls"][0]["function"]["arguments"],
+            "{}"
+        );
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert!(v.get("tools").is_none());
     }

@@ -72,6 +72,6 @@ impl fmt::Debug for ToolContext {
             .field("agent_id", &self.agent_id)
             .field("call_id", &self.call_id)
             .field("cancelled", &self.is_cancelled())
-            .finish()
+            .finish_non_exhaustive()
     }
 }

@@ -14,8 +14,15 @@ fn echo_tool() -> FnTool {
     FnTool::new(
         "echo",
         "Echoes its text.",
-        Parameters::builder().required_string("text", "What to echo").build(),
-        |args, _| Ok(format!("echo: {}", args["text"].as_str().unwrap_or_default())),
+        Parameters::builder()
+            .required_string("text", "What to echo")
+            .build(),
+        |args, _| {
+            Ok(format!(
+                "echo: {}",
+                args["text"].as_str().unwrap_or_default()
+            ))
+        },
     )
 }
 
@@ -27,15 +34,30 @@ fn text_answer_non_streamed() {
     let out = agent.run_loop("Hi").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     assert_eq!(out.answer.as_deref(), Some("Hello there."));
-    assert_eq!(main_kinds(&rec), vec!["user_turn", "assistant", "tokens", "stopped"]);
+    assert_eq!(
+        main_kinds(&rec),
+        vec!["user_turn", "assistant", "tokens", "stopped"]
+    );
     let req = &server.chat_requests()[0];
     assert!(!req.is_stream());
     let msgs = req.messages();
-    assert_eq!(msgs[0], json!({"role": "system", "content": "You are a test agent."}));
+    assert_eq!(
+        msgs[0],
+        json!({"role": "system", "content": "You are a test agent."})
+    );
     assert_eq!(msgs[1], json!({"role": "user", "content": "Hi"}));
-    let tokens = rec.events().into_iter().find(|e| e.kind() == "tokens").unwrap();
+    let tokens = rec
+        .events()
+        .into_iter()
+        .find(|e| e.kind() == "tokens")
+        .unwrap();
     match tokens {
-        Event::Tokens { input, output, model_id, .. } => {
+        Event::Tokens {
+            input,
+            output,
+            model_id,
+            ..
+        } => {
             assert_eq!((input, output), (Some(12), Some(3)));
             assert!(model_id.is_some());
         }
@@ -60,8 +82,14 @@ fn streamed_answer_emits_deltas_before_the_bookend() {
     assert_eq!(deltas(&rec, ""), "Streaming works fine.");
     let req = &server.chat_requests()[0];
     assert!(req.is_stream());
-    assert_eq!(req.body.as_ref().unwrap()["stream_options"]["include_usage"], true);
-    assert_eq!(agent.messages()[1].reasoning.as_deref(), Some("Let me think."));
+    assert_eq!(
+        req.body.as_ref().unwrap()["stream_options"]["include_usage"],
+        true
+    );
+    assert_eq!(
+        agent.messages()[1].reasoning.as_deref(),
+        Some("Let me think.")
+    );
 }
 
 #[test]
@@ -77,12 +105,23 @@ fn tool_round_trip_feeds_the_result_back() {
         assert_eq!(out.steps, 1);
         assert_eq!(
             main_kinds(&rec),
-            vec!["user_turn", "tokens", "tool_call", "tool_result", "assistant", "tokens", "stopped"]
+            vec![
+                "user_turn",
+                "tokens",
+                "tool_call",
+                "tool_result",
+                "assistant",
+                "tokens",
+                "stopped"
+            ]
         );
         let second = &server.chat_requests()[1];
         let msgs = second.messages();
         assert_eq!(msgs[2]["tool_calls"][0]["id"], "call_A");
-        assert_eq!(msgs[3], json!({"role": "tool", "tool_call_id": "call_A", "content": "echo: ping"}));
+        assert_eq!(
+            msgs[3],
+            json!({"role": "tool", "tool_call_id": "call_A", "content": "echo: ping"})
+        );
         assert_eq!(server.chat_requests()[0].tool_names(), vec!["echo"]);
         let ev = rec.events();
         let call = ev.iter().find(|e| e.kind() == "tool_call").unwrap();
@@ -106,8 +145,12 @@ fn several_calls_in_one_response_run_in_order() {
             c.add_tool(echo_tool()).parallel_tool_calls(parallel);
         });
         agent.run_loop("x").unwrap();
-        let tool_msgs: Vec<&str> =
-            agent.messages().iter().filter(|m| m.role == Role::Tool).map(|m| m.content.as_str()).collect();
+        let tool_msgs: Vec<&str> = agent
+            .messages()
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
         assert_eq!(tool_msgs, vec!["echo: one", "echo: two", "echo: three"]);
         assert_valid_history(agent.messages());
     }
@@ -116,7 +159,10 @@ fn several_calls_in_one_response_run_in_order() {
 #[test]
 fn parallel_calls_really_overlap() {
     let server = FakeServer::start();
-    server.push(Reply::tool_calls(vec![("wait", json!({})), ("wait", json!({}))]));
+    server.push(Reply::tool_calls(vec![
+        ("wait", json!({})),
+        ("wait", json!({})),
+    ]));
     server.push(Reply::text("ok"));
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -144,8 +190,12 @@ fn tool_failures_become_observations() {
     server.push(Reply::tool_call("fail", json!({})).with_id("c4"));
     server.push(Reply::tool_call("boom", json!({})).with_id("c5"));
     server.push(Reply::text("recovered"));
-    let fail = FnTool::new("fail", "Fails.", Parameters::empty(), |_, _| Err(ToolError::new("disk full")));
-    let boom = FnTool::new("boom", "Panics.", Parameters::empty(), |_, _| panic!("kaboom"));
+    let fail = FnTool::new("fail", "Fails.", Parameters::empty(), |_, _| {
+        Err(ToolError::new("disk full"))
+    });
+    let boom = FnTool::new("boom", "Panics.", Parameters::empty(), |_, _| {
+        panic!("kaboom")
+    });
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(echo_tool()).add_tool(fail).add_tool(boom);
     });
@@ -158,14 +208,29 @@ fn tool_failures_become_observations() {
         .map(|m| (m.tool_call_id.clone().unwrap(), m.content.clone()))
         .collect();
     assert_eq!(results.len(), 5);
-    assert!(results[0].1.starts_with("Error: ") && results[0].1.contains("unterminated"), "{results:?}");
-    assert!(results[1].1.starts_with("Error: ") && results[1].1.contains("text"), "{results:?}");
-    assert!(results[2].1.contains("unknown tool") && results[2].1.contains("echo"), "{results:?}");
+    assert!(
+        results[0].1.starts_with("Error: ") && results[0].1.contains("unterminated"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].1.starts_with("Error: ") && results[1].1.contains("text"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].1.contains("unknown tool") && results[2].1.contains("echo"),
+        "{results:?}"
+    );
     assert_eq!(results[3].1, "Error: disk full");
-    assert!(results[4].1.starts_with("Error: ") && results[4].1.contains("kaboom"), "{results:?}");
+    assert!(
+        results[4].1.starts_with("Error: ") && results[4].1.contains("kaboom"),
+        "{results:?}"
+    );
     // The malformed arguments went back to the server as `{}` (servers reject invalid JSON).
     let last = server.chat_requests().last().unwrap().messages();
-    let sent = last.iter().find(|m| m["tool_calls"][0]["id"] == "c1").unwrap();
+    let sent = last
+        .iter()
+        .find(|m| m["tool_calls"][0]["id"] == "c1")
+        .unwrap();
     assert_eq!(sent["tool_calls"][0]["function"]["arguments"], "{}");
     assert_valid_history(agent.messages());
 }
@@ -174,7 +239,10 @@ fn tool_failures_become_observations() {
 fn blank_message_is_rejected_without_a_request() {
     let server = FakeServer::start();
     let (mut agent, _) = agent_with(&server, |_| {});
-    assert!(matches!(agent.run_loop("  \n"), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        agent.run_loop("  \n"),
+        Err(Error::InvalidInput(_))
+    ));
     assert!(server.chat_requests().is_empty());
 }
 
@@ -191,7 +259,11 @@ fn model_switch_keeps_history_and_emits_events() {
     assert_eq!(agent.model().as_deref(), Some("other-model"));
     assert_eq!(agent.context_window_cap(), Some(2048));
     let kinds = main_kinds(&rec);
-    let switched = rec.kinds().iter().position(|k| *k == "model_switched").unwrap();
+    let switched = rec
+        .kinds()
+        .iter()
+        .position(|k| *k == "model_switched")
+        .unwrap();
     assert_eq!(rec.kinds()[switched + 1], "context_cap");
     assert!(kinds.contains(&"model_switched"));
     let req = &server.chat_requests()[1];
@@ -200,7 +272,13 @@ fn model_switch_keeps_history_and_emits_events() {
     // The same transport again is no switch.
     server.push(Reply::text("third"));
     agent.run_loop_with("three", other).unwrap();
-    assert_eq!(rec.kinds().iter().filter(|k| **k == "model_switched").count(), 1);
+    assert_eq!(
+        rec.kinds()
+            .iter()
+            .filter(|k| **k == "model_switched")
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -210,22 +288,36 @@ fn display_and_accessors() {
     let (agent, rec) = agent_with(&server, |c| {
         c.add_tool(builtin::calculator()).add_tool(echo_tool());
     });
-    assert_eq!(agent.to_string(), "Agent(id=, model=fake-model, tools=2, listeners=[InMemoryEventList])");
+    assert_eq!(
+        agent.to_string(),
+        "Agent(id=, model=fake-model, tools=2, listeners=[InMemoryEventList])"
+    );
     assert_eq!(agent.context_window_cap(), Some(32768));
     assert_eq!(agent.id(), "");
     assert!(!agent.streaming());
     assert_eq!(agent.system_prompt(), "You are a test agent.");
     drop(agent);
-    assert!(matches!(rec.events()[0], Event::ContextCap { cap: Some(32768), .. }));
+    assert!(matches!(
+        rec.events()[0],
+        Event::ContextCap {
+            cap: Some(32768),
+            ..
+        }
+    ));
 }
 
 #[test]
 fn explicit_context_window_wins_over_probe() {
     let server = FakeServer::start();
     server.set_context_size(Some(4096));
-    let agent = Agent::builder(server.transport().with_context_window(Some(100))).build().unwrap();
+    let agent = Agent::builder(server.transport().with_context_window(Some(100)))
+        .build()
+        .unwrap();
     assert_eq!(agent.context_window_cap(), Some(100));
-    assert!(server.requests().is_empty(), "no probe when the window is explicit");
+    assert!(
+        server.requests().is_empty(),
+        "no probe when the window is explicit"
+    );
 }
 
 #[test]
@@ -261,7 +353,10 @@ fn failed_build_runs_handlers_armed_so_far() {
         .add_tool(echo_tool())
         .build()
         .unwrap_err();
-    assert!(err.to_string().contains("duplicate tool name `echo`"), "{err}");
+    assert!(
+        err.to_string().contains("duplicate tool name `echo`"),
+        "{err}"
+    );
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
@@ -271,10 +366,16 @@ fn api_key_is_sent_as_bearer_and_never_shown() {
     server.push(Reply::status(401, "bad key"));
     let transport = server.transport().with_api_key("sk-very-secret");
     let rec = pikuri::InMemoryEventList::new();
-    let mut agent = Agent::builder(transport.clone()).add_listener(rec.clone()).build().unwrap();
+    let mut agent = Agent::builder(transport.clone())
+        .add_listener(rec.clone())
+        .build()
+        .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(err.status(), Some(401));
-    assert_eq!(server.chat_requests()[0].header("authorization"), Some("Bearer sk-very-secret"));
+    assert_eq!(
+        server.chat_requests()[0].header("authorization"),
+        Some("Bearer sk-very-secret")
+    );
     for shown in [
         format!("{err}"),
         format!("{err:?}"),

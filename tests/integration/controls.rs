@@ -6,22 +6,27 @@ use std::time::{Duration, Instant};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Cancellable, Error, Event, Extension, ExtensionContext, Interloper, OnExhausted, Role, StepLimit, StopReason,
-    Synthesizer,
+    Cancellable, Error, Event, Extension, ExtensionContext, Interloper, OnExhausted, Role,
+    StepLimit, StopReason, Synthesizer,
 };
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, main_kinds};
 
 fn noop_tool(name: &str) -> FnTool {
-    FnTool::new(name, "Does nothing.", Parameters::empty(), |_, _| Ok("nothing".into()))
+    FnTool::new(name, "Does nothing.", Parameters::empty(), |_, _| {
+        Ok("nothing".into())
+    })
 }
 
 #[test]
 fn step_limit_raise_keeps_history_and_continue_works() {
     let server = FakeServer::start();
     server.push(Reply::tool_call("look", json!({})));
-    server.push(Reply::tool_calls(vec![("look", json!({})), ("look", json!({}))]));
+    server.push(Reply::tool_calls(vec![
+        ("look", json!({})),
+        ("look", json!({})),
+    ]));
     let limit = StepLimit::new(2).unwrap();
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(noop_tool("look")).step_limit(limit.clone());
@@ -56,15 +61,30 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
     });
     let out = agent.run_loop("what is it?").unwrap();
     assert_eq!(out.stop_reason, StopReason::Synthesized);
-    assert_eq!(agent.last_assistant_content().as_deref(), Some("Synthesized answer."));
+    assert_eq!(
+        agent.last_assistant_content().as_deref(),
+        Some("Synthesized answer.")
+    );
     let synth_req = &server.chat_requests()[2];
-    assert!(synth_req.tool_names().is_empty(), "the synthesizer gets no tools");
+    assert!(
+        synth_req.tool_names().is_empty(),
+        "the synthesizer gets no tools"
+    );
     let msgs = synth_req.messages();
     assert_eq!(msgs[0]["content"], Synthesizer::SYSTEM_PROMPT);
-    assert!(msgs[1]["content"].as_str().unwrap().starts_with("Question: what is it?"));
+    assert!(
+        msgs[1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Question: what is it?")
+    );
     let kinds = rec.kinds();
     assert!(kinds.contains(&"fallback_notice"));
-    assert!(rec.events().iter().any(|e| e.agent() == "synthesizer" && e.kind() == "assistant"));
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| e.agent() == "synthesizer" && e.kind() == "assistant")
+    );
     assert_valid_history(agent.messages());
     server.push(Reply::text("next"));
     agent.run_loop("thanks").unwrap();
@@ -73,7 +93,10 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
 #[test]
 fn cancel_from_a_tool_stops_at_the_next_boundary() {
     let server = FakeServer::start();
-    server.push(Reply::tool_calls(vec![("stop", json!({})), ("look", json!({}))]));
+    server.push(Reply::tool_calls(vec![
+        ("stop", json!({})),
+        ("look", json!({})),
+    ]));
     let cancel = Cancellable::new();
     let c2 = cancel.clone();
     let stop = FnTool::new("stop", "Cancels.", Parameters::empty(), move |_, cx| {
@@ -82,16 +105,28 @@ fn cancel_from_a_tool_stops_at_the_next_boundary() {
         Ok("stopping".into())
     });
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(stop).add_tool(noop_tool("look")).cancellable(cancel.clone());
+        c.add_tool(stop)
+            .add_tool(noop_tool("look"))
+            .cancellable(cancel.clone());
     });
     let err = agent.run_loop("go").unwrap_err();
     assert!(err.is_cancelled());
     assert!(rec.kinds().contains(&"cancelled"));
     assert_valid_history(agent.messages());
-    assert!(agent.messages().last().unwrap().content.contains("cancelled"));
+    assert!(
+        agent
+            .messages()
+            .last()
+            .unwrap()
+            .content
+            .contains("cancelled")
+    );
     // No synthesis after a cancel, and the next turn works (reset at turn start).
     server.push(Reply::text("fresh"));
-    assert_eq!(agent.run_loop("again").unwrap().answer.as_deref(), Some("fresh"));
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("fresh")
+    );
 }
 
 fn cancel_during(reply: Reply, streaming: bool) {
@@ -112,11 +147,17 @@ fn cancel_during(reply: Reply, streaming: bool) {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(err.is_cancelled(), "{err}");
     canceller.join().unwrap();
-    assert_eq!(main_kinds(&rec).iter().rev().take(2).collect::<Vec<_>>(), vec![&"stopped", &"cancelled"]);
+    assert_eq!(
+        main_kinds(&rec).iter().rev().take(2).collect::<Vec<_>>(),
+        vec![&"stopped", &"cancelled"]
+    );
     // No half message was appended.
     assert_eq!(agent.messages().len(), 1);
     server.push(Reply::text("back"));
-    assert_eq!(agent.run_loop("again").unwrap().answer.as_deref(), Some("back"));
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("back")
+    );
     assert_valid_history(agent.messages());
 }
 
@@ -141,13 +182,18 @@ fn cancel_stops_a_long_tool_through_its_context() {
     let server = FakeServer::start();
     server.push(Reply::tool_call("long", json!({})));
     let cancel = Cancellable::new();
-    let long = FnTool::new("long", "Runs until cancelled.", Parameters::empty(), |_, cx| {
-        let started = Instant::now();
-        while !cx.is_cancelled() && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok("stopped early".into())
-    });
+    let long = FnTool::new(
+        "long",
+        "Runs until cancelled.",
+        Parameters::empty(),
+        |_, cx| {
+            let started = Instant::now();
+            while !cx.is_cancelled() && started.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok("stopped early".into())
+        },
+    );
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(long).cancellable(cancel.clone());
     });
@@ -183,7 +229,10 @@ fn injection_is_delivered_after_the_tool_batch() {
     assert!(rec.events().iter().any(|e| matches!(e, Event::UserTurn { mid_loop: true, content, .. } if content == "also mention cats")));
     let msgs = server.chat_requests()[1].messages();
     assert_eq!(msgs[3]["role"], "tool");
-    assert_eq!(msgs[4], json!({"role": "user", "content": "also mention cats"}));
+    assert_eq!(
+        msgs[4],
+        json!({"role": "user", "content": "also mention cats"})
+    );
     assert!(!q.is_pending());
 }
 
@@ -201,14 +250,18 @@ fn injection_pending_when_the_model_finishes_is_not_lost() {
     server.push(Reply::text("answer including the addition"));
     let q = Interloper::new();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.interloper(q.clone()).add_extension(InjectOnTurn(q.clone()));
+        c.interloper(q.clone())
+            .add_extension(InjectOnTurn(q.clone()));
     });
     let out = agent.run_loop("question").unwrap();
     assert_eq!(out.answer.as_deref(), Some("answer including the addition"));
     assert_eq!(server.chat_requests().len(), 2);
     let msgs = server.chat_requests()[1].messages();
     assert_eq!(msgs[2]["content"], "first answer");
-    assert_eq!(msgs[3], json!({"role": "user", "content": "wait, one more thing"}));
+    assert_eq!(
+        msgs[3],
+        json!({"role": "user", "content": "wait, one more thing"})
+    );
     assert_eq!(rec.kinds().iter().filter(|k| **k == "user_turn").count(), 2);
 }
 
@@ -225,7 +278,9 @@ fn controls_are_not_reset_by_injection_and_reset_at_turn_start() {
     });
     let limit = StepLimit::new(1).unwrap();
     let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(inject).interloper(q.clone()).step_limit(limit.clone());
+        c.add_tool(inject)
+            .interloper(q.clone())
+            .step_limit(limit.clone());
     });
     // The injection after the first batch does not refresh the budget.
     assert!(agent.run_loop("go").unwrap_err().is_step_limit());

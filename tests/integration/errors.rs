@@ -37,32 +37,156 @@ fn ok_text() -> Reply {
 }
 
 const ROWS: &[Row] = &[
-    Row { name: "400 with error body", replies: || vec![Reply::status(400, "bad request: messages")], only: None, expect: Expect::Http(400), requests: 1 },
-    Row { name: "401", replies: || vec![Reply::status(401, "invalid api key")], only: None, expect: Expect::Http(401), requests: 1 },
-    Row { name: "404 wrong model", replies: || vec![Reply::status(404, "model not found")], only: None, expect: Expect::Http(404), requests: 1 },
-    Row { name: "429 with Retry-After then ok", replies: || vec![Reply::status(429, "slow down").with_retry_after(1), ok_text()], only: None, expect: Expect::Ok, requests: 2 },
-    Row { name: "429 without Retry-After then ok", replies: || vec![Reply::status(429, "slow down"), ok_text()], only: None, expect: Expect::Ok, requests: 2 },
-    Row { name: "500 502 then ok", replies: || vec![Reply::status(500, "oops"), Reply::status(502, "bad gateway"), ok_text()], only: None, expect: Expect::Ok, requests: 3 },
-    Row { name: "503 then ok", replies: || vec![Reply::status(503, "loading model"), ok_text()], only: None, expect: Expect::Ok, requests: 2 },
-    Row { name: "500 forever", replies: || vec![Reply::status(500, "a"), Reply::status(500, "b"), Reply::status(500, "c")], only: None, expect: Expect::Http(500), requests: 3 },
-    Row { name: "stream cut without [DONE]", replies: || vec![Reply::text("a long answer that is cut").cut_after(3)], only: Some(true), expect: Expect::Truncated, requests: 1 },
-    Row { name: "garbage and keep-alives", replies: || vec![Reply::text("still fine").with_garbage()], only: None, expect: Expect::Ok, requests: 1 },
-    Row { name: "malformed JSON chunk", replies: || vec![Reply::text("will break").malformed_after(2)], only: Some(true), expect: Expect::Protocol, requests: 1 },
-    Row { name: "garbage body", replies: || vec![Reply::raw_body(200, "application/json", "{not json")], only: None, expect: Expect::Protocol, requests: 1 },
-    Row { name: "oversized line", replies: || vec![Reply::text(&"x".repeat(100_000)).with_chunk_chars(100_000)], only: Some(true), expect: Expect::Protocol, requests: 1 },
-    Row { name: "server never answers", replies: || vec![Reply::hang()], only: None, expect: Expect::Timeout, requests: 1 },
-    Row { name: "stream goes silent", replies: || vec![Reply::text("silence follows").hang_after(2)], only: Some(true), expect: Expect::Timeout, requests: 1 },
-    Row { name: "unknown finish_reason", replies: || vec![Reply::text("odd but fine").with_finish_reason("eos_token_reached")], only: None, expect: Expect::Ok, requests: 1 },
-    Row { name: "truncated tool arguments", replies: || vec![Reply::raw_tool_call("look", r#"{"query": "cut he"#).with_finish_reason("length"), ok_text()], only: None, expect: Expect::Ok, requests: 2 },
+    Row {
+        name: "400 with error body",
+        replies: || vec![Reply::status(400, "bad request: messages")],
+        only: None,
+        expect: Expect::Http(400),
+        requests: 1,
+    },
+    Row {
+        name: "401",
+        replies: || vec![Reply::status(401, "invalid api key")],
+        only: None,
+        expect: Expect::Http(401),
+        requests: 1,
+    },
+    Row {
+        name: "404 wrong model",
+        replies: || vec![Reply::status(404, "model not found")],
+        only: None,
+        expect: Expect::Http(404),
+        requests: 1,
+    },
+    Row {
+        name: "429 with Retry-After then ok",
+        replies: || {
+            vec![
+                Reply::status(429, "slow down").with_retry_after(1),
+                ok_text(),
+            ]
+        },
+        only: None,
+        expect: Expect::Ok,
+        requests: 2,
+    },
+    Row {
+        name: "429 without Retry-After then ok",
+        replies: || vec![Reply::status(429, "slow down"), ok_text()],
+        only: None,
+        expect: Expect::Ok,
+        requests: 2,
+    },
+    Row {
+        name: "500 502 then ok",
+        replies: || {
+            vec![
+                Reply::status(500, "oops"),
+                Reply::status(502, "bad gateway"),
+                ok_text(),
+            ]
+        },
+        only: None,
+        expect: Expect::Ok,
+        requests: 3,
+    },
+    Row {
+        name: "503 then ok",
+        replies: || vec![Reply::status(503, "loading model"), ok_text()],
+        only: None,
+        expect: Expect::Ok,
+        requests: 2,
+    },
+    Row {
+        name: "500 forever",
+        replies: || {
+            vec![
+                Reply::status(500, "a"),
+                Reply::status(500, "b"),
+                Reply::status(500, "c"),
+            ]
+        },
+        only: None,
+        expect: Expect::Http(500),
+        requests: 3,
+    },
+    Row {
+        name: "stream cut without [DONE]",
+        replies: || vec![Reply::text("a long answer that is cut").cut_after(3)],
+        only: Some(true),
+        expect: Expect::Truncated,
+        requests: 1,
+    },
+    Row {
+        name: "garbage and keep-alives",
+        replies: || vec![Reply::text("still fine").with_garbage()],
+        only: None,
+        expect: Expect::Ok,
+        requests: 1,
+    },
+    Row {
+        name: "malformed JSON chunk",
+        replies: || vec![Reply::text("will break").malformed_after(2)],
+        only: Some(true),
+        expect: Expect::Protocol,
+        requests: 1,
+    },
+    Row {
+        name: "garbage body",
+        replies: || vec![Reply::raw_body(200, "application/json", "{not json")],
+        only: None,
+        expect: Expect::Protocol,
+        requests: 1,
+    },
+    Row {
+        name: "oversized line",
+        replies: || vec![Reply::text(&"x".repeat(100_000)).with_chunk_chars(100_000)],
+        only: Some(true),
+        expect: Expect::Protocol,
+        requests: 1,
+    },
+    Row {
+        name: "server never answers",
+        replies: || vec![Reply::hang()],
+        only: None,
+        expect: Expect::Timeout,
+        requests: 1,
+    },
+    Row {
+        name: "stream goes silent",
+        replies: || vec![Reply::text("silence follows").hang_after(2)],
+        only: Some(true),
+        expect: Expect::Timeout,
+        requests: 1,
+    },
+    Row {
+        name: "unknown finish_reason",
+        replies: || vec![Reply::text("odd but fine").with_finish_reason("eos_token_reached")],
+        only: None,
+        expect: Expect::Ok,
+        requests: 1,
+    },
+    Row {
+        name: "truncated tool arguments",
+        replies: || {
+            vec![
+                Reply::raw_tool_call("look", r#"{"query": "cut he"#).with_finish_reason("length"),
+                ok_text(),
+            ]
+        },
+        only: None,
+        expect: Expect::Ok,
+        requests: 2,
+    },
 ];
 
 fn matches(expect: Expect, result: &Result<pikuri::Outcome, Error>) -> bool {
     match (expect, result) {
-        (Expect::Ok, Ok(_)) => true,
         (Expect::Http(code), Err(e)) => e.status() == Some(code),
-        (Expect::Truncated, Err(Error::Truncated)) => true,
-        (Expect::Protocol, Err(Error::Protocol(_))) => true,
-        (Expect::Timeout, Err(Error::Timeout(_))) => true,
+        (Expect::Ok, Ok(_))
+        | (Expect::Truncated, Err(Error::Truncated))
+        | (Expect::Protocol, Err(Error::Protocol(_)))
+        | (Expect::Timeout, Err(Error::Timeout(_))) => true,
         _ => false,
     }
 }
@@ -81,23 +205,45 @@ fn fault_matrix() {
             for r in (row.replies)() {
                 server.push(r);
             }
-            let look = FnTool::new("look", "Looks.", Parameters::builder().required_string("query", "q").build(), |_, _| {
-                Ok("seen".into())
-            });
+            let look = FnTool::new(
+                "look",
+                "Looks.",
+                Parameters::builder().required_string("query", "q").build(),
+                |_, _| Ok("seen".into()),
+            );
             let (mut agent, rec) = agent_with(&server, |c| {
                 c.streaming(streaming).http(http.clone()).add_tool(look);
             });
             let started = Instant::now();
             let result = agent.run_loop("go");
             let label = format!("{} (streaming={streaming})", row.name);
-            assert!(matches(row.expect, &result), "{label}: expected {:?}, got {result:?}", row.expect);
-            assert_eq!(server.chat_requests().len(), row.requests, "{label}: request count");
+            assert!(
+                matches(row.expect, &result),
+                "{label}: expected {:?}, got {result:?}",
+                row.expect
+            );
+            assert_eq!(
+                server.chat_requests().len(),
+                row.requests,
+                "{label}: request count"
+            );
             if row.name.contains("Retry-After") {
-                assert!(started.elapsed() >= Duration::from_millis(900), "{label}: Retry-After not respected");
+                assert!(
+                    started.elapsed() >= Duration::from_millis(900),
+                    "{label}: Retry-After not respected"
+                );
             }
             if row.name == "truncated tool arguments" {
-                let obs = agent.messages().iter().find(|m| m.role == Role::Tool).unwrap();
-                assert!(obs.content.starts_with("Error: ") && obs.content.contains("cut he"), "{label}: {}", obs.content);
+                let obs = agent
+                    .messages()
+                    .iter()
+                    .find(|m| m.role == Role::Tool)
+                    .unwrap();
+                assert!(
+                    obs.content.starts_with("Error: ") && obs.content.contains("cut he"),
+                    "{label}: {}",
+                    obs.content
+                );
             }
             if let Err(e) = &result {
                 assert!(!e.to_string().is_empty());
@@ -120,8 +266,12 @@ fn connection_refused_is_retried_then_a_transport_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let transport = pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
-    let mut agent = Agent::builder(transport).http(fast_http().with_max_retries(2)).build().unwrap();
+    let transport =
+        pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
+    let mut agent = Agent::builder(transport)
+        .http(fast_http().with_max_retries(2))
+        .build()
+        .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
     assert!(matches!(err, Error::Transport(_)), "{err:?}");
     assert!(std::error::Error::source(&err).is_some());
@@ -135,7 +285,9 @@ fn retries_are_observable_as_events_and_requests() {
     let (mut agent, rec) = agent_with(&server, |_| {});
     agent.run_loop("hi").unwrap();
     assert_eq!(server.chat_requests().len(), 2);
-    assert!(rec.events().iter().any(|e| matches!(e, pikuri::Event::Retrying { attempt: 1, error, .. } if error.contains("503"))));
+    assert!(rec.events().iter().any(
+        |e| matches!(e, pikuri::Event::Retrying { attempt: 1, error, .. } if error.contains("503"))
+    ));
 }
 
 #[test]
@@ -152,7 +304,10 @@ fn retries_are_configurable_to_zero() {
 #[test]
 fn http_error_message_is_the_servers_own() {
     let server = FakeServer::start();
-    server.push(Reply::status(400, "exceed_context_size_error: the request exceeds the available context size"));
+    server.push(Reply::status(
+        400,
+        "exceed_context_size_error: the request exceeds the available context size",
+    ));
     let (mut agent, _) = agent_with(&server, |_| {});
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(
@@ -172,6 +327,9 @@ fn stream_request_answered_with_plain_json_still_works() {
     let (mut agent, rec) = agent_with(&server, |c| {
         c.streaming(true);
     });
-    assert_eq!(agent.run_loop("hi").unwrap().answer.as_deref(), Some("plain"));
+    assert_eq!(
+        agent.run_loop("hi").unwrap().answer.as_deref(),
+        Some("plain")
+    );
     assert!(rec.kinds().contains(&"assistant_delta"));
 }

@@ -7,8 +7,8 @@ use parking_lot::Mutex;
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Cancellable, Configurator, Error, Event, Extension, ExtensionContext, History, Persona, Result, Role,
-    SubAgents,
+    Agent, Cancellable, Configurator, Error, Event, Extension, ExtensionContext, History, Persona,
+    Result, Role, SubAgents,
 };
 use serde_json::json;
 
@@ -23,18 +23,25 @@ struct Recorder {
 
 impl Extension for Recorder {
     fn configure(&mut self, c: &mut Configurator) -> Result<()> {
-        self.log.lock().push(format!("{} configure tools={}", self.name, c.tools().len()));
+        self.log
+            .lock()
+            .push(format!("{} configure tools={}", self.name, c.tools().len()));
         Ok(())
     }
     fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
-        self.log.lock().push(format!("{} bind id={:?}", self.name, ctx.agent_id()));
+        self.log
+            .lock()
+            .push(format!("{} bind id={:?}", self.name, ctx.agent_id()));
         Ok(())
     }
     fn on_user_message(&mut self, ctx: &ExtensionContext, message: &str) {
-        self.log.lock().push(format!("{} user {message}", self.name));
+        self.log
+            .lock()
+            .push(format!("{} user {message}", self.name));
         ctx.emit_event("recorder.saw", json!({"message": message}), false);
         if self.name == "a" {
-            ctx.inject_system_message("<memory-context>likes tea</memory-context>").unwrap();
+            ctx.inject_system_message("<memory-context>likes tea</memory-context>")
+                .unwrap();
         }
     }
     fn on_conversation_reset(&mut self, _ctx: &ExtensionContext) {
@@ -51,11 +58,22 @@ fn hooks_run_in_order_with_their_arguments() {
     server.push(Reply::text("ok"));
     let log: Log = Arc::default();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(FnTool::new("t", "t", Parameters::empty(), |_, _| Ok(String::new())))
-            .add_extension(Recorder { log: log.clone(), name: "a" })
-            .add_extension(Recorder { log: log.clone(), name: "b" });
+        c.add_tool(FnTool::new("t", "t", Parameters::empty(), |_, _| {
+            Ok(String::new())
+        }))
+        .add_extension(Recorder {
+            log: log.clone(),
+            name: "a",
+        })
+        .add_extension(Recorder {
+            log: log.clone(),
+            name: "b",
+        });
     });
-    assert_eq!(agent.system_prompt(), "You are a test agent.\n\n<a/>\n\n<b/>");
+    assert_eq!(
+        agent.system_prompt(),
+        "You are a test agent.\n\n<a/>\n\n<b/>"
+    );
     agent.run_loop("hello").unwrap();
     agent.clear_conversation();
     assert_eq!(
@@ -76,16 +94,22 @@ fn hooks_run_in_order_with_their_arguments() {
     assert!(rec.kinds().contains(&"system_injected"));
     let msgs = server.chat_requests()[0].messages();
     assert_eq!(msgs[1]["role"], "user");
-    assert_eq!(msgs[2], json!({"role": "system", "content": "<memory-context>likes tea</memory-context>"}));
+    assert_eq!(
+        msgs[2],
+        json!({"role": "system", "content": "<memory-context>likes tea</memory-context>"})
+    );
     // Reset is emitted once, before the extensions' reset hooks.
     assert_eq!(rec.kinds().iter().filter(|k| **k == "reset").count(), 1);
     assert!(agent.messages().is_empty());
 }
 
 fn lookup(name: &'static str) -> FnTool {
-    FnTool::new(name, "Looks something up.", Parameters::builder().required_string("q", "query").build(), move |a, _| {
-        Ok(format!("{name}: {}", a["q"].as_str().unwrap_or_default()))
-    })
+    FnTool::new(
+        name,
+        "Looks something up.",
+        Parameters::builder().required_string("q", "query").build(),
+        move |a, _| Ok(format!("{name}: {}", a["q"].as_str().unwrap_or_default())),
+    )
 }
 
 #[test]
@@ -102,54 +126,94 @@ fn sub_agents_get_their_own_tools_ids_and_answers() {
     server.push(Reply::text("B is 2"));
     server.push(Reply::text("A=1, B=2"));
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(lookup("local")).add_sub_agent_tool(lookup("web")).add_extension(
-            SubAgents::new(vec![Persona::new("researcher", "Searches the web.", "You research.", 5).with_tools(&["web"])])
+        c.add_tool(lookup("local"))
+            .add_sub_agent_tool(lookup("web"))
+            .add_extension(
+                SubAgents::new(vec![
+                    Persona::new("researcher", "Searches the web.", "You research.", 5)
+                        .with_tools(&["web"]),
+                ])
                 .unwrap(),
-        );
+            );
     });
     let out = agent.run_loop("find A and B").unwrap();
     assert_eq!(out.answer.as_deref(), Some("A=1, B=2"));
     let reqs = server.chat_requests();
     let mut parent_tools = reqs[0].tool_names();
     parent_tools.sort();
-    assert_eq!(parent_tools, vec!["agent", "local"], "sub-agent-only tools never reach the parent");
+    assert_eq!(
+        parent_tools,
+        vec!["agent", "local"],
+        "sub-agent-only tools never reach the parent"
+    );
     assert_eq!(reqs[1].tool_names(), vec!["web"]);
     assert_eq!(reqs[1].messages()[0]["content"], "You research.");
     assert_eq!(reqs[1].messages()[1]["content"], "find A");
-    let tool_msgs: Vec<&str> =
-        agent.messages().iter().filter(|m| m.role == Role::Tool).map(|m| m.content.as_str()).collect();
+    let tool_msgs: Vec<&str> = agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(tool_msgs, vec!["A is 1", "B is 2"]);
-    let ids: std::collections::BTreeSet<String> = rec.events().iter().map(|e| e.agent().to_string()).collect();
-    assert!(ids.contains("researcher 0") && ids.contains("researcher 1"), "{ids:?}");
-    assert!(rec.events().iter().any(|e| e.agent() == "researcher 1" && e.kind() == "stopped"));
+    let ids: std::collections::BTreeSet<String> =
+        rec.events().iter().map(|e| e.agent().to_string()).collect();
+    assert!(
+        ids.contains("researcher 0") && ids.contains("researcher 1"),
+        "{ids:?}"
+    );
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| e.agent() == "researcher 1" && e.kind() == "stopped")
+    );
 }
 
 #[test]
 fn a_child_out_of_budget_reports_an_error_observation() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call("agent", json!({"name": "miner", "task": "dig"})));
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "miner", "task": "dig"}),
+    ));
     server.push(Reply::tool_call("web", json!({"q": "1"})));
     server.push(Reply::tool_call("web", json!({"q": "2"})));
     server.push(Reply::text("parent answers anyway"));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.add_sub_agent_tool(lookup("web"))
-            .add_extension(SubAgents::new(vec![Persona::new("miner", "Digs.", "Dig.", 1).with_tools(&["web"])]).unwrap());
+        c.add_sub_agent_tool(lookup("web")).add_extension(
+            SubAgents::new(vec![
+                Persona::new("miner", "Digs.", "Dig.", 1).with_tools(&["web"]),
+            ])
+            .unwrap(),
+        );
     });
     agent.run_loop("go").unwrap();
-    let obs = agent.messages().iter().find(|m| m.role == Role::Tool).unwrap();
-    assert!(obs.content.starts_with("Error: sub-agent miner 0 stopped: step limit of 1"), "{}", obs.content);
+    let obs = agent
+        .messages()
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert!(
+        obs.content
+            .starts_with("Error: sub-agent miner 0 stopped: step limit of 1"),
+        "{}",
+        obs.content
+    );
 }
 
 #[test]
 fn cancel_during_a_childs_stream_stops_the_tree() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call("agent", json!({"name": "slow", "task": "wait"})));
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "slow", "task": "wait"}),
+    ));
     server.push(Reply::text("never completes").hang_after(1));
     let cancel = Cancellable::new();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.streaming(true)
-            .cancellable(cancel.clone())
-            .add_extension(SubAgents::new(vec![Persona::new("slow", "Slow.", "Be slow.", 3)]).unwrap());
+        c.streaming(true).cancellable(cancel.clone()).add_extension(
+            SubAgents::new(vec![Persona::new("slow", "Slow.", "Be slow.", 3)]).unwrap(),
+        );
     });
     let c2 = cancel.clone();
     let t = std::thread::spawn(move || {
@@ -158,8 +222,16 @@ fn cancel_during_a_childs_stream_stops_the_tree() {
     });
     assert!(agent.run_loop("go").unwrap_err().is_cancelled());
     t.join().unwrap();
-    assert!(rec.events().iter().any(|e| e.agent() == "slow 0" && e.kind() == "cancelled"));
-    assert!(rec.events().iter().any(|e| e.agent().is_empty() && e.kind() == "cancelled"));
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| e.agent() == "slow 0" && e.kind() == "cancelled")
+    );
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| e.agent().is_empty() && e.kind() == "cancelled")
+    );
     assert_valid_history(agent.messages());
 }
 
@@ -167,11 +239,19 @@ fn cancel_during_a_childs_stream_stops_the_tree() {
 fn persona_validation_fails_the_build() {
     let server = FakeServer::start();
     let err = Agent::builder(server.transport())
-        .add_extension(SubAgents::new(vec![Persona::new("p", "d", "s", 2).with_tools(&["missing"])]).unwrap())
+        .add_extension(
+            SubAgents::new(vec![
+                Persona::new("p", "d", "s", 2).with_tools(&["missing"]),
+            ])
+            .unwrap(),
+        )
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("unknown tool `missing`"), "{err}");
-    let dup = SubAgents::new(vec![Persona::new("p", "d", "s", 2), Persona::new("p", "d", "s", 2)]);
+    let dup = SubAgents::new(vec![
+        Persona::new("p", "d", "s", 2),
+        Persona::new("p", "d", "s", 2),
+    ]);
     assert!(matches!(dup, Err(Error::InvalidInput(_))));
 }
 
@@ -214,7 +294,10 @@ fn corrupt_history_is_a_typed_error() {
         r#"{"version":1,"messages":[{"role":"tool","content":"x","tool_call_id":"nope"}]}"#,
         r#"{"version":1,"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","name":"t","arguments":"{}"}]},{"role":"user","content":"hi"}]}"#,
     ] {
-        assert!(matches!(History::parse(bad), Err(Error::History(_))), "accepted {bad:?}");
+        assert!(
+            matches!(History::parse(bad), Err(Error::History(_))),
+            "accepted {bad:?}"
+        );
     }
     let _ = fast_http();
 }

@@ -13,7 +13,10 @@ use crate::util::{agent_with, assert_valid_history};
 #[test]
 fn nested_agents_do_not_reset_the_shared_cancellable() {
     let server = FakeServer::start();
-    server.push(Reply::tool_calls(vec![("stop", json!({})), ("agent", json!({"name": "helper", "task": "t"}))]));
+    server.push(Reply::tool_calls(vec![
+        ("stop", json!({})),
+        ("agent", json!({"name": "helper", "task": "t"})),
+    ]));
     let cancel = Cancellable::new();
     let c2 = cancel.clone();
     // The first call cancels; the parent's check before the second call must see it.

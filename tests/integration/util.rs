@@ -7,7 +7,7 @@ use pikuri::testing::FakeServer;
 use pikuri::{Agent, Configurator, Event, HttpConfig, InMemoryEventList, Message, Role};
 
 /// HTTP settings for tests: quick retries, short timeouts.
-pub fn fast_http() -> HttpConfig {
+pub(crate) fn fast_http() -> HttpConfig {
     HttpConfig::default()
         .with_retry_base(Duration::from_millis(5))
         .with_read_timeout(Duration::from_secs(20))
@@ -15,32 +15,37 @@ pub fn fast_http() -> HttpConfig {
 }
 
 /// An agent on `server` with a recorder, configured further by `f`.
-pub fn agent_with(
+pub(crate) fn agent_with(
     server: &FakeServer,
     f: impl FnOnce(&mut Configurator),
 ) -> (Agent, InMemoryEventList) {
     let rec = InMemoryEventList::new();
     let mut cfg = Agent::builder(server.transport());
-    cfg.system_prompt("You are a test agent.").http(fast_http()).add_listener(rec.clone());
+    cfg.system_prompt("You are a test agent.")
+        .http(fast_http())
+        .add_listener(rec.clone());
     f(&mut cfg);
     (cfg.build().expect("agent builds"), rec)
 }
 
 /// Every assistant tool call is answered before the next non-tool message,
 /// and every tool message answers an open call.
-pub fn assert_valid_history(messages: &[Message]) {
+pub(crate) fn assert_valid_history(messages: &[Message]) {
     let mut open: HashSet<String> = HashSet::new();
     for (i, m) in messages.iter().enumerate() {
-        match m.role {
-            Role::Tool => {
-                let id = m.tool_call_id.clone().unwrap_or_default();
-                assert!(open.remove(&id), "message {i}: tool result {id} answers no open call: {messages:#?}");
-            }
-            _ => {
-                assert!(open.is_empty(), "message {i}: calls {open:?} unanswered: {messages:#?}");
-                if m.role == Role::Assistant {
-                    open.extend(m.tool_calls.iter().map(|c| c.id.clone()));
-                }
+        if m.role == Role::Tool {
+            let id = m.tool_call_id.clone().unwrap_or_default();
+            assert!(
+                open.remove(&id),
+                "message {i}: tool result {id} answers no open call: {messages:#?}"
+            );
+        } else {
+            assert!(
+                open.is_empty(),
+                "message {i}: calls {open:?} unanswered: {messages:#?}"
+            );
+            if m.role == Role::Assistant {
+                open.extend(m.tool_calls.iter().map(|c| c.id.clone()));
             }
         }
     }
@@ -48,12 +53,17 @@ pub fn assert_valid_history(messages: &[Message]) {
 }
 
 /// The kinds of the events of the main agent, without context_cap.
-pub fn main_kinds(rec: &InMemoryEventList) -> Vec<&'static str> {
-    rec.events().iter().filter(|e| e.agent().is_empty()).map(Event::kind).filter(|k| *k != "context_cap").collect()
+pub(crate) fn main_kinds(rec: &InMemoryEventList) -> Vec<&'static str> {
+    rec.events()
+        .iter()
+        .filter(|e| e.agent().is_empty())
+        .map(Event::kind)
+        .filter(|k| *k != "context_cap")
+        .collect()
 }
 
 /// Concatenated AssistantDelta text of agent `id`.
-pub fn deltas(rec: &InMemoryEventList, id: &str) -> String {
+pub(crate) fn deltas(rec: &InMemoryEventList, id: &str) -> String {
     rec.events()
         .iter()
         .filter_map(|e| match e {
