@@ -104,7 +104,7 @@
 
 #![forbid(unsafe_code)]
 
-mod agent;
+pub mod agent;
 pub mod control;
 mod error;
 pub mod event;
@@ -113,7 +113,7 @@ mod message;
 mod provider;
 mod sse;
 mod stream;
-mod subagent;
+pub mod subagent;
 pub mod testing;
 pub mod tool;
 

@@ -1,27 +1,5 @@
 //! The extension protocol: [`Extension`] hooks and the [`ExtensionContext`]
 //! capability facade.
-//!
-//! # Build order
-//!
-//! 1. Each [`Configurator::add_extension`](crate::Configurator::add_extension)
-//!    calls [`Extension::configure`] at once.
-//! 2. [`Configurator::build`](crate::Configurator::build) validates, wires the
-//!    agent, builds one [`ExtensionContext`], then calls
-//!    [`Extension::bind`] for each extension in registration order.
-//! 3. The context cap is resolved and [`Event::ContextCap`] emitted.
-//!
-//! Per turn: the user message is appended, [`Event::UserTurn`] emitted, then
-//! [`Extension::on_user_message`] runs for each extension (a system message it
-//! injects lands right after the user message, before the first request).
-//!
-//! Hooks run on the parent agent only; sub-agents never inherit extensions.
-//!
-//! # Capabilities
-//!
-//! Holding an [`Agent`](crate::Agent) grants read access to its configuration
-//! and nothing more. Emitting events, registering tools at runtime, injecting
-//! system messages, deriving sub-agent listener lists and registering close
-//! handlers all go through the [`ExtensionContext`] an extension receives.
 
 use std::sync::{Arc, Weak};
 
@@ -33,6 +11,29 @@ use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 
 /// A plug-in that grows an agent without touching it. Every hook has a no-op
 /// default.
+///
+///
+/// # Build order
+///
+/// 1. Each [`Configurator::add_extension`](crate::Configurator::add_extension)
+///    calls [`Extension::configure`] at once.
+/// 2. [`Configurator::build`](crate::Configurator::build) validates, wires the
+///    agent, builds one [`ExtensionContext`], then calls
+///    [`Extension::bind`] for each extension in registration order.
+/// 3. The context cap is resolved and [`Event::ContextCap`] emitted.
+///
+/// Per turn: the user message is appended, [`Event::UserTurn`] emitted, then
+/// [`Extension::on_user_message`] runs for each extension (a system message it
+/// injects lands right after the user message, before the first request).
+///
+/// Hooks run on the parent agent only; sub-agents never inherit extensions.
+///
+/// # Capabilities
+///
+/// Holding an [`Agent`](crate::Agent) grants read access to its configuration
+/// and nothing more. Emitting events, registering tools at runtime, injecting
+/// system messages, deriving sub-agent listener lists and registering close
+/// handlers all go through the [`ExtensionContext`] an extension receives.
 ///
 /// # Examples
 ///
@@ -102,8 +103,7 @@ pub trait Extension: Send + 'static {
     }
 }
 
-/// The capabilities an agent hands its extensions; see the
-/// [module docs](self).
+/// The capabilities an agent hands its extensions; see [`Extension`].
 ///
 /// Cheap to clone. It holds the agent weakly: once the agent is dropped,
 /// emitting does nothing and the other calls report an error or `None`.

@@ -1,26 +1,4 @@
-//! [`ContextWindowDetector`]: how large is the model's context window?
-//!
-//! # Precedence
-//!
-//! 1. An explicit (or inherited) [`ChatTransport::context_window`] wins:
-//!    operator or parent truth.
-//! 2. The server, asked in this order, first answer wins:
-//!    - llama.cpp `GET /props` → `default_generation_settings.n_ctx` (the
-//!      launched `-c`, which can be smaller than the model's maximum). A
-//!      router answers `n_ctx: 0` (or `role: "router"`); then
-//!      `GET /props?model=<id>` asks the model's own instance.
-//!    - llama.cpp `GET /v1/props` (same shape, newer builds).
-//!    - Ollama `POST /api/show` → the runtime `num_ctx` parameter when set,
-//!      else `model_info["<arch>.context_length"]`; and `GET /api/ps` →
-//!      `context_length` of the loaded model (the runtime truth, preferred).
-//!    - `GET /v1/models` → for the model's entry (else the first):
-//!      `meta.n_ctx`, `meta.n_ctx_train` (llama.cpp), `max_model_len`
-//!      (vLLM), `context_length` / `context_window` (OpenRouter, LM Studio).
-//! 3. Otherwise `None`: an honest "don't know".
-//!
-//! Each probe has a short timeout ([`HttpConfig::with_probe_timeout`]) and
-//! fails silently (logged at `debug`). No probe runs when the transport has no
-//! `api_base` (OpenAI's API reports no context window).
+//! The context-window probe behind [`ContextWindowDetector`].
 
 use std::fmt::Write as _;
 
@@ -28,7 +6,29 @@ use serde_json::Value;
 
 use super::{ChatTransport, Client, HttpConfig};
 
-/// Finds a model's context window; see the [module docs](self).
+/// Finds a model's context window.
+///
+/// # Precedence
+///
+/// 1. An explicit (or inherited) [`ChatTransport::context_window`] wins:
+///    operator or parent truth.
+/// 2. The server, asked in this order, first answer wins:
+///    - llama.cpp `GET /props` → `default_generation_settings.n_ctx` (the
+///      launched `-c`, which can be smaller than the model's maximum). A
+///      router answers `n_ctx: 0` (or `role: "router"`); then
+///      `GET /props?model=<id>` asks the model's own instance.
+///    - llama.cpp `GET /v1/props` (same shape, newer builds).
+///    - Ollama `POST /api/show` → the runtime `num_ctx` parameter when set,
+///      else `model_info["<arch>.context_length"]`; and `GET /api/ps` →
+///      `context_length` of the loaded model (the runtime truth, preferred).
+///    - `GET /v1/models` → for the model's entry (else the first):
+///      `meta.n_ctx`, `meta.n_ctx_train` (llama.cpp), `max_model_len`
+///      (vLLM), `context_length` / `context_window` (OpenRouter, LM Studio).
+/// 3. Otherwise `None`: an honest "don't know".
+///
+/// Each probe has a short timeout ([`HttpConfig::with_probe_timeout`]) and
+/// fails silently (logged at `debug`). No probe runs when the transport has no
+/// `api_base` (OpenAI's API reports no context window).
 ///
 /// # Examples
 ///
