@@ -12,7 +12,6 @@ use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 /// A plug-in that grows an agent without touching it. Every hook has a no-op
 /// default.
 ///
-///
 /// # Build order
 ///
 /// 1. Each [`Configurator::add_extension`](crate::Configurator::add_extension)
