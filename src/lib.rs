@@ -117,6 +117,10 @@ pub mod subagent;
 pub mod testing;
 pub mod tool;
 
+// Unstable hooks for `benches/` only: not part of the API, no semver promise.
+#[doc(hidden)]
+pub mod __bench;
+
 pub use crate::agent::{
     Agent, Configurator, Extension, ExtensionContext, History, Outcome, Synthesizer,
 };

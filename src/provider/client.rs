@@ -224,17 +224,8 @@ impl Client {
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         let reader = resp.into_body().into_reader();
         let result = if is_sse {
-            let mut acc = Accumulator::new(x.split_think);
             let reader = BufReader::with_capacity(64 * 1024, reader);
-            read_sse(reader, cfg.max_line_bytes, &mut |data| {
-                acc.push_data(data, on_fragment)?;
-                Ok(if acc.is_done() {
-                    Flow::Stop
-                } else {
-                    Flow::Continue
-                })
-            })
-            .and_then(|()| acc.finish())
+            read_stream(reader, cfg.max_line_bytes, x.split_think, on_fragment)
         } else {
             let mut body = Vec::new();
             match reader.take(cfg.max_body_bytes + 1).read_to_end(&mut body) {
@@ -299,6 +290,27 @@ impl Client {
                 .send(&body[..]),
         )
     }
+}
+
+/// Decode a streamed body: SSE events into the accumulator, fragments to
+/// `on_fragment`, until `[DONE]` or EOF. The whole streaming path after the
+/// socket (the benches drive it through `crate::__bench`).
+pub(crate) fn read_stream<R: std::io::BufRead>(
+    reader: R,
+    max_line: usize,
+    split_think: bool,
+    on_fragment: &mut dyn FnMut(Fragment<'_>),
+) -> Result<Completion> {
+    let mut acc = Accumulator::new(split_think);
+    read_sse(reader, max_line, &mut |data| {
+        acc.push_data(data, on_fragment)?;
+        Ok(if acc.is_done() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        })
+    })
+    .and_then(|()| acc.finish())
 }
 
 fn finish_probe(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use client::{Client, Exchange, RetryNotice};
+pub(crate) use client::{Client, Exchange, RetryNotice, read_stream};
 pub use probe::ContextWindowDetector;
 pub(crate) use probe::detect_context_window;
 

@@ -1,0 +1,658 @@
+//! Shared pieces of the benchmark suite: timing and statistics, the
+//! pre-built SSE streams, the loopback replay server and the plain
+//! `TcpStream` + typed-serde baseline client.
+//!
+//! Everything here uses std only (plus the crate's own serde/serde_json
+//! dependencies), so the benches need no dev-dependency.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+// ---------------------------------------------------------------- settings
+
+/// `PIKURI_BENCH_QUICK=1`: tiny sizes, for a smoke run (CI, debugging).
+pub(crate) fn quick() -> bool {
+    std::env::var("PIKURI_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Repetitions per measurement: `PIKURI_BENCH_RUNS`, else 7 (3 when quick).
+/// Reported figures are medians over these runs.
+pub(crate) fn runs() -> usize {
+    std::env::var("PIKURI_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(if quick() { 3 } else { 7 })
+}
+
+/// Stream length: 200,000 deltas, or 2,000 when quick.
+pub(crate) fn stream_chunks() -> usize {
+    if quick() { 2_000 } else { 200_000 }
+}
+
+// ---------------------------------------------------------------- statistics
+
+/// Median of `v` (sorted in place).
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        f64::midpoint(v[n / 2 - 1], v[n / 2])
+    }
+}
+
+/// The `p`-quantile (0..=1) of sorted `v`, nearest rank.
+pub(crate) fn quantile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Seconds of a duration as f64.
+pub(crate) fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Print the machine line every bench starts with.
+pub(crate) fn header(name: &str) {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    println!(
+        "# {name}: {cores} cores, {cpu}; runs={}{}",
+        runs(),
+        if quick() { " (QUICK)" } else { "" }
+    );
+}
+
+// ---------------------------------------------------------------- streams
+
+/// Which deltas a pre-built stream carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Payload {
+    /// `delta.content` pieces of 3 characters of prose.
+    Text,
+    /// `delta.tool_calls[0].function.arguments` pieces of 3 characters of a
+    /// JSON object whose string holds source code: quotes, backslashes and
+    /// newlines, so the wire text is dense with escapes.
+    ToolArgs,
+}
+
+impl Payload {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Payload::Text => "text",
+            Payload::ToolArgs => "tool-args",
+        }
+    }
+}
+
+const PROSE: &str = "The quick brown fox jumps over the lazy dog, and then it \
+    considers the nature of streaming tokens: each one small, each one late. \
+    Café naïve résumé — über straße.\nA second paragraph starts here; it has \
+    \"quotes\" and a tab\tor two.\n";
+
+const CODE: &str = "fn main() {\n    let path = \"C:\\\\tmp\\\\out.txt\";\n    \
+    println!(\"{}\\t{}\", path, 42);\n    // naïve: \"quoted\" \\ backslash\n}\n";
+
+/// `count` pieces of `n` chars cycling through `text`.
+fn pieces(text: &str, n: usize, count: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::with_capacity(count);
+    let mut i = 0;
+    for _ in 0..count {
+        let mut p = String::with_capacity(n * 2);
+        for _ in 0..n {
+            p.push(chars[i % chars.len()]);
+            i += 1;
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// A JSON string literal (with quotes) for `s`.
+fn lit(s: &str) -> String {
+    serde_json::to_string(s).expect("string serializes")
+}
+
+const HEAD: &str = r#"{"id":"chatcmpl-7QyqpwdfhqwajicIEznoc6Q47XAyW","object":"chat.completion.chunk","created":1741569952,"model":"qwen3-8b","choices":[{"index":0,"delta":"#;
+
+/// The SSE body of one streamed completion with `chunks` deltas: a role
+/// chunk, the deltas, a finish chunk, a usage chunk and `[DONE]`. Text
+/// deltas are about 155 bytes each on the wire (200,000 of them: ~31 MB).
+pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chunks * 170 + 1024);
+    let mut event = |delta: &str, finish: &str| {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(HEAD.as_bytes());
+        out.extend_from_slice(delta.as_bytes());
+        out.extend_from_slice(b",\"finish_reason\":");
+        out.extend_from_slice(finish.as_bytes());
+        out.extend_from_slice(b"}]}\n\n");
+    };
+    event(r#"{"role":"assistant","content":""}"#, "null");
+    match payload {
+        Payload::Text => {
+            for p in pieces(PROSE, 3, chunks) {
+                event(&format!("{{\"content\":{}}}", lit(&p)), "null");
+            }
+        }
+        Payload::ToolArgs => {
+            event(
+                r#"{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":"write_file","arguments":""}}]}"#,
+                "null",
+            );
+            // The arguments: {"path":"src/main.rs","content":"<CODE repeated>"}
+            // as JSON text, cut in 3-char pieces; each piece is a JSON string
+            // in the chunk, so `"` and `\` in it are escaped once more.
+            let mut args = String::from(r#"{"path":"src/main.rs","content":"#);
+            let body_chars = chunks * 3;
+            let code = lit(CODE);
+            let code = &code[1..code.len() - 1];
+            let mut body = String::with_capacity(body_chars + code.len());
+            while body.chars().count() < body_chars {
+                body.push_str(code);
+            }
+            args.push('"');
+            args.push_str(&body);
+            args.push_str("\"}");
+            let all: Vec<char> = args.chars().collect();
+            let mut n = 0;
+            for piece in all.chunks(3) {
+                if n == chunks {
+                    break;
+                }
+                let p: String = piece.iter().collect();
+                event(
+                    &format!(
+                        "{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{}}}}}]}}",
+                        lit(&p)
+                    ),
+                    "null",
+                );
+                n += 1;
+            }
+        }
+    }
+    let finish = match payload {
+        Payload::Text => "\"stop\"",
+        Payload::ToolArgs => "\"tool_calls\"",
+    };
+    event("{}", finish);
+    out.extend_from_slice(
+        br#"data: {"id":"chatcmpl-7QyqpwdfhqwajicIEznoc6Q47XAyW","object":"chat.completion.chunk","created":1741569952,"model":"qwen3-8b","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":200000,"total_tokens":200012}}"#,
+    );
+    out.extend_from_slice(b"\n\ndata: [DONE]\n\n");
+    out
+}
+
+// ---------------------------------------------------------------- baseline
+
+/// The baseline's typed chunk: what a hand-written client deserializes.
+#[derive(Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    pub(crate) choices: Vec<Choice>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Choice {
+    #[serde(default)]
+    pub(crate) delta: Delta,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct Delta {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning_content: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ToolCallDelta {
+    #[serde(default)]
+    pub(crate) index: u32,
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct FunctionDelta {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    pub(crate) prompt_tokens: u64,
+    #[serde(default)]
+    pub(crate) completion_tokens: u64,
+}
+
+/// What the baseline saw: chunks parsed and delta bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) chunks: usize,
+    pub(crate) delta_bytes: usize,
+}
+
+impl Tally {
+    /// Parse one `data:` payload into typed structs; `false` on `[DONE]`.
+    pub(crate) fn data(&mut self, data: &[u8]) -> bool {
+        if data == b"[DONE]" {
+            return false;
+        }
+        let chunk: Chunk = serde_json::from_slice(data).expect("baseline: chunk parses");
+        self.chunks += 1;
+        for c in &chunk.choices {
+            self.delta_bytes += c.delta.content.as_ref().map_or(0, String::len);
+            self.delta_bytes += c.delta.reasoning_content.as_ref().map_or(0, String::len);
+            for t in c.delta.tool_calls.iter().flatten() {
+                let args = t.function.as_ref().and_then(|f| f.arguments.as_ref());
+                self.delta_bytes += args.map_or(0, String::len);
+            }
+        }
+        true
+    }
+
+    /// One SSE line (without its `\n`); `false` on `[DONE]`.
+    pub(crate) fn line(&mut self, line: &[u8]) -> bool {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match line.strip_prefix(b"data:") {
+            Some(rest) => self.data(rest.strip_prefix(b" ").unwrap_or(rest)),
+            None => true,
+        }
+    }
+}
+
+/// The in-memory baseline: split lines, parse every data line, nothing else.
+pub(crate) fn baseline_decode(body: &[u8]) -> Tally {
+    let mut t = Tally::default();
+    for line in body.split(|&b| b == b'\n') {
+        if !t.line(line) {
+            break;
+        }
+    }
+    t
+}
+
+// ---------------------------------------------------------------- HTTP framing
+
+/// How the replay server frames a streamed body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// `Transfer-Encoding: chunked`, one HTTP chunk per SSE event (servers
+    /// flush per token), keep-alive.
+    Chunked,
+    /// No length: the body ends when the server closes the connection.
+    Close,
+}
+
+impl Framing {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Framing::Chunked => "chunked",
+            Framing::Close => "close",
+        }
+    }
+}
+
+/// The full HTTP response for a streamed `body` under `framing`.
+pub(crate) fn sse_response(body: &[u8], framing: Framing) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + body.len() / 16 + 256);
+    out.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+    );
+    match framing {
+        Framing::Close => {
+            out.extend_from_slice(b"Connection: close\r\n\r\n");
+            out.extend_from_slice(body);
+        }
+        Framing::Chunked => {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+            let mut rest = body;
+            while !rest.is_empty() {
+                // One chunk per event: up to and including the blank line.
+                let end = rest
+                    .windows(2)
+                    .position(|w| w == b"\n\n")
+                    .map_or(rest.len(), |p| p + 2);
+                let (event, tail) = rest.split_at(end);
+                out.extend_from_slice(format!("{:x}\r\n", event.len()).as_bytes());
+                out.extend_from_slice(event);
+                out.extend_from_slice(b"\r\n");
+                rest = tail;
+            }
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+    out
+}
+
+/// A complete JSON response with `Content-Length`, keep-alive.
+pub(crate) fn json_response(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Read one request head and body; `None` at EOF. Returns the body length.
+pub(crate) fn read_request<R: BufRead>(
+    r: &mut R,
+    line: &mut Vec<u8>,
+    body: &mut Vec<u8>,
+) -> io::Result<Option<usize>> {
+    let mut length = 0usize;
+    let mut first = true;
+    loop {
+        line.clear();
+        if r.read_until(b'\n', line)? == 0 {
+            return if first {
+                Ok(None)
+            } else {
+                Err(io::ErrorKind::UnexpectedEof.into())
+            };
+        }
+        first = false;
+        let l = std::str::from_utf8(line).unwrap_or("").trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    body.resize(length, 0);
+    r.read_exact(body)?;
+    Ok(Some(length))
+}
+
+// ---------------------------------------------------------------- replay server
+
+/// What the replay server answers.
+pub(crate) enum Script {
+    /// The same pre-built response to every request.
+    Fixed(Vec<u8>),
+    /// `first` to requests 1..n of each cycle, `then` to every n-th
+    /// (`n = every`): `n-1` tool calls, then an answer.
+    Cycle {
+        first: Vec<u8>,
+        then: Vec<u8>,
+        every: u64,
+    },
+}
+
+/// A loopback server thread answering every request with pre-built bytes.
+pub(crate) struct Replay {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    /// Request-body bytes received so far.
+    pub(crate) request_bytes: Arc<AtomicU64>,
+    /// Requests answered so far.
+    pub(crate) requests: Arc<AtomicU64>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Replay {
+    /// Serve `script` on 127.0.0.1:0. With `close`, each response ends by
+    /// closing the connection.
+    pub(crate) fn start(script: Script, close: bool) -> Replay {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let request_bytes = Arc::new(AtomicU64::new(0));
+        let requests = Arc::new(AtomicU64::new(0));
+        let (s, rb, rq) = (
+            Arc::clone(&stop),
+            Arc::clone(&request_bytes),
+            Arc::clone(&requests),
+        );
+        let handle = std::thread::Builder::new()
+            .name("replay-server".into())
+            .spawn(move || {
+                // One thread per connection: a keep-alive client (ureq's
+                // pool) must not block the next one.
+                let script = Arc::new(script);
+                for conn in listener.incoming() {
+                    if s.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let (script, rb, rq) = (Arc::clone(&script), Arc::clone(&rb), Arc::clone(&rq));
+                    std::thread::spawn(move || {
+                        let _ = serve(conn, &script, close, &rb, &rq);
+                    });
+                }
+            })
+            .expect("spawn replay server");
+        Replay {
+            addr,
+            stop,
+            request_bytes,
+            requests,
+            handle: Some(handle),
+        }
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:port/v1`.
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+fn serve(
+    conn: TcpStream,
+    script: &Script,
+    close: bool,
+    request_bytes: &AtomicU64,
+    requests: &AtomicU64,
+) -> io::Result<()> {
+    conn.set_nodelay(true)?;
+    let mut writer = conn.try_clone()?;
+    let mut reader = BufReader::with_capacity(256 * 1024, conn);
+    let (mut line, mut body) = (Vec::new(), Vec::new());
+    while let Some(n) = read_request(&mut reader, &mut line, &mut body)? {
+        request_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        let count = requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let response = match script {
+            Script::Fixed(r) => r,
+            Script::Cycle { first, then, every } => {
+                if count % every == 0 {
+                    then
+                } else {
+                    first
+                }
+            }
+        };
+        writer.write_all(response)?;
+        if close {
+            writer.shutdown(Shutdown::Write)?;
+            // Let the client read to the end before the socket goes away.
+            let mut sink = [0u8; 4096];
+            while reader.read(&mut sink)? > 0 {}
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- baseline client
+
+/// `Read` over a chunked body (the baseline's own decoder).
+pub(crate) struct Dechunk<R> {
+    inner: R,
+    left: usize,
+    done: bool,
+    line: Vec<u8>,
+}
+
+impl<R: BufRead> Dechunk<R> {
+    pub(crate) fn new(inner: R) -> Dechunk<R> {
+        Dechunk {
+            inner,
+            left: 0,
+            done: false,
+            line: Vec::new(),
+        }
+    }
+}
+
+impl<R: BufRead> Read for Dechunk<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.done {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            self.line.clear();
+            self.inner.read_until(b'\n', &mut self.line)?;
+            let hex = std::str::from_utf8(&self.line).unwrap_or("").trim();
+            let size = usize::from_str_radix(hex, 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+            if size == 0 {
+                self.done = true;
+                self.line.clear();
+                self.inner.read_until(b'\n', &mut self.line)?;
+                return Ok(0);
+            }
+            self.left = size;
+        }
+        let want = buf.len().min(self.left);
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.left -= n;
+        if self.left == 0 {
+            let mut crlf = [0u8; 2];
+            self.inner.read_exact(&mut crlf)?;
+        }
+        Ok(n)
+    }
+}
+
+/// The end-to-end baseline: a fresh `TcpStream`, a minimal POST, then every
+/// `data:` line of the response parsed into typed structs; nothing else.
+pub(crate) fn baseline_fetch(addr: SocketAddr, request_body: &[u8]) -> Tally {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        request_body.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write head");
+    stream.write_all(request_body).expect("write body");
+    let mut reader = BufReader::with_capacity(64 * 1024, stream);
+    let mut line = Vec::with_capacity(1024);
+    let mut chunked = false;
+    loop {
+        line.clear();
+        reader.read_until(b'\n', &mut line).expect("read head");
+        let l = std::str::from_utf8(&line).unwrap_or("").trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+        {
+            chunked = true;
+        }
+    }
+    let mut tally = Tally::default();
+    let mut lines = |r: &mut dyn BufRead| {
+        loop {
+            line.clear();
+            if r.read_until(b'\n', &mut line).expect("read body") == 0 {
+                break;
+            }
+            let l = line.strip_suffix(b"\n").unwrap_or(&line);
+            if !tally.line(l) {
+                break;
+            }
+        }
+    };
+    if chunked {
+        lines(&mut BufReader::with_capacity(
+            64 * 1024,
+            Dechunk::new(reader),
+        ));
+    } else {
+        lines(&mut reader);
+    }
+    tally
+}
+
+/// Time `f`, returning its result and the elapsed time.
+pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed())
+}
+
+/// Current value of a `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`).
+pub(crate) fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Threads of this process (`/proc/self/task`).
+pub(crate) fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
+}

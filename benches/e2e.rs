@@ -1,0 +1,129 @@
+//! Benchmark 2: stream end to end over loopback.
+//!
+//! A replay server thread writes a pre-built 200,000-delta SSE response
+//! (chunked, one HTTP chunk per event; or close-delimited). The library path
+//! is the whole agent: `Agent::run_loop` (streaming) → ureq → SSE parser →
+//! accumulator → `AssistantDelta` events delivered to a listener on its own
+//! thread, until `run_loop` returns (after the listener handled every
+//! event). The baseline is a plain `TcpStream` client that posts a request
+//! and parses every `data:` line into typed serde structs, nothing else.
+//! Listeners: a no-op closure, an `InMemoryEventList`, `JsonLines` to
+//! `std::io::sink()`. Target: >= 0.8x the baseline's chunks/s.
+
+#[allow(dead_code, reason = "shared by several bench binaries")]
+mod common;
+
+use pikuri::listener::JsonLines;
+use pikuri::{Agent, ChatTransport, Event, HttpConfig, InMemoryEventList};
+
+use common::{
+    Framing, Payload, Replay, Script, baseline_fetch, header, median, runs, secs, sse_body,
+    sse_response, stream_chunks, timed,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    Baseline,
+    Noop,
+    Memory,
+    JsonLines,
+}
+
+impl Subject {
+    fn name(self) -> &'static str {
+        match self {
+            Subject::Baseline => "baseline (TcpStream + serde)",
+            Subject::Noop => "pikuri, no-op listener",
+            Subject::Memory => "pikuri, InMemoryEventList",
+            Subject::JsonLines => "pikuri, JsonLines(sink)",
+        }
+    }
+}
+
+const REQUEST: &[u8] = br#"{"model":"qwen3-8b","messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"stream_options":{"include_usage":true}}"#;
+
+/// One timed run; returns chunks/s.
+fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> f64 {
+    if subject == Subject::Baseline {
+        let (t, d) = timed(|| baseline_fetch(server.addr(), REQUEST));
+        assert_eq!(t.delta_bytes, expected_bytes);
+        return n as f64 / secs(d);
+    }
+    let transport = ChatTransport::new("qwen3-8b")
+        .with_api_base(server.base_url())
+        .with_context_window(Some(32_768));
+    let mut cfg = Agent::builder(transport);
+    cfg.streaming(true)
+        .http(HttpConfig::default().with_max_retries(0));
+    let memory = InMemoryEventList::new();
+    match subject {
+        Subject::Noop => {
+            cfg.add_listener(|_: &Event| {});
+        }
+        Subject::Memory => {
+            cfg.add_listener(memory.clone());
+        }
+        Subject::JsonLines => {
+            cfg.add_listener(JsonLines::new(std::io::sink()));
+        }
+        Subject::Baseline => unreachable!(),
+    }
+    let mut agent = cfg.build().expect("agent builds");
+    let (outcome, d) = timed(|| agent.run_loop("Tell me a long story."));
+    let outcome = outcome.expect("run completes");
+    assert_eq!(outcome.answer.map_or(0, |a| a.len()), expected_bytes);
+    if subject == Subject::Memory {
+        let deltas = memory.events().iter().filter(|e| e.is_delta()).count();
+        assert_eq!(deltas, n, "one AssistantDelta per chunk");
+    }
+    agent.close();
+    n as f64 / secs(d)
+}
+
+fn main() {
+    header("end to end (loopback)");
+    let n = stream_chunks();
+    let body = sse_body(Payload::Text, n);
+    let expected = common::baseline_decode(&body).delta_bytes;
+    println!("| framing | client | chunks/s | ratio to baseline | target |");
+    println!("|---|---|---:|---:|---|");
+    let subjects = [
+        Subject::Baseline,
+        Subject::Noop,
+        Subject::Memory,
+        Subject::JsonLines,
+    ];
+    for framing in [Framing::Chunked, Framing::Close] {
+        let server = Replay::start(
+            Script::Fixed(sse_response(&body, framing)),
+            framing == Framing::Close,
+        );
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
+        for r in 0..runs() {
+            // Rotate the order each run so drift hits every subject alike.
+            for k in 0..subjects.len() {
+                let i = (k + r) % subjects.len();
+                rates[i].push(run(subjects[i], &server, n, expected));
+            }
+        }
+        let meds: Vec<f64> = rates.iter_mut().map(|v| median(v)).collect();
+        for (i, s) in subjects.iter().enumerate() {
+            let ratio = meds[i] / meds[0];
+            let target = if *s == Subject::Baseline {
+                String::new()
+            } else if ratio >= 0.8 {
+                ">= 0.8x met".to_string()
+            } else {
+                ">= 0.8x MISSED".to_string()
+            };
+            println!(
+                "| {} | {} | {:.0} | {:.2}x | {} |",
+                framing.name(),
+                s.name(),
+                meds[i],
+                ratio,
+                target
+            );
+        }
+    }
+}

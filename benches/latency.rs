@@ -1,0 +1,178 @@
+//! Benchmark 3: event delivery latency.
+//!
+//! Time from emit (an `Instant` taken just before the crate-private
+//! `ListenerList::emit`, reached through `pikuri::__bench::emit`) to the
+//! start of `Listener::on_event` on the listener's thread, for every event
+//! of a paced stream of `AssistantDelta`s, with one and with four
+//! listeners. The emit time travels in a side table indexed by the delta's
+//! content. Pacing: 600k events/s (the decode rate of a fast client: the
+//! "full stream rate") and 100k events/s. The baseline is the floor of a
+//! cross-thread hand-off: a bare crossbeam channel per consumer thread fed
+//! the same paced `String`s. Target: p99 < 100 us.
+
+#[allow(dead_code, reason = "shared by several bench binaries")]
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use pikuri::{Event, ListenerList};
+
+use common::{header, median, quantile, quick, runs};
+
+struct Table {
+    base: Instant,
+    emitted: Vec<AtomicU64>,
+}
+
+impl Table {
+    fn new(n: usize) -> Arc<Table> {
+        Arc::new(Table {
+            base: Instant::now(),
+            emitted: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+}
+
+fn latencies(n: usize) -> Arc<Vec<AtomicU64>> {
+    Arc::new((0..n).map(|_| AtomicU64::new(0)).collect())
+}
+
+/// Spin until the `i`-th slot of a `rate`-per-second schedule.
+fn pace(table: &Table, i: usize, rate: u64) {
+    if rate == 0 {
+        return;
+    }
+    let due = i as u64 * 1_000_000_000 / rate;
+    while table.now() < due {
+        std::hint::spin_loop();
+    }
+}
+
+/// p50 and p99 (us) over all receivers of one trial.
+fn summarize(lats: &[Arc<Vec<AtomicU64>>]) -> (f64, f64) {
+    let mut all: Vec<u64> = lats
+        .iter()
+        .flat_map(|l| l.iter().map(|a| a.load(Ordering::Relaxed)))
+        .collect();
+    all.sort_unstable();
+    (
+        quantile(&all, 0.50) as f64 / 1e3,
+        quantile(&all, 0.99) as f64 / 1e3,
+    )
+}
+
+fn trial_pikuri(listeners: usize, n: usize, rate: u64) -> (f64, f64) {
+    let table = Table::new(n);
+    let mut list = ListenerList::new();
+    let mut lats = Vec::new();
+    for _ in 0..listeners {
+        let lat = latencies(n);
+        lats.push(Arc::clone(&lat));
+        let table = Arc::clone(&table);
+        list.add(move |e: &Event| {
+            let now = table.now();
+            if let Event::AssistantDelta { content, .. } = e {
+                let i: usize = content.parse().expect("index");
+                let sent = table.emitted[i].load(Ordering::Relaxed);
+                lat[i].store(now.saturating_sub(sent), Ordering::Relaxed);
+            }
+        });
+    }
+    let agent: Arc<str> = Arc::from("");
+    for i in 0..n {
+        pace(&table, i, rate);
+        let content = i.to_string();
+        table.emitted[i].store(table.now(), Ordering::Relaxed);
+        pikuri::__bench::emit(
+            &list,
+            Event::AssistantDelta {
+                agent: Arc::clone(&agent),
+                content,
+            },
+        );
+    }
+    pikuri::__bench::flush(&list);
+    drop(list);
+    summarize(&lats)
+}
+
+fn trial_baseline(consumers: usize, n: usize, rate: u64) -> (f64, f64) {
+    let table = Table::new(n);
+    let mut txs = Vec::new();
+    let mut threads = Vec::new();
+    let mut lats = Vec::new();
+    for _ in 0..consumers {
+        let (tx, rx) = crossbeam_channel::unbounded::<Arc<String>>();
+        let lat = latencies(n);
+        lats.push(Arc::clone(&lat));
+        let table = Arc::clone(&table);
+        threads.push(std::thread::spawn(move || {
+            for content in rx {
+                let now = table.now();
+                let i: usize = content.parse().expect("index");
+                let sent = table.emitted[i].load(Ordering::Relaxed);
+                lat[i].store(now.saturating_sub(sent), Ordering::Relaxed);
+            }
+        }));
+        txs.push(tx);
+    }
+    for i in 0..n {
+        pace(&table, i, rate);
+        let content = Arc::new(i.to_string());
+        table.emitted[i].store(table.now(), Ordering::Relaxed);
+        for tx in &txs {
+            tx.send(Arc::clone(&content)).expect("consumer alive");
+        }
+    }
+    drop(txs);
+    for t in threads {
+        t.join().expect("consumer");
+    }
+    summarize(&lats)
+}
+
+fn main() {
+    header("event delivery latency");
+    let n = if quick() { 5_000 } else { 200_000 };
+    println!(
+        "| listeners | rate (events/s) | baseline p50 / p99 (us) | pikuri p50 / p99 (us) | worst pikuri p99 | target p99 < 100 us |"
+    );
+    println!("|---:|---:|---:|---:|---:|---|");
+    for listeners in [1usize, 4] {
+        for rate in [600_000u64, 100_000] {
+            let (mut b50, mut b99, mut p50, mut p99) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for r in 0..runs() {
+                let mut one = |lib: bool| {
+                    if lib {
+                        let (a, b) = trial_pikuri(listeners, n, rate);
+                        p50.push(a);
+                        p99.push(b);
+                    } else {
+                        let (a, b) = trial_baseline(listeners, n, rate);
+                        b50.push(a);
+                        b99.push(b);
+                    }
+                };
+                one(r % 2 == 0);
+                one(r % 2 == 1);
+            }
+            let worst = p99.iter().copied().fold(0.0, f64::max);
+            let p99m = median(&mut p99);
+            println!(
+                "| {listeners} | {rate} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} | {} |",
+                median(&mut b50),
+                median(&mut b99),
+                median(&mut p50),
+                p99m,
+                worst,
+                if p99m < 100.0 { "met" } else { "MISSED" }
+            );
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Hooks for the crate's own benchmarks (`benches/`). **Not part of the API**:
+//! hidden from the docs, exempt from semver, and may change or vanish in any
+//! release. Each item is a thin wrapper over a `pub(crate)` path, so the
+//! benches measure the code the agent runs.
+
+use std::io::BufRead;
+
+use crate::stream::Fragment;
+use crate::{Event, HttpConfig, ListenerList, Message, Result};
+
+/// Decode a streamed chat-completions body exactly as the client does after
+/// the socket (SSE parser, then the delta accumulator), passing every text
+/// and reasoning fragment to `on_fragment`. Returns the assembled message.
+pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -> Result<Message> {
+    let max_line = HttpConfig::default().max_line_bytes;
+    let mut on = |f: Fragment<'_>| match f {
+        Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
+    };
+    crate::provider::read_stream(reader, max_line, false, &mut on).map(|c| c.message)
+}
+
+/// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.
+pub fn emit(list: &ListenerList, event: Event) {
+    list.emit(event);
+}
+
+/// Wait until every listener handled every event emitted so far.
+pub fn flush(list: &ListenerList) {
+    list.flush();
+}
