@@ -833,22 +833,3 @@ mod tests {
         }
     }
 }
-
-/// Whether the reader should go on after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    /// Read on.
-    Continue,
-    /// Stop reading (after `[DONE]`).
-    Stop,
-}
-
-/// Read SSE events from `reader` until EOF or `Flow::Stop`.
-pub(crate) fn read_sse<R: std::io::BufRead>(
-    reader: R,
-    max_line: usize,
-    on_data: &mut dyn FnMut(&str) -> Result<Flow>,
-) -> Result<()> {
-    let _ = (reader, max_line, on_data);
-    Ok(())
-}

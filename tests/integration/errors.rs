@@ -227,7 +227,7 @@ fn fault_matrix() {
                 row.requests,
                 "{label}: request count"
             );
-            if row.name.contains("Retry-After") {
+            if row.name.contains("with Retry-After") {
                 assert!(
                     started.elapsed() >= Duration::from_millis(900),
                     "{label}: Retry-After not respected"
