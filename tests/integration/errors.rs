@@ -140,7 +140,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "oversized line",
-        replies: || vec![Reply::text(&"x".repeat(100_000)).with_chunk_chars(100_000)],
+        replies: || vec![Reply::text("x".repeat(100_000)).with_chunk_chars(100_000)],
         only: Some(true),
         expect: Expect::Protocol,
         requests: 1,
