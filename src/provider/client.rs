@@ -310,6 +310,7 @@ pub(crate) fn read_stream<R: std::io::BufRead>(
             Flow::Continue
         })
     })
+    .map_err(eof_is_truncation)
     .and_then(|()| acc.finish())
 }
 
@@ -373,6 +374,21 @@ fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
             Error::protocol(format!("response body exceeds {n} bytes"))
         }
         other => Error::Transport(Box::new(other)),
+    }
+}
+
+/// A stream whose body ended mid-frame (the server closed a chunked body
+/// early) was cut, like one that ended without `[DONE]`.
+fn eof_is_truncation(e: Error) -> Error {
+    match e {
+        Error::Transport(inner)
+            if inner
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) =>
+        {
+            Error::Truncated
+        }
+        other => other,
     }
 }
 
