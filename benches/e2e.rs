@@ -17,8 +17,8 @@ use pikuri::listener::JsonLines;
 use pikuri::{Agent, ChatTransport, Event, HttpConfig, InMemoryEventList};
 
 use common::{
-    Framing, Payload, Replay, Script, baseline_fetch, header, median, runs, secs, sse_body,
-    sse_response, stream_chunks, timed,
+    Framing, Payload, Replay, Script, baseline_fetch, header, median, process_cpu, runs, secs,
+    sse_body, sse_response, stream_chunks, timed,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,12 +42,15 @@ impl Subject {
 
 const REQUEST: &[u8] = br#"{"model":"qwen3-8b","messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"stream_options":{"include_usage":true}}"#;
 
-/// One timed run; returns chunks/s.
-fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> f64 {
+/// One timed run; returns chunks/s and the process CPU time it took (all
+/// threads: client, listener, server).
+fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> (f64, f64) {
     if subject == Subject::Baseline {
+        let cpu = process_cpu();
         let (t, d) = timed(|| baseline_fetch(server.addr(), REQUEST));
+        let cpu = secs(process_cpu() - cpu);
         assert_eq!(t.delta_bytes, expected_bytes);
-        return n as f64 / secs(d);
+        return (n as f64 / secs(d), cpu);
     }
     let transport = ChatTransport::new("qwen3-8b")
         .with_api_base(server.base_url())
@@ -69,7 +72,9 @@ fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> f6
         Subject::Baseline => unreachable!(),
     }
     let mut agent = cfg.build().expect("agent builds");
+    let cpu = process_cpu();
     let (outcome, d) = timed(|| agent.run_loop("Tell me a long story."));
+    let cpu = secs(process_cpu() - cpu);
     let outcome = outcome.expect("run completes");
     assert_eq!(outcome.answer.map_or(0, |a| a.len()), expected_bytes);
     if subject == Subject::Memory {
@@ -77,7 +82,7 @@ fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> f6
         assert_eq!(deltas, n, "one AssistantDelta per chunk");
     }
     agent.close();
-    n as f64 / secs(d)
+    (n as f64 / secs(d), cpu)
 }
 
 fn main() {
@@ -85,8 +90,10 @@ fn main() {
     let n = stream_chunks();
     let body = sse_body(Payload::Text, n);
     let expected = common::baseline_decode(&body).delta_bytes;
-    println!("| framing | client | chunks/s | ratio to baseline | target |");
-    println!("|---|---|---:|---:|---|");
+    println!(
+        "| framing | client | chunks/s | ratio to baseline | target | CPU ms/run (all threads) | CPU ratio |"
+    );
+    println!("|---|---|---:|---:|---|---:|---:|");
     let subjects = [
         Subject::Baseline,
         Subject::Noop,
@@ -99,15 +106,31 @@ fn main() {
             framing == Framing::Close,
         );
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
+        let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
+        let chosen: Vec<bool> = subjects
+            .iter()
+            .map(|s| common::selected(&format!("{}/{}", framing.name(), s.name())))
+            .collect();
+        if !chosen[1..].iter().any(|c| *c) {
+            continue;
+        }
         for r in 0..runs() {
             // Rotate the order each run so drift hits every subject alike.
             for k in 0..subjects.len() {
                 let i = (k + r) % subjects.len();
-                rates[i].push(run(subjects[i], &server, n, expected));
+                if chosen[i] || i == 0 {
+                    let (rate, cpu) = run(subjects[i], &server, n, expected);
+                    rates[i].push(rate);
+                    cpus[i].push(cpu);
+                }
             }
         }
         let meds: Vec<f64> = rates.iter_mut().map(|v| median(v)).collect();
+        let cpu: Vec<f64> = cpus.iter_mut().map(|v| median(v)).collect();
         for (i, s) in subjects.iter().enumerate() {
+            if rates[i].is_empty() {
+                continue;
+            }
             let ratio = meds[i] / meds[0];
             let target = if *s == Subject::Baseline {
                 String::new()
@@ -117,12 +140,14 @@ fn main() {
                 ">= 0.8x MISSED".to_string()
             };
             println!(
-                "| {} | {} | {:.0} | {:.2}x | {} |",
+                "| {} | {} | {:.0} | {:.2}x | {} | {:.0} | {:.2}x |",
                 framing.name(),
                 s.name(),
                 meds[i],
                 ratio,
-                target
+                target,
+                cpu[i] * 1e3,
+                cpu[0] / cpu[i],
             );
         }
     }

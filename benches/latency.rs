@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use pikuri::{Event, ListenerList};
 
-use common::{header, median, quantile, quick, runs};
+use common::{header, median, process_cpu, quantile, quick, runs};
 
 struct Table {
     base: Instant,
@@ -136,9 +136,96 @@ fn trial_baseline(consumers: usize, n: usize, rate: u64) -> (f64, f64) {
     summarize(&lats)
 }
 
+/// Unpaced fan-out: emit `n` deltas as fast as possible, then flush.
+/// Returns (events/s, process CPU ns per event).
+fn throughput(listeners: usize, n: usize, lib: bool) -> (f64, f64) {
+    let agent: Arc<str> = Arc::from("");
+    let cpu = process_cpu();
+    let t = Instant::now();
+    if lib {
+        let mut list = ListenerList::new();
+        for _ in 0..listeners {
+            list.add(|e: &Event| {
+                std::hint::black_box(e);
+            });
+        }
+        for i in 0..n {
+            pikuri::__bench::emit(
+                &list,
+                Event::AssistantDelta {
+                    agent: Arc::clone(&agent),
+                    content: (i % 1000).to_string(),
+                },
+            );
+        }
+        pikuri::__bench::flush(&list);
+        drop(list);
+    } else {
+        let mut txs = Vec::new();
+        let mut threads = Vec::new();
+        for _ in 0..listeners {
+            let (tx, rx) = crossbeam_channel::unbounded::<Arc<Event>>();
+            threads.push(std::thread::spawn(move || {
+                for e in rx {
+                    std::hint::black_box(&e);
+                }
+            }));
+            txs.push(tx);
+        }
+        for i in 0..n {
+            let e = Arc::new(Event::AssistantDelta {
+                agent: Arc::clone(&agent),
+                content: (i % 1000).to_string(),
+            });
+            for tx in &txs {
+                tx.send(Arc::clone(&e)).expect("consumer alive");
+            }
+        }
+        drop(txs);
+        for t in threads {
+            t.join().expect("consumer");
+        }
+    }
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = (process_cpu() - cpu).as_secs_f64();
+    (n as f64 / wall, cpu * 1e9 / n as f64)
+}
+
 fn main() {
     header("event delivery latency");
     let n = if quick() { 5_000 } else { 200_000 };
+    if common::selected("fanout") {
+        println!(
+            "| listeners | baseline events/s | baseline CPU ns/event | pikuri events/s | pikuri CPU ns/event | ratio (events/s) |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|");
+        let m = n * 5;
+        for listeners in [1usize, 4] {
+            let (mut br, mut bc, mut pr, mut pc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for r in 0..runs() {
+                for lib in [r % 2 == 0, r % 2 == 1] {
+                    let (rate, cpu) = throughput(listeners, m, lib);
+                    if lib {
+                        pr.push(rate);
+                        pc.push(cpu);
+                    } else {
+                        br.push(rate);
+                        bc.push(cpu);
+                    }
+                }
+            }
+            let (b, p) = (median(&mut br), median(&mut pr));
+            println!(
+                "| {listeners} | {b:.0} | {:.0} | {p:.0} | {:.0} | {:.2}x |",
+                median(&mut bc),
+                median(&mut pc),
+                p / b
+            );
+        }
+    }
+    if !common::selected("latency") {
+        return;
+    }
     println!(
         "| listeners | rate (events/s) | baseline p50 / p99 (us) | pikuri p50 / p99 (us) | worst pikuri p99 | target p99 < 100 us |"
     );

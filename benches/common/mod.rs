@@ -135,11 +135,11 @@ fn lit(s: &str) -> String {
     serde_json::to_string(s).expect("string serializes")
 }
 
-const HEAD: &str = r#"{"id":"chatcmpl-7QyqpwdfhqwajicIEznoc6Q47XAyW","object":"chat.completion.chunk","created":1741569952,"model":"qwen3-8b","choices":[{"index":0,"delta":"#;
+const HEAD: &str = r#"{"id":"chatcmpl-42","object":"chat.completion.chunk","created":1741569952,"model":"qwen3","choices":[{"index":0,"delta":"#;
 
 /// The SSE body of one streamed completion with `chunks` deltas: a role
 /// chunk, the deltas, a finish chunk, a usage chunk and `[DONE]`. Text
-/// deltas are about 155 bytes each on the wire (200,000 of them: ~31 MB).
+/// deltas are about 170 bytes each on the wire (200,000 of them: ~34 MB).
 pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(chunks * 170 + 1024);
     let mut event = |delta: &str, finish: &str| {
@@ -200,7 +200,7 @@ pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
     };
     event("{}", finish);
     out.extend_from_slice(
-        br#"data: {"id":"chatcmpl-7QyqpwdfhqwajicIEznoc6Q47XAyW","object":"chat.completion.chunk","created":1741569952,"model":"qwen3-8b","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":200000,"total_tokens":200012}}"#,
+        br#"data: {"id":"chatcmpl-42","object":"chat.completion.chunk","created":1741569952,"model":"qwen3","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":200000,"total_tokens":200012}}"#,
     );
     out.extend_from_slice(b"\n\ndata: [DONE]\n\n");
     out
@@ -297,15 +297,29 @@ impl Tally {
     }
 }
 
-/// The in-memory baseline: split lines, parse every data line, nothing else.
+/// The in-memory baseline: read lines through a 64 KiB `BufReader` (as a
+/// socket client would; `read_until` finds line ends with memchr), parse
+/// every data line, nothing else.
 pub(crate) fn baseline_decode(body: &[u8]) -> Tally {
     let mut t = Tally::default();
-    for line in body.split(|&b| b == b'\n') {
-        if !t.line(line) {
+    let mut r = BufReader::with_capacity(64 * 1024, body);
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line).expect("in memory") == 0 {
+            break;
+        }
+        let l = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !t.line(l) {
             break;
         }
     }
     t
+}
+
+/// `PIKURI_BENCH_FILTER`: run only cases whose name contains it.
+pub(crate) fn selected(name: &str) -> bool {
+    std::env::var("PIKURI_BENCH_FILTER").map_or(true, |f| name.contains(&f))
 }
 
 // ---------------------------------------------------------------- HTTP framing
@@ -650,6 +664,23 @@ pub(crate) fn proc_status_kib(field: &str) -> u64 {
                 .and_then(|n| n.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// CPU time of the whole process so far (all threads, including exited
+/// ones): `utime + stime` from `/proc/self/stat`, at the kernel's 100 Hz
+/// tick, so 10 ms resolution.
+pub(crate) fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesized command name; utime and stime are the
+    // 14th and 15th fields overall.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Duration::from_millis(f.iter().sum::<u64>() * 10)
 }
 
 /// Threads of this process (`/proc/self/task`).
