@@ -204,6 +204,11 @@ fn main() {
             let (mut br, mut bc, mut pr, mut pc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for r in 0..runs() {
                 for lib in [r % 2 == 0, r % 2 == 1] {
+                    if !lib && std::env::var_os("PIKURI_BENCH_SKIP_BASELINE").is_some() {
+                        br.push(f64::NAN);
+                        bc.push(f64::NAN);
+                        continue;
+                    }
                     let (rate, cpu) = throughput(listeners, m, lib);
                     if lib {
                         pr.push(rate);

@@ -683,6 +683,17 @@ pub(crate) fn process_cpu() -> Duration {
     Duration::from_millis(f.iter().sum::<u64>() * 10)
 }
 
+/// On-CPU time of the calling thread, in ns (`/proc/thread-self/schedstat`).
+pub(crate) fn thread_cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    Duration::from_nanos(
+        s.split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+    )
+}
+
 /// Threads of this process (`/proc/self/task`).
 pub(crate) fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
