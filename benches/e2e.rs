@@ -51,7 +51,10 @@ fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> (f
     if subject == Subject::Baseline {
         let (cpu, own) = (process_cpu(), thread_cpu());
         let (t, d) = timed(|| baseline_fetch(server.addr(), REQUEST));
-        let (cpu, own) = (secs(process_cpu() - cpu), secs(thread_cpu() - own));
+        let (cpu, own) = (
+            secs(process_cpu().saturating_sub(cpu)),
+            secs(thread_cpu().saturating_sub(own)),
+        );
         assert_eq!(t.delta_bytes, expected_bytes);
         return (n as f64 / secs(d), cpu, own);
     }
@@ -78,7 +81,10 @@ fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> (f
     let mut agent = cfg.build().expect("agent builds");
     let (cpu, own) = (process_cpu(), thread_cpu());
     let (outcome, d) = timed(|| agent.run_loop("Tell me a long story."));
-    let (cpu, own) = (secs(process_cpu() - cpu), secs(thread_cpu() - own));
+    let (cpu, own) = (
+        secs(process_cpu().saturating_sub(cpu)),
+        secs(thread_cpu().saturating_sub(own)),
+    );
     let outcome = outcome.expect("run completes");
     assert_eq!(outcome.answer.map_or(0, |a| a.len()), expected_bytes);
     if subject == Subject::Memory {

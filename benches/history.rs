@@ -37,10 +37,10 @@ struct Lookup {
 }
 
 impl Tool for Lookup {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "lookup"
     }
-    fn description(&self) -> &str {
+    fn description(&self) -> &'static str {
         "Looks a query up."
     }
     fn parameters(&self) -> &Parameters {
@@ -65,7 +65,7 @@ fn history(n: usize) -> Vec<Message> {
     let mut k = 0usize;
     while m.len() < n {
         k += 1;
-        if k % 10 == 0 {
+        if k.is_multiple_of(10) {
             m.push(Message::assistant(text(200, k)));
             m.push(Message::user(text(120, k)));
         } else {
@@ -144,87 +144,8 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut per_round = Vec::new();
     for &n in sizes {
-        let base_history = history(n);
-        let mid = history(n + ROUNDS); // baseline: the run's mean length
-        let transport = ChatTransport::new("qwen3-8b")
-            .with_api_base(server.base_url())
-            .with_context_window(Some(1_000_000));
-        let mut agent = Agent::builder(transport)
-            .system_prompt("You are a research agent. Use the lookup tool.")
-            .http(HttpConfig::default().with_max_retries(0))
-            .add_tool(Lookup {
-                params: Parameters::builder()
-                    .required_string("q", "The query")
-                    .build(),
-                out: text(400, 3),
-            })
-            .build()
-            .expect("agent builds");
-
-        let mut stream = BufReader::with_capacity(
-            64 * 1024,
-            TcpStream::connect(raw_server.addr()).expect("connect"),
-        );
-        stream.get_ref().set_nodelay(true).expect("nodelay");
-        let (mut ser_buf, mut line, mut resp) = (Vec::new(), Vec::new(), Vec::new());
-
-        let (mut lib, mut base, mut ser, mut bytes) = (Vec::new(), Vec::new(), Vec::new(), 0.0);
-        for r in 0..runs() {
-            let mut one = |pikuri: bool| {
-                let started = Instant::now();
-                let (mut spent, mut count) = (Duration::ZERO, 0usize);
-                if pikuri {
-                    let before = server.request_bytes.load(Ordering::Relaxed);
-                    while started.elapsed() < budget || count == 0 {
-                        agent.load_history(History::new(base_history.clone()));
-                        let t = Instant::now();
-                        let out = agent.run_loop("Look it up again.").expect("run completes");
-                        spent += t.elapsed();
-                        assert_eq!(out.steps as usize, ROUNDS);
-                        count += ROUNDS + 1;
-                    }
-                    let sent = server.request_bytes.load(Ordering::Relaxed) - before;
-                    bytes = sent as f64 / count as f64;
-                    lib.push(secs(spent) / count as f64);
-                } else {
-                    let (mut spent_ser, mut hist_bytes) = (Duration::ZERO, 0);
-                    while started.elapsed() < budget || count == 0 {
-                        let t = Instant::now();
-                        ser_buf.clear();
-                        serde_json::to_writer(&mut ser_buf, &mid).expect("serializes");
-                        let s = t.elapsed();
-                        let head = format!(
-                            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                            ser_buf.len()
-                        );
-                        raw_exchange(&mut stream, &head, &ser_buf, &mut line, &mut resp);
-                        spent += t.elapsed();
-                        spent_ser += s;
-                        hist_bytes = ser_buf.len();
-                        count += 1;
-                    }
-                    base.push(secs(spent) / count as f64);
-                    ser.push((secs(spent_ser) / count as f64, hist_bytes));
-                }
-            };
-            one(r % 2 == 0);
-            one(r % 2 == 1);
-        }
-        let (l, b) = (median(&mut lib), median(&mut base));
-        let hist_bytes = ser[0].1;
-        let s = median(&mut ser.iter().map(|x| x.0).collect::<Vec<_>>());
+        let l = measure(n, &server, &raw_server, budget);
         per_round.push((n, l));
-        println!(
-            "| {n} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {hist_bytes} | {:.2}x | {} |",
-            l * 1e6,
-            1.0 / l,
-            bytes,
-            b * 1e6,
-            s * 1e6,
-            l / b,
-            if l / b <= 1.5 { "met" } else { "MISSED" }
-        );
-        agent.close();
     }
     // Linearity: the marginal cost per history message between sizes.
     for w in per_round.windows(2) {
@@ -234,4 +155,89 @@ fn main() {
             (t1 - t0) / (n1 - n0) as f64 * 1e9
         );
     }
+}
+
+/// One history size: prints its row, returns pikuri's seconds per round.
+fn measure(n: usize, server: &Replay, raw_server: &Replay, budget: Duration) -> f64 {
+    let base_history = history(n);
+    let mid = history(n + ROUNDS); // baseline: the run's mean length
+    let transport = ChatTransport::new("qwen3-8b")
+        .with_api_base(server.base_url())
+        .with_context_window(Some(1_000_000));
+    let mut agent = Agent::builder(transport)
+        .system_prompt("You are a research agent. Use the lookup tool.")
+        .http(HttpConfig::default().with_max_retries(0))
+        .add_tool(Lookup {
+            params: Parameters::builder()
+                .required_string("q", "The query")
+                .build(),
+            out: text(400, 3),
+        })
+        .build()
+        .expect("agent builds");
+
+    let mut stream = BufReader::with_capacity(
+        64 * 1024,
+        TcpStream::connect(raw_server.addr()).expect("connect"),
+    );
+    stream.get_ref().set_nodelay(true).expect("nodelay");
+    let (mut ser_buf, mut line, mut resp) = (Vec::new(), Vec::new(), Vec::new());
+
+    let (mut lib, mut base, mut ser, mut bytes) = (Vec::new(), Vec::new(), Vec::new(), 0.0);
+    for r in 0..runs() {
+        let mut one = |pikuri: bool| {
+            let started = Instant::now();
+            let (mut spent, mut count) = (Duration::ZERO, 0usize);
+            if pikuri {
+                let before = server.request_bytes.load(Ordering::Relaxed);
+                while started.elapsed() < budget || count == 0 {
+                    agent.load_history(History::new(base_history.clone()));
+                    let t = Instant::now();
+                    let out = agent.run_loop("Look it up again.").expect("run completes");
+                    spent += t.elapsed();
+                    assert_eq!(out.steps as usize, ROUNDS);
+                    count += ROUNDS + 1;
+                }
+                let total = server.request_bytes.load(Ordering::Relaxed) - before;
+                bytes = total as f64 / count as f64;
+                lib.push(secs(spent) / count as f64);
+            } else {
+                let (mut spent_ser, mut hist_bytes) = (Duration::ZERO, 0);
+                while started.elapsed() < budget || count == 0 {
+                    let t = Instant::now();
+                    ser_buf.clear();
+                    serde_json::to_writer(&mut ser_buf, &mid).expect("serializes");
+                    let s = t.elapsed();
+                    let head = format!(
+                        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        ser_buf.len()
+                    );
+                    raw_exchange(&mut stream, &head, &ser_buf, &mut line, &mut resp);
+                    spent += t.elapsed();
+                    spent_ser += s;
+                    hist_bytes = ser_buf.len();
+                    count += 1;
+                }
+                base.push(secs(spent) / count as f64);
+                ser.push((secs(spent_ser) / count as f64, hist_bytes));
+            }
+        };
+        one(r % 2 == 0);
+        one(r % 2 == 1);
+    }
+    let (l, b) = (median(&mut lib), median(&mut base));
+    let hist_bytes = ser[0].1;
+    let s = median(&mut ser.iter().map(|x| x.0).collect::<Vec<_>>());
+    println!(
+        "| {n} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {hist_bytes} | {:.2}x | {} |",
+        l * 1e6,
+        1.0 / l,
+        bytes,
+        b * 1e6,
+        s * 1e6,
+        l / b,
+        if l / b <= 1.5 { "met" } else { "MISSED" }
+    );
+    agent.close();
+    l
 }

@@ -187,7 +187,7 @@ fn throughput(listeners: usize, n: usize, lib: bool) -> (f64, f64) {
         }
     }
     let wall = t.elapsed().as_secs_f64();
-    let cpu = (process_cpu() - cpu).as_secs_f64();
+    let cpu = process_cpu().saturating_sub(cpu).as_secs_f64();
     (n as f64 / wall, cpu * 1e9 / n as f64)
 }
 

@@ -56,7 +56,10 @@ pub(crate) fn quantile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    // Nearest rank: the smallest value with at least `p` of the values at
+    // or below it.
+    let n = sorted.len();
+    let rank = (1..=n).find(|r| *r as f64 >= p * n as f64).unwrap_or(n);
     sorted[rank - 1]
 }
 
@@ -177,11 +180,7 @@ pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
             args.push_str(&body);
             args.push_str("\"}");
             let all: Vec<char> = args.chars().collect();
-            let mut n = 0;
-            for piece in all.chunks(3) {
-                if n == chunks {
-                    break;
-                }
+            for piece in all.chunks(3).take(chunks) {
                 let p: String = piece.iter().collect();
                 event(
                     &format!(
@@ -190,7 +189,6 @@ pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
                     ),
                     "null",
                 );
-                n += 1;
             }
         }
     }
@@ -511,7 +509,7 @@ fn serve(
         let response = match script {
             Script::Fixed(r) => r,
             Script::Cycle { first, then, every } => {
-                if count % every == 0 {
+                if count.is_multiple_of(*every) {
                     then
                 } else {
                     first

@@ -1,5 +1,20 @@
 //! `ListenerList`: one std thread and one crossbeam channel per listener.
+//!
+//! # Event memory
+//!
+//! An emitted event is allocated on the emitting thread (the agent loop),
+//! read on each listener thread, and released on the emitting thread: the
+//! list keeps its own handle to every event it sent, oldest first, and once
+//! every listener has dropped theirs the next `emit` reuses that event's
+//! allocation for the new event (one per call), while `flush` and `close`
+//! free whatever was handled. So a delta costs no allocation of its own
+//! beyond its text, and no block of memory crosses threads. When the
+//! listener threads freed the events, glibc's malloc returned every block
+//! to the emitting thread's arena under the arena lock, and allocation took
+//! about a third of a delta's delivery cost (BENCHMARKS.md, "event
+//! delivery").
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -118,6 +133,9 @@ pub struct ListenerList {
     slots: Vec<Arc<Slot>>,
     /// Parallel to `slots`: whether this list started (and so stops) the thread.
     owned: Vec<bool>,
+    /// Events sent, oldest first, until reused or freed; see the module
+    /// docs on event memory.
+    sent: Mutex<VecDeque<Arc<Event>>>,
 }
 
 impl ListenerList {
@@ -176,18 +194,25 @@ impl ListenerList {
 
     /// Deliver `event` to every listener.
     pub(crate) fn emit(&self, event: Event) {
-        match self.slots.len() {
-            0 => {}
-            1 => {
-                self.slots[0].send(Msg::Event(Arc::new(event)));
-            }
-            _ => {
-                let event = Arc::new(event);
-                for slot in &self.slots {
-                    slot.send(Msg::Event(Arc::clone(&event)));
-                }
-            }
+        if self.slots.is_empty() {
+            return;
         }
+        let mut sent = self.sent.lock();
+        let event = match pop_handled(&mut sent) {
+            Some(mut handled) => {
+                match Arc::get_mut(&mut handled) {
+                    // Drops the old event here, on the emitting thread.
+                    Some(old) => *old = event,
+                    None => handled = Arc::new(event),
+                }
+                handled
+            }
+            None => Arc::new(event),
+        };
+        for slot in &self.slots {
+            slot.send(Msg::Event(Arc::clone(&event)));
+        }
+        sent.push_back(event);
     }
 
     /// Wait until every listener handled every event emitted so far, then
@@ -204,6 +229,7 @@ impl ListenerList {
         for rx in acks {
             let _ = rx.recv();
         }
+        release_handled(&mut self.sent.lock());
     }
 
     /// Stop and join the threads this list started, after they handled what
@@ -214,6 +240,29 @@ impl ListenerList {
                 slot.stop();
             }
         }
+        release_handled(&mut self.sent.lock());
+    }
+}
+
+/// Whether every listener dropped its handle to `event`: the count is this
+/// list's own handle, and it cannot grow again (the event was sent).
+fn is_handled(event: &Arc<Event>) -> bool {
+    Arc::strong_count(event) == 1
+}
+
+/// Free the oldest events that no listener holds any more. Each listener
+/// handles events in order, so the first event still held ends the scan.
+fn release_handled(sent: &mut VecDeque<Arc<Event>>) {
+    while pop_handled(sent).is_some() {}
+}
+
+/// The oldest event, if no listener holds it any more.
+fn pop_handled(sent: &mut VecDeque<Arc<Event>>) -> Option<Arc<Event>> {
+    // `VecDeque::pop_front_if` needs Rust 1.93; the MSRV is 1.88.
+    if sent.front().is_some_and(is_handled) {
+        sent.pop_front()
+    } else {
+        None
     }
 }
 
@@ -273,6 +322,37 @@ mod tests {
             })
             .collect();
         assert_eq!(got, (0..50).map(|i| i.to_string()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn reused_event_memory_never_changes_what_a_listener_saw() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(rec.clone());
+        // A listener that lags now and then, so some events wait while
+        // others are reused.
+        list.add(|e: &Event| {
+            if let Event::AssistantDelta { content, .. } = e
+                && content.ends_with('7')
+            {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        });
+        for i in 0..2_000 {
+            list.emit(delta(&i.to_string()));
+        }
+        list.flush();
+        let got: Vec<String> = rec
+            .events()
+            .into_iter()
+            .map(|e| match e {
+                Event::AssistantDelta { content, .. } => content,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, (0..2_000).map(|i| i.to_string()).collect::<Vec<_>>());
+        // Everything was handled: flush freed it all.
+        assert!(list.sent.lock().is_empty());
     }
 
     #[test]
