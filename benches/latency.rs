@@ -5,7 +5,7 @@
 //! start of `Listener::on_event` on the listener's thread, for every event
 //! of a paced stream of `AssistantDelta`s, with one and with four
 //! listeners. The emit time travels in a side table indexed by the delta's
-//! content. Pacing: 600k events/s (the decode rate of a fast client: the
+//! content; each trial is a quarter second of stream. Pacing: 600k events/s (the decode rate of a fast client: the
 //! "full stream rate") and 100k events/s. The baseline is the floor of a
 //! cross-thread hand-off: a bare crossbeam channel per consumer thread fed
 //! the same paced `String`s. Target: p99 < 100 us.
@@ -237,16 +237,18 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|---|");
     for listeners in [1usize, 4] {
         for rate in [600_000u64, 100_000] {
+            // A quarter second of stream per trial.
+            let per_trial = if quick() { 5_000 } else { (rate / 4) as usize };
             let (mut b50, mut b99, mut p50, mut p99) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for r in 0..runs() {
                 let mut one = |lib: bool| {
                     if lib {
-                        let (a, b) = trial_pikuri(listeners, n, rate);
+                        let (a, b) = trial_pikuri(listeners, per_trial, rate);
                         p50.push(a);
                         p99.push(b);
                     } else {
-                        let (a, b) = trial_baseline(listeners, n, rate);
+                        let (a, b) = trial_baseline(listeners, per_trial, rate);
                         b50.push(a);
                         b99.push(b);
                     }
