@@ -27,7 +27,7 @@ fn main() {
         let expected = baseline_decode(&body);
         let (mut base, mut lib) = (Vec::new(), Vec::new());
         // Each run is short (~0.2 s), so take twice as many and then one.
-        for run in 0..runs() * 2 + 1 {
+        for run in 0..=runs() * 2 {
             // Alternate the order so drift on a shared machine hits both.
             let mut one = |which: bool| {
                 if which {

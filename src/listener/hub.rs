@@ -2,18 +2,23 @@
 //!
 //! # Batching
 //!
-//! A listener thread that emptied its queue naps once (`NAP`: 1 us asked,
-//! about 55 us slept, Linux's default timer slack being 50 us) before it
-//! blocks on the channel. During a fast stream it so takes the deltas that
-//! arrived meanwhile in one go instead of chasing the agent thread one
-//! delta at a time. Chasing was costly for the agent thread: crossbeam's
-//! receiver spins before it parks, and a consumer right behind the producer
-//! pulls each freshly written cache line (channel slot, event, reference
-//! count) to its core, which the agent thread then pays for on its next
-//! write. The nap cut the agent thread's CPU time per delivered delta by
-//! about 240 ns and costs up to one nap of delivery latency (p50 ~50 us);
-//! an idle listener blocks after one nap and costs nothing. Both figures
-//! are in BENCHMARKS.md ("end to end", "event delivery latency").
+//! While deltas are emitted less than `DENSE` (5 us) apart, as when a
+//! replayed or cached completion streams in (never a model generating
+//! live), a listener thread that emptied its queue naps once before it
+//! blocks (`NAP`: 1 us asked, about 55 us slept, Linux's default timer
+//! slack being 50 us), and so takes the stream in batches instead of
+//! chasing the agent thread one delta at a time. Chasing was costly for the
+//! agent thread: crossbeam's receiver spins before it parks, and a consumer
+//! right behind the producer pulls each freshly written cache line (channel
+//! slot, event, reference count) to its core, which the agent thread then
+//! pays for on its next write. Batching cut the agent thread's CPU time per
+//! delivered delta by about 240 ns, at the cost of up to one nap of delivery
+//! latency in such streams. Slower streams never nap and keep crossbeam's
+//! latency; an idle listener blocks and costs nothing. The emitting side
+//! tells a dense stream (one `Instant::now()` per emit) because the
+//! listener cannot: a listener that fell behind sees every gap as short.
+//! The figures are in BENCHMARKS.md ("end to end", "event delivery
+//! latency").
 //!
 //! # Event memory
 //!
@@ -33,7 +38,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
 use parking_lot::Mutex;
@@ -48,10 +55,13 @@ enum Msg {
     Stop,
 }
 
-/// How long a listener thread that emptied its queue waits before it looks
-/// again and then blocks; see the module docs on batching. Linux adds its
-/// default 50 us timer slack.
-const NAP: std::time::Duration = std::time::Duration::from_micros(1);
+/// How long a listener thread that emptied its queue during a dense stream
+/// waits before it looks again and then blocks; see the module docs on
+/// batching. Linux adds its default 50 us timer slack.
+const NAP: Duration = Duration::from_micros(1);
+
+/// Deltas emitted closer together than this make a dense stream.
+const DENSE: Duration = Duration::from_micros(5);
 
 /// One listener's thread. Shared (`Arc`) between the list that owns it and
 /// the lists derived for sub-agents whose listener chose `Share`. The owner
@@ -60,6 +70,9 @@ const NAP: std::time::Duration = std::time::Duration::from_micros(1);
 struct Slot {
     name: String,
     tx: Sender<Msg>,
+    /// Set by the emitting side while the stream is dense; read by the
+    /// listener thread (see the module docs on batching).
+    dense: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -67,12 +80,15 @@ impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
         let (tx, rx) = unbounded();
+        let dense = Arc::new(AtomicBool::new(false));
+        let shared = Arc::clone(&dense);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
-            .spawn(move || run(listener, &rx))
+            .spawn(move || run(listener, &rx, &shared))
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
+            dense,
             tx,
             thread: Mutex::new(Some(thread)),
         })
@@ -108,16 +124,16 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
+fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) {
     let name = listener.name();
     let mut napped = false;
     loop {
         let msg = match rx.try_recv() {
             Ok(msg) => msg,
             Err(TryRecvError::Disconnected) => break,
-            // Drained: nap once so that a busy stream is taken in batches
-            // (see the module docs on batching), then block.
-            Err(TryRecvError::Empty) if !napped => {
+            // Drained during a dense stream: nap once so that the stream is
+            // taken in batches (see the module docs on batching), then block.
+            Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
                 napped = true;
                 std::thread::sleep(NAP);
                 continue;
@@ -170,9 +186,18 @@ pub struct ListenerList {
     slots: Vec<Arc<Slot>>,
     /// Parallel to `slots`: whether this list started (and so stops) the thread.
     owned: Vec<bool>,
+    /// The emitting side's state, see the module docs.
+    state: Mutex<EmitState>,
+}
+
+/// What `emit` keeps between calls.
+#[derive(Default)]
+struct EmitState {
     /// Events sent, oldest first, until reused or freed; see the module
     /// docs on event memory.
-    sent: Mutex<VecDeque<Arc<Event>>>,
+    sent: VecDeque<Arc<Event>>,
+    /// When the last event was emitted, to tell a dense stream.
+    last: Option<Instant>,
 }
 
 impl ListenerList {
@@ -234,8 +259,11 @@ impl ListenerList {
         if self.slots.is_empty() {
             return;
         }
-        let mut sent = self.sent.lock();
-        let event = match pop_handled(&mut sent) {
+        let mut st = self.state.lock();
+        let now = Instant::now();
+        let dense = st.last.is_some_and(|t| now.duration_since(t) < DENSE);
+        st.last = Some(now);
+        let event = match pop_handled(&mut st.sent) {
             Some(mut handled) => {
                 match Arc::get_mut(&mut handled) {
                     // Drops the old event here, on the emitting thread.
@@ -247,9 +275,13 @@ impl ListenerList {
             None => Arc::new(event),
         };
         for slot in &self.slots {
+            // Written only when it changes: the listener reads this line.
+            if slot.dense.load(Ordering::Relaxed) != dense {
+                slot.dense.store(dense, Ordering::Relaxed);
+            }
             slot.send(Msg::Event(Arc::clone(&event)));
         }
-        sent.push_back(event);
+        st.sent.push_back(event);
     }
 
     /// Wait until every listener handled every event emitted so far, then
@@ -266,7 +298,7 @@ impl ListenerList {
         for rx in acks {
             let _ = rx.recv();
         }
-        release_handled(&mut self.sent.lock());
+        release_handled(&mut self.state.lock().sent);
     }
 
     /// Stop and join the threads this list started, after they handled what
@@ -277,7 +309,7 @@ impl ListenerList {
                 slot.stop();
             }
         }
-        release_handled(&mut self.sent.lock());
+        release_handled(&mut self.state.lock().sent);
     }
 }
 
@@ -389,7 +421,7 @@ mod tests {
             .collect();
         assert_eq!(got, (0..2_000).map(|i| i.to_string()).collect::<Vec<_>>());
         // Everything was handled: flush freed it all.
-        assert!(list.sent.lock().is_empty());
+        assert!(list.state.lock().sent.is_empty());
     }
 
     #[test]
