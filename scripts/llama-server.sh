@@ -315,6 +315,7 @@ cmd_start() {
 
     local attempt port url deadline
     for attempt in 1 2 3; do
+        ((attempt == 1)) || log "attempt ${attempt}/3"
         port=$(free_port)
         url="http://127.0.0.1:${port}"
         log "starting llama-server on ${url} (log: ${LOG_FILE})"
@@ -406,4 +407,6 @@ main() {
     esac
 }
 
-main "$@"
+# Keep `exit` on the same line: bash reads scripts lazily, and a cold install runs for
+# minutes, so an edit to this file meanwhile must not make bash run the rest of it.
+main "$@"; exit

@@ -128,3 +128,6 @@ pub use crate::message::{Message, Role, ToolCall, Usage};
 pub use crate::provider::{ChatTransport, ContextWindowDetector, HttpConfig};
 pub use crate::subagent::{Persona, SubAgents};
 pub use crate::tool::{Tool, ToolContext, ToolError};
+
+#[doc(hidden)]
+pub use crate::stream::{__fuzz_accumulate, __fuzz_sse};

@@ -234,6 +234,7 @@ impl Client {
                     Flow::Continue
                 })
             })
+            .map_err(eof_is_truncation)
             .and_then(|()| acc.finish())
         } else {
             let mut body = Vec::new();
@@ -361,6 +362,21 @@ fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
             Error::protocol(format!("response body exceeds {n} bytes"))
         }
         other => Error::Transport(Box::new(other)),
+    }
+}
+
+/// A stream whose body ended mid-frame (the server closed a chunked body
+/// early) was cut, like one that ended without `[DONE]`.
+fn eof_is_truncation(e: Error) -> Error {
+    match e {
+        Error::Transport(inner)
+            if inner
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) =>
+        {
+            Error::Truncated
+        }
+        other => other,
     }
 }
 

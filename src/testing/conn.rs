@@ -106,10 +106,25 @@ fn decide(shared: &Shared, req: RecordedRequest) -> Action {
 }
 
 fn route(st: &mut State, req: &RecordedRequest) -> Action {
+    let path = req.route();
+    let fixed = st
+        .routes
+        .iter()
+        .find(|(m, p, _, _)| *m == req.method && *p == req.path)
+        .or_else(|| {
+            st.routes
+                .iter()
+                .find(|(m, p, _, _)| *m == req.method && p == path)
+        });
+    if let Some((_, _, status, body)) = fixed {
+        return Action::Json {
+            status: *status,
+            body: body.clone(),
+        };
+    }
     if req.is_chat() {
         return chat(st, req);
     }
-    let path = req.route();
     let json = |status, body| Action::Json { status, body };
     match (req.method.as_str(), path) {
         ("GET", "/props" | "/v1/props") => match st.n_ctx {

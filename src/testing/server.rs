@@ -85,6 +85,8 @@ pub(super) struct State {
     pub(super) strict: bool,
     /// Auto-named tool calls served so far (`call_<n>`).
     pub(super) auto_calls: u64,
+    /// Fixed answers set with [`FakeServer::set_route`], checked first.
+    pub(super) routes: Vec<(String, String, u16, serde_json::Value)>,
 }
 
 impl Shared {
@@ -208,6 +210,7 @@ impl FakeServer {
                 model_id: "fake-model".to_string(),
                 strict: true,
                 auto_calls: 0,
+                routes: Vec::new(),
             }),
             shutdown: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
@@ -343,6 +346,26 @@ impl FakeServer {
     /// [module docs](super#strict-mode).
     pub fn set_strict(&self, on: bool) {
         self.shared.state.lock().strict = on;
+    }
+
+    /// Answer `method path` with `status` and the JSON `body`, before any
+    /// built-in route. `path` matches the request path exactly when it has a
+    /// query string, else the path without its query. For probing shapes of
+    /// other servers (Ollama's `/api/show`, vLLM's `/v1/models`). A later
+    /// call for the same method and path replaces the earlier one.
+    ///
+    /// ```
+    /// use pikuri::testing::FakeServer;
+    /// let server = FakeServer::start();
+    /// server.set_context_size(None);
+    /// server.set_route("GET", "/v1/models", 200, serde_json::json!({"data": [{"id": "m", "max_model_len": 8192}]}));
+    /// assert_eq!(pikuri::ContextWindowDetector::detect(&server.transport().with_model("m")), Some(8192));
+    /// ```
+    pub fn set_route(&self, method: &str, path: &str, status: u16, body: serde_json::Value) {
+        let mut st = self.shared.state.lock();
+        st.routes.retain(|(m, p, _, _)| !(m == method && p == path));
+        st.routes
+            .push((method.to_string(), path.to_string(), status, body));
     }
 }
 

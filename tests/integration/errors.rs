@@ -140,7 +140,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         name: "oversized line",
-        replies: || vec![Reply::text(&"x".repeat(100_000)).with_chunk_chars(100_000)],
+        replies: || vec![Reply::text("x".repeat(100_000)).with_chunk_chars(100_000)],
         only: Some(true),
         expect: Expect::Protocol,
         requests: 1,
@@ -227,7 +227,7 @@ fn fault_matrix() {
                 row.requests,
                 "{label}: request count"
             );
-            if row.name.contains("Retry-After") {
+            if row.name.contains("with Retry-After") {
                 assert!(
                     started.elapsed() >= Duration::from_millis(900),
                     "{label}: Retry-After not respected"

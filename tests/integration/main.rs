@@ -6,6 +6,8 @@ mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
 mod listeners; // ordering, isolation, end-of-turn flush
+mod local_models; // leaked tool calls, think tags, wind-down, switches
+mod probe; // context-window detection per server shape
 mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement

@@ -1,0 +1,122 @@
+//! Context-window detection against each server shape.
+
+use pikuri::testing::FakeServer;
+use pikuri::{ChatTransport, ContextWindowDetector};
+use serde_json::json;
+
+/// A server whose built-in `/props` and `/v1/models` say nothing.
+fn silent() -> FakeServer {
+    let s = FakeServer::start();
+    s.set_context_size(None);
+    s
+}
+
+fn detect(s: &FakeServer) -> Option<u64> {
+    ContextWindowDetector::detect(&s.transport())
+}
+
+#[test]
+fn llama_cpp_props() {
+    let s = FakeServer::start();
+    s.set_context_size(Some(4096));
+    assert_eq!(detect(&s), Some(4096));
+    assert!(
+        s.requests()[0].path == "/props",
+        "probes the root, not /v1: {:?}",
+        s.requests()[0].path
+    );
+}
+
+#[test]
+fn llama_cpp_router_mode_asks_the_models_instance() {
+    let s = silent();
+    s.set_route("GET", "/props", 200, json!({"role": "router", "n_ctx": 0}));
+    s.set_route(
+        "GET",
+        "/props?model=fake-model",
+        200,
+        json!({"default_generation_settings": {"n_ctx": 12345}}),
+    );
+    assert_eq!(detect(&s), Some(12345));
+}
+
+#[test]
+fn llama_cpp_v1_props() {
+    let s = silent();
+    s.set_route(
+        "GET",
+        "/v1/props",
+        200,
+        json!({"default_generation_settings": {"n_ctx": 2048}}),
+    );
+    assert_eq!(detect(&s), Some(2048));
+}
+
+#[test]
+fn ollama_runtime_num_ctx_then_model_info() {
+    let s = silent();
+    s.set_route(
+        "POST",
+        "/api/show",
+        200,
+        json!({"parameters": "temperature 0.7\nnum_ctx 16384", "model_info": {"qwen3.context_length": 40960}}),
+    );
+    assert_eq!(detect(&s), Some(16384));
+    let s = silent();
+    s.set_route(
+        "POST",
+        "/api/show",
+        200,
+        json!({"model_info": {"llama.context_length": 131_072}}),
+    );
+    assert_eq!(detect(&s), Some(131_072));
+}
+
+#[test]
+fn ollama_loaded_model_wins() {
+    let s = silent();
+    s.set_route(
+        "GET",
+        "/api/ps",
+        200,
+        json!({"models": [{"name": "fake-model:latest", "context_length": 8192}]}),
+    );
+    s.set_route(
+        "POST",
+        "/api/show",
+        200,
+        json!({"model_info": {"llama.context_length": 131_072}}),
+    );
+    assert_eq!(detect(&s), Some(8192));
+}
+
+#[test]
+fn vllm_max_model_len() {
+    let s = silent();
+    s.set_route(
+        "GET",
+        "/v1/models",
+        200,
+        json!({"data": [{"id": "fake-model", "max_model_len": 32768}]}),
+    );
+    assert_eq!(detect(&s), Some(32768));
+}
+
+#[test]
+fn nothing_known_is_none_and_never_an_error() {
+    let s = silent();
+    assert_eq!(detect(&s), None);
+    // A closed port: every probe fails quickly and silently.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t = ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
+    assert_eq!(ContextWindowDetector::detect(&t), None);
+    // No api_base: OpenAI's API reports nothing, so nothing is probed.
+    assert_eq!(
+        ContextWindowDetector::detect(&ChatTransport::new("gpt")),
+        None
+    );
+}
