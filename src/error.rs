@@ -37,7 +37,8 @@ pub enum Error {
     Timeout(Duration),
     /// The server sent something that is not the chat-completions protocol: a
     /// JSON chunk that does not parse, an oversized SSE line, a response body
-    /// that is not the expected JSON.
+    /// that is not the expected JSON, a response over the size limits of
+    /// [`HttpConfig`](crate::HttpConfig).
     Protocol(String),
     /// The stream ended before `[DONE]` and before a `finish_reason`.
     Truncated,

@@ -226,7 +226,17 @@ impl Client {
         let result = if is_sse {
             let mut acc = Accumulator::new(x.split_think);
             let reader = BufReader::with_capacity(64 * 1024, reader);
+            // Small, valid events can still grow the message without end:
+            // the event data of one stream is capped like a plain body.
+            let mut total = 0u64;
             read_sse(reader, cfg.max_line_bytes, &mut |data| {
+                total = total.saturating_add(data.len() as u64);
+                if total > cfg.max_body_bytes {
+                    return Err(Error::protocol(format!(
+                        "streamed response exceeds {} bytes",
+                        cfg.max_body_bytes
+                    )));
+                }
                 acc.push_data(data, on_fragment)?;
                 Ok(if acc.is_done() {
                     Flow::Stop

@@ -266,7 +266,9 @@ impl HttpConfig {
         self.max_line_bytes = n;
         self
     }
-    /// Largest non-streamed response body (default 64 MiB).
+    /// Largest response: a non-streamed body, or the total event data of a
+    /// stream (default 64 MiB). Past it the run ends with
+    /// [`Error::Protocol`](crate::Error::Protocol).
     #[must_use]
     pub fn with_max_body_bytes(mut self, n: u64) -> HttpConfig {
         self.max_body_bytes = n;
