@@ -62,7 +62,11 @@
 //!
 //! # Log levels
 //!
-//! Through the `log` facade; the API key is never logged.
+//! Through the `log` facade. pikuri never logs the API key, and ureq's own
+//! request and response lines redact it; but at `trace`, ureq-proto (target
+//! `ureq_proto`) hex-dumps the raw bytes of every request, the
+//! `Authorization` header included. Where logs are kept, cap that target
+//! below `trace` (e.g. `RUST_LOG=trace,ureq_proto=debug`).
 //! - `error`: a listener or tool panicked.
 //! - `warn`: an on-close handler panicked; a JSON-lines write failed.
 //! - `info`: a transport without API base falls back to OpenAI's.
