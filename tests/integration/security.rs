@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,10 +36,20 @@ fn key_pieces() -> Vec<&'static str> {
 #[track_caller]
 fn assert_no_key(what: &str, text: &str) {
     for piece in key_pieces() {
-        assert!(
-            !text.contains(piece),
-            "{what} leaks the API key (found {piece:?}) in:\n{text}"
-        );
+        if let Some(at) = text.find(piece) {
+            let mut from = at.saturating_sub(80);
+            while !text.is_char_boundary(from) {
+                from -= 1;
+            }
+            let mut to = (at + piece.len() + 80).min(text.len());
+            while !text.is_char_boundary(to) {
+                to += 1;
+            }
+            panic!(
+                "{what} leaks the API key (found {piece:?}) in: …{}…",
+                &text[from..to]
+            );
+        }
     }
 }
 
@@ -204,8 +214,14 @@ fn run_keyed_session() -> Vec<(String, String)> {
     let mut agent = cfg.build().expect("builds");
     texts.push(("Agent Debug".into(), format!("{agent:?}")));
     texts.push(("Agent Display".into(), agent.to_string()));
-    texts.push(("ChatTransport Debug".into(), format!("{:?}", agent.transport())));
-    texts.push(("ChatTransport Display".into(), agent.transport().to_string()));
+    texts.push((
+        "ChatTransport Debug".into(),
+        format!("{:?}", agent.transport()),
+    ));
+    texts.push((
+        "ChatTransport Display".into(),
+        agent.transport().to_string(),
+    ));
     texts.push((
         "ChatTransport JSON".into(),
         serde_json::to_string(&agent.transport()).expect("serializes"),
@@ -217,9 +233,7 @@ fn run_keyed_session() -> Vec<(String, String)> {
     agent
         .run_loop_with("third", switched.clone())
         .expect("switched turn");
-    let unauthorized = agent
-        .run_loop_with("fourth", switched)
-        .expect_err("401");
+    let unauthorized = agent.run_loop_with("fourth", switched).expect_err("401");
     assert_eq!(unauthorized.status(), Some(401));
     texts.push(("401 Display".into(), unauthorized.to_string()));
     texts.push(("401 Debug".into(), format!("{unauthorized:?}")));
@@ -265,37 +279,52 @@ fn api_key_never_in_debug_display_events_or_errors() {
     }
 }
 
-/// pikuri's own log lines (every `pikuri` target, at every level) never
-/// carry the key.
+/// Whether `line` is one row of ureq-proto's `trace` hex dump of the raw
+/// HTTP bytes (see [`api_key_never_in_any_log_line_at_trace`]).
+fn is_ureq_proto_wire_dump(line: &str) -> bool {
+    line.starts_with("TRACE ureq_proto")
+}
+
+/// No log line carries the key, at any level, from pikuri, ureq (whose
+/// request and response lines redact `Authorization`) or anything else,
+/// except ureq-proto's raw wire dump at `trace` (the ignored test below).
 #[test]
-fn api_key_never_in_pikuris_own_log_lines() {
+fn api_key_never_in_log_lines_except_the_wire_dump() {
     let (_, lines) = capture_logs(run_keyed_session);
-    let ours: Vec<&String> = lines
-        .iter()
-        .filter(|l| l.split(' ').nth(1).is_some_and(|t| t.starts_with("pikuri")))
-        .collect();
     assert!(
-        ours.iter().any(|l| l.contains("request body")),
-        "the capture saw pikuri's trace lines: {} lines",
+        lines
+            .iter()
+            .any(|l| l.starts_with("TRACE pikuri") && l.contains("request body")),
+        "the capture saw pikuri's trace lines ({} lines)",
         lines.len()
     );
-    for line in ours {
-        assert_no_key("a pikuri log line", line);
+    assert!(
+        lines.iter().any(|l| l.starts_with("DEBUG ureq")),
+        "the capture saw ureq's debug lines"
+    );
+    for line in lines.iter().filter(|l| !is_ureq_proto_wire_dump(l)) {
+        assert_no_key("a log line", line);
     }
 }
 
 /// Every captured line at `Trace`, from every crate, never carries the key.
-/// See the report: ureq-proto dumps the raw request bytes (headers included)
-/// at `trace`, which pikuri cannot switch off.
+///
+/// Fails: ureq-proto 0.7 (`ureq_proto::util::log_data`, called when its
+/// request writer drops) logs every byte ureq sends at `trace`, as 16-byte
+/// hex/ASCII rows, so `authorization: Bearer <key>` is spread over two or
+/// three rows. ureq has no feature to turn that off and pikuri cannot filter
+/// a host's logger; the crate docs ("Log levels") tell hosts to cap the
+/// `ureq_proto` target below `trace`.
 #[test]
+#[ignore = "known leak in a dependency: ureq-proto hex-dumps request headers at trace level"]
 fn api_key_never_in_any_log_line_at_trace() {
     let (_, lines) = capture_logs(run_keyed_session);
     assert!(!lines.is_empty());
+    let dumped = String::from_utf8_lossy(&hex_dump_bytes(&lines)).into_owned();
+    assert_no_key("the hex dumps of the log, reassembled", &dumped);
     for line in &lines {
         assert_no_key("a log line", line);
     }
-    let dumped = String::from_utf8_lossy(&hex_dump_bytes(&lines)).into_owned();
-    assert_no_key("the hex dumps of the log", &dumped);
 }
 
 // ---------------------------------------------------------------------------
@@ -309,7 +338,9 @@ fn a_redirect_to_another_host_does_not_carry_the_key() {
         let second = FakeServer::start();
         second.push(Reply::text("redirected answer"));
         let location = format!("{}/chat/completions", second.base_url());
-        first.push(Reply::raw_body(code, "application/json", "{}").with_header("Location", &location));
+        first.push(
+            Reply::raw_body(code, "application/json", "{}").with_header("Location", &location),
+        );
         let mut agent = Agent::builder(keyed(&first))
             .http(fast_http().with_max_retries(0))
             .build()
@@ -318,7 +349,10 @@ fn a_redirect_to_another_host_does_not_carry_the_key() {
         let label = format!("{code}: {result:?}");
         // The first server got the key (so the check below means something).
         assert_eq!(
-            first.requests().last().and_then(|r| r.header("authorization")),
+            first
+                .requests()
+                .last()
+                .and_then(|r| r.header("authorization")),
             Some(format!("Bearer {KEY}").as_str()),
             "{label}"
         );
@@ -372,10 +406,46 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Samples `VmRSS` every few milliseconds until dropped; `peak` is the
+/// highest value seen (a freed buffer no longer shows in a later reading).
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    handle: Option<thread::JoinHandle<u64>>,
+}
+
+impl RssSampler {
+    fn start() -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let handle = thread::spawn(move || {
+            let mut peak = rss_kib();
+            while !s.load(Ordering::SeqCst) {
+                peak = peak.max(rss_kib());
+                thread::sleep(Duration::from_millis(2));
+            }
+            peak.max(rss_kib())
+        });
+        RssSampler {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn peak(mut self) -> u64 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.take().map_or(0, |h| h.join().expect("sampler"))
+    }
+}
+
 /// A raw HTTP server for one connection: read the request, send `head`,
-/// then `unit` over and over until the client goes away (or 60 s pass).
+/// then `unit` over and over until the client goes away, 60 s pass or
+/// `cap` bytes were sent (then it closes the connection).
 /// Returns the address and the number of body bytes sent.
-fn endless_server(head: &'static str, unit: Vec<u8>) -> (String, thread::JoinHandle<u64>) {
+fn endless_server(
+    head: &'static str,
+    unit: Vec<u8>,
+    cap: u64,
+) -> (String, thread::JoinHandle<u64>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let handle = thread::spawn(move || {
@@ -399,12 +469,13 @@ fn endless_server(head: &'static str, unit: Vec<u8>) -> (String, thread::JoinHan
         }
         let started = Instant::now();
         let mut sent = 0u64;
-        while started.elapsed() < Duration::from_secs(60) {
+        while started.elapsed() < Duration::from_secs(60) && sent < cap {
             if conn.write_all(&block).is_err() {
                 break;
             }
             sent += block.len() as u64;
         }
+        let _ = conn.shutdown(std::net::Shutdown::Both);
         sent
     });
     (format!("http://{addr}/v1"), handle)
@@ -468,8 +539,9 @@ fn endless_responses_end_in_a_bounded_error() {
         },
     ];
     for case in cases {
-        let (base, server) = endless_server(case.head, case.unit.to_vec());
+        let (base, server) = endless_server(case.head, case.unit.to_vec(), u64::MAX);
         let before = rss_kib();
+        let sampler = RssSampler::start();
         let started = Instant::now();
         let mut agent = Agent::builder(
             ChatTransport::new("m")
@@ -488,27 +560,42 @@ fn endless_responses_end_in_a_bounded_error() {
         .expect("builds");
         let result = agent.run_loop("hello");
         let took = started.elapsed();
-        let after = rss_kib();
+        let peak = sampler.peak();
         // The failed round appended nothing.
         assert_valid_history(agent.messages());
         assert_eq!(agent.messages().len(), 1, "{}", case.name);
         drop(agent);
         let sent = server.join().expect("server thread");
+        let shown = match &result {
+            Err(Error::Http { status, message }) => {
+                format!(
+                    "http {status}, message of {} chars",
+                    message.chars().count()
+                )
+            }
+            other => format!("{other:?}"),
+        };
         eprintln!(
-            "[security] {}: {result:?} after {took:?}; server sent {} KiB; VmRSS {before} -> {after} KiB",
+            "[security] {}: {shown} after {took:?}; server sent {} KiB; VmRSS {before} -> peak {peak} KiB",
             case.name,
             sent / 1024
         );
         match (&result, case.name) {
-            (Err(Error::Http { status: 400, message }), "error body without end") => {
+            (
+                Err(Error::Http {
+                    status: 400,
+                    message,
+                }),
+                "error body without end",
+            ) => {
                 assert!(message.chars().count() <= 501, "{}", case.name);
             }
             (Err(Error::Protocol(_)), _) => {}
             _ => panic!("{}: expected a protocol error, got {result:?}", case.name),
         }
         assert!(
-            after.saturating_sub(before) < 64 * 1024,
-            "{}: VmRSS grew from {before} KiB to {after} KiB",
+            peak.saturating_sub(before) < 64 * 1024,
+            "{}: VmRSS peaked at {peak} KiB (from {before} KiB)",
             case.name
         );
         assert!(
@@ -538,14 +625,15 @@ fn raw_hazards(out: &str, allow_own_styles: bool) -> Vec<String> {
         let next = chars.get(n + 1).map(|&(_, c)| c);
         let bad = match c {
             '\x1b' => !(allow_own_styles && OWN.iter().any(|o| out[i..].starts_with(o))),
-            '\r' => {
-                next != Some('\n')
-                    && !(allow_own_styles && out[i..].starts_with("\r\x1b[K"))
-            }
+            '\r' => next != Some('\n') && !(allow_own_styles && out[i..].starts_with("\r\x1b[K")),
             '\n' | '\t' => false,
-            '\0'..='\x1f' | '\x7f'..='\u{9f}' => true,
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200b}'..='\u{200f}' => true,
-            '\u{e0000}'..='\u{e007f}' | '\u{feff}' => true,
+            '\0'..='\x1f'
+            | '\x7f'..='\u{9f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{feff}' => true,
             _ => false,
         };
         if bad {
@@ -560,13 +648,21 @@ fn terminal_never_prints_control_sequences_from_the_model() {
     for color in [false, true] {
         for streaming in [true, false] {
             let server = FakeServer::start();
+            // A retried error (its message shows in the Retrying line), a
+            // call with hostile arguments and reasoning, a call to a tool
+            // with a hostile name, a hostile streamed answer.
+            server.push(Reply::status(503, HOSTILE));
             server.push(
                 Reply::tool_call("echo", json!({"text": HOSTILE}))
                     .with_reasoning(HOSTILE)
                     .with_text(HOSTILE),
             );
             server.push(Reply::tool_call(HOSTILE, json!({})));
-            server.push(Reply::text(HOSTILE).with_reasoning(HOSTILE).with_chunk_chars(3));
+            server.push(
+                Reply::text(HOSTILE)
+                    .with_reasoning(HOSTILE)
+                    .with_chunk_chars(3),
+            );
             let out = Buf::default();
             let echo = FnTool::new(
                 "echo",
@@ -589,8 +685,52 @@ fn terminal_never_prints_control_sequences_from_the_model() {
                 assert!(!text.contains('\x1b'), "{label}");
             }
             // The hazards are shown, escaped.
+            assert!(text.contains("retrying after"), "{label}: {text}");
             assert!(text.contains(r"\x1b[2J"), "{label}: {text}");
             assert!(text.contains(r"\u{202e}"), "{label}: {text}");
+        }
+    }
+}
+
+/// A host prints errors for people (`eprintln!("error: {e}")`), and an
+/// error's text quotes the server: an HTTP error's message, a chunk that is
+/// not JSON. `Display` must not hand the terminal raw control sequences;
+/// the `message` field keeps the server's exact text for programs.
+#[test]
+fn error_display_never_carries_raw_control_sequences() {
+    let cases: [(&str, Reply, bool); 4] = [
+        ("http error message", Reply::status(400, HOSTILE), false),
+        (
+            "body that is not JSON",
+            Reply::raw_body(200, "application/json", format!("{{{HOSTILE}")),
+            false,
+        ),
+        (
+            "chunk that is not JSON",
+            Reply::raw_sse(format!("data: {{{HOSTILE}\n\n")),
+            true,
+        ),
+        (
+            "error member mid-stream",
+            Reply::raw_sse(format!(
+                "data: {}\n\n",
+                json!({"error": {"message": HOSTILE}})
+            )),
+            true,
+        ),
+    ];
+    for (name, reply, streaming) in cases {
+        let server = FakeServer::start();
+        server.push(reply);
+        let (mut agent, _) = agent_with(&server, |c| {
+            c.streaming(streaming).http(fast_http().with_max_retries(0));
+        });
+        let err = agent.run_loop("hi").expect_err(name);
+        let shown = err.to_string();
+        let found = raw_hazards(&shown, false);
+        assert!(found.is_empty(), "{name}: raw {found:?} in {shown:?}");
+        if let Error::Http { message, .. } = &err {
+            assert_eq!(message, HOSTILE, "{name}: the field keeps the exact text");
         }
     }
 }
@@ -659,14 +799,22 @@ fn read_file_cannot_escape_its_root() {
         "..\\outside\\secret.txt".into(),
         "link_dir".into(),
     ];
-    let allowed = [("inside.txt", "visible"), ("sub/up/inside.txt", "visible"), ("sub/ok.txt", "also visible")];
+    let allowed = [
+        ("inside.txt", "visible"),
+        ("sub/up/inside.txt", "visible"),
+        ("sub/ok.txt", "also visible"),
+    ];
 
     let server = FakeServer::start();
     let mut calls: Vec<(&str, serde_json::Value)> = escapes
         .iter()
         .map(|p| ("read_file", json!({ "path": p })))
         .collect();
-    calls.extend(allowed.iter().map(|(p, _)| ("read_file", json!({ "path": p }))));
+    calls.extend(
+        allowed
+            .iter()
+            .map(|(p, _)| ("read_file", json!({ "path": p }))),
+    );
     calls.push(("list_dir", json!({ "path": "link_dir" })));
     calls.push(("list_dir", json!({ "path": "../outside" })));
     calls.push(("list_dir", json!({ "path": outside.display().to_string() })));
@@ -692,7 +840,10 @@ fn read_file_cannot_escape_its_root() {
             obs.starts_with("Error:"),
             "read_file({path:?}) was not refused: {obs}"
         );
-        assert!(!obs.contains("TOPSECRET"), "read_file({path:?}) leaked: {obs}");
+        assert!(
+            !obs.contains("TOPSECRET"),
+            "read_file({path:?}) leaked: {obs}"
+        );
     }
     for ((path, want), obs) in allowed.iter().zip(&observations[escapes.len()..]) {
         assert_eq!(obs, want, "read_file({path:?})");
@@ -707,4 +858,68 @@ fn read_file_cannot_escape_its_root() {
     for req in server.chat_requests() {
         assert!(!req.raw_body.contains("TOPSECRET"));
     }
+}
+
+/// A server that streams valid content deltas forever: each event is small,
+/// so no line or event limit trips, but the answer grows without end. The
+/// total is bounded by `max_body_bytes` (the server stops after 64 MiB so
+/// that a regression fails instead of exhausting memory).
+#[test]
+fn endless_valid_deltas_are_bounded_by_max_body_bytes() {
+    let unit = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+        "a".repeat(1000)
+    );
+    let (base, server) = endless_server(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+        unit.into_bytes(),
+        64 * MIB as u64,
+    );
+    let before = rss_kib();
+    let sampler = RssSampler::start();
+    let started = Instant::now();
+    let deltas = Arc::new(AtomicU64::new(0));
+    let d = Arc::clone(&deltas);
+    let mut agent = Agent::builder(
+        ChatTransport::new("m")
+            .with_api_base(base)
+            .with_context_window(Some(4096)),
+    )
+    .streaming(true)
+    .add_listener(move |e: &pikuri::Event| {
+        if let pikuri::Event::AssistantDelta { content, .. } = e {
+            d.fetch_add(content.len() as u64, Ordering::Relaxed);
+        }
+    })
+    .http(
+        HttpConfig::default()
+            .with_max_retries(0)
+            .with_read_timeout(Duration::from_secs(20))
+            .with_max_line_bytes(MIB)
+            .with_max_body_bytes(4 * MIB as u64),
+    )
+    .build()
+    .expect("builds");
+    let result = agent.run_loop("hello");
+    let took = started.elapsed();
+    let peak = sampler.peak();
+    assert_eq!(agent.messages().len(), 1, "nothing appended");
+    drop(agent);
+    let sent = server.join().expect("server thread");
+    eprintln!(
+        "[security] endless valid deltas: {result:?} after {took:?}; server sent {} KiB; \
+         {} KiB of deltas reached the listener; VmRSS {before} -> peak {peak} KiB",
+        sent / 1024,
+        deltas.load(Ordering::Relaxed) / 1024
+    );
+    assert!(
+        matches!(result, Err(Error::Protocol(_))),
+        "expected a protocol error, got {result:?} after {} KiB",
+        sent / 1024
+    );
+    assert!(
+        peak.saturating_sub(before) < 64 * 1024,
+        "VmRSS peaked at {peak} KiB (from {before} KiB)"
+    );
+    assert!(deltas.load(Ordering::Relaxed) <= 4 * MIB as u64);
 }

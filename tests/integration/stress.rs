@@ -5,12 +5,13 @@
 //!
 //! | test | default | `PIKURI_STRESS=1` |
 //! |---|---|---|
-//! | `agents_under_injection_and_cancel` | 4 agents × 12 turns | 16 agents × 80 turns |
-//! | `cancellable_thread_storm` | 8 threads × 40 rounds × 200 ops | 32 × 200 × 2 000 |
-//! | `cancel_storm_through_real_requests` | 3 agents × 6 turns | 8 agents × 40 turns |
-//! | `interloper_many_producers_one_drainer` | 8 producers × 2 000 | 32 × 50 000 |
-//! | `listeners_keep_order_with_a_panicking_one` | 2 agents × 3 turns × ~1 500 events | 6 × 5 × ~12 000 |
-//! | `listener_list_derived_concurrently` | 8 threads × 40 | 32 × 400 |
+//! | `agents_under_injection_and_cancel` | 4 agents × 60 turns | 16 agents × 150 turns |
+//! | `sub_agents_under_cancel` | 3 agents × 30 turns | 8 agents × 60 turns |
+//! | `cancellable_thread_storm` | 8 threads × 100 rounds × 500 ops | 32 × 200 × 2 000 |
+//! | `cancel_storm_through_real_requests` | 4 agents × 15 turns | 8 agents × 40 turns |
+//! | `interloper_many_producers_one_drainer` | 8 producers × 10 000 | 32 × 50 000 |
+//! | `listeners_keep_order_with_a_panicking_one` | 2 agents × 3 turns × ~4 000 events | 6 × 5 × ~12 000 |
+//! | `listener_list_derived_concurrently` | 8 threads × 100 | 32 × 400 |
 //!
 //! Every worker runs on its own thread and reports progress on a channel;
 //! the test fails (instead of hanging) when no progress arrives within a
@@ -30,7 +31,7 @@ use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
     Agent, Cancellable, Error, Event, InMemoryEventList, Interloper, Listener, ListenerList,
-    Role, StopReason, SubAgentListener,
+    Persona, Role, StopReason, SubAgentListener, SubAgents,
 };
 use serde_json::json;
 
@@ -90,6 +91,9 @@ fn run_workers(test: &str, seed: u64, workers: Vec<Worker>) {
         match rx.recv_timeout(PROGRESS_BOUND) {
             Ok(line) => {
                 reports += 1;
+                if line.starts_with("summary") {
+                    eprintln!("[stress] {test}: {line}");
+                }
                 last = line;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => panic!(
@@ -131,24 +135,26 @@ fn count_kind(events: &[Event], agent: &str, kind: &str) -> usize {
 
 /// `assert_valid_history`, naming the context on failure.
 fn check_history(ctx: &str, agent: &Agent) {
-    if catch_unwind(AssertUnwindSafe(|| assert_valid_history(agent.messages()))).is_err() {
-        panic!("{ctx}: invalid history");
-    }
+    assert!(
+        catch_unwind(AssertUnwindSafe(|| assert_valid_history(agent.messages()))).is_ok(),
+        "{ctx}: invalid history"
+    );
 }
 
 // ---------------------------------------------------------------------------
 // Agents under injection and cancellation
 // ---------------------------------------------------------------------------
 
-/// Queue one turn's worth of replies: up to three tool-call rounds, then
-/// `injections + 2` text answers.
+/// A server scripted for one turn: up to three tool-call rounds, then
+/// `texts` text answers.
 ///
-/// FIFO order across turns does not matter: every reply is valid at any point
-/// of any turn (a tool call continues the turn, a text ends it unless an
-/// injection is pending). A turn consumes at most one text per delivery at a
-/// text answer, plus the one that ends it, so with `injections + 2` texts per
-/// turn the queue never runs dry; leftovers feed the next turn.
-fn push_turn_script(server: &FakeServer, rng: &mut Rng, injections: usize, streaming: bool) {
+/// Each turn gets its own server (through [`Agent::run_loop_with`]), so the
+/// script always starts with its tool rounds: the FIFO of a shared server
+/// would hand a turn the text answers a previous turn left over. A turn
+/// consumes one text per delivery at a text answer plus the one that ends
+/// it, so `texts = pending + injections + 2` never runs dry.
+fn turn_server(rng: &mut Rng, texts: usize, streaming: bool) -> FakeServer {
+    let server = FakeServer::start();
     let slow = |r: Reply, rng: &mut Rng| {
         if streaming && rng.one_in(3) {
             r.with_chunk_delay(Duration::from_micros(300))
@@ -165,10 +171,11 @@ fn push_turn_script(server: &FakeServer, rng: &mut Rng, injections: usize, strea
         };
         server.push(slow(reply, rng));
     }
-    for _ in 0..injections + 2 {
+    for _ in 0..texts {
         let reply = slow(Reply::text("an answer in several pieces"), rng);
         server.push(reply);
     }
+    server
 }
 
 /// What one agent worker checks after each turn.
@@ -255,10 +262,70 @@ fn check_turn(c: &TurnCheck<'_>, agent: &Agent, rec: &InMemoryEventList, q: &Int
     assert_eq!(delivered, announced, "{ctx}: delivered vs announced");
 }
 
+/// A thread that cancels after `delay` unless the returned sender is dropped
+/// first; it joins to whether it cancelled.
+fn spawn_canceller(
+    cancel: &Cancellable,
+    delay: Duration,
+) -> (mpsc::Sender<()>, thread::JoinHandle<bool>) {
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let cancel = cancel.clone();
+    let handle = thread::spawn(move || {
+        if stop_rx.recv_timeout(delay) == Err(mpsc::RecvTimeoutError::Timeout) {
+            cancel.cancel();
+            true
+        } else {
+            false
+        }
+    });
+    (stop_tx, handle)
+}
+
+/// A thread that injects `n` uniquely named messages at random moments; it
+/// joins to the messages it injected.
+fn spawn_injector(
+    q: &Interloper,
+    mut rng: Rng,
+    tag: String,
+    n: usize,
+) -> thread::JoinHandle<Vec<String>> {
+    let q = q.clone();
+    thread::spawn(move || {
+        (0..n)
+            .map(|k| {
+                thread::sleep(Duration::from_micros(rng.below(3000)));
+                let msg = format!("inj {tag} k{k}");
+                q.inject_user_message(msg.clone()).expect("not blank");
+                msg
+            })
+            .collect()
+    })
+}
+
+/// The outcome of a turn that may have been cancelled: `Completed`, or
+/// `Cancelled` when somebody did cancel. Returns whether it was cancelled.
+fn completed_or_cancelled(
+    ctx: &str,
+    result: &pikuri::Result<pikuri::Outcome>,
+    did_cancel: bool,
+) -> bool {
+    match result {
+        Ok(out) => {
+            assert_eq!(out.stop_reason, StopReason::Completed, "{ctx}");
+            false
+        }
+        Err(Error::Cancelled) => {
+            assert!(did_cancel, "{ctx}: cancelled, but nobody cancelled");
+            true
+        }
+        Err(e) => panic!("{ctx}: unexpected error {e:?}"),
+    }
+}
+
 fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> Worker {
     Box::new(move |progress| {
         let mut rng = worker_rng(seed, idx);
-        let server = FakeServer::start();
+        let home = FakeServer::start();
         let q = Interloper::new();
         let cancel = Cancellable::new();
         let streaming = rng.coin();
@@ -268,7 +335,7 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
             jitter_sleep(&state, 1500);
             Ok("tock".into())
         });
-        let (mut agent, rec) = agent_with(&server, |c| {
+        let (mut agent, rec) = agent_with(&home, |c| {
             c.add_tool(tick)
                 .interloper(q.clone())
                 .cancellable(cancel.clone())
@@ -278,6 +345,7 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
         let mut injected: Vec<String> = Vec::new();
         let mut quiet_next = false;
         let mut cancelled_turns = 0usize;
+        let mut requests = 0usize;
         // The last turn is quiet: it must deliver everything still pending.
         for turn in 0..=turns {
             let quiet = quiet_next || turn == turns;
@@ -286,60 +354,50 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
             } else {
                 rng.index(max_injections + 1)
             };
-            push_turn_script(&server, &mut rng, n_inject, streaming);
+            let server = turn_server(&mut rng, q.peek().len() + n_inject + 2, streaming);
 
-            let (stop_tx, stop_rx) = mpsc::channel::<()>();
             let injector = (n_inject > 0).then(|| {
-                let q = q.clone();
-                let mut r = Rng::new(rng.next_u64());
-                thread::spawn(move || {
-                    (0..n_inject)
-                        .map(|k| {
-                            thread::sleep(Duration::from_micros(r.below(3000)));
-                            let msg = format!("inj a{idx} t{turn} k{k}");
-                            q.inject_user_message(msg.clone()).expect("not blank");
-                            msg
-                        })
-                        .collect::<Vec<_>>()
-                })
+                let r = Rng::new(rng.next_u64());
+                spawn_injector(&q, r, format!("a{idx} t{turn}"), n_inject)
             });
-            let canceller = (!quiet && rng.coin()).then(|| {
-                let cancel = cancel.clone();
-                let delay = Duration::from_micros(rng.below(8000));
-                thread::spawn(move || {
-                    if stop_rx.recv_timeout(delay) == Err(mpsc::RecvTimeoutError::Timeout) {
-                        cancel.cancel();
-                        true
-                    } else {
-                        false
-                    }
-                })
-            });
+            let canceller = (!quiet && rng.coin())
+                .then(|| spawn_canceller(&cancel, Duration::from_micros(rng.below(8000))));
 
             let before_messages = agent.messages().len();
             let before_events = rec.len();
-            let result = agent.run_loop(&format!("turn a{idx} t{turn}"));
-            drop(stop_tx);
-            injected.extend(injector.map(|h| h.join().expect("injector")).unwrap_or_default());
-            let did_cancel = canceller.is_some_and(|h| h.join().expect("canceller"));
+            let result = agent.run_loop_with(
+                &format!("turn a{idx} t{turn}"),
+                server.transport().with_context_window(Some(8192)),
+            );
+            injected.extend(
+                injector
+                    .map(|h| h.join().expect("injector"))
+                    .unwrap_or_default(),
+            );
+            let did_cancel = canceller.is_some_and(|(stop, h)| {
+                drop(stop);
+                h.join().expect("canceller")
+            });
 
             let ctx = format!(
                 "seed {seed:#x} agent {idx} turn {turn} (streaming={streaming}, \
                  parallel={parallel}, quiet={quiet})"
             );
-            match &result {
-                Ok(out) => assert_eq!(out.stop_reason, StopReason::Completed, "{ctx}"),
-                Err(Error::Cancelled) => {
-                    assert!(did_cancel, "{ctx}: cancelled, but nobody cancelled");
-                    cancelled_turns += 1;
-                }
-                Err(e) => panic!("{ctx}: unexpected error {e:?}"),
+            if completed_or_cancelled(&ctx, &result, did_cancel) {
+                cancelled_turns += 1;
             }
             assert!(
                 !quiet || result.is_ok(),
                 "{ctx}: a turn without interference must succeed: {result:?}"
             );
             quiet_next = result.is_err();
+            assert!(
+                server.rejections().is_empty(),
+                "{ctx}: {:?}",
+                server.rejections()
+            );
+            assert_eq!(server.unexpected_requests(), 0, "{ctx}: the script ran dry");
+            requests += server.chat_requests().len();
             check_turn(
                 &TurnCheck {
                     ctx: &ctx,
@@ -359,10 +417,9 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
             q.peek().is_empty(),
             "{ctx}: the final quiet turn delivers everything"
         );
-        assert!(server.rejections().is_empty(), "{ctx}: {:?}", server.rejections());
-        assert_eq!(server.unexpected_requests(), 0, "{ctx}: the script ran dry");
         let _ = progress.send(format!(
-            "{ctx}: {} injections, {cancelled_turns} cancelled turns",
+            "summary {ctx}: streaming={streaming} parallel={parallel}: {} injections, \
+             {cancelled_turns} cancelled turns, {requests} requests",
             injected.len()
         ));
         agent.close();
@@ -373,12 +430,125 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
 fn agents_under_injection_and_cancel() {
     let seed = seed("agents_under_injection_and_cancel");
     let agents = size(4, 16);
-    let turns = size(12, 80);
+    let turns = size(60, 150);
     let max_injections = size(3, 6);
     let workers = (0..agents)
         .map(|i| agent_worker(seed, i, turns, max_injections))
         .collect();
     run_workers("agents_under_injection_and_cancel", seed, workers);
+}
+
+/// Sub-agents under cancellation: the parent delegates to one to three
+/// `helper` children per turn (run concurrently when `parallel`), sharing its
+/// Cancellable, Client and listeners, while a canceller fires at random.
+///
+/// Every reply after the parent's first is a text answer, valid for any
+/// child or for the parent, so the order in which concurrent children reach
+/// the server does not matter.
+fn sub_agent_worker(seed: u64, idx: usize, turns: usize) -> Worker {
+    Box::new(move |progress| {
+        let mut rng = worker_rng(seed, idx);
+        let home = FakeServer::start();
+        let cancel = Cancellable::new();
+        let streaming = rng.coin();
+        let parallel = rng.coin();
+        let personas = vec![Persona::new("helper", "Helps.", "You help.", 3)];
+        let (mut agent, rec) = agent_with(&home, |c| {
+            c.cancellable(cancel.clone())
+                .streaming(streaming)
+                .parallel_tool_calls(parallel)
+                .add_extension(SubAgents::new(personas).expect("personas"));
+        });
+        let mut children_started = 0usize;
+        let mut cancelled_turns = 0usize;
+        let mut quiet_next = false;
+        for turn in 0..=turns {
+            let quiet = quiet_next || turn == turns;
+            let n = 1 + rng.index(3);
+            let server = FakeServer::start();
+            let calls = (0..n)
+                .map(|k| {
+                    (
+                        "agent",
+                        json!({"name": "helper", "task": format!("task {k}")}),
+                    )
+                })
+                .collect();
+            server.push(Reply::tool_calls(calls));
+            for _ in 0..=n {
+                let r = Reply::text("helper answer");
+                server.push(if streaming && rng.coin() {
+                    r.with_chunk_delay(Duration::from_micros(400))
+                } else {
+                    r
+                });
+            }
+            let canceller = (!quiet)
+                .then(|| spawn_canceller(&cancel, Duration::from_micros(rng.below(10_000))));
+            let result = agent.run_loop_with(
+                &format!("turn s{idx} t{turn}"),
+                server.transport().with_context_window(Some(8192)),
+            );
+            let did_cancel = canceller.is_some_and(|(stop, h)| {
+                drop(stop);
+                h.join().expect("canceller")
+            });
+            let ctx = format!(
+                "seed {seed:#x} agent {idx} turn {turn} (streaming={streaming}, \
+                 parallel={parallel}, quiet={quiet}, children={n})"
+            );
+            if completed_or_cancelled(&ctx, &result, did_cancel) {
+                cancelled_turns += 1;
+            }
+            assert!(!quiet || result.is_ok(), "{ctx}: {result:?}");
+            quiet_next = result.is_err();
+            assert!(
+                server.rejections().is_empty(),
+                "{ctx}: {:?}",
+                server.rejections()
+            );
+            assert_eq!(server.unexpected_requests(), 0, "{ctx}");
+            check_history(&ctx, &agent);
+
+            // Per agent id: every ToolCall answered; one stopped per run_loop.
+            let events = rec.events();
+            let mut ids: Vec<&str> = events.iter().map(Event::agent).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for id in &ids {
+                assert_eq!(
+                    count_kind(&events, id, "tool_call"),
+                    count_kind(&events, id, "tool_result"),
+                    "{ctx}: agent {id:?}"
+                );
+                let stopped = count_kind(&events, id, "stopped");
+                if id.is_empty() {
+                    assert_eq!(stopped, turn + 1, "{ctx}: parent stopped events");
+                } else {
+                    assert!(id.starts_with("helper "), "{ctx}: unexpected id {id:?}");
+                    assert_eq!(stopped, 1, "{ctx}: child {id:?} stopped events");
+                }
+            }
+            children_started = ids.len() - 1;
+            let _ = progress.send(ctx);
+        }
+        let _ = progress.send(format!(
+            "summary seed {seed:#x} agent {idx}: streaming={streaming} parallel={parallel}: \
+             {children_started} children, {cancelled_turns} cancelled turns"
+        ));
+        agent.close();
+    })
+}
+
+#[test]
+fn sub_agents_under_cancel() {
+    let seed = seed("sub_agents_under_cancel");
+    let agents = size(3, 8);
+    let turns = size(30, 60);
+    let workers = (0..agents)
+        .map(|i| sub_agent_worker(seed, i, turns))
+        .collect();
+    run_workers("sub_agents_under_cancel", seed, workers);
 }
 
 // ---------------------------------------------------------------------------
@@ -389,8 +559,8 @@ fn agents_under_injection_and_cancel() {
 fn cancellable_thread_storm() {
     let seed = seed("cancellable_thread_storm");
     let threads = size(8, 32);
-    let rounds = size(40, 200);
-    let ops = size(200, 2_000);
+    let rounds = size(100, 200);
+    let ops = size(500, 2_000);
     let c = Cancellable::new();
     let barrier = Arc::new(Barrier::new(threads));
     let workers = (0..threads)
@@ -475,6 +645,80 @@ fn chaos_reply(rng: &mut Rng) -> Reply {
     }
 }
 
+/// Two threads calling `cancel` (mostly), `reset` and `check` on one token
+/// at random until stopped.
+struct Storm {
+    stop: Arc<AtomicBool>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Storm {
+    fn start(cancel: &Cancellable, rng: &mut Rng) -> Storm {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..2)
+            .map(|_| {
+                let c = cancel.clone();
+                let stop = Arc::clone(&stop);
+                let mut r = Rng::new(rng.next_u64());
+                thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        thread::sleep(Duration::from_micros(r.below(2000)));
+                        match r.below(10) {
+                            0..=6 => c.cancel(),
+                            7 => c.reset(),
+                            _ => {
+                                let _ = c.check();
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Storm { stop, threads }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for h in self.threads {
+            h.join().expect("storm thread");
+        }
+    }
+}
+
+/// A storm turn may end any way a request can fail (a reset can turn a
+/// socket shut down by a cancel into a transport error), never otherwise.
+fn storm_outcome(ctx: &str, result: &pikuri::Result<pikuri::Outcome>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(Error::Cancelled) => "cancelled",
+        Err(Error::Http { .. }) => "http",
+        Err(Error::Transport(_)) => "transport",
+        Err(Error::Timeout(_)) => "timeout",
+        Err(Error::Truncated) => "truncated",
+        Err(Error::Protocol(_)) => "protocol",
+        Err(e) => panic!("{ctx}: unexpected error {e:?}"),
+    }
+}
+
+fn check_storm_events(ctx: &str, events: &[Event], runs: usize, cancelled: bool) {
+    assert_eq!(count_kind(events, "", "stopped"), runs, "{ctx}");
+    assert_eq!(
+        count_kind(events, "", "tool_call"),
+        count_kind(events, "", "tool_result"),
+        "{ctx}"
+    );
+    if cancelled {
+        let tail: Vec<&str> = events
+            .iter()
+            .filter(|e| e.agent().is_empty())
+            .rev()
+            .take(2)
+            .map(Event::kind)
+            .collect();
+        assert_eq!(tail, ["stopped", "cancelled"], "{ctx}");
+    }
+}
+
 fn cancel_storm_worker(seed: u64, idx: usize, turns: usize) -> Worker {
     Box::new(move |progress| {
         let mut rng = worker_rng(seed, idx);
@@ -513,64 +757,17 @@ fn cancel_storm_worker(seed: u64, idx: usize, turns: usize) -> Worker {
             for _ in 0..4 {
                 chaos.push(chaos_reply(&mut rng));
             }
-            let stop = Arc::new(AtomicBool::new(false));
-            let storm: Vec<_> = (0..2)
-                .map(|_| {
-                    let c = cancel.clone();
-                    let stop = Arc::clone(&stop);
-                    let mut r = Rng::new(rng.next_u64());
-                    thread::spawn(move || {
-                        while !stop.load(Ordering::SeqCst) {
-                            thread::sleep(Duration::from_micros(r.below(2000)));
-                            match r.below(10) {
-                                0..=6 => c.cancel(),
-                                7 => c.reset(),
-                                _ => {
-                                    let _ = c.check();
-                                }
-                            }
-                        }
-                    })
-                })
-                .collect();
+            let storm = Storm::start(&cancel, &mut rng);
             let started = Instant::now();
             let result = agent.run_loop_with(&format!("turn c{idx} t{turn}"), chaos_t.clone());
             let took = started.elapsed();
-            stop.store(true, Ordering::SeqCst);
-            for h in storm {
-                h.join().expect("storm thread");
-            }
+            storm.stop();
             runs += 1;
             let ctx = format!("seed {seed:#x} agent {idx} turn {turn} (streaming={streaming})");
-            let kind = match &result {
-                Ok(_) => "ok",
-                Err(Error::Cancelled) => "cancelled",
-                Err(Error::Http { .. }) => "http",
-                Err(Error::Transport(_)) => "transport",
-                Err(Error::Timeout(_)) => "timeout",
-                Err(Error::Truncated) => "truncated",
-                Err(Error::Protocol(_)) => "protocol",
-                Err(e) => panic!("{ctx}: unexpected error {e:?}"),
-            };
+            let kind = storm_outcome(&ctx, &result);
             *outcomes.entry(kind).or_default() += 1;
             check_history(&ctx, &agent);
-            let events = rec.events();
-            assert_eq!(count_kind(&events, "", "stopped"), runs, "{ctx}");
-            assert_eq!(
-                count_kind(&events, "", "tool_call"),
-                count_kind(&events, "", "tool_result"),
-                "{ctx}"
-            );
-            if result.as_ref().is_err_and(Error::is_cancelled) {
-                let tail: Vec<&str> = events
-                    .iter()
-                    .filter(|e| e.agent().is_empty())
-                    .rev()
-                    .take(2)
-                    .map(Event::kind)
-                    .collect();
-                assert_eq!(tail, ["stopped", "cancelled"], "{ctx}");
-            }
+            check_storm_events(&ctx, &rec.events(), runs, kind == "cancelled");
             // The next turn, without interference, succeeds.
             verify.push(Reply::text("verified"));
             let next = agent.run_loop_with(&format!("verify c{idx} t{turn}"), verify_t.clone());
@@ -589,7 +786,9 @@ fn cancel_storm_worker(seed: u64, idx: usize, turns: usize) -> Worker {
             chaos.rejections(),
             verify.rejections()
         );
-        let _ = progress.send(format!("seed {seed:#x} agent {idx}: {outcomes:?}"));
+        let _ = progress.send(format!(
+            "summary seed {seed:#x} agent {idx} (streaming={streaming}): {outcomes:?}"
+        ));
         agent.close();
     })
 }
@@ -597,8 +796,8 @@ fn cancel_storm_worker(seed: u64, idx: usize, turns: usize) -> Worker {
 #[test]
 fn cancel_storm_through_real_requests() {
     let seed = seed("cancel_storm_through_real_requests");
-    let agents = size(3, 8);
-    let turns = size(6, 40);
+    let agents = size(4, 8);
+    let turns = size(15, 40);
     let workers = (0..agents)
         .map(|i| cancel_storm_worker(seed, i, turns))
         .collect();
@@ -628,10 +827,10 @@ fn parse_message(m: &str) -> Option<(usize, usize)> {
 fn assert_fifo_per_producer(ctx: &str, seq: &[String]) {
     let mut last: HashMap<usize, usize> = HashMap::new();
     for m in seq {
-        if let Some((p, k)) = parse_message(m) {
-            if let Some(prev) = last.insert(p, k) {
-                assert!(prev < k, "{ctx}: p{p}-{k} after p{p}-{prev}");
-            }
+        if let Some((p, k)) = parse_message(m)
+            && let Some(prev) = last.insert(p, k)
+        {
+            assert!(prev < k, "{ctx}: p{p}-{k} after p{p}-{prev}");
         }
     }
 }
@@ -640,7 +839,7 @@ fn assert_fifo_per_producer(ctx: &str, seq: &[String]) {
 fn interloper_many_producers_one_drainer() {
     let seed = seed("interloper_many_producers_one_drainer");
     let producers = size(8, 32);
-    let per_producer = size(2_000, 50_000);
+    let per_producer = size(10_000, 50_000);
     let q = Interloper::new();
     let done = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -685,7 +884,7 @@ fn interloper_many_producers_one_drainer() {
                 }
                 batches += 1;
                 drained.lock().extend(batch);
-                if batches % 200 == 0 {
+                if batches.is_multiple_of(200) {
                     let _ = progress.send(format!("drainer: {batches} batches"));
                 }
             }
@@ -705,7 +904,7 @@ fn interloper_many_producers_one_drainer() {
                 let shown = q.to_string();
                 assert!(shown.starts_with("Interloper"), "{shown}");
                 snapshots += 1;
-                if snapshots % 100 == 0 {
+                if snapshots.is_multiple_of(100) {
                     let _ = progress.send(format!("reader: {snapshots} snapshots"));
                 }
                 thread::sleep(Duration::from_micros(100));
@@ -813,7 +1012,10 @@ fn listener_worker(seed: u64, idx: usize, turns: usize, text_len: usize) -> Work
             .map(|i| char::from(b'a' + (i % 26) as u8))
             .collect();
         for turn in 0..turns {
-            server.push(Reply::tool_calls(vec![("tick", json!({})), ("tick", json!({}))]));
+            server.push(Reply::tool_calls(vec![
+                ("tick", json!({})),
+                ("tick", json!({})),
+            ]));
             server.push(Reply::text(&text).with_chunk_chars(1 + rng.index(2)));
             agent
                 .run_loop(&format!("turn {turn}"))
@@ -822,23 +1024,35 @@ fn listener_worker(seed: u64, idx: usize, turns: usize, text_len: usize) -> Work
             // run_loop returned, so every listener has handled every event.
             let reference = rec.events();
             assert!(reference.len() > text_len / 2, "{ctx}: deltas arrived");
-            assert!(*slow_seen.lock() == reference, "{ctx}: Slow saw another order");
+            assert!(
+                *slow_seen.lock() == reference,
+                "{ctx}: Slow saw another order"
+            );
             assert!(
                 *flaky_seen.lock() == reference,
                 "{ctx}: Flaky saw another order"
             );
             assert!(second.events() == reference, "{ctx}: second recorder");
-            assert_eq!(closure_count.load(Ordering::SeqCst), reference.len(), "{ctx}");
+            assert_eq!(
+                closure_count.load(Ordering::SeqCst),
+                reference.len(),
+                "{ctx}"
+            );
             let _ = progress.send(format!(
                 "{ctx}: {} events, {} panics so far",
                 reference.len(),
                 panics.load(Ordering::SeqCst)
             ));
         }
+        let panics = panics.load(Ordering::SeqCst);
         assert!(
-            panics.load(Ordering::SeqCst) > 0,
+            panics > 0,
             "seed {seed:#x}: the flaky listener never panicked"
         );
+        let _ = progress.send(format!(
+            "summary seed {seed:#x} agent {idx}: {} events, {panics} listener panics",
+            rec.len()
+        ));
         agent.close();
     })
 }
@@ -848,7 +1062,7 @@ fn listeners_keep_order_with_a_panicking_one() {
     let seed = seed("listeners_keep_order_with_a_panicking_one");
     let agents = size(2, 6);
     let turns = size(3, 5);
-    let text_len = size(1_500, 12_000);
+    let text_len = size(4_000, 12_000);
     let workers = (0..agents)
         .map(|i| listener_worker(seed, i, turns, text_len))
         .collect();
@@ -882,9 +1096,10 @@ struct PanicsOnDerive {
 impl Listener for PanicsOnDerive {
     fn on_event(&mut self, _: &Event) {}
     fn for_sub_agent(&mut self, _: &str) -> SubAgentListener {
-        if self.rng.one_in(16) {
-            panic!("PanicsOnDerive: scripted panic (stress test)");
-        }
+        assert!(
+            !self.rng.one_in(16),
+            "PanicsOnDerive: scripted panic (stress test)"
+        );
         self.shared.fetch_add(1, Ordering::SeqCst);
         SubAgentListener::Share
     }
@@ -894,7 +1109,7 @@ impl Listener for PanicsOnDerive {
 fn listener_list_derived_concurrently() {
     let seed = seed("listener_list_derived_concurrently");
     let threads = size(8, 32);
-    let per_thread = size(40, 400);
+    let per_thread = size(100, 400);
     let shared = Arc::new(AtomicUsize::new(0));
     let mut list = ListenerList::new();
     list.add(InMemoryEventList::new());
