@@ -130,10 +130,15 @@ impl Client {
             if let Some(c) = x.cancel {
                 c.check()?;
             }
+            // Take the agent before arming: a cancel that lands between the
+            // check above and the registration runs the hook at once, and the
+            // hook must shut down the agent this request uses, not the one
+            // it would otherwise pick up afterwards (a fresh one, which no
+            // later hook run would stop).
+            let agent = self.agent();
             let _hook = self.arm(x.cancel);
             let started = Instant::now();
-            let mut req = self
-                .agent()
+            let mut req = agent
                 .post(&url)
                 .header("Content-Type", "application/json")
                 .header(
