@@ -12,6 +12,7 @@
 //! | `interloper_many_producers_one_drainer` | 8 producers × 10 000 | 32 × 50 000 |
 //! | `listeners_keep_order_with_a_panicking_one` | 2 agents × 3 turns × ~4 000 events | 6 × 5 × ~12 000 |
 //! | `listener_list_derived_concurrently` | 8 threads × 100 | 32 × 400 |
+//! | `one_cancel_near_request_start_always_interrupts` | 400 trials | 4 000 trials |
 //!
 //! Every worker runs on its own thread and reports progress on a channel;
 //! the test fails (instead of hanging) when no progress arrives within a
@@ -30,8 +31,8 @@ use parking_lot::Mutex;
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Cancellable, Error, Event, InMemoryEventList, Interloper, Listener, ListenerList,
-    Persona, Role, StopReason, SubAgentListener, SubAgents,
+    Agent, Cancellable, Error, Event, Extension, ExtensionContext, InMemoryEventList, Interloper,
+    Listener, ListenerList, Persona, Role, StopReason, SubAgentListener, SubAgents,
 };
 use serde_json::json;
 
@@ -1164,4 +1165,90 @@ fn listener_list_derived_concurrently() {
         "seed {seed:#x}"
     );
     assert_eq!(list.len(), 4);
+}
+
+// ---------------------------------------------------------------------------
+// One cancel right at the start of a request
+// ---------------------------------------------------------------------------
+
+/// Tells the canceller thread that the turn started (after the turn-start
+/// reset of the Cancellable), so that its one cancel is never lost to it.
+struct TurnStarted(crossbeam_channel::Sender<Instant>);
+
+impl Extension for TurnStarted {
+    fn on_user_message(&mut self, _: &ExtensionContext, _: &str) {
+        let _ = self.0.send(Instant::now());
+    }
+}
+
+/// One cancel, landing at a random moment in the first few hundred
+/// microseconds of a turn (around the start of its request, whose server
+/// never answers), must interrupt the turn at once, not after the read
+/// timeout.
+///
+/// A regression test by numbers: the race it catches (a cancel between the
+/// client's last `check` and the registration of its hook left the request
+/// on a fresh, never-shut-down agent) hit about 1 trial in 3 000 here, so
+/// the default 400 trials catch it now and then, `PIKURI_STRESS=1` (4 000)
+/// most of the time.
+#[test]
+fn one_cancel_near_request_start_always_interrupts() {
+    let seed = seed("one_cancel_near_request_start_always_interrupts");
+    let trials = size(400, 4_000);
+    let worker: Worker = Box::new(move |progress| {
+        let mut rng = worker_rng(seed, 0);
+        let home = FakeServer::start();
+        let cancel = Cancellable::new();
+        let (started_tx, started_rx) = crossbeam_channel::unbounded::<Instant>();
+        let (mut agent, _) = agent_with(&home, |c| {
+            c.cancellable(cancel.clone())
+                .http(fast_http().with_read_timeout(Duration::from_secs(2)))
+                .add_extension(TurnStarted(started_tx));
+        });
+        let mut slow = Vec::new();
+        for trial in 0..trials {
+            let server = FakeServer::start();
+            server.push(Reply::hang());
+            let delay = Duration::from_micros(rng.below(600));
+            let c = cancel.clone();
+            let rx = &started_rx;
+            let (result, took) = thread::scope(|s| {
+                s.spawn(move || {
+                    let t0 = rx.recv().expect("turn started");
+                    // Sleep, not spin: on two cores a spinning thread
+                    // starves the agent's.
+                    thread::sleep(delay.saturating_sub(t0.elapsed()));
+                    c.cancel();
+                });
+                let started = Instant::now();
+                let result = agent.run_loop_with(
+                    &format!("trial {trial}"),
+                    server.transport().with_context_window(Some(4096)),
+                );
+                (result, started.elapsed())
+            });
+            let ctx = format!("seed {seed:#x} trial {trial} (cancel after {delay:?})");
+            assert!(
+                result.as_ref().is_err_and(Error::is_cancelled),
+                "{ctx}: {result:?}"
+            );
+            if took > Duration::from_secs(1) {
+                slow.push(format!("{ctx}: took {took:?}"));
+            }
+            if trial % 50 == 0 {
+                let _ = progress.send(ctx);
+            }
+        }
+        assert!(
+            slow.is_empty(),
+            "a cancel was not seen by the request in flight ({} of {trials}):\n{}",
+            slow.len(),
+            slow.join("\n")
+        );
+    });
+    run_workers(
+        "one_cancel_near_request_start_always_interrupts",
+        seed,
+        vec![worker],
+    );
 }
