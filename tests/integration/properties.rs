@@ -179,7 +179,7 @@ fn random_reply(rng: &mut Rng) -> Reply {
         }
         15 => {
             // Silence is rare: each costs one read timeout.
-            match rng.below(8) {
+            match rng.below(12) {
                 0 => Reply::hang(),
                 1 => Reply::text(text).hang_after(chunks),
                 _ => Reply::text(text).with_delay(Duration::from_millis(rng.below(20))),
