@@ -2,6 +2,7 @@
 //! One binary (see `autotests = false`); each module is one area.
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
