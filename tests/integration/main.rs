@@ -7,6 +7,7 @@ mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
 mod listeners; // ordering, isolation, end-of-turn flush
+mod llama_cassette; // a recorded llama.cpp session, replayed
 mod probe; // context-window detection per server shape
 mod regression; // one test per fixed bug
 mod util; // shared helpers
