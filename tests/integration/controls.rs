@@ -73,6 +73,12 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
         synth_req.tool_names().is_empty(),
         "the synthesizer gets no tools"
     );
+    let body = synth_req.body.as_ref().unwrap();
+    assert!(
+        body.get("tool_choice").is_none(),
+        "no tool steering without tools"
+    );
+    assert_eq!(body["temperature"], 0, "other request fields are inherited");
     let msgs = synth_req.messages();
     assert_eq!(msgs[0]["content"], Synthesizer::SYSTEM_PROMPT);
     assert!(
