@@ -2,6 +2,7 @@
 //! One binary (see `autotests = false`); each module is one area.
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
