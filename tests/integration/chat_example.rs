@@ -44,14 +44,21 @@ fn chat_bin() -> PathBuf {
     bin
 }
 
+/// The newest modification time of the `.rs` files under `path` (only those
+/// make cargo rebuild; an editor's swap file must not count).
 fn newest_mtime(path: &Path) -> SystemTime {
-    let own = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    let children = std::fs::read_dir(path).into_iter().flatten().flatten();
-    children
-        .map(|e| newest_mtime(&e.path()))
-        .fold(own, SystemTime::max)
+    if path.is_dir() {
+        let entries = std::fs::read_dir(path).into_iter().flatten().flatten();
+        return entries
+            .map(|e| newest_mtime(&e.path()))
+            .fold(SystemTime::UNIX_EPOCH, SystemTime::max);
+    }
+    let is_rust = path.extension().is_some_and(|e| e == "rs");
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    match modified {
+        Ok(time) if is_rust => time,
+        _ => SystemTime::UNIX_EPOCH,
+    }
 }
 
 fn command(args: &[&str]) -> Command {
