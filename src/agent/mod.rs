@@ -265,6 +265,8 @@ impl Agent {
         // Tools registered in bind may have changed the prompt-relevant state.
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
+        // Construction events are delivered before the host sees the agent.
+        agent.shared.listeners.flush();
         Ok(agent)
     }
 
