@@ -77,8 +77,8 @@ Options:
 
 Interactive chat:
   Lines typed while the agent works are handed to it at its next step.
-  Ctrl+C cancels the running turn; at the prompt, or pressed again before
-  anything is typed, it exits.
+  Ctrl+C cancels the running turn. Pressed a second time with nothing typed
+  in between (after a cancel, or twice at the prompt), it exits.
   /model NAME   use model NAME from the next turn on (the conversation stays)
   /reset        clear the conversation
   /save FILE    save the conversation as JSON
