@@ -3,6 +3,7 @@
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
+mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
