@@ -74,6 +74,7 @@ impl Agent {
         {
             c.reset();
         }
+        self.turn_start = self.messages.len();
         self.messages.push(Message::user(user_message));
         self.emit(Event::UserTurn {
             agent: self.agent_id(),
