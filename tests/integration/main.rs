@@ -2,6 +2,7 @@
 //! One binary (see `autotests = false`); each module is one area.
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod api; // Send/Sync bounds, pinned Debug and Display
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
