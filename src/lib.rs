@@ -39,6 +39,8 @@
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
+//!   Turn a real session into a regression test with [`testing::Recorder`]
+//!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
 //!
 //! The [`agent`](Agent) docs draw the loop; [`control`] tables which control
 //! is read at which boundary; [`listener`] explains threads and ordering;

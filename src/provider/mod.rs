@@ -3,6 +3,7 @@
 //! structs and context-window probe. This is the only module that knows ureq.
 
 mod client;
+mod forward;
 mod probe;
 pub(crate) mod wire;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use client::{Client, Exchange, RetryNotice};
+pub(crate) use forward::Forwarder;
 pub use probe::ContextWindowDetector;
 pub(crate) use probe::detect_context_window;
 
