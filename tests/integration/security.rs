@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use pikuri::listener::{JsonLines, Terminal};
-use pikuri::testing::{FakeServer, Reply};
+use pikuri::testing::{FakeServer, Recorder, Reply};
 use pikuri::tool::{FnTool, Parameters, builtin};
 use pikuri::{Agent, ChatTransport, Error, HttpConfig, InMemoryEventList, Role};
 use serde_json::json;
@@ -325,6 +325,47 @@ fn api_key_never_in_any_log_line_at_trace() {
     for line in &lines {
         assert_no_key("a log line", line);
     }
+}
+
+/// A session recorded through `testing::Recorder` forwards the key to the
+/// upstream but keeps it out of the cassette (and its file) and out of
+/// `Debug`.
+#[test]
+fn api_key_never_in_a_recorded_cassette() {
+    let upstream = FakeServer::start();
+    upstream.push(Reply::tool_call("echo", json!({"text": "hi"})));
+    upstream.push(Reply::text("recorded answer"));
+    let recorder = Recorder::start(&upstream.base_url());
+    let echo = FnTool::new(
+        "echo",
+        "Echoes.",
+        Parameters::builder().required_string("text", "t").build(),
+        |a, _| Ok(a["text"].as_str().unwrap_or("").to_string()),
+    );
+    let mut agent = Agent::builder(recorder.transport_for("fake-model").with_api_key(KEY))
+        .http(fast_http())
+        .streaming(true)
+        .add_tool(echo)
+        .build()
+        .expect("builds");
+    agent.run_loop("record me").expect("recorded turn");
+    assert_no_key("Agent Debug on a recorder", &format!("{agent:?}"));
+    // The upstream got the key: forwarding works, so the check means something.
+    let auth = upstream.chat_requests()[0]
+        .header("authorization")
+        .map(str::to_string);
+    assert_eq!(auth.as_deref(), Some(format!("Bearer {KEY}").as_str()));
+    let cassette = recorder.cassette();
+    assert!(cassette.interactions().len() >= 2);
+    assert_no_key("the cassette JSON", &cassette.to_json());
+    assert_no_key("the cassette Debug", &format!("{cassette:?}"));
+    assert_no_key("the recorder Debug", &format!("{recorder:?}"));
+    let (_tree, root, _) = temp_tree();
+    let file = root.join("session.cassette.json");
+    recorder.save(&file).expect("saves");
+    let saved = std::fs::read_to_string(&file).expect("reads");
+    assert!(saved.contains("/v1/chat/completions"), "{saved}");
+    assert_no_key("the saved cassette", &saved);
 }
 
 // ---------------------------------------------------------------------------
