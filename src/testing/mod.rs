@@ -220,6 +220,7 @@
 //! `error`: chat requests with no reply left, cassette mismatches, panicked
 //! server threads.
 
+mod buffer;
 mod cassette;
 mod conn;
 mod diff;
@@ -233,6 +234,7 @@ mod strict;
 #[cfg(test)]
 mod tests;
 
+pub use self::buffer::SharedBuffer;
 pub use self::cassette::{Cassette, Interaction};
 pub use self::recorder::Recorder;
 pub use self::reply::Reply;
