@@ -135,9 +135,6 @@ impl fmt::Debug for JsonLines {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
     use serde_json::json;
 
     use super::*;
