@@ -249,6 +249,14 @@ cmd_install() {
 # start / stop / url
 # ---------------------------------------------------------------------------------------------
 
+# True if $1 is a live (non-zombie) process of any kind.
+is_alive_pid() {
+    local pid=$1 state
+    kill -0 "$pid" 2>/dev/null || return 1
+    state=$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null || ps -p "$pid" -o stat= 2>/dev/null) || return 1
+    [[ "$state" != Z* ]]
+}
+
 # True if $1 is a live (non-zombie) llama-server process.
 is_llama_pid() {
     local pid=$1 comm state
@@ -327,7 +335,10 @@ cmd_start() {
 
         deadline=$((SECONDS + START_TIMEOUT))
         while ((SECONDS < deadline)); do
-            if ! is_llama_pid "$pid"; then
+            # Right after the fork the child is still bash, not yet
+            # llama-server: only a process that is gone (or a zombie) ends
+            # the wait early.
+            if ! is_alive_pid "$pid"; then
                 break
             fi
             if [[ "$(http_status "${url}/health")" == 200 ]]; then

@@ -12,11 +12,18 @@ use crate::{Event, HttpConfig, ListenerList, Message, Result};
 /// the socket (SSE parser, then the delta accumulator), passing every text
 /// and reasoning fragment to `on_fragment`. Returns the assembled message.
 pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -> Result<Message> {
-    let max_line = HttpConfig::default().max_line_bytes;
+    let cfg = HttpConfig::default();
     let mut on = |f: Fragment<'_>| match f {
         Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
     };
-    crate::provider::read_stream(reader, max_line, false, &mut on).map(|c| c.message)
+    crate::provider::read_stream(
+        reader,
+        cfg.max_line_bytes,
+        cfg.max_body_bytes,
+        false,
+        &mut on,
+    )
+    .map(|c| c.message)
 }
 
 /// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.

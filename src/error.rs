@@ -9,13 +9,17 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::listener::sanitize;
+
 /// A specialized `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can abort a run or a configuration call.
 ///
 /// `Display` is a short lowercase phrase without a trailing period. The API key
-/// never appears in it, nor in `Debug`.
+/// never appears in it, nor in `Debug`. Text it quotes (a server's message, a
+/// bad chunk) goes through [`sanitize`], so printing an error never sends a
+/// control sequence to a terminal; the fields keep the exact text.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -37,7 +41,8 @@ pub enum Error {
     Timeout(Duration),
     /// The server sent something that is not the chat-completions protocol: a
     /// JSON chunk that does not parse, an oversized SSE line, a response body
-    /// that is not the expected JSON.
+    /// that is not the expected JSON, a response over the size limits of
+    /// [`HttpConfig`](crate::HttpConfig).
     Protocol(String),
     /// The stream ended before `[DONE]` and before a `finish_reason`.
     Truncated,
@@ -89,15 +94,17 @@ impl fmt::Display for Error {
             Error::Http { status, message } if message.is_empty() => {
                 write!(f, "http status {status}")
             }
-            Error::Http { status, message } => write!(f, "http status {status}: {message}"),
-            Error::Transport(e) => write!(f, "transport error: {e}"),
+            Error::Http { status, message } => {
+                write!(f, "http status {status}: {}", sanitize(message))
+            }
+            Error::Transport(e) => write!(f, "transport error: {}", sanitize(&e.to_string())),
             Error::Timeout(d) => write!(f, "timed out after {} ms", d.as_millis()),
-            Error::Protocol(m) => write!(f, "protocol error: {m}"),
+            Error::Protocol(m) => write!(f, "protocol error: {}", sanitize(m)),
             Error::Truncated => f.write_str("stream truncated before [DONE]"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
-            Error::InvalidInput(m) => write!(f, "invalid input: {m}"),
-            Error::History(m) => write!(f, "invalid history: {m}"),
+            Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
+            Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
         }
     }
 }

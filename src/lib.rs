@@ -39,6 +39,8 @@
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
+//!   Turn a real session into a regression test with [`testing::Recorder`]
+//!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
 //!
 //! The [`agent`](Agent) docs draw the loop; [`control`] tables which control
 //! is read at which boundary; [`listener`] explains threads and ordering;
@@ -62,7 +64,11 @@
 //!
 //! # Log levels
 //!
-//! Through the `log` facade; the API key is never logged.
+//! Through the `log` facade. pikuri never logs the API key, and ureq's own
+//! request and response lines redact it; but at `trace`, ureq-proto (target
+//! `ureq_proto`) hex-dumps the raw bytes of every request, the
+//! `Authorization` header included. Where logs are kept, cap that target
+//! below `trace` (e.g. `RUST_LOG=trace,ureq_proto=debug`).
 //! - `error`: a listener or tool panicked.
 //! - `warn`: an on-close handler panicked; a JSON-lines write failed.
 //! - `info`: a transport without API base falls back to OpenAI's.

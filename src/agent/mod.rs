@@ -196,6 +196,8 @@ pub struct Agent {
     ctx: ExtensionContext,
     options: LoopOptions,
     messages: Vec<Message>,
+    /// Index of the latest turn's user message (0 before any turn).
+    turn_start: usize,
     synth_answer: Option<String>,
     last_stop: Option<StopReason>,
     buf: Vec<u8>,
@@ -246,6 +248,7 @@ impl Agent {
             ctx,
             options: std::mem::take(&mut cfg.options),
             messages: Vec::new(),
+            turn_start: 0,
             synth_answer: None,
             last_stop: None,
             buf: Vec::new(),
@@ -265,6 +268,8 @@ impl Agent {
         // Tools registered in bind may have changed the prompt-relevant state.
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
+        // Construction events are delivered before the host sees the agent.
+        agent.shared.listeners.flush();
         Ok(agent)
     }
 
@@ -371,15 +376,20 @@ impl Agent {
     }
 
     /// The final answer of the latest turn: the synthesizer's when it ran,
-    /// else the last non-empty assistant text.
+    /// else the text of the turn's last assistant message. `None` when that
+    /// message is empty (a turn stopped while calling tools) or the turn has
+    /// none. Never an earlier turn's answer; after
+    /// [`load_history`](Agent::load_history), the loaded conversation counts
+    /// as the latest turn.
     pub fn last_assistant_content(&self) -> Option<String> {
         if let Some(answer) = &self.synth_answer {
             return Some(answer.clone());
         }
-        self.messages
+        self.messages[self.turn_start.min(self.messages.len())..]
             .iter()
             .rev()
-            .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+            .find(|m| m.role == Role::Assistant)
+            .filter(|m| !m.content.is_empty())
             .map(|m| m.content.clone())
     }
 
@@ -388,6 +398,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.turn_start = 0;
         self.synth_answer = None;
         self.shared.state.lock().pending_system.clear();
         if let Some(s) = &self.step_limit {

@@ -74,6 +74,7 @@ impl Agent {
         {
             c.reset();
         }
+        self.turn_start = self.messages.len();
         self.messages.push(Message::user(user_message));
         self.emit(Event::UserTurn {
             agent: self.agent_id(),
@@ -411,6 +412,9 @@ impl Agent {
             .client(self.shared.client.clone());
         cfg.options.split_think = self.options.split_think;
         cfg.options.extra.clone_from(&self.options.extra);
+        // The synthesizer has no tools: tool-steering fields would be rejected.
+        cfg.options.extra.remove("tool_choice");
+        cfg.options.extra.remove("parallel_tool_calls");
         if let Some(c) = &self.shared.cancellable {
             cfg.cancellable(c.clone());
         }

@@ -16,23 +16,17 @@ use crate::{Event, Listener};
 /// # Examples
 ///
 /// ```
-/// use std::io::Write;
-/// use std::sync::{Arc, Mutex};
+/// use std::sync::Arc;
+/// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
 /// use pikuri::listener::JsonLines;
 ///
-/// #[derive(Clone, Default)]
-/// struct Buf(Arc<Mutex<Vec<u8>>>);
-/// impl Write for Buf {
-///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().write(b) }
-///     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
-/// }
 ///
-/// let buf = Buf::default();
+/// let buf = SharedBuffer::new();
 /// let mut log = JsonLines::new(buf.clone());
 /// log.on_event(&Event::Cancelled { agent: "".into() });
 /// log.on_event(&Event::Reset { agent: "researcher 0".into() });
-/// let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+/// let out = buf.text();
 /// assert_eq!(
 ///     out,
 ///     "{\"type\":\"cancelled\",\"agent\":\"\"}\n{\"type\":\"reset\",\"agent\":\"researcher 0\"}\n"
@@ -141,27 +135,13 @@ impl fmt::Debug for JsonLines {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
     use serde_json::json;
 
     use super::*;
     use crate::listener::SubAgentListener;
     use crate::{StopReason, Usage};
 
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::testing::SharedBuffer as Buf;
 
     fn events() -> Vec<Event> {
         vec![
@@ -231,7 +211,7 @@ mod tests {
             log.on_event(&e);
         }
         log.close();
-        let text = String::from_utf8(buf.0.lock().clone()).unwrap();
+        let text = buf.text();
         let back: Vec<Event> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

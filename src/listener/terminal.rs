@@ -29,20 +29,12 @@ const LINE_MAX: usize = 160;
 /// # Examples
 ///
 /// ```
-/// use std::io::Write;
-/// use std::sync::{Arc, Mutex};
+/// use std::sync::Arc;
+/// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
 /// use pikuri::listener::Terminal;
 ///
-/// // A writer we can read back.
-/// #[derive(Clone, Default)]
-/// struct Buf(Arc<Mutex<Vec<u8>>>);
-/// impl Write for Buf {
-///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().write(b) }
-///     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
-/// }
-///
-/// let buf = Buf::default();
+/// let buf = SharedBuffer::new();
 /// let mut term = Terminal::new(buf.clone()); // no colour by default
 /// let agent: Arc<str> = "".into();
 /// for event in [
@@ -59,7 +51,7 @@ const LINE_MAX: usize = 160;
 /// ] {
 ///     term.on_event(&event);
 /// }
-/// let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+/// let out = buf.text();
 /// assert_eq!(out, "→ calc({\"expr\":\"6*7\"})\n← 42\nIt is \\x1b[1m42.\n");
 /// ```
 ///
@@ -604,24 +596,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Buf {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().clone()).unwrap()
-        }
-    }
+    use crate::testing::SharedBuffer as Buf;
 
     const A: &str = "";
 

@@ -15,19 +15,13 @@ use crate::{Event, Listener};
 /// # Examples
 ///
 /// ```
-/// use std::io::Write;
-/// use std::sync::{Arc, Mutex};
+/// use std::sync::Arc;
+/// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
 /// use pikuri::listener::TokenLog;
 ///
-/// #[derive(Clone, Default)]
-/// struct Buf(Arc<Mutex<Vec<u8>>>);
-/// impl Write for Buf {
-///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().write(b) }
-///     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
-/// }
 ///
-/// let buf = Buf::default();
+/// let buf = SharedBuffer::new();
 /// let mut log = TokenLog::new(buf.clone());
 /// log.on_event(&Event::ContextCap { agent: "".into(), cap: Some(32_000) });
 /// log.on_event(&Event::Tokens {
@@ -40,7 +34,7 @@ use crate::{Event, Listener};
 ///     model_id: None,
 /// });
 /// assert_eq!(log.ctx_used(), 12_210);
-/// let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+/// let out = buf.text();
 /// assert_eq!(out, "[main] ctx=12.2k/32.0k in=950 out=120 cached=11.3k\n");
 /// ```
 ///
@@ -294,24 +288,7 @@ mod tests {
     use super::*;
     use crate::Usage;
 
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Buf {
-        fn take(&self) -> String {
-            String::from_utf8(std::mem::take(&mut *self.0.lock())).unwrap()
-        }
-    }
+    use crate::testing::SharedBuffer as Buf;
 
     fn tokens(agent: &str, input: u64, cached: Option<u64>) -> Event {
         Event::Tokens {

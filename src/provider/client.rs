@@ -130,10 +130,15 @@ impl Client {
             if let Some(c) = x.cancel {
                 c.check()?;
             }
+            // Take the agent before arming: a cancel that lands between the
+            // check above and the registration runs the hook at once, and the
+            // hook must shut down the agent this request uses, not the one
+            // it would otherwise pick up afterwards (a fresh one, which no
+            // later hook run would stop).
+            let agent = self.agent();
             let _hook = self.arm(x.cancel);
             let started = Instant::now();
-            let mut req = self
-                .agent()
+            let mut req = agent
                 .post(&url)
                 .header("Content-Type", "application/json")
                 .header(
@@ -225,7 +230,13 @@ impl Client {
         let reader = resp.into_body().into_reader();
         let result = if is_sse {
             let reader = BufReader::with_capacity(64 * 1024, reader);
-            read_stream(reader, cfg.max_line_bytes, x.split_think, on_fragment)
+            read_stream(
+                reader,
+                cfg.max_line_bytes,
+                cfg.max_body_bytes,
+                x.split_think,
+                on_fragment,
+            )
         } else {
             let mut body = Vec::new();
             match reader.take(cfg.max_body_bytes + 1).read_to_end(&mut body) {
@@ -298,11 +309,21 @@ impl Client {
 pub(crate) fn read_stream<R: std::io::BufRead>(
     reader: R,
     max_line: usize,
+    max_body: u64,
     split_think: bool,
     on_fragment: &mut dyn FnMut(Fragment<'_>),
 ) -> Result<Completion> {
     let mut acc = Accumulator::new(split_think);
+    // Small, valid events can still grow the message without end:
+    // the event data of one stream is capped like a plain body.
+    let mut total = 0u64;
     read_sse(reader, max_line, &mut |data| {
+        total = total.saturating_add(data.len() as u64);
+        if total > max_body {
+            return Err(Error::protocol(format!(
+                "streamed response exceeds {max_body} bytes"
+            )));
+        }
         acc.push_data(data, on_fragment)?;
         Ok(if acc.is_done() {
             Flow::Stop

@@ -3,6 +3,7 @@
 //! structs and context-window probe. This is the only module that knows ureq.
 
 mod client;
+mod forward;
 mod probe;
 pub(crate) mod wire;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use client::{Client, Exchange, RetryNotice, read_stream};
+pub(crate) use forward::Forwarder;
 pub use probe::ContextWindowDetector;
 pub(crate) use probe::detect_context_window;
 
@@ -266,7 +268,9 @@ impl HttpConfig {
         self.max_line_bytes = n;
         self
     }
-    /// Largest non-streamed response body (default 64 MiB).
+    /// Largest response: a non-streamed body, or the total event data of a
+    /// stream (default 64 MiB). Past it the run ends with
+    /// [`Error::Protocol`](crate::Error::Protocol).
     #[must_use]
     pub fn with_max_body_bytes(mut self, n: u64) -> HttpConfig {
         self.max_body_bytes = n;

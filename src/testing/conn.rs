@@ -4,12 +4,15 @@
 
 use std::io::{BufReader, Read};
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use super::cassette::{Answer, request_value};
 use super::http::{self, ReadError};
+use super::recorder::{self, Forward};
 use super::render::{self, Frame, Meta, StreamOptions};
 use super::reply::{Delivery, Kind, Reply};
 use super::request::RecordedRequest;
@@ -25,8 +28,19 @@ enum Flow {
 
 /// What to answer, decided under the lock.
 enum Action {
-    Json { status: u16, body: Value },
+    Json {
+        status: u16,
+        body: Value,
+    },
+    /// A recorded response, verbatim.
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
     Serve(Box<Serve>),
+    /// Recorder mode: ask the upstream, without the lock.
+    Forward(Box<Forward>),
 }
 
 /// A scripted reply with everything needed to write it.
@@ -88,7 +102,25 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
         let flow = match action {
             Action::Json { status, body } => write_json(&mut writer, status, &body, framing, &[])
                 .map_or(Flow::Close, |()| Flow::KeepAlive),
+            Action::Raw {
+                status,
+                content_type,
+                body,
+            } => write_body(
+                &mut writer,
+                status,
+                &content_type,
+                body.as_bytes(),
+                framing,
+                &[],
+            )
+            .map_or(Flow::Close, |()| Flow::KeepAlive),
             Action::Serve(s) => serve_reply(&s, shared, &mut reader, &mut writer, framing),
+            Action::Forward(f) => {
+                let (status, content_type, body) = recorder::forward(shared, &f, &req.body);
+                write_body(&mut writer, status, &content_type, &body, framing, &[])
+                    .map_or(Flow::Close, |()| Flow::KeepAlive)
+            }
         };
         if flow == Flow::Close || !framing.keep_alive {
             break;
@@ -106,6 +138,15 @@ fn decide(shared: &Shared, req: RecordedRequest) -> Action {
 }
 
 fn route(st: &mut State, req: &RecordedRequest) -> Action {
+    if let Some(upstream) = &st.upstream {
+        return Action::Forward(Box::new(Forward {
+            upstream: Arc::clone(upstream),
+            method: req.method.clone(),
+            path: req.path.clone(),
+            headers: req.headers.clone(),
+            request: request_value(req),
+        }));
+    }
     let path = req.route();
     let fixed = st
         .routes
@@ -121,6 +162,9 @@ fn route(st: &mut State, req: &RecordedRequest) -> Action {
             status: *status,
             body: body.clone(),
         };
+    }
+    if let Some(action) = replay(st, req) {
+        return action;
     }
     if req.is_chat() {
         return chat(st, req);
@@ -160,6 +204,38 @@ fn route(st: &mut State, req: &RecordedRequest) -> Action {
         (method, _) => {
             let msg = format!("FakeServer: no route for {method} {}", req.path);
             json(404, render::error_json(404, &msg))
+        }
+    }
+}
+
+/// Answer from the cassette, if one is loaded and knows the route.
+fn replay(st: &mut State, req: &RecordedRequest) -> Option<Action> {
+    let label = if req.is_chat() {
+        format!("chat request #{}", st.chat_count + 1)
+    } else {
+        format!("request #{}", st.requests.len() + 1)
+    };
+    let answer = st.replay.as_mut()?.answer(req, &label);
+    if req.is_chat() && !matches!(answer, Answer::Pass) {
+        st.chat_count += 1;
+    }
+    match answer {
+        Answer::Pass => None,
+        Answer::Serve {
+            status,
+            content_type,
+            body,
+        } => Some(Action::Raw {
+            status,
+            content_type,
+            body,
+        }),
+        Answer::Mismatch(msg) => {
+            log::error!("{msg}");
+            Some(Action::Json {
+                status: 500,
+                body: render::error_json(500, &msg),
+            })
         }
     }
 }
@@ -277,7 +353,9 @@ fn write_body(
     extra: &[(String, String)],
 ) -> std::io::Result<()> {
     let mut headers = base_headers(framing);
-    headers.push(("Content-Type".to_string(), content_type.to_string()));
+    if !content_type.is_empty() {
+        headers.push(("Content-Type".to_string(), content_type.to_string()));
+    }
     headers.push(("Content-Length".to_string(), body.len().to_string()));
     headers.extend_from_slice(extra);
     let mut head = Vec::new();

@@ -1,4 +1,5 @@
-//! A scripted, OpenAI-compatible HTTP server for tests: [`FakeServer`].
+//! A scripted, OpenAI-compatible HTTP server for tests: [`FakeServer`], and
+//! record/replay of real sessions: [`Recorder`] and [`Cassette`].
 //!
 //! Tests of pikuri, and of programs built on it, run whole agent loops with no
 //! model and no network: start a server on a free loopback port, queue the
@@ -49,6 +50,10 @@
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
 //! | anything else | 404 with an OpenAI error body |
+//!
+//! Routes set with [`FakeServer::set_route`] come first, then a loaded
+//! [`Cassette`] (see [Record and replay](#record-and-replay)), then the
+//! table above.
 //!
 //! Every request is recorded, whatever its path. The HTTP side is HTTP/1.1
 //! with keep-alive (many requests per connection), `Content-Length` and
@@ -118,14 +123,109 @@
 //! accepts. Rejections are logged at `warn` and listed by
 //! [`FakeServer::rejections`].
 //!
+//! # Record and replay
+//!
+//! Scripted replies say what a test author *thinks* a server sends. A
+//! cassette holds what a real one *did* send: record a session once against
+//! llama.cpp (or any OpenAI-compatible server) with a [`Recorder`], commit
+//! the [`Cassette`] file, and replay it in every test run with
+//! [`FakeServer::from_cassette`]: no model, no network, byte-for-byte the
+//! responses of the real server, streams included.
+//!
+//! 1. Start the real server, e.g.
+//!    `llama-server -m model.gguf --jinja --port 8080`.
+//! 2. Put a [`Recorder`] in front of it and run the agent through the proxy,
+//!    with the configuration the test will use. Pin sampling so the answer is
+//!    worth keeping (`request_field("temperature", json!(0))`).
+//! 3. [`save`](Recorder::save) the cassette under `tests/fixtures/`, and
+//!    write down how it was made (command, server build, model) in the test.
+//! 4. In the test, build the *same* agent on
+//!    `FakeServer::from_cassette(Cassette::load(path)?)`, run it, assert, and
+//!    call [`assert_all_used`](FakeServer::assert_all_used).
+//!
+//! ```
+//! use pikuri::{Agent, HttpConfig};
+//! use pikuri::testing::{Cassette, FakeServer, Recorder, Reply};
+//!
+//! // Step 1: here a scripted upstream stands in for llama.cpp.
+//! let real = FakeServer::start();
+//! real.push(Reply::text("The capital of France is Paris."));
+//!
+//! // Step 2: record.
+//! let recorder = Recorder::start(&real.base_url());
+//! let mut agent = Agent::builder(recorder.transport_for("fake-model"))
+//!     .streaming(true)
+//!     .build()?;
+//! agent.run_loop("Capital of France?")?;
+//! let json = recorder.cassette().to_json(); // step 3: `recorder.save(path)`
+//!
+//! // Step 4: replay, with the same configuration.
+//! let server = FakeServer::from_cassette(Cassette::parse(&json).unwrap());
+//! let mut agent = Agent::builder(server.transport()).streaming(true).build()?;
+//! let out = agent.run_loop("Capital of France?")?;
+//! assert_eq!(out.answer.as_deref(), Some("The capital of France is Paris."));
+//! server.assert_all_used();
+//!
+//! // A request the recording never saw fails loudly, with a diff.
+//! let server = FakeServer::from_cassette(Cassette::parse(&json).unwrap());
+//! let mut agent = Agent::builder(server.transport())
+//!     .streaming(true)
+//!     .http(HttpConfig::default().with_max_retries(0))
+//!     .build()?;
+//! let err = agent.run_loop("Capital of Spain?").unwrap_err();
+//! assert!(err.to_string().contains(r#"-       "content": "Capital of France?""#));
+//! assert!(err.to_string().contains(r#"+       "content": "Capital of Spain?""#));
+//! assert_eq!(server.mismatches().len(), 1);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! ## Matching
+//!
+//! A request is answered with the recorded response (status, `Content-Type`,
+//! body; framed with `Content-Length`) of the first **unused** interaction
+//! with the same method, the same target (path and query) and the same
+//! **canonical body**: the JSON with object keys sorted at every level,
+//! without the top-level fields named by [`Cassette::ignore_field`] (none by
+//! default). Each interaction answers once, so a session that asks the same
+//! thing twice is replayed in order. Requests other than chat completions
+//! (context-window probes) may reuse an interaction already served.
+//!
+//! A request whose method and target the cassette holds, but whose body
+//! matches no unused interaction, is a **mismatch**: it is answered 500 with
+//! an OpenAI error body whose message carries a line diff (`-` recorded,
+//! `+` sent) between the canonical pretty JSON of the closest unused
+//! interaction (same route, most lines in common) and the request. It is
+//! logged at `error`, listed by [`FakeServer::mismatches`], and makes
+//! [`assert_all_used`](FakeServer::assert_all_used) panic with the full diff
+//! (the client's [`Error::Http`](crate::Error::Http) keeps only its first
+//! 500 characters). The client retries a 500 like any other, so each attempt
+//! is one more mismatch.
+//!
+//! Requests for a method and target the cassette never saw are served as
+//! usual: [`set_route`](FakeServer::set_route) routes, scripted replies,
+//! the built-in `/props`, `/v1/models` and `/health`. `set_route` routes
+//! also come before the cassette. Strict mode does not judge requests the
+//! cassette answers: the real server already did.
+//!
+//! Replay serves paths as recorded: a cassette recorded through an API base
+//! ending in `/v1` replays with [`FakeServer::transport`] as is; for another
+//! layout (OpenRouter's `/api/v1`) set the transport's API base to
+//! [`root_url`](FakeServer::root_url) plus that path.
+//!
 //! # Log levels
 //!
-//! `debug`: each request line and the listening address. `warn`: strict
-//! rejections, unreadable requests, unused replies at drop. `error`: chat
-//! requests with no reply left, panicked server threads.
+//! `debug`: each request line and the listening address; what the recorder
+//! forwarded. `warn`: strict rejections, unreadable requests, unused replies
+//! and cassette interactions at drop, upstream failures while recording.
+//! `error`: chat requests with no reply left, cassette mismatches, panicked
+//! server threads.
 
+mod buffer;
+mod cassette;
 mod conn;
+mod diff;
 mod http;
+mod recorder;
 mod render;
 mod reply;
 mod request;
@@ -134,6 +234,9 @@ mod strict;
 #[cfg(test)]
 mod tests;
 
+pub use self::buffer::SharedBuffer;
+pub use self::cassette::{Cassette, Interaction};
+pub use self::recorder::Recorder;
 pub use self::reply::Reply;
 pub use self::request::RecordedRequest;
 pub use self::server::FakeServer;

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::cassette::{Cassette, Interaction, Replay};
 use super::conn;
+use super::recorder::Upstream;
 use super::reply::Reply;
 use super::request::RecordedRequest;
 use crate::ChatTransport;
@@ -87,6 +89,12 @@ pub(super) struct State {
     pub(super) auto_calls: u64,
     /// Fixed answers set with [`FakeServer::set_route`], checked first.
     pub(super) routes: Vec<(String, String, u16, serde_json::Value)>,
+    /// The cassette being replayed, if any.
+    pub(super) replay: Option<Replay>,
+    /// Recorder mode: pass every request on to this server.
+    pub(super) upstream: Option<Arc<Upstream>>,
+    /// Recorder mode: what was passed on, in order of completion.
+    pub(super) recorded: Vec<Interaction>,
 }
 
 impl Shared {
@@ -211,6 +219,9 @@ impl FakeServer {
                 strict: true,
                 auto_calls: 0,
                 routes: Vec::new(),
+                replay: None,
+                upstream: None,
+                recorded: Vec::new(),
             }),
             shutdown: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
@@ -302,31 +313,113 @@ impl FakeServer {
         self.shared.state.lock().rejections.clone()
     }
 
-    /// Check that every scripted reply was served.
+    /// Check that every scripted reply was served and, when replaying a
+    /// [`Cassette`], that every request matched an interaction and every
+    /// interaction was served.
     ///
     /// # Panics
     ///
-    /// If some were not, with a message listing them.
+    /// If not, with a message listing the unused replies, each cassette
+    /// mismatch with its diff, and the unused interactions.
     #[track_caller]
     pub fn assert_all_used(&self) {
         let st = self.shared.state.lock();
-        if st.replies.is_empty() {
-            return;
+        let mut problems = Vec::new();
+        if let Some(replay) = &st.replay {
+            if !replay.mismatches.is_empty() {
+                problems.push(format!(
+                    "FakeServer: {} request(s) matched no cassette interaction:\n{}",
+                    replay.mismatches.len(),
+                    replay.mismatches.join("\n")
+                ));
+            }
+            let unused = replay.unused();
+            if !unused.is_empty() {
+                problems.push(format!(
+                    "FakeServer: {} cassette interaction(s) never used:\n{}",
+                    unused.len(),
+                    unused.join("\n")
+                ));
+            }
         }
-        let list: Vec<String> = st
-            .replies
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format!("  {}. {}", i + 1, r.describe()))
-            .collect();
-        let msg = format!(
-            "FakeServer: {} scripted reply(ies) never used ({} chat request(s) received):\n{}",
-            st.replies.len(),
-            st.chat_count,
-            list.join("\n")
-        );
+        if !st.replies.is_empty() {
+            let list: Vec<String> = st
+                .replies
+                .iter()
+                .enumerate()
+                .map(|(i, r)| format!("  {}. {}", i + 1, r.describe()))
+                .collect();
+            problems.push(format!(
+                "FakeServer: {} scripted reply(ies) never used ({} chat request(s) received):\n{}",
+                st.replies.len(),
+                st.chat_count,
+                list.join("\n")
+            ));
+        }
         drop(st);
-        panic!("{msg}");
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// A server replaying `cassette` (see [`load_cassette`]).
+    ///
+    /// [`load_cassette`]: FakeServer::load_cassette
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](FakeServer::start).
+    pub fn from_cassette(cassette: Cassette) -> FakeServer {
+        let server = FakeServer::start();
+        server.load_cassette(cassette);
+        server
+    }
+
+    /// Answer from `cassette` from now on, replacing any cassette loaded
+    /// before. A request is served the recorded response of the first unused
+    /// interaction with the same method, target and canonical body; see the
+    /// [module docs](super#record-and-replay) for the rules, mismatches and
+    /// what falls through to the usual routes.
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::testing::{Cassette, FakeServer, Recorder, Reply};
+    ///
+    /// let upstream = FakeServer::start();
+    /// upstream.push(Reply::text("Recorded answer."));
+    /// let recorder = Recorder::start(&upstream.base_url());
+    /// Agent::builder(recorder.transport_for("fake-model")).build()?.run_loop("Hi")?;
+    ///
+    /// let replay = FakeServer::start();
+    /// replay.load_cassette(recorder.cassette());
+    /// let out = Agent::builder(replay.transport()).build()?.run_loop("Hi")?;
+    /// assert_eq!(out.answer.as_deref(), Some("Recorded answer."));
+    /// replay.assert_all_used();
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn load_cassette(&self, cassette: Cassette) {
+        self.shared.state.lock().replay = Some(Replay::new(cassette));
+    }
+
+    /// The messages of the requests that matched no cassette interaction
+    /// (each was answered 500 and logged at `error`), oldest first. Each
+    /// holds a line diff against the closest unused interaction.
+    pub fn mismatches(&self) -> Vec<String> {
+        self.shared
+            .state
+            .lock()
+            .replay
+            .as_ref()
+            .map(|r| r.mismatches.clone())
+            .unwrap_or_default()
+    }
+
+    /// Recorder mode: forward every request to `upstream`.
+    pub(super) fn set_upstream(&self, upstream: Upstream) {
+        self.shared.state.lock().upstream = Some(Arc::new(upstream));
+    }
+
+    /// Recorder mode: the interactions passed on so far.
+    pub(super) fn recorded(&self) -> Vec<Interaction> {
+        self.shared.state.lock().recorded.clone()
     }
 
     /// The context size `/props` and `/v1/models` report (default
@@ -378,6 +471,7 @@ impl fmt::Debug for FakeServer {
             .field("requests", &st.requests.len())
             .field("unexpected", &st.unexpected)
             .field("strict", &st.strict)
+            .field("replaying", &st.replay.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -408,6 +502,16 @@ impl Drop for FakeServer {
                 unused.len(),
                 unused.join(", ")
             );
+        }
+        if let Some(replay) = &st.replay {
+            let unused = replay.unused();
+            if !unused.is_empty() {
+                log::warn!(
+                    "FakeServer: dropped with {} unused cassette interaction(s):\n{}",
+                    unused.len(),
+                    unused.join("\n")
+                );
+            }
         }
         drop(st);
         let panics = std::mem::take(&mut *shared.panics.lock());

@@ -786,6 +786,8 @@ fn debug_and_thread_safety() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<FakeServer>();
     assert_send_sync::<Reply>();
+    assert_send_sync::<super::Recorder>();
+    assert_send_sync::<super::Cassette>();
     let server = FakeServer::start();
     let dbg = format!("{server:?}");
     assert!(dbg.starts_with("FakeServer {"), "{dbg}");

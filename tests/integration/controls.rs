@@ -57,7 +57,10 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
     server.push(Reply::text("Synthesized answer."));
     let limit = StepLimit::with_policy(1, OnExhausted::Synthesize).unwrap();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(noop_tool("look")).step_limit(limit);
+        c.add_tool(noop_tool("look"))
+            .step_limit(limit)
+            .request_field("tool_choice", json!("required"))
+            .request_field("temperature", json!(0));
     });
     let out = agent.run_loop("what is it?").unwrap();
     assert_eq!(out.stop_reason, StopReason::Synthesized);
@@ -70,6 +73,12 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
         synth_req.tool_names().is_empty(),
         "the synthesizer gets no tools"
     );
+    let body = synth_req.body.as_ref().unwrap();
+    assert!(
+        body.get("tool_choice").is_none(),
+        "no tool steering without tools"
+    );
+    assert_eq!(body["temperature"], 0, "other request fields are inherited");
     let msgs = synth_req.messages();
     assert_eq!(msgs[0]["content"], Synthesizer::SYSTEM_PROMPT);
     assert!(

@@ -1,12 +1,8 @@
 //! Local-model robustness: leaked tool calls, `<think>` tags, budget
 //! wind-down, safe model switches, the context warning.
 
-use std::io::Write;
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 use pikuri::listener::TokenLog;
-use pikuri::testing::{FakeServer, Reply};
+use pikuri::testing::{FakeServer, Reply, SharedBuffer};
 use pikuri::tool::builtin;
 use pikuri::{Event, Role, StepLimit};
 use serde_json::json;
@@ -171,29 +167,17 @@ fn a_model_switch_does_not_resend_the_previous_models_reasoning() {
     );
 }
 
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-impl Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn token_log_warns_when_the_context_fills_up() {
     let server = FakeServer::start();
     server.set_context_size(Some(1000));
     server.push(Reply::text("big").with_usage(850, 10));
-    let out = Shared::default();
+    let out = SharedBuffer::new();
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_listener(TokenLog::new(out.clone()));
     });
     agent.run_loop("fill it").unwrap();
-    let text = String::from_utf8(out.0.lock().clone()).unwrap();
+    let text = out.text();
     assert!(text.contains("ctx=850/1.0k"), "{text}");
     assert!(text.contains("85% full"), "{text}");
 }

@@ -2,11 +2,18 @@
 //! One binary (see `autotests = false`); each module is one area.
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod api; // Send/Sync bounds, pinned Debug and Display
+mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
+mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
 mod listeners; // ordering, isolation, end-of-turn flush
+mod llama_cassette; // a recorded llama.cpp session, replayed
 mod local_models; // leaked tool calls, think tags, wind-down, switches
 mod probe; // context-window detection per server shape
+mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
+mod security; // secrets, redirects, size limits, terminal escapes, file confinement
+mod stress; // many threads: agents, cancel, interloper, listeners
 mod util; // shared helpers

@@ -34,3 +34,19 @@ fn nested_agents_do_not_reset_the_shared_cancellable() {
     assert_valid_history(agent.messages());
     assert_eq!(server.chat_requests().len(), 1, "no child request was made");
 }
+
+/// `last_assistant_content` (and `Outcome::answer`) once returned an earlier
+/// turn's answer when the latest turn's final message was empty.
+#[test]
+fn answer_is_never_an_earlier_turns() {
+    let server = FakeServer::start();
+    server.push(Reply::text("first answer"));
+    server.push(Reply::text(""));
+    let (mut agent, _) = agent_with(&server, |_| {});
+    assert_eq!(
+        agent.run_loop("one").unwrap().answer.as_deref(),
+        Some("first answer")
+    );
+    assert_eq!(agent.run_loop("two").unwrap().answer, None);
+    assert_eq!(agent.last_assistant_content(), None);
+}

@@ -1,0 +1,115 @@
+//! The shape of the public API: thread-safety bounds and pinned `Debug` /
+//! `Display` output.
+
+use std::time::Duration;
+
+use pikuri::testing::FakeServer;
+use pikuri::{
+    Agent, Cancellable, ChatTransport, Error, Event, Interloper, ListenerList, OnExhausted,
+    StepLimit, StopReason,
+};
+
+fn send<T: Send>() {}
+fn send_sync<T: Send + Sync>() {}
+
+#[test]
+fn thread_safety_bounds() {
+    send::<Agent>();
+    send_sync::<Cancellable>();
+    send_sync::<Interloper>();
+    send_sync::<StepLimit>();
+    send_sync::<Event>();
+    send_sync::<Error>();
+    send_sync::<ChatTransport>();
+    send_sync::<ListenerList>();
+    send_sync::<FakeServer>();
+    send_sync::<pikuri::ExtensionContext>();
+}
+
+#[test]
+fn control_display_matches_pikuri() {
+    assert_eq!(StepLimit::new(5).unwrap().to_string(), "StepLimit(max=5)");
+    assert_eq!(
+        StepLimit::with_policy(5, OnExhausted::Synthesize)
+            .unwrap()
+            .to_string(),
+        "StepLimit(max=5, on_exhausted=synthesize)"
+    );
+    let c = Cancellable::new();
+    assert_eq!(c.to_string(), "Cancellable(armed)");
+    c.cancel();
+    assert_eq!(c.to_string(), "Cancellable(cancelled)");
+    let q = Interloper::new();
+    assert_eq!(q.to_string(), "Interloper");
+    q.inject_user_message("a").unwrap();
+    q.inject_user_message("b").unwrap();
+    q.inject_user_message("c").unwrap();
+    assert_eq!(q.to_string(), "Interloper(3 pending)");
+}
+
+#[test]
+fn error_display_is_short_and_lowercase() {
+    let cases = [
+        (
+            Error::Http {
+                status: 429,
+                message: "slow down".into(),
+            },
+            "http status 429: slow down",
+        ),
+        (
+            Error::Http {
+                status: 500,
+                message: String::new(),
+            },
+            "http status 500",
+        ),
+        (
+            Error::Timeout(Duration::from_millis(1500)),
+            "timed out after 1500 ms",
+        ),
+        (
+            Error::Protocol("bad chunk".into()),
+            "protocol error: bad chunk",
+        ),
+        (Error::Truncated, "stream truncated before [DONE]"),
+        (Error::Cancelled, "cancelled"),
+        (
+            Error::StepLimitExceeded { max: 3 },
+            "step limit of 3 exceeded",
+        ),
+        (Error::InvalidInput("blank".into()), "invalid input: blank"),
+        (Error::History("bad".into()), "invalid history: bad"),
+    ];
+    for (e, shown) in cases {
+        assert_eq!(e.to_string(), shown);
+        assert!(!shown.ends_with('.'));
+    }
+}
+
+#[test]
+fn transport_debug_redacts_the_key() {
+    let t = ChatTransport::new("m")
+        .with_api_base("http://h/v1/")
+        .with_api_key("k3y");
+    assert_eq!(
+        format!("{t:?}"),
+        r#"ChatTransport { model: Some("m"), provider: None, api_base: Some("http://h/v1"), api_key: Some("<redacted>"), context_window: None }"#
+    );
+    assert_eq!(t.to_string(), "m@http://h/v1");
+}
+
+#[test]
+fn stop_reasons_are_snake_case() {
+    let all = [
+        (StopReason::Completed, "completed"),
+        (StopReason::Synthesized, "synthesized"),
+        (StopReason::StepLimit, "step_limit"),
+        (StopReason::Cancelled, "cancelled"),
+        (StopReason::Error, "error"),
+    ];
+    for (r, s) in all {
+        assert_eq!(r.to_string(), s);
+        assert_eq!(serde_json::to_value(r).unwrap(), s);
+    }
+}

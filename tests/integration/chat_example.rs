@@ -1,0 +1,518 @@
+//! `examples/chat.rs` run as a process: one-shot mode, exit codes, the events
+//! file, the demo model, and a REPL driven through piped stdin.
+//!
+//! Plain `cargo test` builds the examples first; `cargo test --test
+//! integration` does not, hence the freshness check in [`chat_bin`].
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
+
+use pikuri::History;
+use pikuri::testing::{FakeServer, Reply};
+use serde_json::{Value, json};
+
+/// How long a child may run before the test kills it and fails.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `target/<profile>/examples/chat`, built after every source it depends on.
+fn chat_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/integration-<hash> → target/<profile>/examples/chat
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let bin = profile_dir
+        .join("examples")
+        .join(format!("chat{}", std::env::consts::EXE_SUFFIX));
+    let hint = "run `cargo build --examples` first (plain `cargo test` builds them; \
+                `cargo test --test integration` does not)";
+    let built = std::fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("{} is missing: {hint}", bin.display()));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let newest = newest_mtime(&root.join("src")).max(newest_mtime(&root.join("examples/chat.rs")));
+    assert!(
+        built >= newest,
+        "{} is older than its sources: {hint}",
+        bin.display()
+    );
+    bin
+}
+
+/// The newest modification time of the `.rs` files under `path` (only those
+/// make cargo rebuild; an editor's swap file must not count).
+fn newest_mtime(path: &Path) -> SystemTime {
+    if path.is_dir() {
+        let entries = std::fs::read_dir(path).into_iter().flatten().flatten();
+        return entries
+            .map(|e| newest_mtime(&e.path()))
+            .fold(SystemTime::UNIX_EPOCH, SystemTime::max);
+    }
+    let is_rust = path.extension().is_some_and(|e| e == "rs");
+    let modified = std::fs::metadata(path).and_then(|m| m.modified());
+    match modified {
+        Ok(time) if is_rust => time,
+        _ => SystemTime::UNIX_EPOCH,
+    }
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(chat_bin());
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A running chat process whose output is collected as it arrives.
+struct Chat {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+/// What a finished process left.
+struct Finished {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn collect(mut pipe: impl Read + Send + 'static, into: &Arc<Mutex<String>>) -> JoinHandle<()> {
+    let into = Arc::clone(into);
+    thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+}
+
+impl Chat {
+    fn spawn(args: &[&str]) -> Chat {
+        let mut child = command(args).spawn().expect("spawn the chat example");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let readers = vec![
+            collect(child.stdout.take().expect("stdout"), &stdout),
+            collect(child.stderr.take().expect("stderr"), &stderr),
+        ];
+        let stdin = child.stdin.take();
+        Chat {
+            child,
+            stdin,
+            stdout,
+            stderr,
+            readers,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{line}").expect("write to the chat's stdin");
+        stdin.flush().expect("flush the chat's stdin");
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Wait until `done` holds for stdout, or fail after [`TIMEOUT`].
+    fn wait_stdout(&mut self, what: &str, done: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !done(&self.stdout()) {
+            if Instant::now() > deadline || matches!(self.child.try_wait(), Ok(Some(_))) {
+                let _ = self.child.kill();
+                panic!(
+                    "waiting for {what}: gave up\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                    self.stdout(),
+                    self.stderr()
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Wait for the `n`th `> ` prompt (counting from 1).
+    fn wait_prompt(&mut self, n: usize) {
+        self.wait_stdout(&format!("prompt #{n}"), |out| prompts(out) >= n);
+    }
+
+    /// Close stdin (end of input), then [`wait`](Chat::wait).
+    fn finish(mut self) -> Finished {
+        drop(self.stdin.take());
+        self.wait()
+    }
+
+    /// Wait for the exit with stdin left open, killing the child after
+    /// [`TIMEOUT`].
+    fn wait(mut self) -> Finished {
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the chat") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the chat example did not exit within {TIMEOUT:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                    self.stdout(),
+                    self.stderr()
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        for reader in self.readers.drain(..) {
+            reader.join().expect("pipe reader");
+        }
+        Finished {
+            code: status.code(),
+            stdout: self.stdout(),
+            stderr: self.stderr(),
+        }
+    }
+}
+
+/// `> ` prompts printed so far. Piped input is not echoed, so a prompt may
+/// follow another on the same line; the scripted answers contain no `> `.
+fn prompts(out: &str) -> usize {
+    out.matches("> ").count()
+}
+
+fn run(args: &[&str]) -> Finished {
+    Chat::spawn(args).finish()
+}
+
+/// Arguments pointing the chat at a FakeServer's `base` URL, then `extra`.
+fn against<'a>(base: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--base-url", base, "--model", "fake-model"];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("pikuri-chat-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn one_shot_prints_only_the_answer() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+    server.push(Reply::text("The answer is 42."));
+    server.push(Reply::text("Unstreamed."));
+    let base = server.base_url();
+
+    let out = run(&against(&base, &["-p", "What is 6*7?"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "The answer is 42.\n");
+    assert_eq!(out.stderr, "");
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].body.as_ref().unwrap()["model"], "fake-model");
+    assert!(requests[0].is_stream(), "streams by default");
+    assert_eq!(requests[1].messages().last().unwrap()["content"], "42");
+
+    let out = run(&against(&base, &["--no-stream", "-p", "again"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "Unstreamed.\n");
+    assert!(!server.chat_requests()[2].is_stream());
+    server.assert_all_used();
+}
+
+#[test]
+fn model_comes_from_the_server_list_and_tools_from_the_flag() {
+    let server = FakeServer::start();
+    server.set_model_id("listed-model");
+    server.push(Reply::text("a").repeat(3));
+    let base = server.base_url();
+
+    let out = run(&["--base-url", &base, "--tools", "calculator", "-p", "hi"]);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let out2 = run(&["--base-url", &base, "--tools", "none", "-p", "hi"]);
+    assert_eq!(out2.code, Some(0), "stderr: {}", out2.stderr);
+    let out3 = run(&["--base-url", &base, "-p", "hi"]);
+    assert_eq!(out3.code, Some(0), "stderr: {}", out3.stderr);
+
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].body.as_ref().unwrap()["model"], "listed-model");
+    assert_eq!(requests[0].tool_names(), ["calculator"]);
+    assert!(requests[1].tool_names().is_empty());
+    assert_eq!(
+        requests[2].tool_names(),
+        ["calculator", "current_time", "read_file", "list_dir"]
+    );
+}
+
+#[test]
+fn exit_codes_per_outcome() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("calculator", json!({"expression": "1+1"})));
+    server.push(Reply::tool_call("calculator", json!({"expression": "2+2"})));
+    let base = server.base_url();
+    let step_args = ["--on-exhausted", "raise", "--max-steps", "1", "-p", "go"];
+    let out = run(&against(&base, &step_args));
+    assert_eq!(out.code, Some(3), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert_eq!(out.stderr, "error: step limit of 1 exceeded\n");
+
+    server.push(Reply::status(401, "invalid api key"));
+    let out = run(&against(&base, &["-p", "hi"]));
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    assert_eq!(out.stderr, "error: http status 401: invalid api key\n");
+    server.assert_all_used();
+
+    for bad in [
+        &["--bogus"][..],
+        &["--max-steps", "0"],
+        &["--max-steps"],
+        &["--on-exhausted", "panic"],
+        &["--tools", "shell"],
+        &["-p", " "],
+        &["stray"],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.code, Some(2), "{bad:?}: stderr: {}", out.stderr);
+        assert!(out.stderr.starts_with("error: "), "{bad:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{bad:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "");
+    }
+
+    let help = run(&["--help"]);
+    assert_eq!(help.code, Some(0));
+    assert!(help.stdout.contains("Exit status:") && help.stdout.contains("130"));
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_a_one_shot_run_with_130() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    let base = server.base_url();
+    let chat = Chat::spawn(&against(&base, &["-p", "hi"]));
+    wait_for_requests(&server, 1);
+    interrupt(&chat.child);
+    let out = chat.wait();
+    assert_eq!(out.code, Some(130), "stderr: {}", out.stderr);
+    assert_eq!(out.stderr, "error: cancelled\n");
+    assert_eq!(out.stdout, "");
+}
+
+#[test]
+fn events_file_is_json_lines() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+    server.push(Reply::text("42"));
+    let base = server.base_url();
+    let path = temp_path("events.jsonl");
+    let path_arg = path.to_str().expect("utf-8 temp path");
+    let out = run(&against(&base, &["--events", path_arg, "-p", "6*7?"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+
+    let text = std::fs::read_to_string(&path).expect("the events file");
+    std::fs::remove_file(&path).ok();
+    let types: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            v["type"].as_str().expect("a type field").to_string()
+        })
+        .collect();
+    for kind in [
+        "user_turn",
+        "tool_call",
+        "tool_result",
+        "assistant",
+        "stopped",
+    ] {
+        assert!(
+            types.iter().any(|t| t == kind),
+            "{kind} missing in {types:?}"
+        );
+    }
+    assert_eq!(types.last().map(String::as_str), Some("stopped"));
+}
+
+#[test]
+fn without_a_base_url_the_demo_model_answers() {
+    let out = run(&["-p", "What is 6*7?"]);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(out.stdout.contains("42"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 1);
+    assert!(
+        out.stderr
+            .contains("no --base-url or OPENAI_BASE_URL: using the built-in scripted demo model"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn repl_commands_model_reset_save_load_quit() {
+    let server = FakeServer::start();
+    for answer in ["Hi there.", "Switched.", "Fresh.", "Loaded."] {
+        server.push(Reply::text(answer));
+    }
+    let base = server.base_url();
+    let saved = temp_path("history.json");
+    let saved_arg = saved.to_str().expect("utf-8 temp path");
+    let mut chat = Chat::spawn(&against(&base, &[]));
+
+    chat.wait_prompt(1);
+    chat.send("hello");
+    chat.wait_prompt(2);
+    chat.send("/model other-model");
+    chat.wait_prompt(3);
+    chat.send("again");
+    chat.wait_prompt(4);
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].body.as_ref().unwrap()["model"], "fake-model");
+    assert_eq!(requests[1].body.as_ref().unwrap()["model"], "other-model");
+    assert_eq!(
+        requests[1].messages().len(),
+        4,
+        "system, hello, answer, again"
+    );
+
+    chat.send(&format!("/save {saved_arg}"));
+    chat.wait_prompt(5);
+    let json = std::fs::read_to_string(&saved).expect("the saved history");
+    std::fs::remove_file(&saved).ok();
+    let history = History::parse(&json).expect("the saved file parses");
+    assert_eq!(history.messages().len(), 4);
+
+    chat.send("/reset");
+    chat.wait_prompt(6);
+    chat.send("after reset");
+    chat.wait_prompt(7);
+    let msgs = server.chat_requests()[2].messages();
+    assert_eq!(msgs.len(), 2, "only the system prompt and the new message");
+    assert_eq!(msgs[1]["content"], "after reset");
+
+    std::fs::write(&saved, &json).expect("rewrite the history");
+    chat.send(&format!("/load {saved_arg}"));
+    chat.wait_prompt(8);
+    chat.send("after load");
+    chat.wait_prompt(9);
+    std::fs::remove_file(&saved).ok();
+    let msgs = server.chat_requests()[3].messages();
+    assert_eq!(msgs.len(), 6, "system, the 4 loaded, the new message");
+    assert_eq!(msgs[1]["content"], "hello");
+
+    chat.send("/quit");
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    for answer in ["Hi there.", "Switched.", "Fresh.", "Loaded."] {
+        assert!(
+            out.stdout.contains(answer),
+            "{answer} missing: {}",
+            out.stdout
+        );
+    }
+    assert!(
+        out.stderr.contains("(saved 4 messages to "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("(loaded 4 messages from "),
+        "{}",
+        out.stderr
+    );
+    server.assert_all_used();
+}
+
+#[test]
+fn repl_injects_lines_typed_during_a_turn_and_exits_on_eof() {
+    let server = FakeServer::start();
+    // The delay keeps the first request open while the second line arrives.
+    let call = Reply::tool_call("calculator", json!({"expression": "6*7"}));
+    server.push(call.with_delay(Duration::from_millis(500)));
+    server.push(Reply::text("Done, and noted."));
+    let base = server.base_url();
+    let mut chat = Chat::spawn(&against(&base, &[]));
+    chat.wait_prompt(1);
+    chat.send("What is 6*7?");
+    chat.send("also, be brief");
+    chat.wait_prompt(2);
+    let out = chat.finish(); // end of input
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("(queued: also, be brief)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("(delivered: also, be brief)"),
+        "{}",
+        out.stdout
+    );
+    let msgs = server.chat_requests()[1].messages();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(msgs[4]["content"], "also, be brief");
+}
+
+#[cfg(unix)]
+#[test]
+fn repl_ctrl_c_cancels_the_turn_then_exits_at_the_prompt() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    server.push(Reply::text("Back again."));
+    let base = server.base_url();
+    let mut chat = Chat::spawn(&against(&base, &[]));
+    chat.wait_prompt(1);
+    chat.send("wait forever");
+    wait_for_requests(&server, 1);
+    interrupt(&chat.child);
+    chat.wait_prompt(2);
+    assert!(chat.stdout().contains("cancelled"), "{}", chat.stdout());
+    chat.send("and now?");
+    chat.wait_prompt(3);
+    assert!(chat.stdout().contains("Back again."), "{}", chat.stdout());
+    interrupt(&chat.child);
+    chat.wait_prompt(4); // the first Ctrl+C at the prompt only warns
+    interrupt(&chat.child);
+    let out = chat.wait(); // stdin stays open: the Ctrl+C alone ends it
+    assert_eq!(out.code, Some(130), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("press Ctrl+C again"), "{}", out.stderr);
+}
+
+/// Wait until the server saw `n` chat requests.
+fn wait_for_requests(server: &FakeServer, n: usize) {
+    let deadline = Instant::now() + TIMEOUT;
+    while server.chat_requests().len() < n {
+        assert!(Instant::now() < deadline, "no chat request #{n} arrived");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Send SIGINT, as Ctrl+C in a terminal does.
+#[cfg(unix)]
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT failed");
+}

@@ -1,0 +1,213 @@
+//! The library against a real llama.cpp `llama-server` (SmolLM2-135M).
+//!
+//! Needs the `real-server` feature and a running server whose root URL is in
+//! `PIKURI_LLAMA_URL`; `scripts/real-server-tests.sh` does both (it builds
+//! and caches llama.cpp under `~/.cache/pikuri` on first use). The model is
+//! tiny, so these tests assert on structure (a tool was called with
+//! schema-valid arguments, an answer arrived, events in order), never on
+//! wording.
+
+use std::time::Duration;
+
+use pikuri::tool::builtin;
+use pikuri::{
+    Agent, ChatTransport, Configurator, Error, Event, History, HttpConfig, InMemoryEventList,
+    Message, OnExhausted, StepLimit, StopReason, ToolCall,
+};
+use serde_json::json;
+
+/// The context size `scripts/llama-server.sh` starts the server with (`-c`).
+const N_CTX: u64 = 4096;
+
+fn transport() -> ChatTransport {
+    let root = std::env::var("PIKURI_LLAMA_URL").expect(
+        "PIKURI_LLAMA_URL is unset: run scripts/real-server-tests.sh (it starts llama-server)",
+    );
+    ChatTransport::new("smollm2").with_api_base(format!("{}/v1", root.trim_end_matches('/')))
+}
+
+fn builder(rec: &InMemoryEventList) -> Configurator {
+    let mut c = Agent::builder(transport());
+    c.system_prompt("You are a helpful assistant.")
+        .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
+        .request_field("temperature", json!(0))
+        .request_field("max_tokens", json!(64))
+        .add_listener(rec.clone());
+    c
+}
+
+fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>)> {
+    rec.events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Tokens { input, output, .. } => Some((*input, *output)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn non_streamed_answer() {
+    let rec = InMemoryEventList::new();
+    let mut agent = builder(&rec).build().unwrap();
+    let out = agent
+        .run_loop("What is the capital of France? Answer in one word.")
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert!(!out.answer.unwrap_or_default().trim().is_empty());
+    let t = tokens(&rec);
+    assert_eq!(t.len(), 1);
+    assert!(
+        t[0].0.is_some() && t[0].1.is_some(),
+        "usage reported: {t:?}"
+    );
+}
+
+#[test]
+fn streamed_answer_with_usage() {
+    let rec = InMemoryEventList::new();
+    let mut agent = builder(&rec).streaming(true).build().unwrap();
+    let out = agent.run_loop("Say hello.").unwrap();
+    assert_eq!(out.stop_reason, StopReason::Completed);
+    let kinds = rec.kinds();
+    let first_delta = kinds
+        .iter()
+        .position(|k| *k == "assistant_delta")
+        .expect("deltas arrived");
+    let bookend = kinds
+        .iter()
+        .position(|k| *k == "assistant")
+        .expect("bookend arrived");
+    assert!(first_delta < bookend);
+    let t = tokens(&rec);
+    assert!(
+        t[0].0.is_some() && t[0].1.is_some(),
+        "usage arrives on streams: {t:?}"
+    );
+}
+
+#[test]
+fn context_cap_is_detected_from_props() {
+    let rec = InMemoryEventList::new();
+    let agent = builder(&rec).build().unwrap();
+    assert_eq!(agent.context_window_cap(), Some(N_CTX));
+    assert!(matches!(
+        rec.events().first(),
+        Some(Event::ContextCap {
+            cap: Some(N_CTX),
+            ..
+        })
+    ));
+}
+
+/// SmolLM2-135M copies the final answers of one or two worked examples
+/// without calling the tool (even under `tool_choice: "required"`, whose
+/// grammar lets it write text first); with three in the history it calls it.
+fn example_exchange() -> History {
+    let mut history = Vec::new();
+    for (i, (expression, result)) in [("2+3", "5"), ("12*4", "48"), ("100-7", "93")]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("call_example_{i}");
+        history.push(Message::user(format!("What is {expression}?")));
+        history.push(Message::assistant_tool_calls(
+            "",
+            vec![ToolCall::new(
+                id.as_str(),
+                "calculator",
+                json!({ "expression": expression }).to_string(),
+            )],
+        ));
+        history.push(Message::tool(id.as_str(), result));
+        history.push(Message::assistant(format!("{expression} is {result}.")));
+    }
+    History::new(history)
+}
+
+fn tool_loop(streaming: bool) {
+    let rec = InMemoryEventList::new();
+    let mut agent = builder(&rec)
+        .system_prompt(
+            "You are a helpful assistant. Use the calculator tool for every arithmetic question.",
+        )
+        .streaming(streaming)
+        .add_tool(builtin::calculator())
+        .request_field("max_tokens", json!(128))
+        .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize).unwrap())
+        .build()
+        .unwrap();
+    agent.load_history(example_exchange());
+    let out = agent.run_loop("What is 17*23?").unwrap();
+    assert!(matches!(
+        out.stop_reason,
+        StopReason::Completed | StopReason::Synthesized
+    ));
+    let events = rec.events();
+    let calls: Vec<&serde_json::Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall {
+                name, arguments, ..
+            } if name == "calculator" => Some(arguments),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !calls.is_empty(),
+        "the model called the calculator: {:?}",
+        rec.kinds()
+    );
+    assert!(
+        calls[0]["expression"].is_string(),
+        "schema-valid arguments: {}",
+        calls[0]
+    );
+    // The result went back to the model, then an answer arrived.
+    let kinds = rec.kinds();
+    let result = kinds.iter().position(|k| *k == "tool_result").unwrap();
+    assert!(kinds[result..].contains(&"tokens"));
+    assert!(
+        agent
+            .last_assistant_content()
+            .is_some_and(|a| !a.trim().is_empty())
+    );
+    assert_eq!(kinds.last(), Some(&"stopped"));
+}
+
+#[test]
+fn tool_call_is_executed_and_fed_back() {
+    tool_loop(false);
+}
+
+#[test]
+fn tool_call_is_executed_and_fed_back_streaming() {
+    tool_loop(true);
+}
+
+#[test]
+fn context_overflow_is_a_typed_http_error() {
+    for streaming in [false, true] {
+        let rec = InMemoryEventList::new();
+        let mut agent = builder(&rec).streaming(streaming).build().unwrap();
+        let long = "lorem ipsum dolor sit amet ".repeat(1500);
+        let err = agent.run_loop(&long).unwrap_err();
+        match &err {
+            Error::Http {
+                status: 400,
+                message,
+            } => {
+                assert!(
+                    message.contains("context"),
+                    "the server's own message: {message}"
+                );
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+        assert_eq!(
+            agent.messages().len(),
+            1,
+            "nothing but the user message was appended"
+        );
+    }
+}
