@@ -120,6 +120,8 @@ mod provider;
 mod sse;
 mod stream;
 pub mod subagent;
+#[cfg(test)]
+mod test_util;
 pub mod testing;
 pub mod tool;
 

@@ -769,21 +769,7 @@ mod tests {
         assert_eq!(n, 1000);
     }
 
-    /// xorshift64*: enough randomness for split points and garbage.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::test_util::Rng;
 
     #[test]
     fn property_random_splits_and_garbage() {
