@@ -124,6 +124,7 @@ pub mod subagent;
 mod test_util;
 pub mod testing;
 pub mod tool;
+mod util;
 
 // Unstable hooks for `benches/` only: not part of the API, no semver promise.
 #[doc(hidden)]

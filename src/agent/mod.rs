@@ -435,11 +435,7 @@ impl Agent {
 fn run_close_handlers(handlers: Vec<CloseHandler>) {
     for handler in handlers.into_iter().rev() {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(handler)) {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(ToString::to_string)
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let msg = crate::util::panic_message(&*panic);
             log::warn!("on_close handler panicked: {msg}");
         }
     }

@@ -113,11 +113,7 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(ToString::to_string)
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic".to_string());
+            let msg = crate::util::panic_message(&*panic);
             log::error!("listener {name} panicked in {what}: {msg}");
             None
         }
@@ -372,6 +368,17 @@ mod tests {
         }
     }
 
+    /// The texts of the deltas `rec` saw, in order (it saw nothing else).
+    fn delta_texts(rec: &InMemoryEventList) -> Vec<String> {
+        rec.events()
+            .into_iter()
+            .map(|e| match e {
+                Event::AssistantDelta { content, .. } => content,
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
     #[test]
     fn order_is_kept_and_flush_waits() {
         let rec = InMemoryEventList::new();
@@ -382,14 +389,7 @@ mod tests {
             list.emit(delta(&i.to_string()));
         }
         list.flush();
-        let got: Vec<String> = rec
-            .events()
-            .into_iter()
-            .map(|e| match e {
-                Event::AssistantDelta { content, .. } => content,
-                _ => unreachable!(),
-            })
-            .collect();
+        let got = delta_texts(&rec);
         assert_eq!(got, (0..50).map(|i| i.to_string()).collect::<Vec<_>>());
     }
 
@@ -411,14 +411,7 @@ mod tests {
             list.emit(delta(&i.to_string()));
         }
         list.flush();
-        let got: Vec<String> = rec
-            .events()
-            .into_iter()
-            .map(|e| match e {
-                Event::AssistantDelta { content, .. } => content,
-                _ => unreachable!(),
-            })
-            .collect();
+        let got = delta_texts(&rec);
         assert_eq!(got, (0..2_000).map(|i| i.to_string()).collect::<Vec<_>>());
         // Everything was handled: flush freed it all.
         assert!(list.state.lock().sent.is_empty());

@@ -456,14 +456,7 @@ pub(crate) fn error_message(body: &[u8]) -> String {
             .map(str::to_string)
     });
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
-    truncate_chars(&text, MAX_MESSAGE_CHARS)
-}
-
-pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::util::excerpt(&text, MAX_MESSAGE_CHARS).into_owned()
 }
 
 /// `base * 2^(attempt-1)`, scaled by a jitter factor in [0.5, 1.0).

@@ -126,11 +126,7 @@ impl Shared {
             thread::sleep(Duration::from_millis(1));
         }
         if let Err(payload) = h.join() {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(non-string panic payload)".to_string());
+            let msg = crate::util::panic_message(&*payload).to_string();
             log::error!("FakeServer: a server thread panicked: {msg}");
             self.panics.lock().push(msg);
         }

@@ -102,14 +102,7 @@ fn parse_arguments(raw: &str, truncated: bool) -> Result<Value, String> {
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
-    let text = if let Some(s) = payload.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.as_str()
-    } else {
-        "(a panic payload that is not a string)"
-    };
-    excerpt(text, PANIC_EXCERPT).into_owned()
+    excerpt(crate::util::panic_message(payload), PANIC_EXCERPT).into_owned()
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ pub use context::ToolContext;
 pub(crate) use exec::{execute, unknown_tool};
 pub use schema::{ItemType, Parameters, ParametersBuilder, ValidationError};
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -178,10 +177,4 @@ impl fmt::Debug for FnTool {
     }
 }
 
-/// `text` cut to at most `max_chars` characters, with `…` appended when cut.
-pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
-    match text.char_indices().nth(max_chars) {
-        None => Cow::Borrowed(text),
-        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
-    }
-}
+pub(crate) use crate::util::excerpt;

@@ -590,13 +590,7 @@ fn endless_responses_end_in_a_bounded_error() {
                 .with_context_window(Some(4096)),
         )
         .streaming(case.streaming)
-        .http(
-            HttpConfig::default()
-                .with_max_retries(0)
-                .with_read_timeout(Duration::from_secs(20))
-                .with_max_line_bytes(MIB)
-                .with_max_body_bytes(4 * MIB as u64),
-        )
+        .http(bounded_http())
         .build()
         .expect("builds");
         let result = agent.run_loop("hello");
@@ -932,13 +926,7 @@ fn endless_valid_deltas_are_bounded_by_max_body_bytes() {
             d.fetch_add(content.len() as u64, Ordering::Relaxed);
         }
     })
-    .http(
-        HttpConfig::default()
-            .with_max_retries(0)
-            .with_read_timeout(Duration::from_secs(20))
-            .with_max_line_bytes(MIB)
-            .with_max_body_bytes(4 * MIB as u64),
-    )
+    .http(bounded_http())
     .build()
     .expect("builds");
     let result = agent.run_loop("hello");
@@ -963,4 +951,14 @@ fn endless_valid_deltas_are_bounded_by_max_body_bytes() {
         "VmRSS peaked at {peak} KiB (from {before} KiB)"
     );
     assert!(deltas.load(Ordering::Relaxed) <= 4 * MIB as u64);
+}
+
+/// Settings of the endless-response tests: no retries, and limits far below
+/// what an endless server sends (1 MiB lines, 4 MiB bodies).
+fn bounded_http() -> HttpConfig {
+    HttpConfig::default()
+        .with_max_retries(0)
+        .with_read_timeout(Duration::from_secs(20))
+        .with_max_line_bytes(MIB)
+        .with_max_body_bytes(4 * MIB as u64)
 }
