@@ -56,6 +56,8 @@ pub(crate) struct Exchange<'a> {
 struct Shared {
     config: HttpConfig,
     agent: Mutex<ureq::Agent>,
+    /// Whether the fallback to OpenAI's API base was logged (once per client).
+    default_base_logged: std::sync::atomic::AtomicBool,
 }
 
 /// The HTTP client. Cheap to clone (shared by sub-agents and the synthesizer).
@@ -87,7 +89,11 @@ impl Client {
     pub(crate) fn new(config: HttpConfig) -> Client {
         let agent = Mutex::new(build_agent(&config));
         Client {
-            shared: Arc::new(Shared { config, agent }),
+            shared: Arc::new(Shared {
+                config,
+                agent,
+                default_base_logged: std::sync::atomic::AtomicBool::new(false),
+            }),
         }
     }
 
@@ -121,7 +127,12 @@ impl Client {
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         let url = format!("{}/chat/completions", transport.base_or_default());
-        if transport.api_base().is_none() {
+        if transport.api_base().is_none()
+            && !self
+                .shared
+                .default_base_logged
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             log::info!("no api_base set: using {url}");
         }
         let mut attempt = 0u32;
