@@ -14,8 +14,8 @@
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use pikuri::listener::JsonLines;
-use pikuri::{Agent, ChatTransport, Event, HttpConfig, InMemoryEventList};
+use pikuri::listeners::JsonLines;
+use pikuri::{Agent, ChatTransport, Event, HttpConfig, listeners::InMemoryEventList};
 
 use common::{
     Framing, Payload, Replay, Script, baseline_fetch, header, median, process_cpu, runs, secs,
@@ -62,19 +62,20 @@ fn run(subject: Subject, server: &Replay, n: usize, expected_bytes: usize) -> (f
         .with_api_base(server.base_url())
         .with_context_window(Some(32_768));
     let mut cfg = Agent::builder(transport);
-    cfg.streaming(true)
+    cfg = cfg
+        .streaming(true)
         .http(HttpConfig::default().with_max_retries(0));
     let memory = InMemoryEventList::new();
     match subject {
         Subject::NoListener => {}
         Subject::Noop => {
-            cfg.add_listener(|_: &Event| {});
+            cfg = cfg.add_listener(|_: &Event| {});
         }
         Subject::Memory => {
-            cfg.add_listener(memory.clone());
+            cfg = cfg.add_listener(memory.clone());
         }
         Subject::JsonLines => {
-            cfg.add_listener(JsonLines::new(std::io::sink()));
+            cfg = cfg.add_listener(JsonLines::new(std::io::sink()));
         }
         Subject::Baseline => unreachable!(),
     }

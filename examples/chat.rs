@@ -41,9 +41,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
 
-use pikuri::listener::{JsonLines, Terminal, TokenLog, sanitize};
+use pikuri::builtin;
+use pikuri::listeners::{JsonLines, Terminal, TokenLog, sanitize};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::builtin;
 use pikuri::{
     Agent, Cancellable, ChatTransport, Event, History, Interloper, Listener, OnExhausted, Outcome,
     StepLimit, SubAgentListener, Tool,
@@ -464,14 +464,15 @@ fn build_agent(
     cancellable: &Cancellable,
     interloper: Option<&Interloper>,
 ) -> Result<Agent, Failure> {
-    let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted)?;
+    let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted);
     let mut cfg = Agent::builder(transport);
-    cfg.system_prompt(opts.system.clone())
+    cfg = cfg
+        .system_prompt(opts.system.clone())
         .step_limit(limit)
         .cancellable(cancellable.clone())
         .streaming(opts.stream);
     for tool in chosen_tools(&opts.tools) {
-        cfg.add_tool_arc(tool);
+        cfg = cfg.add_tool(tool);
     }
     if let Some(interloper) = interloper {
         // Interactive: the conversation on stdout, token readouts on stderr.
@@ -479,12 +480,12 @@ fn build_agent(
             Box::new(Terminal::stdout()),
             Box::new(TokenLog::stderr()),
         ]);
-        cfg.interloper(interloper.clone()).add_listener(console);
+        cfg = cfg.interloper(interloper.clone()).add_listener(console);
     }
     if let Some(path) = &opts.events {
         let log = JsonLines::create(path)
             .map_err(|e| Failure::Other(format!("cannot create {}: {e}", path.display())))?;
-        cfg.add_listener(log);
+        cfg = cfg.add_listener(log);
     }
     Ok(cfg.build()?)
 }
@@ -500,11 +501,11 @@ impl Listener for Console {
     }
 
     fn flush(&mut self) {
-        self.0.iter_mut().for_each(|l| l.flush());
+        self.0.iter_mut().for_each(Listener::flush);
     }
 
     fn close(&mut self) {
-        self.0.iter_mut().for_each(|l| l.close());
+        self.0.iter_mut().for_each(Listener::close);
     }
 
     /// For the synthesizer (or a sub-agent): the parts' fresh variants (an

@@ -14,7 +14,7 @@
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
-use pikuri::listener::{JsonLines, sanitize};
+use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{Agent, Event, Listener};
 use serde_json::json;
@@ -72,7 +72,7 @@ fn main() -> Result<(), pikuri::Error> {
         fragments: 0,
     };
     let mut agent = Agent::builder(server.transport())
-        .add_tool(pikuri::tool::builtin::current_time())
+        .add_tool(pikuri::builtin::current_time())
         .streaming(true)
         .add_listener(live)
         .add_listener(JsonLines::stderr())

@@ -13,9 +13,9 @@
 
 use std::io::Write;
 
-use pikuri::listener::sanitize;
+use pikuri::builtin;
+use pikuri::listeners::sanitize;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::builtin;
 use pikuri::{Agent, Event, StopReason};
 use serde_json::json;
 

@@ -11,8 +11,8 @@
 //! [`FakeServer`] answers the main agent and both children, in request order.
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters, builtin};
-use pikuri::{Agent, Event, InMemoryEventList, Persona, SubAgents};
+use pikuri::{Agent, Event, Persona, SubAgents, listeners::InMemoryEventList};
+use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 fn main() -> Result<(), pikuri::Error> {

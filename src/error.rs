@@ -9,7 +9,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::listener::sanitize;
+use crate::sanitize::sanitize;
 
 /// A specialized `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,36 +1,5 @@
-//! The event stream: every [`Event`] an agent narrates, and [`StopReason`].
-//!
-//! One stream, no side channels: text, reasoning, tool calls, token usage, the
-//! context cap and extensions' own domain events all travel as events, in
-//! emission order, to every [`Listener`](crate::Listener).
-//!
-//! # Ordering
-//!
-//! - All of one round's deltas ([`Event::ThinkingDelta`], [`Event::AssistantDelta`])
-//!   arrive before that round's bookend: [`Event::Thinking`], [`Event::Assistant`]
-//!   (each only when non-empty), then [`Event::Tokens`] (always).
-//! - For each tool call: [`Event::ToolCall`], then [`Event::ToolResult`] with the same id.
-//! - Mid-loop injections arrive as [`Event::UserTurn`] with `mid_loop: true`
-//!   after the tool results of the batch they were delivered in.
-//! - Every [`run_loop`](crate::Agent::run_loop) ends with exactly one
-//!   [`Event::Stopped`] for the agent that ran it.
-//!
-//! Deltas are a preview: consume [`Event::Assistant`] for the exact text.
-//!
-//! # JSON
-//!
-//! An event serializes to one JSON object with a `"type"` field (the
-//! snake_case variant name) and an `"agent"` field (the emitting agent's id,
-//! empty for the main agent):
-//!
-//! ```
-//! use pikuri::Event;
-//! let e = Event::AssistantDelta { agent: "".into(), content: "Hi".into() };
-//! let json = serde_json::to_string(&e).unwrap();
-//! assert_eq!(json, r#"{"type":"assistant_delta","agent":"","content":"Hi"}"#);
-//! let back: Event = serde_json::from_str(&json).unwrap();
-//! assert_eq!(back, e);
-//! ```
+//! The event stream: [`Event`] and [`StopReason`]; the ordering rules and
+//! the JSON form are documented on [`Event`].
 
 use std::sync::Arc;
 
@@ -75,12 +44,40 @@ impl std::fmt::Display for StopReason {
     }
 }
 
-/// One thing an agent narrates. See the [module docs](self) for ordering.
+/// One thing an agent narrates. The ordering rules and the JSON form follow.
 ///
 /// Every variant carries `agent`: the id of the agent that emitted it (empty
 /// for the main agent, `"researcher 0"` for a sub-agent). Match with `..` and a
 /// `_ => {}` arm: the enum is `#[non_exhaustive]` and listeners must ignore
 /// what they do not know.
+///
+/// # Ordering
+///
+/// - All of one round's deltas ([`Event::ThinkingDelta`], [`Event::AssistantDelta`])
+///   arrive before that round's bookend: [`Event::Thinking`], [`Event::Assistant`]
+///   (each only when non-empty), then [`Event::Tokens`] (always).
+/// - For each tool call: [`Event::ToolCall`], then [`Event::ToolResult`] with the same id.
+/// - Mid-loop injections arrive as [`Event::UserTurn`] with `mid_loop: true`
+///   after the tool results of the batch they were delivered in.
+/// - Every [`run_loop`](crate::Agent::run_loop) ends with exactly one
+///   [`Event::Stopped`] for the agent that ran it.
+///
+/// Deltas are a preview: consume [`Event::Assistant`] for the exact text.
+///
+/// # JSON
+///
+/// An event serializes to one JSON object with a `"type"` field (the
+/// snake_case variant name) and an `"agent"` field (the emitting agent's id,
+/// empty for the main agent):
+///
+/// ```
+/// use pikuri::Event;
+/// let e = Event::AssistantDelta { agent: "".into(), content: "Hi".into() };
+/// let json = serde_json::to_string(&e).unwrap();
+/// assert_eq!(json, r#"{"type":"assistant_delta","agent":"","content":"Hi"}"#);
+/// let back: Event = serde_json::from_str(&json).unwrap();
+/// assert_eq!(back, e);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]

@@ -10,7 +10,7 @@
 //! ```
 //! use pikuri::{Agent, StepLimit, OnExhausted};
 //! use pikuri::testing::{FakeServer, Reply};
-//! use pikuri::tool::builtin;
+//! use pikuri::builtin;
 //!
 //! // A scripted model; point `ChatTransport` at a real server instead.
 //! let server = FakeServer::start();
@@ -19,7 +19,7 @@
 //!
 //! let mut agent = Agent::builder(server.transport())
 //!     .system_prompt("You are a helpful assistant.")
-//!     .step_limit(StepLimit::with_policy(10, OnExhausted::Synthesize)?)
+//!     .step_limit(StepLimit::with_policy(10, OnExhausted::Synthesize))
 //!     .add_tool(builtin::calculator())
 //!     .streaming(true)
 //!     .build()?;
@@ -42,9 +42,39 @@
 //!   Turn a real session into a regression test with [`testing::Recorder`]
 //!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
 //!
-//! The [`agent`](Agent) docs draw the loop; [`control`] tables which control
-//! is read at which boundary; [`listener`] explains threads and ordering;
-//! [`tool`] how failures become observations.
+//! Where the rules live: [`Agent`] draws the loop of a turn; [Controls](#controls)
+//! below tables which control is read at which boundary; [`Listener`]
+//! explains threads and ordering; [`Tool`] how failures become observations;
+//! [`Event`] the order of events and their JSON form.
+//!
+//! # Public paths
+//!
+//! Every item has exactly one path. The core types are at the crate root;
+//! three namespaces hold what is visibly secondary: [`builtin`] (the
+//! built-in tools), [`listeners`] (ready-made listeners) and [`testing`]
+//! (the scripted server and record/replay).
+//!
+//! # Controls
+//!
+//! Controls are signal holders the host keeps a clone of; the loop reads them
+//! at fixed boundaries only. `Clone` shares the instance (an `Arc` inside), so
+//! a clone handed to another thread or a signal handler acts on the same
+//! control. This table is the single source of truth for when each is read:
+//!
+//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] |
+//! |---|---|---|---|
+//! | turn start ([`run_loop`](Agent::run_loop)) | `reset()` | `reset()` (not in a child agent) | — |
+//! | before each request | — | `check()` | — |
+//! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — |
+//! | before each tool call (after [`Event::ToolCall`]) | `tick()` | `check()` | — |
+//! | during a tool | — | visible through [`ToolContext`] | — |
+//! | after each tool batch | — | — | `drain()` |
+//! | the model answers with no tool call | — | — | `drain()`; if anything was pending the loop goes on |
+//! | mid-loop injection | never reset | never reset | — |
+//!
+//! A sub-agent or the synthesizer gets its own `StepLimit`, shares the
+//! parent's `Cancellable` (one cancel stops the tree) and has no
+//! `Interloper`.
 //!
 //! # Errors
 //!
@@ -60,7 +90,10 @@
 //! - `rustls` (default): HTTPS through ureq's rustls. Without it
 //!   (`default-features = false`) the crate speaks plain HTTP only, enough for
 //!   local servers, with a smaller binary.
-//! - `testing`: accepted for compatibility; [`testing`] is always compiled.
+//!
+//! [`testing`] needs no feature: it is always compiled, pulls in no
+//! dependency, and every doc example of the crate runs against its
+//! [`FakeServer`](testing::FakeServer).
 //!
 //! # Log levels
 //!
@@ -85,7 +118,10 @@
 //! Out of scope: async runtimes, other wire formats (Anthropic messages,
 //! Gemini, the Responses API), embeddings, images and audio.
 //!
-//! # Glossary (pikuri → Rust)
+//! # Mapping from pikuri (Ruby)
+//!
+//! The crate is a port of pikuri-core and keeps its type names in Rust idiom
+//! (`tick!` → `tick()`, `cancelled?` → `is_cancelled()`).
 //!
 //! | pikuri | pikuri (Rust) |
 //! |---|---|
@@ -99,6 +135,15 @@
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
 //! | `SubAgent::Extension` | [`SubAgents`] |
 //! | `load_history!` | [`Agent::load_history`] |
+//! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
+//! | `ContextWindowDetector.detect` | [`ContextWindowDetector::detect`] |
+//! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
+//!
+//! Deliberate differences: the [`Configurator`] is a by-value builder (it can
+//! be stored and passed around, and `build` consumes it, so it cannot build
+//! twice); a budget of zero steps is a programmer error that panics
+//! ([`StepLimit::try_new`] for values read at run time); a configurator
+//! dropped unbuilt runs the close handlers armed so far.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`], cancellation
@@ -110,37 +155,45 @@
 
 #![forbid(unsafe_code)]
 
-pub mod agent;
-pub mod control;
+// Private modules; the public API is the flat `pub use` block below plus the
+// three secondary namespaces `builtin`, `listeners` and `testing`.
+mod agent;
+mod control;
 mod error;
-pub mod event;
-pub mod listener;
+mod event;
+mod listener;
 mod message;
 mod provider;
+mod sanitize;
 mod sse;
 mod stream;
-pub mod subagent;
+mod tool;
+mod util;
+
+pub mod builtin;
+pub mod listeners;
+pub mod testing;
+
 #[cfg(test)]
 mod test_util;
-pub mod testing;
-pub mod tool;
-mod util;
 
 // Unstable hooks for `benches/` only: not part of the API, no semver promise.
 #[doc(hidden)]
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, Configurator, Extension, ExtensionContext, History, Outcome, Synthesizer,
+    Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
+    Synthesizer,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, StopReason};
-pub use crate::listener::{InMemoryEventList, Listener, ListenerList, SubAgentListener};
+pub use crate::listener::{Listener, ListenerList, SubAgentListener};
 pub use crate::message::{Message, Role, ToolCall, Usage};
 pub use crate::provider::{ChatTransport, ContextWindowDetector, HttpConfig};
-pub use crate::subagent::{Persona, SubAgents};
-pub use crate::tool::{Tool, ToolContext, ToolError};
+pub use crate::tool::{
+    FnTool, ItemType, Parameters, ParametersBuilder, Tool, ToolContext, ToolError, ValidationError,
+};
 
 #[doc(hidden)]
 pub use crate::stream::{__fuzz_accumulate, __fuzz_sse};

@@ -90,8 +90,29 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// A usage value from its parts.
-    pub fn new(
+    /// No figures reported (every field `None`); set the ones known with the
+    /// `with_*` methods.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::Usage;
+    /// let u = Usage::new().with_input(100).with_cached(20).with_output(7);
+    /// assert_eq!(u.context_used(), 120);
+    /// assert_eq!(u.thinking, None);
+    /// ```
+    pub const fn new() -> Usage {
+        Usage {
+            input: None,
+            output: None,
+            cached: None,
+            cache_creation: None,
+            thinking: None,
+        }
+    }
+
+    /// All five figures at once (the decoder's and the tests' shorthand).
+    pub(crate) const fn from_parts(
         input: Option<u64>,
         output: Option<u64>,
         cached: Option<u64>,
@@ -105,6 +126,41 @@ impl Usage {
             cache_creation,
             thinking,
         }
+    }
+
+    /// A copy with `input` set.
+    #[must_use]
+    pub const fn with_input(mut self, tokens: u64) -> Usage {
+        self.input = Some(tokens);
+        self
+    }
+
+    /// A copy with `output` set.
+    #[must_use]
+    pub const fn with_output(mut self, tokens: u64) -> Usage {
+        self.output = Some(tokens);
+        self
+    }
+
+    /// A copy with `cached` set.
+    #[must_use]
+    pub const fn with_cached(mut self, tokens: u64) -> Usage {
+        self.cached = Some(tokens);
+        self
+    }
+
+    /// A copy with `cache_creation` set.
+    #[must_use]
+    pub const fn with_cache_creation(mut self, tokens: u64) -> Usage {
+        self.cache_creation = Some(tokens);
+        self
+    }
+
+    /// A copy with `thinking` set.
+    #[must_use]
+    pub const fn with_thinking(mut self, tokens: u64) -> Usage {
+        self.thinking = Some(tokens);
+        self
     }
 
     /// The context in use for the request: `input + cached + cache_creation`.

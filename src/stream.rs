@@ -640,7 +640,7 @@ impl WireUsage {
             .completion_tokens_details
             .as_ref()
             .and_then(|d| d.reasoning_tokens);
-        Usage::new(
+        Usage::from_parts(
             input,
             self.completion_tokens,
             cached,
@@ -1044,7 +1044,7 @@ mod tests {
             false,
             &[text("hi"), finish("stop"), usage.to_string(), done()],
         );
-        let expected = Usage::new(Some(40), Some(20), Some(60), None, Some(7));
+        let expected = Usage::from_parts(Some(40), Some(20), Some(60), None, Some(7));
         assert_eq!(c.usage, Some(expected));
         assert_eq!(c.message.usage, Some(expected));
         assert_eq!(expected.context_used(), 100);
@@ -1061,7 +1061,7 @@ mod tests {
         // Cache reads larger than the prompt (a server bug) saturate.
         assert_eq!(
             parse(json!({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}})),
-            Usage::new(Some(0), None, Some(9), None, None)
+            Usage::from_parts(Some(0), None, Some(9), None, None)
         );
         for details in [
             json!({"cached_tokens": 10, "cache_creation_tokens": 30}),
@@ -1070,7 +1070,10 @@ mod tests {
         ] {
             let u = parse(json!({"prompt_tokens": 100, "completion_tokens": 1,
                                  "prompt_tokens_details": details}));
-            assert_eq!(u, Usage::new(Some(60), Some(1), Some(10), Some(30), None));
+            assert_eq!(
+                u,
+                Usage::from_parts(Some(60), Some(1), Some(10), Some(30), None)
+            );
             assert_eq!(u.context_used(), 100);
         }
         assert_eq!(parse(json!({})), Usage::default());
@@ -1289,7 +1292,7 @@ mod tests {
         let c = parse_response(body.to_string().as_bytes(), false).unwrap();
         let mut m = Message::assistant("Hi \"there\"");
         m.reasoning = Some("hmm".into());
-        m.usage = Some(Usage::new(Some(10), Some(3), None, None, None));
+        m.usage = Some(Usage::from_parts(Some(10), Some(3), None, None, None));
         m.model = Some("qwen3".into());
         assert_eq!(c.message, m);
         assert_eq!(c.finish_reason.as_deref(), Some("stop"));

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use pikuri::tool::builtin;
+use pikuri::builtin;
 use pikuri::{
-    Agent, ChatTransport, Configurator, Error, Event, History, HttpConfig, InMemoryEventList,
-    Message, OnExhausted, StepLimit, StopReason, ToolCall,
+    Agent, ChatTransport, Configurator, Error, Event, History, HttpConfig, Message, OnExhausted,
+    StepLimit, StopReason, ToolCall, listeners::InMemoryEventList,
 };
 use serde_json::json;
 
@@ -28,7 +28,8 @@ fn transport() -> ChatTransport {
 
 fn builder(rec: &InMemoryEventList) -> Configurator {
     let mut c = Agent::builder(transport());
-    c.system_prompt("You are a helpful assistant.")
+    c = c
+        .system_prompt("You are a helpful assistant.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
         .request_field("temperature", json!(0))
         .request_field("max_tokens", json!(64))
@@ -134,7 +135,7 @@ fn tool_loop(streaming: bool) {
         .streaming(streaming)
         .add_tool(builtin::calculator())
         .request_field("max_tokens", json!(128))
-        .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize).unwrap())
+        .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
         .build()
         .unwrap();
     agent.load_history(example_exchange());

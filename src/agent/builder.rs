@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::extension::Extension;
-use super::{Agent, CloseHandler, LoopOptions};
+use super::{Agent, CloseHandler, LoopOptions, Synthesizer};
 use crate::provider::Client;
 use crate::{
     Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result,
@@ -33,17 +33,18 @@ use crate::{
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, StepLimit, InMemoryEventList};
+/// use pikuri::{Agent, StepLimit, listeners::InMemoryEventList};
 /// use pikuri::testing::FakeServer;
 /// let server = FakeServer::start();
 /// let agent = Agent::builder(server.transport())
 ///     .system_prompt("You are terse.")
-///     .step_limit(StepLimit::new(5)?)
+///     .step_limit(StepLimit::new(5))
 ///     .add_listener(InMemoryEventList::new())
 ///     .build()?;
 /// assert_eq!(agent.to_string(), "Agent(id=, model=fake-model, tools=0, listeners=[InMemoryEventList])");
 /// # Ok::<(), pikuri::Error>(())
 /// ```
+#[must_use = "a Configurator does nothing until `build` is called"]
 pub struct Configurator {
     pub(super) transport: ChatTransport,
     pub(super) system_prompt: String,
@@ -60,6 +61,7 @@ pub struct Configurator {
     pub(super) extensions: Vec<Box<dyn Extension>>,
     pub(super) on_close: Vec<CloseHandler>,
     pub(crate) options: LoopOptions,
+    pub(super) synthesizer: Synthesizer,
     pub(super) errors: Vec<String>,
 }
 
@@ -81,73 +83,63 @@ impl Configurator {
             extensions: Vec::new(),
             on_close: Vec::new(),
             options: LoopOptions::default(),
+            synthesizer: Synthesizer::default(),
             errors: Vec::new(),
         }
     }
 
     /// The base system prompt; extensions' snippets are appended to it.
-    pub fn system_prompt(&mut self, prompt: impl Into<String>) -> &mut Configurator {
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Configurator {
         self.system_prompt = prompt.into();
         self
     }
 
     /// The step budget (none by default: the agent may loop indefinitely).
-    pub fn step_limit(&mut self, limit: StepLimit) -> &mut Configurator {
+    pub fn step_limit(mut self, limit: StepLimit) -> Configurator {
         self.step_limit = Some(limit);
         self
     }
 
     /// The cancellation token (none by default).
-    pub fn cancellable(&mut self, cancellable: Cancellable) -> &mut Configurator {
+    pub fn cancellable(mut self, cancellable: Cancellable) -> Configurator {
         self.cancellable = Some(cancellable);
         self
     }
 
     /// The mid-loop user-input queue (none by default).
-    pub fn interloper(&mut self, interloper: Interloper) -> &mut Configurator {
+    pub fn interloper(mut self, interloper: Interloper) -> Configurator {
         self.interloper = Some(interloper);
         self
     }
 
     /// The agent's id: empty for a main agent (the default).
-    pub fn id(&mut self, id: impl Into<String>) -> &mut Configurator {
+    pub fn id(mut self, id: impl Into<String>) -> Configurator {
         self.id = id.into();
         self
     }
 
     /// Stream responses (deltas become events as they arrive). Off by default.
-    pub fn streaming(&mut self, on: bool) -> &mut Configurator {
+    pub fn streaming(mut self, on: bool) -> Configurator {
         self.streaming = on;
         self
     }
 
     /// HTTP timeouts, retries and limits.
-    pub fn http(&mut self, config: HttpConfig) -> &mut Configurator {
+    pub fn http(mut self, config: HttpConfig) -> Configurator {
         self.http = config;
         self
     }
 
-    /// Add a tool the model can call.
-    pub fn add_tool(&mut self, tool: impl Tool) -> &mut Configurator {
-        self.tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Add a shared tool the model can call.
-    pub fn add_tool_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Configurator {
-        self.tools.push(tool);
+    /// Add a tool the model can call. An `Arc<dyn Tool>` (a tool shared
+    /// with other agents) is a tool too.
+    pub fn add_tool(mut self, tool: impl Tool) -> Configurator {
+        self.tools.push(into_shared(tool));
         self
     }
 
     /// Add a tool only sub-agent personas can use (see "Two tool pools").
-    pub fn add_sub_agent_tool(&mut self, tool: impl Tool) -> &mut Configurator {
-        self.sub_agent_tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Add a shared tool only sub-agent personas can use.
-    pub fn add_sub_agent_tool_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Configurator {
-        self.sub_agent_tools.push(tool);
+    pub fn add_sub_agent_tool(mut self, tool: impl Tool) -> Configurator {
+        self.sub_agent_tools.push(into_shared(tool));
         self
     }
 
@@ -162,29 +154,23 @@ impl Configurator {
     }
 
     /// Add a listener (it starts on its own thread at once).
-    pub fn add_listener(&mut self, listener: impl Listener) -> &mut Configurator {
+    pub fn add_listener(mut self, listener: impl Listener) -> Configurator {
         self.listeners.add(listener);
-        self
-    }
-
-    /// Add a boxed listener.
-    pub fn add_listener_boxed(&mut self, listener: Box<dyn Listener>) -> &mut Configurator {
-        self.listeners.add_boxed(listener);
         self
     }
 
     /// Use a prebuilt list (e.g. one derived with
     /// [`ExtensionContext::listeners_for_sub_agent`](crate::ExtensionContext::listeners_for_sub_agent)),
     /// replacing the listeners added so far.
-    pub fn listener_list(&mut self, list: ListenerList) -> &mut Configurator {
+    pub fn listener_list(mut self, list: ListenerList) -> Configurator {
         self.listeners = list;
         self
     }
 
     /// Add an extension; its [`configure`](Extension::configure) runs now. A
     /// failure is reported by [`build`](Configurator::build).
-    pub fn add_extension(&mut self, mut extension: impl Extension) -> &mut Configurator {
-        if let Err(e) = extension.configure(self) {
+    pub fn add_extension(mut self, mut extension: impl Extension) -> Configurator {
+        if let Err(e) = extension.configure(&self) {
             self.errors
                 .push(format!("extension {}: {e}", extension.name()));
         }
@@ -193,22 +179,31 @@ impl Configurator {
     }
 
     /// Register a handler run by [`Agent::close`] (last registered, first
-    /// run). Armed at once: it also runs if the build fails later.
-    pub fn on_close(&mut self, handler: impl FnOnce() + Send + 'static) -> &mut Configurator {
+    /// run). Armed at once: it also runs if the build fails later, or if the
+    /// configurator is dropped without being built.
+    pub fn on_close(mut self, handler: impl FnOnce() + Send + 'static) -> Configurator {
         self.on_close.push(Box::new(handler));
+        self
+    }
+
+    /// The synthesizer used when a [`StepLimit`] with
+    /// [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize) trips
+    /// (default: [`Synthesizer::default`]).
+    pub fn synthesizer(mut self, synthesizer: Synthesizer) -> Configurator {
+        self.synthesizer = synthesizer;
         self
     }
 
     /// Run several tool calls of one response concurrently (scoped threads);
     /// results are still appended in call order. Off by default.
-    pub fn parallel_tool_calls(&mut self, on: bool) -> &mut Configurator {
+    pub fn parallel_tool_calls(mut self, on: bool) -> Configurator {
         self.options.parallel_tools = on;
         self
     }
 
     /// Split `<think>...</think>` out of content into reasoning (for models
     /// that do not use `reasoning_content`). Off by default.
-    pub fn split_think_tags(&mut self, on: bool) -> &mut Configurator {
+    pub fn split_think_tags(mut self, on: bool) -> Configurator {
         self.options.split_think = on;
         self
     }
@@ -217,14 +212,14 @@ impl Configurator {
     /// `<function=name>{..}</function>`, a bare `{"name":..,"arguments":..}`)
     /// when the name is an offered tool and the arguments validate. Off by
     /// default.
-    pub fn recover_text_tool_calls(&mut self, on: bool) -> &mut Configurator {
+    pub fn recover_text_tool_calls(mut self, on: bool) -> Configurator {
         self.options.recover_tool_calls = on;
         self
     }
 
     /// When at most `last_steps` tool calls remain in the budget, tell the
     /// model so in a short system note on each request. Off by default.
-    pub fn wind_down(&mut self, last_steps: u32) -> &mut Configurator {
+    pub fn wind_down(mut self, last_steps: u32) -> Configurator {
         self.options.wind_down = Some(last_steps);
         self
     }
@@ -232,36 +227,28 @@ impl Configurator {
     /// Send reasoning back to the model that wrote it (`reasoning_content`),
     /// for models with interleaved thinking. Reasoning written by another
     /// model is never sent. Off by default.
-    pub fn replay_reasoning(&mut self, on: bool) -> &mut Configurator {
+    pub fn replay_reasoning(mut self, on: bool) -> Configurator {
         self.options.replay_reasoning = on;
         self
     }
 
     /// An extra top-level request field, e.g. `("temperature", json!(0))` or
     /// `("tool_choice", json!("auto"))`.
-    pub fn request_field(&mut self, name: impl Into<String>, value: Value) -> &mut Configurator {
+    pub fn request_field(mut self, name: impl Into<String>, value: Value) -> Configurator {
         self.options.extra.insert(name.into(), value);
-        self
-    }
-
-    pub(crate) fn client(&mut self, client: Client) -> &mut Configurator {
-        self.client = Some(client);
         self
     }
 
     /// Build the agent: validate, bind extensions (in registration order),
     /// resolve the context window and emit [`Event::ContextCap`](crate::Event::ContextCap).
     ///
-    /// The configurator is left empty.
-    ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for duplicate tool names or a failed extension
     /// `configure`/`bind`. The on-close handlers armed so far run before the
     /// error is returned.
-    pub fn build(&mut self) -> Result<Agent> {
-        let cfg = std::mem::replace(self, Configurator::new(ChatTransport::default()));
-        Agent::from_configurator(cfg)
+    pub fn build(self) -> Result<Agent> {
+        Agent::from_configurator(self)
     }
 
     pub(super) fn validate(&self) -> Result<()> {
@@ -278,6 +265,27 @@ impl Configurator {
             Err(Error::invalid(errors.join("; ")))
         }
     }
+}
+
+/// A configurator dropped before [`build`](Configurator::build) (an early
+/// return, a `?` between `add_extension` and `build`) still runs the close
+/// handlers armed so far, so nothing an extension started leaks.
+impl Drop for Configurator {
+    fn drop(&mut self) {
+        super::run_close_handlers(std::mem::take(&mut self.on_close));
+    }
+}
+
+/// `Arc<dyn Tool>` is itself a [`Tool`]; unwrap it instead of wrapping it
+/// again, so a shared tool costs one indirection, not two.
+fn into_shared(tool: impl Tool) -> Arc<dyn Tool> {
+    let mut slot = Some(tool);
+    if let Some(shared) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Arc<dyn Tool>>>()
+    {
+        return shared.take().expect("just set");
+    }
+    Arc::new(slot.expect("just set"))
 }
 
 impl fmt::Debug for Configurator {

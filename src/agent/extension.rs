@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 
 use super::Shared;
-use crate::listener::ListenerList;
+use crate::ListenerList;
 use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 
 /// A plug-in that grows an agent without touching it. Every hook has a no-op
@@ -37,7 +37,7 @@ use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Configurator, Extension, ExtensionContext, InMemoryEventList, Result};
+/// use pikuri::{Agent, Configurator, Extension, ExtensionContext, listeners::InMemoryEventList, Result};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// struct Greeter;
@@ -64,9 +64,11 @@ use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 /// # Ok::<(), pikuri::Error>(())
 /// ```
 pub trait Extension: Send + 'static {
-    /// Called at once from `add_extension`: add tools, listeners, close
-    /// handlers; validate against what is configured so far.
-    fn configure(&mut self, c: &mut crate::Configurator) -> Result<()> {
+    /// Called at once from `add_extension`: validate against what is
+    /// configured so far (tools in both pools, the transport). Tools and close
+    /// handlers are added in [`bind`](Extension::bind), through the
+    /// [`ExtensionContext`], once the agent exists.
+    fn configure(&mut self, c: &crate::Configurator) -> Result<()> {
         let _ = c;
         Ok(())
     }
@@ -230,7 +232,9 @@ impl ExtensionContext {
             .unwrap_or_default()
     }
 
-    pub(crate) fn client(&self) -> Option<crate::provider::Client> {
-        Some(self.shared.upgrade()?.client.clone())
+    /// Build a child agent of this context's agent (see `agent/child.rs` for
+    /// what it inherits).
+    pub(crate) fn spawn_child(&self, spec: super::child::ChildSpec) -> Result<crate::Agent> {
+        self.shared()?.spawn_child(spec)
     }
 }

@@ -1,54 +1,19 @@
-//! The agent loop: [`Agent`], [`Outcome`], and the rules of a turn.
-//!
-//! # A turn
-//!
-//! ```text
-//!  run_loop(msg) ── blank? ──────────────────────────────► Err(InvalidInput)
-//!     │ switch model if a different transport was given (ModelSwitched, ContextCap)
-//!     │ reset StepLimit + Cancellable; append user msg; UserTurn{mid_loop:false}
-//!     │ extensions' on_user_message (system injections land here)
-//!     ▼
-//!  ┌► Request ── HTTP/stream error ──────────────────────► Err(..)  (nothing appended)
-//!  │    │ deltas while streaming (AssistantDelta / ThinkingDelta)
-//!  │    ▼
-//!  │  Message complete: Thinking, Assistant, Tokens; append it
-//!  │    │
-//!  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed)
-//!  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
-//!  │    ▼                                                               │
-//!  │  ToolBatch: for each call                                          │
-//!  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ run ▸ ToolResult
-//!  │    │   tick fails ─► answer the rest "not run" ─► Raise: Err(StepLimitExceeded)
-//!  │    │                                         └──► Synthesize: FallbackNotice,
-//!  │    │                                              tools-free pass (Synthesized)
-//!  │    │   check fails ─► answer the rest "cancelled" ─► Cancelled, Err(Cancelled)
-//!  │    ▼                                                               │
-//!  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
-//!  └────┴───────────────────────────────────────────────────────────────┘
-//!  every exit: Stopped{reason}; wait until every listener handled every event
-//! ```
-//!
-//! Which control is read at which boundary is tabled once, in
-//! [`control`](crate::control).
-//!
-//! # The history is always valid
-//!
-//! Whatever stops a turn, the next request is well formed: a half-streamed
-//! assistant message is never appended; every assistant tool call is answered
-//! by a tool message (a "not run" or "cancelled" observation when the turn
-//! stopped before running it); injected user messages never sit between a
-//! tool call and its results.
+//! The agent loop: [`Agent`], [`Outcome`]; the turn diagram and the
+//! history-validity rule are documented on [`Agent`].
 
 mod builder;
+mod child;
 mod extension;
 mod history;
 mod recover;
 mod run;
+mod subagent;
 mod synthesizer;
 
 pub use builder::Configurator;
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
+pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 
 use std::fmt;
@@ -58,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use crate::listener::ListenerList;
+use crate::ListenerList;
 use crate::provider::{Client, detect_context_window, wire};
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
@@ -89,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) cancellable: Option<Cancellable>,
     pub(crate) streaming: bool,
     pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    /// The loop options, shared with the [`Agent`] and inherited by children.
+    pub(crate) options: Arc<LoopOptions>,
     pub(crate) state: Mutex<State>,
     pub(crate) on_close: Mutex<Vec<CloseHandler>>,
 }
@@ -152,9 +119,9 @@ pub struct Outcome {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, InMemoryEventList, StopReason};
+/// use pikuri::{Agent, listeners::InMemoryEventList, StopReason};
 /// use pikuri::testing::{FakeServer, Reply};
-/// use pikuri::tool::builtin;
+/// use pikuri::builtin;
 ///
 /// let server = FakeServer::start();
 /// server.push(Reply::tool_call("calculator", serde_json::json!({"expression": "6*7"})));
@@ -186,6 +153,45 @@ pub struct Outcome {
 /// [`close`](Agent::close) runs the on-close handlers (last registered first,
 /// each isolated) and joins the listener threads; `Drop` does the same if the
 /// host forgets.
+///
+/// # A turn
+///
+/// ```text
+///  run_loop(msg) ── blank? ──────────────────────────────► Err(InvalidInput)
+///     │ switch model if a different transport was given (ModelSwitched, ContextCap)
+///     │ reset StepLimit + Cancellable; append user msg; UserTurn{mid_loop:false}
+///     │ extensions' on_user_message (system injections land here)
+///     ▼
+///  ┌► Request ── HTTP/stream error ──────────────────────► Err(..)  (nothing appended)
+///  │    │ deltas while streaming (AssistantDelta / ThinkingDelta)
+///  │    ▼
+///  │  Message complete: Thinking, Assistant, Tokens; append it
+///  │    │
+///  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed)
+///  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
+///  │    ▼                                                               │
+///  │  ToolBatch: for each call                                          │
+///  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ run ▸ ToolResult
+///  │    │   tick fails ─► answer the rest "not run" ─► Raise: Err(StepLimitExceeded)
+///  │    │                                         └──► Synthesize: FallbackNotice,
+///  │    │                                              tools-free pass (Synthesized)
+///  │    │   check fails ─► answer the rest "cancelled" ─► Cancelled, Err(Cancelled)
+///  │    ▼                                                               │
+///  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
+///  └────┴───────────────────────────────────────────────────────────────┘
+///  every exit: Stopped{reason}; wait until every listener handled every event
+/// ```
+///
+/// Which control is read at which boundary is tabled once, in
+/// the crate docs, [Controls](crate#controls).
+///
+/// # The history is always valid
+///
+/// Whatever stops a turn, the next request is well formed: a half-streamed
+/// assistant message is never appended; every assistant tool call is answered
+/// by a tool message (a "not run" or "cancelled" observation when the turn
+/// stopped before running it); injected user messages never sit between a
+/// tool call and its results.
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
@@ -194,7 +200,8 @@ pub struct Agent {
     interloper: Option<Interloper>,
     extensions: Vec<Box<dyn extension::Extension>>,
     ctx: ExtensionContext,
-    options: LoopOptions,
+    options: Arc<LoopOptions>,
+    synthesizer: Synthesizer,
     messages: Vec<Message>,
     /// Index of the latest turn's user message (0 before any turn).
     turn_start: usize,
@@ -221,6 +228,7 @@ impl Agent {
             .take()
             .unwrap_or_else(|| Client::new(cfg.http.clone()));
         let tool_json = Arc::new(tool_schemas(&cfg.tools));
+        let options = Arc::new(std::mem::take(&mut cfg.options));
         let shared = Arc::new(Shared {
             id: Arc::from(cfg.id.as_str()),
             listeners: std::mem::take(&mut cfg.listeners),
@@ -228,6 +236,7 @@ impl Agent {
             cancellable: cfg.cancellable.take(),
             streaming: cfg.streaming,
             sub_agent_tools: std::mem::take(&mut cfg.sub_agent_tools),
+            options: Arc::clone(&options),
             state: Mutex::new(State {
                 transport: cfg.transport.clone(),
                 context_cap: None,
@@ -246,7 +255,8 @@ impl Agent {
             interloper: cfg.interloper.take(),
             extensions: std::mem::take(&mut cfg.extensions),
             ctx,
-            options: std::mem::take(&mut cfg.options),
+            options,
+            synthesizer: std::mem::take(&mut cfg.synthesizer),
             messages: Vec::new(),
             turn_start: 0,
             synth_answer: None,

@@ -113,7 +113,7 @@ fn strip_fence(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{FnTool, Parameters};
+    use crate::{FnTool, Parameters};
 
     fn tools() -> Vec<Arc<dyn Tool>> {
         let calc = FnTool::new(

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Agent, Outcome, Shared, Synthesizer};
+use super::child::{ChildSpec, child_id};
+use super::{Agent, Outcome, Shared};
 use crate::provider::{Exchange, RetryNotice, wire::ChatRequest};
 use crate::stream::{Completion, Fragment};
 use crate::tool::{self, ToolContext};
 use crate::{
-    ChatTransport, Error, Event, Message, OnExhausted, Result, StepLimit, StopReason, Tool,
-    ToolCall,
+    ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, Tool, ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -20,7 +20,7 @@ pub(crate) const NOT_RUN_BUDGET: &str = "Error: not run: step budget exhausted";
 pub(crate) const NOT_RUN_CANCELLED: &str = "Error: not run: cancelled by the user";
 
 impl Agent {
-    /// Run one user turn to completion; see the [module docs](crate::agent)
+    /// Run one user turn to completion; see the [turn diagram](crate::Agent#a-turn)
     /// for the sequence and the events.
     ///
     /// # Errors
@@ -394,32 +394,13 @@ impl Agent {
             agent: self.agent_id(),
             reason,
         });
-        let id = if self.id().is_empty() {
-            "synthesizer".to_string()
-        } else {
-            format!("{} synthesizer", self.id())
-        };
-        let transport = self
-            .transport()
-            .with_context_window(self.context_window_cap());
-        let prompt = Synthesizer::build_prompt(&self.messages, user_message);
-        let mut cfg = Agent::builder(transport);
-        cfg.system_prompt(Synthesizer::SYSTEM_PROMPT)
-            .id(id.clone())
-            .step_limit(StepLimit::new(1).expect("1 is positive"))
-            .streaming(self.shared.streaming)
-            .listener_list(self.shared.listeners.for_sub_agent(&id))
-            .client(self.shared.client.clone());
-        cfg.options.split_think = self.options.split_think;
-        cfg.options.extra.clone_from(&self.options.extra);
-        // The synthesizer has no tools: tool-steering fields would be rejected.
-        cfg.options.extra.remove("tool_choice");
-        cfg.options.extra.remove("parallel_tool_calls");
-        if let Some(c) = &self.shared.cancellable {
-            cfg.cancellable(c.clone());
-        }
-        cfg.options.nested = true;
-        let mut synth = cfg.build()?;
+        let prompt = self.synthesizer.build_prompt(&self.messages, user_message);
+        let mut synth = self.shared.spawn_child(ChildSpec {
+            id: child_id(self.id(), "synthesizer"),
+            system_prompt: self.synthesizer.system_prompt().to_string(),
+            max_steps: 1,
+            tools: Vec::new(),
+        })?;
         synth.run_loop(&prompt)?;
         let answer = synth.last_assistant_content().unwrap_or_default();
         synth.close();
@@ -440,7 +421,7 @@ fn run_tool(shared: &Shared, tools: &[Arc<dyn Tool>], call: &ToolCall, truncated
     if let Some(t) = tools.iter().find(|t| t.name() == call.name) {
         tool::execute(&**t, &call.arguments, truncated, &cx)
     } else {
-        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        let names: Vec<&str> = tools.iter().map(Tool::name).collect();
         tool::unknown_tool(&call.name, &names)
     }
 }

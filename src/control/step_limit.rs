@@ -26,13 +26,13 @@ pub enum OnExhausted {
 /// The loop calls [`tick`](StepLimit::tick) before every tool call and
 /// [`reset`](StepLimit::reset) at the start of every turn (never on a mid-loop
 /// injection: a chatty user could otherwise refresh the budget forever). See
-/// the [boundary table](crate::control).
+/// the [boundary table](crate#controls).
 ///
 /// # Examples
 ///
 /// ```
 /// use pikuri::{OnExhausted, StepLimit};
-/// let limit = StepLimit::new(2)?;
+/// let limit = StepLimit::new(2);
 /// assert_eq!(limit.to_string(), "StepLimit(max=2)");
 /// limit.tick()?;
 /// limit.tick()?;
@@ -40,7 +40,7 @@ pub enum OnExhausted {
 /// limit.reset();
 /// assert_eq!(limit.step(), 0);
 ///
-/// let q_and_a = StepLimit::with_policy(5, OnExhausted::Synthesize)?;
+/// let q_and_a = StepLimit::with_policy(5, OnExhausted::Synthesize);
 /// assert_eq!(q_and_a.to_string(), "StepLimit(max=5, on_exhausted=synthesize)");
 /// # Ok::<(), pikuri::Error>(())
 /// ```
@@ -63,19 +63,34 @@ struct Inner {
 impl StepLimit {
     /// A budget of `max` tool calls with the default `Raise` policy.
     ///
-    /// # Errors
+    /// # Panics
     ///
-    /// [`Error::InvalidInput`] when `max` is zero.
-    pub fn new(max: u32) -> Result<StepLimit> {
+    /// When `max` is zero: a budget is written as a literal, so zero is a
+    /// programmer error (the crate's one policy for those, as
+    /// [`Parameters::builder`](crate::Parameters::builder) follows too). For a
+    /// value read at run time use [`try_new`](StepLimit::try_new).
+    pub fn new(max: u32) -> StepLimit {
         StepLimit::with_policy(max, OnExhausted::Raise)
     }
 
     /// A budget of `max` tool calls with the given policy.
     ///
+    /// # Panics
+    ///
+    /// When `max` is zero; see [`new`](StepLimit::new).
+    pub fn with_policy(max: u32, on_exhausted: OnExhausted) -> StepLimit {
+        match StepLimit::try_new(max, on_exhausted) {
+            Ok(limit) => limit,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A budget from a value read at run time (a configuration file, a flag).
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] when `max` is zero.
-    pub fn with_policy(max: u32, on_exhausted: OnExhausted) -> Result<StepLimit> {
+    pub fn try_new(max: u32, on_exhausted: OnExhausted) -> Result<StepLimit> {
         if max == 0 {
             return Err(Error::invalid("step limit max must be positive, got 0"));
         }
@@ -176,12 +191,16 @@ mod tests {
 
     #[test]
     fn zero_is_rejected() {
-        assert!(matches!(StepLimit::new(0), Err(Error::InvalidInput(_))));
+        assert!(matches!(
+            StepLimit::try_new(0, OnExhausted::Raise),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(std::panic::catch_unwind(|| StepLimit::new(0)).is_err());
     }
 
     #[test]
     fn clone_shares_fresh_does_not() {
-        let a = StepLimit::new(3).unwrap();
+        let a = StepLimit::new(3);
         let b = a.clone();
         let c = a.fresh();
         a.tick().unwrap();
@@ -192,7 +211,7 @@ mod tests {
 
     #[test]
     fn trips_after_max() {
-        let a = StepLimit::new(1).unwrap();
+        let a = StepLimit::new(1);
         a.tick().unwrap();
         assert!(matches!(a.tick(), Err(Error::StepLimitExceeded { max: 1 })));
         assert_eq!(a.remaining(), 0);

@@ -109,6 +109,18 @@ impl Slot {
     }
 }
 
+/// A `Box<dyn Listener>` passed to [`ListenerList::add`] is used as is rather
+/// than boxed a second time.
+fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
+    let mut slot = Some(listener);
+    if let Some(boxed) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Box<dyn Listener>>>()
+    {
+        return boxed.take().expect("just set");
+    }
+    Box::new(slot.expect("just set"))
+}
+
 fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
@@ -163,13 +175,13 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) 
 ///
 /// Built by the [`Configurator`](crate::Configurator) from
 /// [`add_listener`](crate::Configurator::add_listener); there is no public way
-/// to emit into a list. See the [module docs](crate::listener) for threads,
+/// to emit into a list. See the [`Listener`](crate::Listener) docs for threads,
 /// ordering, panics and sub-agents.
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::{InMemoryEventList, ListenerList};
+/// use pikuri::{listeners::InMemoryEventList, ListenerList};
 /// let mut list = ListenerList::new();
 /// list.add(InMemoryEventList::new());
 /// list.add(|_e: &pikuri::Event| {});
@@ -202,13 +214,13 @@ impl ListenerList {
         ListenerList::default()
     }
 
-    /// Add a listener, starting its thread.
+    /// Add a listener, starting its thread. A `Box<dyn Listener>` is a
+    /// listener too.
     pub fn add(&mut self, listener: impl Listener) {
-        self.add_boxed(Box::new(listener));
+        self.add_boxed(into_boxed(listener));
     }
 
-    /// Add a boxed listener, starting its thread.
-    pub fn add_boxed(&mut self, listener: Box<dyn Listener>) {
+    fn add_boxed(&mut self, listener: Box<dyn Listener>) {
         self.slots.push(Slot::spawn(listener));
         self.owned.push(true);
     }
@@ -359,7 +371,7 @@ impl fmt::Debug for ListenerList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::InMemoryEventList;
+    use crate::listeners::InMemoryEventList;
 
     fn delta(s: &str) -> Event {
         Event::AssistantDelta {

@@ -1,47 +1,11 @@
-//! Event delivery: the [`Listener`] trait, [`ListenerList`], and the
-//! listeners the crate ships.
-//!
-//! # The push model
-//!
-//! An agent pushes every [`Event`] to every listener. Each listener is moved
-//! onto **its own std thread**, fed by its own channel, so:
-//!
-//! - a slow listener never slows the agent loop or the other listeners (its
-//!   queue grows instead: wrap it in [`RateLimited`] to coalesce deltas);
-//! - each listener sees events in emission order;
-//! - a listener that panics is isolated: the panic is logged at `error`, the
-//!   event is skipped for that listener only, and it keeps receiving later
-//!   events;
-//! - [`Agent::run_loop`](crate::Agent::run_loop) returns only after every
-//!   listener has handled every event of the turn (and
-//!   [`Listener::flush`] ran), so a REPL never prints its prompt into the
-//!   middle of an answer.
-//!
-//! Threads are joined when the agent closes (or drops).
-//!
-//! # Sub-agents
-//!
-//! When a sub-agent (or the synthesizer) starts, every listener is asked for
-//! its variant through [`Listener::for_sub_agent`]: share itself (the
-//! default; the child's events reach the same instance on the same thread,
-//! tagged with the child's id), hand over a fresh listener (a [`Terminal`]
-//! indented under the child's id, a [`TokenLog`] zeroed), or skip the child.
+//! Event delivery: the [`Listener`] trait, [`SubAgentListener`] and
+//! [`ListenerList`] (the fan-out that gives each listener its own thread).
+//! The listeners the crate ships live in the public [`listeners`](crate::listeners)
+//! namespace. The push model is documented once, on [`Listener`].
 
 mod hub;
-mod json_lines;
-mod memory;
-mod rate_limited;
-mod sanitize;
-mod terminal;
-mod token_log;
 
 pub use hub::ListenerList;
-pub use json_lines::JsonLines;
-pub use memory::InMemoryEventList;
-pub use rate_limited::RateLimited;
-pub use sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
-pub use terminal::Terminal;
-pub use token_log::TokenLog;
 
 use crate::Event;
 
@@ -71,6 +35,34 @@ impl std::fmt::Debug for SubAgentListener {
 /// One method is required, [`on_event`](Listener::on_event). Match on the
 /// event and ignore what you do not know (`_ => {}`): the enum grows.
 /// Closures `FnMut(&Event) + Send + 'static` are listeners too.
+///
+/// # The push model
+///
+/// An agent pushes every [`Event`] to every listener. Each listener is moved
+/// onto **its own std thread**, fed by its own channel, so:
+///
+/// - a slow listener never slows the agent loop or the other listeners (its
+///   queue grows instead: wrap it in
+///   [`RateLimited`](crate::listeners::RateLimited) to coalesce deltas);
+/// - each listener sees events in emission order;
+/// - a listener that panics is isolated: the panic is logged at `error`, the
+///   event is skipped for that listener only, and it keeps receiving later
+///   events;
+/// - [`Agent::run_loop`](crate::Agent::run_loop) returns only after every
+///   listener has handled every event of the turn (and
+///   [`Listener::flush`] ran), so a REPL never prints its prompt into the
+///   middle of an answer.
+///
+/// Threads are joined when the agent closes (or drops).
+///
+/// # Sub-agents
+///
+/// When a sub-agent (or the synthesizer) starts, every listener is asked for
+/// its variant through [`Listener::for_sub_agent`]: share itself (the
+/// default; the child's events reach the same instance on the same thread,
+/// tagged with the child's id), hand over a fresh listener (a
+/// [`Terminal`](crate::listeners::Terminal) indented under the child's id, a
+/// [`TokenLog`](crate::listeners::TokenLog) zeroed), or skip the child.
 ///
 /// # Examples
 ///
@@ -122,6 +114,26 @@ pub trait Listener: Send + 'static {
         let full = std::any::type_name::<Self>();
         let base = full.split('<').next().unwrap_or(full);
         base.rsplit("::").next().unwrap_or(base).to_string()
+    }
+}
+
+/// A boxed listener (for example the one a [`SubAgentListener::Replace`]
+/// carries) is a listener.
+impl Listener for Box<dyn Listener> {
+    fn on_event(&mut self, event: &Event) {
+        (**self).on_event(event);
+    }
+    fn flush(&mut self) {
+        (**self).flush();
+    }
+    fn close(&mut self) {
+        (**self).close();
+    }
+    fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
+        (**self).for_sub_agent(id)
+    }
+    fn name(&self) -> String {
+        (**self).name()
     }
 }
 

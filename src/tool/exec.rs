@@ -108,7 +108,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{FnTool, Parameters, ToolError};
+    use crate::{FnTool, Parameters, ToolError};
 
     fn echo() -> FnTool {
         FnTool::new(

@@ -1,21 +1,9 @@
 //! Tools: the [`Tool`] trait, [`ToolContext`], [`ToolError`], the
-//! [`Parameters`] schema builder, closure tools ([`FnTool`]) and the built-in
-//! tools.
-//!
-//! # Failures are observations
-//!
-//! Everything that goes wrong with a tool call becomes an `"Error: ..."` tool
-//! result bound to the same call id, and the run goes on so the model can try
-//! again: malformed JSON arguments (quoted, bounded), arguments cut off by the
-//! token limit, schema violations (every problem listed, the schema
-//! reprinted), an unknown tool name, a [`ToolError`], and a panic inside the
-//! tool. None of them is an [`Error`](crate::Error) of `run_loop`.
+//! [`Parameters`] schema builder and closure tools ([`FnTool`]).
 
 mod context;
 mod exec;
 mod schema;
-
-pub mod builtin;
 
 pub use context::ToolContext;
 pub(crate) use exec::{execute, unknown_tool};
@@ -32,7 +20,7 @@ use serde_json::Value;
 ///
 /// ```
 /// use pikuri::{Tool, ToolContext, ToolError};
-/// use pikuri::tool::Parameters;
+/// use pikuri::Parameters;
 /// use serde_json::Value;
 ///
 /// struct Shout { params: Parameters }
@@ -59,6 +47,15 @@ use serde_json::Value;
 /// a [`ToolError`] the model sees as `"Error: ..."`. A panic in `call` is
 /// caught and reported to the model the same way. A long tool should poll
 /// [`ToolContext::is_cancelled`].
+///
+/// # Failures are observations
+///
+/// Everything that goes wrong with a tool call becomes an `"Error: ..."` tool
+/// result bound to the same call id, and the run goes on so the model can try
+/// again: malformed JSON arguments (quoted, bounded), arguments cut off by the
+/// token limit, schema violations (every problem listed, the schema
+/// reprinted), an unknown tool name, a [`ToolError`], and a panic inside the
+/// tool. None of them is an [`Error`](crate::Error) of `run_loop`.
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by (unique per agent).
     fn name(&self) -> &str;
@@ -111,6 +108,24 @@ impl From<&str> for ToolError {
     }
 }
 
+/// A shared tool (`Arc<dyn Tool>`, as [`builtin::all`](crate::builtin::all)
+/// returns) is a tool: hand it to
+/// [`Configurator::add_tool`](crate::Configurator::add_tool) as is.
+impl Tool for Arc<dyn Tool> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn description(&self) -> &str {
+        (**self).description()
+    }
+    fn parameters(&self) -> &Parameters {
+        (**self).parameters()
+    }
+    fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
+        (**self).call(args, cx)
+    }
+}
+
 type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
 
 /// A tool made of a closure; see [`FnTool::new`].
@@ -128,7 +143,7 @@ impl FnTool {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::{FnTool, Parameters};
+    /// use pikuri::{FnTool, Parameters};
     /// use pikuri::{Tool, ToolContext};
     /// let add = FnTool::new(
     ///     "add",

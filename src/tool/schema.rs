@@ -26,7 +26,7 @@ const ITEM_PROBLEM_LIMIT: usize = 5;
 /// # Examples
 ///
 /// ```
-/// use pikuri::tool::{ItemType, Parameters};
+/// use pikuri::{ItemType, Parameters};
 /// use serde_json::json;
 ///
 /// let params = Parameters::builder()
@@ -97,7 +97,7 @@ pub struct Parameters {
 /// - an enum parameter with no values.
 ///
 /// ```should_panic
-/// use pikuri::tool::Parameters;
+/// use pikuri::Parameters;
 /// let _ = Parameters::builder()
 ///     .required_string("path", "A file.")
 ///     .optional_string("path", "Another file."); // panics: duplicate `path`
@@ -113,7 +113,7 @@ pub struct ParametersBuilder {
 /// # Examples
 ///
 /// ```
-/// use pikuri::tool::{ItemType, Parameters};
+/// use pikuri::{ItemType, Parameters};
 /// use serde_json::json;
 /// let params = Parameters::builder()
 ///     .required_array("ids", "Issue numbers.", ItemType::Integer)
@@ -144,7 +144,7 @@ pub enum ItemType {
 /// # Examples
 ///
 /// ```
-/// use pikuri::tool::Parameters;
+/// use pikuri::Parameters;
 /// use serde_json::json;
 /// let params = Parameters::builder().required_boolean("force", "Overwrite.").build();
 /// let err = params.validate(&json!({"force": "yes", "mode": 1})).unwrap_err();
@@ -184,7 +184,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// let params = Parameters::builder().required_string("path", "A file.").build();
     /// assert_eq!(params.to_json()["required"][0], "path");
     /// ```
@@ -197,7 +197,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::empty();
     /// assert!(params.is_empty());
@@ -213,7 +213,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// assert!(!Parameters::builder().optional_string("q", "Query.").build().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -228,7 +228,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder()
     ///     .required_enum("unit", "Temperature unit.", &["celsius", "fahrenheit"])
@@ -261,7 +261,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_integer("n", "A count.").build();
     /// assert!(params.validate(&json!({"n": 3})).is_ok());
@@ -522,7 +522,7 @@ impl ValidationError {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::tool::Parameters;
+    /// use pikuri::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_string("q", "Query.").build();
     /// let err = params.validate(&json!({})).unwrap_err();

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters, builtin};
 use pikuri::{Agent, Error, Event, Role, StopReason, ToolError};
+use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, deltas, main_kinds};
@@ -30,7 +30,7 @@ fn echo_tool() -> FnTool {
 fn text_answer_non_streamed() {
     let server = FakeServer::start();
     server.push(Reply::text("Hello there.").with_usage(12, 3));
-    let (mut agent, rec) = agent_with(&server, |_| {});
+    let (mut agent, rec) = agent_with(&server, |c| c);
     let out = agent.run_loop("Hi").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     assert_eq!(out.answer.as_deref(), Some("Hello there."));
@@ -70,9 +70,7 @@ fn text_answer_non_streamed() {
 fn streamed_answer_emits_deltas_before_the_bookend() {
     let server = FakeServer::start();
     server.push(Reply::text("Streaming works fine.").with_reasoning("Let me think."));
-    let (mut agent, rec) = agent_with(&server, |c| {
-        c.streaming(true);
-    });
+    let (mut agent, rec) = agent_with(&server, |c| c.streaming(true));
     agent.run_loop("go").unwrap();
     let kinds = main_kinds(&rec);
     let first_delta = kinds.iter().position(|k| *k == "assistant_delta").unwrap();
@@ -98,9 +96,8 @@ fn tool_round_trip_feeds_the_result_back() {
         let server = FakeServer::start();
         server.push(Reply::tool_call("echo", json!({"text": "ping"})).with_id("call_A"));
         server.push(Reply::text("done"));
-        let (mut agent, rec) = agent_with(&server, |c| {
-            c.add_tool(echo_tool()).streaming(streaming);
-        });
+        let (mut agent, rec) =
+            agent_with(&server, |c| c.add_tool(echo_tool()).streaming(streaming));
         let out = agent.run_loop("use the tool").unwrap();
         assert_eq!(out.steps, 1);
         let kinds: Vec<_> = main_kinds(&rec)
@@ -146,7 +143,7 @@ fn several_calls_in_one_response_run_in_order() {
         ]));
         server.push(Reply::text("ok"));
         let (mut agent, _rec) = agent_with(&server, |c| {
-            c.add_tool(echo_tool()).parallel_tool_calls(parallel);
+            c.add_tool(echo_tool()).parallel_tool_calls(parallel)
         });
         agent.run_loop("x").unwrap();
         let tool_msgs: Vec<&str> = agent
@@ -178,9 +175,7 @@ fn parallel_calls_really_overlap() {
         r.fetch_sub(1, Ordering::SeqCst);
         Ok("waited".into())
     });
-    let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(wait).parallel_tool_calls(true);
-    });
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(wait).parallel_tool_calls(true));
     agent.run_loop("x").unwrap();
     assert_eq!(peak.load(Ordering::SeqCst), 2);
 }
@@ -201,7 +196,7 @@ fn tool_failures_become_observations() {
         panic!("kaboom")
     });
     let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(echo_tool()).add_tool(fail).add_tool(boom);
+        c.add_tool(echo_tool()).add_tool(fail).add_tool(boom)
     });
     let out = agent.run_loop("try things").unwrap();
     assert_eq!(out.answer.as_deref(), Some("recovered"));
@@ -242,7 +237,7 @@ fn tool_failures_become_observations() {
 #[test]
 fn blank_message_is_rejected_without_a_request() {
     let server = FakeServer::start();
-    let (mut agent, _) = agent_with(&server, |_| {});
+    let (mut agent, _) = agent_with(&server, |c| c);
     assert!(matches!(
         agent.run_loop("  \n"),
         Err(Error::InvalidInput(_))
@@ -255,7 +250,7 @@ fn model_switch_keeps_history_and_emits_events() {
     let server = FakeServer::start();
     server.push(Reply::text("first"));
     server.push(Reply::text("second"));
-    let (mut agent, rec) = agent_with(&server, |_| {});
+    let (mut agent, rec) = agent_with(&server, |c| c);
     agent.run_loop("one").unwrap();
     server.set_context_size(Some(2048));
     let other = server.transport().with_model("other-model");
@@ -290,7 +285,7 @@ fn display_and_accessors() {
     let server = FakeServer::start();
     server.set_context_size(Some(32768));
     let (agent, rec) = agent_with(&server, |c| {
-        c.add_tool(builtin::calculator()).add_tool(echo_tool());
+        c.add_tool(builtin::calculator()).add_tool(echo_tool())
     });
     assert_eq!(
         agent.to_string(),
@@ -369,7 +364,7 @@ fn api_key_is_sent_as_bearer_and_never_shown() {
     let server = FakeServer::start();
     server.push(Reply::status(401, "bad key"));
     let transport = server.transport().with_api_key("sk-very-secret");
-    let rec = pikuri::InMemoryEventList::new();
+    let rec = pikuri::listeners::InMemoryEventList::new();
     let mut agent = Agent::builder(transport.clone())
         .add_listener(rec.clone())
         .build()

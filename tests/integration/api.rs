@@ -28,11 +28,9 @@ fn thread_safety_bounds() {
 
 #[test]
 fn control_display_matches_pikuri() {
-    assert_eq!(StepLimit::new(5).unwrap().to_string(), "StepLimit(max=5)");
+    assert_eq!(StepLimit::new(5).to_string(), "StepLimit(max=5)");
     assert_eq!(
-        StepLimit::with_policy(5, OnExhausted::Synthesize)
-            .unwrap()
-            .to_string(),
+        StepLimit::with_policy(5, OnExhausted::Synthesize).to_string(),
         "StepLimit(max=5, on_exhausted=synthesize)"
     );
     let c = Cancellable::new();

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use pikuri::builtin;
 use pikuri::testing::{Cassette, FakeServer, Recorder, Reply};
-use pikuri::tool::builtin;
-use pikuri::{Agent, ChatTransport, Error, HttpConfig, InMemoryEventList};
+use pikuri::{Agent, ChatTransport, Error, HttpConfig, listeners::InMemoryEventList};
 use serde_json::json;
 
 use crate::util::{deltas, fast_http, main_kinds};

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
     Cancellable, Error, Event, Extension, ExtensionContext, Interloper, OnExhausted, Role,
     StepLimit, StopReason, Synthesizer,
 };
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, main_kinds};
@@ -27,9 +27,9 @@ fn step_limit_raise_keeps_history_and_continue_works() {
         ("look", json!({})),
         ("look", json!({})),
     ]));
-    let limit = StepLimit::new(2).unwrap();
+    let limit = StepLimit::new(2);
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(noop_tool("look")).step_limit(limit.clone());
+        c.add_tool(noop_tool("look")).step_limit(limit.clone())
     });
     let err = agent.run_loop("investigate").unwrap_err();
     assert!(matches!(err, Error::StepLimitExceeded { max: 2 }), "{err}");
@@ -55,12 +55,12 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
     server.push(Reply::tool_call("look", json!({})));
     server.push(Reply::tool_call("look", json!({})));
     server.push(Reply::text("Synthesized answer."));
-    let limit = StepLimit::with_policy(1, OnExhausted::Synthesize).unwrap();
+    let limit = StepLimit::with_policy(1, OnExhausted::Synthesize);
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(noop_tool("look"))
             .step_limit(limit)
             .request_field("tool_choice", json!("required"))
-            .request_field("temperature", json!(0));
+            .request_field("temperature", json!(0))
     });
     let out = agent.run_loop("what is it?").unwrap();
     assert_eq!(out.stop_reason, StopReason::Synthesized);
@@ -116,7 +116,7 @@ fn cancel_from_a_tool_stops_at_the_next_boundary() {
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(stop)
             .add_tool(noop_tool("look"))
-            .cancellable(cancel.clone());
+            .cancellable(cancel.clone())
     });
     let err = agent.run_loop("go").unwrap_err();
     assert!(err.is_cancelled());
@@ -143,7 +143,7 @@ fn cancel_during(reply: Reply, streaming: bool) {
     server.push(reply);
     let cancel = Cancellable::new();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.cancellable(cancel.clone()).streaming(streaming);
+        c.cancellable(cancel.clone()).streaming(streaming)
     });
     let c2 = cancel.clone();
     let canceller = std::thread::spawn(move || {
@@ -203,9 +203,7 @@ fn cancel_stops_a_long_tool_through_its_context() {
             Ok("stopped early".into())
         },
     );
-    let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(long).cancellable(cancel.clone());
-    });
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(long).cancellable(cancel.clone()));
     let c2 = cancel.clone();
     let t = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(100));
@@ -228,9 +226,7 @@ fn injection_is_delivered_after_the_tool_batch() {
         q2.inject_user_message("also mention cats").unwrap();
         Ok("injected".into())
     });
-    let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(inject).interloper(q.clone());
-    });
+    let (mut agent, rec) = agent_with(&server, |c| c.add_tool(inject).interloper(q.clone()));
     agent.run_loop("start").unwrap();
     let kinds = main_kinds(&rec);
     let result = kinds.iter().position(|k| *k == "tool_result").unwrap();
@@ -260,7 +256,7 @@ fn injection_pending_when_the_model_finishes_is_not_lost() {
     let q = Interloper::new();
     let (mut agent, rec) = agent_with(&server, |c| {
         c.interloper(q.clone())
-            .add_extension(InjectOnTurn(q.clone()));
+            .add_extension(InjectOnTurn(q.clone()))
     });
     let out = agent.run_loop("question").unwrap();
     assert_eq!(out.answer.as_deref(), Some("answer including the addition"));
@@ -285,11 +281,11 @@ fn controls_are_not_reset_by_injection_and_reset_at_turn_start() {
         q2.inject_user_message("more").unwrap();
         Ok("ok".into())
     });
-    let limit = StepLimit::new(1).unwrap();
+    let limit = StepLimit::new(1);
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(inject)
             .interloper(q.clone())
-            .step_limit(limit.clone());
+            .step_limit(limit.clone())
     });
     // The injection after the first batch does not refresh the budget.
     assert!(agent.run_loop("go").unwrap_err().is_step_limit());

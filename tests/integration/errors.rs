@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, HttpConfig, Role};
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};
@@ -212,7 +212,7 @@ fn fault_matrix() {
                 |_, _| Ok("seen".into()),
             );
             let (mut agent, rec) = agent_with(&server, |c| {
-                c.streaming(streaming).http(http.clone()).add_tool(look);
+                c.streaming(streaming).http(http.clone()).add_tool(look)
             });
             let started = Instant::now();
             let result = agent.run_loop("go");
@@ -282,7 +282,7 @@ fn retries_are_observable_as_events_and_requests() {
     let server = FakeServer::start();
     server.push(Reply::status(503, "warming up"));
     server.push(Reply::text("ready"));
-    let (mut agent, rec) = agent_with(&server, |_| {});
+    let (mut agent, rec) = agent_with(&server, |c| c);
     agent.run_loop("hi").unwrap();
     assert_eq!(server.chat_requests().len(), 2);
     assert!(rec.events().iter().any(
@@ -295,7 +295,7 @@ fn retries_are_configurable_to_zero() {
     let server = FakeServer::start();
     server.push(Reply::status(503, "busy"));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.http(HttpConfig::default().with_max_retries(0));
+        c.http(HttpConfig::default().with_max_retries(0))
     });
     assert_eq!(agent.run_loop("hi").unwrap_err().status(), Some(503));
     assert_eq!(server.chat_requests().len(), 1);
@@ -308,7 +308,7 @@ fn http_error_message_is_the_servers_own() {
         400,
         "exceed_context_size_error: the request exceeds the available context size",
     ));
-    let (mut agent, _) = agent_with(&server, |_| {});
+    let (mut agent, _) = agent_with(&server, |c| c);
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -324,9 +324,7 @@ fn stream_request_answered_with_plain_json_still_works() {
         "application/json",
         json!({"choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}]}).to_string(),
     ));
-    let (mut agent, rec) = agent_with(&server, |c| {
-        c.streaming(true);
-    });
+    let (mut agent, rec) = agent_with(&server, |c| c.streaming(true));
     assert_eq!(
         agent.run_loop("hi").unwrap().answer.as_deref(),
         Some("plain")

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
     Agent, Cancellable, Configurator, Error, Event, Extension, ExtensionContext, History, Persona,
     Result, Role, SubAgents,
 };
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};
@@ -22,7 +22,7 @@ struct Recorder {
 }
 
 impl Extension for Recorder {
-    fn configure(&mut self, c: &mut Configurator) -> Result<()> {
+    fn configure(&mut self, c: &Configurator) -> Result<()> {
         self.log
             .lock()
             .push(format!("{} configure tools={}", self.name, c.tools().len()));
@@ -68,7 +68,7 @@ fn hooks_run_in_order_with_their_arguments() {
         .add_extension(Recorder {
             log: log.clone(),
             name: "b",
-        });
+        })
     });
     assert_eq!(
         agent.system_prompt(),
@@ -134,7 +134,7 @@ fn sub_agents_get_their_own_tools_ids_and_answers() {
                         .with_tools(&["web"]),
                 ])
                 .unwrap(),
-            );
+            )
     });
     let out = agent.run_loop("find A and B").unwrap();
     assert_eq!(out.answer.as_deref(), Some("A=1, B=2"));
@@ -185,7 +185,7 @@ fn a_child_out_of_budget_reports_an_error_observation() {
                 Persona::new("miner", "Digs.", "Dig.", 1).with_tools(&["web"]),
             ])
             .unwrap(),
-        );
+        )
     });
     agent.run_loop("go").unwrap();
     let obs = agent
@@ -213,7 +213,7 @@ fn cancel_during_a_childs_stream_stops_the_tree() {
     let (mut agent, rec) = agent_with(&server, |c| {
         c.streaming(true).cancellable(cancel.clone()).add_extension(
             SubAgents::new(vec![Persona::new("slow", "Slow.", "Be slow.", 3)]).unwrap(),
-        );
+        )
     });
     let c2 = cancel.clone();
     let t = std::thread::spawn(move || {
@@ -262,17 +262,13 @@ fn history_round_trip_gives_an_identical_next_request() {
     server.push(Reply::text("answer").with_usage(120, 9));
     server.push(Reply::text("follow-up"));
     server.push(Reply::text("follow-up"));
-    let (mut a, _) = agent_with(&server, |c| {
-        c.add_tool(lookup("local"));
-    });
+    let (mut a, _) = agent_with(&server, |c| c.add_tool(lookup("local")));
     a.run_loop("question").unwrap();
     let json = a.export_history().to_json();
     let parsed = History::parse(&json).unwrap();
     assert_eq!(parsed, a.export_history());
 
-    let (mut b, rec) = agent_with(&server, |c| {
-        c.add_tool(lookup("local"));
-    });
+    let (mut b, rec) = agent_with(&server, |c| c.add_tool(lookup("local")));
     b.load_history(parsed);
     let kinds = rec.kinds();
     let reset = kinds.iter().position(|k| *k == "reset").unwrap();

@@ -42,7 +42,7 @@ fn custom_and_closure_listeners_see_the_same_ordered_stream() {
                 seen: seen.clone(),
                 flushes: flushes.clone(),
             })
-            .add_listener(move |e: &Event| cs.lock().push(e.kind()));
+            .add_listener(move |e: &Event| cs.lock().push(e.kind()))
     });
     agent.run_loop("count").unwrap();
     let expected = rec.kinds();
@@ -60,7 +60,7 @@ fn a_panicking_listener_is_isolated() {
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_listener(|e: &Event| {
             assert!(e.kind() != "assistant", "listener bug");
-        });
+        })
     });
     agent.run_loop("a").unwrap();
     agent.run_loop("b").unwrap();
@@ -77,7 +77,7 @@ fn run_loop_returns_after_slow_listeners_handled_everything() {
         c.streaming(true).add_listener(move |_e: &Event| {
             std::thread::sleep(Duration::from_millis(10));
             h.fetch_add(1, Ordering::SeqCst);
-        });
+        })
     });
     agent.run_loop("go").unwrap();
     // Every event of the turn, including the initial ContextCap, was handled.
@@ -97,9 +97,7 @@ impl Listener for OnClose {
 fn listener_threads_are_joined_on_close() {
     let server = FakeServer::start();
     let closed = Arc::new(AtomicUsize::new(0));
-    let (mut agent, _) = agent_with(&server, |c| {
-        c.add_listener(OnClose(closed.clone()));
-    });
+    let (mut agent, _) = agent_with(&server, |c| c.add_listener(OnClose(closed.clone())));
     agent.close();
     // close() joined the thread, so its close hook already ran.
     assert_eq!(closed.load(Ordering::SeqCst), 1);
@@ -109,7 +107,7 @@ fn listener_threads_are_joined_on_close() {
 fn events_serialize_with_type_and_agent() {
     let server = FakeServer::start();
     server.push(Reply::text("hi"));
-    let (mut agent, rec) = agent_with(&server, |_| {});
+    let (mut agent, rec) = agent_with(&server, |c| c);
     agent.run_loop("x").unwrap();
     for e in rec.events() {
         let v = serde_json::to_value(&e).unwrap();

@@ -19,11 +19,11 @@
 //! sends (system prompt, tool schema, wire format) makes the replay fail with
 //! a diff: re-record then.
 
+use pikuri::builtin;
 use pikuri::testing::{Cassette, FakeServer, Recorder};
-use pikuri::tool::builtin;
 use pikuri::{
-    Agent, ChatTransport, Event, History, HttpConfig, InMemoryEventList, Message, StepLimit,
-    ToolCall,
+    Agent, ChatTransport, Event, History, HttpConfig, Message, StepLimit, ToolCall,
+    listeners::InMemoryEventList,
 };
 use serde_json::json;
 
@@ -50,7 +50,7 @@ fn llama_agent(transport: ChatTransport, streaming: bool) -> (Agent, InMemoryEve
         .streaming(streaming)
         .request_field("temperature", json!(0))
         .request_field("max_tokens", json!(128))
-        .step_limit(StepLimit::new(4).unwrap())
+        .step_limit(StepLimit::new(4))
         .http(HttpConfig::default().with_max_retries(0))
         .add_listener(rec.clone())
         .build()

@@ -1,9 +1,9 @@
 //! Local-model robustness: leaked tool calls, `<think>` tags, budget
 //! wind-down, safe model switches, the context warning.
 
-use pikuri::listener::TokenLog;
+use pikuri::builtin;
+use pikuri::listeners::TokenLog;
 use pikuri::testing::{FakeServer, Reply, SharedBuffer};
-use pikuri::tool::builtin;
 use pikuri::{Event, Role, StepLimit};
 use serde_json::json;
 
@@ -15,7 +15,7 @@ fn leaked(text: &str, recover: bool) -> (Vec<pikuri::Message>, FakeServer) {
     server.push(Reply::text("It is 42."));
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(builtin::calculator())
-            .recover_text_tool_calls(recover);
+            .recover_text_tool_calls(recover)
     });
     agent.run_loop("What is 6*7?").unwrap();
     (agent.messages().to_vec(), server)
@@ -74,9 +74,7 @@ fn think_tags_split_across_chunks_become_reasoning() {
         server.push(
             Reply::text("<think>Let me add them.</think>\n\nThe sum is 5.").with_chunk_chars(chunk),
         );
-        let (mut agent, rec) = agent_with(&server, |c| {
-            c.streaming(true).split_think_tags(true);
-        });
+        let (mut agent, rec) = agent_with(&server, |c| c.streaming(true).split_think_tags(true));
         agent.run_loop("2+3?").unwrap();
         let m = &agent.messages()[1];
         assert_eq!(m.content, "The sum is 5.", "chunk {chunk}");
@@ -105,8 +103,8 @@ fn remaining_steps_note_appears_near_the_end_of_the_budget() {
     server.push(Reply::text("done"));
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(builtin::calculator())
-            .step_limit(StepLimit::new(3).unwrap())
-            .wind_down(2);
+            .step_limit(StepLimit::new(3))
+            .wind_down(2)
     });
     agent.run_loop("loop").unwrap();
     let notes: Vec<Option<String>> = server
@@ -141,9 +139,7 @@ fn a_model_switch_does_not_resend_the_previous_models_reasoning() {
     server.push(Reply::text("first").with_reasoning("private chain of thought"));
     server.push(Reply::text("second"));
     server.push(Reply::text("third"));
-    let (mut agent, _) = agent_with(&server, |c| {
-        c.replay_reasoning(true);
-    });
+    let (mut agent, _) = agent_with(&server, |c| c.replay_reasoning(true));
     agent.run_loop("one").unwrap();
     assert_eq!(agent.messages()[1].model.as_deref(), Some("fake-model"));
     agent.run_loop("two").unwrap();
@@ -173,9 +169,7 @@ fn token_log_warns_when_the_context_fills_up() {
     server.set_context_size(Some(1000));
     server.push(Reply::text("big").with_usage(850, 10));
     let out = SharedBuffer::new();
-    let (mut agent, _) = agent_with(&server, |c| {
-        c.add_listener(TokenLog::new(out.clone()));
-    });
+    let (mut agent, _) = agent_with(&server, |c| c.add_listener(TokenLog::new(out.clone())));
     agent.run_loop("fill it").unwrap();
     let text = out.text();
     assert!(text.contains("ctx=850/1.0k"), "{text}");

@@ -18,10 +18,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Error, Event, HttpConfig, InMemoryEventList, OnExhausted, Role, StepLimit, StopReason,
+    Agent, Error, Event, HttpConfig, OnExhausted, Role, StepLimit, StopReason,
+    listeners::InMemoryEventList,
 };
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::assert_valid_history;
@@ -278,7 +279,8 @@ fn run_case(seed: u64, case: usize) -> Result<String, String> {
     }
     let rec = InMemoryEventList::new();
     let mut cfg = Agent::builder(server.transport().with_context_window(Some(4096)));
-    cfg.system_prompt("You are a property-test agent.")
+    cfg = cfg
+        .system_prompt("You are a property-test agent.")
         .http(http(settings.retries))
         .add_listener(rec.clone())
         .add_tool(echo_tool())
@@ -287,7 +289,7 @@ fn run_case(seed: u64, case: usize) -> Result<String, String> {
         .split_think_tags(settings.split_think)
         .recover_text_tool_calls(settings.recover);
     if let Some((max, policy)) = settings.step_limit {
-        cfg.step_limit(StepLimit::with_policy(max, policy).expect("max > 0"));
+        cfg = cfg.step_limit(StepLimit::with_policy(max, policy));
     }
     let mut agent = cfg.build().map_err(|e| format!("{label}\nbuild: {e}"))?;
 

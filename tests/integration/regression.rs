@@ -1,8 +1,8 @@
 //! One test per fixed bug, named `issue_NNN_...`.
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Cancellable, Persona, SubAgents};
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};
@@ -27,7 +27,7 @@ fn nested_agents_do_not_reset_the_shared_cancellable() {
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(stop)
             .cancellable(cancel.clone())
-            .add_extension(SubAgents::new(vec![Persona::new("helper", "h", "p", 2)]).unwrap());
+            .add_extension(SubAgents::new(vec![Persona::new("helper", "h", "p", 2)]).unwrap())
     });
     assert!(agent.run_loop("go").unwrap_err().is_cancelled());
     assert!(cancel.is_cancelled());
@@ -42,7 +42,7 @@ fn answer_is_never_an_earlier_turns() {
     let server = FakeServer::start();
     server.push(Reply::text("first answer"));
     server.push(Reply::text(""));
-    let (mut agent, _) = agent_with(&server, |_| {});
+    let (mut agent, _) = agent_with(&server, |c| c);
     assert_eq!(
         agent.run_loop("one").unwrap().answer.as_deref(),
         Some("first answer")

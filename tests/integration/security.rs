@@ -12,10 +12,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use pikuri::listener::{JsonLines, Terminal};
+use pikuri::listeners::{JsonLines, Terminal};
 use pikuri::testing::{FakeServer, Recorder, Reply};
-use pikuri::tool::{FnTool, Parameters, builtin};
-use pikuri::{Agent, ChatTransport, Error, HttpConfig, InMemoryEventList, Role};
+use pikuri::{Agent, ChatTransport, Error, HttpConfig, Role, listeners::InMemoryEventList};
+use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};
@@ -204,7 +204,8 @@ fn run_keyed_session() -> Vec<(String, String)> {
         |a, _| Ok(a["text"].as_str().unwrap_or("").to_string()),
     );
     let mut cfg = Agent::builder(keyed(&server));
-    cfg.http(fast_http())
+    cfg = cfg
+        .http(fast_http())
         .streaming(true)
         .add_tool(echo)
         .add_listener(rec.clone())
@@ -708,7 +709,7 @@ fn terminal_never_prints_control_sequences_from_the_model() {
             let (mut agent, _) = agent_with(&server, |c| {
                 c.streaming(streaming)
                     .add_tool(echo)
-                    .add_listener(Terminal::new(out.clone()).with_color(color));
+                    .add_listener(Terminal::new(out.clone()).with_color(color))
             });
             agent.run_loop("render this").expect("turn");
             agent.close();
@@ -758,7 +759,7 @@ fn error_display_never_carries_raw_control_sequences() {
         let server = FakeServer::start();
         server.push(reply);
         let (mut agent, _) = agent_with(&server, |c| {
-            c.streaming(streaming).http(fast_http().with_max_retries(0));
+            c.streaming(streaming).http(fast_http().with_max_retries(0))
         });
         let err = agent.run_loop("hi").expect_err(name);
         let shown = err.to_string();
@@ -859,7 +860,7 @@ fn read_file_cannot_escape_its_root() {
     server.push(Reply::text("done"));
     let (mut agent, _) = agent_with(&server, |c| {
         c.add_tool(builtin::read_file(&root))
-            .add_tool(builtin::list_dir(&root));
+            .add_tool(builtin::list_dir(&root))
     });
     agent.run_loop("read everything").expect("turn");
     assert_valid_history(agent.messages());

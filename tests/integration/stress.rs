@@ -29,11 +29,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Cancellable, Error, Event, Extension, ExtensionContext, InMemoryEventList, Interloper,
-    Listener, ListenerList, Persona, Role, StopReason, SubAgentListener, SubAgents,
+    Agent, Cancellable, Error, Event, Extension, ExtensionContext, Interloper, Listener,
+    ListenerList, Persona, Role, StopReason, SubAgentListener, SubAgents,
+    listeners::InMemoryEventList,
 };
+use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::properties::{Rng, env_seed};
@@ -341,7 +342,7 @@ fn agent_worker(seed: u64, idx: usize, turns: usize, max_injections: usize) -> W
                 .interloper(q.clone())
                 .cancellable(cancel.clone())
                 .streaming(streaming)
-                .parallel_tool_calls(parallel);
+                .parallel_tool_calls(parallel)
         });
         let mut injected: Vec<String> = Vec::new();
         let mut quiet_next = false;
@@ -458,7 +459,7 @@ fn sub_agent_worker(seed: u64, idx: usize, turns: usize) -> Worker {
             c.cancellable(cancel.clone())
                 .streaming(streaming)
                 .parallel_tool_calls(parallel)
-                .add_extension(SubAgents::new(personas).expect("personas"));
+                .add_extension(SubAgents::new(personas).expect("personas"))
         });
         let mut children_started = 0usize;
         let mut cancelled_turns = 0usize;
@@ -750,7 +751,7 @@ fn cancel_storm_worker(seed: u64, idx: usize, turns: usize) -> Worker {
                         .with_read_timeout(Duration::from_secs(2))
                         .with_retry_base(Duration::from_millis(1))
                         .with_retry_cap(Duration::from_millis(20)),
-                );
+                )
         });
         let mut runs = 0usize;
         let mut outcomes: HashMap<&'static str, usize> = HashMap::new();
@@ -1007,7 +1008,7 @@ fn listener_worker(seed: u64, idx: usize, turns: usize, text_len: usize) -> Work
                 .add_listener(move |_: &Event| {
                     cc.fetch_add(1, Ordering::Relaxed);
                 })
-                .add_listener(second.clone());
+                .add_listener(second.clone())
         });
         let text: String = (0..text_len)
             .map(|i| char::from(b'a' + (i % 26) as u8))
@@ -1203,7 +1204,7 @@ fn one_cancel_near_request_start_always_interrupts() {
         let (mut agent, _) = agent_with(&home, |c| {
             c.cancellable(cancel.clone())
                 .http(fast_http().with_read_timeout(Duration::from_secs(2)))
-                .add_extension(TurnStarted(started_tx));
+                .add_extension(TurnStarted(started_tx))
         });
         let mut slow = Vec::new();
         for trial in 0..trials {

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Configurator, Event, HttpConfig, InMemoryEventList, Message, Role};
+use pikuri::{Agent, Configurator, Event, HttpConfig, Message, Role, listeners::InMemoryEventList};
 
 /// HTTP settings for tests: quick retries, short timeouts.
 pub(crate) fn fast_http() -> HttpConfig {
@@ -17,15 +17,14 @@ pub(crate) fn fast_http() -> HttpConfig {
 /// An agent on `server` with a recorder, configured further by `f`.
 pub(crate) fn agent_with(
     server: &FakeServer,
-    f: impl FnOnce(&mut Configurator),
+    f: impl FnOnce(Configurator) -> Configurator,
 ) -> (Agent, InMemoryEventList) {
     let rec = InMemoryEventList::new();
-    let mut cfg = Agent::builder(server.transport());
-    cfg.system_prompt("You are a test agent.")
+    let cfg = Agent::builder(server.transport())
+        .system_prompt("You are a test agent.")
         .http(fast_http())
         .add_listener(rec.clone());
-    f(&mut cfg);
-    (cfg.build().expect("agent builds"), rec)
+    (f(cfg).build().expect("agent builds"), rec)
 }
 
 /// Every assistant tool call is answered before the next non-tool message,

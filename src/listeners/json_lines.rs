@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::{Event, Listener};
 
 /// Writes every event as one JSON object per line (the [event JSON
-/// format](crate::event#json)), flushed per event.
+/// format](crate::Event#json)), flushed per event.
 ///
 /// Text is written as the model produced it, not sanitized (JSON escapes the
 /// control characters); sanitize when displaying it.
@@ -19,7 +19,7 @@ use crate::{Event, Listener};
 /// use std::sync::Arc;
 /// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
-/// use pikuri::listener::JsonLines;
+/// use pikuri::listeners::JsonLines;
 ///
 ///
 /// let buf = SharedBuffer::new();
@@ -68,7 +68,7 @@ impl JsonLines {
     ///
     /// ```
     /// use pikuri::{Event, Listener};
-    /// use pikuri::listener::JsonLines;
+    /// use pikuri::listeners::JsonLines;
     ///
     /// let path = std::env::temp_dir().join(format!("pikuri-doc-{}.jsonl", std::process::id()));
     /// let mut log = JsonLines::create(&path)?;
@@ -138,7 +138,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::listener::SubAgentListener;
+    use crate::SubAgentListener;
     use crate::{StopReason, Usage};
 
     use crate::testing::SharedBuffer as Buf;
@@ -182,7 +182,7 @@ mod tests {
             Event::HistoryLoaded {
                 agent: "".into(),
                 messages: 3,
-                tokens: Some(Usage::new(Some(5), None, None, None, None)),
+                tokens: Some(Usage::from_parts(Some(5), None, None, None, None)),
             },
             Event::Domain {
                 agent: "".into(),

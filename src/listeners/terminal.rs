@@ -8,7 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::{SubAgentListener, sanitize};
+use crate::SubAgentListener;
+use crate::sanitize::sanitize;
 use crate::{Event, Listener};
 
 /// Extra indentation per sub-agent depth.
@@ -32,7 +33,7 @@ const LINE_MAX: usize = 160;
 /// use std::sync::Arc;
 /// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
-/// use pikuri::listener::Terminal;
+/// use pikuri::listeners::Terminal;
 ///
 /// let buf = SharedBuffer::new();
 /// let mut term = Terminal::new(buf.clone()); // no colour by default
@@ -228,7 +229,7 @@ impl Terminal {
     ///
     /// ```
     /// use pikuri::{Event, Listener};
-    /// use pikuri::listener::Terminal;
+    /// use pikuri::listeners::Terminal;
     ///
     /// let mut term = Terminal::new(std::io::sink());
     /// term.on_event(&Event::Cancelled { agent: "".into() });
@@ -273,7 +274,7 @@ impl Terminal {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::listener::Terminal;
+    /// use pikuri::listeners::Terminal;
     /// assert!(Terminal::new(std::io::sink()).with_color(true).is_color());
     /// assert!(!Terminal::stdout().with_color(false).is_color());
     /// ```

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::SubAgentListener;
+use crate::SubAgentListener;
 use crate::{Event, Listener};
 
 /// Writes one line of token usage and context fill after every assistant
@@ -18,7 +18,7 @@ use crate::{Event, Listener};
 /// use std::sync::Arc;
 /// use pikuri::testing::SharedBuffer;
 /// use pikuri::{Event, Listener};
-/// use pikuri::listener::TokenLog;
+/// use pikuri::listeners::TokenLog;
 ///
 ///
 /// let buf = SharedBuffer::new();
@@ -134,14 +134,14 @@ impl TokenLog {
     ///
     /// ```
     /// use pikuri::{Event, Listener, Usage};
-    /// use pikuri::listener::TokenLog;
+    /// use pikuri::listeners::TokenLog;
     ///
     /// let mut log = TokenLog::new(std::io::sink()).with_warn_ratio(0.5);
     /// log.on_event(&Event::ContextCap { agent: "".into(), cap: Some(1000) });
     /// log.on_event(&Event::HistoryLoaded {
     ///     agent: "".into(),
     ///     messages: 4,
-    ///     tokens: Some(Usage::new(Some(600), None, None, None, None)),
+    ///     tokens: Some(Usage::new().with_input(600)),
     /// });
     /// assert_eq!((log.ctx_used(), log.cap()), (600, Some(1000)));
     /// ```
@@ -358,7 +358,13 @@ mod tests {
         log.on_event(&Event::HistoryLoaded {
             agent: "".into(),
             messages: 14,
-            tokens: Some(Usage::new(Some(2000), Some(50), Some(10_000), None, None)),
+            tokens: Some(Usage::from_parts(
+                Some(2000),
+                Some(50),
+                Some(10_000),
+                None,
+                None,
+            )),
         });
         assert_eq!(log.ctx_used(), 12_000);
         assert_eq!(buf.take(), "[main] ctx=12.0k/40.0k restored 14 messages\n");

@@ -84,7 +84,7 @@ pub struct Sanitized<'a> {
 ///
 /// ```
 /// use std::borrow::Cow;
-/// use pikuri::listener::sanitize;
+/// use pikuri::listeners::sanitize;
 ///
 /// assert_eq!(sanitize("\x1b[2Jgone?"), r"\x1b[2Jgone?");
 /// assert_eq!(sanitize("a\tb\u{202e}c"), r"a\tb\u{202e}c");
@@ -127,7 +127,7 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
 /// # Examples
 ///
 /// ```
-/// use pikuri::listener::{sanitize_report, Hazard};
+/// use pikuri::listeners::{sanitize_report, Hazard};
 ///
 /// let report = sanitize_report("ok\rrm -rf ~\x1b]0;pwned\x07");
 /// assert_eq!(report.text, r"ok\x0drm -rf ~\x1b]0;pwned\x07");

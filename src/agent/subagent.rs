@@ -1,23 +1,6 @@
 //! Delegation: [`Persona`] and the [`SubAgents`] extension that gives an
-//! agent the model-facing `agent` tool.
-//!
-//! # What a child gets
-//!
-//! | | from the parent | from the persona |
-//! |---|---|---|
-//! | transport | yes, with the parent's resolved context window (no re-probe) | |
-//! | Cancellable | the same instance: one cancel stops the tree | |
-//! | streaming flag | yes | |
-//! | listeners | derived with the child's id (`"researcher 0"`) | |
-//! | system prompt | | replaces the parent's |
-//! | tools | | `tool_names`, from both pools |
-//! | StepLimit | | fresh, `max_steps`, policy `Raise` |
-//! | Interloper, extensions | no | no |
-//!
-//! Each call runs a fresh child on a clean history; only its final answer
-//! goes back as the tool result. A child that runs out of budget or fails
-//! reports that to the parent as an `"Error: ..."` observation naming the
-//! reason, never as a success.
+//! agent the model-facing `agent` tool. Children are built by `child.rs`,
+//! which tables what they inherit.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -26,10 +9,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::tool::Parameters;
+use super::child::ChildSpec;
+use crate::Parameters;
 use crate::{
-    Agent, Configurator, Error, Extension, ExtensionContext, Result, StepLimit, Tool, ToolContext,
-    ToolError,
+    Agent, Configurator, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError,
 };
 
 /// A sub-agent role the model can delegate to.
@@ -83,7 +66,18 @@ impl Persona {
 }
 
 /// The extension that adds the `agent` tool and the `<available_agents>`
-/// system-prompt snippet; see the [module docs](self).
+/// system-prompt snippet.
+///
+/// Each call of the `agent` tool runs a fresh child on a clean history: it
+/// inherits the parent's endpoint and resolved context window, HTTP client,
+/// [`Cancellable`](crate::Cancellable) (one cancel stops the tree),
+/// streaming, listeners (derived with the child's id, `"researcher 0"`) and
+/// loop options, and gets the persona's system prompt, its `tool_names`
+/// (from both of the parent's pools) and a fresh `max_steps` budget; no
+/// history, [`Interloper`](crate::Interloper) or extensions. Only its final
+/// answer goes back as the tool result. A child that runs out of budget or
+/// fails reports that to the parent as an `"Error: ..."` observation naming
+/// the reason, never as a success.
 ///
 /// # Examples
 ///
@@ -160,12 +154,12 @@ The sub-agent starts with no context: put everything it needs in `task`.\n",
 }
 
 impl Extension for SubAgents {
-    fn configure(&mut self, c: &mut Configurator) -> Result<()> {
+    fn configure(&mut self, c: &Configurator) -> Result<()> {
         let known: HashSet<&str> = c
             .tools()
             .iter()
             .chain(c.sub_agent_tools())
-            .map(|t| t.name())
+            .map(Tool::name)
             .collect();
         for p in self.personas.iter() {
             for name in &p.tool_names {
@@ -212,34 +206,23 @@ struct AgentTool {
 
 impl AgentTool {
     fn spawn(&self, persona: &Persona, id: &str) -> Result<Agent> {
-        let ctx = &self.ctx;
-        let transport = ctx
-            .transport()
-            .ok_or_else(|| Error::invalid("the parent agent is gone"))?;
-        let mut cfg = Agent::builder(transport.with_context_window(ctx.context_window_cap()));
-        cfg.system_prompt(persona.system_prompt.clone())
-            .id(id)
-            .step_limit(StepLimit::new(persona.max_steps)?)
-            .streaming(ctx.streaming())
-            .listener_list(ctx.listeners_for_sub_agent(id));
-        if let Some(client) = ctx.client() {
-            cfg.client(client);
-        }
-        if let Some(c) = ctx.cancellable() {
-            cfg.cancellable(c);
-        }
-        cfg.options.nested = true;
-        let pool: Vec<Arc<dyn Tool>> = ctx
+        let pool: Vec<Arc<dyn Tool>> = self
+            .ctx
             .tools()
             .into_iter()
-            .chain(ctx.sub_agent_tools())
+            .chain(self.ctx.sub_agent_tools())
             .collect();
-        for name in &persona.tool_names {
-            if let Some(t) = pool.iter().find(|t| t.name() == name) {
-                cfg.add_tool_arc(Arc::clone(t));
-            }
-        }
-        cfg.build()
+        let tools = persona
+            .tool_names
+            .iter()
+            .filter_map(|name| pool.iter().find(|t| t.name() == name).cloned())
+            .collect();
+        self.ctx.spawn_child(ChildSpec {
+            id: id.to_string(),
+            system_prompt: persona.system_prompt.clone(),
+            max_steps: persona.max_steps,
+            tools,
+        })
     }
 }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::SubAgentListener;
+use crate::SubAgentListener;
 use crate::{Event, Listener};
 
 /// Wraps a listener so that it receives at most `max_per_second` delta
@@ -18,8 +18,8 @@ use crate::{Event, Listener};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Event, InMemoryEventList, Listener};
-/// use pikuri::listener::RateLimited;
+/// use pikuri::{Event, listeners::InMemoryEventList, Listener};
+/// use pikuri::listeners::RateLimited;
 ///
 /// let rec = InMemoryEventList::new();
 /// let mut limited = RateLimited::new(rec.clone(), 10);
@@ -240,7 +240,7 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::*;
-    use crate::InMemoryEventList;
+    use crate::listeners::InMemoryEventList;
 
     /// A clock the test moves by hand, in milliseconds.
     #[derive(Clone)]
@@ -376,7 +376,7 @@ mod tests {
 
     #[test]
     fn sub_agent_replacement_is_wrapped() {
-        let mut l = RateLimited::new(crate::listener::Terminal::new(std::io::sink()), 5);
+        let mut l = RateLimited::new(crate::listeners::Terminal::new(std::io::sink()), 5);
         assert_eq!(l.name(), "RateLimited<Terminal>");
         let SubAgentListener::Replace(child) = l.for_sub_agent("r 0") else {
             panic!("expected Replace");

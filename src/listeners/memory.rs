@@ -14,7 +14,7 @@ use crate::{Event, Listener};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Event, InMemoryEventList, Listener};
+/// use pikuri::{Event, listeners::InMemoryEventList, Listener};
 /// let rec = InMemoryEventList::new();
 /// let mut handle = rec.clone();
 /// handle.on_event(&Event::Reset { agent: "".into() });

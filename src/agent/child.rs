@@ -1,0 +1,72 @@
+//! The one constructor of child agents: the sub-agents of
+//! [`SubAgents`](crate::SubAgents) and the step-exhaustion
+//! [`Synthesizer`](crate::Synthesizer) are both built here, so the rule of
+//! what a child inherits is written once, in this table.
+//!
+//! | What | The child gets |
+//! |---|---|
+//! | transport | the parent's current one, with the parent's resolved context window (no second probe) |
+//! | HTTP client | the parent's (its limits, connection pool and cancel hooks) |
+//! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
+//! | streaming | as the parent |
+//! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
+//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools) | as the parent |
+//! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
+//! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
+//! | tools | only those the spec names (taken from both of the parent's pools) |
+//! | system prompt | the spec's |
+//! | history, [`Interloper`](crate::Interloper), extensions | none |
+
+use std::sync::Arc;
+
+use super::{Agent, Configurator, Shared};
+use crate::{OnExhausted, Result, StepLimit, Tool};
+
+/// What differs between children: everything else is inherited by the table
+/// in the module doc.
+pub(crate) struct ChildSpec {
+    /// The child's id, e.g. `"researcher 0"` or `"synthesizer"`.
+    pub(crate) id: String,
+    pub(crate) system_prompt: String,
+    pub(crate) max_steps: u32,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+}
+
+/// The child id for `role` under a parent whose id is `parent`: a main agent's
+/// children are named by role alone, a sub-agent's are prefixed with its id.
+pub(crate) fn child_id(parent: &str, role: &str) -> String {
+    if parent.is_empty() {
+        role.to_string()
+    } else {
+        format!("{parent} {role}")
+    }
+}
+
+impl Shared {
+    /// Build a child agent of this one; see the module doc for what it
+    /// inherits.
+    pub(crate) fn spawn_child(&self, spec: ChildSpec) -> Result<Agent> {
+        let (transport, cap) = {
+            let st = self.state.lock();
+            (st.transport.clone(), st.context_cap)
+        };
+        let mut cfg = Configurator::new(transport.with_context_window(cap))
+            .system_prompt(spec.system_prompt)
+            .id(spec.id.clone())
+            .step_limit(StepLimit::try_new(spec.max_steps, OnExhausted::Raise)?)
+            .streaming(self.streaming)
+            .listener_list(self.listeners.for_sub_agent(&spec.id));
+        cfg.client = Some(self.client.clone());
+        cfg.cancellable.clone_from(&self.cancellable);
+        cfg.options = (*self.options).clone();
+        // A nested agent must not reset the shared Cancellable at its turn
+        // start: that would swallow a cancel that raced with the spawn.
+        cfg.options.nested = true;
+        if spec.tools.is_empty() {
+            cfg.options.extra.remove("tool_choice");
+            cfg.options.extra.remove("parallel_tool_calls");
+        }
+        cfg.tools = spec.tools;
+        cfg.build()
+    }
+}
