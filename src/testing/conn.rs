@@ -1,54 +1,66 @@
-//! One connection: read requests (keep-alive), record each, decide the
-//! answer under the state lock, then write it without the lock, applying the
-//! reply's timing and faults.
+//! One connection: read requests (keep-alive), turn each into a
+//! [`RecordedRequest`], ask the [`Host`] for the [`Answer`], and write it,
+//! applying a scripted reply's timing and faults.
+//!
+//! This layer knows HTTP framing (`http.rs`) and how replies render
+//! (`render.rs`), but not who decides the answer: that is the server's
+//! business (`server.rs`), reached only through [`Host`].
 
 use std::io::{BufReader, Read};
 use std::net::{Shutdown, TcpStream};
-use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::cassette::{Answer, request_value};
 use super::http::{self, ReadError};
-use super::recorder::{self, Forward};
 use super::render::{self, Frame, Meta, StreamOptions};
 use super::reply::{Delivery, Kind, Reply};
 use super::request::RecordedRequest;
-use super::server::{Shared, State};
-use super::strict;
+
+/// What a connection needs from the server that accepted it.
+pub(super) trait Host {
+    /// Whether the server is shutting down; checked between requests and
+    /// during every pause, so `FakeServer::drop` is not kept waiting.
+    fn is_shutdown(&self) -> bool;
+
+    /// Record `req` and decide its answer. `body` is the request body as
+    /// received (the recorder passes it on byte for byte).
+    fn answer(&self, req: RecordedRequest, body: &[u8]) -> Answer;
+}
+
+/// What to write back for one request.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// A JSON body with this status.
+    Json { status: u16, body: Value },
+    /// A response as recorded or relayed, verbatim (empty `content_type`:
+    /// no `Content-Type` header).
+    Raw {
+        status: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// A scripted reply, rendered and delivered here.
+    Scripted(Box<Scripted>),
+}
+
+/// A scripted reply with everything needed to write it.
+#[derive(Debug)]
+pub(super) struct Scripted {
+    pub(super) reply: Reply,
+    pub(super) meta: Meta,
+    /// The request asked for SSE (`"stream": true`).
+    pub(super) stream: bool,
+    /// The request asked for a usage chunk (`stream_options.include_usage`).
+    pub(super) include_usage: bool,
+}
 
 /// Whether the connection can carry another request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
     KeepAlive,
     Close,
-}
-
-/// What to answer, decided under the lock.
-enum Action {
-    Json {
-        status: u16,
-        body: Value,
-    },
-    /// A recorded response, verbatim.
-    Raw {
-        status: u16,
-        content_type: String,
-        body: String,
-    },
-    Serve(Box<Serve>),
-    /// Recorder mode: ask the upstream, without the lock.
-    Forward(Box<Forward>),
-}
-
-/// A scripted reply with everything needed to write it.
-struct Serve {
-    reply: Reply,
-    meta: Meta,
-    stream: bool,
-    include_usage: bool,
 }
 
 /// How the current response is framed.
@@ -60,20 +72,29 @@ struct Framing {
 }
 
 /// Serve requests on `stream` until it closes or the server shuts down.
-pub(super) fn serve(stream: TcpStream, shared: &Shared) {
+pub(super) fn serve(stream: TcpStream, host: &dyn Host) {
+    // Streamed replies are many small writes; without this, Nagle's
+    // algorithm would hold each SSE event back and skew chunk delays.
     let _ = stream.set_nodelay(true);
+    // Reading and writing need separate handles: the reader is buffered, and
+    // a hanging reply keeps reading while nothing is written.
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while !shared.is_shutdown() {
+    while !host.is_shutdown() {
         let req = match http::read_request(&mut reader, &mut writer) {
             Ok(req) => req,
+            // The client is done with this connection: the normal way out.
             Err(ReadError::Closed) => break,
+            // Includes the shutdown `FakeServer::drop` applies to the socket;
+            // nobody is left to answer, so only `debug`.
             Err(ReadError::Io(e)) => {
                 log::debug!("FakeServer: connection ended: {e}");
                 break;
             }
+            // Answer 400 so the client sees why, then close: after a bad
+            // request line or body the byte stream cannot be resynchronized.
             Err(ReadError::Bad(msg)) => {
                 log::warn!("FakeServer: unreadable request: {msg}");
                 let body = render::error_json(400, &format!("FakeServer: {msg}"));
@@ -89,6 +110,8 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
             keep_alive: req.keep_alive(),
             chunked: req.accepts_chunked(),
         };
+        // A body that is not JSON is still recorded, as text, so a test can
+        // see what a broken client sent.
         let raw_body = String::from_utf8_lossy(&req.body).into_owned();
         let recorded = RecordedRequest {
             body: serde_json::from_slice(&req.body).ok(),
@@ -98,30 +121,20 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
             headers: req.headers,
         };
         log::debug!("FakeServer: {} {}", recorded.method, recorded.path);
-        let action = decide(shared, recorded);
-        let flow = match action {
-            Action::Json { status, body } => write_json(&mut writer, status, &body, framing, &[])
+        let flow = match host.answer(recorded, &req.body) {
+            Answer::Json { status, body } => write_json(&mut writer, status, &body, framing, &[])
                 .map_or(Flow::Close, |()| Flow::KeepAlive),
-            Action::Raw {
+            Answer::Raw {
                 status,
                 content_type,
                 body,
-            } => write_body(
-                &mut writer,
-                status,
-                &content_type,
-                body.as_bytes(),
-                framing,
-                &[],
-            )
-            .map_or(Flow::Close, |()| Flow::KeepAlive),
-            Action::Serve(s) => serve_reply(&s, shared, &mut reader, &mut writer, framing),
-            Action::Forward(f) => {
-                let (status, content_type, body) = recorder::forward(shared, &f, &req.body);
-                write_body(&mut writer, status, &content_type, &body, framing, &[])
-                    .map_or(Flow::Close, |()| Flow::KeepAlive)
-            }
+            } => write_body(&mut writer, status, &content_type, &body, framing, &[])
+                .map_or(Flow::Close, |()| Flow::KeepAlive),
+            Answer::Scripted(s) => serve_reply(&s, host, &mut reader, &mut writer, framing),
         };
+        // A write error, a cut or hung stream, or a close-delimited body all
+        // leave the connection unusable; so does the client's own
+        // `Connection: close`.
         if flow == Flow::Close || !framing.keep_alive {
             break;
         }
@@ -129,177 +142,11 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
     let _ = writer.shutdown(Shutdown::Both);
 }
 
-/// Record `req` and decide the answer, atomically.
-fn decide(shared: &Shared, req: RecordedRequest) -> Action {
-    let mut st = shared.state.lock();
-    let action = route(&mut st, &req);
-    st.requests.push(req);
-    action
-}
-
-fn route(st: &mut State, req: &RecordedRequest) -> Action {
-    if let Some(upstream) = &st.upstream {
-        return Action::Forward(Box::new(Forward {
-            upstream: Arc::clone(upstream),
-            method: req.method.clone(),
-            path: req.path.clone(),
-            headers: req.headers.clone(),
-            request: request_value(req),
-        }));
-    }
-    let path = req.route();
-    let fixed = st
-        .routes
-        .iter()
-        .find(|(m, p, _, _)| *m == req.method && *p == req.path)
-        .or_else(|| {
-            st.routes
-                .iter()
-                .find(|(m, p, _, _)| *m == req.method && p == path)
-        });
-    if let Some((_, _, status, body)) = fixed {
-        return Action::Json {
-            status: *status,
-            body: body.clone(),
-        };
-    }
-    if let Some(action) = replay(st, req) {
-        return action;
-    }
-    if req.is_chat() {
-        return chat(st, req);
-    }
-    let json = |status, body| Action::Json { status, body };
-    match (req.method.as_str(), path) {
-        ("GET", "/props" | "/v1/props") => match st.n_ctx {
-            Some(n_ctx) => json(
-                200,
-                json!({
-                    "default_generation_settings": {
-                        "n_ctx": n_ctx,
-                        "model": st.model_id,
-                        "params": { "temperature": 0.8, "n_predict": -1 },
-                    },
-                    "total_slots": 1,
-                    "model_alias": st.model_id,
-                    "model_path": format!("/models/{}.gguf", st.model_id),
-                    "build_info": "fake",
-                }),
-            ),
-            None => json(404, render::error_json(404, "File Not Found")),
-        },
-        ("GET", "/v1/models" | "/models") => {
-            let mut model = json!({
-                "id": st.model_id,
-                "object": "model",
-                "created": now(),
-                "owned_by": "fake",
-            });
-            if let Some(n) = st.n_ctx {
-                model["meta"] = json!({ "n_ctx_train": n, "n_ctx": n });
-            }
-            json(200, json!({ "object": "list", "data": [model] }))
-        }
-        ("GET", "/health" | "/v1/health") => json(200, json!({ "status": "ok" })),
-        (method, _) => {
-            let msg = format!("FakeServer: no route for {method} {}", req.path);
-            json(404, render::error_json(404, &msg))
-        }
-    }
-}
-
-/// Answer from the cassette, if one is loaded and knows the route.
-fn replay(st: &mut State, req: &RecordedRequest) -> Option<Action> {
-    let label = if req.is_chat() {
-        format!("chat request #{}", st.chat_count + 1)
-    } else {
-        format!("request #{}", st.requests.len() + 1)
-    };
-    let answer = st.replay.as_mut()?.answer(req, &label);
-    if req.is_chat() && !matches!(answer, Answer::Pass) {
-        st.chat_count += 1;
-    }
-    match answer {
-        Answer::Pass => None,
-        Answer::Serve {
-            status,
-            content_type,
-            body,
-        } => Some(Action::Raw {
-            status,
-            content_type,
-            body,
-        }),
-        Answer::Mismatch(msg) => {
-            log::error!("{msg}");
-            Some(Action::Json {
-                status: 500,
-                body: render::error_json(500, &msg),
-            })
-        }
-    }
-}
-
-fn chat(st: &mut State, req: &RecordedRequest) -> Action {
-    st.chat_count += 1;
-    let n = st.chat_count;
-    if st.strict
-        && let Err(why) = strict::validate(req.body.as_ref())
-    {
-        let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
-        log::warn!("{msg}");
-        st.rejections.push(msg.clone());
-        return Action::Json {
-            status: 400,
-            body: render::error_json(400, &msg),
-        };
-    }
-    let Some(reply) = st.replies.pop_front() else {
-        st.unexpected += 1;
-        let msg = format!("FakeServer: no scripted reply left for request #{n}");
-        log::error!("{msg}");
-        return Action::Json {
-            status: 500,
-            body: render::error_json(500, &msg),
-        };
-    };
-    let mut call_ids = Vec::new();
-    let mut model = None;
-    if let Kind::Completion(c) = &reply.kind {
-        for call in &c.calls {
-            let id = call.id.clone().unwrap_or_else(|| {
-                st.auto_calls += 1;
-                format!("call_{}", st.auto_calls)
-            });
-            call_ids.push(id);
-        }
-        model.clone_from(&c.model);
-    }
-    let meta = Meta {
-        id: format!("chatcmpl-fake-{n}"),
-        created: now(),
-        model: model.unwrap_or_else(|| st.model_id.clone()),
-        call_ids,
-    };
-    Action::Serve(Box::new(Serve {
-        reply,
-        meta,
-        stream: req.is_stream(),
-        include_usage: req.includes_usage(),
-    }))
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Sleep for `d` in short steps; `false` if the server shut down meanwhile.
-fn pause(shared: &Shared, d: Duration) -> bool {
+fn pause(host: &dyn Host, d: Duration) -> bool {
     let end = Instant::now() + d;
     loop {
-        if shared.is_shutdown() {
+        if host.is_shutdown() {
             return false;
         }
         let left = end.saturating_duration_since(Instant::now());
@@ -383,14 +230,14 @@ fn write_json(
 }
 
 fn serve_reply(
-    s: &Serve,
-    shared: &Shared,
+    s: &Scripted,
+    host: &dyn Host,
     reader: &mut BufReader<TcpStream>,
     w: &mut TcpStream,
     framing: Framing,
 ) -> Flow {
     let d = &s.reply.delivery;
-    if !pause(shared, d.delay) {
+    if !pause(host, d.delay) {
         return Flow::Close;
     }
     let extra = extra_headers(d);
@@ -422,7 +269,7 @@ fn serve_reply(
                 garbage: d.garbage,
             };
             let frames = render::stream_frames(c, &s.meta, opts);
-            return write_stream(&frames, d, shared, reader, w, framing);
+            return write_stream(&frames, d, host, reader, w, framing);
         }
         Kind::RawSse(body) => {
             let frames: Vec<Frame> = if d.chunk_delay.is_zero() {
@@ -438,7 +285,7 @@ fn serve_reply(
                 retry_after: d.retry_after,
                 ..Delivery::default()
             };
-            return write_stream(&frames, &raw, shared, reader, w, framing);
+            return write_stream(&frames, &raw, host, reader, w, framing);
         }
     };
     written.map_or(Flow::Close, |()| Flow::KeepAlive)
@@ -450,7 +297,7 @@ fn serve_reply(
 fn write_stream(
     frames: &[Frame],
     d: &Delivery,
-    shared: &Shared,
+    host: &dyn Host,
     reader: &mut BufReader<TcpStream>,
     w: &mut TcpStream,
     framing: Framing,
@@ -502,7 +349,7 @@ fn write_stream(
         }
         if let Frame::Chunk(_) = frame {
             sent += 1;
-            if !pause(shared, d.chunk_delay) {
+            if !pause(host, d.chunk_delay) {
                 return Flow::Close;
             }
         }

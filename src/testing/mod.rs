@@ -220,23 +220,43 @@
 //! `error`: chat requests with no reply left, cassette mismatches, panicked
 //! server threads.
 
+// Layers, each importing only those above it in this list (values first):
+//
+// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`),
+//   `cassette` (+ `diff`), `strict` (request validation), `buffer`;
+// - bytes: `http` (HTTP/1.1 framing), `render` (completion JSON and SSE);
+// - one connection: `conn` (request parsing, answer writing, faults);
+// - the server: `server` (listener, accept loop, threads, request log, the
+//   `Responder` seam);
+// - what answers, each a `Responder`: `script` (routes, cassette replay,
+//   scripted replies, built-in routes) under `fake` (`FakeServer`), and
+//   `recorder` (`Recorder`, the recording proxy) with `forward` (its
+//   upstream client).
 mod buffer;
 mod cassette;
-mod conn;
 mod diff;
-mod http;
-mod recorder;
-mod render;
 mod reply;
 mod request;
-mod server;
 mod strict;
+
+mod http;
+mod render;
+
+mod conn;
+
+mod server;
+
+mod fake;
+mod forward;
+mod recorder;
+mod script;
+
 #[cfg(test)]
 mod tests;
 
 pub use self::buffer::SharedBuffer;
 pub use self::cassette::{Cassette, Interaction};
+pub use self::fake::FakeServer;
 pub use self::recorder::Recorder;
 pub use self::reply::Reply;
 pub use self::request::RecordedRequest;
-pub use self::server::FakeServer;
