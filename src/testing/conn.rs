@@ -146,6 +146,7 @@ pub(super) fn serve(stream: TcpStream, host: &dyn Host) {
 fn pause(host: &dyn Host, d: Duration) -> bool {
     let end = Instant::now() + d;
     loop {
+        // Checked every step so a long `with_delay` never holds up a drop.
         if host.is_shutdown() {
             return false;
         }
@@ -162,15 +163,19 @@ fn pause(host: &dyn Host, d: Duration) -> bool {
 fn hang(reader: &mut BufReader<TcpStream>) -> Flow {
     let mut buf = [0u8; 4096];
     loop {
+        // Reading (and discarding) rather than sleeping: it is how we learn
+        // that the client gave up (EOF) or that `stop` shut the socket down.
         match reader.read(&mut buf) {
             Ok(0) => return Flow::Close,
             Ok(_) => {}
+            // A signal, not an end: keep hanging.
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Flow::Close,
         }
     }
 }
 
+/// `Server` and `Connection`, sent on every response.
 fn base_headers(framing: Framing) -> Vec<(String, String)> {
     let conn = if framing.keep_alive {
         "keep-alive"
@@ -183,6 +188,7 @@ fn base_headers(framing: Framing) -> Vec<(String, String)> {
     ]
 }
 
+/// The headers a reply adds (`with_header`, `with_retry_after`).
 fn extra_headers(d: &Delivery) -> Vec<(String, String)> {
     let mut h = d.headers.clone();
     if let Some(secs) = d.retry_after {
@@ -191,6 +197,7 @@ fn extra_headers(d: &Delivery) -> Vec<(String, String)> {
     h
 }
 
+/// Write a whole response framed with `Content-Length`.
 fn write_body(
     w: &mut TcpStream,
     status: u16,
@@ -205,6 +212,8 @@ fn write_body(
     }
     headers.push(("Content-Length".to_string(), body.len().to_string()));
     headers.extend_from_slice(extra);
+    // One buffer, one write: head and body in the same segment, so a
+    // client never sees a head whose body is late.
     let mut head = Vec::new();
     http::write_head(&mut head, status, &headers)?;
     head.extend_from_slice(body);
@@ -212,6 +221,7 @@ fn write_body(
     std::io::Write::flush(w)
 }
 
+/// Write `body` as an `application/json` response.
 fn write_json(
     w: &mut TcpStream,
     status: u16,
@@ -229,6 +239,7 @@ fn write_json(
     )
 }
 
+/// Deliver a scripted reply: its delay, then its kind, as JSON or SSE.
 fn serve_reply(
     s: &Scripted,
     host: &dyn Host,
@@ -237,11 +248,13 @@ fn serve_reply(
     framing: Framing,
 ) -> Flow {
     let d = &s.reply.delivery;
+    // Shut down during the delay: nobody is waiting for an answer any more.
     if !pause(host, d.delay) {
         return Flow::Close;
     }
     let extra = extra_headers(d);
     let written = match &s.reply.kind {
+        // No response at all; the connection cannot carry another request.
         Kind::Hang => return hang(reader),
         Kind::Status { code, message } => write_json(
             w,
@@ -255,6 +268,7 @@ fn serve_reply(
             content_type,
             body,
         } => write_body(w, *status, content_type, body.as_bytes(), framing, &extra),
+        // One completion, two shapes: the request's `"stream"` picks.
         Kind::Completion(c) if !s.stream => write_json(
             w,
             200,
@@ -272,6 +286,9 @@ fn serve_reply(
             return write_stream(&frames, d, host, reader, w, framing);
         }
         Kind::RawSse(body) => {
+            // Verbatim bytes go out in one piece; only a chunk delay needs
+            // them split per event (on `\n\n`), to have something to pause
+            // between.
             let frames: Vec<Frame> = if d.chunk_delay.is_zero() {
                 vec![Frame::Chunk(body.clone())]
             } else {
@@ -279,6 +296,8 @@ fn serve_reply(
                     .map(|e| Frame::Chunk(e.to_string()))
                     .collect()
             };
+            // The fault modifiers count rendered chunks, which raw SSE does
+            // not have: keep only timing and headers.
             let raw = Delivery {
                 chunk_delay: d.chunk_delay,
                 headers: d.headers.clone(),
@@ -303,6 +322,8 @@ fn write_stream(
     framing: Framing,
 ) -> Flow {
     let chunked = framing.chunked;
+    // An HTTP/1.0 client gets no chunked encoding, so the body can only end
+    // by closing the connection.
     let framing = Framing {
         keep_alive: framing.keep_alive && chunked,
         chunked,
@@ -326,17 +347,22 @@ fn write_stream(
             Frame::Chunk(s) => s,
             Frame::Done => "data: [DONE]\n\n",
         };
+        // Garbage is not a chunk: faults are placed between data chunks, so
+        // noise neither counts nor triggers them.
         if !matches!(frame, Frame::Noise(_)) {
             // `at(n)`: this is the point "after n chunks" (for `[DONE]`, any
             // n not yet reached also lands here).
             let done = matches!(frame, Frame::Done);
             let at = |n: Option<usize>| n.is_some_and(|n| n == sent || (done && n > sent));
+            // One malformed event per response, however the points fall.
             if !malformed_sent && at(d.malformed_after) {
                 malformed_sent = true;
                 if http::write_piece(w, b"data: {not json\n\n", chunked).is_err() {
                     return Flow::Close;
                 }
             }
+            // A cut: the body just stops, without the last chunk, so the
+            // client sees an incomplete response.
             if at(d.cut_after) {
                 return Flow::Close;
             }
@@ -347,6 +373,8 @@ fn write_stream(
         if http::write_piece(w, text.as_bytes(), chunked).is_err() {
             return Flow::Close;
         }
+        // Pause after data chunks only, so `with_chunk_delay` spaces the
+        // events the client parses.
         if let Frame::Chunk(_) = frame {
             sent += 1;
             if !pause(host, d.chunk_delay) {
@@ -354,6 +382,7 @@ fn write_stream(
             }
         }
     }
+    // Without chunked encoding the close itself ends the body.
     if !chunked {
         return Flow::Close;
     }

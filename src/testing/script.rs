@@ -69,8 +69,11 @@ impl Responder for Script {
     }
 }
 
+/// The answer to `req`, the `number`th request: see the module doc for the
+/// order.
 fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Answer {
     let path = req.route();
+    // An exact match (query included) beats a match on the path alone.
     let fixed = st
         .routes
         .iter()
@@ -139,6 +142,8 @@ fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer
         format!("request #{number}")
     };
     let answer = st.replay.as_mut()?.answer(req, &label);
+    // A chat request the cassette answered (or rejected) used up a number;
+    // one it passed on is counted by `chat`.
     if req.is_chat() && !matches!(answer, cassette::Answer::Pass) {
         st.chat_count += 1;
     }
@@ -163,7 +168,10 @@ fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer
     }
 }
 
+/// The next scripted reply for a chat request, after strict validation.
 fn chat(st: &mut State, req: &RecordedRequest) -> Answer {
+    // Counted before validation: rejected requests keep their number, so
+    // `#N` in a message is always `chat_requests()[N - 1]`.
     st.chat_count += 1;
     let n = st.chat_count;
     if st.strict
@@ -212,6 +220,7 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Answer {
     }))
 }
 
+/// Seconds since the epoch, for `created` fields.
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
