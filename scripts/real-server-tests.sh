@@ -16,5 +16,6 @@ if ! url=$(scripts/llama-server.sh start); then
   url=$(scripts/llama-server.sh start)
 fi
 echo "llama-server ready at $url after $(( $(date +%s) - started )) s" >&2
-PIKURI_LLAMA_URL="$url" cargo test --features real-server --test real_server -- --test-threads=1
+# PIKURI_REQUIRE_REAL_SERVER=1: a missing URL fails the tests instead of skipping them.
+PIKURI_LLAMA_URL="$url" PIKURI_REQUIRE_REAL_SERVER=1 cargo test --test real_server -- --test-threads=1
 echo "real-server stage took $(( $(date +%s) - started )) s" >&2

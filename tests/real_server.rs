@@ -1,8 +1,12 @@
 //! The library against a real llama.cpp `llama-server` (SmolLM2-135M).
 //!
-//! Needs the `real-server` feature and a running server whose root URL is in
-//! `PIKURI_LLAMA_URL`; `scripts/real-server-tests.sh` does both (it builds
-//! and caches llama.cpp under `~/.cache/pikuri` on first use). The model is
+//! Needs a running server whose root URL is in `PIKURI_LLAMA_URL`;
+//! `scripts/real-server-tests.sh` starts one and sets it (it builds and
+//! caches llama.cpp under `~/.cache/pikuri` on first use). Without the
+//! variable each test says it is skipped (on stderr) and passes, so a plain
+//! `cargo test --all-features` works on any machine; with
+//! `PIKURI_REQUIRE_REAL_SERVER=1` (the script sets it) a missing URL fails
+//! instead, so a broken setup cannot pass as skipped. The model is
 //! tiny, so these tests assert on structure (a tool was called with
 //! schema-valid arguments, an answer arrived, events in order), never on
 //! wording.
@@ -19,22 +23,37 @@ use serde_json::json;
 /// The context size `scripts/llama-server.sh` starts the server with (`-c`).
 const N_CTX: u64 = 4096;
 
-fn transport() -> ChatTransport {
-    let root = std::env::var("PIKURI_LLAMA_URL").expect(
-        "PIKURI_LLAMA_URL is unset: run scripts/real-server-tests.sh (it starts llama-server)",
-    );
-    ChatTransport::new("smollm2").with_api_base(format!("{}/v1", root.trim_end_matches('/')))
+/// A transport to the server in `PIKURI_LLAMA_URL`, or `None` when the test
+/// is to be skipped (said on stderr).
+///
+/// # Panics
+///
+/// If the variable is unset (or empty) and `PIKURI_REQUIRE_REAL_SERVER=1`.
+fn transport() -> Option<ChatTransport> {
+    let root = std::env::var("PIKURI_LLAMA_URL").unwrap_or_default();
+    if root.trim().is_empty() {
+        let required = std::env::var("PIKURI_REQUIRE_REAL_SERVER").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "PIKURI_LLAMA_URL not set but PIKURI_REQUIRE_REAL_SERVER=1: \
+             run scripts/real-server-tests.sh (it starts llama-server)"
+        );
+        eprintln!("skipped: PIKURI_LLAMA_URL not set (scripts/real-server-tests.sh sets it)");
+        return None;
+    }
+    let api_base = format!("{}/v1", root.trim_end_matches('/'));
+    Some(ChatTransport::new("smollm2").with_api_base(api_base))
 }
 
-fn builder(rec: &InMemoryEventList) -> Configurator {
-    let mut c = Agent::builder(transport());
-    c = c
+/// The agent every test starts from, or `None` to skip (see [`transport`]).
+fn builder(rec: &InMemoryEventList) -> Option<Configurator> {
+    let c = Agent::builder(transport()?)
         .system_prompt("You are a helpful assistant.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
         .request_field("temperature", json!(0))
         .request_field("max_tokens", json!(64))
         .add_listener(rec.clone());
-    c
+    Some(c)
 }
 
 fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>)> {
@@ -50,7 +69,8 @@ fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>)> {
 #[test]
 fn non_streamed_answer() {
     let rec = InMemoryEventList::new();
-    let mut agent = builder(&rec).build().unwrap();
+    let Some(c) = builder(&rec) else { return };
+    let mut agent = c.build().unwrap();
     let out = agent
         .run_loop("What is the capital of France? Answer in one word.")
         .unwrap();
@@ -67,7 +87,8 @@ fn non_streamed_answer() {
 #[test]
 fn streamed_answer_with_usage() {
     let rec = InMemoryEventList::new();
-    let mut agent = builder(&rec).streaming(true).build().unwrap();
+    let Some(c) = builder(&rec) else { return };
+    let mut agent = c.streaming(true).build().unwrap();
     let out = agent.run_loop("Say hello.").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     let kinds = rec.kinds();
@@ -90,7 +111,8 @@ fn streamed_answer_with_usage() {
 #[test]
 fn context_cap_is_detected_from_props() {
     let rec = InMemoryEventList::new();
-    let agent = builder(&rec).build().unwrap();
+    let Some(c) = builder(&rec) else { return };
+    let agent = c.build().unwrap();
     assert_eq!(agent.context_window_cap(), Some(N_CTX));
     assert!(matches!(
         rec.events().first(),
@@ -128,7 +150,8 @@ fn example_exchange() -> History {
 
 fn tool_loop(streaming: bool) {
     let rec = InMemoryEventList::new();
-    let mut agent = builder(&rec)
+    let Some(c) = builder(&rec) else { return };
+    let mut agent = c
         .system_prompt(
             "You are a helpful assistant. Use the calculator tool for every arithmetic question.",
         )
@@ -190,7 +213,8 @@ fn tool_call_is_executed_and_fed_back_streaming() {
 fn context_overflow_is_a_typed_http_error() {
     for streaming in [false, true] {
         let rec = InMemoryEventList::new();
-        let mut agent = builder(&rec).streaming(streaming).build().unwrap();
+        let Some(c) = builder(&rec) else { return };
+        let mut agent = c.streaming(streaming).build().unwrap();
         let long = "lorem ipsum dolor sit amet ".repeat(1500);
         let err = agent.run_loop(&long).unwrap_err();
         match &err {

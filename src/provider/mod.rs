@@ -3,7 +3,6 @@
 //! structs and context-window probe. This is the only module that knows ureq.
 
 mod client;
-mod forward;
 mod probe;
 pub(crate) mod wire;
 
@@ -13,7 +12,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use client::{Client, Exchange, RetryNotice, read_stream};
-pub(crate) use forward::Forwarder;
 pub use probe::ContextWindowDetector;
 pub(crate) use probe::detect_context_window;
 

@@ -1,54 +1,66 @@
-//! One connection: read requests (keep-alive), record each, decide the
-//! answer under the state lock, then write it without the lock, applying the
-//! reply's timing and faults.
+//! One connection: read requests (keep-alive), turn each into a
+//! [`RecordedRequest`], ask the [`Host`] for the [`Answer`], and write it,
+//! applying a scripted reply's timing and faults.
+//!
+//! This layer knows HTTP framing (`http.rs`) and how replies render
+//! (`render.rs`), but not who decides the answer: that is the server's
+//! business (`server.rs`), reached only through [`Host`].
 
 use std::io::{BufReader, Read};
 use std::net::{Shutdown, TcpStream};
-use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::cassette::{Answer, request_value};
 use super::http::{self, ReadError};
-use super::recorder::{self, Forward};
 use super::render::{self, Frame, Meta, StreamOptions};
 use super::reply::{Delivery, Kind, Reply};
 use super::request::RecordedRequest;
-use super::server::{Shared, State};
-use super::strict;
+
+/// What a connection needs from the server that accepted it.
+pub(super) trait Host {
+    /// Whether the server is shutting down; checked between requests and
+    /// during every pause, so `FakeServer::drop` is not kept waiting.
+    fn is_shutdown(&self) -> bool;
+
+    /// Record `req` and decide its answer. `body` is the request body as
+    /// received (the recorder passes it on byte for byte).
+    fn answer(&self, req: RecordedRequest, body: &[u8]) -> Answer;
+}
+
+/// What to write back for one request.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// A JSON body with this status.
+    Json { status: u16, body: Value },
+    /// A response as recorded or relayed, verbatim (empty `content_type`:
+    /// no `Content-Type` header).
+    Raw {
+        status: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// A scripted reply, rendered and delivered here.
+    Scripted(Box<Scripted>),
+}
+
+/// A scripted reply with everything needed to write it.
+#[derive(Debug)]
+pub(super) struct Scripted {
+    pub(super) reply: Reply,
+    pub(super) meta: Meta,
+    /// The request asked for SSE (`"stream": true`).
+    pub(super) stream: bool,
+    /// The request asked for a usage chunk (`stream_options.include_usage`).
+    pub(super) include_usage: bool,
+}
 
 /// Whether the connection can carry another request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
     KeepAlive,
     Close,
-}
-
-/// What to answer, decided under the lock.
-enum Action {
-    Json {
-        status: u16,
-        body: Value,
-    },
-    /// A recorded response, verbatim.
-    Raw {
-        status: u16,
-        content_type: String,
-        body: String,
-    },
-    Serve(Box<Serve>),
-    /// Recorder mode: ask the upstream, without the lock.
-    Forward(Box<Forward>),
-}
-
-/// A scripted reply with everything needed to write it.
-struct Serve {
-    reply: Reply,
-    meta: Meta,
-    stream: bool,
-    include_usage: bool,
 }
 
 /// How the current response is framed.
@@ -60,20 +72,29 @@ struct Framing {
 }
 
 /// Serve requests on `stream` until it closes or the server shuts down.
-pub(super) fn serve(stream: TcpStream, shared: &Shared) {
+pub(super) fn serve(stream: TcpStream, host: &dyn Host) {
+    // Streamed replies are many small writes; without this, Nagle's
+    // algorithm would hold each SSE event back and skew chunk delays.
     let _ = stream.set_nodelay(true);
+    // Reading and writing need separate handles: the reader is buffered, and
+    // a hanging reply keeps reading while nothing is written.
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
-    while !shared.is_shutdown() {
+    while !host.is_shutdown() {
         let req = match http::read_request(&mut reader, &mut writer) {
             Ok(req) => req,
+            // The client is done with this connection: the normal way out.
             Err(ReadError::Closed) => break,
+            // Includes the shutdown `FakeServer::drop` applies to the socket;
+            // nobody is left to answer, so only `debug`.
             Err(ReadError::Io(e)) => {
                 log::debug!("FakeServer: connection ended: {e}");
                 break;
             }
+            // Answer 400 so the client sees why, then close: after a bad
+            // request line or body the byte stream cannot be resynchronized.
             Err(ReadError::Bad(msg)) => {
                 log::warn!("FakeServer: unreadable request: {msg}");
                 let body = render::error_json(400, &format!("FakeServer: {msg}"));
@@ -89,6 +110,8 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
             keep_alive: req.keep_alive(),
             chunked: req.accepts_chunked(),
         };
+        // A body that is not JSON is still recorded, as text, so a test can
+        // see what a broken client sent.
         let raw_body = String::from_utf8_lossy(&req.body).into_owned();
         let recorded = RecordedRequest {
             body: serde_json::from_slice(&req.body).ok(),
@@ -98,30 +121,20 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
             headers: req.headers,
         };
         log::debug!("FakeServer: {} {}", recorded.method, recorded.path);
-        let action = decide(shared, recorded);
-        let flow = match action {
-            Action::Json { status, body } => write_json(&mut writer, status, &body, framing, &[])
+        let flow = match host.answer(recorded, &req.body) {
+            Answer::Json { status, body } => write_json(&mut writer, status, &body, framing, &[])
                 .map_or(Flow::Close, |()| Flow::KeepAlive),
-            Action::Raw {
+            Answer::Raw {
                 status,
                 content_type,
                 body,
-            } => write_body(
-                &mut writer,
-                status,
-                &content_type,
-                body.as_bytes(),
-                framing,
-                &[],
-            )
-            .map_or(Flow::Close, |()| Flow::KeepAlive),
-            Action::Serve(s) => serve_reply(&s, shared, &mut reader, &mut writer, framing),
-            Action::Forward(f) => {
-                let (status, content_type, body) = recorder::forward(shared, &f, &req.body);
-                write_body(&mut writer, status, &content_type, &body, framing, &[])
-                    .map_or(Flow::Close, |()| Flow::KeepAlive)
-            }
+            } => write_body(&mut writer, status, &content_type, &body, framing, &[])
+                .map_or(Flow::Close, |()| Flow::KeepAlive),
+            Answer::Scripted(s) => serve_reply(&s, host, &mut reader, &mut writer, framing),
         };
+        // A write error, a cut or hung stream, or a close-delimited body all
+        // leave the connection unusable; so does the client's own
+        // `Connection: close`.
         if flow == Flow::Close || !framing.keep_alive {
             break;
         }
@@ -129,177 +142,12 @@ pub(super) fn serve(stream: TcpStream, shared: &Shared) {
     let _ = writer.shutdown(Shutdown::Both);
 }
 
-/// Record `req` and decide the answer, atomically.
-fn decide(shared: &Shared, req: RecordedRequest) -> Action {
-    let mut st = shared.state.lock();
-    let action = route(&mut st, &req);
-    st.requests.push(req);
-    action
-}
-
-fn route(st: &mut State, req: &RecordedRequest) -> Action {
-    if let Some(upstream) = &st.upstream {
-        return Action::Forward(Box::new(Forward {
-            upstream: Arc::clone(upstream),
-            method: req.method.clone(),
-            path: req.path.clone(),
-            headers: req.headers.clone(),
-            request: request_value(req),
-        }));
-    }
-    let path = req.route();
-    let fixed = st
-        .routes
-        .iter()
-        .find(|(m, p, _, _)| *m == req.method && *p == req.path)
-        .or_else(|| {
-            st.routes
-                .iter()
-                .find(|(m, p, _, _)| *m == req.method && p == path)
-        });
-    if let Some((_, _, status, body)) = fixed {
-        return Action::Json {
-            status: *status,
-            body: body.clone(),
-        };
-    }
-    if let Some(action) = replay(st, req) {
-        return action;
-    }
-    if req.is_chat() {
-        return chat(st, req);
-    }
-    let json = |status, body| Action::Json { status, body };
-    match (req.method.as_str(), path) {
-        ("GET", "/props" | "/v1/props") => match st.n_ctx {
-            Some(n_ctx) => json(
-                200,
-                json!({
-                    "default_generation_settings": {
-                        "n_ctx": n_ctx,
-                        "model": st.model_id,
-                        "params": { "temperature": 0.8, "n_predict": -1 },
-                    },
-                    "total_slots": 1,
-                    "model_alias": st.model_id,
-                    "model_path": format!("/models/{}.gguf", st.model_id),
-                    "build_info": "fake",
-                }),
-            ),
-            None => json(404, render::error_json(404, "File Not Found")),
-        },
-        ("GET", "/v1/models" | "/models") => {
-            let mut model = json!({
-                "id": st.model_id,
-                "object": "model",
-                "created": now(),
-                "owned_by": "fake",
-            });
-            if let Some(n) = st.n_ctx {
-                model["meta"] = json!({ "n_ctx_train": n, "n_ctx": n });
-            }
-            json(200, json!({ "object": "list", "data": [model] }))
-        }
-        ("GET", "/health" | "/v1/health") => json(200, json!({ "status": "ok" })),
-        (method, _) => {
-            let msg = format!("FakeServer: no route for {method} {}", req.path);
-            json(404, render::error_json(404, &msg))
-        }
-    }
-}
-
-/// Answer from the cassette, if one is loaded and knows the route.
-fn replay(st: &mut State, req: &RecordedRequest) -> Option<Action> {
-    let label = if req.is_chat() {
-        format!("chat request #{}", st.chat_count + 1)
-    } else {
-        format!("request #{}", st.requests.len() + 1)
-    };
-    let answer = st.replay.as_mut()?.answer(req, &label);
-    if req.is_chat() && !matches!(answer, Answer::Pass) {
-        st.chat_count += 1;
-    }
-    match answer {
-        Answer::Pass => None,
-        Answer::Serve {
-            status,
-            content_type,
-            body,
-        } => Some(Action::Raw {
-            status,
-            content_type,
-            body,
-        }),
-        Answer::Mismatch(msg) => {
-            log::error!("{msg}");
-            Some(Action::Json {
-                status: 500,
-                body: render::error_json(500, &msg),
-            })
-        }
-    }
-}
-
-fn chat(st: &mut State, req: &RecordedRequest) -> Action {
-    st.chat_count += 1;
-    let n = st.chat_count;
-    if st.strict
-        && let Err(why) = strict::validate(req.body.as_ref())
-    {
-        let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
-        log::warn!("{msg}");
-        st.rejections.push(msg.clone());
-        return Action::Json {
-            status: 400,
-            body: render::error_json(400, &msg),
-        };
-    }
-    let Some(reply) = st.replies.pop_front() else {
-        st.unexpected += 1;
-        let msg = format!("FakeServer: no scripted reply left for request #{n}");
-        log::error!("{msg}");
-        return Action::Json {
-            status: 500,
-            body: render::error_json(500, &msg),
-        };
-    };
-    let mut call_ids = Vec::new();
-    let mut model = None;
-    if let Kind::Completion(c) = &reply.kind {
-        for call in &c.calls {
-            let id = call.id.clone().unwrap_or_else(|| {
-                st.auto_calls += 1;
-                format!("call_{}", st.auto_calls)
-            });
-            call_ids.push(id);
-        }
-        model.clone_from(&c.model);
-    }
-    let meta = Meta {
-        id: format!("chatcmpl-fake-{n}"),
-        created: now(),
-        model: model.unwrap_or_else(|| st.model_id.clone()),
-        call_ids,
-    };
-    Action::Serve(Box::new(Serve {
-        reply,
-        meta,
-        stream: req.is_stream(),
-        include_usage: req.includes_usage(),
-    }))
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Sleep for `d` in short steps; `false` if the server shut down meanwhile.
-fn pause(shared: &Shared, d: Duration) -> bool {
+fn pause(host: &dyn Host, d: Duration) -> bool {
     let end = Instant::now() + d;
     loop {
-        if shared.is_shutdown() {
+        // Checked every step so a long `with_delay` never holds up a drop.
+        if host.is_shutdown() {
             return false;
         }
         let left = end.saturating_duration_since(Instant::now());
@@ -315,15 +163,19 @@ fn pause(shared: &Shared, d: Duration) -> bool {
 fn hang(reader: &mut BufReader<TcpStream>) -> Flow {
     let mut buf = [0u8; 4096];
     loop {
+        // Reading (and discarding) rather than sleeping: it is how we learn
+        // that the client gave up (EOF) or that `stop` shut the socket down.
         match reader.read(&mut buf) {
             Ok(0) => return Flow::Close,
             Ok(_) => {}
+            // A signal, not an end: keep hanging.
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Flow::Close,
         }
     }
 }
 
+/// `Server` and `Connection`, sent on every response.
 fn base_headers(framing: Framing) -> Vec<(String, String)> {
     let conn = if framing.keep_alive {
         "keep-alive"
@@ -336,6 +188,7 @@ fn base_headers(framing: Framing) -> Vec<(String, String)> {
     ]
 }
 
+/// The headers a reply adds (`with_header`, `with_retry_after`).
 fn extra_headers(d: &Delivery) -> Vec<(String, String)> {
     let mut h = d.headers.clone();
     if let Some(secs) = d.retry_after {
@@ -344,6 +197,7 @@ fn extra_headers(d: &Delivery) -> Vec<(String, String)> {
     h
 }
 
+/// Write a whole response framed with `Content-Length`.
 fn write_body(
     w: &mut TcpStream,
     status: u16,
@@ -358,6 +212,8 @@ fn write_body(
     }
     headers.push(("Content-Length".to_string(), body.len().to_string()));
     headers.extend_from_slice(extra);
+    // One buffer, one write: head and body in the same segment, so a
+    // client never sees a head whose body is late.
     let mut head = Vec::new();
     http::write_head(&mut head, status, &headers)?;
     head.extend_from_slice(body);
@@ -365,6 +221,7 @@ fn write_body(
     std::io::Write::flush(w)
 }
 
+/// Write `body` as an `application/json` response.
 fn write_json(
     w: &mut TcpStream,
     status: u16,
@@ -382,19 +239,22 @@ fn write_json(
     )
 }
 
+/// Deliver a scripted reply: its delay, then its kind, as JSON or SSE.
 fn serve_reply(
-    s: &Serve,
-    shared: &Shared,
+    s: &Scripted,
+    host: &dyn Host,
     reader: &mut BufReader<TcpStream>,
     w: &mut TcpStream,
     framing: Framing,
 ) -> Flow {
     let d = &s.reply.delivery;
-    if !pause(shared, d.delay) {
+    // Shut down during the delay: nobody is waiting for an answer any more.
+    if !pause(host, d.delay) {
         return Flow::Close;
     }
     let extra = extra_headers(d);
     let written = match &s.reply.kind {
+        // No response at all; the connection cannot carry another request.
         Kind::Hang => return hang(reader),
         Kind::Status { code, message } => write_json(
             w,
@@ -408,6 +268,7 @@ fn serve_reply(
             content_type,
             body,
         } => write_body(w, *status, content_type, body.as_bytes(), framing, &extra),
+        // One completion, two shapes: the request's `"stream"` picks.
         Kind::Completion(c) if !s.stream => write_json(
             w,
             200,
@@ -422,9 +283,12 @@ fn serve_reply(
                 garbage: d.garbage,
             };
             let frames = render::stream_frames(c, &s.meta, opts);
-            return write_stream(&frames, d, shared, reader, w, framing);
+            return write_stream(&frames, d, host, reader, w, framing);
         }
         Kind::RawSse(body) => {
+            // Verbatim bytes go out in one piece; only a chunk delay needs
+            // them split per event (on `\n\n`), to have something to pause
+            // between.
             let frames: Vec<Frame> = if d.chunk_delay.is_zero() {
                 vec![Frame::Chunk(body.clone())]
             } else {
@@ -432,13 +296,15 @@ fn serve_reply(
                     .map(|e| Frame::Chunk(e.to_string()))
                     .collect()
             };
+            // The fault modifiers count rendered chunks, which raw SSE does
+            // not have: keep only timing and headers.
             let raw = Delivery {
                 chunk_delay: d.chunk_delay,
                 headers: d.headers.clone(),
                 retry_after: d.retry_after,
                 ..Delivery::default()
             };
-            return write_stream(&frames, &raw, shared, reader, w, framing);
+            return write_stream(&frames, &raw, host, reader, w, framing);
         }
     };
     written.map_or(Flow::Close, |()| Flow::KeepAlive)
@@ -450,12 +316,14 @@ fn serve_reply(
 fn write_stream(
     frames: &[Frame],
     d: &Delivery,
-    shared: &Shared,
+    host: &dyn Host,
     reader: &mut BufReader<TcpStream>,
     w: &mut TcpStream,
     framing: Framing,
 ) -> Flow {
     let chunked = framing.chunked;
+    // An HTTP/1.0 client gets no chunked encoding, so the body can only end
+    // by closing the connection.
     let framing = Framing {
         keep_alive: framing.keep_alive && chunked,
         chunked,
@@ -479,17 +347,22 @@ fn write_stream(
             Frame::Chunk(s) => s,
             Frame::Done => "data: [DONE]\n\n",
         };
+        // Garbage is not a chunk: faults are placed between data chunks, so
+        // noise neither counts nor triggers them.
         if !matches!(frame, Frame::Noise(_)) {
             // `at(n)`: this is the point "after n chunks" (for `[DONE]`, any
             // n not yet reached also lands here).
             let done = matches!(frame, Frame::Done);
             let at = |n: Option<usize>| n.is_some_and(|n| n == sent || (done && n > sent));
+            // One malformed event per response, however the points fall.
             if !malformed_sent && at(d.malformed_after) {
                 malformed_sent = true;
                 if http::write_piece(w, b"data: {not json\n\n", chunked).is_err() {
                     return Flow::Close;
                 }
             }
+            // A cut: the body just stops, without the last chunk, so the
+            // client sees an incomplete response.
             if at(d.cut_after) {
                 return Flow::Close;
             }
@@ -500,13 +373,16 @@ fn write_stream(
         if http::write_piece(w, text.as_bytes(), chunked).is_err() {
             return Flow::Close;
         }
+        // Pause after data chunks only, so `with_chunk_delay` spaces the
+        // events the client parses.
         if let Frame::Chunk(_) = frame {
             sent += 1;
-            if !pause(shared, d.chunk_delay) {
+            if !pause(host, d.chunk_delay) {
                 return Flow::Close;
             }
         }
     }
+    // Without chunked encoding the close itself ends the body.
     if !chunked {
         return Flow::Close;
     }

@@ -7,38 +7,34 @@
 //! on what the agent sent ([`RecordedRequest`]).
 //!
 //! ```
-//! use std::io::{Read, Write};
-//! use std::net::TcpStream;
+//! use pikuri::Agent;
 //! use pikuri::testing::{FakeServer, Reply};
-//! use serde_json::{Value, json};
+//! use pikuri::builtin;
+//! use serde_json::json;
 //!
+//! // The "model": it asks for the calculator, then answers.
 //! let server = FakeServer::start();
-//! server.push(Reply::text("Hello from the fake!"));
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+//! server.push(Reply::text("6*7 = 42"));
 //!
-//! // Any HTTP client works; pikuri's own goes through `server.transport()`.
-//! let body = json!({
-//!     "model": "fake-model",
-//!     "messages": [{"role": "user", "content": "hi"}],
-//! })
-//! .to_string();
-//! let mut conn = TcpStream::connect(server.local_addr())?;
-//! write!(
-//!     conn,
-//!     "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n\
-//!      Content-Type: application/json\r\nContent-Length: {}\r\n\
-//!      Connection: close\r\n\r\n{body}",
-//!     body.len()
-//! )?;
-//! let mut response = String::new();
-//! conn.read_to_string(&mut response)?;
-//! assert!(response.starts_with("HTTP/1.1 200 OK"));
-//! let (_head, json_body) = response.split_once("\r\n\r\n").unwrap();
-//! let completion: Value = serde_json::from_str(json_body)?;
-//! assert_eq!(completion["choices"][0]["message"]["content"], "Hello from the fake!");
+//! let mut agent = Agent::builder(server.transport())
+//!     .system_prompt("You are a helpful assistant.")
+//!     .add_tool(builtin::calculator())
+//!     .build()?;
+//! let outcome = agent.run_loop("What is 6*7?")?;
+//! assert_eq!(outcome.answer.as_deref(), Some("6*7 = 42"));
 //!
-//! assert_eq!(server.chat_requests()[0].messages()[0]["content"], "hi");
+//! // What the agent sent: the question and the tool first, then the
+//! // calculator's result, answering the scripted call.
+//! let sent = server.chat_requests();
+//! assert_eq!(sent.len(), 2);
+//! assert_eq!(sent[0].messages()[1]["content"], "What is 6*7?");
+//! assert_eq!(sent[0].tool_names(), ["calculator"]);
+//! let result = sent[1].messages().last().cloned().unwrap();
+//! assert_eq!(result["role"], "tool");
+//! assert_eq!(result["content"], "42");
 //! server.assert_all_used();
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
 //! # What it serves
@@ -64,6 +60,45 @@
 //! message `FakeServer: no scripted reply left for request #N` (N counts chat
 //! requests from 1, so it is `chat_requests()[N - 1]`), logged at `error` and
 //! counted by [`FakeServer::unexpected_requests`].
+//!
+//! # Any HTTP client
+//!
+//! The server speaks plain HTTP/1.1, so any client can drive it, here raw
+//! TCP; `FakeServer::transport` is only the shortcut for pikuri's own.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::TcpStream;
+//! use pikuri::testing::{FakeServer, Reply};
+//! use serde_json::{Value, json};
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("Hello from the fake!"));
+//!
+//! let body = json!({
+//!     "model": "fake-model",
+//!     "messages": [{"role": "user", "content": "hi"}],
+//! })
+//! .to_string();
+//! let mut conn = TcpStream::connect(server.local_addr())?;
+//! write!(
+//!     conn,
+//!     "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n\
+//!      Content-Type: application/json\r\nContent-Length: {}\r\n\
+//!      Connection: close\r\n\r\n{body}",
+//!     body.len()
+//! )?;
+//! let mut response = String::new();
+//! conn.read_to_string(&mut response)?;
+//! assert!(response.starts_with("HTTP/1.1 200 OK"));
+//! let (_head, json_body) = response.split_once("\r\n\r\n").unwrap();
+//! let completion: Value = serde_json::from_str(json_body)?;
+//! assert_eq!(completion["choices"][0]["message"]["content"], "Hello from the fake!");
+//!
+//! assert_eq!(server.chat_requests()[0].messages()[0]["content"], "hi");
+//! server.assert_all_used();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Streamed replies
 //!
@@ -220,23 +255,43 @@
 //! `error`: chat requests with no reply left, cassette mismatches, panicked
 //! server threads.
 
+// Layers, each importing only those above it in this list (values first):
+//
+// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`),
+//   `cassette` (+ `diff`), `strict` (request validation), `buffer`;
+// - bytes: `http` (HTTP/1.1 framing), `render` (completion JSON and SSE);
+// - one connection: `conn` (request parsing, answer writing, faults);
+// - the server: `server` (listener, accept loop, threads, request log, the
+//   `Responder` seam);
+// - what answers, each a `Responder`: `script` (routes, cassette replay,
+//   scripted replies, built-in routes) under `fake` (`FakeServer`), and
+//   `recorder` (`Recorder`, the recording proxy) with `forward` (its
+//   upstream client).
 mod buffer;
 mod cassette;
-mod conn;
 mod diff;
-mod http;
-mod recorder;
-mod render;
 mod reply;
 mod request;
-mod server;
 mod strict;
+
+mod http;
+mod render;
+
+mod conn;
+
+mod server;
+
+mod fake;
+mod forward;
+mod recorder;
+mod script;
+
 #[cfg(test)]
 mod tests;
 
 pub use self::buffer::SharedBuffer;
 pub use self::cassette::{Cassette, Interaction};
+pub use self::fake::FakeServer;
 pub use self::recorder::Recorder;
 pub use self::reply::Reply;
 pub use self::request::RecordedRequest;
-pub use self::server::FakeServer;

@@ -1,7 +1,7 @@
 //! [`Recorder`]: a loopback proxy that records a real session into a
-//! [`Cassette`]. It is a [`FakeServer`] in forwarding mode: the same
-//! listener, HTTP code and threads; `conn.rs` calls [`forward`] instead of
-//! answering from the script.
+//! [`Cassette`]. It is the [`FakeServer`](super::FakeServer)'s listener and connection code
+//! with another [`Responder`], the [`Proxy`]: it passes every request on
+//! (through `forward.rs`) and keeps what came back.
 
 use std::fmt;
 use std::io;
@@ -9,13 +9,15 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
+use parking_lot::Mutex;
 
-use super::cassette::{Cassette, Interaction};
+use super::cassette::{Cassette, Interaction, request_value};
+use super::conn::Answer;
+use super::forward::Forwarder;
 use super::render;
-use super::server::{FakeServer, Shared};
+use super::request::RecordedRequest;
+use super::server::{Reaction, Responder, Server};
 use crate::ChatTransport;
-use crate::provider::Forwarder;
 
 /// Records a real session: a proxy on `127.0.0.1` and a free port that
 /// passes every request to the upstream server and keeps each request and
@@ -75,39 +77,67 @@ use crate::provider::Forwarder;
 /// # Thread safety
 ///
 /// `Send + Sync`; each connection is served on its own thread, as by
-/// [`FakeServer`].
+/// [`FakeServer`](super::FakeServer).
 pub struct Recorder {
-    server: FakeServer,
+    server: Server,
+    proxy: Arc<Proxy>,
     upstream: String,
     base_path: String,
 }
 
+/// The recorder's [`Responder`]: where to forward, and what was recorded.
+#[derive(Debug)]
+struct Proxy {
+    upstream: Arc<Upstream>,
+    /// What was passed on, in order of completion.
+    recorded: Arc<Mutex<Vec<Interaction>>>,
+}
+
 /// Where the proxy forwards to.
 #[derive(Debug)]
-pub(super) struct Upstream {
+struct Upstream {
     /// `scheme://host:port`, no path.
     origin: String,
     forwarder: Forwarder,
 }
 
-/// One request to pass on, taken from the connection under the state lock.
+/// One request to pass on.
 #[derive(Debug)]
-pub(super) struct Forward {
-    pub(super) upstream: Arc<Upstream>,
-    pub(super) method: String,
-    pub(super) path: String,
-    pub(super) headers: Vec<(String, String)>,
-    pub(super) request: Value,
+struct Forward {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    /// The body as an [`Interaction::request`].
+    request: serde_json::Value,
+    /// The body as received, passed on byte for byte.
+    body: Vec<u8>,
 }
 
-/// The answer for the client: status, `Content-Type`, body.
-pub(super) type Relayed = (u16, String, Vec<u8>);
+impl Responder for Proxy {
+    fn respond(&self, req: &RecordedRequest, body: &[u8], _number: usize) -> Reaction {
+        let f = Forward {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            headers: req.headers.clone(),
+            request: request_value(req),
+            body: body.to_vec(),
+        };
+        let upstream = Arc::clone(&self.upstream);
+        let recorded = Arc::clone(&self.recorded);
+        // The upstream may think for minutes: never while the server's
+        // request log is locked.
+        Reaction::Later(Box::new(move || forward(&upstream, &recorded, &f)))
+    }
+}
 
-/// Pass `f` (with its raw `body`) to the upstream and record the
-/// interaction; the caller writes the returned response.
-pub(super) fn forward(shared: &Shared, f: &Forward, body: &[u8]) -> Relayed {
-    let url = format!("{}{}", f.upstream.origin, f.path);
-    match f.upstream.forwarder.send(&f.method, &url, &f.headers, body) {
+/// Pass `f` to the upstream and record the interaction; the answer is the
+/// upstream's response, or 502 when there was none.
+fn forward(upstream: &Upstream, recorded: &Mutex<Vec<Interaction>>, f: &Forward) -> Answer {
+    let url = format!("{}{}", upstream.origin, f.path);
+    match upstream
+        .forwarder
+        .send(&f.method, &url, &f.headers, &f.body)
+    {
         Ok(resp) => {
             log::debug!("Recorder: {} {url} -> {}", f.method, resp.status);
             let interaction = Interaction {
@@ -118,14 +148,20 @@ pub(super) fn forward(shared: &Shared, f: &Forward, body: &[u8]) -> Relayed {
                 content_type: resp.content_type.clone(),
                 body: String::from_utf8_lossy(&resp.body).into_owned(),
             };
-            shared.state.lock().recorded.push(interaction);
-            (resp.status, resp.content_type, resp.body)
+            recorded.lock().push(interaction);
+            Answer::Raw {
+                status: resp.status,
+                content_type: resp.content_type,
+                body: resp.body,
+            }
         }
         Err(why) => {
             let msg = format!("Recorder: {} {url} failed: {why}", f.method);
             log::warn!("{msg}");
-            let body = render::error_json(502, &msg).to_string().into_bytes();
-            (502, "application/json".to_string(), body)
+            Answer::Json {
+                status: 502,
+                body: render::error_json(502, &msg),
+            }
         }
     }
 }
@@ -172,17 +208,21 @@ impl Recorder {
                 format!("not an http(s) base URL: {upstream_base_url:?}"),
             ));
         };
-        let server = FakeServer::try_start()?;
-        server.set_upstream(Upstream {
-            origin,
-            forwarder: Forwarder::new(),
+        let proxy = Arc::new(Proxy {
+            upstream: Arc::new(Upstream {
+                origin,
+                forwarder: Forwarder::new(),
+            }),
+            recorded: Arc::new(Mutex::new(Vec::new())),
         });
+        let server = Server::start(Arc::clone(&proxy) as Arc<dyn Responder>)?;
         log::debug!(
             "Recorder: {} forwards to {upstream_base_url}",
             server.local_addr()
         );
         Ok(Recorder {
             server,
+            proxy,
             upstream: upstream_base_url.trim_end_matches('/').to_string(),
             base_path,
         })
@@ -230,7 +270,7 @@ impl Recorder {
     /// ```
     pub fn cassette(&self) -> Cassette {
         let mut cassette = Cassette::new();
-        for interaction in self.server.recorded() {
+        for interaction in self.proxy.recorded.lock().iter().cloned() {
             cassette.push(interaction);
         }
         cassette
@@ -248,7 +288,7 @@ impl fmt::Debug for Recorder {
             .field("addr", &self.server.local_addr())
             .field("upstream", &self.upstream)
             .field("base_path", &self.base_path)
-            .field("recorded", &self.server.recorded().len())
+            .field("recorded", &self.proxy.recorded.lock().len())
             .finish()
     }
 }

@@ -1,6 +1,7 @@
-//! Pass-through HTTP for the cassette recorder (`testing::Recorder`): send
-//! one request as received, read the whole response. It lives here because
-//! this module is the only one that knows ureq.
+//! The recording proxy's upstream client: pass one request on as received
+//! and read the whole response. Used only by [`Recorder`](super::Recorder);
+//! it talks to ureq directly rather than through the agent's client, because
+//! a proxy must not retry, follow redirects or treat statuses as errors.
 
 use std::io::Read;
 use std::time::Duration;
@@ -27,22 +28,22 @@ const DROPPED_HEADERS: [&str; 11] = [
 
 /// A whole upstream response.
 #[derive(Debug)]
-pub(crate) struct Forwarded {
-    pub(crate) status: u16,
+pub(super) struct Forwarded {
+    pub(super) status: u16,
     /// The `Content-Type`, or empty.
-    pub(crate) content_type: String,
-    pub(crate) body: Vec<u8>,
+    pub(super) content_type: String,
+    pub(super) body: Vec<u8>,
 }
 
 /// A ureq agent that reports every status as a response and follows no
 /// redirect, so the client behind the recorder sees what the upstream sent.
 #[derive(Debug)]
-pub(crate) struct Forwarder {
+pub(super) struct Forwarder {
     agent: ureq::Agent,
 }
 
 impl Forwarder {
-    pub(crate) fn new() -> Forwarder {
+    pub(super) fn new() -> Forwarder {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -60,7 +61,7 @@ impl Forwarder {
     /// Send `method url` with `headers` (except [`DROPPED_HEADERS`]) and
     /// `body` (none when empty); read the full response. `Err` is a readable
     /// reason when no complete response arrived.
-    pub(crate) fn send(
+    pub(super) fn send(
         &self,
         method: &str,
         url: &str,

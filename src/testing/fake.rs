@@ -1,0 +1,321 @@
+//! [`FakeServer`]: the public handle on a [`Server`] answering through a
+//! [`Script`].
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::cassette::{Cassette, Replay};
+use super::reply::Reply;
+use super::request::RecordedRequest;
+use super::script::Script;
+use super::server::{Responder, Server};
+use crate::ChatTransport;
+
+/// A scripted OpenAI-compatible HTTP server on `127.0.0.1` and a free port,
+/// for tests. See the [module docs](super) for what it serves.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::text("first")).push(Reply::text("second"));
+/// assert_eq!(server.remaining(), 2);
+/// assert!(server.base_url().starts_with("http://127.0.0.1:"));
+/// assert!(server.base_url().ends_with("/v1"));
+/// assert_eq!(server.transport().model(), Some("fake-model"));
+/// ```
+///
+/// # Thread safety
+///
+/// Every method takes `&self`; a `FakeServer` is `Send + Sync` and can be
+/// shared (`Arc` or scoped threads) between a test and the code under test.
+///
+/// # Drop
+///
+/// Dropping the server stops accepting, shuts down every open connection
+/// (so a client blocked on a [`hang`](Reply::hang) reply sees the connection
+/// end) and joins the threads, giving up after 5 s. Unused replies are logged
+/// at `warn`; call [`assert_all_used`](FakeServer::assert_all_used) to make
+/// them fail the test.
+///
+/// # Panics
+///
+/// `drop` panics (unless the thread is already panicking) if one of the
+/// server's threads panicked, which is a bug in `FakeServer`.
+pub struct FakeServer {
+    server: Server,
+    script: Arc<Script>,
+}
+
+impl FakeServer {
+    /// Bind `127.0.0.1:0` and start serving on a background thread.
+    ///
+    /// # Panics
+    ///
+    /// If no loopback port can be bound (see [`try_start`](FakeServer::try_start)).
+    pub fn start() -> FakeServer {
+        FakeServer::try_start().expect("FakeServer: cannot listen on 127.0.0.1:0")
+    }
+
+    /// Like [`start`](FakeServer::start), returning the bind or spawn error.
+    pub fn try_start() -> io::Result<FakeServer> {
+        let script = Arc::new(Script::new());
+        let server = Server::start(Arc::clone(&script) as Arc<dyn Responder>)?;
+        Ok(FakeServer { server, script })
+    }
+
+    /// The socket address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The OpenAI-style API base, `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.root_url())
+    }
+
+    /// The server root, `http://127.0.0.1:PORT` (where llama.cpp's `/props`
+    /// and `/health` live).
+    pub fn root_url(&self) -> String {
+        self.server.root_url()
+    }
+
+    /// A transport to this server: the server's model id (`fake-model`
+    /// unless [`set_model_id`](FakeServer::set_model_id) changed it), API
+    /// base [`base_url`](FakeServer::base_url), no key.
+    pub fn transport(&self) -> ChatTransport {
+        let model = self.script.state.lock().model_id.clone();
+        ChatTransport::new(model).with_api_base(self.base_url())
+    }
+
+    /// Queue `reply` for the next chat request (FIFO), as many times as its
+    /// [`repeat`](Reply::repeat) count says. Returns `self` for chaining.
+    pub fn push(&self, reply: Reply) -> &FakeServer {
+        let times = reply.delivery.times;
+        let mut st = self.script.state.lock();
+        for _ in 1..times {
+            st.replies.push_back(reply.clone());
+        }
+        if times > 0 {
+            st.replies.push_back(reply);
+        }
+        self
+    }
+
+    /// Every request received, any path, in arrival order (a request is
+    /// recorded once its body has been read, before it is answered).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.server.requests()
+    }
+
+    /// Only the `POST …/chat/completions` requests, including those rejected
+    /// in strict mode or left without a reply. Request `#N` in the server's
+    /// messages is `chat_requests()[N - 1]`.
+    pub fn chat_requests(&self) -> Vec<RecordedRequest> {
+        let mut requests = self.server.requests();
+        requests.retain(RecordedRequest::is_chat);
+        requests
+    }
+
+    /// Scripted replies not yet served.
+    pub fn remaining(&self) -> usize {
+        self.script.state.lock().replies.len()
+    }
+
+    /// Chat requests that found no scripted reply left (each was answered
+    /// 500 and logged at `error`).
+    pub fn unexpected_requests(&self) -> usize {
+        self.script.state.lock().unexpected
+    }
+
+    /// The messages of the chat requests rejected in strict mode (each was
+    /// answered 400 and logged at `warn`), oldest first.
+    pub fn rejections(&self) -> Vec<String> {
+        self.script.state.lock().rejections.clone()
+    }
+
+    /// Check that every scripted reply was served and, when replaying a
+    /// [`Cassette`], that every request matched an interaction and every
+    /// interaction was served.
+    ///
+    /// # Panics
+    ///
+    /// If not, with a message listing the unused replies, each cassette
+    /// mismatch with its diff, and the unused interactions.
+    #[track_caller]
+    pub fn assert_all_used(&self) {
+        let st = self.script.state.lock();
+        let mut problems = Vec::new();
+        if let Some(replay) = &st.replay {
+            if !replay.mismatches.is_empty() {
+                problems.push(format!(
+                    "FakeServer: {} request(s) matched no cassette interaction:\n{}",
+                    replay.mismatches.len(),
+                    replay.mismatches.join("\n")
+                ));
+            }
+            let unused = replay.unused();
+            if !unused.is_empty() {
+                problems.push(format!(
+                    "FakeServer: {} cassette interaction(s) never used:\n{}",
+                    unused.len(),
+                    unused.join("\n")
+                ));
+            }
+        }
+        if !st.replies.is_empty() {
+            let list: Vec<String> = st
+                .replies
+                .iter()
+                .enumerate()
+                .map(|(i, r)| format!("  {}. {}", i + 1, r.describe()))
+                .collect();
+            problems.push(format!(
+                "FakeServer: {} scripted reply(ies) never used ({} chat request(s) received):\n{}",
+                st.replies.len(),
+                st.chat_count,
+                list.join("\n")
+            ));
+        }
+        drop(st);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// A server replaying `cassette` (see [`load_cassette`]).
+    ///
+    /// [`load_cassette`]: FakeServer::load_cassette
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](FakeServer::start).
+    pub fn from_cassette(cassette: Cassette) -> FakeServer {
+        let server = FakeServer::start();
+        server.load_cassette(cassette);
+        server
+    }
+
+    /// Answer from `cassette` from now on, replacing any cassette loaded
+    /// before. A request is served the recorded response of the first unused
+    /// interaction with the same method, target and canonical body; see the
+    /// [module docs](super#record-and-replay) for the rules, mismatches and
+    /// what falls through to the usual routes.
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::testing::{Cassette, FakeServer, Recorder, Reply};
+    ///
+    /// let upstream = FakeServer::start();
+    /// upstream.push(Reply::text("Recorded answer."));
+    /// let recorder = Recorder::start(&upstream.base_url());
+    /// Agent::builder(recorder.transport_for("fake-model")).build()?.run_loop("Hi")?;
+    ///
+    /// let replay = FakeServer::start();
+    /// replay.load_cassette(recorder.cassette());
+    /// let out = Agent::builder(replay.transport()).build()?.run_loop("Hi")?;
+    /// assert_eq!(out.answer.as_deref(), Some("Recorded answer."));
+    /// replay.assert_all_used();
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn load_cassette(&self, cassette: Cassette) {
+        self.script.state.lock().replay = Some(Replay::new(cassette));
+    }
+
+    /// The messages of the requests that matched no cassette interaction
+    /// (each was answered 500 and logged at `error`), oldest first. Each
+    /// holds a line diff against the closest unused interaction.
+    pub fn mismatches(&self) -> Vec<String> {
+        self.script
+            .state
+            .lock()
+            .replay
+            .as_ref()
+            .map(|r| r.mismatches.clone())
+            .unwrap_or_default()
+    }
+
+    /// The context size `/props` and `/v1/models` report (default
+    /// `Some(4096)`). `None` makes `/props` answer 404 and leaves `meta` out
+    /// of `/v1/models`, like a server that does not say.
+    pub fn set_context_size(&self, n_ctx: Option<u64>) {
+        self.script.state.lock().n_ctx = n_ctx;
+    }
+
+    /// The model id `/v1/models` lists and responses name when the reply
+    /// sets none (default `"fake-model"`).
+    pub fn set_model_id(&self, id: &str) {
+        self.script.state.lock().model_id = id.to_string();
+    }
+
+    /// Turn strict request validation on or off (default on). See the
+    /// [module docs](super#strict-mode).
+    pub fn set_strict(&self, on: bool) {
+        self.script.state.lock().strict = on;
+    }
+
+    /// Answer `method path` with `status` and the JSON `body`, before any
+    /// built-in route. `path` matches the request path exactly when it has a
+    /// query string, else the path without its query. For probing shapes of
+    /// other servers (Ollama's `/api/show`, vLLM's `/v1/models`). A later
+    /// call for the same method and path replaces the earlier one.
+    ///
+    /// ```
+    /// use pikuri::testing::FakeServer;
+    /// let server = FakeServer::start();
+    /// server.set_context_size(None);
+    /// server.set_route("GET", "/v1/models", 200, serde_json::json!({"data": [{"id": "m", "max_model_len": 8192}]}));
+    /// assert_eq!(pikuri::ContextWindowDetector::detect(&server.transport().with_model("m")), Some(8192));
+    /// ```
+    pub fn set_route(&self, method: &str, path: &str, status: u16, body: serde_json::Value) {
+        let mut st = self.script.state.lock();
+        st.routes.retain(|(m, p, _, _)| !(m == method && p == path));
+        st.routes
+            .push((method.to_string(), path.to_string(), status, body));
+    }
+}
+
+impl fmt::Debug for FakeServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One lock at a time: the server takes the log before the script.
+        let requests = self.server.request_count();
+        let st = self.script.state.lock();
+        f.debug_struct("FakeServer")
+            .field("addr", &self.server.local_addr())
+            .field("remaining", &st.replies.len())
+            .field("requests", &requests)
+            .field("unexpected", &st.unexpected)
+            .field("strict", &st.strict)
+            .field("replaying", &st.replay.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        // Stop first, so no connection consumes a reply after the report;
+        // `Server::drop` then checks for panicked threads.
+        self.server.stop();
+        let st = self.script.state.lock();
+        if !st.replies.is_empty() {
+            let unused: Vec<String> = st.replies.iter().map(Reply::describe).collect();
+            log::warn!(
+                "FakeServer: dropped with {} unused reply(ies): {}",
+                unused.len(),
+                unused.join(", ")
+            );
+        }
+        if let Some(replay) = &st.replay {
+            let unused = replay.unused();
+            if !unused.is_empty() {
+                log::warn!(
+                    "FakeServer: dropped with {} unused cassette interaction(s):\n{}",
+                    unused.len(),
+                    unused.join("\n")
+                );
+            }
+        }
+    }
+}

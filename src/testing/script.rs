@@ -1,0 +1,228 @@
+//! What a [`FakeServer`](super::FakeServer) answers: its [`Responder`].
+//!
+//! In order: routes set with `set_route`, then a loaded cassette, then for
+//! chat completions the scripted replies (after strict validation), then the
+//! built-in llama.cpp/OpenAI routes. The [module docs](super#what-it-serves)
+//! describe the result; this file is the one place that decides it.
+
+use std::collections::VecDeque;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::cassette::{self, Replay};
+use super::conn::{Answer, Scripted};
+use super::render::{self, Meta};
+use super::reply::{Kind, Reply};
+use super::request::RecordedRequest;
+use super::server::{Reaction, Responder};
+use super::strict;
+
+/// The script, the cassette and the settings of a `FakeServer`.
+#[derive(Debug)]
+pub(super) struct Script {
+    pub(super) state: Mutex<State>,
+}
+
+/// Everything a `FakeServer`'s answers depend on.
+#[derive(Debug)]
+pub(super) struct State {
+    pub(super) replies: VecDeque<Reply>,
+    /// Chat requests seen so far, rejected ones included.
+    pub(super) chat_count: usize,
+    pub(super) unexpected: usize,
+    pub(super) rejections: Vec<String>,
+    pub(super) n_ctx: Option<u64>,
+    pub(super) model_id: String,
+    pub(super) strict: bool,
+    /// Auto-named tool calls served so far (`call_<n>`).
+    pub(super) auto_calls: u64,
+    /// Fixed answers set with `FakeServer::set_route`, checked first.
+    pub(super) routes: Vec<(String, String, u16, Value)>,
+    /// The cassette being replayed, if any.
+    pub(super) replay: Option<Replay>,
+}
+
+impl Script {
+    pub(super) fn new() -> Script {
+        Script {
+            state: Mutex::new(State {
+                replies: VecDeque::new(),
+                chat_count: 0,
+                unexpected: 0,
+                rejections: Vec::new(),
+                n_ctx: Some(4096),
+                model_id: "fake-model".to_string(),
+                strict: true,
+                auto_calls: 0,
+                routes: Vec::new(),
+                replay: None,
+            }),
+        }
+    }
+}
+
+impl Responder for Script {
+    fn respond(&self, req: &RecordedRequest, _body: &[u8], number: usize) -> Reaction {
+        Reaction::Now(route(&mut self.state.lock(), req, number))
+    }
+}
+
+/// The answer to `req`, the `number`th request: see the module doc for the
+/// order.
+fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Answer {
+    let path = req.route();
+    // An exact match (query included) beats a match on the path alone.
+    let fixed = st
+        .routes
+        .iter()
+        .find(|(m, p, _, _)| *m == req.method && *p == req.path)
+        .or_else(|| {
+            st.routes
+                .iter()
+                .find(|(m, p, _, _)| *m == req.method && p == path)
+        });
+    if let Some((_, _, status, body)) = fixed {
+        return Answer::Json {
+            status: *status,
+            body: body.clone(),
+        };
+    }
+    if let Some(answer) = replay(st, req, number) {
+        return answer;
+    }
+    if req.is_chat() {
+        return chat(st, req);
+    }
+    let json = |status, body| Answer::Json { status, body };
+    match (req.method.as_str(), path) {
+        ("GET", "/props" | "/v1/props") => match st.n_ctx {
+            Some(n_ctx) => json(
+                200,
+                json!({
+                    "default_generation_settings": {
+                        "n_ctx": n_ctx,
+                        "model": st.model_id,
+                        "params": { "temperature": 0.8, "n_predict": -1 },
+                    },
+                    "total_slots": 1,
+                    "model_alias": st.model_id,
+                    "model_path": format!("/models/{}.gguf", st.model_id),
+                    "build_info": "fake",
+                }),
+            ),
+            None => json(404, render::error_json(404, "File Not Found")),
+        },
+        ("GET", "/v1/models" | "/models") => {
+            let mut model = json!({
+                "id": st.model_id,
+                "object": "model",
+                "created": now(),
+                "owned_by": "fake",
+            });
+            if let Some(n) = st.n_ctx {
+                model["meta"] = json!({ "n_ctx_train": n, "n_ctx": n });
+            }
+            json(200, json!({ "object": "list", "data": [model] }))
+        }
+        ("GET", "/health" | "/v1/health") => json(200, json!({ "status": "ok" })),
+        (method, _) => {
+            let msg = format!("FakeServer: no route for {method} {}", req.path);
+            json(404, render::error_json(404, &msg))
+        }
+    }
+}
+
+/// Answer from the cassette, if one is loaded and knows the route.
+fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer> {
+    let label = if req.is_chat() {
+        format!("chat request #{}", st.chat_count + 1)
+    } else {
+        format!("request #{number}")
+    };
+    let answer = st.replay.as_mut()?.answer(req, &label);
+    // A chat request the cassette answered (or rejected) used up a number;
+    // one it passed on is counted by `chat`.
+    if req.is_chat() && !matches!(answer, cassette::Answer::Pass) {
+        st.chat_count += 1;
+    }
+    match answer {
+        cassette::Answer::Pass => None,
+        cassette::Answer::Serve {
+            status,
+            content_type,
+            body,
+        } => Some(Answer::Raw {
+            status,
+            content_type,
+            body: body.into_bytes(),
+        }),
+        cassette::Answer::Mismatch(msg) => {
+            log::error!("{msg}");
+            Some(Answer::Json {
+                status: 500,
+                body: render::error_json(500, &msg),
+            })
+        }
+    }
+}
+
+/// The next scripted reply for a chat request, after strict validation.
+fn chat(st: &mut State, req: &RecordedRequest) -> Answer {
+    // Counted before validation: rejected requests keep their number, so
+    // `#N` in a message is always `chat_requests()[N - 1]`.
+    st.chat_count += 1;
+    let n = st.chat_count;
+    if st.strict
+        && let Err(why) = strict::validate(req.body.as_ref())
+    {
+        let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
+        log::warn!("{msg}");
+        st.rejections.push(msg.clone());
+        return Answer::Json {
+            status: 400,
+            body: render::error_json(400, &msg),
+        };
+    }
+    let Some(reply) = st.replies.pop_front() else {
+        st.unexpected += 1;
+        let msg = format!("FakeServer: no scripted reply left for request #{n}");
+        log::error!("{msg}");
+        return Answer::Json {
+            status: 500,
+            body: render::error_json(500, &msg),
+        };
+    };
+    let mut call_ids = Vec::new();
+    let mut model = None;
+    if let Kind::Completion(c) = &reply.kind {
+        for call in &c.calls {
+            let id = call.id.clone().unwrap_or_else(|| {
+                st.auto_calls += 1;
+                format!("call_{}", st.auto_calls)
+            });
+            call_ids.push(id);
+        }
+        model.clone_from(&c.model);
+    }
+    let meta = Meta {
+        id: format!("chatcmpl-fake-{n}"),
+        created: now(),
+        model: model.unwrap_or_else(|| st.model_id.clone()),
+        call_ids,
+    };
+    Answer::Scripted(Box::new(Scripted {
+        reply,
+        meta,
+        stream: req.is_stream(),
+        include_usage: req.includes_usage(),
+    }))
+}
+
+/// Seconds since the epoch, for `created` fields.
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
