@@ -1,15 +1,17 @@
 //! One test per fixed bug, named `issue_NNN_...`.
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Cancellable, Persona, SubAgents};
+use pikuri::{Cancellable, OnExhausted, Persona, StepLimit, SubAgents};
 use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};
 
-/// A nested agent (sub-agent, synthesizer) shares its parent's Cancellable;
-/// resetting it at the child's turn start would swallow a cancel that came
-/// while the parent was spawning the child.
+/// A cancel set by one tool call stops the batch at the parent's check
+/// before the `agent` call, so no child is spawned. (That nested agents do
+/// not reset the shared Cancellable is tested by
+/// `a_cancel_before_the_synthesizer_starts_is_not_swallowed`, which reaches a
+/// child.)
 #[test]
 fn nested_agents_do_not_reset_the_shared_cancellable() {
     let server = FakeServer::start();
@@ -33,6 +35,39 @@ fn nested_agents_do_not_reset_the_shared_cancellable() {
     assert!(cancel.is_cancelled());
     assert_valid_history(agent.messages());
     assert_eq!(server.chat_requests().len(), 1, "no child request was made");
+}
+
+/// The same rule, where the race can be staged: the last tool call the
+/// budget allows cancels, the next call trips the budget, and the
+/// synthesizer (a nested agent) starts with the cancel already set. A child
+/// that reset the shared Cancellable at its turn start would swallow that
+/// cancel and ask the model for a synthesized answer.
+#[test]
+fn a_cancel_before_the_synthesizer_starts_is_not_swallowed() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_calls(vec![("stop", json!({})), ("stop", json!({}))]));
+    server.push(Reply::text("synthesized (must not be requested)"));
+    let cancel = Cancellable::new();
+    let c2 = cancel.clone();
+    let stop = FnTool::new("stop", "Cancels.", Parameters::empty(), move |_, _| {
+        c2.cancel();
+        Ok("cancelled".into())
+    });
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.add_tool(stop)
+            .cancellable(cancel.clone())
+            .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+    });
+    let err = agent.run_loop("go").unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert!(cancel.is_cancelled());
+    assert_eq!(
+        server.chat_requests().len(),
+        1,
+        "the synthesizer must not have sent a request"
+    );
+    assert!(rec.kinds().contains(&"fallback_notice"), "{:?}", rec.kinds());
+    assert_valid_history(agent.messages());
 }
 
 /// `last_assistant_content` (and `Outcome::answer`) once returned an earlier
