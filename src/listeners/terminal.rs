@@ -87,9 +87,11 @@ const LINE_MAX: usize = 160;
 ///   [`UserTurn`](Event::UserTurn) `(delivered: <text>)`,
 ///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`, a
 ///   [`Domain`](Event::Domain) event `<name>: <payload>` (a string payload
-///   unquoted, others as compact JSON). A *transient* domain event is shown
-///   only with colour on, where each one rewrites the previous line of the
-///   same name in place (`\r`, `ESC[K`); the last state stays on screen.
+///   unquoted, others as compact JSON). A *transient* domain event (a
+///   progress report) rewrites the previous line of the same name in place
+///   with colour on (`\r`, `ESC[K`); without colour, where rewriting is not
+///   possible, only its final state is printed, as a plain line, once
+///   another event arrives or the turn ends.
 ///   The turn-start `UserTurn` (the person typed it), `Tokens`, `ContextCap`
 ///   (see [`TokenLog`](super::TokenLog)), `SystemInjected`, `Reset`,
 ///   `HistoryLoaded`, `ModelSwitched` and `Stopped` print nothing.
@@ -127,6 +129,9 @@ pub struct Terminal {
     streamed_assistant: bool,
     /// The last tool call printed and the output sequence number right after.
     last_call: Option<(String, u64)>,
+    /// Without colour: the latest transient domain event (name, rendered
+    /// line), printed once something else happens.
+    held: Option<(String, String)>,
 }
 
 /// What the current (unfinished) output of one `Terminal` is.
@@ -265,6 +270,7 @@ impl Terminal {
             streamed_thinking: false,
             streamed_assistant: false,
             last_call: None,
+            held: None,
         }
     }
 
@@ -289,7 +295,24 @@ impl Terminal {
         self.color
     }
 
+    /// Print the transient event held back without colour (its final state).
+    fn release_held(&mut self, o: &mut Output) {
+        if let Some((_, text)) = self.held.take() {
+            self.line(o, Style::Plain, &text);
+        }
+    }
+
     fn render(&mut self, o: &mut Output, event: &Event) {
+        // Anything but another transient update ends the held progress line.
+        if !matches!(
+            event,
+            Event::Domain {
+                transient: true,
+                ..
+            }
+        ) {
+            self.release_held(o);
+        }
         match event {
             Event::ThinkingDelta { content, .. } => {
                 self.streamed_thinking = true;
@@ -395,9 +418,6 @@ impl Terminal {
     }
 
     fn domain(&mut self, o: &mut Output, name: &str, payload: &Value, transient: bool) {
-        if transient && !self.color {
-            return;
-        }
         let payload = match payload {
             Value::String(s) => Cow::Borrowed(s.as_str()),
             Value::Null => Cow::Borrowed(""),
@@ -413,7 +433,14 @@ impl Terminal {
             text.push_str(": ");
             text.push_str(&sanitize(&truncate(payload, ARGS_MAX)));
         }
-        if transient {
+        if transient && !self.color {
+            // Without colour a line cannot be rewritten: keep only the
+            // latest state, printed when something else happens.
+            if self.held.as_ref().is_some_and(|(held, _)| held != name) {
+                self.release_held(o);
+            }
+            self.held = Some((name.to_string(), text));
+        } else if transient {
             let block = Block::Transient(name.to_string());
             let rewrite = self.block == block && !o.at_line_start;
             self.begin(o, block);
@@ -511,7 +538,9 @@ impl Listener for Terminal {
     }
 
     fn flush(&mut self) {
-        let mut o = self.out.lock();
+        let out = Arc::clone(&self.out);
+        let mut o = out.lock();
+        self.release_held(&mut o);
         if self.block != Block::Line {
             o.end_line();
             self.block = Block::Line;
@@ -792,6 +821,7 @@ It is sunny; 2+2 is 4.
              step budget exhausted: 10 steps used; answering from the evidence so far\n\
              tasks.changed: {\"open\":2}\n\
              note: saved\n\
+             progress: 50%\n\
              cancelled\n"
         );
     }
@@ -811,6 +841,28 @@ It is sunny; 2+2 is 4.
             ],
         );
         assert_eq!(buf.text(), "dl: 10%\r\x1b[Kdl: 90%\r\x1b[Kdl: done\nok\n");
+    }
+
+    #[test]
+    fn transient_shows_its_final_state_without_colour() {
+        let buf = Buf::default();
+        let mut term = Terminal::new(buf.clone());
+        render(
+            &mut term,
+            &[
+                domain("dl", json!("10%"), true),
+                domain("dl", json!("90%"), true),
+                domain("dl", json!("done"), true),
+                domain("idx", json!("1/2"), true),
+                domain("idx", json!("2/2"), true),
+                delta("ok"),
+                answer("ok"),
+                domain("bg", json!("still going"), true),
+            ],
+        );
+        assert_eq!(buf.text(), "dl: done\nidx: 2/2\nok\n");
+        Listener::flush(&mut term);
+        assert_eq!(buf.text(), "dl: done\nidx: 2/2\nok\nbg: still going\n");
     }
 
     #[test]

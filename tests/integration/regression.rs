@@ -45,7 +45,10 @@ fn nested_agents_do_not_reset_the_shared_cancellable() {
 #[test]
 fn a_cancel_before_the_synthesizer_starts_is_not_swallowed() {
     let server = FakeServer::start();
-    server.push(Reply::tool_calls(vec![("stop", json!({})), ("stop", json!({}))]));
+    server.push(Reply::tool_calls(vec![
+        ("stop", json!({})),
+        ("stop", json!({})),
+    ]));
     server.push(Reply::text("synthesized (must not be requested)"));
     let cancel = Cancellable::new();
     let c2 = cancel.clone();
@@ -66,7 +69,11 @@ fn a_cancel_before_the_synthesizer_starts_is_not_swallowed() {
         1,
         "the synthesizer must not have sent a request"
     );
-    assert!(rec.kinds().contains(&"fallback_notice"), "{:?}", rec.kinds());
+    assert!(
+        rec.kinds().contains(&"fallback_notice"),
+        "{:?}",
+        rec.kinds()
+    );
     assert_valid_history(agent.messages());
 }
 
