@@ -1,6 +1,7 @@
 //! Tools: the [`Tool`] trait, [`ToolContext`], [`ToolError`], the
-//! [`Parameters`] schema builder, closure tools ([`FnTool`]) and the built-in
-//! tools.
+//! [`Parameters`] schema, closure tools ([`FnTool`]), typed tools
+//! ([`TypedTool`], with schemas from Rust types through [`JsonSchema`] and
+//! [`schema_type!`](crate::schema_type)) and the built-in tools.
 //!
 //! # Failures are observations
 //!
@@ -13,13 +14,17 @@
 
 mod context;
 mod exec;
+mod json_schema;
 mod schema;
+mod typed;
 
 pub mod builtin;
 
 pub use context::ToolContext;
 pub(crate) use exec::{execute, unknown_tool};
-pub use schema::{ItemType, Parameters, ParametersBuilder, ValidationError};
+pub use json_schema::JsonSchema;
+pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
+pub use typed::{IntoObservation, Json, TypedTool};
 
 use std::fmt;
 use std::sync::Arc;
