@@ -123,7 +123,7 @@ type Handler = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send 
 ///     let items: u32 = order.lines.iter().map(|l| l.qty).sum();
 ///     Ok::<_, ToolError>(Json(json!({"items": items, "gift": order.gift.unwrap_or(false)})))
 /// });
-/// assert_eq!(tool.parameters().to_json()["required"], json!(["gift", "lines"]));
+/// assert_eq!(tool.parameters().to_json()["required"], json!(["lines", "gift"]));
 ///
 /// let cx = ToolContext::detached();
 /// let out = tool.call(&json!({"lines": [{"sku": "A", "qty": 2}, {"sku": "B", "qty": 1}]}), &cx)?;

@@ -252,18 +252,6 @@ impl Compiler<'_> {
         };
         let mut node = Node::any();
         self.types(obj, at, &mut node);
-        if let Some(props) = obj.get("properties") {
-            match props {
-                Value::Object(props) => {
-                    for (name, sub) in props {
-                        let p = format!("{path}/properties/{}", escape(name));
-                        let child = self.compile(sub, &p, depth + 1);
-                        node.properties.push((name.clone(), child));
-                    }
-                }
-                other => self.bad(at, "properties", "an object of schemas", other),
-            }
-        }
         if let Some(req) = obj.get("required") {
             match req.as_array() {
                 Some(names) if names.iter().all(Value::is_string) => {
@@ -274,6 +262,18 @@ impl Compiler<'_> {
                         .collect();
                 }
                 _ => self.bad(at, "required", "an array of strings", req),
+            }
+        }
+        if let Some(props) = obj.get("properties") {
+            match props {
+                Value::Object(props) => {
+                    for (name, sub) in props {
+                        let p = format!("{path}/properties/{}", escape(name));
+                        let child = self.compile(sub, &p, depth + 1);
+                        node.properties.push((name.clone(), child));
+                    }
+                }
+                other => self.bad(at, "properties", "an object of schemas", other),
             }
         }
         match obj.get("additionalProperties") {
