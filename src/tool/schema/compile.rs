@@ -142,6 +142,13 @@ impl Node {
         }
     }
 
+    /// Whether the node says nothing but its type (so "not integers" is an
+    /// accurate summary of what is wrong with a bad item).
+    pub(super) fn is_plain_type(&self) -> bool {
+        self.types.and_then(Types::single).is_some()
+            && *self == Node { types: self.types, ..Node::any() }
+    }
+
     /// Whether `null` is accepted by the type list (the usual way to make a
     /// property optional in strict mode). A node with alternatives counts as
     /// nullable when one of them is `{"type": "null"}`-like.
@@ -186,6 +193,7 @@ pub(super) fn compile(schema: &Value) -> Result<Compiled, Vec<String>> {
         nodes: Vec::new(),
         refs: HashMap::new(),
         problems: Vec::new(),
+        pending: Vec::new(),
     };
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
@@ -204,6 +212,15 @@ pub(super) fn compile(schema: &Value) -> Result<Compiled, Vec<String>> {
     // The root is node 0 and `$ref: "#"` points at it.
     c.refs.insert(String::new(), 0);
     c.compile(schema, "", 0);
+    // Referenced schemas are compiled one after another, not inside the
+    // schema that refers to them, so a long chain of `$ref`s does not
+    // deepen the recursion.
+    while let Some((id, pointer)) = c.pending.pop() {
+        if let Some(target) = schema.pointer(&pointer) {
+            let depth = pointer.matches('/').count();
+            c.compile_into(id, target, &pointer, depth);
+        }
+    }
     c.find_cycles();
     if c.problems.is_empty() {
         Ok(Compiled { nodes: c.nodes })
@@ -218,6 +235,8 @@ struct Compiler<'a> {
     /// JSON pointer (without the leading `#`) → node id.
     refs: HashMap<String, NodeId>,
     problems: Vec<String>,
+    /// Referenced schemas still to compile: (node id, JSON pointer).
+    pending: Vec<(NodeId, String)>,
 }
 
 impl Compiler<'_> {
@@ -318,7 +337,7 @@ impl Compiler<'_> {
         node.all_of = self.alternatives(obj, path, "allOf", depth);
         if let Some(r) = obj.get("$ref") {
             match r.as_str() {
-                Some(target) => node.reference = self.reference(target, at, depth),
+                Some(target) => node.reference = self.reference(target, at),
                 None => self.bad(at, "$ref", "a string", r),
             }
         }
@@ -464,22 +483,22 @@ impl Compiler<'_> {
     /// Resolve a `$ref`. Local references (`#`, `#/$defs/X`,
     /// `#/definitions/X`, any `#/json/pointer`) are compiled once and shared;
     /// others (URLs, other documents) are passed through as "any value".
-    fn reference(&mut self, target: &str, at: &str, depth: usize) -> Option<NodeId> {
+    fn reference(&mut self, target: &str, at: &str) -> Option<NodeId> {
         let pointer = target.strip_prefix('#')?;
         if let Some(&id) = self.refs.get(pointer) {
             return Some(id);
         }
-        let Some(schema) = self.root.pointer(pointer) else {
+        if self.root.pointer(pointer).is_none() {
             self.problems.push(format!(
                 "{at}: `$ref` {} does not resolve in this schema",
-                super::validate::describe(&Value::from(target))
+                super::validate::quote_value(&Value::from(target))
             ));
             return None;
-        };
+        }
         let id = self.nodes.len();
         self.nodes.push(Node::any());
         self.refs.insert(pointer.to_string(), id);
-        self.compile_into(id, schema, pointer, depth + 1);
+        self.pending.push((id, pointer.to_string()));
         Some(id)
     }
 

@@ -23,8 +23,10 @@ pub(super) const ITEM_PROBLEM_LIMIT: usize = 5;
 const ENUM_LIST_LIMIT: usize = 20;
 /// Values nested deeper than this are reported, not checked.
 pub(super) const MAX_DEPTH: usize = 128;
-/// Node visits per validation before it gives up.
-const STEP_BUDGET: usize = 1_000_000;
+const TOO_DEEP: &str = "nested more than 128 levels deep; not checked";
+/// Node visits per validation before it gives up: far above what arguments
+/// a model can write within its output-token limit ever need.
+const STEP_BUDGET: usize = 200_000;
 
 /// One step of a location: an object key or an array index.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +56,13 @@ impl<'s> Validator<'s> {
     /// Every problem with `args` (which the caller checked is an object).
     pub(super) fn problems(mut self, args: &Value) -> Vec<String> {
         self.check(0, args, &mut Vec::new(), 0);
+        // The depth cap is reported once, not once per sibling.
+        let mut seen_too_deep = false;
+        self.problems.retain(|p| {
+            let first = !(seen_too_deep && p.ends_with(TOO_DEEP));
+            seen_too_deep |= p.ends_with(TOO_DEEP);
+            first
+        });
         if self.gave_up {
             self.problems.push(format!(
                 "validation stopped after {STEP_BUDGET} steps: the arguments are too \
@@ -82,10 +91,7 @@ impl<'s> Validator<'s> {
             return;
         }
         if depth > MAX_DEPTH {
-            self.push(
-                path,
-                &format!("nested more than {MAX_DEPTH} levels deep; not checked"),
-            );
+            self.push(path, TOO_DEEP);
             return;
         }
         let nodes = self.nodes;
@@ -241,10 +247,9 @@ impl<'s> Validator<'s> {
         }
         if bad > ITEM_PROBLEM_LIMIT {
             let more = bad - ITEM_PROBLEM_LIMIT;
-            let what = match self.nodes[item_node].types.and_then(Types::single) {
-                Some(name) if self.nodes[item_node].enumeration.is_none() => {
-                    format!("are not {name}s")
-                }
+            let item = &self.nodes[item_node];
+            let what = match item.types.and_then(Types::single) {
+                Some(name) if item.is_plain_type() => format!("are not {name}s"),
                 _ => "have problems".to_string(),
             };
             self.push(path, &format!("{more} more items {what}"));
@@ -640,7 +645,7 @@ fn quote_str(s: &str) -> String {
 }
 
 /// A schema value (enum member, const) as JSON, bounded.
-fn quote_value(v: &Value) -> String {
+pub(super) fn quote_value(v: &Value) -> String {
     match v {
         Value::String(s) => quote_str(s),
         other => excerpt(&other.to_string(), QUOTE_LIMIT).into_owned(),
