@@ -353,6 +353,7 @@ macro_rules! schema_type {
                         obj.insert("description".into(), ::serde_json::Value::from(text));
                     }
                 }
+                #[allow(unused_mut)] // a struct without fields
                 let mut properties = ::serde_json::Map::new();
                 $(
                     let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
@@ -425,4 +426,170 @@ macro_rules! schema_type {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::Parameters;
+
+    crate::schema_type! {
+        /// Size of a cup.
+        enum Size {
+            /// 200 ml.
+            Small = "small",
+            Large = "large",
+        }
+    }
+
+    crate::schema_type! {
+        /// An order line.
+        #[derive(PartialEq)]
+        struct Line {
+            /// Article number.
+            sku: String,
+            /// How many;
+            /// at least one.
+            qty: u16,
+            size: Option<Size>,
+            sizes: Vec<Size>,
+        }
+    }
+
+    crate::schema_type! {
+        struct Address {
+            street: String,
+            zip: Option<String>,
+        }
+    }
+
+    crate::schema_type! {
+        /// A whole order.
+        struct Order {
+            lines: Vec<Line>,
+            ship_to: Option<Address>,
+            bill_to: Box<Address>,
+            rush: bool,
+            weights: [f64; 2],
+            nested: Vec<Vec<Option<i64>>>,
+        }
+    }
+
+    crate::schema_type! {
+        struct Empty {}
+    }
+
+    crate::schema_type! {
+        struct Loose {
+            extra: BTreeMap<String, u8>,
+            any: Value,
+        }
+    }
+
+    #[test]
+    fn generated_schemas_pass_strict_mode() {
+        for (name, params) in [
+            ("Line", Parameters::for_type::<Line>()),
+            ("Address", Parameters::for_type::<Address>()),
+            ("Order", Parameters::for_type::<Order>()),
+            ("Empty", Parameters::for_type::<Empty>()),
+        ] {
+            assert_eq!(params.strict_violations(), Vec::<String>::new(), "{name}");
+        }
+        // Maps and `Value` are fine parameters, but not strict.
+        assert_eq!(
+            Parameters::for_type::<Loose>().strict_violations(),
+            [
+                "/properties/any: every schema needs a `type` (or `anyOf`, `$ref`, `enum`)",
+                "/properties/extra: objects need \"additionalProperties\": false",
+            ]
+        );
+    }
+
+    #[test]
+    fn struct_schema_has_docs_bounds_and_nullable_fields() {
+        assert_eq!(
+            Line::json_schema(),
+            json!({
+                "type": "object",
+                "description": "An order line.",
+                "properties": {
+                    "sku": {"type": "string", "description": "Article number."},
+                    "qty": {
+                        "type": "integer", "minimum": 0, "maximum": 65535,
+                        "description": "How many;\nat least one."
+                    },
+                    "size": {
+                        "type": ["string", "null"],
+                        "enum": ["small", "large", null],
+                        "description": "Size of a cup.\n- `small`: 200 ml."
+                    },
+                    "sizes": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "enum": ["small", "large"],
+                            "description": "Size of a cup.\n- `small`: 200 ml."
+                        }
+                    }
+                },
+                "required": ["sku", "qty", "size", "sizes"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(Order::json_schema()["properties"]["ship_to"]["type"], json!(["object", "null"]));
+        assert_eq!(Empty::json_schema()["required"], json!([]));
+    }
+
+    #[test]
+    fn validation_and_serde_agree() {
+        let params = Parameters::for_type::<Line>();
+        let good = json!({"sku": "a", "qty": 2.0, "size": null, "sizes": ["large"]});
+        params.validate(&good).unwrap();
+        let line: Line = serde_json::from_value(params.normalize(good)).unwrap();
+        assert_eq!(
+            line,
+            Line { sku: "a".into(), qty: 2, size: None, sizes: vec![Size::Large] }
+        );
+        // An omitted `Option` field passes validation and reads as `None`.
+        let omitted = json!({"sku": "a", "qty": 1, "sizes": []});
+        params.validate(&omitted).unwrap();
+        assert_eq!(serde_json::from_value::<Line>(omitted).unwrap().size, None);
+        let err = params
+            .validate(&json!({"sku": "a", "qty": 70000, "size": "huge", "sizes": ["small", 1]}))
+            .unwrap_err();
+        assert_eq!(
+            err.problems(),
+            [
+                "parameter `qty`: expected at most 65535, got 70000",
+                "parameter `size`: \"huge\" is not one of \"small\", \"large\", null",
+                "parameter `sizes`: item [1]: expected one of \"small\", \"large\", got integer 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn std_types_have_their_natural_schemas() {
+        assert_eq!(i8::json_schema(), json!({"type": "integer", "minimum": -128, "maximum": 127}));
+        assert_eq!(u64::json_schema()["maximum"], json!(u64::MAX));
+        assert_eq!(i64::json_schema()["minimum"], json!(i64::MIN));
+        assert_eq!(<[u8; 3]>::json_schema()["minItems"], 3);
+        assert_eq!(Option::<Option<bool>>::json_schema(), json!({"type": ["boolean", "null"]}));
+        assert_eq!(Option::<Value>::json_schema(), json!({}));
+        assert_eq!(
+            nullable(json!({"$ref": "#/$defs/x"})),
+            json!({"anyOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]})
+        );
+        assert_eq!(Arc::<str>::json_schema(), json!({"type": "string"}));
+        assert_eq!(
+            HashMap::<String, f32>::json_schema(),
+            json!({"type": "object", "additionalProperties": {"type": "number"}})
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "Parameters::for_type::<u8>: not a tool parameter schema")]
+    fn a_scalar_is_not_a_parameter_schema() {
+        let _ = Parameters::for_type::<u8>();
+    }
 }
