@@ -537,7 +537,10 @@ mod tests {
                 "additionalProperties": false
             })
         );
-        assert_eq!(Order::json_schema()["properties"]["ship_to"]["type"], json!(["object", "null"]));
+        assert_eq!(
+            Order::json_schema()["properties"]["ship_to"]["type"],
+            json!(["object", "null"])
+        );
         assert_eq!(Empty::json_schema()["required"], json!([]));
     }
 
@@ -549,7 +552,12 @@ mod tests {
         let line: Line = serde_json::from_value(params.normalize(good)).unwrap();
         assert_eq!(
             line,
-            Line { sku: "a".into(), qty: 2, size: None, sizes: vec![Size::Large] }
+            Line {
+                sku: "a".into(),
+                qty: 2,
+                size: None,
+                sizes: vec![Size::Large]
+            }
         );
         // An omitted `Option` field passes validation and reads as `None`.
         let omitted = json!({"sku": "a", "qty": 1, "sizes": []});
@@ -570,11 +578,17 @@ mod tests {
 
     #[test]
     fn std_types_have_their_natural_schemas() {
-        assert_eq!(i8::json_schema(), json!({"type": "integer", "minimum": -128, "maximum": 127}));
+        assert_eq!(
+            i8::json_schema(),
+            json!({"type": "integer", "minimum": -128, "maximum": 127})
+        );
         assert_eq!(u64::json_schema()["maximum"], json!(u64::MAX));
         assert_eq!(i64::json_schema()["minimum"], json!(i64::MIN));
         assert_eq!(<[u8; 3]>::json_schema()["minItems"], 3);
-        assert_eq!(Option::<Option<bool>>::json_schema(), json!({"type": ["boolean", "null"]}));
+        assert_eq!(
+            Option::<Option<bool>>::json_schema(),
+            json!({"type": ["boolean", "null"]})
+        );
         assert_eq!(Option::<Value>::json_schema(), json!({}));
         assert_eq!(
             nullable(json!({"$ref": "#/$defs/x"})),

@@ -146,7 +146,11 @@ impl Node {
     /// accurate summary of what is wrong with a bad item).
     pub(super) fn is_plain_type(&self) -> bool {
         self.types.and_then(Types::single).is_some()
-            && *self == Node { types: self.types, ..Node::any() }
+            && *self
+                == Node {
+                    types: self.types,
+                    ..Node::any()
+                }
     }
 
     /// Whether `null` is accepted by the type list (the usual way to make a
