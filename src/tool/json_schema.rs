@@ -1,52 +1,8 @@
 //! Schemas from Rust types: the [`JsonSchema`] trait, its impls for std
 //! types, and the [`schema_type!`](crate::schema_type) macro.
 //!
-//! # Design
-//!
-//! rig and pydantic-ai derive a schema from a type with a procedural macro
-//! (`schemars`, pydantic). pikuri takes no proc-macro dependency, so:
-//!
-//! - **A trait of our own, returning a `Value`.** [`JsonSchema::json_schema`]
-//!   returns the schema as plain JSON, the one external type pikuri's API
-//!   allows. Implementing it by hand is one `json!` literal, and no schema
-//!   type of ours becomes a semver promise. `schemars` would be a
-//!   dependency (and its own proc macro) for what is a few dozen lines here.
-//! - **Strict-mode schemas by construction.** Every generated object has
-//!   `"additionalProperties": false` and lists every field in `required`;
-//!   an `Option<T>` field is required but nullable (`"type": [T, "null"]`),
-//!   which is how OpenAI's strict mode spells "optional". Validation
-//!   forgives a model that leaves such a field out, and serde reads it as
-//!   `None`. Integers carry their natural bounds (`u8`: 0 to 255), so a
-//!   model that sends 300 is told why instead of getting a serde error.
-//! - **A `macro_rules!` macro instead of a derive.** [`schema_type!`]
-//!   declares the struct (or string enum) and implements [`JsonSchema`] in
-//!   one place, so fields and schema cannot drift apart; `///` comments on
-//!   the type and fields become `description`s. The macro emits
-//!   `#[derive(serde::Serialize, serde::Deserialize)]` by path, so **the
-//!   crate that uses it depends on `serde` (with the `derive` feature) and
-//!   `serde_json`**, as nearly every crate that uses serde does. The
-//!   alternatives were worse: re-exporting serde from pikuri would put a
-//!   dependency's path in our public API (hidden or not), and a hand-rolled
-//!   `Deserialize` through `Value` would lose serde's field types, error
-//!   messages and speed for nothing.
-//!
-//! [`schema_type!`]: crate::schema_type
-//!
-//! # Limitations
-//!
-//! - The macro takes plain structs with named fields and enums of unit
-//!   variants (sent as strings), without generics. Field attributes other
-//!   than doc comments pass through to the struct; `#[serde(...)]` on a field
-//!   is rejected, because renaming or defaulting a field would make the type
-//!   and its schema disagree.
-//! - A recursive type (a field of type `Vec<Self>`) would make
-//!   `json_schema()` recurse forever: write its schema by hand with `$defs`
-//!   and `$ref`, which [`Parameters`](crate::tool::Parameters) validates.
-//! - Maps (`BTreeMap<String, T>`, `HashMap<String, T>`) and
-//!   [`Value`] are valid tool parameters, but strict mode rejects them (an
-//!   object with open keys, a schema without a type);
-//!   [`Parameters::strict_violations`](crate::tool::Parameters::strict_violations)
-//!   says so.
+//! The design and its limitations are documented on [`JsonSchema`], the
+//! public home of this mechanism.
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -60,7 +16,7 @@ use serde_json::{Value, json};
 /// `f64`, `String`, `Option<T>` (nullable), `Vec<T>`, arrays `[T; N]`,
 /// `Box`/`Rc`/`Arc<T>`, maps with `String` keys, and [`Value`] (any JSON).
 /// Declare your own argument types with [`schema_type!`](crate::schema_type),
-/// or implement it by hand. See the [module docs](self) for the design.
+/// or implement it by hand.
 ///
 /// # Examples
 ///
@@ -96,6 +52,50 @@ use serde_json::{Value, json};
 /// }
 /// assert!(Parameters::for_type::<Search>().validate(&json!({"query": "x"})).is_ok());
 /// ```
+/// # Design
+///
+/// rig and pydantic-ai derive a schema from a type with a procedural macro
+/// (`schemars`, pydantic). pikuri takes no proc-macro dependency, so:
+///
+/// - **A trait of our own, returning a `Value`.** [`JsonSchema::json_schema`]
+///   returns the schema as plain JSON, the one external type pikuri's API
+///   allows. Implementing it by hand is one `json!` literal, and no schema
+///   type of ours becomes a semver promise. `schemars` would be a
+///   dependency (and its own proc macro) for what is a few dozen lines here.
+/// - **Strict-mode schemas by construction.** Every generated object has
+///   `"additionalProperties": false` and lists every field in `required`;
+///   an `Option<T>` field is required but nullable (`"type": [T, "null"]`),
+///   which is how OpenAI's strict mode spells "optional". Validation
+///   forgives a model that leaves such a field out, and serde reads it as
+///   `None`. Integers carry their natural bounds (`u8`: 0 to 255), so a
+///   model that sends 300 is told why instead of getting a serde error.
+/// - **A `macro_rules!` macro instead of a derive.** [`schema_type!`](crate::schema_type)
+///   declares the struct (or string enum) and implements [`JsonSchema`] in
+///   one place, so fields and schema cannot drift apart; `///` comments on
+///   the type and fields become `description`s. The macro emits
+///   `#[derive(serde::Serialize, serde::Deserialize)]` by path, so **the
+///   crate that uses it depends on `serde` (with the `derive` feature) and
+///   `serde_json`**, as nearly every crate that uses serde does. The
+///   alternatives were worse: re-exporting serde from pikuri would put a
+///   dependency's path in our public API (hidden or not), and a hand-rolled
+///   `Deserialize` through `Value` would lose serde's field types, error
+///   messages and speed for nothing.
+///
+/// # Limitations
+///
+/// - The macro takes plain structs with named fields and enums of unit
+///   variants (sent as strings), without generics. Field attributes other
+///   than doc comments pass through to the struct; `#[serde(...)]` on a field
+///   is rejected, because renaming or defaulting a field would make the type
+///   and its schema disagree.
+/// - A recursive type (a field of type `Vec<Self>`) would make
+///   `json_schema()` recurse forever: write its schema by hand with `$defs`
+///   and `$ref`, which [`Parameters`](crate::tool::Parameters) validates.
+/// - Maps (`BTreeMap<String, T>`, `HashMap<String, T>`) and
+///   [`Value`] are valid tool parameters, but strict mode rejects them (an
+///   object with open keys, a schema without a type);
+///   [`Parameters::strict_violations`](crate::tool::Parameters::strict_violations)
+///   says so.
 pub trait JsonSchema {
     /// The JSON Schema of this type's JSON form (as serde serializes it).
     fn json_schema() -> Value;

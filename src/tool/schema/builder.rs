@@ -256,7 +256,7 @@ impl ParametersBuilder {
         description: &str,
         item: Parameters,
     ) -> ParametersBuilder {
-        let schema = json!({"type": "array", "description": description, "items": item.schema});
+        let schema = object_array_schema(description, item);
         self.add(name, schema, true)
     }
 
@@ -273,7 +273,7 @@ impl ParametersBuilder {
         description: &str,
         item: Parameters,
     ) -> ParametersBuilder {
-        let schema = json!({"type": "array", "description": description, "items": item.schema});
+        let schema = object_array_schema(description, item);
         self.add(name, schema, false)
     }
 
@@ -388,6 +388,12 @@ fn described(mut schema: Value, description: &str) -> Value {
     {
         obj.insert("description".to_string(), Value::from(description));
     }
+    schema
+}
+
+fn object_array_schema(description: &str, item: Parameters) -> Value {
+    let mut schema = json!({"type": "array", "description": description});
+    schema["items"] = item.schema;
     schema
 }
 

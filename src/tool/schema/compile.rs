@@ -203,14 +203,14 @@ pub(super) fn compile(schema: &Value) -> Result<Compiled, Vec<String>> {
         Some(Value::String(t)) if t == "object" => {}
         Some(t) => c.problems.push(format!(
             "the root schema must have \"type\": \"object\", got {}",
-            super::validate::describe(t)
+            super::message::describe(t)
         )),
         None if schema.is_object() => c
             .problems
             .push("the root schema must have \"type\": \"object\"".to_string()),
         None => c.problems.push(format!(
             "the root schema must be a JSON object, got {}",
-            super::validate::describe(schema)
+            super::message::describe(schema)
         )),
     }
     // The root is node 0 and `$ref: "#"` points at it.
@@ -268,46 +268,14 @@ impl Compiler<'_> {
             other => {
                 self.problems.push(format!(
                     "{at}: a schema must be an object or a boolean, got {}",
-                    super::validate::describe(other)
+                    super::message::describe(other)
                 ));
                 return;
             }
         };
         let mut node = Node::any();
         self.types(obj, at, &mut node);
-        if let Some(req) = obj.get("required") {
-            match req.as_array() {
-                Some(names) if names.iter().all(Value::is_string) => {
-                    node.required = names
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect();
-                }
-                _ => self.bad(at, "required", "an array of strings", req),
-            }
-        }
-        if let Some(props) = obj.get("properties") {
-            match props {
-                Value::Object(props) => {
-                    for (name, sub) in props {
-                        let p = format!("{path}/properties/{}", escape(name));
-                        let child = self.compile(sub, &p, depth + 1);
-                        node.properties.push((name.clone(), child));
-                    }
-                }
-                other => self.bad(at, "properties", "an object of schemas", other),
-            }
-        }
-        match obj.get("additionalProperties") {
-            None | Some(Value::Bool(true)) => {}
-            Some(Value::Bool(false)) => node.additional = Additional::Denied,
-            Some(sub @ Value::Object(_)) => {
-                let p = format!("{path}/additionalProperties");
-                node.additional = Additional::Schema(self.compile(sub, &p, depth + 1));
-            }
-            Some(other) => self.bad(at, "additionalProperties", "a boolean or a schema", other),
-        }
+        self.object_keywords(obj, path, at, depth, &mut node);
         match obj.get("items") {
             // `items` as an array is the tuple form of drafts 4-7 (and
             // `prefixItems` its 2020-12 spelling): passed through, not checked.
@@ -366,23 +334,67 @@ impl Compiler<'_> {
         self.nodes[id] = node;
     }
 
+    /// `required`, `properties` and `additionalProperties`.
+    fn object_keywords(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        at: &str,
+        depth: usize,
+        node: &mut Node,
+    ) {
+        if let Some(req) = obj.get("required") {
+            match req.as_array() {
+                Some(names) if names.iter().all(Value::is_string) => {
+                    node.required = names
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect();
+                }
+                _ => self.bad(at, "required", "an array of strings", req),
+            }
+        }
+        if let Some(props) = obj.get("properties") {
+            match props {
+                Value::Object(props) => {
+                    for (name, sub) in props {
+                        let p = format!("{path}/properties/{}", escape(name));
+                        let child = self.compile(sub, &p, depth + 1);
+                        node.properties.push((name.clone(), child));
+                    }
+                }
+                other => self.bad(at, "properties", "an object of schemas", other),
+            }
+        }
+        match obj.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => {}
+            Some(Value::Bool(false)) => node.additional = Additional::Denied,
+            Some(sub @ Value::Object(_)) => {
+                let p = format!("{path}/additionalProperties");
+                node.additional = Additional::Schema(self.compile(sub, &p, depth + 1));
+            }
+            Some(other) => self.bad(at, "additionalProperties", "a boolean or a schema", other),
+        }
+    }
+
     fn bad(&mut self, at: &str, keyword: &str, expected: &str, got: &Value) {
         self.problems.push(format!(
             "{at}: `{keyword}` must be {expected}, got {}",
-            super::validate::describe(got)
+            super::message::describe(got)
         ));
     }
 
     fn types(&mut self, obj: &Map<String, Value>, at: &str, node: &mut Node) {
         let mut types = match obj.get("type") {
             None => None,
-            Some(Value::String(name)) => match Types::from_name(name) {
-                Some(t) => Some(t),
-                None => {
+            Some(Value::String(name)) => {
+                let t = Types::from_name(name);
+                if t.is_none() {
                     self.bad(at, "type", "a JSON type name", &Value::from(name.as_str()));
-                    None
                 }
-            },
+                t
+            }
             Some(Value::Array(names)) => {
                 let mut set = Types::default();
                 for name in names {
@@ -448,6 +460,7 @@ impl Compiler<'_> {
         }
     }
 
+    #[allow(clippy::cast_sign_loss)] // `f` is checked non-negative
     fn count(&mut self, obj: &Map<String, Value>, at: &str, key: &str) -> Option<u64> {
         let v = obj.get(key)?;
         let n = v.as_u64().or_else(|| {
@@ -495,7 +508,7 @@ impl Compiler<'_> {
         if self.root.pointer(pointer).is_none() {
             self.problems.push(format!(
                 "{at}: `$ref` {} does not resolve in this schema",
-                super::validate::quote_value(&Value::from(target))
+                super::message::quote_value(&Value::from(target))
             ));
             return None;
         }

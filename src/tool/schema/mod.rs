@@ -12,6 +12,7 @@
 
 mod builder;
 mod compile;
+mod message;
 mod strict;
 mod validate;
 
@@ -24,7 +25,8 @@ use serde_json::Value;
 
 pub use builder::{ItemType, ParametersBuilder};
 use compile::{Compiled, compile};
-use validate::{Validator, describe};
+use message::describe;
+use validate::Validator;
 
 /// The parameters a tool takes, as a JSON Schema object; immutable once built.
 ///

@@ -869,7 +869,7 @@ fn random_value(rng: &mut Rng, depth: usize) -> Value {
             2 => json!(f64::MAX),
             3 => json!(-0.0),
             4 => json!(rng.below(5) as f64 + 0.5),
-            _ => json!(rng.below(10) as i64 - 3),
+            _ => json!(i64::try_from(rng.below(10)).unwrap_or(0) - 3),
         },
         3 | 4 => json!(STRINGS[rng.below(STRINGS.len())]),
         5 => Value::Array(
