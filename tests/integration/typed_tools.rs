@@ -48,6 +48,16 @@ pikuri::schema_type! {
     }
 }
 
+/// Compile-only: the new public types can cross threads.
+#[allow(dead_code)]
+fn new_types_are_send_and_sync() {
+    fn is<T: Send + Sync + 'static>() {}
+    is::<TypedTool>();
+    is::<Parameters>();
+    is::<pikuri::tool::SchemaError>();
+    is::<Json<Vec<u8>>>();
+}
+
 #[derive(serde::Serialize)]
 struct Receipt {
     cups: u32,

@@ -145,7 +145,7 @@ use validate::Validator;
 /// ones nullable).
 ///
 /// [`TypedTool`]: crate::tool::TypedTool
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Parameters {
     schema: Value,
     compiled: Compiled,
@@ -449,6 +449,15 @@ impl Parameters {
             )];
         }
         Validator::new(&self.compiled).problems(args)
+    }
+}
+
+impl fmt::Debug for Parameters {
+    /// The schema; the compiled form is an implementation detail.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Parameters")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
     }
 }
 
