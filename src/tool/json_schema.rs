@@ -303,6 +303,18 @@ fn nullable(mut schema: Value) -> Value {
 /// assert!(Parameters::for_type::<WeatherArgs>().strict_violations().is_empty());
 /// # Ok::<(), serde_json::Error>(())
 /// ```
+///
+/// A serde attribute that would make the type and its schema disagree does
+/// not compile:
+///
+/// ```compile_fail
+/// pikuri::schema_type! {
+///     struct Renamed {
+///         #[serde(rename = "b")]
+///         a: u8,
+///     }
+/// }
+/// ```
 #[macro_export]
 macro_rules! schema_type {
     // The doc lines of a list of attributes, as `&[&str]`.
