@@ -192,7 +192,8 @@ pub use crate::listener::{Listener, ListenerList, SubAgentListener};
 pub use crate::message::{Message, Role, ToolCall, Usage};
 pub use crate::provider::{ChatTransport, ContextWindowDetector, HttpConfig};
 pub use crate::tool::{
-    FnTool, ItemType, Parameters, ParametersBuilder, Tool, ToolContext, ToolError, ValidationError,
+    FnTool, IntoObservation, ItemType, Json, JsonSchema, Parameters, ParametersBuilder,
+    SchemaError, Tool, ToolContext, ToolError, TypedTool, ValidationError,
 };
 
 #[doc(hidden)]

@@ -1,13 +1,20 @@
 //! Tools: the [`Tool`] trait, [`ToolContext`], [`ToolError`], the
-//! [`Parameters`] schema builder and closure tools ([`FnTool`]).
+//! [`Parameters`] schema, closure tools ([`FnTool`]) and typed tools
+//! ([`TypedTool`], with schemas from Rust types through [`JsonSchema`] and
+//! [`schema_type!`](crate::schema_type)). Failures as observations are
+//! documented on [`Tool`].
 
 mod context;
 mod exec;
+mod json_schema;
 mod schema;
+mod typed;
 
 pub use context::ToolContext;
 pub(crate) use exec::{execute, unknown_tool};
-pub use schema::{ItemType, Parameters, ParametersBuilder, ValidationError};
+pub use json_schema::JsonSchema;
+pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
+pub use typed::{IntoObservation, Json, TypedTool};
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,0 +1,304 @@
+//! Typed tools and JSON Schema parameters, end to end: the request carries
+//! the generated schema, the tool receives a typed value, and malformed
+//! arguments come back to the model with every problem listed.
+
+use std::sync::{Arc, Mutex};
+
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::{Agent, ToolContext, ToolError};
+use pikuri::{FnTool, Json, JsonSchema, Parameters, TypedTool};
+use serde_json::{Value, json};
+
+pikuri::schema_type! {
+    /// Cup size.
+    enum Size {
+        Small = "small",
+        Large = "large",
+    }
+}
+
+pikuri::schema_type! {
+    /// One order line.
+    #[derive(PartialEq)]
+    struct Item {
+        /// What to brew.
+        name: String,
+        /// How many cups.
+        qty: u32,
+        size: Size,
+    }
+}
+
+pikuri::schema_type! {
+    #[derive(PartialEq)]
+    struct Customer {
+        name: String,
+        /// Loyalty card number, if any.
+        card: Option<u64>,
+    }
+}
+
+pikuri::schema_type! {
+    /// A coffee order.
+    #[derive(PartialEq)]
+    struct Order {
+        customer: Customer,
+        items: Vec<Item>,
+        note: Option<String>,
+    }
+}
+
+/// Compile-only: the new public types can cross threads.
+#[allow(dead_code)]
+fn new_types_are_send_and_sync() {
+    fn is<T: Send + Sync + 'static>() {}
+    is::<TypedTool>();
+    is::<Parameters>();
+    is::<pikuri::SchemaError>();
+    is::<Json<Vec<u8>>>();
+}
+
+#[derive(serde::Serialize)]
+struct Receipt {
+    cups: u32,
+    total_cents: u64,
+}
+
+/// The `order` tool, recording every value it receives.
+fn order_tool(seen: &Arc<Mutex<Vec<Order>>>) -> TypedTool {
+    let seen = Arc::clone(seen);
+    TypedTool::new(
+        "order",
+        "Places a coffee order.",
+        move |order: Order, _cx: &ToolContext| {
+            let cups: u32 = order.items.iter().map(|i| i.qty).sum();
+            let total_cents = order
+                .items
+                .iter()
+                .map(|i| u64::from(i.qty) * if i.size == Size::Large { 400 } else { 300 })
+                .sum();
+            seen.lock().unwrap().push(order);
+            Ok::<_, ToolError>(Json(Receipt { cups, total_cents }))
+        },
+    )
+}
+
+fn agent(server: &FakeServer, tool: impl pikuri::Tool) -> Agent {
+    Agent::builder(server.transport())
+        .add_tool(tool)
+        .build()
+        .expect("agent builds")
+}
+
+/// The tool message answering `call_id` in the `n`th chat request.
+fn observation(server: &FakeServer, n: usize, call_id: &str) -> String {
+    let messages = server.chat_requests()[n].messages();
+    let m = messages
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no tool message for {call_id}: {messages:#?}"));
+    m["content"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn typed_tool_receives_nested_objects_and_arrays() {
+    let server = FakeServer::start();
+    server.push(
+        Reply::tool_call(
+            "order",
+            json!({
+                "customer": {"name": "Ann", "card": 1234},
+                "items": [
+                    {"name": "flat white", "qty": 2, "size": "large"},
+                    {"name": "espresso", "qty": 1.0, "size": "small"}
+                ],
+                "note": null
+            }),
+        )
+        .with_id("call_1"),
+    );
+    server.push(Reply::text("Ordered."));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut agent = agent(&server, order_tool(&seen));
+    agent
+        .run_loop("Two large flat whites and an espresso for Ann")
+        .unwrap();
+
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Order {
+            customer: Customer {
+                name: "Ann".into(),
+                card: Some(1234)
+            },
+            items: vec![
+                Item {
+                    name: "flat white".into(),
+                    qty: 2,
+                    size: Size::Large
+                },
+                Item {
+                    name: "espresso".into(),
+                    qty: 1,
+                    size: Size::Small
+                },
+            ],
+            note: None,
+        }]
+    );
+    // `Json` output is compact JSON, bound to the call id.
+    assert_eq!(
+        observation(&server, 1, "call_1"),
+        r#"{"cups":3,"total_cents":1100}"#
+    );
+    // The request carries the schema generated from the type.
+    let body = server.chat_requests()[0].body.clone().unwrap();
+    let function = &body["tools"][0]["function"];
+    assert_eq!(function["name"], "order");
+    assert_eq!(function["parameters"], Order::json_schema());
+    assert_eq!(
+        function["parameters"]["properties"]["items"]["items"]["properties"]["size"]["enum"],
+        json!(["small", "large"])
+    );
+    server.assert_all_used();
+}
+
+#[test]
+fn malformed_typed_arguments_list_every_problem() {
+    let server = FakeServer::start();
+    server.push(
+        Reply::tool_call(
+            "order",
+            json!({
+                "customer": {"card": -5},
+                "items": [
+                    {"name": "latte", "qty": 1, "size": "medium"},
+                    {"name": 7, "qty": "two", "size": "small", "sugar": true}
+                ],
+                "tip": 1
+            }),
+        )
+        .with_id("bad"),
+    );
+    server.push(
+        Reply::tool_call(
+            "order",
+            json!({"customer": {"name": "Bo"}, "items": [{"name": "latte", "qty": 1, "size": "small"}]}),
+        )
+        .with_id("good"),
+    );
+    server.push(Reply::text("Fixed and ordered."));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut agent = agent(&server, order_tool(&seen));
+    agent.run_loop("A latte").unwrap();
+
+    let feedback = observation(&server, 1, "bad");
+    let problems = "Error: invalid arguments:\n\
+        - `/customer/card`: expected at least 0, got -5\n\
+        - parameter `customer`: missing required property `name` (string)\n\
+        - `/items/0/size`: \"medium\" is not one of \"small\", \"large\"\n\
+        - `/items/1/name`: expected string, got integer 7\n\
+        - `/items/1/qty`: expected integer, got string \"two\"\n\
+        - parameter `items`: item [1]: unknown property `sugar`; the properties are: `name`, `qty`, `size`\n\
+        - unknown parameter `tip`; the parameters are: `customer`, `items`, `note`\n\
+        expected schema:\n";
+    assert!(feedback.starts_with(problems), "{feedback}");
+    // The bad call never reached the handler; the corrected one did.
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(
+        observation(&server, 2, "good"),
+        r#"{"cups":1,"total_cents":300}"#
+    );
+    server.assert_all_used();
+}
+
+#[test]
+fn generated_schemas_satisfy_strict_mode_on_the_wire() {
+    let server = FakeServer::start();
+    server.push(Reply::text("hi"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut agent = agent(&server, order_tool(&seen));
+    agent.run_loop("hi").unwrap();
+    let body = server.chat_requests()[0].body.clone().unwrap();
+    let sent = body["tools"][0]["function"]["parameters"].clone();
+    let params = Parameters::from_json_schema(sent).unwrap();
+    assert_eq!(params.strict_violations(), Vec::<String>::new());
+    for schema in [
+        Item::json_schema(),
+        Customer::json_schema(),
+        Order::json_schema(),
+    ] {
+        let params = Parameters::from_json_schema(schema).unwrap();
+        assert_eq!(params.strict_violations(), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn text_output_is_not_json_quoted() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("greet", json!({"name": "Ann", "card": null})).with_id("g"));
+    server.push(Reply::text("done"));
+    let greet = TypedTool::new("greet", "Greets.", |c: Customer, _cx: &ToolContext| {
+        Ok::<_, ToolError>(format!("Hello, {}!", c.name))
+    });
+    agent(&server, greet).run_loop("greet Ann").unwrap();
+    assert_eq!(observation(&server, 1, "g"), "Hello, Ann!");
+}
+
+#[test]
+fn raw_mcp_schema_is_sent_as_is_and_enforced() {
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "messageType": {"type": "string", "enum": ["error", "success", "debug"]},
+            "includeImage": {"type": "boolean", "default": false},
+            "tags": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                "required": ["key"],
+                "additionalProperties": false
+            }}
+        },
+        "required": ["messageType"],
+        "additionalProperties": false
+    });
+    let server = FakeServer::start();
+    server.push(
+        Reply::tool_call(
+            "annotate",
+            json!({"messageType": "info", "tags": [{"value": "x"}]}),
+        )
+        .with_id("m1"),
+    );
+    server.push(
+        Reply::tool_call(
+            "annotate",
+            json!({"messageType": "debug", "tags": [{"key": "k"}]}),
+        )
+        .with_id("m2"),
+    );
+    server.push(Reply::text("done"));
+    let tool = FnTool::new(
+        "annotate",
+        "An MCP tool.",
+        Parameters::from_json_schema(schema.clone()).unwrap(),
+        |args: &Value, _cx| Ok(args.to_string()),
+    );
+    agent(&server, tool).run_loop("annotate").unwrap();
+    let body = server.chat_requests()[0].body.clone().unwrap();
+    assert_eq!(body["tools"][0]["function"]["parameters"], schema);
+    let feedback = observation(&server, 1, "m1");
+    assert!(
+        feedback.starts_with(
+            "Error: invalid arguments:\n\
+             - parameter `messageType`: \"info\" is not one of \"error\", \"success\", \"debug\"\n\
+             - parameter `tags`: item [0]: missing required property `key` (string)\n"
+        ),
+        "{feedback}"
+    );
+    assert_eq!(
+        observation(&server, 2, "m2"),
+        r#"{"messageType":"debug","tags":[{"key":"k"}]}"#
+    );
+}
