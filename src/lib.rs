@@ -116,9 +116,8 @@ mod error;
 pub mod event;
 pub mod listener;
 mod message;
+mod protocol;
 mod provider;
-mod sse;
-mod stream;
 pub mod subagent;
 #[cfg(test)]
 mod test_util;
@@ -126,7 +125,9 @@ pub mod testing;
 pub mod tool;
 mod util;
 
-// Unstable hooks for `benches/` only: not part of the API, no semver promise.
+// Unstable hooks for `benches/` only, behind the internal `_bench` feature:
+// not part of the API, no semver promise.
+#[cfg(feature = "_bench")]
 #[doc(hidden)]
 pub mod __bench;
 
@@ -138,9 +139,11 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{Event, StopReason};
 pub use crate::listener::{InMemoryEventList, Listener, ListenerList, SubAgentListener};
 pub use crate::message::{Message, Role, ToolCall, Usage};
-pub use crate::provider::{ChatTransport, ContextWindowDetector, HttpConfig};
+pub use crate::protocol::{ChatTransport, HttpConfig};
 pub use crate::subagent::{Persona, SubAgents};
 pub use crate::tool::{Tool, ToolContext, ToolError};
 
+// Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
+#[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::stream::{__fuzz_accumulate, __fuzz_sse};
+pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_sse};

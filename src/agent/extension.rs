@@ -230,7 +230,7 @@ impl ExtensionContext {
             .unwrap_or_default()
     }
 
-    pub(crate) fn client(&self) -> Option<crate::provider::Client> {
+    pub(crate) fn client(&self) -> Option<crate::protocol::Client> {
         Some(self.shared.upgrade()?.client.clone())
     }
 }

@@ -1,0 +1,285 @@
+//! The public configuration of the protocol layer: [`ChatTransport`] (where
+//! a chat goes) and [`HttpConfig`] (how the client behaves).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything that must travel together so a chat always reaches the same
+/// model on the same server: model, provider hint, API base, API key and
+/// context window.
+///
+/// A value type: `Clone`, `PartialEq` (a model switch is detected by
+/// structural difference), and `with_*` methods that return a changed copy.
+/// `Debug` and serialization never show the API key.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::ChatTransport;
+/// let t = ChatTransport::new("qwen3")
+///     .with_api_base("http://127.0.0.1:8080/v1")
+///     .with_api_key("sk-secret");
+/// assert_eq!(t.model(), Some("qwen3"));
+/// assert!(!format!("{t:?}").contains("sk-secret"));
+/// assert_ne!(t, t.clone().with_model("llama3"));
+/// ```
+///
+/// # Environment
+///
+/// Nothing is read from the environment unless you call
+/// [`from_env`](ChatTransport::from_env). When no API base is set, requests go
+/// to `https://api.openai.com/v1` (logged at `info` once per client).
+#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatTransport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api_base: Option<String>,
+    #[serde(skip)]
+    api_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context_window: Option<u64>,
+}
+
+/// The API base used when a transport names none.
+pub(crate) const DEFAULT_API_BASE: &str = "https://api.openai.com/v1";
+
+impl ChatTransport {
+    /// A transport for `model`, with no base (OpenAI's), no key and no cap.
+    pub fn new(model: impl Into<String>) -> ChatTransport {
+        ChatTransport {
+            model: Some(model.into()),
+            ..ChatTransport::default()
+        }
+    }
+
+    /// A transport from `OPENAI_BASE_URL`, `OPENAI_API_KEY` and
+    /// `OPENAI_MODEL`; unset or empty variables leave the field unset. The
+    /// variables used are logged at `debug` (the key's value never is).
+    pub fn from_env() -> ChatTransport {
+        fn var(name: &str) -> Option<String> {
+            std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+        }
+        let t = ChatTransport {
+            model: var("OPENAI_MODEL"),
+            provider: Some("openai".to_string()),
+            api_base: var("OPENAI_BASE_URL"),
+            api_key: var("OPENAI_API_KEY"),
+            context_window: None,
+        };
+        log::debug!(
+            "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
+            t.api_base,
+            t.model,
+            if t.api_key.is_some() { "set" } else { "unset" }
+        );
+        t
+    }
+
+    /// The model id, if set.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+    /// The provider hint (informational; every provider is spoken to with the
+    /// OpenAI chat-completions protocol).
+    pub fn provider(&self) -> Option<&str> {
+        self.provider.as_deref()
+    }
+    /// The API base, e.g. `http://127.0.0.1:8080/v1`.
+    pub fn api_base(&self) -> Option<&str> {
+        self.api_base.as_deref()
+    }
+    /// Whether an API key is set (the key itself is only sent, never shown).
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+    /// The explicit context window, which wins over probing.
+    pub fn context_window(&self) -> Option<u64> {
+        self.context_window
+    }
+
+    /// A copy with another model.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> ChatTransport {
+        self.model = Some(model.into());
+        self
+    }
+    /// A copy with a provider hint.
+    #[must_use]
+    pub fn with_provider(mut self, provider: impl Into<String>) -> ChatTransport {
+        self.provider = Some(provider.into());
+        self
+    }
+    /// A copy with another API base (a trailing `/` is removed).
+    #[must_use]
+    pub fn with_api_base(mut self, api_base: impl Into<String>) -> ChatTransport {
+        let mut base: String = api_base.into();
+        while base.ends_with('/') {
+            base.pop();
+        }
+        self.api_base = Some(base);
+        self
+    }
+    /// A copy with an API key, sent as `Authorization: Bearer`.
+    #[must_use]
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> ChatTransport {
+        self.api_key = Some(api_key.into());
+        self
+    }
+    /// A copy with an explicit context window (`None` to probe).
+    #[must_use]
+    pub fn with_context_window(mut self, context_window: Option<u64>) -> ChatTransport {
+        self.context_window = context_window;
+        self
+    }
+
+    pub(crate) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub(crate) fn base_or_default(&self) -> &str {
+        self.api_base.as_deref().unwrap_or(DEFAULT_API_BASE)
+    }
+
+    /// Whether switching from `self` to `other` changes where or what a chat
+    /// talks to (the context window alone does not count).
+    pub(crate) fn same_endpoint(&self, other: &ChatTransport) -> bool {
+        self.model == other.model
+            && self.provider == other.provider
+            && self.api_base == other.api_base
+            && self.api_key == other.api_key
+    }
+}
+
+impl fmt::Debug for ChatTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatTransport")
+            .field("model", &self.model)
+            .field("provider", &self.provider)
+            .field("api_base", &self.api_base)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("context_window", &self.context_window)
+            .finish()
+    }
+}
+
+impl fmt::Display for ChatTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}@{}",
+            self.model.as_deref().unwrap_or("?"),
+            self.base_or_default()
+        )
+    }
+}
+
+/// How the HTTP client behaves: timeouts, retries, size limits.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use pikuri::HttpConfig;
+/// let cfg = HttpConfig::default().with_max_retries(0).with_read_timeout(Duration::from_secs(30));
+/// assert_eq!(cfg.max_retries(), 0);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) read_timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_base: Duration,
+    pub(crate) retry_cap: Duration,
+    pub(crate) max_line_bytes: usize,
+    pub(crate) max_body_bytes: u64,
+    pub(crate) include_usage: bool,
+    pub(crate) probe_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> HttpConfig {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            max_retries: 2,
+            retry_base: Duration::from_millis(500),
+            retry_cap: Duration::from_secs(30),
+            max_line_bytes: 8 * 1024 * 1024,
+            max_body_bytes: 64 * 1024 * 1024,
+            include_usage: true,
+            probe_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Connect timeout (default 10 s).
+    #[must_use]
+    pub fn with_connect_timeout(mut self, d: Duration) -> HttpConfig {
+        self.connect_timeout = d;
+        self
+    }
+    /// Longest wait for any byte of a response: the headers, and each read of
+    /// a streamed body (default 300 s; local models can think for minutes).
+    #[must_use]
+    pub fn with_read_timeout(mut self, d: Duration) -> HttpConfig {
+        self.read_timeout = d;
+        self
+    }
+    /// Retries after a 429, 500, 502, 503, 504 or a connection failure before
+    /// any response byte (default 2). Never once a stream has started.
+    #[must_use]
+    pub fn with_max_retries(mut self, n: u32) -> HttpConfig {
+        self.max_retries = n;
+        self
+    }
+    /// First backoff (default 500 ms), doubled per attempt with jitter.
+    #[must_use]
+    pub fn with_retry_base(mut self, d: Duration) -> HttpConfig {
+        self.retry_base = d;
+        self
+    }
+    /// Longest wait between attempts, including a server's `Retry-After`
+    /// (default 30 s).
+    #[must_use]
+    pub fn with_retry_cap(mut self, d: Duration) -> HttpConfig {
+        self.retry_cap = d;
+        self
+    }
+    /// Largest SSE line or event, and largest error body kept (default 8 MiB).
+    #[must_use]
+    pub fn with_max_line_bytes(mut self, n: usize) -> HttpConfig {
+        self.max_line_bytes = n;
+        self
+    }
+    /// Largest response: a non-streamed body, or the total event data of a
+    /// stream (default 64 MiB). Past it the run ends with
+    /// [`Error::Protocol`](crate::Error::Protocol).
+    #[must_use]
+    pub fn with_max_body_bytes(mut self, n: u64) -> HttpConfig {
+        self.max_body_bytes = n;
+        self
+    }
+    /// Whether streamed requests ask for `stream_options.include_usage`
+    /// (default true; turn off for servers that reject the field).
+    #[must_use]
+    pub fn with_include_usage(mut self, on: bool) -> HttpConfig {
+        self.include_usage = on;
+        self
+    }
+    /// Timeout of each context-window probe (default 2 s).
+    #[must_use]
+    pub fn with_probe_timeout(mut self, d: Duration) -> HttpConfig {
+        self.probe_timeout = d;
+        self
+    }
+    /// The retry count.
+    pub fn max_retries(&self) -> u32 {
+        self.max_retries
+    }
+}
