@@ -120,7 +120,10 @@ impl Client {
         let transport = req.transport;
         let url = format!("{}/chat/completions", transport.base_or_default());
         if transport.api_base().is_none()
-            && !self.shared.default_base_logged.swap(true, Ordering::Relaxed)
+            && !self
+                .shared
+                .default_base_logged
+                .swap(true, Ordering::Relaxed)
         {
             log::info!("no api_base set: using {url}");
         }

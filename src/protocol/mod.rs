@@ -30,7 +30,10 @@
 mod client;
 mod decode;
 #[cfg(any(fuzzing, test))]
-#[allow(unreachable_pub, reason = "re-exported at the crate root under cfg(fuzzing)")]
+#[allow(
+    unreachable_pub,
+    reason = "re-exported at the crate root under cfg(fuzzing)"
+)]
 pub(crate) mod fuzz;
 mod probe;
 mod request;

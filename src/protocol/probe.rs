@@ -142,7 +142,6 @@ fn finish_probe(
     }
 }
 
-
 fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
     if let Some(n) = transport.context_window() {
         return Some(n);

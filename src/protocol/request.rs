@@ -299,9 +299,9 @@ mod tests {
             Message::tool("c1", "2"),
             Message::assistant_tool_calls("", vec![ToolCall::new("c2", "calc", r#"{"x":"#)]),
         ];
-        let (t, tools) = (ChatTransport::new("m"), ToolSpecs::default());
+        let (transport, tools) = (ChatTransport::new("m"), ToolSpecs::default());
         let mut buf = Vec::new();
-        req(&t, &msgs, &tools, &extra).write_to(&mut buf, true);
+        req(&transport, &msgs, &tools, &extra).write_to(&mut buf, true);
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(
             v["messages"][0],
@@ -333,8 +333,8 @@ mod tests {
         let mut b = a.clone();
         b.model = Some("other".into());
         let msgs = vec![Message::user("q"), a, b];
-        let (t, tools) = (ChatTransport::new("m"), ToolSpecs::default());
-        let mut r = req(&t, &msgs, &tools, &extra);
+        let (transport, tools) = (ChatTransport::new("m"), ToolSpecs::default());
+        let mut r = req(&transport, &msgs, &tools, &extra);
         r.replay_reasoning = true;
         let mut buf = Vec::new();
         r.write_to(&mut buf, true);

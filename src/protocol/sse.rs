@@ -24,7 +24,7 @@
 //!
 //! # Differences from the EventSource spec
 //!
-//! - At end of input ([`SseParser::finish`]) an unterminated last line is
+//! - At end of input ([`SseParser::finish_flow`]) an unterminated last line is
 //!   still interpreted, and a pending event that has data is dispatched. The
 //!   spec discards it, but servers routinely end with `data: [DONE]\n` and no
 //!   blank line.
@@ -106,11 +106,8 @@ impl SseParser {
         }
     }
 
-    /// Feed bytes; `on_data` gets the data of each complete event.
-    ///
-    /// The client uses the `_flow` variants; these serve tests and fuzzing.
-    ///
-    /// An error from `on_data` stops parsing and is returned as is.
+    /// [`feed_flow`](Self::feed_flow) for a callback that never stops (tests
+    /// and fuzzing; the client uses the `_flow` variants).
     #[cfg(any(test, fuzzing))]
     pub(crate) fn feed(
         &mut self,
@@ -121,18 +118,17 @@ impl SseParser {
             .map(|_| ())
     }
 
-    /// End of input: interpret an unterminated last line and dispatch a
-    /// pending event that had data but no trailing blank line.
-    ///
-    /// The parser is empty afterwards and could start a new stream.
+    /// [`finish_flow`](Self::finish_flow) for a callback that never stops.
     #[cfg(any(test, fuzzing))]
     pub(crate) fn finish(&mut self, on_data: &mut dyn FnMut(&str) -> Result<()>) -> Result<()> {
         self.finish_flow(&mut |d| on_data(d).map(|()| Flow::Continue))
             .map(|_| ())
     }
 
-    /// Like [`feed`](Self::feed), but `on_data` may ask to stop. Returns
-    /// `Flow::Stop` as soon as it did, without looking at the rest of `bytes`.
+    /// Feed bytes; `on_data` gets the data of each complete event and may
+    /// ask to stop. Returns `Flow::Stop` as soon as it did, without looking
+    /// at the rest of `bytes`. An error from `on_data` stops parsing and is
+    /// returned as is.
     pub(crate) fn feed_flow<F>(&mut self, bytes: &[u8], on_data: &mut F) -> Result<Flow>
     where
         F: FnMut(&str) -> Result<Flow> + ?Sized,
@@ -210,7 +206,10 @@ impl SseParser {
         Ok(flow)
     }
 
-    /// Like [`finish`](Self::finish), but `on_data` may ask to stop.
+    /// End of input: interpret an unterminated last line and dispatch a
+    /// pending event that had data but no trailing blank line; `on_data`
+    /// may ask to stop. The parser is empty afterwards and could start a
+    /// new stream.
     pub(crate) fn finish_flow<F>(&mut self, on_data: &mut F) -> Result<Flow>
     where
         F: FnMut(&str) -> Result<Flow> + ?Sized,
@@ -776,11 +775,22 @@ mod tests {
             let r = trickle(b"data: a\n\n", 4, Some(kind));
             read_sse(r, 64, &mut |_| Ok(Flow::Continue)).unwrap_err()
         };
-        assert!(matches!(run(io::ErrorKind::TimedOut), DecodeError::TimedOut));
-        assert!(matches!(run(io::ErrorKind::WouldBlock), DecodeError::TimedOut));
-        assert!(matches!(run(io::ErrorKind::UnexpectedEof), DecodeError::Truncated));
+        assert!(matches!(
+            run(io::ErrorKind::TimedOut),
+            DecodeError::TimedOut
+        ));
+        assert!(matches!(
+            run(io::ErrorKind::WouldBlock),
+            DecodeError::TimedOut
+        ));
+        assert!(matches!(
+            run(io::ErrorKind::UnexpectedEof),
+            DecodeError::Truncated
+        ));
         let e = run(io::ErrorKind::ConnectionReset);
-        assert!(matches!(e, DecodeError::Io(ref io) if io.kind() == io::ErrorKind::ConnectionReset));
+        assert!(
+            matches!(e, DecodeError::Io(ref io) if io.kind() == io::ErrorKind::ConnectionReset)
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Context-window detection against each server shape.
 
-use pikuri::testing::FakeServer;
 use pikuri::ChatTransport;
+use pikuri::testing::FakeServer;
 use serde_json::json;
 
 /// A server whose built-in `/props` and `/v1/models` say nothing.
@@ -115,8 +115,5 @@ fn nothing_known_is_none_and_never_an_error() {
     let t = ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
     assert_eq!(t.detect_context_window(), None);
     // No api_base: OpenAI's API reports nothing, so nothing is probed.
-    assert_eq!(
-        ChatTransport::new("gpt").detect_context_window(),
-        None
-    );
+    assert_eq!(ChatTransport::new("gpt").detect_context_window(), None);
 }

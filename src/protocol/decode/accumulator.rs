@@ -2,7 +2,7 @@
 //! arrive, tool calls assembled by index. The [rules](super#rules) are in
 //! the decode docs.
 
-use super::shapes::{Body, CallDelta, Delta, MaybeStr, Str, StreamChoice, Args};
+use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
 use super::{Completion, DecodeError, Fragment, completion, error_message, excerpt};
 use crate::{ToolCall, Usage};
@@ -280,13 +280,16 @@ impl Accumulator {
 mod tests {
     use super::*;
     use crate::Message;
+    use crate::protocol::decode::parse_response;
     use crate::test_util::Rng;
     use serde::Deserialize;
-    use crate::protocol::decode::parse_response;
     use serde_json::json;
 
     /// Run `chunks` through an accumulator: the fragments seen and the result.
-    fn run(split_think: bool, chunks: &[String]) -> (Vec<(bool, String)>, Result<Completion, DecodeError>) {
+    fn run(
+        split_think: bool,
+        chunks: &[String],
+    ) -> (Vec<(bool, String)>, Result<Completion, DecodeError>) {
         let mut acc = Accumulator::new(split_think);
         let mut frags = Vec::new();
         for chunk in chunks {
@@ -601,17 +604,11 @@ mod tests {
         )
         .1
         .unwrap_err();
-        assert_eq!(
-            protocol_message(err),
-            "server error in stream: overloaded"
-        );
+        assert_eq!(protocol_message(err), "server error in stream: overloaded");
         let err = run(false, &[json!({"error": "boom"}).to_string()])
             .1
             .unwrap_err();
-        assert_eq!(
-            protocol_message(err),
-            "server error in stream: boom"
-        );
+        assert_eq!(protocol_message(err), "server error in stream: boom");
         let err = run(false, &[json!({"error": {"code": 1}}).to_string()])
             .1
             .unwrap_err();

@@ -142,6 +142,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
                 Ok(Cow::Borrowed(v))
             }
+            // A string with escapes (`\n`, `\"`) cannot be borrowed from
+            // the input: unescaped, it is copied once.
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Cow::Owned(v.to_owned()))
             }
@@ -167,6 +169,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for MaybeStr<'a> {
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
                 Ok(Some(Cow::Borrowed(v)))
             }
+            // A string with escapes cannot be borrowed: copied.
             fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Some(Cow::Owned(v.to_owned())))
             }
@@ -231,6 +234,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
             fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
                 Ok(Cow::Owned(v.to_string()))
             }
+            // Through `Value`, so the text is JSON's spelling of the number.
             fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
                 Ok(Cow::Owned(serde_json::Value::from(v).to_string()))
             }
