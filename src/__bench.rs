@@ -1,11 +1,12 @@
 //! Hooks for the crate's own benchmarks (`benches/`). **Not part of the API**:
-//! hidden from the docs, exempt from semver, and may change or vanish in any
-//! release. Each item is a thin wrapper over a `pub(crate)` path, so the
-//! benches measure the code the agent runs.
+//! compiled only with the internal `_bench` feature, hidden from the docs,
+//! exempt from semver, and may change or vanish in any release. Each item is
+//! a thin wrapper over a `pub(crate)` path, so the benches measure the code
+//! the agent runs.
 
 use std::io::BufRead;
 
-use crate::stream::Fragment;
+use crate::protocol::{Fragment, decode_error, read_stream};
 use crate::{Event, HttpConfig, ListenerList, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
@@ -16,7 +17,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
     let mut on = |f: Fragment<'_>| match f {
         Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
     };
-    crate::provider::read_stream(
+    read_stream(
         reader,
         cfg.max_line_bytes,
         cfg.max_body_bytes,
@@ -24,6 +25,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
         &mut on,
     )
     .map(|c| c.message)
+    .map_err(|e| decode_error(e, &cfg))
 }
 
 /// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.

@@ -136,7 +136,7 @@
 //! | `SubAgent::Extension` | [`SubAgents`] |
 //! | `load_history!` | [`Agent::load_history`] |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
-//! | `ContextWindowDetector.detect` | [`ContextWindowDetector::detect`] |
+//! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
 //!
 //! Deliberate differences: the [`Configurator`] is a by-value builder (it can
@@ -163,10 +163,8 @@ mod error;
 mod event;
 mod listener;
 mod message;
-mod provider;
+mod protocol;
 mod sanitize;
-mod sse;
-mod stream;
 mod tool;
 mod util;
 
@@ -177,7 +175,9 @@ pub mod testing;
 #[cfg(test)]
 mod test_util;
 
-// Unstable hooks for `benches/` only: not part of the API, no semver promise.
+// Unstable hooks for `benches/` only, behind the internal `_bench` feature:
+// not part of the API, no semver promise.
+#[cfg(feature = "_bench")]
 #[doc(hidden)]
 pub mod __bench;
 
@@ -190,11 +190,13 @@ pub use crate::error::{Error, Result};
 pub use crate::event::{Event, StopReason};
 pub use crate::listener::{Listener, ListenerList, SubAgentListener};
 pub use crate::message::{Message, Role, ToolCall, Usage};
-pub use crate::provider::{ChatTransport, ContextWindowDetector, HttpConfig};
+pub use crate::protocol::{ChatTransport, HttpConfig};
 pub use crate::tool::{
     FnTool, IntoObservation, ItemType, Json, JsonSchema, Parameters, ParametersBuilder,
     SchemaError, Tool, ToolContext, ToolError, TypedTool, ValidationError,
 };
 
+// Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
+#[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::stream::{__fuzz_accumulate, __fuzz_sse};
+pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_sse};

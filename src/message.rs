@@ -1,7 +1,7 @@
 //! The conversation model: [`Message`], [`Role`], [`ToolCall`], [`Usage`].
 //!
 //! These are plain values. Their mapping to the OpenAI chat-completions JSON
-//! lives privately in `provider::wire`; the serde derives here are for the
+//! lives privately in `protocol::request`; the serde derives here are for the
 //! history format ([`History`](crate::History)), which stores a little more
 //! than the wire needs (usage, the model that wrote a message).
 

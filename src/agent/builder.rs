@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::extension::Extension;
 use super::{Agent, CloseHandler, LoopOptions, Synthesizer};
-use crate::provider::Client;
+use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result,
     StepLimit, Tool,

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use crate::ListenerList;
-use crate::provider::{Client, detect_context_window, wire};
+use crate::protocol::{Client, ToolSpecs};
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
     StopReason, Tool,
@@ -64,7 +64,7 @@ pub(crate) struct State {
     pub(crate) transport: ChatTransport,
     pub(crate) context_cap: Option<u64>,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
-    pub(crate) tool_json: Arc<Vec<Value>>,
+    pub(crate) tool_specs: Arc<ToolSpecs>,
     pub(crate) pending_system: Vec<String>,
 }
 
@@ -81,20 +81,13 @@ impl Shared {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
         st.tools.push(tool);
-        st.tool_json = Arc::new(tool_schemas(&st.tools));
+        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
         Ok(())
     }
 
     fn emit(&self, event: Event) {
         self.listeners.emit(event);
     }
-}
-
-fn tool_schemas(tools: &[Arc<dyn Tool>]) -> Vec<Value> {
-    tools
-        .iter()
-        .map(|t| wire::tool_json(t.name(), t.description(), t.parameters().to_json()))
-        .collect()
 }
 
 /// What a finished [`run_loop`](Agent::run_loop) reports.
@@ -227,7 +220,7 @@ impl Agent {
             .client
             .take()
             .unwrap_or_else(|| Client::new(cfg.http.clone()));
-        let tool_json = Arc::new(tool_schemas(&cfg.tools));
+        let tool_specs = Arc::new(ToolSpecs::new(&cfg.tools));
         let options = Arc::new(std::mem::take(&mut cfg.options));
         let shared = Arc::new(Shared {
             id: Arc::from(cfg.id.as_str()),
@@ -241,7 +234,7 @@ impl Agent {
                 transport: cfg.transport.clone(),
                 context_cap: None,
                 tools: std::mem::take(&mut cfg.tools),
-                tool_json,
+                tool_specs,
                 pending_system: Vec::new(),
             }),
             on_close: Mutex::new(on_close),
@@ -298,7 +291,7 @@ impl Agent {
 
     fn detect_and_emit_context_cap(&mut self) {
         let transport = self.transport();
-        let cap = detect_context_window(&self.shared.client, &transport);
+        let cap = self.shared.client.detect_context_window(&transport);
         self.shared.state.lock().context_cap = cap;
         self.emit(Event::ContextCap {
             agent: self.agent_id(),
@@ -370,7 +363,7 @@ impl Agent {
     }
 
     /// The resolved context window: the transport's explicit one, else what
-    /// [`ContextWindowDetector`](crate::ContextWindowDetector) found.
+    /// [`ChatTransport::detect_context_window`] found.
     pub fn context_window_cap(&self) -> Option<u64> {
         self.shared.state.lock().context_cap
     }

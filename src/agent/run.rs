@@ -7,8 +7,7 @@ use serde_json::Value;
 
 use super::child::{ChildSpec, child_id};
 use super::{Agent, Outcome, Shared};
-use crate::provider::{Exchange, RetryNotice, wire::ChatRequest};
-use crate::stream::{Completion, Fragment};
+use crate::protocol::{Completion, Fragment, Request, RetryNotice};
 use crate::tool::{self, ToolContext};
 use crate::{
     ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, Tool, ToolCall,
@@ -188,36 +187,29 @@ impl Agent {
 
     /// One request; deltas become events as they arrive.
     fn request(&mut self) -> Result<Completion> {
-        let (transport, tool_json) = {
+        let (transport, tool_specs) = {
             let st = self.shared.state.lock();
-            (st.transport.clone(), Arc::clone(&st.tool_json))
+            (st.transport.clone(), Arc::clone(&st.tool_specs))
         };
-        let model = transport.model().unwrap_or_default().to_string();
         let note = self.wind_down_note();
-        let req = ChatRequest {
-            model: &model,
+        let shared = &self.shared;
+        let req = Request {
+            transport: &transport,
             system: Some(&self.system_prompt),
             messages: &self.messages,
             trailing_system: note.as_deref(),
-            tools: &tool_json,
-            stream: self.shared.streaming,
-            include_usage: self.shared.client.config().include_usage,
-            reasoning_for_model: self.options.replay_reasoning.then_some(model.as_str()),
+            tools: &tool_specs,
+            stream: shared.streaming,
+            replay_reasoning: self.options.replay_reasoning,
+            split_think: self.options.split_think,
             extra: &self.options.extra,
+            cancel: shared.cancellable.as_ref(),
         };
         let mut buf = std::mem::take(&mut self.buf);
-        req.write_to(&mut buf);
-        let shared = &self.shared;
         let agent = &shared.id;
-        let x = Exchange {
-            cancel: shared.cancellable.as_ref(),
-            stream: shared.streaming,
-            split_think: self.options.split_think,
-        };
         let result = shared.client.chat(
-            &transport,
-            &buf,
-            x,
+            &req,
+            &mut buf,
             &mut |n: &RetryNotice| {
                 shared.emit(Event::Retrying {
                     agent: Arc::clone(agent),

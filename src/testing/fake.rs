@@ -267,7 +267,7 @@ impl FakeServer {
     /// let server = FakeServer::start();
     /// server.set_context_size(None);
     /// server.set_route("GET", "/v1/models", 200, serde_json::json!({"data": [{"id": "m", "max_model_len": 8192}]}));
-    /// assert_eq!(pikuri::ContextWindowDetector::detect(&server.transport().with_model("m")), Some(8192));
+    /// assert_eq!(server.transport().with_model("m").detect_context_window(), Some(8192));
     /// ```
     pub fn set_route(&self, method: &str, path: &str, status: u16, body: serde_json::Value) {
         let mut st = self.script.state.lock();

@@ -1,7 +1,7 @@
 //! Context-window detection against each server shape.
 
+use pikuri::ChatTransport;
 use pikuri::testing::FakeServer;
-use pikuri::{ChatTransport, ContextWindowDetector};
 use serde_json::json;
 
 /// A server whose built-in `/props` and `/v1/models` say nothing.
@@ -12,7 +12,7 @@ fn silent() -> FakeServer {
 }
 
 fn detect(s: &FakeServer) -> Option<u64> {
-    ContextWindowDetector::detect(&s.transport())
+    s.transport().detect_context_window()
 }
 
 #[test]
@@ -113,10 +113,7 @@ fn nothing_known_is_none_and_never_an_error() {
         .unwrap()
         .port();
     let t = ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
-    assert_eq!(ContextWindowDetector::detect(&t), None);
+    assert_eq!(t.detect_context_window(), None);
     // No api_base: OpenAI's API reports nothing, so nothing is probed.
-    assert_eq!(
-        ContextWindowDetector::detect(&ChatTransport::new("gpt")),
-        None
-    );
+    assert_eq!(ChatTransport::new("gpt").detect_context_window(), None);
 }

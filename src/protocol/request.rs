@@ -1,54 +1,118 @@
-//! Request serialization for `POST /chat/completions`.
+//! What the agent loop asks for ([`Request`], [`ToolSpecs`]), and its
+//! encoding as the body of `POST /chat/completions`.
 //!
 //! The conversation is serialized **by reference** straight into a reused
 //! byte buffer: no per-request clone of the history, no intermediate
-//! `serde_json::Value`. Response and chunk parsing lives in `crate::stream`.
+//! `serde_json::Value`. Response and chunk parsing lives in
+//! [`decode`](super::decode).
+
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::{Message, Role, ToolCall};
+use super::ChatTransport;
+use crate::{Cancellable, Message, Role, Tool, ToolCall};
 
-/// Everything one request needs, borrowed.
-pub(crate) struct ChatRequest<'a> {
-    pub(crate) model: &'a str,
+/// One chat completion as the agent loop describes it, borrowed: where it
+/// goes, what it says, and how the answer is read. The client encodes it
+/// (see [`Request::write_to`]) and decodes the answer into a
+/// [`Completion`](super::Completion).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    /// Model, API base and key; the model names the request's `model`.
+    pub(crate) transport: &'a ChatTransport,
+    /// The system prompt, sent first unless empty.
     pub(crate) system: Option<&'a str>,
+    /// The conversation.
     pub(crate) messages: &'a [Message],
     /// Extra system notes appended after the history for this request only
     /// (the remaining-steps note).
     pub(crate) trailing_system: Option<&'a str>,
-    /// Prebuilt `{"type":"function","function":{..}}` objects.
-    pub(crate) tools: &'a [Value],
+    /// The tools the model may call.
+    pub(crate) tools: &'a ToolSpecs,
+    /// Ask for a streamed answer (SSE).
     pub(crate) stream: bool,
-    pub(crate) include_usage: bool,
-    /// Send `reasoning_content` back for assistant messages written by this
-    /// model (None: never).
-    pub(crate) reasoning_for_model: Option<&'a str>,
+    /// Send `reasoning_content` back for assistant messages written by the
+    /// transport's model.
+    pub(crate) replay_reasoning: bool,
+    /// Move `<think>` blocks in the content to the reasoning.
+    pub(crate) split_think: bool,
     /// Extra top-level fields (temperature, tool_choice, ...), merged last.
-    pub(crate) extra: &'a serde_json::Map<String, Value>,
+    pub(crate) extra: &'a Map<String, Value>,
+    /// Interrupts the request in flight and the waits between retries.
+    pub(crate) cancel: Option<&'a Cancellable>,
 }
 
-impl ChatRequest<'_> {
-    /// Serialize into `buf` (cleared first).
-    pub(crate) fn write_to(&self, buf: &mut Vec<u8>) {
+impl Request<'_> {
+    /// Serialize into `buf` (cleared first); `include_usage` comes from the
+    /// client's [`HttpConfig`](super::HttpConfig).
+    pub(crate) fn write_to(&self, buf: &mut Vec<u8>, include_usage: bool) {
         buf.clear();
+        let model = self.transport.model().unwrap_or_default();
+        let body = Body {
+            model,
+            system: self.system,
+            messages: self.messages,
+            trailing_system: self.trailing_system,
+            tools: &self.tools.0,
+            stream: self.stream,
+            include_usage,
+            reasoning_for_model: self.replay_reasoning.then_some(model),
+            extra: self.extra,
+        };
         let mut ser = serde_json::Serializer::new(&mut *buf);
         // Serializing plain data into a Vec cannot fail.
-        self.serialize(&mut ser)
+        body.serialize(&mut ser)
             .expect("request serialization cannot fail");
     }
 }
 
-impl Serialize for ChatRequest<'_> {
+/// The `tools` of a request, encoded once when the tool set changes rather
+/// than on every request.
+#[derive(Debug, Default)]
+pub(crate) struct ToolSpecs(Vec<Value>);
+
+impl ToolSpecs {
+    pub(crate) fn new(tools: &[Arc<dyn Tool>]) -> ToolSpecs {
+        ToolSpecs(
+            tools
+                .iter()
+                .map(|t| tool_json(t.name(), t.description(), t.parameters().to_json()))
+                .collect(),
+        )
+    }
+}
+
+/// The request body, borrowed: the wire's own shape of a [`Request`].
+struct Body<'a> {
+    model: &'a str,
+    system: Option<&'a str>,
+    messages: &'a [Message],
+    trailing_system: Option<&'a str>,
+    /// Prebuilt `{"type":"function","function":{..}}` objects.
+    tools: &'a [Value],
+    stream: bool,
+    include_usage: bool,
+    /// Send `reasoning_content` back for assistant messages written by this
+    /// model (None: never).
+    reasoning_for_model: Option<&'a str>,
+    extra: &'a Map<String, Value>,
+}
+
+impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("model", self.model)?;
         map.serialize_entry("messages", &Messages(self))?;
+        // An empty `tools` array is rejected by some servers: leave it out.
         if !self.tools.is_empty() {
             map.serialize_entry("tools", self.tools)?;
         }
         map.serialize_entry("stream", &self.stream)?;
+        // Without `stream_options.include_usage` OpenAI sends no usage in a
+        // stream; the field is invalid without `stream`.
         if self.stream && self.include_usage {
             map.serialize_entry(
                 "stream_options",
@@ -57,6 +121,8 @@ impl Serialize for ChatRequest<'_> {
                 },
             )?;
         }
+        // The caller's own fields, passed through as given, after the
+        // ones pikuri owns.
         for (k, v) in self.extra {
             map.serialize_entry(k, v)?;
         }
@@ -69,7 +135,7 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-struct Messages<'r, 'a>(&'r ChatRequest<'a>);
+struct Messages<'r, 'a>(&'r Body<'a>);
 
 impl Serialize for Messages<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -115,11 +181,15 @@ impl Serialize for Wire<'_> {
         map.serialize_entry("role", m.role.as_str())?;
         match m.role {
             Role::Assistant => {
+                // An assistant turn that only called tools goes back with
+                // `content: null`, the way OpenAI itself sends it.
                 if m.tool_calls.is_empty() || !m.content.is_empty() {
                     map.serialize_entry("content", &m.content)?;
                 } else {
                     map.serialize_entry("content", &Option::<&str>::None)?;
                 }
+                // Reasoning goes back only to the model that wrote it:
+                // another model would read foreign thoughts as its own.
                 if let (Some(model), Some(reasoning)) = (self.reasoning_for_model, &m.reasoning)
                     && m.model.as_deref() == Some(model)
                 {
@@ -189,7 +259,7 @@ fn sendable_arguments(raw: &str) -> &str {
 }
 
 /// The `tools` entry for one tool.
-pub(crate) fn tool_json(name: &str, description: &str, parameters: &Value) -> Value {
+fn tool_json(name: &str, description: &str, parameters: &Value) -> Value {
     serde_json::json!({
         "type": "function",
         "function": { "name": name, "description": description, "parameters": parameters }
@@ -201,19 +271,22 @@ mod tests {
     use super::*;
 
     fn req<'a>(
+        transport: &'a ChatTransport,
         messages: &'a [Message],
+        tools: &'a ToolSpecs,
         extra: &'a serde_json::Map<String, Value>,
-    ) -> ChatRequest<'a> {
-        ChatRequest {
-            model: "m",
+    ) -> Request<'a> {
+        Request {
+            transport,
             system: Some("sys"),
             messages,
             trailing_system: None,
-            tools: &[],
+            tools,
             stream: true,
-            include_usage: true,
-            reasoning_for_model: None,
+            replay_reasoning: false,
+            split_think: false,
             extra,
+            cancel: None,
         }
     }
 
@@ -226,8 +299,9 @@ mod tests {
             Message::tool("c1", "2"),
             Message::assistant_tool_calls("", vec![ToolCall::new("c2", "calc", r#"{"x":"#)]),
         ];
+        let (transport, tools) = (ChatTransport::new("m"), ToolSpecs::default());
         let mut buf = Vec::new();
-        req(&msgs, &extra).write_to(&mut buf);
+        req(&transport, &msgs, &tools, &extra).write_to(&mut buf, true);
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(
             v["messages"][0],
@@ -259,10 +333,11 @@ mod tests {
         let mut b = a.clone();
         b.model = Some("other".into());
         let msgs = vec![Message::user("q"), a, b];
-        let mut r = req(&msgs, &extra);
-        r.reasoning_for_model = Some("m");
+        let (transport, tools) = (ChatTransport::new("m"), ToolSpecs::default());
+        let mut r = req(&transport, &msgs, &tools, &extra);
+        r.replay_reasoning = true;
         let mut buf = Vec::new();
-        r.write_to(&mut buf);
+        r.write_to(&mut buf, true);
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["messages"][2]["reasoning_content"], "because");
         assert!(v["messages"][3].get("reasoning_content").is_none());

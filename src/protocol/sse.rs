@@ -3,8 +3,8 @@
 //! [`SseParser`] takes bytes in whatever pieces the network delivers them and
 //! hands out the `data` of each complete event as a `&str`. It knows nothing
 //! of sockets, HTTP, JSON or the chat-completions `[DONE]` marker; those live
-//! in `provider` and [`crate::stream`]. [`read_sse`] is the thin adapter that
-//! drives it from any [`BufRead`].
+//! in the client and in [`decode`](super::decode). [`read_sse`] is the thin
+//! adapter that drives it from any [`BufRead`].
 //!
 //! # Semantics
 //!
@@ -24,16 +24,16 @@
 //!
 //! # Differences from the EventSource spec
 //!
-//! - At end of input ([`SseParser::finish`]) an unterminated last line is
+//! - At end of input ([`SseParser::finish_flow`]) an unterminated last line is
 //!   still interpreted, and a pending event that has data is dispatched. The
 //!   spec discards it, but servers routinely end with `data: [DONE]\n` and no
 //!   blank line.
 //! - The spec decodes the stream as UTF-8 with replacement characters. Here
-//!   invalid UTF-8 in a `data` value is an [`Error::Protocol`] naming the
+//!   invalid UTF-8 in a `data` value is a [`DecodeError::Protocol`] naming the
 //!   (1-based) line, because silently altered JSON is worse than an error.
 //!   Invalid UTF-8 in comments and ignored fields is not an error.
 //! - A line, or the joined data of one event, longer than `max_line` bytes
-//!   is an [`Error::Protocol`]. The parser never buffers more than about
+//!   is a [`DecodeError::Protocol`]. The parser never buffers more than about
 //!   `max_line` bytes of a line or event, so a server that streams forever
 //!   without a newline cannot exhaust memory.
 //!
@@ -51,9 +51,10 @@
 //! parser's own buffers, which keep their capacity between events.
 
 use std::io::{self, BufRead};
-use std::time::Duration;
 
-use crate::{Error, Result};
+use super::decode::DecodeError;
+
+type Result<T> = std::result::Result<T, DecodeError>;
 
 /// What the caller of [`read_sse`] wants after one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,9 +106,9 @@ impl SseParser {
         }
     }
 
-    /// Feed bytes; `on_data` gets the data of each complete event.
-    ///
-    /// An error from `on_data` stops parsing and is returned as is.
+    /// [`feed_flow`](Self::feed_flow) for a callback that never stops (tests
+    /// and fuzzing; the client uses the `_flow` variants).
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn feed(
         &mut self,
         bytes: &[u8],
@@ -117,22 +118,24 @@ impl SseParser {
             .map(|_| ())
     }
 
-    /// End of input: interpret an unterminated last line and dispatch a
-    /// pending event that had data but no trailing blank line.
-    ///
-    /// The parser is empty afterwards and could start a new stream.
+    /// [`finish_flow`](Self::finish_flow) for a callback that never stops.
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn finish(&mut self, on_data: &mut dyn FnMut(&str) -> Result<()>) -> Result<()> {
         self.finish_flow(&mut |d| on_data(d).map(|()| Flow::Continue))
             .map(|_| ())
     }
 
-    /// Like [`feed`](Self::feed), but `on_data` may ask to stop. Returns
-    /// `Flow::Stop` as soon as it did, without looking at the rest of `bytes`.
+    /// Feed bytes; `on_data` gets the data of each complete event and may
+    /// ask to stop. Returns `Flow::Stop` as soon as it did, without looking
+    /// at the rest of `bytes`. An error from `on_data` stops parsing and is
+    /// returned as is.
     pub(crate) fn feed_flow<F>(&mut self, bytes: &[u8], on_data: &mut F) -> Result<Flow>
     where
         F: FnMut(&str) -> Result<Flow> + ?Sized,
     {
         let mut pos = 0;
+        // The last feed ended in CR: an LF here completes that CRLF, it is
+        // not a blank line (which would dispatch early).
         if self.skip_lf && !bytes.is_empty() {
             self.skip_lf = false;
             if bytes[0] == b'\n' {
@@ -145,6 +148,9 @@ impl SseParser {
         let flow = loop {
             let rest = &bytes[pos..];
             let Some(i) = find_eol(rest) else {
+                // No line end in this feed: keep the start of the line for
+                // the next one, within the limit (a server that never sends
+                // a newline must not grow this buffer without end).
                 if self.line.len() + rest.len() > self.max_line {
                     return Err(self.too_long("line"));
                 }
@@ -154,12 +160,16 @@ impl SseParser {
             let end = pos + i;
             let mut next = end + 1;
             if bytes[end] == b'\r' {
+                // CR may be followed by LF now, or at the start of the next
+                // feed; both are one line ending.
                 match bytes.get(next) {
                     Some(b'\n') => next += 1,
                     Some(_) => {}
                     None => self.skip_lf = true,
                 }
             }
+            // Fast path: the whole line is inside `bytes`, interpret it in
+            // place. Otherwise it completes a line begun in an earlier feed.
             let flow = if self.line.is_empty() {
                 let line = &bytes[pos..end];
                 if line.len() > self.max_line {
@@ -188,13 +198,18 @@ impl SseParser {
                 break Flow::Stop;
             }
         };
+        // An event still open at the end of the feed cannot keep borrowing
+        // from `bytes`: copy it, the next feed may complete it.
         if let Some(value) = borrowed {
             self.data.push_str(value);
         }
         Ok(flow)
     }
 
-    /// Like [`finish`](Self::finish), but `on_data` may ask to stop.
+    /// End of input: interpret an unterminated last line and dispatch a
+    /// pending event that had data but no trailing blank line; `on_data`
+    /// may ask to stop. The parser is empty afterwards and could start a
+    /// new stream.
     pub(crate) fn finish_flow<F>(&mut self, on_data: &mut F) -> Result<Flow>
     where
         F: FnMut(&str) -> Result<Flow> + ?Sized,
@@ -294,6 +309,8 @@ impl SseParser {
     where
         F: FnMut(&str) -> Result<Flow> + ?Sized,
     {
+        // Per the spec an event without data (only comments, `event:` or
+        // `id:` lines) dispatches nothing.
         if !self.has_data {
             return Ok(Flow::Continue);
         }
@@ -310,15 +327,15 @@ impl SseParser {
         std::str::from_utf8(value).map_err(|_| self.bad_utf8())
     }
 
-    fn bad_utf8(&self) -> Error {
-        Error::Protocol(format!(
+    fn bad_utf8(&self) -> DecodeError {
+        DecodeError::Protocol(format!(
             "invalid utf-8 in sse data on line {}",
             self.line_no
         ))
     }
 
-    fn too_long(&self, what: &str) -> Error {
-        Error::Protocol(format!("sse {what} exceeds {} bytes", self.max_line))
+    fn too_long(&self, what: &str) -> DecodeError {
+        DecodeError::Protocol(format!("sse {what} exceeds {} bytes", self.max_line))
     }
 }
 
@@ -356,9 +373,10 @@ fn find_eol(bytes: &[u8]) -> Option<usize> {
 /// returns [`Flow::Stop`] (after which nothing more is read).
 ///
 /// Works on the reader's own buffer (`fill_buf`/`consume`): events wholly
-/// inside it are handed out without copying. I/O errors become
-/// [`Error::Transport`], except timeouts (`TimedOut`, `WouldBlock`), which
-/// become [`Error::Timeout`] with a zero duration for the caller to fill in.
+/// inside it are handed out without copying. A body that ends mid-frame
+/// (`UnexpectedEof`: the server closed a chunked body early) is
+/// [`DecodeError::Truncated`]; other I/O errors are classified by
+/// [`DecodeError::from_io`].
 pub(crate) fn read_sse<R: BufRead>(
     mut reader: R,
     max_line: usize,
@@ -368,26 +386,26 @@ pub(crate) fn read_sse<R: BufRead>(
     loop {
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
+            // A signal interrupted the read: nothing was lost, read again.
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io_error(e)),
+            // The stream was cut, like one that ended without `[DONE]`: the
+            // same error, so callers need not tell the two apart.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Err(DecodeError::Truncated);
+            }
+            Err(e) => return Err(DecodeError::from_io(e)),
         };
         if buf.is_empty() {
             parser.finish_flow(on_data)?;
             return Ok(());
         }
         let n = buf.len();
+        // On `Stop` the rest of the buffer is left unconsumed: nothing after
+        // the last event is wanted, and reading on could block.
         if parser.feed_flow(buf, on_data)? == Flow::Stop {
             return Ok(());
         }
         reader.consume(n);
-    }
-}
-
-/// Map a read error to the crate's error (see [`read_sse`]).
-pub(crate) fn io_error(e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Error::Timeout(Duration::ZERO),
-        _ => Error::Transport(Box::new(e)),
     }
 }
 
@@ -412,12 +430,21 @@ mod tests {
         let mut start = 0;
         for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
             if let Err(e) = parser.feed(&input[start..cut], &mut on) {
-                return (events, Some(e.to_string()));
+                return (events, Some(shown(e)));
             }
             start = cut;
         }
-        let err = parser.finish(&mut on).err().map(|e| e.to_string());
+        let err = parser.finish(&mut on).err().map(shown);
         (events, err)
+    }
+
+    /// An error as the user sees it once the client mapped it (a protocol
+    /// error gets this prefix); other kinds by their `Debug`.
+    fn shown(e: DecodeError) -> String {
+        match e {
+            DecodeError::Protocol(m) => format!("protocol error: {m}"),
+            other => format!("{other:?}"),
+        }
     }
 
     /// Parse `input` whole, split at every offset, split at every pair of
@@ -613,7 +640,7 @@ mod tests {
             }
             assert!(fed < 10_000, "never rejected");
         };
-        assert!(matches!(err, Error::Protocol(ref m) if m == "sse line exceeds 1000 bytes"));
+        assert!(matches!(err, DecodeError::Protocol(ref m) if m == "sse line exceeds 1000 bytes"));
         assert!(parser.line.capacity() <= 2048, "{}", parser.line.capacity());
     }
 
@@ -621,9 +648,11 @@ mod tests {
     fn callback_error_propagates() {
         let mut parser = SseParser::new(100);
         let err = parser
-            .feed(b"data: a\n\ndata: b\n\n", &mut |_| Err(Error::Cancelled))
+            .feed(b"data: a\n\ndata: b\n\n", &mut |_| {
+                Err(DecodeError::Protocol("from the callback".into()))
+            })
             .unwrap_err();
-        assert!(err.is_cancelled());
+        assert!(matches!(err, DecodeError::Protocol(ref m) if m == "from the callback"));
     }
 
     #[test]
@@ -746,11 +775,22 @@ mod tests {
             let r = trickle(b"data: a\n\n", 4, Some(kind));
             read_sse(r, 64, &mut |_| Ok(Flow::Continue)).unwrap_err()
         };
-        assert!(matches!(run(io::ErrorKind::TimedOut), Error::Timeout(d) if d.is_zero()));
-        assert!(matches!(run(io::ErrorKind::WouldBlock), Error::Timeout(_)));
+        assert!(matches!(
+            run(io::ErrorKind::TimedOut),
+            DecodeError::TimedOut
+        ));
+        assert!(matches!(
+            run(io::ErrorKind::WouldBlock),
+            DecodeError::TimedOut
+        ));
+        assert!(matches!(
+            run(io::ErrorKind::UnexpectedEof),
+            DecodeError::Truncated
+        ));
         let e = run(io::ErrorKind::ConnectionReset);
-        assert!(matches!(e, Error::Transport(_)));
-        assert!(std::error::Error::source(&e).is_some());
+        assert!(
+            matches!(e, DecodeError::Io(ref io) if io.kind() == io::ErrorKind::ConnectionReset)
+        );
     }
 
     #[test]

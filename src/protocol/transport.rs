@@ -1,19 +1,10 @@
-//! The OpenAI-compatible transport: [`ChatTransport`] (where a chat goes) and
-//! [`HttpConfig`] (how the client behaves), plus the private client, wire
-//! structs and context-window probe. This is the only module that knows ureq.
-
-mod client;
-mod probe;
-pub(crate) mod wire;
+//! The public configuration of the protocol layer: [`ChatTransport`] (where
+//! a chat goes) and [`HttpConfig`] (how the client behaves).
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-pub(crate) use client::{Client, Exchange, RetryNotice, read_stream};
-pub use probe::ContextWindowDetector;
-pub(crate) use probe::detect_context_window;
 
 /// Everything that must travel together so a chat always reaches the same
 /// model on the same server: model, provider hint, API base, API key and

@@ -20,44 +20,28 @@
 //! stream that has started is never retried: its deltas already reached the
 //! listeners.
 
-use std::io::{BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::{ChatTransport, HttpConfig};
-use crate::sse::{Flow, read_sse};
-use crate::stream::{Accumulator, Completion, Fragment, parse_response};
+use super::HttpConfig;
+use super::decode::{Completion, DecodeError, Fragment, parse_response, read_stream};
+use super::request::Request;
+use super::retry::{self, RETRYABLE, RetryNotice};
 use crate::{Cancellable, Error, Result};
 
-/// Status codes worth another attempt.
-const RETRYABLE: [u16; 5] = [429, 500, 502, 503, 504];
 /// Longest server message kept in [`Error::Http`].
 const MAX_MESSAGE_CHARS: usize = 500;
-
-/// A failed attempt that will be retried.
-#[derive(Debug)]
-pub(crate) struct RetryNotice {
-    pub(crate) attempt: u32,
-    pub(crate) error: String,
-    pub(crate) wait: Duration,
-}
-
-/// Options of one chat call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Exchange<'a> {
-    pub(crate) cancel: Option<&'a Cancellable>,
-    pub(crate) stream: bool,
-    pub(crate) split_think: bool,
-}
 
 struct Shared {
     config: HttpConfig,
     agent: Mutex<ureq::Agent>,
     /// Whether the fallback to OpenAI's API base was logged (once per client).
-    default_base_logged: std::sync::atomic::AtomicBool,
+    default_base_logged: AtomicBool,
 }
 
 /// The HTTP client. Cheap to clone (shared by sub-agents and the synthesizer).
@@ -76,6 +60,8 @@ impl std::fmt::Debug for Client {
 
 fn build_agent(config: &HttpConfig) -> ureq::Agent {
     ureq::Agent::config_builder()
+        // Error statuses are read like any response: their body carries the
+        // server's message, and 429/5xx go through the retry policy.
         .http_status_as_error(false)
         .timeout_connect(Some(config.connect_timeout))
         .timeout_recv_response(Some(config.read_timeout))
@@ -92,7 +78,7 @@ impl Client {
             shared: Arc::new(Shared {
                 config,
                 agent,
-                default_base_logged: std::sync::atomic::AtomicBool::new(false),
+                default_base_logged: AtomicBool::new(false),
             }),
         }
     }
@@ -101,7 +87,8 @@ impl Client {
         &self.shared.config
     }
 
-    fn agent(&self) -> ureq::Agent {
+    /// The current agent (a cancel may have swapped in a fresh one).
+    pub(super) fn agent(&self) -> ureq::Agent {
         self.shared.agent.lock().clone()
     }
 
@@ -116,29 +103,34 @@ impl Client {
         }))
     }
 
-    /// One chat completion, with retries. `body` is the serialized request.
+    /// One chat completion, with retries: `req` is encoded into `buf` (a
+    /// buffer the caller reuses between requests), sent, and its answer
+    /// decoded; `on_retry` hears of each retry, `on_fragment` gets text as
+    /// it streams in.
     pub(crate) fn chat(
         &self,
-        transport: &ChatTransport,
-        body: &[u8],
-        x: Exchange<'_>,
+        req: &Request<'_>,
+        buf: &mut Vec<u8>,
         on_retry: &mut dyn FnMut(&RetryNotice),
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
+        req.write_to(buf, cfg.include_usage);
+        let body = &buf[..];
+        let transport = req.transport;
         let url = format!("{}/chat/completions", transport.base_or_default());
         if transport.api_base().is_none()
             && !self
                 .shared
                 .default_base_logged
-                .swap(true, std::sync::atomic::Ordering::Relaxed)
+                .swap(true, Ordering::Relaxed)
         {
             log::info!("no api_base set: using {url}");
         }
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            if let Some(c) = x.cancel {
+            if let Some(c) = req.cancel {
                 c.check()?;
             }
             // Take the agent before arming: a cancel that lands between the
@@ -147,33 +139,35 @@ impl Client {
             // it would otherwise pick up afterwards (a fresh one, which no
             // later hook run would stop).
             let agent = self.agent();
-            let _hook = self.arm(x.cancel);
+            let _hook = self.arm(req.cancel);
             let started = Instant::now();
-            let mut req = agent
+            let mut http = agent
                 .post(&url)
                 .header("Content-Type", "application/json")
                 .header(
                     "Accept",
-                    if x.stream {
+                    if req.stream {
                         "text/event-stream"
                     } else {
                         "application/json"
                     },
                 );
             if let Some(key) = transport.api_key() {
-                req = req.header("Authorization", format!("Bearer {key}"));
+                http = http.header("Authorization", format!("Bearer {key}"));
             }
             log::trace!("request body: {}", String::from_utf8_lossy(body));
-            let failure = match req.send(body) {
+            let (err, retry_after) = match http.send(body) {
                 Err(e) => {
                     log::debug!(
                         "POST {url} failed after {} ms: {e}",
                         started.elapsed().as_millis()
                     );
-                    if is_cancelled(x.cancel) {
+                    // The failure is the shutdown a cancel caused: report
+                    // the cancel, not the broken socket.
+                    if is_cancelled(req.cancel) {
                         return Err(Error::Cancelled);
                     }
-                    let retryable = is_connection_failure(&e);
+                    let retryable = retry::is_connection_failure(&e);
                     let err = map_ureq(e, cfg);
                     if !retryable {
                         return Err(err);
@@ -187,16 +181,14 @@ impl Client {
                         started.elapsed().as_millis()
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, x, on_fragment);
+                        return self.read_success(resp, req, on_fragment);
                     }
-                    let retry_after = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
+                    let retry_after = retry::retry_after(resp.headers());
                     let message = read_error_body(resp, cfg.max_line_bytes);
-                    if is_cancelled(x.cancel) {
+                    // A cancel while the error body was read cut it short:
+                    // the message would be partial, and the user asked to
+                    // stop anyway.
+                    if is_cancelled(req.cancel) {
                         return Err(Error::Cancelled);
                     }
                     let err = Error::Http { status, message };
@@ -206,12 +198,13 @@ impl Client {
                     (err, retry_after)
                 }
             };
-            let (err, retry_after) = failure;
             if attempt > cfg.max_retries {
                 return Err(err);
             }
+            // The server's own estimate beats the backoff, but neither may
+            // stall the run past the cap.
             let wait = retry_after
-                .unwrap_or_else(|| backoff(cfg.retry_base, attempt))
+                .unwrap_or_else(|| retry::backoff(cfg.retry_base, attempt))
                 .min(cfg.retry_cap);
             log::debug!(
                 "attempt {attempt} failed ({err}); retrying in {} ms",
@@ -222,42 +215,45 @@ impl Client {
                 error: err.to_string(),
                 wait,
             });
-            sleep(wait, x.cancel)?;
+            retry::sleep(wait, req.cancel)?;
         }
     }
 
     fn read_success(
         &self,
         resp: ureq::http::Response<ureq::Body>,
-        x: Exchange<'_>,
+        req: &Request<'_>,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
+        // The server decides, not the request: some ignore `stream: true`
+        // and answer with one JSON body (or the reverse).
         let is_sse = resp
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-        let reader = resp.into_body().into_reader();
+        let reader = BodyReader(resp.into_body().into_reader());
         let result = if is_sse {
             let reader = BufReader::with_capacity(64 * 1024, reader);
             read_stream(
                 reader,
                 cfg.max_line_bytes,
                 cfg.max_body_bytes,
-                x.split_think,
+                req.split_think,
                 on_fragment,
             )
         } else {
             let mut body = Vec::new();
+            // One byte over the limit tells "exactly at the limit" from
+            // "over it" without reading the rest.
             match reader.take(cfg.max_body_bytes + 1).read_to_end(&mut body) {
-                Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(Error::protocol(format!(
-                    "response body exceeds {} bytes",
-                    cfg.max_body_bytes
-                ))),
-                Ok(_) => parse_response(&body, x.split_think).inspect(|c| {
+                Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(DecodeError::Protocol(
+                    format!("response body exceeds {} bytes", cfg.max_body_bytes),
+                )),
+                Ok(_) => parse_response(&body, req.split_think).inspect(|c| {
                     // A server that ignored `stream: true` still feeds the listeners.
-                    if x.stream {
+                    if req.stream {
                         if let Some(r) = c.message.reasoning.as_deref().filter(|r| !r.is_empty()) {
                             on_fragment(Fragment::Reasoning(r));
                         }
@@ -266,113 +262,56 @@ impl Client {
                         }
                     }
                 }),
-                Err(e) => Err(Error::Transport(Box::new(e))),
+                Err(e) => Err(DecodeError::from_io(e)),
             }
         };
         result.map_err(|e| {
-            if is_cancelled(x.cancel) {
+            // A cancel shuts the socket down, and the read fails with
+            // whatever the cut looked like: report the cancel.
+            if is_cancelled(req.cancel) {
                 Error::Cancelled
             } else {
-                refine(e, cfg)
+                decode_error(e, cfg)
             }
         })
     }
+}
 
-    /// GET `url` and parse JSON, within `timeout`; `None` on any failure.
-    pub(crate) fn get_json(
-        &self,
-        url: &str,
-        api_key: Option<&str>,
-        timeout: Duration,
-    ) -> Option<Value> {
-        let mut req = self
-            .agent()
-            .get(url)
-            .config()
-            .timeout_global(Some(timeout))
-            .build();
-        if let Some(key) = api_key {
-            req = req.header("Authorization", format!("Bearer {key}"));
-        }
-        finish_probe(url, req.call())
-    }
-
-    /// POST JSON to `url` and parse JSON, within `timeout`; `None` on any failure.
-    pub(crate) fn post_json(&self, url: &str, body: &Value, timeout: Duration) -> Option<Value> {
-        let req = self
-            .agent()
-            .post(url)
-            .config()
-            .timeout_global(Some(timeout))
-            .build();
-        let body = serde_json::to_vec(body).ok()?;
-        finish_probe(
-            url,
-            req.header("Content-Type", "application/json")
-                .send(&body[..]),
-        )
+/// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get
+/// the configured read timeout.
+pub(crate) fn decode_error(e: DecodeError, cfg: &HttpConfig) -> Error {
+    match e {
+        DecodeError::Protocol(m) => Error::Protocol(m),
+        DecodeError::Truncated => Error::Truncated,
+        DecodeError::TimedOut => Error::Timeout(cfg.read_timeout),
+        DecodeError::Io(e) => Error::Transport(Box::new(e)),
     }
 }
 
-/// Decode a streamed body: SSE events into the accumulator, fragments to
-/// `on_fragment`, until `[DONE]` or EOF. The whole streaming path after the
-/// socket (the benches drive it through `crate::__bench`).
-pub(crate) fn read_stream<R: std::io::BufRead>(
-    reader: R,
-    max_line: usize,
-    max_body: u64,
-    split_think: bool,
-    on_fragment: &mut dyn FnMut(Fragment<'_>),
-) -> Result<Completion> {
-    let mut acc = Accumulator::new(split_think);
-    // Small, valid events can still grow the message without end:
-    // the event data of one stream is capped like a plain body.
-    let mut total = 0u64;
-    read_sse(reader, max_line, &mut |data| {
-        total = total.saturating_add(data.len() as u64);
-        if total > max_body {
-            return Err(Error::protocol(format!(
-                "streamed response exceeds {max_body} bytes"
-            )));
-        }
-        acc.push_data(data, on_fragment)?;
-        Ok(if acc.is_done() {
-            Flow::Stop
-        } else {
-            Flow::Continue
-        })
-    })
-    .map_err(eof_is_truncation)
-    .and_then(|()| acc.finish())
+/// ureq's body reader, with ureq's own timeouts surfaced as
+/// [`io::ErrorKind::TimedOut`] where they are raised.
+///
+/// ureq enforces `timeout_per_read` itself and reports an expiry as an
+/// `io::Error` of kind `Other` wrapping `ureq::Error::Timeout`; the decoder,
+/// which knows nothing of ureq, classifies reads by their kind.
+struct BodyReader(ureq::BodyReader<'static>);
+
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(ureq_timeout_kind)
+    }
 }
 
-fn finish_probe(
-    url: &str,
-    result: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-) -> Option<Value> {
-    match result {
-        Ok(resp) if resp.status().is_success() => {
-            let mut body = Vec::new();
-            resp.into_body()
-                .into_reader()
-                .take(4 * 1024 * 1024)
-                .read_to_end(&mut body)
-                .ok()?;
-            let v = serde_json::from_slice(&body).ok();
-            log::debug!(
-                "probe {url}: {}",
-                if v.is_some() { "ok" } else { "not json" }
-            );
-            v
-        }
-        Ok(resp) => {
-            log::debug!("probe {url}: status {}", resp.status().as_u16());
-            None
-        }
-        Err(e) => {
-            log::debug!("probe {url}: {e}");
-            None
-        }
+/// `e` with kind `TimedOut` when it wraps a `ureq::Error::Timeout`.
+fn ureq_timeout_kind(e: io::Error) -> io::Error {
+    let is_timeout = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+        .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+    if is_timeout {
+        io::Error::new(io::ErrorKind::TimedOut, e)
+    } else {
+        e
     }
 }
 
@@ -380,24 +319,9 @@ fn is_cancelled(c: Option<&Cancellable>) -> bool {
     c.is_some_and(Cancellable::is_cancelled)
 }
 
-fn is_connection_failure(e: &ureq::Error) -> bool {
-    use std::io::ErrorKind as K;
-    match e {
-        ureq::Error::ConnectionFailed => true,
-        ureq::Error::Io(io) => matches!(
-            io.kind(),
-            K::ConnectionRefused
-                | K::ConnectionReset
-                | K::ConnectionAborted
-                | K::BrokenPipe
-                | K::UnexpectedEof
-        ),
-        _ => false,
-    }
-}
-
 fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
     match e {
+        // Which timeout expired decides which configured duration to name.
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
             Error::Timeout(cfg.connect_timeout)
         }
@@ -406,43 +330,6 @@ fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
             Error::protocol(format!("response body exceeds {n} bytes"))
         }
         other => Error::Transport(Box::new(other)),
-    }
-}
-
-/// A stream whose body ended mid-frame (the server closed a chunked body
-/// early) was cut, like one that ended without `[DONE]`.
-fn eof_is_truncation(e: Error) -> Error {
-    match e {
-        Error::Transport(inner)
-            if inner
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) =>
-        {
-            Error::Truncated
-        }
-        other => other,
-    }
-}
-
-/// Give timeouts that surfaced as I/O errors from the body reader their own
-/// variant and the configured duration.
-fn refine(e: Error, cfg: &HttpConfig) -> Error {
-    match e {
-        Error::Timeout(d) if d.is_zero() => Error::Timeout(cfg.read_timeout),
-        Error::Transport(inner) => {
-            if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::TimedOut {
-                    return Error::Timeout(cfg.read_timeout);
-                }
-                if let Some(ureq::Error::Timeout(_)) =
-                    io.get_ref().and_then(|r| r.downcast_ref::<ureq::Error>())
-                {
-                    return Error::Timeout(cfg.read_timeout);
-                }
-            }
-            Error::Transport(inner)
-        }
-        other => other,
     }
 }
 
@@ -470,44 +357,10 @@ pub(crate) fn error_message(body: &[u8]) -> String {
     crate::util::excerpt(&text, MAX_MESSAGE_CHARS).into_owned()
 }
 
-/// `base * 2^(attempt-1)`, scaled by a jitter factor in [0.5, 1.0).
-fn backoff(base: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << (attempt - 1).min(16));
-    exp.mul_f64(0.5 + jitter() * 0.5)
-}
-
-/// A cheap pseudo-random number in [0, 1) (no `rand` dependency; jitter only
-/// needs to de-synchronize clients).
-fn jitter() -> f64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static STATE: AtomicU64 = AtomicU64::new(0);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0x9E37_79B9, |d| d.as_nanos() as u64);
-    let mut x = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ seed;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    (x >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Sleep `d`, returning early with `Cancelled` when `cancel` fires.
-fn sleep(d: Duration, cancel: Option<&Cancellable>) -> Result<()> {
-    let Some(cancel) = cancel else {
-        std::thread::sleep(d);
-        return Ok(());
-    };
-    let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-    let _hook = cancel.on_cancel(move || {
-        let _ = tx.try_send(());
-    });
-    let _ = rx.recv_timeout(d);
-    cancel.check()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn error_message_shapes() {
@@ -528,30 +381,35 @@ mod tests {
     }
 
     #[test]
-    fn backoff_grows_and_jitters() {
-        let b = Duration::from_millis(100);
-        for attempt in 1..5 {
-            let d = backoff(b, attempt);
-            let full = b * (1 << (attempt - 1));
-            assert!(d >= full / 2 && d <= full, "{d:?} vs {full:?}");
-        }
+    fn decode_errors_map_once() {
+        let cfg = HttpConfig::default().with_read_timeout(Duration::from_millis(1500));
+        let shown = |e| decode_error(e, &cfg).to_string();
+        assert_eq!(
+            shown(DecodeError::Protocol("sse line exceeds 12 bytes".into())),
+            "protocol error: sse line exceeds 12 bytes"
+        );
+        assert!(matches!(
+            decode_error(DecodeError::Truncated, &cfg),
+            Error::Truncated
+        ));
+        assert!(matches!(
+            decode_error(DecodeError::TimedOut, &cfg),
+            Error::Timeout(d) if d == Duration::from_millis(1500)
+        ));
+        let e = decode_error(
+            DecodeError::from_io(io::Error::new(io::ErrorKind::ConnectionReset, "boom")),
+            &cfg,
+        );
+        assert!(matches!(e, Error::Transport(_)));
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]
-    fn sleep_is_cut_by_cancel() {
-        let c = Cancellable::new();
-        let c2 = c.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            c2.cancel();
-        });
-        let started = Instant::now();
-        assert!(
-            sleep(Duration::from_secs(10), Some(&c))
-                .unwrap_err()
-                .is_cancelled()
-        );
-        assert!(started.elapsed() < Duration::from_secs(5));
-        t.join().unwrap();
+    fn ureq_timeouts_read_as_timed_out() {
+        // What ureq's body reader returns when `timeout_per_read` expires.
+        let wrapped = ureq::Error::Timeout(ureq::Timeout::PerRead).into_io();
+        assert_eq!(wrapped.kind(), io::ErrorKind::Other);
+        let classified = DecodeError::from_io(ureq_timeout_kind(wrapped));
+        assert!(matches!(classified, DecodeError::TimedOut));
     }
 }

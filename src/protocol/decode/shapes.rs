@@ -1,0 +1,254 @@
+//! The JSON shapes of chunks and responses: every member is optional,
+//! unknown members are ignored, strings are borrowed from the input when
+//! they have no escapes (no allocation per delta for plain text).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, Visitor};
+
+use crate::Usage;
+
+/// A chunk of a streamed completion (`C` = [`StreamChoice`]), or a whole
+/// response (`C` = [`ResponseChoice`]).
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "C: Deserialize<'de>"))]
+pub(super) struct Body<'a, C> {
+    #[serde(borrow)]
+    pub(super) model: Option<Str<'a>>,
+    pub(super) choices: Option<Vec<C>>,
+    /// Boxed: usually absent, and large enough to slow every chunk down.
+    pub(super) usage: Option<Box<WireUsage>>,
+    pub(super) error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct StreamChoice<'a> {
+    pub(super) index: Option<u64>,
+    #[serde(borrow)]
+    pub(super) delta: Option<Delta<'a>>,
+    #[serde(borrow)]
+    pub(super) finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ResponseChoice<'a> {
+    pub(super) index: Option<u64>,
+    #[serde(borrow)]
+    pub(super) message: Option<Delta<'a>>,
+    #[serde(borrow)]
+    pub(super) finish_reason: Option<Str<'a>>,
+}
+
+/// A streamed delta, or a whole response's message.
+#[derive(Deserialize)]
+pub(super) struct Delta<'a> {
+    #[serde(borrow)]
+    pub(super) content: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub(super) reasoning_content: Option<Str<'a>>,
+    /// Lenient: some servers put an object here.
+    #[serde(borrow)]
+    pub(super) reasoning: Option<MaybeStr<'a>>,
+    #[serde(borrow)]
+    pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct CallDelta<'a> {
+    pub(super) index: Option<u64>,
+    #[serde(borrow)]
+    pub(super) id: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub(super) function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct FunctionDelta<'a> {
+    #[serde(borrow)]
+    pub(super) name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub(super) arguments: Option<Args<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+    /// Anthropic's name, at the top level.
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[allow(clippy::struct_field_names, reason = "the wire's names")]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+    cache_creation_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    /// OpenRouter's name.
+    cache_write_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Split OpenAI's `prompt_tokens` (which include cache reads and writes)
+    /// into pikuri's exclusive `input` / `cached` / `cache_creation`.
+    pub(super) fn to_usage(&self) -> Usage {
+        let details = self.prompt_tokens_details.as_ref();
+        let cached = details.and_then(|d| d.cached_tokens);
+        let cache_creation = details
+            .and_then(|d| {
+                d.cache_creation_tokens
+                    .or(d.cache_creation_input_tokens)
+                    .or(d.cache_write_tokens)
+            })
+            .or(self.cache_creation_input_tokens);
+        let input = self.prompt_tokens.map(|p| {
+            p.saturating_sub(cached.unwrap_or(0))
+                .saturating_sub(cache_creation.unwrap_or(0))
+        });
+        let thinking = self
+            .completion_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens);
+        Usage::from_parts(
+            input,
+            self.completion_tokens,
+            cached,
+            cache_creation,
+            thinking,
+        )
+    }
+}
+
+/// A JSON string, borrowed from the input when it has no escapes.
+pub(super) struct Str<'a>(pub(super) Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            // A string with escapes (`\n`, `\"`) cannot be borrowed from
+            // the input: unescaped, it is copied once.
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor).map(Str)
+    }
+}
+
+/// A string, or `None` for any other JSON value.
+pub(super) struct MaybeStr<'a>(pub(super) Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for MaybeStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MaybeStrVisitor;
+        impl<'de> Visitor<'de> for MaybeStrVisitor {
+            type Value = Option<Cow<'de, str>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Borrowed(v)))
+            }
+            // A string with escapes cannot be borrowed: copied.
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Owned(v)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+        }
+        deserializer.deserialize_any(MaybeStrVisitor).map(MaybeStr)
+    }
+}
+
+/// Tool-call arguments: a JSON text in a string (the standard), or a JSON
+/// value sent as is (some servers), serialized back to text.
+pub(super) struct Args<'a>(pub(super) Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ArgsVisitor;
+        impl<'de> Visitor<'de> for ArgsVisitor {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON text or a JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            // Through `Value`, so the text is JSON's spelling of the number.
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(serde_json::Value::from(v).to_string()))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(Cow::Owned(value.to_string()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Cow::Owned(value.to_string()))
+            }
+        }
+        deserializer.deserialize_any(ArgsVisitor).map(Args)
+    }
+}

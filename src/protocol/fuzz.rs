@@ -1,0 +1,99 @@
+//! Fuzzing hooks for `fuzz/` (cargo-fuzz builds with `--cfg fuzzing`, and
+//! only then are they re-exported at the crate root). Not part of the API;
+//! the unit tests run them too.
+
+use super::decode::{Accumulator, parse_response};
+use super::sse::{Flow, SseParser, read_sse};
+
+/// Feeds `data` through the SSE parser whole and in pieces, and through
+/// `read_sse`, and checks that all three agree. Panics only on a bug.
+pub fn __fuzz_sse(data: &[u8]) {
+    fn run(input: &[u8], step: usize, max_line: usize) -> (Vec<String>, Option<String>) {
+        let mut parser = SseParser::new(max_line);
+        let mut events = Vec::new();
+        let mut on = |d: &str| {
+            events.push(d.to_owned());
+            Ok(())
+        };
+        for piece in input.chunks(step) {
+            if let Err(e) = parser.feed(piece, &mut on) {
+                return (events, Some(e.to_string()));
+            }
+        }
+        let err = parser.finish(&mut on).err().map(|e| e.to_string());
+        (events, err)
+    }
+
+    let (max_line, step, input) = match data {
+        [a, b, rest @ ..] => {
+            let max_line = if *a == 255 { 1 << 20 } else { usize::from(*a) };
+            (max_line, usize::from(*b).max(1), rest)
+        }
+        _ => (64, 1, data),
+    };
+    let whole = run(input, input.len().max(1), max_line);
+    assert_eq!(
+        run(input, step, max_line),
+        whole,
+        "split at every {step} bytes"
+    );
+    let mut events = Vec::new();
+    let reader = std::io::BufReader::with_capacity(step, input);
+    let result = read_sse(reader, max_line, &mut |d| {
+        events.push(d.to_owned());
+        Ok(Flow::Continue)
+    });
+    assert_eq!(
+        (events, result.err().map(|e| e.to_string())),
+        whole,
+        "read_sse"
+    );
+}
+
+/// Feeds each line of `data` (after a first byte choosing `split_think`) to
+/// an `Accumulator`, then the whole of it to `parse_response`. Errors are
+/// expected; a panic (or a failing `finish` after `[DONE]`) is a bug.
+pub fn __fuzz_accumulate(data: &[u8]) {
+    let Some((&first, data)) = data.split_first() else {
+        return;
+    };
+    let split_think = first & 1 == 1;
+    let mut acc = Accumulator::new(split_think);
+    for line in data.split(|&b| b == b'\n') {
+        if let Ok(line) = std::str::from_utf8(line) {
+            let _ = acc.push_data(line, &mut |_| {});
+        }
+    }
+    let done = acc.is_done();
+    let result = acc.finish();
+    assert!(!done || result.is_ok(), "finish after [DONE] failed");
+    let _ = parse_response(data, split_think);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::Rng;
+
+    #[test]
+    fn fuzz_hooks_smoke() {
+        let mut rng = Rng(7);
+        for _ in 0..500 {
+            let len = rng.below(300);
+            let data: Vec<u8> = (0..len)
+                .map(|_| match rng.below(6) {
+                    0 => b'\n',
+                    1 => b'\r',
+                    2 => b':',
+                    3 => b'd',
+                    _ => rng.next() as u8,
+                })
+                .collect();
+            __fuzz_sse(&data);
+            __fuzz_accumulate(&data);
+        }
+        __fuzz_sse(b"");
+        __fuzz_sse(b"\x10\x03data: a\r\n\r\ndata: b");
+        __fuzz_accumulate(b"");
+    }
+}

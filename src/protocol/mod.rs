@@ -1,0 +1,52 @@
+//! The OpenAI chat-completions protocol: everything between the agent loop
+//! and the socket, and the only module that knows ureq.
+//!
+//! The loop describes a call as a [`Request`] and gets a [`Completion`]
+//! back from [`Client::chat`]; it never sees JSON. Inside, a request goes
+//! down and its answer comes up through these layers, each in its own file:
+//!
+//! ```text
+//!  agent loop ── Request ──▶ request.rs   encode the body (by reference)
+//!                            client.rs    POST, status, cancel, retry.rs
+//!                            sse.rs       bytes → event data (sans-IO)
+//!                            decode/      event data or a body → Completion
+//!  agent loop ◀─ Completion ─┘
+//! ```
+//!
+//! | file | job |
+//! |---|---|
+//! | `transport.rs` | the public [`ChatTransport`] and [`HttpConfig`] |
+//! | `request.rs` | [`Request`] and [`ToolSpecs`], encoded as the request body |
+//! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
+//! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
+//! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
+//! | `decode/` | chunk accumulation, `<think>` splitting, non-streamed bodies |
+//! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
+//! | `fuzz.rs` | hooks for `fuzz/` (`cfg(fuzzing)` and tests only) |
+//!
+//! Decoding fails with its own `DecodeError`; `client::decode_error` turns
+//! it into the public [`Error`](crate::Error), once.
+
+mod client;
+mod decode;
+#[cfg(any(fuzzing, test))]
+#[allow(
+    unreachable_pub,
+    reason = "re-exported at the crate root under cfg(fuzzing)"
+)]
+pub(crate) mod fuzz;
+mod probe;
+mod request;
+mod retry;
+mod sse;
+mod transport;
+
+pub(crate) use client::Client;
+#[cfg(feature = "_bench")]
+pub(crate) use client::decode_error;
+#[cfg(feature = "_bench")]
+pub(crate) use decode::read_stream;
+pub(crate) use decode::{Completion, Fragment};
+pub(crate) use request::{Request, ToolSpecs};
+pub(crate) use retry::RetryNotice;
+pub use transport::{ChatTransport, HttpConfig};
