@@ -125,6 +125,7 @@ mod test_util;
 pub mod testing;
 pub mod tool;
 mod util;
+pub mod web;
 
 // Unstable hooks for `benches/` only: not part of the API, no semver promise.
 #[doc(hidden)]
