@@ -52,14 +52,29 @@ impl Url {
                 crate::util::excerpt(host, 60)
             ));
         }
-        if tail.chars().any(|c| c.is_control() || c == ' ') {
-            return Err("the URL contains spaces or control characters".into());
+        if tail.chars().any(char::is_control) {
+            return Err("the URL contains control characters".into());
         }
-        let path_and_query = if tail.starts_with('/') {
-            tail.to_string()
-        } else {
-            format!("/{tail}")
-        };
+        let mut path_and_query = String::with_capacity(tail.len() + 1);
+        if !tail.starts_with('/') {
+            path_and_query.push('/');
+        }
+        // Percent-encode what may not appear raw in a request line.
+        for c in tail.chars() {
+            if c.is_ascii()
+                && !matches!(
+                    c,
+                    ' ' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}'
+                )
+            {
+                path_and_query.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    path_and_query.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
         Ok(Url {
             scheme,
             host: host.to_ascii_lowercase(),
@@ -226,7 +241,8 @@ mod tests {
             "http://",
             "http://x:99999/",
             "http://a b/",
-            "http://x/a b",
+            "http://x/a\nb",
+            "http://bücher.de/",
         ] {
             assert!(Url::parse(bad).is_err(), "{bad}");
         }

@@ -234,7 +234,7 @@ impl<'b> Renderer<'b> {
         let (targets, scope): (&[&str], &[&str]) = match n {
             "li" => (&["li"], &["ul", "ol"]),
             "dt" | "dd" => (&["dt", "dd"], &["dl"]),
-            "tr" => (&["tr", "td", "th"], &["table"]),
+            "tr" => (&["tr"], &["table"]),
             "td" | "th" => (&["td", "th"], &["tr", "table"]),
             "option" => (&["option"], &["select"]),
             _ => return,

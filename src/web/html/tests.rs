@@ -41,6 +41,10 @@ fn tables_as_pipe_rows() {
         md("<table><tr><th>a</th><th>b|c</th></tr><tr><td>1<td>2<br>3</table>after"),
         "| a | b\\|c |\n| --- | --- |\n| 1 | 2 3 |\n\nafter"
     );
+    assert_eq!(
+        md("<table><tr><td>a<td>b<tr><td>c<td>d</table>"),
+        "| a | b |\n| --- | --- |\n| c | d |"
+    );
 }
 
 #[test]
