@@ -17,3 +17,5 @@ mod regression; // one test per fixed bug
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod util; // shared helpers
+mod web; // fetch, web_scrape, web_search against local HTTP servers
+mod web_html; // the HTML extractor: hostile input, entities, real files, linear work

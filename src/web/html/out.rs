@@ -176,7 +176,11 @@ impl Out {
     /// Drop what was written since `mark` if it is only whitespace (and
     /// `drop_from` onwards, the markup that opened it).
     pub(super) fn retract_if_empty(&mut self, drop_from: usize, mark: usize) -> bool {
-        if self.buf.get(mark..).is_none_or(|s| !s.trim().is_empty()) {
+        if self
+            .buf
+            .get(mark..)
+            .is_none_or(|s| !s.chars().all(char::is_whitespace))
+        {
             return false;
         }
         self.buf.truncate(drop_from);

@@ -1,6 +1,8 @@
 //! Tokens to Markdown: an explicit element stack (no recursion), capped in
 //! depth, drives the [`Out`] writer.
 
+use std::collections::HashMap;
+
 use super::entities;
 use super::out::{Out, Part};
 use super::tokenizer::{Tag, Token, Tokenizer};
@@ -9,6 +11,9 @@ use crate::web::url;
 /// Deepest element stack kept. Deeper elements still show their text, but
 /// their markup (and a `hidden` on them) is ignored.
 pub(super) const MAX_DEPTH: usize = 512;
+/// How far down the stack a start tag looks for an element it closes
+/// implicitly (the previous `<li>`, cell or row).
+const IMPLICIT_SCOPE: usize = 64;
 
 /// Elements dropped with everything inside them.
 const DROPPED: [&str; 20] = [
@@ -88,6 +93,9 @@ struct Table {
 pub(super) struct Renderer<'b> {
     out: Out,
     stack: Vec<Elem>,
+    /// How many elements of each name are on the stack, so an end tag with
+    /// no open element is dismissed without a search.
+    open: HashMap<String, usize>,
     /// Stack height of the outermost dropped element being skipped.
     skip: Option<usize>,
     lists: Vec<List>,
@@ -132,6 +140,7 @@ impl<'b> Renderer<'b> {
         Renderer {
             out: Out::new(),
             stack: Vec::new(),
+            open: HashMap::new(),
             skip: None,
             lists: Vec::new(),
             tables: Vec::new(),
@@ -171,7 +180,12 @@ impl<'b> Renderer<'b> {
     }
 
     fn push(&mut self, name: String, close: Close) {
+        *self.open.entry(name.clone()).or_insert(0) += 1;
         self.stack.push(Elem { name, close });
+    }
+
+    fn is_open(&self, name: &str) -> bool {
+        self.open.get(name).is_some_and(|&n| n > 0)
     }
 
     fn start(&mut self, tag: &Tag<'_>) {
@@ -197,11 +211,8 @@ impl<'b> Renderer<'b> {
             return self.push(name, Close::Nothing);
         }
         self.implicit_close(n);
-        let chrome = matches!(n, "header" | "footer")
-            && !self
-                .stack
-                .iter()
-                .any(|e| matches!(e.name.as_str(), "article" | "main"));
+        let chrome =
+            matches!(n, "header" | "footer") && !self.is_open("article") && !self.is_open("main");
         if DROPPED.contains(&n) || chrome || is_hidden(tag) {
             self.skip = Some(self.stack.len());
             return self.push(name, Close::Skip);
@@ -242,7 +253,10 @@ impl<'b> Renderer<'b> {
         let found = self
             .stack
             .iter()
-            .rposition(|e| targets.contains(&e.name.as_str()) || scope.contains(&e.name.as_str()));
+            .rev()
+            .take(IMPLICIT_SCOPE)
+            .position(|e| targets.contains(&e.name.as_str()) || scope.contains(&e.name.as_str()))
+            .map(|back| self.stack.len() - 1 - back);
         if let Some(i) = found
             && targets.contains(&self.stack[i].name.as_str())
         {
@@ -390,7 +404,13 @@ impl<'b> Renderer<'b> {
     }
 
     fn end(&mut self, name: &str) {
-        match self.stack.iter().rposition(|e| e.name == name) {
+        // Searching is paid for by the pops that follow it.
+        let found = if self.is_open(name) {
+            self.stack.iter().rposition(|e| e.name == name)
+        } else {
+            None
+        };
+        match found {
             Some(i) => {
                 while self.stack.len() > i {
                     self.pop();
@@ -405,6 +425,9 @@ impl<'b> Renderer<'b> {
 
     fn pop(&mut self) {
         let Some(elem) = self.stack.pop() else { return };
+        if let Some(n) = self.open.get_mut(&elem.name) {
+            *n -= 1;
+        }
         if self.skip.is_some_and(|s| self.stack.len() <= s) {
             self.skip = None;
         }
