@@ -6,7 +6,7 @@
 //! non-ASCII letters is refused; the punycode form works), no userinfo
 //! (`user:pass@` is refused, so a model cannot smuggle credentials).
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// An absolute http(s) URL, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +71,7 @@ impl Url {
             } else {
                 let mut buf = [0u8; 4];
                 for b in c.encode_utf8(&mut buf).bytes() {
-                    path_and_query.push_str(&format!("%{b:02X}"));
+                    let _ = write!(path_and_query, "%{b:02X}");
                 }
             }
         }

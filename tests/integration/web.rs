@@ -2,6 +2,7 @@
 //! redirects, the address policy, size/time/cancel bounds, the cache, and
 //! web_search over a SearXNG-shaped server.
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,7 +84,7 @@ fn respond(stream: &mut TcpStream, status: &str, headers: &[(&str, &str)], body:
         body.len()
     );
     for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(out, "{k}: {v}\r\n");
     }
     out.push_str("\r\n");
     let _ = stream.write_all(out.as_bytes());
@@ -276,16 +277,16 @@ fn default_policy_refuses_private_addresses_before_connecting() {
 
 #[test]
 fn oversized_and_endless_bodies_are_cut() {
-    let server = Server::start(|target, s| match target {
-        "/big" => ok(s, "text/plain", &vec![b'a'; 4 << 20]),
-        _ => {
-            // No length, never ends: a stream of lines until the client leaves.
-            let _ = s.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n\r\n",
-            );
-            let line = b"<p>all work and no play</p>\n".repeat(100);
-            while s.write_all(&line).is_ok() {}
+    let server = Server::start(|target, s| {
+        if target == "/big" {
+            ok(s, "text/plain", &vec![b'a'; 4 << 20]);
+            return;
         }
+        // No length, never ends: a stream of lines until the client leaves.
+        let _ =
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nconnection: close\r\n\r\n");
+        let line = b"<p>all work and no play</p>\n".repeat(100);
+        while s.write_all(&line).is_ok() {}
     });
     let fetch = local().max_bytes(64 * 1024).max_chars(1000).build();
     let out = call(&fetch, &server.url("/big")).unwrap();

@@ -333,8 +333,9 @@ impl<'b> Renderer<'b> {
             "li" => {
                 let marker = match self.lists.last_mut() {
                     Some(l) if l.ordered => {
-                        l.next += 1;
-                        format!("{}. ", l.next - 1)
+                        let n = l.next;
+                        l.next = n.saturating_add(1);
+                        format!("{n}. ")
                     }
                     _ => "- ".to_string(),
                 };

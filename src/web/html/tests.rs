@@ -20,6 +20,10 @@ fn lists_nested_and_ordered() {
         md("<ul><li>a<li>b<ul><li>b1</li></ul></li></ul><ol start=3><li>x</li><li>y</ol>"),
         "- a\n- b\n  - b1\n\n3. x\n4. y"
     );
+    assert_eq!(
+        md("<ol start=9223372036854775807><li>a<li>b</ol>"),
+        "9223372036854775807. a\n9223372036854775807. b"
+    );
 }
 
 #[test]
