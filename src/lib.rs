@@ -167,6 +167,7 @@ mod protocol;
 mod sanitize;
 mod tool;
 mod util;
+pub mod web;
 
 pub mod builtin;
 pub mod listeners;

@@ -18,3 +18,5 @@ mod security; // secrets, redirects, size limits, terminal escapes, file confine
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wire
 mod util; // shared helpers
+mod web; // fetch, web_scrape, web_search against local HTTP servers
+mod web_html; // the HTML extractor: hostile input, entities, real files, linear work
