@@ -167,7 +167,7 @@ mod protocol;
 mod sanitize;
 mod tool;
 mod util;
-pub mod web;
+mod web;
 
 pub mod builtin;
 pub mod listeners;

@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let html = String::from_utf8_lossy(data);
     let base = (data.first().is_some_and(|b| b & 1 == 1)).then_some("https://example.org/a/b?q");
-    let out = pikuri::web::html_to_markdown(&html, base);
+    let out = pikuri::builtin::html_to_markdown(&html, base);
     // Link targets are resolved against the base, which can add its length
     // per link; everything else (list markers with a huge `start`) at most 16 bytes per input byte.
     assert!(out.len() <= 64 + html.len() * 16, "{} bytes from {}", out.len(), html.len());

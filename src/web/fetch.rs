@@ -22,7 +22,7 @@ const MAX_CHARS: usize = 50_000;
 /// Markdown by [`html_to_markdown`](super::html_to_markdown) (the model can
 /// ask for the HTML source with `"raw": true`). The result starts with a
 /// `URL: <final url> (<content type>)` line, and a `Title:` line for HTML.
-/// Binary content is refused. See the [module docs](super) for the address
+/// Binary content is refused. See the [`builtin`](crate::builtin#web-tools) docs for the address
 /// policy, limits and cancellation.
 ///
 /// # Examples
@@ -37,10 +37,10 @@ const MAX_CHARS: usize = 50_000;
 /// let url = format!("{}/data", server.root_url());
 ///
 /// // Refused by default: the server is on 127.0.0.1.
-/// let err = pikuri::web::fetch().call(&json!({"url": url}), &ToolContext::detached());
+/// let err = pikuri::builtin::fetch().call(&json!({"url": url}), &ToolContext::detached());
 /// assert!(err.unwrap_err().message().contains("a loopback address"));
 ///
-/// let fetch = pikuri::web::Fetch::builder().allow_private_addresses(true).build();
+/// let fetch = pikuri::builtin::Fetch::builder().allow_private_addresses(true).build();
 /// let out = fetch.call(&json!({"url": url}), &ToolContext::detached())?;
 /// assert!(out.starts_with(&format!("URL: {url} (application/json)\n\n{{\n  \"a\": [")), "{out}");
 /// # Ok::<(), pikuri::ToolError>(())
@@ -59,7 +59,7 @@ pub struct Fetch {
 /// ```
 /// use std::time::Duration;
 ///
-/// let fetch = pikuri::web::Fetch::builder()
+/// let fetch = pikuri::builtin::Fetch::builder()
 ///     .max_bytes(512 * 1024)
 ///     .max_chars(20_000)
 ///     .timeout(Duration::from_secs(10))
@@ -178,7 +178,7 @@ impl Fetch {
     /// # Examples
     ///
     /// ```
-    /// let fetch = pikuri::web::Fetch::builder().max_redirects(2).build();
+    /// let fetch = pikuri::builtin::Fetch::builder().max_redirects(2).build();
     /// assert!(pikuri::Tool::description(&fetch).contains("50000 characters"));
     /// ```
     pub fn builder() -> FetchBuilder {
@@ -244,7 +244,7 @@ impl Tool for Fetch {
 /// # Examples
 ///
 /// ```
-/// use pikuri::web::{Fetch, WebScrape};
+/// use pikuri::builtin::{Fetch, WebScrape};
 /// use pikuri::{Tool, ToolContext};
 /// use serde_json::json;
 /// # fn serve(body: &'static str) -> String {

@@ -21,7 +21,7 @@ const MAX_RESULTS: usize = 20;
 /// # Examples
 ///
 /// ```
-/// let hit = pikuri::web::SearchResult::new("Rust", "https://www.rust-lang.org/", "A language");
+/// let hit = pikuri::builtin::SearchResult::new("Rust", "https://www.rust-lang.org/", "A language");
 /// assert_eq!(hit.title, "Rust");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ impl SearchResult {
 /// # Examples
 ///
 /// ```
-/// use pikuri::web::{SearchProvider, SearchResult, WebSearch};
+/// use pikuri::builtin::{SearchProvider, SearchResult, WebSearch};
 /// use pikuri::{Tool, ToolContext, ToolError};
 /// use serde_json::json;
 ///
@@ -108,7 +108,7 @@ impl WebSearch {
     /// # Examples
     ///
     /// ```
-    /// let tool = pikuri::web::WebSearch::new(pikuri::web::SearXng::new("http://127.0.0.1:8888"));
+    /// let tool = pikuri::builtin::WebSearch::new(pikuri::builtin::SearXng::new("http://127.0.0.1:8888"));
     /// assert_eq!(pikuri::Tool::name(&tool), "web_search");
     /// ```
     pub fn new(provider: impl SearchProvider) -> WebSearch {
@@ -208,7 +208,7 @@ fn render(query: &str, results: &[SearchResult]) -> String {
 ///
 /// ```
 /// use pikuri::testing::FakeServer;
-/// use pikuri::web::{SearXng, WebSearch};
+/// use pikuri::builtin::{SearXng, WebSearch};
 /// use pikuri::{Tool, ToolContext};
 /// use serde_json::json;
 ///
@@ -251,7 +251,7 @@ impl SearXng {
     /// # Examples
     ///
     /// ```
-    /// let p = pikuri::web::SearXng::new("https://searx.example.org").header("x-api-key", "secret");
+    /// let p = pikuri::builtin::SearXng::new("https://searx.example.org").header("x-api-key", "secret");
     /// assert!(!format!("{p:?}").contains("secret"));
     /// ```
     #[must_use]

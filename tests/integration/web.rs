@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use pikuri::web::{Fetch, FetchBuilder, SearXng, WebScrape, WebSearch};
+use pikuri::builtin::{Fetch, FetchBuilder, SearXng, WebScrape, WebSearch};
 use pikuri::{Cancellable, Tool, ToolContext};
 use serde_json::json;
 
@@ -232,7 +232,7 @@ fn redirects_are_followed_to_a_limit() {
 fn default_policy_refuses_private_addresses_before_connecting() {
     let server = Server::start(|_, s| ok(s, "text/plain", b"secret"));
     let port = server.root.rsplit(':').next().unwrap().to_string();
-    let fetch = pikuri::web::fetch();
+    let fetch = pikuri::builtin::fetch();
     let started = Instant::now();
     for (url, why) in [
         (server.url("/"), "a loopback address"),
@@ -417,7 +417,7 @@ fn cache_serves_repeats_and_keeps_policies_apart() {
 
 #[test]
 fn https_without_tls_or_with_a_bad_url_is_a_clear_error() {
-    let fetch = pikuri::web::fetch();
+    let fetch = pikuri::builtin::fetch();
     for (url, want) in [
         ("file:///etc/passwd", "only http and https"),
         ("example.org", "not an absolute URL"),

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use pikuri::web::html_to_markdown;
+use pikuri::builtin::html_to_markdown;
 
 fn md(html: &str) -> String {
     html_to_markdown(html, Some("https://example.org/dir/page.html"))
