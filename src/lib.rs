@@ -163,6 +163,8 @@ mod error;
 mod event;
 mod listener;
 mod message;
+// `ChatTransport::list_models` (moves beside the transport at the protocol merge).
+mod models;
 mod provider;
 mod sanitize;
 mod sse;
