@@ -173,6 +173,7 @@ mod tool;
 mod util;
 
 pub mod builtin;
+pub mod guide;
 pub mod listeners;
 pub mod testing;
 
