@@ -99,19 +99,17 @@ impl Responder for Script {
             Routed::Fallback(Fallback(respond), n) => {
                 let reply = panic::catch_unwind(AssertUnwindSafe(|| respond(req)));
                 let mut st = self.state.lock();
-                Reaction::Now(match reply {
-                    Ok(reply) => serve(&mut st, req, reply, n),
-                    // The host's function failed, not the server: answer,
-                    // and keep the connection thread alive.
-                    Err(_) => {
-                        let msg = format!(
-                            "FakeServer: the respond_with function panicked on request #{n}"
-                        );
-                        log::error!("{msg}");
-                        Answer::Json {
-                            status: 500,
-                            body: render::error_json(500, &msg),
-                        }
+                // A panic is the host's function failing, not the server:
+                // answer 500 and keep the connection thread alive.
+                Reaction::Now(if let Ok(reply) = reply {
+                    serve(&mut st, req, reply, n)
+                } else {
+                    let msg =
+                        format!("FakeServer: the respond_with function panicked on request #{n}");
+                    log::error!("{msg}");
+                    Answer::Json {
+                        status: 500,
+                        body: render::error_json(500, &msg),
                     }
                 })
             }
