@@ -4,8 +4,9 @@
 //! OpenAI-compatible chat-completions server (llama.cpp, Ollama, vLLM, LM
 //! Studio, OpenRouter, OpenAI): it sends the conversation, streams the answer,
 //! runs the tools the model asks for, feeds the results back, and repeats
-//! until the model answers. It is a port of the agent core of the Ruby
-//! toolkit [pikuri](https://codeberg.org/mvysny/pikuri), whose names it keeps.
+//! until the model answers. Listeners see every step as an [`Event`] on
+//! their own threads; other threads cancel or steer a running turn. No async
+//! runtime, and six small dependencies.
 //!
 //! ```
 //! use pikuri::{Agent, StepLimit, OnExhausted};
@@ -30,11 +31,15 @@
 //!
 //! # Usage
 //!
+//! The [`guide`] walks through the common tasks, each with a tested
+//! example: getting started, writing tools, streaming to a UI thread,
+//! Ctrl+C, steering, persisting sessions, testing, local servers. In short:
+//!
 //! - Describe the endpoint with a [`ChatTransport`] (model, API base, key,
 //!   optional context window); [`ChatTransport::from_env`] reads
 //!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
-//!   [`Listener`]s, controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
+//!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
 //!   [`Extension`]s such as [`SubAgents`].
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
@@ -120,7 +125,8 @@
 //!
 //! # Mapping from pikuri (Ruby)
 //!
-//! The crate is a port of pikuri-core and keeps its type names in Rust idiom
+//! The crate is a port of the agent core of the Ruby toolkit
+//! [pikuri](https://codeberg.org/mvysny/pikuri) and keeps its type names in Rust idiom
 //! (`tick!` → `tick()`, `cancelled?` → `is_cancelled()`).
 //!
 //! | pikuri | pikuri (Rust) |
@@ -170,6 +176,7 @@ mod util;
 mod web;
 
 pub mod builtin;
+pub mod guide;
 pub mod listeners;
 pub mod testing;
 

@@ -10,8 +10,8 @@ use super::extension::Extension;
 use super::{Agent, CloseHandler, LoopOptions, Synthesizer};
 use crate::protocol::Client;
 use crate::{
-    Cancellable, ChatTransport, Error, HttpConfig, Interloper, Listener, ListenerList, Result,
-    StepLimit, Tool,
+    Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, ListenerList,
+    Result, StepLimit, Tool,
 };
 
 /// Collects an agent's configuration; [`build`](Configurator::build) turns it
@@ -157,6 +157,58 @@ impl Configurator {
     pub fn add_listener(mut self, listener: impl Listener) -> Configurator {
         self.listeners.add(listener);
         self
+    }
+
+    /// Add a closure as a listener. Same as
+    /// [`add_listener`](Configurator::add_listener), but the explicit
+    /// `FnMut(&Event)` bound lets the closure's argument go unannotated:
+    /// `on_event(|e| ...)`, where `add_listener(|e| ...)` fails to infer
+    /// (E0631) and needs `|e: &Event|`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use pikuri::{Agent, Event};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("Hello!"));
+    /// let (tx, rx) = mpsc::channel();
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .on_event(move |e| {
+    ///         if let Event::Assistant { content, .. } = e {
+    ///             let _ = tx.send(content.clone());
+    ///         }
+    ///     })
+    ///     .build()?;
+    /// agent.run_loop("Hi")?;
+    /// assert_eq!(rx.try_recv().as_deref(), Ok("Hello!"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    ///
+    /// The configurator is a value: it can be stored, passed to helpers and
+    /// reassigned before [`build`](Configurator::build) consumes it.
+    ///
+    /// ```
+    /// use pikuri::{Agent, Configurator, builtin};
+    /// use pikuri::testing::FakeServer;
+    ///
+    /// fn with_tools(cfg: Configurator, math: bool) -> Configurator {
+    ///     if math { cfg.add_tool(builtin::calculator()) } else { cfg }
+    /// }
+    ///
+    /// let server = FakeServer::start();
+    /// let mut cfg = Agent::builder(server.transport()).system_prompt("Be brief.");
+    /// cfg = with_tools(cfg, true);
+    /// cfg = cfg.on_event(|e| assert_eq!(e.agent(), "")); // only the main agent here
+    /// assert_eq!(cfg.tools().len(), 1);
+    /// let agent = cfg.build()?;
+    /// assert_eq!(agent.tools().len(), 1);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn on_event(self, listener: impl FnMut(&Event) + Send + 'static) -> Configurator {
+        self.add_listener(listener)
     }
 
     /// Use a prebuilt list (e.g. one derived with

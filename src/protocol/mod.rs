@@ -22,6 +22,7 @@
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chunk accumulation, `<think>` splitting, non-streamed bodies |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
+//! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
 //! | `fuzz.rs` | hooks for `fuzz/` (`cfg(fuzzing)` and tests only) |
 //!
 //! Decoding fails with its own `DecodeError`; `client::decode_error` turns
@@ -35,6 +36,7 @@ mod decode;
     reason = "re-exported at the crate root under cfg(fuzzing)"
 )]
 pub(crate) mod fuzz;
+mod models;
 mod probe;
 mod request;
 mod retry;

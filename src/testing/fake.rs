@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::cassette::{Cassette, Replay};
 use super::reply::Reply;
 use super::request::RecordedRequest;
-use super::script::Script;
+use super::script::{Fallback, Script};
 use super::server::{Responder, Server};
 use crate::ChatTransport;
 
@@ -103,6 +103,57 @@ impl FakeServer {
         if times > 0 {
             st.replies.push_back(reply);
         }
+        self
+    }
+
+    /// Answer chat requests with `respond(request)` whenever no scripted
+    /// reply is queued: a model that reacts to what it is asked, for demos
+    /// and for tests whose conversation is not known in advance. Queued
+    /// replies still come first; strict mode still judges the request
+    /// first. Replaces any function set before.
+    ///
+    /// The function runs on the connection's thread with the server
+    /// unlocked, so it may take its time or call the server's methods. Its
+    /// reply's [`repeat`](Reply::repeat) count is ignored. If it panics, the
+    /// request is answered 500 and the panic logged at `error`.
+    ///
+    /// # Examples
+    ///
+    /// An echo model that calls the calculator when the question has a `*`:
+    ///
+    /// ```
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::testing::{FakeServer, Reply};
+    /// use serde_json::json;
+    ///
+    /// let server = FakeServer::start();
+    /// server.respond_with(|req| {
+    ///     let last = req.messages().last().cloned().unwrap_or_default();
+    ///     let text = last["content"].as_str().unwrap_or("").to_string();
+    ///     match last["role"].as_str() {
+    ///         Some("tool") => Reply::text(format!("It is {text}.")),
+    ///         _ if text.contains('*') => {
+    ///             let expr: String = text.chars().filter(|c| "0123456789*".contains(*c)).collect();
+    ///             Reply::tool_call("calculator", json!({ "expression": expr }))
+    ///         }
+    ///         _ => Reply::text(format!("You said: {text}")),
+    ///     }
+    /// });
+    ///
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .add_tool(builtin::calculator())
+    ///     .build()?;
+    /// assert_eq!(agent.run_loop("What is 6*7?")?.answer.as_deref(), Some("It is 42."));
+    /// assert_eq!(agent.run_loop("hello")?.answer.as_deref(), Some("You said: hello"));
+    /// assert_eq!(server.chat_requests().len(), 3);
+    /// server.assert_all_used(); // nothing was queued
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn respond_with(
+        &self,
+        respond: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> &FakeServer {
+        self.script.state.lock().fallback = Some(Fallback(Arc::new(respond)));
         self
     }
 

@@ -41,7 +41,7 @@
 //!
 //! | Request | Answer |
 //! |---|---|
-//! | `POST …/chat/completions` | the next scripted [`Reply`] (FIFO); JSON, or SSE if the body has `"stream": true` |
+//! | `POST …/chat/completions` | the next scripted [`Reply`] (FIFO), else the [`respond_with`](FakeServer::respond_with) function's reply; JSON, or SSE if the body has `"stream": true` |
 //! | `GET /props`, `GET /props?model=…` | llama.cpp shape: `{"default_generation_settings":{"n_ctx":N,…},"total_slots":1,"model_alias":…}`; 404 if the context size is `None` |
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
@@ -56,7 +56,8 @@
 //! chunked request bodies, `Expect: 100-continue` and `Connection: close`.
 //! Each connection is served on its own thread.
 //!
-//! A chat request arriving when no reply is left is answered 500 with the
+//! A chat request arriving when no reply is left (and no
+//! [`respond_with`](FakeServer::respond_with) function is set) is answered 500 with the
 //! message `FakeServer: no scripted reply left for request #N` (N counts chat
 //! requests from 1, so it is `chat_requests()[N - 1]`), logged at `error` and
 //! counted by [`FakeServer::unexpected_requests`].

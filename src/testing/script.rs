@@ -1,11 +1,15 @@
 //! What a [`FakeServer`](super::FakeServer) answers: its [`Responder`].
 //!
 //! In order: routes set with `set_route`, then a loaded cassette, then for
-//! chat completions the scripted replies (after strict validation), then the
-//! built-in llama.cpp/OpenAI routes. The [module docs](super#what-it-serves)
+//! chat completions the scripted replies (after strict validation) and, once
+//! they run out, the `respond_with` function, then the built-in
+//! llama.cpp/OpenAI routes. The [module docs](super#what-it-serves)
 //! describe the result; this file is the one place that decides it.
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -42,6 +46,27 @@ pub(super) struct State {
     pub(super) routes: Vec<(String, String, u16, Value)>,
     /// The cassette being replayed, if any.
     pub(super) replay: Option<Replay>,
+    /// Answers chat requests once `replies` is empty (`respond_with`).
+    pub(super) fallback: Option<Fallback>,
+}
+
+/// A function computing a chat reply from the request, set with
+/// `FakeServer::respond_with`.
+#[derive(Clone)]
+pub(super) struct Fallback(pub(super) Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>);
+
+impl fmt::Debug for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Fallback(..)")
+    }
+}
+
+/// What [`route`] decided: an answer, or a call of the fallback function,
+/// which runs with the state unlocked.
+enum Routed {
+    Answer(Answer),
+    /// The function to call for chat request number `.1`.
+    Fallback(Fallback, usize),
 }
 
 impl Script {
@@ -58,6 +83,7 @@ impl Script {
                 auto_calls: 0,
                 routes: Vec::new(),
                 replay: None,
+                fallback: None,
             }),
         }
     }
@@ -65,13 +91,35 @@ impl Script {
 
 impl Responder for Script {
     fn respond(&self, req: &RecordedRequest, _body: &[u8], number: usize) -> Reaction {
-        Reaction::Now(route(&mut self.state.lock(), req, number))
+        let routed = route(&mut self.state.lock(), req, number);
+        match routed {
+            Routed::Answer(answer) => Reaction::Now(answer),
+            // Unlocked while the host's function runs: it may take its time
+            // (other connections are served meanwhile) or call the server.
+            Routed::Fallback(Fallback(respond), n) => {
+                let reply = panic::catch_unwind(AssertUnwindSafe(|| respond(req)));
+                let mut st = self.state.lock();
+                // A panic is the host's function failing, not the server:
+                // answer 500 and keep the connection thread alive.
+                Reaction::Now(if let Ok(reply) = reply {
+                    serve(&mut st, req, reply, n)
+                } else {
+                    let msg =
+                        format!("FakeServer: the respond_with function panicked on request #{n}");
+                    log::error!("{msg}");
+                    Answer::Json {
+                        status: 500,
+                        body: render::error_json(500, &msg),
+                    }
+                })
+            }
+        }
     }
 }
 
 /// The answer to `req`, the `number`th request: see the module doc for the
 /// order.
-fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Answer {
+fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Routed {
     let path = req.route();
     // An exact match (query included) beats a match on the path alone.
     let fixed = st
@@ -84,19 +132,19 @@ fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Answer {
                 .find(|(m, p, _, _)| *m == req.method && p == path)
         });
     if let Some((_, _, status, body)) = fixed {
-        return Answer::Json {
+        return Routed::Answer(Answer::Json {
             status: *status,
             body: body.clone(),
-        };
+        });
     }
     if let Some(answer) = replay(st, req, number) {
-        return answer;
+        return Routed::Answer(answer);
     }
     if req.is_chat() {
         return chat(st, req);
     }
     let json = |status, body| Answer::Json { status, body };
-    match (req.method.as_str(), path) {
+    Routed::Answer(match (req.method.as_str(), path) {
         ("GET", "/props" | "/v1/props") => match st.n_ctx {
             Some(n_ctx) => json(
                 200,
@@ -131,7 +179,7 @@ fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Answer {
             let msg = format!("FakeServer: no route for {method} {}", req.path);
             json(404, render::error_json(404, &msg))
         }
-    }
+    })
 }
 
 /// Answer from the cassette, if one is loaded and knows the route.
@@ -168,8 +216,9 @@ fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer
     }
 }
 
-/// The next scripted reply for a chat request, after strict validation.
-fn chat(st: &mut State, req: &RecordedRequest) -> Answer {
+/// The next scripted reply for a chat request, after strict validation; or
+/// the fallback function when the script is empty.
+fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
     // Counted before validation: rejected requests keep their number, so
     // `#N` in a message is always `chat_requests()[N - 1]`.
     st.chat_count += 1;
@@ -180,20 +229,29 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Answer {
         let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
         log::warn!("{msg}");
         st.rejections.push(msg.clone());
-        return Answer::Json {
+        return Routed::Answer(Answer::Json {
             status: 400,
             body: render::error_json(400, &msg),
-        };
+        });
     }
-    let Some(reply) = st.replies.pop_front() else {
-        st.unexpected += 1;
-        let msg = format!("FakeServer: no scripted reply left for request #{n}");
-        log::error!("{msg}");
-        return Answer::Json {
-            status: 500,
-            body: render::error_json(500, &msg),
-        };
-    };
+    if let Some(reply) = st.replies.pop_front() {
+        return Routed::Answer(serve(st, req, reply, n));
+    }
+    if let Some(fallback) = &st.fallback {
+        return Routed::Fallback(fallback.clone(), n);
+    }
+    st.unexpected += 1;
+    let msg = format!("FakeServer: no scripted reply left for request #{n}");
+    log::error!("{msg}");
+    Routed::Answer(Answer::Json {
+        status: 500,
+        body: render::error_json(500, &msg),
+    })
+}
+
+/// `reply`, ready to be written as the answer to `req`, chat request number
+/// `n`: call ids assigned, metadata filled in.
+fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answer {
     let mut call_ids = Vec::new();
     let mut model = None;
     if let Kind::Completion(c) = &reply.kind {

@@ -893,3 +893,44 @@ fn works_with_ureq() {
     assert_eq!(props["default_generation_settings"]["n_ctx"], 4096);
     server.assert_all_used();
 }
+
+#[test]
+fn respond_with_answers_after_the_script_and_survives_a_panic() {
+    use crate::{Agent, HttpConfig};
+    let server = FakeServer::start();
+    server.push(Reply::text("scripted"));
+    server.respond_with(|req| {
+        let last = req.messages().last().cloned().unwrap_or_default();
+        assert_ne!(last["content"], "boom", "the host's function fails");
+        Reply::text(format!(
+            "computed for {}",
+            last["content"].as_str().unwrap_or("")
+        ))
+    });
+    let mut agent = Agent::builder(server.transport())
+        .http(HttpConfig::default().with_max_retries(0))
+        .build()
+        .unwrap();
+    assert_eq!(
+        agent.run_loop("a").unwrap().answer.as_deref(),
+        Some("scripted")
+    );
+    assert_eq!(
+        agent.run_loop("b").unwrap().answer.as_deref(),
+        Some("computed for b")
+    );
+    let err = agent.run_loop("boom").unwrap_err();
+    assert_eq!(err.status(), Some(500));
+    assert!(
+        err.to_string()
+            .contains("respond_with function panicked on request #3"),
+        "{err}"
+    );
+    // The server still answers, and dropping it does not report a panicked thread.
+    assert_eq!(
+        agent.run_loop("c").unwrap().answer.as_deref(),
+        Some("computed for c")
+    );
+    assert_eq!(server.unexpected_requests(), 0);
+    server.assert_all_used();
+}

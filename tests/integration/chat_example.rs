@@ -1,4 +1,4 @@
-//! `examples/chat.rs` run as a process: one-shot mode, exit codes, the events
+//! `examples/chat/` run as a process: one-shot mode, exit codes, the events
 //! file, the demo model, and a REPL driven through piped stdin.
 //!
 //! Plain `cargo test` builds the examples first; `cargo test --test
@@ -35,7 +35,7 @@ fn chat_bin() -> PathBuf {
         .and_then(|m| m.modified())
         .unwrap_or_else(|_| panic!("{} is missing: {hint}", bin.display()));
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let newest = newest_mtime(&root.join("src")).max(newest_mtime(&root.join("examples/chat.rs")));
+    let newest = newest_mtime(&root.join("src")).max(newest_mtime(&root.join("examples/chat")));
     assert!(
         built >= newest,
         "{} is older than its sources: {hint}",
@@ -361,10 +361,201 @@ fn without_a_base_url_the_demo_model_answers() {
     assert_eq!(out.stdout.lines().count(), 1);
     assert!(
         out.stderr
-            .contains("no --base-url or OPENAI_BASE_URL: using the built-in scripted demo model"),
+            .contains("no --base-url or OPENAI_BASE_URL: using the built-in demo model"),
         "{}",
         out.stderr
     );
+}
+
+/// The tool calls in an `--events` file, as (name, arguments).
+fn tool_calls(events: &Path) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(events).expect("the events file");
+    std::fs::remove_file(events).ok();
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|v| v["type"] == "tool_call")
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["arguments"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// `-p QUESTION` on the demo model with an events file, in `dir`.
+fn ask_demo(
+    dir: Option<&Path>,
+    name: &str,
+    extra: &[&str],
+    question: &str,
+) -> (Finished, Vec<(String, Value)>) {
+    let events = temp_path(name);
+    let mut args = vec!["--events", events.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-p", question]);
+    let mut cmd = command(&args);
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the chat example");
+    let out = Finished {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    (out, tool_calls(&events))
+}
+
+#[test]
+fn demo_calculates_with_the_users_own_expression() {
+    let (out, calls) = ask_demo(None, "demo-calc.jsonl", &[], "What is 17*23?");
+    assert_eq!(
+        calls,
+        [("calculator".to_string(), json!({"expression": "17*23"}))]
+    );
+    assert_eq!(out.stdout, "The calculator says 17*23 = 391.\n");
+}
+
+#[test]
+fn demo_asks_the_clock_for_the_time() {
+    let (out, calls) = ask_demo(None, "demo-time.jsonl", &[], "What time is it?");
+    assert_eq!(calls, [("current_time".to_string(), json!({}))]);
+    assert!(out.stdout.starts_with("It is 2"), "{}", out.stdout);
+    assert!(out.stdout.contains("Unix time"), "{}", out.stdout);
+}
+
+#[test]
+fn demo_lists_and_reads_files_in_the_working_directory() {
+    let dir = temp_path("demo-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "pikuri was here\n").unwrap();
+
+    let (out, calls) = ask_demo(Some(&dir), "demo-ls.jsonl", &[], "list files");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].0, "list_dir");
+    assert!(out.stdout.contains("notes.txt"), "{}", out.stdout);
+
+    let (out, calls) = ask_demo(Some(&dir), "demo-read.jsonl", &[], "read notes.txt");
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        calls,
+        [("read_file".to_string(), json!({"path": "notes.txt"}))]
+    );
+    assert!(out.stdout.contains("pikuri was here"), "{}", out.stdout);
+}
+
+#[test]
+fn demo_says_what_it_is_to_any_other_question() {
+    let (out, calls) = ask_demo(None, "demo-other.jsonl", &[], "Who wrote Hamlet?");
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(out.stdout.contains("built-in demo model"), "{}", out.stdout);
+    assert!(out.stdout.contains("OPENAI_BASE_URL="), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("scripts/chat-local.sh"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("42"), "{}", out.stdout);
+}
+
+#[test]
+fn demo_with_no_tools_claims_no_tool_result() {
+    let (out, calls) = ask_demo(
+        None,
+        "demo-none.jsonl",
+        &["--tools", "none"],
+        "What is 17*23?",
+    );
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(!out.stdout.contains("391"), "{}", out.stdout);
+    assert!(!out.stdout.contains("says"), "{}", out.stdout);
+    assert!(out.stdout.contains("not offered"), "{}", out.stdout);
+    // Only the offered tools: with the calculator alone, no clock.
+    let (out, calls) = ask_demo(
+        None,
+        "demo-calc-only.jsonl",
+        &["--tools", "calculator"],
+        "What time is it?",
+    );
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(out.stdout.contains("current_time tool"), "{}", out.stdout);
+}
+
+#[cfg(unix)]
+#[test]
+fn demo_streams_a_one_shot_answer_and_ctrl_c_stops_it_with_130() {
+    let mut chat = Chat::spawn(&["-p", "Who are you?"]);
+    // Part of the answer is on stdout before it is complete: it streams.
+    chat.wait_stdout("the first words", |out| out.contains("I am the built-in"));
+    assert!(
+        !chat.stdout().contains("chat-local.sh"),
+        "{}",
+        chat.stdout()
+    );
+    interrupt(&chat.child);
+    let out = chat.wait();
+    assert_eq!(out.code, Some(130), "stderr: {}", out.stderr);
+    assert!(out.stderr.ends_with("error: cancelled\n"), "{}", out.stderr);
+    assert!(!out.stdout.contains("chat-local.sh"), "{}", out.stdout);
+}
+
+#[cfg(unix)]
+#[test]
+fn demo_repl_survives_one_ctrl_c_during_an_answer() {
+    let mut chat = Chat::spawn(&[]);
+    chat.wait_prompt(1);
+    chat.send("Who are you?");
+    chat.wait_stdout("the first words", |out| out.contains("I am the built-in"));
+    interrupt(&chat.child);
+    chat.wait_prompt(2);
+    assert!(chat.stdout().contains("cancelled"), "{}", chat.stdout());
+    assert!(
+        !chat.stdout().contains("chat-local.sh"),
+        "{}",
+        chat.stdout()
+    );
+    chat.send("What is 2+3?");
+    chat.wait_stdout("the next answer", |out| out.contains("2+3 = 5"));
+    chat.wait_prompt(3);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    // One token line per turn, not one per model message: the cancelled
+    // turn got no usage, the second had two model messages (call, answer).
+    let token_lines = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("[main] ctx="))
+        .count();
+    assert_eq!(token_lines, 1, "{}", out.stderr);
+}
+
+#[test]
+fn demo_repl_takes_a_line_typed_during_an_answer() {
+    let mut chat = Chat::spawn(&[]);
+    chat.wait_prompt(1);
+    chat.send("What is 17*23?");
+    chat.send("and what time is it?");
+    chat.wait_prompt(2);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("(queued: and what time is it?)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("(delivered: and what time is it?)"),
+        "{}",
+        out.stdout
+    );
+    // Both questions answered in the one turn: the sum, then the clock.
+    assert!(out.stdout.contains("17*23 = 391"), "{}", out.stdout);
+    assert!(out.stdout.contains("Unix time"), "{}", out.stdout);
 }
 
 #[test]

@@ -1,0 +1,189 @@
+//! The command line: `--help` text, options, and the `OPENAI_*` fallbacks.
+
+use std::path::PathBuf;
+
+use pikuri::OnExhausted;
+
+use crate::Failure;
+
+pub(crate) const HELP: &str = "\
+chat: talk to a tool-calling agent (a pikuri example)
+
+Usage: chat [OPTIONS]              interactive chat
+       chat [OPTIONS] -p TEXT      one turn: the answer alone on stdout
+
+Options:
+      --base-url URL        OpenAI-compatible API base, e.g. http://127.0.0.1:8080/v1
+                            [env: OPENAI_BASE_URL]; without one, a built-in
+                            demo model answers (it calls the tools for arithmetic,
+                            time and file questions; scripts/chat-local.sh runs
+                            a real local model instead)
+      --model NAME          model id [env: OPENAI_MODEL]; default: the first id
+                            listed at <base-url>/models
+      --api-key KEY         sent as a bearer token [env: OPENAI_API_KEY]
+      --system TEXT         system prompt
+      --no-stream           wait for whole responses instead of streaming them
+      --max-steps N         tool calls allowed per turn [default: 20]
+      --on-exhausted WHAT   when those run out: raise (stop with an error) or
+                            synthesize (answer from what was found) [default: synthesize]
+      --context-window N    context window in tokens [default: ask the server]
+      --events FILE         write every event to FILE, one JSON object per line
+      --tools LIST          comma-separated built-in tools, or `none`
+                            [default: calculator,current_time,read_file,list_dir]
+                            read_file and list_dir see the current directory only
+  -p, --prompt TEXT         run one turn, stream the answer to stdout, exit
+  -h, --help                print this help
+
+Interactive chat:
+  Lines typed while the agent works are handed to it at its next step.
+  Ctrl+C cancels the running turn. Pressed a second time with nothing typed
+  in between (after a cancel, or twice at the prompt), it exits.
+  /model NAME   use model NAME from the next turn on (the conversation stays)
+  /reset        clear the conversation
+  /save FILE    save the conversation as JSON
+  /load FILE    replace the conversation with a saved one
+  /help         list these commands
+  /quit         exit (so does end of input)
+
+Exit status:
+  0     success; /quit or end of input
+  1     error: HTTP, connection, protocol, file, or an empty answer
+  2     usage error: unknown option or bad value
+  3     step limit exceeded (with --on-exhausted raise)
+  130   cancelled with Ctrl+C
+";
+
+pub(crate) const COMMANDS: &str = "\
+/model NAME   use model NAME from the next turn on
+/reset        clear the conversation
+/save FILE    save the conversation as JSON
+/load FILE    replace the conversation with a saved one
+/quit         exit";
+
+const DEFAULT_SYSTEM: &str = "You are a helpful assistant. Use the tools when they help, \
+and answer concisely.";
+pub(crate) const TOOL_NAMES: [&str; 4] = ["calculator", "current_time", "read_file", "list_dir"];
+
+/// The command line, with the `OPENAI_*` fallbacks applied.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) base_url: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) api_key: Option<String>,
+    pub(crate) system: String,
+    pub(crate) stream: bool,
+    pub(crate) max_steps: u32,
+    pub(crate) on_exhausted: OnExhausted,
+    pub(crate) context_window: Option<u64>,
+    pub(crate) events: Option<PathBuf>,
+    pub(crate) tools: Vec<String>,
+    pub(crate) prompt: Option<String>,
+}
+
+impl Options {
+    /// Parse the arguments; `None` means `--help`.
+    pub(crate) fn parse(
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<Option<Options>, Failure> {
+        let mut o = Options {
+            base_url: None,
+            model: None,
+            api_key: None,
+            system: DEFAULT_SYSTEM.to_string(),
+            stream: true,
+            max_steps: 20,
+            on_exhausted: OnExhausted::Synthesize,
+            context_window: None,
+            events: None,
+            tools: TOOL_NAMES.iter().map(ToString::to_string).collect(),
+            prompt: None,
+        };
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+                _ => (arg, None),
+            };
+            let mut value = || {
+                inline
+                    .clone()
+                    .or_else(|| args.next())
+                    .ok_or_else(|| usage(format!("{flag} needs a value")))
+            };
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--no-stream" => o.stream = false,
+                "--base-url" => o.base_url = Some(value()?),
+                "--model" => o.model = Some(value()?),
+                "--api-key" => o.api_key = Some(value()?),
+                "--system" => o.system = value()?,
+                "--max-steps" => o.max_steps = positive(&flag, &value()?)?,
+                "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
+                "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
+                "--events" => o.events = Some(PathBuf::from(value()?)),
+                "--tools" => o.tools = tool_list(&value()?)?,
+                "-p" | "--prompt" => o.prompt = Some(value()?),
+                other if other.starts_with('-') => {
+                    return Err(usage(format!("unknown option `{other}`")));
+                }
+                other => return Err(usage(format!("unexpected argument `{other}`"))),
+            }
+        }
+        if o.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(usage("-p needs a non-blank message".to_string()));
+        }
+        o.base_url = o.base_url.or_else(|| env("OPENAI_BASE_URL"));
+        o.model = o.model.or_else(|| env("OPENAI_MODEL"));
+        o.api_key = o.api_key.or_else(|| env("OPENAI_API_KEY"));
+        Ok(Some(o))
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure::Usage(message)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn positive<N: std::str::FromStr + PartialOrd + Default>(
+    flag: &str,
+    text: &str,
+) -> Result<N, Failure> {
+    match text.trim().parse::<N>() {
+        Ok(n) if n > N::default() => Ok(n),
+        _ => Err(usage(format!(
+            "{flag} needs a positive whole number, got `{text}`"
+        ))),
+    }
+}
+
+fn policy(text: &str) -> Result<OnExhausted, Failure> {
+    match text {
+        "raise" => Ok(OnExhausted::Raise),
+        "synthesize" => Ok(OnExhausted::Synthesize),
+        _ => Err(usage(format!(
+            "--on-exhausted is raise or synthesize, got `{text}`"
+        ))),
+    }
+}
+
+fn tool_list(text: &str) -> Result<Vec<String>, Failure> {
+    if text.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    let mut names: Vec<String> = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        if !TOOL_NAMES.contains(&name) {
+            let known = TOOL_NAMES.join(", ");
+            return Err(usage(format!(
+                "unknown tool `{name}` (known: {known}, or none)"
+            )));
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
+}

@@ -1,0 +1,257 @@
+//! A terminal chat with a tool-calling agent: a REPL, or one question with `-p`.
+//!
+//! ```text
+//! cargo run --example chat                                  # REPL, built-in demo model
+//! cargo run --example chat -- -p "What is 17*23?"           # one turn, answer on stdout
+//! OPENAI_BASE_URL=http://127.0.0.1:8080/v1 cargo run --example chat   # llama.cpp, Ollama…
+//! scripts/chat-local.sh                                     # llama.cpp + SmolLM2, built here
+//! cargo run --example chat -- --help                        # every option, exit codes
+//! ```
+//!
+//! Without `--base-url` (or `OPENAI_BASE_URL`) the agent talks to a built-in
+//! demo model ([`demo`]: a [`FakeServer`](pikuri::testing::FakeServer) that
+//! answers arithmetic, time and file questions with the matching tool), so
+//! the example runs on a machine with no model server. Without `--model` (or
+//! `OPENAI_MODEL`) the first model the server lists is used
+//! ([`ChatTransport::list_models`]).
+//!
+//! # Files
+//!
+//! - `main.rs`: the outcome of a run, the backend, the agent, `-p`.
+//! - [`args`]: the command line.
+//! - [`demo`]: the demo model.
+//! - [`console`]: the listeners (REPL console, `-p` answer printer).
+//! - [`repl`]: the interactive chat.
+//!
+//! # How the REPL is wired
+//!
+//! - stdin is read on its own thread, and the `ctrlc` handler turns Ctrl+C
+//!   into a message; both feed one channel that the main thread reads.
+//! - A turn runs on a worker thread that owns the [`Agent`] for the turn and
+//!   sends it back with the result. While a turn runs, a typed line goes to
+//!   the [`Interloper`] (`(queued: …)` on stderr; the terminal listener
+//!   prints `(delivered: …)` when the agent takes it), Ctrl+C calls
+//!   [`Cancellable::cancel`], and a `/command` (with any line after it) waits
+//!   for the turn to end. A line that arrived after the agent's last look at
+//!   the Interloper becomes the next turn (or is dropped after a cancel).
+//! - `run_loop` returns only after every listener has handled every event, so
+//!   the `> ` prompt never lands in the middle of an answer. The Terminal and
+//!   the TokenLog share one listener thread ([`console::Console`]) so that
+//!   the token line (one per turn) never lands in the middle of one either.
+//! - `/model NAME` keeps the new transport pending and hands it to
+//!   [`Agent::run_loop_with`] on the next turn (the history survives).
+
+mod args;
+mod console;
+mod demo;
+mod repl;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pikuri::builtin;
+use pikuri::listeners::{JsonLines, sanitize};
+use pikuri::testing::FakeServer;
+use pikuri::{Agent, Cancellable, ChatTransport, Interloper, StepLimit, Tool};
+
+use crate::args::{HELP, Options};
+use crate::console::{AnswerOut, Console, Printed};
+use crate::repl::Repl;
+
+// ---------------------------------------------------------------------------
+// Failures and exit codes
+
+/// Why the program stops with a non-zero status.
+#[derive(Debug)]
+enum Failure {
+    /// A bad option or value (exit 2).
+    Usage(String),
+    /// The step budget ran out under `--on-exhausted raise` (exit 3).
+    StepLimit(String),
+    /// Ctrl+C (exit 130).
+    Cancelled,
+    /// Anything else (exit 1).
+    Other(String),
+}
+
+impl Failure {
+    fn code(&self) -> u8 {
+        match self {
+            Failure::Other(_) => 1,
+            Failure::Usage(_) => 2,
+            Failure::StepLimit(_) => 3,
+            Failure::Cancelled => 130,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Failure::Usage(m) => format!("{m} (see --help)"),
+            Failure::StepLimit(m) | Failure::Other(m) => m.clone(),
+            Failure::Cancelled => "cancelled".to_string(),
+        }
+    }
+}
+
+impl From<pikuri::Error> for Failure {
+    fn from(e: pikuri::Error) -> Failure {
+        if e.is_cancelled() {
+            Failure::Cancelled
+        } else if e.is_step_limit() {
+            Failure::StepLimit(e.to_string())
+        } else {
+            Failure::Other(e.to_string())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("error: {}", sanitize(&failure.message()));
+            ExitCode::from(failure.code())
+        }
+    }
+}
+
+fn run() -> Result<u8, Failure> {
+    let Some(opts) = Options::parse(std::env::args().skip(1))? else {
+        print!("{HELP}");
+        return Ok(0);
+    };
+    let backend = Backend::connect(&opts)?;
+    let cancellable = Cancellable::new();
+    if let Some(prompt) = &opts.prompt {
+        let c = cancellable.clone();
+        ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
+        let (out, printed) = AnswerOut::new();
+        let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
+        let mut agent = agent.add_listener(out).build()?;
+        return one_shot(&mut agent, prompt, &printed).map(|()| 0);
+    }
+    let interloper = Interloper::new();
+    let agent = configure(&opts, backend.transport.clone(), &cancellable)?
+        .interloper(interloper.clone())
+        // The conversation on stdout, the token readout on stderr.
+        .add_listener(Console::new())
+        .build()?;
+    Repl::run(agent, backend.transport.clone(), cancellable, interloper)
+}
+
+// ---------------------------------------------------------------------------
+// Where the chat goes
+
+/// The transport, and the demo server behind it when there is no real one
+/// (kept alive as long as the backend).
+struct Backend {
+    transport: ChatTransport,
+    _demo: Option<FakeServer>,
+}
+
+impl Backend {
+    fn connect(opts: &Options) -> Result<Backend, Failure> {
+        let Some(base) = opts.base_url.as_deref() else {
+            eprintln!("no --base-url or OPENAI_BASE_URL: using the built-in demo model");
+            let server = demo::start(opts.model.as_deref())
+                .map_err(|e| Failure::Other(format!("cannot start the demo model: {e}")))?;
+            let transport = server.transport().with_context_window(opts.context_window);
+            return Ok(Backend {
+                transport,
+                _demo: Some(server),
+            });
+        };
+        let mut transport = ChatTransport::new(opts.model.clone().unwrap_or_default())
+            .with_provider("openai")
+            .with_api_base(base.trim_end_matches('/'))
+            .with_context_window(opts.context_window);
+        if let Some(key) = &opts.api_key {
+            transport = transport.with_api_key(key.clone());
+        }
+        if opts.model.is_none() {
+            let cannot = |why: String| {
+                Failure::Other(format!("cannot list the models at {base}/models: {why}"))
+            };
+            let models = transport.list_models().map_err(|e| cannot(e.to_string()))?;
+            let first = models.into_iter().next();
+            let model = first.ok_or_else(|| cannot("the list is empty; pass --model".into()))?;
+            transport = transport.with_model(model);
+        }
+        Ok(Backend {
+            transport,
+            _demo: None,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The agent
+
+/// The agent's configuration, common to both modes.
+fn configure(
+    opts: &Options,
+    transport: ChatTransport,
+    cancellable: &Cancellable,
+) -> Result<pikuri::Configurator, Failure> {
+    let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted);
+    let mut cfg = Agent::builder(transport)
+        .system_prompt(opts.system.clone())
+        .step_limit(limit)
+        .cancellable(cancellable.clone())
+        .streaming(opts.stream);
+    for tool in chosen_tools(&opts.tools) {
+        cfg = cfg.add_tool(tool);
+    }
+    if let Some(path) = &opts.events {
+        let log = JsonLines::create(path)
+            .map_err(|e| Failure::Other(format!("cannot create {}: {e}", path.display())))?;
+        cfg = cfg.add_listener(log);
+    }
+    Ok(cfg)
+}
+
+fn chosen_tools(names: &[String]) -> Vec<Arc<dyn Tool>> {
+    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    builtin::all(root)
+        .into_iter()
+        .filter(|t| names.iter().any(|n| n == t.name()))
+        .collect()
+}
+
+/// `-p`: one turn, the answer alone on stdout. [`AnswerOut`] streamed it
+/// already; this ends its line, or prints it when nothing was streamed.
+fn one_shot(agent: &mut Agent, prompt: &str, printed: &Mutex<Printed>) -> Result<(), Failure> {
+    let result = agent.run_loop(prompt);
+    // `run_loop` returned: every listener has handled every event.
+    let printed = printed.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut out = io::stdout().lock();
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if printed.open {
+                let _ = writeln!(out);
+            }
+            return Err(e.into());
+        }
+    };
+    let answer = outcome
+        .answer
+        .filter(|a| !a.trim().is_empty())
+        .ok_or_else(|| Failure::Other("the model gave an empty answer".to_string()))?;
+    let written = if answer == printed.last || answer == printed.current {
+        writeln!(out)
+    } else {
+        let text = if io::IsTerminal::is_terminal(&io::stdout()) {
+            sanitize(&answer).into_owned()
+        } else {
+            answer
+        };
+        let gap = if printed.open { "\n" } else { "" };
+        writeln!(out, "{gap}{text}")
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::Other(format!("cannot write the answer: {e}")))
+}

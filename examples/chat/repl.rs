@@ -1,0 +1,289 @@
+//! The interactive chat: stdin on its own thread, Ctrl+C as a message, a
+//! turn on a worker thread (see the crate doc of the example for the wiring).
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, Write};
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+
+use pikuri::listeners::sanitize;
+use pikuri::{Agent, Cancellable, ChatTransport, History, Interloper, Outcome};
+
+use crate::Failure;
+use crate::args::COMMANDS;
+
+/// What the main thread of the REPL reacts to.
+enum Input {
+    /// A line from stdin, without its line ending.
+    Line(String),
+    /// End of stdin.
+    Eof,
+    /// Ctrl+C.
+    Interrupt,
+    /// The worker finished a turn and hands the agent back.
+    TurnDone(Box<Agent>, pikuri::Result<Outcome>),
+}
+
+pub(crate) struct Repl {
+    /// `None` while a turn runs: the worker thread has it.
+    agent: Option<Agent>,
+    /// The transport for the next turn (`/model` changes it).
+    transport: ChatTransport,
+    cancellable: Cancellable,
+    interloper: Interloper,
+    tx: Sender<Input>,
+    /// Input that waits for the running turn to end, in arrival order.
+    held: VecDeque<Input>,
+    /// Ctrl+C was pressed and nothing was typed since: the next one exits.
+    interrupted: bool,
+    /// The `> ` prompt is on screen, waiting for input.
+    prompted: bool,
+}
+
+impl Repl {
+    pub(crate) fn run(
+        agent: Agent,
+        transport: ChatTransport,
+        cancellable: Cancellable,
+        interloper: Interloper,
+    ) -> Result<u8, Failure> {
+        let (tx, rx) = mpsc::channel();
+        let interrupts = tx.clone();
+        ctrlc::set_handler(move || {
+            let _ = interrupts.send(Input::Interrupt);
+        })
+        .map_err(|e| Failure::Other(e.to_string()))?;
+        spawn_stdin_reader(tx.clone());
+        eprintln!(
+            "chatting with {} ({} tools). /help lists commands; Ctrl+C cancels a turn.",
+            agent.transport(),
+            agent.tools().len()
+        );
+        let mut repl = Repl {
+            agent: Some(agent),
+            transport,
+            cancellable,
+            interloper,
+            tx,
+            held: VecDeque::new(),
+            interrupted: false,
+            prompted: false,
+        };
+        loop {
+            repl.show_prompt();
+            // `repl.tx` keeps the channel open, so `recv` cannot fail.
+            let input = rx.recv().unwrap_or(Input::Eof);
+            if let Some(code) = repl.handle(input) {
+                return Ok(code);
+            }
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.agent.is_none()
+    }
+
+    /// React to one input; `Some(code)` ends the program.
+    fn handle(&mut self, input: Input) -> Option<u8> {
+        match input {
+            Input::Interrupt => self.interrupt(),
+            Input::TurnDone(agent, result) => {
+                self.finish_turn(*agent, &result);
+                self.run_held()
+            }
+            other if self.busy() => {
+                self.hold(other);
+                None
+            }
+            other => self.dispatch(other),
+        }
+    }
+
+    fn interrupt(&mut self) -> Option<u8> {
+        if self.interrupted {
+            eprintln!();
+            return Some(130);
+        }
+        self.interrupted = true;
+        if self.busy() {
+            self.cancellable.cancel();
+        } else {
+            eprintln!("\n(press Ctrl+C again to exit, or type /quit)");
+            self.prompted = false;
+        }
+        None
+    }
+
+    /// Input while a turn runs: a message goes to the agent through the
+    /// Interloper, unless a command is waiting ahead of it.
+    fn hold(&mut self, input: Input) {
+        match input {
+            Input::Line(line) if line.trim().is_empty() => {}
+            Input::Line(line) if self.held.is_empty() && !line.trim_start().starts_with('/') => {
+                self.interrupted = false;
+                match self.interloper.inject_user_message(line.trim()) {
+                    Ok(()) => eprintln!("(queued: {})", sanitize(line.trim())),
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            other => {
+                if let Input::Line(line) = &other {
+                    self.interrupted = false;
+                    eprintln!("(after this turn: {})", sanitize(line.trim()));
+                }
+                self.held.push_back(other);
+            }
+        }
+    }
+
+    /// Input at the prompt.
+    fn dispatch(&mut self, input: Input) -> Option<u8> {
+        let prompted = std::mem::take(&mut self.prompted);
+        let Input::Line(line) = input else {
+            if prompted {
+                println!(); // end the prompt's line
+            }
+            return matches!(input, Input::Eof).then_some(0);
+        };
+        self.interrupted = false;
+        let line = line.trim();
+        if let Some(command) = line.strip_prefix('/') {
+            return self.command(command);
+        }
+        if !line.is_empty() {
+            self.start_turn(line.to_string());
+        }
+        None
+    }
+
+    /// Run held input until a turn starts or none is left.
+    fn run_held(&mut self) -> Option<u8> {
+        while !self.busy() {
+            let input = self.held.pop_front()?;
+            if let Some(code) = self.dispatch(input) {
+                return Some(code);
+            }
+        }
+        None
+    }
+
+    fn start_turn(&mut self, message: String) {
+        let Some(mut agent) = self.agent.take() else {
+            return;
+        };
+        let transport = self.transport.clone();
+        let tx = self.tx.clone();
+        thread::spawn(move || {
+            let result = agent.run_loop_with(&message, transport);
+            let _ = tx.send(Input::TurnDone(Box::new(agent), result));
+        });
+    }
+
+    fn finish_turn(&mut self, agent: Agent, result: &pikuri::Result<Outcome>) {
+        let cancelled = matches!(result, Err(e) if e.is_cancelled());
+        match result {
+            Err(e) if e.is_step_limit() => {
+                eprintln!("error: {e}; say \"continue\" to let the agent go on");
+            }
+            // The terminal listener already printed "cancelled".
+            Err(e) if !e.is_cancelled() => eprintln!("error: {}", sanitize(&e.to_string())),
+            _ => {}
+        }
+        // Lines injected after the agent's last look at the Interloper.
+        for line in self.interloper.drain().into_iter().rev() {
+            if cancelled {
+                eprintln!("(not delivered: {})", sanitize(&line));
+            } else {
+                self.held.push_front(Input::Line(line));
+            }
+        }
+        self.agent = Some(agent);
+        self.prompted = false;
+    }
+
+    fn show_prompt(&mut self) {
+        if self.busy() || self.prompted {
+            return;
+        }
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(b"> ").and_then(|()| out.flush());
+        self.prompted = true;
+    }
+
+    /// A `/command` (without the slash), at the prompt.
+    fn command(&mut self, command: &str) -> Option<u8> {
+        let (name, arg) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, a)| (n, a.trim()));
+        let result = match (name, self.agent.as_mut()) {
+            ("quit" | "exit", _) => return Some(0),
+            ("help", _) => Ok(COMMANDS.to_string()),
+            ("model", _) => Ok(self.switch_model(arg)),
+            ("reset", Some(agent)) => {
+                agent.clear_conversation();
+                Ok("(conversation cleared)".to_string())
+            }
+            ("save", Some(agent)) => save(agent, arg),
+            ("load", Some(agent)) => load(agent, arg),
+            _ => Err(format!("unknown command /{name} (try /help)")),
+        };
+        match result {
+            Ok(note) => eprintln!("{note}"),
+            Err(e) => eprintln!("error: {}", sanitize(&e)),
+        }
+        None
+    }
+
+    fn switch_model(&mut self, model: &str) -> String {
+        if model.is_empty() {
+            return format!("(model: {})", self.transport);
+        }
+        self.transport = self.transport.clone().with_model(model);
+        format!("(model {model} from the next turn on)")
+    }
+}
+
+fn save(agent: &Agent, path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("usage: /save FILE".to_string());
+    }
+    let history = agent.export_history();
+    std::fs::write(path, history.to_json()).map_err(|e| format!("cannot write {path}: {e}"))?;
+    Ok(format!(
+        "(saved {} messages to {path})",
+        history.messages().len()
+    ))
+}
+
+fn load(agent: &mut Agent, path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("usage: /load FILE".to_string());
+    }
+    let json = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let history = History::parse(&json).map_err(|e| format!("{path}: {e}"))?;
+    let count = history.messages().len();
+    agent.load_history(history);
+    Ok(format!("(loaded {count} messages from {path})"))
+}
+
+/// Read stdin line by line on a thread of its own, until end of input.
+fn spawn_stdin_reader(tx: Sender<Input>) {
+    thread::spawn(move || {
+        let mut stdin = io::stdin().lock();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match stdin.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = line.trim_end_matches(['\n', '\r']).to_string();
+                    if tx.send(Input::Line(line)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(Input::Eof);
+    });
+}

@@ -1,0 +1,145 @@
+//! [`ChatTransport::list_models`]: the model ids a server offers.
+//!
+//! (Lives beside the transport's own module for now; it only needs the
+//! transport's fields and `ureq`.)
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{ChatTransport, Error, Result};
+
+/// The largest `/models` body read; a longer one is a protocol error.
+const MAX_BODY: u64 = 4 << 20;
+/// The most ids returned (OpenRouter lists a few hundred).
+const MAX_MODELS: usize = 10_000;
+/// The time allowed for the whole request, connection included.
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+impl ChatTransport {
+    /// The model ids the server lists at `<api base>/models`, in its order
+    /// (llama.cpp, Ollama, vLLM, LM Studio, OpenRouter and OpenAI all serve
+    /// it). A host uses it to pick a model when none is configured, or to
+    /// offer a choice.
+    ///
+    /// # Bounds
+    ///
+    /// One `GET`, at most 15 s in all, a body of at most 4 MiB, at most
+    /// 10 000 ids. Redirects are not followed, so the API key (sent as a
+    /// bearer token, when set) never reaches another host: a redirect is an
+    /// [`Error::Http`] with the 3xx status.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Http`] for a non-success status, [`Error::Transport`] or
+    /// [`Error::Timeout`] when the server cannot be reached in time,
+    /// [`Error::Protocol`] for a body that is not `{"data":[{"id":..},..]}`
+    /// or too large.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::testing::FakeServer;
+    ///
+    /// let server = FakeServer::start();
+    /// server.set_model_id("qwen3");
+    /// assert_eq!(server.transport().list_models()?, ["qwen3"]);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn list_models(&self) -> Result<Vec<String>> {
+        let url = format!("{}/models", self.base_or_default().trim_end_matches('/'));
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(TIMEOUT))
+            .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        let mut req = agent.get(&url).header("Accept", "application/json");
+        if let Some(key) = self.api_key() {
+            req = req.header("Authorization", format!("Bearer {key}"));
+        }
+        let resp = req.call().map_err(|e| match e {
+            ureq::Error::Timeout(_) => Error::Timeout(TIMEOUT),
+            other => Error::Transport(Box::new(other)),
+        })?;
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        resp.into_body()
+            .into_reader()
+            .take(MAX_BODY + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| Error::Transport(Box::new(e)))?;
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(&body);
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_string))
+                .unwrap_or_else(|| text.chars().take(500).collect());
+            return Err(Error::Http { status, message });
+        }
+        if body.len() as u64 > MAX_BODY {
+            return Err(Error::protocol(format!(
+                "{url}: the model list is over {MAX_BODY} bytes"
+            )));
+        }
+        parse(&body).ok_or_else(|| {
+            Error::protocol(format!(
+                "{url}: not a model list (`{{\"data\":[{{\"id\":..}}]}}`)"
+            ))
+        })
+    }
+}
+
+/// The ids of an OpenAI-style model list.
+fn parse(body: &[u8]) -> Option<Vec<String>> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let data = v.get("data")?.as_array()?;
+    Some(
+        data.iter()
+            .filter_map(|m| m.get("id")?.as_str())
+            .take(MAX_MODELS)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeServer;
+
+    #[test]
+    fn parses_the_ids_in_order_and_skips_entries_without_one() {
+        let body = br#"{"object":"list","data":[{"id":"a"},{"name":"x"},{"id":"b"}]}"#;
+        assert_eq!(parse(body), Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(parse(b"[]"), None);
+        assert_eq!(parse(b"not json"), None);
+    }
+
+    #[test]
+    fn errors_carry_the_status_and_the_servers_message() {
+        let server = FakeServer::start();
+        server.set_route(
+            "GET",
+            "/v1/models",
+            401,
+            serde_json::json!({"error": {"message": "bad key"}}),
+        );
+        let err = server.transport().list_models().unwrap_err();
+        assert_eq!(err.status(), Some(401));
+        assert_eq!(err.to_string(), "http status 401: bad key");
+    }
+
+    #[test]
+    fn a_redirect_is_not_followed() {
+        let server = FakeServer::start();
+        server.set_route("GET", "/v1/models", 302, serde_json::json!({}));
+        let t = server.transport().with_api_key("sk-secret");
+        assert_eq!(t.list_models().unwrap_err().status(), Some(302));
+        let sent = server.requests();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].header("authorization"), Some("Bearer sk-secret"));
+    }
+}
