@@ -191,7 +191,7 @@ pub mod __bench;
 
 pub use crate::agent::{
     Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
-    Synthesizer,
+    Synthesizer, TrifectaPolicy,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

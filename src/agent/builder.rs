@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::extension::Extension;
-use super::{Agent, CloseHandler, LoopOptions, Synthesizer};
+use super::{Agent, CloseHandler, LoopOptions, Synthesizer, TrifectaPolicy};
 use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, ListenerList,
@@ -243,6 +243,13 @@ impl Configurator {
     /// (default: [`Synthesizer::default`]).
     pub fn synthesizer(mut self, synthesizer: Synthesizer) -> Configurator {
         self.synthesizer = synthesizer;
+        self
+    }
+
+    /// What `build` does when the model-visible tools reach the network and
+    /// read private data together (default: [`TrifectaPolicy::Warn`]).
+    pub fn trifecta(mut self, policy: TrifectaPolicy) -> Configurator {
+        self.options.trifecta = policy;
         self
     }
 

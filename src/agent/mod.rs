@@ -9,12 +9,14 @@ mod recover;
 mod run;
 mod subagent;
 mod synthesizer;
+mod trifecta;
 
 pub use builder::Configurator;
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
+pub use trifecta::TrifectaPolicy;
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -44,6 +46,7 @@ pub(crate) struct LoopOptions {
     /// not reset it.
     pub(crate) nested: bool,
     pub(crate) extra: Map<String, Value>,
+    pub(crate) trifecta: TrifectaPolicy,
 }
 
 /// State shared with [`ExtensionContext`]s and tools that captured one.
@@ -268,6 +271,13 @@ impl Agent {
                 )));
             }
         }
+        // Tools registered in bind count too: check the pool as it now is.
+        let tools = agent.shared.state.lock().tools.clone();
+        let id = agent.agent_id();
+        if let Err(e) = trifecta::check(&tools, agent.options.trifecta, &id, |e| agent.emit(e)) {
+            agent.close();
+            return Err(e);
+        }
         // Tools registered in bind may have changed the prompt-relevant state.
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
@@ -335,6 +345,25 @@ impl Agent {
     /// The system prompt actually sent: the base plus extensions' snippets.
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
+    }
+
+    /// The extensions, in registration order (pikuri's `extensions` reader).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Persona, SubAgents};
+    /// use pikuri::testing::FakeServer;
+    /// let server = FakeServer::start();
+    /// let agent = Agent::builder(server.transport())
+    ///     .add_extension(SubAgents::new(vec![Persona::new("helper", "Helps.", "You help.", 3)])?)
+    ///     .build()?;
+    /// let names: Vec<String> = agent.extensions().map(|e| e.name()).collect();
+    /// assert_eq!(names, ["SubAgents"]);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn extensions(&self) -> impl ExactSizeIterator<Item = &dyn extension::Extension> {
+        self.extensions.iter().map(|e| &**e)
     }
 
     /// The step budget, if any.

@@ -126,6 +126,10 @@ impl ReadFile {
 }
 
 impl Tool for ReadFile {
+    fn reads_private_data(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "read_file"
     }
@@ -234,6 +238,10 @@ impl ListDir {
 }
 
 impl Tool for ListDir {
+    fn reads_private_data(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "list_dir"
     }

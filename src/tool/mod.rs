@@ -72,6 +72,19 @@ pub trait Tool: Send + Sync + 'static {
     fn parameters(&self) -> &Parameters;
     /// Run it.
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError>;
+
+    /// Whether it sends anything over the network (a leg of the lethal
+    /// trifecta; see [`TrifectaPolicy`](crate::TrifectaPolicy)). Default:
+    /// `false`.
+    fn reaches_network(&self) -> bool {
+        false
+    }
+
+    /// Whether it reads the user's private data: files, mail, databases (the
+    /// other leg the trifecta check looks at). Default: `false`.
+    fn reads_private_data(&self) -> bool {
+        false
+    }
 }
 
 /// A recoverable tool failure, sent to the model as `"Error: <message>"`.
@@ -131,6 +144,12 @@ impl Tool for Arc<dyn Tool> {
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
         (**self).call(args, cx)
     }
+    fn reaches_network(&self) -> bool {
+        (**self).reaches_network()
+    }
+    fn reads_private_data(&self) -> bool {
+        (**self).reads_private_data()
+    }
 }
 
 type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
@@ -142,6 +161,8 @@ pub struct FnTool {
     description: String,
     parameters: Parameters,
     f: Arc<ToolFn>,
+    network: bool,
+    private_data: bool,
 }
 
 impl FnTool {
@@ -172,7 +193,33 @@ impl FnTool {
             description: description.into(),
             parameters,
             f: Arc::new(f),
+            network: false,
+            private_data: false,
         }
+    }
+
+    /// A copy that declares it reaches the network ([`Tool::reaches_network`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{FnTool, Parameters, Tool};
+    /// let ping = FnTool::new("ping", "Pings a host.", Parameters::empty(), |_, _| Ok("pong".into()))
+    ///     .reaching_network();
+    /// assert!(ping.reaches_network());
+    /// assert!(!ping.reads_private_data());
+    /// ```
+    #[must_use]
+    pub fn reaching_network(mut self) -> FnTool {
+        self.network = true;
+        self
+    }
+
+    /// A copy that declares it reads private data ([`Tool::reads_private_data`]).
+    #[must_use]
+    pub fn reading_private_data(mut self) -> FnTool {
+        self.private_data = true;
+        self
     }
 }
 
@@ -188,6 +235,12 @@ impl Tool for FnTool {
     }
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
         (self.f)(args, cx)
+    }
+    fn reaches_network(&self) -> bool {
+        self.network
+    }
+    fn reads_private_data(&self) -> bool {
+        self.private_data
     }
 }
 

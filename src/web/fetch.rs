@@ -218,6 +218,10 @@ impl Fetch {
 }
 
 impl Tool for Fetch {
+    fn reaches_network(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "fetch"
     }
@@ -284,6 +288,10 @@ impl From<Fetch> for WebScrape {
 }
 
 impl Tool for WebScrape {
+    fn reaches_network(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "web_scrape"
     }

@@ -135,6 +135,10 @@ impl fmt::Debug for WebSearch {
 }
 
 impl Tool for WebSearch {
+    fn reaches_network(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "web_search"
     }

@@ -16,6 +16,7 @@ mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners
+mod trifecta; // the lethal-trifecta rule, the bundled personas
 mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wire
 mod util; // shared helpers
 mod web; // fetch, web_scrape, web_search against local HTTP servers
