@@ -158,6 +158,7 @@
 // Private modules; the public API is the flat `pub use` block below plus the
 // three secondary namespaces `builtin`, `listeners` and `testing`.
 mod agent;
+mod approval;
 mod control;
 mod error;
 mod event;
@@ -184,6 +185,10 @@ pub mod __bench;
 pub use crate::agent::{
     Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
     Synthesizer,
+};
+pub use crate::approval::{
+    ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,
+    TerminalApprover,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

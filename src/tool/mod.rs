@@ -6,7 +6,7 @@ mod exec;
 mod schema;
 
 pub use context::ToolContext;
-pub(crate) use exec::{execute, unknown_tool};
+pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use schema::{ItemType, Parameters, ParametersBuilder, ValidationError};
 
 use std::fmt;
@@ -65,6 +65,13 @@ pub trait Tool: Send + Sync + 'static {
     fn parameters(&self) -> &Parameters;
     /// Run it.
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError>;
+    /// Whether a call changes the user's state (writes a file, sends a
+    /// message, runs a command): [`StateChangingOnly`](crate::StateChangingOnly)
+    /// asks its approver about these tools only. Default: `false` (a
+    /// read-only tool).
+    fn changes_user_state(&self) -> bool {
+        false
+    }
 }
 
 /// A recoverable tool failure, sent to the model as `"Error: <message>"`.
@@ -124,6 +131,9 @@ impl Tool for Arc<dyn Tool> {
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
         (**self).call(args, cx)
     }
+    fn changes_user_state(&self) -> bool {
+        (**self).changes_user_state()
+    }
 }
 
 type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
@@ -135,6 +145,7 @@ pub struct FnTool {
     description: String,
     parameters: Parameters,
     f: Arc<ToolFn>,
+    changes_user_state: bool,
 }
 
 impl FnTool {
@@ -165,7 +176,25 @@ impl FnTool {
             description: description.into(),
             parameters,
             f: Arc::new(f),
+            changes_user_state: false,
         }
+    }
+
+    /// A copy that declares it changes the user's state (see
+    /// [`Tool::changes_user_state`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{FnTool, Parameters, Tool};
+    /// let rm = FnTool::new("rm", "Deletes a file.", Parameters::empty(), |_, _| Ok("gone".into()));
+    /// assert!(!rm.changes_user_state());
+    /// assert!(rm.state_changing().changes_user_state());
+    /// ```
+    #[must_use]
+    pub fn state_changing(mut self) -> FnTool {
+        self.changes_user_state = true;
+        self
     }
 }
 
@@ -181,6 +210,9 @@ impl Tool for FnTool {
     }
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
         (self.f)(args, cx)
+    }
+    fn changes_user_state(&self) -> bool {
+        self.changes_user_state
     }
 }
 
