@@ -24,8 +24,7 @@ pub(crate) const NOT_APPROVED: &str = "Error: not run: not approved";
 const DENIED: &str = "Error: not run: denied: ";
 
 /// The reason given to the model when a sub-agent's approver defers.
-const NESTED_DEFER: &str =
-    "the call needs the host's approval, which a sub-agent cannot wait for";
+const NESTED_DEFER: &str = "the call needs the host's approval, which a sub-agent cannot wait for";
 
 /// A call that passed its controls and its review.
 pub(super) enum Prepared {
@@ -68,7 +67,7 @@ impl Agent {
         decided: Option<Decision>,
     ) -> Result<Verdict> {
         let Some(tool) = tools.iter().find(|t| t.name() == call.name) else {
-            let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+            let names: Vec<&str> = tools.iter().map(Tool::name).collect();
             return Ok(Verdict::Go(Prepared::Done(tool::unknown_tool(
                 &call.name, &names,
             ))));
@@ -81,8 +80,8 @@ impl Agent {
             (Some(d), _) => d,
             (None, None) => Decision::Approve,
             (None, Some(approver)) => {
-                let changes = catch_unwind(AssertUnwindSafe(|| tool.changes_user_state()))
-                    .unwrap_or(true);
+                let changes =
+                    catch_unwind(AssertUnwindSafe(|| tool.changes_user_state())).unwrap_or(true);
                 let request = ApprovalRequest::for_call(
                     call.name.clone(),
                     args.clone(),
@@ -284,7 +283,9 @@ pub(super) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
             );
             let out = tool::invoke(&*tool, &args, &cx);
             if edited {
-                format!("Note: your arguments were edited before the call; the tool ran with {args}\n{out}")
+                format!(
+                    "Note: your arguments were edited before the call; the tool ran with {args}\n{out}"
+                )
             } else {
                 out
             }

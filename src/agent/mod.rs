@@ -245,7 +245,9 @@ pub struct Outcome {
 ///  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
 ///  │    ▼                                                               │
 ///  │  ToolBatch: for each call                                          │
-///  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ run ▸ ToolResult
+///  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ validate ▸ review ▸ run ▸ ToolResult
+///  │    │   review (Approver) denies ─► ToolDenied, "Error: not run: denied: .." ─► next call
+///  │    │   review defers ─► the rest stay unanswered ─────► Done (ApprovalPending)
 ///  │    │   tick fails ─► answer the rest "not run" ─► Raise: Err(StepLimitExceeded)
 ///  │    │                                         └──► Synthesize: FallbackNotice,
 ///  │    │                                              tools-free pass (Synthesized)
@@ -253,7 +255,7 @@ pub struct Outcome {
 ///  │    ▼                                                               │
 ///  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
 ///  └────┴───────────────────────────────────────────────────────────────┘
-///  every exit: Stopped{reason}; wait until every listener handled every event
+///  every exit: Stopped{reason, usage}; wait until every listener handled every event
 /// ```
 ///
 /// Which control is read at which boundary is tabled once, in
@@ -265,7 +267,10 @@ pub struct Outcome {
 /// assistant message is never appended; every assistant tool call is answered
 /// by a tool message (a "not run" or "cancelled" observation when the turn
 /// stopped before running it); injected user messages never sit between a
-/// tool call and its results.
+/// tool call and its results. One exception, never sent: the calls of a
+/// turn that stopped for approval stay unanswered at the end of the
+/// history until [`resume`](Agent::resume) or the next `run_loop` answers
+/// them (see [`Approver`](crate::Approver), "Deciding later").
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,

@@ -177,7 +177,8 @@ mod tests {
     fn answer(input: &str) -> (Decision, String) {
         let out = Out::default();
         let t = TerminalApprover::new(Cursor::new(input.as_bytes().to_vec()), out.clone());
-        let req = ApprovalRequest::new("w\x1b[2J", serde_json::json!({"a": 1})).with_agent_id("r 0");
+        let req =
+            ApprovalRequest::new("w\x1b[2J", serde_json::json!({"a": 1})).with_agent_id("r 0");
         let d = t.review(&req);
         let shown = String::from_utf8(out.0.lock().clone()).unwrap();
         (d, shown)
@@ -201,6 +202,9 @@ mod tests {
     #[test]
     fn the_prompt_is_sanitized_and_names_the_agent() {
         let (_, shown) = answer("y\n");
-        assert!(shown.starts_with("[r 0] Allow w\\x1b[2J {\"a\":1}?"), "{shown}");
+        assert!(
+            shown.starts_with("[r 0] Allow w\\x1b[2J {\"a\":1}?"),
+            "{shown}"
+        );
     }
 }

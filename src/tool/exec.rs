@@ -64,7 +64,11 @@ fn run(tool: &dyn Tool, raw_arguments: &str, truncated: bool, cx: &ToolContext) 
 /// The first half of [`execute`], for calls that are approved between
 /// validation and the call: parse, validate and normalize the arguments, or
 /// the `"Error: ..."` observation. Never panics.
-pub(crate) fn prepare(tool: &dyn Tool, raw_arguments: &str, truncated: bool) -> Result<Value, String> {
+pub(crate) fn prepare(
+    tool: &dyn Tool,
+    raw_arguments: &str,
+    truncated: bool,
+) -> Result<Value, String> {
     guard(tool, || prepare_unguarded(tool, raw_arguments, truncated)).unwrap_or_else(Err)
 }
 
@@ -98,7 +102,11 @@ fn guard<T>(tool: &dyn Tool, f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-fn prepare_unguarded(tool: &dyn Tool, raw_arguments: &str, truncated: bool) -> Result<Value, String> {
+fn prepare_unguarded(
+    tool: &dyn Tool,
+    raw_arguments: &str,
+    truncated: bool,
+) -> Result<Value, String> {
     let args = parse_arguments(raw_arguments, truncated)?;
     let params = tool.parameters();
     params.validate(&args).map_err(|e| format!("Error: {e}"))?;

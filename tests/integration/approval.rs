@@ -27,7 +27,10 @@ fn write_tool(ran: &Arc<Mutex<Vec<Value>>>) -> FnTool {
             .build(),
         move |args, _| {
             ran.lock().push(args.clone());
-            Ok(format!("wrote {}", args["path"].as_str().unwrap_or_default()))
+            Ok(format!(
+                "wrote {}",
+                args["path"].as_str().unwrap_or_default()
+            ))
         },
     )
     .state_changing()
@@ -54,29 +57,44 @@ fn an_approved_call_runs_and_the_approver_sees_the_validated_call() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = Arc::clone(&seen);
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(write_tool(&ran)).approver(move |r: &ApprovalRequest| {
-            s.lock().push((
-                r.tool().to_string(),
-                r.arguments().clone(),
-                r.call_id().to_string(),
-                r.agent_id().to_string(),
-                r.changes_user_state(),
-            ));
-            Decision::Approve
-        })
+        c.add_tool(write_tool(&ran))
+            .approver(move |r: &ApprovalRequest| {
+                s.lock().push((
+                    r.tool().to_string(),
+                    r.arguments().clone(),
+                    r.call_id().to_string(),
+                    r.agent_id().to_string(),
+                    r.changes_user_state(),
+                ));
+                Decision::Approve
+            })
     });
     agent.run_loop("write it").unwrap();
     // Normalized: 7.0 became 7 before the approver saw it.
     let expected_args = json!({"path": "a.txt", "mode": 7});
     assert_eq!(
         *seen.lock(),
-        [("write".into(), expected_args.clone(), "c1".into(), String::new(), true)]
+        [(
+            "write".into(),
+            expected_args.clone(),
+            "c1".into(),
+            String::new(),
+            true
+        )]
     );
     assert_eq!(*ran.lock(), [expected_args]);
     assert_eq!(tool_message(&server, "c1"), "wrote a.txt");
     assert_eq!(
         main_kinds(&rec),
-        ["user_turn", "tokens", "tool_call", "tool_result", "assistant", "tokens", "stopped"]
+        [
+            "user_turn",
+            "tokens",
+            "tool_call",
+            "tool_result",
+            "assistant",
+            "tokens",
+            "stopped"
+        ]
     );
 }
 
@@ -113,7 +131,10 @@ fn a_denied_call_does_not_run_and_the_model_reads_the_reason() {
     );
     let kinds = main_kinds(&rec);
     let at = kinds.iter().position(|k| *k == "tool_denied").unwrap();
-    assert_eq!(&kinds[at - 1..=at + 1], ["tool_call", "tool_denied", "tool_result"]);
+    assert_eq!(
+        &kinds[at - 1..=at + 1],
+        ["tool_call", "tool_denied", "tool_result"]
+    );
     assert_valid_history(agent.messages());
 }
 
@@ -127,13 +148,14 @@ fn an_edit_is_validated_again_and_an_invalid_edit_denies() {
     server.push(Reply::text("done"));
     let ran = Arc::new(Mutex::new(Vec::new()));
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(write_tool(&ran)).approver(|r: &ApprovalRequest| {
-            if r.arguments()["path"] == "prod.db" {
-                Decision::edit(json!({"path": "test.db", "mode": 6.0}))
-            } else {
-                Decision::edit(json!({"path": 5, "colour": "red"}))
-            }
-        })
+        c.add_tool(write_tool(&ran))
+            .approver(|r: &ApprovalRequest| {
+                if r.arguments()["path"] == "prod.db" {
+                    Decision::edit(json!({"path": "test.db", "mode": 6.0}))
+                } else {
+                    Decision::edit(json!({"path": 5, "colour": "red"}))
+                }
+            })
     });
     agent.run_loop("write both").unwrap();
     // Only the valid edit ran, normalized.
@@ -154,10 +176,16 @@ fn an_edit_is_validated_again_and_an_invalid_edit_denies() {
         ),
         "{invalid}"
     );
-    assert!(invalid.contains("parameter `path`: expected string"), "{invalid}");
+    assert!(
+        invalid.contains("parameter `path`: expected string"),
+        "{invalid}"
+    );
     assert!(invalid.contains("unknown parameter `colour`"), "{invalid}");
     let kinds = main_kinds(&rec);
-    assert!(kinds.contains(&"tool_edited") && kinds.contains(&"tool_denied"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"tool_edited") && kinds.contains(&"tool_denied"),
+        "{kinds:?}"
+    );
     assert!(rec.events().iter().any(|e| matches!(e,
         Event::ToolEdited { arguments, .. } if *arguments == json!({"path": "test.db", "mode": 6}))));
 }
@@ -171,10 +199,11 @@ fn invalid_model_arguments_are_answered_without_asking_the_approver() {
     let a = Arc::clone(&asked);
     let ran = Arc::new(Mutex::new(Vec::new()));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(write_tool(&ran)).approver(move |_: &ApprovalRequest| {
-            *a.lock() += 1;
-            Decision::Approve
-        })
+        c.add_tool(write_tool(&ran))
+            .approver(move |_: &ApprovalRequest| {
+                *a.lock() += 1;
+                Decision::Approve
+            })
     });
     agent.run_loop("write").unwrap();
     assert_eq!(*asked.lock(), 0);
@@ -222,10 +251,16 @@ fn a_cancel_while_the_approver_blocks_ends_the_turn_promptly() {
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert!(ran.lock().is_empty());
     assert_valid_history(agent.messages());
-    let tools: Vec<&str> = agent.messages()[2..].iter().map(|m| m.content.as_str()).collect();
+    let tools: Vec<&str> = agent.messages()[2..]
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(
         tools,
-        ["Error: not run: cancelled by the user", "Error: not run: cancelled by the user"]
+        [
+            "Error: not run: cancelled by the user",
+            "Error: not run: cancelled by the user"
+        ]
     );
     assert_eq!(main_kinds(&rec).last(), Some(&"stopped"));
 
@@ -254,7 +289,9 @@ fn a_deferred_turn_is_saved_loaded_in_a_new_agent_and_resumed() {
         move |c: pikuri::Configurator| {
             c.add_tool(builtin::calculator())
                 .add_tool(write_tool(&ran))
-                .approver(StateChangingOnly::new(|_: &ApprovalRequest| Decision::Defer))
+                .approver(StateChangingOnly::new(|_: &ApprovalRequest| {
+                    Decision::Defer
+                }))
         }
     };
     let (mut agent, rec) = agent_with(&server, build(&ran));
@@ -279,7 +316,10 @@ fn a_deferred_turn_is_saved_loaded_in_a_new_agent_and_resumed() {
     assert_eq!(agent.messages()[2].content, "42");
     assert!(matches!(
         rec.events().last(),
-        Some(Event::Stopped { reason: StopReason::ApprovalPending, .. })
+        Some(Event::Stopped {
+            reason: StopReason::ApprovalPending,
+            ..
+        })
     ));
 
     let saved = agent.export_history().to_json();
@@ -301,11 +341,17 @@ fn a_deferred_turn_is_saved_loaded_in_a_new_agent_and_resumed() {
         ])
         .unwrap();
     assert_eq!(resumed.stop_reason, StopReason::Completed);
-    assert_eq!(resumed.answer.as_deref(), Some("Wrote a.txt; b.txt was refused."));
+    assert_eq!(
+        resumed.answer.as_deref(),
+        Some("Wrote a.txt; b.txt was refused.")
+    );
     assert!(resumed.pending_approvals.is_empty());
     assert_eq!(*ran2.lock(), [json!({"path": "a.txt"})]);
     assert_eq!(tool_message(&server, &pending[0].call_id), "wrote a.txt");
-    assert_eq!(tool_message(&server, &pending[1].call_id), "Error: not run: denied: not b");
+    assert_eq!(
+        tool_message(&server, &pending[1].call_id),
+        "Error: not run: denied: not b"
+    );
     assert!(agent.pending_approvals().is_empty());
     assert_valid_history(agent.messages());
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
@@ -315,11 +361,20 @@ fn a_deferred_turn_is_saved_loaded_in_a_new_agent_and_resumed() {
             .filter(|k| !matches!(*k, "reset" | "history_loaded"))
             .collect::<Vec<_>>(),
         [
-            "tool_call", "tool_result", "tool_call", "tool_denied", "tool_result", "assistant",
-            "tokens", "stopped"
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_denied",
+            "tool_result",
+            "assistant",
+            "tokens",
+            "stopped"
         ]
     );
-    assert!(matches!(agent.resume(Vec::<(String, Decision)>::new()), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        agent.resume(Vec::<(String, Decision)>::new()),
+        Err(Error::InvalidInput(_))
+    ));
 }
 
 #[test]
@@ -328,9 +383,13 @@ fn a_new_message_instead_of_a_decision_answers_the_pending_calls() {
     server.push(Reply::tool_call("write", json!({"path": "a"})).with_id("c1"));
     let ran = Arc::new(Mutex::new(Vec::new()));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.add_tool(write_tool(&ran)).approver(|_: &ApprovalRequest| Decision::Defer)
+        c.add_tool(write_tool(&ran))
+            .approver(|_: &ApprovalRequest| Decision::Defer)
     });
-    assert_eq!(agent.run_loop("write").unwrap().stop_reason, StopReason::ApprovalPending);
+    assert_eq!(
+        agent.run_loop("write").unwrap().stop_reason,
+        StopReason::ApprovalPending
+    );
     server.push(Reply::text("fine"));
     agent.run_loop("never mind").unwrap();
     assert_eq!(tool_message(&server, "c1"), "Error: not run: not approved");
@@ -342,7 +401,10 @@ fn a_new_message_instead_of_a_decision_answers_the_pending_calls() {
 #[test]
 fn a_sub_agents_tool_is_reviewed_by_the_parents_approver() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call("agent", json!({"name": "scribe", "task": "write a and b"})));
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "scribe", "task": "write a and b"}),
+    ));
     server.push(Reply::tool_calls(vec![
         ("write", json!({"path": "a"})),
         ("write", json!({"path": "b"})),
@@ -357,7 +419,8 @@ fn a_sub_agents_tool_is_reviewed_by_the_parents_approver() {
         c.add_sub_agent_tool(write_tool(&ran))
             .add_extension(SubAgents::new(personas).unwrap())
             .approver(StateChangingOnly::new(move |r: &ApprovalRequest| {
-                s.lock().push((r.agent_id().to_string(), r.tool().to_string()));
+                s.lock()
+                    .push((r.agent_id().to_string(), r.tool().to_string()));
                 if r.arguments()["path"] == "a" {
                     Decision::Approve
                 } else {
@@ -368,7 +431,10 @@ fn a_sub_agents_tool_is_reviewed_by_the_parents_approver() {
     agent.run_loop("delegate").unwrap();
     assert_eq!(
         *seen.lock(),
-        [("scribe 0".into(), "write".into()), ("scribe 0".into(), "write".into())]
+        [
+            ("scribe 0".into(), "write".into()),
+            ("scribe 0".into(), "write".into())
+        ]
     );
     assert_eq!(*ran.lock(), [json!({"path": "a"})]);
     let child_request = &server.chat_requests()[2];

@@ -38,7 +38,11 @@ fn a_slow_host_on_a_small_bounded_channel_loses_and_reorders_nothing() {
     let gate = Arc::new(Mutex::new(()));
     let taken = Arc::new(AtomicUsize::new(0));
     let host = {
-        let (sub, gate, taken) = (Arc::clone(&subscription), Arc::clone(&gate), Arc::clone(&taken));
+        let (sub, gate, taken) = (
+            Arc::clone(&subscription),
+            Arc::clone(&gate),
+            Arc::clone(&taken),
+        );
         std::thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(60);
             let mut got = Vec::new();
@@ -63,9 +67,9 @@ fn a_slow_host_on_a_small_bounded_channel_loses_and_reorders_nothing() {
     };
 
     let mut sent_at_return = Vec::new();
-    for t in 0..TURNS {
+    for (t, text) in texts.iter().enumerate() {
         let outcome = agent.run_loop(&format!("turn {t}")).unwrap();
-        assert_eq!(outcome.answer.as_deref(), Some(texts[t].as_str()));
+        assert_eq!(outcome.answer.as_deref(), Some(text.as_str()));
         let _paused = gate.lock();
         sent_at_return.push(taken.load(Ordering::SeqCst) + subscription.len());
     }
@@ -80,7 +84,9 @@ fn a_slow_host_on_a_small_bounded_channel_loses_and_reorders_nothing() {
     for (t, text) in texts.iter().enumerate() {
         let user = got
             .iter()
-            .position(|e| matches!(e, Event::UserTurn { content, .. } if *content == format!("turn {t}")))
+            .position(
+                |e| matches!(e, Event::UserTurn { content, .. } if *content == format!("turn {t}")),
+            )
             .unwrap();
         let stopped = user
             + got[user..]
@@ -126,7 +132,8 @@ fn turn_usage_sums_every_request_including_sub_agents_and_totals_run_on() {
     server.push(Reply::tool_call("calculator", json!({"expression": "2+2"})).with_usage(20, 2)); // child
     server.push(Reply::text("4").with_usage(30, 3)); // child
     server.push(Reply::text("It is 4.").with_usage(150, 5));
-    let personas = vec![Persona::new("helper", "Computes.", "You compute.", 3).with_tools(&["calculator"])];
+    let personas =
+        vec![Persona::new("helper", "Computes.", "You compute.", 3).with_tools(&["calculator"])];
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_sub_agent_tool(builtin::calculator())
             .add_extension(SubAgents::new(personas).unwrap())
@@ -136,7 +143,15 @@ fn turn_usage_sums_every_request_including_sub_agents_and_totals_run_on() {
     // The sum of what every Tokens event reported, children included.
     let mut from_tokens = Usage::new();
     for e in rec.events() {
-        if let Event::Tokens { input, output, cached, cache_creation, thinking, .. } = e {
+        if let Event::Tokens {
+            input,
+            output,
+            cached,
+            cache_creation,
+            thinking,
+            ..
+        } = e
+        {
             let mut u = Usage::new();
             u.input = input;
             u.output = output;
@@ -146,7 +161,10 @@ fn turn_usage_sums_every_request_including_sub_agents_and_totals_run_on() {
             from_tokens += u;
         }
     }
-    let expected = Usage::new().with_input(60 + 20 + 30 + 150).with_cached(40).with_output(20);
+    let expected = Usage::new()
+        .with_input(60 + 20 + 30 + 150)
+        .with_cached(40)
+        .with_output(20);
     assert_eq!(from_tokens, expected);
     assert_eq!(outcome.usage, expected);
     assert_eq!(outcome.usage.total(), 320);
@@ -162,7 +180,10 @@ fn turn_usage_sums_every_request_including_sub_agents_and_totals_run_on() {
     assert_eq!(
         stopped,
         [
-            ("helper 0".to_string(), Usage::new().with_input(50).with_output(5)),
+            (
+                "helper 0".to_string(),
+                Usage::new().with_input(50).with_output(5)
+            ),
             (String::new(), expected),
         ]
     );
@@ -180,10 +201,13 @@ fn turn_usage_sums_every_request_including_sub_agents_and_totals_run_on() {
 #[test]
 fn turn_usage_includes_the_synthesizer() {
     let server = FakeServer::start();
-    server.push(Reply::tool_calls(vec![
-        ("calculator", json!({"expression": "1+1"})),
-        ("calculator", json!({"expression": "2+2"})),
-    ]).with_usage(10, 1));
+    server.push(
+        Reply::tool_calls(vec![
+            ("calculator", json!({"expression": "1+1"})),
+            ("calculator", json!({"expression": "2+2"})),
+        ])
+        .with_usage(10, 1),
+    );
     server.push(Reply::text("2 and 4").with_usage(7, 3)); // the synthesizer
     let events = InMemoryEventList::new();
     let (mut agent, _) = agent_with(&server, |c| {
