@@ -453,3 +453,43 @@ fn a_sub_agents_tool_is_reviewed_by_the_parents_approver() {
     );
     assert!(server.rejections().is_empty());
 }
+
+#[test]
+fn parallel_calls_are_reviewed_in_order_and_answered_in_order() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_calls(vec![
+        ("write", json!({"path": "a"})),
+        ("write", json!({"path": "b"})),
+        ("write", json!({"path": "c"})),
+    ]));
+    server.push(Reply::text("done"));
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = Arc::clone(&order);
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.add_tool(write_tool(&ran))
+            .parallel_tool_calls(true)
+            .cancellable(Cancellable::new())
+            .approver(move |r: &ApprovalRequest| {
+                let path = r.arguments()["path"].as_str().unwrap().to_string();
+                o.lock().push(path.clone());
+                if path == "b" {
+                    Decision::deny("not b")
+                } else {
+                    Decision::Approve
+                }
+            })
+    });
+    agent.run_loop("write three").unwrap();
+    assert_eq!(*order.lock(), ["a", "b", "c"]);
+    let contents: Vec<&str> = agent.messages()[2..5]
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(
+        contents,
+        ["wrote a", "Error: not run: denied: not b", "wrote c"]
+    );
+    assert_eq!(ran.lock().len(), 2);
+    assert_valid_history(agent.messages());
+}
