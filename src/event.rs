@@ -23,6 +23,11 @@ pub enum StopReason {
     Cancelled,
     /// The run failed (HTTP, transport, protocol error).
     Error,
+    /// An [`Approver`](crate::Approver) deferred a tool call: the turn ended
+    /// with calls awaiting the host's decision
+    /// ([`Outcome::pending_approvals`](crate::Outcome::pending_approvals),
+    /// [`Agent::resume`](crate::Agent::resume)).
+    ApprovalPending,
 }
 
 impl StopReason {
@@ -34,6 +39,7 @@ impl StopReason {
             StopReason::StepLimit => "step_limit",
             StopReason::Cancelled => "cancelled",
             StopReason::Error => "error",
+            StopReason::ApprovalPending => "approval_pending",
         }
     }
 }
@@ -56,7 +62,12 @@ impl std::fmt::Display for StopReason {
 /// - All of one round's deltas ([`Event::ThinkingDelta`], [`Event::AssistantDelta`])
 ///   arrive before that round's bookend: [`Event::Thinking`], [`Event::Assistant`]
 ///   (each only when non-empty), then [`Event::Tokens`] (always).
-/// - For each tool call: [`Event::ToolCall`], then [`Event::ToolResult`] with the same id.
+/// - For each tool call: [`Event::ToolCall`], then [`Event::ToolResult`] with the same id;
+///   between them [`Event::ToolEdited`] when an approver edited the arguments,
+///   or [`Event::ToolDenied`] when it denied the call. A deferred call gets its
+///   `ToolResult` in the run that answers it ([`Agent::resume`](crate::Agent::resume),
+///   which emits `ToolCall` again first, or the next `run_loop`, which answers it
+///   "not run" with a `ToolResult` alone).
 /// - Mid-loop injections arrive as [`Event::UserTurn`] with `mid_loop: true`
 ///   after the tool results of the batch they were delivered in.
 /// - Every [`run_loop`](crate::Agent::run_loop) ends with exactly one
@@ -144,6 +155,31 @@ pub enum Event {
         name: String,
         /// The result text.
         content: String,
+    },
+    /// An [`Approver`](crate::Approver) (or the host, through
+    /// [`Agent::resume`](crate::Agent::resume)) denied a tool call; the
+    /// [`Event::ToolResult`] with the observation the model gets follows.
+    ToolDenied {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Why, as the approver gave it.
+        reason: String,
+    },
+    /// An [`Approver`](crate::Approver) approved a tool call with edited
+    /// arguments, which passed validation; the tool runs on these.
+    ToolEdited {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// The arguments the tool runs on (validated, normalized).
+        arguments: Value,
     },
     /// Token usage of one assistant message; emitted for every one, including
     /// pure tool-call messages. `None` means not reported.
@@ -242,6 +278,10 @@ pub enum Event {
         agent: Arc<str>,
         /// Why.
         reason: StopReason,
+        /// The tokens of every request of the run, its sub-agents' and the
+        /// synthesizer's included (as [`Outcome::usage`](crate::Outcome::usage)).
+        #[serde(default)]
+        usage: Usage,
     },
 }
 
@@ -256,6 +296,8 @@ impl Event {
             | Event::AssistantDelta { agent, .. }
             | Event::ToolCall { agent, .. }
             | Event::ToolResult { agent, .. }
+            | Event::ToolDenied { agent, .. }
+            | Event::ToolEdited { agent, .. }
             | Event::Tokens { agent, .. }
             | Event::FallbackNotice { agent, .. }
             | Event::Cancelled { agent }
@@ -280,6 +322,8 @@ impl Event {
             Event::AssistantDelta { .. } => "assistant_delta",
             Event::ToolCall { .. } => "tool_call",
             Event::ToolResult { .. } => "tool_result",
+            Event::ToolDenied { .. } => "tool_denied",
+            Event::ToolEdited { .. } => "tool_edited",
             Event::Tokens { .. } => "tokens",
             Event::FallbackNotice { .. } => "fallback_notice",
             Event::Cancelled { .. } => "cancelled",

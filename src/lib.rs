@@ -66,20 +66,27 @@
 //! a clone handed to another thread or a signal handler acts on the same
 //! control. This table is the single source of truth for when each is read:
 //!
-//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] |
-//! |---|---|---|---|
-//! | turn start ([`run_loop`](Agent::run_loop)) | `reset()` | `reset()` (not in a child agent) | — |
-//! | before each request | — | `check()` | — |
-//! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — |
-//! | before each tool call (after [`Event::ToolCall`]) | `tick()` | `check()` | — |
-//! | during a tool | — | visible through [`ToolContext`] | — |
-//! | after each tool batch | — | — | `drain()` |
-//! | the model answers with no tool call | — | — | `drain()`; if anything was pending the loop goes on |
-//! | mid-loop injection | never reset | never reset | — |
+//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`] |
+//! |---|---|---|---|---|
+//! | turn start ([`run_loop`](Agent::run_loop), [`resume`](Agent::resume)) | `reset()` | `reset()` (not in a child agent) | — | — |
+//! | before each request | — | `check()` | — | — |
+//! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — | — |
+//! | before each tool call (after [`Event::ToolCall`]) | 1. `tick()` | 2. `check()` | — | 4. `review()`, after 3. the arguments validate |
+//! | while the approver decides | — | `cancel()` ends the wait at once | — | the late decision is dropped |
+//! | during a tool | — | visible through [`ToolContext`] | — | — |
+//! | after each tool batch | — | — | `drain()` | — |
+//! | the model answers with no tool call | — | — | `drain()`; if anything was pending the loop goes on | — |
+//! | mid-loop injection | never reset | never reset | — | — |
+//!
+//! Why this order: a call the budget or a cancel stops is never shown to the
+//! host for approval, and the host reviews the arguments the tool will
+//! really get (validated, normalized), never malformed ones, which go back
+//! to the model without asking anyone. The review comes last so that an
+//! approval is acted on at once.
 //!
 //! A sub-agent or the synthesizer gets its own `StepLimit`, shares the
-//! parent's `Cancellable` (one cancel stops the tree) and has no
-//! `Interloper`.
+//! parent's `Cancellable` (one cancel stops the tree) and `Approver`, and has
+//! no `Interloper`.
 //!
 //! # Errors
 //!
@@ -141,6 +148,7 @@
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
 //! | `SubAgent::Extension` | [`SubAgents`] |
 //! | `load_history!` | [`Agent::load_history`] |
+//! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
@@ -152,8 +160,11 @@
 //! dropped unbuilt runs the close handlers armed so far.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
-//! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`], cancellation
-//! that interrupts requests in flight.
+//! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
+//! run's [`Usage`], cancellation that interrupts requests in flight,
+//! deferred approval ([`Decision::Defer`], [`Agent::resume`]), per-turn token
+//! totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
+//! event stream ([`listeners::ChannelListener`]).
 //!
 //! # MSRV
 //!
@@ -164,6 +175,7 @@
 // Private modules; the public API is the flat `pub use` block below plus the
 // three secondary namespaces `builtin`, `listeners` and `testing`.
 mod agent;
+mod approval;
 mod control;
 mod error;
 mod event;
@@ -192,6 +204,10 @@ pub mod __bench;
 pub use crate::agent::{
     Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
     Synthesizer, TrifectaPolicy,
+};
+pub use crate::approval::{
+    ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,
+    TerminalApprover,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

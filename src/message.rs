@@ -167,6 +167,65 @@ impl Usage {
     pub fn context_used(&self) -> u64 {
         self.input.unwrap_or(0) + self.cached.unwrap_or(0) + self.cache_creation.unwrap_or(0)
     }
+
+    /// Every token billed: `input + cached + cache_creation + output`
+    /// (saturating). `thinking` is not added again: servers count reasoning
+    /// tokens inside `output` (OpenAI's `completion_tokens`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::Usage;
+    /// let u = Usage::new().with_input(100).with_cached(20).with_output(7).with_thinking(5);
+    /// assert_eq!(u.total(), 127);
+    /// ```
+    pub fn total(&self) -> u64 {
+        [self.input, self.cached, self.cache_creation, self.output]
+            .into_iter()
+            .flatten()
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
+/// Field by field, saturating; a figure stays `None` only when both sides
+/// lack it.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::Usage;
+/// let mut turn = Usage::new();
+/// turn += Usage::new().with_input(10).with_output(3);
+/// turn += Usage::new().with_input(u64::MAX).with_thinking(2);
+/// assert_eq!(turn.input, Some(u64::MAX));
+/// assert_eq!(turn.output, Some(3));
+/// assert_eq!(turn.thinking, Some(2));
+/// assert_eq!(turn.cached, None);
+/// ```
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Usage {
+            input: sum(self.input, other.input),
+            output: sum(self.output, other.output),
+            cached: sum(self.cached, other.cached),
+            cache_creation: sum(self.cache_creation, other.cache_creation),
+            thinking: sum(self.thinking, other.thinking),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
 }
 
 /// One message of a conversation.

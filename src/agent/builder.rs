@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::extension::Extension;
-use super::{Agent, CloseHandler, LoopOptions, Synthesizer, TrifectaPolicy};
+use super::{Agent, CloseHandler, LoopOptions, Synthesizer, Tally, TrifectaPolicy};
 use crate::protocol::Client;
 use crate::{
-    Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, ListenerList,
-    Result, StepLimit, Tool,
+    Approver, Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener,
+    ListenerList, Result, StepLimit, Tool,
 };
+use parking_lot::Mutex;
 
 /// Collects an agent's configuration; [`build`](Configurator::build) turns it
 /// into an [`Agent`].
@@ -63,6 +64,8 @@ pub struct Configurator {
     pub(crate) options: LoopOptions,
     pub(super) synthesizer: Synthesizer,
     pub(super) errors: Vec<String>,
+    pub(super) approver: Option<Arc<dyn Approver>>,
+    pub(super) parent_tally: Option<Arc<Mutex<Tally>>>,
 }
 
 impl Configurator {
@@ -85,6 +88,8 @@ impl Configurator {
             options: LoopOptions::default(),
             synthesizer: Synthesizer::default(),
             errors: Vec::new(),
+            approver: None,
+            parent_tally: None,
         }
     }
 
@@ -103,6 +108,14 @@ impl Configurator {
     /// The cancellation token (none by default).
     pub fn cancellable(mut self, cancellable: Cancellable) -> Configurator {
         self.cancellable = Some(cancellable);
+        self
+    }
+
+    /// The approver consulted before each tool call (none by default: every
+    /// call runs). Sub-agents inherit it. See [`Approver`] for when it is
+    /// consulted and what each [`Decision`](crate::Decision) does.
+    pub fn approver(mut self, approver: impl Approver) -> Configurator {
+        self.approver = Some(into_shared_approver(approver));
         self
     }
 
@@ -341,6 +354,17 @@ fn into_shared(tool: impl Tool) -> Arc<dyn Tool> {
     let mut slot = Some(tool);
     if let Some(shared) =
         (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Arc<dyn Tool>>>()
+    {
+        return shared.take().expect("just set");
+    }
+    Arc::new(slot.expect("just set"))
+}
+
+/// An `Arc<dyn Approver>` is used as is rather than wrapped again.
+fn into_shared_approver(approver: impl Approver) -> Arc<dyn Approver> {
+    let mut slot = Some(approver);
+    if let Some(shared) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Arc<dyn Approver>>>()
     {
         return shared.take().expect("just set");
     }

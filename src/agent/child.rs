@@ -8,6 +8,8 @@
 //! | transport | the parent's current one, with the parent's resolved context window (no second probe) |
 //! | HTTP client | the parent's (its limits, connection pool and cancel hooks) |
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
+//! | [`Approver`](crate::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
+//! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
 //! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
 //! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
@@ -58,6 +60,8 @@ impl Shared {
             .listener_list(self.listeners.for_sub_agent(&spec.id));
         cfg.client = Some(self.client.clone());
         cfg.cancellable.clone_from(&self.cancellable);
+        cfg.approver.clone_from(&self.approver);
+        cfg.parent_tally = Some(Arc::clone(&self.tally));
         cfg.options = (*self.options).clone();
         // A nested agent must not reset the shared Cancellable at its turn
         // start: that would swallow a cancel that raced with the spawn.

@@ -65,7 +65,22 @@ impl History {
     ///
     /// [`Error::History`] when the JSON does not parse, has another version,
     /// or is not a valid conversation (a system message inside, a tool
-    /// message answering no call, an assistant tool call left unanswered).
+    /// message answering no call, an assistant tool call left unanswered
+    /// before a later message).
+    ///
+    /// Unanswered calls are accepted in one place: the trailing batch of a
+    /// turn that stopped for approval (see [`Approver`](crate::Approver),
+    /// "Deciding later"). Nothing is sent with them unanswered:
+    /// [`Agent::resume`] or the next [`run_loop`](Agent::run_loop) answers
+    /// them first.
+    ///
+    /// ```
+    /// use pikuri::{History, Message, ToolCall};
+    /// let pending = Message::assistant_tool_calls("", vec![ToolCall::new("c1", "rm", "{}")]);
+    /// assert!(History::parse(&History::new(vec![Message::user("go"), pending.clone()]).to_json()).is_ok());
+    /// let gap = History::new(vec![Message::user("go"), pending, Message::user("hm")]);
+    /// assert!(History::parse(&gap.to_json()).is_err());
+    /// ```
     pub fn parse(json: &str) -> Result<History> {
         let h: History = serde_json::from_str(json).map_err(|e| Error::History(e.to_string()))?;
         if h.version != VERSION {
@@ -98,9 +113,8 @@ impl History {
                 Role::System | Role::User => {}
             }
         }
-        if let Some(id) = open.first() {
-            return Err(Error::History(format!("tool call `{id}` left unanswered")));
-        }
+        // Calls still open here belong to the trailing batch: pending
+        // approval, answered before anything is sent.
         Ok(())
     }
 }

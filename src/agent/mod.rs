@@ -1,6 +1,7 @@
 //! The agent loop: [`Agent`], [`Outcome`]; the turn diagram and the
 //! history-validity rule are documented on [`Agent`].
 
+mod approval;
 mod builder;
 mod child;
 mod extension;
@@ -28,8 +29,8 @@ use serde_json::{Map, Value};
 use crate::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::{
-    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
-    StopReason, Tool,
+    Approver, Cancellable, ChatTransport, Error, Event, Interloper, Message, PendingApproval,
+    Result, Role, StepLimit, StopReason, Tool, Usage,
 };
 
 type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -61,6 +62,37 @@ pub(crate) struct Shared {
     pub(crate) options: Arc<LoopOptions>,
     pub(crate) state: Mutex<State>,
     pub(crate) on_close: Mutex<Vec<CloseHandler>>,
+    /// Consulted before each tool call; inherited by children.
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    /// The current run's tokens and requests, children's included.
+    pub(crate) tally: Arc<Mutex<Tally>>,
+    /// A child's run adds its tally here: the parent's.
+    pub(crate) parent_tally: Option<Arc<Mutex<Tally>>>,
+}
+
+/// What a run cost so far: the tokens and the number of completed requests,
+/// its children's included.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) usage: Usage,
+    pub(crate) requests: u32,
+}
+
+impl Tally {
+    pub(crate) fn clear(&mut self) {
+        *self = Tally::default();
+    }
+
+    /// One completed request with this usage.
+    pub(crate) fn count(&mut self, usage: Option<Usage>) {
+        self.requests = self.requests.saturating_add(1);
+        self.usage += usage.unwrap_or_default();
+    }
+
+    fn add(&mut self, other: Tally) {
+        self.requests = self.requests.saturating_add(other.requests);
+        self.usage += other.usage;
+    }
 }
 
 pub(crate) struct State {
@@ -91,19 +123,61 @@ impl Shared {
     fn emit(&self, event: Event) {
         self.listeners.emit(event);
     }
+
+    /// End a run's accounting: its tally, which a child also adds to its
+    /// parent's run.
+    pub(crate) fn settle_tally(&self) -> Tally {
+        let tally = std::mem::take(&mut *self.tally.lock());
+        if let Some(parent) = &self.parent_tally {
+            parent.lock().add(tally);
+        }
+        tally
+    }
 }
 
-/// What a finished [`run_loop`](Agent::run_loop) reports.
+/// What a finished [`run_loop`](Agent::run_loop) (or
+/// [`resume`](Agent::resume)) reports.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Agent, Persona, SubAgents, Usage};
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::tool_call("agent", serde_json::json!({"name": "helper", "task": "hi"})).with_usage(100, 10));
+/// server.push(Reply::text("hi").with_usage(20, 2)); // the sub-agent
+/// server.push(Reply::text("It said hi.").with_usage(130, 5));
+/// let personas = vec![Persona::new("helper", "Says hi.", "You say hi.", 3)];
+/// let mut agent = Agent::builder(server.transport()).add_extension(SubAgents::new(personas)?).build()?;
+/// let outcome = agent.run_loop("delegate")?;
+/// assert_eq!(outcome.requests, 3);
+/// assert_eq!(outcome.usage, Usage::new().with_input(250).with_output(17));
+/// assert_eq!(outcome.usage.total(), 267);
+/// assert_eq!(agent.total_usage(), outcome.usage);
+/// # Ok::<(), pikuri::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Outcome {
-    /// Why the run stopped: [`StopReason::Completed`] or
-    /// [`StopReason::Synthesized`] (the others arrive as errors).
+    /// Why the run stopped: [`StopReason::Completed`],
+    /// [`StopReason::Synthesized`] or [`StopReason::ApprovalPending`] (the
+    /// others arrive as errors).
     pub stop_reason: StopReason,
     /// The final answer ([`Agent::last_assistant_content`]).
     pub answer: Option<String>,
     /// Tool calls made in this turn.
     pub steps: u32,
+    /// The tokens of every request of the run: this agent's, its
+    /// sub-agents' and the synthesizer's, summed field by field (also on
+    /// the run's [`Event::Stopped`]).
+    pub usage: Usage,
+    /// How many requests were answered in the run, sub-agents' and the
+    /// synthesizer's included.
+    pub requests: u32,
+    /// With [`StopReason::ApprovalPending`], the calls awaiting the host's
+    /// decision ([`Agent::pending_approvals`]); empty otherwise.
+    pub pending_approvals: Vec<PendingApproval>,
 }
 
 /// A tool-calling agent: one conversation, one model, its tools, listeners
@@ -167,7 +241,9 @@ pub struct Outcome {
 ///  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
 ///  │    ▼                                                               │
 ///  │  ToolBatch: for each call                                          │
-///  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ run ▸ ToolResult
+///  │    ToolCall ▸ StepLimit::tick ▸ Cancellable::check ▸ validate ▸ review ▸ run ▸ ToolResult
+///  │    │   review (Approver) denies ─► ToolDenied, "Error: not run: denied: .." ─► next call
+///  │    │   review defers ─► the rest stay unanswered ─────► Done (ApprovalPending)
 ///  │    │   tick fails ─► answer the rest "not run" ─► Raise: Err(StepLimitExceeded)
 ///  │    │                                         └──► Synthesize: FallbackNotice,
 ///  │    │                                              tools-free pass (Synthesized)
@@ -175,7 +251,7 @@ pub struct Outcome {
 ///  │    ▼                                                               │
 ///  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
 ///  └────┴───────────────────────────────────────────────────────────────┘
-///  every exit: Stopped{reason}; wait until every listener handled every event
+///  every exit: Stopped{reason, usage}; wait until every listener handled every event
 /// ```
 ///
 /// Which control is read at which boundary is tabled once, in
@@ -187,7 +263,10 @@ pub struct Outcome {
 /// assistant message is never appended; every assistant tool call is answered
 /// by a tool message (a "not run" or "cancelled" observation when the turn
 /// stopped before running it); injected user messages never sit between a
-/// tool call and its results.
+/// tool call and its results. One exception, never sent: the calls of a
+/// turn that stopped for approval stay unanswered at the end of the
+/// history until [`resume`](Agent::resume) or the next `run_loop` answers
+/// them (see [`Approver`](crate::Approver), "Deciding later").
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
@@ -203,6 +282,8 @@ pub struct Agent {
     turn_start: usize,
     synth_answer: Option<String>,
     last_stop: Option<StopReason>,
+    /// Every run's tally since the conversation began (or was cleared).
+    total_usage: Usage,
     buf: Vec<u8>,
     closed: bool,
 }
@@ -241,6 +322,9 @@ impl Agent {
                 pending_system: Vec::new(),
             }),
             on_close: Mutex::new(on_close),
+            approver: cfg.approver.take(),
+            tally: Arc::new(Mutex::new(Tally::default())),
+            parent_tally: cfg.parent_tally.take(),
         });
         let ctx = ExtensionContext::new(&shared);
         let mut agent = Agent {
@@ -257,6 +341,7 @@ impl Agent {
             turn_start: 0,
             synth_answer: None,
             last_stop: None,
+            total_usage: Usage::new(),
             buf: Vec::new(),
             closed: false,
         };
@@ -402,6 +487,14 @@ impl Agent {
         &self.messages
     }
 
+    /// The tokens of every run of this conversation, summed like
+    /// [`Outcome::usage`] (sub-agents and synthesizer included); zeroed by
+    /// [`clear_conversation`](Agent::clear_conversation) and
+    /// [`load_history`](Agent::load_history).
+    pub fn total_usage(&self) -> Usage {
+        self.total_usage
+    }
+
     /// Why the last run stopped, if one ran.
     pub fn last_stop_reason(&self) -> Option<StopReason> {
         self.last_stop
@@ -432,6 +525,7 @@ impl Agent {
         self.messages.clear();
         self.turn_start = 0;
         self.synth_answer = None;
+        self.total_usage = Usage::new();
         self.shared.state.lock().pending_system.clear();
         if let Some(s) = &self.step_limit {
             s.reset();

@@ -5,18 +5,24 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::approval::{Decisions, Prepared, Verdict, run_prepared, take_decision};
 use super::child::{ChildSpec, child_id};
-use super::{Agent, Outcome, Shared};
+use super::{Agent, Outcome};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice};
-use crate::tool::{self, ToolContext};
-use crate::{
-    ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, Tool, ToolCall,
-};
+use crate::{ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, ToolCall};
 
 /// Observation for calls left unanswered when the budget ran out.
 pub(crate) const NOT_RUN_BUDGET: &str = "Error: not run: step budget exhausted";
 /// Observation for calls left unanswered when the run was cancelled.
 pub(crate) const NOT_RUN_CANCELLED: &str = "Error: not run: cancelled by the user";
+
+/// How the rounds of a run ended (errors aside).
+pub(super) enum End {
+    /// The model answered without calling a tool.
+    Answered,
+    /// An approver deferred a call: the trailing calls await the host.
+    Pending,
+}
 
 impl Agent {
     /// Run one user turn to completion; see the [turn diagram](crate::Agent#a-turn)
@@ -59,6 +65,30 @@ impl Agent {
         if let Some(t) = transport {
             self.apply_transport(t);
         }
+        self.begin_run();
+        // Calls left pending by a deferred approval get their "not run"
+        // answer first: a new message is not a decision.
+        self.answer_stale_pending();
+        self.turn_start = self.messages.len();
+        self.messages.push(Message::user(user_message));
+        self.emit(Event::UserTurn {
+            agent: self.agent_id(),
+            content: user_message.to_string(),
+            mid_loop: false,
+        });
+        let ctx = self.ctx.clone();
+        for ext in &mut self.extensions {
+            ext.on_user_message(&ctx, user_message);
+        }
+
+        let mut steps = 0u32;
+        let result = self.rounds(&mut steps);
+        self.finish_run(result, steps, user_message)
+    }
+
+    /// What every run (a turn, a resume) does first: fresh controls, a zero
+    /// tally.
+    pub(super) fn begin_run(&mut self) {
         self.synth_answer = None;
         if let Some(s) = &self.step_limit {
             s.reset();
@@ -73,21 +103,21 @@ impl Agent {
         {
             c.reset();
         }
-        self.turn_start = self.messages.len();
-        self.messages.push(Message::user(user_message));
-        self.emit(Event::UserTurn {
-            agent: self.agent_id(),
-            content: user_message.to_string(),
-            mid_loop: false,
-        });
-        let ctx = self.ctx.clone();
-        for ext in &mut self.extensions {
-            ext.on_user_message(&ctx, user_message);
-        }
+        self.shared.tally.lock().clear();
+    }
 
-        let mut steps = 0u32;
-        let result = match self.rounds(&mut steps) {
-            Ok(()) => Ok(StopReason::Completed),
+    /// What every run does last: the synthesizer on an exhausted budget,
+    /// the usage tally (handed to the parent of a child), `Stopped`, the
+    /// listener flush, the outcome.
+    pub(super) fn finish_run(
+        &mut self,
+        result: Result<End>,
+        steps: u32,
+        user_message: &str,
+    ) -> Result<Outcome> {
+        let result = match result {
+            Ok(End::Answered) => Ok(StopReason::Completed),
+            Ok(End::Pending) => Ok(StopReason::ApprovalPending),
             Err(Error::StepLimitExceeded { max })
                 if self
                     .step_limit
@@ -111,15 +141,25 @@ impl Agent {
             Err(_) => StopReason::Error,
         };
         self.last_stop = Some(reason);
+        let tally = self.shared.settle_tally();
+        self.total_usage += tally.usage;
         self.emit(Event::Stopped {
             agent: self.agent_id(),
             reason,
+            usage: tally.usage,
         });
         self.shared.listeners.flush();
         result.map(|stop_reason| Outcome {
             stop_reason,
             answer: self.last_assistant_content(),
             steps,
+            usage: tally.usage,
+            requests: tally.requests,
+            pending_approvals: if stop_reason == StopReason::ApprovalPending {
+                self.pending_approvals()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -138,13 +178,14 @@ impl Agent {
     }
 
     /// Completion rounds until the model answers without tool calls.
-    fn rounds(&mut self, steps: &mut u32) -> Result<()> {
+    pub(super) fn rounds(&mut self, steps: &mut u32) -> Result<End> {
         loop {
             if let Some(c) = &self.shared.cancellable {
                 c.check()?;
             }
             self.take_pending_system();
             let completion = self.request()?;
+            self.shared.tally.lock().count(completion.usage);
             let truncated = completion.finish_reason.as_deref() == Some("length");
             let message = self.finish_message(completion);
             if message.tool_calls.is_empty() {
@@ -152,11 +193,13 @@ impl Agent {
                 if self.deliver_injections() {
                     continue;
                 }
-                return Ok(());
+                return Ok(End::Answered);
             }
             let calls = message.tool_calls.clone();
             self.messages.push(message);
-            self.tool_batch(&calls, truncated, steps)?;
+            if let End::Pending = self.tool_batch(&calls, truncated, steps, &mut Vec::new())? {
+                return Ok(End::Pending);
+            }
             self.deliver_injections();
         }
     }
@@ -168,7 +211,7 @@ impl Agent {
     }
 
     /// Append what the Interloper holds; true when anything was delivered.
-    fn deliver_injections(&mut self) -> bool {
+    pub(super) fn deliver_injections(&mut self) -> bool {
         let Some(q) = &self.interloper else {
             return false;
         };
@@ -296,10 +339,17 @@ impl Agent {
     }
 
     /// Run one batch of tool calls; every call gets a tool message, even when
-    /// the batch stops early.
-    fn tool_batch(&mut self, calls: &[ToolCall], truncated: bool, steps: &mut u32) -> Result<()> {
+    /// the batch stops early, except the calls left pending by a deferred
+    /// approval (`End::Pending`). `decisions` are the host's (a resume).
+    pub(super) fn tool_batch(
+        &mut self,
+        calls: &[ToolCall],
+        truncated: bool,
+        steps: &mut u32,
+        decisions: &mut Decisions,
+    ) -> Result<End> {
         let tools = self.tools();
-        let mut gated = Vec::with_capacity(calls.len());
+        let mut gated: Vec<(&ToolCall, Prepared)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             self.emit(Event::ToolCall {
                 agent: self.agent_id(),
@@ -307,50 +357,74 @@ impl Agent {
                 name: call.name.clone(),
                 arguments: parse_arguments(&call.arguments),
             });
-            if let Err(e) = self.gate() {
-                let note = if e.is_cancelled() {
-                    NOT_RUN_CANCELLED
-                } else {
-                    NOT_RUN_BUDGET
-                };
-                // Calls already gated in parallel mode have not run either.
-                for c in gated.drain(..).chain(std::iter::once(call)) {
-                    self.answer(c, note.to_string(), true);
-                }
-                for c in &calls[i + 1..] {
-                    self.answer(c, note.to_string(), false);
-                }
-                return Err(e);
-            }
-            *steps += 1;
-            if self.options.parallel_tools {
-                gated.push(call);
-            } else {
-                let out = run_tool(&self.shared, &tools, call, truncated);
-                self.answer(call, out, true);
-            }
-        }
-        if !gated.is_empty() {
-            let outputs: Vec<String> = std::thread::scope(|s| {
-                let shared = &*self.shared;
-                let tools = &tools;
-                let handles: Vec<_> = gated
-                    .iter()
-                    .map(|call| s.spawn(move || run_tool(shared, tools, call, truncated)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| "Error: the tool panicked".to_string())
-                    })
-                    .collect()
+            let verdict = self.gate().and_then(|()| {
+                *steps += 1;
+                let decided = take_decision(decisions, &call.id);
+                self.review(&tools, call, truncated, decided)
             });
-            for (call, out) in gated.into_iter().zip(outputs) {
-                self.answer(call, out, true);
+            match verdict {
+                Err(e) => {
+                    let note = if e.is_cancelled() {
+                        NOT_RUN_CANCELLED
+                    } else {
+                        NOT_RUN_BUDGET
+                    };
+                    // Calls already gated in parallel mode have not run
+                    // either; a denied one keeps its denial.
+                    for (c, p) in gated.drain(..) {
+                        let out = match p {
+                            Prepared::Done(observation) => observation,
+                            Prepared::Ready { .. } => note.to_string(),
+                        };
+                        self.answer(c, out, true);
+                    }
+                    self.answer(call, note.to_string(), true);
+                    for c in &calls[i + 1..] {
+                        self.answer(c, note.to_string(), false);
+                    }
+                    return Err(e);
+                }
+                Ok(Verdict::Defer) => {
+                    self.run_gated(gated);
+                    return Ok(End::Pending);
+                }
+                Ok(Verdict::Go(prepared)) if self.options.parallel_tools => {
+                    gated.push((call, prepared));
+                }
+                Ok(Verdict::Go(prepared)) => {
+                    let out = run_prepared(&self.shared, call, prepared);
+                    self.answer(call, out, true);
+                }
             }
         }
-        Ok(())
+        self.run_gated(gated);
+        Ok(End::Answered)
+    }
+
+    /// Run the calls gated in parallel mode concurrently; answer in order.
+    fn run_gated(&mut self, gated: Vec<(&ToolCall, Prepared)>) {
+        if gated.is_empty() {
+            return;
+        }
+        let outputs: Vec<(&ToolCall, String)> = std::thread::scope(|s| {
+            let shared = &*self.shared;
+            let handles: Vec<_> = gated
+                .into_iter()
+                .map(|(call, p)| (call, s.spawn(move || run_prepared(shared, call, p))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(call, h)| {
+                    let out = h
+                        .join()
+                        .unwrap_or_else(|_| "Error: the tool panicked".to_string());
+                    (call, out)
+                })
+                .collect()
+        });
+        for (call, out) in outputs {
+            self.answer(call, out, true);
+        }
     }
 
     /// The per-call controls, in the documented order: tick, then check.
@@ -404,22 +478,8 @@ impl Agent {
     }
 }
 
-fn run_tool(shared: &Shared, tools: &[Arc<dyn Tool>], call: &ToolCall, truncated: bool) -> String {
-    let cx = ToolContext::new(
-        shared.cancellable.clone(),
-        Arc::clone(&shared.id),
-        call.id.clone(),
-    );
-    if let Some(t) = tools.iter().find(|t| t.name() == call.name) {
-        tool::execute(&**t, &call.arguments, truncated, &cx)
-    } else {
-        let names: Vec<&str> = tools.iter().map(Tool::name).collect();
-        tool::unknown_tool(&call.name, &names)
-    }
-}
-
 /// The arguments as an event shows them: parsed, or the raw text as a string.
-fn parse_arguments(raw: &str) -> Value {
+pub(super) fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(serde_json::Map::new());
     }

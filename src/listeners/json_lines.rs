@@ -199,6 +199,7 @@ mod tests {
             Event::Stopped {
                 agent: "".into(),
                 reason: StopReason::Completed,
+                usage: Usage::new().with_input(10).with_output(3),
             },
         ]
     }

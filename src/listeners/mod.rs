@@ -1,5 +1,6 @@
 //! Ready-made [`Listener`](crate::Listener)s: live terminal output, a token
-//! log, JSON lines, an in-memory recorder, a rate limiter for delta bursts,
+//! log, JSON lines, an in-memory recorder, a channel the host iterates on
+//! its own thread ([`ChannelListener`]), a rate limiter for delta bursts,
 //! and the sanitizer they all use on model text.
 //!
 //! Each is an ordinary listener: add it with
@@ -25,6 +26,7 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 
+mod channel;
 mod json_lines;
 mod memory;
 mod rate_limited;
@@ -32,6 +34,7 @@ mod terminal;
 mod token_log;
 
 pub use crate::sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
+pub use channel::{ChannelListener, RecvTimeoutError, Subscription, TryRecvError};
 pub use json_lines::JsonLines;
 pub use memory::InMemoryEventList;
 pub use rate_limited::RateLimited;

@@ -732,6 +732,7 @@ mod tests {
             Event::Stopped {
                 agent: A.into(),
                 reason: crate::StopReason::Completed,
+                usage: crate::Usage::new(),
             },
         ]);
         events

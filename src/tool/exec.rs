@@ -21,7 +21,9 @@ const NAME_EXCERPT: usize = 80;
 /// How many characters of a panic message are passed on.
 const PANIC_EXCERPT: usize = 500;
 
-/// Run `tool` on the raw arguments the model sent; never panics.
+/// Run `tool` on the raw arguments the model sent; never panics. The loop
+/// runs the two halves, [`prepare`] and [`invoke`], with the review between.
+#[cfg(test)]
 /// `truncated` is true when the message ended with `finish_reason: length`.
 ///
 /// Empty or all-whitespace arguments count as `{}` (several servers send `""`
@@ -35,18 +37,7 @@ pub(crate) fn execute(
 ) -> String {
     // Everything that runs user code (the `Tool` impl, including
     // `parameters()`) is inside the guard, so the loop never unwinds.
-    match catch_unwind(AssertUnwindSafe(|| run(tool, raw_arguments, truncated, cx))) {
-        Ok(observation) => observation,
-        Err(payload) => {
-            let message = panic_message(payload.as_ref());
-            let name = catch_unwind(AssertUnwindSafe(|| {
-                excerpt(tool.name(), NAME_EXCERPT).into_owned()
-            }))
-            .unwrap_or_else(|_| "?".to_string());
-            log::error!("tool `{name}` panicked: {message}");
-            format!("Error: the tool panicked: {message}")
-        }
-    }
+    guard(tool, || run(tool, raw_arguments, truncated, cx)).unwrap_or_else(|e| e)
 }
 
 /// The error observation for a call to a tool the agent does not have.
@@ -62,17 +53,68 @@ pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> String {
     )
 }
 
+#[cfg(test)]
 fn run(tool: &dyn Tool, raw_arguments: &str, truncated: bool, cx: &ToolContext) -> String {
-    let args = match parse_arguments(raw_arguments, truncated) {
-        Ok(args) => args,
-        Err(observation) => return observation,
-    };
-    let params = tool.parameters();
-    if let Err(e) = params.validate(&args) {
-        return format!("Error: {e}");
+    match prepare_unguarded(tool, raw_arguments, truncated) {
+        Ok(args) => call_unguarded(tool, &args, cx),
+        Err(observation) => observation,
     }
-    let args = params.normalize(args);
-    match tool.call(&args, cx) {
+}
+
+/// The first half of [`execute`], for calls that are approved between
+/// validation and the call: parse, validate and normalize the arguments, or
+/// the `"Error: ..."` observation. Never panics.
+pub(crate) fn prepare(
+    tool: &dyn Tool,
+    raw_arguments: &str,
+    truncated: bool,
+) -> Result<Value, String> {
+    guard(tool, || prepare_unguarded(tool, raw_arguments, truncated)).unwrap_or_else(Err)
+}
+
+/// Validate and normalize arguments that are already JSON (an approver's
+/// edit). Never panics.
+pub(crate) fn revalidate(tool: &dyn Tool, args: Value) -> Result<Value, String> {
+    guard(tool, || {
+        let params = tool.parameters();
+        params.validate(&args).map_err(|e| format!("Error: {e}"))?;
+        Ok(params.normalize(args))
+    })
+    .unwrap_or_else(Err)
+}
+
+/// The second half of [`execute`]: call the tool on prepared arguments.
+/// Never panics.
+pub(crate) fn invoke(tool: &dyn Tool, args: &Value, cx: &ToolContext) -> String {
+    guard(tool, || call_unguarded(tool, args, cx)).unwrap_or_else(|e| e)
+}
+
+/// Run `f` (user code of `tool`), turning a panic into the observation.
+fn guard<T>(tool: &dyn Tool, f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let message = panic_message(payload.as_ref());
+        let name = catch_unwind(AssertUnwindSafe(|| {
+            excerpt(tool.name(), NAME_EXCERPT).into_owned()
+        }))
+        .unwrap_or_else(|_| "?".to_string());
+        log::error!("tool `{name}` panicked: {message}");
+        format!("Error: the tool panicked: {message}")
+    })
+}
+
+fn prepare_unguarded(
+    tool: &dyn Tool,
+    raw_arguments: &str,
+    truncated: bool,
+) -> Result<Value, String> {
+    let args = parse_arguments(raw_arguments, truncated)?;
+    let params = tool.parameters();
+    params.validate(&args).map_err(|e| format!("Error: {e}"))?;
+    Ok(params.normalize(args))
+}
+
+fn call_unguarded(tool: &dyn Tool, args: &Value, cx: &ToolContext) -> String {
+    match tool.call(args, cx) {
         Ok(text) => text,
         Err(e) => format!("Error: {e}"),
     }

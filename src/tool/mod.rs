@@ -11,7 +11,7 @@ mod schema;
 mod typed;
 
 pub use context::ToolContext;
-pub(crate) use exec::{execute, unknown_tool};
+pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use json_schema::JsonSchema;
 pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
 pub use typed::{IntoObservation, Json, TypedTool};
@@ -85,6 +85,14 @@ pub trait Tool: Send + Sync + 'static {
     fn reads_private_data(&self) -> bool {
         false
     }
+
+    /// Whether a call changes the user's state (writes a file, sends a
+    /// message, runs a command): [`StateChangingOnly`](crate::StateChangingOnly)
+    /// asks its approver about these tools only. Default: `false` (a
+    /// read-only tool).
+    fn changes_user_state(&self) -> bool {
+        false
+    }
 }
 
 /// A recoverable tool failure, sent to the model as `"Error: <message>"`.
@@ -150,6 +158,9 @@ impl Tool for Arc<dyn Tool> {
     fn reads_private_data(&self) -> bool {
         (**self).reads_private_data()
     }
+    fn changes_user_state(&self) -> bool {
+        (**self).changes_user_state()
+    }
 }
 
 type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
@@ -163,6 +174,7 @@ pub struct FnTool {
     f: Arc<ToolFn>,
     network: bool,
     private_data: bool,
+    changes_user_state: bool,
 }
 
 impl FnTool {
@@ -195,7 +207,25 @@ impl FnTool {
             f: Arc::new(f),
             network: false,
             private_data: false,
+            changes_user_state: false,
         }
+    }
+
+    /// A copy that declares it changes the user's state (see
+    /// [`Tool::changes_user_state`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{FnTool, Parameters, Tool};
+    /// let rm = FnTool::new("rm", "Deletes a file.", Parameters::empty(), |_, _| Ok("gone".into()));
+    /// assert!(!rm.changes_user_state());
+    /// assert!(rm.state_changing().changes_user_state());
+    /// ```
+    #[must_use]
+    pub fn state_changing(mut self) -> FnTool {
+        self.changes_user_state = true;
+        self
     }
 
     /// A copy that declares it reaches the network ([`Tool::reaches_network`]).
@@ -241,6 +271,9 @@ impl Tool for FnTool {
     }
     fn reads_private_data(&self) -> bool {
         self.private_data
+    }
+    fn changes_user_state(&self) -> bool {
+        self.changes_user_state
     }
 }
 

@@ -24,6 +24,12 @@ fn thread_safety_bounds() {
     send_sync::<ListenerList>();
     send_sync::<FakeServer>();
     send_sync::<pikuri::ExtensionContext>();
+    send_sync::<pikuri::Decision>();
+    send_sync::<pikuri::ApprovalRequest>();
+    send_sync::<pikuri::PendingApproval>();
+    send_sync::<pikuri::TerminalApprover>();
+    send_sync::<pikuri::listeners::Subscription>();
+    send::<pikuri::listeners::ChannelListener>();
 }
 
 #[test]
@@ -105,6 +111,7 @@ fn stop_reasons_are_snake_case() {
         (StopReason::StepLimit, "step_limit"),
         (StopReason::Cancelled, "cancelled"),
         (StopReason::Error, "error"),
+        (StopReason::ApprovalPending, "approval_pending"),
     ];
     for (r, s) in all {
         assert_eq!(r.to_string(), s);

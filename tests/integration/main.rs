@@ -3,11 +3,13 @@
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
 mod api; // Send/Sync bounds, pinned Debug and Display
+mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred turns
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
+mod hosts; // events pulled through ChannelListener, turn usage
 mod listeners; // ordering, isolation, end-of-turn flush
 mod llama_cassette; // a recorded llama.cpp session, replayed
 mod local_models; // leaked tool calls, think tags, wind-down, switches
