@@ -87,7 +87,7 @@ impl Client {
             .agent()
             .get(url)
             .config()
-            .timeout_global(Some(timeout))
+            .timeout_global(crate::util::limit(timeout))
             .build();
         if let Some(key) = api_key {
             req = req.header("Authorization", format!("Bearer {key}"));
@@ -101,7 +101,7 @@ impl Client {
             .agent()
             .post(url)
             .config()
-            .timeout_global(Some(timeout))
+            .timeout_global(crate::util::limit(timeout))
             .build();
         let body = serde_json::to_vec(body).ok()?;
         finish_probe(
