@@ -74,9 +74,8 @@ fn sse_with_numbers(n: &str, m: &str) -> String {
         format!(
             r#"{{"choices":[{{"index":0,"delta":{{"role":"assistant","tool_calls":[{{"index":{n},"id":"call_x","type":"function","function":{{"name":"nope","arguments":"{{}}"}}}}]}}}}]}}"#
         ),
-        format!(
-            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"id":"call_y","function":{{"name":"nope2","arguments":"{{}}"}}}}]}}}}]}}"#
-        ),
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_y","function":{"name":"nope2","arguments":"{}"}}]}}]}"#
+            .to_string(),
         format!(
             r#"{{"choices":[{{"index":0,"delta":{{"content":"ok"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":{n},"completion_tokens":{m},"total_tokens":{n},"prompt_tokens_details":{{"cached_tokens":{m},"cache_creation_tokens":{n}}},"completion_tokens_details":{{"reasoning_tokens":{m}}},"cache_creation_input_tokens":{m}}}}}"#
         ),
@@ -306,7 +305,7 @@ fn extreme_configuration_values_never_panic() {
         let window = *rng.pick(&windows);
         let max_steps = *rng.pick(&steps);
         let wind = *rng.pick(&steps);
-        let stream = rng.next() % 2 == 0;
+        let stream = rng.next().is_multiple_of(2);
         let server = FakeServer::start();
         server.push(Reply::tool_call("calculator", json!({"expression": "1+1"})));
         server.push(Reply::text("two").with_usage(u64::MAX, u64::MAX));
@@ -482,6 +481,31 @@ fn an_echoed_key_never_reaches_errors_events_or_logs() {
     }
 }
 
+/// A recorded session against an upstream that echoes the key keeps the
+/// key out of the cassette.
+#[test]
+fn an_echoed_key_never_reaches_a_cassette() {
+    let upstream = FakeServer::start();
+    upstream.respond_with(|req| {
+        let auth = req.header("authorization").unwrap_or("none").to_string();
+        Reply::raw_body(
+            400,
+            "application/json",
+            json!({"error": {"message": format!("rejected {auth}")}}).to_string(),
+        )
+    });
+    let recorder = pikuri::testing::Recorder::start(&upstream.base_url());
+    let mut agent = Agent::builder(recorder.transport_for("fake-model").with_api_key(KEY))
+        .http(fast_http())
+        .build()
+        .unwrap();
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.status(), Some(400));
+    let cassette = recorder.cassette().to_json();
+    assert!(cassette.contains("rejected"), "{cassette}");
+    assert_no_key("the cassette", &cassette);
+}
+
 // ---------------------------------------------------------------------------
 // Class 3: media types
 // ---------------------------------------------------------------------------
@@ -624,7 +648,7 @@ fn a_slow_live_stream_under_the_idle_bound_completes() {
 fn a_request_deadline_ends_a_live_stream() {
     let server = FakeServer::start();
     server.push(
-        Reply::text(&"word ".repeat(2000))
+        Reply::text("word ".repeat(2000))
             .with_chunk_chars(5)
             .with_chunk_delay(Duration::from_millis(20)),
     );
