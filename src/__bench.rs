@@ -6,7 +6,7 @@
 
 use std::io::BufRead;
 
-use crate::protocol::{Fragment, decode_error, read_stream};
+use crate::protocol::{Fragment, StreamOptions, decode_error, read_stream};
 use crate::{Event, HttpConfig, ListenerList, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
@@ -17,15 +17,15 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
     let mut on = |f: Fragment<'_>| match f {
         Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
     };
-    read_stream(
-        reader,
-        cfg.max_line_bytes,
-        cfg.max_body_bytes,
-        false,
-        &mut on,
-    )
-    .map(|c| c.message)
-    .map_err(|e| decode_error(e, &cfg))
+    let options = StreamOptions {
+        max_line: cfg.max_line_bytes,
+        max_body: cfg.max_body_bytes,
+        split_think: false,
+        secret: None,
+    };
+    read_stream(reader, &options, &mut || {}, &mut on)
+        .map(|c| c.message)
+        .map_err(|e| decode_error(e, &cfg, None))
 }
 
 /// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.

@@ -180,6 +180,7 @@ mod control;
 mod error;
 mod event;
 mod listener;
+mod media_type;
 mod message;
 mod protocol;
 mod sanitize;

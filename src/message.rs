@@ -163,9 +163,20 @@ impl Usage {
         self
     }
 
-    /// The context in use for the request: `input + cached + cache_creation`.
+    /// The context in use for the request: `input + cached + cache_creation`,
+    /// saturating at `u64::MAX` (the figures come from a server or a saved
+    /// history, and may be anything).
+    ///
+    /// ```
+    /// use pikuri::Usage;
+    /// let u = Usage::new().with_input(u64::MAX).with_cached(1);
+    /// assert_eq!(u.context_used(), u64::MAX);
+    /// ```
     pub fn context_used(&self) -> u64 {
-        self.input.unwrap_or(0) + self.cached.unwrap_or(0) + self.cache_creation.unwrap_or(0)
+        self.input
+            .unwrap_or(0)
+            .saturating_add(self.cached.unwrap_or(0))
+            .saturating_add(self.cache_creation.unwrap_or(0))
     }
 
     /// Every token billed: `input + cached + cache_creation + output`

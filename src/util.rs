@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::time::{Duration, Instant};
 
 /// `text` cut to at most `max_chars` characters, with `…` appended when cut.
 pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
@@ -19,5 +20,42 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
         s.as_str()
     } else {
         "(a panic payload that is not a string)"
+    }
+}
+
+/// Durations at or above this (about 30 years) mean "no limit": ureq and
+/// `Instant` arithmetic panic on durations near `Duration::MAX`, and no
+/// host means a finite wait that long.
+pub(crate) const NO_LIMIT: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
+/// `d` as a timeout for ureq: `None` (no limit) from [`NO_LIMIT`] up.
+pub(crate) fn limit(d: Duration) -> Option<Duration> {
+    (d < NO_LIMIT).then_some(d)
+}
+
+/// The instant `d` from now, or `None` when `d` means no limit.
+pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
+    limit(d).and_then(|d| Instant::now().checked_add(d))
+}
+
+/// The instant `d` from now, saturating at a far future (never panics).
+pub(crate) fn instant_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    let mut d = d.min(NO_LIMIT);
+    loop {
+        if let Some(t) = now.checked_add(d) {
+            return t;
+        }
+        d /= 2;
+    }
+}
+
+/// `text` with every occurrence of `secret` replaced by `<redacted>`
+/// (nothing to do for an empty or blank secret). For text a server sends
+/// back, which may echo the API key.
+pub(crate) fn redact<'a>(text: &'a str, secret: Option<&str>) -> Cow<'a, str> {
+    match secret.map(str::trim) {
+        Some(s) if !s.is_empty() && text.contains(s) => Cow::Owned(text.replace(s, "<redacted>")),
+        _ => Cow::Borrowed(text),
     }
 }

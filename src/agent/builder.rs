@@ -311,13 +311,33 @@ impl Configurator {
         self
     }
 
-    /// Build the agent: validate, bind extensions (in registration order),
-    /// resolve the context window and emit [`Event::ContextCap`](crate::Event::ContextCap).
+    /// Build the agent: validate, resolve a missing model, bind extensions
+    /// (in registration order), resolve the context window and emit
+    /// [`Event::ContextCap`](crate::Event::ContextCap).
+    ///
+    /// # A transport without a model
+    ///
+    /// When the transport names no model (or a blank one), `build` asks the
+    /// server for its model list ([`ChatTransport::list_models`]): a server
+    /// that lists exactly one (llama.cpp serves one) gives that one, logged
+    /// at `info`; several, none, or an unreadable list is an
+    /// [`Error::InvalidInput`] naming the ids on offer.
+    ///
+    /// ```
+    /// use pikuri::{Agent, ChatTransport};
+    /// use pikuri::testing::FakeServer;
+    ///
+    /// let server = FakeServer::start();
+    /// server.set_model_id("the-only-one");
+    /// let agent = Agent::builder(ChatTransport::default().with_api_base(server.base_url())).build()?;
+    /// assert_eq!(agent.transport().model(), Some("the-only-one"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for duplicate tool names or a failed extension
-    /// `configure`/`bind`. The on-close handlers armed so far run before the
+    /// [`Error::InvalidInput`] for duplicate tool names, a failed extension
+    /// `configure`/`bind`, or a missing model that cannot be resolved. The on-close handlers armed so far run before the
     /// error is returned.
     pub fn build(self) -> Result<Agent> {
         Agent::from_configurator(self)

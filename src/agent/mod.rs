@@ -300,6 +300,14 @@ impl Agent {
             run_close_handlers(on_close);
             return Err(e);
         }
+        // A transport without a model takes the server's only one.
+        match std::mem::take(&mut cfg.transport).resolve_model() {
+            Ok(t) => cfg.transport = t,
+            Err(e) => {
+                run_close_handlers(on_close);
+                return Err(e);
+            }
+        }
         let client = cfg
             .client
             .take()

@@ -258,7 +258,7 @@ impl Agent {
                     agent: Arc::clone(agent),
                     attempt: n.attempt,
                     error: n.error.clone(),
-                    wait_ms: n.wait.as_millis() as u64,
+                    wait_ms: u64::try_from(n.wait.as_millis()).unwrap_or(u64::MAX),
                 });
             },
             &mut |f: Fragment<'_>| match f {

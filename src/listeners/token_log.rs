@@ -217,7 +217,10 @@ impl Listener for TokenLog {
                 thinking,
                 ..
             } => {
-                self.used = input.unwrap_or(0) + cached.unwrap_or(0) + cache_creation.unwrap_or(0);
+                self.used = input
+                    .unwrap_or(0)
+                    .saturating_add(cached.unwrap_or(0))
+                    .saturating_add(cache_creation.unwrap_or(0));
                 let mut line = format!(
                     "[{}] {} in={} out={} cached={}",
                     self.tag,

@@ -19,19 +19,41 @@
 //! backoff and jitter, honouring `Retry-After` (seconds) up to the cap. A
 //! stream that has started is never retried: its deltas already reached the
 //! listeners.
+//!
+//! # Bounds
+//!
+//! Each read waits at most the smaller of the read timeout and the idle
+//! bound ([`HttpConfig::with_idle_timeout`]); a stream that delivers no chat
+//! data for the idle bound ends, however many comments or keep-alives it
+//! sends; a [request deadline](HttpConfig::with_request_deadline) bounds the
+//! whole request, retries included (ureq's global timeout for the socket,
+//! a check before every read and every retry for the rest). Each
+//! [`Error::Timeout`] names the bound that expired.
+//!
+//! # Secrets
+//!
+//! Whatever text the server sends back and the client passes on (an error
+//! body, a stream's error chunk, a chunk quoted in an error or a log line)
+//! has the transport's API key replaced by `<redacted>` first, so a server
+//! or proxy that echoes the `Authorization` header cannot put the key into
+//! an [`Error`], an event or a log.
 
+use std::cell::Cell;
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::HttpConfig;
-use super::decode::{Completion, DecodeError, Fragment, parse_response, read_stream};
+use super::decode::{
+    Completion, DecodeError, Fragment, StreamOptions, parse_response, read_stream,
+};
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
+use crate::util::{deadline_after, limit, redact};
 use crate::{Cancellable, Error, Result};
 
 /// Longest server message kept in [`Error::Http`].
@@ -63,9 +85,12 @@ fn build_agent(config: &HttpConfig) -> ureq::Agent {
         // Error statuses are read like any response: their body carries the
         // server's message, and 429/5xx go through the retry policy.
         .http_status_as_error(false)
-        .timeout_connect(Some(config.connect_timeout))
-        .timeout_recv_response(Some(config.read_timeout))
-        .timeout_per_read(Some(config.read_timeout))
+        // Huge durations are "no limit" (`None`): ureq adds them to an
+        // `Instant`, which panics on overflow.
+        .timeout_connect(limit(config.connect_timeout))
+        .timeout_recv_response(limit(config.read_timeout))
+        // A silent socket is bounded by the idle bound too.
+        .timeout_per_read(limit(config.read_timeout.min(config.idle_timeout())))
         .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
         .build()
         .new_agent()
@@ -127,12 +152,15 @@ impl Client {
         {
             log::info!("no api_base set: using {url}");
         }
+        let key = transport.api_key();
+        let deadline = Deadline::new(cfg);
         let mut attempt = 0u32;
         loop {
-            attempt += 1;
+            attempt = attempt.saturating_add(1);
             if let Some(c) = req.cancel {
                 c.check()?;
             }
+            deadline.check()?;
             // Take the agent before arming: a cancel that lands between the
             // check above and the registration runs the hook at once, and the
             // hook must shut down the agent this request uses, not the one
@@ -143,6 +171,11 @@ impl Client {
             let started = Instant::now();
             let mut http = agent
                 .post(&url)
+                .config()
+                // The deadline bounds the socket too (connect, headers,
+                // every read of the body).
+                .timeout_global(deadline.remaining())
+                .build()
                 .header("Content-Type", "application/json")
                 .header(
                     "Accept",
@@ -168,7 +201,7 @@ impl Client {
                         return Err(Error::Cancelled);
                     }
                     let retryable = retry::is_connection_failure(&e);
-                    let err = map_ureq(e, cfg);
+                    let err = map_ureq(e, cfg, &deadline);
                     if !retryable {
                         return Err(err);
                     }
@@ -181,10 +214,11 @@ impl Client {
                         started.elapsed().as_millis()
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, on_fragment);
+                        return self.read_success(resp, req, &deadline, on_fragment);
                     }
                     let retry_after = retry::retry_after(resp.headers());
-                    let message = read_error_body(resp, cfg.max_line_bytes);
+                    let message =
+                        redact(&read_error_body(resp, cfg.max_line_bytes), key).into_owned();
                     // A cancel while the error body was read cut it short:
                     // the message would be partial, and the user asked to
                     // stop anyway.
@@ -205,7 +239,10 @@ impl Client {
             // stall the run past the cap.
             let wait = retry_after
                 .unwrap_or_else(|| retry::backoff(cfg.retry_base, attempt))
-                .min(cfg.retry_cap);
+                .min(cfg.retry_cap)
+                // Past the deadline the next attempt would not start: wait
+                // no longer than until then (the check above reports it).
+                .min(deadline.remaining().unwrap_or(Duration::MAX));
             log::debug!(
                 "attempt {attempt} failed ({err}); retrying in {} ms",
                 wait.as_millis()
@@ -223,31 +260,42 @@ impl Client {
         &self,
         resp: ureq::http::Response<ureq::Body>,
         req: &Request<'_>,
+        deadline: &Deadline,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
+        let key = req.transport.api_key();
         // The server decides, not the request: some ignore `stream: true`
         // and answer with one JSON body (or the reverse).
         let is_sse = resp
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
-        let reader = BodyReader(resp.into_body().into_reader());
+            .and_then(crate::media_type::MediaType::parse)
+            .is_some_and(|m| m.is("text/event-stream"));
+        let watch = Watch::new(cfg, deadline);
+        let reader = Watched {
+            inner: BodyReader(resp.into_body().into_reader()),
+            watch: &watch,
+            idle: is_sse,
+        };
         let result = if is_sse {
             let reader = BufReader::with_capacity(64 * 1024, reader);
-            read_stream(
-                reader,
-                cfg.max_line_bytes,
-                cfg.max_body_bytes,
-                req.split_think,
-                on_fragment,
-            )
+            let options = StreamOptions {
+                max_line: cfg.max_line_bytes,
+                max_body: cfg.max_body_bytes,
+                split_think: req.split_think,
+                secret: key,
+            };
+            read_stream(reader, &options, &mut || watch.progress(), on_fragment)
         } else {
             let mut body = Vec::new();
             // One byte over the limit tells "exactly at the limit" from
             // "over it" without reading the rest.
-            match reader.take(cfg.max_body_bytes + 1).read_to_end(&mut body) {
+            match reader
+                .take(cfg.max_body_bytes.saturating_add(1))
+                .read_to_end(&mut body)
+            {
                 Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(DecodeError::Protocol(
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
@@ -270,21 +318,127 @@ impl Client {
             // whatever the cut looked like: report the cancel.
             if is_cancelled(req.cancel) {
                 Error::Cancelled
+            } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
+                Error::Timeout(bound)
             } else {
-                decode_error(e, cfg)
+                decode_error(e, cfg, key)
             }
         })
     }
 }
 
 /// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get
-/// the configured read timeout.
-pub(crate) fn decode_error(e: DecodeError, cfg: &HttpConfig) -> Error {
+/// the configured read timeout, and the API key (`secret`) is redacted from
+/// any text the server sent.
+pub(crate) fn decode_error(e: DecodeError, cfg: &HttpConfig, secret: Option<&str>) -> Error {
     match e {
-        DecodeError::Protocol(m) => Error::Protocol(m),
+        DecodeError::Protocol(m) => Error::Protocol(redact(&m, secret).into_owned()),
         DecodeError::Truncated => Error::Truncated,
         DecodeError::TimedOut => Error::Timeout(cfg.read_timeout),
         DecodeError::Io(e) => Error::Transport(Box::new(e)),
+    }
+}
+
+/// The request deadline of one [`Client::chat`], if any.
+struct Deadline {
+    at: Option<Instant>,
+    configured: Duration,
+}
+
+impl Deadline {
+    fn new(cfg: &HttpConfig) -> Deadline {
+        Deadline {
+            at: cfg.request_deadline.and_then(deadline_after),
+            configured: cfg.request_deadline.unwrap_or(Duration::MAX),
+        }
+    }
+
+    /// Time left; `None` without a deadline.
+    fn remaining(&self) -> Option<Duration> {
+        self.at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    fn passed(&self) -> bool {
+        self.at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.passed() {
+            Err(Error::Timeout(self.configured))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The idle bound and the deadline of one response body, checked before
+/// every read; the decoder reports progress (a chat chunk) through it.
+struct Watch<'a> {
+    idle: Duration,
+    last_progress: Cell<Instant>,
+    deadline: &'a Deadline,
+    /// What ureq's per-read timeout is set to.
+    per_read: Duration,
+    /// The bound that ended the body, for the error.
+    expired: Cell<Option<Duration>>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(cfg: &HttpConfig, deadline: &'a Deadline) -> Watch<'a> {
+        let idle = cfg.idle_timeout();
+        Watch {
+            idle,
+            per_read: cfg.read_timeout.min(idle),
+            last_progress: Cell::new(Instant::now()),
+            deadline,
+            expired: Cell::new(None),
+        }
+    }
+
+    fn progress(&self) {
+        self.last_progress.set(Instant::now());
+    }
+
+    /// Which bound has run out, if any (the deadline first).
+    fn over(&self, idle: bool) -> Option<Duration> {
+        if self.deadline.passed() {
+            Some(self.deadline.configured)
+        } else if idle && self.last_progress.get().elapsed() >= self.idle {
+            Some(self.idle)
+        } else {
+            None
+        }
+    }
+
+    fn expired(&self) -> Option<Duration> {
+        self.expired.get()
+    }
+}
+
+/// A body reader that fails with `TimedOut` once the idle bound (streams
+/// only) or the deadline has run out, and records which.
+struct Watched<'a> {
+    inner: BodyReader,
+    watch: &'a Watch<'a>,
+    /// Whether the idle bound applies (an SSE body).
+    idle: bool,
+}
+
+impl Read for Watched<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(bound) = self.watch.over(self.idle) {
+            self.watch.expired.set(Some(bound));
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "bound expired"));
+        }
+        self.inner.read(buf).inspect_err(|e| {
+            if e.kind() == io::ErrorKind::TimedOut {
+                // ureq's own timeouts: the global one is the deadline, the
+                // per-read one the read timeout or the idle bound.
+                let bound = self.watch.over(self.idle).unwrap_or(self.watch.per_read);
+                self.watch.expired.set(Some(bound));
+            }
+        })
     }
 }
 
@@ -319,9 +473,12 @@ fn is_cancelled(c: Option<&Cancellable>) -> bool {
     c.is_some_and(Cancellable::is_cancelled)
 }
 
-fn map_ureq(e: ureq::Error, cfg: &HttpConfig) -> Error {
+fn map_ureq(e: ureq::Error, cfg: &HttpConfig, deadline: &Deadline) -> Error {
     match e {
         // Which timeout expired decides which configured duration to name.
+        ureq::Error::Timeout(ureq::Timeout::Global) if deadline.at.is_some() => {
+            Error::Timeout(deadline.configured)
+        }
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
             Error::Timeout(cfg.connect_timeout)
         }
@@ -383,22 +540,23 @@ mod tests {
     #[test]
     fn decode_errors_map_once() {
         let cfg = HttpConfig::default().with_read_timeout(Duration::from_millis(1500));
-        let shown = |e| decode_error(e, &cfg).to_string();
+        let shown = |e| decode_error(e, &cfg, None).to_string();
         assert_eq!(
             shown(DecodeError::Protocol("sse line exceeds 12 bytes".into())),
             "protocol error: sse line exceeds 12 bytes"
         );
         assert!(matches!(
-            decode_error(DecodeError::Truncated, &cfg),
+            decode_error(DecodeError::Truncated, &cfg, None),
             Error::Truncated
         ));
         assert!(matches!(
-            decode_error(DecodeError::TimedOut, &cfg),
+            decode_error(DecodeError::TimedOut, &cfg, None),
             Error::Timeout(d) if d == Duration::from_millis(1500)
         ));
         let e = decode_error(
             DecodeError::from_io(io::Error::new(io::ErrorKind::ConnectionReset, "boom")),
             &cfg,
+            None,
         );
         assert!(matches!(e, Error::Transport(_)));
         assert!(std::error::Error::source(&e).is_some());

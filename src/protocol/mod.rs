@@ -47,6 +47,8 @@ pub(crate) use client::Client;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
 #[cfg(feature = "_bench")]
+pub(crate) use decode::StreamOptions;
+#[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
 pub(crate) use decode::{Completion, Fragment};
 pub(crate) use request::{Request, ToolSpecs};

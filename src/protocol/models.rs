@@ -3,6 +3,7 @@
 //! (Lives beside the transport's own module for now; it only needs the
 //! transport's fields and `ureq`.)
 
+use std::fmt::Write as _;
 use std::io::Read;
 use std::time::Duration;
 
@@ -77,6 +78,8 @@ impl ChatTransport {
                 .ok()
                 .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_string))
                 .unwrap_or_else(|| text.chars().take(500).collect());
+            // A server or proxy may echo the key back.
+            let message = crate::util::redact(&message, self.api_key()).into_owned();
             return Err(Error::Http { status, message });
         }
         if body.len() as u64 > MAX_BODY {
@@ -89,6 +92,53 @@ impl ChatTransport {
                 "{url}: not a model list (`{{\"data\":[{{\"id\":..}}]}}`)"
             ))
         })
+    }
+}
+
+/// Most ids named in the error of [`ChatTransport::resolve_model`].
+const MAX_NAMED: usize = 20;
+
+impl ChatTransport {
+    /// This transport with a model: itself when it names one, else the
+    /// server's only model (logged at `info`). See [`Configurator::build`].
+    ///
+    /// [`Configurator::build`]: crate::Configurator::build
+    pub(crate) fn resolve_model(self) -> Result<ChatTransport> {
+        if self.model().is_some_and(|m| !m.trim().is_empty()) {
+            return Ok(self);
+        }
+        let base = self.base_or_default().to_string();
+        let ids = self.list_models().map_err(|e| {
+            Error::invalid(format!(
+                "no model set, and the model list at {base}/models could not be read ({e}); \
+                 set one with ChatTransport::with_model"
+            ))
+        })?;
+        match ids.as_slice() {
+            [only] => {
+                log::info!("no model set: using {only}, the only model {base} lists");
+                let only = only.clone();
+                Ok(self.with_model(only))
+            }
+            [] => Err(Error::invalid(format!(
+                "no model set, and {base}/models lists none; set one with ChatTransport::with_model"
+            ))),
+            many => {
+                let mut named = many
+                    .iter()
+                    .take(MAX_NAMED)
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if many.len() > MAX_NAMED {
+                    let _ = write!(named, ", … ({} in all)", many.len());
+                }
+                Err(Error::invalid(format!(
+                    "no model set, and {base}/models lists several: {named}; \
+                     pick one with ChatTransport::with_model"
+                )))
+            }
+        }
     }
 }
 

@@ -17,23 +17,41 @@ impl ChatTransport {
     ///
     /// 1. An explicit (or inherited) [`ChatTransport::context_window`] wins:
     ///    operator or parent truth.
-    /// 2. The server, asked in this order, first answer wins:
-    ///    - llama.cpp `GET /props` → `default_generation_settings.n_ctx` (the
-    ///      launched `-c`, which can be smaller than the model's maximum). A
-    ///      router answers `n_ctx: 0` (or `role: "router"`); then
-    ///      `GET /props?model=<id>` asks the model's own instance.
-    ///    - llama.cpp `GET /v1/props` (same shape, newer builds).
-    ///    - Ollama `POST /api/show` → the runtime `num_ctx` parameter when set,
-    ///      else `model_info["<arch>.context_length"]`; and `GET /api/ps` →
-    ///      `context_length` of the loaded model (the runtime truth, preferred).
-    ///    - `GET /v1/models` → for the model's entry (else the first):
-    ///      `meta.n_ctx`, `meta.n_ctx_train` (llama.cpp), `max_model_len`
-    ///      (vLLM), `context_length` / `context_window` (OpenRouter, LM Studio).
+    /// 2. The server's *runtime* window (what it accepts now, which can be
+    ///    far below what the model was trained for), asked in this order;
+    ///    the first answer wins and ends the probing:
+    ///    1. llama.cpp `GET /props` → `default_generation_settings.n_ctx`
+    ///       (the launched `-c`). A router answers `n_ctx: 0` (or `role:
+    ///       "router"`); then `GET /props?model=<id>` asks the model's own
+    ///       instance. When `/props` does not answer JSON and the base ends
+    ///       in `/v1`: `GET /v1/props` (same shape, newer builds).
+    ///    2. `GET <base>/models` → for the model's entry (else the first):
+    ///       `meta.n_ctx` (llama.cpp), `max_model_len` (vLLM),
+    ///       `context_length` / `context_window` (other OpenAI-compatible
+    ///       servers).
+    ///    3. Only when the server looks like Ollama (port 11434, a base
+    ///       under `/api`, or a model list whose entries are `owned_by:
+    ///       "library"`): `GET /api/ps` → `context_length` of the loaded
+    ///       model, then `POST /api/show` → the `num_ctx` parameter.
     /// 3. Otherwise `None`: an honest "don't know".
     ///
-    /// Each probe has a short timeout ([`HttpConfig::with_probe_timeout`]) and
-    /// fails silently (logged at `debug`). No probe runs when the transport has no
-    /// `api_base` (OpenAI's API reports no context window).
+    /// Training-window figures are never reported: llama.cpp's
+    /// `meta.n_ctx_train`, Ollama's `model_info.<arch>.context_length` and
+    /// LM Studio's `max_context_length` say what the model could take, not
+    /// what the server accepts.
+    ///
+    /// # Probe count
+    ///
+    /// No probe runs when the transport has no `api_base` (OpenAI's API) or
+    /// its host is a hosted API that reports no runtime window
+    /// (`api.openai.com`, `openrouter.ai`, `api.groq.com`, `api.mistral.ai`,
+    /// `api.deepseek.com`, `api.together.xyz`, `api.fireworks.ai`,
+    /// `api.x.ai`, `generativelanguage.googleapis.com`). A llama.cpp server
+    /// costs one request (two in router mode); a server that answers none
+    /// of them at most three (`/props`, `/v1/props`, `/v1/models`), five if
+    /// it looks like Ollama. Each probe has a short timeout
+    /// ([`HttpConfig::with_probe_timeout`]) and fails silently (logged at
+    /// `debug`).
     ///
     /// # Examples
     ///
@@ -87,7 +105,7 @@ impl Client {
             .agent()
             .get(url)
             .config()
-            .timeout_global(Some(timeout))
+            .timeout_global(crate::util::limit(timeout))
             .build();
         if let Some(key) = api_key {
             req = req.header("Authorization", format!("Bearer {key}"));
@@ -101,7 +119,7 @@ impl Client {
             .agent()
             .post(url)
             .config()
-            .timeout_global(Some(timeout))
+            .timeout_global(crate::util::limit(timeout))
             .build();
         let body = serde_json::to_vec(body).ok()?;
         finish_probe(
@@ -146,9 +164,13 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
     if let Some(n) = transport.context_window() {
         return Some(n);
     }
-    // OpenAI's own API (the default base) has no such endpoint: probing it
-    // would only cost timeouts.
+    // OpenAI's own API (the default base) and the other hosted APIs have
+    // no such endpoint: probing them would only cost requests.
     let base = transport.api_base()?;
+    if is_hosted(base) {
+        log::debug!("context window for {transport}: a hosted API, not probed");
+        return None;
+    }
     // The native endpoints (`/props`, `/api/*`) sit beside `/v1`.
     let root = base.strip_suffix("/v1").unwrap_or(base);
     let key = transport.api_key();
@@ -156,31 +178,95 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
     let model = transport.model();
     let get = |url: &str| client.get_json(url, key, timeout);
 
-    let found = llama_props(get(&format!("{root}/props")).as_ref())
-        .or_else(|| {
+    let found = (|| {
+        let props = get(&format!("{root}/props"));
+        if let Some(n) = llama_props(props.as_ref()) {
+            return Some(n);
+        }
+        if props.is_some() {
+            // JSON without a window: a llama.cpp router; ask the model's
+            // own instance.
             let m = model?;
-            llama_props(get(&format!("{root}/props?model={}", encode(m))).as_ref())
-        })
+            return llama_props(get(&format!("{root}/props?model={}", encode(m))).as_ref());
+        }
         // Only when the base has a `/v1` to add: otherwise this is the
         // first probe again.
-        .or_else(|| llama_props(get(&format!("{base}/props")).as_ref()).filter(|_| base != root))
-        .or_else(|| {
-            let m = model?;
-            let ps = get(&format!("{root}/api/ps"));
-            // `/api/ps` first: the loaded model's runtime window beats the
-            // configured one from `/api/show`.
-            ollama_ps(ps.as_ref(), m).or_else(|| {
-                let show = client.post_json(
-                    &format!("{root}/api/show"),
-                    &serde_json::json!({ "model": m }),
-                    timeout,
-                );
-                ollama_show(show.as_ref())
-            })
+        if base != root
+            && let Some(n) = llama_props(get(&format!("{base}/props")).as_ref())
+        {
+            return Some(n);
+        }
+        let models = get(&format!("{base}/models"));
+        if let Some(n) = models_list(models.as_ref(), model) {
+            return Some(n);
+        }
+        if !looks_like_ollama(base, models.as_ref()) {
+            return None;
+        }
+        let m = model?;
+        // `/api/ps` first: the loaded model's runtime window beats the
+        // configured one from `/api/show`.
+        ollama_ps(get(&format!("{root}/api/ps")).as_ref(), m).or_else(|| {
+            let show = client.post_json(
+                &format!("{root}/api/show"),
+                &serde_json::json!({ "model": m }),
+                timeout,
+            );
+            ollama_show(show.as_ref())
         })
-        .or_else(|| models_list(get(&format!("{base}/models")).as_ref(), model));
+    })();
     log::debug!("context window for {transport}: {found:?}");
     found
+}
+
+/// Hosts of hosted APIs that report no runtime window: probing them would
+/// only cost requests (and 404s in their logs).
+const HOSTED: [&str; 9] = [
+    "api.openai.com",
+    "openrouter.ai",
+    "api.groq.com",
+    "api.mistral.ai",
+    "api.deepseek.com",
+    "api.together.xyz",
+    "api.fireworks.ai",
+    "api.x.ai",
+    "generativelanguage.googleapis.com",
+];
+
+/// The host of `base` (`scheme://host[:port]/...`), lowercase, without port.
+fn host(base: &str) -> String {
+    let rest = base.split_once("://").map_or(base, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or(authority)
+    } else {
+        authority.split(':').next().unwrap_or(authority)
+    };
+    host.to_ascii_lowercase()
+}
+
+/// Whether `base` is a hosted API in [`HOSTED`] (or a subdomain of one).
+pub(super) fn is_hosted(base: &str) -> bool {
+    let h = host(base);
+    HOSTED
+        .iter()
+        .any(|known| h == *known || h.ends_with(&format!(".{known}")))
+}
+
+/// Whether the server looks like Ollama: its port, an `/api` base, or a
+/// model list in Ollama's shape (`owned_by: "library"`).
+fn looks_like_ollama(base: &str, models: Option<&Value>) -> bool {
+    let rest = base.split_once("://").map_or(base, |(_, r)| r);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    authority.ends_with(":11434")
+        || path.split('/').any(|seg| seg == "api")
+        || models
+            .and_then(|v| v.get("data")?.as_array())
+            .is_some_and(|data| {
+                data.iter()
+                    .any(|m| m.get("owned_by").and_then(Value::as_str) == Some("library"))
+            })
 }
 
 /// A window of 0 means "unknown" (a llama.cpp router), not "none".
@@ -220,12 +306,8 @@ fn ollama_show(v: Option<&Value>) -> Option<u64> {
                 (parts.next() == Some("num_ctx")).then(|| parts.next()?.parse::<u64>().ok())?
             })
         });
-    runtime.filter(|n| *n > 0).or_else(|| {
-        let info = v.get("model_info")?.as_object()?;
-        info.iter()
-            .find(|(k, _)| k.ends_with(".context_length"))
-            .and_then(|(_, n)| positive(Some(n)))
-    })
+    // Not `model_info.<arch>.context_length`: the training window.
+    runtime.filter(|n| *n > 0)
 }
 
 fn models_list(v: Option<&Value>, model: Option<&str>) -> Option<u64> {
@@ -234,12 +316,12 @@ fn models_list(v: Option<&Value>, model: Option<&str>) -> Option<u64> {
         .iter()
         .find(|m| model.is_some() && m.get("id").and_then(Value::as_str) == model)
         .or_else(|| data.first())?;
+    // Not `meta.n_ctx_train` (llama.cpp) nor `max_context_length` (LM
+    // Studio): training windows, above what the server accepts.
     positive(entry.pointer("/meta/n_ctx"))
-        .or_else(|| positive(entry.pointer("/meta/n_ctx_train")))
         .or_else(|| positive(entry.get("max_model_len")))
         .or_else(|| positive(entry.get("context_length")))
         .or_else(|| positive(entry.get("context_window")))
-        .or_else(|| positive(entry.get("max_context_length")))
 }
 
 /// Percent-encode a model id for a query string.
@@ -278,11 +360,12 @@ mod tests {
             )),
             Some(16384)
         );
+        // The training window is not the runtime window.
         assert_eq!(
             ollama_show(Some(
                 &json!({"model_info": {"llama.context_length": 131_072}})
             )),
-            Some(131_072)
+            None
         );
         assert_eq!(
             ollama_ps(
@@ -294,11 +377,18 @@ mod tests {
         assert_eq!(
             models_list(
                 Some(
-                    &json!({"data": [{"id": "a", "max_model_len": 2048}, {"id": "b", "meta": {"n_ctx_train": 999}}]})
+                    &json!({"data": [{"id": "a", "max_model_len": 2048}, {"id": "b", "meta": {"n_ctx": 999, "n_ctx_train": 4096}}]})
                 ),
                 Some("b")
             ),
             Some(999)
+        );
+        assert_eq!(
+            models_list(
+                Some(&json!({"data": [{"id": "b", "meta": {"n_ctx_train": 4096}}]})),
+                Some("b")
+            ),
+            None
         );
         assert_eq!(
             models_list(
@@ -308,5 +398,22 @@ mod tests {
             Some(2048)
         );
         assert_eq!(encode("org/model:7b"), "org%2Fmodel%3A7b");
+    }
+
+    #[test]
+    fn hosted_apis_and_ollama_bases() {
+        assert!(is_hosted("https://api.openai.com/v1"));
+        assert!(is_hosted("https://OpenRouter.ai/api/v1"));
+        assert!(is_hosted("https://eu.api.openai.com/v1"));
+        assert!(!is_hosted("http://127.0.0.1:8080/v1"));
+        assert!(!is_hosted("https://notapi.openai.com.evil.example/v1"));
+        assert!(!is_hosted("http://openrouter.ai.local:8080/v1"));
+        assert!(looks_like_ollama("http://127.0.0.1:11434/v1", None));
+        assert!(looks_like_ollama("http://gpu.lan/ollama/api", None));
+        assert!(!looks_like_ollama("http://127.0.0.1:8080/v1", None));
+        assert!(looks_like_ollama(
+            "http://127.0.0.1:8080/v1",
+            Some(&json!({"data": [{"id": "qwen3:latest", "owned_by": "library"}]}))
+        ));
     }
 }

@@ -38,20 +38,23 @@ pub(super) fn is_connection_failure(e: &ureq::Error) -> bool {
     }
 }
 
-/// A `Retry-After` in seconds; the HTTP-date form is not parsed, and the
-/// backoff applies instead.
+/// A `Retry-After` in seconds; the HTTP-date form, negative and fractional
+/// values are not parsed, and the backoff applies instead. A value past
+/// `u64` seconds is taken as `u64::MAX` seconds (the cap applies anyway).
 pub(super) fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
-    headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Duration::from_secs(v.parse::<u64>().unwrap_or(u64::MAX)))
 }
 
-/// `base * 2^(attempt-1)`, scaled by a jitter factor in [0.5, 1.0).
+/// `base * 2^(attempt-1)`, scaled by a jitter factor in [0.5, 1.0);
+/// saturating (a huge base gives a huge wait, never an overflow).
 pub(super) fn backoff(base: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << (attempt - 1).min(16));
-    exp.mul_f64(0.5 + jitter() * 0.5)
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let factor = 0.5 + jitter() * 0.5;
+    Duration::try_from_secs_f64(exp.as_secs_f64() * factor).map_or(exp, |d| d.min(exp))
 }
 
 /// A cheap pseudo-random number in [0, 1) (no `rand` dependency; jitter only
@@ -96,6 +99,16 @@ mod tests {
             let full = b * (1 << (attempt - 1));
             assert!(d >= full / 2 && d <= full, "{d:?} vs {full:?}");
         }
+    }
+
+    #[test]
+    fn backoff_saturates() {
+        for attempt in [0, 1, 2, 17, u32::MAX] {
+            for base in [Duration::ZERO, Duration::from_secs(u64::MAX), Duration::MAX] {
+                assert!(backoff(base, attempt) <= Duration::MAX);
+            }
+        }
+        assert!(backoff(Duration::MAX, 3) >= Duration::from_secs(u64::MAX / 2));
     }
 
     #[test]

@@ -188,6 +188,21 @@ impl fmt::Display for ChatTransport {
 /// let cfg = HttpConfig::default().with_max_retries(0).with_read_timeout(Duration::from_secs(30));
 /// assert_eq!(cfg.max_retries(), 0);
 /// ```
+///
+/// # Extreme values
+///
+/// Every setter takes any value without panicking, then or later:
+///
+/// - A duration of about 30 years or more (`Duration::MAX` included) means
+///   *no limit*: the wait is unbounded (a cancel still ends it).
+/// - `Duration::ZERO` as a timeout, idle bound or deadline expires at once:
+///   requests end in [`Error::Timeout`](crate::Error::Timeout).
+/// - `usize::MAX` / `u64::MAX` sizes mean no size limit; `0` rejects every
+///   non-empty line or body with [`Error::Protocol`](crate::Error::Protocol).
+/// - `u32::MAX` retries retry without end (bounded by a
+///   [request deadline](HttpConfig::with_request_deadline) or a cancel).
+/// - Backoff arithmetic saturates: a huge base or cap waits "forever", never
+///   overflows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpConfig {
     pub(crate) connect_timeout: Duration,
@@ -199,6 +214,9 @@ pub struct HttpConfig {
     pub(crate) max_body_bytes: u64,
     pub(crate) include_usage: bool,
     pub(crate) probe_timeout: Duration,
+    /// `None`: the read timeout.
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) request_deadline: Option<Duration>,
 }
 
 impl Default for HttpConfig {
@@ -213,6 +231,8 @@ impl Default for HttpConfig {
             max_body_bytes: 64 * 1024 * 1024,
             include_usage: true,
             probe_timeout: Duration::from_secs(2),
+            idle_timeout: None,
+            request_deadline: None,
         }
     }
 }
@@ -226,6 +246,8 @@ impl HttpConfig {
     }
     /// Longest wait for any byte of a response: the headers, and each read of
     /// a streamed body (default 300 s; local models can think for minutes).
+    /// Also the default [idle bound](HttpConfig::with_idle_timeout) of a
+    /// stream.
     #[must_use]
     pub fn with_read_timeout(mut self, d: Duration) -> HttpConfig {
         self.read_timeout = d;
@@ -278,8 +300,99 @@ impl HttpConfig {
         self.probe_timeout = d;
         self
     }
+    /// Longest time a streamed response may go without chat data (default:
+    /// the [read timeout](HttpConfig::with_read_timeout)); past it the
+    /// request ends in [`Error::Timeout`](crate::Error::Timeout) with this
+    /// duration.
+    ///
+    /// Only a chunk that carries part of the answer (text, reasoning, a tool
+    /// call, a finish reason, usage) or `[DONE]` counts: SSE comments,
+    /// blank keep-alive lines, `event: ping` and JSON keep-alive objects do
+    /// not, so a server that sends only those cannot hold a run forever. A
+    /// slow but live model, one token inside the bound each time, is never
+    /// cut. A silent socket is also bounded by it (each read waits at most
+    /// the smaller of the read timeout and this bound).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pikuri::{Agent, Error, HttpConfig};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// // A server that only ever sends comments.
+    /// server.push(Reply::raw_sse(": ping\n\n".repeat(400)).with_chunk_delay(Duration::from_millis(20)));
+    /// let idle = Duration::from_millis(200);
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .http(HttpConfig::default().with_idle_timeout(idle))
+    ///     .streaming(true)
+    ///     .build()?;
+    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout(d)) if d == idle));
+    /// assert_eq!(HttpConfig::default().with_idle_timeout(idle).idle_timeout(), idle);
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_idle_timeout(mut self, d: Duration) -> HttpConfig {
+        self.idle_timeout = Some(d);
+        self
+    }
+
+    /// The longest one chat request may take in all (default: none): from
+    /// the first attempt until the answer is read, retries and their waits
+    /// included. Past it the request ends in
+    /// [`Error::Timeout`](crate::Error::Timeout) with this duration, even
+    /// while the server is still sending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pikuri::{Agent, Error, HttpConfig};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::hang());
+    /// let deadline = Duration::from_millis(200);
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .http(HttpConfig::default().with_request_deadline(deadline))
+    ///     .build()?;
+    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout(d)) if d == deadline));
+    /// assert_eq!(HttpConfig::default().request_deadline(), None);
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_request_deadline(mut self, d: Duration) -> HttpConfig {
+        self.request_deadline = Some(d);
+        self
+    }
+
     /// The retry count.
     pub fn max_retries(&self) -> u32 {
         self.max_retries
+    }
+
+    /// The idle bound of a stream: the one set, else the read timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pikuri::HttpConfig;
+    /// let cfg = HttpConfig::default().with_read_timeout(Duration::from_secs(9));
+    /// assert_eq!(cfg.idle_timeout(), Duration::from_secs(9));
+    /// ```
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout.unwrap_or(self.read_timeout)
+    }
+
+    /// The request deadline, if one is set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pikuri::HttpConfig;
+    /// let cfg = HttpConfig::default().with_request_deadline(Duration::from_secs(60));
+    /// assert_eq!(cfg.request_deadline(), Some(Duration::from_secs(60)));
+    /// ```
+    pub fn request_deadline(&self) -> Option<Duration> {
+        self.request_deadline
     }
 }

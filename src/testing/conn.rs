@@ -144,7 +144,7 @@ pub(super) fn serve(stream: TcpStream, host: &dyn Host) {
 
 /// Sleep for `d` in short steps; `false` if the server shut down meanwhile.
 fn pause(host: &dyn Host, d: Duration) -> bool {
-    let end = Instant::now() + d;
+    let end = crate::util::instant_after(d);
     loop {
         // Checked every step so a long `with_delay` never holds up a drop.
         if host.is_shutdown() {

@@ -193,7 +193,7 @@ fn read_chunked<R: BufRead>(r: &mut R) -> Result<Vec<u8>, ReadError> {
                 }
             }
         }
-        if body.len() + size > MAX_BODY {
+        if size > MAX_BODY - body.len() {
             return Err(ReadError::Bad("request body too large".into()));
         }
         let start = body.len();

@@ -140,13 +140,26 @@ fn forward(upstream: &Upstream, recorded: &Mutex<Vec<Interaction>>, f: &Forward)
     {
         Ok(resp) => {
             log::debug!("Recorder: {} {url} -> {}", f.method, resp.status);
+            // An upstream (or a proxy) that echoes the `Authorization`
+            // header must not put the key into the cassette.
+            let token = f
+                .headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+                .map(|(_, v)| {
+                    let v = v.trim();
+                    v.get(..7)
+                        .filter(|p| p.eq_ignore_ascii_case("bearer "))
+                        .map_or(v, |_| v[7..].trim())
+                });
+            let body = String::from_utf8_lossy(&resp.body);
             let interaction = Interaction {
                 method: f.method.clone(),
                 path: f.path.clone(),
                 request: f.request.clone(),
                 status: resp.status,
                 content_type: resp.content_type.clone(),
-                body: String::from_utf8_lossy(&resp.body).into_owned(),
+                body: crate::util::redact(&body, token).into_owned(),
             };
             recorded.lock().push(interaction);
             Answer::Raw {

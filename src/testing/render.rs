@@ -44,7 +44,7 @@ fn usage_json(c: &Completion) -> Value {
     let mut usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "total_tokens": prompt.saturating_add(completion),
     });
     if let Some(cached) = c.cached {
         usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });

@@ -19,16 +19,17 @@ pub(crate) enum Kind {
 
 /// The media type (lowercase, without parameters) and the `charset`
 /// parameter of a `Content-Type` value.
+/// (Through the crate's one media-type parser; a value without a valid
+/// `type/subtype` gives an empty media type, which is sniffed.)
 pub(crate) fn parse_content_type(value: &str) -> (String, Option<String>) {
-    let mut parts = value.split(';');
-    let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-    let charset = parts.find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("charset")
-            .then(|| v.trim().trim_matches(['"', '\'']).to_ascii_lowercase())
-    });
-    (media, charset)
+    match crate::media_type::MediaType::parse(value) {
+        Some(m) => (
+            m.essence().to_string(),
+            m.param("charset")
+                .map(|c| c.trim_matches(['"', '\'']).to_ascii_lowercase()),
+        ),
+        None => (String::new(), None),
+    }
 }
 
 /// Classify a body from its media type, sniffing the first bytes when the

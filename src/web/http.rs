@@ -53,7 +53,7 @@ pub(crate) fn get(
     limits: &Limits,
     cx: &ToolContext,
 ) -> Result<Response, ToolError> {
-    let deadline = Instant::now() + limits.total_timeout;
+    let deadline = crate::util::instant_after(limits.total_timeout);
     let mut url = Url::parse(url).map_err(|e| ToolError::new(format!("invalid URL: {e}")))?;
     for hop in 0..=limits.max_redirects {
         if url.scheme == "https" && !cfg!(feature = "rustls") {
@@ -109,7 +109,7 @@ fn resolve(
                 );
             })
             .map_err(|e| ToolError::new(format!("cannot resolve {host}: {e}")))?;
-        let give_up = deadline.min(Instant::now() + limits.connect_timeout);
+        let give_up = deadline.min(crate::util::instant_after(limits.connect_timeout));
         loop {
             if cx.is_cancelled() {
                 return Err(cancelled());
@@ -194,9 +194,9 @@ fn exchange(
         .save_redirect_history(false)
         // Environment proxies would resolve the host themselves, around the check.
         .proxy(None)
-        .timeout_connect(Some(limits.connect_timeout))
-        .timeout_per_read(Some(limits.read_timeout))
-        .timeout_global(Some(remaining))
+        .timeout_connect(crate::util::limit(limits.connect_timeout))
+        .timeout_per_read(crate::util::limit(limits.read_timeout))
+        .timeout_global(crate::util::limit(remaining))
         .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
         .build();
     let pinned = Pinned {

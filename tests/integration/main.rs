@@ -9,6 +9,7 @@ mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
+mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model
 mod hosts; // events pulled through ChannelListener, turn usage
 mod listeners; // ordering, isolation, end-of-turn flush
 mod llama_cassette; // a recorded llama.cpp session, replayed

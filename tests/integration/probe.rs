@@ -11,6 +11,20 @@ fn silent() -> FakeServer {
     s
 }
 
+/// A silent server whose `/v1/models` has Ollama's shape (`owned_by:
+/// "library"`): the Ollama probes run only against a server that looks
+/// like Ollama.
+fn ollama() -> FakeServer {
+    let s = silent();
+    s.set_route(
+        "GET",
+        "/v1/models",
+        200,
+        json!({"object": "list", "data": [{"id": "fake-model:latest", "object": "model", "owned_by": "library"}]}),
+    );
+    s
+}
+
 fn detect(s: &FakeServer) -> Option<u64> {
     s.transport().detect_context_window()
 }
@@ -53,8 +67,8 @@ fn llama_cpp_v1_props() {
 }
 
 #[test]
-fn ollama_runtime_num_ctx_then_model_info() {
-    let s = silent();
+fn ollama_runtime_num_ctx_not_the_training_window() {
+    let s = ollama();
     s.set_route(
         "POST",
         "/api/show",
@@ -62,19 +76,21 @@ fn ollama_runtime_num_ctx_then_model_info() {
         json!({"parameters": "temperature 0.7\nnum_ctx 16384", "model_info": {"qwen3.context_length": 40960}}),
     );
     assert_eq!(detect(&s), Some(16384));
-    let s = silent();
+    // `model_info.<arch>.context_length` is the training window, not what
+    // the server accepts: not reported (issue 13, class 9).
+    let s = ollama();
     s.set_route(
         "POST",
         "/api/show",
         200,
         json!({"model_info": {"llama.context_length": 131_072}}),
     );
-    assert_eq!(detect(&s), Some(131_072));
+    assert_eq!(detect(&s), None);
 }
 
 #[test]
 fn ollama_loaded_model_wins() {
-    let s = silent();
+    let s = ollama();
     s.set_route(
         "GET",
         "/api/ps",
@@ -85,7 +101,7 @@ fn ollama_loaded_model_wins() {
         "POST",
         "/api/show",
         200,
-        json!({"model_info": {"llama.context_length": 131_072}}),
+        json!({"parameters": "num_ctx 4096"}),
     );
     assert_eq!(detect(&s), Some(8192));
 }

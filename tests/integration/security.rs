@@ -117,7 +117,7 @@ impl log::Log for CaptureLogger {
 }
 
 /// Run `f` with every log line of the process captured at `Trace`.
-fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+pub(crate) fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     INSTALLED.get_or_init(|| {
         log::set_logger(&LOGGER).expect("no other logger is installed in the test binary");
     });

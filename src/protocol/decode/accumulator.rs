@@ -2,6 +2,8 @@
 //! arrive, tool calls assembled by index. The [rules](super#rules) are in
 //! the decode docs.
 
+use std::collections::HashMap;
+
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
 use super::{Completion, DecodeError, Fragment, completion, error_message, excerpt};
@@ -17,12 +19,36 @@ pub(crate) struct Accumulator {
     reasoning: String,
     /// In order of first appearance; sorted by index in `finish`.
     calls: Vec<PartialCall>,
+    /// Position in `calls` of each index (a server may send thousands of
+    /// calls: no linear search per delta).
+    slots: HashMap<u64, usize>,
+    /// The highest index seen.
+    max_index: Option<u64>,
     /// Index of the last tool-call delta, for deltas without one.
     last_index: Option<u64>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
     done: bool,
+    /// Chunks that carried part of the answer (see [`Accumulator::progress`]).
+    progress: u64,
+    /// Redacted from chunks quoted in log lines (the API key).
+    secret: Option<Box<str>>,
+}
+
+/// Whether a delta carries any part of the answer.
+fn carries_something(delta: &Delta<'_>) -> bool {
+    let text = |s: Option<&str>| s.is_some_and(|s| !s.is_empty());
+    text(delta.content.as_ref().map(|s| &*s.0))
+        || text(delta.reasoning_content.as_ref().map(|s| &*s.0))
+        || matches!(&delta.reasoning, Some(MaybeStr(Some(r))) if !r.is_empty())
+        || delta.tool_calls.iter().flatten().any(|c| {
+            c.id.as_ref().is_some_and(|s| !s.0.is_empty())
+                || c.function.as_ref().is_some_and(|f| {
+                    f.name.as_ref().is_some_and(|n| !n.0.is_empty())
+                        || f.arguments.as_ref().is_some_and(|a| !a.0.is_empty())
+                })
+        })
 }
 
 /// A tool call being assembled.
@@ -44,6 +70,20 @@ impl Accumulator {
         }
     }
 
+    /// A copy that redacts `secret` from the chunks it quotes in log lines.
+    pub(crate) fn redacting(mut self, secret: Option<&str>) -> Accumulator {
+        self.secret = secret.map(Box::from);
+        self
+    }
+
+    /// How many chunks so far carried part of the answer: text, reasoning,
+    /// a tool-call piece, a finish reason, new usage figures, or `[DONE]`.
+    /// Keep-alive chunks (no `choices`, empty deltas) do not count; the
+    /// client's idle bound is reset by this count only.
+    pub(crate) fn progress(&self) -> u64 {
+        self.progress
+    }
+
     /// Feed one event's data (a JSON chunk or `[DONE]`), reporting each new
     /// piece of content or reasoning to `on_fragment`.
     pub(crate) fn push_data(
@@ -58,6 +98,7 @@ impl Accumulator {
         }
         if data.trim_ascii() == "[DONE]" {
             self.done = true;
+            self.progress += 1;
             self.release_held(on_fragment);
             return Ok(());
         }
@@ -69,7 +110,7 @@ impl Accumulator {
             Err(e) if e.is_data() => {
                 log::warn!(
                     "skipping stream chunk of unexpected shape ({e}): {}",
-                    excerpt(data)
+                    crate::util::redact(&excerpt(data), self.secret.as_deref())
                 );
                 return Ok(());
             }
@@ -98,7 +139,11 @@ impl Accumulator {
             self.model = Some(model.to_string());
         }
         if let Some(usage) = &chunk.usage {
-            self.usage = Some(usage.to_usage());
+            let usage = Some(usage.to_usage());
+            if usage != self.usage {
+                self.usage = usage;
+                self.progress += 1;
+            }
         }
         // By reference: the choice structs are large, moving them costs.
         for choice in chunk.choices.iter().flatten() {
@@ -108,11 +153,15 @@ impl Accumulator {
                 continue;
             }
             if let Some(delta) = &choice.delta {
+                if carries_something(delta) {
+                    self.progress += 1;
+                }
                 self.apply_delta(delta, on_fragment);
             }
             if let Some(Str(reason)) = &choice.finish_reason
                 && !reason.is_empty()
             {
+                self.progress += 1;
                 // Some servers send `""` mid-stream; only a real reason
                 // ends the content, and releases text held for a tag.
                 self.finish_reason = Some(reason.to_string());
@@ -210,20 +259,21 @@ impl Accumulator {
             (Some(index), _) => index,
             (None, None) => 0,
             (None, Some(last)) => {
-                let last_id = self.calls.iter().find(|c| c.index == last).map(|c| &*c.id);
+                let last_id = self.slots.get(&last).map(|&at| &*self.calls[at].id);
                 match (id, last_id) {
+                    // After the highest index: an index of `u64::MAX` has
+                    // no successor, and the new call continues that one
+                    // (a hostile server gets a garbled call, not a panic).
                     (Some(id), Some(last_id)) if !last_id.is_empty() && last_id != id => {
-                        self.calls.iter().map(|c| c.index).max().unwrap_or(0) + 1
+                        self.max_index.unwrap_or(0).saturating_add(1)
                     }
                     _ => last,
                 }
             }
         };
         self.last_index = Some(index);
-        // A linear search: a message has a handful of calls at most.
-        let at = if let Some(at) = self.calls.iter().position(|c| c.index == index) {
-            at
-        } else {
+        self.max_index = self.max_index.max(Some(index));
+        let at = *self.slots.entry(index).or_insert_with(|| {
             self.calls.push(PartialCall {
                 index,
                 id: String::new(),
@@ -231,7 +281,7 @@ impl Accumulator {
                 arguments: String::new(),
             });
             self.calls.len() - 1
-        };
+        });
         let slot = &mut self.calls[at];
         // Servers repeat the id in every delta of a call: the first wins.
         if let Some(id) = id

@@ -143,17 +143,34 @@ pub(crate) struct Completion {
     pub(crate) model: Option<String>,
 }
 
+/// The limits and settings of one streamed body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamOptions<'a> {
+    /// Largest SSE line or event.
+    pub(crate) max_line: usize,
+    /// Largest total event data.
+    pub(crate) max_body: u64,
+    /// Move `<think>` tags out of the content.
+    pub(crate) split_think: bool,
+    /// The API key, redacted from chunks quoted in log lines.
+    pub(crate) secret: Option<&'a str>,
+}
+
 /// Decode a streamed body: SSE events into the accumulator, fragments to
-/// `on_fragment`, until `[DONE]` or EOF. The whole streaming path after the
-/// socket (the benches drive it through `crate::__bench`).
+/// `on_fragment`, until `[DONE]` or EOF; `on_progress` hears of each chunk
+/// that carried part of the answer (see [`Accumulator::progress`]). The
+/// whole streaming path after the socket (the benches drive it through
+/// `crate::__bench`).
 pub(crate) fn read_stream<R: BufRead>(
     reader: R,
-    max_line: usize,
-    max_body: u64,
-    split_think: bool,
+    options: &StreamOptions<'_>,
+    on_progress: &mut dyn FnMut(),
     on_fragment: &mut dyn FnMut(Fragment<'_>),
 ) -> Result<Completion, DecodeError> {
-    let mut acc = Accumulator::new(split_think);
+    let StreamOptions {
+        max_line, max_body, ..
+    } = *options;
+    let mut acc = Accumulator::new(options.split_think).redacting(options.secret);
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;
@@ -164,7 +181,11 @@ pub(crate) fn read_stream<R: BufRead>(
                 "streamed response exceeds {max_body} bytes"
             )));
         }
+        let before = acc.progress();
         acc.push_data(data, on_fragment)?;
+        if acc.progress() != before {
+            on_progress();
+        }
         // Stop at `[DONE]` without reading on: a keep-alive connection may
         // never send EOF, and anything after `[DONE]` is ignored anyway.
         Ok(if acc.is_done() {
