@@ -178,6 +178,7 @@ mod web;
 pub mod builtin;
 pub mod guide;
 pub mod listeners;
+pub mod mcp;
 pub mod testing;
 
 #[cfg(test)]
