@@ -376,12 +376,13 @@ fn open(
             STDIO_VERSIONS
         }
         Transport::Http { url, bearer } => {
-            let http = Http::new(url, bearer.as_deref(), server.timeout, server.max_message);
+            let slowest = server.timeout.max(server.startup_timeout);
+            let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
             conn.set_wire(Wire::Http(Arc::new(http)));
             HTTP_VERSIONS
         }
     };
-    match conn.initialize(server.timeout, versions) {
+    match conn.initialize(server.startup_timeout, versions) {
         Ok(info) => Ok((conn, info)),
         Err(e) => {
             conn.close();

@@ -157,11 +157,14 @@ impl Conn {
             self.forget(id);
             return Err(e);
         }
+        // `cancel_tx` lives until the wait ends (a dropped sender would wake
+        // the `select!` as if cancelled).
         let (cancel_tx, cancel_rx) = bounded::<()>(1);
-        // Runs on the cancelling thread: only wakes the waiter up.
         let _hook = opts.cancel.map(|c| {
+            let tx = cancel_tx.clone();
+            // Runs on the cancelling thread: only wakes the waiter up.
             c.on_cancel(move || {
-                let _ = cancel_tx.try_send(());
+                let _ = tx.try_send(());
             })
         });
         let deadline = after(opts.timeout);
@@ -171,6 +174,7 @@ impl Conn {
                 answer.unwrap_or_else(|_| Err(RpcError::Closed("connection dropped".into())))
             }
             recv(cancel_rx) -> _ => {
+                drop(cancel_tx);
                 self.abandon(id, method, "cancelled by the user");
                 Err(RpcError::Cancelled)
             }

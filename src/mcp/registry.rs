@@ -256,9 +256,10 @@ fn summary(server: &Server, client: &Client) -> String {
     }
     let title = client.server_title();
     let line = client.instructions().and_then(|text| {
+        // The first line of prose: markdown headings are skipped.
         text.lines()
-            .map(|l| l.trim().trim_start_matches('#').trim())
-            .find(|l| !l.is_empty() && *l != title)
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && *l != title)
             .map(|l| crate::util::excerpt(l, 160).into_owned())
     });
     match line {
@@ -336,7 +337,15 @@ impl Extension for Registry {
                     entry.summary = format!("unavailable ({e})");
                 }
                 Err(e) => {
-                    failure.get_or_insert_with(|| format!("MCP server `{}`: {e}", entry.name));
+                    let e = e.to_string();
+                    let named = format!("MCP server `{}`", entry.name);
+                    failure.get_or_insert_with(|| {
+                        if e.contains(&named) {
+                            e
+                        } else {
+                            format!("{named}: {e}")
+                        }
+                    });
                 }
             }
         }

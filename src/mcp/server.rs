@@ -33,6 +33,7 @@ use std::time::Duration;
 pub struct Server {
     pub(super) transport: Transport,
     pub(super) timeout: Duration,
+    pub(super) startup_timeout: Duration,
     pub(super) description: Option<String>,
     pub(super) sub_agent_only: bool,
     pub(super) optional: bool,
@@ -65,6 +66,7 @@ impl Server {
         Server {
             transport,
             timeout: DEFAULT_TIMEOUT,
+            startup_timeout: DEFAULT_TIMEOUT,
             description: None,
             sub_agent_only: false,
             optional: false,
@@ -123,11 +125,18 @@ impl Server {
         self
     }
 
-    /// How long one request (the handshake, a `tools/list` page, a
-    /// `tools/call`) may take before it is abandoned, the server is told
+    /// How long one request (a `tools/list` page, a `tools/call`, a `ping`;
+    /// the handshake has [`startup_timeout`](Server::startup_timeout)) may take before it is abandoned, the server is told
     /// (`notifications/cancelled`) and the call fails. Default 60 s.
     pub fn timeout(mut self, timeout: Duration) -> Server {
         self.timeout = timeout;
+        self
+    }
+
+    /// How long the `initialize` handshake may take, start-up included
+    /// (`npx` and `uvx` may download first). Default 60 s.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Server {
+        self.startup_timeout = timeout;
         self
     }
 
