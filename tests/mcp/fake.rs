@@ -386,3 +386,95 @@ fn sub_agent_only_tools_stay_off_the_parent() {
     );
     assert!(!agent.tools().iter().any(|t| t.name().starts_with("fake__")));
 }
+
+/// The fake in `--http` mode: the process (killed on drop) and its URL.
+struct HttpFake {
+    child: std::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Drop for HttpFake {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_fake() -> Option<HttpFake> {
+    use std::io::BufRead;
+    let (py, script) = python()?;
+    let log = std::env::temp_dir().join(format!("pikuri-mcp-{}.log", unique_tag("http")));
+    let _ = std::fs::remove_file(&log);
+    let mut child = std::process::Command::new(py)
+        .args([
+            script.as_str(),
+            "--http",
+            "--log",
+            &log.display().to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", line.trim());
+    Some(HttpFake { child, url, log })
+}
+
+#[test]
+fn http_json_and_sse_answers_headers_expiry_and_delete() {
+    let Some(fake) = http_fake() else { return };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("web__echo", json!({"text": "over http"})));
+    model.push(Reply::text("done"));
+    let events = InMemoryEventList::new();
+    let mcp = Registry::new().server("web", Server::http(&fake.url).bearer_token("t0ken"));
+    let mut agent = Agent::builder(model.transport())
+        .add_listener(events.clone())
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    agent.run_loop("echo").unwrap();
+    // tools/call was answered over SSE, a progress notification first.
+    assert_eq!(
+        model.chat_requests()[1].messages().last().unwrap()["content"],
+        "echo: over http"
+    );
+    assert!(
+        events
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Domain { name, .. } if name == "mcp.progress"))
+    );
+    let log = received(&fake.log);
+    let after_init: Vec<&str> = log.lines().filter(|l| l.contains("tools/call")).collect();
+    assert!(
+        after_init[0].contains("version=2025-06-18 auth=Bearer t0ken session="),
+        "{log}"
+    );
+    assert!(!after_init[0].contains("session=None"), "{log}");
+
+    // The server forgets the session: the next request gets 404, the client
+    // initializes again once and retries.
+    let client = mcp.client("web").unwrap();
+    assert_eq!(
+        client.call_tool("expire", &json!({}), &cx()).unwrap(),
+        "expired"
+    );
+    assert_eq!(
+        client
+            .call_tool("echo", &json!({"text": "again"}), &cx())
+            .unwrap(),
+        "echo: again"
+    );
+    assert_eq!(received(&fake.log).matches("\"initialize\"").count(), 2);
+    agent.close();
+    assert!(
+        received(&fake.log)
+            .lines()
+            .any(|l| l.starts_with("DELETE ") && !l.ends_with("None"))
+    );
+}
