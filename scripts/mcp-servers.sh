@@ -90,6 +90,8 @@ cmd_test() {
     cmd_install
     cd "$(dirname "$0")/.."
     # PIKURI_REQUIRE_MCP=1: a missing install fails the tests instead of skipping them.
+    # The chat example is run as a process by tests/mcp/chat.rs.
+    cargo build --example chat >&2
     PIKURI_MCP_CACHE="$PREFIX" PIKURI_REQUIRE_MCP=1 cargo test --test mcp -- --test-threads=2
 }
 
