@@ -76,13 +76,13 @@ fn split_words(text: &str) -> Result<Vec<String>, Failure> {
     for c in text.chars() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.get_or_insert_default().push(c),
             (None, '\'' | '"') => {
                 quote = Some(c);
                 word.get_or_insert_default();
             }
             (None, c) if c.is_whitespace() => words.extend(word.take()),
-            (None, c) => word.get_or_insert_default().push(c),
+            // Inside quotes, or an ordinary character outside them.
+            (_, c) => word.get_or_insert_default().push(c),
         }
     }
     if quote.is_some() {

@@ -161,7 +161,7 @@ impl Extension for SubAgents {
             .into_iter()
             .chain(ctx.sub_agent_tools())
             .collect();
-        let known: HashSet<&str> = pool.iter().map(|t| t.name()).collect();
+        let known: HashSet<&str> = pool.iter().map(|t| Tool::name(t.as_ref())).collect();
         for p in self.personas.iter() {
             for name in &p.tool_names {
                 if !known.contains(name.as_str()) {

@@ -191,7 +191,7 @@ impl Client {
                             .unwrap_or_else(|| json!({"type": "object"})),
                     }),
                     _ => {
-                        log::warn!(target: "pikuri::mcp", "[{}] skipped a tool without a name", self.name())
+                        log::warn!(target: "pikuri::mcp", "[{}] skipped a tool without a name", self.name());
                     }
                 }
             }
@@ -318,6 +318,10 @@ impl Client {
         }
     }
 
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "called as map_err(|e| self.error(e))"
+    )]
     fn error(&self, e: RpcError) -> Error {
         let name = &self.inner.name;
         match e {
@@ -370,7 +374,11 @@ fn open(
             };
             stdio::spawn(&conn, &spec).map_err(|e| {
                 Error::Transport(
-                    format!("MCP server `{name}`: could not start {command:?}: {e}").into(),
+                    format!(
+                        "MCP server `{name}`: could not start {}: {e}",
+                        command.display()
+                    )
+                    .into(),
                 )
             })?;
             STDIO_VERSIONS

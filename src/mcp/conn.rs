@@ -263,7 +263,7 @@ impl Conn {
                 None
             }
             Incoming::Notification { method, params } => {
-                self.notification(&method, params);
+                self.notification(&method, &params);
                 None
             }
             Incoming::Invalid(why) => {
@@ -273,7 +273,7 @@ impl Conn {
         }
     }
 
-    fn notification(&self, method: &str, params: Value) {
+    fn notification(&self, method: &str, params: &Value) {
         let server = Arc::clone(&self.name);
         let notice = match method {
             "notifications/tools/list_changed" => {

@@ -230,7 +230,7 @@ impl Http {
                         }
                     }
                     Err(_) => {
-                        log::warn!(target: "pikuri::mcp", "skipped an SSE event that is not JSON: {}", excerpt(data, 200))
+                        log::warn!(target: "pikuri::mcp", "skipped an SSE event that is not JSON: {}", excerpt(data, 200));
                     }
                 }
                 Ok(Flow::Continue)

@@ -69,6 +69,7 @@ impl Incoming {
     }
 }
 
+#[allow(clippy::needless_pass_by_value, reason = "moved into the json! value")]
 pub(super) fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -80,10 +81,12 @@ pub(super) fn notification(method: &str, params: Option<Value>) -> Value {
     }
 }
 
+#[allow(clippy::needless_pass_by_value, reason = "moved into the json! value")]
 pub(super) fn result(id: Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+#[allow(clippy::needless_pass_by_value, reason = "moved into the json! value")]
 pub(super) fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }

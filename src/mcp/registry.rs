@@ -47,6 +47,7 @@ use crate::{
 /// # Ok::<(), pikuri::Error>(())
 /// ```
 #[derive(Clone, Default)]
+#[must_use = "a Registry does nothing until added to an agent"]
 pub struct Registry {
     inner: Arc<Mutex<Inner>>,
 }
@@ -204,7 +205,7 @@ fn offer(
                 names.push(name);
             }
             Err(e) => {
-                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name)
+                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name);
             }
         }
     }

@@ -30,6 +30,7 @@ use std::time::Duration;
 /// assert!(!format!("{remote:?}").contains("s3cret"));
 /// ```
 #[derive(Clone)]
+#[must_use = "a Server does nothing until connected"]
 pub struct Server {
     pub(super) transport: Transport,
     pub(super) timeout: Duration,

@@ -17,9 +17,9 @@ fn fake(args: &[&str]) -> Option<(Server, PathBuf, String)> {
     let tag = unique_tag("fake");
     let log = std::env::temp_dir().join(format!("pikuri-mcp-{tag}.log"));
     let _ = std::fs::remove_file(&log);
-    let mut argv = vec![script, "--log".to_string(), log.display().to_string()];
-    argv.extend(args.iter().map(|s| (*s).to_string()));
-    let server = Server::stdio(py, argv).env("PIKURI_MCP_TAG", &tag);
+    let mut command_line = vec![script, "--log".to_string(), log.display().to_string()];
+    command_line.extend(args.iter().map(|s| (*s).to_string()));
+    let server = Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag);
     Some((server, log, tag))
 }
 
