@@ -209,6 +209,13 @@ impl Stdio {
                 if group_alive(pid) {
                     log::debug!(target: "pikuri::mcp", "[{name}] still running after SIGTERM; SIGKILL");
                     signal_group(pid, "KILL");
+                    // SIGKILL is delivered asynchronously: wait until the
+                    // group is gone, so `close` returning means no process.
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while group_alive(pid) && Instant::now() < deadline {
+                        let _ = child.try_wait();
+                        thread::sleep(Duration::from_millis(5));
+                    }
                 }
             }
         }
