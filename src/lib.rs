@@ -40,7 +40,8 @@
 //!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
 //!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
-//!   [`Extension`]s such as [`SubAgents`].
+//!   [`Extension`]s such as [`SubAgents`] and [`mcp::Registry`] (the tools
+//!   of MCP servers, over stdio or Streamable HTTP).
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
@@ -55,9 +56,10 @@
 //! # Public paths
 //!
 //! Every item has exactly one path. The core types are at the crate root;
-//! three namespaces hold what is visibly secondary: [`builtin`] (the
-//! built-in tools), [`listeners`] (ready-made listeners) and [`testing`]
-//! (the scripted server and record/replay).
+//! four namespaces hold what is visibly secondary: [`builtin`] (the
+//! built-in tools), [`listeners`] (ready-made listeners), [`mcp`] (tools of
+//! Model Context Protocol servers) and [`testing`] (the scripted server and
+//! record/replay).
 //!
 //! # Controls
 //!
@@ -118,6 +120,9 @@
 //! - `warn`: an on-close handler panicked; a JSON-lines write failed.
 //! - `info`: a transport without API base falls back to OpenAI's.
 //! - `debug`: each request (method, URL, status, time), retries, probes.
+//! - target `pikuri::mcp`: MCP servers' stderr (`debug`), skipped lines and
+//!   restarts (`warn`), their log messages at their own level; see
+//!   [`mcp`](mcp#log-levels).
 //! - `trace`: request bodies (the conversation).
 //!
 //! # Scope
@@ -125,7 +130,8 @@
 //! In scope: the OpenAI chat-completions wire format (streamed and not), tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
-//! Ollama and vLLM.
+//! Ollama and vLLM, and MCP servers' tools (client side: stdio and
+//! Streamable HTTP; no resources, prompts, sampling or elicitation).
 //!
 //! Out of scope: async runtimes, other wire formats (Anthropic messages,
 //! Gemini, the Responses API), embeddings, images and audio.
@@ -147,6 +153,7 @@
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
 //! | `SubAgent::Extension` | [`SubAgents`] |
+//! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
 //! | `load_history!` | [`Agent::load_history`] |
 //! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
@@ -191,6 +198,7 @@ mod web;
 pub mod builtin;
 pub mod guide;
 pub mod listeners;
+pub mod mcp;
 pub mod testing;
 
 #[cfg(test)]

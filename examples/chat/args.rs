@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use pikuri::OnExhausted;
 
 use crate::Failure;
+use crate::mcp::{self, McpSpec};
 
 pub(crate) const HELP: &str = "\
 chat: talk to a tool-calling agent (a pikuri example)
@@ -31,6 +32,11 @@ Options:
       --tools LIST          comma-separated built-in tools, or `none`
                             [default: calculator,current_time,read_file,list_dir]
                             read_file and list_dir see the current directory only
+      --mcp '[NAME=]COMMAND ARGS'
+                            start an MCP server (stdio) and give the agent its
+                            tools, named NAME__TOOL (NAME defaults to mcp1,
+                            mcp2, ...); repeatable
+      --mcp-url [NAME=]URL  the same for a Streamable HTTP MCP server
   -p, --prompt TEXT         run one turn, stream the answer to stdout, exit
   -h, --help                print this help
 
@@ -77,6 +83,7 @@ pub(crate) struct Options {
     pub(crate) context_window: Option<u64>,
     pub(crate) events: Option<PathBuf>,
     pub(crate) tools: Vec<String>,
+    pub(crate) mcp: Vec<McpSpec>,
     pub(crate) prompt: Option<String>,
 }
 
@@ -96,6 +103,7 @@ impl Options {
             context_window: None,
             events: None,
             tools: TOOL_NAMES.iter().map(ToString::to_string).collect(),
+            mcp: Vec::new(),
             prompt: None,
         };
         let mut args = args.into_iter();
@@ -122,6 +130,8 @@ impl Options {
                 "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
                 "--events" => o.events = Some(PathBuf::from(value()?)),
                 "--tools" => o.tools = tool_list(&value()?)?,
+                "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
+                "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
                 "-p" | "--prompt" => o.prompt = Some(value()?),
                 other if other.starts_with('-') => {
                     return Err(usage(format!("unknown option `{other}`")));

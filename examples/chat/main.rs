@@ -20,6 +20,7 @@
 //! - `main.rs`: the outcome of a run, the backend, the agent, `-p`.
 //! - [`args`]: the command line.
 //! - [`demo`]: the demo model.
+//! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
 //! - [`repl`]: the interactive chat.
 //!
@@ -44,6 +45,7 @@
 mod args;
 mod console;
 mod demo;
+mod mcp;
 mod repl;
 
 use std::io::{self, Write};
@@ -203,6 +205,10 @@ fn configure(
         .streaming(opts.stream);
     for tool in chosen_tools(&opts.tools) {
         cfg = cfg.add_tool(tool);
+    }
+    // Started at build; dropping or closing the agent shuts them down.
+    if let Some(registry) = mcp::registry(&opts.mcp) {
+        cfg = cfg.add_extension(registry);
     }
     if let Some(path) = &opts.events {
         let log = JsonLines::create(path)

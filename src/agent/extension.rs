@@ -156,7 +156,26 @@ impl ExtensionContext {
     ///
     /// [`Error::InvalidInput`] when the name is taken.
     pub fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
-        self.shared()?.add_tool(tool)
+        self.shared()?.add_tool(tool, false)
+    }
+
+    /// Register a sub-agent-only tool at runtime (the pool of
+    /// [`Configurator::add_sub_agent_tool`](crate::Configurator::add_sub_agent_tool)):
+    /// never offered to this agent's model, reachable by the
+    /// [`Persona`](crate::Persona)s that name it from the next sub-agent on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when the name is taken (in either pool).
+    pub fn add_sub_agent_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
+        self.shared()?.add_tool(tool, true)
+    }
+
+    /// Remove the tool called `name` from either pool (e.g. a tool a server
+    /// withdrew); it is no longer offered from the next request on. Returns
+    /// whether there was one.
+    pub fn remove_tool(&self, name: &str) -> bool {
+        self.shared.upgrade().is_some_and(|s| s.remove_tool(name))
     }
 
     /// Append a system message after the current user turn (memory-style
@@ -228,7 +247,7 @@ impl ExtensionContext {
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared
             .upgrade()
-            .map(|s| s.sub_agent_tools.clone())
+            .map(|s| s.state.lock().sub_agent_tools.clone())
             .unwrap_or_default()
     }
 

@@ -57,7 +57,6 @@ pub(crate) struct Shared {
     pub(crate) client: Client,
     pub(crate) cancellable: Option<Cancellable>,
     pub(crate) streaming: bool,
-    pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
     /// The loop options, shared with the [`Agent`] and inherited by children.
     pub(crate) options: Arc<LoopOptions>,
     pub(crate) state: Mutex<State>,
@@ -100,24 +99,41 @@ pub(crate) struct State {
     pub(crate) context_cap: Option<u64>,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
     pub(crate) tool_specs: Arc<ToolSpecs>,
+    /// The sub-agent-only pool (never sent to this agent's model).
+    pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
     pub(crate) pending_system: Vec<String>,
 }
 
 impl Shared {
-    fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
+    /// Add a tool to the model-visible pool, or to the sub-agent-only one.
+    fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
         let mut st = self.state.lock();
         let name = tool.name();
         if st
             .tools
             .iter()
-            .chain(&self.sub_agent_tools)
+            .chain(&st.sub_agent_tools)
             .any(|t| t.name() == name)
         {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
-        st.tools.push(tool);
-        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+        if sub_agent_only {
+            st.sub_agent_tools.push(tool);
+        } else {
+            st.tools.push(tool);
+            st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+        }
         Ok(())
+    }
+
+    /// Remove the tool called `name` from either pool; whether there was one.
+    fn remove_tool(&self, name: &str) -> bool {
+        let mut st = self.state.lock();
+        let before = st.tools.len() + st.sub_agent_tools.len();
+        st.tools.retain(|t| t.name() != name);
+        st.sub_agent_tools.retain(|t| t.name() != name);
+        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+        before != st.tools.len() + st.sub_agent_tools.len()
     }
 
     fn emit(&self, event: Event) {
@@ -320,13 +336,13 @@ impl Agent {
             client,
             cancellable: cfg.cancellable.take(),
             streaming: cfg.streaming,
-            sub_agent_tools: std::mem::take(&mut cfg.sub_agent_tools),
             options: Arc::clone(&options),
             state: Mutex::new(State {
                 transport: cfg.transport.clone(),
                 context_cap: None,
                 tools: std::mem::take(&mut cfg.tools),
                 tool_specs,
+                sub_agent_tools: std::mem::take(&mut cfg.sub_agent_tools),
                 pending_system: Vec::new(),
             }),
             on_close: Mutex::new(on_close),
@@ -431,8 +447,8 @@ impl Agent {
     }
 
     /// The sub-agent-only tools (never sent to this agent's model).
-    pub fn sub_agent_tools(&self) -> &[Arc<dyn Tool>] {
-        &self.shared.sub_agent_tools
+    pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().sub_agent_tools.clone()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.

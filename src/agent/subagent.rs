@@ -11,9 +11,7 @@ use serde_json::Value;
 
 use super::child::ChildSpec;
 use crate::Parameters;
-use crate::{
-    Agent, Configurator, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError,
-};
+use crate::{Agent, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
 ///
@@ -214,13 +212,16 @@ The sub-agent starts with no context: put everything it needs in `task`.\n",
 }
 
 impl Extension for SubAgents {
-    fn configure(&mut self, c: &Configurator) -> Result<()> {
-        let known: HashSet<&str> = c
+    // Persona tool names are checked in `bind`, not `configure`: tools that
+    // an earlier extension adds in its own `bind` (MCP servers' tools) exist
+    // only by then.
+    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
+        let pool: Vec<Arc<dyn Tool>> = ctx
             .tools()
-            .iter()
-            .chain(c.sub_agent_tools())
-            .map(Tool::name)
+            .into_iter()
+            .chain(ctx.sub_agent_tools())
             .collect();
+        let known: HashSet<&str> = pool.iter().map(|t| Tool::name(t.as_ref())).collect();
         for p in self.personas.iter() {
             for name in &p.tool_names {
                 if !known.contains(name.as_str()) {
@@ -231,10 +232,6 @@ impl Extension for SubAgents {
                 }
             }
         }
-        Ok(())
-    }
-
-    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
         let names: Vec<&str> = self.personas.iter().map(|p| p.name.as_str()).collect();
         let params = Parameters::builder()
             .required_enum("name", "Which sub-agent to delegate to.", &names)

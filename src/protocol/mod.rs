@@ -50,7 +50,8 @@ pub(crate) use client::decode_error;
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
-pub(crate) use decode::{Completion, Fragment};
+pub(crate) use decode::{Completion, DecodeError, Fragment};
 pub(crate) use request::{Request, ToolSpecs};
 pub(crate) use retry::RetryNotice;
+pub(crate) use sse::{Flow, read_sse};
 pub use transport::{ChatTransport, HttpConfig};

@@ -1,0 +1,109 @@
+//! `--mcp` and `--mcp-url`: MCP servers whose tools the agent gets.
+//!
+//! `--mcp '[NAME=]COMMAND ARGS'` starts a stdio server; `--mcp-url
+//! '[NAME=]URL'` reaches a Streamable HTTP one. Without `NAME=` the servers
+//! are called `mcp1`, `mcp2`, … in the order given; their tools are offered
+//! as `<NAME>__<tool>`. The command is split at whitespace; single or double
+//! quotes keep a part together (no escapes, no variables).
+
+use pikuri::mcp::{Registry, Server};
+
+use crate::Failure;
+
+/// One `--mcp` or `--mcp-url` value, parsed.
+#[derive(Debug)]
+pub(crate) struct McpSpec {
+    pub(crate) name: String,
+    pub(crate) server: Server,
+}
+
+/// `[NAME=]COMMAND ARGS`, the `index`-th server given.
+pub(crate) fn stdio(spec: &str, index: usize) -> Result<McpSpec, Failure> {
+    let (name, rest) = split_name(spec, index);
+    let mut words = split_words(rest)?.into_iter();
+    let command = words
+        .next()
+        .ok_or_else(|| Failure::Usage("--mcp needs a command".to_string()))?;
+    Ok(McpSpec {
+        name,
+        server: Server::stdio(command, words),
+    })
+}
+
+/// `[NAME=]URL`, the `index`-th server given.
+pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
+    let (name, url) = split_name(spec, index);
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(Failure::Usage(format!(
+            "--mcp-url needs an http:// or https:// URL, got `{url}`"
+        )));
+    }
+    Ok(McpSpec {
+        name,
+        server: Server::http(url),
+    })
+}
+
+/// The registry for the servers given, or `None` without any.
+pub(crate) fn registry(specs: &[McpSpec]) -> Option<Registry> {
+    if specs.is_empty() {
+        return None;
+    }
+    Some(specs.iter().fold(Registry::new(), |r, s| {
+        r.server(s.name.clone(), s.server.clone())
+    }))
+}
+
+/// A leading `NAME=` (letters, digits, `_`, `-`), else `mcp<index + 1>`.
+fn split_name(spec: &str, index: usize) -> (String, &str) {
+    let spec = spec.trim();
+    if let Some((name, rest)) = spec.split_once('=') {
+        let is_name = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if is_name {
+            return (name.to_string(), rest.trim());
+        }
+    }
+    (format!("mcp{}", index + 1), spec)
+}
+
+fn split_words(text: &str) -> Result<Vec<String>, Failure> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_default();
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            // Inside quotes, or an ordinary character outside them.
+            (_, c) => word.get_or_insert_default().push(c),
+        }
+    }
+    if quote.is_some() {
+        return Err(Failure::Usage(format!("unclosed quote in --mcp `{text}`")));
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_words() {
+        let s = stdio("everything=npx -y '@scope/server x'", 0).unwrap();
+        assert_eq!(s.name, "everything");
+        assert!(format!("{:?}", s.server).contains("\"@scope/server x\""));
+        assert_eq!(stdio("uvx mcp-server-time", 1).unwrap().name, "mcp2");
+        assert_eq!(http("remote=http://h/mcp", 0).unwrap().name, "remote");
+        assert!(http("ftp://h", 0).is_err());
+        assert!(stdio("x 'open", 0).is_err());
+    }
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Install, cache and test against real Model Context Protocol servers.
+#
+# Everything comes from package registries only:
+#   * @modelcontextprotocol/server-everything  (npm, pinned below): stdio, and
+#     Streamable HTTP with the `streamableHttp` argument (port from $PORT)
+#   * mcp-server-time                          (PyPI, pinned below): stdio
+#
+# Usage:
+#   scripts/mcp-servers.sh install   install both into the cache (idempotent)
+#   scripts/mcp-servers.sh dir       print the cache dir (what PIKURI_MCP_CACHE is set to)
+#   scripts/mcp-servers.sh test      install, then run the `mcp` test target with
+#                                    PIKURI_MCP_CACHE set and PIKURI_REQUIRE_MCP=1
+#
+# Environment:
+#   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
+#   PYTHON         python used for the venv (default: python3)
+#   NPM            npm binary (default: npm)
+#
+# Cache layout (<dir> = $PIKURI_CACHE/mcp-<everything version>-<time version>):
+#   everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+#   time-venv/bin/mcp-server-time
+#   .installed (stamp)
+#
+# All diagnostics go to stderr; stdout carries only the requested value.
+
+set -euo pipefail
+
+readonly EVERYTHING_VERSION="2026.8.31"
+readonly TIME_VERSION="2026.10.19"
+
+CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
+PREFIX="${CACHE_ROOT}/mcp-${EVERYTHING_VERSION}-${TIME_VERSION}"
+STAMP="${PREFIX}/.installed"
+STAMP_CONTENT="server-everything=${EVERYTHING_VERSION} mcp-server-time=${TIME_VERSION}"
+PYTHON="${PYTHON:-python3}"
+NPM="${NPM:-npm}"
+
+log() { printf '[mcp-servers.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+    sed -n '/^# Usage:/,/^# All diagnostics/p' "$0" | sed 's/^# \{0,1\}//' >&2
+}
+
+is_installed() {
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
+        && [ -f "${PREFIX}/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js" ] \
+        && [ -x "${PREFIX}/time-venv/bin/mcp-server-time" ]
+}
+
+# An exclusive lock for the rest of this process (no-op without flock), so two
+# concurrent installs do not interleave.
+lock() {
+    mkdir -p "$PREFIX"
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"${PREFIX}/.lock"
+        if ! flock -n 9; then
+            log "waiting for lock ${PREFIX}/.lock"
+            flock 9
+        fi
+    fi
+}
+
+cmd_install() {
+    if is_installed; then
+        log "found in the cache: ${PREFIX}"
+        return 0
+    fi
+    command -v "$NPM" >/dev/null 2>&1 || die "npm not found (install Node.js 18+)"
+    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
+    lock
+    if is_installed; then return 0; fi
+    rm -f "$STAMP"
+    log "npm install @modelcontextprotocol/server-everything@${EVERYTHING_VERSION}"
+    mkdir -p "${PREFIX}/everything"
+    "$NPM" install --prefix "${PREFIX}/everything" --no-audit --no-fund --loglevel=error \
+        "@modelcontextprotocol/server-everything@${EVERYTHING_VERSION}" >&2
+    log "venv + pip install mcp-server-time==${TIME_VERSION}"
+    rm -rf "${PREFIX}/time-venv"
+    "$PYTHON" -m venv "${PREFIX}/time-venv"
+    "${PREFIX}/time-venv/bin/pip" install --quiet --disable-pip-version-check \
+        "mcp-server-time==${TIME_VERSION}" >&2
+    printf '%s' "$STAMP_CONTENT" >"$STAMP"
+    is_installed || die "install finished but the servers are not where expected"
+    log "installed into ${PREFIX}"
+}
+
+cmd_test() {
+    cmd_install
+    cd "$(dirname "$0")/.."
+    # PIKURI_REQUIRE_MCP=1: a missing install fails the tests instead of skipping them.
+    # The chat example is run as a process by tests/mcp/chat.rs.
+    cargo build --example chat >&2
+    PIKURI_MCP_CACHE="$PREFIX" PIKURI_REQUIRE_MCP=1 cargo test --test mcp -- --test-threads=2
+}
+
+case "${1:-}" in
+    install) cmd_install ;;
+    dir) printf '%s\n' "$PREFIX" ;;
+    test) cmd_test ;;
+    -h|--help|help) usage ;;
+    *) usage; exit 2 ;;
+esac

@@ -1,0 +1,393 @@
+//! One live connection to one server, whatever the transport: request ids,
+//! the table of requests waiting for an answer, the dispatch of everything
+//! the server sends, and the `initialize` handshake.
+//!
+//! A request registers a one-slot channel under its id, hands the message to
+//! the transport and waits in a `select!` on three things: the answer, the
+//! caller's cancel hook, and the deadline. The transport's reader (the stdio
+//! reader thread, or the HTTP worker reading a response) calls
+//! [`Conn::dispatch`], which completes the waiting request. So a cancel or a
+//! timeout never waits for a read to return: the waiter just stops waiting,
+//! tells the server (`notifications/cancelled`) and drops the id; an answer
+//! that comes later is logged and ignored.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, after, bounded, select};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::http::Http;
+use super::jsonrpc::{self, Incoming, LATEST_VERSION, METHOD_NOT_FOUND, RpcError};
+use super::stdio::Stdio;
+use crate::Cancellable;
+
+/// What a server said that the host may want to see (progress, log
+/// messages, a changed tool list).
+#[derive(Clone, Debug)]
+pub(super) enum Notice {
+    Progress {
+        server: Arc<str>,
+        tool: String,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
+    Log {
+        server: Arc<str>,
+        level: String,
+        logger: Option<String>,
+        data: Value,
+    },
+    ToolsChanged {
+        server: Arc<str>,
+    },
+}
+
+pub(super) type Observer = Arc<dyn Fn(Notice) + Send + Sync>;
+
+/// What `initialize` told us about the server.
+#[derive(Clone, Debug, Default)]
+pub(super) struct InitInfo {
+    pub(super) protocol_version: String,
+    pub(super) name: String,
+    pub(super) title: Option<String>,
+    pub(super) version: Option<String>,
+    pub(super) instructions: Option<String>,
+}
+
+pub(super) enum Wire {
+    Stdio(Stdio),
+    Http(Arc<Http>),
+}
+
+/// Options of one request.
+pub(super) struct Opts<'a> {
+    pub(super) timeout: Duration,
+    pub(super) cancel: Option<&'a Cancellable>,
+    /// Ask for progress notifications, reported under this label.
+    pub(super) progress: Option<String>,
+}
+
+pub(super) struct Conn {
+    pub(super) name: Arc<str>,
+    wire: OnceLock<Wire>,
+    pending: Mutex<HashMap<u64, Sender<Result<Value, RpcError>>>>,
+    progress: Mutex<HashMap<u64, String>>,
+    next_id: AtomicU64,
+    closed: Mutex<Option<String>>,
+    pub(super) tools_dirty: AtomicBool,
+    observer: Option<Observer>,
+}
+
+impl Conn {
+    pub(super) fn new(name: Arc<str>, observer: Option<Observer>) -> Arc<Conn> {
+        Arc::new(Conn {
+            name,
+            wire: OnceLock::new(),
+            pending: Mutex::new(HashMap::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: Mutex::new(None),
+            tools_dirty: AtomicBool::new(false),
+            observer,
+        })
+    }
+
+    pub(super) fn set_wire(&self, wire: Wire) {
+        let _ = self.wire.set(wire);
+    }
+
+    pub(super) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Why the connection is unusable, if it is.
+    pub(super) fn closed_reason(&self) -> Option<String> {
+        self.closed.lock().clone()
+    }
+
+    /// Send a message without waiting for anything.
+    pub(super) fn send(self: &Arc<Self>, msg: Value) -> Result<(), RpcError> {
+        match self.wire.get() {
+            Some(Wire::Stdio(s)) => s.send(&msg),
+            Some(Wire::Http(h)) => {
+                h.send(self, msg, None);
+                Ok(())
+            }
+            None => Err(RpcError::Closed("not connected".into())),
+        }
+    }
+
+    /// Send a request and wait for its answer; see the module docs.
+    pub(super) fn request(
+        self: &Arc<Self>,
+        method: &str,
+        mut params: Value,
+        opts: &Opts<'_>,
+    ) -> Result<Value, RpcError> {
+        if let Some(why) = self.closed_reason() {
+            return Err(RpcError::Closed(why));
+        }
+        if opts.cancel.is_some_and(Cancellable::is_cancelled) {
+            return Err(RpcError::Cancelled);
+        }
+        let id = self.next_id();
+        let (tx, rx) = bounded(1);
+        self.pending.lock().insert(id, tx);
+        if let Some(label) = &opts.progress {
+            if let Some(p) = params.as_object_mut() {
+                p.insert("_meta".into(), json!({"progressToken": id}));
+            }
+            self.progress.lock().insert(id, label.clone());
+        }
+        let msg = jsonrpc::request(id, method, params);
+        let sent = match self.wire.get() {
+            Some(Wire::Stdio(s)) => s.send(&msg),
+            Some(Wire::Http(h)) => {
+                h.send(self, msg, Some(id));
+                Ok(())
+            }
+            None => Err(RpcError::Closed("not connected".into())),
+        };
+        if let Err(e) = sent {
+            self.forget(id);
+            return Err(e);
+        }
+        // `cancel_tx` lives until the wait ends (a dropped sender would wake
+        // the `select!` as if cancelled).
+        let (cancel_tx, cancel_rx) = bounded::<()>(1);
+        let _hook = opts.cancel.map(|c| {
+            let tx = cancel_tx.clone();
+            // Runs on the cancelling thread: only wakes the waiter up.
+            c.on_cancel(move || {
+                let _ = tx.try_send(());
+            })
+        });
+        let deadline = after(opts.timeout);
+        select! {
+            recv(rx) -> answer => {
+                self.progress.lock().remove(&id);
+                answer.unwrap_or_else(|_| Err(RpcError::Closed("connection dropped".into())))
+            }
+            recv(cancel_rx) -> _ => {
+                drop(cancel_tx);
+                self.abandon(id, method, "cancelled by the user");
+                Err(RpcError::Cancelled)
+            }
+            recv(deadline) -> _ => {
+                let why = format!("no answer within {} s", opts.timeout.as_secs_f64());
+                self.abandon(id, method, &why);
+                Err(RpcError::Timeout(opts.timeout))
+            }
+        }
+    }
+
+    fn forget(&self, id: u64) {
+        self.pending.lock().remove(&id);
+        self.progress.lock().remove(&id);
+    }
+
+    /// Stop waiting for `id` and tell the server (never for `initialize`,
+    /// which the spec forbids cancelling).
+    fn abandon(self: &Arc<Self>, id: u64, method: &str, reason: &str) {
+        self.forget(id);
+        log::debug!(target: "pikuri::mcp", "[{}] {method} #{id} abandoned: {reason}", self.name);
+        if method != "initialize" {
+            let note = jsonrpc::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": reason})),
+            );
+            if let Err(e) = self.send(note) {
+                log::debug!(target: "pikuri::mcp", "[{}] could not send cancellation: {e}", self.name);
+            }
+        }
+    }
+
+    /// Fail one waiting request (a transport saw it die).
+    pub(super) fn fail(&self, id: u64, err: RpcError) {
+        if let Some(tx) = self.pending.lock().remove(&id) {
+            let _ = tx.try_send(Err(err));
+        }
+    }
+
+    /// Mark the connection dead and fail every waiting request.
+    pub(super) fn fail_all(&self, reason: &str) {
+        self.closed.lock().get_or_insert_with(|| reason.to_string());
+        let waiting: Vec<_> = self.pending.lock().drain().collect();
+        for (_, tx) in waiting {
+            let _ = tx.try_send(Err(RpcError::Closed(reason.to_string())));
+        }
+    }
+
+    /// Handle one message from the server; returns the id of the request it
+    /// answered, if any.
+    pub(super) fn dispatch(self: &Arc<Self>, msg: Value) -> Option<u64> {
+        match Incoming::classify(msg) {
+            Incoming::Response {
+                id: Some(id),
+                outcome,
+            } => {
+                self.progress.lock().remove(&id);
+                match self.pending.lock().remove(&id) {
+                    Some(tx) => {
+                        let _ = tx.try_send(outcome);
+                    }
+                    None => log::debug!(
+                        target: "pikuri::mcp",
+                        "[{}] answer to #{id} arrived after it was abandoned; ignored",
+                        self.name
+                    ),
+                }
+                Some(id)
+            }
+            Incoming::Response { id: None, outcome } => {
+                log::warn!(target: "pikuri::mcp", "[{}] response without a usable id: {outcome:?}", self.name);
+                None
+            }
+            Incoming::Request { id, method, .. } => {
+                let reply = if method == "ping" {
+                    jsonrpc::result(id, json!({}))
+                } else {
+                    // sampling/createMessage, elicitation/create, roots/list, …
+                    log::debug!(target: "pikuri::mcp", "[{}] refused server request `{method}`", self.name);
+                    let text = format!("method not supported by this client: {method}");
+                    jsonrpc::error(id, METHOD_NOT_FOUND, &text)
+                };
+                if let Err(e) = self.send(reply) {
+                    log::debug!(target: "pikuri::mcp", "[{}] could not answer `{method}`: {e}", self.name);
+                }
+                None
+            }
+            Incoming::Notification { method, params } => {
+                self.notification(&method, &params);
+                None
+            }
+            Incoming::Invalid(why) => {
+                log::warn!(target: "pikuri::mcp", "[{}] skipped a message that is not JSON-RPC: {why}", self.name);
+                None
+            }
+        }
+    }
+
+    fn notification(&self, method: &str, params: &Value) {
+        let server = Arc::clone(&self.name);
+        let notice = match method {
+            "notifications/tools/list_changed" => {
+                self.tools_dirty.store(true, Ordering::SeqCst);
+                log::debug!(target: "pikuri::mcp", "[{server}] tool list changed");
+                Notice::ToolsChanged { server }
+            }
+            "notifications/progress" => {
+                let token = &params["progressToken"];
+                let token = token
+                    .as_u64()
+                    .or_else(|| token.as_str().and_then(|s| s.parse().ok()));
+                let Some(tool) = token.and_then(|t| self.progress.lock().get(&t).cloned()) else {
+                    return;
+                };
+                let notice = Notice::Progress {
+                    server,
+                    tool,
+                    progress: params["progress"].as_f64().unwrap_or(0.0),
+                    total: params["total"].as_f64(),
+                    message: params["message"].as_str().map(String::from),
+                };
+                log::debug!(target: "pikuri::mcp", "{notice:?}");
+                notice
+            }
+            "notifications/message" => {
+                let level = params["level"].as_str().unwrap_or("info").to_string();
+                let logger = params["logger"].as_str().map(String::from);
+                let data = params.get("data").cloned().unwrap_or(Value::Null);
+                let lvl = match level.as_str() {
+                    "debug" => log::Level::Debug,
+                    "info" | "notice" => log::Level::Info,
+                    "warning" => log::Level::Warn,
+                    _ => log::Level::Error,
+                };
+                let text = data.as_str().map_or_else(|| data.to_string(), String::from);
+                log::log!(target: "pikuri::mcp", lvl, "[{server}] {}: {text}", logger.as_deref().unwrap_or("server"));
+                Notice::Log {
+                    server,
+                    level,
+                    logger,
+                    data,
+                }
+            }
+            other => {
+                log::debug!(target: "pikuri::mcp", "[{server}] ignored notification `{other}`");
+                return;
+            }
+        };
+        if let Some(observer) = &self.observer {
+            observer(notice);
+        }
+    }
+
+    /// The `initialize` handshake, then `notifications/initialized`.
+    pub(super) fn initialize(
+        self: &Arc<Self>,
+        timeout: Duration,
+        accepted: &[&str],
+    ) -> Result<InitInfo, RpcError> {
+        let opts = Opts {
+            timeout,
+            cancel: None,
+            progress: None,
+        };
+        let result = self.request("initialize", init_params(), &opts)?;
+        let info = parse_init(&result, accepted)?;
+        if let Some(Wire::Http(h)) = self.wire.get() {
+            h.set_protocol_version(&info.protocol_version);
+        }
+        self.send(jsonrpc::notification("notifications/initialized", None))?;
+        Ok(info)
+    }
+
+    /// Close the transport (stdio: stdin, then the process group; HTTP:
+    /// DELETE the session) and fail whatever still waits.
+    pub(super) fn close(&self) {
+        self.fail_all("closed");
+        match self.wire.get() {
+            Some(Wire::Stdio(s)) => s.shutdown(&self.name),
+            Some(Wire::Http(h)) => h.close(),
+            None => {}
+        }
+    }
+}
+
+pub(super) fn init_params() -> Value {
+    json!({
+        "protocolVersion": LATEST_VERSION,
+        // No roots, sampling or elicitation: such requests get -32601.
+        "capabilities": {},
+        "clientInfo": {"name": "pikuri", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+pub(super) fn parse_init(result: &Value, accepted: &[&str]) -> Result<InitInfo, RpcError> {
+    let version = result["protocolVersion"].as_str().unwrap_or_default();
+    if !accepted.contains(&version) {
+        return Err(RpcError::Transport(format!(
+            "the server speaks protocol version {version:?}; this client supports {}",
+            accepted.join(", ")
+        )));
+    }
+    let info = &result["serverInfo"];
+    let text = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.trim().is_empty())
+            .map(String::from)
+    };
+    Ok(InitInfo {
+        protocol_version: version.to_string(),
+        name: text(&info["name"]).unwrap_or_default(),
+        title: text(&info["title"]),
+        version: text(&info["version"]),
+        instructions: text(&result["instructions"]),
+    })
+}

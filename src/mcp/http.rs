@@ -1,0 +1,293 @@
+//! The Streamable HTTP transport: every message is a POST to the endpoint;
+//! a request is answered with one JSON body or an SSE stream (read with the
+//! crate's sans-IO parser), which may carry notifications and server
+//! requests before the answer.
+//!
+//! Each POST runs on its own short-lived worker thread that feeds what it
+//! reads to [`Conn::dispatch`], so the caller waits on its channel like over
+//! stdio, and a cancel never waits for a socket. The `Mcp-Session-Id` the
+//! server assigns is kept and sent; `MCP-Protocol-Version` is sent after
+//! the handshake. A 404 to a request that carried a session id means the
+//! session expired: the worker runs the handshake again (once, shared by
+//! concurrent workers through a generation counter) and retries. On close
+//! the session is DELETEd and the HTTP agent shut down, which fails reads
+//! still in flight.
+//!
+//! Not implemented: the optional GET stream for server messages unrelated to
+//! a request (a `tools/list_changed` sent only there is not seen), and
+//! resuming a broken stream with `Last-Event-ID`.
+
+use std::io::{BufReader, Read};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::conn::{Conn, init_params, parse_init};
+use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
+use crate::protocol::{DecodeError, Flow, read_sse};
+use crate::util::excerpt;
+
+pub(super) struct Http {
+    url: String,
+    bearer: Option<String>,
+    agent: Mutex<Option<ureq::Agent>>,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    /// Bumped by each re-initialization.
+    generation: Mutex<u64>,
+    timeout: Duration,
+    max_message: usize,
+}
+
+/// Why a POST failed.
+enum PostError {
+    /// 404 to a request that carried a session id.
+    Expired,
+    Failed(String),
+}
+
+impl Http {
+    pub(super) fn new(
+        url: &str,
+        bearer: Option<&str>,
+        timeout: Duration,
+        max_message: usize,
+    ) -> Http {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+            .timeout_recv_response(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Http {
+            url: url.to_string(),
+            bearer: bearer.map(String::from),
+            agent: Mutex::new(Some(agent)),
+            session: Mutex::new(None),
+            version: Mutex::new(None),
+            generation: Mutex::new(0),
+            timeout,
+            max_message,
+        }
+    }
+
+    pub(super) fn set_protocol_version(&self, version: &str) {
+        *self.version.lock() = Some(version.to_string());
+    }
+
+    /// POST `msg` on a worker thread; `id` is the request waiting for an
+    /// answer (`None` for notifications and responses).
+    pub(super) fn send(self: &Arc<Self>, conn: &Arc<Conn>, msg: Value, id: Option<u64>) {
+        let http = Arc::clone(self);
+        let worker_conn = Arc::clone(conn);
+        let spawned = thread::Builder::new()
+            .name(format!("mcp-{}-http", conn.name))
+            .spawn(move || http.deliver(&worker_conn, &msg, id));
+        if let (Err(e), Some(id)) = (spawned, id) {
+            conn.fail(
+                id,
+                RpcError::Transport(format!("could not start an HTTP worker: {e}")),
+            );
+        }
+    }
+
+    fn deliver(&self, conn: &Arc<Conn>, msg: &Value, id: Option<u64>) {
+        let seen = *self.generation.lock();
+        let mut result = self.post(msg, id, &mut |m| conn.dispatch(m));
+        let is_init = msg["method"] == "initialize";
+        if matches!(result, Err(PostError::Expired)) && !is_init {
+            log::info!(target: "pikuri::mcp", "[{}] session expired; initializing again", conn.name);
+            result = match self.reinitialize(conn, seen) {
+                Ok(()) => self.post(msg, id, &mut |m| conn.dispatch(m)),
+                Err(e) => Err(PostError::Failed(format!("re-initializing failed: {e}"))),
+            };
+        }
+        let Some(id) = id else {
+            if let Err(PostError::Failed(e)) = result {
+                log::debug!(target: "pikuri::mcp", "[{}] POST of a notification failed: {e}", conn.name);
+            }
+            return;
+        };
+        // A no-op when the answer already arrived.
+        let err = match result {
+            Ok(()) => RpcError::Transport("the server ended its response without an answer".into()),
+            Err(PostError::Expired) => RpcError::Transport("the session expired (404)".into()),
+            Err(PostError::Failed(e)) => RpcError::Transport(e),
+        };
+        conn.fail(id, err);
+    }
+
+    /// The handshake again on a fresh session, unless another worker did it
+    /// since generation `seen`.
+    fn reinitialize(&self, conn: &Arc<Conn>, seen: u64) -> Result<(), String> {
+        let mut generation = self.generation.lock();
+        if *generation != seen {
+            return Ok(());
+        }
+        *self.session.lock() = None;
+        *self.version.lock() = None;
+        let id = conn.next_id();
+        let mut answer = None;
+        let msg = jsonrpc::request(id, "initialize", init_params());
+        self.post(&msg, Some(id), &mut |m| {
+            if m["id"].as_u64() == Some(id) {
+                answer = Some(m);
+                Some(id)
+            } else {
+                conn.dispatch(m)
+            }
+        })
+        .map_err(|e| match e {
+            PostError::Expired => "404".to_string(),
+            PostError::Failed(e) => e,
+        })?;
+        let answer = answer.ok_or("no answer to initialize")?;
+        let result = answer
+            .get("result")
+            .ok_or_else(|| format!("initialize failed: {}", answer["error"]))?;
+        let info = parse_init(result, HTTP_VERSIONS).map_err(|e| e.to_string())?;
+        self.set_protocol_version(&info.protocol_version);
+        let note = jsonrpc::notification("notifications/initialized", None);
+        self.post(&note, None, &mut |m| conn.dispatch(m))
+            .map_err(|_| "notifications/initialized was refused".to_string())?;
+        *generation += 1;
+        Ok(())
+    }
+
+    /// One blocking POST; every message read is handed to `on_msg`, which
+    /// returns the id of the request it answered (reading stops once that
+    /// is `id`).
+    fn post(
+        &self,
+        msg: &Value,
+        id: Option<u64>,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let Some(agent) = self.agent.lock().clone() else {
+            return Err(PostError::Failed("closed".into()));
+        };
+        let session = self.session.lock().clone();
+        let mut req = agent
+            .post(&self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        if let Some(s) = &session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        if let Some(v) = self.version.lock().as_deref() {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        if let Some(token) = &self.bearer {
+            req = req.header("Authorization", &format!("Bearer {token}"));
+        }
+        let body = serde_json::to_vec(msg).expect("a Value always serializes");
+        let mut resp = req
+            .send(&body[..])
+            .map_err(|e| PostError::Failed(format!("POST {} failed: {e}", self.url)))?;
+        let status = resp.status().as_u16();
+        if status == 404 && session.is_some() {
+            return Err(PostError::Expired);
+        }
+        if let Some(sid) = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            *self.session.lock() = Some(sid.to_string());
+        }
+        if status == 202 {
+            return Ok(());
+        }
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if status >= 400 {
+            let text = resp
+                .body_mut()
+                .with_config()
+                .limit(4096)
+                .read_to_string()
+                .unwrap_or_default();
+            return Err(PostError::Failed(format!(
+                "http status {status}: {}",
+                excerpt(text.trim(), 300)
+            )));
+        }
+        let reader = resp.into_body().into_reader();
+        if is_sse {
+            let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
+                match serde_json::from_str::<Value>(data) {
+                    Ok(m) => {
+                        if id.is_some() && on_msg(m) == id {
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    Err(_) => {
+                        log::warn!(target: "pikuri::mcp", "skipped an SSE event that is not JSON: {}", excerpt(data, 200));
+                    }
+                }
+                Ok(Flow::Continue)
+            };
+            read_sse(BufReader::new(reader), self.max_message, &mut on_data)
+                .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
+        } else {
+            let mut bytes = Vec::new();
+            reader
+                .take(self.max_message as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| PostError::Failed(format!("reading the response failed: {e}")))?;
+            if bytes.len() > self.max_message {
+                return Err(PostError::Failed(format!(
+                    "the response is over {} bytes",
+                    self.max_message
+                )));
+            }
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(());
+            }
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
+                    on_msg(m);
+                }),
+                Ok(m) => {
+                    on_msg(m);
+                }
+                Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
+            }
+            Ok(())
+        }
+    }
+
+    /// DELETE the session (a 405 is fine) and shut the agent down.
+    pub(super) fn close(&self) {
+        let Some(agent) = self.agent.lock().take() else {
+            return;
+        };
+        if let Some(sid) = self.session.lock().take() {
+            let mut req = agent
+                .delete(&self.url)
+                .config()
+                .timeout_global(Some(Duration::from_secs(2).min(self.timeout)))
+                .build()
+                .header("Mcp-Session-Id", &sid);
+            if let Some(v) = self.version.lock().as_deref() {
+                req = req.header("MCP-Protocol-Version", v);
+            }
+            if let Some(token) = &self.bearer {
+                req = req.header("Authorization", &format!("Bearer {token}"));
+            }
+            match req.call() {
+                Ok(r) => log::debug!(target: "pikuri::mcp", "DELETE session: {}", r.status()),
+                Err(e) => log::debug!(target: "pikuri::mcp", "DELETE session failed: {e}"),
+            }
+        }
+        agent.shutdown();
+    }
+}

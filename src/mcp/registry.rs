@@ -1,0 +1,475 @@
+//! [`Registry`]: the extension that connects the declared servers, offers
+//! their tools and keeps the tool lists current.
+
+use std::collections::HashSet;
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::client::{Client, ToolInfo};
+use super::conn::{Notice, Observer};
+use super::server::Server;
+use crate::{
+    Configurator, Error, Extension, ExtensionContext, Parameters, Result, Tool, ToolContext,
+    ToolError,
+};
+
+/// The MCP extension: a registry of named servers, connected when the agent
+/// is built, whose tools the model can call.
+///
+/// `Clone` shares the registry: keep a clone to reach the connected
+/// [`Client`]s after the build. See the [module docs](super) for names,
+/// events, refresh points and shutdown.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::Agent;
+/// use pikuri::mcp::{Registry, Server};
+/// use pikuri::testing::FakeServer;
+///
+/// // An optional server that cannot start is logged and left out.
+/// let mcp = Registry::new()
+///     .server("missing", Server::stdio("/nonexistent/mcp-server", ["--stdio"]).optional(true));
+/// let model = FakeServer::start();
+/// let agent = Agent::builder(model.transport()).add_extension(mcp.clone()).build()?;
+/// assert!(mcp.client("missing").is_none());
+/// assert!(agent.system_prompt().contains("- missing: unavailable"));
+///
+/// // A required one fails the build, naming the server.
+/// let err = Agent::builder(model.transport())
+///     .add_extension(Registry::new().server("broken", Server::stdio("/nonexistent/mcp-server", [""; 0])))
+///     .build()
+///     .unwrap_err();
+/// assert!(err.to_string().contains("`broken`"), "{err}");
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+#[derive(Clone, Default)]
+#[must_use = "a Registry does nothing until added to an agent"]
+pub struct Registry {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: Vec<Entry>,
+    ctx: Option<ExtensionContext>,
+}
+
+struct Entry {
+    name: String,
+    server: Server,
+    client: Option<Client>,
+    /// One line for `<available_mcps>`.
+    summary: String,
+    /// The agent-side names of the tools offered now.
+    tools: Vec<String>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Declare a server under `name` (the prefix of its tools' names).
+    pub fn server(self, name: impl Into<String>, server: Server) -> Registry {
+        self.inner.lock().entries.push(Entry {
+            name: name.into(),
+            server,
+            client: None,
+            summary: String::new(),
+            tools: Vec::new(),
+        });
+        self
+    }
+
+    /// The declared server names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .entries
+            .iter()
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
+    /// The connected client of server `name` (after the build; `None` for an
+    /// optional server that failed to connect).
+    pub fn client(&self, name: &str) -> Option<Client> {
+        self.inner
+            .lock()
+            .entries
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.client.clone())
+    }
+
+    /// The agent-side tool names offered for server `name`.
+    pub fn tool_names(&self, name: &str) -> Vec<String> {
+        self.inner
+            .lock()
+            .entries
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// Re-list the tools of every server whose list changed, and swap them
+    /// in the agent. Runs at the refresh points of the module docs.
+    fn refresh(&self, only: Option<&str>) {
+        let mut inner = self.inner.lock();
+        let Some(ctx) = inner.ctx.clone() else { return };
+        for entry in &mut inner.entries {
+            if only.is_some_and(|n| n != entry.name) {
+                continue;
+            }
+            let Some(client) = entry.client.clone() else {
+                continue;
+            };
+            if !client.take_tools_changed() {
+                continue;
+            }
+            let listed = match client.list_tools() {
+                Ok(listed) => listed,
+                Err(e) => {
+                    log::warn!(target: "pikuri::mcp", "[{}] refreshing the tool list failed: {e}", entry.name);
+                    continue;
+                }
+            };
+            for old in entry.tools.drain(..) {
+                ctx.remove_tool(&old);
+            }
+            entry.tools = offer(&ctx, entry, &client, listed, self);
+            log::info!(target: "pikuri::mcp", "[{}] tool list refreshed: {} tools", entry.name, entry.tools.len());
+            ctx.emit_event(
+                "mcp.tools_refreshed",
+                json!({"server": entry.name, "tools": entry.tools}),
+                false,
+            );
+        }
+    }
+}
+
+/// Add `listed` to the agent under collision-free names; returns the names.
+fn offer(
+    ctx: &ExtensionContext,
+    entry: &Entry,
+    client: &Client,
+    listed: Vec<ToolInfo>,
+    registry: &Registry,
+) -> Vec<String> {
+    let mut taken: HashSet<String> = ctx
+        .tools()
+        .iter()
+        .chain(&ctx.sub_agent_tools())
+        .map(|t| t.name().to_string())
+        .collect();
+    let mut names = Vec::new();
+    for info in listed {
+        let params = match Parameters::from_json_schema(info.input_schema.clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{}`: its inputSchema was rejected: {e}", entry.name, info.name);
+                continue;
+            }
+        };
+        let name = tool_name(&entry.name, &info.name, &taken);
+        let description = if info.description.trim().is_empty() {
+            info.title.clone().unwrap_or_else(|| {
+                format!("Tool `{}` of the MCP server `{}`.", info.name, entry.name)
+            })
+        } else {
+            info.description.clone()
+        };
+        let tool = Arc::new(McpTool {
+            client: client.clone(),
+            registry: registry.clone(),
+            server: entry.name.clone(),
+            remote: info.name,
+            name: name.clone(),
+            description,
+            params,
+        });
+        let added = if entry.server.sub_agent_only {
+            ctx.add_sub_agent_tool(tool)
+        } else {
+            ctx.add_tool(tool)
+        };
+        match added {
+            Ok(()) => {
+                taken.insert(name.clone());
+                names.push(name);
+            }
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name);
+            }
+        }
+    }
+    names
+}
+
+/// `<server>__<tool>`, reduced to `^[a-zA-Z0-9_-]{1,64}$`; a name that had to
+/// be shortened, or that collides after sanitizing, ends in a hash of the
+/// original.
+pub(super) fn tool_name(server: &str, tool: &str, taken: &HashSet<String>) -> String {
+    let raw = format!("{server}__{tool}");
+    let clean: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.len() <= 64 && !taken.contains(&clean) {
+        return clean;
+    }
+    // FNV-1a: stable across runs and platforms.
+    let hash = raw.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut n = 0u32;
+    loop {
+        let suffix = if n == 0 {
+            format!("_{:08x}", hash as u32)
+        } else {
+            format!("_{:08x}{n}", hash as u32)
+        };
+        let keep = 64 - suffix.len();
+        let candidate = format!("{}{suffix}", &clean[..clean.len().min(keep)]);
+        if !taken.contains(&candidate) {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
+/// The one line of `<available_mcps>` for a connected server.
+fn summary(server: &Server, client: &Client) -> String {
+    if let Some(d) = &server.description {
+        return d.clone();
+    }
+    let title = client.server_title();
+    let line = client.instructions().and_then(|text| {
+        // The first line of prose: markdown headings are skipped.
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && *l != title)
+            .map(|l| crate::util::excerpt(l, 160).into_owned())
+    });
+    match line {
+        Some(l) if !title.is_empty() => format!("{title}: {l}"),
+        Some(l) => l,
+        None if title.is_empty() => "an MCP server".to_string(),
+        None => title,
+    }
+}
+
+impl Extension for Registry {
+    fn configure(&mut self, _c: &Configurator) -> Result<()> {
+        let inner = self.inner.lock();
+        let mut seen = HashSet::new();
+        for e in &inner.entries {
+            if e.name.trim().is_empty() {
+                return Err(Error::invalid("an MCP server needs a name"));
+            }
+            if !seen.insert(e.name.as_str()) {
+                return Err(Error::invalid(format!(
+                    "MCP server `{}` declared twice",
+                    e.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
+        let observer = observer(ctx);
+        let specs: Vec<(String, Server)> = {
+            let mut inner = self.inner.lock();
+            inner.ctx = Some(ctx.clone());
+            inner
+                .entries
+                .iter()
+                .map(|e| (e.name.clone(), e.server.clone()))
+                .collect()
+        };
+        // Servers start in parallel: `npx` and `uvx` take seconds each.
+        let connected: Vec<Result<(Client, Vec<ToolInfo>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = specs
+                .iter()
+                .map(|(name, server)| {
+                    let observer = observer.clone();
+                    s.spawn(move || {
+                        let client = Client::connect_with(name, server, Some(observer))?;
+                        let tools = client.list_tools();
+                        client.take_tools_changed();
+                        tools.map(|t| (client, t))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::invalid("MCP connect panicked")))
+                })
+                .collect()
+        });
+        let mut inner = self.inner.lock();
+        let mut failure = None;
+        for (entry, result) in inner.entries.iter_mut().zip(connected) {
+            match result {
+                Ok((client, listed)) => {
+                    let closing = client.clone();
+                    ctx.on_close(move || closing.close())?;
+                    entry.summary = summary(&entry.server, &client);
+                    entry.tools = offer(ctx, entry, &client, listed, self);
+                    entry.client = Some(client);
+                }
+                Err(e) if entry.server.optional => {
+                    log::warn!(target: "pikuri::mcp", "[{}] left out: {e}", entry.name);
+                    entry.summary = format!("unavailable ({e})");
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    let named = format!("MCP server `{}`", entry.name);
+                    failure.get_or_insert_with(|| {
+                        if e.contains(&named) {
+                            e
+                        } else {
+                            format!("{named}: {e}")
+                        }
+                    });
+                }
+            }
+        }
+        match failure {
+            Some(msg) => Err(Error::invalid(msg)),
+            None => Ok(()),
+        }
+    }
+
+    fn on_user_message(&mut self, _ctx: &ExtensionContext, _message: &str) {
+        self.refresh(None);
+    }
+
+    fn system_prompt_snippets(&self) -> Vec<String> {
+        let inner = self.inner.lock();
+        if inner.entries.is_empty() {
+            return Vec::new();
+        }
+        let mut s = String::from(
+            "<available_mcps>\nTools of these MCP servers are named `<server>__<tool>`.\n",
+        );
+        for e in &inner.entries {
+            let summary = if e.summary.is_empty() {
+                "not connected"
+            } else {
+                &e.summary
+            };
+            let _ = writeln!(s, "- {}: {summary}", e.name);
+        }
+        s.push_str("</available_mcps>");
+        vec![s]
+    }
+
+    fn name(&self) -> String {
+        "mcp".to_string()
+    }
+}
+
+/// Notices become domain events: `mcp.progress` (transient), `mcp.log`,
+/// `mcp.tools_changed`.
+fn observer(ctx: &ExtensionContext) -> Observer {
+    let ctx = ctx.clone();
+    Arc::new(move |notice| {
+        match notice {
+        Notice::Progress { server, tool, progress, total, message } => ctx.emit_event(
+            "mcp.progress",
+            json!({"server": &*server, "tool": tool, "progress": progress, "total": total, "message": message}),
+            true,
+        ),
+        Notice::Log { server, level, logger, data } => ctx.emit_event(
+            "mcp.log",
+            json!({"server": &*server, "level": level, "logger": logger, "data": data}),
+            false,
+        ),
+        Notice::ToolsChanged { server } => {
+            ctx.emit_event("mcp.tools_changed", json!({"server": &*server}), false);
+        }
+    }
+    })
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("servers", &self.names())
+            .finish()
+    }
+}
+
+/// One server tool as an agent tool.
+struct McpTool {
+    client: Client,
+    registry: Registry,
+    server: String,
+    remote: String,
+    name: String,
+    description: String,
+    params: Parameters,
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> &Parameters {
+        &self.params
+    }
+    fn call(&self, args: &Value, cx: &ToolContext) -> std::result::Result<String, ToolError> {
+        let out = self.client.call_tool(&self.remote, args, cx);
+        // Second refresh point: a list that changed during the call is
+        // current before the next request of this turn.
+        self.registry.refresh(Some(&self.server));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitized_bounded_and_unique() {
+        let none = HashSet::new();
+        assert_eq!(
+            tool_name("everything", "get-sum", &none),
+            "everything__get-sum"
+        );
+        assert_eq!(tool_name("my server", "a.b/c", &none), "my_server__a_b_c");
+        let long = tool_name("s", &"x".repeat(100), &none);
+        assert_eq!(long.len(), 64);
+        assert_ne!(long, tool_name("s", &"x".repeat(101), &none));
+        let taken: HashSet<String> = ["a__b_c".to_string()].into();
+        let other = tool_name("a", "b.c", &taken);
+        assert!(other.starts_with("a__b_c_") && other.len() <= 64, "{other}");
+        let re_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        assert!(re_ok(&long) && re_ok(&other));
+    }
+}

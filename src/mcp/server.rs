@@ -1,0 +1,226 @@
+//! [`Server`]: how to reach one MCP server, and the per-server options.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to reach one MCP server (a child process over stdio, or a Streamable
+/// HTTP endpoint) and the options for using it.
+///
+/// A value only: nothing starts until [`Client::connect`](super::Client::connect)
+/// or the [`Registry`](super::Registry)'s `bind`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use pikuri::mcp::Server;
+///
+/// let time = Server::stdio("uvx", ["mcp-server-time"])
+///     .env("TZ", "UTC")
+///     .timeout(Duration::from_secs(10))
+///     .description("Current time and time-zone conversion");
+/// assert!(time.is_stdio());
+/// assert_eq!(time.request_timeout(), Duration::from_secs(10));
+///
+/// let remote = Server::http("http://127.0.0.1:3001/mcp").bearer_token("s3cret");
+/// assert!(!remote.is_stdio());
+/// // The token never shows in Debug.
+/// assert!(!format!("{remote:?}").contains("s3cret"));
+/// ```
+#[derive(Clone)]
+#[must_use = "a Server does nothing until connected"]
+pub struct Server {
+    pub(super) transport: Transport,
+    pub(super) timeout: Duration,
+    pub(super) startup_timeout: Duration,
+    pub(super) description: Option<String>,
+    pub(super) sub_agent_only: bool,
+    pub(super) optional: bool,
+    pub(super) restarts: u32,
+    pub(super) max_message: usize,
+    pub(super) shutdown_grace: Duration,
+}
+
+#[derive(Clone)]
+pub(super) enum Transport {
+    Stdio {
+        command: OsString,
+        args: Vec<OsString>,
+        env: Vec<(OsString, OsString)>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        bearer: Option<String>,
+    },
+}
+
+/// Default per-request timeout.
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default bound on one stdio line or one SSE event (4 MiB).
+pub(super) const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
+
+impl Server {
+    fn with(transport: Transport) -> Server {
+        Server {
+            transport,
+            timeout: DEFAULT_TIMEOUT,
+            startup_timeout: DEFAULT_TIMEOUT,
+            description: None,
+            sub_agent_only: false,
+            optional: false,
+            restarts: 1,
+            max_message: DEFAULT_MAX_MESSAGE,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+
+    /// A server started as a child process speaking newline-delimited
+    /// JSON-RPC on its stdin and stdout (its stderr goes to the log at
+    /// `debug`).
+    pub fn stdio<I, A>(command: impl Into<OsString>, args: I) -> Server
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        Server::with(Transport::Stdio {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: None,
+        })
+    }
+
+    /// A server at a Streamable HTTP endpoint (e.g. `http://host:port/mcp`).
+    pub fn http(url: impl Into<String>) -> Server {
+        Server::with(Transport::Http {
+            url: url.into(),
+            bearer: None,
+        })
+    }
+
+    /// Set an environment variable of the child process (stdio only; the
+    /// child inherits the rest of the environment).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {
+        if let Transport::Stdio { env, .. } = &mut self.transport {
+            env.push((key.into(), value.into()));
+        }
+        self
+    }
+
+    /// The working directory of the child process (stdio only).
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Server {
+        if let Transport::Stdio { cwd, .. } = &mut self.transport {
+            *cwd = Some(dir.into());
+        }
+        self
+    }
+
+    /// Send `Authorization: Bearer <token>` with every request (HTTP only).
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Server {
+        if let Transport::Http { bearer, .. } = &mut self.transport {
+            *bearer = Some(token.into());
+        }
+        self
+    }
+
+    /// How long one request (a `tools/list` page, a `tools/call`, a `ping`;
+    /// the handshake has [`startup_timeout`](Server::startup_timeout)) may take before it is abandoned, the server is told
+    /// (`notifications/cancelled`) and the call fails. Default 60 s.
+    pub fn timeout(mut self, timeout: Duration) -> Server {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long the `initialize` handshake may take, start-up included
+    /// (`npx` and `uvx` may download first). Default 60 s.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Server {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// A one-line description for the `<available_mcps>` block, instead of
+    /// the one derived from the server's `instructions` or `serverInfo`.
+    pub fn description(mut self, text: impl Into<String>) -> Server {
+        self.description = Some(text.into());
+        self
+    }
+
+    /// Put this server's tools in the sub-agent-only pool (reachable by
+    /// [`Persona`](crate::Persona)s that name them, never offered to the
+    /// parent model). Default: model-visible.
+    pub fn sub_agent_only(mut self, yes: bool) -> Server {
+        self.sub_agent_only = yes;
+        self
+    }
+
+    /// A server that fails to connect at build is logged and left out,
+    /// instead of failing [`Configurator::build`](crate::Configurator::build).
+    pub fn optional(mut self, yes: bool) -> Server {
+        self.optional = yes;
+        self
+    }
+
+    /// How many times a stdio server that exited is started again, on the
+    /// next call (default 1); after that its tools answer that it is down.
+    pub fn restarts(mut self, n: u32) -> Server {
+        self.restarts = n;
+        self
+    }
+
+    /// The largest accepted message: one stdio line or one SSE event
+    /// (default 4 MiB). Longer lines are logged and skipped.
+    pub fn max_message_bytes(mut self, bytes: usize) -> Server {
+        self.max_message = bytes.max(1024);
+        self
+    }
+
+    /// How long a stdio server gets to exit after its stdin is closed before
+    /// its process group is sent `SIGTERM`, then `SIGKILL` (default 2 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Server {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Whether this is a stdio server.
+    pub fn is_stdio(&self) -> bool {
+        matches!(self.transport, Transport::Stdio { .. })
+    }
+
+    /// The per-request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether the tools go to the sub-agent-only pool.
+    pub fn is_sub_agent_only(&self) -> bool {
+        self.sub_agent_only
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Server");
+        match &self.transport {
+            Transport::Stdio {
+                command, args, cwd, ..
+            } => {
+                d.field("command", command).field("args", args);
+                if let Some(cwd) = cwd {
+                    d.field("cwd", cwd);
+                }
+            }
+            Transport::Http { url, bearer } => {
+                d.field("url", url);
+                if bearer.is_some() {
+                    d.field("bearer", &"<redacted>");
+                }
+            }
+        }
+        d.field("timeout", &self.timeout)
+            .field("sub_agent_only", &self.sub_agent_only)
+            .finish_non_exhaustive()
+    }
+}
