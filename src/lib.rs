@@ -190,8 +190,8 @@ mod test_util;
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
-    Synthesizer,
+    Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
+    Outcome, Persona, SubAgents, Synthesizer, ToolResultLimit,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

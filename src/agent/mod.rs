@@ -3,7 +3,9 @@
 
 mod builder;
 mod child;
+mod compact;
 mod extension;
+mod fallback;
 mod history;
 mod recover;
 mod run;
@@ -11,10 +13,13 @@ mod subagent;
 mod synthesizer;
 
 pub use builder::Configurator;
+pub use compact::{Compaction, CompactionStrategy, ToolResultLimit};
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
+
+pub(crate) use fallback::is_context_overflow;
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -202,6 +207,10 @@ pub struct Agent {
     last_stop: Option<StopReason>,
     buf: Vec<u8>,
     closed: bool,
+    /// Automatic compaction and the tool-result cap ([`compact`]).
+    compaction: compact::Compactor,
+    /// The transports a failing request falls back to ([`fallback`]).
+    fallbacks: Vec<ChatTransport>,
 }
 
 impl Agent {
@@ -256,6 +265,11 @@ impl Agent {
             last_stop: None,
             buf: Vec::new(),
             closed: false,
+            compaction: compact::Compactor::new(
+                cfg.compaction.take(),
+                cfg.tool_result_limit,
+            ),
+            fallbacks: std::mem::take(&mut cfg.fallbacks),
         };
         agent.assemble_system_prompt();
         for i in 0..agent.extensions.len() {

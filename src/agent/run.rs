@@ -144,7 +144,7 @@ impl Agent {
                 c.check()?;
             }
             self.take_pending_system();
-            let completion = self.request()?;
+            let completion = self.guarded_request()?;
             let truncated = completion.finish_reason.as_deref() == Some("length");
             let message = self.finish_message(completion);
             if message.tool_calls.is_empty() {
@@ -186,7 +186,7 @@ impl Agent {
     }
 
     /// One request; deltas become events as they arrive.
-    fn request(&mut self) -> Result<Completion> {
+    pub(super) fn request(&mut self) -> Result<Completion> {
         let (transport, tool_specs) = {
             let st = self.shared.state.lock();
             (st.transport.clone(), Arc::clone(&st.tool_specs))
@@ -365,6 +365,7 @@ impl Agent {
     }
 
     fn answer(&mut self, call: &ToolCall, content: String, emit: bool) {
+        let content = self.limit_tool_result(content);
         if emit {
             self.emit(Event::ToolResult {
                 agent: self.agent_id(),
