@@ -304,7 +304,9 @@ impl ToolResultLimit {
                 clippy::cast_precision_loss,
                 reason = "a window fits in f64 and the product in usize"
             )]
-            Some(cap) => ((cap as f64 * self.share) as usize).saturating_mul(4).max(1),
+            Some(cap) => ((cap as f64 * self.share) as usize)
+                .saturating_mul(4)
+                .max(1),
             None => self.chars_without_cap,
         })
     }
@@ -317,7 +319,10 @@ pub(crate) fn truncate_result(content: String, max: Option<usize>) -> String {
     if total <= max {
         return content;
     }
-    let end = content.char_indices().nth(max).map_or(content.len(), |(i, _)| i);
+    let end = content
+        .char_indices()
+        .nth(max)
+        .map_or(content.len(), |(i, _)| i);
     let mut out = content[..end].to_string();
     let _ = write!(out, "\n[... truncated: {max} of {total} characters shown]");
     out
@@ -663,7 +668,10 @@ mod tests {
         assert_eq!(truncate_result("x".repeat(20), None), "x".repeat(20));
         assert_eq!(
             truncate_result("ü".repeat(20), Some(5)),
-            format!("{}\n[... truncated: 5 of 20 characters shown]", "ü".repeat(5))
+            format!(
+                "{}\n[... truncated: 5 of 20 characters shown]",
+                "ü".repeat(5)
+            )
         );
     }
 

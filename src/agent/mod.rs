@@ -265,10 +265,7 @@ impl Agent {
             last_stop: None,
             buf: Vec::new(),
             closed: false,
-            compaction: compact::Compactor::new(
-                cfg.compaction.take(),
-                cfg.tool_result_limit,
-            ),
+            compaction: compact::Compactor::new(cfg.compaction.take(), cfg.tool_result_limit),
             fallbacks: std::mem::take(&mut cfg.fallbacks),
         };
         agent.assemble_system_prompt();

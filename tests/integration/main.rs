@@ -5,6 +5,7 @@ mod agent_loop; // rounds, tools, streaming, events, model switch, close
 mod api; // Send/Sync bounds, pinned Debug and Display
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
+mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
