@@ -42,7 +42,10 @@
 //! with [`Compaction::SUMMARY_MARKER`]: every server accepts a user message
 //! anywhere, which is not true of a system message after the first, and
 //! the marker survives [`History`](crate::History) export, so
-//! [`Compaction::is_summary`] finds it after a reload. A failed summary
+//! [`Compaction::is_summary`] finds it after a reload. The transcript is
+//! capped at half the window (32,000 characters when it is unknown; the
+//! middle is elided), and halved again while the server rejects the
+//! compactor's request as too long. A failed summary
 //! request (other than a cancel) leaves the history unchanged and the
 //! request goes ahead.
 
@@ -598,14 +601,26 @@ impl Agent {
     /// The summary message's content for `messages[..cut]`.
     fn summarize(&self, config: &Compaction, cut: usize) -> Result<String> {
         // The transcript must fit the compactor's own request: half the
-        // window, or 32k characters when the window is unknown.
-        let max_chars = self.context_window_cap().map_or(32_000, |cap| {
+        // window, or 32k characters when the window is unknown; when the
+        // server still finds it too long (a wrong window), half as much,
+        // down to 2,000 characters.
+        let mut max_chars = self.context_window_cap().map_or(32_000, |cap| {
             usize::try_from(cap.saturating_mul(2)).unwrap_or(usize::MAX)
         });
-        let prompt = format!(
-            "Summarize this earlier part of the conversation:\n\n{}",
-            transcript(&self.messages[..cut], max_chars)
-        );
+        loop {
+            let text = transcript(&self.messages[..cut], max_chars);
+            let len = text.chars().count();
+            match self.run_compactor(config, &text) {
+                Err(e) if e.is_context_overflow() && len > 2_000 => {
+                    max_chars = (len / 2).max(2_000);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn run_compactor(&self, config: &Compaction, transcript: &str) -> Result<String> {
+        let prompt = format!("Summarize this earlier part of the conversation:\n\n{transcript}");
         let mut child = self.shared.spawn_child(ChildSpec {
             id: child_id(self.id(), "compactor"),
             system_prompt: config.system_prompt.clone(),

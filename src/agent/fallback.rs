@@ -29,8 +29,9 @@ use crate::{Error, Event, Result};
 /// model's context window. The forms recognized, each as its server
 /// writes it:
 ///
-/// - llama.cpp: `the request exceeds the available context size, try
-///   increasing it` (type `exceed_context_size_error`), 400.
+/// - llama.cpp: `request (5034 tokens) exceeds the available context size
+///   (1024 tokens), try increasing it` (b11434; older builds: `the request
+///   exceeds ...`), type `exceed_context_size_error`, 400.
 /// - vLLM and OpenAI: `This model's maximum context length is 4096 tokens.
 ///   However, you requested ...`, 400 (OpenAI's code
 ///   `context_length_exceeded`).
@@ -104,7 +105,12 @@ mod tests {
 
     #[test]
     fn overflow_forms_of_real_servers() {
-        // llama.cpp b11434 (`error.message`; the type is in the same body).
+        // llama.cpp b11434, as its server answers a 5034-token prompt at -c 1024.
+        assert!(is_context_overflow(
+            400,
+            "request (5034 tokens) exceeds the available context size (1024 tokens), try increasing it"
+        ));
+        // Older llama.cpp builds.
         assert!(is_context_overflow(
             400,
             "the request exceeds the available context size, try increasing it"

@@ -14,8 +14,8 @@ use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};
 
-/// llama.cpp b11434's body for a prompt over `n_ctx`.
-const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1210,"n_ctx":1024}}"#;
+/// llama.cpp b11434's body for a prompt over `n_ctx` (verbatim from `-c 1024`).
+const LLAMA_OVERFLOW: &str = r#"{"error":{"code":400,"message":"request (5034 tokens) exceeds the available context size (1024 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5034,"n_ctx":1024}}"#;
 
 fn three_calls() -> Reply {
     Reply::tool_calls(vec![
