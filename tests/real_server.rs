@@ -306,7 +306,11 @@ fn a_conversation_longer_than_the_window_continues_through_compaction() {
         .build()
         .unwrap();
     assert_eq!(agent.context_window_cap(), Some(SMALL_CTX));
-    let turns = 16;
+    // More with PIKURI_LONG_TURNS=N (for measuring; the default keeps CI short).
+    let turns = std::env::var("PIKURI_LONG_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
     for i in 0..turns {
         let out = agent.run_loop(&topic(i));
         assert!(out.is_ok(), "turn {i}: {out:?}");
