@@ -87,7 +87,7 @@ const LINE_MAX: usize = 160;
 ///   [`UserTurn`](Event::UserTurn) `(delivered: <text>)`,
 ///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`,
 ///   [`Compacted`](Event::Compacted) a dim `compacted (summarize): 13
-///   messages, ~900 tokens -> 3 messages, ~120 tokens`,
+///   messages (~900 tokens) now 3 (~120 tokens)`,
 ///   [`ModelFallback`](Event::ModelFallback) `falling back to <transport>
 ///   after <error>`, a
 ///   [`Domain`](Event::Domain) event `<name>: <payload>` (a string payload
@@ -421,8 +421,8 @@ impl Terminal {
                 ..
             } => {
                 let text = format!(
-                    "compacted ({}): {messages_before} messages, ~{tokens_before} tokens \
-                     -> {messages_after} messages, ~{tokens_after} tokens",
+                    "compacted ({}): {messages_before} messages (~{tokens_before} tokens) \
+                     now {messages_after} (~{tokens_after} tokens)",
                     strategy.as_str()
                 );
                 self.line(o, Style::Dim, &text);
