@@ -342,6 +342,11 @@ pub(crate) struct Compactor {
 }
 
 impl Compactor {
+    /// The conversation was cleared: every usage figure is fresh again.
+    pub(crate) fn reset(&mut self) {
+        self.fresh_from = 0;
+    }
+
     pub(crate) fn new(config: Option<Compaction>, tool_limit: ToolResultLimit) -> Compactor {
         Compactor {
             config,

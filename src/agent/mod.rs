@@ -161,6 +161,8 @@ pub struct Outcome {
 ///     │ extensions' on_user_message (system injections land here)
 ///     ▼
 ///  ┌► Request ── HTTP/stream error ──────────────────────► Err(..)  (nothing appended)
+///  │    │ before it: compaction when due; on failure: fallback transports,
+///  │    │ or (context overflow) one compaction and one retry — see Compaction
 ///  │    │ deltas while streaming (AssistantDelta / ThinkingDelta)
 ///  │    ▼
 ///  │  Message complete: Thinking, Assistant, Tokens; append it
@@ -412,6 +414,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.compaction.reset();
         self.turn_start = 0;
         self.synth_answer = None;
         self.shared.state.lock().pending_system.clear();

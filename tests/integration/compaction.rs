@@ -350,3 +350,32 @@ fn fallback_skips_a_dead_server_and_a_503_server_and_lands_on_the_third() {
     assert_eq!(err.status(), Some(503));
     assert_valid_history(agent.messages());
 }
+
+#[test]
+fn a_compactor_request_too_long_for_the_server_is_retried_with_less() {
+    let server = FakeServer::start();
+    server.set_context_size(None);
+    server.push(Reply::text("a1"));
+    server.push(Reply::raw_body(400, "application/json", LLAMA_OVERFLOW));
+    server.push(Reply::raw_body(400, "application/json", LLAMA_OVERFLOW)); // the compactor's
+    server.push(Reply::text("Summary of a long paste."));
+    server.push(Reply::text("a2"));
+    let (mut agent, rec) = agent_with(&server, |c| c.compaction(Compaction::summarize()));
+    agent.run_loop(&"long paste ".repeat(1000)).unwrap();
+    assert_eq!(agent.run_loop("q2").unwrap().answer.as_deref(), Some("a2"));
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 5);
+    let first = requests[2].messages()[1]["content"].as_str().unwrap().len();
+    let second = requests[3].messages()[1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        second.len() < first / 2 + 200,
+        "{first} then {}",
+        second.len()
+    );
+    assert!(second.contains("characters omitted"));
+    assert_eq!(compacted(&rec).len(), 1);
+    assert_valid_history(agent.messages());
+}
