@@ -2,52 +2,7 @@
 //! or drop the older turns), [`ToolResultLimit`] (one oversized tool result)
 //! and the recovery from a request the server rejected as too long.
 //!
-//! # When it runs
-//!
-//! | Boundary | What happens |
-//! |---|---|
-//! | before each request | with a [`Compaction`] set and a known window: when the estimate passes `threshold × window`, compact |
-//! | a request rejected as too long ([`Error::is_context_overflow`]) | with a [`Compaction`] set: compact once (keeping only the current turn), retry once; a second rejection is the error |
-//! | a tool result is appended | [`ToolResultLimit`] (on by default) truncates it with a visible marker |
-//! | [`Agent::compact`] | compact now, whatever the estimate |
-//!
-//! # The estimate
-//!
-//! The tokens the next request carries: the usage of the latest assistant
-//! message written since the last compaction ([`Usage::context_used`] plus
-//! its output tokens), plus the characters added after it divided by 4,
-//! rounded up. Without such a usage (a server that reports none, or right
-//! after a compaction), the whole request is estimated at chars/4: system
-//! prompt, messages, tool schemas. Chars/4 overestimates most English text
-//! under BPE tokenizers slightly and underestimates code and non-Latin
-//! scripts; the threshold leaves the margin.
-//!
-//! # Where the history is cut
-//!
-//! Only just before a user message (a turn start, or an injected message),
-//! never between an assistant message with tool calls and its tool
-//! results, so the compacted history is valid for strict servers. The last
-//! `keep_turns` user turns are kept verbatim (at least the current one);
-//! the older messages are summarized or dropped. A turn that alone is
-//! bigger than the window cannot be cut; [`ToolResultLimit`] keeps single
-//! results from getting there.
-//!
-//! # The summary
-//!
-//! [`CompactionStrategy::Summarize`] runs a tools-free child agent (id
-//! `"compactor"`, or `"<id> compactor"` under a sub-agent; built like every
-//! child: same transport, client and `Cancellable`, a
-//! [`StepLimit`](crate::StepLimit) of 1) over a transcript of the older
-//! messages. Its answer replaces them as one **user** message starting
-//! with [`Compaction::SUMMARY_MARKER`]: every server accepts a user message
-//! anywhere, which is not true of a system message after the first, and
-//! the marker survives [`History`](crate::History) export, so
-//! [`Compaction::is_summary`] finds it after a reload. The transcript is
-//! capped at half the window (32,000 characters when it is unknown; the
-//! middle is elided), and halved again while the server rejects the
-//! compactor's request as too long. A failed summary
-//! request (other than a cancel) leaves the history unchanged and the
-//! request goes ahead.
+//! The rules are documented once, on [`Compaction`].
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -83,8 +38,6 @@ impl CompactionStrategy {
 
 /// Automatic compaction of a conversation that approaches the context
 /// window; set with [`Configurator::compaction`](crate::Configurator::compaction).
-/// The rules (estimate, cut points, the summary) are in the module docs
-/// of [`Agent::compact`].
 ///
 /// Off by default: a library must not rewrite a host's history or spend
 /// requests it did not ask for. With it set, a request the server rejects
@@ -123,6 +76,53 @@ impl CompactionStrategy {
 /// assert!(sent[1]["content"].as_str().unwrap().starts_with(Compaction::SUMMARY_MARKER));
 /// # Ok::<(), pikuri::Error>(())
 /// ```
+///
+/// # When it runs
+///
+/// | Boundary | What happens |
+/// |---|---|
+/// | before each request | with a [`Compaction`] set and a known window: when the estimate passes `threshold × window`, compact |
+/// | a request rejected as too long ([`Error::is_context_overflow`]) | with a [`Compaction`] set: compact once (keeping only the current turn), retry once; a second rejection is the error |
+/// | a tool result is appended | [`ToolResultLimit`] (on by default) truncates it with a visible marker |
+/// | [`Agent::compact`] | compact now, whatever the estimate |
+///
+/// # The estimate
+///
+/// The tokens the next request carries: the usage of the latest assistant
+/// message written since the last compaction ([`Usage::context_used`](crate::Usage::context_used) plus
+/// its output tokens), plus the characters added after it divided by 4,
+/// rounded up. Without such a usage (a server that reports none, or right
+/// after a compaction), the whole request is estimated at chars/4: system
+/// prompt, messages, tool schemas. Chars/4 overestimates most English text
+/// under BPE tokenizers slightly and underestimates code and non-Latin
+/// scripts; the threshold leaves the margin.
+///
+/// # Where the history is cut
+///
+/// Only just before a user message (a turn start, or an injected message),
+/// never between an assistant message with tool calls and its tool
+/// results, so the compacted history is valid for strict servers. The last
+/// `keep_turns` user turns are kept verbatim (at least the current one);
+/// the older messages are summarized or dropped. A turn that alone is
+/// bigger than the window cannot be cut; [`ToolResultLimit`] keeps single
+/// results from getting there.
+///
+/// # The summary
+///
+/// [`CompactionStrategy::Summarize`] runs a tools-free child agent (id
+/// `"compactor"`, or `"<id> compactor"` under a sub-agent; built like every
+/// child: same transport, client and `Cancellable`, a
+/// [`StepLimit`](crate::StepLimit) of 1) over a transcript of the older
+/// messages. Its answer replaces them as one **user** message starting
+/// with [`Compaction::SUMMARY_MARKER`]: every server accepts a user message
+/// anywhere, which is not true of a system message after the first, and
+/// the marker survives [`History`](crate::History) export, so
+/// [`Compaction::is_summary`] finds it after a reload. The transcript is
+/// capped at half the window (32,000 characters when it is unknown; the
+/// middle is elided), and halved again while the server rejects the
+/// compactor's request as too long. A failed summary
+/// request (other than a cancel) leaves the history unchanged and the
+/// request goes ahead.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compaction {
     strategy: CompactionStrategy,
@@ -444,7 +444,7 @@ impl Agent {
     /// when none is set), the last turns are kept, and
     /// [`Event::Compacted`] says what changed. Returns whether anything
     /// was compacted (`false`: no turn older than the kept ones). The rules
-    /// are in the [module docs](crate::Compaction).
+    /// are on [`Compaction`](crate::Compaction#where-the-history-is-cut).
     ///
     /// # Examples
     ///
