@@ -11,13 +11,15 @@ mod recover;
 mod run;
 mod subagent;
 mod synthesizer;
+mod tool_limit;
 
 pub use builder::Configurator;
-pub use compact::{Compaction, CompactionStrategy, ToolResultLimit};
+pub use compact::{Compaction, CompactionStrategy};
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
+pub use tool_limit::ToolResultLimit;
 
 pub(crate) use fallback::is_context_overflow;
 
