@@ -79,6 +79,34 @@ impl Error {
         }
     }
 
+    /// Whether the server rejected the request because the conversation
+    /// does not fit the model's context window: an [`Error::Http`] whose
+    /// status and message match the forms of llama.cpp (`exceeds the
+    /// available context size`), vLLM and OpenAI (`maximum context
+    /// length`, `context_length_exceeded`) or Ollama (`input length exceeds
+    /// ... context length`).
+    ///
+    /// With a [`Compaction`](crate::Compaction) set, the agent compacts
+    /// and retries such a request once by itself; this error reaches the
+    /// host only when the retry was rejected too (the kept turns alone do
+    /// not fit) or when no compaction is set.
+    ///
+    /// ```
+    /// use pikuri::Error;
+    /// let e = Error::Http {
+    ///     status: 400,
+    ///     message: "the request exceeds the available context size, try increasing it".into(),
+    /// };
+    /// assert!(e.is_context_overflow());
+    /// assert!(!Error::Http { status: 400, message: "bad model".into() }.is_context_overflow());
+    /// ```
+    pub fn is_context_overflow(&self) -> bool {
+        match self {
+            Error::Http { status, message } => crate::agent::is_context_overflow(*status, message),
+            _ => false,
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidInput(msg.into())
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChatTransport, Usage};
+use crate::{ChatTransport, CompactionStrategy, Usage};
 
 /// Why a run stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -272,6 +272,39 @@ pub enum Event {
         /// How long the client waits before the next attempt.
         wait_ms: u64,
     },
+    /// The conversation was compacted: automatically before a request, after
+    /// the server rejected one as too long, or by
+    /// [`Agent::compact`](crate::Agent::compact). With the `Summarize`
+    /// strategy it follows the compactor child's own events (agent id
+    /// `"compactor"`). Token figures are estimates (see
+    /// [`Compaction`](crate::Compaction)).
+    Compacted {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// How the older turns were removed.
+        strategy: CompactionStrategy,
+        /// Messages in the history before.
+        messages_before: usize,
+        /// Messages after (the summary included).
+        messages_after: usize,
+        /// Estimated tokens of the next request before.
+        tokens_before: u64,
+        /// Estimated tokens after.
+        tokens_after: u64,
+    },
+    /// A request failed after its retries and the turn moved to the next
+    /// transport of the fallback list (emitted just before the new
+    /// [`Event::ContextCap`]).
+    ModelFallback {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The transport that failed (the API key is never serialized).
+        from: ChatTransport,
+        /// The transport that takes over.
+        to: ChatTransport,
+        /// The failure, as the error displays it.
+        reason: String,
+    },
     /// The run ended; the last event of every `run_loop`.
     Stopped {
         /// Emitting agent.
@@ -308,6 +341,8 @@ impl Event {
             | Event::SystemInjected { agent, .. }
             | Event::Domain { agent, .. }
             | Event::Retrying { agent, .. }
+            | Event::Compacted { agent, .. }
+            | Event::ModelFallback { agent, .. }
             | Event::Stopped { agent, .. } => agent,
         }
     }
@@ -334,6 +369,8 @@ impl Event {
             Event::SystemInjected { .. } => "system_injected",
             Event::Domain { .. } => "domain",
             Event::Retrying { .. } => "retrying",
+            Event::Compacted { .. } => "compacted",
+            Event::ModelFallback { .. } => "model_fallback",
             Event::Stopped { .. } => "stopped",
         }
     }

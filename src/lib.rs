@@ -44,6 +44,9 @@
 //!   of MCP servers, over stdio or Streamable HTTP).
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
+//! - For conversations longer than the context window, set a
+//!   [`Compaction`] ([`Configurator::compaction`]); for a server that may
+//!   go down, a fallback list ([`Configurator::add_fallback`]).
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
 //!   Turn a real session into a regression test with [`testing::Recorder`]
 //!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
@@ -71,7 +74,7 @@
 //! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`] |
 //! |---|---|---|---|---|
 //! | turn start ([`run_loop`](Agent::run_loop), [`resume`](Agent::resume)) | `reset()` | `reset()` (not in a child agent) | — | — |
-//! | before each request | — | `check()` | — | — |
+//! | before each request (then compaction, when due: [`Compaction`]) | — | `check()` | — | — |
 //! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — | — |
 //! | before each tool call (after [`Event::ToolCall`]) | 1. `tick()` | 2. `check()` | — | 4. `review()`, after 3. the arguments validate |
 //! | while the approver decides | — | `cancel()` ends the wait at once | — | the late decision is dropped |
@@ -97,7 +100,10 @@
 //! truncated streams, cancellation and an exhausted step budget. A tool's
 //! failure is never an `Error`: it goes back to the model as an
 //! `"Error: ..."` observation. After any error the history is valid and the
-//! same agent can take the next turn.
+//! same agent can take the next turn. A request the server rejected because
+//! the conversation does not fit the window is an [`Error::Http`] for which
+//! [`Error::is_context_overflow`] is true; with a [`Compaction`] set, the
+//! agent compacts and retries it once by itself first.
 //!
 //! # Features
 //!
@@ -211,8 +217,8 @@ mod test_util;
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
-    Synthesizer, TrifectaPolicy,
+    Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
+    Outcome, Persona, SubAgents, Synthesizer, ToolResultLimit, TrifectaPolicy,
 };
 pub use crate::approval::{
     ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,

@@ -1,7 +1,9 @@
 //! The library against a real llama.cpp `llama-server` (SmolLM2-135M).
 //!
-//! Needs a running server whose root URL is in `PIKURI_LLAMA_URL`;
-//! `scripts/real-server-tests.sh` starts one and sets it (it builds and
+//! Needs a running server whose root URL is in `PIKURI_LLAMA_URL`, and for
+//! the compaction tests a second one started with `-c 1024` in
+//! `PIKURI_LLAMA_SMALL_URL`; `scripts/real-server-tests.sh` starts both and
+//! sets them (it builds and
 //! caches llama.cpp under `~/.cache/pikuri` on first use). Without the
 //! variable each test says it is skipped (on stderr) and passes, so a plain
 //! `cargo test --all-features` works on any machine; with
@@ -235,4 +237,141 @@ fn context_overflow_is_a_typed_http_error() {
             "nothing but the user message was appended"
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Issue 17: a second server with a 1024-token context
+// (`scripts/real-server-tests.sh` starts it and sets `PIKURI_LLAMA_SMALL_URL`).
+
+/// The small server's context size.
+const SMALL_CTX: u64 = 1024;
+
+/// The agent on the small server, or `None` to skip (as [`transport`]).
+fn small_builder(rec: &InMemoryEventList) -> Option<Configurator> {
+    let root = std::env::var("PIKURI_LLAMA_SMALL_URL").unwrap_or_default();
+    if root.trim().is_empty() {
+        let required = std::env::var("PIKURI_REQUIRE_REAL_SERVER").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "PIKURI_LLAMA_SMALL_URL not set but PIKURI_REQUIRE_REAL_SERVER=1: \
+             run scripts/real-server-tests.sh (it starts a -c 1024 server too)"
+        );
+        eprintln!("skipped: PIKURI_LLAMA_SMALL_URL not set (scripts/real-server-tests.sh sets it)");
+        return None;
+    }
+    let api_base = format!("{}/v1", root.trim_end_matches('/'));
+    let c = Agent::builder(ChatTransport::new("smollm2").with_api_base(api_base))
+        .system_prompt("You are a helpful assistant. Answer in one short sentence.")
+        .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
+        .request_field("temperature", json!(0))
+        .request_field("max_tokens", json!(48))
+        .add_listener(rec.clone());
+    Some(c)
+}
+
+/// Prompt tokens of each request, per agent id, in order.
+fn prompt_tokens(rec: &InMemoryEventList) -> Vec<(String, u64)> {
+    rec.events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Tokens {
+                agent,
+                input,
+                cached,
+                ..
+            } => Some((agent.to_string(), input.unwrap_or(0) + cached.unwrap_or(0))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn topic(i: usize) -> String {
+    format!(
+        "Turn {i}. Here is a note to remember: the parcel number {i} goes to warehouse {} \
+         on shelf {} and must be checked by the inspector named Inspector{i}. \
+         The note also says the weather was mild, the truck was blue and the driver \
+         whistled an old song while unloading boxes of apples, pears and plums. \
+         Please reply with a short acknowledgement of parcel {i}.",
+        i * 7 % 13,
+        i * 3 % 11
+    )
+}
+
+#[test]
+fn a_conversation_longer_than_the_window_continues_through_compaction() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = small_builder(&rec) else { return };
+    let mut agent = c
+        .compaction(pikuri::Compaction::summarize().keep_turns(1))
+        .build()
+        .unwrap();
+    assert_eq!(agent.context_window_cap(), Some(SMALL_CTX));
+    // More with PIKURI_LONG_TURNS=N (for measuring; the default keeps CI short).
+    let turns = std::env::var("PIKURI_LONG_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    for i in 0..turns {
+        let out = agent.run_loop(&topic(i));
+        assert!(out.is_ok(), "turn {i}: {out:?}");
+    }
+    let compactions = rec
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Compacted { .. }))
+        .count();
+    let per_request = prompt_tokens(&rec);
+    eprintln!(
+        "{turns} turns, {} requests ({compactions} compactions); prompt tokens per request (agent: tokens): {per_request:?}",
+        per_request.len()
+    );
+    let sent: usize = agent.messages().iter().map(|m| m.content.len()).sum();
+    eprintln!(
+        "history now: {} messages, {sent} chars",
+        agent.messages().len()
+    );
+    assert!(compactions >= 1, "the conversation outgrew 1024 tokens");
+    assert!(
+        per_request.iter().all(|(_, t)| *t < SMALL_CTX),
+        "every request fit: {per_request:?}"
+    );
+}
+
+#[test]
+fn an_overflow_provoked_on_purpose_recovers_by_itself() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = small_builder(&rec) else { return };
+    // A window configured far too big: no compaction ahead of time, so the
+    // server's own 400 must trigger it.
+    let t = c
+        .build()
+        .unwrap()
+        .transport()
+        .with_context_window(Some(100_000));
+    let mut agent = Agent::builder(t)
+        .system_prompt("You are a helpful assistant. Answer in one short sentence.")
+        .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
+        .request_field("temperature", json!(0))
+        .request_field("max_tokens", json!(48))
+        .add_listener(rec.clone())
+        .compaction(pikuri::Compaction::summarize())
+        .build()
+        .unwrap();
+    let mut history = Vec::new();
+    for i in 0..12 {
+        history.push(Message::user(topic(i)));
+        history.push(Message::assistant(format!("Noted: parcel {i}.")));
+    }
+    agent.load_history(History::new(history));
+    let out = agent.run_loop("Which parcel did I mention last?").unwrap();
+    assert_eq!(out.stop_reason, StopReason::Completed);
+    let compactions = rec
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Compacted { .. }))
+        .count();
+    assert_eq!(compactions, 1);
+    let per_request = prompt_tokens(&rec);
+    eprintln!("overflow recovery: prompt tokens per accepted request: {per_request:?}");
+    assert!(pikuri::Compaction::is_summary(&agent.messages()[0]));
 }

@@ -28,6 +28,15 @@ Options:
       --on-exhausted WHAT   when those run out: raise (stop with an error) or
                             synthesize (answer from what was found) [default: synthesize]
       --context-window N    context window in tokens [default: ask the server]
+      --no-compact          do not summarize older turns when the context window
+                            fills up (on by default: at 80% of the window, the
+                            turns before the last 2 become one summary)
+      --fallback URL[,MODEL]
+                            another API base to move the turn to when the server
+                            fails after its retries (5xx, timeout, connection
+                            refused); repeatable, tried in order; MODEL defaults
+                            to --model [env: OPENAI_FALLBACK_URLS, entries
+                            separated by spaces or `;`]
       --events FILE         write every event to FILE, one JSON object per line
       --tools LIST          comma-separated built-in tools, or `none`
                             [default: calculator,current_time,read_file,list_dir]
@@ -46,6 +55,7 @@ Interactive chat:
   in between (after a cancel, or twice at the prompt), it exits.
   /model NAME   use model NAME from the next turn on (the conversation stays)
   /reset        clear the conversation
+  /compact      summarize the older turns now
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -62,6 +72,7 @@ Exit status:
 pub(crate) const COMMANDS: &str = "\
 /model NAME   use model NAME from the next turn on
 /reset        clear the conversation
+/compact      summarize the older turns now
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";
@@ -85,6 +96,9 @@ pub(crate) struct Options {
     pub(crate) tools: Vec<String>,
     pub(crate) mcp: Vec<McpSpec>,
     pub(crate) prompt: Option<String>,
+    pub(crate) compact: bool,
+    /// `(api base, model)` of each fallback, in order.
+    pub(crate) fallbacks: Vec<(String, Option<String>)>,
 }
 
 impl Options {
@@ -105,6 +119,8 @@ impl Options {
             tools: TOOL_NAMES.iter().map(ToString::to_string).collect(),
             mcp: Vec::new(),
             prompt: None,
+            compact: true,
+            fallbacks: Vec::new(),
         };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
@@ -121,6 +137,8 @@ impl Options {
             match flag.as_str() {
                 "-h" | "--help" => return Ok(None),
                 "--no-stream" => o.stream = false,
+                "--no-compact" => o.compact = false,
+                "--fallback" => o.fallbacks.push(fallback(&value()?)?),
                 "--base-url" => o.base_url = Some(value()?),
                 "--model" => o.model = Some(value()?),
                 "--api-key" => o.api_key = Some(value()?),
@@ -145,6 +163,16 @@ impl Options {
         o.base_url = o.base_url.or_else(|| env("OPENAI_BASE_URL"));
         o.model = o.model.or_else(|| env("OPENAI_MODEL"));
         o.api_key = o.api_key.or_else(|| env("OPENAI_API_KEY"));
+        if o.fallbacks.is_empty()
+            && let Some(list) = env("OPENAI_FALLBACK_URLS")
+        {
+            for entry in list
+                .split([' ', ';', '\n'])
+                .filter(|e| !e.trim().is_empty())
+            {
+                o.fallbacks.push(fallback(entry)?);
+            }
+        }
         Ok(Some(o))
     }
 }
@@ -167,6 +195,23 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
             "{flag} needs a positive whole number, got `{text}`"
         ))),
     }
+}
+
+/// `URL[,MODEL]`.
+fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
+    let (url, model) = match text.split_once(',') {
+        Some((u, m)) => (
+            u.trim(),
+            Some(m.trim().to_string()).filter(|m| !m.is_empty()),
+        ),
+        None => (text.trim(), None),
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(usage(format!(
+            "--fallback needs URL[,MODEL] with an http(s) URL, got `{text}`"
+        )));
+    }
+    Ok((url.trim_end_matches('/').to_string(), model))
 }
 
 fn policy(text: &str) -> Result<OnExhausted, Failure> {

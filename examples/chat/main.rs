@@ -41,6 +41,11 @@
 //!   the token line (one per turn) never lands in the middle of one either.
 //! - `/model NAME` keeps the new transport pending and hands it to
 //!   [`Agent::run_loop_with`] on the next turn (the history survives).
+//!   After a turn, the pending transport is the agent's own, so a turn that
+//!   fell back to a `--fallback` server stays there.
+//! - Compaction ([`Compaction::summarize`]) is on unless `--no-compact`:
+//!   a chat is expected to outlive the context window; `/compact` runs it
+//!   at once.
 
 mod args;
 mod console;
@@ -56,7 +61,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pikuri::builtin;
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Cancellable, ChatTransport, Interloper, StepLimit, Tool};
+use pikuri::{Agent, Cancellable, ChatTransport, Compaction, Interloper, StepLimit, Tool};
 
 use crate::args::{HELP, Options};
 use crate::console::{AnswerOut, Console, Printed};
@@ -198,11 +203,32 @@ fn configure(
     cancellable: &Cancellable,
 ) -> Result<pikuri::Configurator, Failure> {
     let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted);
+    let fallbacks = opts
+        .fallbacks
+        .iter()
+        .map(|(url, model)| {
+            let model = model
+                .clone()
+                .or_else(|| transport.model().map(str::to_string));
+            let mut t = ChatTransport::new(model.unwrap_or_default())
+                .with_provider("openai")
+                .with_api_base(url.clone());
+            if let Some(key) = &opts.api_key {
+                t = t.with_api_key(key.clone());
+            }
+            t
+        })
+        .collect();
     let mut cfg = Agent::builder(transport)
+        .fallback(fallbacks)
         .system_prompt(opts.system.clone())
         .step_limit(limit)
         .cancellable(cancellable.clone())
         .streaming(opts.stream);
+    if opts.compact {
+        // A chat is expected to go on past the context window.
+        cfg = cfg.compaction(Compaction::summarize());
+    }
     for tool in chosen_tools(&opts.tools) {
         cfg = cfg.add_tool(tool);
     }

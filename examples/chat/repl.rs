@@ -189,6 +189,9 @@ impl Repl {
             Err(e) if !e.is_cancelled() => eprintln!("error: {}", sanitize(&e.to_string())),
             _ => {}
         }
+        // A fallback moved the agent to another transport: stay there
+        // (`/model` goes on from it) instead of retrying the failed one.
+        self.transport = agent.transport();
         // Lines injected after the agent's last look at the Interloper.
         for line in self.interloper.drain().into_iter().rev() {
             if cancelled {
@@ -223,6 +226,7 @@ impl Repl {
                 agent.clear_conversation();
                 Ok("(conversation cleared)".to_string())
             }
+            ("compact", Some(agent)) => compact(agent),
             ("save", Some(agent)) => save(agent, arg),
             ("load", Some(agent)) => load(agent, arg),
             _ => Err(format!("unknown command /{name} (try /help)")),
@@ -240,6 +244,18 @@ impl Repl {
         }
         self.transport = self.transport.clone().with_model(model);
         format!("(model {model} from the next turn on)")
+    }
+}
+
+fn compact(agent: &mut Agent) -> Result<String, String> {
+    let before = agent.messages().len();
+    match agent.compact() {
+        Ok(true) => Ok(format!(
+            "(compacted {before} messages to {})",
+            agent.messages().len()
+        )),
+        Ok(false) => Ok("(nothing to compact: only the latest turns so far)".to_string()),
+        Err(e) => Err(format!("cannot compact: {e}")),
     }
 }
 

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::extension::Extension;
-use super::{Agent, CloseHandler, LoopOptions, Synthesizer, Tally, TrifectaPolicy};
+use super::{
+    Agent, CloseHandler, Compaction, LoopOptions, Synthesizer, Tally, ToolResultLimit,
+    TrifectaPolicy,
+};
 use crate::protocol::Client;
 use crate::{
     Approver, Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener,
@@ -66,6 +69,9 @@ pub struct Configurator {
     pub(super) errors: Vec<String>,
     pub(super) approver: Option<Arc<dyn Approver>>,
     pub(super) parent_tally: Option<Arc<Mutex<Tally>>>,
+    pub(super) compaction: Option<Compaction>,
+    pub(super) tool_result_limit: ToolResultLimit,
+    pub(super) fallbacks: Vec<ChatTransport>,
 }
 
 impl Configurator {
@@ -90,6 +96,9 @@ impl Configurator {
             errors: Vec::new(),
             approver: None,
             parent_tally: None,
+            compaction: None,
+            tool_result_limit: ToolResultLimit::default(),
+            fallbacks: Vec::new(),
         }
     }
 
@@ -263,6 +272,83 @@ impl Configurator {
     /// read private data together (default: [`TrifectaPolicy::Warn`]).
     pub fn trifecta(mut self, policy: TrifectaPolicy) -> Configurator {
         self.options.trifecta = policy;
+        self
+    }
+
+    /// Compact the conversation automatically when it approaches the
+    /// context window, and recover from a request the server rejects as
+    /// too long (off by default; see [`Compaction`] for the rules and an
+    /// example). Not inherited by sub-agents.
+    pub fn compaction(mut self, compaction: Compaction) -> Configurator {
+        self.compaction = Some(compaction);
+        self
+    }
+
+    /// The cap on one tool result (default [`ToolResultLimit::default`]:
+    /// 25% of the window; [`ToolResultLimit::off`] disables it).
+    ///
+    /// ```
+    /// use pikuri::{Agent, ToolResultLimit, builtin};
+    /// use pikuri::testing::{FakeServer, Reply};
+    /// let server = FakeServer::start();
+    /// server.set_context_size(None); // the window is unknown: the char limit applies
+    /// server.push(Reply::tool_call("calculator", serde_json::json!({"expression": "2^100"})));
+    /// server.push(Reply::text("big"));
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .add_tool(builtin::calculator())
+    ///     .tool_result_limit(ToolResultLimit::default().chars_without_cap(5))
+    ///     .build()?;
+    /// agent.run_loop("2^100?")?;
+    /// let result = &agent.messages()[2].content;
+    /// assert_eq!(result, "1.267\n[... truncated: 5 of 19 characters shown]");
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn tool_result_limit(mut self, limit: ToolResultLimit) -> Configurator {
+        self.tool_result_limit = limit;
+        self
+    }
+
+    /// Transports to move the turn to, in order, when a request still fails
+    /// after its retries with an error another server may not have (5xx,
+    /// 429, timeout, connection failure). Replaces the list set so far; the
+    /// rules and an example are on [`add_fallback`](Configurator::add_fallback).
+    pub fn fallback(mut self, transports: Vec<ChatTransport>) -> Configurator {
+        self.fallbacks = transports;
+        self
+    }
+
+    /// Append one transport to the fallback list.
+    ///
+    /// - Only after the client's own retries, and only for HTTP 429 and 5xx
+    ///   (529 included), timeouts and connection failures.
+    /// - The next transport is the one after the current one in the list;
+    ///   the agent stays on it for later turns
+    ///   ([`Agent::run_loop_with`] goes back).
+    /// - The switch is a model switch: history kept, another model's
+    ///   reasoning not sent, the window detected again;
+    ///   [`Event::ModelFallback`] then [`Event::ContextCap`].
+    ///
+    /// ```
+    /// use pikuri::{Agent, Event, ChatTransport, HttpConfig, listeners::InMemoryEventList};
+    /// use pikuri::testing::{FakeServer, Reply};
+    /// let down = FakeServer::start();
+    /// down.push(Reply::status(503, "overloaded").repeat(10));
+    /// let backup = FakeServer::start();
+    /// backup.push(Reply::text("from the backup"));
+    /// let events = InMemoryEventList::new();
+    /// let mut agent = Agent::builder(down.transport())
+    ///     .http(HttpConfig::default().with_max_retries(0))
+    ///     .add_fallback(backup.transport().with_model("backup-model"))
+    ///     .add_listener(events.clone())
+    ///     .build()?;
+    /// let out = agent.run_loop("hi")?;
+    /// assert_eq!(out.answer.as_deref(), Some("from the backup"));
+    /// assert_eq!(agent.model().as_deref(), Some("backup-model"));
+    /// assert!(events.kinds().contains(&"model_fallback"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn add_fallback(mut self, transport: ChatTransport) -> Configurator {
+        self.fallbacks.push(transport);
         self
     }
 

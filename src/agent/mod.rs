@@ -4,20 +4,27 @@
 mod approval;
 mod builder;
 mod child;
+mod compact;
 mod extension;
+mod fallback;
 mod history;
 mod recover;
 mod run;
 mod subagent;
 mod synthesizer;
+mod tool_limit;
 mod trifecta;
 
 pub use builder::Configurator;
+pub use compact::{Compaction, CompactionStrategy};
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
+pub use tool_limit::ToolResultLimit;
 pub use trifecta::TrifectaPolicy;
+
+pub(crate) use fallback::is_context_overflow;
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -249,6 +256,8 @@ pub struct Outcome {
 ///     │ extensions' on_user_message (system injections land here)
 ///     ▼
 ///  ┌► Request ── HTTP/stream error ──────────────────────► Err(..)  (nothing appended)
+///  │    │ before it: compaction when due; on failure: fallback transports,
+///  │    │ or (context overflow) one compaction and one retry — see Compaction
 ///  │    │ deltas while streaming (AssistantDelta / ThinkingDelta)
 ///  │    ▼
 ///  │  Message complete: Thinking, Assistant, Tokens; append it
@@ -302,6 +311,10 @@ pub struct Agent {
     total_usage: Usage,
     buf: Vec<u8>,
     closed: bool,
+    /// Automatic compaction and the tool-result cap ([`compact`]).
+    compaction: compact::Compactor,
+    /// The transports a failing request falls back to ([`fallback`]).
+    fallbacks: Vec<ChatTransport>,
 }
 
 impl Agent {
@@ -368,6 +381,8 @@ impl Agent {
             total_usage: Usage::new(),
             buf: Vec::new(),
             closed: false,
+            compaction: compact::Compactor::new(cfg.compaction.take(), cfg.tool_result_limit),
+            fallbacks: std::mem::take(&mut cfg.fallbacks),
         };
         agent.assemble_system_prompt();
         for i in 0..agent.extensions.len() {
@@ -547,6 +562,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.compaction.reset();
         self.turn_start = 0;
         self.synth_answer = None;
         self.total_usage = Usage::new();

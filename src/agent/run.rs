@@ -184,7 +184,7 @@ impl Agent {
                 c.check()?;
             }
             self.take_pending_system();
-            let completion = self.request()?;
+            let completion = self.guarded_request()?;
             self.shared.tally.lock().count(completion.usage);
             let truncated = completion.finish_reason.as_deref() == Some("length");
             let message = self.finish_message(completion);
@@ -229,7 +229,7 @@ impl Agent {
     }
 
     /// One request; deltas become events as they arrive.
-    fn request(&mut self) -> Result<Completion> {
+    pub(super) fn request(&mut self) -> Result<Completion> {
         let (transport, tool_specs) = {
             let st = self.shared.state.lock();
             (st.transport.clone(), Arc::clone(&st.tool_specs))
@@ -439,6 +439,7 @@ impl Agent {
     }
 
     fn answer(&mut self, call: &ToolCall, content: String, emit: bool) {
+        let content = self.limit_tool_result(content);
         if emit {
             self.emit(Event::ToolResult {
                 agent: self.agent_id(),

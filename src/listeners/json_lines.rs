@@ -196,6 +196,20 @@ mod tests {
                 error: "HTTP 503".into(),
                 wait_ms: 1500,
             },
+            Event::Compacted {
+                agent: "".into(),
+                strategy: crate::CompactionStrategy::Summarize,
+                messages_before: 13,
+                messages_after: 3,
+                tokens_before: 900,
+                tokens_after: 120,
+            },
+            Event::ModelFallback {
+                agent: "".into(),
+                from: crate::ChatTransport::new("a").with_api_base("http://127.0.0.1:1/v1"),
+                to: crate::ChatTransport::new("b").with_api_base("http://127.0.0.1:2/v1"),
+                reason: "http status 503: overloaded".into(),
+            },
             Event::Stopped {
                 agent: "".into(),
                 reason: StopReason::Completed,

@@ -85,7 +85,11 @@ const LINE_MAX: usize = 160;
 ///   `step budget exhausted: <reason>; answering from the evidence so far`,
 ///   [`Cancelled`](Event::Cancelled) `cancelled`, a mid-loop
 ///   [`UserTurn`](Event::UserTurn) `(delivered: <text>)`,
-///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`, a
+///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`,
+///   [`Compacted`](Event::Compacted) a dim `compacted (summarize): 13
+///   messages (~900 tokens) now 3 (~120 tokens)`,
+///   [`ModelFallback`](Event::ModelFallback) `falling back to <transport>
+///   after <error>`, a
 ///   [`Domain`](Event::Domain) event `<name>: <payload>` (a string payload
 ///   unquoted, others as compact JSON). A *transient* domain event (a
 ///   progress report) rewrites the previous line of the same name in place
@@ -394,12 +398,43 @@ impl Terminal {
                 );
                 self.line(o, Style::Dim, &text);
             }
+            e @ (Event::Compacted { .. } | Event::ModelFallback { .. }) => self.recovery(o, e),
             Event::Domain {
                 name,
                 payload,
                 transient,
                 ..
             } => self.domain(o, name, payload, *transient),
+            _ => {}
+        }
+    }
+
+    /// A compaction or a fallback to another transport: one line each.
+    fn recovery(&mut self, o: &mut Output, event: &Event) {
+        match event {
+            Event::Compacted {
+                strategy,
+                messages_before,
+                messages_after,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                let text = format!(
+                    "compacted ({}): {messages_before} messages (~{tokens_before} tokens) \
+                     now {messages_after} (~{tokens_after} tokens)",
+                    strategy.as_str()
+                );
+                self.line(o, Style::Dim, &text);
+            }
+            Event::ModelFallback { to, reason, .. } => {
+                let text = format!(
+                    "falling back to {} after {}",
+                    sanitize(&to.to_string()),
+                    sanitize(&truncate(reason, ARGS_MAX))
+                );
+                self.line(o, Style::Yellow, &text);
+            }
             _ => {}
         }
     }

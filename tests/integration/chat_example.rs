@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use pikuri::History;
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::{Compaction, History};
 use serde_json::{Value, json};
 
 /// How long a child may run before the test kills it and fails.
@@ -706,4 +706,77 @@ fn interrupt(child: &Child) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -INT failed");
+}
+
+#[test]
+fn repl_falls_back_and_compacts_on_demand() {
+    let busy = FakeServer::start();
+    busy.respond_with(|_| Reply::status(503, "overloaded"));
+    let good = FakeServer::start();
+    for answer in ["A1.", "A2.", "A3.", "The user counted.", "A4."] {
+        good.push(Reply::text(answer));
+    }
+    let busy_base = busy.base_url();
+    let good_base = format!("{},good-model", good.base_url());
+    let mut chat = Chat::spawn(&against(&busy_base, &["--fallback", &good_base]));
+    chat.wait_prompt(1);
+    for (i, line) in ["one", "two", "three"].into_iter().enumerate() {
+        chat.send(line);
+        chat.wait_prompt(i + 2);
+    }
+    // One turn's retries on the failing server, then the agent stays on the fallback.
+    assert_eq!(busy.chat_requests().len(), 3, "first try and 2 retries");
+    chat.send("/compact");
+    chat.wait_prompt(5);
+    chat.send("four");
+    chat.wait_prompt(6);
+    let requests = good.chat_requests();
+    assert_eq!(requests.len(), 5);
+    assert!(
+        requests[3].tool_names().is_empty(),
+        "the compactor has no tools"
+    );
+    assert_eq!(requests[4].body.as_ref().unwrap()["model"], "good-model");
+    let sent: Vec<String> = requests[4]
+        .messages()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(sent[1].starts_with(Compaction::SUMMARY_MARKER), "{sent:?}");
+    assert!(sent[1].ends_with("The user counted."));
+    assert_eq!(&sent[2..], ["two", "A2.", "three", "A3.", "four"]);
+    chat.send("/quit");
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("(compacted 6 messages to 5)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn fallback_and_no_compact_flags() {
+    let out = Chat::spawn(&["--fallback", "not-a-url", "-p", "hi"]).finish();
+    assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("--fallback needs URL[,MODEL]"),
+        "{}",
+        out.stderr
+    );
+    // --no-compact: an overflow is an error at once, no summary request.
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        400,
+        "the request exceeds the available context size, try increasing it",
+    ));
+    let base = server.base_url();
+    let out = Chat::spawn(&against(&base, &["--no-compact", "-p", "hi"])).finish();
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("exceeds the available context size"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.chat_requests().len(), 1);
 }

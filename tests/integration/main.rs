@@ -6,6 +6,7 @@ mod api; // Send/Sync bounds, pinned Debug and Display
 mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred turns
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
+mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
