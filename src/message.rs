@@ -163,9 +163,13 @@ impl Usage {
         self
     }
 
-    /// The context in use for the request: `input + cached + cache_creation`.
+    /// The context in use for the request: `input + cached + cache_creation`
+    /// (saturating: a corrupt figure near `u64::MAX` cannot overflow).
     pub fn context_used(&self) -> u64 {
-        self.input.unwrap_or(0) + self.cached.unwrap_or(0) + self.cache_creation.unwrap_or(0)
+        self.input
+            .unwrap_or(0)
+            .saturating_add(self.cached.unwrap_or(0))
+            .saturating_add(self.cache_creation.unwrap_or(0))
     }
 }
 

@@ -145,7 +145,7 @@ fn example_exchange() -> History {
         history.push(Message::tool(id.as_str(), result));
         history.push(Message::assistant(format!("{expression} is {result}.")));
     }
-    History::new(history)
+    History::new(history).expect("valid history")
 }
 
 fn tool_loop(streaming: bool) {
@@ -161,7 +161,7 @@ fn tool_loop(streaming: bool) {
         .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
         .build()
         .unwrap();
-    agent.load_history(example_exchange());
+    agent.load_history(example_exchange()).unwrap();
     let out = agent.run_loop("What is 17*23?").unwrap();
     assert!(matches!(
         out.stop_reason,

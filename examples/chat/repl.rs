@@ -262,7 +262,9 @@ fn load(agent: &mut Agent, path: &str) -> Result<String, String> {
     let json = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let history = History::parse(&json).map_err(|e| format!("{path}: {e}"))?;
     let count = history.messages().len();
-    agent.load_history(history);
+    agent
+        .load_history(history)
+        .map_err(|e| format!("{path}: {e}"))?;
     Ok(format!("(loaded {count} messages from {path})"))
 }
 

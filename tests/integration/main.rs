@@ -8,6 +8,7 @@ mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
+mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod listeners; // ordering, isolation, end-of-turn flush
 mod llama_cassette; // a recorded llama.cpp session, replayed
 mod local_models; // leaked tool calls, think tags, wind-down, switches
