@@ -10,7 +10,7 @@ use super::{Agent, Outcome, Shared};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice};
 use crate::tool::{self, ToolContext};
 use crate::{
-    ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, Tool, ToolCall,
+    ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -24,14 +24,20 @@ impl Agent {
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidInput`] for a blank message (nothing happens).
-    /// - [`Error::StepLimitExceeded`] when the budget ran out under
-    ///   [`OnExhausted::Raise`]; the history is intact and the next turn gets
-    ///   a fresh budget ("continue" works).
-    /// - [`Error::Cancelled`] after [`Event::Cancelled`]; the same agent takes
-    ///   a new turn afterwards.
-    /// - HTTP, transport, timeout and protocol errors; the failed round left
-    ///   nothing in the history.
+    /// After any error the history is valid (every tool call answered) and
+    /// the agent takes the next turn. What it holds, per error:
+    ///
+    /// | Error | The history afterwards | To go on |
+    /// |---|---|---|
+    /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
+    /// | [`Error::Http`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
+    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run | a new `run_loop`, or `retry_turn` to resume |
+    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`]) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
+    /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`]) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
+    ///
+    /// Calling `run_loop` again with the same text after a failure sends the
+    /// question twice (the first copy is still in the history, unanswered);
+    /// [`retry_turn`](Agent::retry_turn) is the way to retry.
     pub fn run_loop(&mut self, user_message: &str) -> Result<Outcome> {
         self.run_turn(user_message, None)
     }
@@ -48,6 +54,73 @@ impl Agent {
         self.run_turn(user_message, Some(transport))
     }
 
+    /// Run the latest turn again, from where it failed, without adding the
+    /// user's message a second time: after an HTTP error, a timeout or a
+    /// cancel, this is the retry that keeps the question once in the history
+    /// (calling [`run_loop`](Agent::run_loop) again with the same text would
+    /// send it twice).
+    ///
+    /// The controls are reset as at a turn start (a fresh [`StepLimit`](crate::StepLimit)
+    /// budget; the [`Cancellable`](crate::Cancellable) unless this is a child
+    /// agent), then the loop continues from the history as it stands: a
+    /// round that completed (a tool that ran) is not repeated. No
+    /// [`Event::UserTurn`] is emitted (nothing entered the conversation) and
+    /// extensions' `on_user_message` hooks do not run again; the turn ends
+    /// with [`Event::Stopped`] as every run does. The synthesizer, if it
+    /// runs, gets the last user message as the question. The
+    /// [`Outcome::steps`] count this run's tool calls only.
+    ///
+    /// This also resumes a loaded [`History`](crate::History) that ends with
+    /// an unanswered user message.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when there is nothing to retry: the
+    /// conversation is empty or ends with an assistant message (the last turn
+    /// was answered). Otherwise as [`run_loop`](Agent::run_loop).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, HttpConfig};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::status(503, "loading model"));
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .http(HttpConfig::default().with_max_retries(0))
+    ///     .build()?;
+    /// assert_eq!(agent.run_loop("Hello?").unwrap_err().status(), Some(503));
+    ///
+    /// server.push(Reply::text("Hi!"));
+    /// let outcome = agent.retry_turn()?;
+    /// assert_eq!(outcome.answer.as_deref(), Some("Hi!"));
+    /// // The question was sent once: system prompt, then "Hello?".
+    /// assert_eq!(server.chat_requests()[1].messages().len(), 2);
+    /// assert!(agent.retry_turn().is_err()); // answered: nothing to retry
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn retry_turn(&mut self) -> Result<Outcome> {
+        match self.messages.last() {
+            None => return Err(Error::invalid("nothing to retry: the conversation is empty")),
+            Some(m) if m.role == Role::Assistant => {
+                return Err(Error::invalid(
+                    "nothing to retry: the conversation ends with an assistant message",
+                ));
+            }
+            Some(_) => {}
+        }
+        let question = self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        self.reset_controls();
+        self.drive(&question)
+    }
+
     fn run_turn(
         &mut self,
         user_message: &str,
@@ -59,6 +132,24 @@ impl Agent {
         if let Some(t) = transport {
             self.apply_transport(t);
         }
+        self.reset_controls();
+        self.turn_start = self.messages.len();
+        self.messages.push(Message::user(user_message));
+        self.emit(Event::UserTurn {
+            agent: self.agent_id(),
+            content: user_message.to_string(),
+            mid_loop: false,
+        });
+        let ctx = self.ctx.clone();
+        for ext in &mut self.extensions {
+            ext.on_user_message(&ctx, user_message);
+        }
+        self.drive(user_message)
+    }
+
+    /// A turn start: clear the synthesized answer, reset the step budget and
+    /// (in a main agent) the cancellation token.
+    fn reset_controls(&mut self) {
         self.synth_answer = None;
         if let Some(s) = &self.step_limit {
             s.reset();
@@ -73,18 +164,11 @@ impl Agent {
         {
             c.reset();
         }
-        self.turn_start = self.messages.len();
-        self.messages.push(Message::user(user_message));
-        self.emit(Event::UserTurn {
-            agent: self.agent_id(),
-            content: user_message.to_string(),
-            mid_loop: false,
-        });
-        let ctx = self.ctx.clone();
-        for ext in &mut self.extensions {
-            ext.on_user_message(&ctx, user_message);
-        }
+    }
 
+    /// The rounds of a turn whose user message is in the history, the
+    /// step-exhaustion rescue, and the exit events.
+    fn drive(&mut self, user_message: &str) -> Result<Outcome> {
         let mut steps = 0u32;
         let result = match self.rounds(&mut steps) {
             Ok(()) => Ok(StopReason::Completed),

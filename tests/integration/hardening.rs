@@ -2,14 +2,16 @@
 //! handlers at process exit, one Cancelled event per agent.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{
-    Cancellable, Error, Event, History, Message, OnExhausted, StepLimit, ToolCall, Usage,
+    Cancellable, Error, Event, FnTool, History, Parameters, Message, OnExhausted, StepLimit, ToolCall, Usage,
 };
 use serde_json::json;
 
-use crate::util::agent_with;
+use crate::util::{agent_with, assert_valid_history, fast_http};
 
 fn unanswered() -> Vec<Message> {
     vec![
@@ -130,23 +132,77 @@ fn valid_histories_load_by_every_way_in() {
     assert_eq!(agent.messages().len(), messages.len() + 2);
 }
 
+/// Issue 13 class 6: a server that answers 503 until it recovers; the host
+/// retries with `retry_turn`, and the request that succeeds carries the
+/// question once. Before the fix the only retry was `run_loop` with the same
+/// text, which appended the question again on every attempt.
 #[test]
-fn prefix_naive_retry_duplicates_question() {
+fn retry_turn_after_503_forever_sends_the_question_once() {
     let server = FakeServer::start();
-    for _ in 0..10 {
-        server.push(Reply::status(503, "loading"));
-    }
-    let (mut agent, _rec) = agent_with(&server, |c| c.http(crate::util::fast_http().with_max_retries(1)));
-    assert!(agent.run_loop("what is up?").is_err());
-    while server.remaining() > 0 {
-        let _ = agent.run_loop("what is up?");
-        if server.remaining() == 0 { break; }
-    }
-    server.push(Reply::text("fine"));
-    agent.run_loop("what is up?").unwrap();
-    let last = server.chat_requests().last().unwrap().messages().to_vec();
-    let n = last.iter().filter(|m| m["content"] == "what is up?").count();
-    assert_eq!(n, 1, "{last:#?}");
+    let healthy = Arc::new(AtomicBool::new(false));
+    let h = Arc::clone(&healthy);
+    server.respond_with(move |_| {
+        if h.load(Ordering::SeqCst) {
+            Reply::text("recovered")
+        } else {
+            Reply::status(503, "loading model")
+        }
+    });
+    let (mut agent, rec) = agent_with(&server, |c| c.http(fast_http().with_max_retries(1)));
+    let err = agent.run_loop("what is up?").unwrap_err();
+    assert_eq!(err.status(), Some(503));
+    // Still down: the retry fails the same way and adds nothing.
+    assert_eq!(agent.retry_turn().unwrap_err().status(), Some(503));
+    assert_eq!(agent.messages().len(), 1);
+
+    healthy.store(true, Ordering::SeqCst);
+    rec.clear();
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("recovered"));
+    let sent = server.chat_requests().last().unwrap().messages().to_vec();
+    let asked = sent.iter().filter(|m| m["content"] == "what is up?").count();
+    assert_eq!(asked, 1, "{sent:#?}");
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    let questions = agent.messages().iter().filter(|m| m.content == "what is up?").count();
+    assert_eq!(questions, 1);
+    assert!(!rec.kinds().contains(&"user_turn"), "{:?}", rec.kinds());
+    assert_eq!(rec.kinds().last(), Some(&"stopped"));
+    // Answered: nothing left to retry, and nothing changes.
+    assert!(matches!(agent.retry_turn(), Err(Error::InvalidInput(_))));
+    assert_eq!(agent.messages().len(), 2);
+}
+
+/// A failure after a tool ran: the retry resumes the turn, the tool does not
+/// run again, and the history stays valid.
+#[test]
+fn retry_turn_resumes_after_a_completed_round() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("look", json!({})));
+    server.push(Reply::status(500, "oops"));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&runs);
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.http(fast_http().with_max_retries(0)).add_tool(FnTool::new(
+            "look",
+            "Looks.",
+            Parameters::empty(),
+            move |_, _| {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok("seen".into())
+            },
+        ))
+    });
+    assert_eq!(agent.run_loop("look around").unwrap_err().status(), Some(500));
+    server.push(Reply::text("I saw it."));
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("I saw it."));
+    assert_eq!(out.steps, 0);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_valid_history(agent.messages());
+    let (fresh, _) = agent_with(&server, |c| c);
+    let mut fresh = fresh;
+    assert!(matches!(fresh.retry_turn(), Err(Error::InvalidInput(_))));
 }
 
 #[test]
@@ -158,7 +214,7 @@ fn prefix_cancel_during_synthesis_one_event_per_agent() {
     let cancel = Cancellable::new();
     let c2 = cancel.clone();
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(pikuri::FnTool::new("look", "Looks.", pikuri::Parameters::empty(), |_, _| Ok("x".into())))
+        c.add_tool(FnTool::new("look", "Looks.", Parameters::empty(), |_, _| Ok("x".into())))
             .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
             .cancellable(cancel.clone())
             .on_event(move |e| {
