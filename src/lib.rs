@@ -140,7 +140,8 @@
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
 //! | `SubAgent::Extension` | [`SubAgents`] |
-//! | `load_history!` | [`Agent::load_history`] |
+//! | `load_history!` | [`Agent::load_history`] (returns `Result`) |
+//! | `Finalizers` (close every open agent at exit) | [`close_all`], called from the host's exit path and signal handlers |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
@@ -191,7 +192,7 @@ pub mod __bench;
 
 pub use crate::agent::{
     Agent, Configurator, Extension, ExtensionContext, History, Outcome, Persona, SubAgents,
-    Synthesizer,
+    Synthesizer, close_all,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

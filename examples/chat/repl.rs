@@ -102,6 +102,8 @@ impl Repl {
     fn interrupt(&mut self) -> Option<u8> {
         if self.interrupted {
             eprintln!();
+            // `main` calls `pikuri::close_all()` on the way out: the agent may
+            // still be mid-turn on the worker thread, where `Drop` never runs.
             return Some(130);
         }
         self.interrupted = true;

@@ -6,6 +6,7 @@ mod child;
 mod extension;
 mod history;
 mod recover;
+mod registry;
 mod run;
 mod subagent;
 mod synthesizer;
@@ -13,6 +14,7 @@ mod synthesizer;
 pub use builder::Configurator;
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
+pub use registry::close_all;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 
@@ -145,7 +147,23 @@ pub struct Outcome {
 ///
 /// [`close`](Agent::close) runs the on-close handlers (last registered first,
 /// each isolated) and joins the listener threads; `Drop` does the same if the
-/// host forgets.
+/// host forgets. Each handler runs once, whichever of these comes first.
+///
+/// `Drop` covers an agent that goes out of scope, including by `?` or by a
+/// panic that unwinds. It does **not** run when:
+///
+/// - the process ends through [`std::process::exit`] (or returns from
+///   `main` while the agent sits in a `static` or on another thread);
+/// - a signal ends it (SIGINT, SIGTERM with their default action), or a
+///   panic under `panic = "abort"`;
+/// - the agent was leaked (`std::mem::forget`, a reference cycle,
+///   `Box::leak`).
+///
+/// For those, call [`close_all`](crate::close_all) from the exit path and
+/// from the signal handler (e.g. the `ctrlc` crate's): it runs the handlers
+/// of every agent still open in the process, the counterpart of pikuri's
+/// `Finalizers`. A configurator dropped unbuilt runs its armed handlers
+/// itself.
 ///
 /// # A turn
 ///
@@ -239,6 +257,7 @@ impl Agent {
             }),
             on_close: Mutex::new(on_close),
         });
+        registry::register(&shared);
         let ctx = ExtensionContext::new(&shared);
         let mut agent = Agent {
             shared,
@@ -429,6 +448,7 @@ impl Agent {
             return;
         }
         self.closed = true;
+        registry::unregister(&self.shared);
         let handlers = std::mem::take(&mut *self.shared.on_close.lock());
         run_close_handlers(handlers);
         self.shared.listeners.close();
