@@ -1,13 +1,13 @@
 //! Issue 13 (agent side): invalid histories, retrying a failed turn, close
 //! handlers at process exit, one Cancelled event per agent.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{
-    Cancellable, Error, Event, FnTool, History, Parameters, Message, OnExhausted, StepLimit, ToolCall, Usage,
+    Cancellable, Error, Event, FnTool, History, Parameters, Persona, SubAgents, Message, OnExhausted, StepLimit, ToolCall, Usage,
 };
 use serde_json::json;
 
@@ -205,34 +205,90 @@ fn retry_turn_resumes_after_a_completed_round() {
     assert!(matches!(fresh.retry_turn(), Err(Error::InvalidInput(_))));
 }
 
-#[test]
-fn prefix_cancel_during_synthesis_one_event_per_agent() {
-    let server = FakeServer::start();
-    server.push(Reply::tool_call("look", json!({})));
-    server.push(Reply::tool_call("look", json!({})));
-    server.push(Reply::hang());
-    let cancel = Cancellable::new();
-    let c2 = cancel.clone();
-    let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(FnTool::new("look", "Looks.", Parameters::empty(), |_, _| Ok("x".into())))
-            .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
-            .cancellable(cancel.clone())
-            .on_event(move |e| {
-                if matches!(e, Event::FallbackNotice { .. }) {
-                    c2.cancel();
-                }
-            })
-    });
-    let err = agent.run_loop("what?").unwrap_err();
-    assert!(err.is_cancelled(), "{err}");
-    let mut per_agent: HashMap<String, usize> = HashMap::new();
+/// `cancelled` events per agent id.
+fn cancelled_per_agent(rec: &pikuri::listeners::InMemoryEventList) -> BTreeMap<String, usize> {
+    let mut per_agent = BTreeMap::new();
     for e in rec.events() {
         if let Event::Cancelled { agent } = &e {
             *per_agent.entry(agent.to_string()).or_default() += 1;
         }
     }
-    eprintln!("{:?}", rec.events().iter().map(|e| (e.agent().to_string(), e.kind())).collect::<Vec<_>>());
+    per_agent
+}
+
+fn look() -> FnTool {
+    FnTool::new("look", "Looks.", Parameters::empty(), |_, _| Ok("seen".into()))
+}
+
+/// Issue 13 class 8: one cancel during synthesis, one `cancelled` event per
+/// agent: the synthesizer child's and the parent's, never a second one for
+/// either. Checked with the cancel arriving before the synthesizer's request
+/// and while it is in flight.
+#[test]
+fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
+    for in_flight in [false, true] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_call("look", json!({})));
+        server.push(Reply::tool_call("look", json!({})));
+        // The synthesizer's request, if it goes out before the cancel, hangs
+        // until the cancel interrupts it.
+        server.respond_with(|_| Reply::hang());
+        let cancel = Cancellable::new();
+        let c = cancel.clone();
+        let (mut agent, rec) = agent_with(&server, |cfg| {
+            cfg.add_tool(look())
+                .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+                .cancellable(cancel.clone())
+                .on_event(move |e| match e {
+                    Event::FallbackNotice { .. } if !in_flight => c.cancel(),
+                    Event::UserTurn { agent, .. } if in_flight && &**agent == "synthesizer" => {
+                        c.cancel();
+                    }
+                    _ => {}
+                })
+        });
+        let err = agent.run_loop("what?").unwrap_err();
+        assert!(err.is_cancelled(), "{err}");
+        let expected: BTreeMap<String, usize> =
+            [(String::new(), 1), ("synthesizer".to_string(), 1)].into();
+        assert_eq!(cancelled_per_agent(&rec), expected, "in flight: {in_flight}");
+        let stopped = rec.kinds().iter().filter(|k| **k == "stopped").count();
+        assert_eq!(stopped, 2, "one Stopped per agent");
+        // The next turn works.
+        server.push(Reply::text("fine"));
+        assert_eq!(agent.run_loop("again").unwrap().answer.as_deref(), Some("fine"));
+        assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    }
+}
+
+/// The same rule for a sub-agent cancelled inside its tool: the child and the
+/// parent each emit one `cancelled`.
+#[test]
+fn cancel_inside_a_sub_agent_emits_one_cancelled_per_agent() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("agent", json!({"name": "researcher", "task": "dig"})));
+    server.push(Reply::tool_call("dig", json!({})));
+    let cancel = Cancellable::new();
+    let c = cancel.clone();
+    let (mut agent, rec) = agent_with(&server, |cfg| {
+        cfg.cancellable(cancel.clone())
+            .add_sub_agent_tool(FnTool::new("dig", "Digs.", Parameters::empty(), move |_, _| {
+                c.cancel();
+                Ok("dug".into())
+            }))
+            .add_extension(
+                SubAgents::new(vec![
+                    Persona::new("researcher", "Digs.", "You dig.", 5).with_tools(&["dig"]),
+                ])
+                .unwrap(),
+            )
+    });
+    let err = agent.run_loop("dig it").unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    let per_agent = cancelled_per_agent(&rec);
     assert!(per_agent.values().all(|n| *n == 1), "{per_agent:?}");
+    assert_eq!(per_agent.get(""), Some(&1), "{per_agent:?}");
+    assert_eq!(per_agent.len(), 2, "{per_agent:?}");
 }
 
 /// A configurator dropped before `build` runs the close handlers armed so
