@@ -88,7 +88,10 @@
 //! truncated streams, cancellation and an exhausted step budget. A tool's
 //! failure is never an `Error`: it goes back to the model as an
 //! `"Error: ..."` observation. After any error the history is valid and the
-//! same agent can take the next turn.
+//! same agent can take the next turn; [`Agent::retry_turn`] retries the
+//! failed one without sending the question twice (what the history holds
+//! after each error is tabled on [`Agent::run_loop`]). A [`History`] is
+//! valid by construction, so a loaded conversation cannot break later turns.
 //!
 //! # Features
 //!
