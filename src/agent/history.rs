@@ -149,7 +149,10 @@ fn validate(messages: &[Message]) -> Result<()> {
             return fail(i, format!("tool calls on a {} message", m.role.as_str()));
         }
         if m.role != Role::Tool && m.tool_call_id.is_some() {
-            return fail(i, format!("a tool call id on a {} message", m.role.as_str()));
+            return fail(
+                i,
+                format!("a tool call id on a {} message", m.role.as_str()),
+            );
         }
         if let Some(u) = &m.usage {
             let figures = [u.input, u.output, u.cached, u.cache_creation, u.thinking];

@@ -104,7 +104,11 @@ impl Agent {
     /// ```
     pub fn retry_turn(&mut self) -> Result<Outcome> {
         match self.messages.last() {
-            None => return Err(Error::invalid("nothing to retry: the conversation is empty")),
+            None => {
+                return Err(Error::invalid(
+                    "nothing to retry: the conversation is empty",
+                ));
+            }
             Some(m) if m.role == Role::Assistant => {
                 return Err(Error::invalid(
                     "nothing to retry: the conversation ends with an assistant message",

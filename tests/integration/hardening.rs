@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{
-    Cancellable, Error, Event, FnTool, History, Parameters, Persona, SubAgents, Message, OnExhausted, StepLimit, ToolCall, Usage,
+    Cancellable, Error, Event, FnTool, History, Message, OnExhausted, Parameters, Persona,
+    StepLimit, SubAgents, ToolCall, Usage,
 };
 use serde_json::json;
 
@@ -34,7 +35,10 @@ fn bad_histories() -> Vec<Bad> {
         Message::user("time?"),
         Message::assistant_tool_calls(
             "",
-            vec![ToolCall::new("c1", "clock", "{}"), ToolCall::new("c1", "clock", "{}")],
+            vec![
+                ToolCall::new("c1", "clock", "{}"),
+                ToolCall::new("c1", "clock", "{}"),
+            ],
         ),
         Message::tool("c1", "noon"),
         Message::tool("c1", "noon"),
@@ -44,19 +48,31 @@ fn bad_histories() -> Vec<Bad> {
     let huge = vec![Message::user("hi"), huge];
     let as_json = |m: &[Message]| doc(serde_json::to_value(m).unwrap());
     vec![
-        Bad { name: "unanswered call", json: as_json(&unanswered()), messages: Some(unanswered()) },
+        Bad {
+            name: "unanswered call",
+            json: as_json(&unanswered()),
+            messages: Some(unanswered()),
+        },
         Bad {
             name: "orphan tool message",
             messages: Some(vec![Message::user("hi"), Message::tool("x", "1")]),
             json: doc(json!([{"role": "tool", "tool_call_id": "x", "content": "1"}])),
         },
-        Bad { name: "duplicate call id", json: as_json(&dup), messages: Some(dup) },
+        Bad {
+            name: "duplicate call id",
+            json: as_json(&dup),
+            messages: Some(dup),
+        },
         Bad {
             name: "unknown role",
             messages: None,
             json: doc(json!([{"role": "wizard", "content": "abracadabra"}])),
         },
-        Bad { name: "huge usage number", json: as_json(&huge), messages: Some(huge) },
+        Bad {
+            name: "huge usage number",
+            json: as_json(&huge),
+            messages: Some(huge),
+        },
         Bad {
             name: "usage beyond u64",
             messages: None,
@@ -122,7 +138,10 @@ fn valid_histories_load_by_every_way_in() {
     let json = h.to_json();
     assert_eq!(serde_json::from_str::<History>(&json).unwrap(), h);
     assert_eq!(History::parse(&json).unwrap(), h);
-    assert_eq!(History::parse(&History::default().to_json()).unwrap(), History::default());
+    assert_eq!(
+        History::parse(&History::default().to_json()).unwrap(),
+        History::default()
+    );
     let server = FakeServer::start();
     server.push(Reply::text("two"));
     let (mut agent, _rec) = agent_with(&server, |c| c);
@@ -159,11 +178,18 @@ fn retry_turn_after_503_forever_sends_the_question_once() {
     rec.clear();
     let out = agent.retry_turn().unwrap();
     assert_eq!(out.answer.as_deref(), Some("recovered"));
-    let sent = server.chat_requests().last().unwrap().messages().to_vec();
-    let asked = sent.iter().filter(|m| m["content"] == "what is up?").count();
+    let sent = server.chat_requests().last().unwrap().messages().clone();
+    let asked = sent
+        .iter()
+        .filter(|m| m["content"] == "what is up?")
+        .count();
     assert_eq!(asked, 1, "{sent:#?}");
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
-    let questions = agent.messages().iter().filter(|m| m.content == "what is up?").count();
+    let questions = agent
+        .messages()
+        .iter()
+        .filter(|m| m.content == "what is up?")
+        .count();
     assert_eq!(questions, 1);
     assert!(!rec.kinds().contains(&"user_turn"), "{:?}", rec.kinds());
     assert_eq!(rec.kinds().last(), Some(&"stopped"));
@@ -182,17 +208,21 @@ fn retry_turn_resumes_after_a_completed_round() {
     let runs = Arc::new(AtomicUsize::new(0));
     let r = Arc::clone(&runs);
     let (mut agent, _rec) = agent_with(&server, |c| {
-        c.http(fast_http().with_max_retries(0)).add_tool(FnTool::new(
-            "look",
-            "Looks.",
-            Parameters::empty(),
-            move |_, _| {
-                r.fetch_add(1, Ordering::SeqCst);
-                Ok("seen".into())
-            },
-        ))
+        c.http(fast_http().with_max_retries(0))
+            .add_tool(FnTool::new(
+                "look",
+                "Looks.",
+                Parameters::empty(),
+                move |_, _| {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    Ok("seen".into())
+                },
+            ))
     });
-    assert_eq!(agent.run_loop("look around").unwrap_err().status(), Some(500));
+    assert_eq!(
+        agent.run_loop("look around").unwrap_err().status(),
+        Some(500)
+    );
     server.push(Reply::text("I saw it."));
     let out = agent.retry_turn().unwrap();
     assert_eq!(out.answer.as_deref(), Some("I saw it."));
@@ -217,7 +247,9 @@ fn cancelled_per_agent(rec: &pikuri::listeners::InMemoryEventList) -> BTreeMap<S
 }
 
 fn look() -> FnTool {
-    FnTool::new("look", "Looks.", Parameters::empty(), |_, _| Ok("seen".into()))
+    FnTool::new("look", "Looks.", Parameters::empty(), |_, _| {
+        Ok("seen".into())
+    })
 }
 
 /// Issue 13 class 8: one cancel during synthesis, one `cancelled` event per
@@ -251,12 +283,19 @@ fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
         assert!(err.is_cancelled(), "{err}");
         let expected: BTreeMap<String, usize> =
             [(String::new(), 1), ("synthesizer".to_string(), 1)].into();
-        assert_eq!(cancelled_per_agent(&rec), expected, "in flight: {in_flight}");
+        assert_eq!(
+            cancelled_per_agent(&rec),
+            expected,
+            "in flight: {in_flight}"
+        );
         let stopped = rec.kinds().iter().filter(|k| **k == "stopped").count();
         assert_eq!(stopped, 2, "one Stopped per agent");
         // The next turn works.
         server.push(Reply::text("fine"));
-        assert_eq!(agent.run_loop("again").unwrap().answer.as_deref(), Some("fine"));
+        assert_eq!(
+            agent.run_loop("again").unwrap().answer.as_deref(),
+            Some("fine")
+        );
         assert!(server.rejections().is_empty(), "{:?}", server.rejections());
     }
 }
@@ -266,16 +305,24 @@ fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
 #[test]
 fn cancel_inside_a_sub_agent_emits_one_cancelled_per_agent() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call("agent", json!({"name": "researcher", "task": "dig"})));
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "researcher", "task": "dig"}),
+    ));
     server.push(Reply::tool_call("dig", json!({})));
     let cancel = Cancellable::new();
     let c = cancel.clone();
     let (mut agent, rec) = agent_with(&server, |cfg| {
         cfg.cancellable(cancel.clone())
-            .add_sub_agent_tool(FnTool::new("dig", "Digs.", Parameters::empty(), move |_, _| {
-                c.cancel();
-                Ok("dug".into())
-            }))
+            .add_sub_agent_tool(FnTool::new(
+                "dig",
+                "Digs.",
+                Parameters::empty(),
+                move |_, _| {
+                    c.cancel();
+                    Ok("dug".into())
+                },
+            ))
             .add_extension(
                 SubAgents::new(vec![
                     Persona::new("researcher", "Digs.", "You dig.", 5).with_tools(&["dig"]),
@@ -314,7 +361,13 @@ fn configurator_dropped_unbuilt_runs_its_close_handlers() {
 /// `close_all` there cannot reach the agents of tests running in parallel.
 fn run_in_own_process(test: &str) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("PIKURI_OWN_PROCESS", "1")
         .output()
         .unwrap();
@@ -351,16 +404,25 @@ fn close_all_in_own_process() {
         Arc::new(AtomicUsize::new(0)),
         Arc::new(AtomicUsize::new(0)),
     );
-    let mut first = pikuri::Agent::builder(server.transport()).on_close(counter(&a)).build().unwrap();
+    let mut first = pikuri::Agent::builder(server.transport())
+        .on_close(counter(&a))
+        .build()
+        .unwrap();
     let second = pikuri::Agent::builder(server.transport())
         .on_close(counter(&b))
         .on_close(counter(&b))
         .build()
         .unwrap();
-    let gone = pikuri::Agent::builder(server.transport()).on_close(counter(&leaked)).build().unwrap();
+    let gone = pikuri::Agent::builder(server.transport())
+        .on_close(counter(&leaked))
+        .build()
+        .unwrap();
     std::mem::forget(gone);
     let closed_early = Arc::new(AtomicUsize::new(0));
-    let mut early = pikuri::Agent::builder(server.transport()).on_close(counter(&closed_early)).build().unwrap();
+    let mut early = pikuri::Agent::builder(server.transport())
+        .on_close(counter(&closed_early))
+        .build()
+        .unwrap();
     early.close();
 
     assert_eq!(pikuri::close_all(), 4);
@@ -389,11 +451,16 @@ fn close_all_in_own_process() {
     let busy = Arc::new(AtomicUsize::new(0));
     let mut agent = pikuri::Agent::builder(server.transport())
         .on_close(counter(&busy))
-        .add_tool(FnTool::new("wait", "Waits.", Parameters::empty(), move |_, _| {
-            entered_tx.send(()).unwrap();
-            release_rx.lock().recv().unwrap();
-            Ok("waited".into())
-        }))
+        .add_tool(FnTool::new(
+            "wait",
+            "Waits.",
+            Parameters::empty(),
+            move |_, _| {
+                entered_tx.send(()).unwrap();
+                release_rx.lock().recv().unwrap();
+                Ok("waited".into())
+            },
+        ))
         .build()
         .unwrap();
     let turn = std::thread::spawn(move || {
