@@ -12,7 +12,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let parsed = History::parse(text);
     let via_serde = serde_json::from_str::<History>(text);
-    assert_eq!(parsed.is_ok(), via_serde.is_ok(), "parse and serde disagree");
+    assert_eq!(
+        parsed.is_ok(),
+        via_serde.is_ok(),
+        "parse and serde disagree"
+    );
     if let Ok(h) = parsed {
         let again = History::parse(&h.to_json()).expect("a parsed history round-trips");
         assert_eq!(again, h);
