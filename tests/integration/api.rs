@@ -123,7 +123,9 @@ fn control_debug_same_as_and_peek_are_pinned() {
     let q = Interloper::new();
     assert_eq!(format!("{q:?}"), "Interloper { pending: 0 }");
     assert!(q.peek().is_empty());
+    assert!(!q.is_pending());
     q.inject_user_message("a").unwrap();
+    assert!(q.is_pending());
     q.inject_user_message("b").unwrap();
     assert_eq!(q.peek(), ["a", "b"]);
     assert_eq!(q.peek(), ["a", "b"], "peek does not take");
