@@ -75,17 +75,20 @@ struct Unchecked {
     messages: Vec<Message>,
 }
 
+/// The bare reason (serde adds the position; [`History::parse`] the
+/// "invalid history" prefix of [`Error::History`]).
 impl TryFrom<Unchecked> for History {
-    type Error = Error;
+    type Error = String;
 
-    fn try_from(raw: Unchecked) -> Result<History> {
+    fn try_from(raw: Unchecked) -> std::result::Result<History, String> {
         if raw.version != VERSION {
-            return Err(Error::History(format!(
-                "unsupported version {}",
-                raw.version
-            )));
+            return Err(format!("unsupported version {}", raw.version));
         }
-        History::new(raw.messages)
+        validate(&raw.messages)?;
+        Ok(History {
+            version: VERSION,
+            messages: raw.messages,
+        })
     }
 }
 
@@ -107,7 +110,7 @@ impl History {
     ///
     /// [`Error::History`] naming the first offending message.
     pub fn new(messages: Vec<Message>) -> Result<History> {
-        validate(&messages)?;
+        validate(&messages).map_err(Error::History)?;
         Ok(History {
             version: VERSION,
             messages,
@@ -141,8 +144,8 @@ impl History {
 }
 
 /// The rules under [Validity](History#validity), in one pass.
-fn validate(messages: &[Message]) -> Result<()> {
-    let fail = |i: usize, what: String| Err(Error::History(format!("message {i}: {what}")));
+fn validate(messages: &[Message]) -> std::result::Result<(), String> {
+    let fail = |i: usize, what: String| Err(format!("message {i}: {what}"));
     let mut open: Vec<&str> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         if m.role != Role::Assistant && !m.tool_calls.is_empty() {
@@ -186,7 +189,7 @@ fn validate(messages: &[Message]) -> Result<()> {
         }
     }
     if let Some(id) = open.first() {
-        return Err(Error::History(format!("tool call `{id}` left unanswered")));
+        return Err(format!("tool call `{id}` left unanswered"));
     }
     Ok(())
 }
@@ -231,7 +234,7 @@ impl Agent {
     /// # Ok::<(), pikuri::Error>(())
     /// ```
     pub fn load_history(&mut self, history: History) -> Result<()> {
-        validate(&history.messages)?;
+        validate(&history.messages).map_err(Error::History)?;
         self.clear_conversation();
         let tokens = history
             .messages

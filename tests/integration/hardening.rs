@@ -477,3 +477,18 @@ fn close_all_in_own_process() {
     drop(agent);
     assert_eq!(busy.load(Ordering::SeqCst), 1, "not again on drop");
 }
+
+/// The reason reads once, with serde's position: no doubled prefix.
+#[test]
+fn history_error_names_the_reason_once() {
+    let json =
+        serde_json::json!({"version": 1, "messages": serde_json::to_value(unanswered()).unwrap()});
+    let err = History::parse(&json.to_string()).unwrap_err().to_string();
+    assert!(
+        err.starts_with("invalid history: tool call `c1` left unanswered"),
+        "{err}"
+    );
+    assert_eq!(err.matches("invalid history").count(), 1, "{err}");
+    let err = History::new(unanswered()).unwrap_err().to_string();
+    assert_eq!(err, "invalid history: tool call `c1` left unanswered");
+}
