@@ -130,4 +130,12 @@ fn control_debug_same_as_and_peek_are_pinned() {
     assert_eq!(q.peek(), ["a", "b"]);
     assert_eq!(q.peek(), ["a", "b"], "peek does not take");
     assert_eq!(format!("{q:?}"), "Interloper { pending: 2 }");
+    let limit = StepLimit::new(7);
+    assert_eq!(limit.max(), 7);
+    assert_eq!(limit.fresh().max(), 7);
+    limit.tick().unwrap();
+    assert_eq!(
+        format!("{limit:?}"),
+        "StepLimit { max: 7, on_exhausted: Raise, step: 1 }"
+    );
 }
