@@ -12,19 +12,21 @@
 # hub (its unit tests plus the `listeners` integration tests). One job, a
 # per-mutant timeout: it shares small machines. Results land in
 # target/mutants/<scope>/mutants.out (outcomes.json, missed.txt, caught.txt...).
-# Figures of the latest run: MUTANTS.md.
+# Figures of the latest run: MUTANTS.md. `--gitignore true`: do not copy
+# fuzz/corpus and other ignored files into the scratch tree (a running
+# fuzzer changes them under the copy).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p target/mutants
 scope=${1:-control}
 case "$scope" in
 control)
-    cargo mutants -f 'src/control/*.rs' -j 1 --timeout 120 \
+    cargo mutants --gitignore true -f 'src/control/*.rs' -j 1 --timeout 120 \
         --output target/mutants/control \
         -- --lib --test integration -- control
     ;;
 hub)
-    cargo mutants -f src/listener/hub.rs -j 1 --timeout 120 \
+    cargo mutants --gitignore true -f src/listener/hub.rs -j 1 --timeout 120 \
         --output target/mutants/hub \
         -- --lib --test integration -- listener
     ;;
