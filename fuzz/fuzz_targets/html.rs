@@ -12,10 +12,5 @@ fuzz_target!(|data: &[u8]| {
     let out = pikuri::builtin::html_to_markdown(&html, base);
     // Link targets are resolved against the base, which can add its length
     // per link; everything else (list markers with a huge `start`) at most 16 bytes per input byte.
-    assert!(
-        out.len() <= 64 + html.len() * 16,
-        "{} bytes from {}",
-        out.len(),
-        html.len()
-    );
+    assert!(out.len() <= 64 + html.len() * 16, "{} bytes from {}", out.len(), html.len());
 });
