@@ -191,7 +191,9 @@ fn measure(n: usize, server: &Replay, raw_server: &Replay, budget: Duration) -> 
             if pikuri {
                 let before = server.request_bytes.load(Ordering::Relaxed);
                 while started.elapsed() < budget || count == 0 {
-                    agent.load_history(History::new(base_history.clone()));
+                    agent
+                        .load_history(History::new(base_history.clone()).expect("valid history"))
+                        .expect("loads");
                     let t = Instant::now();
                     let out = agent.run_loop("Look it up again.").expect("run completes");
                     spent += t.elapsed();

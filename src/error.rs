@@ -54,9 +54,12 @@ pub enum Error {
         max: u32,
     },
     /// An argument or configuration was invalid: a blank user message, a zero
-    /// step budget, duplicate tool names, an unknown persona tool.
+    /// step budget, duplicate tool names, an unknown persona tool,
+    /// [`Agent::retry_turn`](crate::Agent::retry_turn) with nothing to retry.
     InvalidInput(String),
-    /// A history document could not be parsed; nothing was loaded.
+    /// A history was invalid: the JSON did not parse, had another version,
+    /// or broke a rule of [`History`](crate::History#validity) (an unanswered
+    /// tool call, an orphan tool message...). Nothing was built or loaded.
     History(String),
 }
 

@@ -271,7 +271,7 @@
 //!
 //! // Later, perhaps in another process.
 //! let mut agent = Agent::builder(server.transport()).build()?;
-//! agent.load_history(History::parse(&json)?);
+//! agent.load_history(History::parse(&json)?)?;
 //! agent.run_loop("Who am I?")?;
 //! let sent = server.chat_requests()[1].messages();
 //! assert_eq!(sent[0]["content"], "I am Ada.");

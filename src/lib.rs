@@ -103,7 +103,10 @@
 //! same agent can take the next turn. A request the server rejected because
 //! the conversation does not fit the window is an [`Error::Http`] for which
 //! [`Error::is_context_overflow`] is true; with a [`Compaction`] set, the
-//! agent compacts and retries it once by itself first.
+//! agent compacts and retries it once by itself first. [`Agent::retry_turn`]
+//! retries a failed turn without sending the question twice (what the history holds after
+//! each error is tabled on [`Agent::run_loop`]). A [`History`] is valid by
+//! construction, so a loaded conversation cannot break later turns.
 //!
 //! # Features
 //!
@@ -160,7 +163,8 @@
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
 //! | `SubAgent::Extension` | [`SubAgents`] |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
-//! | `load_history!` | [`Agent::load_history`] |
+//! | `load_history!` | [`Agent::load_history`] (returns `Result`) |
+//! | `Finalizers` (close every open agent at exit) | [`close_all`], called from the host's exit path and signal handlers |
 //! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
@@ -218,7 +222,7 @@ pub mod __bench;
 
 pub use crate::agent::{
     Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
-    Outcome, Persona, SubAgents, Synthesizer, ToolResultLimit, TrifectaPolicy,
+    Outcome, Persona, SubAgents, Synthesizer, ToolResultLimit, TrifectaPolicy, close_all,
 };
 pub use crate::approval::{
     ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,

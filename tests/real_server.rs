@@ -147,7 +147,7 @@ fn example_exchange() -> History {
         history.push(Message::tool(id.as_str(), result));
         history.push(Message::assistant(format!("{expression} is {result}.")));
     }
-    History::new(history)
+    History::new(history).expect("valid history")
 }
 
 fn tool_loop(streaming: bool) {
@@ -163,7 +163,7 @@ fn tool_loop(streaming: bool) {
         .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
         .build()
         .unwrap();
-    agent.load_history(example_exchange());
+    agent.load_history(example_exchange()).unwrap();
     let out = agent.run_loop("What is 17*23?").unwrap();
     assert!(matches!(
         out.stop_reason,
@@ -362,7 +362,7 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
         history.push(Message::user(topic(i)));
         history.push(Message::assistant(format!("Noted: parcel {i}.")));
     }
-    agent.load_history(History::new(history));
+    agent.load_history(History::new(history).unwrap()).unwrap();
     let out = agent.run_loop("Which parcel did I mention last?").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     let compactions = rec

@@ -115,7 +115,14 @@ impl From<pikuri::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let result = run();
+    // The exit path: returning from `main` ends the process without dropping
+    // an agent still running a turn on the worker thread (a second Ctrl+C
+    // exits mid-turn), so its close handlers would never run. `close_all`
+    // runs them for every agent still open; an agent already closed is
+    // skipped.
+    pikuri::close_all();
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("error: {}", sanitize(&failure.message()));

@@ -102,6 +102,8 @@ impl Repl {
     fn interrupt(&mut self) -> Option<u8> {
         if self.interrupted {
             eprintln!();
+            // `main` calls `pikuri::close_all()` on the way out: the agent may
+            // still be mid-turn on the worker thread, where `Drop` never runs.
             return Some(130);
         }
         self.interrupted = true;
@@ -278,7 +280,9 @@ fn load(agent: &mut Agent, path: &str) -> Result<String, String> {
     let json = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let history = History::parse(&json).map_err(|e| format!("{path}: {e}"))?;
     let count = history.messages().len();
-    agent.load_history(history);
+    agent
+        .load_history(history)
+        .map_err(|e| format!("{path}: {e}"))?;
     Ok(format!("(loaded {count} messages from {path})"))
 }
 

@@ -350,7 +350,7 @@ impl Agent {
     /// agent.load_history(History::new(vec![
     ///     Message::user("first"), Message::assistant("1"),
     ///     Message::user("second"), Message::assistant("2"),
-    /// ]));
+    /// ])?)?;
     /// assert!(agent.compact()?);
     /// assert_eq!(agent.messages().len(), 2);
     /// assert_eq!(agent.messages()[0].content, "second");

@@ -1,6 +1,7 @@
 //! Conversation persistence: [`History`], [`Agent::export_history`],
 //! [`Agent::load_history`].
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -11,38 +12,113 @@ use crate::{Error, Event, Message, Result, Role};
 /// The format version written by [`History::to_json`].
 const VERSION: u32 = 1;
 
-/// A conversation as a value: its messages, each assistant message with its
-/// token usage and model.
+/// A valid conversation as a value: its messages, each assistant message with
+/// its token usage and model.
 ///
 /// The system prompt is not stored: a loaded conversation gets today's
 /// prompt, reassembled from the agent's configuration and extensions.
+/// System messages *inside* the conversation (context an extension injected
+/// during a turn) are kept and sent again, as the agent that wrote them did.
 ///
-/// [`History::parse`] is the only door for untrusted bytes: it returns
-/// [`Error::History`] and never a half-built value.
+/// # Validity
+///
+/// A `History` is valid by construction: every way to make one
+/// ([`History::new`], [`History::parse`], serde deserialization,
+/// [`Agent::export_history`]) checks the same rules and fails with
+/// [`Error::History`], never with a half-built value. The rules are what a
+/// chat-completions server accepts:
+///
+/// - every assistant tool call is answered by exactly one tool message
+///   before the next message of another role, and call ids are unique among
+///   the calls open at once (an id may be reused once its call is answered,
+///   as some servers do);
+/// - one exception: the last batch of calls may stay unanswered, as a turn
+///   that stopped for approval leaves it (see [`Approver`](crate::Approver),
+///   "Deciding later"); nothing is sent with them unanswered:
+///   [`Agent::resume`] or the next [`run_loop`](Agent::run_loop) answers them
+///   first;
+/// - every tool message answers an open call;
+/// - tool calls only on assistant messages, a call id only on tool messages;
+/// - the format version is 1 (serde and `parse`).
+///
+/// Unknown roles and malformed JSON fail in deserialization, and so does a
+/// token figure that is not a `u64`. Token figures are not checked further:
+/// they are never sent to a server, and every sum over them saturates.
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::{History, Message};
-/// let h = History::new(vec![Message::user("hi"), Message::assistant("hello")]);
+/// use pikuri::{Error, History, Message, ToolCall};
+/// let h = History::new(vec![Message::user("hi"), Message::assistant("hello")])?;
 /// let json = h.to_json();
 /// assert_eq!(History::parse(&json)?, h);
+/// assert_eq!(serde_json::from_str::<History>(&json).unwrap(), h);
 /// assert!(History::parse("{\"version\":1,\"messages\":[{\"role\":\"wizard\"}]}").is_err());
+///
+/// // A tool call left unanswered before a later message would make every
+/// // later request fail.
+/// let call = ToolCall::new("c1", "clock", "{}");
+/// let calls = Message::assistant_tool_calls("", vec![call]);
+/// let bad = vec![Message::user("time?"), calls.clone(), Message::user("well?")];
+/// assert!(matches!(History::new(bad), Err(Error::History(_))));
+/// // At the end, the batch is one awaiting approval: valid.
+/// assert!(History::new(vec![Message::user("time?"), calls]).is_ok());
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Unchecked")]
 pub struct History {
     version: u32,
     messages: Vec<Message>,
 }
 
-impl History {
-    /// A history of these messages.
-    pub fn new(messages: Vec<Message>) -> History {
+/// The serialized form, before validation: what serde reads first.
+#[derive(Deserialize)]
+struct Unchecked {
+    version: u32,
+    messages: Vec<Message>,
+}
+
+/// The bare reason (serde adds the position; [`History::parse`] the
+/// "invalid history" prefix of [`Error::History`]).
+impl TryFrom<Unchecked> for History {
+    type Error = String;
+
+    fn try_from(raw: Unchecked) -> std::result::Result<History, String> {
+        if raw.version != VERSION {
+            return Err(format!("unsupported version {}", raw.version));
+        }
+        validate(&raw.messages)?;
+        Ok(History {
+            version: VERSION,
+            messages: raw.messages,
+        })
+    }
+}
+
+/// The empty conversation (version 1).
+impl Default for History {
+    fn default() -> History {
         History {
             version: VERSION,
-            messages,
+            messages: Vec::new(),
         }
+    }
+}
+
+impl History {
+    /// A history of these messages, validated by the rules under
+    /// [Validity](History#validity).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::History`] naming the first offending message.
+    pub fn new(messages: Vec<Message>) -> Result<History> {
+        validate(&messages).map_err(Error::History)?;
+        Ok(History {
+            version: VERSION,
+            messages,
+        })
     }
 
     /// The messages.
@@ -59,77 +135,103 @@ impl History {
         serde_json::to_string_pretty(self).expect("history serialization cannot fail")
     }
 
-    /// Parse and validate JSON written by [`to_json`](History::to_json).
+    /// Parse and validate JSON written by [`to_json`](History::to_json); the
+    /// door for untrusted bytes.
     ///
     /// # Errors
     ///
     /// [`Error::History`] when the JSON does not parse, has another version,
-    /// or is not a valid conversation (a system message inside, a tool
-    /// message answering no call, an assistant tool call left unanswered
-    /// before a later message).
-    ///
-    /// Unanswered calls are accepted in one place: the trailing batch of a
-    /// turn that stopped for approval (see [`Approver`](crate::Approver),
-    /// "Deciding later"). Nothing is sent with them unanswered:
-    /// [`Agent::resume`] or the next [`run_loop`](Agent::run_loop) answers
-    /// them first.
-    ///
-    /// ```
-    /// use pikuri::{History, Message, ToolCall};
-    /// let pending = Message::assistant_tool_calls("", vec![ToolCall::new("c1", "rm", "{}")]);
-    /// assert!(History::parse(&History::new(vec![Message::user("go"), pending.clone()]).to_json()).is_ok());
-    /// let gap = History::new(vec![Message::user("go"), pending, Message::user("hm")]);
-    /// assert!(History::parse(&gap.to_json()).is_err());
-    /// ```
+    /// or breaks a rule under [Validity](History#validity).
     pub fn parse(json: &str) -> Result<History> {
-        let h: History = serde_json::from_str(json).map_err(|e| Error::History(e.to_string()))?;
-        if h.version != VERSION {
-            return Err(Error::History(format!("unsupported version {}", h.version)));
-        }
-        h.validate()?;
-        Ok(h)
-    }
-
-    fn validate(&self) -> Result<()> {
-        let mut open: Vec<&str> = Vec::new();
-        for (i, m) in self.messages.iter().enumerate() {
-            match m.role {
-                Role::Tool => {
-                    let id = m.tool_call_id.as_deref().unwrap_or("");
-                    let Some(pos) = open.iter().position(|o| *o == id) else {
-                        return Err(Error::History(format!(
-                            "message {i}: tool result `{id}` answers no open call"
-                        )));
-                    };
-                    open.remove(pos);
-                }
-                _ if !open.is_empty() => {
-                    return Err(Error::History(format!(
-                        "message {i}: tool call `{}` left unanswered",
-                        open[0]
-                    )));
-                }
-                Role::Assistant => open.extend(m.tool_calls.iter().map(|c| c.id.as_str())),
-                Role::System | Role::User => {}
-            }
-        }
-        // Calls still open here belong to the trailing batch: pending
-        // approval, answered before anything is sent.
-        Ok(())
+        serde_json::from_str(json).map_err(|e| Error::History(e.to_string()))
     }
 }
 
+/// The rules under [Validity](History#validity), in one pass.
+fn validate(messages: &[Message]) -> std::result::Result<(), String> {
+    let fail = |i: usize, what: String| Err(format!("message {i}: {what}"));
+    let mut open: Vec<&str> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if m.role != Role::Assistant && !m.tool_calls.is_empty() {
+            return fail(i, format!("tool calls on a {} message", m.role.as_str()));
+        }
+        if m.role != Role::Tool && m.tool_call_id.is_some() {
+            return fail(
+                i,
+                format!("a tool call id on a {} message", m.role.as_str()),
+            );
+        }
+        match m.role {
+            Role::Tool => {
+                let Some(id) = m.tool_call_id.as_deref() else {
+                    return fail(i, "tool message without a call id".to_string());
+                };
+                let Some(pos) = open.iter().position(|o| *o == id) else {
+                    return fail(i, format!("tool result `{id}` answers no open call"));
+                };
+                open.remove(pos);
+            }
+            _ if !open.is_empty() => {
+                return fail(i, format!("tool call `{}` left unanswered", open[0]));
+            }
+            Role::Assistant => {
+                let mut seen = HashSet::new();
+                for c in &m.tool_calls {
+                    if !seen.insert(c.id.as_str()) {
+                        return fail(i, format!("duplicate tool call id `{}`", c.id));
+                    }
+                    open.push(c.id.as_str());
+                }
+            }
+            Role::System | Role::User => {}
+        }
+    }
+    // Calls still open here are the trailing batch of a turn that stopped
+    // for approval: valid, and answered before anything is sent.
+    Ok(())
+}
+
 impl Agent {
-    /// The conversation as a [`History`] value.
+    /// The conversation as a [`History`] value. Not checked again: the
+    /// agent's own history is valid by [the loop's
+    /// rule](crate::Agent#the-history-is-always-valid), which the tests pin.
     pub fn export_history(&self) -> History {
-        History::new(self.messages.clone())
+        History {
+            version: VERSION,
+            messages: self.messages.clone(),
+        }
     }
 
     /// Replace the conversation with `history`: [`clear_conversation`](Agent::clear_conversation)
     /// (which emits [`Event::Reset`]), append the messages, then emit
     /// [`Event::HistoryLoaded`] with the last assistant message's usage so a
     /// context readout can resume.
-    pub fn load_history(&mut self, history: History) {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::History`] when `history` breaks a rule under
+    /// [Validity](History#validity) (checked again here, before anything
+    /// changes). Nothing is loaded, no event is emitted, and the agent keeps
+    /// its previous conversation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, History, Message};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("Still 4."));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let saved = r#"{"version":1,"messages":[
+    ///     {"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}]}"#;
+    /// agent.load_history(History::parse(saved)?)?;
+    /// agent.run_loop("Sure?")?;
+    /// assert_eq!(agent.messages().len(), 4);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn load_history(&mut self, history: History) -> Result<()> {
+        validate(&history.messages).map_err(Error::History)?;
         self.clear_conversation();
         let tokens = history
             .messages
@@ -145,5 +247,6 @@ impl Agent {
             tokens,
         });
         self.shared.listeners.flush();
+        Ok(())
     }
 }

@@ -9,6 +9,7 @@ mod extension;
 mod fallback;
 mod history;
 mod recover;
+mod registry;
 mod run;
 mod subagent;
 mod synthesizer;
@@ -19,6 +20,7 @@ pub use builder::Configurator;
 pub use compact::{Compaction, CompactionStrategy};
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
+pub use registry::close_all;
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
@@ -245,7 +247,23 @@ pub struct Outcome {
 ///
 /// [`close`](Agent::close) runs the on-close handlers (last registered first,
 /// each isolated) and joins the listener threads; `Drop` does the same if the
-/// host forgets.
+/// host forgets. Each handler runs once, whichever of these comes first.
+///
+/// `Drop` covers an agent that goes out of scope, including by `?` or by a
+/// panic that unwinds. It does **not** run when:
+///
+/// - the process ends through [`std::process::exit`] (or returns from
+///   `main` while the agent sits in a `static` or on another thread);
+/// - a signal ends it (SIGINT, SIGTERM with their default action), or a
+///   panic under `panic = "abort"`;
+/// - the agent was leaked (`std::mem::forget`, a reference cycle,
+///   `Box::leak`).
+///
+/// For those, call [`close_all`](crate::close_all) from the exit path and
+/// from the signal handler (e.g. the `ctrlc` crate's): it runs the handlers
+/// of every agent still open in the process, the counterpart of pikuri's
+/// `Finalizers`. A configurator dropped unbuilt runs its armed handlers
+/// itself.
 ///
 /// # A turn
 ///
@@ -363,6 +381,7 @@ impl Agent {
             tally: Arc::new(Mutex::new(Tally::default())),
             parent_tally: cfg.parent_tally.take(),
         });
+        registry::register(&shared);
         let ctx = ExtensionContext::new(&shared);
         let mut agent = Agent {
             shared,
@@ -592,6 +611,7 @@ impl Agent {
             return;
         }
         self.closed = true;
+        registry::unregister(&self.shared);
         let handlers = std::mem::take(&mut *self.shared.on_close.lock());
         run_close_handlers(handlers);
         self.shared.listeners.close();

@@ -9,7 +9,9 @@ use super::approval::{Decisions, Prepared, Verdict, run_prepared, take_decision}
 use super::child::{ChildSpec, child_id};
 use super::{Agent, Outcome};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice};
-use crate::{ChatTransport, Error, Event, Message, OnExhausted, Result, StopReason, ToolCall};
+use crate::{
+    ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, ToolCall,
+};
 
 /// Observation for calls left unanswered when the budget ran out.
 pub(crate) const NOT_RUN_BUDGET: &str = "Error: not run: step budget exhausted";
@@ -30,14 +32,20 @@ impl Agent {
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidInput`] for a blank message (nothing happens).
-    /// - [`Error::StepLimitExceeded`] when the budget ran out under
-    ///   [`OnExhausted::Raise`]; the history is intact and the next turn gets
-    ///   a fresh budget ("continue" works).
-    /// - [`Error::Cancelled`] after [`Event::Cancelled`]; the same agent takes
-    ///   a new turn afterwards.
-    /// - HTTP, transport, timeout and protocol errors; the failed round left
-    ///   nothing in the history.
+    /// After any error the history is valid (every tool call answered) and
+    /// the agent takes the next turn. What it holds, per error:
+    ///
+    /// | Error | The history afterwards | To go on |
+    /// |---|---|---|
+    /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
+    /// | [`Error::Http`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
+    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run | a new `run_loop`, or `retry_turn` to resume |
+    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`]) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
+    /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`]) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
+    ///
+    /// Calling `run_loop` again with the same text after a failure sends the
+    /// question twice (the first copy is still in the history, unanswered);
+    /// [`retry_turn`](Agent::retry_turn) is the way to retry.
     pub fn run_loop(&mut self, user_message: &str) -> Result<Outcome> {
         self.run_turn(user_message, None)
     }
@@ -52,6 +60,81 @@ impl Agent {
         transport: ChatTransport,
     ) -> Result<Outcome> {
         self.run_turn(user_message, Some(transport))
+    }
+
+    /// Run the latest turn again, from where it failed, without adding the
+    /// user's message a second time: after an HTTP error, a timeout or a
+    /// cancel, this is the retry that keeps the question once in the history
+    /// (calling [`run_loop`](Agent::run_loop) again with the same text would
+    /// send it twice).
+    ///
+    /// The controls are reset as at a turn start (a fresh [`StepLimit`](crate::StepLimit)
+    /// budget; the [`Cancellable`](crate::Cancellable) unless this is a child
+    /// agent), then the loop continues from the history as it stands: a
+    /// round that completed (a tool that ran) is not repeated. No
+    /// [`Event::UserTurn`] is emitted (nothing entered the conversation) and
+    /// extensions' `on_user_message` hooks do not run again; the turn ends
+    /// with [`Event::Stopped`] as every run does. The synthesizer, if it
+    /// runs, gets the last user message as the question. The
+    /// [`Outcome::steps`] count this run's tool calls only.
+    ///
+    /// This also resumes a loaded [`History`](crate::History) that ends with
+    /// an unanswered user message.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when there is nothing to retry: the
+    /// conversation is empty or ends with an assistant message (the last turn
+    /// was answered). Otherwise as [`run_loop`](Agent::run_loop).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, HttpConfig};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::status(503, "loading model"));
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .http(HttpConfig::default().with_max_retries(0))
+    ///     .build()?;
+    /// assert_eq!(agent.run_loop("Hello?").unwrap_err().status(), Some(503));
+    ///
+    /// server.push(Reply::text("Hi!"));
+    /// let outcome = agent.retry_turn()?;
+    /// assert_eq!(outcome.answer.as_deref(), Some("Hi!"));
+    /// // The retried request carries the question once.
+    /// let sent = server.chat_requests()[1].messages();
+    /// assert_eq!(sent.len(), 1);
+    /// assert_eq!(sent[0]["content"], "Hello?");
+    /// assert!(agent.retry_turn().is_err()); // answered: nothing to retry
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn retry_turn(&mut self) -> Result<Outcome> {
+        match self.messages.last() {
+            None => {
+                return Err(Error::invalid(
+                    "nothing to retry: the conversation is empty",
+                ));
+            }
+            Some(m) if m.role == Role::Assistant => {
+                return Err(Error::invalid(
+                    "nothing to retry: the conversation ends with an assistant message",
+                ));
+            }
+            Some(_) => {}
+        }
+        let question = self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        self.begin_run();
+        let mut steps = 0u32;
+        let result = self.rounds(&mut steps);
+        self.finish_run(result, steps, &question)
     }
 
     fn run_turn(

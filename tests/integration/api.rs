@@ -118,3 +118,31 @@ fn stop_reasons_are_snake_case() {
         assert_eq!(serde_json::to_value(r).unwrap(), s);
     }
 }
+
+/// Pins what the mutation pass found unpinned (MUTANTS.md): `Debug` of the
+/// controls, `Cancellable::same_as`, `Interloper::peek`.
+#[test]
+fn control_debug_same_as_and_peek_are_pinned() {
+    let c = Cancellable::new();
+    assert_eq!(format!("{c:?}"), "Cancellable { cancelled: false }");
+    assert!(c.same_as(&c.clone()));
+    assert!(!c.same_as(&Cancellable::new()));
+    let q = Interloper::new();
+    assert_eq!(format!("{q:?}"), "Interloper { pending: 0 }");
+    assert!(q.peek().is_empty());
+    assert!(!q.is_pending());
+    q.inject_user_message("a").unwrap();
+    assert!(q.is_pending());
+    q.inject_user_message("b").unwrap();
+    assert_eq!(q.peek(), ["a", "b"]);
+    assert_eq!(q.peek(), ["a", "b"], "peek does not take");
+    assert_eq!(format!("{q:?}"), "Interloper { pending: 2 }");
+    let limit = StepLimit::new(7);
+    assert_eq!(limit.max(), 7);
+    assert_eq!(limit.fresh().max(), 7);
+    limit.tick().unwrap();
+    assert_eq!(
+        format!("{limit:?}"),
+        "StepLimit { max: 7, on_exhausted: Raise, step: 1 }"
+    );
+}

@@ -328,7 +328,7 @@ fn a_deferred_turn_is_saved_loaded_in_a_new_agent_and_resumed() {
     // Another process: a new agent, the history alone.
     let ran2 = Arc::new(Mutex::new(Vec::new()));
     let (mut agent, rec) = agent_with(&server, build(&ran2));
-    agent.load_history(History::parse(&saved).unwrap());
+    agent.load_history(History::parse(&saved).unwrap()).unwrap();
     let pending = agent.pending_approvals();
     assert_eq!(pending, outcome.pending_approvals);
     server.push(Reply::text("Wrote a.txt; b.txt was refused."));

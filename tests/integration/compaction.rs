@@ -170,7 +170,9 @@ fn drop_oldest_keeps_valid_histories_at_every_cut() {
         let (mut agent, rec) = agent_with(&server, |c| {
             c.compaction(Compaction::drop_oldest().keep_turns(keep))
         });
-        agent.load_history(History::new(h.clone()));
+        agent
+            .load_history(History::new(h.clone()).unwrap())
+            .unwrap();
         let did = agent.compact().unwrap();
         let m = agent.messages();
         assert_valid_history(m);

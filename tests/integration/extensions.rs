@@ -269,7 +269,7 @@ fn history_round_trip_gives_an_identical_next_request() {
     assert_eq!(parsed, a.export_history());
 
     let (mut b, rec) = agent_with(&server, |c| c.add_tool(lookup("local")));
-    b.load_history(parsed);
+    b.load_history(parsed).unwrap();
     let kinds = rec.kinds();
     let reset = kinds.iter().position(|k| *k == "reset").unwrap();
     assert_eq!(kinds[reset + 1], "history_loaded");

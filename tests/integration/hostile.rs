@@ -177,7 +177,9 @@ fn history_with_usage_at_u64_max_loads_and_accounts() {
             .with_cache_creation(m)
             .with_thinking(m),
     );
-    let doc = History::new(vec![Message::user("hi"), answer]).to_json();
+    let doc = History::new(vec![Message::user("hi"), answer])
+        .unwrap()
+        .to_json();
     assert!(doc.contains("18446744073709551615"), "{doc}");
     let history = History::parse(&doc).expect("a valid history");
     let server = FakeServer::start();
@@ -188,7 +190,7 @@ fn history_with_usage_at_u64_max_loads_and_accounts() {
         .add_listener(rec.clone())
         .build()
         .unwrap();
-    agent.load_history(history);
+    agent.load_history(history).unwrap();
     assert_eq!(
         agent.run_loop("go on").unwrap().answer.as_deref(),
         Some("after restore")

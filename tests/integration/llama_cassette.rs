@@ -71,7 +71,7 @@ fn llama_agent(transport: ChatTransport, streaming: bool) -> (Agent, InMemoryEve
         history.push(Message::tool(id.as_str(), result));
         history.push(Message::assistant(format!("{expression} is {result}.")));
     }
-    agent.load_history(History::new(history));
+    agent.load_history(History::new(history).unwrap()).unwrap();
     (agent, rec)
 }
 

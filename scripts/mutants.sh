@@ -1,0 +1,37 @@
+#!/bin/sh
+# Mutation testing: which changes to the code do the tests fail to notice?
+#
+# cargo-mutants is a TOOL, installed once on the developer's machine
+# (`cargo install cargo-mutants --locked`), like cargo-fuzz: it is not, and
+# must never become, a dependency of pikuri (runtime or dev). It copies the
+# tree, applies one mutation at a time (a function body replaced by a
+# default, `>` by `>=`...), and runs the tests given below against each.
+#
+# Scope: the controls first (their unit tests plus the integration tests of
+# the `controls` module, selected by the filter `control`), then the listener
+# hub (its unit tests plus the `listeners` integration tests). One job, a
+# per-mutant timeout: it shares small machines. Results land in
+# target/mutants/<scope>/mutants.out (outcomes.json, missed.txt, caught.txt...).
+# Figures of the latest run: MUTANTS.md. `--gitignore true`: do not copy
+# fuzz/corpus and other ignored files into the scratch tree (a running
+# fuzzer changes them under the copy).
+set -eu
+cd "$(dirname "$0")/.."
+mkdir -p target/mutants
+scope=${1:-control}
+case "$scope" in
+control)
+    cargo mutants --gitignore true -f 'src/control/*.rs' -j 1 --timeout 120 \
+        --output target/mutants/control \
+        -- --lib --test integration -- control
+    ;;
+hub)
+    cargo mutants --gitignore true -f src/listener/hub.rs -j 1 --timeout 120 \
+        --output target/mutants/hub \
+        -- --lib --test integration -- listener
+    ;;
+*)
+    echo "usage: scripts/mutants.sh [control|hub]" >&2
+    exit 2
+    ;;
+esac
