@@ -19,6 +19,8 @@
 //!
 //! - `main.rs`: the outcome of a run, the backend, the agent, `-p`.
 //! - [`args`]: the command line.
+//! - [`approve`]: who approves state-changing tools (`write_file`), `--yes`.
+//! - [`delegate`]: `--subagents` (researcher, file_miner).
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
@@ -47,14 +49,16 @@
 //!   a chat is expected to outlive the context window; `/compact` runs it
 //!   at once.
 
+mod approve;
 mod args;
 mod console;
+mod delegate;
 mod demo;
 mod mcp;
 mod repl;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -135,17 +139,29 @@ fn run() -> Result<u8, Failure> {
         let c = cancellable.clone();
         ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
         let (out, printed) = AnswerOut::new();
-        let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
+        let agent = configure(&opts, backend.transport.clone(), &cancellable, None)?;
         let mut agent = agent.add_listener(out).build()?;
         return one_shot(&mut agent, prompt, &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
-    let agent = configure(&opts, backend.transport.clone(), &cancellable)?
-        .interloper(interloper.clone())
-        // The conversation on stdout, the token readout on stderr.
-        .add_listener(Console::new())
-        .build()?;
-    Repl::run(agent, backend.transport.clone(), cancellable, interloper)
+    let answers = approve::Answers::new();
+    let agent = configure(
+        &opts,
+        backend.transport.clone(),
+        &cancellable,
+        Some(&answers),
+    )?
+    .interloper(interloper.clone())
+    // The conversation on stdout, the token readout on stderr.
+    .add_listener(Console::new())
+    .build()?;
+    Repl::run(
+        agent,
+        backend.transport.clone(),
+        cancellable,
+        interloper,
+        answers,
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -196,11 +212,13 @@ impl Backend {
 // ---------------------------------------------------------------------------
 // The agent
 
-/// The agent's configuration, common to both modes.
+/// The agent's configuration, common to both modes; `answers` feeds the
+/// approval prompt in the REPL (`None` with `-p`).
 fn configure(
     opts: &Options,
     transport: ChatTransport,
     cancellable: &Cancellable,
+    answers: Option<&approve::Answers>,
 ) -> Result<pikuri::Configurator, Failure> {
     let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted);
     let fallbacks = opts
@@ -224,14 +242,17 @@ fn configure(
         .system_prompt(opts.system.clone())
         .step_limit(limit)
         .cancellable(cancellable.clone())
+        .approver(approve::approver(opts, answers))
         .streaming(opts.stream);
     if opts.compact {
         // A chat is expected to go on past the context window.
         cfg = cfg.compaction(Compaction::summarize());
     }
-    for tool in chosen_tools(&opts.tools) {
+    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    for tool in chosen_tools(&opts.tools, &root) {
         cfg = cfg.add_tool(tool);
     }
+    cfg = delegate::wire(cfg, opts, &root)?;
     // Started at build; dropping or closing the agent shuts them down.
     if let Some(registry) = mcp::registry(&opts.mcp) {
         cfg = cfg.add_extension(registry);
@@ -244,10 +265,11 @@ fn configure(
     Ok(cfg)
 }
 
-fn chosen_tools(names: &[String]) -> Vec<Arc<dyn Tool>> {
-    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {
+    let write: Arc<dyn Tool> = Arc::new(approve::write_file(root.to_path_buf()));
     builtin::all(root)
         .into_iter()
+        .chain([write])
         .filter(|t| names.iter().any(|n| n == t.name()))
         .collect()
 }
