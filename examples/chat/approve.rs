@@ -22,7 +22,7 @@
 use std::fs;
 use std::io::{self, BufRead, IsTerminal, Read};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -73,10 +73,14 @@ pub(crate) struct Answers {
 }
 
 struct Shared {
-    /// A prompt is blocked reading its answer.
-    waiting: AtomicBool,
+    /// The generation of the turn whose prompt is blocked reading its
+    /// answer; 0 when none is.
+    waiting: AtomicU64,
     /// A turn runs: a prompt outside one is stale and gives up.
     turn: AtomicBool,
+    /// Counts the turns started: a prompt that began reading in an earlier
+    /// turn is stale too (the next turn may start before it looks).
+    generation: AtomicU64,
     tx: Mutex<Option<Sender<String>>>,
     rx: Mutex<Option<Receiver<String>>>,
 }
@@ -86,8 +90,9 @@ impl Answers {
         let (tx, rx) = mpsc::channel();
         Answers {
             shared: Arc::new(Shared {
-                waiting: AtomicBool::new(false),
+                waiting: AtomicU64::new(0),
                 turn: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
                 tx: Mutex::new(Some(tx)),
                 rx: Mutex::new(Some(rx)),
             }),
@@ -110,9 +115,11 @@ impl Answers {
         }
     }
 
-    /// A prompt waits for its answer.
+    /// A prompt of the running turn waits for its answer.
     pub(crate) fn waiting(&self) -> bool {
-        self.shared.waiting.load(Ordering::SeqCst)
+        let s = &self.shared;
+        s.turn.load(Ordering::SeqCst)
+            && s.waiting.load(Ordering::SeqCst) == s.generation.load(Ordering::SeqCst)
     }
 
     /// Hand `line` to the waiting prompt.
@@ -138,6 +145,9 @@ impl Answers {
 
     /// A turn starts (`true`) or ended (`false`).
     pub(crate) fn set_turn(&self, running: bool) {
+        if running {
+            self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        }
         self.shared.turn.store(running, Ordering::SeqCst);
     }
 }
@@ -151,11 +161,14 @@ struct AnswerReader {
 }
 
 impl AnswerReader {
-    /// The next line, `None` at end of input or when the turn is over.
-    fn next_line(&self) -> Option<String> {
+    /// The next line, `None` at end of input or when the turn the read
+    /// began in is over.
+    fn next_line(&self, generation: u64) -> Option<String> {
         let rx = self.rx.as_ref()?;
         loop {
-            if !self.shared.turn.load(Ordering::SeqCst) {
+            if !self.shared.turn.load(Ordering::SeqCst)
+                || self.shared.generation.load(Ordering::SeqCst) != generation
+            {
                 return None;
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -185,9 +198,10 @@ impl BufRead for AnswerReader {
         if self.pos >= self.buf.len() {
             self.buf.clear();
             self.pos = 0;
-            self.shared.waiting.store(true, Ordering::SeqCst);
-            let line = self.next_line();
-            self.shared.waiting.store(false, Ordering::SeqCst);
+            let generation = self.shared.generation.load(Ordering::SeqCst);
+            self.shared.waiting.store(generation, Ordering::SeqCst);
+            let line = self.next_line(generation);
+            self.shared.waiting.store(0, Ordering::SeqCst);
             if let Some(line) = line {
                 self.buf = line.into_bytes();
                 self.buf.push(b'\n');

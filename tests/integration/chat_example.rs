@@ -933,11 +933,20 @@ fn demo_repl_ctrl_c_during_the_prompt_cancels_and_the_next_line_is_a_message() {
     chat.send("What is 2+3?");
     chat.wait_stdout("the answer", |out| out.contains("2+3 = 5"));
     chat.wait_prompt(3);
+    assert!(!dir.join("a.txt").exists(), "written after a cancel");
+    // The abandoned prompt is gone: the next write asks anew, and its
+    // answer is its own.
+    chat.send("write ho to a.txt");
+    chat.wait_stderr("a second prompt", |err| {
+        err.matches("Allow write_file").count() == 2
+    });
+    chat.send("y");
+    chat.wait_prompt(4);
     let out = chat.finish();
-    let exists = dir.join("a.txt").exists();
+    let written = std::fs::read_to_string(dir.join("a.txt"));
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
-    assert!(!exists, "written after a cancel");
+    assert_eq!(written.expect("a.txt after y").as_str(), "ho");
     assert!(out.stdout.contains("cancelled"), "{}", out.stdout);
 }
 
