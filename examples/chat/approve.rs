@@ -303,3 +303,30 @@ fn confine(root: &Path, path: &str) -> Result<PathBuf, ToolError> {
         _ => Ok(target),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_file_stays_under_the_root() {
+        let root = std::env::temp_dir().join(format!("pikuri-chat-confine-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("sub")).unwrap();
+        let err = |path: &str| confine(&root, path).unwrap_err().message().to_string();
+        assert!(err("/etc/x").contains("absolute"));
+        assert!(err("sub/../x").contains("`..`"));
+        assert!(err("sub").contains("directory"));
+        assert!(err("missing/x").contains("does not exist"));
+        assert!(confine(&root, "sub/new.txt").is_ok());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::symlink;
+            symlink(std::env::temp_dir(), root.join("out")).unwrap();
+            symlink("/nonexistent/pikuri", root.join("dangling")).unwrap();
+            assert!(err("out/x").contains("outside"));
+            assert!(err("dangling").contains("outside"));
+        }
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -100,6 +100,7 @@ pub(crate) const TOOL_NAMES: [&str; 5] = [
 
 /// The command line, with the `OPENAI_*` fallbacks applied.
 #[derive(Debug)]
+#[allow(clippy::struct_excessive_bools)] // one field per on/off flag of the command line
 pub(crate) struct Options {
     pub(crate) base_url: Option<String>,
     pub(crate) model: Option<String>,
