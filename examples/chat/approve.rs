@@ -24,7 +24,7 @@ use std::io::{self, BufRead, IsTerminal, Read};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use pikuri::listeners::sanitize;
@@ -35,21 +35,20 @@ use pikuri::{
 
 use crate::args::Options;
 
-/// The approver for this run; `answers` is the REPL's line feed (`None` in
-/// `-p` mode).
-pub(crate) fn approver(opts: &Options, answers: Option<&Answers>) -> Arc<dyn Approver> {
+/// The approver for this run (the REPL's unless `-p`).
+pub(crate) fn approver(opts: &Options) -> Arc<dyn Approver> {
     if opts.yes {
         return Arc::new(AutoApprove);
     }
-    match answers {
-        Some(answers) => Arc::new(StateChangingOnly::new(TerminalApprover::new(
-            answers.reader(),
+    match opts.prompt {
+        None => Arc::new(StateChangingOnly::new(TerminalApprover::new(
+            Answers::stdin().reader(),
             io::stderr(),
         ))),
-        None if io::stdin().is_terminal() => {
+        Some(_) if io::stdin().is_terminal() => {
             Arc::new(StateChangingOnly::new(TerminalApprover::stdio()))
         }
-        None => Arc::new(StateChangingOnly::new(|req: &ApprovalRequest| {
+        Some(_) => Arc::new(StateChangingOnly::new(|req: &ApprovalRequest| {
             let tool = sanitize(req.tool()).into_owned();
             eprintln!(
                 "({tool} not run: it needs approval and stdin is not a terminal; pass --yes to allow it)"
@@ -66,7 +65,8 @@ pub(crate) fn approver(opts: &Options, answers: Option<&Answers>) -> Arc<dyn App
 // The REPL's answers
 
 /// The REPL's side of the approval prompt: whether a prompt waits for a
-/// line, and the way to hand it one.
+/// line, and the way to hand it one. There is one, [`Answers::stdin`], as
+/// there is one stdin.
 #[derive(Clone)]
 pub(crate) struct Answers {
     shared: Arc<Shared>,
@@ -86,7 +86,13 @@ struct Shared {
 }
 
 impl Answers {
-    pub(crate) fn new() -> Answers {
+    /// The process's feed of stdin lines to the approval prompt.
+    pub(crate) fn stdin() -> &'static Answers {
+        static STDIN: OnceLock<Answers> = OnceLock::new();
+        STDIN.get_or_init(Answers::new)
+    }
+
+    fn new() -> Answers {
         let (tx, rx) = mpsc::channel();
         Answers {
             shared: Arc::new(Shared {
@@ -99,7 +105,7 @@ impl Answers {
         }
     }
 
-    /// The reader the prompt reads from (one per `Answers`).
+    /// The reader the prompt reads from; a second one reads end of input.
     fn reader(&self) -> AnswerReader {
         let rx = self
             .shared

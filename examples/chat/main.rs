@@ -139,29 +139,17 @@ fn run() -> Result<u8, Failure> {
         let c = cancellable.clone();
         ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
         let (out, printed) = AnswerOut::new();
-        let agent = configure(&opts, backend.transport.clone(), &cancellable, None)?;
+        let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
         let mut agent = agent.add_listener(out).build()?;
         return one_shot(&mut agent, prompt, &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
-    let answers = approve::Answers::new();
-    let agent = configure(
-        &opts,
-        backend.transport.clone(),
-        &cancellable,
-        Some(&answers),
-    )?
-    .interloper(interloper.clone())
-    // The conversation on stdout, the token readout on stderr.
-    .add_listener(Console::new())
-    .build()?;
-    Repl::run(
-        agent,
-        backend.transport.clone(),
-        cancellable,
-        interloper,
-        answers,
-    )
+    let agent = configure(&opts, backend.transport.clone(), &cancellable)?
+        .interloper(interloper.clone())
+        // The conversation on stdout, the token readout on stderr.
+        .add_listener(Console::new())
+        .build()?;
+    Repl::run(agent, backend.transport.clone(), cancellable, interloper)
 }
 
 // ---------------------------------------------------------------------------
@@ -212,13 +200,11 @@ impl Backend {
 // ---------------------------------------------------------------------------
 // The agent
 
-/// The agent's configuration, common to both modes; `answers` feeds the
-/// approval prompt in the REPL (`None` with `-p`).
+/// The agent's configuration, common to both modes.
 fn configure(
     opts: &Options,
     transport: ChatTransport,
     cancellable: &Cancellable,
-    answers: Option<&approve::Answers>,
 ) -> Result<pikuri::Configurator, Failure> {
     let limit = StepLimit::with_policy(opts.max_steps, opts.on_exhausted);
     let fallbacks = opts
@@ -242,7 +228,7 @@ fn configure(
         .system_prompt(opts.system.clone())
         .step_limit(limit)
         .cancellable(cancellable.clone())
-        .approver(approve::approver(opts, answers))
+        .approver(approve::approver(opts))
         .streaming(opts.stream);
     if opts.compact {
         // A chat is expected to go on past the context window.

@@ -53,7 +53,6 @@ impl Repl {
         transport: ChatTransport,
         cancellable: Cancellable,
         interloper: Interloper,
-        answers: Answers,
     ) -> Result<u8, Failure> {
         let (tx, rx) = mpsc::channel();
         let interrupts = tx.clone();
@@ -72,7 +71,7 @@ impl Repl {
             transport,
             cancellable,
             interloper,
-            answers,
+            answers: Answers::stdin().clone(),
             last_turn: None,
             requests: 0,
             tx,
