@@ -38,9 +38,18 @@ Options:
                             to --model [env: OPENAI_FALLBACK_URLS, entries
                             separated by spaces or `;`]
       --events FILE         write every event to FILE, one JSON object per line
-      --tools LIST          comma-separated built-in tools, or `none`
-                            [default: calculator,current_time,read_file,list_dir]
-                            read_file and list_dir see the current directory only
+      --tools LIST          comma-separated built-in tools, or `none` [default:
+                            calculator,current_time,read_file,list_dir,write_file]
+                            the file tools see the current directory only
+  -y, --yes                 run state-changing tools (write_file) without asking;
+                            otherwise each call waits for y/n on stderr/stdin,
+                            and with -p and stdin not a terminal it is denied
+      --subagents           offer two sub-agents through the `agent` tool:
+                            researcher (fetch, web_scrape, and web_search with
+                            --searxng; the network tools are the sub-agent's
+                            alone) and file_miner (read_file, list_dir)
+      --searxng URL         SearXNG instance for the researcher's web_search
+                            [env: SEARXNG_URL]
       --mcp '[NAME=]COMMAND ARGS'
                             start an MCP server (stdio) and give the agent its
                             tools, named NAME__TOOL (NAME defaults to mcp1,
@@ -56,6 +65,7 @@ Interactive chat:
   /model NAME   use model NAME from the next turn on (the conversation stays)
   /reset        clear the conversation
   /compact      summarize the older turns now
+  /usage        tokens of the last turn and of the whole conversation
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -73,16 +83,24 @@ pub(crate) const COMMANDS: &str = "\
 /model NAME   use model NAME from the next turn on
 /reset        clear the conversation
 /compact      summarize the older turns now
+/usage        tokens of the last turn and of the whole conversation
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";
 
 const DEFAULT_SYSTEM: &str = "You are a helpful assistant. Use the tools when they help, \
 and answer concisely.";
-pub(crate) const TOOL_NAMES: [&str; 4] = ["calculator", "current_time", "read_file", "list_dir"];
+pub(crate) const TOOL_NAMES: [&str; 5] = [
+    "calculator",
+    "current_time",
+    "read_file",
+    "list_dir",
+    "write_file",
+];
 
 /// The command line, with the `OPENAI_*` fallbacks applied.
 #[derive(Debug)]
+#[allow(clippy::struct_excessive_bools)] // one field per on/off flag of the command line
 pub(crate) struct Options {
     pub(crate) base_url: Option<String>,
     pub(crate) model: Option<String>,
@@ -97,6 +115,12 @@ pub(crate) struct Options {
     pub(crate) mcp: Vec<McpSpec>,
     pub(crate) prompt: Option<String>,
     pub(crate) compact: bool,
+    /// `--yes`: approve every tool call.
+    pub(crate) yes: bool,
+    /// `--subagents`: the researcher and file_miner personas.
+    pub(crate) subagents: bool,
+    /// SearXNG base URL for the researcher's `web_search`.
+    pub(crate) searxng: Option<String>,
     /// `(api base, model)` of each fallback, in order.
     pub(crate) fallbacks: Vec<(String, Option<String>)>,
 }
@@ -120,6 +144,9 @@ impl Options {
             mcp: Vec::new(),
             prompt: None,
             compact: true,
+            yes: false,
+            subagents: false,
+            searxng: None,
             fallbacks: Vec::new(),
         };
         let mut args = args.into_iter();
@@ -138,6 +165,9 @@ impl Options {
                 "-h" | "--help" => return Ok(None),
                 "--no-stream" => o.stream = false,
                 "--no-compact" => o.compact = false,
+                "-y" | "--yes" => o.yes = true,
+                "--subagents" => o.subagents = true,
+                "--searxng" => o.searxng = Some(http_url(&flag, &value()?)?),
                 "--fallback" => o.fallbacks.push(fallback(&value()?)?),
                 "--base-url" => o.base_url = Some(value()?),
                 "--model" => o.model = Some(value()?),
@@ -163,6 +193,11 @@ impl Options {
         o.base_url = o.base_url.or_else(|| env("OPENAI_BASE_URL"));
         o.model = o.model.or_else(|| env("OPENAI_MODEL"));
         o.api_key = o.api_key.or_else(|| env("OPENAI_API_KEY"));
+        if o.searxng.is_none()
+            && let Some(url) = env("SEARXNG_URL")
+        {
+            o.searxng = Some(http_url("SEARXNG_URL", &url)?);
+        }
         if o.fallbacks.is_empty()
             && let Some(list) = env("OPENAI_FALLBACK_URLS")
         {
@@ -212,6 +247,15 @@ fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
         )));
     }
     Ok((url.trim_end_matches('/').to_string(), model))
+}
+
+/// An `http(s)://` URL, without a trailing slash.
+fn http_url(what: &str, text: &str) -> Result<String, Failure> {
+    let url = text.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(usage(format!("{what} needs an http(s) URL, got `{text}`")));
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 fn policy(text: &str) -> Result<OnExhausted, Failure> {

@@ -10,6 +10,8 @@
 //! | arithmetic (`What is 17*23?`) | `calculator` with the user's own expression |
 //! | time or date (`What time is it?`) | `current_time` |
 //! | `read FILE` (`read Cargo.toml`) | `read_file` with that path |
+//! | `write TEXT to FILE` (`write hello to notes.txt`) | `write_file` with that path and content |
+//! | `ask PERSONA to TASK` (`ask file_miner to list files`) | `agent` (`--subagents`), which runs TASK in a sub-agent |
 //! | files, directory (`list files`) | `list_dir` of the working directory |
 //! | anything else | a plain answer: this is the demo, and how to connect a real model |
 //!
@@ -55,6 +57,10 @@ fn reply(req: &RecordedRequest) -> Reply {
         Intent::Time => ("current_time", json!({})),
         Intent::Read(path) => ("read_file", json!({ "path": path })),
         Intent::List => ("list_dir", json!({})),
+        Intent::Write { path, content } => {
+            ("write_file", json!({ "path": path, "content": content }))
+        }
+        Intent::Delegate { name, task } => ("agent", json!({ "name": name, "task": task })),
         Intent::Other => return Reply::text(introduce(offered.is_empty())),
     };
     if offers(tool) {
@@ -81,8 +87,9 @@ fn introduce(no_tools: bool) -> String {
     format!(
         "I am the built-in demo model of pikuri's chat example, not a language model, so I \
          cannot really answer that. I can show the agent loop: ask me to calculate \
-         (\"What is 17*23?\"), for the time, to list files or to read one \
-         (\"read Cargo.toml\"), and I call the matching tool.{tools} {CONNECT}"
+         (\"What is 17*23?\"), for the time, to list files, to read one \
+         (\"read Cargo.toml\") or write one (\"write hello to notes.txt\"), and I call the \
+         matching tool.{tools} {CONNECT}"
     )
 }
 
@@ -93,6 +100,15 @@ enum Intent {
     Time,
     Read(String),
     List,
+    Write {
+        path: String,
+        content: String,
+    },
+    /// `agent`: a task for the sub-agent `name`.
+    Delegate {
+        name: String,
+        task: String,
+    },
     Other,
 }
 
@@ -103,6 +119,12 @@ fn classify(question: &str) -> Intent {
         .filter(|w| !w.is_empty())
         .collect();
     let has = |set: &[&str]| words.iter().any(|w| set.contains(w));
+    if let Some((name, task)) = delegation(question) {
+        return Intent::Delegate { name, task };
+    }
+    if let Some((content, path)) = file_to_write(question) {
+        return Intent::Write { path, content };
+    }
     if let Some(path) = file_to_read(question) {
         return Intent::Read(path);
     }
@@ -133,6 +155,33 @@ fn expression(question: &str) -> Option<String> {
         })
         .max_by_key(|run| run.len())
         .map(str::to_string)
+}
+
+/// `write TEXT to FILE`: (TEXT, FILE), quotes around TEXT dropped.
+fn file_to_write(question: &str) -> Option<(String, String)> {
+    let rest = strip_word(question.trim(), "write ")?;
+    let (content, path) = rest.rsplit_once(" to ")?;
+    let content = content.trim().trim_matches(|c: char| "\"'`".contains(c));
+    let path = path.trim().trim_matches(|c: char| "\"'`?!,;:".contains(c));
+    let path = path.strip_suffix('.').unwrap_or(path);
+    (!content.is_empty() && !path.is_empty()).then(|| (content.to_string(), path.to_string()))
+}
+
+/// `text` without the ASCII `prefix`, in any case.
+fn strip_word<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// `ask PERSONA to TASK` for the bundled personas: (PERSONA, TASK).
+fn delegation(question: &str) -> Option<(String, String)> {
+    let rest = strip_word(question.trim(), "ask ")?;
+    let rest = rest.strip_prefix("the ").unwrap_or(rest);
+    let (name, task) = rest.split_once(" to ")?;
+    let name = name.trim();
+    (["researcher", "file_miner"].contains(&name) && !task.trim().is_empty())
+        .then(|| (name.to_string(), task.trim().to_string()))
 }
 
 /// `read X`, `show X`, `cat X`, `open X`: the path X.
@@ -200,6 +249,11 @@ fn describe(tool: &str, args: &Value, result: &str) -> String {
             args["path"].as_str().unwrap_or("The file")
         ),
         "list_dir" => format!("The working directory holds:\n\n{result}"),
+        "write_file" => format!("Done: {result}."),
+        "agent" => format!(
+            "The {} sub-agent answered:\n\n{result}",
+            args["name"].as_str().unwrap_or("?")
+        ),
         other => format!("The {other} tool answered: {result}"),
     }
 }
@@ -218,6 +272,20 @@ mod tests {
         assert_eq!(
             classify("Please read notes.txt."),
             Intent::Read("notes.txt".into())
+        );
+        assert_eq!(
+            classify("write \"hello there\" to notes.txt"),
+            Intent::Write {
+                path: "notes.txt".into(),
+                content: "hello there".into()
+            }
+        );
+        assert_eq!(
+            classify("ask the file_miner to list files"),
+            Intent::Delegate {
+                name: "file_miner".into(),
+                task: "list files".into()
+            }
         );
         assert_eq!(classify("Who are you?"), Intent::Other);
         assert_eq!(classify("I am 42 years old"), Intent::Other);

@@ -19,6 +19,8 @@
 //!
 //! - `main.rs`: the outcome of a run, the backend, the agent, `-p`.
 //! - [`args`]: the command line.
+//! - [`approve`]: who approves state-changing tools (`write_file`), `--yes`.
+//! - [`delegate`]: `--subagents` (researcher, file_miner).
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
@@ -47,14 +49,16 @@
 //!   a chat is expected to outlive the context window; `/compact` runs it
 //!   at once.
 
+mod approve;
 mod args;
 mod console;
+mod delegate;
 mod demo;
 mod mcp;
 mod repl;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -231,14 +235,17 @@ fn configure(
         .system_prompt(opts.system.clone())
         .step_limit(limit)
         .cancellable(cancellable.clone())
+        .approver(approve::approver(opts))
         .streaming(opts.stream);
     if opts.compact {
         // A chat is expected to go on past the context window.
         cfg = cfg.compaction(Compaction::summarize());
     }
-    for tool in chosen_tools(&opts.tools) {
+    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    for tool in chosen_tools(&opts.tools, &root) {
         cfg = cfg.add_tool(tool);
     }
+    cfg = delegate::wire(cfg, opts, &root)?;
     // Started at build; dropping or closing the agent shuts them down.
     if let Some(registry) = mcp::registry(&opts.mcp) {
         cfg = cfg.add_extension(registry);
@@ -251,10 +258,11 @@ fn configure(
     Ok(cfg)
 }
 
-fn chosen_tools(names: &[String]) -> Vec<Arc<dyn Tool>> {
-    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {
+    let write: Arc<dyn Tool> = Arc::new(approve::write_file(root.to_path_buf()));
     builtin::all(root)
         .into_iter()
+        .chain([write])
         .filter(|t| names.iter().any(|n| n == t.name()))
         .collect()
 }

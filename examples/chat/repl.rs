@@ -7,9 +7,10 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 
 use pikuri::listeners::sanitize;
-use pikuri::{Agent, Cancellable, ChatTransport, History, Interloper, Outcome};
+use pikuri::{Agent, Cancellable, ChatTransport, History, Interloper, Outcome, Usage};
 
 use crate::Failure;
+use crate::approve::Answers;
 use crate::args::COMMANDS;
 
 /// What the main thread of the REPL reacts to.
@@ -31,6 +32,12 @@ pub(crate) struct Repl {
     transport: ChatTransport,
     cancellable: Cancellable,
     interloper: Interloper,
+    /// The approval prompt's line feed: while it waits, a line answers it.
+    answers: Answers,
+    /// The last completed turn's usage and request count (`/usage`).
+    last_turn: Option<(Usage, u32)>,
+    /// Requests answered in this conversation's completed turns.
+    requests: u32,
     tx: Sender<Input>,
     /// Input that waits for the running turn to end, in arrival order.
     held: VecDeque<Input>,
@@ -64,6 +71,9 @@ impl Repl {
             transport,
             cancellable,
             interloper,
+            answers: Answers::stdin().clone(),
+            last_turn: None,
+            requests: 0,
             tx,
             held: VecDeque::new(),
             interrupted: false,
@@ -120,6 +130,15 @@ impl Repl {
     /// Interloper, unless a command is waiting ahead of it.
     fn hold(&mut self, input: Input) {
         match input {
+            Input::Line(line) if self.answers.waiting() => {
+                self.interrupted = false;
+                self.answers.answer(line);
+            }
+            // No answer will come: a prompt now or later denies.
+            Input::Eof => {
+                self.answers.close();
+                self.held.push_back(Input::Eof);
+            }
             Input::Line(line) if line.trim().is_empty() => {}
             Input::Line(line) if self.held.is_empty() && !line.trim_start().starts_with('/') => {
                 self.interrupted = false;
@@ -175,6 +194,7 @@ impl Repl {
         };
         let transport = self.transport.clone();
         let tx = self.tx.clone();
+        self.answers.set_turn(true);
         thread::spawn(move || {
             let result = agent.run_loop_with(&message, transport);
             let _ = tx.send(Input::TurnDone(Box::new(agent), result));
@@ -182,6 +202,12 @@ impl Repl {
     }
 
     fn finish_turn(&mut self, agent: Agent, result: &pikuri::Result<Outcome>) {
+        // A prompt still waiting (Ctrl+C during it) gives up.
+        self.answers.set_turn(false);
+        if let Ok(outcome) = result {
+            self.last_turn = Some((outcome.usage, outcome.requests));
+            self.requests = self.requests.saturating_add(outcome.requests);
+        }
         let cancelled = matches!(result, Err(e) if e.is_cancelled());
         match result {
             Err(e) if e.is_step_limit() => {
@@ -226,11 +252,25 @@ impl Repl {
             ("model", _) => Ok(self.switch_model(arg)),
             ("reset", Some(agent)) => {
                 agent.clear_conversation();
+                self.last_turn = None;
+                self.requests = 0;
                 Ok("(conversation cleared)".to_string())
             }
+            ("usage", Some(agent)) => Ok(usage_report(
+                self.last_turn,
+                agent.total_usage(),
+                self.requests,
+            )),
             ("compact", Some(agent)) => compact(agent),
             ("save", Some(agent)) => save(agent, arg),
-            ("load", Some(agent)) => load(agent, arg),
+            ("load", Some(agent)) => {
+                let loaded = load(agent, arg);
+                if loaded.is_ok() {
+                    self.last_turn = None;
+                    self.requests = 0;
+                }
+                loaded
+            }
             _ => Err(format!("unknown command /{name} (try /help)")),
         };
         match result {
@@ -247,6 +287,28 @@ impl Repl {
         self.transport = self.transport.clone().with_model(model);
         format!("(model {model} from the next turn on)")
     }
+}
+
+/// `/usage`: the last turn's tokens, then the conversation's.
+fn usage_report(last: Option<(Usage, u32)>, total: Usage, requests: u32) -> String {
+    let line = |label: &str, u: &Usage, requests: u32| {
+        let n = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        format!(
+            "{label}: input {}, output {}, cached {}, reasoning {}, cache creation {}, \
+             total {}, requests {requests}",
+            n(u.input),
+            n(u.output),
+            n(u.cached),
+            n(u.thinking),
+            n(u.cache_creation),
+            u.total()
+        )
+    };
+    let last = match last {
+        Some((usage, requests)) => line("last turn", &usage, requests),
+        None => "last turn: none yet".to_string(),
+    };
+    format!("{last}\n{}", line("conversation", &total, requests))
 }
 
 fn compact(agent: &mut Agent) -> Result<String, String> {

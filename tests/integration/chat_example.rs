@@ -107,7 +107,16 @@ fn collect(mut pipe: impl Read + Send + 'static, into: &Arc<Mutex<String>>) -> J
 
 impl Chat {
     fn spawn(args: &[&str]) -> Chat {
-        let mut child = command(args).spawn().expect("spawn the chat example");
+        Chat::spawn_in(None, args)
+    }
+
+    /// [`spawn`](Chat::spawn) with `dir` as the working directory.
+    fn spawn_in(dir: Option<&Path>, args: &[&str]) -> Chat {
+        let mut cmd = command(args);
+        if let Some(dir) = dir {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd.spawn().expect("spawn the chat example");
         let stdout = Arc::new(Mutex::new(String::new()));
         let stderr = Arc::new(Mutex::new(String::new()));
         let readers = vec![
@@ -140,8 +149,17 @@ impl Chat {
 
     /// Wait until `done` holds for stdout, or fail after [`TIMEOUT`].
     fn wait_stdout(&mut self, what: &str, done: impl Fn(&str) -> bool) {
+        self.wait_for(what, |chat| done(&chat.stdout()));
+    }
+
+    /// Wait until `done` holds for stderr, or fail after [`TIMEOUT`].
+    fn wait_stderr(&mut self, what: &str, done: impl Fn(&str) -> bool) {
+        self.wait_for(what, |chat| done(&chat.stderr()));
+    }
+
+    fn wait_for(&mut self, what: &str, done: impl Fn(&Chat) -> bool) {
         let deadline = Instant::now() + TIMEOUT;
-        while !done(&self.stdout()) {
+        while !done(self) {
             if Instant::now() > deadline || matches!(self.child.try_wait(), Ok(Some(_))) {
                 let _ = self.child.kill();
                 panic!(
@@ -260,7 +278,13 @@ fn model_comes_from_the_server_list_and_tools_from_the_flag() {
     assert!(requests[1].tool_names().is_empty());
     assert_eq!(
         requests[2].tool_names(),
-        ["calculator", "current_time", "read_file", "list_dir"]
+        [
+            "calculator",
+            "current_time",
+            "read_file",
+            "list_dir",
+            "write_file"
+        ]
     );
 }
 
@@ -779,4 +803,287 @@ fn fallback_and_no_compact_flags() {
         out.stderr
     );
     assert_eq!(server.chat_requests().len(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Approval of write_file, /usage, --subagents
+
+/// A fresh empty directory for one test.
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = temp_path(name);
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The REPL on the demo model in `dir`: ask it to write, answer the prompt
+/// with `answer`; returns what the process left.
+fn demo_write_answered(dir: &Path, answer: &str) -> Finished {
+    let mut chat = Chat::spawn_in(Some(dir), &[]);
+    chat.wait_prompt(1);
+    chat.send("write hello there to notes.txt");
+    chat.wait_stderr("the approval prompt", |err| {
+        err.contains("Allow write_file {\"content\":\"hello there\",\"path\":\"notes.txt\"}? [y]es")
+    });
+    assert!(!dir.join("notes.txt").exists(), "written before the answer");
+    chat.send(answer);
+    chat.wait_prompt(2);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    out
+}
+
+#[test]
+fn demo_repl_asks_before_writing_and_y_writes() {
+    let dir = fresh_dir("approve-y");
+    let out = demo_write_answered(&dir, "y");
+    let written = std::fs::read_to_string(dir.join("notes.txt"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(written.expect("the written file"), "hello there");
+    assert!(
+        out.stdout.contains("Done: wrote 11 bytes to notes.txt."),
+        "{}",
+        out.stdout
+    );
+    // The answer went to the prompt, not to the agent as a message.
+    assert!(!out.stderr.contains("(queued: y)"), "{}", out.stderr);
+}
+
+#[test]
+fn demo_repl_n_denies_the_write() {
+    let dir = fresh_dir("approve-n");
+    let out = demo_write_answered(&dir, "n");
+    let exists = dir.join("notes.txt").exists();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(!exists, "written although denied");
+    assert!(
+        out.stdout
+            .contains("The write_file tool failed: not run: denied: denied by the user"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn yes_writes_without_asking() {
+    let dir = fresh_dir("approve-yes");
+    let (out, calls) = ask_demo(Some(&dir), "yes.jsonl", &["-y"], "write hi to a.txt");
+    assert_eq!(
+        calls,
+        [(
+            "write_file".to_string(),
+            json!({"path": "a.txt", "content": "hi"})
+        )]
+    );
+    assert_eq!(out.stdout, "Done: wrote 2 bytes to a.txt.\n");
+    assert!(!out.stderr.contains("Allow"), "{}", out.stderr);
+
+    let mut chat = Chat::spawn_in(Some(&dir), &["--yes"]);
+    chat.wait_prompt(1);
+    chat.send("write ho to b.txt");
+    chat.wait_prompt(2);
+    let out = chat.finish();
+    let a = std::fs::read_to_string(dir.join("a.txt"));
+    let b = std::fs::read_to_string(dir.join("b.txt"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(!out.stderr.contains("Allow"), "{}", out.stderr);
+    assert_eq!(a.expect("a.txt").as_str(), "hi");
+    assert_eq!(b.expect("b.txt").as_str(), "ho");
+}
+
+#[test]
+fn one_shot_without_a_terminal_denies_writes_and_write_file_stays_inside() {
+    let dir = fresh_dir("approve-p");
+    std::fs::create_dir_all(dir.join("inner")).unwrap();
+    // stdin is not a terminal (ask_demo gives it /dev/null) and no --yes.
+    let (out, calls) = ask_demo(Some(&dir), "deny.jsonl", &[], "write hi to a.txt");
+    let exists = dir.join("a.txt").exists();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(!exists, "written although nobody approved");
+    assert!(out.stdout.contains("not run: denied:"), "{}", out.stdout);
+    assert!(out.stderr.contains("pass --yes"), "{}", out.stderr);
+
+    // Confined to the working directory, like read_file.
+    let (out, _) = ask_demo(
+        Some(&dir.join("inner")),
+        "escape.jsonl",
+        &["--yes"],
+        "write x to ../escaped.txt",
+    );
+    let escaped = dir.join("escaped.txt").exists();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(!escaped, "wrote outside the working directory");
+    assert!(out.stdout.contains("contains `..`"), "{}", out.stdout);
+}
+
+#[cfg(unix)]
+#[test]
+fn demo_repl_ctrl_c_during_the_prompt_cancels_and_the_next_line_is_a_message() {
+    let dir = fresh_dir("approve-ctrl-c");
+    let mut chat = Chat::spawn_in(Some(&dir), &[]);
+    chat.wait_prompt(1);
+    chat.send("write hi to a.txt");
+    chat.wait_stderr("the approval prompt", |err| {
+        err.contains("Allow write_file")
+    });
+    interrupt(&chat.child);
+    chat.wait_prompt(2);
+    // Not swallowed by the abandoned prompt: a question of its own.
+    chat.send("What is 2+3?");
+    chat.wait_stdout("the answer", |out| out.contains("2+3 = 5"));
+    chat.wait_prompt(3);
+    assert!(!dir.join("a.txt").exists(), "written after a cancel");
+    // The abandoned prompt is gone: the next write asks anew, and its
+    // answer is its own.
+    chat.send("write ho to a.txt");
+    chat.wait_stderr("a second prompt", |err| {
+        err.matches("Allow write_file").count() == 2
+    });
+    chat.send("y");
+    chat.wait_prompt(4);
+    let out = chat.finish();
+    let written = std::fs::read_to_string(dir.join("a.txt"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(written.expect("a.txt after y").as_str(), "ho");
+    assert!(out.stdout.contains("cancelled"), "{}", out.stdout);
+}
+
+#[test]
+fn repl_usage_reports_the_last_turn_and_the_conversation() {
+    let server = FakeServer::start();
+    let call = Reply::tool_call("calculator", json!({"expression": "6*7"}));
+    server.push(call.with_usage(100, 10));
+    server.push(Reply::text("42.").with_usage(130, 5));
+    server.push(Reply::text("Again.").with_usage(200, 7));
+    let base = server.base_url();
+    let mut chat = Chat::spawn(&against(&base, &[]));
+    chat.wait_prompt(1);
+    chat.send("/usage");
+    chat.wait_prompt(2);
+    chat.send("What is 6*7?");
+    chat.wait_prompt(3);
+    chat.send("/usage");
+    chat.wait_prompt(4);
+    let first = chat.stderr();
+    chat.send("again");
+    chat.wait_prompt(5);
+    chat.send("/usage");
+    chat.wait_prompt(6);
+    chat.send("/help");
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(first.contains("last turn: none yet"), "{first}");
+    assert!(
+        first.contains(
+            "last turn: input 230, output 15, cached -, reasoning -, cache creation -, \
+             total 245, requests 2\nconversation: input 230, output 15"
+        ),
+        "{first}"
+    );
+    assert!(
+        out.stderr.contains(
+            "last turn: input 200, output 7, cached -, reasoning -, cache creation -, \
+             total 207, requests 1\nconversation: input 430, output 22, cached -, \
+             reasoning -, cache creation -, total 452, requests 3"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("/usage "),
+        "/help lists it: {}",
+        out.stderr
+    );
+    server.assert_all_used();
+}
+
+#[test]
+fn subagents_offers_the_personas_and_keeps_the_web_tools_off_the_main_agent() {
+    let server = FakeServer::start();
+    server.push(Reply::text("Hello."));
+    let delegate = json!({"name": "researcher", "task": "find pikuri"});
+    for _ in 0..2 {
+        server.push(Reply::tool_call("agent", delegate.clone()));
+        server.push(Reply::text("Found it.")); // the researcher
+        server.push(Reply::text("It found it.")); // the main agent
+    }
+    let base = server.base_url();
+    let events = temp_path("subagents.jsonl");
+    let events_arg = events.to_str().unwrap();
+    let args = ["--subagents", "--events", events_arg, "-p", "hi"];
+    let out = run(&against(&base, &args));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let log = std::fs::read_to_string(&events).expect("the events file");
+    std::fs::remove_file(&events).ok();
+    assert!(!log.contains("trifecta"), "{log}");
+
+    let requests = server.chat_requests();
+    let system = requests[0].messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("<available_agents>"), "{system}");
+    assert!(system.contains("- researcher: "), "{system}");
+    assert!(system.contains("- file_miner: "), "{system}");
+    let main_tools = requests[0].tool_names();
+    assert!(main_tools.iter().any(|t| t == "agent"), "{main_tools:?}");
+    for web in ["fetch", "web_scrape", "web_search"] {
+        assert!(!main_tools.iter().any(|t| t == web), "{main_tools:?}");
+    }
+
+    // Without a SearXNG URL the researcher has no web_search; with one it has.
+    let out = run(&against(&base, &["--subagents", "-p", "research"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "It found it.\n");
+    let searx = [
+        "--subagents",
+        "--searxng",
+        "http://127.0.0.1:9",
+        "-p",
+        "research",
+    ];
+    let out = run(&against(&base, &searx));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let requests = server.chat_requests();
+    assert_eq!(requests[2].tool_names(), ["web_scrape", "fetch"]);
+    assert_eq!(
+        requests[5].tool_names(),
+        ["web_search", "web_scrape", "fetch"]
+    );
+    server.assert_all_used();
+}
+
+#[test]
+fn demo_with_subagents_still_reads_files_and_delegates_to_the_file_miner() {
+    let dir = fresh_dir("demo-subagents");
+    std::fs::write(dir.join("notes.txt"), "pikuri was here\n").unwrap();
+    let (out, calls) = ask_demo(
+        Some(&dir),
+        "sub-read.jsonl",
+        &["--subagents"],
+        "read notes.txt",
+    );
+    assert_eq!(
+        calls,
+        [("read_file".to_string(), json!({"path": "notes.txt"}))]
+    );
+    assert!(out.stdout.contains("pikuri was here"), "{}", out.stdout);
+
+    let (out, calls) = ask_demo(
+        Some(&dir),
+        "sub-ask.jsonl",
+        &["--subagents", "--tools", "calculator"],
+        "ask the file_miner to list files",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    let names: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["agent", "list_dir"], "{calls:?}");
+    assert!(
+        out.stdout.starts_with("The file_miner sub-agent answered:"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("notes.txt"), "{}", out.stdout);
 }
