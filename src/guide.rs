@@ -12,9 +12,12 @@
 //! 5. [Steering a running turn](#steering-a-running-turn)
 //! 6. [Persisting sessions](#persisting-sessions)
 //! 7. [Testing your agent](#testing-your-agent)
-//! 8. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
+//! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
+//! 9. [Tools from MCP servers](#tools-from-mcp-servers)
+//! 10. [Conversations longer than the window](#conversations-longer-than-the-window)
+//! 11. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
 //!
-//! The chat example (`cargo run --example chat`) puts chapters 1 to 6
+//! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
 //! real local model.
 //!
@@ -106,9 +109,61 @@
 //!
 //! ## Typed tools
 //!
-//! **Placeholder:** typed tools (arguments as a Rust struct, the schema
-//! derived from it) are being added in a separate change; their chapter
-//! goes here.
+//! Declare the arguments once, as a Rust type, with
+//! [`schema_type!`](crate::schema_type): the struct (with its serde derives)
+//! and its JSON Schema come from one declaration, doc comments become the
+//! descriptions the model reads, and the schema meets OpenAI's strict mode.
+//! A [`TypedTool`](crate::TypedTool)'s handler receives the deserialized
+//! value; arguments that do not fit go back to the model as one `Error:`
+//! observation listing every problem, and the handler never sees them. (Your
+//! crate needs `serde` with `derive`, as for any serde type.)
+//!
+//! ```
+//! use pikuri::{Agent, ToolContext, ToolError, TypedTool};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! pikuri::schema_type! {
+//!     /// A line of an order.
+//!     struct Line {
+//!         /// The article number.
+//!         sku: String,
+//!         quantity: u32,
+//!     }
+//! }
+//! pikuri::schema_type! {
+//!     /// An order to price.
+//!     struct Order {
+//!         lines: Vec<Line>,
+//!         /// A discount code, if the customer has one.
+//!         code: Option<String>,
+//!     }
+//! }
+//!
+//! let price = TypedTool::new("price", "Prices an order.", |o: Order, _cx: &ToolContext| {
+//!     if o.lines.is_empty() {
+//!         return Err(ToolError::new("an order needs at least one line"));
+//!     }
+//!     let units: u32 = o.lines.iter().map(|l| l.quantity).sum();
+//!     Ok(format!("{units} units: {} EUR", units * 5))
+//! });
+//!
+//! let server = FakeServer::start();
+//! // First the model gets a quantity wrong; then it corrects itself.
+//! server.push(Reply::tool_call("price", serde_json::json!({"lines": [{"sku": "A1", "quantity": "two"}]})));
+//! server.push(Reply::tool_call("price", serde_json::json!({"lines": [{"sku": "A1", "quantity": 2}], "code": null})));
+//! server.push(Reply::text("That is 10 EUR."));
+//! let mut agent = Agent::builder(server.transport()).add_tool(price).build()?;
+//! agent.run_loop("Price two of A1.")?;
+//!
+//! let reqs = server.chat_requests();
+//! let first = reqs[1].messages().last().unwrap()["content"].as_str().unwrap().to_string();
+//! assert!(first.starts_with("Error:") && first.contains("quantity"), "{first}");
+//! assert_eq!(reqs[2].messages().last().unwrap()["content"], "2 units: 10 EUR");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! A schema you already have (an MCP server's, an OpenAPI document's) goes in
+//! as is through [`Parameters::from_json_schema`](crate::Parameters::from_json_schema).
 //!
 //! # Streaming to your own UI thread
 //!
@@ -320,6 +375,109 @@
 //! let result = sent[1].messages().last().cloned().unwrap();
 //! assert!(result["content"].as_str().unwrap().starts_with("Error: "));
 //! server.assert_all_used();
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! # Asking before a tool runs
+//!
+//! An [`Approver`](crate::Approver) sees every call after its arguments
+//! validate and before it runs: approve, deny with a reason (the model reads
+//! it), edit the arguments, or defer the decision. Tools declare whether
+//! they change the user's state ([`Tool::changes_user_state`](crate::Tool::changes_user_state),
+//! [`FnTool::state_changing`](crate::FnTool::state_changing)), so
+//! [`StateChangingOnly`](crate::StateChangingOnly) asks only about those;
+//! [`TerminalApprover`](crate::TerminalApprover) is a y/n prompt. A closure is
+//! an approver too:
+//!
+//! ```
+//! use pikuri::{Agent, ApprovalRequest, Decision, FnTool, Parameters, StateChangingOnly};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let rm = FnTool::new("rm", "Deletes a file.", Parameters::builder().required_string("path", "The file.").build(),
+//!     |_, _| Ok("deleted".into())).state_changing();
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("rm", serde_json::json!({"path": "/etc/passwd"})));
+//! server.push(Reply::text("I was not allowed to."));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(rm)
+//!     .approver(StateChangingOnly::new(|req: &ApprovalRequest| {
+//!         if req.arguments()["path"].as_str().is_some_and(|p| p.starts_with("/etc")) {
+//!             Decision::deny("system files are off limits")
+//!         } else {
+//!             Decision::Approve
+//!         }
+//!     }))
+//!     .build()?;
+//! agent.run_loop("Delete /etc/passwd.")?;
+//! let observation = &agent.messages()[2].content;
+//! assert!(observation.contains("system files are off limits"), "{observation}");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! A host that cannot block (a web handler) returns [`Decision::Defer`](crate::Decision::Defer):
+//! the turn ends with [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
+//! and the pending calls; save the history, ask the person, and call
+//! [`Agent::resume`](crate::Agent::resume) with the decisions, in this
+//! process or another one.
+//!
+//! # Tools from MCP servers
+//!
+//! [`mcp::Registry`](crate::mcp::Registry) connects Model Context Protocol
+//! servers when the agent is built (stdio or Streamable HTTP) and offers their
+//! tools as `<server>__<tool>`, with each server's schema as sent; it shuts
+//! them down (their child processes too) when the agent closes. This snippet
+//! needs `npx`, so it is not run here; the crate's own tests run the reference
+//! servers (`scripts/mcp-servers.sh test`).
+//!
+//! ```no_run
+//! use pikuri::{Agent, ChatTransport, mcp};
+//!
+//! let mut agent = Agent::builder(ChatTransport::from_env())
+//!     .add_extension(
+//!         mcp::Registry::new()
+//!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
+//!             .server("time", mcp::Server::stdio("uvx", ["mcp-server-time"]).sub_agent_only(true)),
+//!     )
+//!     .build()?;
+//! assert!(agent.tools().iter().any(|t| t.name() == "everything__echo"));
+//! agent.run_loop("Echo 'hello'.")?;
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! # Conversations longer than the window
+//!
+//! Local models have windows of 4k to 32k tokens, and tool results fill them
+//! fast. A [`Compaction`](crate::Compaction) summarizes (or drops) the older
+//! turns before a request would pass a share of the window, always cutting
+//! at a user message so no tool call is parted from its result, and recovers
+//! once from a request the server rejects as too long. One oversized tool
+//! result is cut with a visible marker by default
+//! ([`ToolResultLimit`](crate::ToolResultLimit)); a fallback list moves a turn
+//! to another server when one goes down
+//! ([`Configurator::add_fallback`](crate::Configurator::add_fallback)).
+//!
+//! ```
+//! use pikuri::{Agent, Compaction};
+//! use pikuri::listeners::InMemoryEventList;
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let server = FakeServer::start();
+//! server.set_context_size(Some(1000));
+//! server.push(Reply::text("one").with_usage(300, 5));
+//! server.push(Reply::text("two").with_usage(900, 5)); // now past 80% of 1000
+//! server.push(Reply::text("three"));
+//! let events = InMemoryEventList::new();
+//! let mut agent = Agent::builder(server.transport())
+//!     .compaction(Compaction::drop_oldest().keep_turns(1)) // or summarize()
+//!     .add_listener(events.clone())
+//!     .build()?;
+//! agent.run_loop("hi")?;
+//! agent.run_loop("hi again")?;
+//! agent.run_loop("and a third time")?;
+//! // The older turns were dropped before the third request.
+//! assert_eq!(agent.messages()[0].content, "and a third time");
+//! assert_eq!(server.chat_requests()[2].messages().len(), 1);
+//! assert!(events.kinds().contains(&"compacted"));
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
