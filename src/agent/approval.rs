@@ -236,13 +236,7 @@ impl Agent {
             return Err(Error::invalid(format!("no pending tool call `{id}`")));
         }
         self.begin_run();
-        let user_message = self
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.clone())
-            .unwrap_or_default();
+        let user_message = self.last_user_message();
         let mut steps = 0u32;
         let result = match self.tool_batch(&pending, false, &mut steps, &mut decisions) {
             Ok(End::Answered) => {

@@ -293,28 +293,7 @@ fn cut_point(messages: &[Message], keep: usize) -> Option<usize> {
 /// The compactor's input: the older messages as a transcript, at most
 /// `max_chars` (the head and the tail kept, the middle elided).
 fn transcript(messages: &[Message], max_chars: usize) -> String {
-    let mut out = String::new();
-    for m in messages {
-        match m.role {
-            Role::System => {
-                let _ = writeln!(out, "[system note] {}", m.content);
-            }
-            Role::User => {
-                let _ = writeln!(out, "[user] {}", m.content);
-            }
-            Role::Assistant => {
-                if !m.content.is_empty() {
-                    let _ = writeln!(out, "[assistant] {}", m.content);
-                }
-                for c in &m.tool_calls {
-                    let _ = writeln!(out, "[tool call] {}({})", c.name, c.arguments);
-                }
-            }
-            Role::Tool => {
-                let _ = writeln!(out, "[tool result] {}", m.content);
-            }
-        }
-    }
+    let out = super::synthesizer::transcript(messages, true);
     let total = out.chars().count();
     if total <= max_chars {
         return out;

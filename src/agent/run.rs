@@ -124,17 +124,22 @@ impl Agent {
             }
             Some(_) => {}
         }
-        let question = self
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.clone())
-            .unwrap_or_default();
+        let question = self.last_user_message();
         self.begin_run();
         let mut steps = 0u32;
         let result = self.rounds(&mut steps);
         self.finish_run(result, steps, &question)
+    }
+
+    /// The content of the latest user message (the question a retried or
+    /// resumed run answers, and the synthesizer's question).
+    pub(super) fn last_user_message(&self) -> String {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default()
     }
 
     fn run_turn(

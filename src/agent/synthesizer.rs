@@ -82,17 +82,24 @@ Do not apologize or comment on the previous agent.";
     pub fn build_prompt(&self, parent_messages: &[Message], user_message: &str) -> String {
         format!(
             "Question: {user_message}\n\nEvidence gathered:\n{}",
-            transcript(parent_messages)
+            transcript(parent_messages, false)
         )
     }
 }
 
-fn transcript(messages: &[Message]) -> String {
+/// The conversation as plain text for a tools-free child (the synthesizer,
+/// the compactor): one line per message, tool results named after their
+/// tool. System notes (extension injections) are included when asked.
+pub(super) fn transcript(messages: &[Message], system_notes: bool) -> String {
     let mut out = String::new();
     let mut names = std::collections::HashMap::new();
     for m in messages {
         match m.role {
-            Role::System => {}
+            Role::System => {
+                if system_notes {
+                    let _ = writeln!(out, "[system note] {}", m.content);
+                }
+            }
             Role::User => {
                 let _ = writeln!(out, "[user] {}", m.content);
             }

@@ -78,7 +78,7 @@ fn threshold_summarizes_older_turns_with_tool_batches() {
     let transcript = sent[1]["content"].as_str().unwrap();
     assert!(transcript.contains("[user] q1") && transcript.contains("[user] q2"));
     assert!(transcript.contains("[tool call] calculator"));
-    assert!(transcript.contains("[tool result] 6"));
+    assert!(transcript.contains("[calculator result] 6"));
     // The next main request: system prompt, summary, the kept turn only.
     let main = contents(&requests[5].messages());
     assert_eq!(main.len(), 3, "{main:?}");
