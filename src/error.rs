@@ -61,6 +61,25 @@ pub enum Error {
     /// or broke a rule of [`History`](crate::History#validity) (an unanswered
     /// tool call, an orphan tool message...). Nothing was built or loaded.
     History(String),
+    /// The final answer of a typed turn ([`Agent::run_typed`](crate::Agent::run_typed))
+    /// still did not parse, validate against the schema or deserialize after
+    /// the allowed repairs. The history ends with that answer: it is valid
+    /// and the next turn works.
+    ///
+    /// ```
+    /// use pikuri::Error;
+    /// let e = Error::InvalidAnswer {
+    ///     problems: vec!["/n: expected integer, got string \"x\"".into(), "b".into()],
+    ///     raw: r#"{"n": "x"}"#.into(),
+    /// };
+    /// assert_eq!(e.to_string(), r#"invalid answer: /n: expected integer, got string "x" (and 1 more problem)"#);
+    /// ```
+    InvalidAnswer {
+        /// Every problem of the last answer, one sentence each.
+        problems: Vec<String>,
+        /// The last answer, as the model sent it.
+        raw: String,
+    },
 }
 
 impl Error {
@@ -136,6 +155,15 @@ impl fmt::Display for Error {
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
             Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
+            Error::InvalidAnswer { problems, .. } => {
+                let first = problems.first().map_or("", String::as_str);
+                write!(f, "invalid answer: {}", sanitize(first))?;
+                match problems.len() {
+                    0 | 1 => Ok(()),
+                    2 => f.write_str(" (and 1 more problem)"),
+                    n => write!(f, " (and {} more problems)", n - 1),
+                }
+            }
         }
     }
 }

@@ -222,7 +222,8 @@ pub mod __bench;
 
 pub use crate::agent::{
     Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
-    Outcome, Persona, SubAgents, Synthesizer, ToolResultLimit, TrifectaPolicy, close_all,
+    Outcome, Persona, StructuredMode, StructuredOutput, SubAgents, Synthesizer, ToolResultLimit,
+    TrifectaPolicy, Typed, close_all,
 };
 pub use crate::approval::{
     ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,

@@ -375,3 +375,148 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
     eprintln!("overflow recovery: prompt tokens per accepted request: {per_request:?}");
     assert!(pikuri::Compaction::is_summary(&agent.messages()[0]));
 }
+
+pikuri::schema_type! {
+    /// A drink size.
+    enum Size {
+        Small = "small",
+        Large = "large",
+    }
+}
+
+pikuri::schema_type! {
+    /// A sentiment verdict: no free-text fields, so the grammar bounds it.
+    struct Verdict {
+        /// Whether the text is positive.
+        positive: bool,
+        /// The size of the feeling.
+        size: Size,
+        /// Confidence from 0 to 255.
+        confidence: u8,
+    }
+}
+
+#[test]
+fn typed_answer_under_json_schema_is_schema_valid() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder(&rec) else { return };
+    let mut agent = c
+        .request_field("max_tokens", json!(128))
+        .structured_output(pikuri::StructuredOutput::default().with_max_repairs(0))
+        .build()
+        .unwrap();
+    // llama.cpp turns the schema into a grammar: even the 135M model's
+    // first answer must parse, validate and deserialize (no repair).
+    let typed = agent
+        .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
+        .unwrap();
+    assert_eq!(typed.repairs, 0);
+    let raw = typed.outcome.answer.clone().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert!(
+        pikuri::Parameters::for_type::<Verdict>()
+            .validate(&v)
+            .is_ok(),
+        "{raw}"
+    );
+    assert_eq!(v["positive"], json!(typed.value.positive));
+    // The history stays usable for a plain turn.
+    assert!(agent.run_loop("Thanks.").is_ok());
+}
+
+pikuri::schema_type! {
+    /// One line of an order.
+    struct Line {
+        size: Size,
+        /// How many cups.
+        qty: u8,
+    }
+}
+
+pikuri::schema_type! {
+    /// Who orders.
+    struct Customer {
+        /// Whether the customer has a loyalty card.
+        member: bool,
+    }
+}
+
+pikuri::schema_type! {
+    /// A coffee order.
+    struct Order {
+        customer: Customer,
+        lines: Vec<Line>,
+    }
+}
+
+#[test]
+fn typed_tool_with_nested_parameters_round_trips() {
+    use std::sync::{Arc, Mutex};
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder(&rec) else { return };
+    let seen: Arc<Mutex<Vec<(bool, usize)>>> = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    let tool = pikuri::TypedTool::new(
+        "place_order",
+        "Place a coffee order.",
+        move |o: Order, _ctx| {
+            let sizes_ok = o
+                .lines
+                .iter()
+                .all(|l| matches!(l.size, Size::Small | Size::Large));
+            assert!(sizes_ok);
+            seen2
+                .lock()
+                .unwrap()
+                .push((o.customer.member, o.lines.len()));
+            Ok::<_, pikuri::ToolError>("order placed")
+        },
+    );
+    let mut agent = c
+        .system_prompt("You take coffee orders with the place_order tool.")
+        .add_tool(tool)
+        .request_field("max_tokens", json!(256))
+        // The 135M model ignores `tool_choice: "required"` here (see
+        // `example_exchange`): three worked examples make it call the tool.
+        .request_field("tool_choice", json!("required"))
+        .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+        .build()
+        .unwrap();
+    let mut history = Vec::new();
+    for (i, (member, size, qty)) in [(true, "small", 1), (false, "large", 3), (true, "large", 2)]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("call_order_{i}");
+        history.push(Message::user(format!("Order {qty} {size} coffee(s).")));
+        history.push(Message::assistant_tool_calls(
+            "",
+            vec![ToolCall::new(
+                id.as_str(),
+                "place_order",
+                json!({"customer": {"member": member}, "lines": [{"size": size, "qty": qty}]})
+                    .to_string(),
+            )],
+        ));
+        history.push(Message::tool(id.as_str(), "order placed"));
+        history.push(Message::assistant("Your order is placed."));
+    }
+    agent.load_history(History::new(history).unwrap()).unwrap();
+    let out = agent.run_loop("Order 2 large coffee(s).").unwrap();
+    assert!(matches!(
+        out.stop_reason,
+        StopReason::Completed | StopReason::Synthesized
+    ));
+    let results: Vec<String> = rec
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !seen.lock().unwrap().is_empty(),
+        "the handler got a typed Order; tool results: {results:?}"
+    );
+}

@@ -11,6 +11,7 @@ mod history;
 mod recover;
 mod registry;
 mod run;
+mod structured;
 mod subagent;
 mod synthesizer;
 mod tool_limit;
@@ -21,6 +22,7 @@ pub use compact::{Compaction, CompactionStrategy};
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use registry::close_all;
+pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
@@ -57,6 +59,10 @@ pub(crate) struct LoopOptions {
     pub(crate) nested: bool,
     pub(crate) extra: Map<String, Value>,
     pub(crate) trifecta: TrifectaPolicy,
+    /// The settings of typed turns.
+    pub(crate) structured: StructuredOutput,
+    /// During a typed turn, what it sends (read by the synthesizer).
+    pub(crate) typed: Option<Arc<structured::TypedSpec>>,
 }
 
 /// State shared with [`ExtensionContext`]s and tools that captured one.

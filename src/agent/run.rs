@@ -556,6 +556,7 @@ impl Agent {
             max_steps: 1,
             tools: Vec::new(),
         })?;
+        self.type_synthesizer(&mut synth);
         synth.run_loop(&prompt)?;
         let answer = synth.last_assistant_content().unwrap_or_default();
         synth.close();

@@ -51,6 +51,7 @@ pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
 pub(crate) use decode::{Completion, DecodeError, Fragment};
+pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs};
 pub(crate) use retry::RetryNotice;
 pub(crate) use sse::{Flow, read_sse};

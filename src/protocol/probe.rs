@@ -256,7 +256,7 @@ pub(super) fn is_hosted(base: &str) -> bool {
 
 /// Whether the server looks like Ollama: its port, an `/api` base, or a
 /// model list in Ollama's shape (`owned_by: "library"`).
-fn looks_like_ollama(base: &str, models: Option<&Value>) -> bool {
+pub(crate) fn looks_like_ollama(base: &str, models: Option<&Value>) -> bool {
     let rest = base.split_once("://").map_or(base, |(_, r)| r);
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     authority.ends_with(":11434")

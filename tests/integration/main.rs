@@ -21,6 +21,7 @@ mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners
+mod structured; // issue 14: typed answers, response_format, repairs, InvalidAnswer
 mod trifecta; // the lethal-trifecta rule, the bundled personas
 mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wire
 mod util; // shared helpers
