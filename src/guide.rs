@@ -165,6 +165,38 @@
 //! A schema you already have (an MCP server's, an OpenAPI document's) goes in
 //! as is through [`Parameters::from_json_schema`](crate::Parameters::from_json_schema).
 //!
+//! ## Typed answers
+//!
+//! [`Agent::run_typed`](crate::Agent::run_typed) makes the final answer of a
+//! turn a `T`: the schema goes to the server as `response_format` (llama.cpp
+//! turns it into a grammar, so even a small model answers with a valid
+//! object), an answer that does not fit goes back to the model with every
+//! problem listed, and when the repairs run out the turn ends in
+//! [`Error::InvalidAnswer`](crate::Error::InvalidAnswer) carrying the raw
+//! answer.
+//!
+//! ```
+//! use pikuri::Agent;
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! pikuri::schema_type! {
+//!     /// A city and its country.
+//!     struct Capital {
+//!         city: String,
+//!         country: String,
+//!     }
+//! }
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("It is Paris.")); // prose: repaired
+//! server.push(Reply::text(r#"{"city": "Paris", "country": "France"}"#));
+//! let mut agent = Agent::builder(server.transport()).build()?;
+//! let typed = agent.run_typed::<Capital>("What is the capital of France?")?;
+//! assert_eq!(typed.value.city, "Paris");
+//! assert_eq!(typed.repairs, 1);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
 //! # Streaming to your own UI thread
 //!
 //! Listeners run on their own threads, so a listener that only forwards
