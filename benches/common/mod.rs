@@ -467,9 +467,13 @@ impl Replay {
                     }
                     let Ok(conn) = conn else { continue };
                     let (script, rb, rq) = (Arc::clone(&script), Arc::clone(&rb), Arc::clone(&rq));
-                    std::thread::spawn(move || {
-                        let _ = serve(conn, &script, close, &rb, &rq);
-                    });
+                    // Named, so that the benches can leave the server's
+                    // threads out of their per-thread counts.
+                    let _ = std::thread::Builder::new()
+                        .name("replay-conn".into())
+                        .spawn(move || {
+                            let _ = serve(conn, &script, close, &rb, &rq);
+                        });
                 }
             })
             .expect("spawn replay server");
@@ -695,4 +699,56 @@ pub(crate) fn thread_cpu() -> Duration {
 /// Threads of this process (`/proc/self/task`).
 pub(crate) fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
+}
+
+/// Context switches (voluntary + involuntary) of every thread of this
+/// process except the replay server's (`/proc/self/task/*/status`; threads
+/// that exited are not counted, so measure across a span in which the
+/// client's threads stay alive).
+pub(crate) fn client_ctx_switches() -> u64 {
+    client_threads().0
+}
+
+/// `(context switches, on-CPU ns)` summed over every thread of this process
+/// except the replay server's; see [`client_ctx_switches`]. The CPU time is
+/// the first field of `/proc/self/task/*/schedstat`.
+pub(crate) fn client_threads() -> (u64, u64) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
+    let (mut total, mut cpu) = (0, 0);
+    for task in dir.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        if status
+            .lines()
+            .next()
+            .is_some_and(|l| l.trim_start_matches("Name:").trim().starts_with("replay"))
+        {
+            continue;
+        }
+        total += ctx_in(&status);
+        cpu += std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    (total, cpu)
+}
+
+/// Context switches of the calling thread (`/proc/thread-self/status`).
+pub(crate) fn thread_ctx_switches() -> u64 {
+    ctx_in(&std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default())
+}
+
+fn ctx_in(status: &str) -> u64 {
+    // `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches`;
+    // PIKURI_BENCH_VOLUNTARY=1 counts the voluntary ones only.
+    let only_voluntary = std::env::var_os("PIKURI_BENCH_VOLUNTARY").is_some();
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:") && !(only_voluntary && l.starts_with("non")))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }

@@ -280,7 +280,9 @@ impl Client {
             idle: is_sse,
         };
         let result = if is_sse {
-            let reader = BufReader::with_capacity(64 * 1024, reader);
+            // 8 KiB, std's default: ureq's reader buffers too, and a larger
+            // buffer per stream is what dominates memory with many agents.
+            let reader = BufReader::with_capacity(8 * 1024, reader);
             let options = StreamOptions {
                 max_line: cfg.max_line_bytes,
                 max_body: cfg.max_body_bytes,

@@ -1,0 +1,291 @@
+//! Benchmark 8: many agents in one process.
+//!
+//! 1, 10, 100 and 1,000 agents in one process, each with one no-op listener,
+//! all streaming a 2,000-delta answer at once from one loopback replay
+//! server (chunked, one HTTP chunk per event). The baseline is as many bare
+//! ureq 3 clients (one `ureq::Agent` per thread, a `BufReader` over the
+//! body, every `data:` line parsed into typed serde structs), each on its
+//! own thread, against the same server.
+//!
+//! Each (count, subject) pair runs in a child process (this binary
+//! re-executed), so that its peak RSS (`VmHWM`) and CPU time (`utime +
+//! stime` of `/proc/self/stat`, all threads) are its own; the server stays
+//! in the parent. A child that runs past `PIKURI_BENCH_TIMEOUT_S` (default
+//! 120 s) is killed and reported.
+//!
+//! Figures: total deltas per second (all agents' deltas over the wall time
+//! from the start signal until every agent finished), CPU time of the
+//! streaming phase, peak RSS above the process's RSS before the clients were
+//! created, per agent, and threads per agent (counted once every client is
+//! built, before the start signal).
+
+#[allow(dead_code, reason = "shared by several bench binaries")]
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use pikuri::{Agent, ChatTransport, Event, HttpConfig};
+
+use common::{
+    Framing, Payload, Replay, Script, header, median, proc_status_kib, process_cpu, quick, runs,
+    secs, sse_body, sse_response, thread_count,
+};
+
+const DELTAS: usize = 2_000;
+
+/// One bare client's stream: returns the answer's length.
+fn bare_stream(agent: &ureq::Agent, url: &str) -> usize {
+    let body =
+        br#"{"model":"qwen3-8b","messages":[{"role":"user","content":"Go."}],"stream":true}"#;
+    // A burst of 1,000 connects can overflow the listen backlog: retry
+    // failed connects as pikuri's client does (see `pikuri_http`).
+    let mut attempt = 0;
+    let resp = loop {
+        match agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .send(&body[..])
+        {
+            Ok(r) => break r,
+            Err(e) if attempt < 20 => {
+                attempt += 1;
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(1 << attempt.min(3)));
+            }
+            Err(e) => panic!("bare request: {e}"),
+        }
+    };
+    let mut reader = BufReader::new(resp.into_body().into_reader());
+    let mut line = Vec::with_capacity(1024);
+    let mut text = String::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
+            break;
+        }
+        let l = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Some(data) = l.strip_prefix(b"data: ") else {
+            continue;
+        };
+        if data == b"[DONE]" {
+            break;
+        }
+        let chunk: common::Chunk = serde_json::from_slice(data).expect("chunk");
+        for c in chunk.choices {
+            if let Some(t) = c.delta.content {
+                text.push_str(&t);
+            }
+        }
+    }
+    text.len()
+}
+
+/// Connection failures are retried (20 times, 1 ms doubling to 8 ms), like
+/// the bare client's loop, for the listen backlog a burst of connects can
+/// overflow.
+fn pikuri_http() -> HttpConfig {
+    HttpConfig::default()
+        .with_max_retries(20)
+        .with_retry_base(Duration::from_millis(1))
+        .with_retry_cap(Duration::from_millis(8))
+}
+
+/// What a child measured.
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    wall_s: f64,
+    cpu_s: f64,
+    rss_per_agent_kib: f64,
+    threads_per_agent: f64,
+}
+
+fn child(subject: &str, n: usize, base: &str, expect: usize) {
+    let rss0 = proc_status_kib("VmRSS");
+    let threads0 = thread_count();
+    let go = Arc::new(Barrier::new(n + 1));
+    let ready = Arc::new(Barrier::new(n + 1));
+    let url = format!("{base}/chat/completions");
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let (go, ready) = (Arc::clone(&go), Arc::clone(&ready));
+            let (subject, base, url) = (subject.to_string(), base.to_string(), url.clone());
+            std::thread::spawn(move || {
+                if subject == "bare" {
+                    let agent = ureq::Agent::config_builder()
+                        .http_status_as_error(false)
+                        .build()
+                        .new_agent();
+                    ready.wait();
+                    go.wait();
+                    assert_eq!(bare_stream(&agent, &url), expect);
+                } else {
+                    let t = ChatTransport::new("qwen3-8b")
+                        .with_api_base(base)
+                        .with_context_window(Some(32_768));
+                    let mut agent = Agent::builder(t)
+                        .streaming(true)
+                        .http(pikuri_http())
+                        .add_listener(|_: &Event| {})
+                        .build()
+                        .expect("agent builds");
+                    ready.wait();
+                    go.wait();
+                    let out = agent.run_loop("Go.").expect("turn");
+                    assert_eq!(out.answer.map_or(0, |a| a.len()), expect);
+                    agent.close();
+                }
+            })
+        })
+        .collect();
+    ready.wait();
+    let threads = thread_count() - threads0;
+    let cpu0 = process_cpu();
+    let t = Instant::now();
+    go.wait();
+    for h in handles {
+        h.join().expect("client thread");
+    }
+    let wall = t.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu0);
+    let hwm = proc_status_kib("VmHWM");
+    println!(
+        "{} {} {} {}",
+        secs(wall),
+        secs(cpu),
+        hwm.saturating_sub(rss0) as f64 / n as f64,
+        threads as f64 / n as f64
+    );
+}
+
+fn in_child(subject: &str, n: usize, base: &str, expect: usize) -> Option<Figures> {
+    let timeout = Duration::from_secs(
+        std::env::var("PIKURI_BENCH_TIMEOUT_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(120),
+    );
+    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env("PIKURI_MANY_CHILD", subject)
+        .env("PIKURI_MANY_N", n.to_string())
+        .env("PIKURI_MANY_BASE", base)
+        .env("PIKURI_MANY_EXPECT", expect.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("child starts");
+    let t = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if t.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            eprintln!("{subject} x{n}: killed after {timeout:?}");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("child output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 4).then(|| Figures {
+        wall_s: v[0],
+        cpu_s: v[1],
+        rss_per_agent_kib: v[2],
+        threads_per_agent: v[3],
+    })
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
+fn main() {
+    if let Ok(subject) = std::env::var("PIKURI_MANY_CHILD") {
+        child(
+            &subject,
+            env("PIKURI_MANY_N").parse().expect("n"),
+            &env("PIKURI_MANY_BASE"),
+            env("PIKURI_MANY_EXPECT").parse().expect("expect"),
+        );
+        return;
+    }
+    header("many agents streaming at once (loopback)");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("# load average at start: {}", load.trim());
+    let body = sse_body(Payload::Text, DELTAS);
+    let expect = common::baseline_decode(&body).delta_bytes;
+    let server = Replay::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
+    let base = server.base_url();
+    let counts: &[usize] = if quick() {
+        &[1, 10, 50]
+    } else {
+        &[1, 10, 100, 1_000]
+    };
+    println!(
+        "| agents | client | deltas/s | CPU s | CPU ratio | wall ratio | peak RSS KiB/agent | RSS ratio | threads/agent |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for &n in counts {
+        if !common::selected(&format!("x{n}")) {
+            continue;
+        }
+        let mut figs: [Vec<Figures>; 2] = [Vec::new(), Vec::new()];
+        let (mut cpu_r, mut wall_r, mut rss_r) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..runs() {
+            let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut this = [None, None];
+            for i in order {
+                this[i] = in_child(["bare", "pikuri"][i], n, &base, expect);
+            }
+            if let [Some(b), Some(p)] = this {
+                cpu_r.push(p.cpu_s / b.cpu_s.max(0.01));
+                wall_r.push(p.wall_s / b.wall_s);
+                rss_r.push(p.rss_per_agent_kib / b.rss_per_agent_kib.max(1.0));
+            }
+            for i in 0..2 {
+                if let Some(f) = this[i] {
+                    figs[i].push(f);
+                }
+            }
+        }
+        for (i, name) in ["bare ureq + serde", "pikuri, 1 listener"]
+            .iter()
+            .enumerate()
+        {
+            let col = |f: fn(&Figures) -> f64| {
+                let mut v: Vec<f64> = figs[i].iter().map(f).collect();
+                median(&mut v)
+            };
+            let rate = {
+                let mut v: Vec<f64> = figs[i]
+                    .iter()
+                    .map(|f| (n * DELTAS) as f64 / f.wall_s)
+                    .collect();
+                median(&mut v)
+            };
+            let ratio = |v: &mut Vec<f64>| {
+                if i == 0 {
+                    String::new()
+                } else {
+                    format!("{:.2}x", median(v))
+                }
+            };
+            println!(
+                "| {n} | {name} | {:.0} | {:.2} | {} | {} | {:.0} | {} | {:.1} |",
+                rate,
+                col(|f| f.cpu_s),
+                ratio(&mut cpu_r),
+                ratio(&mut wall_r),
+                col(|f| f.rss_per_agent_kib),
+                ratio(&mut rss_r),
+                col(|f| f.threads_per_agent),
+            );
+        }
+    }
+}
