@@ -168,13 +168,19 @@
 //! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
+//! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`], [`Persona::file_miner`] (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
+//! | `Tool::FETCH`, `WEB_SCRAPE`, `Tool::WebSearch.build` | [`builtin::fetch`], [`builtin::web_scrape`], [`builtin::WebSearch`] over a [`builtin::SearchProvider`] ([`builtin::SearXng`]; pikuri's Brave/DuckDuckGo/Exa cascade is not ported) |
+//! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
 //!
 //! Deliberate differences: the [`Configurator`] is a by-value builder (it can
 //! be stored and passed around, and `build` consumes it, so it cannot build
 //! twice); a budget of zero steps is a programmer error that panics
 //! ([`StepLimit::try_new`] for values read at run time); a configurator
-//! dropped unbuilt runs the close handlers armed so far.
+//! dropped unbuilt runs the close handlers armed so far; a [`History`] is
+//! valid by construction (its one allowed gap is the trailing batch of a
+//! turn awaiting approval); sub-agents also inherit the parent's loop options
+//! and request fields, because every child agent is built by one constructor.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
