@@ -26,7 +26,7 @@
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -140,27 +140,7 @@ impl Bare {
             .expect("bare request");
         let answer = if self.stream {
             let mut reader = BufReader::new(resp.into_body().into_reader());
-            let mut line = Vec::with_capacity(1024);
-            let mut text = String::new();
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-                    break;
-                }
-                let l = line.strip_suffix(b"\n").unwrap_or(&line);
-                let Some(data) = l.strip_prefix(b"data: ") else {
-                    continue;
-                };
-                if data == b"[DONE]" {
-                    break;
-                }
-                let chunk: common::Chunk = serde_json::from_slice(data).expect("chunk");
-                for c in chunk.choices {
-                    if let Some(t) = c.delta.content {
-                        text.push_str(&t);
-                    }
-                }
-            }
+            let text = common::sse_text(&mut reader);
             // Drain to the end so the connection is reused.
             let _ = std::io::copy(&mut reader, &mut std::io::sink());
             text

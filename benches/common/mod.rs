@@ -649,6 +649,33 @@ pub(crate) fn baseline_fetch(addr: SocketAddr, request_body: &[u8]) -> Tally {
 }
 
 /// Time `f`, returning its result and the elapsed time.
+/// The bare client's stream reader: the answer text of an SSE body, read
+/// line by line up to `[DONE]` and parsed into typed serde structs.
+pub(crate) fn sse_text<R: BufRead>(reader: &mut R) -> String {
+    let mut line = Vec::with_capacity(1024);
+    let mut text = String::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
+            break;
+        }
+        let l = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Some(data) = l.strip_prefix(b"data: ") else {
+            continue;
+        };
+        if data == b"[DONE]" {
+            break;
+        }
+        let chunk: Chunk = serde_json::from_slice(data).expect("chunk");
+        for c in chunk.choices {
+            if let Some(t) = c.delta.content {
+                text.push_str(&t);
+            }
+        }
+    }
+    text
+}
+
 pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
     let v = f();
