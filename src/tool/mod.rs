@@ -172,9 +172,17 @@ pub struct FnTool {
     description: String,
     parameters: Parameters,
     f: Arc<ToolFn>,
-    network: bool,
-    private_data: bool,
-    changes_user_state: bool,
+    declared: Declared,
+}
+
+/// What a closure tool ([`FnTool`], [`TypedTool`]) declares about itself:
+/// the answers of [`Tool::reaches_network`], [`Tool::reads_private_data`] and
+/// [`Tool::changes_user_state`], set with their builder methods.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Declared {
+    pub(crate) network: bool,
+    pub(crate) private_data: bool,
+    pub(crate) changes_user_state: bool,
 }
 
 impl FnTool {
@@ -205,9 +213,7 @@ impl FnTool {
             description: description.into(),
             parameters,
             f: Arc::new(f),
-            network: false,
-            private_data: false,
-            changes_user_state: false,
+            declared: Declared::default(),
         }
     }
 
@@ -224,7 +230,7 @@ impl FnTool {
     /// ```
     #[must_use]
     pub fn state_changing(mut self) -> FnTool {
-        self.changes_user_state = true;
+        self.declared.changes_user_state = true;
         self
     }
 
@@ -241,14 +247,14 @@ impl FnTool {
     /// ```
     #[must_use]
     pub fn reaching_network(mut self) -> FnTool {
-        self.network = true;
+        self.declared.network = true;
         self
     }
 
     /// A copy that declares it reads private data ([`Tool::reads_private_data`]).
     #[must_use]
     pub fn reading_private_data(mut self) -> FnTool {
-        self.private_data = true;
+        self.declared.private_data = true;
         self
     }
 }
@@ -267,13 +273,13 @@ impl Tool for FnTool {
         (self.f)(args, cx)
     }
     fn reaches_network(&self) -> bool {
-        self.network
+        self.declared.network
     }
     fn reads_private_data(&self) -> bool {
-        self.private_data
+        self.declared.private_data
     }
     fn changes_user_state(&self) -> bool {
-        self.changes_user_state
+        self.declared.changes_user_state
     }
 }
 

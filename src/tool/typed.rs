@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{JsonSchema, Parameters, Tool, ToolContext, ToolError};
+use super::{Declared, JsonSchema, Parameters, Tool, ToolContext, ToolError};
 
 /// What a [`TypedTool`] handler returns: anything that becomes the
 /// observation text.
@@ -144,6 +144,7 @@ pub struct TypedTool {
     parameters: Parameters,
     args_type: &'static str,
     handler: Arc<Handler>,
+    declared: Declared,
 }
 
 impl TypedTool {
@@ -182,7 +183,47 @@ impl TypedTool {
             parameters,
             args_type: std::any::type_name::<A>(),
             handler: Arc::new(handler),
+            declared: Declared::default(),
         }
+    }
+
+    /// A copy that declares it changes the user's state
+    /// ([`Tool::changes_user_state`]), as [`FnTool::state_changing`](crate::FnTool::state_changing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Tool, ToolContext, TypedTool};
+    /// pikuri::schema_type! {
+    ///     /// A path.
+    ///     struct Target { path: String }
+    /// }
+    /// let rm = TypedTool::new("rm", "Deletes a file.", |t: Target, _cx: &ToolContext| Ok(format!("deleted {}", t.path)));
+    /// assert!(!rm.changes_user_state());
+    /// let rm = rm.state_changing().reading_private_data();
+    /// assert!(rm.changes_user_state() && rm.reads_private_data() && !rm.reaches_network());
+    /// assert!(TypedTool::new("get", "Fetches.", |t: Target, _cx: &ToolContext| Ok(t.path))
+    ///     .reaching_network()
+    ///     .reaches_network());
+    /// ```
+    #[must_use]
+    pub fn state_changing(mut self) -> TypedTool {
+        self.declared.changes_user_state = true;
+        self
+    }
+
+    /// A copy that declares it reaches the network ([`Tool::reaches_network`]).
+    #[must_use]
+    pub fn reaching_network(mut self) -> TypedTool {
+        self.declared.network = true;
+        self
+    }
+
+    /// A copy that declares it reads private data ([`Tool::reads_private_data`]).
+    #[must_use]
+    pub fn reading_private_data(mut self) -> TypedTool {
+        self.declared.private_data = true;
+        self
     }
 }
 
@@ -198,6 +239,15 @@ impl Tool for TypedTool {
     }
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
         (self.handler)(args, cx)
+    }
+    fn reaches_network(&self) -> bool {
+        self.declared.network
+    }
+    fn reads_private_data(&self) -> bool {
+        self.declared.private_data
+    }
+    fn changes_user_state(&self) -> bool {
+        self.declared.changes_user_state
     }
 }
 

@@ -204,3 +204,46 @@ fn bundled_personas_run_as_sub_agents() {
     assert_valid_history(agent.messages());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A typed tool declares its legs like a closure tool: the trifecta check
+/// sees them, and so does an approver that asks about state changes only.
+#[test]
+fn typed_tools_declare_their_legs_too() {
+    use pikuri::{ApprovalRequest, Decision, StateChangingOnly, ToolContext, TypedTool};
+    pikuri::schema_type! {
+        /// A target.
+        struct Target {
+            path: String,
+        }
+    }
+    let server = FakeServer::start();
+    let upload = TypedTool::new("upload", "Uploads.", |t: Target, _cx: &ToolContext| {
+        Ok(t.path)
+    })
+    .reaching_network();
+    let err = Agent::builder(server.transport())
+        .add_tool(builtin::read_file("."))
+        .add_tool(upload)
+        .trifecta(TrifectaPolicy::Refuse)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("upload"), "{err}");
+
+    server.push(Reply::tool_call("rm", json!({"path": "a"})));
+    server.push(Reply::text("not allowed"));
+    let rm = TypedTool::new("rm", "Deletes.", |t: Target, _cx: &ToolContext| Ok(t.path))
+        .state_changing();
+    let mut agent = Agent::builder(server.transport())
+        .add_tool(rm)
+        .approver(StateChangingOnly::new(|_: &ApprovalRequest| {
+            Decision::deny("no")
+        }))
+        .build()
+        .unwrap();
+    agent.run_loop("delete a").unwrap();
+    assert!(
+        agent.messages()[2].content.contains("denied: no"),
+        "{}",
+        agent.messages()[2].content
+    );
+}
