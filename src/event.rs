@@ -383,4 +383,29 @@ impl Event {
             Event::AssistantDelta { .. } | Event::ThinkingDelta { .. }
         )
     }
+
+    /// The text of `next` if it continues this delta: a delta of the same
+    /// kind from the same agent, which a listener that fell behind may get
+    /// joined to this one (see [`Listener`](crate::Listener), "Backpressure").
+    pub(crate) fn continued_by<'e>(&self, next: &'e Event) -> Option<&'e str> {
+        match (self, next) {
+            (
+                Event::AssistantDelta { agent: a, .. },
+                Event::AssistantDelta { agent: b, content },
+            )
+            | (Event::ThinkingDelta { agent: a, .. }, Event::ThinkingDelta { agent: b, content })
+                if a == b =>
+            {
+                Some(content)
+            }
+            _ => None,
+        }
+    }
+
+    /// Append `text` to this delta's content; nothing for other events.
+    pub(crate) fn append_delta(&mut self, text: &str) {
+        if let Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } = self {
+            content.push_str(text);
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! `ListenerList`: one std thread and one crossbeam channel per listener.
+//! `ListenerList`: one std thread and one bounded crossbeam channel per
+//! listener.
 //!
 //! # Batching
 //!
@@ -20,29 +21,56 @@
 //! The figures are in BENCHMARKS.md ("end to end", "event delivery
 //! latency").
 //!
+//! # Backpressure
+//!
+//! A listener's queue holds `QUEUE` events. When it is full, the emitting
+//! list keeps that listener's next events in a backlog of its own and
+//! moves them to the queue, oldest first, as room appears (at each later
+//! emit, and at the flush). In the backlog, a delta following a delta of
+//! the same kind from the same agent is merged into it (the text is
+//! appended, nothing is lost or reordered), so a listener that fell behind
+//! a fast stream gets fewer, longer deltas; any other event takes a place
+//! of its own, and an emit that finds `BACKLOG` of them waits for the
+//! listener to take one. So a listener's memory is bounded (`QUEUE` plus
+//! `BACKLOG` events, plus the text of the deltas it has not seen, which the
+//! agent holds anyway) whatever the scheduler does, and the agent never
+//! waits while a listener is behind on deltas alone. Before, the queues
+//! were unbounded: 1,000 agents streaming at once on two cores peaked at
+//! ~480 KiB per agent, their queues filling while listener threads waited
+//! for a core (BENCHMARKS.md, "many agents").
+//!
+//! # The flush
+//!
+//! `flush` sends each listener a flush request carrying the list's own
+//! gate, and the listener's thread counts itself done on the gate after
+//! `Listener::flush` ran. The agent spins on the gate (yielding its core
+//! now and then) for up to `SPIN`, the common case when the listener is
+//! quick, and only then parks until the last listener unparks it: the
+//! turn's end costs no wake-up of the agent's thread, and no allocation.
+//!
 //! # Event memory
 //!
 //! An emitted event is allocated on the emitting thread (the agent loop),
 //! read on each listener thread, and released on the emitting thread: the
-//! list keeps its own handle to every event it sent, oldest first, and once
-//! every listener has dropped theirs the next `emit` reuses that event's
-//! allocation for the new event (one per call), while `flush` and `close`
-//! free whatever was handled. So a delta costs no allocation of its own
-//! beyond its text, and no block of memory crosses threads. When the
-//! listener threads freed the events, glibc's malloc returned every block
-//! to the emitting thread's arena under the arena lock, and allocation took
-//! about a third of a delta's delivery cost (BENCHMARKS.md, "event
-//! delivery").
+//! list keeps its own handle to every event it sent (up to `QUEUE` of
+//! them), oldest first, and once every listener has dropped theirs the
+//! next `emit` reuses that event's allocation for the new event (one per
+//! call), while `flush` and `close` free whatever was handled. So a delta
+//! costs no allocation of its own beyond its text, and no block of memory
+//! crosses threads. When the listener threads freed the events, glibc's
+//! malloc returned every block to the emitting thread's arena under the
+//! arena lock, and allocation took about a third of a delta's delivery
+//! cost (BENCHMARKS.md, "event delivery").
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, unbounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use parking_lot::Mutex;
 
 use super::SubAgentListener;
@@ -50,10 +78,19 @@ use crate::{Event, Listener};
 
 enum Msg {
     Event(Arc<Event>),
-    Flush(Sender<()>),
-    Derive(String, Sender<SubAgentListener>),
+    Flush(Ticket),
+    /// Boxed: the rare message keeps every queue slot small.
+    Derive(Box<(String, Sender<SubAgentListener>)>),
     Stop,
 }
+
+/// Events a listener's queue holds; see the module docs on backpressure.
+/// The queue's slots are allocated up front (24 bytes each).
+pub(crate) const QUEUE: usize = 32;
+
+/// Events other than merged deltas a listener's backlog holds before an
+/// emit waits for room; see the module docs on backpressure.
+pub(crate) const BACKLOG: usize = 32;
 
 /// How long a listener thread that emptied its queue during a dense stream
 /// waits before it looks again and then blocks; see the module docs on
@@ -62,6 +99,63 @@ const NAP: Duration = Duration::from_micros(1);
 
 /// Deltas emitted closer together than this make a dense stream.
 const DENSE: Duration = Duration::from_micros(5);
+
+/// A flush request's place at its list's gate: it arrives when dropped,
+/// whether the listener's thread handled it or the message was dropped
+/// unhandled (the thread had stopped), so a flush never waits for a
+/// listener that is gone.
+struct Ticket(Arc<Gate>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.arrive();
+    }
+}
+
+/// How long `flush` spins before it parks; see the module docs on the flush.
+const SPIN: Duration = Duration::from_micros(100);
+
+/// A list's flush barrier: how many listeners are done, and who waits.
+#[derive(Default)]
+struct Gate {
+    done: AtomicUsize,
+    waiter: Mutex<Option<Thread>>,
+}
+
+impl Gate {
+    /// Called by a listener's thread once it flushed.
+    fn arrive(&self) {
+        self.done.fetch_add(1, Ordering::SeqCst);
+        // The lock orders this against the waiter's registration: either
+        // the waiter sees the count after registering, or we see it here.
+        if let Some(waiter) = &*self.waiter.lock() {
+            waiter.unpark();
+        }
+    }
+
+    /// Wait until `n` listeners arrived: spin, then park.
+    fn wait(&self, n: usize) {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while self.done.load(Ordering::SeqCst) < n {
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(64) {
+                std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() >= SPIN {
+                *self.waiter.lock() = Some(std::thread::current());
+                while self.done.load(Ordering::SeqCst) < n {
+                    std::thread::park();
+                }
+                *self.waiter.lock() = None;
+                return;
+            }
+            // Let the listener's thread run if it waits for this core.
+            std::thread::yield_now();
+        }
+    }
+}
 
 /// One listener's thread. Shared (`Arc`) between the list that owns it and
 /// the lists derived for sub-agents whose listener chose `Share`. The owner
@@ -73,34 +167,112 @@ struct Slot {
     /// Set by the emitting side while the stream is dense; read by the
     /// listener thread (see the module docs on batching).
     dense: Arc<AtomicBool>,
+    /// Whether `Stop` is not sent yet. Requests that wait for an answer
+    /// (flush, derive) are sent under this lock, so each is either queued
+    /// before the `Stop`, and answered, or not sent at all.
+    open: Mutex<bool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
-        let (tx, rx) = unbounded();
+        let (tx, rx) = bounded(QUEUE);
         let dense = Arc::new(AtomicBool::new(false));
         let shared = Arc::clone(&dense);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
-            .spawn(move || run(listener, &rx, &shared))
+            .spawn(move || run(listener, rx, &shared))
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
             dense,
             tx,
+            open: Mutex::new(true),
             thread: Mutex::new(Some(thread)),
         })
     }
 
+    /// Send `msg`, waiting for room; false once the thread is gone.
     fn send(&self, msg: Msg) -> bool {
         self.tx.send(msg).is_ok()
     }
 
+    /// Send a request that waits for an answer (see `open`); false if the
+    /// thread is stopping or gone (the request is dropped, which answers it).
+    fn request(&self, msg: Msg) -> bool {
+        let open = self.open.lock();
+        *open && self.send(msg)
+    }
+
+    /// Queue `event`, or keep it in `backlog` (this list's events for this
+    /// listener that did not fit yet); see the module docs on backpressure.
+    fn offer(&self, backlog: &mut VecDeque<Arc<Event>>, event: &Arc<Event>) {
+        if !backlog.is_empty() && !self.move_backlog(backlog) {
+            return;
+        }
+        if backlog.is_empty() {
+            match self.tx.try_send(Msg::Event(Arc::clone(event))) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => return,
+                Err(TrySendError::Full(_)) => {}
+            }
+        }
+        if let Some(back) = backlog.back_mut()
+            && let Some(more) = back.continued_by(event)
+        {
+            // `make_mut` copies the delta if the queue or the list still
+            // shares it: what was queued is never changed.
+            Arc::make_mut(back).append_delta(more);
+            return;
+        }
+        backlog.push_back(Arc::clone(event));
+        if backlog.len() > BACKLOG
+            && let Some(oldest) = backlog.pop_front()
+            && !self.send(Msg::Event(oldest))
+        {
+            backlog.clear();
+        }
+    }
+
+    /// Move what fits of `backlog` to the queue, oldest first, without
+    /// waiting; false (and the backlog dropped) once the thread is gone.
+    fn move_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) -> bool {
+        while let Some(oldest) = backlog.front() {
+            match self.tx.try_send(Msg::Event(Arc::clone(oldest))) {
+                Ok(()) => {
+                    backlog.pop_front();
+                }
+                Err(TrySendError::Full(_)) => return true,
+                Err(TrySendError::Disconnected(_)) => {
+                    backlog.clear();
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Move all of `backlog` to the queue, waiting for room; false once
+    /// the thread is gone.
+    fn drain_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) -> bool {
+        while let Some(oldest) = backlog.pop_front() {
+            if !self.send(Msg::Event(oldest)) {
+                backlog.clear();
+                return false;
+            }
+        }
+        true
+    }
+
     /// Stop the thread after it handled what was queued, and join it.
     fn stop(&self) {
-        let _ = self.tx.send(Msg::Stop);
+        {
+            let mut open = self.open.lock();
+            if *open {
+                *open = false;
+                let _ = self.tx.send(Msg::Stop);
+            }
+        }
         if let Some(handle) = self.thread.lock().take()
             && handle.thread().id() != std::thread::current().id()
         {
@@ -132,7 +304,7 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) {
+fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
     let name = listener.name();
     let mut napped = false;
     loop {
@@ -156,11 +328,12 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) 
             Msg::Event(event) => {
                 guarded(&name, "on_event", || listener.on_event(&event));
             }
-            Msg::Flush(ack) => {
+            Msg::Flush(ticket) => {
                 guarded(&name, "flush", || listener.flush());
-                let _ = ack.send(());
+                drop(ticket);
             }
-            Msg::Derive(id, reply) => {
+            Msg::Derive(derive) => {
+                let (id, reply) = *derive;
                 let derived = guarded(&name, "for_sub_agent", || listener.for_sub_agent(&id))
                     .unwrap_or(SubAgentListener::Skip);
                 let _ = reply.send(derived);
@@ -168,6 +341,8 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) 
             Msg::Stop => break,
         }
     }
+    // Later sends fail at once instead of filling a queue nobody reads.
+    drop(rx);
     guarded(&name, "close", || listener.close());
 }
 
@@ -176,7 +351,7 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, dense: &AtomicBool) 
 /// Built by the [`Configurator`](crate::Configurator) from
 /// [`add_listener`](crate::Configurator::add_listener); there is no public way
 /// to emit into a list. See the [`Listener`](crate::Listener) docs for threads,
-/// ordering, panics and sub-agents.
+/// ordering, backpressure, panics and sub-agents.
 ///
 /// # Examples
 ///
@@ -196,6 +371,9 @@ pub struct ListenerList {
     owned: Vec<bool>,
     /// The emitting side's state, see the module docs.
     state: Mutex<EmitState>,
+    /// The flush barrier; locked for a whole flush, so flushes of one list
+    /// never share it.
+    gate: Mutex<Arc<Gate>>,
 }
 
 /// What `emit` keeps between calls.
@@ -206,6 +384,19 @@ struct EmitState {
     sent: VecDeque<Arc<Event>>,
     /// When the last event was emitted, to tell a dense stream.
     last: Option<Instant>,
+    /// Parallel to `slots`: this list's events that did not fit in that
+    /// listener's queue yet; see the module docs on backpressure.
+    backlogs: Vec<VecDeque<Arc<Event>>>,
+}
+
+impl EmitState {
+    /// Move every backlog to its queue, waiting for room, so that what is
+    /// sent next comes after everything emitted so far.
+    fn drain_backlogs(&mut self, slots: &[Arc<Slot>]) {
+        for (slot, backlog) in slots.iter().zip(&mut self.backlogs) {
+            slot.drain_backlog(backlog);
+        }
+    }
 }
 
 impl ListenerList {
@@ -221,8 +412,13 @@ impl ListenerList {
     }
 
     fn add_boxed(&mut self, listener: Box<dyn Listener>) {
-        self.slots.push(Slot::spawn(listener));
-        self.owned.push(true);
+        self.push(Slot::spawn(listener), true);
+    }
+
+    fn push(&mut self, slot: Arc<Slot>, owned: bool) {
+        self.slots.push(slot);
+        self.owned.push(owned);
+        self.state.get_mut().backlogs.push(VecDeque::new());
     }
 
     /// Number of listeners.
@@ -239,22 +435,21 @@ impl ListenerList {
     /// The list for a sub-agent with id `id`: each listener decides (on its own
     /// thread) whether it is shared, replaced or skipped.
     pub fn for_sub_agent(&self, id: &str) -> ListenerList {
+        // The parent's events come first.
+        self.state.lock().drain_backlogs(&self.slots);
         let replies: Vec<_> = self
             .slots
             .iter()
             .map(|slot| {
                 let (tx, rx) = crossbeam_channel::bounded(1);
-                let sent = slot.send(Msg::Derive(id.to_string(), tx));
+                let sent = slot.request(Msg::Derive(Box::new((id.to_string(), tx))));
                 (slot, sent.then_some(rx))
             })
             .collect();
         let mut list = ListenerList::new();
         for (slot, rx) in replies {
             match rx.and_then(|rx| rx.recv().ok()) {
-                Some(SubAgentListener::Share) => {
-                    list.slots.push(Arc::clone(slot));
-                    list.owned.push(false);
-                }
+                Some(SubAgentListener::Share) => list.push(Arc::clone(slot), false),
                 Some(SubAgentListener::Replace(l)) => list.add_boxed(l),
                 Some(SubAgentListener::Skip) | None => {}
             }
@@ -267,7 +462,8 @@ impl ListenerList {
         if self.slots.is_empty() {
             return;
         }
-        let mut st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         let now = Instant::now();
         let dense = st.last.is_some_and(|t| now.duration_since(t) < DENSE);
         st.last = Some(now);
@@ -282,42 +478,51 @@ impl ListenerList {
             }
             None => Arc::new(event),
         };
-        for slot in &self.slots {
+        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
             // Written only when it changes: the listener reads this line.
             if slot.dense.load(Ordering::Relaxed) != dense {
                 slot.dense.store(dense, Ordering::Relaxed);
             }
-            slot.send(Msg::Event(Arc::clone(&event)));
+            slot.offer(backlog, &event);
         }
-        st.sent.push_back(event);
+        // Beyond a queue's worth (a listener stuck on an old event), the
+        // listeners free what they handled themselves.
+        if st.sent.len() < QUEUE {
+            st.sent.push_back(event);
+        }
     }
 
     /// Wait until every listener handled every event emitted so far, then
     /// flushed.
     pub(crate) fn flush(&self) {
-        let acks: Vec<_> = self
-            .slots
-            .iter()
-            .filter_map(|slot| {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                slot.send(Msg::Flush(tx)).then_some(rx)
-            })
-            .collect();
-        for rx in acks {
-            let _ = rx.recv();
+        if self.slots.is_empty() {
+            return;
         }
+        let gate = self.gate.lock();
+        gate.done.store(0, Ordering::SeqCst);
+        {
+            let mut st = self.state.lock();
+            for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
+                slot.drain_backlog(backlog);
+                // A ticket that cannot be sent arrives as it is dropped.
+                slot.request(Msg::Flush(Ticket(Arc::clone(&gate))));
+            }
+        }
+        gate.wait(self.slots.len());
         release_handled(&mut self.state.lock().sent);
     }
 
     /// Stop and join the threads this list started, after they handled what
     /// was queued. Later events to them are dropped. Idempotent.
     pub(crate) fn close(&self) {
+        let mut st = self.state.lock();
+        st.drain_backlogs(&self.slots);
         for (slot, owned) in self.slots.iter().zip(&self.owned) {
             if *owned {
                 slot.stop();
             }
         }
-        release_handled(&mut self.state.lock().sent);
+        release_handled(&mut st.sent);
     }
 }
 
@@ -394,15 +599,36 @@ mod tests {
     #[test]
     fn order_is_kept_and_flush_waits() {
         let rec = InMemoryEventList::new();
+        let slow = InMemoryEventList::new();
         let mut list = ListenerList::new();
-        list.add(|_: &Event| std::thread::sleep(std::time::Duration::from_millis(1)));
+        let mut seen = slow.clone();
+        list.add(move |e: &Event| {
+            std::thread::sleep(Duration::from_millis(1));
+            seen.on_event(e);
+        });
         list.add(rec.clone());
         for i in 0..50 {
-            list.emit(delta(&i.to_string()));
+            list.emit(delta(&format!("{i},")));
         }
         list.flush();
-        let got = delta_texts(&rec);
-        assert_eq!(got, (0..50).map(|i| i.to_string()).collect::<Vec<_>>());
+        // Both listeners handled everything before `flush` returned.
+        assert_in_order(&delta_texts(&rec), 50);
+        assert_in_order(&delta_texts(&slow), 50);
+    }
+
+    /// Checks that `got` (the deltas a listener saw) is `0,1,...,n-1,` cut
+    /// into pieces at item boundaries: merging under backpressure may join
+    /// neighbours, never lose, reorder or split them.
+    fn assert_in_order(got: &[String], n: usize) {
+        let mut next = 0;
+        for piece in got {
+            assert!(piece.ends_with(','), "{piece:?} is not whole items");
+            for item in piece.trim_end_matches(',').split(',') {
+                assert_eq!(item, next.to_string());
+                next += 1;
+            }
+        }
+        assert_eq!(next, n);
     }
 
     #[test]
@@ -414,19 +640,167 @@ mod tests {
         // others are reused.
         list.add(|e: &Event| {
             if let Event::AssistantDelta { content, .. } = e
-                && content.ends_with('7')
+                && content.ends_with("7,")
             {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         });
         for i in 0..2_000 {
-            list.emit(delta(&i.to_string()));
+            list.emit(delta(&format!("{i},")));
         }
         list.flush();
-        let got = delta_texts(&rec);
-        assert_eq!(got, (0..2_000).map(|i| i.to_string()).collect::<Vec<_>>());
+        assert_in_order(&delta_texts(&rec), 2_000);
         // Everything was handled: flush freed it all.
         assert!(list.state.lock().sent.is_empty());
+    }
+
+    /// A listener held inside `on_event` until the returned sender is
+    /// dropped or sent to, and what it saw.
+    fn stalled() -> (
+        impl Listener,
+        crossbeam_channel::Sender<()>,
+        InMemoryEventList,
+    ) {
+        let (release, held) = crossbeam_channel::bounded::<()>(0);
+        let rec = InMemoryEventList::new();
+        let seen = rec.clone();
+        let mut first = true;
+        let listener = move |e: &Event| {
+            if first {
+                first = false;
+                let _ = held.recv();
+            }
+            let mut r = seen.clone();
+            r.on_event(e);
+        };
+        (listener, release, rec)
+    }
+
+    #[test]
+    fn a_stalled_listener_costs_a_bounded_queue_and_merged_deltas() {
+        let (listener, release, rec) = stalled();
+        let mut list = ListenerList::new();
+        list.add(listener);
+        let n = 20 * QUEUE;
+        for i in 0..n {
+            list.emit(delta(&format!("{i},")));
+        }
+        {
+            let st = list.state.lock();
+            // The queue is full; everything after it is one merged delta.
+            assert_eq!(list.slots[0].tx.len(), QUEUE);
+            assert_eq!(st.backlogs[0].len(), 1);
+            assert!(st.sent.len() <= QUEUE);
+        }
+        drop(release);
+        list.flush();
+        let got = delta_texts(&rec);
+        assert!(got.len() <= QUEUE + 2, "{} deltas", got.len());
+        assert_in_order(&got, n);
+    }
+
+    #[test]
+    fn a_stalled_listener_makes_other_events_wait_in_order() {
+        let (listener, release, rec) = stalled();
+        let mut list = ListenerList::new();
+        list.add(listener);
+        let list = Arc::new(list);
+        let emitted = Arc::new(AtomicUsize::new(0));
+        let n = QUEUE + BACKLOG + 20;
+        let producer = {
+            let (list, emitted) = (Arc::clone(&list), Arc::clone(&emitted));
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    // Alternating kinds never merge.
+                    if i % 2 == 0 {
+                        list.emit(delta(&format!("{i},")));
+                    } else {
+                        list.emit(Event::ThinkingDelta {
+                            agent: "".into(),
+                            content: format!("{i},"),
+                        });
+                    }
+                    emitted.fetch_add(1, Ordering::SeqCst);
+                }
+                list.flush();
+            })
+        };
+        // The emitter fills the queue (one event is held by the listener)
+        // and the backlog, then waits for room.
+        let bound = QUEUE + 1 + BACKLOG;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while emitted.load(Ordering::SeqCst) < bound && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(emitted.load(Ordering::SeqCst), bound);
+        drop(release);
+        producer.join().unwrap();
+        let got: Vec<String> =
+            rec.events()
+                .into_iter()
+                .map(|e| match e {
+                    Event::AssistantDelta { content, .. }
+                    | Event::ThinkingDelta { content, .. } => content,
+                    _ => unreachable!(),
+                })
+                .collect();
+        assert_eq!(got.len(), n);
+        assert_in_order(&got, n);
+    }
+
+    #[test]
+    fn deltas_merge_only_with_their_own_kind_and_agent() {
+        let (listener, release, rec) = stalled();
+        let mut list = ListenerList::new();
+        list.add(listener);
+        list.emit(delta("0,"));
+        // The listener holds the first delta: the queue is empty again.
+        while !list.slots[0].tx.is_empty() {
+            std::thread::yield_now();
+        }
+        for i in 1..=QUEUE {
+            list.emit(delta(&format!("{i},")));
+        }
+        // Now in the backlog: a, a, b (other agent), b, thinking, a.
+        let a = |s: &str| delta(s);
+        let b = |s: &str| Event::AssistantDelta {
+            agent: "child".into(),
+            content: s.into(),
+        };
+        let t = |s: &str| Event::ThinkingDelta {
+            agent: "".into(),
+            content: s.into(),
+        };
+        for e in [a("x"), a("y"), b("p"), b("q"), t("t"), a("z")] {
+            list.emit(e);
+        }
+        drop(release);
+        list.flush();
+        let tail: Vec<Event> = rec.events().into_iter().skip(QUEUE + 1).collect();
+        assert_eq!(tail, vec![a("xy"), b("pq"), t("t"), a("z")]);
+    }
+
+    #[test]
+    fn flush_returns_when_a_shared_listener_was_stopped() {
+        let rec = InMemoryEventList::new();
+        let mut parent = ListenerList::new();
+        parent.add(rec.clone());
+        let child = parent.for_sub_agent("c");
+        assert_eq!(child.len(), 1);
+        parent.close();
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            for i in 0..3 * QUEUE {
+                child.emit(delta(&format!("{i},")));
+            }
+            child.flush();
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "flush waited for a stopped listener"
+        );
     }
 
     #[test]

@@ -271,6 +271,7 @@
 mod buffer;
 mod cassette;
 mod diff;
+mod events;
 mod reply;
 mod request;
 mod strict;
@@ -292,6 +293,7 @@ mod tests;
 
 pub use self::buffer::SharedBuffer;
 pub use self::cassette::{Cassette, Interaction};
+pub use self::events::merge_deltas;
 pub use self::fake::FakeServer;
 pub use self::recorder::Recorder;
 pub use self::reply::Reply;
