@@ -180,7 +180,10 @@
 //! dropped unbuilt runs the close handlers armed so far; a [`History`] is
 //! valid by construction (its one allowed gap is the trailing batch of a
 //! turn awaiting approval); sub-agents also inherit the parent's loop options
-//! and request fields, because every child agent is built by one constructor.
+//! and request fields, because every child agent is built by one constructor;
+//! a listener's queue is bounded (32 events), and a listener that falls
+//! that far behind gets neighbouring deltas joined, with the same text
+//! ([`Listener`], "Backpressure"), where pikuri's queues grow without bound.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the

@@ -41,9 +41,8 @@ impl std::fmt::Debug for SubAgentListener {
 /// An agent pushes every [`Event`] to every listener. Each listener is moved
 /// onto **its own std thread**, fed by its own channel, so:
 ///
-/// - a slow listener never slows the agent loop or the other listeners (its
-///   queue grows instead: wrap it in
-///   [`RateLimited`](crate::listeners::RateLimited) to coalesce deltas);
+/// - a slow listener does not slow the agent loop or the other listeners
+///   while it keeps up on average (see *Backpressure* below);
 /// - each listener sees events in emission order;
 /// - a listener that panics is isolated: the panic is logged at `error`, the
 ///   event is skipped for that listener only, and it keeps receiving later
@@ -54,6 +53,25 @@ impl std::fmt::Debug for SubAgentListener {
 ///   middle of an answer.
 ///
 /// Threads are joined when the agent closes (or drops).
+///
+/// # Backpressure
+///
+/// Each listener's queue holds 32 events, so its memory is bounded whatever
+/// the scheduler does (1,000 agents streaming at once on two cores). When a
+/// listener falls that far behind, its agent keeps the next events for it
+/// in a backlog and joins each delta to the delta before it when both are
+/// of one kind ([`AssistantDelta`](Event::AssistantDelta) or
+/// [`ThinkingDelta`](Event::ThinkingDelta)) and from one agent: the
+/// listener then gets fewer, longer deltas, with the same text, and no
+/// event is lost or reordered. Other events wait in the backlog too; once
+/// 32 of them wait, the agent waits for the listener to take one. So a
+/// listener that is slow only on deltas never holds up the agent, and a
+/// listener that never returns holds it up at the latest at the end of the
+/// turn, as the flush always did. Two listeners of one agent can therefore
+/// see one text cut into different deltas: compare what they saw with
+/// [`testing::merge_deltas`](crate::testing::merge_deltas). To slow a
+/// listener's deltas down on purpose (a terminal that repaints), wrap it in
+/// [`RateLimited`](crate::listeners::RateLimited).
 ///
 /// # Sub-agents
 ///

@@ -1027,7 +1027,14 @@ fn listener_worker(seed: u64, idx: usize, turns: usize, text_len: usize) -> Work
             // (a listener that fell behind may have had deltas joined).
             let all = rec.events();
             let reference = merge_deltas(all.clone());
-            assert!(all.len() > text_len / 2, "{ctx}: deltas arrived");
+            let streamed: usize = all
+                .iter()
+                .map(|e| match e {
+                    Event::AssistantDelta { content, .. } => content.len(),
+                    _ => 0,
+                })
+                .sum();
+            assert_eq!(streamed, text_len * (turn + 1), "{ctx}: deltas arrived");
             assert!(
                 merge_deltas(slow_seen.lock().clone()) == reference,
                 "{ctx}: Slow saw another order"
