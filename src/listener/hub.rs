@@ -86,11 +86,11 @@ enum Msg {
 
 /// Events a listener's queue holds; see the module docs on backpressure.
 /// The queue's slots are allocated up front (24 bytes each).
-pub(crate) const QUEUE: usize = 32;
+const QUEUE: usize = 32;
 
 /// Events other than merged deltas a listener's backlog holds before an
 /// emit waits for room; see the module docs on backpressure.
-pub(crate) const BACKLOG: usize = 32;
+const BACKLOG: usize = 32;
 
 /// How long a listener thread that emptied its queue during a dense stream
 /// waits before it looks again and then blocks; see the module docs on
@@ -252,16 +252,14 @@ impl Slot {
         true
     }
 
-    /// Move all of `backlog` to the queue, waiting for room; false once
+    /// Move all of `backlog` to the queue, waiting for room; dropped once
     /// the thread is gone.
-    fn drain_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) -> bool {
+    fn drain_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) {
         while let Some(oldest) = backlog.pop_front() {
             if !self.send(Msg::Event(oldest)) {
                 backlog.clear();
-                return false;
             }
         }
-        true
     }
 
     /// Stop the thread after it handled what was queued, and join it.
@@ -502,8 +500,8 @@ impl ListenerList {
         gate.done.store(0, Ordering::SeqCst);
         {
             let mut st = self.state.lock();
-            for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
-                slot.drain_backlog(backlog);
+            st.drain_backlogs(&self.slots);
+            for slot in &self.slots {
                 // A ticket that cannot be sent arrives as it is dropped.
                 slot.request(Msg::Flush(Ticket(Arc::clone(&gate))));
             }
