@@ -21,8 +21,27 @@
 //! The figures are in BENCHMARKS.md ("end to end", "event delivery
 //! latency").
 //!
+//! # Lingering
+//!
+//! A listener thread that handled a flush (a turn ended) parks for up to
+//! `LINGER` (1 ms) without watching its channel, before it blocks on it.
+//! Events sent meanwhile wake nobody: crossbeam unparks only a receiver
+//! that registered with the channel. What ends the lingering early is a
+//! request that waits for an answer (the next flush, a sub-agent's
+//! derive, stop) or a half-full queue, each of which unparks the thread. So when
+//! turns follow each other quickly, as when a test replays thousands of
+//! them or a local server answers in microseconds, a turn wakes its
+//! listener once, at its flush, instead of once for its first event
+//! (`UserTurn`, while the agent sends its request) and again for the rest.
+//! Waking an idle thread cost 25-45 us on a two-core VM, against ~55 us
+//! for a whole loopback request (BENCHMARKS.md, "Session 4"). The price:
+//! an event emitted within 1 ms of a flush reaches the listener up to 1 ms
+//! late, and a listener whose turns are sparse takes one timed wake-up per
+//! turn.
+//!
 //! # Backpressure
 //!
+
 //! A listener's queue holds `QUEUE` events. When it is full, the emitting
 //! list keeps that listener's next events in a backlog of its own and
 //! moves them to the queue, oldest first, as room appears (at each later
@@ -100,6 +119,10 @@ const NAP: Duration = Duration::from_micros(1);
 /// Deltas emitted closer together than this make a dense stream.
 const DENSE: Duration = Duration::from_micros(5);
 
+/// How long a listener thread that handled a flush keeps its channel
+/// unwatched before it blocks on it; see the module docs on lingering.
+const LINGER: Duration = Duration::from_millis(1);
+
 /// A flush request's place at its list's gate: it arrives when dropped,
 /// whether the listener's thread handled it or the message was dropped
 /// unhandled (the thread had stopped), so a flush never waits for a
@@ -171,6 +194,9 @@ struct Slot {
     /// (flush, derive) are sent under this lock, so each is either queued
     /// before the `Stop`, and answered, or not sent at all.
     open: Mutex<bool>,
+    /// The listener's thread, to unpark it when it lingers (see the module
+    /// docs on lingering).
+    waker: Thread,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -189,20 +215,29 @@ impl Slot {
             dense,
             tx,
             open: Mutex::new(true),
+            waker: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
         })
     }
 
     /// Send `msg`, waiting for room; false once the thread is gone.
     fn send(&self, msg: Msg) -> bool {
+        // A full queue's listener may be lingering: it must take events now.
+        if self.tx.is_full() {
+            self.waker.unpark();
+        }
         self.tx.send(msg).is_ok()
     }
 
-    /// Send a request that waits for an answer (see `open`); false if the
-    /// thread is stopping or gone (the request is dropped, which answers it).
+    /// Send a request that waits for an answer (see `open`), and wake the
+    /// thread if it lingers; false if the thread is stopping or gone (the
+    /// request is dropped, which answers it).
     fn request(&self, msg: Msg) -> bool {
         let open = self.open.lock();
-        *open && self.send(msg)
+        let sent = *open && self.send(msg);
+        // Costs no system call unless the thread is parked.
+        self.waker.unpark();
+        sent
     }
 
     /// Queue `event`, or keep it in `backlog` (this list's events for this
@@ -213,8 +248,17 @@ impl Slot {
         }
         if backlog.is_empty() {
             match self.tx.try_send(Msg::Event(Arc::clone(event))) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => return,
-                Err(TrySendError::Full(_)) => {}
+                Ok(()) => {
+                    // A lingering listener gets a head start on a burst
+                    // before its queue is full and deltas start joining.
+                    if self.tx.len() == QUEUE / 2 {
+                        self.waker.unpark();
+                    }
+                    return;
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+                // The listener may be lingering with a full queue.
+                Err(TrySendError::Full(_)) => self.waker.unpark(),
             }
         }
         if let Some(back) = backlog.back_mut()
@@ -269,6 +313,7 @@ impl Slot {
             if *open {
                 *open = false;
                 let _ = self.tx.send(Msg::Stop);
+                self.waker.unpark();
             }
         }
         if let Some(handle) = self.thread.lock().take()
@@ -305,6 +350,8 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
 fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
     let name = listener.name();
     let mut napped = false;
+    // Until when the thread lingers after a flush (see the module docs).
+    let mut linger: Option<Instant> = None;
     loop {
         let msg = match rx.try_recv() {
             Ok(msg) => msg,
@@ -314,6 +361,18 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
                 napped = true;
                 std::thread::sleep(NAP);
+                continue;
+            }
+            // Drained after a flush: park without watching the channel, so
+            // that the next turn's first events wake nobody, until a request
+            // or a full queue unparks us or the time is up (see the module
+            // docs on lingering).
+            Err(TryRecvError::Empty) if linger.is_some() => {
+                let left = linger.and_then(|until| until.checked_duration_since(Instant::now()));
+                match left {
+                    Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                    _ => linger = None,
+                }
                 continue;
             }
             Err(TryRecvError::Empty) => match rx.recv() {
@@ -329,6 +388,7 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             Msg::Flush(ticket) => {
                 guarded(&name, "flush", || listener.flush());
                 drop(ticket);
+                linger = Some(Instant::now() + LINGER);
             }
             Msg::Derive(derive) => {
                 let (id, reply) = *derive;
@@ -672,6 +732,58 @@ mod tests {
             r.on_event(e);
         };
         (listener, release, rec)
+    }
+
+    /// Wait (up to 10 s: a bound against hangs, not a timing claim) until
+    /// `rec` saw `n` events.
+    fn wait_for(rec: &InMemoryEventList, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rec.events().len() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        rec.events().len()
+    }
+
+    #[test]
+    fn an_event_after_a_flush_arrives_without_another_flush() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(rec.clone());
+        list.emit(delta("a"));
+        list.flush();
+        // The listener lingers now; the next event must still reach it
+        // when nothing else happens (a turn whose answer takes seconds).
+        list.emit(delta("b"));
+        assert_eq!(wait_for(&rec, 2), 2);
+        assert_eq!(delta_texts(&rec), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_lingering_listener_takes_a_burst_beyond_its_queue_in_order() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(rec.clone());
+        list.flush();
+        // Non-deltas never merge: the queue and the backlog fill while the
+        // listener lingers, and it must be woken to make room.
+        let n = 4 * (QUEUE + BACKLOG);
+        for i in 0..n {
+            list.emit(Event::UserTurn {
+                agent: "".into(),
+                content: format!("{i}"),
+                mid_loop: false,
+            });
+        }
+        list.flush();
+        let got: Vec<String> = rec
+            .events()
+            .into_iter()
+            .map(|e| match e {
+                Event::UserTurn { content, .. } => content,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
     }
 
     #[test]

@@ -966,6 +966,11 @@ fn repl_usage_reports_the_last_turn_and_the_conversation() {
     chat.wait_prompt(3);
     chat.send("/usage");
     chat.wait_prompt(4);
+    // stderr is read by a thread of its own: the prompt on stdout can
+    // arrive before the report on stderr.
+    chat.wait_stderr("the second report", |err| {
+        err.matches("conversation:").count() >= 2
+    });
     let first = chat.stderr();
     chat.send("again");
     chat.wait_prompt(5);
