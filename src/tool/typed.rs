@@ -3,13 +3,12 @@
 //! ([`IntoObservation`], [`Json`]).
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Declared, JsonSchema, Parameters, Tool, ToolContext, ToolError};
+use super::{FnTool, JsonSchema, Parameters, Tool, ToolContext, ToolError};
 
 /// What a [`TypedTool`] handler returns: anything that becomes the
 /// observation text.
@@ -82,8 +81,6 @@ impl<T: Serialize> IntoObservation for Json<T> {
     }
 }
 
-type Handler = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
-
 /// A tool whose handler takes its arguments as a Rust value; the schema
 /// comes from the type.
 ///
@@ -139,12 +136,9 @@ type Handler = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send 
 /// ```
 #[derive(Clone)]
 pub struct TypedTool {
-    name: String,
-    description: String,
-    parameters: Parameters,
+    /// The untyped tool that holds the declaration and runs the handler.
+    inner: FnTool,
     args_type: &'static str,
-    handler: Arc<Handler>,
-    declared: Declared,
 }
 
 impl TypedTool {
@@ -178,12 +172,8 @@ impl TypedTool {
             f(typed, cx)?.into_observation()
         };
         TypedTool {
-            name: name.into(),
-            description: description.into(),
-            parameters,
+            inner: FnTool::new(name, description, parameters, handler),
             args_type: std::any::type_name::<A>(),
-            handler: Arc::new(handler),
-            declared: Declared::default(),
         }
     }
 
@@ -208,53 +198,53 @@ impl TypedTool {
     /// ```
     #[must_use]
     pub fn state_changing(mut self) -> TypedTool {
-        self.declared.changes_user_state = true;
+        self.inner = self.inner.state_changing();
         self
     }
 
     /// A copy that declares it reaches the network ([`Tool::reaches_network`]).
     #[must_use]
     pub fn reaching_network(mut self) -> TypedTool {
-        self.declared.network = true;
+        self.inner = self.inner.reaching_network();
         self
     }
 
     /// A copy that declares it reads private data ([`Tool::reads_private_data`]).
     #[must_use]
     pub fn reading_private_data(mut self) -> TypedTool {
-        self.declared.private_data = true;
+        self.inner = self.inner.reading_private_data();
         self
     }
 }
 
 impl Tool for TypedTool {
     fn name(&self) -> &str {
-        &self.name
+        self.inner.name()
     }
     fn description(&self) -> &str {
-        &self.description
+        self.inner.description()
     }
     fn parameters(&self) -> &Parameters {
-        &self.parameters
+        self.inner.parameters()
     }
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
-        (self.handler)(args, cx)
+        self.inner.call(args, cx)
     }
     fn reaches_network(&self) -> bool {
-        self.declared.network
+        self.inner.reaches_network()
     }
     fn reads_private_data(&self) -> bool {
-        self.declared.private_data
+        self.inner.reads_private_data()
     }
     fn changes_user_state(&self) -> bool {
-        self.declared.changes_user_state
+        self.inner.changes_user_state()
     }
 }
 
 impl fmt::Debug for TypedTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TypedTool")
-            .field("name", &self.name)
+            .field("name", &self.inner.name())
             .field("args", &self.args_type)
             .finish_non_exhaustive()
     }
