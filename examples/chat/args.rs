@@ -77,6 +77,7 @@ Exit status:
   2     usage error: unknown option or bad value
   3     step limit exceeded (with --on-exhausted raise)
   130   cancelled with Ctrl+C
+  129, 143  ended by SIGHUP or SIGTERM (open agents closed first)
 ";
 
 pub(crate) const COMMANDS: &str = "\

@@ -30,6 +30,8 @@
 //!
 //! - stdin is read on its own thread, and the `ctrlc` handler turns Ctrl+C
 //!   into a message; both feed one channel that the main thread reads.
+//!   SIGTERM and SIGHUP end the chat from a thread of their own, after
+//!   [`pikuri::close_all`] (exit 143 and 129).
 //! - A turn runs on a worker thread that owns the [`Agent`] for the turn and
 //!   sends it back with the result. While a turn runs, a typed line goes to
 //!   the [`Interloper`] (`(queued: …)` on stderr; the terminal listener
@@ -118,8 +120,15 @@ impl From<pikuri::Error> for Failure {
     }
 }
 
+/// Set when SIGTERM or SIGHUP arrived: the signal's thread closes the agents
+/// and exits the process, so `main` must not return first.
+static TERMINATING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() -> ExitCode {
     let result = run();
+    while TERMINATING.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::park();
+    }
     // The exit path: returning from `main` ends the process without dropping
     // an agent still running a turn on the worker thread (a second Ctrl+C
     // exits mid-turn), so its close handlers would never run. `close_all`
@@ -142,6 +151,7 @@ fn run() -> Result<u8, Failure> {
     };
     let backend = Backend::connect(&opts)?;
     let cancellable = Cancellable::new();
+    exit_on_termination()?;
     if let Some(prompt) = &opts.prompt {
         let c = cancellable.clone();
         ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
@@ -157,6 +167,27 @@ fn run() -> Result<u8, Failure> {
         .add_listener(Console::new())
         .build()?;
     Repl::run(agent, backend.transport.clone(), cancellable, interloper)
+}
+
+/// SIGTERM or SIGHUP (a service manager, a closed terminal) ends the chat
+/// at once, from a thread of its own: run every open agent's close handlers
+/// (`close_all`: MCP server processes, files), then exit with 128 + the
+/// signal's number, a turn in flight included. Without this the default
+/// action would end the process with no `Drop` and no close handler run.
+/// Closing the agent ends its turn, and `main` then waits for this thread
+/// to exit (see [`TERMINATING`]).
+fn exit_on_termination() -> Result<(), Failure> {
+    use signal_hook::consts::{SIGHUP, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP])
+        .map_err(|e| Failure::Other(e.to_string()))?;
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            TERMINATING.store(true, std::sync::atomic::Ordering::SeqCst);
+            pikuri::close_all();
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------

@@ -266,9 +266,11 @@ pub struct Outcome {
 ///   `Box::leak`).
 ///
 /// For those, call [`close_all`](crate::close_all) from the exit path and
-/// from the signal handler (e.g. the `ctrlc` crate's): it runs the handlers
-/// of every agent still open in the process, the counterpart of pikuri's
-/// `Finalizers`. A configurator dropped unbuilt runs its armed handlers
+/// from the signal handler (e.g. the `ctrlc` crate's, or a thread waiting
+/// on `signal-hook`'s iterator): it runs the handlers of every agent still
+/// open in the process, the counterpart of pikuri's `Finalizers`. The chat
+/// example does both: on its way out of `main` (a second Ctrl+C mid-turn)
+/// and on SIGTERM or SIGHUP, before it exits with 143 or 129. A configurator dropped unbuilt runs its armed handlers
 /// itself.
 ///
 /// # A turn

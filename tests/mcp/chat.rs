@@ -4,13 +4,14 @@
 //! result, reaches stdout.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use pikuri::testing::{FakeServer, Reply};
 use serde_json::json;
 
 use super::real::{everything, everything_http};
-use super::{cache, skip};
+use super::{cache, eventually, processes_tagged, python, skip, unique_tag};
 
 /// `target/<profile>/examples/chat`, or `None` after a skip notice
 /// (`cargo test` builds examples; `cargo test --test mcp` alone does not,
@@ -106,5 +107,55 @@ fn chat_example_calls_an_everything_tool_over_http() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "The tool said: Echo: through the example"
+    );
+}
+
+/// Issue 13 class 7: SIGTERM mid-turn ends the chat with 143 after closing
+/// its agent, so an MCP server that ignores stdin EOF and SIGTERM (and its
+/// child) is killed too. Without the example's handler the default action
+/// ends the chat alone and leaves both running.
+#[cfg(unix)]
+#[test]
+fn sigterm_mid_turn_closes_the_mcp_servers_and_exits_143() {
+    let Some(bin) = chat_bin() else {
+        return;
+    };
+    let Some((py, script)) = python() else {
+        return;
+    };
+    let tag = unique_tag("sigterm");
+    let model = FakeServer::start();
+    model.respond_with(|_| Reply::hang());
+    let mcp = format!("fake={py} {script} --child --stubborn");
+    let chat = Command::new(&bin)
+        .args(["--mcp", &mcp, "--tools", "none", "-p", "Wait for me."])
+        .env("OPENAI_BASE_URL", model.base_url())
+        .env("OPENAI_MODEL", "fake-model")
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_COLOR", "1")
+        .env("PIKURI_MCP_TAG", &tag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The turn is in flight once the model has the request; by then the
+    // chat, the fake server and its child carry the tag.
+    let in_flight = eventually(Duration::from_secs(20), || model.chat_requests().len() == 1);
+    let tagged = processes_tagged(&tag);
+    let status = Command::new("kill")
+        .args(["-TERM", &chat.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = chat.wait_with_output().unwrap();
+    let code = out.status.code();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(in_flight, "the model got no request: {stderr}");
+    assert_eq!(tagged, 3, "the chat, the MCP server and its child");
+    assert_eq!(code, Some(143), "{stderr}");
+    assert!(
+        eventually(Duration::from_secs(5), || processes_tagged(&tag) == 0),
+        "{} tagged processes left",
+        processes_tagged(&tag)
     );
 }
