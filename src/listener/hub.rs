@@ -891,6 +891,37 @@ mod tests {
         assert_eq!(tail, vec![a("xy"), b("pq"), t("t"), a("z")]);
     }
 
+    /// A listener that records, in order, the events it saw and its close.
+    struct Closing(Arc<Mutex<Vec<String>>>);
+
+    impl Listener for Closing {
+        fn on_event(&mut self, e: &Event) {
+            self.0.lock().push(e.kind().to_string());
+        }
+        fn close(&mut self) {
+            self.0.lock().push("close".into());
+        }
+    }
+
+    #[test]
+    fn close_returns_after_each_listener_handled_its_events_and_closed() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut list = ListenerList::new();
+        list.add(Closing(Arc::clone(&log)));
+        // A shared listener is the parent's to stop: the child's close
+        // leaves it running.
+        let child = list.for_sub_agent("c");
+        child.close();
+        list.emit(delta("a"));
+        list.emit(delta("b"));
+        list.close();
+        assert_eq!(*log.lock(), ["assistant_delta", "assistant_delta", "close"]);
+        // Later events are dropped, and closing again changes nothing.
+        list.emit(delta("c"));
+        list.close();
+        assert_eq!(log.lock().len(), 3);
+    }
+
     #[test]
     fn flush_returns_when_a_shared_listener_was_stopped() {
         let rec = InMemoryEventList::new();
