@@ -810,6 +810,34 @@ mod tests {
     }
 
     #[test]
+    fn a_backlog_moves_to_the_queue_at_the_next_emit_without_a_flush() {
+        let (listener, release, rec) = stalled();
+        let mut list = ListenerList::new();
+        list.add(listener);
+        let n = QUEUE + 10;
+        for i in 0..n {
+            list.emit(delta(&format!("{i},")));
+        }
+        assert_eq!(list.state.lock().backlogs[0].len(), 1);
+        drop(release);
+        // The listener empties its queue; the backlog is still ours.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !list.slots[0].tx.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The next emit moves the backlog first, then sends its own event.
+        list.emit(delta("end"));
+        let text = |rec: &InMemoryEventList| delta_texts(rec).concat();
+        let want: String = (0..n).map(|i| format!("{i},")).collect::<String>() + "end";
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while text(&rec) != want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(text(&rec), want);
+        list.flush();
+    }
+
+    #[test]
     fn a_stalled_listener_makes_other_events_wait_in_order() {
         let (listener, release, rec) = stalled();
         let mut list = ListenerList::new();
