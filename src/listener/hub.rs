@@ -705,6 +705,10 @@ mod tests {
         });
         for i in 0..2_000 {
             list.emit(delta(&format!("{i},")));
+            // The list keeps a handle to what it sent (to reuse or free it
+            // here), never more than a queue's worth.
+            let kept = list.state.lock().sent.len();
+            assert!((1..=QUEUE).contains(&kept), "{kept} kept");
         }
         list.flush();
         assert_in_order(&delta_texts(&rec), 2_000);
