@@ -47,7 +47,7 @@ agent)
     # crate's unit tests under `agent::` are pure helpers (compaction cuts,
     # overflow forms, leaked-call parsing) that never reach run.rs, and would
     # only add a third compile of the crate per mutant. The integration modules below are the ones that
-    # run turns against the FakeServer (116 tests, about 5 s); left out: the
+    # run turns against the FakeServer (about 120 tests, 5 s); left out: the
     # chat example (spawns processes), stress and properties (seconds of
     # threads and random scripts), and the modules that test tools, probes or
     # cassettes rather than the loop. `--timeout 300`: a machine shared with
