@@ -9,12 +9,13 @@
 #
 # Scope: the controls first (their unit tests plus the integration tests of
 # the `controls` module, selected by the filter `control`), then the listener
-# hub (its unit tests plus the `listeners` integration tests). One job, a
-# per-mutant timeout: it shares small machines. Results land in
-# target/mutants/<scope>/mutants.out (outcomes.json, missed.txt, caught.txt...).
-# Figures of the latest run: MUTANTS.md. `--gitignore true`: do not copy
-# fuzz/corpus and other ignored files into the scratch tree (a running
-# fuzzer changes them under the copy).
+# hub (its unit tests plus the `listeners` integration tests), then the agent
+# loop (`src/agent/run.rs` and three small files of the loop, against the
+# integration modules that drive a turn). One job, a per-mutant timeout: it
+# shares small machines. Results land in target/mutants/<scope>/mutants.out
+# (outcomes.json, missed.txt, caught.txt...). Figures of the latest run:
+# MUTANTS.md. `--gitignore true`: do not copy fuzz/corpus and other ignored
+# files into the scratch tree (a running fuzzer changes them under the copy).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p target/mutants
@@ -38,8 +39,30 @@ hub-delivery)
         --output target/mutants/hub-delivery \
         -- --lib -- listener::hub
     ;;
+agent)
+    # The agent loop: run_loop, retry_turn, rounds, tool batches, the
+    # synthesizer hand-off, events (run.rs), with the small files it calls
+    # into: the synthesizer's prompt, the tool-result limit, child agents
+    # (82 mutants, about 40 minutes on 2 shared cores). No `--lib`: the
+    # crate's unit tests under `agent::` are pure helpers (compaction cuts,
+    # overflow forms, leaked-call parsing) that never reach run.rs, and would
+    # only add a third compile of the crate per mutant. The integration modules below are the ones that
+    # run turns against the FakeServer (about 120 tests, 5 s); left out: the
+    # chat example (spawns processes), stress and properties (seconds of
+    # threads and random scripts), and the modules that test tools, probes or
+    # cassettes rather than the loop. `--timeout 300`: a machine shared with
+    # benchmarks may pause the run for minutes; re-run any timeout alone
+    # (`-F` on its function) before believing it.
+    cargo mutants --gitignore true -f src/agent/run.rs \
+        -f src/agent/synthesizer.rs -f src/agent/tool_limit.rs \
+        -f src/agent/child.rs -j 1 --timeout 300 \
+        --output target/mutants/agent \
+        -- --test integration -- agent_loop:: api:: approval:: compaction:: \
+        controls:: errors:: extensions:: hardening:: hostile:: hosts:: \
+        listeners:: local_models:: regression:: structured::
+    ;;
 *)
-    echo "usage: scripts/mutants.sh [control|hub|hub-delivery]" >&2
+    echo "usage: scripts/mutants.sh [control|hub|hub-delivery|agent]" >&2
     exit 2
     ;;
 esac

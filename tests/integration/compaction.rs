@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{
     ChatTransport, Compaction, CompactionStrategy, Event, FnTool, History, Interloper, Message,
-    Parameters, Role, ToolCall, builtin, listeners::InMemoryEventList,
+    Parameters, Role, ToolCall, ToolResultLimit, builtin, listeners::InMemoryEventList,
 };
 use serde_json::json;
 
@@ -277,6 +277,62 @@ fn an_oversized_tool_result_is_truncated_with_a_marker() {
             .iter()
             .any(|e| matches!(e, Event::ToolResult { content, .. } if *content == expected))
     );
+}
+
+/// `ToolResultLimit::off()` sends the same oversized result whole. (Mutation
+/// pass: only the doctest saw `off`, and no test saw it reach the loop.)
+#[test]
+fn an_oversized_tool_result_goes_whole_with_the_limit_off() {
+    let server = FakeServer::start();
+    server.set_context_size(Some(1000)); // the default limit would be 1000 characters
+    let big = FnTool::new("dump", "Dumps.", Parameters::empty(), |_, _| {
+        Ok("x".repeat(5000))
+    });
+    server.push(Reply::tool_call("dump", json!({})));
+    server.push(Reply::text("ok"));
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.add_tool(big).tool_result_limit(ToolResultLimit::off())
+    });
+    agent.run_loop("dump it").unwrap();
+    let whole = "x".repeat(5000);
+    let sent = server.chat_requests()[1].messages();
+    assert_eq!(sent.last().unwrap()["content"], whole.as_str());
+    assert!(
+        rec.events()
+            .iter()
+            .any(|e| matches!(e, Event::ToolResult { content, .. } if *content == whole))
+    );
+}
+
+/// A configured limit is the one applied: `share` of a known window (half
+/// of 1000 tokens: 2000 characters), `chars_without_cap` when the server
+/// reports none. (Mutation pass: no test set either.)
+#[test]
+fn a_configured_tool_result_limit_is_the_one_applied() {
+    for (window, limit, shown) in [
+        (Some(1000), ToolResultLimit::default().share(0.5), 2000),
+        (None, ToolResultLimit::default().chars_without_cap(300), 300),
+    ] {
+        let server = FakeServer::start();
+        server.set_context_size(window);
+        let big = FnTool::new("dump", "Dumps.", Parameters::empty(), |_, _| {
+            Ok("x".repeat(5000))
+        });
+        server.push(Reply::tool_call("dump", json!({})));
+        server.push(Reply::text("ok"));
+        let (mut agent, _) = agent_with(&server, |c| c.add_tool(big).tool_result_limit(limit));
+        agent.run_loop("dump it").unwrap();
+        let expected = format!(
+            "{}\n[... truncated: {shown} of 5000 characters shown]",
+            "x".repeat(shown)
+        );
+        let sent = server.chat_requests()[1].messages();
+        assert_eq!(
+            sent.last().unwrap()["content"],
+            expected.as_str(),
+            "window {window:?}"
+        );
+    }
 }
 
 #[test]

@@ -99,6 +99,36 @@ fn step_limit_synthesize_runs_a_tools_free_pass() {
     agent.run_loop("thanks").unwrap();
 }
 
+/// A synthesizer set with `Configurator::synthesizer` is the one that runs:
+/// its system prompt heads the tools-free pass's request, and the evidence
+/// carries the assistant's words beside its calls. (Mutation pass: only the
+/// doctest saw `with_system_prompt`, no test saw the setting reach a
+/// request, and none looked at the assistant lines of the evidence.)
+#[test]
+fn a_custom_synthesizer_prompt_reaches_the_tools_free_pass() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("look", json!({})).with_text("Let me look."));
+    server.push(Reply::tool_call("look", json!({})));
+    server.push(Reply::text("In one line."));
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.add_tool(noop_tool("look"))
+            .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+            .synthesizer(Synthesizer::default().with_system_prompt("Answer in one line."))
+    });
+    let out = agent.run_loop("what is it?").unwrap();
+    assert_eq!(out.stop_reason, StopReason::Synthesized);
+    let synth = server.chat_requests()[2].messages().clone();
+    assert_eq!(synth[0]["content"], "Answer in one line.");
+    // The evidence: the assistant's words once, no empty assistant lines
+    // for the call that came without text.
+    let prompt = synth[1]["content"].as_str().unwrap();
+    assert!(prompt.starts_with("Question: what is it?\n"), "{prompt}");
+    assert_eq!(prompt.matches("[assistant]").count(), 1, "{prompt}");
+    assert!(prompt.contains("[assistant] Let me look.\n"), "{prompt}");
+    assert_eq!(prompt.matches("[tool call] look").count(), 2, "{prompt}");
+    server.assert_all_used();
+}
+
 #[test]
 fn cancel_from_a_tool_stops_at_the_next_boundary() {
     let server = FakeServer::start();

@@ -331,3 +331,44 @@ fn stream_request_answered_with_plain_json_still_works() {
     );
     assert!(rec.kinds().contains(&"assistant_delta"));
 }
+
+/// Malformed arguments in a response that ended on `finish_reason: "length"`
+/// get the "cut off by the output token limit" observation (make a shorter
+/// call); the same arguments in a response that ended normally get the plain
+/// parse error, which says nothing of a cut. (Mutation pass: the matrix row
+/// above checked only that an error came back.)
+#[test]
+fn cut_off_arguments_are_named_only_after_finish_reason_length() {
+    for (finish, cut) in [("length", true), ("tool_calls", false)] {
+        for streaming in [false, true] {
+            let server = FakeServer::start();
+            server.push(
+                Reply::raw_tool_call("look", r#"{"query": "cut he"#).with_finish_reason(finish),
+            );
+            server.push(ok_text());
+            let look = FnTool::new(
+                "look",
+                "Looks.",
+                Parameters::builder().required_string("query", "q").build(),
+                |_, _| Ok("seen".into()),
+            );
+            let (mut agent, _) = agent_with(&server, |c| c.streaming(streaming).add_tool(look));
+            agent.run_loop("go").unwrap();
+            let obs = &agent
+                .messages()
+                .iter()
+                .find(|m| m.role == Role::Tool)
+                .unwrap()
+                .content;
+            assert!(
+                obs.starts_with("Error: ") && obs.contains("cut he"),
+                "{obs}"
+            );
+            assert_eq!(
+                obs.contains("cut off by the output token limit"),
+                cut,
+                "finish_reason {finish}, streaming {streaming}: {obs}"
+            );
+        }
+    }
+}

@@ -230,6 +230,37 @@ fn retry_turn_resumes_after_a_completed_round() {
     assert!(matches!(fresh.retry_turn(), Err(Error::InvalidInput(_))));
 }
 
+/// A retried turn that exhausts its budget: the synthesizer's question is
+/// the retried turn's user message, not an earlier turn's, not a tool's
+/// output, not empty. (Mutation pass: nothing checked the question a retry
+/// hands to the synthesizer.)
+#[test]
+fn retry_turn_gives_the_synthesizer_the_retried_question() {
+    let server = FakeServer::start();
+    server.push(Reply::text("first answer"));
+    server.push(Reply::status(503, "loading model"));
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.http(fast_http().with_max_retries(0))
+            .add_tool(look())
+            .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+    });
+    agent.run_loop("an earlier question").unwrap();
+    assert_eq!(
+        agent.run_loop("what is it?").unwrap_err().status(),
+        Some(503)
+    );
+    server.push(Reply::tool_call("look", json!({})));
+    server.push(Reply::tool_call("look", json!({})));
+    server.push(Reply::text("Synthesized answer."));
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.stop_reason, pikuri::StopReason::Synthesized);
+    assert_eq!(out.answer.as_deref(), Some("Synthesized answer."));
+    let synth = server.chat_requests().last().unwrap().messages().clone();
+    let prompt = synth[1]["content"].as_str().unwrap();
+    assert!(prompt.starts_with("Question: what is it?\n"), "{prompt:?}");
+    server.assert_all_used();
+}
+
 /// `cancelled` events per agent id.
 fn cancelled_per_agent(rec: &pikuri::listeners::InMemoryEventList) -> BTreeMap<String, usize> {
     let mut per_agent = BTreeMap::new();
