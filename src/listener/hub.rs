@@ -832,7 +832,8 @@ mod tests {
         // The next emit moves the backlog first, then sends its own event.
         list.emit(delta("end"));
         let text = |rec: &InMemoryEventList| delta_texts(rec).concat();
-        let want: String = (0..n).map(|i| format!("{i},")).collect::<String>() + "end";
+        let mut want: String = (0..n).map(|i| i.to_string() + ",").collect();
+        want.push_str("end");
         let deadline = Instant::now() + Duration::from_secs(10);
         while text(&rec) != want && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
