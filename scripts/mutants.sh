@@ -35,7 +35,7 @@ hub-delivery)
     # The delivery paths of the hub (queue, backlog, flush gate, stop), with
     # only the hub's unit tests: a few seconds a mutant besides the build.
     cargo mutants --gitignore true -f src/listener/hub.rs -j 1 --timeout 60 \
-        -F 'offer|move_backlog|drain_backlog|Gate|Ticket|request|stop|ListenerList::flush|ListenerList::emit|ListenerList::close|ListenerList::for_sub_agent|fn run' \
+        -F 'offer|move_backlog|drain_backlog|Gate|Ticket|request|stop|ListenerList::flush|ListenerList::emit|ListenerList::close|ListenerList::for_sub_agent| in run$| replace run with|Slot::send' \
         --output target/mutants/hub-delivery \
         -- --lib -- listener::hub
     ;;
