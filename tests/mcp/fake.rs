@@ -11,8 +11,18 @@ use serde_json::json;
 
 use super::{assert_history_valid, eventually, processes_tagged, python, unique_tag};
 
+/// The file the fake server logs what it receives to; removed when the
+/// test is done with it.
+struct Log(PathBuf);
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// The fake server with `args`, logging what it receives to a fresh file.
-fn fake(args: &[&str]) -> Option<(Server, PathBuf, String)> {
+fn fake(args: &[&str]) -> Option<(Server, Log, String)> {
     let (py, script) = python()?;
     let tag = unique_tag("fake");
     let log = std::env::temp_dir().join(format!("pikuri-mcp-{tag}.log"));
@@ -20,11 +30,11 @@ fn fake(args: &[&str]) -> Option<(Server, PathBuf, String)> {
     let mut command_line = vec![script, "--log".to_string(), log.display().to_string()];
     command_line.extend(args.iter().map(|s| (*s).to_string()));
     let server = Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag);
-    Some((server, log, tag))
+    Some((server, Log(log), tag))
 }
 
-fn received(log: &PathBuf) -> String {
-    std::fs::read_to_string(log).unwrap_or_default()
+fn received(log: &Log) -> String {
+    std::fs::read_to_string(&log.0).unwrap_or_default()
 }
 
 fn cx() -> ToolContext {
@@ -33,7 +43,7 @@ fn cx() -> ToolContext {
 
 #[test]
 fn paginated_tools_are_offered_and_called_through_an_agent() {
-    let Some((server, _, tag)) = fake(&["--page", "2"]) else {
+    let Some((server, _log, tag)) = fake(&["--page", "2"]) else {
         return;
     };
     let model = FakeServer::start();
@@ -82,8 +92,9 @@ fn cancel_mid_call_returns_fast_and_tells_the_server() {
         .add_extension(Registry::new().server("fake", server))
         .build()
         .unwrap();
+    let log = std::sync::Arc::new(log);
     let watcher = std::thread::spawn({
-        let log = log.clone();
+        let log = std::sync::Arc::clone(&log);
         move || {
             assert!(eventually(Duration::from_secs(10), || received(&log)
                 .contains("\"hang\"")));
@@ -135,7 +146,7 @@ fn a_hanging_server_hits_the_timeout_as_an_observation() {
 
 #[test]
 fn a_crash_is_an_observation_then_one_restart_then_down() {
-    let Some((server, _, tag)) = fake(&[]) else {
+    let Some((server, _log, tag)) = fake(&[]) else {
         return;
     };
     let model = FakeServer::start();
@@ -183,7 +194,7 @@ fn a_crash_is_an_observation_then_one_restart_then_down() {
 
 #[test]
 fn garbage_oversized_lines_and_unknown_notifications_are_skipped() {
-    let Some((server, _, _)) = fake(&["--banner"]) else {
+    let Some((server, _log, _)) = fake(&["--banner"]) else {
         return;
     };
     let client = Client::connect("fake", &server).unwrap();
@@ -225,7 +236,7 @@ fn server_requests_are_refused_or_answered() {
 
 #[test]
 fn progress_and_log_messages_become_domain_events() {
-    let Some((server, _, _)) = fake(&[]) else {
+    let Some((server, _log, _)) = fake(&[]) else {
         return;
     };
     let model = FakeServer::start();
@@ -269,7 +280,7 @@ fn progress_and_log_messages_become_domain_events() {
 
 #[test]
 fn list_changed_refreshes_the_tools_before_the_next_request() {
-    let Some((server, _, _)) = fake(&[]) else {
+    let Some((server, _log, _)) = fake(&[]) else {
         return;
     };
     let model = FakeServer::start();
@@ -296,7 +307,7 @@ fn list_changed_refreshes_the_tools_before_the_next_request() {
 
 #[test]
 fn content_types_and_is_error() {
-    let Some((server, _, _)) = fake(&[]) else {
+    let Some((server, _log, _)) = fake(&[]) else {
         return;
     };
     let client = Client::connect("fake", &server).unwrap();
@@ -311,13 +322,13 @@ fn content_types_and_is_error() {
 
 #[test]
 fn protocol_versions_are_negotiated() {
-    let Some((server, _, _)) = fake(&["--version", "2025-03-26"]) else {
+    let Some((server, _log, _)) = fake(&["--version", "2025-03-26"]) else {
         return;
     };
     let client = Client::connect("old", &server).unwrap();
     assert_eq!(client.protocol_version(), "2025-03-26");
     client.close();
-    let Some((server, _, tag)) = fake(&["--version", "1999-01-01"]) else {
+    let Some((server, _log, tag)) = fake(&["--version", "1999-01-01"]) else {
         return;
     };
     let err = Client::connect("ancient", &server).unwrap_err();
@@ -332,7 +343,7 @@ fn protocol_versions_are_negotiated() {
 
 #[test]
 fn close_kills_the_process_group_even_a_stubborn_one() {
-    let Some((server, _, tag)) = fake(&["--child"]) else {
+    let Some((server, _log, tag)) = fake(&["--child"]) else {
         return;
     };
     let client = Client::connect("fake", &server).unwrap();
@@ -343,7 +354,7 @@ fn close_kills_the_process_group_even_a_stubborn_one() {
     assert_eq!(processes_tagged(&tag), 0);
 
     // Ignores stdin EOF and SIGTERM: only SIGKILL ends it.
-    let Some((server, _, tag)) = fake(&["--child", "--stubborn"]) else {
+    let Some((server, _log, tag)) = fake(&["--child", "--stubborn"]) else {
         return;
     };
     let client =
@@ -363,7 +374,7 @@ fn close_kills_the_process_group_even_a_stubborn_one() {
 
 #[test]
 fn sub_agent_only_tools_stay_off_the_parent() {
-    let Some((server, _, _)) = fake(&[]) else {
+    let Some((server, _log, _)) = fake(&[]) else {
         return;
     };
     let model = FakeServer::start();
@@ -391,7 +402,7 @@ fn sub_agent_only_tools_stay_off_the_parent() {
 struct HttpFake {
     child: std::process::Child,
     url: String,
-    log: PathBuf,
+    log: Log,
 }
 
 impl Drop for HttpFake {
@@ -421,7 +432,11 @@ fn http_fake() -> Option<HttpFake> {
         .read_line(&mut line)
         .unwrap();
     let url = format!("http://127.0.0.1:{}/mcp", line.trim());
-    Some(HttpFake { child, url, log })
+    Some(HttpFake {
+        child,
+        url,
+        log: Log(log),
+    })
 }
 
 #[test]
