@@ -255,53 +255,59 @@ fn still_too_big_is_a_typed_error_and_the_next_turn_works() {
     assert!(server.rejections().is_empty());
 }
 
-#[test]
-fn an_oversized_tool_result_is_truncated_with_a_marker() {
+/// One turn whose tool returns 5,000 characters, against a server that
+/// reports `window` (or none), with `limit` set (or the default): the tool
+/// message the next request sent, and whether a `ToolResult` event carried
+/// the same text.
+fn dump_turn(window: Option<u64>, limit: Option<ToolResultLimit>) -> (String, bool) {
     let server = FakeServer::start();
-    server.set_context_size(Some(1000)); // 25%: 250 tokens, 1000 characters
-    let big = FnTool::new("dump", "Dumps.", Parameters::empty(), |_, _| {
-        Ok("x".repeat(5000))
-    });
-    server.push(Reply::tool_call("dump", json!({})));
-    server.push(Reply::text("ok"));
-    let (mut agent, rec) = agent_with(&server, |c| c.add_tool(big));
-    agent.run_loop("dump it").unwrap();
-    let expected = format!(
-        "{}\n[... truncated: 1000 of 5000 characters shown]",
-        "x".repeat(1000)
-    );
-    let sent = server.chat_requests()[1].messages();
-    assert_eq!(sent.last().unwrap()["content"], expected.as_str());
-    assert!(
-        rec.events()
-            .iter()
-            .any(|e| matches!(e, Event::ToolResult { content, .. } if *content == expected))
-    );
-}
-
-/// `ToolResultLimit::off()` sends the same oversized result whole. (Mutation
-/// pass: only the doctest saw `off`, and no test saw it reach the loop.)
-#[test]
-fn an_oversized_tool_result_goes_whole_with_the_limit_off() {
-    let server = FakeServer::start();
-    server.set_context_size(Some(1000)); // the default limit would be 1000 characters
+    server.set_context_size(window);
     let big = FnTool::new("dump", "Dumps.", Parameters::empty(), |_, _| {
         Ok("x".repeat(5000))
     });
     server.push(Reply::tool_call("dump", json!({})));
     server.push(Reply::text("ok"));
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.add_tool(big).tool_result_limit(ToolResultLimit::off())
+        let c = c.add_tool(big);
+        match limit {
+            Some(limit) => c.tool_result_limit(limit),
+            None => c,
+        }
     });
     agent.run_loop("dump it").unwrap();
-    let whole = "x".repeat(5000);
     let sent = server.chat_requests()[1].messages();
-    assert_eq!(sent.last().unwrap()["content"], whole.as_str());
-    assert!(
-        rec.events()
-            .iter()
-            .any(|e| matches!(e, Event::ToolResult { content, .. } if *content == whole))
-    );
+    let sent = sent.last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let in_event = rec
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::ToolResult { content, .. } if *content == sent));
+    (sent, in_event)
+}
+
+/// The text a truncated result of `shown` characters reads.
+fn truncated(shown: usize) -> String {
+    format!(
+        "{}\n[... truncated: {shown} of 5000 characters shown]",
+        "x".repeat(shown)
+    )
+}
+
+#[test]
+fn an_oversized_tool_result_is_truncated_with_a_marker() {
+    // 25% of 1000 tokens: 250 tokens, 1000 characters.
+    assert_eq!(dump_turn(Some(1000), None), (truncated(1000), true));
+}
+
+/// `ToolResultLimit::off()` sends the same oversized result whole. (Mutation
+/// pass: only the doctest saw `off`, and no test saw it reach the loop.)
+#[test]
+fn an_oversized_tool_result_goes_whole_with_the_limit_off() {
+    // The default limit would be 1000 characters.
+    let got = dump_turn(Some(1000), Some(ToolResultLimit::off()));
+    assert_eq!(got, ("x".repeat(5000), true));
 }
 
 /// A configured limit is the one applied: `share` of a known window (half
@@ -313,25 +319,8 @@ fn a_configured_tool_result_limit_is_the_one_applied() {
         (Some(1000), ToolResultLimit::default().share(0.5), 2000),
         (None, ToolResultLimit::default().chars_without_cap(300), 300),
     ] {
-        let server = FakeServer::start();
-        server.set_context_size(window);
-        let big = FnTool::new("dump", "Dumps.", Parameters::empty(), |_, _| {
-            Ok("x".repeat(5000))
-        });
-        server.push(Reply::tool_call("dump", json!({})));
-        server.push(Reply::text("ok"));
-        let (mut agent, _) = agent_with(&server, |c| c.add_tool(big).tool_result_limit(limit));
-        agent.run_loop("dump it").unwrap();
-        let expected = format!(
-            "{}\n[... truncated: {shown} of 5000 characters shown]",
-            "x".repeat(shown)
-        );
-        let sent = server.chat_requests()[1].messages();
-        assert_eq!(
-            sent.last().unwrap()["content"],
-            expected.as_str(),
-            "window {window:?}"
-        );
+        let (sent, _) = dump_turn(window, Some(limit));
+        assert_eq!(sent, truncated(shown), "window {window:?}");
     }
 }
 
