@@ -11,7 +11,7 @@ use pikuri::testing::{FakeServer, Reply, merge_deltas};
 use pikuri::{Event, OnExhausted, Persona, StepLimit, StopReason, SubAgents, Usage, builtin};
 use serde_json::json;
 
-use crate::util::agent_with;
+use crate::util::{agent_with, streamed_text};
 
 #[test]
 fn a_slow_host_on_a_small_bounded_channel_loses_and_reorders_nothing() {
@@ -96,26 +96,12 @@ fn a_slow_host_on_a_small_bounded_channel_loses_and_reorders_nothing() {
                 .iter()
                 .position(|e| e.kind() == "stopped")
                 .unwrap();
-        let deltas: String = got[user..stopped]
-            .iter()
-            .filter_map(|e| match e {
-                Event::AssistantDelta { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(&deltas, text, "turn {t}");
+        assert_eq!(&streamed_text(&got[user..stopped]), text, "turn {t}");
         // When run_loop returned, the turn's stopped event was already sent,
         // and nothing after it.
         assert_eq!(sent_at_return[t], stopped + 1, "turn {t}");
     }
-    let text: usize = got
-        .iter()
-        .map(|e| match e {
-            Event::AssistantDelta { content, .. } => content.len(),
-            _ => 0,
-        })
-        .sum();
-    assert_eq!(text, TURNS * CHARS);
+    assert_eq!(streamed_text(&got).len(), TURNS * CHARS);
 }
 
 #[test]
@@ -129,15 +115,10 @@ fn a_dropped_subscription_stops_delivery_without_blocking_the_agent() {
     agent.run_loop("one").unwrap();
     agent.run_loop("two").unwrap();
     // Every delta reached the other listener (possibly joined).
-    let streamed: String = rec
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::AssistantDelta { content, .. } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(streamed, format!("{}again", "x".repeat(200)));
+    assert_eq!(
+        streamed_text(&rec.events()),
+        format!("{}again", "x".repeat(200))
+    );
 }
 
 #[test]

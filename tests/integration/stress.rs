@@ -38,7 +38,7 @@ use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::properties::{Rng, env_seed};
-use crate::util::{agent_with, assert_valid_history, fast_http};
+use crate::util::{agent_with, assert_valid_history, fast_http, streamed_text};
 
 /// Longest wait for the next progress report of any worker.
 const PROGRESS_BOUND: Duration = Duration::from_secs(60);
@@ -1029,14 +1029,11 @@ fn listener_worker(seed: u64, idx: usize, turns: usize, text_len: usize) -> Work
             // (a listener that fell behind may have had deltas joined).
             let all = rec.events();
             let reference = merge_deltas(all.clone());
-            let streamed: usize = all
-                .iter()
-                .map(|e| match e {
-                    Event::AssistantDelta { content, .. } => content.len(),
-                    _ => 0,
-                })
-                .sum();
-            assert_eq!(streamed, text_len * (turn + 1), "{ctx}: deltas arrived");
+            assert_eq!(
+                streamed_text(&all).len(),
+                text_len * (turn + 1),
+                "{ctx}: deltas arrived"
+            );
             assert!(
                 merge_deltas(slow_seen.lock().clone()) == reference,
                 "{ctx}: Slow saw another order"

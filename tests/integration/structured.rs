@@ -11,7 +11,7 @@ use pikuri::{
 };
 use serde_json::{Value, json};
 
-use crate::util::{agent_with, assert_valid_history};
+use crate::util::{agent_with, assert_valid_history, streamed_text};
 
 pikuri::schema_type! {
     /// Severity of a finding.
@@ -225,15 +225,7 @@ fn streaming_deltas_flow_and_the_answer_is_typed() {
     assert_eq!(typed.value.severity, Severity::Low);
     assert!(server.chat_requests()[0].is_stream());
     assert!(body(&server, 0).get("response_format").is_some());
-    let streamed: String = rec
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::AssistantDelta { content, .. } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(streamed, VALID);
+    assert_eq!(streamed_text(&rec.events()), VALID);
 }
 
 #[test]

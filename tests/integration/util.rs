@@ -6,6 +6,19 @@ use std::time::Duration;
 use pikuri::testing::FakeServer;
 use pikuri::{Agent, Configurator, Event, HttpConfig, Message, Role, listeners::InMemoryEventList};
 
+/// The assistant text streamed in `events`: every `AssistantDelta`'s
+/// content, in order (a listener that fell behind may have seen them
+/// joined; the text is the same).
+pub(crate) fn streamed_text(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantDelta { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// HTTP settings for tests: quick retries, short timeouts.
 pub(crate) fn fast_http() -> HttpConfig {
     HttpConfig::default()
