@@ -716,10 +716,10 @@ mod tests {
         assert!(list.state.lock().sent.is_empty());
     }
 
-    /// A listener held inside `on_event` until the returned sender is
-    /// dropped or sent to, and what it saw.
+    /// A list of one listener held inside `on_event` until the returned
+    /// sender is dropped or sent to, and what that listener saw.
     fn stalled() -> (
-        impl Listener,
+        ListenerList,
         crossbeam_channel::Sender<()>,
         InMemoryEventList,
     ) {
@@ -735,17 +735,18 @@ mod tests {
             let mut r = seen.clone();
             r.on_event(e);
         };
-        (listener, release, rec)
+        let mut list = ListenerList::new();
+        list.add(listener);
+        (list, release, rec)
     }
 
-    /// Wait (up to 10 s: a bound against hangs, not a timing claim) until
-    /// `rec` saw `n` events.
-    fn wait_for(rec: &InMemoryEventList, n: usize) -> usize {
+    /// Wait until `done` holds, for up to 10 s: a bound against hangs, not
+    /// a timing claim. The caller asserts on the state afterwards.
+    fn eventually(mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while rec.events().len() < n && Instant::now() < deadline {
+        while !done() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        rec.events().len()
     }
 
     #[test]
@@ -758,7 +759,7 @@ mod tests {
         // The listener lingers now; the next event must still reach it
         // when nothing else happens (a turn whose answer takes seconds).
         list.emit(delta("b"));
-        assert_eq!(wait_for(&rec, 2), 2);
+        eventually(|| rec.events().len() >= 2);
         assert_eq!(delta_texts(&rec), ["a", "b"]);
     }
 
@@ -792,9 +793,7 @@ mod tests {
 
     #[test]
     fn a_stalled_listener_costs_a_bounded_queue_and_merged_deltas() {
-        let (listener, release, rec) = stalled();
-        let mut list = ListenerList::new();
-        list.add(listener);
+        let (list, release, rec) = stalled();
         let n = 20 * QUEUE;
         for i in 0..n {
             list.emit(delta(&format!("{i},")));
@@ -815,9 +814,7 @@ mod tests {
 
     #[test]
     fn a_backlog_moves_to_the_queue_at_the_next_emit_without_a_flush() {
-        let (listener, release, rec) = stalled();
-        let mut list = ListenerList::new();
-        list.add(listener);
+        let (list, release, rec) = stalled();
         let n = QUEUE + 10;
         for i in 0..n {
             list.emit(delta(&format!("{i},")));
@@ -825,28 +822,20 @@ mod tests {
         assert_eq!(list.state.lock().backlogs[0].len(), 1);
         drop(release);
         // The listener empties its queue; the backlog is still ours.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !list.slots[0].tx.is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually(|| list.slots[0].tx.is_empty());
         // The next emit moves the backlog first, then sends its own event.
         list.emit(delta("end"));
         let text = |rec: &InMemoryEventList| delta_texts(rec).concat();
         let mut want: String = (0..n).map(|i| i.to_string() + ",").collect();
         want.push_str("end");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while text(&rec) != want && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually(|| text(&rec) == want);
         assert_eq!(text(&rec), want);
         list.flush();
     }
 
     #[test]
     fn a_stalled_listener_makes_other_events_wait_in_order() {
-        let (listener, release, rec) = stalled();
-        let mut list = ListenerList::new();
-        list.add(listener);
+        let (list, release, rec) = stalled();
         let list = Arc::new(list);
         let emitted = Arc::new(AtomicUsize::new(0));
         let n = QUEUE + BACKLOG + 20;
@@ -871,10 +860,7 @@ mod tests {
         // The emitter fills the queue (one event is held by the listener)
         // and the backlog, then waits for room.
         let bound = QUEUE + 1 + BACKLOG;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while emitted.load(Ordering::SeqCst) < bound && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        eventually(|| emitted.load(Ordering::SeqCst) >= bound);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(emitted.load(Ordering::SeqCst), bound);
         drop(release);
@@ -894,9 +880,7 @@ mod tests {
 
     #[test]
     fn deltas_merge_only_with_their_own_kind_and_agent() {
-        let (listener, release, rec) = stalled();
-        let mut list = ListenerList::new();
-        list.add(listener);
+        let (list, release, rec) = stalled();
         list.emit(delta("0,"));
         // The listener holds the first delta: the queue is empty again.
         while !list.slots[0].tx.is_empty() {
