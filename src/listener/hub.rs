@@ -28,20 +28,20 @@
 //! Events sent meanwhile wake nobody: crossbeam unparks only a receiver
 //! that registered with the channel. What ends the lingering early is a
 //! request that waits for an answer (the next flush, a sub-agent's
-//! derive, stop) or a half-full queue, each of which unparks the thread. So when
-//! turns follow each other quickly, as when a test replays thousands of
+//! derive, stop) or a half-full queue, each of which unparks the thread.
+//! So when turns follow each other quickly, as when a test replays thousands of
 //! them or a local server answers in microseconds, a turn wakes its
 //! listener once, at its flush, instead of once for its first event
 //! (`UserTurn`, while the agent sends its request) and again for the rest.
-//! Waking an idle thread cost 25-45 us on a two-core VM, against ~55 us
-//! for a whole loopback request (BENCHMARKS.md, "Session 4"). The price:
+//! Waking an idle thread cost about 25 us a turn on a two-core VM,
+//! against 66 us for a whole loopback request (BENCHMARKS.md, "Session
+//! 4"). The price:
 //! an event emitted within 1 ms of a flush reaches the listener up to 1 ms
 //! late, and a listener whose turns are sparse takes one timed wake-up per
 //! turn.
 //!
 //! # Backpressure
 //!
-
 //! A listener's queue holds `QUEUE` events. When it is full, the emitting
 //! list keeps that listener's next events in a backlog of its own and
 //! moves them to the queue, oldest first, as room appears (at each later
@@ -365,8 +365,8 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             }
             // Drained after a flush: park without watching the channel, so
             // that the next turn's first events wake nobody, until a request
-            // or a full queue unparks us or the time is up (see the module
-            // docs on lingering).
+            // or a half-full queue unparks us or the time is up (see the
+            // module docs on lingering).
             Err(TryRecvError::Empty) if linger.is_some() => {
                 let left = linger.and_then(|until| until.checked_duration_since(Instant::now()));
                 match left {
