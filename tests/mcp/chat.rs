@@ -50,14 +50,21 @@ fn model(tool: &str) -> FakeServer {
     server
 }
 
-fn run(bin: &Path, model: &FakeServer, args: &[&str]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .args(["--tools", "none", "-p", "Echo something."])
+/// The example against `model`, with no API key and no colour.
+fn chat(bin: &Path, model: &FakeServer) -> Command {
+    let mut command = Command::new(bin);
+    command
         .env("OPENAI_BASE_URL", model.base_url())
         .env("OPENAI_MODEL", "fake-model")
         .env_remove("OPENAI_API_KEY")
-        .env("NO_COLOR", "1")
+        .env("NO_COLOR", "1");
+    command
+}
+
+fn run(bin: &Path, model: &FakeServer, args: &[&str]) -> Output {
+    chat(bin, model)
+        .args(args)
+        .args(["--tools", "none", "-p", "Echo something."])
         .output()
         .unwrap()
 }
@@ -127,12 +134,8 @@ fn sigterm_mid_turn_closes_the_mcp_servers_and_exits_143() {
     let model = FakeServer::start();
     model.respond_with(|_| Reply::hang());
     let mcp = format!("fake={py} {script} --child --stubborn");
-    let chat = Command::new(&bin)
+    let chat = chat(&bin, &model)
         .args(["--mcp", &mcp, "--tools", "none", "-p", "Wait for me."])
-        .env("OPENAI_BASE_URL", model.base_url())
-        .env("OPENAI_MODEL", "fake-model")
-        .env_remove("OPENAI_API_KEY")
-        .env("NO_COLOR", "1")
         .env("PIKURI_MCP_TAG", &tag)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
