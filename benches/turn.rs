@@ -8,6 +8,14 @@
 //! typed serde structs (a JSON body, or every `data:` line of a stream).
 //! pikuri runs with zero, one and four no-op listeners.
 //!
+//! A second baseline, "bare + hand-off", is the least the crate's shape
+//! costs on top of the bare client: the same loop, plus one consumer thread
+//! fed over a bounded crossbeam channel (the answer, or each delta as it is
+//! parsed) that acknowledges a flush message before the turn returns, the
+//! plainest way to hand a turn to a listener thread and wait for it. Its
+//! ratio to bare is the floor under pikuri's one-listener ratio on the
+//! machine at hand; pikuri's ratio to it is what pikuri adds on top.
+//!
 //! Shapes: a non-streamed answer; a stream of 20,000 deltas; a stream of
 //! 200,000 deltas (chunked, one HTTP chunk per event). The conversation is
 //! cleared every `BLOCK` turns, outside the timed span, on both sides.
@@ -48,6 +56,7 @@ const QUESTION: &str = "What does the listener hub do?";
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Subject {
     Bare,
+    Handoff,
     Pikuri(usize),
 }
 
@@ -55,6 +64,7 @@ impl Subject {
     fn name(self) -> String {
         match self {
             Subject::Bare => "bare ureq + serde".to_string(),
+            Subject::Handoff => "bare + hand-off thread".to_string(),
             Subject::Pikuri(n) => format!("pikuri, {n} listener(s)"),
         }
     }
@@ -93,13 +103,69 @@ struct ResponseMessage {
     content: Option<String>,
 }
 
-/// The bare client: one ureq agent, a conversation, nothing else.
+/// The bare client: one ureq agent, a conversation, nothing else (or, for
+/// the hand-off baseline, plus a [`Handoff`]).
 struct Bare {
     agent: ureq::Agent,
     url: String,
     messages: Vec<WireMessage>,
     stream: bool,
     body: Vec<u8>,
+    handoff: Option<Handoff>,
+}
+
+enum Hand {
+    Text(String),
+    Flush,
+}
+
+/// The shape's minimum: one consumer thread behind a bounded channel, and
+/// a flush it acknowledges before the turn returns.
+struct Handoff {
+    tx: crossbeam_channel::Sender<Hand>,
+    ack: crossbeam_channel::Receiver<()>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Handoff {
+    fn new() -> Handoff {
+        let (tx, rx) = crossbeam_channel::bounded::<Hand>(32);
+        let (ack_tx, ack) = crossbeam_channel::bounded(1);
+        let thread = std::thread::spawn(move || {
+            let mut bytes = 0;
+            while let Ok(hand) = rx.recv() {
+                match hand {
+                    Hand::Text(t) => bytes += std::hint::black_box(t).len(),
+                    Hand::Flush => ack_tx.send(()).expect("turn waits"),
+                }
+            }
+            bytes
+        });
+        Handoff {
+            tx,
+            ack,
+            thread: Some(thread),
+        }
+    }
+
+    fn text(&self, t: &str) {
+        self.tx.send(Hand::Text(t.to_owned())).expect("consumer runs");
+    }
+
+    fn flush(&self) {
+        self.tx.send(Hand::Flush).expect("consumer runs");
+        self.ack.recv().expect("consumer acknowledges");
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        let (tx, _) = crossbeam_channel::bounded(1);
+        drop(std::mem::replace(&mut self.tx, tx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Bare {
@@ -113,6 +179,7 @@ impl Bare {
             messages: Vec::new(),
             stream,
             body: Vec::new(),
+            handoff: None,
         }
     }
 
@@ -140,7 +207,12 @@ impl Bare {
             .expect("bare request");
         let answer = if self.stream {
             let mut reader = BufReader::new(resp.into_body().into_reader());
-            let text = common::sse_text(&mut reader);
+            let handoff = self.handoff.as_ref();
+            let text = common::sse_text_each(&mut reader, |t| {
+                if let Some(h) = handoff {
+                    h.text(t);
+                }
+            });
             // Drain to the end so the connection is reused.
             let _ = std::io::copy(&mut reader, &mut std::io::sink());
             text
@@ -153,6 +225,12 @@ impl Bare {
                 .and_then(|c| c.message.content)
                 .unwrap_or_default()
         };
+        if let Some(h) = &self.handoff {
+            if !self.stream {
+                h.text(&answer);
+            }
+            h.flush();
+        }
         let n = answer.len();
         self.messages.push(WireMessage {
             role: "assistant".into(),
@@ -211,8 +289,12 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
         }
     };
     match subject {
-        Subject::Bare => {
-            let client = std::cell::RefCell::new(Bare::new(base, stream));
+        Subject::Bare | Subject::Handoff => {
+            let mut bare = Bare::new(base, stream);
+            if subject == Subject::Handoff {
+                bare.handoff = Some(Handoff::new());
+            }
+            let client = std::cell::RefCell::new(bare);
             block(&mut || client.borrow_mut().turn(), &mut || {
                 client.borrow_mut().reset();
             });
@@ -371,14 +453,15 @@ fn main() {
     println!("# load average at start: {}", load.trim());
     let subjects = [
         Subject::Bare,
+        Subject::Handoff,
         Subject::Pikuri(0),
         Subject::Pikuri(1),
         Subject::Pikuri(4),
     ];
     println!(
-        "| shape | client | us/turn | ratio to bare | CPU us/turn (client threads) | CPU ratio | ctx switches/turn (client threads) | calling thread |"
+        "| shape | client | us/turn | ratio to bare | ratio to hand-off | CPU us/turn (client threads) | CPU ratio | ctx switches/turn (client threads) | calling thread |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for shape in shapes() {
         if !subjects
             .iter()
@@ -390,13 +473,14 @@ fn main() {
         let base = server.base_url();
         let mut all: Vec<Vec<PerTurn>> = vec![Vec::new(); subjects.len()];
         let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
+        let mut floor_ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
         let mut cpu_ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
         for r in 0..runs() {
-            let mut this = [PerTurn::default(); 4];
+            let mut this = [PerTurn::default(); 5];
             for k in 0..subjects.len() {
                 // Rotate the order each run so drift hits every subject alike.
                 let i = (k + r) % subjects.len();
-                if i > 0 && !selected(&format!("{}/{}", shape.name, subjects[i].name())) {
+                if i > 1 && !selected(&format!("{}/{}", shape.name, subjects[i].name())) {
                     continue;
                 }
                 this[i] = run(subjects[i], &base, shape.stream, shape.turns, shape.expect);
@@ -404,20 +488,26 @@ fn main() {
             for i in 0..subjects.len() {
                 all[i].push(this[i]);
                 ratios[i].push(this[i].us / this[0].us);
+                floor_ratios[i].push(this[i].us / this[1].us);
                 cpu_ratios[i].push(this[i].cpu_us / this[0].cpu_us);
             }
         }
         for (i, s) in subjects.iter().enumerate() {
+            // Filtered out by PIKURI_BENCH_FILTER.
+            if all[i].iter().all(|p| p.us == 0.0) {
+                continue;
+            }
             let mut us: Vec<f64> = all[i].iter().map(|p| p.us).collect();
             let mut ctx: Vec<f64> = all[i].iter().map(|p| p.ctx).collect();
             let mut cpu: Vec<f64> = all[i].iter().map(|p| p.cpu_us).collect();
             let mut own: Vec<f64> = all[i].iter().map(|p| p.own_ctx).collect();
             println!(
-                "| {} | {} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.2} | {:.2} |",
+                "| {} | {} | {:.1} | {:.2}x | {:.2}x | {:.1} | {:.2}x | {:.2} | {:.2} |",
                 shape.name,
                 s.name(),
                 median(&mut us),
                 median(&mut ratios[i]),
+                median(&mut floor_ratios[i]),
                 median(&mut cpu),
                 median(&mut cpu_ratios[i]),
                 median(&mut ctx),

@@ -652,6 +652,11 @@ pub(crate) fn baseline_fetch(addr: SocketAddr, request_body: &[u8]) -> Tally {
 /// The bare client's stream reader: the answer text of an SSE body, read
 /// line by line up to `[DONE]` and parsed into typed serde structs.
 pub(crate) fn sse_text<R: BufRead>(reader: &mut R) -> String {
+    sse_text_each(reader, |_| {})
+}
+
+/// [`sse_text`], calling `each` with every delta's text as it is parsed.
+pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&str)) -> String {
     let mut line = Vec::with_capacity(1024);
     let mut text = String::new();
     loop {
@@ -669,6 +674,7 @@ pub(crate) fn sse_text<R: BufRead>(reader: &mut R) -> String {
         let chunk: Chunk = serde_json::from_slice(data).expect("chunk");
         for c in chunk.choices {
             if let Some(t) = c.delta.content {
+                each(&t);
                 text.push_str(&t);
             }
         }
