@@ -149,7 +149,9 @@ impl Handoff {
     }
 
     fn text(&self, t: &str) {
-        self.tx.send(Hand::Text(t.to_owned())).expect("consumer runs");
+        self.tx
+            .send(Hand::Text(t.to_owned()))
+            .expect("consumer runs");
     }
 
     fn flush(&self) {

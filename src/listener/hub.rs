@@ -356,13 +356,6 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
         let msg = match rx.try_recv() {
             Ok(msg) => msg,
             Err(TryRecvError::Disconnected) => break,
-            // Drained during a dense stream: nap once so that the stream is
-            // taken in batches (see the module docs on batching), then block.
-            Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
-                napped = true;
-                std::thread::sleep(NAP);
-                continue;
-            }
             // Drained after a flush: park without watching the channel, so
             // that the next turn's first events wake nobody, until a request
             // or a half-full queue unparks us or the time is up (see the
@@ -373,6 +366,15 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
                     Some(left) if !left.is_zero() => std::thread::park_timeout(left),
                     _ => linger = None,
                 }
+                continue;
+            }
+            // Drained during a dense stream: nap once so that the stream is
+            // taken in batches (see the module docs on batching), then block.
+            // Lingering comes first: a flush ends a turn, even one cut off
+            // in the middle of a stream.
+            Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
+                napped = true;
+                std::thread::sleep(NAP);
                 continue;
             }
             Err(TryRecvError::Empty) => match rx.recv() {
@@ -523,7 +525,11 @@ impl ListenerList {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let now = Instant::now();
-        let dense = st.last.is_some_and(|t| now.duration_since(t) < DENSE);
+        // Only deltas make a stream dense: a turn's other events come in
+        // bursts too (`Assistant` then `Tokens`, microseconds apart), and a
+        // listener napping after them would wake on a timer in the middle
+        // of the next turn.
+        let dense = event.is_delta() && st.last.is_some_and(|t| now.duration_since(t) < DENSE);
         st.last = Some(now);
         let event = match pop_handled(&mut st.sent) {
             Some(mut handled) => {
@@ -747,6 +753,35 @@ mod tests {
         while !done() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Only deltas make a stream dense: a listener must not nap after a
+    /// turn's closing burst (`Assistant` then `Tokens`), or it wakes on a
+    /// timer in the middle of the next turn (BENCHMARKS.md, "Session 5").
+    #[test]
+    fn only_back_to_back_deltas_make_a_stream_dense() {
+        let mut list = ListenerList::new();
+        list.add(|_: &Event| {});
+        let dense = || list.slots[0].dense.load(Ordering::Relaxed);
+        for _ in 0..100 {
+            list.emit(Event::Assistant {
+                agent: "".into(),
+                content: "done".into(),
+            });
+            assert!(!dense(), "a burst of other events is not a stream");
+        }
+        // Two deltas emitted microseconds apart are; a slow machine may
+        // take longer than `DENSE` between two of them now and then.
+        let mut tries = 0;
+        while !dense() {
+            tries += 1;
+            assert!(
+                tries < 10_000,
+                "back-to-back deltas never made a stream dense"
+            );
+            list.emit(delta("x"));
+        }
+        list.close();
     }
 
     #[test]
