@@ -5,7 +5,12 @@
 //! server (chunked, one HTTP chunk per event). The baseline is as many bare
 //! ureq 3 clients (one `ureq::Agent` per thread, a `BufReader` over the
 //! body, every `data:` line parsed into typed serde structs), each on its
-//! own thread, against the same server.
+//! own thread, against the same server. A second baseline, "bare +
+//! hand-off", gives each bare client a consumer thread fed every delta over
+//! a bounded crossbeam channel, joined when the stream ends: the plainest
+//! way to run a listener on its own thread, so its ratio to bare is what
+//! the crate's shape (two threads per agent) costs before pikuri adds
+//! anything.
 //!
 //! Each (count, subject) pair runs in a child process (this binary
 //! re-executed), so that its peak RSS (`VmHWM`) and CPU time (`utime +
@@ -35,8 +40,13 @@ use common::{
 
 const DELTAS: usize = 2_000;
 
-/// One bare client's stream: returns the answer's length.
-fn bare_stream(agent: &ureq::Agent, url: &str) -> usize {
+/// One bare client's stream: returns the answer's length. With `handoff`,
+/// every delta's text is also sent to it as it is parsed.
+fn bare_stream(
+    agent: &ureq::Agent,
+    url: &str,
+    handoff: Option<&crossbeam_channel::Sender<String>>,
+) -> usize {
     let body =
         br#"{"model":"qwen3-8b","messages":[{"role":"user","content":"Go."}],"stream":true}"#;
     // A burst of 1,000 connects can overflow the listen backlog: retry
@@ -58,7 +68,12 @@ fn bare_stream(agent: &ureq::Agent, url: &str) -> usize {
         }
     };
     let mut reader = BufReader::new(resp.into_body().into_reader());
-    common::sse_text(&mut reader).len()
+    common::sse_text_each(&mut reader, |t| {
+        if let Some(tx) = handoff {
+            tx.send(t.to_owned()).expect("consumer runs");
+        }
+    })
+    .len()
 }
 
 /// Connection failures are retried (20 times, 1 ms doubling to 8 ms), like
@@ -91,14 +106,29 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
             let (go, ready) = (Arc::clone(&go), Arc::clone(&ready));
             let (subject, base, url) = (subject.to_string(), base.to_string(), url.clone());
             std::thread::spawn(move || {
-                if subject == "bare" {
+                if subject == "bare" || subject == "handoff" {
                     let agent = ureq::Agent::config_builder()
                         .http_status_as_error(false)
                         .build()
                         .new_agent();
+                    let consumer = (subject == "handoff").then(|| {
+                        let (tx, rx) = crossbeam_channel::bounded::<String>(32);
+                        let thread = std::thread::spawn(move || {
+                            rx.iter()
+                                .map(|t| std::hint::black_box(t).len())
+                                .sum::<usize>()
+                        });
+                        (tx, thread)
+                    });
                     ready.wait();
                     go.wait();
-                    assert_eq!(bare_stream(&agent, &url), expect);
+                    let tx = consumer.as_ref().map(|(tx, _)| tx);
+                    assert_eq!(bare_stream(&agent, &url, tx), expect);
+                    if let Some((tx, thread)) = consumer {
+                        // The flush: the consumer has taken every delta.
+                        drop(tx);
+                        assert_eq!(thread.join().expect("consumer"), expect);
+                    }
                 } else {
                     let t = ChatTransport::new("qwen3-8b")
                         .with_api_base(base)
@@ -207,35 +237,48 @@ fn main() {
         &[1, 10, 100, 1_000]
     };
     println!(
-        "| agents | client | deltas/s | CPU s | CPU ratio | wall ratio | peak RSS KiB/agent | RSS ratio | threads/agent |"
+        "| agents | client | deltas/s | CPU s | CPU ratio | CPU ratio to hand-off | wall ratio | peak RSS KiB/agent | RSS ratio | threads/agent |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &n in counts {
         if !common::selected(&format!("x{n}")) {
             continue;
         }
-        let mut figs: [Vec<Figures>; 2] = [Vec::new(), Vec::new()];
-        let (mut cpu_r, mut wall_r, mut rss_r) = (Vec::new(), Vec::new(), Vec::new());
+        const SUBJECTS: [&str; 3] = ["bare", "handoff", "pikuri"];
+        let mut figs: [Vec<Figures>; 3] = Default::default();
+        // Per subject: ratios to bare (CPU, wall, RSS) and CPU to hand-off.
+        let mut cpu_r: [Vec<f64>; 3] = Default::default();
+        let mut wall_r: [Vec<f64>; 3] = Default::default();
+        let mut rss_r: [Vec<f64>; 3] = Default::default();
+        let mut cpu_h: [Vec<f64>; 3] = Default::default();
         for r in 0..runs() {
-            let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-            let mut this = [None, None];
-            for i in order {
-                this[i] = in_child(["bare", "pikuri"][i], n, &base, expect);
+            let mut this = [None; 3];
+            for k in 0..3 {
+                // Rotate the order each run so drift hits every subject alike.
+                let i = (k + r) % 3;
+                this[i] = in_child(SUBJECTS[i], n, &base, expect);
             }
-            if let [Some(b), Some(p)] = this {
-                cpu_r.push(p.cpu_s / b.cpu_s.max(0.01));
-                wall_r.push(p.wall_s / b.wall_s);
-                rss_r.push(p.rss_per_agent_kib / b.rss_per_agent_kib.max(1.0));
-            }
-            for i in 0..2 {
+            for i in 0..3 {
+                if let (Some(b), Some(p)) = (this[0], this[i]) {
+                    cpu_r[i].push(p.cpu_s / b.cpu_s.max(0.01));
+                    wall_r[i].push(p.wall_s / b.wall_s);
+                    rss_r[i].push(p.rss_per_agent_kib / b.rss_per_agent_kib.max(1.0));
+                }
+                if let (Some(h), Some(p)) = (this[1], this[i]) {
+                    cpu_h[i].push(p.cpu_s / h.cpu_s.max(0.01));
+                }
                 if let Some(f) = this[i] {
                     figs[i].push(f);
                 }
             }
         }
-        for (i, name) in ["bare ureq + serde", "pikuri, 1 listener"]
-            .iter()
-            .enumerate()
+        for (i, name) in [
+            "bare ureq + serde",
+            "bare + hand-off thread",
+            "pikuri, 1 listener",
+        ]
+        .iter()
+        .enumerate()
         {
             let col = |f: fn(&Figures) -> f64| {
                 let mut v: Vec<f64> = figs[i].iter().map(f).collect();
@@ -249,20 +292,21 @@ fn main() {
                 median(&mut v)
             };
             let ratio = |v: &mut Vec<f64>| {
-                if i == 0 {
+                if v.is_empty() {
                     String::new()
                 } else {
                     format!("{:.2}x", median(v))
                 }
             };
             println!(
-                "| {n} | {name} | {:.0} | {:.2} | {} | {} | {:.0} | {} | {:.1} |",
+                "| {n} | {name} | {:.0} | {:.2} | {} | {} | {} | {:.0} | {} | {:.1} |",
                 rate,
                 col(|f| f.cpu_s),
-                ratio(&mut cpu_r),
-                ratio(&mut wall_r),
+                ratio(&mut cpu_r[i]),
+                ratio(&mut cpu_h[i]),
+                ratio(&mut wall_r[i]),
                 col(|f| f.rss_per_agent_kib),
-                ratio(&mut rss_r),
+                ratio(&mut rss_r[i]),
                 col(|f| f.threads_per_agent),
             );
         }
