@@ -40,6 +40,9 @@ use common::{
 
 const DELTAS: usize = 2_000;
 
+/// The child-process subjects, in table order.
+const SUBJECTS: [&str; 3] = ["bare", "handoff", "pikuri"];
+
 /// One bare client's stream: returns the answer's length. With `handoff`,
 /// every delta's text is also sent to it as it is parsed.
 fn bare_stream(
@@ -244,7 +247,6 @@ fn main() {
         if !common::selected(&format!("x{n}")) {
             continue;
         }
-        const SUBJECTS: [&str; 3] = ["bare", "handoff", "pikuri"];
         let mut figs: [Vec<Figures>; 3] = Default::default();
         // Per subject: ratios to bare (CPU, wall, RSS) and CPU to hand-off.
         let mut cpu_r: [Vec<f64>; 3] = Default::default();

@@ -292,11 +292,11 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
     };
     match subject {
         Subject::Bare | Subject::Handoff => {
-            let mut bare = Bare::new(base, stream);
+            let mut plain = Bare::new(base, stream);
             if subject == Subject::Handoff {
-                bare.handoff = Some(Handoff::new());
+                plain.handoff = Some(Handoff::new());
             }
-            let client = std::cell::RefCell::new(bare);
+            let client = std::cell::RefCell::new(plain);
             block(&mut || client.borrow_mut().turn(), &mut || {
                 client.borrow_mut().reset();
             });

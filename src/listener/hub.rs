@@ -3,7 +3,8 @@
 //!
 //! # Batching
 //!
-//! While deltas are emitted less than `DENSE` (5 us) apart, as when a
+//! While deltas (and only deltas: a turn's closing events come microseconds
+//! apart too) are emitted less than `DENSE` (5 us) apart, as when a
 //! replayed or cached completion streams in (never a model generating
 //! live), a listener thread that emptied its queue naps once before it
 //! blocks (`NAP`: 1 us asked, about 55 us slept, Linux's default timer
@@ -33,12 +34,12 @@
 //! them or a local server answers in microseconds, a turn wakes its
 //! listener once, at its flush, instead of once for its first event
 //! (`UserTurn`, while the agent sends its request) and again for the rest.
-//! Waking an idle thread cost about 25 us a turn on a two-core VM,
-//! against 66 us for a whole loopback request (BENCHMARKS.md, "Session
-//! 4"). The price:
-//! an event emitted within 1 ms of a flush reaches the listener up to 1 ms
-//! late, and a listener whose turns are sparse takes one timed wake-up per
-//! turn.
+//! Each wake-up of an idle thread costs about 10 us on a two-core VM,
+//! against 67 us for a whole loopback request (BENCHMARKS.md, "Session
+//! 5"). The price: an event emitted within 1 ms of a flush reaches the
+//! listener up to 1 ms late, and a listener whose turns are sparse takes
+//! one timed wake-up per turn. A lingering thread never naps for a dense
+//! stream (see batching): a flush ends a turn, even one cut off mid-stream.
 //!
 //! # Backpressure
 //!
