@@ -379,6 +379,11 @@ impl Deadline {
 struct Watch<'a> {
     idle: Duration,
     last_progress: Cell<Instant>,
+    /// Chat chunks decoded so far, and how many the last check had seen:
+    /// the clock is read once per read, not once per chunk (a read often
+    /// takes hundreds of them).
+    chunks: Cell<u64>,
+    seen: Cell<u64>,
     deadline: &'a Deadline,
     /// What ureq's per-read timeout is set to.
     per_read: Duration,
@@ -393,24 +398,33 @@ impl<'a> Watch<'a> {
             idle,
             per_read: cfg.read_timeout.min(idle),
             last_progress: Cell::new(Instant::now()),
+            chunks: Cell::new(0),
+            seen: Cell::new(0),
             deadline,
             expired: Cell::new(None),
         }
     }
 
     fn progress(&self) {
-        self.last_progress.set(Instant::now());
+        self.chunks.set(self.chunks.get() + 1);
     }
 
-    /// Which bound has run out, if any (the deadline first).
+    /// Which bound has run out, if any (the deadline first). Progress made
+    /// since the last check counts as made now: the decoder reports it
+    /// between two reads, microseconds before this check.
     fn over(&self, idle: bool) -> Option<Duration> {
         if self.deadline.passed() {
-            Some(self.deadline.configured)
-        } else if idle && self.last_progress.get().elapsed() >= self.idle {
-            Some(self.idle)
-        } else {
-            None
+            return Some(self.deadline.configured);
         }
+        if !idle {
+            return None;
+        }
+        if self.chunks.get() != self.seen.get() {
+            self.seen.set(self.chunks.get());
+            self.last_progress.set(Instant::now());
+            return None;
+        }
+        (self.last_progress.get().elapsed() >= self.idle).then_some(self.idle)
     }
 
     fn expired(&self) -> Option<Duration> {
