@@ -289,8 +289,17 @@ fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
         server.push(Reply::tool_call("look", json!({})));
         server.push(Reply::tool_call("look", json!({})));
         // The synthesizer's request, if it goes out before the cancel, hangs
-        // until the cancel interrupts it.
-        server.respond_with(|_| Reply::hang());
+        // until the cancel interrupts it. The next turn's answer is chosen
+        // by its question, not queued: a server thread that reads the
+        // abandoned request late (a loaded machine) must not take it.
+        server.respond_with(|req| {
+            let last = req.messages().last().cloned().unwrap_or_default();
+            if last["role"] == "user" && last["content"] == "again" {
+                Reply::text("fine")
+            } else {
+                Reply::hang()
+            }
+        });
         let cancel = Cancellable::new();
         let c = cancel.clone();
         let (mut agent, rec) = agent_with(&server, |cfg| {
@@ -317,7 +326,6 @@ fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
         let stopped = rec.kinds().iter().filter(|k| **k == "stopped").count();
         assert_eq!(stopped, 2, "one Stopped per agent");
         // The next turn works.
-        server.push(Reply::text("fine"));
         assert_eq!(
             agent.run_loop("again").unwrap().answer.as_deref(),
             Some("fine")
