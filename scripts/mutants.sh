@@ -61,8 +61,17 @@ agent)
         controls:: errors:: extensions:: hardening:: hostile:: hosts:: \
         listeners:: local_models:: regression:: structured::
     ;;
+watch)
+    # The stream's idle bound and request deadline around each body read
+    # (`Watch`, `Deadline`, `Watched` in the client), against the hostile
+    # tests that stall, trickle and outlast them (about 40 s a mutant).
+    cargo mutants --gitignore true -f src/protocol/client.rs -j 1 --timeout 300 \
+        -F 'Watch|Deadline' \
+        --output target/mutants/watch \
+        -- --test integration -- hostile::
+    ;;
 *)
-    echo "usage: scripts/mutants.sh [control|hub|hub-delivery|agent]" >&2
+    echo "usage: scripts/mutants.sh [control|hub|hub-delivery|agent|watch]" >&2
     exit 2
     ;;
 esac

@@ -782,6 +782,12 @@ mod tests {
             );
             list.emit(delta("x"));
         }
+        // Deltas a millisecond apart (a model generating live) are not.
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(1));
+            list.emit(delta("y"));
+            assert!(!dense(), "a live stream is not dense");
+        }
         list.close();
     }
 

@@ -694,6 +694,9 @@ fn a_request_deadline_bounds_silence_and_retries() {
         assert!(matches!(err, Error::Timeout(d) if d == deadline), "{err:?}");
         assert!(started.elapsed() < Duration::from_secs(20));
     }
+    // The first agent's hanging request and the second's 503: once the
+    // deadline has passed during the retry wait, no attempt goes out.
+    assert_eq!(server.chat_requests().len(), 2);
 }
 
 // ---------------------------------------------------------------------------
