@@ -273,6 +273,16 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(crate::media_type::MediaType::parse)
             .is_some_and(|m| m.is("text/event-stream"));
+        // A body with a length or chunked encoding ends where the server
+        // says, so it can be read to its end after `[DONE]` (see
+        // `drain_after_done`); one that ends only when the connection closes
+        // would keep us waiting on a server that keeps it open.
+        let framed = resp.headers().contains_key("content-length")
+            || resp
+                .headers()
+                .get("transfer-encoding")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
         let watch = Watch::new(cfg, deadline);
         let reader = Watched {
             inner: BodyReader(resp.into_body().into_reader()),
@@ -282,14 +292,18 @@ impl Client {
         let result = if is_sse {
             // 8 KiB, std's default: ureq's reader buffers too, and a larger
             // buffer per stream is what dominates memory with many agents.
-            let reader = BufReader::with_capacity(8 * 1024, reader);
+            let mut reader = BufReader::with_capacity(8 * 1024, reader);
             let options = StreamOptions {
                 max_line: cfg.max_line_bytes,
                 max_body: cfg.max_body_bytes,
                 split_think: req.split_think,
                 secret: key,
             };
-            read_stream(reader, &options, &mut || watch.progress(), on_fragment)
+            let done = read_stream(&mut reader, &options, &mut || watch.progress(), on_fragment);
+            if done.is_ok() && framed {
+                drain_after_done(&mut reader);
+            }
+            done
         } else {
             let mut body = Vec::new();
             // One byte over the limit tells "exactly at the limit" from
@@ -469,6 +483,32 @@ struct BodyReader(ureq::BodyReader<'static>);
 impl Read for BodyReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf).map_err(ureq_timeout_kind)
+    }
+}
+
+/// Bytes read after `[DONE]` before giving the connection up.
+const DRAIN_MAX: usize = 16 * 1024;
+
+/// Read the rest of a streamed body after `[DONE]`: usually only the
+/// chunked encoding's last chunk, already received, so ureq can return the
+/// connection to its pool and the next turn reuses it instead of opening a
+/// new one (a TCP connect, and a TLS handshake with a remote provider).
+/// The answer is complete whatever happens here: more than `DRAIN_MAX`
+/// bytes, a read error, the idle bound or the deadline (checked before
+/// each read, as for the events) just end the draining, and the connection
+/// is closed as before. A server that keeps a framed body open after
+/// `[DONE]` costs at most one per-read timeout (the read or idle timeout,
+/// whichever is shorter), as it would for OpenAI's own clients, which read
+/// a stream to its end too.
+fn drain_after_done(reader: &mut impl Read) {
+    const STEP: usize = 1024;
+    let mut buf = [0u8; STEP];
+    let mut left = DRAIN_MAX;
+    while left > 0 {
+        match reader.read(&mut buf[..left.min(STEP)]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => left -= n,
+        }
     }
 }
 

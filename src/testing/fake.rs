@@ -157,6 +157,25 @@ impl FakeServer {
         self
     }
 
+    /// How many TCP connections the server has accepted so far: an agent
+    /// that keeps its connection alive makes one for any number of turns.
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("one")).push(Reply::text("two"));
+    /// let mut agent = Agent::builder(server.transport()).streaming(true).build()?;
+    /// agent.run_loop("1")?;
+    /// agent.run_loop("2")?;
+    /// assert_eq!(server.connections(), 1);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn connections(&self) -> u64 {
+        self.server.connections()
+    }
+
     /// Every request received, any path, in arrival order (a request is
     /// recorded once its body has been read, before it is answered).
     pub fn requests(&self) -> Vec<RecordedRequest> {

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,8 @@ struct Shared {
     shutdown: AtomicBool,
     /// A clone of every open connection, so `stop` can shut them down.
     conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
     handlers: Mutex<Vec<JoinHandle<()>>>,
     panics: Mutex<Vec<String>>,
 }
@@ -148,6 +150,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         };
         next_id += 1;
         let id = next_id;
+        shared.accepted.store(id, Ordering::Relaxed);
         match stream.try_clone() {
             Ok(clone) => {
                 shared.conns.lock().insert(id, clone);
@@ -186,6 +189,7 @@ impl Server {
             log: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             conns: Mutex::new(HashMap::new()),
+            accepted: AtomicU64::new(0),
             handlers: Mutex::new(Vec::new()),
             panics: Mutex::new(Vec::new()),
         });
@@ -209,6 +213,11 @@ impl Server {
     /// `http://127.0.0.1:PORT`.
     pub(super) fn root_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Connections accepted so far.
+    pub(super) fn connections(&self) -> u64 {
+        self.shared.accepted.load(Ordering::Relaxed)
     }
 
     /// Every request received, in arrival order.

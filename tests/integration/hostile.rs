@@ -700,6 +700,145 @@ fn a_request_deadline_bounds_silence_and_retries() {
 }
 
 // ---------------------------------------------------------------------------
+// Class 8b: what a server sends after `[DONE]`, and keep-alive
+// ---------------------------------------------------------------------------
+
+/// Streamed turns reuse one connection: the body is read to its end after
+/// `[DONE]` (the chunked encoding's last chunk), so the connection goes
+/// back to the pool instead of a new connect (and TLS handshake) per turn.
+#[test]
+fn streamed_turns_reuse_one_connection() {
+    let server = FakeServer::start();
+    server.push(Reply::text("one two").with_chunk_chars(3));
+    server.push(Reply::tool_call("calculator", json!({"expression": "2*3"})));
+    server.push(Reply::text("six"));
+    let mut agent = Agent::builder(server.transport())
+        .add_tool(pikuri::builtin::calculator())
+        .streaming(true)
+        .build()
+        .unwrap();
+    assert_eq!(
+        agent.run_loop("a").unwrap().answer.as_deref(),
+        Some("one two")
+    );
+    assert_eq!(agent.run_loop("b").unwrap().answer.as_deref(), Some("six"));
+    assert_eq!(server.chat_requests().len(), 3);
+    assert_eq!(
+        server.connections(),
+        1,
+        "one connection for three streamed requests"
+    );
+}
+
+/// Some bytes after `[DONE]` are read and ignored, and the connection is
+/// still reused; more than the drain's budget (16 KiB) and the connection
+/// is given up, the answer intact, the next turn on a new one.
+#[test]
+fn bytes_after_done_are_ignored_and_too_many_cost_only_the_connection() {
+    let server = FakeServer::start();
+    let garbage = |n: usize| format!("{}: ignored\n\n", "x".repeat(n));
+    server.push(Reply::raw_sse(stream_body() + &garbage(100)));
+    server.push(Reply::raw_sse(stream_body()));
+    server.push(Reply::raw_sse(stream_body() + &garbage(1 << 20)));
+    server.push(Reply::raw_sse(stream_body()));
+    let mut agent = Agent::builder(server.transport())
+        .streaming(true)
+        .build()
+        .unwrap();
+    for (turn, connections) in [(1, 1), (2, 1), (3, 1), (4, 2)] {
+        let out = agent.run_loop("hi").unwrap();
+        assert_eq!(out.answer.as_deref(), Some("streamed"), "turn {turn}");
+        assert_eq!(server.connections(), connections, "after turn {turn}");
+    }
+    assert_valid_history(agent.messages());
+}
+
+/// A raw server on loopback for two requests: each answered with a stream
+/// body that has `[DONE]` and is then kept open until the test ends,
+/// chunked (never sending the last chunk) or unframed (never closing).
+fn kept_open_after_done(chunked: bool) -> (String, std::thread::JoinHandle<usize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            reader.read_exact(&mut vec![0; length]).unwrap();
+            let body = stream_body();
+            let mut out = &stream;
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+            if chunked {
+                let n = body.len();
+                write!(
+                    out,
+                    "{head}Transfer-Encoding: chunked\r\n\r\n{n:x}\r\n{body}\r\n"
+                )
+            } else {
+                write!(out, "{head}\r\n{body}")
+            }
+            .unwrap();
+            out.flush().unwrap();
+            kept.push(stream);
+        }
+        kept.len()
+    });
+    (base, server)
+}
+
+/// A server that keeps a body open after `[DONE]`: the turn ends with the
+/// whole answer, and the next works on a new connection. Chunked (the last
+/// chunk never comes), reading on for it costs at most the idle bound;
+/// unframed (the body would end only when the server closes), nothing is
+/// read after `[DONE]` at all.
+#[test]
+fn a_body_kept_open_after_done_costs_at_most_the_idle_bound() {
+    for (chunked, idle) in [(true, Duration::from_millis(300)), (false, Duration::MAX)] {
+        let (base, server) = kept_open_after_done(chunked);
+        let transport = ChatTransport::new("m")
+            .with_api_base(base)
+            .with_context_window(Some(8192));
+        // `Duration::MAX`: the idle bound defaults to the read timeout, 20 s.
+        let http = if idle == Duration::MAX {
+            fast_http()
+        } else {
+            fast_http().with_idle_timeout(idle)
+        };
+        let mut agent = Agent::builder(transport)
+            .http(http)
+            .streaming(true)
+            .build()
+            .unwrap();
+        for turn in 0..2 {
+            let started = Instant::now();
+            let out = agent.run_loop("hi").unwrap();
+            assert_eq!(out.answer.as_deref(), Some("streamed"), "{chunked} {turn}");
+            // A bound on a hang, not a speed target: reading on past the
+            // idle bound, or into an unframed body, waits for the 20 s read
+            // timeout.
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{chunked} {turn}"
+            );
+        }
+        drop(agent);
+        assert_eq!(server.join().unwrap(), 2);
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Class 9: the runtime context window; probe counts
 // ---------------------------------------------------------------------------
 
