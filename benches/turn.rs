@@ -16,9 +16,10 @@
 //! ratio to bare is the floor under pikuri's one-listener ratio on the
 //! machine at hand; pikuri's ratio to it is what pikuri adds on top.
 //!
-//! Shapes: a non-streamed answer; a stream of 20,000 deltas; a stream of
-//! 200,000 deltas (chunked, one HTTP chunk per event). The conversation is
-//! cleared every `BLOCK` turns, outside the timed span, on both sides.
+//! Shapes: a non-streamed answer; streams of 50 (a short chat answer),
+//! 20,000 and 200,000 deltas (chunked, one HTTP chunk per event). The
+//! conversation is cleared every `BLOCK` turns, outside the timed span, on
+//! both sides.
 //!
 //! Figures: microseconds per turn, and context switches per turn: the sum
 //! of `voluntary_ctxt_switches + nonvoluntary_ctxt_switches` over every
@@ -340,10 +341,11 @@ fn shapes() -> Vec<Shape> {
         expect: answer_len,
     }];
     for (name, deltas, turns) in [
+        ("50 deltas", 50, if q { 50 } else { 1_000 }),
         ("20,000 deltas", 20_000, if q { 2 } else { 10 }),
         ("200,000 deltas", 200_000, if q { 1 } else { 2 }),
     ] {
-        let deltas = if q { deltas / 100 } else { deltas };
+        let deltas = if q && deltas > 100 { deltas / 100 } else { deltas };
         let body = sse_body(Payload::Text, deltas);
         let expect = common::baseline_decode(&body).delta_bytes;
         out.push(Shape {
