@@ -186,8 +186,9 @@ pub(crate) fn read_stream<R: BufRead>(
         if acc.progress() != before {
             on_progress();
         }
-        // Stop at `[DONE]` without reading on: a keep-alive connection may
-        // never send EOF, and anything after `[DONE]` is ignored anyway.
+        // Stop at `[DONE]`: anything after it is ignored. The client reads
+        // the rest of a framed body itself, within its bounds, to keep the
+        // connection (`drain_after_done` in `client.rs`).
         Ok(if acc.is_done() {
             Flow::Stop
         } else {
