@@ -345,7 +345,11 @@ fn shapes() -> Vec<Shape> {
         ("20,000 deltas", 20_000, if q { 2 } else { 10 }),
         ("200,000 deltas", 200_000, if q { 1 } else { 2 }),
     ] {
-        let deltas = if q && deltas > 100 { deltas / 100 } else { deltas };
+        let deltas = if q && deltas > 100 {
+            deltas / 100
+        } else {
+            deltas
+        };
         let body = sse_body(Payload::Text, deltas);
         let expect = common::baseline_decode(&body).delta_bytes;
         out.push(Shape {
