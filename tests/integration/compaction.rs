@@ -3,8 +3,6 @@
 //! strict: an invalid history would be answered 400 and show up in
 //! `rejections()`.
 
-use std::net::TcpListener;
-
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{
     ChatTransport, Compaction, CompactionStrategy, Event, FnTool, History, Interloper, Message,
@@ -326,10 +324,7 @@ fn a_configured_tool_result_limit_is_the_one_applied() {
 
 #[test]
 fn fallback_skips_a_dead_server_and_a_503_server_and_lands_on_the_third() {
-    let dead_port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }; // dropped: connections are refused
+    let dead_port = crate::util::closed_port();
     let dead =
         ChatTransport::new("dead-model").with_api_base(format!("http://127.0.0.1:{dead_port}/v1"));
     let busy = FakeServer::start();

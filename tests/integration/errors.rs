@@ -262,10 +262,7 @@ fn fault_matrix() {
 
 #[test]
 fn connection_refused_is_retried_then_a_transport_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = crate::util::closed_port();
     let transport =
         pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
     let mut agent = Agent::builder(transport)

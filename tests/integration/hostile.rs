@@ -757,26 +757,14 @@ fn bytes_after_done_are_ignored_and_too_many_cost_only_the_connection() {
 /// body that has `[DONE]` and is then kept open until the test ends,
 /// chunked (never sending the last chunk) or unframed (never closing).
 fn kept_open_after_done(chunked: bool) -> (String, std::thread::JoinHandle<usize>) {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let server = std::thread::spawn(move || {
         let mut kept = Vec::new();
         for _ in 0..2 {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            reader.read_exact(&mut vec![0; length]).unwrap();
+            let (mut stream, _) = listener.accept().unwrap();
+            crate::util::read_request(&mut stream);
             let body = stream_body();
             let mut out = &stream;
             let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";

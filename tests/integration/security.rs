@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
@@ -18,7 +18,7 @@ use pikuri::{Agent, ChatTransport, Error, HttpConfig, Role, listeners::InMemoryE
 use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
-use crate::util::{agent_with, assert_valid_history, fast_http};
+use crate::util::{agent_with, assert_valid_history, closed_port, fast_http, read_request};
 
 /// A key with no dictionary words, so that any 6-character piece of it
 /// found in the output is a leak and not a coincidence.
@@ -172,12 +172,6 @@ fn hex_dump_bytes(lines: &[String]) -> Vec<u8> {
         }
     }
     bytes
-}
-
-/// A port nobody listens on.
-fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
 }
 
 /// Everything a key could leak through in a run: two turns (streamed, a
@@ -524,25 +518,6 @@ fn endless_server(
 }
 
 /// Read one request head and its `Content-Length` body.
-fn read_request(conn: &mut TcpStream) {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match conn.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    let _ = conn.read_exact(&mut body);
-}
-
 const MIB: usize = 1024 * 1024;
 
 struct Endless {

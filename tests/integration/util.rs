@@ -1,6 +1,8 @@
 //! Shared helpers.
 
 use std::collections::HashSet;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use pikuri::testing::FakeServer;
@@ -17,6 +19,34 @@ pub(crate) fn streamed_text(events: &[Event]) -> String {
             _ => None,
         })
         .collect()
+}
+
+/// A port nobody listens on.
+pub(crate) fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Read one HTTP request from `conn`: the head, then a body of its
+/// `Content-Length`, for hand-written servers that answer it however they
+/// like.
+pub(crate) fn read_request(conn: &mut TcpStream) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    let _ = conn.read_exact(&mut body);
 }
 
 /// HTTP settings for tests: quick retries, short timeouts.
