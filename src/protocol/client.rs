@@ -393,11 +393,10 @@ impl Deadline {
 struct Watch<'a> {
     idle: Duration,
     last_progress: Cell<Instant>,
-    /// Chat chunks decoded so far, and how many the last check had seen:
-    /// the clock is read once per read, not once per chunk (a read often
-    /// takes hundreds of them).
-    chunks: Cell<u64>,
-    seen: Cell<u64>,
+    /// Whether a chat chunk was decoded since the last check: the clock is
+    /// read once per read, not once per chunk (a read often takes hundreds
+    /// of them).
+    progressed: Cell<bool>,
     deadline: &'a Deadline,
     /// What ureq's per-read timeout is set to.
     per_read: Duration,
@@ -412,15 +411,14 @@ impl<'a> Watch<'a> {
             idle,
             per_read: cfg.read_timeout.min(idle),
             last_progress: Cell::new(Instant::now()),
-            chunks: Cell::new(0),
-            seen: Cell::new(0),
+            progressed: Cell::new(false),
             deadline,
             expired: Cell::new(None),
         }
     }
 
     fn progress(&self) {
-        self.chunks.set(self.chunks.get() + 1);
+        self.progressed.set(true);
     }
 
     /// Which bound has run out, if any (the deadline first). Progress made
@@ -433,8 +431,7 @@ impl<'a> Watch<'a> {
         if !idle {
             return None;
         }
-        if self.chunks.get() != self.seen.get() {
-            self.seen.set(self.chunks.get());
+        if self.progressed.replace(false) {
             self.last_progress.set(Instant::now());
             return None;
         }

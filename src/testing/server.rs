@@ -133,7 +133,6 @@ impl Drop for Registration<'_> {
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    let mut next_id = 0u64;
     for stream in listener.incoming() {
         // `stop` wakes this thread with a connection of its own; drop it.
         if shared.is_shutdown() {
@@ -148,9 +147,8 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 continue;
             }
         };
-        next_id += 1;
-        let id = next_id;
-        shared.accepted.store(id, Ordering::Relaxed);
+        // The count so far numbers the connections too.
+        let id = shared.accepted.fetch_add(1, Ordering::Relaxed) + 1;
         match stream.try_clone() {
             Ok(clone) => {
                 shared.conns.lock().insert(id, clone);
