@@ -45,11 +45,7 @@ const SUBJECTS: [&str; 3] = ["bare", "handoff", "pikuri"];
 
 /// One bare client's stream: returns the answer's length. With `handoff`,
 /// every delta's text is also sent to it as it is parsed.
-fn bare_stream(
-    agent: &ureq::Agent,
-    url: &str,
-    handoff: Option<&crossbeam_channel::Sender<String>>,
-) -> usize {
+fn bare_stream(agent: &ureq::Agent, url: &str, handoff: Option<&common::Handoff>) -> usize {
     let body =
         br#"{"model":"qwen3-8b","messages":[{"role":"user","content":"Go."}],"stream":true}"#;
     // A burst of 1,000 connects can overflow the listen backlog: retry
@@ -72,8 +68,8 @@ fn bare_stream(
     };
     let mut reader = BufReader::new(resp.into_body().into_reader());
     common::sse_text_each(&mut reader, |t| {
-        if let Some(tx) = handoff {
-            tx.send(t.to_owned()).expect("consumer runs");
+        if let Some(h) = handoff {
+            h.text(t);
         }
     })
     .len()
@@ -114,23 +110,13 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
                         .http_status_as_error(false)
                         .build()
                         .new_agent();
-                    let consumer = (subject == "handoff").then(|| {
-                        let (tx, rx) = crossbeam_channel::bounded::<String>(32);
-                        let thread = std::thread::spawn(move || {
-                            rx.iter()
-                                .map(|t| std::hint::black_box(t).len())
-                                .sum::<usize>()
-                        });
-                        (tx, thread)
-                    });
+                    let handoff = (subject == "handoff").then(common::Handoff::new);
                     ready.wait();
                     go.wait();
-                    let tx = consumer.as_ref().map(|(tx, _)| tx);
-                    assert_eq!(bare_stream(&agent, &url, tx), expect);
-                    if let Some((tx, thread)) = consumer {
+                    assert_eq!(bare_stream(&agent, &url, handoff.as_ref()), expect);
+                    if let Some(h) = handoff {
                         // The flush: the consumer has taken every delta.
-                        drop(tx);
-                        assert_eq!(thread.join().expect("consumer"), expect);
+                        assert_eq!(h.finish(), expect);
                     }
                 } else {
                     let t = ChatTransport::new("qwen3-8b")

@@ -105,70 +105,14 @@ struct ResponseMessage {
 }
 
 /// The bare client: one ureq agent, a conversation, nothing else (or, for
-/// the hand-off baseline, plus a [`Handoff`]).
+/// the hand-off baseline, plus a [`common::Handoff`]).
 struct Bare {
     agent: ureq::Agent,
     url: String,
     messages: Vec<WireMessage>,
     stream: bool,
     body: Vec<u8>,
-    handoff: Option<Handoff>,
-}
-
-enum Hand {
-    Text(String),
-    Flush,
-}
-
-/// The shape's minimum: one consumer thread behind a bounded channel, and
-/// a flush it acknowledges before the turn returns.
-struct Handoff {
-    tx: crossbeam_channel::Sender<Hand>,
-    ack: crossbeam_channel::Receiver<()>,
-    thread: Option<std::thread::JoinHandle<usize>>,
-}
-
-impl Handoff {
-    fn new() -> Handoff {
-        let (tx, rx) = crossbeam_channel::bounded::<Hand>(32);
-        let (ack_tx, ack) = crossbeam_channel::bounded(1);
-        let thread = std::thread::spawn(move || {
-            let mut bytes = 0;
-            while let Ok(hand) = rx.recv() {
-                match hand {
-                    Hand::Text(t) => bytes += std::hint::black_box(t).len(),
-                    Hand::Flush => ack_tx.send(()).expect("turn waits"),
-                }
-            }
-            bytes
-        });
-        Handoff {
-            tx,
-            ack,
-            thread: Some(thread),
-        }
-    }
-
-    fn text(&self, t: &str) {
-        self.tx
-            .send(Hand::Text(t.to_owned()))
-            .expect("consumer runs");
-    }
-
-    fn flush(&self) {
-        self.tx.send(Hand::Flush).expect("consumer runs");
-        self.ack.recv().expect("consumer acknowledges");
-    }
-}
-
-impl Drop for Handoff {
-    fn drop(&mut self) {
-        let (tx, _) = crossbeam_channel::bounded(1);
-        drop(std::mem::replace(&mut self.tx, tx));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    handoff: Option<common::Handoff>,
 }
 
 impl Bare {
@@ -295,7 +239,7 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
         Subject::Bare | Subject::Handoff => {
             let mut plain = Bare::new(base, stream);
             if subject == Subject::Handoff {
-                plain.handoff = Some(Handoff::new());
+                plain.handoff = Some(common::Handoff::new());
             }
             let client = std::cell::RefCell::new(plain);
             block(&mut || client.borrow_mut().turn(), &mut || {

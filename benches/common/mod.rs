@@ -682,6 +682,79 @@ pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&st
     text
 }
 
+enum Hand {
+    Text(String),
+    Flush,
+}
+
+/// The "bare + hand-off" baseline's consumer: one thread behind a bounded
+/// channel that takes every text it is sent and acknowledges a flush, the
+/// plainest form of a listener on a thread of its own.
+pub(crate) struct Handoff {
+    tx: Option<crossbeam_channel::Sender<Hand>>,
+    ack: crossbeam_channel::Receiver<()>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Handoff {
+    pub(crate) fn new() -> Handoff {
+        let (tx, rx) = crossbeam_channel::bounded::<Hand>(32);
+        let (ack_tx, ack) = crossbeam_channel::bounded(1);
+        let thread = std::thread::spawn(move || {
+            let mut bytes = 0;
+            while let Ok(hand) = rx.recv() {
+                match hand {
+                    Hand::Text(t) => bytes += std::hint::black_box(t).len(),
+                    Hand::Flush => ack_tx.send(()).expect("the sender waits"),
+                }
+            }
+            bytes
+        });
+        Handoff {
+            tx: Some(tx),
+            ack,
+            thread: Some(thread),
+        }
+    }
+
+    fn send(&self, hand: Hand) {
+        self.tx
+            .as_ref()
+            .expect("open until finished")
+            .send(hand)
+            .expect("consumer runs");
+    }
+
+    /// Hand `t` over.
+    pub(crate) fn text(&self, t: &str) {
+        self.send(Hand::Text(t.to_owned()));
+    }
+
+    /// Wait until the consumer has taken everything sent so far.
+    pub(crate) fn flush(&self) {
+        self.send(Hand::Flush);
+        self.ack.recv().expect("consumer acknowledges");
+    }
+
+    /// Close the channel and join the consumer: the bytes it took.
+    pub(crate) fn finish(mut self) -> usize {
+        self.close()
+    }
+
+    fn close(&mut self) -> usize {
+        drop(self.tx.take());
+        self.thread
+            .take()
+            .map_or(0, |t| t.join().expect("consumer"))
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
     let v = f();
