@@ -23,7 +23,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
         split_think: false,
         secret: None,
     };
-    read_stream(reader, &options, &mut || {}, &mut on)
+    read_stream(reader, &options, &mut || {}, &mut on, &mut || {})
         .map(|c| c.message)
         .map_err(|e| decode_error(e, &cfg, None))
 }

@@ -402,6 +402,17 @@ impl Event {
         }
     }
 
+    /// Whether this is a delta of `agent`, of reasoning if `thinking`, else
+    /// of the answer: one a delta of that kind from that agent may be
+    /// joined to.
+    pub(crate) fn is_delta_of(&self, agent: &str, thinking: bool) -> bool {
+        match self {
+            Event::AssistantDelta { agent: a, .. } => !thinking && **a == *agent,
+            Event::ThinkingDelta { agent: a, .. } => thinking && **a == *agent,
+            _ => false,
+        }
+    }
+
     /// Append `text` to this delta's content; nothing for other events.
     pub(crate) fn append_delta(&mut self, text: &str) {
         if let Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } = self {

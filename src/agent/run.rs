@@ -338,6 +338,8 @@ impl Agent {
         };
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;
+        // What the listeners are owed goes to them before the agent waits.
+        shared.listeners.pause();
         let result = shared.client.chat(
             &req,
             &mut buf,
@@ -351,19 +353,15 @@ impl Agent {
             },
             &mut |f: Fragment<'_>| match f {
                 Fragment::Content(s) if !s.is_empty() => {
-                    shared.emit(Event::AssistantDelta {
-                        agent: Arc::clone(agent),
-                        content: s.to_string(),
-                    });
+                    shared.listeners.emit_delta(agent, false, s);
                 }
                 Fragment::Reasoning(s) if !s.is_empty() => {
-                    shared.emit(Event::ThinkingDelta {
-                        agent: Arc::clone(agent),
-                        content: s.to_string(),
-                    });
+                    shared.listeners.emit_delta(agent, true, s);
                 }
                 _ => {}
             },
+            // So before each read of the stream.
+            &mut || shared.listeners.pause(),
         );
         self.buf = buf;
         result
@@ -445,6 +443,8 @@ impl Agent {
                 name: call.name.clone(),
                 arguments: parse_arguments(&call.arguments),
             });
+            // The listeners show the call before it is reviewed or run.
+            self.shared.listeners.pause();
             let verdict = self.gate().and_then(|()| {
                 *steps += 1;
                 let decided = take_decision(decisions, &call.id);

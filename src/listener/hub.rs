@@ -5,22 +5,35 @@
 //!
 //! While deltas (and only deltas: a turn's closing events come microseconds
 //! apart too) are emitted less than `DENSE` (5 us) apart, as when a
-//! replayed or cached completion streams in (never a model generating
-//! live), a listener thread that emptied its queue naps once before it
-//! blocks (`NAP`: 1 us asked, about 55 us slept, Linux's default timer
-//! slack being 50 us), and so takes the stream in batches instead of
-//! chasing the agent thread one delta at a time. Chasing was costly for the
-//! agent thread: crossbeam's receiver spins before it parks, and a consumer
-//! right behind the producer pulls each freshly written cache line (channel
-//! slot, event, reference count) to its core, which the agent thread then
-//! pays for on its next write. Batching cut the agent thread's CPU time per
-//! delivered delta by about 240 ns, at the cost of up to one nap of delivery
-//! latency in such streams. Slower streams never nap and keep crossbeam's
-//! latency; an idle listener blocks and costs nothing. The emitting side
-//! tells a dense stream (one `Instant::now()` per emit) because the
-//! listener cannot: a listener that fell behind sees every gap as short.
-//! The figures are in BENCHMARKS.md ("end to end", "event delivery
-//! latency").
+//! replayed or cached completion streams in, or a network read carries
+//! several of them, the stream is dense, and two things keep a listener
+//! from chasing it one delta at a time:
+//!
+//! - The emitting side joins: a delta for a listener that already has an
+//!   event waiting in its queue (`DENSE_ROOM`) waits in the backlog (see
+//!   backpressure), and the next deltas of its kind are appended to it
+//!   without building an event of their own. When the listener has
+//!   emptied its queue, the next emit hands it what waits; and the agent
+//!   hands it over before each network read (`pause`), so text never waits
+//!   behind a stalled stream.
+//! - A listener thread that emptied its queue naps once before it blocks
+//!   (`NAP`, 1 ms; a request such as the flush, or a half-full queue, ends
+//!   it early), so it takes the stream in batches of one joined delta each.
+//!
+//! Chasing was costly for the agent thread: crossbeam's receiver spins
+//! before it parks, and a consumer right behind the producer pulls each
+//! freshly written cache line (channel slot, event, reference count) to
+//! its core, which the agent thread then pays for on its next write; and
+//! each delta cost an event and a channel message on both sides. A
+//! 200,000-delta stream now reaches its listener as a few hundred deltas
+//! (BENCHMARKS.md, "Session 6"). The price: in a dense stream a listener
+//! sees fewer, longer deltas (the same text), up to one nap late. Deltas
+//! further apart (a model generating live, between its network reads) go
+//! one by one and keep crossbeam's latency; an idle listener blocks and
+//! costs nothing. The
+//! emitting side tells a dense stream (one `Instant::now()` per emit)
+//! because the listener cannot: a listener that fell behind sees every gap
+//! as short.
 //!
 //! # Lingering
 //!
@@ -43,7 +56,8 @@
 //!
 //! # Backpressure
 //!
-//! A listener's queue holds `QUEUE` events. When it is full, the emitting
+//! A listener's queue holds `QUEUE` events. When it is full (or, for a
+//! delta of a dense stream, holds `DENSE_ROOM`; see batching), the emitting
 //! list keeps that listener's next events in a backlog of its own and
 //! moves them to the queue, oldest first, as room appears (at each later
 //! emit, and at the flush). In the backlog, a delta following a delta of
@@ -51,10 +65,14 @@
 //! appended, nothing is lost or reordered), so a listener that fell behind
 //! a fast stream gets fewer, longer deltas; any other event takes a place
 //! of its own, and an emit that finds `BACKLOG` of them waits for the
-//! listener to take one. So a listener's memory is bounded (`QUEUE` plus
+//! listener to take one. Before the agent waits for anything (a network
+//! read, a tool, an approval) it moves every backlog to its queue
+//! (`pause`), waiting for room if need be: an event never waits in a
+//! backlog while the agent waits too, and the listener idles. So a listener's memory is bounded (`QUEUE` plus
 //! `BACKLOG` events, plus the text of the deltas it has not seen, which the
-//! agent holds anyway) whatever the scheduler does, and the agent never
-//! waits while a listener is behind on deltas alone. Before, the queues
+//! agent holds anyway) whatever the scheduler does, and the agent waits
+//! for a listener that is behind on deltas alone only before it would
+//! wait anyway. Before, the queues
 //! were unbounded: 1,000 agents streaming at once on two cores peaked at
 //! ~480 KiB per agent, their queues filling while listener threads waited
 //! for a core (BENCHMARKS.md, "many agents").
@@ -114,11 +132,16 @@ const BACKLOG: usize = 32;
 
 /// How long a listener thread that emptied its queue during a dense stream
 /// waits before it looks again and then blocks; see the module docs on
-/// batching. Linux adds its default 50 us timer slack.
-const NAP: Duration = Duration::from_micros(1);
+/// batching.
+const NAP: Duration = Duration::from_millis(1);
 
 /// Deltas emitted closer together than this make a dense stream.
 const DENSE: Duration = Duration::from_micros(5);
+
+/// Events a listener's queue holds before a delta of a dense stream waits
+/// in the backlog, joined by the next ones; see the module docs on
+/// batching.
+const DENSE_ROOM: usize = 1;
 
 /// How long a listener thread that handled a flush keeps its channel
 /// unwatched before it blocks on it; see the module docs on lingering.
@@ -221,6 +244,14 @@ impl Slot {
         })
     }
 
+    /// Tell the listener's thread whether the stream is dense.
+    fn mark(&self, dense: bool) {
+        // Written only when it changes: the listener reads this line.
+        if self.dense.load(Ordering::Relaxed) != dense {
+            self.dense.store(dense, Ordering::Relaxed);
+        }
+    }
+
     /// Send `msg`, waiting for room; false once the thread is gone.
     fn send(&self, msg: Msg) -> bool {
         // A full queue's listener may be lingering: it must take events now.
@@ -243,11 +274,14 @@ impl Slot {
 
     /// Queue `event`, or keep it in `backlog` (this list's events for this
     /// listener that did not fit yet); see the module docs on backpressure.
-    fn offer(&self, backlog: &mut VecDeque<Arc<Event>>, event: &Arc<Event>) {
-        if !backlog.is_empty() && !self.move_backlog(backlog) {
+    /// `room` is how many events the queue may hold: `QUEUE`, or
+    /// `DENSE_ROOM` for a delta of a dense stream (see the module docs on
+    /// batching).
+    fn offer(&self, backlog: &mut VecDeque<Arc<Event>>, event: &Arc<Event>, room: usize) {
+        if !backlog.is_empty() && !self.move_backlog(backlog, room) {
             return;
         }
-        if backlog.is_empty() {
+        if backlog.is_empty() && self.tx.len() < room {
             match self.tx.try_send(Msg::Event(Arc::clone(event))) {
                 Ok(()) => {
                     // A lingering listener gets a head start on a burst
@@ -279,10 +313,37 @@ impl Slot {
         }
     }
 
-    /// Move what fits of `backlog` to the queue, oldest first, without
-    /// waiting; false (and the backlog dropped) once the thread is gone.
-    fn move_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) -> bool {
+    /// Join a delta of a dense stream to the delta waiting at the end of
+    /// `backlog`, if there is one of its kind from its agent and the
+    /// listener has not emptied its queue yet; whether it did. What a
+    /// listener that emptied its queue is owed goes to it at once instead
+    /// (through `offer`).
+    fn join(
+        &self,
+        backlog: &mut VecDeque<Arc<Event>>,
+        agent: &str,
+        thinking: bool,
+        text: &str,
+    ) -> bool {
+        match backlog.back_mut() {
+            Some(back) if back.is_delta_of(agent, thinking) && !self.tx.is_empty() => {
+                // `make_mut` copies the delta if the queue or the list still
+                // shares it: what was queued is never changed.
+                Arc::make_mut(back).append_delta(text);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Move what fits of `backlog` to the queue (while it holds fewer than
+    /// `room` events), oldest first, without waiting; false (and the
+    /// backlog dropped) once the thread is gone.
+    fn move_backlog(&self, backlog: &mut VecDeque<Arc<Event>>, room: usize) -> bool {
         while let Some(oldest) = backlog.front() {
+            if self.tx.len() >= room {
+                return true;
+            }
             match self.tx.try_send(Msg::Event(Arc::clone(oldest))) {
                 Ok(()) => {
                     backlog.pop_front();
@@ -375,7 +436,8 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             // in the middle of a stream.
             Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
                 napped = true;
-                std::thread::sleep(NAP);
+                // A request (the flush) or a half-full queue ends it early.
+                std::thread::park_timeout(NAP);
                 continue;
             }
             Err(TryRecvError::Empty) => match rx.recv() {
@@ -451,6 +513,19 @@ struct EmitState {
 }
 
 impl EmitState {
+    /// Note an emit now; whether it continues a dense stream (a delta
+    /// emitted less than `DENSE` after the event before it).
+    fn tick(&mut self, is_delta: bool) -> bool {
+        let now = Instant::now();
+        // Only deltas make a stream dense: a turn's other events come in
+        // bursts too (`Assistant` then `Tokens`, microseconds apart), and a
+        // listener napping after them would wake on a timer in the middle
+        // of the next turn.
+        let dense = is_delta && self.last.is_some_and(|t| now.duration_since(t) < DENSE);
+        self.last = Some(now);
+        dense
+    }
+
     /// Move every backlog to its queue, waiting for room, so that what is
     /// sent next comes after everything emitted so far.
     fn drain_backlogs(&mut self, slots: &[Arc<Slot>]) {
@@ -525,35 +600,64 @@ impl ListenerList {
         }
         let mut guard = self.state.lock();
         let st = &mut *guard;
-        let now = Instant::now();
-        // Only deltas make a stream dense: a turn's other events come in
-        // bursts too (`Assistant` then `Tokens`, microseconds apart), and a
-        // listener napping after them would wake on a timer in the middle
-        // of the next turn.
-        let dense = event.is_delta() && st.last.is_some_and(|t| now.duration_since(t) < DENSE);
-        st.last = Some(now);
-        let event = match pop_handled(&mut st.sent) {
-            Some(mut handled) => {
-                match Arc::get_mut(&mut handled) {
-                    // Drops the old event here, on the emitting thread.
-                    Some(old) => *old = event,
-                    None => handled = Arc::new(event),
-                }
-                handled
-            }
-            None => Arc::new(event),
-        };
+        let dense = st.tick(event.is_delta());
+        let event = reuse(&mut st.sent, event);
         for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
-            // Written only when it changes: the listener reads this line.
-            if slot.dense.load(Ordering::Relaxed) != dense {
-                slot.dense.store(dense, Ordering::Relaxed);
-            }
-            slot.offer(backlog, &event);
+            slot.mark(dense);
+            slot.offer(backlog, &event, room(dense));
         }
-        // Beyond a queue's worth (a listener stuck on an old event), the
-        // listeners free what they handled themselves.
-        if st.sent.len() < QUEUE {
-            st.sent.push_back(event);
+        keep(&mut st.sent, event);
+    }
+
+    /// Deliver a delta of `agent` ([`Event::ThinkingDelta`] if `thinking`,
+    /// else [`Event::AssistantDelta`]) with `text` to every listener. In a
+    /// dense stream, `text` is appended to the delta waiting for each
+    /// listener when there is one (see the module docs on batching), and no
+    /// event is built for it.
+    pub(crate) fn emit_delta(&self, agent: &Arc<str>, thinking: bool, text: &str) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let dense = st.tick(true);
+        let mut event = None;
+        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
+            slot.mark(dense);
+            if dense && slot.join(backlog, agent, thinking, text) {
+                continue;
+            }
+            let event = event.get_or_insert_with(|| {
+                let (agent, content) = (Arc::clone(agent), text.to_string());
+                reuse(
+                    &mut st.sent,
+                    if thinking {
+                        Event::ThinkingDelta { agent, content }
+                    } else {
+                        Event::AssistantDelta { agent, content }
+                    },
+                )
+            });
+            slot.offer(backlog, event, room(dense));
+        }
+        if let Some(event) = event {
+            keep(&mut st.sent, event);
+        }
+    }
+
+    /// The emitting thread is about to wait (for the network, a tool, an
+    /// approval): move what waits in the backlogs to the queues, waiting
+    /// for room if a listener is a whole queue behind, so that no event
+    /// waits with it (see the module docs on batching and backpressure).
+    pub(crate) fn pause(&self) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock();
+        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
+            if !backlog.is_empty() {
+                slot.drain_backlog(backlog);
+            }
         }
     }
 
@@ -601,6 +705,38 @@ fn is_handled(event: &Arc<Event>) -> bool {
 /// handles events in order, so the first event still held ends the scan.
 fn release_handled(sent: &mut VecDeque<Arc<Event>>) {
     while pop_handled(sent).is_some() {}
+}
+
+/// `event` in the allocation of the oldest sent event no listener holds
+/// any more, if there is one; see the module docs on event memory.
+fn reuse(sent: &mut VecDeque<Arc<Event>>, event: Event) -> Arc<Event> {
+    match pop_handled(sent) {
+        Some(mut handled) => {
+            match Arc::get_mut(&mut handled) {
+                // Drops the old event here, on the emitting thread.
+                Some(old) => *old = event,
+                None => handled = Arc::new(event),
+            }
+            handled
+        }
+        None => Arc::new(event),
+    }
+}
+
+/// Keep a handle to a sent event, to reuse or free it on this thread.
+fn keep(sent: &mut VecDeque<Arc<Event>>, event: Arc<Event>) {
+    // Beyond a queue's worth (a listener stuck on an old event), the
+    // listeners free what they handled themselves.
+    if sent.len() < QUEUE {
+        sent.push_back(event);
+    }
+}
+
+/// How many events a listener's queue may hold before an event waits in
+/// its backlog: one for a delta of a dense stream (see the module docs on
+/// batching), else the whole queue.
+fn room(dense: bool) -> usize {
+    if dense { DENSE_ROOM } else { QUEUE }
 }
 
 /// The oldest event, if no listener holds it any more.
@@ -833,12 +969,26 @@ mod tests {
         assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
     }
 
+    /// Emit `event` as the next event of a live stream (never dense): what
+    /// a full queue costs does not depend on the stream being dense.
+    fn emit_spaced(list: &ListenerList, event: Event) {
+        std::thread::sleep(2 * DENSE);
+        list.emit(event);
+    }
+
+    /// Emit a delta of a dense stream, whatever the machine's speed.
+    fn emit_dense(list: &ListenerList, text: &str) {
+        // `tick` saturates the gap to a later instant at zero.
+        list.state.lock().last = Some(Instant::now() + Duration::from_secs(3600));
+        list.emit_delta(&Arc::from(""), false, text);
+    }
+
     #[test]
     fn a_stalled_listener_costs_a_bounded_queue_and_merged_deltas() {
         let (list, release, rec) = stalled();
         let n = 20 * QUEUE;
         for i in 0..n {
-            list.emit(delta(&format!("{i},")));
+            emit_spaced(&list, delta(&format!("{i},")));
         }
         {
             let st = list.state.lock();
@@ -854,19 +1004,118 @@ mod tests {
         assert_in_order(&got, n);
     }
 
+    /// In a dense stream a delta waits, joined by the next ones, as soon as
+    /// the listener has one event waiting (not when its queue is full), so
+    /// a listener that takes a replayed stream in batches gets one delta
+    /// per batch, and the agent builds no event for the deltas it joins.
+    #[test]
+    fn a_dense_stream_reaches_a_busy_listener_in_few_joined_deltas() {
+        let (list, release, rec) = stalled();
+        emit_spaced(&list, delta("0,"));
+        // The listener holds the first delta: its queue is empty again.
+        eventually(|| list.slots[0].tx.is_empty());
+        let n = 20 * QUEUE;
+        for i in 1..n {
+            emit_dense(&list, &format!("{i},"));
+        }
+        {
+            let st = list.state.lock();
+            assert_eq!(list.slots[0].tx.len(), DENSE_ROOM);
+            assert_eq!(st.backlogs[0].len(), 1);
+            // Events built: the first two deltas (the second to queue, the
+            // third to start the joined one); joined ones cost none.
+            assert!(st.sent.len() <= 3, "{} events built", st.sent.len());
+        }
+        drop(release);
+        list.flush();
+        let got = delta_texts(&rec);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_in_order(&got, n);
+    }
+
+    /// A listener that emptied its queue gets what waits for it at the next
+    /// emit, not only at the flush: joining never holds text back from an
+    /// idle listener.
+    #[test]
+    fn a_listener_that_emptied_its_queue_gets_the_joined_delta_at_the_next_emit() {
+        let (list, release, rec) = stalled();
+        emit_spaced(&list, delta("0,"));
+        eventually(|| list.slots[0].tx.is_empty());
+        for i in 1..10 {
+            emit_dense(&list, &format!("{i},"));
+        }
+        drop(release);
+        eventually(|| list.slots[0].tx.is_empty());
+        emit_dense(&list, "10,");
+        let all = || delta_texts(&rec).concat();
+        let want: String = (0..10).map(|i| i.to_string() + ",").collect();
+        eventually(|| all() == want);
+        assert_eq!(all(), want);
+        list.flush();
+        assert_in_order(&delta_texts(&rec), 11);
+    }
+
+    /// A listener a whole queue behind when the agent is about to wait: the
+    /// agent waits for room instead of leaving events in the backlog, where
+    /// nothing would move them while the listener idles.
+    #[test]
+    fn pause_waits_for_room_rather_than_leave_events_behind() {
+        let (list, release, rec) = stalled();
+        let n = QUEUE + 10;
+        for i in 0..n {
+            emit_spaced(&list, delta(&format!("{i},")));
+        }
+        assert_eq!(list.state.lock().backlogs[0].len(), 1);
+        let list = Arc::new(list);
+        let paused = {
+            let list = Arc::clone(&list);
+            std::thread::spawn(move || list.pause())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!paused.is_finished(), "pause left events behind");
+        drop(release);
+        paused.join().unwrap();
+        assert!(list.state.lock().backlogs[0].is_empty());
+        let want: String = (0..n).map(|i| i.to_string() + ",").collect();
+        eventually(|| delta_texts(&rec).concat() == want);
+        assert_eq!(delta_texts(&rec).concat(), want);
+        list.flush();
+    }
+
+    /// `pause` (the agent is about to wait for the network) hands the
+    /// joined delta over at once: a stream that stalls after a dense burst
+    /// shows the whole burst.
+    #[test]
+    fn pause_hands_joined_deltas_over_before_the_agent_waits() {
+        let (list, release, rec) = stalled();
+        emit_spaced(&list, delta("0,"));
+        eventually(|| list.slots[0].tx.is_empty());
+        for i in 1..10 {
+            emit_dense(&list, &format!("{i},"));
+        }
+        assert_eq!(list.state.lock().backlogs[0].len(), 1);
+        list.pause();
+        assert!(list.state.lock().backlogs[0].is_empty());
+        drop(release);
+        let want: String = (0..10).map(|i| i.to_string() + ",").collect();
+        eventually(|| delta_texts(&rec).concat() == want);
+        assert_eq!(delta_texts(&rec).concat(), want);
+        list.flush();
+    }
+
     #[test]
     fn a_backlog_moves_to_the_queue_at_the_next_emit_without_a_flush() {
         let (list, release, rec) = stalled();
         let n = QUEUE + 10;
         for i in 0..n {
-            list.emit(delta(&format!("{i},")));
+            emit_spaced(&list, delta(&format!("{i},")));
         }
         assert_eq!(list.state.lock().backlogs[0].len(), 1);
         drop(release);
         // The listener empties its queue; the backlog is still ours.
         eventually(|| list.slots[0].tx.is_empty());
         // The next emit moves the backlog first, then sends its own event.
-        list.emit(delta("end"));
+        emit_spaced(&list, delta("end"));
         let text = |rec: &InMemoryEventList| delta_texts(rec).concat();
         let mut want: String = (0..n).map(|i| i.to_string() + ",").collect();
         want.push_str("end");
@@ -923,13 +1172,13 @@ mod tests {
     #[test]
     fn deltas_merge_only_with_their_own_kind_and_agent() {
         let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
+        emit_spaced(&list, delta("0,"));
         // The listener holds the first delta: the queue is empty again.
         while !list.slots[0].tx.is_empty() {
             std::thread::yield_now();
         }
         for i in 1..=QUEUE {
-            list.emit(delta(&format!("{i},")));
+            emit_spaced(&list, delta(&format!("{i},")));
         }
         // Now in the backlog: a, a, b (other agent), b, thinking, a.
         let a = |s: &str| delta(s);
@@ -942,7 +1191,7 @@ mod tests {
             content: s.into(),
         };
         for e in [a("x"), a("y"), b("p"), b("q"), t("t"), a("z")] {
-            list.emit(e);
+            emit_spaced(&list, e);
         }
         drop(release);
         list.flush();

@@ -70,7 +70,13 @@ impl std::fmt::Debug for SubAgentListener {
 /// of one kind ([`AssistantDelta`](Event::AssistantDelta) or
 /// [`ThinkingDelta`](Event::ThinkingDelta)) and from one agent: the
 /// listener then gets fewer, longer deltas, with the same text, and no
-/// event is lost or reordered. Other events wait in the backlog too; once
+/// event is lost or reordered. Deltas that come back to back (a replayed
+/// or cached stream, or several in one network read) are joined as soon
+/// as the listener has one event waiting, and a listener that emptied its
+/// queue in such a stream waits up to 1 ms for more before it blocks, so
+/// it takes a fast stream in a few long deltas instead of chasing it one
+/// delta at a time; the agent hands over what waits before each network
+/// read, so no text waits behind a stalled stream. Other events wait in the backlog too; once
 /// 32 of them wait, the agent waits for the listener to take one. So a
 /// listener that is slow only on deltas never holds up the agent, and a
 /// listener that never returns holds it up at the latest at the end of the

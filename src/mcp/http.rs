@@ -235,8 +235,13 @@ impl Http {
                 }
                 Ok(Flow::Continue)
             };
-            read_sse(BufReader::new(reader), self.max_message, &mut on_data)
-                .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
+            read_sse(
+                BufReader::new(reader),
+                self.max_message,
+                &mut on_data,
+                &mut || {},
+            )
+            .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
         } else {
             let mut bytes = Vec::new();
             reader

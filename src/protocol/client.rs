@@ -138,6 +138,7 @@ impl Client {
         buf: &mut Vec<u8>,
         on_retry: &mut dyn FnMut(&RetryNotice),
         on_fragment: &mut dyn FnMut(Fragment<'_>),
+        on_pause: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         req.write_to(buf, cfg.include_usage);
@@ -214,7 +215,7 @@ impl Client {
                         started.elapsed().as_millis()
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, &deadline, on_fragment);
+                        return self.read_success(resp, req, &deadline, on_fragment, on_pause);
                     }
                     let retry_after = retry::retry_after(resp.headers());
                     let message =
@@ -262,6 +263,7 @@ impl Client {
         req: &Request<'_>,
         deadline: &Deadline,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
+        on_pause: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         let key = req.transport.api_key();
@@ -299,7 +301,13 @@ impl Client {
                 split_think: req.split_think,
                 secret: key,
             };
-            let done = read_stream(&mut reader, &options, &mut || watch.progress(), on_fragment);
+            let done = read_stream(
+                &mut reader,
+                &options,
+                &mut || watch.progress(),
+                on_fragment,
+                on_pause,
+            );
             if done.is_ok() && framed {
                 drain_after_done(&mut reader);
             }

@@ -39,10 +39,15 @@ pub fn __fuzz_sse(data: &[u8]) {
     );
     let mut events = Vec::new();
     let reader = std::io::BufReader::with_capacity(step, input);
-    let result = read_sse(reader, max_line, &mut |d| {
-        events.push(d.to_owned());
-        Ok(Flow::Continue)
-    });
+    let result = read_sse(
+        reader,
+        max_line,
+        &mut |d| {
+            events.push(d.to_owned());
+            Ok(Flow::Continue)
+        },
+        &mut || {},
+    );
     assert_eq!(
         (events, result.err().map(|e| e.to_string())),
         whole,

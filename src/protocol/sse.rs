@@ -370,7 +370,9 @@ fn find_eol(bytes: &[u8]) -> Option<usize> {
 }
 
 /// Read an SSE stream from `reader` until end of input or until `on_data`
-/// returns [`Flow::Stop`] (after which nothing more is read).
+/// returns [`Flow::Stop`] (after which nothing more is read). `on_refill`
+/// runs each time what was read is used up, before the next read, which
+/// may wait for the network.
 ///
 /// Works on the reader's own buffer (`fill_buf`/`consume`): events wholly
 /// inside it are handed out without copying. A body that ends mid-frame
@@ -381,6 +383,7 @@ pub(crate) fn read_sse<R: BufRead>(
     mut reader: R,
     max_line: usize,
     on_data: &mut dyn FnMut(&str) -> Result<Flow>,
+    on_refill: &mut dyn FnMut(),
 ) -> Result<()> {
     let mut parser = SseParser::new(max_line);
     loop {
@@ -406,6 +409,7 @@ pub(crate) fn read_sse<R: BufRead>(
             return Ok(());
         }
         reader.consume(n);
+        on_refill();
     }
 }
 
@@ -742,10 +746,15 @@ mod tests {
         let input = b"data: a\r\n\r\n: c\ndata: b\ndata: c\n\ndata: [DONE]\n";
         for step in 1..=input.len() {
             let mut got = Vec::new();
-            read_sse(trickle(input, step, None), 64, &mut |d| {
-                got.push(d.to_owned());
-                Ok(Flow::Continue)
-            })
+            read_sse(
+                trickle(input, step, None),
+                64,
+                &mut |d| {
+                    got.push(d.to_owned());
+                    Ok(Flow::Continue)
+                },
+                &mut || {},
+            )
             .unwrap();
             assert_eq!(got, ["a", "b\nc", "[DONE]"], "step {step}");
         }
@@ -756,14 +765,19 @@ mod tests {
         let input = b"data: a\n\ndata: [DONE]\n\ndata: after\n\n";
         let mut reader = trickle(input, 9, Some(io::ErrorKind::ConnectionReset));
         let mut got = Vec::new();
-        read_sse(&mut reader, 64, &mut |d| {
-            got.push(d.to_owned());
-            Ok(if d == "[DONE]" {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            })
-        })
+        read_sse(
+            &mut reader,
+            64,
+            &mut |d| {
+                got.push(d.to_owned());
+                Ok(if d == "[DONE]" {
+                    Flow::Stop
+                } else {
+                    Flow::Continue
+                })
+            },
+            &mut || {},
+        )
         .unwrap();
         assert_eq!(got, ["a", "[DONE]"]);
         assert!(reader.pos < input.len());
@@ -773,7 +787,7 @@ mod tests {
     fn read_sse_maps_io_errors() {
         let run = |kind| {
             let r = trickle(b"data: a\n\n", 4, Some(kind));
-            read_sse(r, 64, &mut |_| Ok(Flow::Continue)).unwrap_err()
+            read_sse(r, 64, &mut |_| Ok(Flow::Continue), &mut || {}).unwrap_err()
         };
         assert!(matches!(
             run(io::ErrorKind::TimedOut),
@@ -800,11 +814,16 @@ mod tests {
             input.extend_from_slice(format!("data: {{\"n\":{i}}}\r\n\r\n").as_bytes());
         }
         let mut n = 0;
-        read_sse(BufReader::with_capacity(100, &input[..]), 64, &mut |d| {
-            assert_eq!(d, format!("{{\"n\":{n}}}"));
-            n += 1;
-            Ok(Flow::Continue)
-        })
+        read_sse(
+            BufReader::with_capacity(100, &input[..]),
+            64,
+            &mut |d| {
+                assert_eq!(d, format!("{{\"n\":{n}}}"));
+                n += 1;
+                Ok(Flow::Continue)
+            },
+            &mut || {},
+        )
         .unwrap();
         assert_eq!(n, 1000);
     }

@@ -117,3 +117,157 @@ fn events_serialize_with_type_and_agent() {
         assert_eq!(back, e);
     }
 }
+
+/// A fast burst of deltas, then silence: the listener gets the whole burst
+/// while the agent still waits on the network, although it fell a whole
+/// queue behind at the start of the burst and back-to-back deltas are
+/// joined for it (before each network read, the agent hands over what
+/// waits for the listener).
+#[test]
+fn a_listener_sees_a_whole_burst_while_the_stream_stalls() {
+    let server = FakeServer::start();
+    let text: String = (0..400).map(|i| i.to_string() + " ").collect();
+    let chunks = text.len().div_ceil(4);
+    // The role chunk, then every content chunk; no finish chunk, no [DONE].
+    server.push(Reply::text(&text).hang_after(1 + chunks));
+    let seen = Arc::new(Mutex::new(String::new()));
+    let shown = Arc::clone(&seen);
+    let mut first = true;
+    let cancel = pikuri::Cancellable::new();
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.streaming(true)
+            .cancellable(cancel.clone())
+            .add_listener(move |e: &Event| {
+                if let Event::AssistantDelta { content, .. } = e {
+                    // Behind from the first delta: the queue fills, and
+                    // the rest waits in the backlog.
+                    if std::mem::take(&mut first) {
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                    shown.lock().push_str(content);
+                }
+            })
+    });
+    let run = std::thread::spawn(move || {
+        let err = agent.run_loop("count").unwrap_err();
+        (agent, err)
+    });
+    // A bound against hangs, not a timing claim: the stream stays silent
+    // (up to the 20 s idle bound) until the cancel below.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while *seen.lock() != text && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let burst_shown = seen.lock().clone();
+    cancel.cancel();
+    let (mut agent, err) = run.join().unwrap();
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(
+        burst_shown.len(),
+        text.len(),
+        "the burst waited behind the stall"
+    );
+    assert_eq!(burst_shown, text, "the burst waited behind the stall");
+    assert_eq!(agent.messages().len(), 1);
+    server.push(Reply::text("back"));
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("back")
+    );
+}
+
+/// A listener far behind when a tool runs: the agent hands it every event
+/// up to the tool's call before the tool runs, so a tool that waits (like
+/// an approval prompt) never waits on a call its listener has not shown.
+#[test]
+fn a_listener_shows_a_call_before_its_tool_runs_even_when_far_behind() {
+    let server = FakeServer::start();
+    // Two events per call (the call, its result) overflow a slow
+    // listener's queue and backlog long before the last call.
+    let calls = 60;
+    server.push(Reply::tool_calls(
+        (0..calls)
+            .map(|n| ("mark", serde_json::json!({ "n": n })))
+            .collect(),
+    ));
+    server.push(Reply::text("done"));
+    let shown = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&shown);
+    let last = calls - 1;
+    let mark = pikuri::FnTool::new(
+        "mark",
+        "Marks.",
+        pikuri::Parameters::builder()
+            .required_integer("n", "which")
+            .build(),
+        move |args, _| {
+            if args["n"].as_u64() != Some(last as u64) {
+                return Ok("marked".into());
+            }
+            // A bound against hangs: the call must be shown by now.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while seen.load(Ordering::SeqCst) < calls && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(format!("shown {}", seen.load(Ordering::SeqCst)))
+        },
+    );
+    let count = Arc::clone(&shown);
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.add_tool(mark).add_listener(move |e: &Event| {
+            std::thread::sleep(Duration::from_millis(1));
+            if let Event::ToolCall { .. } = e {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    });
+    agent.run_loop("mark them").unwrap();
+    let tool_messages: Vec<_> = agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == pikuri::Role::Tool)
+        .map(|m| m.content.clone())
+        .collect();
+    assert_eq!(tool_messages.len(), calls);
+    assert_eq!(tool_messages[last], format!("shown {calls}"));
+}
+
+/// A listener far behind when the agent sends a request: it gets every
+/// event of the turn so far while the model takes its time.
+#[test]
+fn a_listener_catches_up_while_the_model_answers() {
+    let server = FakeServer::start();
+    let calls = 60;
+    server.push(Reply::tool_calls(
+        (0..calls)
+            .map(|_| ("noop", serde_json::json!({})))
+            .collect(),
+    ));
+    server.push(Reply::hang());
+    let results = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&results);
+    let noop = pikuri::FnTool::new("noop", "Nothing.", pikuri::Parameters::empty(), |_, _| {
+        Ok("ok".into())
+    });
+    let cancel = pikuri::Cancellable::new();
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.add_tool(noop)
+            .cancellable(cancel.clone())
+            .add_listener(move |e: &Event| {
+                std::thread::sleep(Duration::from_millis(1));
+                if let Event::ToolResult { .. } = e {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+    });
+    let run = std::thread::spawn(move || agent.run_loop("go").unwrap_err());
+    // A bound against hangs: the second request never gets an answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while results.load(Ordering::SeqCst) < calls && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let shown = results.load(Ordering::SeqCst);
+    cancel.cancel();
+    assert!(run.join().unwrap().is_cancelled());
+    assert_eq!(shown, calls, "results waited behind the request");
+}

@@ -891,14 +891,19 @@ mod tests {
             let start = Instant::now();
             let mut acc = Accumulator::new(false);
             let mut n = 0usize;
-            read_sse(std::io::BufReader::new(&input[..]), 1 << 20, &mut |d| {
-                acc.push_data(d, &mut |_| n += 1)?;
-                Ok(if acc.is_done() {
-                    Flow::Stop
-                } else {
-                    Flow::Continue
-                })
-            })
+            read_sse(
+                std::io::BufReader::new(&input[..]),
+                1 << 20,
+                &mut |d| {
+                    acc.push_data(d, &mut |_| n += 1)?;
+                    Ok(if acc.is_done() {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    })
+                },
+                &mut || {},
+            )
             .unwrap();
             let c = acc.finish().unwrap();
             let ours = start.elapsed().as_secs_f64();
@@ -937,10 +942,15 @@ mod tests {
         for _ in 0..5 {
             let start = Instant::now();
             let mut n = 0usize;
-            read_sse(std::io::BufReader::new(&input[..]), 1 << 20, &mut |d| {
-                n += d.len();
-                Ok(Flow::Continue)
-            })
+            read_sse(
+                std::io::BufReader::new(&input[..]),
+                1 << 20,
+                &mut |d| {
+                    n += d.len();
+                    Ok(Flow::Continue)
+                },
+                &mut || {},
+            )
             .unwrap();
             sse_only = sse_only.min(start.elapsed().as_secs_f64());
             assert!(n > 0);

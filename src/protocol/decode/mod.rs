@@ -158,7 +158,9 @@ pub(crate) struct StreamOptions<'a> {
 
 /// Decode a streamed body: SSE events into the accumulator, fragments to
 /// `on_fragment`, until `[DONE]` or EOF; `on_progress` hears of each chunk
-/// that carried part of the answer (see [`Accumulator::progress`]). The
+/// that carried part of the answer (see [`Accumulator::progress`]), and
+/// `on_pause` runs when what was read is decoded, before the next read,
+/// which may wait for the network. The
 /// whole streaming path after the socket (the benches drive it through
 /// `crate::__bench`).
 pub(crate) fn read_stream<R: BufRead>(
@@ -166,6 +168,7 @@ pub(crate) fn read_stream<R: BufRead>(
     options: &StreamOptions<'_>,
     on_progress: &mut dyn FnMut(),
     on_fragment: &mut dyn FnMut(Fragment<'_>),
+    on_pause: &mut dyn FnMut(),
 ) -> Result<Completion, DecodeError> {
     let StreamOptions {
         max_line, max_body, ..
@@ -174,27 +177,32 @@ pub(crate) fn read_stream<R: BufRead>(
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;
-    read_sse(reader, max_line, &mut |data| {
-        total = total.saturating_add(data.len() as u64);
-        if total > max_body {
-            return Err(DecodeError::Protocol(format!(
-                "streamed response exceeds {max_body} bytes"
-            )));
-        }
-        let before = acc.progress();
-        acc.push_data(data, on_fragment)?;
-        if acc.progress() != before {
-            on_progress();
-        }
-        // Stop at `[DONE]`: anything after it is ignored. The client reads
-        // the rest of a framed body itself, within its bounds, to keep the
-        // connection (`drain_after_done` in `client.rs`).
-        Ok(if acc.is_done() {
-            Flow::Stop
-        } else {
-            Flow::Continue
-        })
-    })
+    read_sse(
+        reader,
+        max_line,
+        &mut |data| {
+            total = total.saturating_add(data.len() as u64);
+            if total > max_body {
+                return Err(DecodeError::Protocol(format!(
+                    "streamed response exceeds {max_body} bytes"
+                )));
+            }
+            let before = acc.progress();
+            acc.push_data(data, on_fragment)?;
+            if acc.progress() != before {
+                on_progress();
+            }
+            // Stop at `[DONE]`: anything after it is ignored. The client reads
+            // the rest of a framed body itself, within its bounds, to keep the
+            // connection (`drain_after_done` in `client.rs`).
+            Ok(if acc.is_done() {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        },
+        on_pause,
+    )
     .and_then(|()| acc.finish())
 }
 
