@@ -3,37 +3,39 @@
 //!
 //! # Batching
 //!
-//! While deltas (and only deltas: a turn's closing events come microseconds
-//! apart too) are emitted less than `DENSE` (5 us) apart, as when a
-//! replayed or cached completion streams in, or a network read carries
-//! several of them, the stream is dense, and two things keep a listener
-//! from chasing it one delta at a time:
+//! Two things keep a listener from chasing a fast stream one delta at a
+//! time:
 //!
-//! - The emitting side joins: a delta for a listener that already has an
-//!   event waiting in its queue (`DENSE_ROOM`) waits in the backlog (see
-//!   backpressure), and the next deltas of its kind are appended to it
-//!   without building an event of their own. When the listener has
-//!   emptied its queue, the next emit hands it what waits; and the agent
-//!   hands it over before each network read (`pause`), so text never waits
-//!   behind a stalled stream.
-//! - A listener thread that emptied its queue naps once before it blocks
+//! - The emitting side joins deltas: a delta for a listener that already
+//!   has an event waiting in its queue (`DELTA_ROOM`) waits in the
+//!   backlog (see backpressure), and the next deltas of its kind from its
+//!   agent are appended to it without building an event of their own. The
+//!   next emit after the listener emptied its queue hands it what waits,
+//!   and so does the agent before it waits for anything (`pause`: before
+//!   each network read, each request, each tool call), so text never
+//!   waits behind a stalled stream or a slow tool.
+//! - While the stream is dense (deltas back to back: decoded from one
+//!   network read, as when a replayed or cached completion streams in), a
+//!   listener thread that emptied its queue naps once before it blocks
 //!   (`NAP`, 1 ms; a request such as the flush, or a half-full queue, ends
-//!   it early), so it takes the stream in batches of one joined delta each.
+//!   it early), so it takes the stream in batches of a few joined deltas.
 //!
 //! Chasing was costly for the agent thread: crossbeam's receiver spins
 //! before it parks, and a consumer right behind the producer pulls each
 //! freshly written cache line (channel slot, event, reference count) to
 //! its core, which the agent thread then pays for on its next write; and
 //! each delta cost an event and a channel message on both sides. A
-//! 200,000-delta stream now reaches its listener as a few hundred deltas
-//! (BENCHMARKS.md, "Session 6"). The price: in a dense stream a listener
-//! sees fewer, longer deltas (the same text), up to one nap late. Deltas
-//! further apart (a model generating live, between its network reads) go
-//! one by one and keep crossbeam's latency; an idle listener blocks and
-//! costs nothing. The
-//! emitting side tells a dense stream (one `Instant::now()` per emit)
-//! because the listener cannot: a listener that fell behind sees every gap
-//! as short.
+//! 200,000-delta stream now reaches its listener as a few thousand deltas
+//! (BENCHMARKS.md, "Session 6"). The price: a listener that is behind, or
+//! takes a dense stream, sees fewer, longer deltas (the same text), in a
+//! dense stream up to one nap late. A listener that keeps up with a model
+//! generating live gets its deltas one by one with crossbeam's latency; an
+//! idle listener blocks and costs nothing. The emitting side tells a dense
+//! stream (the agent's `pause` before each read ends one) because the
+//! listener cannot: a listener that fell behind sees every gap as short.
+//! Only deltas make a stream dense: a turn's other events come in bursts
+//! too (`Assistant` then `Tokens`), and a listener napping after them
+//! would wake on a timer in the middle of the next turn.
 //!
 //! # Lingering
 //!
@@ -56,26 +58,24 @@
 //!
 //! # Backpressure
 //!
-//! A listener's queue holds `QUEUE` events. When it is full (or, for a
-//! delta of a dense stream, holds `DENSE_ROOM`; see batching), the emitting
-//! list keeps that listener's next events in a backlog of its own and
-//! moves them to the queue, oldest first, as room appears (at each later
-//! emit, and at the flush). In the backlog, a delta following a delta of
-//! the same kind from the same agent is merged into it (the text is
-//! appended, nothing is lost or reordered), so a listener that fell behind
-//! a fast stream gets fewer, longer deltas; any other event takes a place
-//! of its own, and an emit that finds `BACKLOG` of them waits for the
-//! listener to take one. Before the agent waits for anything (a network
-//! read, a tool, an approval) it moves every backlog to its queue
-//! (`pause`), waiting for room if need be: an event never waits in a
-//! backlog while the agent waits too, and the listener idles. So a listener's memory is bounded (`QUEUE` plus
-//! `BACKLOG` events, plus the text of the deltas it has not seen, which the
-//! agent holds anyway) whatever the scheduler does, and the agent waits
-//! for a listener that is behind on deltas alone only before it would
-//! wait anyway. Before, the queues
-//! were unbounded: 1,000 agents streaming at once on two cores peaked at
-//! ~480 KiB per agent, their queues filling while listener threads waited
-//! for a core (BENCHMARKS.md, "many agents").
+//! A listener's queue holds `QUEUE` events. When it is full (for a delta:
+//! holds `DELTA_ROOM`; see batching), the emitting list keeps that
+//! listener's next events in a backlog of its own and moves them to the
+//! queue, oldest first, as room appears (at each later emit, and at the
+//! flush). In the backlog, a delta following a delta of the same kind from
+//! the same agent is merged into it (the text is appended, nothing is lost
+//! or reordered); any other event takes a place of its own, and an emit
+//! that finds `BACKLOG` of them waits for the listener to take one. Before
+//! the agent waits for anything (`pause`) it moves every backlog to its
+//! queue, waiting for room if need be: an event never waits in a backlog
+//! while the agent waits too and the listener idles. So a listener's
+//! memory is bounded (`QUEUE` plus `BACKLOG` events, plus the text of the
+//! deltas it has not seen, which the agent holds anyway) whatever the
+//! scheduler does, and the agent waits for a listener that is behind on
+//! deltas alone only where it would wait anyway. Before, the queues were
+//! unbounded: 1,000 agents streaming at once on two cores peaked at ~480
+//! KiB per agent, their queues filling while listener threads waited for a
+//! core (BENCHMARKS.md, "many agents").
 //!
 //! # The flush
 //!
@@ -135,13 +135,9 @@ const BACKLOG: usize = 32;
 /// batching.
 const NAP: Duration = Duration::from_millis(1);
 
-/// Deltas emitted closer together than this make a dense stream.
-const DENSE: Duration = Duration::from_micros(5);
-
-/// Events a listener's queue holds before a delta of a dense stream waits
-/// in the backlog, joined by the next ones; see the module docs on
-/// batching.
-const DENSE_ROOM: usize = 1;
+/// Events a listener's queue holds before a delta waits in the backlog,
+/// joined by the next ones; see the module docs on batching.
+const DELTA_ROOM: usize = 1;
 
 /// How long a listener thread that handled a flush keeps its channel
 /// unwatched before it blocks on it; see the module docs on lingering.
@@ -275,8 +271,7 @@ impl Slot {
     /// Queue `event`, or keep it in `backlog` (this list's events for this
     /// listener that did not fit yet); see the module docs on backpressure.
     /// `room` is how many events the queue may hold: `QUEUE`, or
-    /// `DENSE_ROOM` for a delta of a dense stream (see the module docs on
-    /// batching).
+    /// `DELTA_ROOM` for a delta (see the module docs on batching).
     fn offer(&self, backlog: &mut VecDeque<Arc<Event>>, event: &Arc<Event>, room: usize) {
         if !backlog.is_empty() && !self.move_backlog(backlog, room) {
             return;
@@ -313,9 +308,9 @@ impl Slot {
         }
     }
 
-    /// Join a delta of a dense stream to the delta waiting at the end of
-    /// `backlog`, if there is one of its kind from its agent and the
-    /// listener has not emptied its queue yet; whether it did. What a
+    /// Join a delta to the delta waiting at the end of `backlog`, if there
+    /// is one of its kind from its agent and the listener has not emptied
+    /// its queue yet; whether it did. What a
     /// listener that emptied its queue is owed goes to it at once instead
     /// (through `offer`).
     fn join(
@@ -505,24 +500,25 @@ struct EmitState {
     /// Events sent, oldest first, until reused or freed; see the module
     /// docs on event memory.
     sent: VecDeque<Arc<Event>>,
-    /// When the last event was emitted, to tell a dense stream.
-    last: Option<Instant>,
+    /// Whether the last event emitted since the last `pause` was a delta,
+    /// to tell a dense stream.
+    after_delta: bool,
     /// Parallel to `slots`: this list's events that did not fit in that
     /// listener's queue yet; see the module docs on backpressure.
     backlogs: Vec<VecDeque<Arc<Event>>>,
 }
 
 impl EmitState {
-    /// Note an emit now; whether it continues a dense stream (a delta
-    /// emitted less than `DENSE` after the event before it).
+    /// Note an emit; whether it continues a dense stream (a delta right
+    /// after a delta, with no `pause` between them: both came from one
+    /// network read).
     fn tick(&mut self, is_delta: bool) -> bool {
-        let now = Instant::now();
         // Only deltas make a stream dense: a turn's other events come in
         // bursts too (`Assistant` then `Tokens`, microseconds apart), and a
         // listener napping after them would wake on a timer in the middle
         // of the next turn.
-        let dense = is_delta && self.last.is_some_and(|t| now.duration_since(t) < DENSE);
-        self.last = Some(now);
+        let dense = is_delta && self.after_delta;
+        self.after_delta = is_delta;
         dense
     }
 
@@ -601,10 +597,11 @@ impl ListenerList {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let dense = st.tick(event.is_delta());
+        let room = room(event.is_delta());
         let event = reuse(&mut st.sent, event);
         for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
             slot.mark(dense);
-            slot.offer(backlog, &event, room(dense));
+            slot.offer(backlog, &event, room);
         }
         keep(&mut st.sent, event);
     }
@@ -624,7 +621,7 @@ impl ListenerList {
         let mut event = None;
         for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
             slot.mark(dense);
-            if dense && slot.join(backlog, agent, thinking, text) {
+            if slot.join(backlog, agent, thinking, text) {
                 continue;
             }
             let event = event.get_or_insert_with(|| {
@@ -638,7 +635,7 @@ impl ListenerList {
                     },
                 )
             });
-            slot.offer(backlog, event, room(dense));
+            slot.offer(backlog, event, DELTA_ROOM);
         }
         if let Some(event) = event {
             keep(&mut st.sent, event);
@@ -654,6 +651,8 @@ impl ListenerList {
             return;
         }
         let mut st = self.state.lock();
+        // What comes after a wait is not back to back with what came before.
+        st.after_delta = false;
         for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
             if !backlog.is_empty() {
                 slot.drain_backlog(backlog);
@@ -733,10 +732,10 @@ fn keep(sent: &mut VecDeque<Arc<Event>>, event: Arc<Event>) {
 }
 
 /// How many events a listener's queue may hold before an event waits in
-/// its backlog: one for a delta of a dense stream (see the module docs on
-/// batching), else the whole queue.
-fn room(dense: bool) -> usize {
-    if dense { DENSE_ROOM } else { QUEUE }
+/// its backlog: one for a delta (see the module docs on batching), else
+/// the whole queue.
+fn room(is_delta: bool) -> usize {
+    if is_delta { DELTA_ROOM } else { QUEUE }
 }
 
 /// The oldest event, if no listener holds it any more.
@@ -786,13 +785,13 @@ mod tests {
         }
     }
 
-    /// The texts of the deltas `rec` saw, in order (it saw nothing else).
+    /// The texts of the answer deltas `rec` saw, in order.
     fn delta_texts(rec: &InMemoryEventList) -> Vec<String> {
         rec.events()
             .into_iter()
-            .map(|e| match e {
-                Event::AssistantDelta { content, .. } => content,
-                _ => unreachable!(),
+            .filter_map(|e| match e {
+                Event::AssistantDelta { content, .. } => Some(content),
+                _ => None,
             })
             .collect()
     }
@@ -892,37 +891,33 @@ mod tests {
         }
     }
 
-    /// Only deltas make a stream dense: a listener must not nap after a
-    /// turn's closing burst (`Assistant` then `Tokens`), or it wakes on a
-    /// timer in the middle of the next turn (BENCHMARKS.md, "Session 5").
+    /// Only deltas back to back make a stream dense: a listener must not
+    /// nap after a turn's closing burst (`Assistant` then `Tokens`), or it
+    /// wakes on a timer in the middle of the next turn (BENCHMARKS.md,
+    /// "Session 5"), nor after deltas the agent waited between (a model
+    /// generating live).
     #[test]
     fn only_back_to_back_deltas_make_a_stream_dense() {
         let mut list = ListenerList::new();
         list.add(|_: &Event| {});
         let dense = || list.slots[0].dense.load(Ordering::Relaxed);
-        for _ in 0..100 {
+        for _ in 0..3 {
             list.emit(Event::Assistant {
                 agent: "".into(),
                 content: "done".into(),
             });
             assert!(!dense(), "a burst of other events is not a stream");
         }
-        // Two deltas emitted microseconds apart are; a slow machine may
-        // take longer than `DENSE` between two of them now and then.
-        let mut tries = 0;
-        while !dense() {
-            tries += 1;
-            assert!(
-                tries < 10_000,
-                "back-to-back deltas never made a stream dense"
-            );
-            list.emit(delta("x"));
-        }
-        // Deltas a millisecond apart (a model generating live) are not.
+        list.emit(delta("x"));
+        assert!(!dense(), "a delta after other events is not");
+        list.emit(delta("y"));
+        assert!(dense(), "a delta right after a delta is");
+        list.emit_delta(&Arc::from(""), true, "z");
+        assert!(dense(), "of either kind");
         for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(1));
-            list.emit(delta("y"));
-            assert!(!dense(), "a live stream is not dense");
+            list.pause();
+            list.emit(delta("w"));
+            assert!(!dense(), "a delta after the agent waited is not");
         }
         list.close();
     }
@@ -941,90 +936,69 @@ mod tests {
         assert_eq!(delta_texts(&rec), ["a", "b"]);
     }
 
+    /// `n` events other than deltas (which never join), numbered.
+    fn turns(n: usize) -> impl Iterator<Item = Event> {
+        (0..n).map(|i| Event::UserTurn {
+            agent: "".into(),
+            content: format!("{i}"),
+            mid_loop: false,
+        })
+    }
+
+    /// The contents of the user turns `rec` saw, in order.
+    fn turn_texts(rec: &InMemoryEventList) -> Vec<String> {
+        rec.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::UserTurn { content, .. } => Some(content),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_lingering_listener_takes_a_burst_beyond_its_queue_in_order() {
         let rec = InMemoryEventList::new();
         let mut list = ListenerList::new();
         list.add(rec.clone());
         list.flush();
-        // Non-deltas never merge: the queue and the backlog fill while the
-        // listener lingers, and it must be woken to make room.
+        // The queue and the backlog fill while the listener lingers, and it
+        // must be woken to make room.
         let n = 4 * (QUEUE + BACKLOG);
-        for i in 0..n {
-            list.emit(Event::UserTurn {
-                agent: "".into(),
-                content: format!("{i}"),
-                mid_loop: false,
-            });
+        for e in turns(n) {
+            list.emit(e);
         }
         list.flush();
-        let got: Vec<String> = rec
-            .events()
-            .into_iter()
-            .map(|e| match e {
-                Event::UserTurn { content, .. } => content,
-                _ => unreachable!(),
-            })
-            .collect();
-        assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
+        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        assert_eq!(turn_texts(&rec), want);
     }
 
-    /// Emit `event` as the next event of a live stream (never dense): what
-    /// a full queue costs does not depend on the stream being dense.
-    fn emit_spaced(list: &ListenerList, event: Event) {
-        std::thread::sleep(2 * DENSE);
-        list.emit(event);
-    }
-
-    /// Emit a delta of a dense stream, whatever the machine's speed.
-    fn emit_dense(list: &ListenerList, text: &str) {
-        // `tick` saturates the gap to a later instant at zero.
-        list.state.lock().last = Some(Instant::now() + Duration::from_secs(3600));
+    /// Emit a delta of `text` back to back with the delta before.
+    fn emit_more(list: &ListenerList, text: &str) {
         list.emit_delta(&Arc::from(""), false, text);
     }
 
+    /// A delta waits, joined by the next ones, as soon as the listener has
+    /// one event waiting, so a listener that is behind (or takes a stream
+    /// in batches) gets one delta per batch, and the agent builds no event
+    /// for the deltas it joins.
     #[test]
-    fn a_stalled_listener_costs_a_bounded_queue_and_merged_deltas() {
+    fn a_busy_listener_gets_joined_deltas_and_the_agent_builds_no_event_for_them() {
         let (list, release, rec) = stalled();
-        let n = 20 * QUEUE;
-        for i in 0..n {
-            emit_spaced(&list, delta(&format!("{i},")));
-        }
-        {
-            let st = list.state.lock();
-            // The queue is full; everything after it is one merged delta.
-            assert_eq!(list.slots[0].tx.len(), QUEUE);
-            assert_eq!(st.backlogs[0].len(), 1);
-            assert!(st.sent.len() <= QUEUE);
-        }
-        drop(release);
-        list.flush();
-        let got = delta_texts(&rec);
-        assert!(got.len() <= QUEUE + 2, "{} deltas", got.len());
-        assert_in_order(&got, n);
-    }
-
-    /// In a dense stream a delta waits, joined by the next ones, as soon as
-    /// the listener has one event waiting (not when its queue is full), so
-    /// a listener that takes a replayed stream in batches gets one delta
-    /// per batch, and the agent builds no event for the deltas it joins.
-    #[test]
-    fn a_dense_stream_reaches_a_busy_listener_in_few_joined_deltas() {
-        let (list, release, rec) = stalled();
-        emit_spaced(&list, delta("0,"));
+        list.emit(delta("0,"));
         // The listener holds the first delta: its queue is empty again.
         eventually(|| list.slots[0].tx.is_empty());
         let n = 20 * QUEUE;
         for i in 1..n {
-            emit_dense(&list, &format!("{i},"));
+            emit_more(&list, &format!("{i},"));
         }
         {
             let st = list.state.lock();
-            assert_eq!(list.slots[0].tx.len(), DENSE_ROOM);
+            assert_eq!(list.slots[0].tx.len(), DELTA_ROOM);
             assert_eq!(st.backlogs[0].len(), 1);
-            // Events built: the first two deltas (the second to queue, the
-            // third to start the joined one); joined ones cost none.
-            assert!(st.sent.len() <= 3, "{} events built", st.sent.len());
+            // Events built: "0,", "1," (queued) and "2," (which the rest
+            // joined).
+            assert_eq!(st.sent.len(), 3);
         }
         drop(release);
         list.flush();
@@ -1039,59 +1013,38 @@ mod tests {
     #[test]
     fn a_listener_that_emptied_its_queue_gets_the_joined_delta_at_the_next_emit() {
         let (list, release, rec) = stalled();
-        emit_spaced(&list, delta("0,"));
+        list.emit(delta("0,"));
         eventually(|| list.slots[0].tx.is_empty());
         for i in 1..10 {
-            emit_dense(&list, &format!("{i},"));
+            emit_more(&list, &format!("{i},"));
         }
         drop(release);
         eventually(|| list.slots[0].tx.is_empty());
-        emit_dense(&list, "10,");
-        let all = || delta_texts(&rec).concat();
+        // Moves the joined delta first; waits itself (the queue is busy).
+        emit_more(&list, "10,");
         let want: String = (0..10).map(|i| i.to_string() + ",").collect();
-        eventually(|| all() == want);
-        assert_eq!(all(), want);
-        list.flush();
-        assert_in_order(&delta_texts(&rec), 11);
-    }
-
-    /// A listener a whole queue behind when the agent is about to wait: the
-    /// agent waits for room instead of leaving events in the backlog, where
-    /// nothing would move them while the listener idles.
-    #[test]
-    fn pause_waits_for_room_rather_than_leave_events_behind() {
-        let (list, release, rec) = stalled();
-        let n = QUEUE + 10;
-        for i in 0..n {
-            emit_spaced(&list, delta(&format!("{i},")));
-        }
-        assert_eq!(list.state.lock().backlogs[0].len(), 1);
-        let list = Arc::new(list);
-        let paused = {
-            let list = Arc::clone(&list);
-            std::thread::spawn(move || list.pause())
-        };
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!paused.is_finished(), "pause left events behind");
-        drop(release);
-        paused.join().unwrap();
-        assert!(list.state.lock().backlogs[0].is_empty());
-        let want: String = (0..n).map(|i| i.to_string() + ",").collect();
         eventually(|| delta_texts(&rec).concat() == want);
         assert_eq!(delta_texts(&rec).concat(), want);
+        // An event of another kind moves the backlog and is queued itself.
+        list.emit(Event::Assistant {
+            agent: "".into(),
+            content: "end".into(),
+        });
+        eventually(|| rec.len() == 5);
+        assert_in_order(&delta_texts(&rec), 11);
+        assert_eq!(rec.len(), 5);
         list.flush();
     }
 
-    /// `pause` (the agent is about to wait for the network) hands the
-    /// joined delta over at once: a stream that stalls after a dense burst
-    /// shows the whole burst.
+    /// `pause` (the agent is about to wait) hands the joined delta over at
+    /// once: a stream that stalls after a burst shows the whole burst.
     #[test]
     fn pause_hands_joined_deltas_over_before_the_agent_waits() {
         let (list, release, rec) = stalled();
-        emit_spaced(&list, delta("0,"));
+        list.emit(delta("0,"));
         eventually(|| list.slots[0].tx.is_empty());
         for i in 1..10 {
-            emit_dense(&list, &format!("{i},"));
+            emit_more(&list, &format!("{i},"));
         }
         assert_eq!(list.state.lock().backlogs[0].len(), 1);
         list.pause();
@@ -1103,24 +1056,30 @@ mod tests {
         list.flush();
     }
 
+    /// A listener a whole queue behind when the agent is about to wait: the
+    /// agent waits for room instead of leaving events in the backlog, where
+    /// nothing would move them while the listener idles.
     #[test]
-    fn a_backlog_moves_to_the_queue_at_the_next_emit_without_a_flush() {
+    fn pause_waits_for_room_rather_than_leave_events_behind() {
         let (list, release, rec) = stalled();
         let n = QUEUE + 10;
-        for i in 0..n {
-            emit_spaced(&list, delta(&format!("{i},")));
+        for e in turns(n) {
+            list.emit(e);
         }
-        assert_eq!(list.state.lock().backlogs[0].len(), 1);
+        assert!(!list.state.lock().backlogs[0].is_empty());
+        let list = Arc::new(list);
+        let paused = {
+            let list = Arc::clone(&list);
+            std::thread::spawn(move || list.pause())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!paused.is_finished(), "pause left events behind");
         drop(release);
-        // The listener empties its queue; the backlog is still ours.
-        eventually(|| list.slots[0].tx.is_empty());
-        // The next emit moves the backlog first, then sends its own event.
-        emit_spaced(&list, delta("end"));
-        let text = |rec: &InMemoryEventList| delta_texts(rec).concat();
-        let mut want: String = (0..n).map(|i| i.to_string() + ",").collect();
-        want.push_str("end");
-        eventually(|| text(&rec) == want);
-        assert_eq!(text(&rec), want);
+        paused.join().unwrap();
+        assert!(list.state.lock().backlogs[0].is_empty());
+        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        eventually(|| turn_texts(&rec) == want);
+        assert_eq!(turn_texts(&rec), want);
         list.flush();
     }
 
@@ -1133,16 +1092,8 @@ mod tests {
         let producer = {
             let (list, emitted) = (Arc::clone(&list), Arc::clone(&emitted));
             std::thread::spawn(move || {
-                for i in 0..n {
-                    // Alternating kinds never merge.
-                    if i % 2 == 0 {
-                        list.emit(delta(&format!("{i},")));
-                    } else {
-                        list.emit(Event::ThinkingDelta {
-                            agent: "".into(),
-                            content: format!("{i},"),
-                        });
-                    }
+                for e in turns(n) {
+                    list.emit(e);
                     emitted.fetch_add(1, Ordering::SeqCst);
                 }
                 list.flush();
@@ -1156,30 +1107,17 @@ mod tests {
         assert_eq!(emitted.load(Ordering::SeqCst), bound);
         drop(release);
         producer.join().unwrap();
-        let got: Vec<String> =
-            rec.events()
-                .into_iter()
-                .map(|e| match e {
-                    Event::AssistantDelta { content, .. }
-                    | Event::ThinkingDelta { content, .. } => content,
-                    _ => unreachable!(),
-                })
-                .collect();
-        assert_eq!(got.len(), n);
-        assert_in_order(&got, n);
+        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        assert_eq!(turn_texts(&rec), want);
     }
 
     #[test]
     fn deltas_merge_only_with_their_own_kind_and_agent() {
         let (list, release, rec) = stalled();
-        emit_spaced(&list, delta("0,"));
+        list.emit(delta("0,"));
         // The listener holds the first delta: the queue is empty again.
-        while !list.slots[0].tx.is_empty() {
-            std::thread::yield_now();
-        }
-        for i in 1..=QUEUE {
-            emit_spaced(&list, delta(&format!("{i},")));
-        }
+        eventually(|| list.slots[0].tx.is_empty());
+        list.emit(delta("1,"));
         // Now in the backlog: a, a, b (other agent), b, thinking, a.
         let a = |s: &str| delta(s);
         let b = |s: &str| Event::AssistantDelta {
@@ -1191,12 +1129,30 @@ mod tests {
             content: s.into(),
         };
         for e in [a("x"), a("y"), b("p"), b("q"), t("t"), a("z")] {
-            emit_spaced(&list, e);
+            list.emit(e);
         }
+        list.emit_delta(&Arc::from("child"), false, "r");
+        list.emit_delta(&Arc::from("child"), true, "s");
+        list.emit_delta(&Arc::from("child"), true, "u");
         drop(release);
         list.flush();
-        let tail: Vec<Event> = rec.events().into_iter().skip(QUEUE + 1).collect();
-        assert_eq!(tail, vec![a("xy"), b("pq"), t("t"), a("z")]);
+        let s = |s: &str| Event::ThinkingDelta {
+            agent: "child".into(),
+            content: s.into(),
+        };
+        assert_eq!(
+            rec.events(),
+            vec![
+                a("0,"),
+                a("1,"),
+                a("xy"),
+                b("pq"),
+                t("t"),
+                a("z"),
+                b("r"),
+                s("su")
+            ]
+        );
     }
 
     /// A listener that records, in order, the events it saw and its close.
