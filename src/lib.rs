@@ -181,9 +181,10 @@
 //! valid by construction (its one allowed gap is the trailing batch of a
 //! turn awaiting approval); sub-agents also inherit the parent's loop options
 //! and request fields, because every child agent is built by one constructor;
-//! a listener's queue is bounded (32 events), and a listener that falls
-//! that far behind gets neighbouring deltas joined, with the same text
-//! ([`Listener`], "Backpressure"), where pikuri's queues grow without bound.
+//! a listener's queue is bounded (32 events), and a listener that is
+//! behind, or takes a fast stream, gets neighbouring deltas joined, with the
+//! same text ([`Listener`], "Backpressure"), where pikuri's queues grow
+//! without bound and every chunk is an event.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::approval::{Decisions, Prepared, Verdict, run_prepared, take_decision};
 use super::child::{ChildSpec, child_id};
 use super::{Agent, Outcome};
-use crate::protocol::{Completion, Fragment, Request, RetryNotice};
+use crate::protocol::{Completion, Fragment, Request, RetryNotice, Wire};
 use crate::{
     ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, ToolCall,
 };
@@ -360,8 +360,12 @@ impl Agent {
                 }
                 _ => {}
             },
-            // So before each read of the stream.
-            &mut || shared.listeners.pause(),
+            &mut |w: Wire| match w {
+                // So before each read of the stream.
+                Wire::Wait => shared.listeners.pause(),
+                // The flush is near: listeners wake while the agent works.
+                Wire::Answered => shared.listeners.rouse(),
+            },
         );
         self.buf = buf;
         result

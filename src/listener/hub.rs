@@ -59,6 +59,22 @@
 //! one timed wake-up per turn. A lingering thread never naps for a dense
 //! stream (see batching): a flush ends a turn, even one cut off mid-stream.
 //!
+//! # Rousing
+//!
+//! When the answer is in (a plain body's head arrived, or a stream's
+//! `[DONE]`), the agent rouses the listener threads that linger
+//! (`rouse`): each is unparked then, and watches its queue (spinning,
+//! yielding its core now and then, for up to `WATCH`, 50 us) instead of
+//! lingering. Its wake-up then overlaps the agent's own work on the turn's
+//! end (reading and decoding the body, the history, the closing events),
+//! and the flush finds it awake; before, the flush woke it, and the agent
+//! waited out the whole wake-up (about 6 us of a 70 us loopback turn,
+//! BENCHMARKS.md, "Session 6"). The thread wakes once a turn as before; it
+//! spins at most `WATCH` a turn, and only after a rouse, so an idle agent
+//! costs nothing. A thread that is not lingering is not roused (it is
+//! awake, or blocked on its channel, which the turn's events wake), and a
+//! rouse the thread did not take before the flush is dropped there.
+//!
 //! # Backpressure
 //!
 //! A listener's queue holds `QUEUE` events. When it is full (for a delta:
@@ -158,6 +174,10 @@ impl Drop for Ticket {
     }
 }
 
+/// How long a roused listener thread watches its queue before it blocks;
+/// see the module docs on rousing.
+const WATCH: Duration = Duration::from_micros(50);
+
 /// How long `flush` spins before it parks; see the module docs on the flush.
 const SPIN: Duration = Duration::from_micros(100);
 
@@ -203,6 +223,20 @@ impl Gate {
     }
 }
 
+/// What the emitting side and a listener's thread tell each other besides
+/// the queue.
+#[derive(Default)]
+struct Signals {
+    /// Set by the emitting side while the stream is dense (see the module
+    /// docs on batching).
+    dense: AtomicBool,
+    /// Set by the listener's thread while it lingers (see lingering).
+    lingering: AtomicBool,
+    /// Set by the emitting side when a lingering thread should watch its
+    /// queue for the turn's end (see rousing).
+    roused: AtomicBool,
+}
+
 /// One listener's thread. Shared (`Arc`) between the list that owns it and
 /// the lists derived for sub-agents whose listener chose `Share`. The owner
 /// stops and joins it on close; the thread also ends when every holder is
@@ -210,9 +244,8 @@ impl Gate {
 struct Slot {
     name: String,
     tx: Sender<Msg>,
-    /// Set by the emitting side while the stream is dense; read by the
-    /// listener thread (see the module docs on batching).
-    dense: Arc<AtomicBool>,
+    /// Flags shared with the listener's thread.
+    signals: Arc<Signals>,
     /// Whether `Stop` is not sent yet. Requests that wait for an answer
     /// (flush, derive) are sent under this lock, so each is either queued
     /// before the `Stop`, and answered, or not sent at all.
@@ -227,15 +260,15 @@ impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
         let (tx, rx) = bounded(QUEUE);
-        let dense = Arc::new(AtomicBool::new(false));
-        let shared = Arc::clone(&dense);
+        let signals = Arc::new(Signals::default());
+        let shared = Arc::clone(&signals);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
             .spawn(move || run(listener, rx, &shared))
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
-            dense,
+            signals,
             tx,
             open: Mutex::new(true),
             waker: thread.thread().clone(),
@@ -246,8 +279,8 @@ impl Slot {
     /// Tell the listener's thread whether the stream is dense.
     fn mark(&self, dense: bool) {
         // Written only when it changes: the listener reads this line.
-        if self.dense.load(Ordering::Relaxed) != dense {
-            self.dense.store(dense, Ordering::Relaxed);
+        if self.signals.dense.load(Ordering::Relaxed) != dense {
+            self.signals.dense.store(dense, Ordering::Relaxed);
         }
     }
 
@@ -407,11 +440,14 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
+fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, signals: &Signals) {
     let name = listener.name();
     let mut napped = false;
     // Until when the thread lingers after a flush (see the module docs).
     let mut linger: Option<Instant> = None;
+    // Until when a roused thread watches its queue (see the module docs).
+    let mut watch: Option<Instant> = None;
+    let mut spins = 0u32;
     loop {
         let msg = match rx.try_recv() {
             Ok(msg) => msg,
@@ -421,10 +457,34 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             // or a half-full queue unparks us or the time is up (see the
             // module docs on lingering).
             Err(TryRecvError::Empty) if linger.is_some() => {
+                if signals.roused.swap(false, Ordering::Relaxed) {
+                    watch = Some(Instant::now() + WATCH);
+                    linger = None;
+                    signals.lingering.store(false, Ordering::Relaxed);
+                    continue;
+                }
                 let left = linger.and_then(|until| until.checked_duration_since(Instant::now()));
                 match left {
                     Some(left) if !left.is_zero() => std::thread::park_timeout(left),
-                    _ => linger = None,
+                    _ => {
+                        linger = None;
+                        signals.lingering.store(false, Ordering::Relaxed);
+                    }
+                }
+                continue;
+            }
+            // Roused: the turn's last events and its flush come within
+            // microseconds; watch for them instead of blocking (see the
+            // module docs on rousing).
+            Err(TryRecvError::Empty) if watch.is_some() => {
+                spins = spins.wrapping_add(1);
+                if !spins.is_multiple_of(64) {
+                    std::hint::spin_loop();
+                } else if watch.is_some_and(|until| Instant::now() < until) {
+                    // Let the agent's thread run if it waits for this core.
+                    std::thread::yield_now();
+                } else {
+                    watch = None;
                 }
                 continue;
             }
@@ -432,7 +492,7 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             // taken in batches (see the module docs on batching), then block.
             // Lingering comes first: a flush ends a turn, even one cut off
             // in the middle of a stream.
-            Err(TryRecvError::Empty) if !napped && dense.load(Ordering::Relaxed) => {
+            Err(TryRecvError::Empty) if !napped && signals.dense.load(Ordering::Relaxed) => {
                 napped = true;
                 // A request (the flush) or a half-full queue ends it early.
                 std::thread::park_timeout(NAP);
@@ -450,8 +510,13 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, dense: &AtomicBool) {
             }
             Msg::Flush(ticket) => {
                 guarded(&name, "flush", || listener.flush());
-                drop(ticket);
+                watch = None;
+                // A rouse meant for this turn is spent.
+                signals.roused.store(false, Ordering::Relaxed);
+                signals.lingering.store(true, Ordering::Relaxed);
                 linger = Some(Instant::now() + LINGER);
+                // Last: the flush returns once every ticket arrived.
+                drop(ticket);
             }
             Msg::Derive(derive) => {
                 let (id, reply) = *derive;
@@ -659,6 +724,21 @@ impl ListenerList {
         for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
             if !backlog.is_empty() {
                 slot.drain_backlog(backlog);
+            }
+        }
+    }
+
+    /// The answer is in: the turn's last events and its flush follow within
+    /// microseconds. Wake the listener threads that linger, so that each
+    /// wakes while the agent finishes the turn rather than after the flush
+    /// asked (see the module docs on rousing).
+    pub(crate) fn rouse(&self) {
+        for slot in &self.slots {
+            let signals = &slot.signals;
+            if signals.lingering.load(Ordering::Relaxed)
+                && !signals.roused.swap(true, Ordering::Relaxed)
+            {
+                slot.waker.unpark();
             }
         }
     }
@@ -905,7 +985,7 @@ mod tests {
     fn only_deltas_of_quick_reads_make_a_stream_dense() {
         let mut list = ListenerList::new();
         list.add(|_: &Event| {});
-        let dense = || list.slots[0].dense.load(Ordering::Relaxed);
+        let dense = || list.slots[0].signals.dense.load(Ordering::Relaxed);
         let answer = || Event::Assistant {
             agent: "".into(),
             content: "done".into(),
@@ -930,6 +1010,38 @@ mod tests {
             assert!(!dense(), "deltas of reads far apart are not");
         }
         list.close();
+    }
+
+    /// `rouse` wakes only a lingering listener, which then takes the flag
+    /// and watches its queue; the flush that ends the turn clears a rouse
+    /// that came too late, so the next turn's lingering is not cut short.
+    #[test]
+    fn rouse_wakes_a_lingering_listener_once_per_turn() {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(rec.clone());
+        let signals = Arc::clone(&list.slots[0].signals);
+        let flag = |f: &AtomicBool| f.load(Ordering::SeqCst);
+        // Not lingering (no turn ended yet): nothing to wake.
+        list.rouse();
+        assert!(!flag(&signals.roused));
+        list.flush();
+        assert!(flag(&signals.lingering), "a flush starts the lingering");
+        list.emit(delta("a"));
+        list.rouse();
+        // The thread takes the rouse and stops lingering at once, well
+        // within `LINGER`; it handles what came meanwhile.
+        eventually(|| !flag(&signals.roused) && !flag(&signals.lingering));
+        assert!(!flag(&signals.roused) && !flag(&signals.lingering));
+        eventually(|| rec.len() == 1);
+        list.emit(delta("b"));
+        eventually(|| rec.len() == 2);
+        // A rouse left unanswered when the turn ends does not carry over.
+        signals.roused.store(true, Ordering::SeqCst);
+        list.flush();
+        assert!(!flag(&signals.roused));
+        assert!(flag(&signals.lingering));
+        assert_eq!(delta_texts(&rec), ["a", "b"]);
     }
 
     #[test]

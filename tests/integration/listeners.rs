@@ -45,9 +45,15 @@ fn custom_and_closure_listeners_see_the_same_ordered_stream() {
             .add_listener(move |e: &Event| cs.lock().push(e.kind()))
     });
     agent.run_loop("count").unwrap();
-    let expected = rec.kinds();
-    assert_eq!(*seen.lock(), expected);
-    assert_eq!(*closure_seen.lock(), expected);
+    // Each listener may get the stream cut into deltas differently.
+    let merged = |mut kinds: Vec<&'static str>| {
+        kinds.dedup_by(|a, b| a == b && a.ends_with("_delta"));
+        kinds
+    };
+    let expected = merged(rec.kinds());
+    assert_eq!(merged(seen.lock().clone()), expected);
+    assert_eq!(merged(closure_seen.lock().clone()), expected);
+    assert!(expected.contains(&"assistant_delta"));
     assert!(flushes.load(Ordering::SeqCst) >= 1);
     assert_eq!(expected.last(), Some(&"stopped"));
 }

@@ -94,9 +94,11 @@ pub(crate) fn assert_valid_history(messages: &[Message]) {
     assert!(open.is_empty(), "calls {open:?} unanswered at the end");
 }
 
-/// The kinds of the events of the main agent, without context_cap.
+/// The kinds of the events of the main agent, without context_cap, with
+/// neighbouring deltas merged (how a stream is cut into deltas depends on
+/// the listener's pace).
 pub(crate) fn main_kinds(rec: &InMemoryEventList) -> Vec<&'static str> {
-    rec.events()
+    pikuri::testing::merge_deltas(rec.events())
         .iter()
         .filter(|e| e.agent().is_empty())
         .map(Event::kind)
