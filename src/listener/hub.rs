@@ -73,7 +73,11 @@
 //! spins at most `WATCH` a turn, and only after a rouse, so an idle agent
 //! costs nothing. A thread that is not lingering is not roused (it is
 //! awake, or blocked on its channel, which the turn's events wake), and a
-//! rouse the thread did not take before the flush is dropped there.
+//! rouse the thread did not take before the flush is dropped there. An
+//! agent with as many listeners as the process has cores rouses none:
+//! spinning threads without a core each would take turns with the agent
+//! they wait for (four listeners on two cores: 1.91x of a bare client
+//! roused, 1.75x not).
 //!
 //! # Backpressure
 //!
@@ -733,6 +737,12 @@ impl ListenerList {
     /// wakes while the agent finishes the turn rather than after the flush
     /// asked (see the module docs on rousing).
     pub(crate) fn rouse(&self) {
+        // Threads that watch their queues spin: with no core free for each
+        // of them beside the agent's, they would take turns on the cores
+        // with the agent they wait for.
+        if self.slots.len() >= cores() {
+            return;
+        }
         for slot in &self.slots {
             let signals = &slot.signals;
             if signals.lingering.load(Ordering::Relaxed)
@@ -787,6 +797,13 @@ fn is_handled(event: &Arc<Event>) -> bool {
 /// handles events in order, so the first event still held ends the scan.
 fn release_handled(sent: &mut VecDeque<Arc<Event>>) {
     while pop_handled(sent).is_some() {}
+}
+
+/// The cores this process may use, read once (the standard library reads
+/// the scheduler's affinity and cgroup quotas on every call).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 /// `event` in the allocation of the oldest sent event no listener holds
@@ -1017,6 +1034,9 @@ mod tests {
     /// that came too late, so the next turn's lingering is not cut short.
     #[test]
     fn rouse_wakes_a_lingering_listener_once_per_turn() {
+        if cores() < 2 {
+            return; // one core: nothing is roused (see the next test)
+        }
         let rec = InMemoryEventList::new();
         let mut list = ListenerList::new();
         list.add(rec.clone());
@@ -1042,6 +1062,28 @@ mod tests {
         assert!(!flag(&signals.roused));
         assert!(flag(&signals.lingering));
         assert_eq!(delta_texts(&rec), ["a", "b"]);
+    }
+
+    /// As many listeners as cores: none is roused, so that no spinning
+    /// thread takes a core from the agent it waits for.
+    #[test]
+    fn rouse_spares_the_cores_when_listeners_are_as_many() {
+        let mut list = ListenerList::new();
+        for _ in 0..cores() {
+            list.add(|_: &Event| {});
+        }
+        list.flush();
+        assert!(
+            list.slots
+                .iter()
+                .all(|s| s.signals.lingering.load(Ordering::SeqCst))
+        );
+        list.rouse();
+        assert!(
+            list.slots
+                .iter()
+                .all(|s| !s.signals.roused.load(Ordering::SeqCst))
+        );
     }
 
     #[test]
