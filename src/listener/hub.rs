@@ -27,9 +27,10 @@
 //! before it parks, and a consumer right behind the producer pulls each
 //! freshly written cache line (channel slot, event, reference count) to
 //! its core, which the agent thread then pays for on its next write; and
-//! each delta cost an event and a channel message on both sides. A
-//! 200,000-delta stream now reaches its listener as a few thousand deltas
-//! (BENCHMARKS.md, "Session 6"). The price: a listener that is behind, or
+//! each delta cost an event and a channel message on both sides. A fast
+//! stream now reaches a listener as one or two events per network read (8
+//! KiB of stream, a few dozen deltas) or fewer (BENCHMARKS.md, "Session
+//! 6"). The price: a listener that is behind, or
 //! takes a dense stream, sees fewer, longer deltas (the same text), in a
 //! dense stream up to one nap late. A listener that keeps up with a model
 //! generating live gets its deltas one by one with crossbeam's latency; an
