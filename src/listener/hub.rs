@@ -886,15 +886,17 @@ mod tests {
         }
     }
 
+    /// What `pick` takes from each event `rec` saw, in order.
+    fn picked(rec: &InMemoryEventList, pick: fn(Event) -> Option<String>) -> Vec<String> {
+        rec.events().into_iter().filter_map(pick).collect()
+    }
+
     /// The texts of the answer deltas `rec` saw, in order.
     fn delta_texts(rec: &InMemoryEventList) -> Vec<String> {
-        rec.events()
-            .into_iter()
-            .filter_map(|e| match e {
-                Event::AssistantDelta { content, .. } => Some(content),
-                _ => None,
-            })
-            .collect()
+        picked(rec, |e| match e {
+            Event::AssistantDelta { content, .. } => Some(content),
+            _ => None,
+        })
     }
 
     #[test]
@@ -1050,6 +1052,9 @@ mod tests {
         assert!(flag(&signals.lingering), "a flush starts the lingering");
         list.emit(delta("a"));
         list.rouse();
+        // Roused, unless the lingering already timed out (a slow machine):
+        // the flag is set, or the thread took it and stopped lingering.
+        assert!(flag(&signals.roused) || !flag(&signals.lingering));
         // The thread takes the rouse and stops lingering at once, well
         // within `LINGER`; it handles what came meanwhile.
         eventually(|| !flag(&signals.roused) && !flag(&signals.lingering));
@@ -1112,13 +1117,10 @@ mod tests {
 
     /// The contents of the user turns `rec` saw, in order.
     fn turn_texts(rec: &InMemoryEventList) -> Vec<String> {
-        rec.events()
-            .into_iter()
-            .filter_map(|e| match e {
-                Event::UserTurn { content, .. } => Some(content),
-                _ => None,
-            })
-            .collect()
+        picked(rec, |e| match e {
+            Event::UserTurn { content, .. } => Some(content),
+            _ => None,
+        })
     }
 
     #[test]

@@ -187,6 +187,16 @@ fn a_listener_sees_a_whole_burst_while_the_stream_stalls() {
     );
 }
 
+/// Script one answer of `calls` calls to `tool`, each with its number as
+/// `n`.
+fn push_calls(server: &FakeServer, tool: &str, calls: usize) {
+    server.push(Reply::tool_calls(
+        (0..calls)
+            .map(|n| (tool, serde_json::json!({ "n": n })))
+            .collect(),
+    ));
+}
+
 /// A listener far behind when a tool runs: the agent hands it every event
 /// up to the tool's call before the tool runs, so a tool that waits (like
 /// an approval prompt) never waits on a call its listener has not shown.
@@ -196,11 +206,7 @@ fn a_listener_shows_a_call_before_its_tool_runs_even_when_far_behind() {
     // Two events per call (the call, its result) overflow a slow
     // listener's queue and backlog long before the last call.
     let calls = 60;
-    server.push(Reply::tool_calls(
-        (0..calls)
-            .map(|n| ("mark", serde_json::json!({ "n": n })))
-            .collect(),
-    ));
+    push_calls(&server, "mark", calls);
     server.push(Reply::text("done"));
     let shown = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&shown);
@@ -249,11 +255,7 @@ fn a_listener_shows_a_call_before_its_tool_runs_even_when_far_behind() {
 fn a_listener_catches_up_while_the_model_answers() {
     let server = FakeServer::start();
     let calls = 60;
-    server.push(Reply::tool_calls(
-        (0..calls)
-            .map(|_| ("noop", serde_json::json!({})))
-            .collect(),
-    ));
+    push_calls(&server, "noop", calls);
     server.push(Reply::hang());
     let results = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&results);
