@@ -1174,17 +1174,28 @@ mod tests {
         assert_in_order(&got, n);
     }
 
-    /// A listener that emptied its queue gets what waits for it at the next
-    /// emit, not only at the flush: joining never holds text back from an
-    /// idle listener.
-    #[test]
-    fn a_listener_that_emptied_its_queue_gets_the_joined_delta_at_the_next_emit() {
+    /// A stalled listener holding delta "0,", one more queued ("1,"), and
+    /// "2," to "9," joined in the backlog.
+    fn stalled_with_joined() -> (
+        ListenerList,
+        crossbeam_channel::Sender<()>,
+        InMemoryEventList,
+    ) {
         let (list, release, rec) = stalled();
         list.emit(delta("0,"));
         eventually(|| list.slots[0].tx.is_empty());
         for i in 1..10 {
             emit_more(&list, &format!("{i},"));
         }
+        (list, release, rec)
+    }
+
+    /// A listener that emptied its queue gets what waits for it at the next
+    /// emit, not only at the flush: joining never holds text back from an
+    /// idle listener.
+    #[test]
+    fn a_listener_that_emptied_its_queue_gets_the_joined_delta_at_the_next_emit() {
+        let (list, release, rec) = stalled_with_joined();
         drop(release);
         eventually(|| list.slots[0].tx.is_empty());
         // Moves the joined delta first; waits itself (the queue is busy).
@@ -1207,12 +1218,7 @@ mod tests {
     /// once: a stream that stalls after a burst shows the whole burst.
     #[test]
     fn pause_hands_joined_deltas_over_before_the_agent_waits() {
-        let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
-        eventually(|| list.slots[0].tx.is_empty());
-        for i in 1..10 {
-            emit_more(&list, &format!("{i},"));
-        }
+        let (list, release, rec) = stalled_with_joined();
         assert_eq!(list.state.lock().backlogs[0].len(), 1);
         list.pause();
         assert!(list.state.lock().backlogs[0].is_empty());
