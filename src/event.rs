@@ -388,15 +388,12 @@ impl Event {
     /// kind from the same agent, which a listener that fell behind may get
     /// joined to this one (see [`Listener`](crate::Listener), "Backpressure").
     pub(crate) fn continued_by<'e>(&self, next: &'e Event) -> Option<&'e str> {
-        match (self, next) {
-            (
-                Event::AssistantDelta { agent: a, .. },
-                Event::AssistantDelta { agent: b, content },
-            )
-            | (Event::ThinkingDelta { agent: a, .. }, Event::ThinkingDelta { agent: b, content })
-                if a == b =>
-            {
-                Some(content)
+        match next {
+            Event::AssistantDelta { agent, content } => {
+                self.is_delta_of(agent, false).then_some(content)
+            }
+            Event::ThinkingDelta { agent, content } => {
+                self.is_delta_of(agent, true).then_some(content)
             }
             _ => None,
         }

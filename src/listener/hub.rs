@@ -351,9 +351,8 @@ impl Slot {
 
     /// Join a delta to the delta waiting at the end of `backlog`, if there
     /// is one of its kind from its agent and the listener has not emptied
-    /// its queue yet; whether it did. What a
-    /// listener that emptied its queue is owed goes to it at once instead
-    /// (through `offer`).
+    /// its queue yet; whether it did. What a listener that emptied its
+    /// queue is owed goes to it at once instead (through `offer`).
     fn join(
         &self,
         backlog: &mut VecDeque<Arc<Event>>,
@@ -460,18 +459,17 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, signals: &Signals) {
             // Drained after a flush: park without watching the channel, so
             // that the next turn's first events wake nobody, until a request
             // or a half-full queue unparks us or the time is up (see the
-            // module docs on lingering).
+            // module docs on lingering). A rouse ends it in a watch (see
+            // rousing).
             Err(TryRecvError::Empty) if linger.is_some() => {
-                if signals.roused.swap(false, Ordering::Relaxed) {
-                    watch = Some(Instant::now() + WATCH);
-                    linger = None;
-                    signals.lingering.store(false, Ordering::Relaxed);
-                    continue;
-                }
+                let roused = signals.roused.swap(false, Ordering::Relaxed);
                 let left = linger.and_then(|until| until.checked_duration_since(Instant::now()));
                 match left {
-                    Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                    Some(left) if !roused && !left.is_zero() => std::thread::park_timeout(left),
                     _ => {
+                        if roused {
+                            watch = Some(Instant::now() + WATCH);
+                        }
                         linger = None;
                         signals.lingering.store(false, Ordering::Relaxed);
                     }
@@ -679,10 +677,10 @@ impl ListenerList {
     }
 
     /// Deliver a delta of `agent` ([`Event::ThinkingDelta`] if `thinking`,
-    /// else [`Event::AssistantDelta`]) with `text` to every listener. In a
-    /// dense stream, `text` is appended to the delta waiting for each
-    /// listener when there is one (see the module docs on batching), and no
-    /// event is built for it.
+    /// else [`Event::AssistantDelta`]) with `text` to every listener. For a
+    /// listener with an event waiting, `text` is appended to the delta
+    /// waiting in its backlog when there is one (see the module docs on
+    /// batching); an event is built only if some listener needs one.
     pub(crate) fn emit_delta(&self, agent: &Arc<str>, thinking: bool, text: &str) {
         if self.slots.is_empty() {
             return;
@@ -726,11 +724,7 @@ impl ListenerList {
         let now = Instant::now();
         st.fast_reads = st.last_pause.is_some_and(|t| now.duration_since(t) < NAP);
         st.last_pause = Some(now);
-        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
-            if !backlog.is_empty() {
-                slot.drain_backlog(backlog);
-            }
-        }
+        st.drain_backlogs(&self.slots);
     }
 
     /// The answer is in: the turn's last events and its flush follow within
