@@ -29,11 +29,12 @@
 //! conversation is cleared every `BLOCK` turns, outside the timed span, on
 //! both sides.
 //!
-//! Figures, per turn: wall time; CPU time of the client process, as the
-//! sum of its threads' on-CPU time (`/proc/self/task/*/schedstat`, ns)
-//! over the timed blocks, and as `utime + stime` of `/proc/self/stat` over
-//! the whole run (10 ms ticks; a cross-check that also counts threads that
-//! exited); context switches (`voluntary_ctxt_switches +
+//! Figures, per turn: wall time of the timed blocks; CPU time of the
+//! client process over the whole run (read once before and once after:
+//! reading `/proc` per block would charge subjects with more threads),
+//! as the sum of its threads' on-CPU time (`/proc/self/task/*/schedstat`,
+//! ns), and as `utime + stime` of `/proc/self/stat` (10 ms ticks; a
+//! cross-check that also counts threads that exited); context switches (`voluntary_ctxt_switches +
 //! nonvoluntary_ctxt_switches` over the process's threads, and the calling
 //! thread's alone). Ratios are medians of same-run ratios, to the bare
 //! client and to the hand-off baseline.

@@ -155,14 +155,14 @@ impl Bare {
 /// What one run of turns measured, per turn.
 #[derive(Default, Clone, Copy, Debug)]
 pub(crate) struct PerTurn {
-    /// Wall time, µs.
+    /// Wall time of the turns (resets left out), µs.
     pub(crate) us: f64,
-    /// On-CPU time of this process's threads (`/proc/self/task/*/schedstat`,
-    /// ns resolution; a thread that exits inside a block of [`BLOCK`] turns
-    /// is missed, none of the subjects' threads do), µs.
+    /// On-CPU time of this process's threads over the whole run
+    /// (`/proc/self/task/*/schedstat`, ns resolution; a thread that exits
+    /// during the run is missed, none of the subjects' threads do), µs.
     pub(crate) cpu_us: f64,
-    /// `utime + stime` of `/proc/self/stat` over the whole run, resets and
-    /// all (every thread, exited ones too, at 10 ms ticks), µs.
+    /// `utime + stime` of `/proc/self/stat` over the whole run (every
+    /// thread, exited ones too, at 10 ms ticks), µs.
     pub(crate) stat_cpu_us: f64,
     /// Context switches of this process's threads.
     pub(crate) ctx: f64,
@@ -170,8 +170,12 @@ pub(crate) struct PerTurn {
     pub(crate) own_ctx: f64,
 }
 
-/// `turns` calls of `one`, each asserted to return `expect`, timed in
-/// blocks of [`BLOCK`] with `reset` between blocks (not timed).
+/// `turns` calls of `one`, each asserted to return `expect`, in blocks of
+/// [`BLOCK`] with `reset` between blocks. Wall time counts the blocks
+/// alone; CPU time and context switches are read once before the first
+/// block and once after the last (reading `/proc` costs some 10 us per
+/// thread and file, which per block would weigh on subjects with more
+/// threads), so they include the resets, which clear a `Vec`.
 pub(crate) fn measure(
     turns: usize,
     expect: usize,
@@ -179,31 +183,27 @@ pub(crate) fn measure(
     reset: &mut dyn FnMut(),
 ) -> PerTurn {
     let mut time = Duration::ZERO;
-    let (mut ctx, mut own, mut cpu) = (0u64, 0u64, 0u64);
-    let stat0 = process_cpu();
+    let ((c0, cpu0), o0, stat0) = (client_threads(), thread_ctx_switches(), process_cpu());
     let mut done = 0;
     while done < turns {
         let n = BLOCK.min(turns - done);
-        let ((c0, cpu0), o0) = (client_threads(), thread_ctx_switches());
         let t = Instant::now();
         for _ in 0..n {
             assert_eq!(one(), expect);
         }
         time += t.elapsed();
-        let (c1, cpu1) = client_threads();
-        ctx += c1.saturating_sub(c0);
-        cpu += cpu1.saturating_sub(cpu0);
-        own += thread_ctx_switches() - o0;
         reset();
         done += n;
     }
     let stat = process_cpu().saturating_sub(stat0);
+    let own = thread_ctx_switches() - o0;
+    let (c1, cpu1) = client_threads();
     let per = |x: f64| x / turns as f64;
     PerTurn {
         us: per(time.as_secs_f64() * 1e6),
-        cpu_us: per(cpu as f64 / 1e3),
+        cpu_us: per(cpu1.saturating_sub(cpu0) as f64 / 1e3),
         stat_cpu_us: per(stat.as_secs_f64() * 1e6),
-        ctx: per(ctx as f64),
+        ctx: per(c1.saturating_sub(c0) as f64),
         own_ctx: per(own as f64),
     }
 }
