@@ -12,7 +12,9 @@
 #
 # Usage: scripts/bench-delivery.sh [turn|many|all]
 #   RUNS=5         runs per figure; each printed figure is their median
-#   INVOCATIONS=1  how many times to run each bench (to see the spread)
+#   INVOCATIONS=1  how many times to run each bench (to see the spread); with
+#                  more than one, a last table gives every cell's median
+#                  over the invocations
 #   QUICK=1        smoke sizes (PIKURI_BENCH_QUICK=1), seconds
 #   FILTER=...     PIKURI_BENCH_FILTER, e.g. FILTER=non-streamed
 #   IN_PROCESS=1   the replay server as a thread of the bench (the old way)
@@ -44,4 +46,45 @@ for b in "${benches[@]}"; do
     cargo bench -q --features _bench --bench "$b" 2>&1 | tee -a "$out"
   done
 done
+if [ "${INVOCATIONS:-1}" -gt 1 ]; then
+  awk -f /dev/stdin "$out" <<'AWK' | tee "$out.medians"
+# Median over invocations of every numeric cell of the benches' table rows,
+# keyed by bench and the first two cells; text cells (the build costs, the
+# RSS pairs "bare / pikuri") are the first invocation's, their ratios medians.
+function median(s,   n, a, i, j, t) {
+  n = split(s, a, " ")
+  for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+/^## / { bench = $2; sub(/,$/, "", bench); next }
+/^\| *(shape|agents) *\|/ { if (!(bench in head)) head[bench] = $0; next }
+/^\|[-:|]+\|$/ { next }
+/^\| / {
+  n = split($0, c, "|")
+  key = bench "|" c[2] "|" c[3]
+  if (!(key in cols)) { order[++rows] = key; cols[key] = n; bof[key] = bench }
+  cnt[key]++
+  for (i = 4; i < n; i++) {
+    v = c[i]; gsub(/ /, "", v); suf = ""
+    if (v ~ /^[0-9.]+x$/) { suf = "x"; sub(/x$/, "", v) }
+    if (v ~ /^[0-9.]+$/) { vals[key, i] = vals[key, i] " " v; sfx[key, i] = suf }
+    else if (!((key, i) in text)) text[key, i] = c[i]
+  }
+}
+END {
+  last = ""
+  for (r = 1; r <= rows; r++) {
+    key = order[r]; b = bof[key]
+    if (b != last) { print ""; print "## " b ": medians over invocations"; print head[b]; last = b }
+    split(key, k, "|"); line = "|" k[2] "|" k[3] "|"
+    for (i = 4; i < cols[key]; i++) {
+      if ((key, i) in vals) {
+        m = median(vals[key, i]); f = sfx[key, i] == "x" ? "%.2f" : (m >= 100 ? "%.0f" : (m >= 10 ? "%.1f" : "%.2f")); line = line " " sprintf(f, m) sfx[key, i] " |"
+      } else line = line text[key, i] "|"
+    }
+    print line " (" cnt[key] " invocations)"
+  }
+}
+AWK
+fi
 echo "# written to $out"
