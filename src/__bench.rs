@@ -25,7 +25,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
     };
     read_stream(reader, &options, &mut || {}, &mut on, &mut || {})
         .map(|c| c.message)
-        .map_err(|e| decode_error(e, &cfg, None))
+        .map_err(|e| decode_error(e, &cfg, None, None))
 }
 
 /// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.

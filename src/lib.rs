@@ -240,7 +240,7 @@ pub use crate::approval::{
     TerminalApprover,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
-pub use crate::error::{Error, Result};
+pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, StopReason};
 pub use crate::listener::{Listener, ListenerList, SubAgentListener};
 pub use crate::message::{Message, Role, ToolCall, Usage};

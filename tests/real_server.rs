@@ -223,6 +223,7 @@ fn context_overflow_is_a_typed_http_error() {
             Error::Http {
                 status: 400,
                 message,
+                ..
             } => {
                 assert!(
                     message.contains("context"),

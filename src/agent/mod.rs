@@ -28,7 +28,6 @@ pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
 pub use trifecta::TrifectaPolicy;
 
-pub(crate) use fallback::is_context_overflow;
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};

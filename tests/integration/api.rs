@@ -58,23 +58,66 @@ fn error_display_is_short_and_lowercase() {
             Error::Http {
                 status: 429,
                 message: "slow down".into(),
+                url: "http://h/v1/chat/completions".into(),
             },
-            "http status 429: slow down",
+            "http status 429 from http://h/v1/chat/completions: slow down",
         ),
         (
             Error::Http {
                 status: 500,
                 message: String::new(),
+                url: "http://h/v1/chat/completions".into(),
             },
-            "http status 500",
+            "http status 500 from http://h/v1/chat/completions",
         ),
         (
-            Error::Timeout(Duration::from_millis(1500)),
+            Error::Connect {
+                url: "http://h/v1/chat/completions".into(),
+                source: "Connection refused (os error 111)".into(),
+            },
+            "cannot connect to http://h/v1/chat/completions: connection refused (os error 111)",
+        ),
+        (
+            Error::Transport {
+                url: Some("http://h/v1/chat/completions".into()),
+                source: "Connection reset by peer (os error 104)".into(),
+            },
+            "connection to http://h/v1/chat/completions failed: connection reset by peer (os error 104)",
+        ),
+        (
+            Error::Transport {
+                url: None,
+                source: "MCP server `fs`: connection closed: exited".into(),
+            },
+            "transport error: MCP server `fs`: connection closed: exited",
+        ),
+        (
+            Error::Timeout {
+                after: Duration::from_millis(1500),
+                url: None,
+            },
             "timed out after 1500 ms",
         ),
         (
-            Error::Protocol("bad chunk".into()),
+            Error::Timeout {
+                after: Duration::from_millis(1500),
+                url: Some("http://h/v1/chat/completions".into()),
+            },
+            "timed out after 1500 ms waiting for http://h/v1/chat/completions",
+        ),
+        (
+            Error::Protocol {
+                message: "bad chunk".into(),
+                url: None,
+            },
             "protocol error: bad chunk",
+        ),
+        (
+            Error::Protocol {
+                message: "bad chunk".into(),
+                url: Some("http://h/v1/chat/completions".into()),
+            },
+            "protocol error from http://h/v1/chat/completions: bad chunk",
         ),
         (Error::Truncated, "stream truncated before [DONE]"),
         (Error::Cancelled, "cancelled"),

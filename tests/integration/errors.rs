@@ -185,8 +185,8 @@ fn matches(expect: Expect, result: &Result<pikuri::Outcome, Error>) -> bool {
         (Expect::Http(code), Err(e)) => e.status() == Some(code),
         (Expect::Ok, Ok(_))
         | (Expect::Truncated, Err(Error::Truncated))
-        | (Expect::Protocol, Err(Error::Protocol(_)))
-        | (Expect::Timeout, Err(Error::Timeout(_))) => true,
+        | (Expect::Protocol, Err(Error::Protocol { .. }))
+        | (Expect::Timeout, Err(Error::Timeout { .. })) => true,
         _ => false,
     }
 }
@@ -270,7 +270,7 @@ fn connection_refused_is_retried_then_a_transport_error() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Transport(_)), "{err:?}");
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
     assert!(std::error::Error::source(&err).is_some());
 }
 

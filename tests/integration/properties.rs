@@ -246,9 +246,10 @@ fn is_run_error(e: &Error) -> bool {
     matches!(
         e,
         Error::Http { .. }
-            | Error::Transport(_)
-            | Error::Timeout(_)
-            | Error::Protocol(_)
+            | Error::Transport { .. }
+            | Error::Connect { .. }
+            | Error::Timeout { .. }
+            | Error::Protocol { .. }
             | Error::Truncated
             | Error::StepLimitExceeded { .. }
     )

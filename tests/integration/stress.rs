@@ -694,10 +694,10 @@ fn storm_outcome(ctx: &str, result: &pikuri::Result<pikuri::Outcome>) -> &'stati
         Ok(_) => "ok",
         Err(Error::Cancelled) => "cancelled",
         Err(Error::Http { .. }) => "http",
-        Err(Error::Transport(_)) => "transport",
-        Err(Error::Timeout(_)) => "timeout",
+        Err(Error::Transport { .. } | Error::Connect { .. }) => "transport",
+        Err(Error::Timeout { .. }) => "timeout",
         Err(Error::Truncated) => "truncated",
-        Err(Error::Protocol(_)) => "protocol",
+        Err(Error::Protocol { .. }) => "protocol",
         Err(e) => panic!("{ctx}: unexpected error {e:?}"),
     }
 }
