@@ -96,13 +96,23 @@
 //! # Errors
 //!
 //! One error type, [`Error`], for what aborts a run: HTTP statuses (with the
-//! server's own message), transport failures, timeouts, protocol violations,
-//! truncated streams, cancellation and an exhausted step budget. A tool's
-//! failure is never an `Error`: it goes back to the model as an
+//! server's own message), connections that could not be made or broke,
+//! timeouts, protocol violations, truncated streams, cancellation and an
+//! exhausted step budget. Branch on [`Error::kind`], a stable
+//! [`ErrorKind`] (`Connect`, `Timeout`, `Auth`, `RateLimit`,
+//! `ModelNotFound`, `ContextOverflow`, `Server`, `Protocol`, `Cancelled`,
+//! `InvalidInput`...; the table on [`Error`] says when each occurs and
+//! whether trying again helps). An error about a server names the URL it
+//! was talking to, with user info and query values redacted, and its
+//! `Debug` reads as a sentence, so `fn main() -> pikuri::Result<()>` prints
+//! `Error: cannot connect to http://127.0.0.1:8080/v1/chat/completions:
+//! connection refused (os error 111)`.
+//!
+//! A tool's failure is never an `Error`: it goes back to the model as an
 //! `"Error: ..."` observation. After any error the history is valid and the
 //! same agent can take the next turn. A request the server rejected because
-//! the conversation does not fit the window is an [`Error::Http`] for which
-//! [`Error::is_context_overflow`] is true; with a [`Compaction`] set, the
+//! the conversation does not fit the window is of kind
+//! [`ErrorKind::ContextOverflow`]; with a [`Compaction`] set, the
 //! agent compacts and retries it once by itself first. [`Agent::retry_turn`]
 //! retries a failed turn without sending the question twice (what the history holds after
 //! each error is tabled on [`Agent::run_loop`]). A [`History`] is valid by
