@@ -636,9 +636,15 @@ mod tests {
             );
         }
         // Not overflows.
-        assert_eq!(http(400, "model not found").kind(), ErrorKind::ModelNotFound);
+        assert_eq!(
+            http(400, "model not found").kind(),
+            ErrorKind::ModelNotFound
+        );
         assert_eq!(http(401, "invalid api key").kind(), ErrorKind::Auth);
-        assert_eq!(http(503, "maximum context length").kind(), ErrorKind::Server);
+        assert_eq!(
+            http(503, "maximum context length").kind(),
+            ErrorKind::Server
+        );
         assert_eq!(http(413, "body too large").kind(), ErrorKind::Rejected);
         assert!(!http(200, "maximum context length").is_context_overflow());
     }
@@ -651,7 +657,11 @@ mod tests {
             r#"model "llama9" not found, try pulling it first"#,
             "foo/bar is not a valid model ID",
         ] {
-            assert_eq!(http(404, message).kind(), ErrorKind::ModelNotFound, "{message}");
+            assert_eq!(
+                http(404, message).kind(),
+                ErrorKind::ModelNotFound,
+                "{message}"
+            );
         }
         assert_eq!(http(404, "File Not Found").kind(), ErrorKind::Rejected);
         assert_eq!(http(500, "model not found").kind(), ErrorKind::Server);

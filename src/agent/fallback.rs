@@ -92,7 +92,10 @@ mod tests {
             url: "http://h/v1/chat/completions".into(),
             source: "refused".into(),
         }));
-        assert!(!worth_another_server(&http(404, "model `m` does not exist")));
+        assert!(!worth_another_server(&http(
+            404,
+            "model `m` does not exist"
+        )));
         assert!(!worth_another_server(&http(400, "bad request")));
         assert!(!worth_another_server(&http(500, "prompt too long")));
         assert!(!worth_another_server(&Error::Cancelled));

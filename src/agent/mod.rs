@@ -28,7 +28,6 @@ pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
 pub use trifecta::TrifectaPolicy;
 
-
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;

@@ -200,19 +200,7 @@ impl Http {
             req = req.header("Authorization", &format!("Bearer {token}"));
         }
         let body = serde_json::to_vec(msg).expect("a Value always serializes");
-        let mut resp = req.send(&body[..]).map_err(|e| {
-            // The error names the URL (redacted) itself; ureq's text may
-            // quote it raw.
-            let why = match &e {
-                ureq::Error::Io(io) => io.to_string(),
-                other => redact_url_in(&other.to_string(), &self.url).into_owned(),
-            };
-            if cannot_connect(&e) {
-                PostError::Unreachable(why)
-            } else {
-                PostError::Failed(format!("POST failed: {why}"))
-            }
-        })?;
+        let mut resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
         let status = resp.status().as_u16();
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
@@ -291,6 +279,21 @@ impl Http {
                 Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
             }
             Ok(())
+        }
+    }
+
+    /// A failed send: unreachable or failed.
+    fn send_error(&self, e: &ureq::Error) -> PostError {
+        // The error names the URL (redacted) itself; ureq's text may quote
+        // it raw.
+        let why = match e {
+            ureq::Error::Io(io) => io.to_string(),
+            other => redact_url_in(&other.to_string(), &self.url).into_owned(),
+        };
+        if cannot_connect(e) {
+            PostError::Unreachable(why)
+        } else {
+            PostError::Failed(format!("POST failed: {why}"))
         }
     }
 

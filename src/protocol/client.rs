@@ -61,7 +61,7 @@ use super::decode::{
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
 use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};
-use crate::{Cancellable, Error, Result};
+use crate::{Cancellable, ChatTransport, Error, Result};
 
 /// Longest server message kept in [`Error::Http`].
 const MAX_MESSAGE_CHARS: usize = 500;
@@ -152,18 +152,7 @@ impl Client {
         req.write_to(buf, cfg.include_usage);
         let body = &buf[..];
         let transport = req.transport;
-        let url = format!("{}/chat/completions", transport.base_or_default());
-        if transport.api_base().is_none()
-            && !self
-                .shared
-                .default_base_logged
-                .swap(true, Ordering::Relaxed)
-        {
-            log::info!("no api_base set: using {url}");
-        }
-        let key = transport.api_key();
-        // What errors and retry notices show of the URL.
-        let shown = redact(&redact_url(&url), key).into_owned();
+        let (url, shown) = self.chat_url(transport);
         let deadline = Deadline::new(cfg);
         let mut attempt = 0u32;
         loop {
@@ -227,29 +216,15 @@ impl Client {
                     );
                     if (200..300).contains(&status) {
                         return self.read_success(
-                            resp, req, &deadline, &shown, on_fragment, on_wire,
+                            resp,
+                            req,
+                            &deadline,
+                            &shown,
+                            on_fragment,
+                            on_wire,
                         );
                     }
-                    let retry_after = retry::retry_after(resp.headers());
-                    let message =
-                        redact(&read_error_body(resp, cfg.max_line_bytes), key).into_owned();
-                    // A cancel while the error body was read cut it short:
-                    // the message would be partial, and the user asked to
-                    // stop anyway.
-                    if is_cancelled(req.cancel) {
-                        return Err(Error::Cancelled);
-                    }
-                    let err = Error::Http {
-                        status,
-                        message,
-                        url: shown.clone(),
-                    };
-                    // An overflow sent again overflows again, even as a 500
-                    // (Ollama's `prompt too long`).
-                    if !RETRYABLE.contains(&status) || err.is_context_overflow() {
-                        return Err(err);
-                    }
-                    (err, retry_after)
+                    self.rejected(resp, status, req, &shown)?
                 }
             };
             if attempt > cfg.max_retries {
@@ -274,6 +249,56 @@ impl Client {
             });
             retry::sleep(wait, req.cancel)?;
         }
+    }
+
+    /// A non-success answer as an error to retry (with the server's
+    /// `Retry-After`), or `Err` when it is not worth retrying.
+    fn rejected(
+        &self,
+        resp: ureq::http::Response<ureq::Body>,
+        status: u16,
+        req: &Request<'_>,
+        shown: &str,
+    ) -> Result<(Error, Option<Duration>)> {
+        let cfg = &self.shared.config;
+        let retry_after = retry::retry_after(resp.headers());
+        let message = redact(
+            &read_error_body(resp, cfg.max_line_bytes),
+            req.transport.api_key(),
+        )
+        .into_owned();
+        // A cancel while the error body was read cut it short: the message
+        // would be partial, and the user asked to stop anyway.
+        if is_cancelled(req.cancel) {
+            return Err(Error::Cancelled);
+        }
+        let err = Error::Http {
+            status,
+            message,
+            url: shown.to_string(),
+        };
+        // An overflow sent again overflows again, even as a 500 (Ollama's
+        // `prompt too long`).
+        if !RETRYABLE.contains(&status) || err.is_context_overflow() {
+            return Err(err);
+        }
+        Ok((err, retry_after))
+    }
+
+    /// The URL a chat goes to, and what errors, retry notices and logs
+    /// show of it (user info, query values and the key redacted).
+    fn chat_url(&self, transport: &ChatTransport) -> (String, String) {
+        let url = format!("{}/chat/completions", transport.base_or_default());
+        let shown = redact(&redact_url(&url), transport.api_key()).into_owned();
+        if transport.api_base().is_none()
+            && !self
+                .shared
+                .default_base_logged
+                .swap(true, Ordering::Relaxed)
+        {
+            log::info!("no api_base set: using {shown}");
+        }
+        (url, shown)
     }
 
     fn read_success(
@@ -594,7 +619,13 @@ fn is_cancelled(c: Option<&Cancellable>) -> bool {
 
 /// A failed send as an [`Error`]; `raw` is the URL requested and `shown`
 /// its redacted form.
-fn map_ureq(e: ureq::Error, cfg: &HttpConfig, deadline: &Deadline, raw: &str, shown: &str) -> Error {
+fn map_ureq(
+    e: ureq::Error,
+    cfg: &HttpConfig,
+    deadline: &Deadline,
+    raw: &str,
+    shown: &str,
+) -> Error {
     // Which timeout expired decides which configured duration to name.
     let after = match e {
         ureq::Error::Timeout(ureq::Timeout::Global) if deadline.at.is_some() => deadline.configured,

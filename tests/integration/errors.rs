@@ -492,7 +492,10 @@ fn statuses_map_to_kinds_and_name_the_url() {
             let err = agent.run_loop("hi").unwrap_err();
             assert_eq!(err.kind(), kind, "{status} {message}: {err}");
             assert_eq!(err.status(), Some(status));
-            assert_eq!(err.is_context_overflow(), kind == ErrorKind::ContextOverflow);
+            assert_eq!(
+                err.is_context_overflow(),
+                kind == ErrorKind::ContextOverflow
+            );
             let url = format!("{}/chat/completions", server.base_url());
             assert_eq!(err.url(), Some(url.as_str()));
             assert_eq!(

@@ -577,7 +577,10 @@ fn a_stream_of_only_comments_ends_at_the_idle_bound() {
         .unwrap();
     let started = Instant::now();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout { after: d, .. } if d == idle), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == idle),
+        "{err:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_valid_history(agent.messages());
     assert_eq!(
@@ -601,7 +604,10 @@ fn keep_alive_events_do_not_reset_the_idle_bound() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout { after: d, .. } if d == idle), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == idle),
+        "{err:?}"
+    );
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -621,7 +627,10 @@ fn the_idle_bound_defaults_to_the_read_timeout() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout { after: d, .. } if d == read), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == read),
+        "{err:?}"
+    );
 }
 
 /// A slow but live model, one token well within the idle bound each time,
@@ -665,7 +674,10 @@ fn a_request_deadline_ends_a_live_stream() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout { after: d, .. } if d == deadline), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == deadline),
+        "{err:?}"
+    );
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -692,7 +704,10 @@ fn a_request_deadline_bounds_silence_and_retries() {
             .unwrap();
         let started = Instant::now();
         let err = agent.run_loop("hi").unwrap_err();
-        assert!(matches!(err, Error::Timeout { after: d, .. } if d == deadline), "{err:?}");
+        assert!(
+            matches!(err, Error::Timeout { after: d, .. } if d == deadline),
+            "{err:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(20));
     }
     // The first agent's hanging request and the second's 503: once the
