@@ -303,7 +303,10 @@ fn exit_codes_per_outcome() {
     server.push(Reply::status(401, "invalid api key"));
     let out = run(&against(&base, &["-p", "hi"]));
     assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
-    assert_eq!(out.stderr, "error: http status 401: invalid api key\n");
+    assert_eq!(
+        out.stderr,
+        format!("error: http status 401 from {base}/chat/completions: invalid api key\n")
+    );
     server.assert_all_used();
 
     for bad in [
