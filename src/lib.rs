@@ -200,8 +200,9 @@
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
 //! deferred approval ([`Decision::Defer`], [`Agent::resume`]), per-turn token
-//! totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
-//! event stream ([`listeners::ChannelListener`]).
+//! totals ([`Outcome::usage`], [`Agent::total_usage`]), a pull-style
+//! event stream ([`listeners::ChannelListener`]), and a stable
+//! [`ErrorKind`] on every [`Error`] to branch on.
 //!
 //! # MSRV
 //!

@@ -16,9 +16,12 @@
 //!
 //! 429, 500, 502, 503, 504 and connection failures before any response byte
 //! are retried up to [`HttpConfig::with_max_retries`] times with exponential
-//! backoff and jitter, honouring `Retry-After` (seconds) up to the cap. A
-//! stream that has started is never retried: its deltas already reached the
-//! listeners.
+//! backoff and jitter, honouring `Retry-After` (seconds) up to the cap: in
+//! [`ErrorKind`](crate::ErrorKind)s, `RateLimit`, the transient `Server`
+//! statuses, and the `Connect` and `Transport` failures that happen before
+//! the server saw the request. An overflow is not retried, even as a 500
+//! (`ContextOverflow`): it would overflow again. A stream that has started
+//! is never retried: its deltas already reached the listeners.
 //!
 //! # Bounds
 //!
