@@ -131,6 +131,8 @@ fn error_display_is_short_and_lowercase() {
     for (e, shown) in cases {
         assert_eq!(e.to_string(), shown);
         assert!(!shown.ends_with('.'));
+        // No cause beyond what the line says: `Debug` is the same sentence.
+        assert_eq!(format!("{e:?}"), shown);
     }
 }
 
