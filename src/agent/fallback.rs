@@ -12,17 +12,15 @@
 //!   cancel ends the turn as before.
 //! - The next transport is the one after the current transport in the
 //!   list (the first when the current one is not in it: the primary). The
-//!   agent stays on it for later turns; [`Agent::run_loop_with`] goes back.
+//!   agent stays on it for later turns; [`Agent::run_loop_with`](crate::Agent::run_loop_with) goes back.
 //! - The switch follows the rules of a model switch: the history is kept,
 //!   reasoning written by another model is not sent to the new one, the
-//!   context window is detected again. [`Event::ModelFallback`] (with the
-//!   failure as its reason) replaces [`Event::ModelSwitched`], then
-//!   [`Event::ContextCap`] follows.
+//!   context window is detected again. [`Event::ModelFallback`](crate::Event::ModelFallback) (with the
+//!   failure as its reason) replaces [`Event::ModelSwitched`](crate::Event::ModelSwitched), then
+//!   [`Event::ContextCap`](crate::Event::ContextCap) follows.
 //! - When the last transport fails too, its error ends the turn.
 
-use super::Agent;
-use crate::protocol::Completion;
-use crate::{Error, Event, Result};
+use crate::{ChatTransport, Error};
 
 /// Whether a request rejected with `status` and the server's `message`
 /// (or raw body) was rejected because the conversation does not fit the
@@ -69,33 +67,33 @@ fn worth_another_server(e: &Error) -> bool {
     }
 }
 
-impl Agent {
-    /// One request; on a failure worth another server, the next transport
-    /// of the fallback list takes the turn over (see the module docs).
-    pub(crate) fn request_with_fallback(&mut self) -> Result<Completion> {
-        loop {
-            let err = match self.request() {
-                Err(e) if worth_another_server(&e) => e,
-                other => return other,
-            };
-            let from = self.transport();
-            let next = self
-                .fallbacks
-                .iter()
-                .position(|t| *t == from)
-                .map_or(0, |i| i + 1);
-            let Some(to) = self.fallbacks.get(next).cloned() else {
-                return Err(err);
-            };
-            self.shared.state.lock().transport = to.clone();
-            self.emit(Event::ModelFallback {
-                agent: self.agent_id(),
-                from,
-                to,
-                reason: err.to_string(),
-            });
-            self.detect_and_emit_context_cap();
+/// The transports a failing request falls back to, in order (see the
+/// module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Fallbacks {
+    transports: Vec<ChatTransport>,
+}
+
+impl Fallbacks {
+    pub(crate) fn new(transports: Vec<ChatTransport>) -> Fallbacks {
+        Fallbacks { transports }
+    }
+
+    /// Where a request that failed with `err` on `current` goes next:
+    /// `None` when the failure is not worth another server or the list is
+    /// used up (the error ends the turn).
+    pub(crate) fn next(&self, current: &ChatTransport, err: &Error) -> Option<ChatTransport> {
+        if !worth_another_server(err) {
+            return None;
         }
+        // The one after the current transport; the first when the current
+        // one is not in the list (it is the primary).
+        let next = self
+            .transports
+            .iter()
+            .position(|t| t == current)
+            .map_or(0, |i| i + 1);
+        self.transports.get(next).cloned()
     }
 }
 
