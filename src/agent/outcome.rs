@@ -37,7 +37,7 @@ pub struct Outcome {
     pub steps: u32,
     /// The tokens of every request of the run: this agent's, its
     /// sub-agents' and the synthesizer's, summed field by field (also on
-    /// the run's [`Event::Stopped`]).
+    /// the run's [`Event::Stopped`](crate::Event::Stopped)).
     pub usage: Usage,
     /// How many requests were answered in the run, sub-agents' and the
     /// synthesizer's included.

@@ -139,9 +139,12 @@ const NOTE_HEAD: &str =
     "Your final answer must be only a JSON object matching this JSON Schema, with no other text:";
 
 impl TypedSpec {
-    /// The note appended to the system prompt.
-    pub(crate) fn note(&self) -> &str {
-        &self.note
+    /// End a system prompt with the note that asks for the schema.
+    pub(crate) fn append_note(&self, prompt: &mut String) {
+        if !prompt.is_empty() {
+            prompt.push_str("\n\n");
+        }
+        prompt.push_str(&self.note);
     }
 
     /// Add `response_format` (and, to a server at `api_base` that looks

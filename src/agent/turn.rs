@@ -273,10 +273,10 @@ impl Agent {
     /// - The system prompt of every request of the turn ends with a note
     ///   holding `T`'s schema ("Your final answer must be only a JSON
     ///   object matching this JSON Schema, ...").
-    /// - In [`StructuredMode::JsonSchema`], `response_format: {"type":
+    /// - In [`StructuredMode::JsonSchema`](crate::StructuredMode::JsonSchema), `response_format: {"type":
     ///   "json_schema", "json_schema": {"name": <T's name>, "strict": true,
     ///   "schema": <T's schema>}}` (`strict` is false when the schema breaks
-    ///   strict mode, see [`Parameters::strict_violations`]), and to a server
+    ///   strict mode, see [`Parameters::strict_violations`](crate::Parameters::strict_violations)), and to a server
     ///   that looks like Ollama (port 11434 or an `/api` base) `format:
     ///   <schema>`. An agent without tools sends them on every request; an
     ///   agent with tools runs its tool rounds without them (llama.cpp would
@@ -391,7 +391,12 @@ impl Agent {
         let has_tools = !self.shared.state.lock().tools.is_empty();
         let constrain = !has_tools || settings.constrains_tool_rounds();
         let saved = (Arc::clone(&self.options), self.system_prompt.clone());
-        self.type_requests(turn.spec(), constrain);
+        turn.spec().append_note(&mut self.system_prompt);
+        // Kept for the synthesizer, should the budget run out.
+        Arc::make_mut(&mut self.options).typed = Some(Arc::clone(turn.spec()));
+        if constrain {
+            self.constrain(turn.spec());
+        }
         let result = self.typed_turn::<T>(user_message, &mut turn);
         (self.options, self.system_prompt) = saved;
         result
@@ -399,7 +404,7 @@ impl Agent {
 
     /// Compact the conversation now, whatever the estimate: the older turns
     /// are summarized or dropped as the configured
-    /// [`Compaction`](crate::Compaction) says ([`Compaction::summarize`]
+    /// [`Compaction`](crate::Compaction) says ([`Compaction::summarize`](crate::Compaction::summarize)
     /// when none is set), the last turns are kept, and
     /// [`Event::Compacted`] says what changed. Returns whether anything
     /// was compacted (`false`: no turn older than the kept ones). The rules
@@ -1007,7 +1012,7 @@ impl Agent {
         )?;
         // A typed turn's answer is typed even when the synthesizer writes it.
         if let Some(spec) = self.options.typed.clone() {
-            synth.append_note(&spec);
+            spec.append_note(&mut synth.system_prompt);
             synth.constrain(&spec);
         }
         synth.run_loop(&prompt)?;
@@ -1046,25 +1051,6 @@ impl Agent {
             let result = self.rounds(&mut run);
             outcome = self.turn_end(result, run.steps, user_message)?;
         }
-    }
-
-    /// Make this agent's requests typed: the note on the system prompt,
-    /// the spec for a synthesizer, and (when `constrain`) the request
-    /// fields.
-    fn type_requests(&mut self, spec: &Arc<TypedSpec>, constrain: bool) {
-        self.append_note(spec);
-        Arc::make_mut(&mut self.options).typed = Some(Arc::clone(spec));
-        if constrain {
-            self.constrain(spec);
-        }
-    }
-
-    /// End this agent's system prompt with the typed turn's note.
-    fn append_note(&mut self, spec: &TypedSpec) {
-        if !self.system_prompt.is_empty() {
-            self.system_prompt.push_str("\n\n");
-        }
-        self.system_prompt.push_str(spec.note());
     }
 
     /// Add the typed turn's request fields to this agent's requests.
