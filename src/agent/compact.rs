@@ -549,4 +549,113 @@ mod tests {
         assert!(t.contains("characters omitted"));
         assert!(t.chars().count() < 160);
     }
+
+    /// Two old turns and a current one, about 50 tokens each by chars/4.
+    fn long_history() -> Vec<Message> {
+        let words = "w".repeat(200);
+        vec![
+            Message::user(format!("one {words}")),
+            Message::assistant(format!("1 {words}")),
+            Message::user(format!("two {words}")),
+            Message::assistant(format!("2 {words}")),
+            Message::user("three"),
+        ]
+    }
+
+    fn conversation<'a>(
+        messages: &'a mut Vec<Message>,
+        window: Option<u64>,
+        summarize: &'a mut dyn FnMut(&str, &str) -> Result<String>,
+    ) -> Conversation<'a> {
+        Conversation {
+            messages,
+            system_prompt: "",
+            tools: &[],
+            window,
+            summarize,
+        }
+    }
+
+    #[test]
+    fn before_request_compacts_only_past_the_threshold() {
+        let mut asked = Vec::new();
+        let mut summarize = |_: &str, prompt: &str| {
+            asked.push(prompt.to_string());
+            Ok("the gist".to_string())
+        };
+        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut h = long_history();
+        // About 210 tokens against a window of 1,000: nothing to do.
+        let mut c = conversation(&mut h, Some(1000), &mut summarize);
+        assert!(k.before_request(&mut c).unwrap().is_none());
+        // Against a window of 200, past 80%: the two old turns go.
+        let mut c = conversation(&mut h, Some(200), &mut summarize);
+        let done = k.before_request(&mut c).unwrap().expect("compacted");
+        assert_eq!(h.len(), 2);
+        assert!(Compaction::is_summary(&h[0]));
+        assert!(h[0].content.ends_with("the gist"));
+        assert_eq!(h[1].content, "three");
+        // The current turn started at 4; it now follows the summary.
+        assert_eq!(done.shift(4), 1);
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains("[user] one"), "{}", asked[0]);
+    }
+
+    #[test]
+    fn a_failed_summary_leaves_the_history_but_a_cancel_stops() {
+        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut h = long_history();
+        let mut failing = |_: &str, _: &str| Err(Error::protocol("down"));
+        let mut c = conversation(&mut h, Some(200), &mut failing);
+        assert!(k.before_request(&mut c).unwrap().is_none());
+        assert_eq!(h.len(), 5);
+        let mut cancelled = |_: &str, _: &str| Err(Error::Cancelled);
+        let mut c = conversation(&mut h, Some(200), &mut cancelled);
+        assert!(k.before_request(&mut c).unwrap_err().is_cancelled());
+        let mut c = conversation(&mut h, Some(200), &mut cancelled);
+        assert!(k.after_overflow(&mut c).unwrap_err().is_cancelled());
+        assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn after_overflow_needs_a_configuration_and_halves_a_rejected_transcript() {
+        let mut h = long_history();
+        let mut never =
+            |_: &str, _: &str| -> Result<String> { panic!("no summary without a configuration") };
+        let mut c = conversation(&mut h, None, &mut never);
+        assert!(
+            Compactor::default()
+                .after_overflow(&mut c)
+                .unwrap()
+                .is_none()
+        );
+
+        let mut h: Vec<Message> = (0..40)
+            .flat_map(|i| {
+                [
+                    Message::user(format!("q{i} {}", "x".repeat(100))),
+                    Message::assistant("a"),
+                ]
+            })
+            .collect();
+        h.push(Message::user("now"));
+        let mut lengths = Vec::new();
+        let mut picky = |_: &str, prompt: &str| {
+            lengths.push(prompt.chars().count());
+            if lengths.len() == 1 {
+                Err(Error::Http {
+                    status: 400,
+                    message: "the request exceeds the available context size".into(),
+                })
+            } else {
+                Ok("short".to_string())
+            }
+        };
+        let mut k = Compactor::new(Some(Compaction::summarize()));
+        let mut c = conversation(&mut h, None, &mut picky);
+        assert!(k.after_overflow(&mut c).unwrap().is_some());
+        assert_eq!(h.len(), 2, "keeps only the current turn");
+        assert_eq!(lengths.len(), 2);
+        assert!(lengths[1] < lengths[0], "{lengths:?}");
+    }
 }

@@ -169,4 +169,24 @@ mod tests {
         assert!(!worth_another_server(&Error::Cancelled));
         assert!(!worth_another_server(&Error::Truncated));
     }
+
+    #[test]
+    fn next_walks_the_list_once_and_only_for_server_failures() {
+        let primary = ChatTransport::new("primary");
+        let (a, b) = (ChatTransport::new("a"), ChatTransport::new("b"));
+        let list = Fallbacks::new(vec![a.clone(), b.clone()]);
+        let down = Error::Http {
+            status: 503,
+            message: "overloaded".into(),
+        };
+        assert_eq!(list.next(&primary, &down), Some(a.clone()));
+        assert_eq!(list.next(&a, &down), Some(b.clone()));
+        assert_eq!(
+            list.next(&b, &down),
+            None,
+            "the last one's error ends the turn"
+        );
+        assert_eq!(list.next(&primary, &Error::Cancelled), None);
+        assert_eq!(Fallbacks::default().next(&primary, &down), None);
+    }
 }

@@ -363,4 +363,57 @@ mod tests {
         let m = repair_message(&["a".into(), "b".into()]);
         assert!(m.contains("- a\n- b\n"), "{m}");
     }
+
+    crate::schema_type! {
+        /// A count.
+        struct Count {
+            /// How many.
+            n: u32,
+        }
+    }
+
+    fn outcome(answer: &str, steps: u32) -> Outcome {
+        Outcome {
+            stop_reason: StopReason::Completed,
+            answer: Some(answer.to_string()),
+            steps,
+            usage: crate::Usage::new().with_input(10),
+            requests: 1,
+            pending_approvals: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn judge_repairs_then_sums_the_runs() {
+        let settings = StructuredOutput::default().with_max_repairs(1);
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        match turn.judge::<Count>(outcome("many", 2)).unwrap() {
+            Judged::Repair(m) => assert!(m.contains("not valid JSON"), "{m}"),
+            Judged::Done(_) => panic!("an invalid answer passed"),
+        }
+        let Judged::Done(typed) = turn.judge::<Count>(outcome(r#"{"n": 3}"#, 1)).unwrap() else {
+            panic!("a valid answer was sent back");
+        };
+        assert_eq!(typed.value.n, 3);
+        assert_eq!(typed.repairs, 1);
+        assert_eq!((typed.outcome.steps, typed.outcome.requests), (3, 2));
+        assert_eq!(typed.outcome.usage.input, Some(20));
+    }
+
+    #[test]
+    fn judge_stops_when_the_repairs_are_used_up_or_the_run_paused() {
+        let settings = StructuredOutput::default().with_max_repairs(0);
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        assert!(matches!(
+            turn.judge::<Count>(outcome("{}", 0)),
+            Err(Error::InvalidAnswer { .. })
+        ));
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        let mut paused = outcome("", 0);
+        paused.stop_reason = StopReason::ApprovalPending;
+        assert!(matches!(
+            turn.judge::<Count>(paused),
+            Err(Error::InvalidInput(_))
+        ));
+    }
 }

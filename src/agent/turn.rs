@@ -576,6 +576,8 @@ impl Agent {
             let Some(to) = self.fallbacks.next(&from, &err) else {
                 return Err(err);
             };
+            // The agent stays on the fallback for later turns: the primary
+            // just failed after its retries, and `run_loop_with` goes back.
             self.shared.state.lock().transport = to.clone();
             self.emit(Event::ModelFallback {
                 agent: self.agent_id(),
@@ -670,7 +672,11 @@ impl Agent {
             model,
             ..
         } = completion;
+        // Some servers do not name the model in the answer: the one asked
+        // for is the one that wrote it.
         let model = model.or_else(|| self.transport().model().map(str::to_string));
+        // Recovery only when the server parsed no call: text next to real
+        // calls is prose, not a second copy of them.
         if self.options.recover_tool_calls && message.tool_calls.is_empty() {
             let tools = self.tools();
             if let Some((content, calls)) = recover::recover(&message.content, &tools) {
@@ -843,6 +849,8 @@ impl Agent {
     /// [`Interloper`](crate::Interloper) holds, each announced as a
     /// mid-loop [`Event::UserTurn`]; true when anything was delivered.
     fn after_batch(&mut self) -> bool {
+        // Only here, between whole rounds: a user message must never sit
+        // between a tool call and its result.
         let Some(q) = &self.interloper else {
             return false;
         };
@@ -866,6 +874,8 @@ impl Agent {
         let result = match result {
             Ok(End::Answered) => Ok(StopReason::Completed),
             Ok(End::Pending) => Ok(StopReason::ApprovalPending),
+            // The budget is spent but the host asked for an answer anyway:
+            // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
                 if self
                     .step_limit
@@ -879,6 +889,8 @@ impl Agent {
         };
         let reason = match &result {
             Ok(r) => *r,
+            // Announced once, here, after the "cancelled" observations, so
+            // a listener sees the cancel where the turn actually ended.
             Err(Error::Cancelled) => {
                 self.emit(Event::Cancelled {
                     agent: self.agent_id(),
