@@ -5,7 +5,9 @@ between the files of any one module directory.
 Usage:
     scripts/check-cycles.py [SRC_DIR]     check SRC_DIR (default: src/ next to scripts/)
     scripts/check-cycles.py --self-test   check that a planted cycle is found
-    scripts/check-cycles.py --graph DIR   print the file graph of module DIR (e.g. agent)
+    scripts/check-cycles.py --graph DIR   print the file graph of module DIR (e.g. agent,
+                                          tool/schema), or with DIR `.` the top-level
+                                          module graph with the file edges behind each arrow
 
 Exit status: 1 with every cycle printed when there is one, 0 with a
 one-line summary otherwise (2 on a usage or self-test failure).
@@ -444,22 +446,25 @@ def check(src):
 
     # (a) top-level modules.
     tops = {p[0] for p in module_of.values() if p}
-    top_edges = {}
-    for f, targets in file_edges.items():
+    top_edges, why = {}, {}
+    for f, targets in sorted(file_edges.items()):
         a = module_of[f]
         if not a:
             continue
-        for t in targets:
+        for t in sorted(targets):
             b = module_of[t]
             if b and b[0] != a[0]:
                 top_edges.setdefault(a[0], set()).add(b[0])
+                why.setdefault((a[0], b[0]), []).append("%s -> %s" % (rel(f), rel(t)))
     for comp, path in find_cycles(tops, top_edges):
         reports.append("cycle between top-level modules: " + " -> ".join(path)
                        + ("  (all of: %s)" % ", ".join(comp) if len(comp) > len(path) - 1 else ""))
 
+    graphs = {".": {a: {"%s (%s)" % (b, "; ".join(why[(a, b)])) for b in bs}
+                     for a, bs in top_edges.items()}}
+
     # (b) the files of each module directory.
     dirs = 0
-    graphs = {}
     for mod in modules.values():
         if not mod.children or not (mod.file.endswith("mod.rs") or mod.path == ()):
             continue
