@@ -1,5 +1,12 @@
 //! The agent loop: [`Agent`], [`Outcome`]; the turn diagram and the
 //! history-validity rule are documented on [`Agent`].
+//!
+//! `impl Agent` lives here (the agent, its construction, its readers, the
+//! history in and out) and in `turn.rs` (the loop, one method per
+//! boundary). What the boundaries delegate are plain types in their own
+//! files: `compact.rs`, `fallback.rs`, `approval.rs`, `structured.rs`,
+//! `tool_limit.rs`. No file here imports one that imports it back
+//! (`scripts/check-cycles.py --graph agent`).
 
 mod approval;
 mod builder;
@@ -181,8 +188,8 @@ pub struct Agent {
     fallbacks: Fallbacks,
 }
 
-/// The agent is built next to its definition, so that `builder.rs` does not
-/// depend on the agent it builds.
+// The agent is built next to its definition, so that `builder.rs` does not
+// depend on the agent it builds (no import cycle between the two files).
 impl Configurator {
     /// Build the agent: validate, resolve a missing model, bind extensions
     /// (in registration order), resolve the context window and emit
