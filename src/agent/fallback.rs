@@ -13,17 +13,15 @@
 //!   or a cancel ends the turn as before.
 //! - The next transport is the one after the current transport in the
 //!   list (the first when the current one is not in it: the primary). The
-//!   agent stays on it for later turns; [`Agent::run_loop_with`] goes back.
+//!   agent stays on it for later turns; [`Agent::run_loop_with`](crate::Agent::run_loop_with) goes back.
 //! - The switch follows the rules of a model switch: the history is kept,
 //!   reasoning written by another model is not sent to the new one, the
-//!   context window is detected again. [`Event::ModelFallback`] (with the
-//!   failure as its reason) replaces [`Event::ModelSwitched`], then
-//!   [`Event::ContextCap`] follows.
+//!   context window is detected again. [`Event::ModelFallback`](crate::Event::ModelFallback) (with the
+//!   failure as its reason) replaces [`Event::ModelSwitched`](crate::Event::ModelSwitched), then
+//!   [`Event::ContextCap`](crate::Event::ContextCap) follows.
 //! - When the last transport fails too, its error ends the turn.
 
-use super::Agent;
-use crate::protocol::Completion;
-use crate::{Error, ErrorKind, Event, Result};
+use crate::{ChatTransport, Error, ErrorKind};
 
 /// Whether another server might answer where this one failed after its
 /// retries.
@@ -40,33 +38,33 @@ fn worth_another_server(e: &Error) -> bool {
     )
 }
 
-impl Agent {
-    /// One request; on a failure worth another server, the next transport
-    /// of the fallback list takes the turn over (see the module docs).
-    pub(crate) fn request_with_fallback(&mut self) -> Result<Completion> {
-        loop {
-            let err = match self.request() {
-                Err(e) if worth_another_server(&e) => e,
-                other => return other,
-            };
-            let from = self.transport();
-            let next = self
-                .fallbacks
-                .iter()
-                .position(|t| *t == from)
-                .map_or(0, |i| i + 1);
-            let Some(to) = self.fallbacks.get(next).cloned() else {
-                return Err(err);
-            };
-            self.shared.state.lock().transport = to.clone();
-            self.emit(Event::ModelFallback {
-                agent: self.agent_id(),
-                from,
-                to,
-                reason: err.to_string(),
-            });
-            self.detect_and_emit_context_cap();
+/// The transports a failing request falls back to, in order (see the
+/// module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Fallbacks {
+    transports: Vec<ChatTransport>,
+}
+
+impl Fallbacks {
+    pub(crate) fn new(transports: Vec<ChatTransport>) -> Fallbacks {
+        Fallbacks { transports }
+    }
+
+    /// Where a request that failed with `err` on `current` goes next:
+    /// `None` when the failure is not worth another server or the list is
+    /// used up (the error ends the turn).
+    pub(crate) fn next(&self, current: &ChatTransport, err: &Error) -> Option<ChatTransport> {
+        if !worth_another_server(err) {
+            return None;
         }
+        // The one after the current transport; the first when the current
+        // one is not in the list (it is the primary).
+        let next = self
+            .transports
+            .iter()
+            .position(|t| t == current)
+            .map_or(0, |i| i + 1);
+        self.transports.get(next).cloned()
     }
 }
 
@@ -100,5 +98,26 @@ mod tests {
         assert!(!worth_another_server(&http(500, "prompt too long")));
         assert!(!worth_another_server(&Error::Cancelled));
         assert!(!worth_another_server(&Error::Truncated));
+    }
+
+    #[test]
+    fn next_walks_the_list_once_and_only_for_server_failures() {
+        let primary = ChatTransport::new("primary");
+        let (a, b) = (ChatTransport::new("a"), ChatTransport::new("b"));
+        let list = Fallbacks::new(vec![a.clone(), b.clone()]);
+        let down = Error::Http {
+            status: 503,
+            message: "overloaded".into(),
+            url: "http://h/v1/chat/completions".into(),
+        };
+        assert_eq!(list.next(&primary, &down), Some(a.clone()));
+        assert_eq!(list.next(&a, &down), Some(b.clone()));
+        assert_eq!(
+            list.next(&b, &down),
+            None,
+            "the last one's error ends the turn"
+        );
+        assert_eq!(list.next(&primary, &Error::Cancelled), None);
+        assert_eq!(Fallbacks::default().next(&primary, &down), None);
     }
 }

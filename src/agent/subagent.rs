@@ -9,9 +9,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::child::ChildSpec;
+use super::Agent;
+use super::builder::Extension;
+use super::child::{self, ChildSpec};
+use super::extension::ExtensionContext;
 use crate::Parameters;
-use crate::{Agent, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError};
+use crate::{Error, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
 ///
@@ -274,12 +277,15 @@ impl AgentTool {
             .iter()
             .filter_map(|name| pool.iter().find(|t| t.name() == name).cloned())
             .collect();
-        self.ctx.spawn_child(ChildSpec {
-            id: id.to_string(),
-            system_prompt: persona.system_prompt.clone(),
-            max_steps: persona.max_steps,
-            tools,
-        })
+        child::spawn(
+            &*self.ctx.shared()?,
+            ChildSpec {
+                id: id.to_string(),
+                system_prompt: persona.system_prompt.clone(),
+                max_steps: persona.max_steps,
+                tools,
+            },
+        )
     }
 }
 

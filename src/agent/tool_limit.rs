@@ -96,8 +96,15 @@ impl ToolResultLimit {
     }
 }
 
+impl ToolResultLimit {
+    /// A tool result as it is appended, under a window of `cap` tokens.
+    pub(crate) fn apply(&self, content: String, cap: Option<u64>) -> String {
+        truncate_result(content, self.max_chars(cap))
+    }
+}
+
 /// `content` cut to `max` characters plus the marker, when longer.
-pub(crate) fn truncate_result(content: String, max: Option<usize>) -> String {
+fn truncate_result(content: String, max: Option<usize>) -> String {
     let Some(max) = max else { return content };
     let total = content.chars().count();
     if total <= max {

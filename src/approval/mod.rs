@@ -3,8 +3,8 @@
 //! approvers, and [`PendingApproval`] for hosts that decide later.
 //!
 //! The loop side (where the approver is consulted, how a cancel ends the
-//! wait, how a deferred turn resumes) lives in `agent/approval.rs` and is
-//! documented on [`Approver`].
+//! wait, how a deferred turn resumes) lives in `agent/approval.rs` (the
+//! gate) and `agent/turn.rs` (`resume`), and is documented on [`Approver`].
 
 mod terminal;
 
