@@ -10,8 +10,10 @@
 //! Offline, the scripted model first answers in prose; pikuri sends it back
 //! with the problem listed, and the second answer parses into `Triage`.
 
+use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Agent, ChatTransport, Error, JsonSchema, StructuredOutput};
+use pikuri::tool::JsonSchema;
+use pikuri::{Agent, ChatTransport, Error};
 
 pikuri::schema_type! {
     /// How urgent a ticket is.

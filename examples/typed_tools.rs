@@ -14,8 +14,8 @@
 //! schema, and corrects itself.
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{Json, JsonSchema, TypedTool};
 use pikuri::{Agent, ChatTransport, Event, ToolContext, ToolError, listeners::InMemoryEventList};
-use pikuri::{Json, JsonSchema, TypedTool};
 use serde_json::json;
 
 pikuri::schema_type! {

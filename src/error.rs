@@ -108,7 +108,7 @@ impl Error {
     /// length`, `context_length_exceeded`) or Ollama (`input length exceeds
     /// ... context length`).
     ///
-    /// With a [`Compaction`](crate::Compaction) set, the agent compacts
+    /// With a [`Compaction`](crate::compaction::Compaction) set, the agent compacts
     /// and retries such a request once by itself; this error reaches the
     /// host only when the retry was rejected too (the kept turns alone do
     /// not fit) or when no compaction is set.

@@ -200,9 +200,8 @@
 #![forbid(unsafe_code)]
 
 // Private modules; the public API is the flat `pub use` block below plus the
-// three secondary namespaces `builtin`, `listeners` and `testing`.
+// namespaces declared after it, which hold what is secondary.
 mod agent;
-mod approval;
 mod control;
 mod error;
 mod event;
@@ -211,15 +210,18 @@ mod media_type;
 mod message;
 mod protocol;
 mod sanitize;
-mod tool;
 mod util;
 mod web;
 
+// Namespaces that are real modules: every public item in them has this one
+// path (the root types of `tool` sit in crate-private submodules).
+pub mod approval;
 pub mod builtin;
 pub mod guide;
 pub mod listeners;
 pub mod mcp;
 pub mod testing;
+pub mod tool;
 
 #[cfg(test)]
 mod test_util;
@@ -230,25 +232,56 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
-pub use crate::agent::{
-    Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
-    Outcome, Persona, StructuredMode, StructuredOutput, SubAgents, Synthesizer, ToolResultLimit,
-    TrifectaPolicy, Typed, close_all,
-};
-pub use crate::approval::{
-    ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,
-    TerminalApprover,
-};
+pub use crate::agent::{Agent, Configurator, History, Outcome, close_all};
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};
 pub use crate::event::{Event, StopReason};
-pub use crate::listener::{Listener, ListenerList, SubAgentListener};
+pub use crate::listener::Listener;
 pub use crate::message::{Message, Role, ToolCall, Usage};
 pub use crate::protocol::{ChatTransport, HttpConfig};
-pub use crate::tool::{
-    FnTool, IntoObservation, ItemType, Json, JsonSchema, Parameters, ParametersBuilder,
-    SchemaError, Tool, ToolContext, ToolError, TypedTool, ValidationError,
-};
+pub use crate::tool::base::{Tool, ToolError};
+pub use crate::tool::context::ToolContext;
+
+// Namespaces that only re-export: the types live in the private `agent`
+// module (and `event`, `listener`), and are named here once.
+
+/// Keeping a conversation inside the context window: [`Compaction`]
+/// summarizes or drops older turns, [`ToolResultLimit`] cuts one oversized
+/// tool result.
+///
+/// Both are set on the [`Configurator`]; the rules are documented on
+/// [`Compaction`], and each compaction is narrated as an
+/// [`Event::Compacted`].
+pub mod compaction {
+    pub use crate::agent::{Compaction, ToolResultLimit};
+    pub use crate::event::CompactionStrategy;
+}
+
+/// Extensions: the [`Extension`] trait (pikuri's extension protocol) and
+/// the [`ExtensionContext`] an extension binds through.
+///
+/// [`subagent::SubAgents`](crate::subagent::SubAgents) and
+/// [`mcp::Registry`](crate::mcp::Registry) are extensions; add one with
+/// [`Configurator::add_extension`](crate::Configurator::add_extension).
+pub mod extension {
+    pub use crate::agent::{Extension, ExtensionContext};
+}
+
+/// Structured output: a turn whose answer is a value of a Rust type
+/// ([`StructuredOutput`], [`StructuredMode`], and the [`Typed`] answer).
+pub mod structured {
+    pub use crate::agent::{StructuredMode, StructuredOutput, Typed};
+}
+
+/// Child agents: delegation to [`Persona`]s through the [`SubAgents`]
+/// extension, the [`Synthesizer`] that answers when the step budget runs
+/// out, and [`SubAgentListener`], what a listener gives a child agent.
+///
+/// What a child inherits from its parent is tabled once, on [`SubAgents`].
+pub mod subagent {
+    pub use crate::agent::{Persona, SubAgents, Synthesizer};
+    pub use crate::listener::SubAgentListener;
+}
 
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]

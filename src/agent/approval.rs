@@ -1,7 +1,7 @@
 //! The loop side of approval: reviewing one call (after validation, before
 //! the call), waiting for a blocking approver with a way out on cancel, and
 //! the deferred flow (pending calls read back from the history, `resume`).
-//! The contract is documented once, on [`Approver`](crate::Approver).
+//! The contract is documented once, on [`Approver`](crate::approval::Approver).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -10,11 +10,10 @@ use serde_json::Value;
 
 use super::run::{End, parse_arguments};
 use super::{Agent, Outcome, Shared};
-use crate::tool::{self, ToolContext};
-use crate::{
-    ApprovalRequest, Approver, Cancellable, Decision, Error, Event, Message, PendingApproval,
-    Result, Role, Tool, ToolCall,
-};
+use crate::ToolContext;
+use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
+use crate::tool;
+use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.
@@ -153,7 +152,7 @@ impl Agent {
     /// conversation's trailing assistant message, in call order. Empty
     /// unless the last turn stopped with
     /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
-    /// (or such a history was loaded). See [`Approver`](crate::Approver),
+    /// (or such a history was loaded). See [`Approver`](crate::approval::Approver),
     /// "Deciding later".
     pub fn pending_approvals(&self) -> Vec<PendingApproval> {
         unanswered(&self.messages)
@@ -180,7 +179,9 @@ impl Agent {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Decision, FnTool, History, Parameters, StopReason};
+    /// use pikuri::{Agent, History, StopReason};
+    /// use pikuri::approval::Decision;
+    /// use pikuri::tool::{FnTool, Parameters};
     /// use pikuri::testing::{FakeServer, Reply};
     ///
     /// let server = FakeServer::start();
@@ -191,7 +192,7 @@ impl Agent {
     ///     |args, _| Ok(format!("sent to {}", args["to"].as_str().unwrap()))).state_changing();
     /// let build = || Agent::builder(server.transport())
     ///     .add_tool(send())
-    ///     .approver(|_: &pikuri::ApprovalRequest| Decision::Defer)
+    ///     .approver(|_: &pikuri::approval::ApprovalRequest| Decision::Defer)
     ///     .build();
     ///
     /// // A web handler: the turn stops, the history is saved.

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::extension::Extension;
-use super::{
-    Agent, CloseHandler, Compaction, LoopOptions, Synthesizer, Tally, ToolResultLimit,
-    TrifectaPolicy,
-};
+use super::{Agent, CloseHandler, Compaction, LoopOptions, Synthesizer, Tally, ToolResultLimit};
+use crate::approval::Approver;
+use crate::listener::ListenerList;
 use crate::protocol::Client;
+use crate::tool::TrifectaPolicy;
 use crate::{
-    Approver, Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener,
-    ListenerList, Result, StepLimit, Tool,
+    Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, Result, StepLimit,
+    Tool,
 };
 use parking_lot::Mutex;
 
@@ -122,7 +122,7 @@ impl Configurator {
 
     /// The approver consulted before each tool call (none by default: every
     /// call runs). Sub-agents inherit it. See [`Approver`] for when it is
-    /// consulted and what each [`Decision`](crate::Decision) does.
+    /// consulted and what each [`Decision`](crate::approval::Decision) does.
     pub fn approver(mut self, approver: impl Approver) -> Configurator {
         self.approver = Some(into_shared_approver(approver));
         self
@@ -234,7 +234,7 @@ impl Configurator {
     }
 
     /// Use a prebuilt list (e.g. one derived with
-    /// [`ExtensionContext::listeners_for_sub_agent`](crate::ExtensionContext::listeners_for_sub_agent)),
+    /// [`ExtensionContext::listeners_for_sub_agent`](crate::extension::ExtensionContext::listeners_for_sub_agent)),
     /// replacing the listeners added so far.
     pub fn listener_list(mut self, list: ListenerList) -> Configurator {
         self.listeners = list;
@@ -288,7 +288,8 @@ impl Configurator {
     /// 25% of the window; [`ToolResultLimit::off`] disables it).
     ///
     /// ```
-    /// use pikuri::{Agent, ToolResultLimit, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::compaction::ToolResultLimit;
     /// use pikuri::testing::{FakeServer, Reply};
     /// let server = FakeServer::start();
     /// server.set_context_size(None); // the window is unknown: the char limit applies

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 
 use super::Shared;
-use crate::ListenerList;
+use crate::listener::ListenerList;
 use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 
 /// A plug-in that grows an agent without touching it. Every hook has a no-op
@@ -37,7 +37,9 @@ use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Configurator, Extension, ExtensionContext, listeners::InMemoryEventList, Result};
+/// use pikuri::{Agent, Configurator, Result};
+/// use pikuri::extension::{Extension, ExtensionContext};
+/// use pikuri::listeners::InMemoryEventList;
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// struct Greeter;
@@ -162,7 +164,7 @@ impl ExtensionContext {
     /// Register a sub-agent-only tool at runtime (the pool of
     /// [`Configurator::add_sub_agent_tool`](crate::Configurator::add_sub_agent_tool)):
     /// never offered to this agent's model, reachable by the
-    /// [`Persona`](crate::Persona)s that name it from the next sub-agent on.
+    /// [`Persona`](crate::subagent::Persona)s that name it from the next sub-agent on.
     ///
     /// # Errors
     ///

@@ -18,7 +18,7 @@ mod tool_limit;
 mod trifecta;
 
 pub use builder::Configurator;
-pub use compact::{Compaction, CompactionStrategy};
+pub use compact::Compaction;
 pub use extension::{Extension, ExtensionContext};
 pub use history::History;
 pub use registry::close_all;
@@ -26,7 +26,6 @@ pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
-pub use trifecta::TrifectaPolicy;
 
 pub(crate) use fallback::is_context_overflow;
 
@@ -37,11 +36,13 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use crate::ListenerList;
+use crate::approval::{Approver, PendingApproval};
+use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
+use crate::tool::TrifectaPolicy;
 use crate::{
-    Approver, Cancellable, ChatTransport, Error, Event, Interloper, Message, PendingApproval,
-    Result, Role, StepLimit, StopReason, Tool, Usage,
+    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
+    StopReason, Tool, Usage,
 };
 
 type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -172,7 +173,8 @@ impl Shared {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Persona, SubAgents, Usage};
+/// use pikuri::{Agent, Usage};
+/// use pikuri::subagent::{Persona, SubAgents};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();
@@ -317,7 +319,7 @@ pub struct Outcome {
 /// tool call and its results. One exception, never sent: the calls of a
 /// turn that stopped for approval stay unanswered at the end of the
 /// history until [`resume`](Agent::resume) or the next `run_loop` answers
-/// them (see [`Approver`](crate::Approver), "Deciding later").
+/// them (see [`Approver`](crate::approval::Approver), "Deciding later").
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
@@ -503,7 +505,8 @@ impl Agent {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents};
+    /// use pikuri::Agent;
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     /// let server = FakeServer::start();
     /// let agent = Agent::builder(server.transport())

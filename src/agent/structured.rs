@@ -35,7 +35,7 @@ pub enum StructuredMode {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{StructuredMode, StructuredOutput};
+/// use pikuri::structured::{StructuredMode, StructuredOutput};
 /// let s = StructuredOutput::default();
 /// assert_eq!(s.mode(), StructuredMode::JsonSchema);
 /// assert_eq!(s.max_repairs(), 2);
@@ -219,7 +219,8 @@ impl Configurator {
     /// [`StructuredOutput::default`].
     ///
     /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
+    /// use pikuri::Agent;
+    /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::FakeServer;
     /// let server = FakeServer::start();
     /// let agent = Agent::builder(server.transport())
@@ -282,7 +283,7 @@ impl Agent {
     ///   invalid: it carries every problem and the raw answer; the history
     ///   ends with that answer (valid: the next turn works).
     /// - [`Error::InvalidInput`] when `T`'s schema is not an object schema
-    ///   (nothing is sent), or when an [`Approver`](crate::Approver) deferred
+    ///   (nothing is sent), or when an [`Approver`](crate::approval::Approver) deferred
     ///   a call (the turn paused: the history holds the pending calls as
     ///   after [`run_loop`](Agent::run_loop)).
     /// - Otherwise as [`run_loop`](Agent::run_loop).
@@ -337,7 +338,8 @@ impl Agent {
     /// agent's for this turn.
     ///
     /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
+    /// use pikuri::Agent;
+    /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::{FakeServer, Reply};
     /// pikuri::schema_type! {
     ///     /// A count.

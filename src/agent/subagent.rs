@@ -10,15 +10,16 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::child::ChildSpec;
-use crate::Parameters;
-use crate::{Agent, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError};
+use crate::agent::{Extension, ExtensionContext};
+use crate::tool::Parameters;
+use crate::{Agent, Error, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::Persona;
+/// use pikuri::subagent::Persona;
 /// let p = Persona::new("researcher", "Finds facts.", "You research.", 20).with_tools(&["calculator"]);
 /// assert_eq!(p.tool_names, vec!["calculator"]);
 /// ```
@@ -66,7 +67,8 @@ impl Persona {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     ///
     /// let server = FakeServer::start();
@@ -140,7 +142,8 @@ impl Persona {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Persona, SubAgents};
+/// use pikuri::Agent;
+/// use pikuri::subagent::{Persona, SubAgents};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();

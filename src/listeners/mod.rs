@@ -33,6 +33,7 @@ mod rate_limited;
 mod terminal;
 mod token_log;
 
+pub use crate::listener::ListenerList;
 pub use crate::sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
 pub use channel::{ChannelListener, RecvTimeoutError, Subscription, TryRecvError};
 pub use json_lines::JsonLines;

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 /// # Examples
 ///
 /// ```
-/// use pikuri::JsonSchema;
+/// use pikuri::tool::JsonSchema;
 /// use serde_json::json;
 /// assert_eq!(u8::json_schema(), json!({"type": "integer", "minimum": 0, "maximum": 255}));
 /// assert_eq!(Option::<String>::json_schema(), json!({"type": ["string", "null"]}));
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 /// By hand:
 ///
 /// ```
-/// use pikuri::{JsonSchema, Parameters};
+/// use pikuri::tool::{JsonSchema, Parameters};
 /// use serde_json::{Value, json};
 ///
 /// #[derive(serde::Deserialize)]
@@ -251,7 +251,7 @@ fn nullable(mut schema: Value) -> Value {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{JsonSchema, Parameters};
+/// use pikuri::tool::{JsonSchema, Parameters};
 /// use serde_json::json;
 ///
 /// pikuri::schema_type! {
@@ -352,7 +352,7 @@ macro_rules! schema_type {
             )*
         }
 
-        impl $crate::JsonSchema for $name {
+        impl $crate::tool::JsonSchema for $name {
             fn json_schema() -> ::serde_json::Value {
                 fn describe(schema: &mut ::serde_json::Value, lines: &[&str]) {
                     let text = lines
@@ -368,7 +368,7 @@ macro_rules! schema_type {
                 #[allow(unused_mut)] // a struct without fields
                 let mut properties = ::serde_json::Map::new();
                 $(
-                    let mut field = <$field_ty as $crate::JsonSchema>::json_schema();
+                    let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
                     describe(&mut field, $crate::schema_type!(@docs [] $(#[$($field_attr)*])*));
                     properties.insert(::core::stringify!($field).into(), field);
                 )*
@@ -407,7 +407,7 @@ macro_rules! schema_type {
             )+
         }
 
-        impl $crate::JsonSchema for $name {
+        impl $crate::tool::JsonSchema for $name {
             fn json_schema() -> ::serde_json::Value {
                 let mut lines: ::std::vec::Vec<::std::string::String> =
                     $crate::schema_type!(@docs [] $(#[$($attr)*])*)

@@ -20,7 +20,7 @@ use super::{FnTool, JsonSchema, Parameters, Tool, ToolContext, ToolError};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{IntoObservation, Json};
+/// use pikuri::tool::{IntoObservation, Json};
 /// use serde_json::json;
 /// assert_eq!("sunny".into_observation().unwrap(), "sunny");
 /// assert_eq!(Json(vec![1, 2]).into_observation().unwrap(), "[1,2]");
@@ -60,7 +60,7 @@ impl IntoObservation for Value {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{IntoObservation, Json};
+/// use pikuri::tool::{IntoObservation, Json};
 /// #[derive(serde::Serialize)]
 /// struct Forecast { celsius: f64, sky: &'static str }
 /// let text = Json(Forecast { celsius: 4.5, sky: "cloudy" }).into_observation()?;
@@ -96,7 +96,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Json, TypedTool};
+/// use pikuri::tool::{Json, TypedTool};
 /// use pikuri::{Tool, ToolContext, ToolError};
 /// use serde_json::json;
 ///
@@ -178,12 +178,13 @@ impl TypedTool {
     }
 
     /// A copy that declares it changes the user's state
-    /// ([`Tool::changes_user_state`]), as [`FnTool::state_changing`](crate::FnTool::state_changing).
+    /// ([`Tool::changes_user_state`]), as [`FnTool::state_changing`](crate::tool::FnTool::state_changing).
     ///
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Tool, ToolContext, TypedTool};
+    /// use pikuri::{Tool, ToolContext};
+    /// use pikuri::tool::TypedTool;
     /// pikuri::schema_type! {
     ///     /// A path.
     ///     struct Target { path: String }

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use pikuri::listeners::ListenerList;
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Cancellable, ChatTransport, Error, Event, Interloper, ListenerList, OnExhausted,
-    StepLimit, StopReason,
+    Agent, Cancellable, ChatTransport, Error, Event, Interloper, OnExhausted, StepLimit, StopReason,
 };
 
 fn send<T: Send>() {}
@@ -23,11 +23,11 @@ fn thread_safety_bounds() {
     send_sync::<ChatTransport>();
     send_sync::<ListenerList>();
     send_sync::<FakeServer>();
-    send_sync::<pikuri::ExtensionContext>();
-    send_sync::<pikuri::Decision>();
-    send_sync::<pikuri::ApprovalRequest>();
-    send_sync::<pikuri::PendingApproval>();
-    send_sync::<pikuri::TerminalApprover>();
+    send_sync::<pikuri::extension::ExtensionContext>();
+    send_sync::<pikuri::approval::Decision>();
+    send_sync::<pikuri::approval::ApprovalRequest>();
+    send_sync::<pikuri::approval::PendingApproval>();
+    send_sync::<pikuri::approval::TerminalApprover>();
     send_sync::<pikuri::listeners::Subscription>();
     send::<pikuri::listeners::ChannelListener>();
 }

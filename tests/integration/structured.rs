@@ -4,11 +4,10 @@
 //! invalid ends in `Error::InvalidAnswer` with a valid history.
 
 use pikuri::listeners::InMemoryEventList;
+use pikuri::structured::{StructuredMode, StructuredOutput};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    Error, Event, JsonSchema, OnExhausted, StepLimit, StopReason, StructuredMode, StructuredOutput,
-    TypedTool,
-};
+use pikuri::tool::{JsonSchema, TypedTool};
+use pikuri::{Error, Event, OnExhausted, StepLimit, StopReason};
 use serde_json::{Value, json};
 
 use crate::util::{agent_with, assert_valid_history, streamed_text};

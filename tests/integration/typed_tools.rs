@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Json, JsonSchema, Parameters, TypedTool};
 use pikuri::{Agent, ToolContext, ToolError};
-use pikuri::{FnTool, Json, JsonSchema, Parameters, TypedTool};
 use serde_json::{Value, json};
 
 pikuri::schema_type! {
@@ -54,7 +54,7 @@ fn new_types_are_send_and_sync() {
     fn is<T: Send + Sync + 'static>() {}
     is::<TypedTool>();
     is::<Parameters>();
-    is::<pikuri::SchemaError>();
+    is::<pikuri::tool::SchemaError>();
     is::<Json<Vec<u8>>>();
 }
 

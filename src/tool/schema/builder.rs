@@ -17,7 +17,7 @@ use super::compile::compile;
 /// ([`required_schema`](Self::required_schema)).
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let line = Parameters::builder()
 ///     .required_string("sku", "Article number.")
@@ -52,7 +52,7 @@ use super::compile::compile;
 ///   one does not resolve once nested, so it is rejected too.
 ///
 /// ```should_panic
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// let _ = Parameters::builder()
 ///     .required_string("path", "A file.")
 ///     .optional_string("path", "Another file."); // panics: duplicate `path`
@@ -68,7 +68,7 @@ pub struct ParametersBuilder {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ItemType, Parameters};
+/// use pikuri::tool::{ItemType, Parameters};
 /// use serde_json::json;
 /// let params = Parameters::builder()
 ///     .required_array("ids", "Issue numbers.", ItemType::Integer)
@@ -195,7 +195,7 @@ impl ParametersBuilder {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let address = Parameters::builder()
     ///     .required_string("city", "City.")
@@ -283,7 +283,7 @@ impl ParametersBuilder {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder()
     ///     .required_schema("port", "TCP port.", json!({"type": "integer", "minimum": 1, "maximum": 65535}))

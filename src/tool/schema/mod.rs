@@ -45,7 +45,7 @@ use validate::Validator;
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ItemType, Parameters};
+/// use pikuri::tool::{ItemType, Parameters};
 /// use serde_json::json;
 ///
 /// let params = Parameters::builder()
@@ -159,7 +159,7 @@ pub struct Parameters {
 /// # Examples
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let params = Parameters::builder().required_boolean("force", "Overwrite.").build();
 /// let err = params.validate(&json!({"force": "yes", "mode": 1})).unwrap_err();
@@ -184,7 +184,7 @@ pub struct ValidationError {
 /// # Examples
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let err = Parameters::from_json_schema(json!({
 ///     "type": "object",
@@ -212,7 +212,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// let params = Parameters::builder().required_string("path", "A file.").build();
     /// assert_eq!(params.to_json()["required"][0], "path");
     /// ```
@@ -225,7 +225,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::empty();
     /// assert!(params.is_empty());
@@ -247,7 +247,7 @@ impl Parameters {
     /// An MCP tool's `inputSchema`:
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let schema = json!({
     ///     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -269,7 +269,7 @@ impl Parameters {
     ///         "parameter `messageType`: \"info\" is not one of \"error\", \"success\"",
     ///     ]
     /// );
-    /// # Ok::<(), pikuri::SchemaError>(())
+    /// # Ok::<(), pikuri::tool::SchemaError>(())
     /// ```
     ///
     /// # Errors
@@ -291,7 +291,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// pikuri::schema_type! {
     ///     /// A point.
@@ -328,7 +328,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// assert!(!Parameters::builder().optional_string("q", "Query.").build().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -345,7 +345,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder()
     ///     .required_enum("unit", "Temperature unit.", &["celsius", "fahrenheit"])
@@ -378,7 +378,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_integer("n", "A count.").build();
     /// assert!(params.validate(&json!({"n": 3})).is_ok());
@@ -416,7 +416,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// let params = Parameters::builder()
     ///     .required_string("q", "Query.")
     ///     .optional_integer("limit", "Max results.")
@@ -481,7 +481,7 @@ impl ValidationError {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_string("q", "Query.").build();
     /// let err = params.validate(&json!({})).unwrap_err();
@@ -510,7 +510,7 @@ impl SchemaError {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// let err = Parameters::from_json_schema(serde_json::json!({"type": "string"})).unwrap_err();
     /// assert_eq!(
     ///     err.problems(),
