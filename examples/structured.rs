@@ -15,7 +15,7 @@ use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::JsonSchema;
 use pikuri::{Agent, ChatTransport, Error};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// How urgent a ticket is.
     enum Priority {
         Low = "low",
@@ -23,7 +23,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// The triage of a support ticket.
     struct Triage {
         priority: Priority,

@@ -111,7 +111,7 @@
 //! ## Typed tools
 //!
 //! Declare the arguments once, as a Rust type, with
-//! [`schema_type!`](crate::schema_type): the struct (with its serde derives)
+//! [`schema_type!`](crate::tool::schema_type): the struct (with its serde derives)
 //! and its JSON Schema come from one declaration, doc comments become the
 //! descriptions the model reads, and the schema meets OpenAI's strict mode.
 //! A [`TypedTool`](crate::tool::TypedTool)'s handler receives the deserialized
@@ -124,7 +124,7 @@
 //! use pikuri::tool::TypedTool;
 //! use pikuri::testing::{FakeServer, Reply};
 //!
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// A line of an order.
 //!     struct Line {
 //!         /// The article number.
@@ -132,7 +132,7 @@
 //!         quantity: u32,
 //!     }
 //! }
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// An order to price.
 //!     struct Order {
 //!         lines: Vec<Line>,
@@ -181,7 +181,7 @@
 //! use pikuri::Agent;
 //! use pikuri::testing::{FakeServer, Reply};
 //!
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// A city and its country.
 //!     struct Capital {
 //!         city: String,

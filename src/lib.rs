@@ -40,12 +40,12 @@
 //!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
 //!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
-//!   [`Extension`]s such as [`SubAgents`] and [`mcp::Registry`] (the tools
+//!   [`Extension`](extension::Extension)s such as [`SubAgents`](subagent::SubAgents) and [`mcp::Registry`] (the tools
 //!   of MCP servers, over stdio or Streamable HTTP).
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - For conversations longer than the context window, set a
-//!   [`Compaction`] ([`Configurator::compaction`]); for a server that may
+//!   [`Compaction`](compaction::Compaction) ([`Configurator::compaction`]); for a server that may
 //!   go down, a fallback list ([`Configurator::add_fallback`]).
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
 //!   Turn a real session into a regression test with [`testing::Recorder`]
@@ -71,10 +71,10 @@
 //! a clone handed to another thread or a signal handler acts on the same
 //! control. This table is the single source of truth for when each is read:
 //!
-//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`] |
+//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`](approval::Approver) |
 //! |---|---|---|---|---|
 //! | turn start ([`run_loop`](Agent::run_loop), [`resume`](Agent::resume)) | `reset()` | `reset()` (not in a child agent) | — | — |
-//! | before each request (then compaction, when due: [`Compaction`]) | — | `check()` | — | — |
+//! | before each request (then compaction, when due: [`Compaction`](compaction::Compaction)) | — | `check()` | — | — |
 //! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — | — |
 //! | before each tool call (after [`Event::ToolCall`]) | 1. `tick()` | 2. `check()` | — | 4. `review()`, after 3. the arguments validate |
 //! | while the approver decides | — | `cancel()` ends the wait at once | — | the late decision is dropped |
@@ -102,7 +102,7 @@
 //! `"Error: ..."` observation. After any error the history is valid and the
 //! same agent can take the next turn. A request the server rejected because
 //! the conversation does not fit the window is an [`Error::Http`] for which
-//! [`Error::is_context_overflow`] is true; with a [`Compaction`] set, the
+//! [`Error::is_context_overflow`] is true; with a [`Compaction`](compaction::Compaction) set, the
 //! agent compacts and retries it once by itself first. [`Agent::retry_turn`]
 //! retries a failed turn without sending the question twice (what the history holds after
 //! each error is tabled on [`Agent::run_loop`]). A [`History`] is valid by
@@ -161,17 +161,17 @@
 //! | `Event::*` (`Data` classes) | [`Event`] variants, each with an `agent` id |
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
-//! | `SubAgent::Extension` | [`SubAgents`] |
+//! | `SubAgent::Extension` | [`SubAgents`](subagent::SubAgents) |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
 //! | `load_history!` | [`Agent::load_history`] (returns `Result`) |
 //! | `Finalizers` (close every open agent at exit) | [`close_all`], called from the host's exit path and signal handlers |
-//! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
-//! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
+//! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`](approval::Approver) (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`](approval::AutoApprove), [`TerminalApprover`](approval::TerminalApprover); `confirm(description) → Bool` becomes [`Approver::review`](approval::Approver::review) → [`Decision`](approval::Decision) |
+//! | `Synthesizer` (a module of constants) | [`Synthesizer`](subagent::Synthesizer), a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
-//! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`], [`Persona::file_miner`] (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
+//! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`](subagent::Persona::researcher), [`Persona::file_miner`](subagent::Persona::file_miner) (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
 //! | `Tool::FETCH`, `WEB_SCRAPE`, `Tool::WebSearch.build` | [`builtin::fetch`], [`builtin::web_scrape`], [`builtin::WebSearch`] over a [`builtin::SearchProvider`] ([`builtin::SearXng`]; pikuri's Brave/DuckDuckGo/Exa cascade is not ported) |
-//! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`] |
-//! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
+//! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`](tool::TrifectaPolicy) |
+//! | `configure(c)` on an extension (may add tools) | [`Extension::configure`](extension::Extension::configure) validates only; tools and close handlers are added in [`Extension::bind`](extension::Extension::bind) |
 //!
 //! Deliberate differences: the [`Configurator`] is a by-value builder (it can
 //! be stored and passed around, and `build` consumes it, so it cannot build
@@ -189,7 +189,7 @@
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
-//! deferred approval ([`Decision::Defer`], [`Agent::resume`]), per-turn token
+//! deferred approval ([`Decision::Defer`](approval::Decision::Defer), [`Agent::resume`]), per-turn token
 //! totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
 //! event stream ([`listeners::ChannelListener`]).
 //!
@@ -245,40 +245,45 @@ pub use crate::tool::context::ToolContext;
 // Namespaces that only re-export: the types live in the private `agent`
 // module (and `event`, `listener`), and are named here once.
 
-/// Keeping a conversation inside the context window: [`Compaction`]
-/// summarizes or drops older turns, [`ToolResultLimit`] cuts one oversized
-/// tool result.
-///
-/// Both are set on the [`Configurator`]; the rules are documented on
-/// [`Compaction`], and each compaction is narrated as an
-/// [`Event::Compacted`].
 pub mod compaction {
+    //! Keeping a conversation inside the context window: [`Compaction`]
+    //! summarizes or drops older turns, [`ToolResultLimit`] cuts one oversized
+    //! tool result.
+    //!
+    //! Both are set on the [`Configurator`](crate::Configurator); the rules
+    //! are documented on [`Compaction`], and each compaction is narrated as
+    //! an [`Event::Compacted`](crate::Event::Compacted).
+
     pub use crate::agent::{Compaction, ToolResultLimit};
     pub use crate::event::CompactionStrategy;
 }
 
-/// Extensions: the [`Extension`] trait (pikuri's extension protocol) and
-/// the [`ExtensionContext`] an extension binds through.
-///
-/// [`subagent::SubAgents`](crate::subagent::SubAgents) and
-/// [`mcp::Registry`](crate::mcp::Registry) are extensions; add one with
-/// [`Configurator::add_extension`](crate::Configurator::add_extension).
 pub mod extension {
+    //! Extensions: the [`Extension`] trait (pikuri's extension protocol) and
+    //! the [`ExtensionContext`] an extension binds through.
+    //!
+    //! [`SubAgents`](crate::subagent::SubAgents) and
+    //! [`Registry`](crate::mcp::Registry) are extensions; add one with
+    //! [`Configurator::add_extension`](crate::Configurator::add_extension).
+
     pub use crate::agent::{Extension, ExtensionContext};
 }
 
-/// Structured output: a turn whose answer is a value of a Rust type
-/// ([`StructuredOutput`], [`StructuredMode`], and the [`Typed`] answer).
 pub mod structured {
+    //! Structured output: a turn whose answer is a value of a Rust type
+    //! ([`StructuredOutput`], [`StructuredMode`], and the [`Typed`] answer).
+
     pub use crate::agent::{StructuredMode, StructuredOutput, Typed};
 }
 
-/// Child agents: delegation to [`Persona`]s through the [`SubAgents`]
-/// extension, the [`Synthesizer`] that answers when the step budget runs
-/// out, and [`SubAgentListener`], what a listener gives a child agent.
-///
-/// What a child inherits from its parent is tabled once, on [`SubAgents`].
 pub mod subagent {
+    //! Child agents: delegation to [`Persona`]s through the [`SubAgents`]
+    //! extension, the [`Synthesizer`] that answers when the step budget runs
+    //! out, and [`SubAgentListener`], what a listener gives a child agent.
+    //!
+    //! What a delegated child inherits from its parent is listed on
+    //! [`SubAgents`].
+
     pub use crate::agent::{Persona, SubAgents, Synthesizer};
     pub use crate::listener::SubAgentListener;
 }

@@ -378,7 +378,7 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
     ));
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A drink size.
     enum Size {
         Small = "small",
@@ -386,7 +386,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A sentiment verdict: no free-text fields, so the grammar bounds it.
     struct Verdict {
         /// Whether the text is positive.
@@ -426,7 +426,7 @@ fn typed_answer_under_json_schema_is_schema_valid() {
     assert!(agent.run_loop("Thanks.").is_ok());
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// One line of an order.
     struct Line {
         size: Size,
@@ -435,7 +435,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Who orders.
     struct Customer {
         /// Whether the customer has a loyalty card.
@@ -443,7 +443,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A coffee order.
     struct Order {
         customer: Customer,

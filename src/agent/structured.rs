@@ -293,7 +293,7 @@ impl Agent {
     /// ```
     /// use pikuri::{Agent, Error};
     /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A sentiment verdict.
     ///     pub struct Verdict {
     ///         /// Whether the text is positive.
@@ -341,7 +341,7 @@ impl Agent {
     /// use pikuri::Agent;
     /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A count.
     ///     pub struct Count { /// How many.
     ///         pub n: u32 }

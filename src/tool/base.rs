@@ -62,7 +62,7 @@ pub trait Tool: Send + Sync + 'static {
     fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError>;
 
     /// Whether it sends anything over the network (a leg of the lethal
-    /// trifecta; see [`TrifectaPolicy`](crate::TrifectaPolicy)). Default:
+    /// trifecta; see [`TrifectaPolicy`](crate::tool::TrifectaPolicy)). Default:
     /// `false`.
     fn reaches_network(&self) -> bool {
         false
@@ -75,7 +75,7 @@ pub trait Tool: Send + Sync + 'static {
     }
 
     /// Whether a call changes the user's state (writes a file, sends a
-    /// message, runs a command): [`StateChangingOnly`](crate::StateChangingOnly)
+    /// message, runs a command): [`StateChangingOnly`](crate::approval::StateChangingOnly)
     /// asks its approver about these tools only. Default: `false` (a
     /// read-only tool).
     fn changes_user_state(&self) -> bool {

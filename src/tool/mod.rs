@@ -1,6 +1,6 @@
 //! Helpers for writing tools: closure tools ([`FnTool`]), typed tools
 //! ([`TypedTool`], with schemas from Rust types through [`JsonSchema`] and
-//! [`schema_type!`](crate::schema_type)), the [`Parameters`] schema and its
+//! [`schema_type!`](schema_type)), the [`Parameters`] schema and its
 //! errors, and the [`TrifectaPolicy`] the agent applies to its tools.
 //!
 //! The [`Tool`] trait itself, [`ToolContext`] and [`ToolError`] are at the
@@ -31,6 +31,8 @@ mod schema;
 mod trifecta;
 mod typed;
 
+#[doc(inline)]
+pub use crate::__schema_type as schema_type;
 pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use json_schema::JsonSchema;
 pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};

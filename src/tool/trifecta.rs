@@ -5,8 +5,8 @@
 
 /// What [`Configurator::build`](crate::Configurator::build) does when one
 /// agent's model-visible tools both reach the network
-/// ([`Tool::reaches_network`]) and read private data
-/// ([`Tool::reads_private_data`]).
+/// ([`Tool::reaches_network`](crate::Tool::reaches_network)) and read private data
+/// ([`Tool::reads_private_data`](crate::Tool::reads_private_data)).
 ///
 /// The answer to the warning is the second tool pool: give the network tools
 /// to a sub-agent persona only
@@ -46,7 +46,7 @@ pub enum TrifectaPolicy {
     /// `trifecta.warning` naming the tools (the default).
     #[default]
     Warn,
-    /// Fail the build with [`Error::InvalidInput`].
+    /// Fail the build with [`Error::InvalidInput`](crate::Error::InvalidInput).
     Refuse,
     /// Say nothing: the host has judged the combination safe.
     Allow,

@@ -85,7 +85,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// comes from the type.
 ///
 /// The argument type implements [`JsonSchema`] (declare it with
-/// [`schema_type!`](crate::schema_type)) and `Deserialize`. The agent loop
+/// [`schema_type!`](crate::tool::schema_type)) and `Deserialize`. The agent loop
 /// validates the model's arguments against the type's schema first, so a
 /// malformed call gets an `"Error: ..."` observation that lists *every*
 /// problem (serde would stop at the first), bound to the call id like any
@@ -100,7 +100,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// use pikuri::{Tool, ToolContext, ToolError};
 /// use serde_json::json;
 ///
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     /// One order line.
 ///     pub struct Line {
 ///         /// Article number.
@@ -108,7 +108,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 ///         pub qty: u32,
 ///     }
 /// }
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     pub struct Order {
 ///         pub lines: Vec<Line>,
 ///         /// Gift wrap, if wanted.
@@ -185,7 +185,7 @@ impl TypedTool {
     /// ```
     /// use pikuri::{Tool, ToolContext};
     /// use pikuri::tool::TypedTool;
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A path.
     ///     struct Target { path: String }
     /// }

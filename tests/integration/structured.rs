@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::util::{agent_with, assert_valid_history, streamed_text};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Severity of a finding.
     enum Severity {
         Low = "low",
@@ -20,7 +20,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A tool's arguments.
     struct Lookup { path: String }
 }
@@ -31,7 +31,7 @@ fn lookup() -> TypedTool {
     })
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A code-review verdict.
     #[derive(PartialEq)]
     struct Review {

@@ -214,7 +214,7 @@ fn typed_tools_declare_their_legs_too() {
     use pikuri::ToolContext;
     use pikuri::approval::{ApprovalRequest, Decision, StateChangingOnly};
     use pikuri::tool::TypedTool;
-    pikuri::schema_type! {
+    pikuri::tool::schema_type! {
         /// A target.
         struct Target {
             path: String,

@@ -9,7 +9,7 @@ use pikuri::tool::{FnTool, Json, JsonSchema, Parameters, TypedTool};
 use pikuri::{Agent, ToolContext, ToolError};
 use serde_json::{Value, json};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Cup size.
     enum Size {
         Small = "small",
@@ -17,7 +17,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// One order line.
     #[derive(PartialEq)]
     struct Item {
@@ -29,7 +29,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     #[derive(PartialEq)]
     struct Customer {
         name: String,
@@ -38,7 +38,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A coffee order.
     #[derive(PartialEq)]
     struct Order {

@@ -140,7 +140,7 @@ use validate::Validator;
 ///
 /// [`Parameters::strict_violations`] lists what OpenAI's strict mode
 /// (`"strict": true`) would reject. Schemas of types built with
-/// [`schema_type!`](crate::schema_type) pass; the builder's optional
+/// [`schema_type!`](crate::tool::schema_type) pass; the builder's optional
 /// parameters do not (strict mode wants every property required, optional
 /// ones nullable).
 ///
@@ -293,7 +293,7 @@ impl Parameters {
     /// ```
     /// use pikuri::tool::Parameters;
     /// use serde_json::json;
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A point.
     ///     pub struct Point {
     ///         /// Across.
