@@ -13,6 +13,7 @@
 mod builder;
 mod compile;
 mod message;
+mod quote;
 mod strict;
 mod validate;
 
@@ -25,7 +26,7 @@ use serde_json::Value;
 
 pub use builder::{ItemType, ParametersBuilder};
 use compile::{Compiled, compile};
-use message::describe;
+use quote::describe;
 use validate::Validator;
 
 /// The parameters a tool takes, as a JSON Schema object; immutable once built.
