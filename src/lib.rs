@@ -39,14 +39,17 @@
 //!   optional context window); [`ChatTransport::from_env`] reads
 //!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
-//!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
-//!   [`Extension`](extension::Extension)s such as [`SubAgents`](subagent::SubAgents) and [`mcp::Registry`] (the tools
-//!   of MCP servers, over stdio or Streamable HTTP).
+//!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls
+//!   ([`StepLimit`], [`Cancellable`], [`Interloper`]),
+//!   [`Extension`](extension::Extension)s such as
+//!   [`SubAgents`](subagent::SubAgents) and [`mcp::Registry`] (the tools of
+//!   MCP servers, over stdio or Streamable HTTP).
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - For conversations longer than the context window, set a
-//!   [`Compaction`](compaction::Compaction) ([`Configurator::compaction`]); for a server that may
-//!   go down, a fallback list ([`Configurator::add_fallback`]).
+//!   [`Compaction`](compaction::Compaction) ([`Configurator::compaction`]);
+//!   for a server that may go down, a fallback list
+//!   ([`Configurator::add_fallback`]).
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
 //!   Turn a real session into a regression test with [`testing::Recorder`]
 //!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
@@ -58,11 +61,29 @@
 //!
 //! # Public paths
 //!
-//! Every item has exactly one path. The core types are at the crate root;
-//! four namespaces hold what is visibly secondary: [`builtin`] (the
-//! built-in tools), [`listeners`] (ready-made listeners), [`mcp`] (tools of
-//! Model Context Protocol servers) and [`testing`] (the scripted server and
-//! record/replay).
+//! Every item has exactly one path. The core types are at the crate root:
+//! the agent and its turn ([`Agent`], [`Configurator`], [`Outcome`],
+//! [`History`], [`close_all`]), the endpoint ([`ChatTransport`],
+//! [`HttpConfig`]), the conversation ([`Message`], [`Role`], [`ToolCall`],
+//! [`Usage`]), events and listeners ([`Event`], [`StopReason`],
+//! [`Listener`]), tools ([`Tool`], [`ToolContext`], [`ToolError`]), the
+//! controls ([`Cancellable`], [`Interloper`], [`StepLimit`],
+//! [`OnExhausted`]) and [`Error`]/[`Result`]. What is secondary sits in a
+//! namespace named for it:
+//!
+//! | namespace | what |
+//! |---|---|
+//! | [`tool`] | helpers for writing tools: [`FnTool`](tool::FnTool), [`TypedTool`](tool::TypedTool), [`Parameters`](tool::Parameters), [`schema_type!`](tool::schema_type), [`TrifectaPolicy`](tool::TrifectaPolicy) |
+//! | [`approval`] | hosts that review tool calls: [`Approver`](approval::Approver), [`Decision`](approval::Decision), the built-in approvers |
+//! | [`compaction`] | fitting the context window: [`Compaction`](compaction::Compaction), [`ToolResultLimit`](compaction::ToolResultLimit) |
+//! | [`structured`] | typed answers: [`StructuredOutput`](structured::StructuredOutput) |
+//! | [`subagent`] | child agents: [`SubAgents`](subagent::SubAgents), [`Persona`](subagent::Persona), [`Synthesizer`](subagent::Synthesizer) |
+//! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
+//! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
+//! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
+//! | [`mcp`] | the tools of Model Context Protocol servers |
+//! | [`testing`] | the scripted server, record and replay |
+//! | [`guide`] | documentation only |
 //!
 //! # Controls
 //!
@@ -171,6 +192,10 @@
 //! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`](subagent::Persona::researcher), [`Persona::file_miner`](subagent::Persona::file_miner) (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
 //! | `Tool::FETCH`, `WEB_SCRAPE`, `Tool::WebSearch.build` | [`builtin::fetch`], [`builtin::web_scrape`], [`builtin::WebSearch`] over a [`builtin::SearchProvider`] ([`builtin::SearXng`]; pikuri's Brave/DuckDuckGo/Exa cascade is not ported) |
 //! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`](tool::TrifectaPolicy) |
+//! | `Agent::Extension`, `ExtensionContext` | [`extension::Extension`], [`extension::ExtensionContext`] |
+//! | `Agent::ListenerList`, `Listener::Terminal`, `TokenLog`, `InMemoryEventList` | [`listeners::ListenerList`], [`listeners::Terminal`], [`listeners::TokenLog`], [`listeners::InMemoryEventList`] |
+//! | `Tool::Parameters` | [`tool::Parameters`] (with [`tool::FnTool`], [`tool::TypedTool`]); the `Tool` trait stays at the root |
+//! | `SubAgent::Persona`, `Agent::Synthesizer` | [`subagent::Persona`], [`subagent::Synthesizer`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`](extension::Extension::configure) validates only; tools and close handlers are added in [`Extension::bind`](extension::Extension::bind) |
 //!
 //! Deliberate differences: the [`Configurator`] is a by-value builder (it can
@@ -189,8 +214,8 @@
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
-//! deferred approval ([`Decision::Defer`](approval::Decision::Defer), [`Agent::resume`]), per-turn token
-//! totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
+//! deferred approval ([`Decision::Defer`](approval::Decision::Defer),
+//! [`Agent::resume`]), per-turn token totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
 //! event stream ([`listeners::ChannelListener`]).
 //!
 //! # MSRV

@@ -15,7 +15,7 @@ use super::schema::Parameters;
 ///
 /// ```
 /// use pikuri::{Tool, ToolContext, ToolError};
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::Value;
 ///
 /// struct Shout { params: Parameters }

@@ -18,7 +18,8 @@
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, TrifectaPolicy, builtin};
+/// use pikuri::tool::TrifectaPolicy;
+/// use pikuri::{Agent, builtin};
 /// use pikuri::testing::FakeServer;
 ///
 /// let server = FakeServer::start();
