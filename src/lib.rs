@@ -313,6 +313,48 @@ pub mod subagent {
     pub use crate::listener::SubAgentListener;
 }
 
+// The old root paths of the namespaced items are gone (one path per item):
+// each of these must fail to compile. Doctests only, never rendered.
+#[cfg(doctest)]
+mod one_path {
+    /// ```compile_fail
+    /// use pikuri::Parameters;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Approver;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Compaction;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::StructuredOutput;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Persona;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Extension;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::ListenerList;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// pikuri::schema_type! { struct P { x: i64 } }
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::tool::Tool;
+    /// ```
+    struct OldRootPaths;
+}
+
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]
 #[doc(hidden)]

@@ -1,7 +1,8 @@
 //! Ready-made [`Listener`](crate::Listener)s: live terminal output, a token
 //! log, JSON lines, an in-memory recorder, a channel the host iterates on
 //! its own thread ([`ChannelListener`]), a rate limiter for delta bursts,
-//! and the sanitizer they all use on model text.
+//! and the sanitizer they all use on model text; and [`ListenerList`], the
+//! fan-out that runs each listener of an agent on its own thread.
 //!
 //! Each is an ordinary listener: add it with
 //! [`Configurator::add_listener`](crate::Configurator::add_listener). How
