@@ -1,5 +1,5 @@
-//! The event stream: [`Event`] and [`StopReason`]; the ordering rules and
-//! the JSON form are documented on [`Event`].
+//! The event stream: [`Event`], [`StopReason`] and [`CompactionStrategy`];
+//! the ordering rules and the JSON form are documented on [`Event`].
 
 use std::sync::Arc;
 
@@ -8,7 +8,12 @@ use serde_json::Value;
 
 use crate::{ChatTransport, Usage};
 
-/// How older turns are removed.
+/// How older turns are removed by a
+/// [`Compaction`](crate::compaction::Compaction).
+///
+/// Public as `pikuri::compaction::CompactionStrategy`. Defined with the
+/// events because [`Event::Compacted`] carries it: in the agent module, the
+/// events would import the agent that imports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
