@@ -6,6 +6,39 @@ use serde_json::{Map, Value, json};
 use super::Parameters;
 use super::compile::compile;
 
+// The two constructors that go through the builder live with it, so that
+// `mod.rs` (which defines `Parameters`) does not import this file back.
+impl Parameters {
+    /// A builder with no parameters yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::tool::Parameters;
+    /// let params = Parameters::builder().required_string("path", "A file.").build();
+    /// assert_eq!(params.to_json()["required"][0], "path");
+    /// ```
+    pub fn builder() -> ParametersBuilder {
+        ParametersBuilder::default()
+    }
+
+    /// No parameters: the tool accepts only `{}` (or no arguments at all).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::tool::Parameters;
+    /// use serde_json::json;
+    /// let params = Parameters::empty();
+    /// assert!(params.is_empty());
+    /// assert!(params.validate(&json!({})).is_ok());
+    /// assert!(params.validate(&json!({"x": 1})).is_err());
+    /// ```
+    pub fn empty() -> Parameters {
+        ParametersBuilder::default().build()
+    }
+}
+
 /// Builds [`Parameters`]; see [`Parameters::builder`].
 ///
 /// Each method adds one parameter and takes its name and a description

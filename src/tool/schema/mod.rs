@@ -208,35 +208,6 @@ pub struct SchemaError {
 }
 
 impl Parameters {
-    /// A builder with no parameters yet.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::tool::Parameters;
-    /// let params = Parameters::builder().required_string("path", "A file.").build();
-    /// assert_eq!(params.to_json()["required"][0], "path");
-    /// ```
-    pub fn builder() -> ParametersBuilder {
-        ParametersBuilder::default()
-    }
-
-    /// No parameters: the tool accepts only `{}` (or no arguments at all).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::tool::Parameters;
-    /// use serde_json::json;
-    /// let params = Parameters::empty();
-    /// assert!(params.is_empty());
-    /// assert!(params.validate(&json!({})).is_ok());
-    /// assert!(params.validate(&json!({"x": 1})).is_err());
-    /// ```
-    pub fn empty() -> Parameters {
-        ParametersBuilder::default().build()
-    }
-
     /// A JSON Schema given as is, checked and compiled for validation.
     ///
     /// The schema is sent to the model exactly as given. The root must be an
