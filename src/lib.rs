@@ -215,8 +215,9 @@
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
 //! deferred approval ([`Decision::Defer`](approval::Decision::Defer),
-//! [`Agent::resume`]), per-turn token totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
-//! event stream ([`listeners::ChannelListener`]).
+//! [`Agent::resume`]), per-turn token totals ([`Outcome::usage`],
+//! [`Agent::total_usage`]), and a pull-style event stream
+//! ([`listeners::ChannelListener`]).
 //!
 //! # MSRV
 //!
