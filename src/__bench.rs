@@ -6,8 +6,9 @@
 
 use std::io::BufRead;
 
+use crate::listener::ListenerList;
 use crate::protocol::{Fragment, StreamOptions, decode_error, read_stream};
-use crate::{Event, HttpConfig, ListenerList, Message, Result};
+use crate::{Event, HttpConfig, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
 /// the socket (SSE parser, then the delta accumulator), passing every text

@@ -315,7 +315,7 @@ impl Error {
     /// - Any 413 (payload too large) whose message mentions tokens or
     ///   context.
     ///
-    /// With a [`Compaction`](crate::Compaction) set, the agent compacts
+    /// With a [`Compaction`](crate::compaction::Compaction) set, the agent compacts
     /// and retries such a request once by itself; this error reaches the
     /// host only when the retry was rejected too (the kept turns alone do
     /// not fit) or when no compaction is set. The client does not retry it.

@@ -2,7 +2,7 @@
 //! validation, before the call), waiting for a blocking approver with a way
 //! out on cancel, and the deferred flow's pieces (pending calls read back
 //! from the history; `Agent::resume` hands the host's decisions to a gate).
-//! The contract is documented once, on [`Approver`](crate::Approver).
+//! The contract is documented once, on [`Approver`](crate::approval::Approver).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -10,11 +10,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::shared::Shared;
-use crate::tool::{self, ToolContext};
-use crate::{
-    ApprovalRequest, Approver, Cancellable, Decision, Error, Event, Message, PendingApproval,
-    Result, Role, Tool, ToolCall,
-};
+use crate::ToolContext;
+use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
+use crate::tool;
+use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.

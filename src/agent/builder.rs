@@ -17,11 +17,13 @@ use super::shared::{CloseHandler, LoopOptions, Tally, run_close_handlers};
 use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
-use super::trifecta::TrifectaPolicy;
+use crate::approval::Approver;
+use crate::listener::ListenerList;
 use crate::protocol::Client;
+use crate::tool::TrifectaPolicy;
 use crate::{
-    Approver, Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener,
-    ListenerList, Result, StepLimit, Tool,
+    Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, Result, StepLimit,
+    Tool,
 };
 
 /// Collects an agent's configuration; [`build`](Configurator::build) turns it
@@ -128,7 +130,7 @@ impl Configurator {
 
     /// The approver consulted before each tool call (none by default: every
     /// call runs). Sub-agents inherit it. See [`Approver`] for when it is
-    /// consulted and what each [`Decision`](crate::Decision) does.
+    /// consulted and what each [`Decision`](crate::approval::Decision) does.
     pub fn approver(mut self, approver: impl Approver) -> Configurator {
         self.approver = Some(into_shared_approver(approver));
         self
@@ -240,7 +242,7 @@ impl Configurator {
     }
 
     /// Use a prebuilt list (e.g. one derived with
-    /// [`ExtensionContext::listeners_for_sub_agent`](crate::ExtensionContext::listeners_for_sub_agent)),
+    /// [`ExtensionContext::listeners_for_sub_agent`](crate::extension::ExtensionContext::listeners_for_sub_agent)),
     /// replacing the listeners added so far.
     pub fn listener_list(mut self, list: ListenerList) -> Configurator {
         self.listeners = list;
@@ -294,7 +296,8 @@ impl Configurator {
     /// 25% of the window; [`ToolResultLimit::off`] disables it).
     ///
     /// ```
-    /// use pikuri::{Agent, ToolResultLimit, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::compaction::ToolResultLimit;
     /// use pikuri::testing::{FakeServer, Reply};
     /// let server = FakeServer::start();
     /// server.set_context_size(None); // the window is unknown: the char limit applies
@@ -407,7 +410,8 @@ impl Configurator {
     /// [`StructuredOutput::default`].
     ///
     /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
+    /// use pikuri::{Agent};
+    /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::FakeServer;
     /// let server = FakeServer::start();
     /// let agent = Agent::builder(server.transport())
@@ -465,7 +469,8 @@ impl Configurator {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Configurator, Extension, ExtensionContext, listeners::InMemoryEventList, Result};
+/// use pikuri::{Agent, Configurator, listeners::InMemoryEventList, Result};
+/// use pikuri::extension::{Extension, ExtensionContext};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// struct Greeter;

@@ -1,6 +1,6 @@
 //! The one constructor of child agents: the sub-agents of
-//! [`SubAgents`](crate::SubAgents) and the step-exhaustion
-//! [`Synthesizer`](crate::Synthesizer) are both built here, so the rule of
+//! [`SubAgents`](crate::subagent::SubAgents) and the step-exhaustion
+//! [`Synthesizer`](crate::subagent::Synthesizer) are both built here, so the rule of
 //! what a child inherits is written once, in this table.
 //!
 //! | What | The child gets |
@@ -8,11 +8,11 @@
 //! | transport | the parent's current one, with the parent's resolved context window (no second probe) |
 //! | HTTP client | the parent's (its limits, connection pool and cancel hooks) |
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
-//! | [`Approver`](crate::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
+//! | [`Approver`](crate::approval::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
 //! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
-//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
+//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
 //! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |

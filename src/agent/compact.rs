@@ -11,32 +11,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::synthesizer;
+use crate::event::CompactionStrategy;
 use crate::{Error, Event, Message, Result, Role, Tool};
-
-/// How older turns are removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum CompactionStrategy {
-    /// Replace them with a summary written by a tools-free child agent (one
-    /// extra request).
-    Summarize,
-    /// Drop them (no request; the model forgets them).
-    DropOldest,
-}
-
-impl CompactionStrategy {
-    /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompactionStrategy::Summarize => "summarize",
-            CompactionStrategy::DropOldest => "drop_oldest",
-        }
-    }
-}
 
 /// Automatic compaction of a conversation that approaches the context
 /// window; set with [`Configurator::compaction`](crate::Configurator::compaction).
@@ -48,7 +25,8 @@ impl CompactionStrategy {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Compaction, Event, Message};
+/// use pikuri::{Agent, Event, Message};
+/// use pikuri::compaction::Compaction;
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();
@@ -85,7 +63,7 @@ impl CompactionStrategy {
 /// |---|---|
 /// | before each request | with a [`Compaction`] set and a known window: when the estimate passes `threshold × window`, compact |
 /// | a request rejected as too long ([`Error::is_context_overflow`]) | with a [`Compaction`] set: compact once (keeping only the current turn), retry once; a second rejection is the error |
-/// | a tool result is appended | [`ToolResultLimit`](crate::ToolResultLimit) (on by default) truncates it with a visible marker |
+/// | a tool result is appended | [`ToolResultLimit`](crate::compaction::ToolResultLimit) (on by default) truncates it with a visible marker |
 /// | [`Agent::compact`](crate::Agent::compact) | compact now, whatever the estimate |
 ///
 /// # The estimate
@@ -106,7 +84,7 @@ impl CompactionStrategy {
 /// results, so the compacted history is valid for strict servers. The last
 /// `keep_turns` user turns are kept verbatim (at least the current one);
 /// the older messages are summarized or dropped. A turn that alone is
-/// bigger than the window cannot be cut; [`ToolResultLimit`](crate::ToolResultLimit) keeps single
+/// bigger than the window cannot be cut; [`ToolResultLimit`](crate::compaction::ToolResultLimit) keeps single
 /// results from getting there.
 ///
 /// # The summary
@@ -159,7 +137,7 @@ Do not answer any question from the conversation.";
     /// keeping the last 2 user turns.
     ///
     /// ```
-    /// use pikuri::{Compaction, CompactionStrategy};
+    /// use pikuri::compaction::{Compaction, CompactionStrategy};
     /// let c = Compaction::drop_oldest().keep_turns(3);
     /// assert_eq!(c.strategy(), CompactionStrategy::DropOldest);
     /// assert_eq!(c.strategy().as_str(), "drop_oldest");
@@ -207,7 +185,8 @@ Do not answer any question from the conversation.";
     /// starting with [`SUMMARY_MARKER`](Compaction::SUMMARY_MARKER).
     ///
     /// ```
-    /// use pikuri::{Compaction, Message};
+    /// use pikuri::{Message};
+    /// use pikuri::compaction::Compaction;
     /// let m = Message::user(format!("{}\nThe user asked about Rust.", Compaction::SUMMARY_MARKER));
     /// assert!(Compaction::is_summary(&m));
     /// assert!(!Compaction::is_summary(&Message::user("hi")));

@@ -1,5 +1,5 @@
 //! The capabilities an agent hands its extensions: [`ExtensionContext`]. The
-//! [`Extension`](crate::Extension) trait lives with the
+//! [`Extension`](crate::extension::Extension) trait lives with the
 //! [`Configurator`](crate::Configurator) it is configured by.
 
 use std::sync::{Arc, Weak};
@@ -7,10 +7,10 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 
 use super::shared::Shared;
-use crate::ListenerList;
+use crate::listener::ListenerList;
 use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 
-/// The capabilities an agent hands its extensions; see [`Extension`](crate::Extension).
+/// The capabilities an agent hands its extensions; see [`Extension`](crate::extension::Extension).
 ///
 /// Cheap to clone. It holds the agent weakly: once the agent is dropped,
 /// emitting does nothing and the other calls report an error or `None`.
@@ -69,7 +69,7 @@ impl ExtensionContext {
     /// Register a sub-agent-only tool at runtime (the pool of
     /// [`Configurator::add_sub_agent_tool`](crate::Configurator::add_sub_agent_tool)):
     /// never offered to this agent's model, reachable by the
-    /// [`Persona`](crate::Persona)s that name it from the next sub-agent on.
+    /// [`Persona`](crate::subagent::Persona)s that name it from the next sub-agent on.
     ///
     /// # Errors
     ///

@@ -32,7 +32,7 @@ const VERSION: u32 = 1;
 ///   the calls open at once (an id may be reused once its call is answered,
 ///   as some servers do);
 /// - one exception: the last batch of calls may stay unanswered, as a turn
-///   that stopped for approval leaves it (see [`Approver`](crate::Approver),
+///   that stopped for approval leaves it (see [`Approver`](crate::approval::Approver),
 ///   "Deciding later"); nothing is sent with them unanswered:
 ///   [`Agent::resume`](crate::Agent::resume) or the next [`run_loop`](crate::Agent::run_loop) answers them
 ///   first;

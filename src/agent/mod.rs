@@ -27,7 +27,7 @@ mod trifecta;
 mod turn;
 
 pub use builder::{Configurator, Extension};
-pub use compact::{Compaction, CompactionStrategy};
+pub use compact::Compaction;
 pub use extension::ExtensionContext;
 pub use history::History;
 pub use outcome::Outcome;
@@ -36,17 +36,17 @@ pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
-pub use trifecta::TrifectaPolicy;
 
 use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::approval::PendingApproval;
 use crate::protocol::{Client, ToolSpecs};
 use crate::{
-    Cancellable, ChatTransport, Error, Event, Interloper, Message, PendingApproval, Result, Role,
-    StepLimit, StopReason, Tool, Usage,
+    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
+    StopReason, Tool, Usage,
 };
 use compact::Compactor;
 use fallback::Fallbacks;
@@ -158,7 +158,7 @@ use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 /// tool call and its results. One exception, never sent: the calls of a
 /// turn that stopped for approval stay unanswered at the end of the
 /// history until [`resume`](Agent::resume) or the next `run_loop` answers
-/// them (see [`Approver`](crate::Approver), "Deciding later").
+/// them (see [`Approver`](crate::approval::Approver), "Deciding later").
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
@@ -380,7 +380,8 @@ impl Agent {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents};
+    /// use pikuri::{Agent};
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     /// let server = FakeServer::start();
     /// let agent = Agent::builder(server.transport())
@@ -439,7 +440,7 @@ impl Agent {
     /// conversation's trailing assistant message, in call order. Empty
     /// unless the last turn stopped with
     /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
-    /// (or such a history was loaded). See [`Approver`](crate::Approver),
+    /// (or such a history was loaded). See [`Approver`](crate::approval::Approver),
     /// "Deciding later".
     pub fn pending_approvals(&self) -> Vec<PendingApproval> {
         approval::pending(&self.messages)

@@ -1,6 +1,7 @@
 //! What a run reports: [`Outcome`].
 
-use crate::{PendingApproval, StopReason, Usage};
+use crate::approval::PendingApproval;
+use crate::{StopReason, Usage};
 
 /// What a finished [`run_loop`](crate::Agent::run_loop) (or
 /// [`resume`](crate::Agent::resume)) reports.
@@ -8,7 +9,8 @@ use crate::{PendingApproval, StopReason, Usage};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Persona, SubAgents, Usage};
+/// use pikuri::{Agent, Usage};
+/// use pikuri::subagent::{Persona, SubAgents};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();

@@ -55,7 +55,7 @@ pub(super) fn unregister(shared: &Arc<Shared>) {
 /// no lock is held while a handler runs, so it cannot deadlock on the
 /// registry or on an agent. It locks and allocates, so it is not for a raw
 /// `sigaction` handler. Handlers registered after it ran (an extension's
-/// [`ExtensionContext::on_close`](crate::ExtensionContext::on_close) during
+/// [`ExtensionContext::on_close`](crate::extension::ExtensionContext::on_close) during
 /// a later turn) run at the agent's close as usual, or at the next
 /// `close_all`.
 ///

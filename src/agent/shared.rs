@@ -1,5 +1,5 @@
 //! The state an [`Agent`](crate::Agent) shares with its
-//! [`ExtensionContext`](crate::ExtensionContext)s, the registry and its
+//! [`ExtensionContext`](crate::extension::ExtensionContext)s, the registry and its
 //! children: [`Shared`], and the loop options every child inherits.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -9,10 +9,11 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::structured::{StructuredOutput, TypedSpec};
-use super::trifecta::TrifectaPolicy;
-use crate::ListenerList;
+use crate::approval::Approver;
+use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
-use crate::{Approver, Cancellable, ChatTransport, Error, Event, Result, Tool, Usage};
+use crate::tool::TrifectaPolicy;
+use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool, Usage};
 
 /// A handler run once when the agent closes.
 pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -36,7 +37,7 @@ pub(crate) struct LoopOptions {
     pub(crate) typed: Option<Arc<TypedSpec>>,
 }
 
-/// State shared with [`ExtensionContext`](crate::ExtensionContext)s and
+/// State shared with [`ExtensionContext`](crate::extension::ExtensionContext)s and
 /// tools that captured one.
 pub(crate) struct Shared {
     pub(crate) id: Arc<str>,

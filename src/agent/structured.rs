@@ -37,7 +37,7 @@ pub enum StructuredMode {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{StructuredMode, StructuredOutput};
+/// use pikuri::structured::{StructuredMode, StructuredOutput};
 /// let s = StructuredOutput::default();
 /// assert_eq!(s.mode(), StructuredMode::JsonSchema);
 /// assert_eq!(s.max_repairs(), 2);
@@ -364,7 +364,7 @@ mod tests {
         assert!(m.contains("- a\n- b\n"), "{m}");
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         /// A count.
         struct Count {
             /// How many.

@@ -13,7 +13,7 @@ use super::Agent;
 use super::builder::Extension;
 use super::child::{self, ChildSpec};
 use super::extension::ExtensionContext;
-use crate::Parameters;
+use crate::tool::Parameters;
 use crate::{Error, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
@@ -21,7 +21,7 @@ use crate::{Error, Result, Tool, ToolContext, ToolError};
 /// # Examples
 ///
 /// ```
-/// use pikuri::Persona;
+/// use pikuri::subagent::Persona;
 /// let p = Persona::new("researcher", "Finds facts.", "You research.", 20).with_tools(&["calculator"]);
 /// assert_eq!(p.tool_names, vec!["calculator"]);
 /// ```
@@ -69,7 +69,8 @@ impl Persona {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     ///
     /// let server = FakeServer::start();
@@ -143,7 +144,8 @@ impl Persona {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Persona, SubAgents};
+/// use pikuri::{Agent};
+/// use pikuri::subagent::{Persona, SubAgents};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 /// # Examples
 ///
 /// ```
-/// use pikuri::ToolResultLimit;
+/// use pikuri::compaction::ToolResultLimit;
 /// let limit = ToolResultLimit::default();
 /// assert_eq!(limit.max_chars(Some(8192)), Some(8192)); // 25% of 8192 tokens × 4
 /// assert_eq!(limit.max_chars(None), Some(ToolResultLimit::CHARS_WITHOUT_CAP));

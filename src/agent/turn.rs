@@ -37,11 +37,11 @@ use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
+use crate::approval::Decision;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, Wire};
 use crate::tool::JsonSchema;
 use crate::{
-    ChatTransport, Decision, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool,
-    ToolCall,
+    ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -189,7 +189,9 @@ impl Agent {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Decision, FnTool, History, Parameters, StopReason};
+    /// use pikuri::{Agent, History, StopReason};
+    /// use pikuri::approval::Decision;
+    /// use pikuri::tool::{FnTool, Parameters};
     /// use pikuri::testing::{FakeServer, Reply};
     ///
     /// let server = FakeServer::start();
@@ -200,7 +202,7 @@ impl Agent {
     ///     |args, _| Ok(format!("sent to {}", args["to"].as_str().unwrap()))).state_changing();
     /// let build = || Agent::builder(server.transport())
     ///     .add_tool(send())
-    ///     .approver(|_: &pikuri::ApprovalRequest| Decision::Defer)
+    ///     .approver(|_: &pikuri::approval::ApprovalRequest| Decision::Defer)
     ///     .build();
     ///
     /// // A web handler: the turn stops, the history is saved.
@@ -273,10 +275,10 @@ impl Agent {
     /// - The system prompt of every request of the turn ends with a note
     ///   holding `T`'s schema ("Your final answer must be only a JSON
     ///   object matching this JSON Schema, ...").
-    /// - In [`StructuredMode::JsonSchema`](crate::StructuredMode::JsonSchema), `response_format: {"type":
+    /// - In [`StructuredMode::JsonSchema`](crate::structured::StructuredMode::JsonSchema), `response_format: {"type":
     ///   "json_schema", "json_schema": {"name": <T's name>, "strict": true,
     ///   "schema": <T's schema>}}` (`strict` is false when the schema breaks
-    ///   strict mode, see [`Parameters::strict_violations`](crate::Parameters::strict_violations)), and to a server
+    ///   strict mode, see [`Parameters::strict_violations`](crate::tool::Parameters::strict_violations)), and to a server
     ///   that looks like Ollama (port 11434 or an `/api` base) `format:
     ///   <schema>`. An agent without tools sends them on every request; an
     ///   agent with tools runs its tool rounds without them (llama.cpp would
@@ -301,7 +303,7 @@ impl Agent {
     ///   invalid: it carries every problem and the raw answer; the history
     ///   ends with that answer (valid: the next turn works).
     /// - [`Error::InvalidInput`] when `T`'s schema is not an object schema
-    ///   (nothing is sent), or when an [`Approver`](crate::Approver) deferred
+    ///   (nothing is sent), or when an [`Approver`](crate::approval::Approver) deferred
     ///   a call (the turn paused: the history holds the pending calls as
     ///   after [`run_loop`](Agent::run_loop)).
     /// - Otherwise as [`run_loop`](Agent::run_loop).
@@ -311,7 +313,7 @@ impl Agent {
     /// ```
     /// use pikuri::{Agent, Error};
     /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A sentiment verdict.
     ///     pub struct Verdict {
     ///         /// Whether the text is positive.
@@ -356,9 +358,10 @@ impl Agent {
     /// agent's for this turn.
     ///
     /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
+    /// use pikuri::{Agent};
+    /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A count.
     ///     pub struct Count { /// How many.
     ///         pub n: u32 }
@@ -404,16 +407,17 @@ impl Agent {
 
     /// Compact the conversation now, whatever the estimate: the older turns
     /// are summarized or dropped as the configured
-    /// [`Compaction`](crate::Compaction) says ([`Compaction::summarize`](crate::Compaction::summarize)
+    /// [`Compaction`](crate::compaction::Compaction) says ([`Compaction::summarize`](crate::compaction::Compaction::summarize)
     /// when none is set), the last turns are kept, and
     /// [`Event::Compacted`] says what changed. Returns whether anything
     /// was compacted (`false`: no turn older than the kept ones). The rules
-    /// are on [`Compaction`](crate::Compaction#where-the-history-is-cut).
+    /// are on [`Compaction`](crate::compaction::Compaction#where-the-history-is-cut).
     ///
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Compaction, History, Message};
+    /// use pikuri::{Agent, History, Message};
+    /// use pikuri::compaction::Compaction;
     /// use pikuri::testing::{FakeServer, Reply};
     ///
     /// let server = FakeServer::start();
@@ -830,7 +834,7 @@ impl Agent {
         }
     }
 
-    /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::ToolResultLimit);
+    /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
     fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
         let content = self.tool_limit.apply(content, self.context_window_cap());

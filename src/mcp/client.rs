@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::conn::{Conn, InitInfo, Observer, Opts, Wire};
+use super::conn::{Conn, InitInfo, Observer, Opts};
 use super::http::Http;
 use super::jsonrpc::{HTTP_VERSIONS, RpcError, STDIO_VERSIONS};
 use super::server::{Server, Transport};
@@ -387,7 +387,7 @@ fn open(
         Transport::Http { url, bearer } => {
             let slowest = server.timeout.max(server.startup_timeout);
             let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
-            conn.set_wire(Wire::Http(Arc::new(http)));
+            conn.set_wire(Box::new(Arc::new(http)));
             HTTP_VERSIONS
         }
     };

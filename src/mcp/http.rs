@@ -25,7 +25,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::conn::{Conn, init_params, parse_init};
+use super::conn::{Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
 use crate::util::{excerpt, redact_url_in};
@@ -321,5 +321,21 @@ impl Http {
             }
         }
         agent.shutdown();
+    }
+}
+
+/// Shared, because each POST runs on a worker thread that holds the `Http`.
+impl Wire for Arc<Http> {
+    fn send(&self, conn: &Arc<Conn>, msg: Value, id: Option<u64>) -> Result<(), RpcError> {
+        // The POST and the answer happen on a worker; a failure there fails
+        // the request on `conn`, so handing it over always succeeds.
+        Http::send(self, conn, msg, id);
+        Ok(())
+    }
+    fn set_protocol_version(&self, version: &str) {
+        Http::set_protocol_version(self, version);
+    }
+    fn close(&self, _name: &str) {
+        Http::close(self);
     }
 }

@@ -58,9 +58,8 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::HttpConfig;
-use super::decode::{
-    Completion, DecodeError, Fragment, StreamOptions, parse_response, read_stream,
-};
+use super::decode::{Completion, Fragment, StreamOptions, parse_response, read_stream};
+use super::error::DecodeError;
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
 use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};

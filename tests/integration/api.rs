@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use pikuri::listeners::ListenerList;
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Cancellable, ChatTransport, Error, Event, Interloper, ListenerList, OnExhausted,
-    StepLimit, StopReason,
+    Agent, Cancellable, ChatTransport, Error, Event, Interloper, OnExhausted, StepLimit, StopReason,
 };
 
 fn send<T: Send>() {}
@@ -23,11 +23,11 @@ fn thread_safety_bounds() {
     send_sync::<ChatTransport>();
     send_sync::<ListenerList>();
     send_sync::<FakeServer>();
-    send_sync::<pikuri::ExtensionContext>();
-    send_sync::<pikuri::Decision>();
-    send_sync::<pikuri::ApprovalRequest>();
-    send_sync::<pikuri::PendingApproval>();
-    send_sync::<pikuri::TerminalApprover>();
+    send_sync::<pikuri::extension::ExtensionContext>();
+    send_sync::<pikuri::approval::Decision>();
+    send_sync::<pikuri::approval::ApprovalRequest>();
+    send_sync::<pikuri::approval::PendingApproval>();
+    send_sync::<pikuri::approval::TerminalApprover>();
     send_sync::<pikuri::listeners::Subscription>();
     send::<pikuri::listeners::ChannelListener>();
 }
@@ -190,4 +190,80 @@ fn control_debug_same_as_and_peek_are_pinned() {
         format!("{limit:?}"),
         "StepLimit { max: 7, on_exhausted: Raise, step: 1 }"
     );
+}
+
+/// Every public item, named by its one documented path (issue 27: core types
+/// at the root, the rest in namespaces). A move breaks this at compile time;
+/// the `compile_fail` doctests in `src/lib.rs` check the old root paths are
+/// gone.
+#[test]
+fn every_item_has_its_documented_path() {
+    fn named<T: ?Sized>() -> &'static str {
+        std::any::type_name::<T>()
+    }
+    let root = [
+        named::<pikuri::Agent>(),
+        named::<pikuri::Configurator>(),
+        named::<pikuri::Outcome>(),
+        named::<pikuri::History>(),
+        named::<pikuri::ChatTransport>(),
+        named::<pikuri::HttpConfig>(),
+        named::<pikuri::Message>(),
+        named::<pikuri::Role>(),
+        named::<pikuri::ToolCall>(),
+        named::<pikuri::Usage>(),
+        named::<pikuri::Event>(),
+        named::<pikuri::StopReason>(),
+        named::<dyn pikuri::Listener>(),
+        named::<dyn pikuri::Tool>(),
+        named::<pikuri::ToolContext>(),
+        named::<pikuri::ToolError>(),
+        named::<pikuri::Cancellable>(),
+        named::<pikuri::Interloper>(),
+        named::<pikuri::StepLimit>(),
+        named::<pikuri::OnExhausted>(),
+        named::<pikuri::Error>(),
+        named::<pikuri::Result<()>>(),
+    ];
+    let close_all: fn() -> usize = pikuri::close_all;
+    let namespaced = [
+        named::<pikuri::tool::FnTool>(),
+        named::<pikuri::tool::TypedTool>(),
+        named::<pikuri::tool::Json<u8>>(),
+        named::<dyn pikuri::tool::IntoObservation>(),
+        named::<pikuri::tool::Parameters>(),
+        named::<pikuri::tool::ParametersBuilder>(),
+        named::<pikuri::tool::ItemType>(),
+        named::<pikuri::tool::SchemaError>(),
+        named::<pikuri::tool::ValidationError>(),
+        named::<pikuri::tool::TrifectaPolicy>(),
+        named::<dyn pikuri::approval::Approver>(),
+        named::<pikuri::approval::ApprovalRequest>(),
+        named::<pikuri::approval::Decision>(),
+        named::<pikuri::approval::PendingApproval>(),
+        named::<pikuri::approval::AutoApprove>(),
+        named::<pikuri::approval::StateChangingOnly<pikuri::approval::AutoApprove>>(),
+        named::<pikuri::approval::TerminalApprover>(),
+        named::<pikuri::compaction::Compaction>(),
+        named::<pikuri::compaction::CompactionStrategy>(),
+        named::<pikuri::compaction::ToolResultLimit>(),
+        named::<pikuri::structured::StructuredOutput>(),
+        named::<pikuri::structured::StructuredMode>(),
+        named::<pikuri::structured::Typed<u8>>(),
+        named::<pikuri::subagent::SubAgents>(),
+        named::<pikuri::subagent::Persona>(),
+        named::<pikuri::subagent::Synthesizer>(),
+        named::<pikuri::subagent::SubAgentListener>(),
+        named::<dyn pikuri::extension::Extension>(),
+        named::<pikuri::extension::ExtensionContext>(),
+        named::<pikuri::listeners::ListenerList>(),
+    ];
+    pikuri::tool::schema_type! {
+        struct Point { x: i64 }
+    }
+    fn schema<T: pikuri::tool::JsonSchema>(_: &T) {}
+    schema(&Point { x: 1 });
+    assert!(root.iter().chain(&namespaced).all(|n| !n.is_empty()));
+    assert_eq!(root.len() + namespaced.len(), 52);
+    let _ = close_all;
 }

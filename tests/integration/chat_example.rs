@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
+use pikuri::History;
+use pikuri::compaction::Compaction;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Compaction, History};
 use serde_json::{Value, json};
 
 /// How long a child may run before the test kills it and fails.

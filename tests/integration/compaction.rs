@@ -3,11 +3,11 @@
 //! strict: an invalid history would be answered 400 and show up in
 //! `rejections()`.
 
+use pikuri::compaction::{Compaction, CompactionStrategy, ToolResultLimit};
+use pikuri::listeners::InMemoryEventList;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    ChatTransport, Compaction, CompactionStrategy, Event, FnTool, History, Interloper, Message,
-    Parameters, Role, ToolCall, ToolResultLimit, builtin, listeners::InMemoryEventList,
-};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{ChatTransport, Event, History, Interloper, Message, Role, ToolCall, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};

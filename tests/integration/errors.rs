@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, ErrorKind, HttpConfig, Role};
-use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};

@@ -12,10 +12,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use pikuri::builtin;
 use pikuri::listeners::{JsonLines, Terminal};
 use pikuri::testing::{FakeServer, Recorder, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, ChatTransport, Error, HttpConfig, Role, listeners::InMemoryEventList};
-use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, closed_port, fast_http, read_request};
