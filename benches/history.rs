@@ -20,7 +20,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pikuri::Parameters;
+use pikuri::tool::Parameters;
 use pikuri::{
     Agent, ChatTransport, History, HttpConfig, Message, Tool, ToolCall, ToolContext, ToolError,
 };

@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use pikuri::{Event, ListenerList};
+use pikuri::Event;
+use pikuri::listeners::ListenerList;
 
 use common::{header, median, process_cpu, quantile, quick, runs};
 

@@ -10,10 +10,12 @@
 //! Offline, the scripted model first answers in prose; pikuri sends it back
 //! with the problem listed, and the second answer parses into `Triage`.
 
+use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Agent, ChatTransport, Error, JsonSchema, StructuredOutput};
+use pikuri::tool::JsonSchema;
+use pikuri::{Agent, ChatTransport, Error};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// How urgent a ticket is.
     enum Priority {
         Low = "low",
@@ -21,7 +23,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// The triage of a support ticket.
     struct Triage {
         priority: Priority,

@@ -10,9 +10,12 @@
 //! (keep risky tools off the agent that talks to the user). One
 //! [`FakeServer`] answers the main agent and both children, in request order.
 
+use pikuri::builtin;
+use pikuri::listeners::InMemoryEventList;
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Agent, Event, Persona, SubAgents, listeners::InMemoryEventList};
-use pikuri::{FnTool, Parameters, builtin};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Agent, Event};
 use serde_json::json;
 
 fn main() -> Result<(), pikuri::Error> {

@@ -10,8 +10,8 @@
 //! the server listens on a free loopback port.
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, ChatTransport, Error, Role, listeners::InMemoryEventList};
-use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 /// The code under test: how the application builds its support agent.

@@ -12,8 +12,8 @@
 //! reprints the schema, so it can correct itself, which it does.
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Event, Tool, ToolContext, ToolError, listeners::InMemoryEventList};
-use pikuri::{FnTool, Parameters};
 use serde_json::{Value, json};
 
 /// A tool with state of its own (here, a fixed table).

@@ -1,4 +1,4 @@
-//! Typed tools: argument types declared with `pikuri::schema_type!`, a
+//! Typed tools: argument types declared with `pikuri::tool::schema_type!`, a
 //! handler that receives them deserialized and returns a `Serialize` value,
 //! and the feedback a model gets when its arguments are wrong.
 //!
@@ -14,11 +14,11 @@
 //! schema, and corrects itself.
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{Json, JsonSchema, TypedTool};
 use pikuri::{Agent, ChatTransport, Event, ToolContext, ToolError, listeners::InMemoryEventList};
-use pikuri::{Json, JsonSchema, TypedTool};
 use serde_json::json;
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Temperature unit.
     enum Unit {
         Celsius = "celsius",
@@ -26,7 +26,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A stop on the trip.
     struct Stop {
         /// City name, e.g. `Oslo`.
@@ -36,7 +36,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A forecast request for a trip.
     struct TripForecast {
         stops: Vec<Stop>,

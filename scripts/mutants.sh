@@ -10,7 +10,7 @@
 # Scope: the controls first (their unit tests plus the integration tests of
 # the `controls` module, selected by the filter `control`), then the listener
 # hub (its unit tests plus the `listeners` integration tests), then the agent
-# loop (`src/agent/run.rs` and three small files of the loop, against the
+# loop (`src/agent/turn.rs` and three small files of the loop, against the
 # integration modules that drive a turn). One job, a per-mutant timeout: it
 # shares small machines. Results land in target/mutants/<scope>/mutants.out
 # (outcomes.json, missed.txt, caught.txt...). Figures of the latest run:
@@ -42,11 +42,11 @@ hub-delivery)
     ;;
 agent)
     # The agent loop: run_loop, retry_turn, rounds, tool batches, the
-    # synthesizer hand-off, events (run.rs), with the small files it calls
+    # synthesizer hand-off, events (turn.rs), with the small files it calls
     # into: the synthesizer's prompt, the tool-result limit, child agents
     # (82 mutants, about 40 minutes on 2 shared cores). No `--lib`: the
     # crate's unit tests under `agent::` are pure helpers (compaction cuts,
-    # overflow forms, leaked-call parsing) that never reach run.rs, and would
+    # overflow forms, leaked-call parsing) that never reach turn.rs, and would
     # only add a third compile of the crate per mutant. The integration modules below are the ones that
     # run turns against the FakeServer (about 120 tests, 5 s); left out: the
     # chat example (spawns processes), stress and properties (seconds of
@@ -54,7 +54,7 @@ agent)
     # cassettes rather than the loop. `--timeout 300`: a machine shared with
     # benchmarks may pause the run for minutes; re-run any timeout alone
     # (`-F` on its function) before believing it.
-    cargo mutants --gitignore true -f src/agent/run.rs \
+    cargo mutants --gitignore true -f src/agent/turn.rs \
         -f src/agent/synthesizer.rs -f src/agent/tool_limit.rs \
         -f src/agent/child.rs -j 1 --timeout 300 \
         --output target/mutants/agent \

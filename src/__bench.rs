@@ -6,8 +6,9 @@
 
 use std::io::BufRead;
 
+use crate::listener::ListenerList;
 use crate::protocol::{Fragment, StreamOptions, decode_error, read_stream};
-use crate::{Event, HttpConfig, ListenerList, Message, Result};
+use crate::{Event, HttpConfig, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
 /// the socket (SSE parser, then the delta accumulator), passing every text
@@ -25,7 +26,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
     };
     read_stream(reader, &options, &mut || {}, &mut on, &mut || {})
         .map(|c| c.message)
-        .map_err(|e| decode_error(e, &cfg, None))
+        .map_err(|e| decode_error(e, &cfg, None, None))
 }
 
 /// [`ListenerList`]'s crate-private `emit`: deliver `event` to every listener.

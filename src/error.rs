@@ -1,11 +1,18 @@
-//! The one error type for failures that abort a run.
+//! The one error type for failures that abort a run, and its stable
+//! [`ErrorKind`].
 //!
 //! A tool's failure is *not* an [`Error`]: it goes back to the model as an
 //! `"Error: ..."` observation and the loop continues (see [`crate::tool`]).
 //! Everything here ends [`Agent::run_loop`](crate::Agent::run_loop) (or a
 //! configuration call) and leaves the conversation history valid for the next
 //! turn.
+//!
+//! This module depends on nothing of the crate above it: what a server's
+//! status and message mean (an overflow, a missing model) is decided here,
+//! from the fields alone, so that every layer can build and classify errors
+//! without importing the agent.
 
+use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
@@ -16,34 +23,118 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can abort a run or a configuration call.
 ///
-/// `Display` is a short lowercase phrase without a trailing period. The API key
-/// never appears in it, nor in `Debug`. Text it quotes (a server's message, a
-/// bad chunk) goes through [`sanitize`], so printing an error never sends a
-/// control sequence to a terminal; the fields keep the exact text.
-#[derive(Debug)]
+/// Branch on [`kind`](Error::kind), a small `Copy` enum that stays stable
+/// as variants gain fields; match the variants for their details (the
+/// status, the server's message, the timeout that expired).
+///
+/// | [`ErrorKind`] | when | worth retrying? |
+/// |---|---|---|
+/// | [`Connect`](ErrorKind::Connect) | the connection could not be made: refused, unreachable, DNS, TLS handshake, a URL ureq cannot use ([`Error::Connect`]) | later, or on another server: the client already retried |
+/// | [`Transport`](ErrorKind::Transport) | the connection failed once made: reset, closed early; an MCP server's process or pipe failed ([`Error::Transport`]) | yes ([`Agent::retry_turn`](crate::Agent::retry_turn)) |
+/// | [`Timeout`](ErrorKind::Timeout) | a connect, read, idle or deadline bound expired ([`Error::Timeout`]) | yes |
+/// | [`Auth`](ErrorKind::Auth) | HTTP 401 or 403 ([`Error::Http`]) | no: fix the key |
+/// | [`RateLimit`](ErrorKind::RateLimit) | HTTP 429 ([`Error::Http`]) | later: the client already waited and retried |
+/// | [`ModelNotFound`](ErrorKind::ModelNotFound) | a 4xx whose message says the model does not exist (OpenAI's `model_not_found`, Ollama's `model "x" not found`) ([`Error::Http`]) | no: pick another model |
+/// | [`ContextOverflow`](ErrorKind::ContextOverflow) | the conversation does not fit the model's window ([`Error::Http`], see [`is_context_overflow`](Error::is_context_overflow)) | not as is: compact or start afresh |
+/// | [`Server`](ErrorKind::Server) | any other 5xx ([`Error::Http`]) | later, or on another server |
+/// | [`Rejected`](ErrorKind::Rejected) | any other non-success status: a 4xx, a redirect ([`Error::Http`]) | no |
+/// | [`Protocol`](ErrorKind::Protocol) | the server sent something that is not the protocol ([`Error::Protocol`]) | rarely |
+/// | [`Truncated`](ErrorKind::Truncated) | a stream ended before `[DONE]` ([`Error::Truncated`]) | yes |
+/// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
+/// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
+/// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
+/// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
+/// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
+///
+/// # Output
+///
+/// `Display` is one short lowercase line without a trailing period that
+/// names the URL a server or transport error was talking to. `Debug` reads
+/// as a sentence too, the `Display` line then the causes not already in it
+/// (`Caused by:`), so `fn main() -> pikuri::Result<()>` prints what
+/// happened; `{:#?}` prints the variant and its fields instead.
+///
+/// The API key never appears in either, and URLs are shown with their user
+/// info and query values replaced by `<redacted>`. Text the error quotes (a
+/// server's message, a bad chunk) goes through [`sanitize`], so printing an
+/// error never sends a control sequence to a terminal; the fields keep the
+/// exact text.
+///
+/// ```
+/// use pikuri::{Agent, ChatTransport, ErrorKind, HttpConfig};
+///
+/// // A port nobody listens on.
+/// let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+/// let transport = ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
+/// let mut agent = Agent::builder(transport)
+///     .http(HttpConfig::default().with_max_retries(0))
+///     .build()?;
+/// let err = agent.run_loop("hi").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Connect);
+/// let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+/// assert_eq!(err.url(), Some(url.as_str()));
+/// assert!(format!("{err:?}").starts_with(&format!("cannot connect to {url}: ")));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[non_exhaustive]
 pub enum Error {
     /// The server answered with a non-success HTTP status (after retries, for
     /// the retryable ones: 429, 500, 502, 503, 504).
     ///
     /// `message` is the server's own `{"error":{"message":..}}` text when the
-    /// body has that shape, else the raw body, truncated.
+    /// body has that shape, else the raw body, truncated. [`Error::kind`]
+    /// tells an auth failure, a rate limit, a missing model, an overflow
+    /// and a server failure apart.
     Http {
         /// The HTTP status code.
         status: u16,
         /// The server's message, or the start of its body.
         message: String,
+        /// The URL requested, user info and query values redacted.
+        url: String,
     },
-    /// The connection failed, was reset, or could not be made (after retries
-    /// for failures before any response byte).
-    Transport(Box<dyn std::error::Error + Send + Sync>),
-    /// No byte arrived within the configured timeout.
-    Timeout(Duration),
+    /// The connection could not be made: refused, host or network
+    /// unreachable, the name did not resolve, the TLS handshake failed, or
+    /// the URL is not one the client can use (after retries for failures
+    /// before any response byte).
+    Connect {
+        /// The URL requested, user info and query values redacted.
+        url: String,
+        /// What failed (an [`std::io::Error`], or ureq's error; the type is
+        /// not part of the API).
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// The connection failed once it was made: reset, closed before the
+    /// answer was complete, a read that failed; an MCP server's process
+    /// or pipe failed.
+    Transport {
+        /// The URL requested, user info and query values redacted; `None`
+        /// for a server reached over stdio.
+        url: Option<String>,
+        /// What failed (the type is not part of the API).
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// No byte arrived within the configured timeout, or the request
+    /// deadline passed.
+    Timeout {
+        /// The bound that expired, as configured.
+        after: Duration,
+        /// The URL requested, user info and query values redacted; `None`
+        /// for a server reached over stdio.
+        url: Option<String>,
+    },
     /// The server sent something that is not the chat-completions protocol: a
     /// JSON chunk that does not parse, an oversized SSE line, a response body
     /// that is not the expected JSON, a response over the size limits of
-    /// [`HttpConfig`](crate::HttpConfig).
-    Protocol(String),
+    /// [`HttpConfig`](crate::HttpConfig); an MCP server answered with an
+    /// error; the compactor wrote an empty summary.
+    Protocol {
+        /// What was wrong, quoting at most the start of what was sent.
+        message: String,
+        /// The URL requested, user info and query values redacted, when
+        /// the error came from a server reached over HTTP.
+        url: Option<String>,
+    },
     /// The stream ended before `[DONE]` and before a `finish_reason`.
     Truncated,
     /// The [`Cancellable`](crate::Cancellable) was cancelled during the run.
@@ -82,7 +173,98 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is: the stable thing to branch on.
+///
+/// New kinds may be added (it is `#[non_exhaustive]`); an error keeps its
+/// kind across releases. See the table on [`Error`] for when each occurs.
+///
+/// ```
+/// use pikuri::{Agent, ErrorKind, HttpConfig};
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::status(401, "invalid api key"));
+/// let mut agent = Agent::builder(server.transport())
+///     .http(HttpConfig::default().with_max_retries(0))
+///     .build()?;
+/// match agent.run_loop("hi").unwrap_err().kind() {
+///     ErrorKind::Auth => {} // ask for another key
+///     other => panic!("unexpected {other:?}"),
+/// }
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The connection could not be made.
+    Connect,
+    /// The connection failed once made.
+    Transport,
+    /// A timeout or the request deadline expired.
+    Timeout,
+    /// The server refused the credentials (401, 403).
+    Auth,
+    /// The server asked to slow down (429).
+    RateLimit,
+    /// The server does not have the model asked for.
+    ModelNotFound,
+    /// The conversation does not fit the model's context window.
+    ContextOverflow,
+    /// The server failed (another 5xx).
+    Server,
+    /// The server rejected the request (another non-success status).
+    Rejected,
+    /// The server broke the protocol.
+    Protocol,
+    /// A stream ended before `[DONE]`.
+    Truncated,
+    /// The run was cancelled.
+    Cancelled,
+    /// The step budget ran out.
+    StepLimit,
+    /// An argument or setting was invalid.
+    InvalidInput,
+    /// A history was invalid.
+    History,
+    /// A typed answer stayed invalid.
+    InvalidAnswer,
+}
+
 impl Error {
+    /// What kind of failure this is.
+    ///
+    /// ```
+    /// use pikuri::{Error, ErrorKind};
+    /// let http = |status: u16, message: &str| Error::Http {
+    ///     status,
+    ///     message: message.into(),
+    ///     url: "http://127.0.0.1:8080/v1/chat/completions".into(),
+    /// };
+    /// assert_eq!(http(403, "forbidden").kind(), ErrorKind::Auth);
+    /// assert_eq!(http(429, "slow down").kind(), ErrorKind::RateLimit);
+    /// assert_eq!(http(404, r#"model "qwen9" not found, try pulling it first"#).kind(), ErrorKind::ModelNotFound);
+    /// assert_eq!(http(503, "loading model").kind(), ErrorKind::Server);
+    /// assert_eq!(http(404, "page not found").kind(), ErrorKind::Rejected);
+    /// assert_eq!(Error::Cancelled.kind(), ErrorKind::Cancelled);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Http {
+                status, message, ..
+            } => http_kind(*status, message),
+            Error::Connect { .. } => ErrorKind::Connect,
+            Error::Transport { .. } => ErrorKind::Transport,
+            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::Protocol { .. } => ErrorKind::Protocol,
+            Error::Truncated => ErrorKind::Truncated,
+            Error::Cancelled => ErrorKind::Cancelled,
+            Error::StepLimitExceeded { .. } => ErrorKind::StepLimit,
+            Error::InvalidInput(_) => ErrorKind::InvalidInput,
+            Error::History(_) => ErrorKind::History,
+            Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
+        }
+    }
+
     /// Whether this is [`Error::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
         matches!(self, Error::Cancelled)
@@ -101,55 +283,237 @@ impl Error {
         }
     }
 
+    /// The URL the failed request went to, with user info and query values
+    /// replaced by `<redacted>`: for [`Error::Http`] and [`Error::Connect`]
+    /// always, for [`Error::Transport`], [`Error::Timeout`] and
+    /// [`Error::Protocol`] when the server was reached over HTTP.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Error::Http { url, .. } | Error::Connect { url, .. } => Some(url),
+            Error::Transport { url, .. }
+            | Error::Timeout { url, .. }
+            | Error::Protocol { url, .. } => url.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Whether the server rejected the request because the conversation
-    /// does not fit the model's context window: an [`Error::Http`] whose
-    /// status and message match the forms of llama.cpp (`exceeds the
-    /// available context size`), vLLM and OpenAI (`maximum context
-    /// length`, `context_length_exceeded`) or Ollama (`input length exceeds
-    /// ... context length`).
+    /// does not fit the model's context window: whether
+    /// [`kind`](Error::kind) is [`ErrorKind::ContextOverflow`]. That is an
+    /// [`Error::Http`] whose status (a 4xx other than 401, 403 and 429, or
+    /// a 500) and message match the forms of:
     ///
-    /// With a [`Compaction`](crate::Compaction) set, the agent compacts
+    /// - llama.cpp: `request (5034 tokens) exceeds the available context
+    ///   size (1024 tokens), try increasing it` (b11434; older builds: `the
+    ///   request exceeds ...`), type `exceed_context_size_error`, 400.
+    /// - vLLM and OpenAI: `This model's maximum context length is 4096
+    ///   tokens. However, you requested ...`, 400 (OpenAI's code
+    ///   `context_length_exceeded`); OpenAI's newer `Your input exceeds the
+    ///   context window of this model.`
+    /// - Ollama: `input length exceeds maximum context length`, `the input
+    ///   length exceeds the context length`, `prompt too long`.
+    /// - Any 413 (payload too large) whose message mentions tokens or
+    ///   context.
+    ///
+    /// With a [`Compaction`](crate::compaction::Compaction) set, the agent compacts
     /// and retries such a request once by itself; this error reaches the
     /// host only when the retry was rejected too (the kept turns alone do
-    /// not fit) or when no compaction is set.
+    /// not fit) or when no compaction is set. The client does not retry it.
     ///
     /// ```
     /// use pikuri::Error;
-    /// let e = Error::Http {
-    ///     status: 400,
-    ///     message: "the request exceeds the available context size, try increasing it".into(),
+    /// let http = |status: u16, message: &str| Error::Http {
+    ///     status,
+    ///     message: message.into(),
+    ///     url: "http://127.0.0.1:8080/v1/chat/completions".into(),
     /// };
-    /// assert!(e.is_context_overflow());
-    /// assert!(!Error::Http { status: 400, message: "bad model".into() }.is_context_overflow());
+    /// assert!(http(400, "the request exceeds the available context size, try increasing it").is_context_overflow());
+    /// assert!(!http(400, "bad model").is_context_overflow());
     /// ```
     pub fn is_context_overflow(&self) -> bool {
-        match self {
-            Error::Http { status, message } => crate::agent::is_context_overflow(*status, message),
-            _ => false,
-        }
+        self.kind() == ErrorKind::ContextOverflow
     }
 
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::InvalidInput(msg.into())
     }
 
+    /// A protocol error not tied to a URL (the URL, when known, is set
+    /// where the request was made).
     pub(crate) fn protocol(msg: impl Into<String>) -> Error {
-        Error::Protocol(msg.into())
+        Error::Protocol {
+            message: msg.into(),
+            url: None,
+        }
+    }
+
+    /// The struct form, for `{:#?}`.
+    fn fmt_fields(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Http {
+                status,
+                message,
+                url,
+            } => f
+                .debug_struct("Http")
+                .field("status", status)
+                .field("message", message)
+                .field("url", url)
+                .finish(),
+            Error::Connect { url, source } => f
+                .debug_struct("Connect")
+                .field("url", url)
+                .field("source", source)
+                .finish(),
+            Error::Transport { url, source } => f
+                .debug_struct("Transport")
+                .field("url", url)
+                .field("source", source)
+                .finish(),
+            Error::Timeout { after, url } => f
+                .debug_struct("Timeout")
+                .field("after", after)
+                .field("url", url)
+                .finish(),
+            Error::Protocol { message, url } => f
+                .debug_struct("Protocol")
+                .field("message", message)
+                .field("url", url)
+                .finish(),
+            Error::Truncated => f.write_str("Truncated"),
+            Error::Cancelled => f.write_str("Cancelled"),
+            Error::StepLimitExceeded { max } => f
+                .debug_struct("StepLimitExceeded")
+                .field("max", max)
+                .finish(),
+            Error::InvalidInput(m) => f.debug_tuple("InvalidInput").field(m).finish(),
+            Error::History(m) => f.debug_tuple("History").field(m).finish(),
+            Error::InvalidAnswer { problems, raw } => f
+                .debug_struct("InvalidAnswer")
+                .field("problems", problems)
+                .field("raw", raw)
+                .finish(),
+        }
+    }
+}
+
+/// The kind of an HTTP failure, from its status and the server's message.
+/// The status decides first where it is unambiguous (401, 403, 429); the
+/// message then tells an overflow or a missing model from another 4xx,
+/// because servers send both as a plain 400 or 404.
+fn http_kind(status: u16, message: &str) -> ErrorKind {
+    match status {
+        401 | 403 => ErrorKind::Auth,
+        429 => ErrorKind::RateLimit,
+        _ if is_context_overflow(status, message) => ErrorKind::ContextOverflow,
+        _ if is_model_not_found(status, message) => ErrorKind::ModelNotFound,
+        500..=599 => ErrorKind::Server,
+        _ => ErrorKind::Rejected,
+    }
+}
+
+/// See [`Error::is_context_overflow`] for the forms recognized.
+fn is_context_overflow(status: u16, message: &str) -> bool {
+    // Ollama answers `prompt too long` with a 500; any other 5xx is the
+    // server's own trouble, whatever its text says.
+    if !(400..=499).contains(&status) && status != 500 {
+        return false;
+    }
+    let m = message.to_ascii_lowercase();
+    m.contains("exceed_context_size_error")
+        || m.contains("context_length_exceeded")
+        || m.contains("exceeds the available context size")
+        || m.contains("maximum context length")
+        || (m.contains("exceed") && m.contains("context length"))
+        || (m.contains("exceed") && m.contains("context window"))
+        || m.contains("prompt too long")
+        || m.contains("prompt is too long")
+        || (status == 413 && (m.contains("token") || m.contains("context")))
+}
+
+/// Whether a 4xx says the model does not exist: OpenAI's and vLLM's `The
+/// model `x` does not exist`, code `model_not_found`; Ollama's `model "x"
+/// not found, try pulling it first`; OpenRouter's `x is not a valid model
+/// ID`. A 404 that does not mention a model is a wrong path, not a
+/// missing model.
+fn is_model_not_found(status: u16, message: &str) -> bool {
+    if !(400..=499).contains(&status) {
+        return false;
+    }
+    let m = message.to_ascii_lowercase();
+    m.contains("model_not_found")
+        || (m.contains("model")
+            && (m.contains("not found")
+                || m.contains("does not exist")
+                || m.contains("no such")
+                || m.contains("unknown model")
+                || m.contains("not a valid model")))
+}
+
+/// `text` with its first letter lowercased when the second is lowercase
+/// too (`Connection refused` → `connection refused`, but `TLS` stays), so
+/// a cause reads on in a sentence.
+fn lower_first(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => {
+            let mut out: String = a.to_lowercase().collect();
+            out.push_str(&text[a.len_utf8()..]);
+            out.into()
+        }
+        _ => text.into(),
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Http { status, message } if message.is_empty() => {
-                write!(f, "http status {status}")
+            Error::Http {
+                status,
+                message,
+                url,
+            } => {
+                write!(f, "http status {status} from {}", sanitize(url))?;
+                if !message.is_empty() {
+                    write!(f, ": {}", sanitize(message))?;
+                }
+                Ok(())
             }
-            Error::Http { status, message } => {
-                write!(f, "http status {status}: {}", sanitize(message))
+            Error::Connect { url, source } => write!(
+                f,
+                "cannot connect to {}: {}",
+                sanitize(url),
+                lower_first(&sanitize(&source.to_string()))
+            ),
+            Error::Transport { url, source } => {
+                let why = source.to_string();
+                let why = sanitize(&why);
+                match url {
+                    Some(url) => write!(
+                        f,
+                        "connection to {} failed: {}",
+                        sanitize(url),
+                        lower_first(&why)
+                    ),
+                    None => write!(f, "transport error: {why}"),
+                }
             }
-            Error::Transport(e) => write!(f, "transport error: {}", sanitize(&e.to_string())),
-            Error::Timeout(d) => write!(f, "timed out after {} ms", d.as_millis()),
-            Error::Protocol(m) => write!(f, "protocol error: {}", sanitize(m)),
+            Error::Timeout { after, url } => {
+                write!(f, "timed out after {} ms", after.as_millis())?;
+                if let Some(url) = url {
+                    write!(f, " waiting for {}", sanitize(url))?;
+                }
+                Ok(())
+            }
+            Error::Protocol { message, url } => match url {
+                Some(url) => write!(
+                    f,
+                    "protocol error from {}: {}",
+                    sanitize(url),
+                    sanitize(message)
+                ),
+                None => write!(f, "protocol error: {}", sanitize(message)),
+            },
             Error::Truncated => f.write_str("stream truncated before [DONE]"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
@@ -168,11 +532,162 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+/// A sentence, as anyhow prints one: the `Display` line, then under
+/// `Caused by:` each cause in the `source()` chain whose text the line does
+/// not already say. `{:#?}` prints the variant and its fields.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return self.fmt_fields(f);
+        }
+        let line = self.to_string();
+        f.write_str(&line)?;
+        let said = line.to_lowercase();
+        let mut causes = Vec::new();
+        let mut next = StdError::source(self);
+        while let Some(cause) = next {
+            let text = sanitize(&cause.to_string()).into_owned();
+            // The line usually quotes the innermost cause already
+            // (`... : connection refused (os error 111)`): saying it twice
+            // adds nothing.
+            if !text.is_empty() && !said.contains(&text.to_lowercase()) {
+                causes.push(text);
+            }
+            next = cause.source();
+        }
+        match causes.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, "\n\nCaused by:\n    {one}"),
+            many => {
+                f.write_str("\n\nCaused by:")?;
+                for (i, cause) in many.iter().enumerate() {
+                    write!(f, "\n    {i}: {cause}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Error::Transport(e) => Some(&**e),
+            Error::Connect { source, .. } | Error::Transport { source, .. } => Some(&**source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, message: &str) -> Error {
+        Error::Http {
+            status,
+            message: message.into(),
+            url: "http://h/v1/chat/completions".into(),
+        }
+    }
+
+    #[test]
+    fn overflow_forms_of_real_servers() {
+        let overflows = [
+            // llama.cpp b11434, as its server answers a 5034-token prompt at -c 1024.
+            (
+                400,
+                "request (5034 tokens) exceeds the available context size (1024 tokens), try increasing it",
+            ),
+            // Older llama.cpp builds.
+            (
+                400,
+                "the request exceeds the available context size, try increasing it",
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"...","type":"exceed_context_size_error"}}"#,
+            ),
+            // vLLM.
+            (
+                400,
+                "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+            ),
+            // OpenAI: the message and the code.
+            (
+                400,
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+            ),
+            (
+                400,
+                "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            ),
+            (400, r#"{"error":{"code":"context_length_exceeded"}}"#),
+            // Ollama.
+            (400, "input length exceeds maximum context length"),
+            (400, "the input length exceeds the context length"),
+            (500, "prompt too long"),
+            (413, "too many tokens"),
+        ];
+        for (status, message) in overflows {
+            assert_eq!(
+                http(status, message).kind(),
+                ErrorKind::ContextOverflow,
+                "{status} {message}"
+            );
+        }
+        // Not overflows.
+        assert_eq!(
+            http(400, "model not found").kind(),
+            ErrorKind::ModelNotFound
+        );
+        assert_eq!(http(401, "invalid api key").kind(), ErrorKind::Auth);
+        assert_eq!(
+            http(503, "maximum context length").kind(),
+            ErrorKind::Server
+        );
+        assert_eq!(http(413, "body too large").kind(), ErrorKind::Rejected);
+        assert!(!http(200, "maximum context length").is_context_overflow());
+    }
+
+    #[test]
+    fn missing_models_as_servers_word_them() {
+        for message in [
+            "The model `gpt-9` does not exist or you do not have access to it.",
+            r#"{"error":{"code":"model_not_found"}}"#,
+            r#"model "llama9" not found, try pulling it first"#,
+            "foo/bar is not a valid model ID",
+        ] {
+            assert_eq!(
+                http(404, message).kind(),
+                ErrorKind::ModelNotFound,
+                "{message}"
+            );
+        }
+        assert_eq!(http(404, "File Not Found").kind(), ErrorKind::Rejected);
+        assert_eq!(http(500, "model not found").kind(), ErrorKind::Server);
+        assert_eq!(http(302, "").kind(), ErrorKind::Rejected);
+    }
+
+    #[test]
+    fn causes_already_in_the_line_are_not_repeated() {
+        let e = Error::Connect {
+            url: "http://h/v1".into(),
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "Connection refused (os error 111)",
+            )),
+        };
+        assert_eq!(
+            format!("{e:?}"),
+            "cannot connect to http://h/v1: connection refused (os error 111)"
+        );
+        assert!(format!("{e:#?}").starts_with("Connect {"));
+        let e = Error::Transport {
+            url: None,
+            source: Box::new(std::io::Error::other(Error::Cancelled)),
+        };
+        assert_eq!(format!("{e:?}"), "transport error: cancelled");
+        assert_eq!(lower_first("TLS failed"), "TLS failed");
+        assert_eq!(lower_first("É"), "É");
     }
 }

@@ -1,12 +1,39 @@
-//! The event stream: [`Event`] and [`StopReason`]; the ordering rules and
-//! the JSON form are documented on [`Event`].
+//! The event stream: [`Event`], [`StopReason`] and [`CompactionStrategy`];
+//! the ordering rules and the JSON form are documented on [`Event`].
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChatTransport, CompactionStrategy, Usage};
+use crate::{ChatTransport, Usage};
+
+/// How older turns are removed by a
+/// [`Compaction`](crate::compaction::Compaction).
+///
+/// Public as `pikuri::compaction::CompactionStrategy`. Defined with the
+/// events because [`Event::Compacted`] carries it: in the agent module, the
+/// events would import the agent that imports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CompactionStrategy {
+    /// Replace them with a summary written by a tools-free child agent (one
+    /// extra request).
+    Summarize,
+    /// Drop them (no request; the model forgets them).
+    DropOldest,
+}
+
+impl CompactionStrategy {
+    /// The snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionStrategy::Summarize => "summarize",
+            CompactionStrategy::DropOldest => "drop_oldest",
+        }
+    }
+}
 
 /// Why a run stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -23,7 +50,7 @@ pub enum StopReason {
     Cancelled,
     /// The run failed (HTTP, transport, protocol error).
     Error,
-    /// An [`Approver`](crate::Approver) deferred a tool call: the turn ended
+    /// An [`Approver`](crate::approval::Approver) deferred a tool call: the turn ended
     /// with calls awaiting the host's decision
     /// ([`Outcome::pending_approvals`](crate::Outcome::pending_approvals),
     /// [`Agent::resume`](crate::Agent::resume)).
@@ -156,7 +183,7 @@ pub enum Event {
         /// The result text.
         content: String,
     },
-    /// An [`Approver`](crate::Approver) (or the host, through
+    /// An [`Approver`](crate::approval::Approver) (or the host, through
     /// [`Agent::resume`](crate::Agent::resume)) denied a tool call; the
     /// [`Event::ToolResult`] with the observation the model gets follows.
     ToolDenied {
@@ -169,7 +196,7 @@ pub enum Event {
         /// Why, as the approver gave it.
         reason: String,
     },
-    /// An [`Approver`](crate::Approver) approved a tool call with edited
+    /// An [`Approver`](crate::approval::Approver) approved a tool call with edited
     /// arguments, which passed validation; the tool runs on these.
     ToolEdited {
         /// Emitting agent.
@@ -277,7 +304,7 @@ pub enum Event {
     /// [`Agent::compact`](crate::Agent::compact). With the `Summarize`
     /// strategy it follows the compactor child's own events (agent id
     /// `"compactor"`). Token figures are estimates (see
-    /// [`Compaction`](crate::Compaction)).
+    /// [`Compaction`](crate::compaction::Compaction)).
     Compacted {
         /// Emitting agent.
         agent: Arc<str>,

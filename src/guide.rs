@@ -61,15 +61,16 @@
 //! # Writing tools
 //!
 //! A tool is a name, a description the model reads, a JSON schema for the
-//! arguments, and a function. [`FnTool`](crate::FnTool) with
-//! [`Parameters`](crate::Parameters) covers most of them. The arguments are
+//! arguments, and a function. [`FnTool`](crate::tool::FnTool) with
+//! [`Parameters`](crate::tool::Parameters) covers most of them. The arguments are
 //! validated against the schema before the function runs. A failure is an
 //! observation for the model, not an error of the run: return a
 //! [`ToolError`](crate::ToolError) and the model reads `Error: ...`, so it
 //! can correct itself.
 //!
 //! ```
-//! use pikuri::{Agent, FnTool, Parameters, ToolError};
+//! use pikuri::{Agent, ToolError};
+//! use pikuri::tool::{FnTool, Parameters};
 //! use pikuri::testing::{FakeServer, Reply};
 //! use serde_json::json;
 //!
@@ -110,19 +111,20 @@
 //! ## Typed tools
 //!
 //! Declare the arguments once, as a Rust type, with
-//! [`schema_type!`](crate::schema_type): the struct (with its serde derives)
+//! [`schema_type!`](crate::tool::schema_type): the struct (with its serde derives)
 //! and its JSON Schema come from one declaration, doc comments become the
 //! descriptions the model reads, and the schema meets OpenAI's strict mode.
-//! A [`TypedTool`](crate::TypedTool)'s handler receives the deserialized
+//! A [`TypedTool`](crate::tool::TypedTool)'s handler receives the deserialized
 //! value; arguments that do not fit go back to the model as one `Error:`
 //! observation listing every problem, and the handler never sees them. (Your
 //! crate needs `serde` with `derive`, as for any serde type.)
 //!
 //! ```
-//! use pikuri::{Agent, ToolContext, ToolError, TypedTool};
+//! use pikuri::{Agent, ToolContext, ToolError};
+//! use pikuri::tool::TypedTool;
 //! use pikuri::testing::{FakeServer, Reply};
 //!
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// A line of an order.
 //!     struct Line {
 //!         /// The article number.
@@ -130,7 +132,7 @@
 //!         quantity: u32,
 //!     }
 //! }
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// An order to price.
 //!     struct Order {
 //!         lines: Vec<Line>,
@@ -163,7 +165,7 @@
 //! ```
 //!
 //! A schema you already have (an MCP server's, an OpenAPI document's) goes in
-//! as is through [`Parameters::from_json_schema`](crate::Parameters::from_json_schema).
+//! as is through [`Parameters::from_json_schema`](crate::tool::Parameters::from_json_schema).
 //!
 //! ## Typed answers
 //!
@@ -179,7 +181,7 @@
 //! use pikuri::Agent;
 //! use pikuri::testing::{FakeServer, Reply};
 //!
-//! pikuri::schema_type! {
+//! pikuri::tool::schema_type! {
 //!     /// A city and its country.
 //!     struct Capital {
 //!         city: String,
@@ -412,17 +414,19 @@
 //!
 //! # Asking before a tool runs
 //!
-//! An [`Approver`](crate::Approver) sees every call after its arguments
+//! An [`Approver`](crate::approval::Approver) sees every call after its arguments
 //! validate and before it runs: approve, deny with a reason (the model reads
 //! it), edit the arguments, or defer the decision. Tools declare whether
 //! they change the user's state ([`Tool::changes_user_state`](crate::Tool::changes_user_state),
-//! [`FnTool::state_changing`](crate::FnTool::state_changing)), so
-//! [`StateChangingOnly`](crate::StateChangingOnly) asks only about those;
-//! [`TerminalApprover`](crate::TerminalApprover) is a y/n prompt. A closure is
+//! [`FnTool::state_changing`](crate::tool::FnTool::state_changing)), so
+//! [`StateChangingOnly`](crate::approval::StateChangingOnly) asks only about those;
+//! [`TerminalApprover`](crate::approval::TerminalApprover) is a y/n prompt. A closure is
 //! an approver too:
 //!
 //! ```
-//! use pikuri::{Agent, ApprovalRequest, Decision, FnTool, Parameters, StateChangingOnly};
+//! use pikuri::Agent;
+//! use pikuri::approval::{ApprovalRequest, Decision, StateChangingOnly};
+//! use pikuri::tool::{FnTool, Parameters};
 //! use pikuri::testing::{FakeServer, Reply};
 //!
 //! let rm = FnTool::new("rm", "Deletes a file.", Parameters::builder().required_string("path", "The file.").build(),
@@ -446,7 +450,7 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
-//! A host that cannot block (a web handler) returns [`Decision::Defer`](crate::Decision::Defer):
+//! A host that cannot block (a web handler) returns [`Decision::Defer`](crate::approval::Decision::Defer):
 //! the turn ends with [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
 //! and the pending calls; save the history, ask the person, and call
 //! [`Agent::resume`](crate::Agent::resume) with the decisions, in this
@@ -479,17 +483,18 @@
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them
-//! fast. A [`Compaction`](crate::Compaction) summarizes (or drops) the older
+//! fast. A [`Compaction`](crate::compaction::Compaction) summarizes (or drops) the older
 //! turns before a request would pass a share of the window, always cutting
 //! at a user message so no tool call is parted from its result, and recovers
 //! once from a request the server rejects as too long. One oversized tool
 //! result is cut with a visible marker by default
-//! ([`ToolResultLimit`](crate::ToolResultLimit)); a fallback list moves a turn
+//! ([`ToolResultLimit`](crate::compaction::ToolResultLimit)); a fallback list moves a turn
 //! to another server when one goes down
 //! ([`Configurator::add_fallback`](crate::Configurator::add_fallback)).
 //!
 //! ```
-//! use pikuri::{Agent, Compaction};
+//! use pikuri::Agent;
+//! use pikuri::compaction::Compaction;
 //! use pikuri::listeners::InMemoryEventList;
 //! use pikuri::testing::{FakeServer, Reply};
 //!

@@ -39,14 +39,17 @@
 //!   optional context window); [`ChatTransport::from_env`] reads
 //!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
-//!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls ([`StepLimit`], [`Cancellable`], [`Interloper`]),
-//!   [`Extension`]s such as [`SubAgents`] and [`mcp::Registry`] (the tools
-//!   of MCP servers, over stdio or Streamable HTTP).
+//!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls
+//!   ([`StepLimit`], [`Cancellable`], [`Interloper`]),
+//!   [`Extension`](extension::Extension)s such as
+//!   [`SubAgents`](subagent::SubAgents) and [`mcp::Registry`] (the tools of
+//!   MCP servers, over stdio or Streamable HTTP).
 //! - Call [`Agent::run_loop`] once per user turn. Everything the agent does is
 //!   narrated as [`Event`]s to the listeners, each on its own thread.
 //! - For conversations longer than the context window, set a
-//!   [`Compaction`] ([`Configurator::compaction`]); for a server that may
-//!   go down, a fallback list ([`Configurator::add_fallback`]).
+//!   [`Compaction`](compaction::Compaction) ([`Configurator::compaction`]);
+//!   for a server that may go down, a fallback list
+//!   ([`Configurator::add_fallback`]).
 //! - Test with [`testing::FakeServer`]: no model, no network, deterministic.
 //!   Turn a real session into a regression test with [`testing::Recorder`]
 //!   and a [`testing::Cassette`] (see [record and replay](testing#record-and-replay)).
@@ -58,11 +61,29 @@
 //!
 //! # Public paths
 //!
-//! Every item has exactly one path. The core types are at the crate root;
-//! four namespaces hold what is visibly secondary: [`builtin`] (the
-//! built-in tools), [`listeners`] (ready-made listeners), [`mcp`] (tools of
-//! Model Context Protocol servers) and [`testing`] (the scripted server and
-//! record/replay).
+//! Every item has exactly one path. The core types are at the crate root:
+//! the agent and its turn ([`Agent`], [`Configurator`], [`Outcome`],
+//! [`History`], [`close_all`]), the endpoint ([`ChatTransport`],
+//! [`HttpConfig`]), the conversation ([`Message`], [`Role`], [`ToolCall`],
+//! [`Usage`]), events and listeners ([`Event`], [`StopReason`],
+//! [`Listener`]), tools ([`Tool`], [`ToolContext`], [`ToolError`]), the
+//! controls ([`Cancellable`], [`Interloper`], [`StepLimit`],
+//! [`OnExhausted`]) and [`Error`]/[`Result`]. What is secondary sits in a
+//! namespace named for it:
+//!
+//! | namespace | what |
+//! |---|---|
+//! | [`tool`] | helpers for writing tools: [`FnTool`](tool::FnTool), [`TypedTool`](tool::TypedTool), [`Parameters`](tool::Parameters), [`schema_type!`](tool::schema_type), [`TrifectaPolicy`](tool::TrifectaPolicy) |
+//! | [`approval`] | hosts that review tool calls: [`Approver`](approval::Approver), [`Decision`](approval::Decision), the built-in approvers |
+//! | [`compaction`] | fitting the context window: [`Compaction`](compaction::Compaction), [`ToolResultLimit`](compaction::ToolResultLimit) |
+//! | [`structured`] | typed answers: [`StructuredOutput`](structured::StructuredOutput) |
+//! | [`subagent`] | child agents: [`SubAgents`](subagent::SubAgents), [`Persona`](subagent::Persona), [`Synthesizer`](subagent::Synthesizer) |
+//! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
+//! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
+//! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
+//! | [`mcp`] | the tools of Model Context Protocol servers |
+//! | [`testing`] | the scripted server, record and replay |
+//! | [`guide`] | documentation only |
 //!
 //! # Controls
 //!
@@ -71,10 +92,10 @@
 //! a clone handed to another thread or a signal handler acts on the same
 //! control. This table is the single source of truth for when each is read:
 //!
-//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`] |
+//! | Boundary | [`StepLimit`] | [`Cancellable`] | [`Interloper`] | [`Approver`](approval::Approver) |
 //! |---|---|---|---|---|
 //! | turn start ([`run_loop`](Agent::run_loop), [`resume`](Agent::resume)) | `reset()` | `reset()` (not in a child agent) | — | — |
-//! | before each request (then compaction, when due: [`Compaction`]) | — | `check()` | — | — |
+//! | before each request (then compaction, when due: [`Compaction`](compaction::Compaction)) | — | `check()` | — | — |
 //! | during a request (HTTP, stream) | — | `cancel()` shuts the socket down | — | — |
 //! | before each tool call (after [`Event::ToolCall`]) | 1. `tick()` | 2. `check()` | — | 4. `review()`, after 3. the arguments validate |
 //! | while the approver decides | — | `cancel()` ends the wait at once | — | the late decision is dropped |
@@ -96,13 +117,23 @@
 //! # Errors
 //!
 //! One error type, [`Error`], for what aborts a run: HTTP statuses (with the
-//! server's own message), transport failures, timeouts, protocol violations,
-//! truncated streams, cancellation and an exhausted step budget. A tool's
-//! failure is never an `Error`: it goes back to the model as an
+//! server's own message), connections that could not be made or broke,
+//! timeouts, protocol violations, truncated streams, cancellation and an
+//! exhausted step budget. Branch on [`Error::kind`], a stable
+//! [`ErrorKind`] (`Connect`, `Timeout`, `Auth`, `RateLimit`,
+//! `ModelNotFound`, `ContextOverflow`, `Server`, `Protocol`, `Cancelled`,
+//! `InvalidInput`...; the table on [`Error`] says when each occurs and
+//! whether trying again helps). An error about a server names the URL it
+//! was talking to, with user info and query values redacted, and its
+//! `Debug` reads as a sentence, so `fn main() -> pikuri::Result<()>` prints
+//! `Error: cannot connect to http://127.0.0.1:8080/v1/chat/completions:
+//! connection refused (os error 111)`.
+//!
+//! A tool's failure is never an `Error`: it goes back to the model as an
 //! `"Error: ..."` observation. After any error the history is valid and the
 //! same agent can take the next turn. A request the server rejected because
-//! the conversation does not fit the window is an [`Error::Http`] for which
-//! [`Error::is_context_overflow`] is true; with a [`Compaction`] set, the
+//! the conversation does not fit the window is of kind
+//! [`ErrorKind::ContextOverflow`]; with a [`Compaction`](compaction::Compaction) set, the
 //! agent compacts and retries it once by itself first. [`Agent::retry_turn`]
 //! retries a failed turn without sending the question twice (what the history holds after
 //! each error is tabled on [`Agent::run_loop`]). A [`History`] is valid by
@@ -161,17 +192,21 @@
 //! | `Event::*` (`Data` classes) | [`Event`] variants, each with an `agent` id |
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event` | [`Listener::on_event`] |
-//! | `SubAgent::Extension` | [`SubAgents`] |
+//! | `SubAgent::Extension` | [`SubAgents`](subagent::SubAgents) |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
 //! | `load_history!` | [`Agent::load_history`] (returns `Result`) |
 //! | `Finalizers` (close every open agent at exit) | [`close_all`], called from the host's exit path and signal handlers |
-//! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`] (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`], [`TerminalApprover`]; `confirm(description) → Bool` becomes [`Approver::review`] → [`Decision`] |
-//! | `Synthesizer` (a module of constants) | [`Synthesizer`], a value set with [`Configurator::synthesizer`] |
+//! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`](approval::Approver) (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`](approval::AutoApprove), [`TerminalApprover`](approval::TerminalApprover); `confirm(description) → Bool` becomes [`Approver::review`](approval::Approver::review) → [`Decision`](approval::Decision) |
+//! | `Synthesizer` (a module of constants) | [`Synthesizer`](subagent::Synthesizer), a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
-//! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`], [`Persona::file_miner`] (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
+//! | `SubAgent::RESEARCHER`, `FILE_MINER` | [`Persona::researcher`](subagent::Persona::researcher), [`Persona::file_miner`](subagent::Persona::file_miner) (the file miner has `read_file` and `list_dir`; pikuri's grep and glob tools are not ported) |
 //! | `Tool::FETCH`, `WEB_SCRAPE`, `Tool::WebSearch.build` | [`builtin::fetch`], [`builtin::web_scrape`], [`builtin::WebSearch`] over a [`builtin::SearchProvider`] ([`builtin::SearXng`]; pikuri's Brave/DuckDuckGo/Exa cascade is not ported) |
-//! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`] |
-//! | `configure(c)` on an extension (may add tools) | [`Extension::configure`] validates only; tools and close handlers are added in [`Extension::bind`] |
+//! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`](tool::TrifectaPolicy) |
+//! | `Agent::Extension`, `ExtensionContext` | [`extension::Extension`], [`extension::ExtensionContext`] |
+//! | `Agent::ListenerList`, `Listener::Terminal`, `TokenLog`, `InMemoryEventList` | [`listeners::ListenerList`], [`listeners::Terminal`], [`listeners::TokenLog`], [`listeners::InMemoryEventList`] |
+//! | `Tool::Parameters` | [`tool::Parameters`] (with [`tool::FnTool`], [`tool::TypedTool`]); the `Tool` trait stays at the root |
+//! | `SubAgent::Persona`, `Agent::Synthesizer` | [`subagent::Persona`], [`subagent::Synthesizer`] |
+//! | `configure(c)` on an extension (may add tools) | [`Extension::configure`](extension::Extension::configure) validates only; tools and close handlers are added in [`Extension::bind`](extension::Extension::bind) |
 //!
 //! Deliberate differences: the [`Configurator`] is a by-value builder (it can
 //! be stored and passed around, and `build` consumes it, so it cannot build
@@ -189,9 +224,11 @@
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
-//! deferred approval ([`Decision::Defer`], [`Agent::resume`]), per-turn token
-//! totals ([`Outcome::usage`], [`Agent::total_usage`]), and a pull-style
-//! event stream ([`listeners::ChannelListener`]).
+//! deferred approval ([`Decision::Defer`](approval::Decision::Defer),
+//! [`Agent::resume`]), per-turn token totals ([`Outcome::usage`],
+//! [`Agent::total_usage`]), a pull-style event stream
+//! ([`listeners::ChannelListener`]), and a stable [`ErrorKind`] on every
+//! [`Error`] to branch on.
 //!
 //! # MSRV
 //!
@@ -200,9 +237,8 @@
 #![forbid(unsafe_code)]
 
 // Private modules; the public API is the flat `pub use` block below plus the
-// three secondary namespaces `builtin`, `listeners` and `testing`.
+// namespaces declared after it, which hold what is secondary.
 mod agent;
-mod approval;
 mod control;
 mod error;
 mod event;
@@ -211,15 +247,18 @@ mod media_type;
 mod message;
 mod protocol;
 mod sanitize;
-mod tool;
 mod util;
 mod web;
 
+// Namespaces that are real modules: every public item in them has this one
+// path (the root types of `tool` sit in crate-private submodules).
+pub mod approval;
 pub mod builtin;
 pub mod guide;
 pub mod listeners;
 pub mod mcp;
 pub mod testing;
+pub mod tool;
 
 #[cfg(test)]
 mod test_util;
@@ -230,25 +269,103 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
-pub use crate::agent::{
-    Agent, Compaction, CompactionStrategy, Configurator, Extension, ExtensionContext, History,
-    Outcome, Persona, StructuredMode, StructuredOutput, SubAgents, Synthesizer, ToolResultLimit,
-    TrifectaPolicy, Typed, close_all,
-};
-pub use crate::approval::{
-    ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,
-    TerminalApprover,
-};
+pub use crate::agent::{Agent, Configurator, History, Outcome, close_all};
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
-pub use crate::error::{Error, Result};
+pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, StopReason};
-pub use crate::listener::{Listener, ListenerList, SubAgentListener};
+pub use crate::listener::Listener;
 pub use crate::message::{Message, Role, ToolCall, Usage};
 pub use crate::protocol::{ChatTransport, HttpConfig};
-pub use crate::tool::{
-    FnTool, IntoObservation, ItemType, Json, JsonSchema, Parameters, ParametersBuilder,
-    SchemaError, Tool, ToolContext, ToolError, TypedTool, ValidationError,
-};
+pub use crate::tool::base::{Tool, ToolError};
+pub use crate::tool::context::ToolContext;
+
+// Namespaces that only re-export: the types live in the private `agent`
+// module (and `event`, `listener`), and are named here once.
+
+pub mod compaction {
+    //! Keeping a conversation inside the context window: [`Compaction`]
+    //! summarizes or drops older turns, [`ToolResultLimit`] cuts one oversized
+    //! tool result.
+    //!
+    //! Both are set on the [`Configurator`](crate::Configurator); the rules
+    //! are documented on [`Compaction`], and each compaction is narrated as
+    //! an [`Event::Compacted`](crate::Event::Compacted).
+
+    pub use crate::agent::{Compaction, ToolResultLimit};
+    pub use crate::event::CompactionStrategy;
+}
+
+pub mod extension {
+    //! Extensions: the [`Extension`] trait (pikuri's extension protocol) and
+    //! the [`ExtensionContext`] an extension binds through.
+    //!
+    //! [`SubAgents`](crate::subagent::SubAgents) and
+    //! [`Registry`](crate::mcp::Registry) are extensions; add one with
+    //! [`Configurator::add_extension`](crate::Configurator::add_extension).
+
+    pub use crate::agent::{Extension, ExtensionContext};
+}
+
+pub mod structured {
+    //! Structured output: a turn whose answer is a value of a Rust type
+    //! ([`StructuredOutput`], [`StructuredMode`], and the [`Typed`] answer).
+
+    pub use crate::agent::{StructuredMode, StructuredOutput, Typed};
+}
+
+pub mod subagent {
+    //! Child agents: delegation to [`Persona`]s through the [`SubAgents`]
+    //! extension, the [`Synthesizer`] that answers when the step budget runs
+    //! out, and [`SubAgentListener`], what a listener gives a child agent.
+    //!
+    //! What a delegated child inherits from its parent is listed on
+    //! [`SubAgents`].
+
+    pub use crate::agent::{Persona, SubAgents, Synthesizer};
+    pub use crate::listener::SubAgentListener;
+}
+
+// The old root paths of the namespaced items are gone (one path per item):
+// each of these must fail to compile. Doctests only, never rendered.
+#[cfg(doctest)]
+mod one_path {
+    /// ```compile_fail
+    /// use pikuri::Parameters;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Approver;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Compaction;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::StructuredOutput;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Persona;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::Extension;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::ListenerList;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// pikuri::schema_type! { struct P { x: i64 } }
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use pikuri::tool::Tool;
+    /// ```
+    struct OldRootPaths;
+}
 
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]

@@ -59,3 +59,128 @@ pub(crate) fn redact<'a>(text: &'a str, secret: Option<&str>) -> Cow<'a, str> {
         _ => Cow::Borrowed(text),
     }
 }
+
+/// `url` fit to show: its user info and every query value replaced by
+/// `<redacted>`, its fragment dropped. The rest (scheme, host, port, path)
+/// names the endpoint and is kept; what a key in the query is called stays
+/// visible (`?key=<redacted>`), so the reader still sees where it went.
+pub(crate) fn redact_url(url: &str) -> String {
+    let url = url.split('#').next().unwrap_or("");
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let auth_end = before_query.find('/').unwrap_or(before_query.len());
+    let (authority, path) = before_query.split_at(auth_end);
+    let mut out = String::with_capacity(url.len() + 16);
+    if let Some(scheme) = scheme {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    // The last `@` ends the user info: a password may hold an `@` of its own.
+    match authority.rsplit_once('@') {
+        Some((_, host)) => {
+            out.push_str("<redacted>@");
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    out.push_str(path);
+    if let Some(query) = query {
+        out.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            match pair.split_once('=') {
+                Some((name, value)) if !value.is_empty() => {
+                    out.push_str(name);
+                    out.push_str("=<redacted>");
+                }
+                Some((name, _)) => {
+                    out.push_str(name);
+                    out.push('=');
+                }
+                // A bare value (`?sk-abc`) may be the key itself.
+                None if !pair.is_empty() => out.push_str("<redacted>"),
+                None => {}
+            }
+        }
+    }
+    out
+}
+
+/// `text` with what [`redact_url`] hides of `url` hidden here too: the
+/// whole raw URL becomes its redacted form, then any remaining copy of its
+/// user info or query. For messages of other libraries that quote the URL.
+pub(crate) fn redact_url_in<'a>(text: &'a str, url: &str) -> Cow<'a, str> {
+    let url = url.split('#').next().unwrap_or("");
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let authority = before_query.split('/').next().unwrap_or("");
+    let userinfo = authority.rsplit_once('@').map(|(u, _)| u);
+    let secrets = [userinfo, query];
+    let has_url = !url.is_empty() && text.contains(url);
+    if !has_url
+        && !secrets
+            .iter()
+            .flatten()
+            .any(|s| !s.is_empty() && text.contains(s))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = if has_url {
+        text.replace(url, &redact_url(url))
+    } else {
+        text.to_string()
+    };
+    for s in secrets.into_iter().flatten().filter(|s| !s.is_empty()) {
+        out = out.replace(s, "<redacted>");
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_secrets_and_keep_their_endpoint() {
+        let cases = [
+            (
+                "http://127.0.0.1:8080/v1/chat/completions",
+                "http://127.0.0.1:8080/v1/chat/completions",
+            ),
+            (
+                "https://user:p@ss@host:9/v1/models?key=sk-1&api-version=2&flag&=x#frag",
+                "https://<redacted>@host:9/v1/models?key=<redacted>&api-version=<redacted>&<redacted>&=<redacted>",
+            ),
+            ("https://h/v1?sk-secret", "https://h/v1?<redacted>"),
+            ("https://h/v1?empty=", "https://h/v1?empty="),
+            ("localhost:8080/v1", "localhost:8080/v1"),
+            ("", ""),
+        ];
+        for (raw, shown) in cases {
+            assert_eq!(redact_url(raw), shown, "{raw}");
+        }
+    }
+
+    #[test]
+    fn texts_quoting_a_url_lose_its_secrets() {
+        let url = "http://me:hunter2@h/v1?key=sk-1";
+        assert_eq!(
+            redact_url_in(&format!("bad uri: {url}"), url),
+            "bad uri: http://<redacted>@h/v1?key=<redacted>"
+        );
+        assert_eq!(redact_url_in("user me:hunter2", url), "user <redacted>");
+        assert!(matches!(redact_url_in("refused", url), Cow::Borrowed(_)));
+        assert!(matches!(redact_url_in("refused", ""), Cow::Borrowed(_)));
+    }
+}

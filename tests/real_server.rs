@@ -223,6 +223,7 @@ fn context_overflow_is_a_typed_http_error() {
             Error::Http {
                 status: 400,
                 message,
+                ..
             } => {
                 assert!(
                     message.contains("context"),
@@ -302,7 +303,7 @@ fn a_conversation_longer_than_the_window_continues_through_compaction() {
     let rec = InMemoryEventList::new();
     let Some(c) = small_builder(&rec) else { return };
     let mut agent = c
-        .compaction(pikuri::Compaction::summarize().keep_turns(1))
+        .compaction(pikuri::compaction::Compaction::summarize().keep_turns(1))
         .build()
         .unwrap();
     assert_eq!(agent.context_window_cap(), Some(SMALL_CTX));
@@ -354,7 +355,7 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
         .request_field("temperature", json!(0))
         .request_field("max_tokens", json!(48))
         .add_listener(rec.clone())
-        .compaction(pikuri::Compaction::summarize())
+        .compaction(pikuri::compaction::Compaction::summarize())
         .build()
         .unwrap();
     let mut history = Vec::new();
@@ -373,10 +374,12 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
     assert_eq!(compactions, 1);
     let per_request = prompt_tokens(&rec);
     eprintln!("overflow recovery: prompt tokens per accepted request: {per_request:?}");
-    assert!(pikuri::Compaction::is_summary(&agent.messages()[0]));
+    assert!(pikuri::compaction::Compaction::is_summary(
+        &agent.messages()[0]
+    ));
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A drink size.
     enum Size {
         Small = "small",
@@ -384,7 +387,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A sentiment verdict: no free-text fields, so the grammar bounds it.
     struct Verdict {
         /// Whether the text is positive.
@@ -402,7 +405,7 @@ fn typed_answer_under_json_schema_is_schema_valid() {
     let Some(c) = builder(&rec) else { return };
     let mut agent = c
         .request_field("max_tokens", json!(128))
-        .structured_output(pikuri::StructuredOutput::default().with_max_repairs(0))
+        .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
         .build()
         .unwrap();
     // llama.cpp turns the schema into a grammar: even the 135M model's
@@ -414,7 +417,7 @@ fn typed_answer_under_json_schema_is_schema_valid() {
     let raw = typed.outcome.answer.clone().unwrap();
     let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert!(
-        pikuri::Parameters::for_type::<Verdict>()
+        pikuri::tool::Parameters::for_type::<Verdict>()
             .validate(&v)
             .is_ok(),
         "{raw}"
@@ -424,7 +427,7 @@ fn typed_answer_under_json_schema_is_schema_valid() {
     assert!(agent.run_loop("Thanks.").is_ok());
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// One line of an order.
     struct Line {
         size: Size,
@@ -433,7 +436,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Who orders.
     struct Customer {
         /// Whether the customer has a loyalty card.
@@ -441,7 +444,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A coffee order.
     struct Order {
         customer: Customer,
@@ -456,7 +459,7 @@ fn typed_tool_with_nested_parameters_round_trips() {
     let Some(c) = builder(&rec) else { return };
     let seen: Arc<Mutex<Vec<(bool, usize)>>> = Arc::default();
     let seen2 = Arc::clone(&seen);
-    let tool = pikuri::TypedTool::new(
+    let tool = pikuri::tool::TypedTool::new(
         "place_order",
         "Place a coffee order.",
         move |o: Order, _ctx| {

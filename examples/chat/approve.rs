@@ -27,11 +27,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use pikuri::listeners::sanitize;
-use pikuri::{
-    ApprovalRequest, Approver, AutoApprove, Decision, FnTool, Parameters, StateChangingOnly,
-    TerminalApprover, ToolError,
+use pikuri::ToolError;
+use pikuri::approval::{
+    ApprovalRequest, Approver, AutoApprove, Decision, StateChangingOnly, TerminalApprover,
 };
+use pikuri::listeners::sanitize;
+use pikuri::tool::{FnTool, Parameters};
 
 use crate::args::Options;
 

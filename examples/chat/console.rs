@@ -6,7 +6,8 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pikuri::listeners::{Terminal, TokenLog, sanitize};
-use pikuri::{Event, Listener, SubAgentListener};
+use pikuri::subagent::SubAgentListener;
+use pikuri::{Event, Listener};
 
 /// The Terminal and the TokenLog on one thread, called in order. Two
 /// listeners each writing from its own thread could put a token line in the

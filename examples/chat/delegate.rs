@@ -14,8 +14,9 @@
 
 use std::path::Path;
 
+use pikuri::Configurator;
 use pikuri::builtin::{self, SearXng, WebSearch};
-use pikuri::{Configurator, Persona, SubAgents};
+use pikuri::subagent::{Persona, SubAgents};
 
 use crate::Failure;
 use crate::args::Options;

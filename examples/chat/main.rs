@@ -65,9 +65,10 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pikuri::builtin;
+use pikuri::compaction::Compaction;
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Cancellable, ChatTransport, Compaction, Interloper, StepLimit, Tool};
+use pikuri::{Agent, Cancellable, ChatTransport, Interloper, StepLimit, Tool};
 
 use crate::args::{HELP, Options};
 use crate::console::{AnswerOut, Console, Printed};

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pikuri::Parameters;
+use pikuri::tool::Parameters;
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

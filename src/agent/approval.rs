@@ -1,20 +1,19 @@
-//! The loop side of approval: reviewing one call (after validation, before
-//! the call), waiting for a blocking approver with a way out on cancel, and
-//! the deferred flow (pending calls read back from the history, `resume`).
-//! The contract is documented once, on [`Approver`](crate::Approver).
+//! The loop side of approval: the `Gate` that reviews each call (after
+//! validation, before the call), waiting for a blocking approver with a way
+//! out on cancel, and the deferred flow's pieces (pending calls read back
+//! from the history; `Agent::resume` hands the host's decisions to a gate).
+//! The contract is documented once, on [`Approver`](crate::approval::Approver).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::run::{End, parse_arguments};
-use super::{Agent, Outcome, Shared};
-use crate::tool::{self, ToolContext};
-use crate::{
-    ApprovalRequest, Approver, Cancellable, Decision, Error, Event, Message, PendingApproval,
-    Result, Role, Tool, ToolCall,
-};
+use super::shared::Shared;
+use crate::ToolContext;
+use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
+use crate::tool;
+use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.
@@ -27,7 +26,7 @@ const DENIED: &str = "Error: not run: denied: ";
 const NESTED_DEFER: &str = "the call needs the host's approval, which a sub-agent cannot wait for";
 
 /// A call that passed its controls and its review.
-pub(super) enum Prepared {
+pub(crate) enum Prepared {
     /// Run the tool on these (validated, normalized) arguments.
     Ready {
         tool: Arc<dyn Tool>,
@@ -40,32 +39,42 @@ pub(super) enum Prepared {
 }
 
 /// What the review of one call says.
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     Go(Prepared),
     /// The approver deferred: the batch stops before this call.
     Defer,
 }
 
-/// Host decisions handed to [`Agent::resume`], by call id.
-pub(super) type Decisions = Vec<(String, Decision)>;
+/// Host decisions handed to [`Agent::resume`](crate::Agent::resume), by call id.
+pub(crate) type Decisions = Vec<(String, Decision)>;
 
-/// Take the host's decision for `id`, if it gave one.
-pub(super) fn take_decision(decisions: &mut Decisions, id: &str) -> Option<Decision> {
-    let i = decisions.iter().position(|(d, _)| d == id)?;
-    Some(decisions.swap_remove(i).1)
+/// The review of each tool call of a run, after its controls and before it
+/// runs: the host's decision when a resume gave one, else the approver's
+/// (none: approved). Emits [`Event::ToolEdited`] and [`Event::ToolDenied`].
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    /// The host's decisions not yet applied (a resume); each is taken once.
+    decisions: Decisions,
 }
 
-impl Agent {
-    /// Validate one call and review it: the host's decision when it gave
-    /// one (resume), else the approver's. Errors only with
+impl Gate {
+    /// A gate applying the host's `decisions` first.
+    pub(crate) fn with_decisions(decisions: Decisions) -> Gate {
+        Gate { decisions }
+    }
+
+    /// Validate one call and review it. Errors only with
     /// [`Error::Cancelled`] (a cancel while the approver was deciding).
-    pub(super) fn review(
-        &self,
+    pub(crate) fn review(
+        &mut self,
+        shared: &Shared,
         tools: &[Arc<dyn Tool>],
         call: &ToolCall,
         truncated: bool,
-        decided: Option<Decision>,
     ) -> Result<Verdict> {
+        // The host's decision is taken even when the call turns out
+        // invalid: it was about this call and must not apply to another.
+        let decided = self.take(&call.id);
         let Some(tool) = tools.iter().find(|t| t.name() == call.name) else {
             let names: Vec<&str> = tools.iter().map(Tool::name).collect();
             return Ok(Verdict::Go(Prepared::Done(tool::unknown_tool(
@@ -76,7 +85,7 @@ impl Agent {
             Ok(args) => args,
             Err(observation) => return Ok(Verdict::Go(Prepared::Done(observation))),
         };
-        let decision = match (decided, &self.shared.approver) {
+        let decision = match (decided, &shared.approver) {
             (Some(d), _) => d,
             (None, None) => Decision::Approve,
             (None, Some(approver)) => {
@@ -86,187 +95,96 @@ impl Agent {
                     call.name.clone(),
                     args.clone(),
                     call.id.clone(),
-                    Arc::clone(&self.shared.id),
+                    Arc::clone(&shared.id),
                     changes,
-                    self.shared.cancellable.clone(),
+                    shared.cancellable.clone(),
                 );
-                consult(approver, request, self.shared.cancellable.as_ref())?
+                consult(approver, request, shared.cancellable.as_ref())?
             }
         };
-        Ok(self.apply(tool, call, args, decision))
+        Ok(apply(shared, tool, call, args, decision))
     }
 
-    fn apply(
-        &self,
-        tool: &Arc<dyn Tool>,
-        call: &ToolCall,
-        args: Value,
-        decision: Decision,
-    ) -> Verdict {
-        let ready = |args, edited| {
-            Verdict::Go(Prepared::Ready {
-                tool: Arc::clone(tool),
-                args,
-                edited,
-            })
-        };
-        match decision {
-            Decision::Approve => ready(args, false),
-            Decision::Deny { reason } => Verdict::Go(self.deny(call, reason)),
-            Decision::Edit { arguments } => match tool::revalidate(&**tool, arguments) {
-                Ok(args) => {
-                    self.emit(Event::ToolEdited {
-                        agent: self.agent_id(),
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        arguments: args.clone(),
-                    });
-                    ready(args, true)
-                }
-                Err(problems) => Verdict::Go(self.deny(
-                    call,
-                    format!(
-                        "the approver's edit of the arguments failed validation: {}",
-                        problems.strip_prefix("Error: ").unwrap_or(&problems)
-                    ),
-                )),
-            },
-            Decision::Defer if self.options.nested => {
-                Verdict::Go(self.deny(call, NESTED_DEFER.to_string()))
-            }
-            Decision::Defer => Verdict::Defer,
-        }
-    }
-
-    fn deny(&self, call: &ToolCall, reason: String) -> Prepared {
-        let observation = format!("{DENIED}{reason}");
-        self.emit(Event::ToolDenied {
-            agent: self.agent_id(),
-            id: call.id.clone(),
-            name: call.name.clone(),
-            reason,
-        });
-        Prepared::Done(observation)
-    }
-
-    /// The tool calls awaiting a decision: the unanswered calls of the
-    /// conversation's trailing assistant message, in call order. Empty
-    /// unless the last turn stopped with
-    /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
-    /// (or such a history was loaded). See [`Approver`](crate::Approver),
-    /// "Deciding later".
-    pub fn pending_approvals(&self) -> Vec<PendingApproval> {
-        unanswered(&self.messages)
-            .into_iter()
-            .map(|c| {
-                PendingApproval::new(c.id.clone(), c.name.clone(), parse_arguments(&c.arguments))
-            })
-            .collect()
-    }
-
-    /// Continue a turn that stopped with
-    /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending):
-    /// apply the host's `decisions` (by call id) to the
-    /// [pending calls](Agent::pending_approvals), in call order, then go on
-    /// like [`run_loop`](Agent::run_loop) until the model answers.
-    ///
-    /// A resume is a run of its own: the [`StepLimit`](crate::StepLimit) and
-    /// [`Cancellable`](crate::Cancellable) are reset, each resumed call
-    /// counts a step and gets its [`Event::ToolCall`] again, the run ends
-    /// with [`Event::Stopped`], and the [`Outcome`] counts its own requests.
-    /// A pending call without a decision is reviewed by the approver (it may
-    /// defer again); [`Decision::Defer`] keeps a call pending.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, Decision, FnTool, History, Parameters, StopReason};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::tool_call("send", serde_json::json!({"to": "bob"})));
-    /// server.push(Reply::text("Sent."));
-    /// let send = || FnTool::new("send", "Sends mail.",
-    ///     Parameters::builder().required_string("to", "Recipient.").build(),
-    ///     |args, _| Ok(format!("sent to {}", args["to"].as_str().unwrap()))).state_changing();
-    /// let build = || Agent::builder(server.transport())
-    ///     .add_tool(send())
-    ///     .approver(|_: &pikuri::ApprovalRequest| Decision::Defer)
-    ///     .build();
-    ///
-    /// // A web handler: the turn stops, the history is saved.
-    /// let mut agent = build()?;
-    /// let outcome = agent.run_loop("mail bob")?;
-    /// assert_eq!(outcome.stop_reason, StopReason::ApprovalPending);
-    /// let saved = agent.export_history().to_json();
-    ///
-    /// // Later, maybe in another process: load and decide.
-    /// let mut agent = build()?;
-    /// agent.load_history(History::parse(&saved)?);
-    /// let pending = agent.pending_approvals();
-    /// assert_eq!(pending[0].tool, "send");
-    /// let outcome = agent.resume([(pending[0].call_id.clone(), Decision::Approve)])?;
-    /// assert_eq!(outcome.answer.as_deref(), Some("Sent."));
-    /// assert_eq!(agent.messages()[2].content, "sent to bob");
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// - [`Error::InvalidInput`] when no call is pending, or a decision
-    ///   names a call id that is not pending (nothing happens).
-    /// - The errors of [`run_loop`](Agent::run_loop).
-    pub fn resume<I, S>(&mut self, decisions: I) -> Result<Outcome>
-    where
-        I: IntoIterator<Item = (S, Decision)>,
-        S: Into<String>,
-    {
-        let pending: Vec<ToolCall> = unanswered(&self.messages).into_iter().cloned().collect();
-        if pending.is_empty() {
-            return Err(Error::invalid("no tool call awaits approval"));
-        }
-        let mut decisions: Decisions = decisions
-            .into_iter()
-            .map(|(id, d)| (id.into(), d))
-            .collect();
-        if let Some((id, _)) = decisions
-            .iter()
-            .find(|(id, _)| !pending.iter().any(|c| &c.id == id))
-        {
-            return Err(Error::invalid(format!("no pending tool call `{id}`")));
-        }
-        self.begin_run();
-        let user_message = self.last_user_message();
-        let mut steps = 0u32;
-        let result = match self.tool_batch(&pending, false, &mut steps, &mut decisions) {
-            Ok(End::Answered) => {
-                self.deliver_injections();
-                self.rounds(&mut steps)
-            }
-            other => other,
-        };
-        self.finish_run(result, steps, &user_message)
-    }
-
-    /// Before a new user message: answer the calls still pending, so the
-    /// next request is valid. Each gets its [`Event::ToolResult`].
-    pub(super) fn answer_stale_pending(&mut self) {
-        let stale: Vec<ToolCall> = unanswered(&self.messages).into_iter().cloned().collect();
-        for call in &stale {
-            self.emit(Event::ToolResult {
-                agent: self.agent_id(),
-                id: call.id.clone(),
-                name: call.name.clone(),
-                content: NOT_APPROVED.to_string(),
-            });
-            self.messages
-                .push(Message::tool(call.id.clone(), NOT_APPROVED.to_string()));
-        }
+    /// Take the host's decision for `id`, if it gave one.
+    fn take(&mut self, id: &str) -> Option<Decision> {
+        let i = self.decisions.iter().position(|(d, _)| d == id)?;
+        Some(self.decisions.swap_remove(i).1)
     }
 }
 
+fn apply(
+    shared: &Shared,
+    tool: &Arc<dyn Tool>,
+    call: &ToolCall,
+    args: Value,
+    decision: Decision,
+) -> Verdict {
+    let ready = |args, edited| {
+        Verdict::Go(Prepared::Ready {
+            tool: Arc::clone(tool),
+            args,
+            edited,
+        })
+    };
+    match decision {
+        Decision::Approve => ready(args, false),
+        Decision::Deny { reason } => Verdict::Go(deny(shared, call, reason)),
+        Decision::Edit { arguments } => match tool::revalidate(&**tool, arguments) {
+            Ok(args) => {
+                shared.emit(Event::ToolEdited {
+                    agent: Arc::clone(&shared.id),
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: args.clone(),
+                });
+                ready(args, true)
+            }
+            Err(problems) => Verdict::Go(deny(
+                shared,
+                call,
+                format!(
+                    "the approver's edit of the arguments failed validation: {}",
+                    problems.strip_prefix("Error: ").unwrap_or(&problems)
+                ),
+            )),
+        },
+        // A child cannot pause its parent's turn: a deferral denies.
+        Decision::Defer if shared.options.nested => {
+            Verdict::Go(deny(shared, call, NESTED_DEFER.to_string()))
+        }
+        Decision::Defer => Verdict::Defer,
+    }
+}
+
+fn deny(shared: &Shared, call: &ToolCall, reason: String) -> Prepared {
+    let observation = format!("{DENIED}{reason}");
+    shared.emit(Event::ToolDenied {
+        agent: Arc::clone(&shared.id),
+        id: call.id.clone(),
+        name: call.name.clone(),
+        reason,
+    });
+    Prepared::Done(observation)
+}
+
+/// The calls awaiting a decision, as the host sees them.
+pub(crate) fn pending(messages: &[Message]) -> Vec<PendingApproval> {
+    unanswered(messages)
+        .into_iter()
+        .map(|c| PendingApproval::new(c.id.clone(), c.name.clone(), parse_arguments(&c.arguments)))
+        .collect()
+}
+
+/// The arguments as an event shows them: parsed, or the raw text as a string.
+pub(crate) fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+}
+
 /// Run a prepared call; the observation for its tool message.
-pub(super) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared) -> String {
+pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared) -> String {
     match prepared {
         Prepared::Done(observation) => observation,
         Prepared::Ready { tool, args, edited } => {
@@ -289,7 +207,7 @@ pub(super) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
 
 /// The calls of the trailing assistant message that no tool message after
 /// it answers (only tool messages may follow it).
-pub(super) fn unanswered(messages: &[Message]) -> Vec<&ToolCall> {
+pub(crate) fn unanswered(messages: &[Message]) -> Vec<&ToolCall> {
     let tail = messages
         .iter()
         .rev()

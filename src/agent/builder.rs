@@ -1,4 +1,7 @@
-//! [`Configurator`]: the build-time collector for an [`Agent`].
+//! [`Configurator`]: the build-time collector for an
+//! [`Agent`](crate::Agent), and the [`Extension`] trait whose `configure`
+//! receives it (the two name each other, so they share a file).
+//! [`Configurator::build`] is written next to the agent it builds.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -6,20 +9,25 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::extension::Extension;
-use super::{
-    Agent, CloseHandler, Compaction, LoopOptions, Synthesizer, Tally, ToolResultLimit,
-    TrifectaPolicy,
-};
-use crate::protocol::Client;
-use crate::{
-    Approver, Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener,
-    ListenerList, Result, StepLimit, Tool,
-};
 use parking_lot::Mutex;
 
+use super::compact::Compaction;
+use super::extension::ExtensionContext;
+use super::shared::{CloseHandler, LoopOptions, Tally, run_close_handlers};
+use super::structured::StructuredOutput;
+use super::synthesizer::Synthesizer;
+use super::tool_limit::ToolResultLimit;
+use crate::approval::Approver;
+use crate::listener::ListenerList;
+use crate::protocol::Client;
+use crate::tool::TrifectaPolicy;
+use crate::{
+    Cancellable, ChatTransport, Error, Event, HttpConfig, Interloper, Listener, Result, StepLimit,
+    Tool,
+};
+
 /// Collects an agent's configuration; [`build`](Configurator::build) turns it
-/// into an [`Agent`].
+/// into an [`Agent`](crate::Agent).
 ///
 /// Hosts and extensions use the same type: an extension's
 /// [`configure`](Extension::configure) receives it from
@@ -122,7 +130,7 @@ impl Configurator {
 
     /// The approver consulted before each tool call (none by default: every
     /// call runs). Sub-agents inherit it. See [`Approver`] for when it is
-    /// consulted and what each [`Decision`](crate::Decision) does.
+    /// consulted and what each [`Decision`](crate::approval::Decision) does.
     pub fn approver(mut self, approver: impl Approver) -> Configurator {
         self.approver = Some(into_shared_approver(approver));
         self
@@ -234,7 +242,7 @@ impl Configurator {
     }
 
     /// Use a prebuilt list (e.g. one derived with
-    /// [`ExtensionContext::listeners_for_sub_agent`](crate::ExtensionContext::listeners_for_sub_agent)),
+    /// [`ExtensionContext::listeners_for_sub_agent`](crate::extension::ExtensionContext::listeners_for_sub_agent)),
     /// replacing the listeners added so far.
     pub fn listener_list(mut self, list: ListenerList) -> Configurator {
         self.listeners = list;
@@ -252,7 +260,7 @@ impl Configurator {
         self
     }
 
-    /// Register a handler run by [`Agent::close`] (last registered, first
+    /// Register a handler run by [`Agent::close`](crate::Agent::close) (last registered, first
     /// run). Armed at once: it also runs if the build fails later, or if the
     /// configurator is dropped without being built.
     pub fn on_close(mut self, handler: impl FnOnce() + Send + 'static) -> Configurator {
@@ -288,7 +296,8 @@ impl Configurator {
     /// 25% of the window; [`ToolResultLimit::off`] disables it).
     ///
     /// ```
-    /// use pikuri::{Agent, ToolResultLimit, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::compaction::ToolResultLimit;
     /// use pikuri::testing::{FakeServer, Reply};
     /// let server = FakeServer::start();
     /// server.set_context_size(None); // the window is unknown: the char limit applies
@@ -323,7 +332,7 @@ impl Configurator {
     ///   (529 included), timeouts and connection failures.
     /// - The next transport is the one after the current one in the list;
     ///   the agent stays on it for later turns
-    ///   ([`Agent::run_loop_with`] goes back).
+    ///   ([`Agent::run_loop_with`](crate::Agent::run_loop_with) goes back).
     /// - The switch is a model switch: history kept, another model's
     ///   reasoning not sent, the window detected again;
     ///   [`Event::ModelFallback`] then [`Event::ContextCap`].
@@ -397,36 +406,23 @@ impl Configurator {
         self
     }
 
-    /// Build the agent: validate, resolve a missing model, bind extensions
-    /// (in registration order), resolve the context window and emit
-    /// [`Event::ContextCap`](crate::Event::ContextCap).
-    ///
-    /// # A transport without a model
-    ///
-    /// When the transport names no model (or a blank one), `build` asks the
-    /// server for its model list ([`ChatTransport::list_models`]): a server
-    /// that lists exactly one (llama.cpp serves one) gives that one, logged
-    /// at `info`; several, none, or an unreadable list is an
-    /// [`Error::InvalidInput`] naming the ids on offer.
+    /// The settings of typed turns ([`Agent::run_typed`](crate::Agent::run_typed)); default
+    /// [`StructuredOutput::default`].
     ///
     /// ```
-    /// use pikuri::{Agent, ChatTransport};
+    /// use pikuri::{Agent};
+    /// use pikuri::structured::{StructuredMode, StructuredOutput};
     /// use pikuri::testing::FakeServer;
-    ///
     /// let server = FakeServer::start();
-    /// server.set_model_id("the-only-one");
-    /// let agent = Agent::builder(ChatTransport::default().with_api_base(server.base_url())).build()?;
-    /// assert_eq!(agent.transport().model(), Some("the-only-one"));
+    /// let agent = Agent::builder(server.transport())
+    ///     .structured_output(StructuredOutput::default().with_mode(StructuredMode::Prompt))
+    ///     .build()?;
+    /// assert_eq!(agent.structured_output().mode(), StructuredMode::Prompt);
     /// # Ok::<(), pikuri::Error>(())
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] for duplicate tool names, a failed extension
-    /// `configure`/`bind`, or a missing model that cannot be resolved. The on-close handlers armed so far run before the
-    /// error is returned.
-    pub fn build(self) -> Result<Agent> {
-        Agent::from_configurator(self)
+    pub fn structured_output(mut self, settings: StructuredOutput) -> Configurator {
+        self.options.structured = settings;
+        self
     }
 
     pub(super) fn validate(&self) -> Result<()> {
@@ -445,12 +441,108 @@ impl Configurator {
     }
 }
 
+/// A plug-in that grows an agent without touching it. Every hook has a no-op
+/// default.
+///
+/// # Build order
+///
+/// 1. Each [`Configurator::add_extension`](crate::Configurator::add_extension)
+///    calls [`Extension::configure`] at once.
+/// 2. [`Configurator::build`](crate::Configurator::build) validates, wires the
+///    agent, builds one [`ExtensionContext`], then calls
+///    [`Extension::bind`] for each extension in registration order.
+/// 3. The context cap is resolved and [`Event::ContextCap`] emitted.
+///
+/// Per turn: the user message is appended, [`Event::UserTurn`] emitted, then
+/// [`Extension::on_user_message`] runs for each extension (a system message it
+/// injects lands right after the user message, before the first request).
+///
+/// Hooks run on the parent agent only; sub-agents never inherit extensions.
+///
+/// # Capabilities
+///
+/// Holding an [`Agent`](crate::Agent) grants read access to its configuration
+/// and nothing more. Emitting events, registering tools at runtime, injecting
+/// system messages, deriving sub-agent listener lists and registering close
+/// handlers all go through the [`ExtensionContext`] an extension receives.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Agent, Configurator, listeners::InMemoryEventList, Result};
+/// use pikuri::extension::{Extension, ExtensionContext};
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// struct Greeter;
+/// impl Extension for Greeter {
+///     fn system_prompt_snippets(&self) -> Vec<String> {
+///         vec!["<greeting>Say hello.</greeting>".into()]
+///     }
+///     fn on_user_message(&mut self, ctx: &ExtensionContext, _message: &str) {
+///         ctx.emit_event("greeter.seen", serde_json::json!({"ok": true}), false);
+///     }
+/// }
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::text("hello"));
+/// let rec = InMemoryEventList::new();
+/// let mut agent = Agent::builder(server.transport())
+///     .system_prompt("Base.")
+///     .add_extension(Greeter)
+///     .add_listener(rec.clone())
+///     .build()?;
+/// assert!(agent.system_prompt().ends_with("<greeting>Say hello.</greeting>"));
+/// agent.run_loop("hi")?;
+/// assert!(rec.kinds().contains(&"domain"));
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+pub trait Extension: Send + 'static {
+    /// Called at once from `add_extension`: validate against what is
+    /// configured so far (tools in both pools, the transport). Tools and close
+    /// handlers are added in [`bind`](Extension::bind), through the
+    /// [`ExtensionContext`], once the agent exists.
+    fn configure(&mut self, c: &Configurator) -> Result<()> {
+        let _ = c;
+        Ok(())
+    }
+
+    /// Called once after the agent is wired, in registration order. Keep a
+    /// clone of `ctx` to act later (e.g. from a tool).
+    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Called each turn after the user message is appended and
+    /// [`Event::UserTurn`] emitted, before the first request.
+    fn on_user_message(&mut self, ctx: &ExtensionContext, message: &str) {
+        let _ = (ctx, message);
+    }
+
+    /// Called on [`Agent::clear_conversation`](crate::Agent::clear_conversation),
+    /// after [`Event::Reset`].
+    fn on_conversation_reset(&mut self, ctx: &ExtensionContext) {
+        let _ = ctx;
+    }
+
+    /// Blocks appended to the system prompt whenever it is assembled.
+    fn system_prompt_snippets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A short name for logs and errors. Default: the type name.
+    fn name(&self) -> String {
+        let full = std::any::type_name::<Self>();
+        full.rsplit("::").next().unwrap_or(full).to_string()
+    }
+}
+
 /// A configurator dropped before [`build`](Configurator::build) (an early
 /// return, a `?` between `add_extension` and `build`) still runs the close
 /// handlers armed so far, so nothing an extension started leaks.
 impl Drop for Configurator {
     fn drop(&mut self) {
-        super::run_close_handlers(std::mem::take(&mut self.on_close));
+        run_close_handlers(std::mem::take(&mut self.on_close));
     }
 }
 

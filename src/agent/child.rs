@@ -1,6 +1,6 @@
 //! The one constructor of child agents: the sub-agents of
-//! [`SubAgents`](crate::SubAgents) and the step-exhaustion
-//! [`Synthesizer`](crate::Synthesizer) are both built here, so the rule of
+//! [`SubAgents`](crate::subagent::SubAgents) and the step-exhaustion
+//! [`Synthesizer`](crate::subagent::Synthesizer) are both built here, so the rule of
 //! what a child inherits is written once, in this table.
 //!
 //! | What | The child gets |
@@ -8,11 +8,11 @@
 //! | transport | the parent's current one, with the parent's resolved context window (no second probe) |
 //! | HTTP client | the parent's (its limits, connection pool and cancel hooks) |
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
-//! | [`Approver`](crate::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
+//! | [`Approver`](crate::approval::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
 //! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
-//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
+//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
 //! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |
@@ -21,7 +21,9 @@
 
 use std::sync::Arc;
 
-use super::{Agent, Configurator, Shared};
+use super::Agent;
+use super::builder::Configurator;
+use super::shared::Shared;
 use crate::{OnExhausted, Result, StepLimit, Tool};
 
 /// What differs between children: everything else is inherited by the table
@@ -44,33 +46,55 @@ pub(crate) fn child_id(parent: &str, role: &str) -> String {
     }
 }
 
-impl Shared {
-    /// Build a child agent of this one; see the module doc for what it
-    /// inherits.
-    pub(crate) fn spawn_child(&self, spec: ChildSpec) -> Result<Agent> {
-        let (transport, cap) = {
-            let st = self.state.lock();
-            (st.transport.clone(), st.context_cap)
-        };
-        let mut cfg = Configurator::new(transport.with_context_window(cap))
-            .system_prompt(spec.system_prompt)
-            .id(spec.id.clone())
-            .step_limit(StepLimit::try_new(spec.max_steps, OnExhausted::Raise)?)
-            .streaming(self.streaming)
-            .listener_list(self.listeners.for_sub_agent(&spec.id));
-        cfg.client = Some(self.client.clone());
-        cfg.cancellable.clone_from(&self.cancellable);
-        cfg.approver.clone_from(&self.approver);
-        cfg.parent_tally = Some(Arc::clone(&self.tally));
-        cfg.options = (*self.options).clone();
-        // A nested agent must not reset the shared Cancellable at its turn
-        // start: that would swallow a cancel that raced with the spawn.
-        cfg.options.nested = true;
-        if spec.tools.is_empty() {
-            cfg.options.extra.remove("tool_choice");
-            cfg.options.extra.remove("parallel_tool_calls");
-        }
-        cfg.tools = spec.tools;
-        cfg.build()
+/// Build a child agent of `parent`; see the module doc for what it
+/// inherits.
+pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
+    let (transport, cap) = {
+        let st = parent.state.lock();
+        (st.transport.clone(), st.context_cap)
+    };
+    let mut cfg = Configurator::new(transport.with_context_window(cap))
+        .system_prompt(spec.system_prompt)
+        .id(spec.id.clone())
+        .step_limit(StepLimit::try_new(spec.max_steps, OnExhausted::Raise)?)
+        .streaming(parent.streaming)
+        .listener_list(parent.listeners.for_sub_agent(&spec.id));
+    cfg.client = Some(parent.client.clone());
+    cfg.cancellable.clone_from(&parent.cancellable);
+    cfg.approver.clone_from(&parent.approver);
+    cfg.parent_tally = Some(Arc::clone(&parent.tally));
+    cfg.options = (*parent.options).clone();
+    // A nested agent must not reset the shared Cancellable at its turn
+    // start: that would swallow a cancel that raced with the spawn.
+    cfg.options.nested = true;
+    if spec.tools.is_empty() {
+        cfg.options.extra.remove("tool_choice");
+        cfg.options.extra.remove("parallel_tool_calls");
     }
+    cfg.tools = spec.tools;
+    cfg.build()
+}
+
+/// Run a tools-free child (a [`StepLimit`] of 1) with id `role` under
+/// `parent` on `prompt`; its answer, empty when it wrote none.
+pub(crate) fn ask(
+    parent: &Shared,
+    role: &str,
+    system_prompt: &str,
+    prompt: &str,
+) -> Result<String> {
+    let mut child = spawn(
+        parent,
+        ChildSpec {
+            id: child_id(&parent.id, role),
+            system_prompt: system_prompt.to_string(),
+            max_steps: 1,
+            tools: Vec::new(),
+        },
+    )?;
+    let result = child.run_loop(prompt);
+    let text = child.last_assistant_content().unwrap_or_default();
+    child.close();
+    result?;
+    Ok(text)
 }

@@ -2,40 +2,18 @@
 //! or drop the older turns) and the recovery from a request the server
 //! rejected as too long. One oversized tool result: `tool_limit`.
 //!
-//! The rules are documented once, on [`Compaction`].
+//! The rules are documented once, on [`Compaction`]. `Compactor` is the
+//! per-agent state the turn calls at its boundaries: before a request,
+//! after a request rejected as too long, and on demand
+//! ([`Agent::compact`](crate::Agent::compact)). It runs no child itself:
+//! the agent hands it a `summarize` function that does.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::Agent;
-use super::child::{ChildSpec, child_id};
-use super::tool_limit::{ToolResultLimit, truncate_result};
-use crate::protocol::Completion;
+use super::synthesizer;
+use crate::event::CompactionStrategy;
 use crate::{Error, Event, Message, Result, Role, Tool};
-
-/// How older turns are removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum CompactionStrategy {
-    /// Replace them with a summary written by a tools-free child agent (one
-    /// extra request).
-    Summarize,
-    /// Drop them (no request; the model forgets them).
-    DropOldest,
-}
-
-impl CompactionStrategy {
-    /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompactionStrategy::Summarize => "summarize",
-            CompactionStrategy::DropOldest => "drop_oldest",
-        }
-    }
-}
 
 /// Automatic compaction of a conversation that approaches the context
 /// window; set with [`Configurator::compaction`](crate::Configurator::compaction).
@@ -47,7 +25,8 @@ impl CompactionStrategy {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Compaction, Event, Message};
+/// use pikuri::{Agent, Event, Message};
+/// use pikuri::compaction::Compaction;
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();
@@ -84,8 +63,8 @@ impl CompactionStrategy {
 /// |---|---|
 /// | before each request | with a [`Compaction`] set and a known window: when the estimate passes `threshold × window`, compact |
 /// | a request rejected as too long ([`Error::is_context_overflow`]) | with a [`Compaction`] set: compact once (keeping only the current turn), retry once; a second rejection is the error |
-/// | a tool result is appended | [`ToolResultLimit`](crate::ToolResultLimit) (on by default) truncates it with a visible marker |
-/// | [`Agent::compact`] | compact now, whatever the estimate |
+/// | a tool result is appended | [`ToolResultLimit`](crate::compaction::ToolResultLimit) (on by default) truncates it with a visible marker |
+/// | [`Agent::compact`](crate::Agent::compact) | compact now, whatever the estimate |
 ///
 /// # The estimate
 ///
@@ -105,7 +84,7 @@ impl CompactionStrategy {
 /// results, so the compacted history is valid for strict servers. The last
 /// `keep_turns` user turns are kept verbatim (at least the current one);
 /// the older messages are summarized or dropped. A turn that alone is
-/// bigger than the window cannot be cut; [`ToolResultLimit`] keeps single
+/// bigger than the window cannot be cut; [`ToolResultLimit`](crate::compaction::ToolResultLimit) keeps single
 /// results from getting there.
 ///
 /// # The summary
@@ -158,7 +137,7 @@ Do not answer any question from the conversation.";
     /// keeping the last 2 user turns.
     ///
     /// ```
-    /// use pikuri::{Compaction, CompactionStrategy};
+    /// use pikuri::compaction::{Compaction, CompactionStrategy};
     /// let c = Compaction::drop_oldest().keep_turns(3);
     /// assert_eq!(c.strategy(), CompactionStrategy::DropOldest);
     /// assert_eq!(c.strategy().as_str(), "drop_oldest");
@@ -206,7 +185,8 @@ Do not answer any question from the conversation.";
     /// starting with [`SUMMARY_MARKER`](Compaction::SUMMARY_MARKER).
     ///
     /// ```
-    /// use pikuri::{Compaction, Message};
+    /// use pikuri::{Message};
+    /// use pikuri::compaction::Compaction;
     /// let m = Message::user(format!("{}\nThe user asked about Rust.", Compaction::SUMMARY_MARKER));
     /// assert!(Compaction::is_summary(&m));
     /// assert!(!Compaction::is_summary(&Message::user("hi")));
@@ -222,33 +202,201 @@ impl Default for Compaction {
     }
 }
 
-/// The per-agent compaction state (a field of [`Agent`]).
+/// What compaction works on: the history and what a request carries
+/// besides it, and the way to run the compactor child.
+pub(crate) struct Conversation<'a> {
+    pub(crate) messages: &'a mut Vec<Message>,
+    pub(crate) system_prompt: &'a str,
+    pub(crate) tools: &'a [Arc<dyn Tool>],
+    /// The resolved context window.
+    pub(crate) window: Option<u64>,
+    /// Runs a tools-free child with this system prompt on this user
+    /// message; its answer (the agent owns the children).
+    pub(crate) summarize: &'a mut dyn FnMut(&str, &str) -> Result<String>,
+}
+
+/// What one compaction changed.
+#[derive(Debug)]
+pub(crate) struct Compacted {
+    strategy: CompactionStrategy,
+    /// Where the old history was cut, and whether a summary went before it.
+    cut: usize,
+    added: usize,
+    messages_before: usize,
+    messages_after: usize,
+    tokens_before: u64,
+    tokens_after: u64,
+}
+
+impl Compacted {
+    /// Where the message at index `i` before the compaction sits after it
+    /// (0 for a message that was cut).
+    pub(crate) fn shift(&self, i: usize) -> usize {
+        (i + self.added).saturating_sub(self.cut)
+    }
+
+    /// The [`Event::Compacted`] that reports it.
+    pub(crate) fn event(&self, agent: Arc<str>) -> Event {
+        Event::Compacted {
+            agent,
+            strategy: self.strategy,
+            messages_before: self.messages_before,
+            messages_after: self.messages_after,
+            tokens_before: self.tokens_before,
+            tokens_after: self.tokens_after,
+        }
+    }
+}
+
+/// The per-agent compaction state: the configuration and which usage
+/// figures still describe the history.
 #[derive(Debug, Default)]
 pub(crate) struct Compactor {
-    pub(crate) config: Option<Compaction>,
-    pub(crate) tool_limit: ToolResultLimit,
+    config: Option<Compaction>,
     /// Usage figures of messages before this index predate the last
     /// compaction and describe requests that no longer exist.
     fresh_from: usize,
 }
 
 impl Compactor {
+    pub(crate) fn new(config: Option<Compaction>) -> Compactor {
+        Compactor {
+            config,
+            fresh_from: 0,
+        }
+    }
+
     /// The conversation was cleared: every usage figure is fresh again.
     pub(crate) fn reset(&mut self) {
         self.fresh_from = 0;
     }
 
-    pub(crate) fn new(config: Option<Compaction>, tool_limit: ToolResultLimit) -> Compactor {
-        Compactor {
-            config,
-            tool_limit,
-            fresh_from: 0,
+    /// Compact now, whatever the estimate, as the configuration says
+    /// ([`Compaction::summarize`] when none is set); `None` when nothing
+    /// precedes the kept turns.
+    pub(crate) fn now(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
+        let config = self.config.clone().unwrap_or_default();
+        self.compact(c, &config, config.keep_turns)
+    }
+
+    /// Before a request: compact when the estimate passes the threshold.
+    /// Errors only with [`Error::Cancelled`]: a failed summary leaves the
+    /// history as it is and the request goes ahead.
+    pub(crate) fn before_request(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
+        let Some(config) = self.config.clone() else {
+            return Ok(None);
+        };
+        let Some(cap) = c.window else {
+            return Ok(None);
+        };
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "token counts are far below 2^52"
+        )]
+        if (self.estimate(c) as f64) <= config.threshold * cap as f64 {
+            return Ok(None);
         }
+        // The kept turns alone may be what is too big: keep only the
+        // current one rather than send a request the server will refuse.
+        let done = match self.compact(c, &config, config.keep_turns) {
+            Ok(None) if config.keep_turns > 1 => self.compact(c, &config, 1),
+            other => other,
+        };
+        match done {
+            Err(e) if e.is_cancelled() => Err(e),
+            Err(e) => {
+                log::warn!("compaction failed, sending the request as it is: {e}");
+                Ok(None)
+            }
+            Ok(done) => Ok(done),
+        }
+    }
+
+    /// After the server rejected a request as too long: compact once,
+    /// keeping only the current turn. `None` (the rejection stands) without
+    /// a configuration, with nothing to cut, or when the summary failed;
+    /// errors only with [`Error::Cancelled`].
+    pub(crate) fn after_overflow(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
+        let Some(config) = self.config.clone() else {
+            return Ok(None);
+        };
+        match self.compact(c, &config, 1) {
+            Err(e) if e.is_cancelled() => Err(e),
+            Err(e) => {
+                log::warn!("compaction after an overflow failed: {e}");
+                Ok(None)
+            }
+            Ok(done) => Ok(done),
+        }
+    }
+
+    /// The tokens the next request would carry (see
+    /// [The estimate](Compaction#the-estimate)).
+    fn estimate(&self, c: &Conversation<'_>) -> u64 {
+        let messages = &c.messages[..];
+        let from = self.fresh_from.min(messages.len());
+        let latest = messages[from..]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, m)| {
+                m.usage
+                    .filter(|u| m.role == Role::Assistant && u.context_used() > 0)
+                    .map(|u| (from + i, u))
+            });
+        if let Some((i, u)) = latest {
+            return u.context_used()
+                + u.output.unwrap_or(0)
+                + estimate_messages(&messages[i + 1..]);
+        }
+        let tools: u64 = c
+            .tools
+            .iter()
+            .map(|t| {
+                estimate_tokens(t.name())
+                    + estimate_tokens(t.description())
+                    + estimate_tokens(&t.parameters().to_json().to_string())
+            })
+            .sum();
+        estimate_tokens(c.system_prompt) + 4 + estimate_messages(messages) + tools
+    }
+
+    /// Remove what precedes the last `keep` user turns; `None` when
+    /// nothing precedes them.
+    fn compact(
+        &mut self,
+        c: &mut Conversation<'_>,
+        config: &Compaction,
+        keep: usize,
+    ) -> Result<Option<Compacted>> {
+        let Some(cut) = cut_point(c.messages, keep) else {
+            return Ok(None);
+        };
+        let tokens_before = self.estimate(c);
+        let messages_before = c.messages.len();
+        let summary = match config.strategy {
+            CompactionStrategy::Summarize => Some(summarize(c, config, cut)?),
+            CompactionStrategy::DropOldest => None,
+        };
+        let added = usize::from(summary.is_some());
+        let tail = c.messages.split_off(cut);
+        *c.messages = summary.into_iter().map(Message::user).collect();
+        c.messages.extend(tail);
+        self.fresh_from = c.messages.len();
+        Ok(Some(Compacted {
+            strategy: config.strategy,
+            cut,
+            added,
+            messages_before,
+            messages_after: c.messages.len(),
+            tokens_before,
+            tokens_after: self.estimate(c),
+        }))
     }
 }
 
 /// Chars/4, rounded up.
-pub(crate) fn estimate_tokens(text: &str) -> u64 {
+fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
@@ -293,7 +441,7 @@ fn cut_point(messages: &[Message], keep: usize) -> Option<usize> {
 /// The compactor's input: the older messages as a transcript, at most
 /// `max_chars` (the head and the tail kept, the middle elided).
 fn transcript(messages: &[Message], max_chars: usize) -> String {
-    let out = super::synthesizer::transcript(messages, true);
+    let out = synthesizer::transcript(messages, true);
     let total = out.chars().count();
     if total <= max_chars {
         return out;
@@ -307,209 +455,29 @@ fn transcript(messages: &[Message], max_chars: usize) -> String {
     s
 }
 
-impl Agent {
-    /// Compact the conversation now, whatever the estimate: the older turns
-    /// are summarized or dropped as the configured
-    /// [`Compaction`](crate::Compaction) says ([`Compaction::summarize`]
-    /// when none is set), the last turns are kept, and
-    /// [`Event::Compacted`] says what changed. Returns whether anything
-    /// was compacted (`false`: no turn older than the kept ones). The rules
-    /// are on [`Compaction`](crate::Compaction#where-the-history-is-cut).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, Compaction, History, Message};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// let mut agent = Agent::builder(server.transport())
-    ///     .compaction(Compaction::drop_oldest().keep_turns(1))
-    ///     .build()?;
-    /// agent.load_history(History::new(vec![
-    ///     Message::user("first"), Message::assistant("1"),
-    ///     Message::user("second"), Message::assistant("2"),
-    /// ])?)?;
-    /// assert!(agent.compact()?);
-    /// assert_eq!(agent.messages().len(), 2);
-    /// assert_eq!(agent.messages()[0].content, "second");
-    /// assert!(!agent.compact()?); // nothing older left
-    /// assert!(server.chat_requests().is_empty()); // dropping needs no request
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// The summary request's error ([`Error::Cancelled`], HTTP, transport);
-    /// the history is unchanged.
-    pub fn compact(&mut self) -> Result<bool> {
-        let config = self.compaction.config.clone().unwrap_or_default();
-        let keep = config.keep_turns;
-        let done = self.compact_keeping(&config, keep)?;
-        self.shared.listeners.flush();
-        Ok(done)
-    }
-
-    /// Before a request: compact when the estimate passes the threshold.
-    fn compact_if_due(&mut self) -> Result<()> {
-        let Some(config) = self.compaction.config.clone() else {
-            return Ok(());
-        };
-        let Some(cap) = self.context_window_cap() else {
-            return Ok(());
-        };
-        #[allow(
-            clippy::cast_precision_loss,
-            reason = "token counts are far below 2^52"
-        )]
-        if (self.estimate_context() as f64) <= config.threshold * cap as f64 {
-            return Ok(());
-        }
-        let done = match self.compact_keeping(&config, config.keep_turns) {
-            Ok(false) if config.keep_turns > 1 => self.compact_keeping(&config, 1),
-            other => other,
-        };
-        match done {
-            Err(e) if e.is_cancelled() => Err(e),
-            Err(e) => {
-                log::warn!("compaction failed, sending the request as it is: {e}");
-                Ok(())
+/// The summary message's content for `messages[..cut]`.
+fn summarize(c: &mut Conversation<'_>, config: &Compaction, cut: usize) -> Result<String> {
+    // The transcript must fit the compactor's own request: half the
+    // window, or 32k characters when the window is unknown; when the
+    // server still finds it too long (a wrong window), half as much,
+    // down to 2,000 characters.
+    let mut max_chars = c.window.map_or(32_000, |cap| {
+        usize::try_from(cap.saturating_mul(2)).unwrap_or(usize::MAX)
+    });
+    loop {
+        let text = transcript(&c.messages[..cut], max_chars);
+        let len = text.chars().count();
+        let prompt = format!("Summarize this earlier part of the conversation:\n\n{text}");
+        match (c.summarize)(&config.system_prompt, &prompt) {
+            Err(e) if e.is_context_overflow() && len > 2_000 => {
+                max_chars = (len / 2).max(2_000);
             }
-            Ok(_) => Ok(()),
-        }
-    }
-
-    /// One request at the request boundary: compaction when due, fallback
-    /// between transports, and one compaction and retry when the server
-    /// rejects the request as too long.
-    pub(crate) fn guarded_request(&mut self) -> Result<Completion> {
-        self.compact_if_due()?;
-        match self.request_with_fallback() {
-            Err(e) if e.is_context_overflow() => {
-                let Some(config) = self.compaction.config.clone() else {
-                    return Err(e);
-                };
-                match self.compact_keeping(&config, 1) {
-                    Ok(true) => self.request_with_fallback(),
-                    Ok(false) => Err(e),
-                    Err(c) if c.is_cancelled() => Err(c),
-                    Err(c) => {
-                        log::warn!("compaction after an overflow failed: {c}");
-                        Err(e)
-                    }
-                }
+            Err(e) => return Err(e),
+            Ok(answer) if answer.trim().is_empty() => {
+                return Err(Error::protocol("the compactor wrote an empty summary"));
             }
-            other => other,
+            Ok(answer) => return Ok(format!("{}\n{}", Compaction::SUMMARY_MARKER, answer.trim())),
         }
-    }
-
-    /// The tool-result cap for this agent's window, applied as a result is
-    /// appended.
-    pub(crate) fn limit_tool_result(&self, content: String) -> String {
-        truncate_result(
-            content,
-            self.compaction
-                .tool_limit
-                .max_chars(self.context_window_cap()),
-        )
-    }
-
-    /// The tokens the next request would carry (see the module docs).
-    pub(crate) fn estimate_context(&self) -> u64 {
-        let from = self.compaction.fresh_from.min(self.messages.len());
-        let latest = self.messages[from..]
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, m)| {
-                m.usage
-                    .filter(|u| m.role == Role::Assistant && u.context_used() > 0)
-                    .map(|u| (from + i, u))
-            });
-        if let Some((i, u)) = latest {
-            return u.context_used()
-                + u.output.unwrap_or(0)
-                + estimate_messages(&self.messages[i + 1..]);
-        }
-        let tools: u64 = self
-            .tools()
-            .iter()
-            .map(|t| {
-                estimate_tokens(t.name())
-                    + estimate_tokens(t.description())
-                    + estimate_tokens(&t.parameters().to_json().to_string())
-            })
-            .sum();
-        estimate_tokens(&self.system_prompt) + 4 + estimate_messages(&self.messages) + tools
-    }
-
-    /// Remove what precedes the last `keep` user turns; `Ok(false)` when
-    /// nothing precedes them.
-    fn compact_keeping(&mut self, config: &Compaction, keep: usize) -> Result<bool> {
-        let Some(cut) = cut_point(&self.messages, keep) else {
-            return Ok(false);
-        };
-        let tokens_before = self.estimate_context();
-        let messages_before = self.messages.len();
-        let summary = match config.strategy {
-            CompactionStrategy::Summarize => Some(self.summarize(config, cut)?),
-            CompactionStrategy::DropOldest => None,
-        };
-        let added = usize::from(summary.is_some());
-        let tail = self.messages.split_off(cut);
-        self.messages = summary.into_iter().map(Message::user).collect();
-        self.messages.extend(tail);
-        self.turn_start = (self.turn_start + added).saturating_sub(cut);
-        self.compaction.fresh_from = self.messages.len();
-        let tokens_after = self.estimate_context();
-        self.emit(Event::Compacted {
-            agent: self.agent_id(),
-            strategy: config.strategy,
-            messages_before,
-            messages_after: self.messages.len(),
-            tokens_before,
-            tokens_after,
-        });
-        Ok(true)
-    }
-
-    /// The summary message's content for `messages[..cut]`.
-    fn summarize(&self, config: &Compaction, cut: usize) -> Result<String> {
-        // The transcript must fit the compactor's own request: half the
-        // window, or 32k characters when the window is unknown; when the
-        // server still finds it too long (a wrong window), half as much,
-        // down to 2,000 characters.
-        let mut max_chars = self.context_window_cap().map_or(32_000, |cap| {
-            usize::try_from(cap.saturating_mul(2)).unwrap_or(usize::MAX)
-        });
-        loop {
-            let text = transcript(&self.messages[..cut], max_chars);
-            let len = text.chars().count();
-            match self.run_compactor(config, &text) {
-                Err(e) if e.is_context_overflow() && len > 2_000 => {
-                    max_chars = (len / 2).max(2_000);
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn run_compactor(&self, config: &Compaction, transcript: &str) -> Result<String> {
-        let prompt = format!("Summarize this earlier part of the conversation:\n\n{transcript}");
-        let mut child = self.shared.spawn_child(ChildSpec {
-            id: child_id(self.id(), "compactor"),
-            system_prompt: config.system_prompt.clone(),
-            max_steps: 1,
-            tools: Vec::<Arc<dyn Tool>>::new(),
-        })?;
-        let result = child.run_loop(&prompt);
-        let text = child.last_assistant_content().unwrap_or_default();
-        child.close();
-        result?;
-        if text.trim().is_empty() {
-            return Err(Error::protocol("the compactor wrote an empty summary"));
-        }
-        Ok(format!("{}\n{}", Compaction::SUMMARY_MARKER, text.trim()))
     }
 }
 
@@ -559,5 +527,115 @@ mod tests {
         assert!(t.starts_with("[user] xxx"));
         assert!(t.contains("characters omitted"));
         assert!(t.chars().count() < 160);
+    }
+
+    /// Two old turns and a current one, about 50 tokens each by chars/4.
+    fn long_history() -> Vec<Message> {
+        let words = "w".repeat(200);
+        vec![
+            Message::user(format!("one {words}")),
+            Message::assistant(format!("1 {words}")),
+            Message::user(format!("two {words}")),
+            Message::assistant(format!("2 {words}")),
+            Message::user("three"),
+        ]
+    }
+
+    fn conversation<'a>(
+        messages: &'a mut Vec<Message>,
+        window: Option<u64>,
+        summarize: &'a mut dyn FnMut(&str, &str) -> Result<String>,
+    ) -> Conversation<'a> {
+        Conversation {
+            messages,
+            system_prompt: "",
+            tools: &[],
+            window,
+            summarize,
+        }
+    }
+
+    #[test]
+    fn before_request_compacts_only_past_the_threshold() {
+        let mut asked = Vec::new();
+        let mut summarize = |_: &str, prompt: &str| {
+            asked.push(prompt.to_string());
+            Ok("the gist".to_string())
+        };
+        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut h = long_history();
+        // About 210 tokens against a window of 1,000: nothing to do.
+        let mut c = conversation(&mut h, Some(1000), &mut summarize);
+        assert!(k.before_request(&mut c).unwrap().is_none());
+        // Against a window of 200, past 80%: the two old turns go.
+        let mut c = conversation(&mut h, Some(200), &mut summarize);
+        let done = k.before_request(&mut c).unwrap().expect("compacted");
+        assert_eq!(h.len(), 2);
+        assert!(Compaction::is_summary(&h[0]));
+        assert!(h[0].content.ends_with("the gist"));
+        assert_eq!(h[1].content, "three");
+        // The current turn started at 4; it now follows the summary.
+        assert_eq!(done.shift(4), 1);
+        assert_eq!(asked.len(), 1);
+        assert!(asked[0].contains("[user] one"), "{}", asked[0]);
+    }
+
+    #[test]
+    fn a_failed_summary_leaves_the_history_but_a_cancel_stops() {
+        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut h = long_history();
+        let mut failing = |_: &str, _: &str| Err(Error::protocol("down"));
+        let mut c = conversation(&mut h, Some(200), &mut failing);
+        assert!(k.before_request(&mut c).unwrap().is_none());
+        assert_eq!(h.len(), 5);
+        let mut cancelled = |_: &str, _: &str| Err(Error::Cancelled);
+        let mut c = conversation(&mut h, Some(200), &mut cancelled);
+        assert!(k.before_request(&mut c).unwrap_err().is_cancelled());
+        let mut c = conversation(&mut h, Some(200), &mut cancelled);
+        assert!(k.after_overflow(&mut c).unwrap_err().is_cancelled());
+        assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn after_overflow_needs_a_configuration_and_halves_a_rejected_transcript() {
+        let mut h = long_history();
+        let mut never =
+            |_: &str, _: &str| -> Result<String> { panic!("no summary without a configuration") };
+        let mut c = conversation(&mut h, None, &mut never);
+        assert!(
+            Compactor::default()
+                .after_overflow(&mut c)
+                .unwrap()
+                .is_none()
+        );
+
+        let mut h: Vec<Message> = (0..40)
+            .flat_map(|i| {
+                [
+                    Message::user(format!("q{i} {}", "x".repeat(100))),
+                    Message::assistant("a"),
+                ]
+            })
+            .collect();
+        h.push(Message::user("now"));
+        let mut lengths = Vec::new();
+        let mut picky = |_: &str, prompt: &str| {
+            lengths.push(prompt.chars().count());
+            if lengths.len() == 1 {
+                Err(Error::Http {
+                    status: 400,
+                    message: "the request exceeds the available context size".into(),
+                    url: "http://h/v1/chat/completions".into(),
+                })
+            } else {
+                Ok("short".to_string())
+            }
+        };
+        let mut k = Compactor::new(Some(Compaction::summarize()));
+        let mut c = conversation(&mut h, None, &mut picky);
+        assert!(k.after_overflow(&mut c).unwrap().is_some());
+        assert_eq!(h.len(), 2, "keeps only the current turn");
+        assert_eq!(lengths.len(), 2);
+        assert!(lengths[1] < lengths[0], "{lengths:?}");
     }
 }

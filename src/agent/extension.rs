@@ -1,110 +1,16 @@
-//! The extension protocol: [`Extension`] hooks and the [`ExtensionContext`]
-//! capability facade.
+//! The capabilities an agent hands its extensions: [`ExtensionContext`]. The
+//! [`Extension`](crate::extension::Extension) trait lives with the
+//! [`Configurator`](crate::Configurator) it is configured by.
 
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
-use super::Shared;
-use crate::ListenerList;
+use super::shared::Shared;
+use crate::listener::ListenerList;
 use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
 
-/// A plug-in that grows an agent without touching it. Every hook has a no-op
-/// default.
-///
-/// # Build order
-///
-/// 1. Each [`Configurator::add_extension`](crate::Configurator::add_extension)
-///    calls [`Extension::configure`] at once.
-/// 2. [`Configurator::build`](crate::Configurator::build) validates, wires the
-///    agent, builds one [`ExtensionContext`], then calls
-///    [`Extension::bind`] for each extension in registration order.
-/// 3. The context cap is resolved and [`Event::ContextCap`] emitted.
-///
-/// Per turn: the user message is appended, [`Event::UserTurn`] emitted, then
-/// [`Extension::on_user_message`] runs for each extension (a system message it
-/// injects lands right after the user message, before the first request).
-///
-/// Hooks run on the parent agent only; sub-agents never inherit extensions.
-///
-/// # Capabilities
-///
-/// Holding an [`Agent`](crate::Agent) grants read access to its configuration
-/// and nothing more. Emitting events, registering tools at runtime, injecting
-/// system messages, deriving sub-agent listener lists and registering close
-/// handlers all go through the [`ExtensionContext`] an extension receives.
-///
-/// # Examples
-///
-/// ```
-/// use pikuri::{Agent, Configurator, Extension, ExtensionContext, listeners::InMemoryEventList, Result};
-/// use pikuri::testing::{FakeServer, Reply};
-///
-/// struct Greeter;
-/// impl Extension for Greeter {
-///     fn system_prompt_snippets(&self) -> Vec<String> {
-///         vec!["<greeting>Say hello.</greeting>".into()]
-///     }
-///     fn on_user_message(&mut self, ctx: &ExtensionContext, _message: &str) {
-///         ctx.emit_event("greeter.seen", serde_json::json!({"ok": true}), false);
-///     }
-/// }
-///
-/// let server = FakeServer::start();
-/// server.push(Reply::text("hello"));
-/// let rec = InMemoryEventList::new();
-/// let mut agent = Agent::builder(server.transport())
-///     .system_prompt("Base.")
-///     .add_extension(Greeter)
-///     .add_listener(rec.clone())
-///     .build()?;
-/// assert!(agent.system_prompt().ends_with("<greeting>Say hello.</greeting>"));
-/// agent.run_loop("hi")?;
-/// assert!(rec.kinds().contains(&"domain"));
-/// # Ok::<(), pikuri::Error>(())
-/// ```
-pub trait Extension: Send + 'static {
-    /// Called at once from `add_extension`: validate against what is
-    /// configured so far (tools in both pools, the transport). Tools and close
-    /// handlers are added in [`bind`](Extension::bind), through the
-    /// [`ExtensionContext`], once the agent exists.
-    fn configure(&mut self, c: &crate::Configurator) -> Result<()> {
-        let _ = c;
-        Ok(())
-    }
-
-    /// Called once after the agent is wired, in registration order. Keep a
-    /// clone of `ctx` to act later (e.g. from a tool).
-    fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
-        let _ = ctx;
-        Ok(())
-    }
-
-    /// Called each turn after the user message is appended and
-    /// [`Event::UserTurn`] emitted, before the first request.
-    fn on_user_message(&mut self, ctx: &ExtensionContext, message: &str) {
-        let _ = (ctx, message);
-    }
-
-    /// Called on [`Agent::clear_conversation`](crate::Agent::clear_conversation),
-    /// after [`Event::Reset`].
-    fn on_conversation_reset(&mut self, ctx: &ExtensionContext) {
-        let _ = ctx;
-    }
-
-    /// Blocks appended to the system prompt whenever it is assembled.
-    fn system_prompt_snippets(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// A short name for logs and errors. Default: the type name.
-    fn name(&self) -> String {
-        let full = std::any::type_name::<Self>();
-        full.rsplit("::").next().unwrap_or(full).to_string()
-    }
-}
-
-/// The capabilities an agent hands its extensions; see [`Extension`].
+/// The capabilities an agent hands its extensions; see [`Extension`](crate::extension::Extension).
 ///
 /// Cheap to clone. It holds the agent weakly: once the agent is dropped,
 /// emitting does nothing and the other calls report an error or `None`.
@@ -133,7 +39,8 @@ impl ExtensionContext {
         }
     }
 
-    fn shared(&self) -> Result<Arc<Shared>> {
+    /// The agent's shared state, while the agent exists.
+    pub(crate) fn shared(&self) -> Result<Arc<Shared>> {
         self.shared.upgrade().ok_or_else(gone)
     }
 
@@ -162,7 +69,7 @@ impl ExtensionContext {
     /// Register a sub-agent-only tool at runtime (the pool of
     /// [`Configurator::add_sub_agent_tool`](crate::Configurator::add_sub_agent_tool)):
     /// never offered to this agent's model, reachable by the
-    /// [`Persona`](crate::Persona)s that name it from the next sub-agent on.
+    /// [`Persona`](crate::subagent::Persona)s that name it from the next sub-agent on.
     ///
     /// # Errors
     ///
@@ -249,11 +156,5 @@ impl ExtensionContext {
             .upgrade()
             .map(|s| s.state.lock().sub_agent_tools.clone())
             .unwrap_or_default()
-    }
-
-    /// Build a child agent of this context's agent (see `agent/child.rs` for
-    /// what it inherits).
-    pub(crate) fn spawn_child(&self, spec: super::child::ChildSpec) -> Result<crate::Agent> {
-        self.shared()?.spawn_child(spec)
     }
 }

@@ -1,13 +1,12 @@
-//! Conversation persistence: [`History`], [`Agent::export_history`],
-//! [`Agent::load_history`].
+//! Conversation persistence: [`History`] (the agent's side:
+//! [`Agent::export_history`](crate::Agent::export_history),
+//! [`Agent::load_history`](crate::Agent::load_history)).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Agent;
-use crate::{Error, Event, Message, Result, Role};
+use crate::{Error, Message, Result, Role};
 
 /// The format version written by [`History::to_json`].
 const VERSION: u32 = 1;
@@ -24,7 +23,7 @@ const VERSION: u32 = 1;
 ///
 /// A `History` is valid by construction: every way to make one
 /// ([`History::new`], [`History::parse`], serde deserialization,
-/// [`Agent::export_history`]) checks the same rules and fails with
+/// [`Agent::export_history`](crate::Agent::export_history)) checks the same rules and fails with
 /// [`Error::History`], never with a half-built value. The rules are what a
 /// chat-completions server accepts:
 ///
@@ -33,9 +32,9 @@ const VERSION: u32 = 1;
 ///   the calls open at once (an id may be reused once its call is answered,
 ///   as some servers do);
 /// - one exception: the last batch of calls may stay unanswered, as a turn
-///   that stopped for approval leaves it (see [`Approver`](crate::Approver),
+///   that stopped for approval leaves it (see [`Approver`](crate::approval::Approver),
 ///   "Deciding later"); nothing is sent with them unanswered:
-///   [`Agent::resume`] or the next [`run_loop`](Agent::run_loop) answers them
+///   [`Agent::resume`](crate::Agent::resume) or the next [`run_loop`](crate::Agent::run_loop) answers them
 ///   first;
 /// - every tool message answers an open call;
 /// - tool calls only on assistant messages, a call id only on tool messages;
@@ -126,6 +125,24 @@ impl History {
         &self.messages
     }
 
+    /// The agent's own history, not checked again: it is valid by [the
+    /// loop's rule](crate::Agent#the-history-is-always-valid), which the
+    /// tests pin.
+    pub(crate) fn from_agent(messages: Vec<Message>) -> History {
+        History {
+            version: VERSION,
+            messages,
+        }
+    }
+
+    /// The messages, checked again by the rules under
+    /// [Validity](History#validity): [`Agent::load_history`](crate::Agent::load_history)
+    /// promises the check before it replaces a conversation.
+    pub(crate) fn into_checked_messages(self) -> Result<Vec<Message>> {
+        validate(&self.messages).map_err(Error::History)?;
+        Ok(self.messages)
+    }
+
     /// Self-contained JSON.
     ///
     /// # Panics
@@ -189,64 +206,4 @@ fn validate(messages: &[Message]) -> std::result::Result<(), String> {
     // Calls still open here are the trailing batch of a turn that stopped
     // for approval: valid, and answered before anything is sent.
     Ok(())
-}
-
-impl Agent {
-    /// The conversation as a [`History`] value. Not checked again: the
-    /// agent's own history is valid by [the loop's
-    /// rule](crate::Agent#the-history-is-always-valid), which the tests pin.
-    pub fn export_history(&self) -> History {
-        History {
-            version: VERSION,
-            messages: self.messages.clone(),
-        }
-    }
-
-    /// Replace the conversation with `history`: [`clear_conversation`](Agent::clear_conversation)
-    /// (which emits [`Event::Reset`]), append the messages, then emit
-    /// [`Event::HistoryLoaded`] with the last assistant message's usage so a
-    /// context readout can resume.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::History`] when `history` breaks a rule under
-    /// [Validity](History#validity) (checked again here, before anything
-    /// changes). Nothing is loaded, no event is emitted, and the agent keeps
-    /// its previous conversation.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, History, Message};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text("Still 4."));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let saved = r#"{"version":1,"messages":[
-    ///     {"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}]}"#;
-    /// agent.load_history(History::parse(saved)?)?;
-    /// agent.run_loop("Sure?")?;
-    /// assert_eq!(agent.messages().len(), 4);
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn load_history(&mut self, history: History) -> Result<()> {
-        validate(&history.messages).map_err(Error::History)?;
-        self.clear_conversation();
-        let tokens = history
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant)
-            .and_then(|m| m.usage);
-        let count = history.messages.len();
-        self.messages = history.messages;
-        self.emit(Event::HistoryLoaded {
-            agent: Arc::clone(&self.shared.id),
-            messages: count,
-            tokens,
-        });
-        self.shared.listeners.flush();
-        Ok(())
-    }
 }

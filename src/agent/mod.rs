@@ -1,5 +1,12 @@
 //! The agent loop: [`Agent`], [`Outcome`]; the turn diagram and the
 //! history-validity rule are documented on [`Agent`].
+//!
+//! `impl Agent` lives here (the agent, its construction, its readers, the
+//! history in and out) and in `turn.rs` (the loop, one method per
+//! boundary). What the boundaries delegate are plain types in their own
+//! files: `compact.rs`, `fallback.rs`, `approval.rs`, `structured.rs`,
+//! `tool_limit.rs`. No file here imports one that imports it back
+//! (`scripts/check-cycles.py --graph agent`).
 
 mod approval;
 mod builder;
@@ -8,208 +15,42 @@ mod compact;
 mod extension;
 mod fallback;
 mod history;
+mod outcome;
 mod recover;
 mod registry;
-mod run;
+mod shared;
 mod structured;
 mod subagent;
 mod synthesizer;
 mod tool_limit;
 mod trifecta;
+mod turn;
 
-pub use builder::Configurator;
-pub use compact::{Compaction, CompactionStrategy};
-pub use extension::{Extension, ExtensionContext};
+pub use builder::{Configurator, Extension};
+pub use compact::Compaction;
+pub use extension::ExtensionContext;
 pub use history::History;
+pub use outcome::Outcome;
 pub use registry::close_all;
 pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
 pub use tool_limit::ToolResultLimit;
-pub use trifecta::TrifectaPolicy;
-
-pub(crate) use fallback::is_context_overflow;
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::{Map, Value};
 
-use crate::ListenerList;
+use crate::approval::PendingApproval;
 use crate::protocol::{Client, ToolSpecs};
 use crate::{
-    Approver, Cancellable, ChatTransport, Error, Event, Interloper, Message, PendingApproval,
-    Result, Role, StepLimit, StopReason, Tool, Usage,
+    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
+    StopReason, Tool, Usage,
 };
-
-type CloseHandler = Box<dyn FnOnce() + Send>;
-
-#[derive(Clone, Debug, Default)]
-#[allow(clippy::struct_excessive_bools, reason = "independent opt-in switches")]
-pub(crate) struct LoopOptions {
-    pub(crate) parallel_tools: bool,
-    pub(crate) split_think: bool,
-    pub(crate) recover_tool_calls: bool,
-    pub(crate) wind_down: Option<u32>,
-    pub(crate) replay_reasoning: bool,
-    /// A sub-agent or synthesizer: shares the parent's Cancellable and must
-    /// not reset it.
-    pub(crate) nested: bool,
-    pub(crate) extra: Map<String, Value>,
-    pub(crate) trifecta: TrifectaPolicy,
-    /// The settings of typed turns.
-    pub(crate) structured: StructuredOutput,
-    /// During a typed turn, what it sends (read by the synthesizer).
-    pub(crate) typed: Option<Arc<structured::TypedSpec>>,
-}
-
-/// State shared with [`ExtensionContext`]s and tools that captured one.
-pub(crate) struct Shared {
-    pub(crate) id: Arc<str>,
-    pub(crate) listeners: ListenerList,
-    pub(crate) client: Client,
-    pub(crate) cancellable: Option<Cancellable>,
-    pub(crate) streaming: bool,
-    /// The loop options, shared with the [`Agent`] and inherited by children.
-    pub(crate) options: Arc<LoopOptions>,
-    pub(crate) state: Mutex<State>,
-    pub(crate) on_close: Mutex<Vec<CloseHandler>>,
-    /// Consulted before each tool call; inherited by children.
-    pub(crate) approver: Option<Arc<dyn Approver>>,
-    /// The current run's tokens and requests, children's included.
-    pub(crate) tally: Arc<Mutex<Tally>>,
-    /// A child's run adds its tally here: the parent's.
-    pub(crate) parent_tally: Option<Arc<Mutex<Tally>>>,
-}
-
-/// What a run cost so far: the tokens and the number of completed requests,
-/// its children's included.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Tally {
-    pub(crate) usage: Usage,
-    pub(crate) requests: u32,
-}
-
-impl Tally {
-    pub(crate) fn clear(&mut self) {
-        *self = Tally::default();
-    }
-
-    /// One completed request with this usage.
-    pub(crate) fn count(&mut self, usage: Option<Usage>) {
-        self.requests = self.requests.saturating_add(1);
-        self.usage += usage.unwrap_or_default();
-    }
-
-    fn add(&mut self, other: Tally) {
-        self.requests = self.requests.saturating_add(other.requests);
-        self.usage += other.usage;
-    }
-}
-
-pub(crate) struct State {
-    pub(crate) transport: ChatTransport,
-    pub(crate) context_cap: Option<u64>,
-    pub(crate) tools: Vec<Arc<dyn Tool>>,
-    pub(crate) tool_specs: Arc<ToolSpecs>,
-    /// The sub-agent-only pool (never sent to this agent's model).
-    pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
-    pub(crate) pending_system: Vec<String>,
-}
-
-impl Shared {
-    /// Add a tool to the model-visible pool, or to the sub-agent-only one.
-    fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
-        let mut st = self.state.lock();
-        let name = tool.name();
-        if st
-            .tools
-            .iter()
-            .chain(&st.sub_agent_tools)
-            .any(|t| t.name() == name)
-        {
-            return Err(Error::invalid(format!("duplicate tool name `{name}`")));
-        }
-        if sub_agent_only {
-            st.sub_agent_tools.push(tool);
-        } else {
-            st.tools.push(tool);
-            st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
-        }
-        Ok(())
-    }
-
-    /// Remove the tool called `name` from either pool; whether there was one.
-    fn remove_tool(&self, name: &str) -> bool {
-        let mut st = self.state.lock();
-        let before = st.tools.len() + st.sub_agent_tools.len();
-        st.tools.retain(|t| t.name() != name);
-        st.sub_agent_tools.retain(|t| t.name() != name);
-        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
-        before != st.tools.len() + st.sub_agent_tools.len()
-    }
-
-    fn emit(&self, event: Event) {
-        self.listeners.emit(event);
-    }
-
-    /// End a run's accounting: its tally, which a child also adds to its
-    /// parent's run.
-    pub(crate) fn settle_tally(&self) -> Tally {
-        let tally = std::mem::take(&mut *self.tally.lock());
-        if let Some(parent) = &self.parent_tally {
-            parent.lock().add(tally);
-        }
-        tally
-    }
-}
-
-/// What a finished [`run_loop`](Agent::run_loop) (or
-/// [`resume`](Agent::resume)) reports.
-///
-/// # Examples
-///
-/// ```
-/// use pikuri::{Agent, Persona, SubAgents, Usage};
-/// use pikuri::testing::{FakeServer, Reply};
-///
-/// let server = FakeServer::start();
-/// server.push(Reply::tool_call("agent", serde_json::json!({"name": "helper", "task": "hi"})).with_usage(100, 10));
-/// server.push(Reply::text("hi").with_usage(20, 2)); // the sub-agent
-/// server.push(Reply::text("It said hi.").with_usage(130, 5));
-/// let personas = vec![Persona::new("helper", "Says hi.", "You say hi.", 3)];
-/// let mut agent = Agent::builder(server.transport()).add_extension(SubAgents::new(personas)?).build()?;
-/// let outcome = agent.run_loop("delegate")?;
-/// assert_eq!(outcome.requests, 3);
-/// assert_eq!(outcome.usage, Usage::new().with_input(250).with_output(17));
-/// assert_eq!(outcome.usage.total(), 267);
-/// assert_eq!(agent.total_usage(), outcome.usage);
-/// # Ok::<(), pikuri::Error>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Outcome {
-    /// Why the run stopped: [`StopReason::Completed`],
-    /// [`StopReason::Synthesized`] or [`StopReason::ApprovalPending`] (the
-    /// others arrive as errors).
-    pub stop_reason: StopReason,
-    /// The final answer ([`Agent::last_assistant_content`]).
-    pub answer: Option<String>,
-    /// Tool calls made in this turn.
-    pub steps: u32,
-    /// The tokens of every request of the run: this agent's, its
-    /// sub-agents' and the synthesizer's, summed field by field (also on
-    /// the run's [`Event::Stopped`]).
-    pub usage: Usage,
-    /// How many requests were answered in the run, sub-agents' and the
-    /// synthesizer's included.
-    pub requests: u32,
-    /// With [`StopReason::ApprovalPending`], the calls awaiting the host's
-    /// decision ([`Agent::pending_approvals`]); empty otherwise.
-    pub pending_approvals: Vec<PendingApproval>,
-}
+use compact::Compactor;
+use fallback::Fallbacks;
+use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 
 /// A tool-calling agent: one conversation, one model, its tools, listeners
 /// and controls.
@@ -317,14 +158,14 @@ pub struct Outcome {
 /// tool call and its results. One exception, never sent: the calls of a
 /// turn that stopped for approval stay unanswered at the end of the
 /// history until [`resume`](Agent::resume) or the next `run_loop` answers
-/// them (see [`Approver`](crate::Approver), "Deciding later").
+/// them (see [`Approver`](crate::approval::Approver), "Deciding later").
 pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
     system_prompt: String,
     step_limit: Option<StepLimit>,
     interloper: Option<Interloper>,
-    extensions: Vec<Box<dyn extension::Extension>>,
+    extensions: Vec<Box<dyn Extension>>,
     ctx: ExtensionContext,
     options: Arc<LoopOptions>,
     synthesizer: Synthesizer,
@@ -337,19 +178,47 @@ pub struct Agent {
     total_usage: Usage,
     buf: Vec<u8>,
     closed: bool,
-    /// Automatic compaction and the tool-result cap ([`compact`]).
-    compaction: compact::Compactor,
-    /// The transports a failing request falls back to ([`fallback`]).
-    fallbacks: Vec<ChatTransport>,
+    /// Automatic compaction (`compact.rs`).
+    compactor: Compactor,
+    /// The cap on one tool result (`tool_limit.rs`).
+    tool_limit: ToolResultLimit,
+    /// The transports a failing request falls back to (`fallback.rs`).
+    fallbacks: Fallbacks,
 }
 
-impl Agent {
-    /// A [`Configurator`] for an agent talking through `transport`.
-    pub fn builder(transport: ChatTransport) -> Configurator {
-        Configurator::new(transport)
-    }
-
-    fn from_configurator(mut cfg: Configurator) -> Result<Agent> {
+// The agent is built next to its definition, so that `builder.rs` does not
+// depend on the agent it builds (no import cycle between the two files).
+impl Configurator {
+    /// Build the agent: validate, resolve a missing model, bind extensions
+    /// (in registration order), resolve the context window and emit
+    /// [`Event::ContextCap`](crate::Event::ContextCap).
+    ///
+    /// # A transport without a model
+    ///
+    /// When the transport names no model (or a blank one), `build` asks the
+    /// server for its model list ([`ChatTransport::list_models`]): a server
+    /// that lists exactly one (llama.cpp serves one) gives that one, logged
+    /// at `info`; several, none, or an unreadable list is an
+    /// [`Error::InvalidInput`] naming the ids on offer.
+    ///
+    /// ```
+    /// use pikuri::{Agent, ChatTransport};
+    /// use pikuri::testing::FakeServer;
+    ///
+    /// let server = FakeServer::start();
+    /// server.set_model_id("the-only-one");
+    /// let agent = Agent::builder(ChatTransport::default().with_api_base(server.base_url())).build()?;
+    /// assert_eq!(agent.transport().model(), Some("the-only-one"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for duplicate tool names, a failed extension
+    /// `configure`/`bind`, or a missing model that cannot be resolved. The on-close handlers armed so far run before the
+    /// error is returned.
+    pub fn build(self) -> Result<Agent> {
+        let mut cfg = self;
         let on_close = std::mem::take(&mut cfg.on_close);
         if let Err(e) = cfg.validate() {
             run_close_handlers(on_close);
@@ -408,8 +277,9 @@ impl Agent {
             total_usage: Usage::new(),
             buf: Vec::new(),
             closed: false,
-            compaction: compact::Compactor::new(cfg.compaction.take(), cfg.tool_result_limit),
-            fallbacks: std::mem::take(&mut cfg.fallbacks),
+            compactor: Compactor::new(cfg.compaction.take()),
+            tool_limit: cfg.tool_result_limit,
+            fallbacks: Fallbacks::new(std::mem::take(&mut cfg.fallbacks)),
         };
         agent.assemble_system_prompt();
         for i in 0..agent.extensions.len() {
@@ -435,6 +305,13 @@ impl Agent {
         // Construction events are delivered before the host sees the agent.
         agent.shared.listeners.flush();
         Ok(agent)
+    }
+}
+
+impl Agent {
+    /// A [`Configurator`] for an agent talking through `transport`.
+    pub fn builder(transport: ChatTransport) -> Configurator {
+        Configurator::new(transport)
     }
 
     fn assemble_system_prompt(&mut self) {
@@ -503,7 +380,8 @@ impl Agent {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents};
+    /// use pikuri::{Agent};
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     /// let server = FakeServer::start();
     /// let agent = Agent::builder(server.transport())
@@ -513,7 +391,7 @@ impl Agent {
     /// assert_eq!(names, ["SubAgents"]);
     /// # Ok::<(), pikuri::Error>(())
     /// ```
-    pub fn extensions(&self) -> impl ExactSizeIterator<Item = &dyn extension::Extension> {
+    pub fn extensions(&self) -> impl ExactSizeIterator<Item = &dyn Extension> {
         self.extensions.iter().map(|e| &**e)
     }
 
@@ -553,6 +431,21 @@ impl Agent {
         &self.messages
     }
 
+    /// The settings of typed turns ([`Configurator::structured_output`]).
+    pub fn structured_output(&self) -> &StructuredOutput {
+        &self.options.structured
+    }
+
+    /// The tool calls awaiting a decision: the unanswered calls of the
+    /// conversation's trailing assistant message, in call order. Empty
+    /// unless the last turn stopped with
+    /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
+    /// (or such a history was loaded). See [`Approver`](crate::approval::Approver),
+    /// "Deciding later".
+    pub fn pending_approvals(&self) -> Vec<PendingApproval> {
+        approval::pending(&self.messages)
+    }
+
     /// The tokens of every run of this conversation, summed like
     /// [`Outcome::usage`] (sub-agents and synthesizer included); zeroed by
     /// [`clear_conversation`](Agent::clear_conversation) and
@@ -584,12 +477,66 @@ impl Agent {
             .map(|m| m.content.clone())
     }
 
+    /// The conversation as a [`History`] value. Not checked again: the
+    /// agent's own history is valid by [the loop's
+    /// rule](crate::Agent#the-history-is-always-valid), which the tests pin.
+    pub fn export_history(&self) -> History {
+        History::from_agent(self.messages.clone())
+    }
+
+    /// Replace the conversation with `history`: [`clear_conversation`](Agent::clear_conversation)
+    /// (which emits [`Event::Reset`]), append the messages, then emit
+    /// [`Event::HistoryLoaded`] with the last assistant message's usage so a
+    /// context readout can resume.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::History`] when `history` breaks a rule under
+    /// [Validity](History#validity) (checked again here, before anything
+    /// changes). Nothing is loaded, no event is emitted, and the agent keeps
+    /// its previous conversation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, History, Message};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("Still 4."));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let saved = r#"{"version":1,"messages":[
+    ///     {"role":"user","content":"2+2?"},{"role":"assistant","content":"4"}]}"#;
+    /// agent.load_history(History::parse(saved)?)?;
+    /// agent.run_loop("Sure?")?;
+    /// assert_eq!(agent.messages().len(), 4);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn load_history(&mut self, history: History) -> Result<()> {
+        let messages = history.into_checked_messages()?;
+        self.clear_conversation();
+        let tokens = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .and_then(|m| m.usage);
+        let count = messages.len();
+        self.messages = messages;
+        self.emit(Event::HistoryLoaded {
+            agent: Arc::clone(&self.shared.id),
+            messages: count,
+            tokens,
+        });
+        self.shared.listeners.flush();
+        Ok(())
+    }
+
     /// Clear the conversation back to the system prompt (reassembled from
     /// today's extensions), reset the controls, emit [`Event::Reset`] once,
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
-        self.compaction.reset();
+        self.compactor.reset();
         self.turn_start = 0;
         self.synth_answer = None;
         self.total_usage = Usage::new();
@@ -623,15 +570,6 @@ impl Agent {
         let handlers = std::mem::take(&mut *self.shared.on_close.lock());
         run_close_handlers(handlers);
         self.shared.listeners.close();
-    }
-}
-
-fn run_close_handlers(handlers: Vec<CloseHandler>) {
-    for handler in handlers.into_iter().rev() {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(handler)) {
-            let msg = crate::util::panic_message(&*panic);
-            log::warn!("on_close handler panicked: {msg}");
-        }
     }
 }
 

@@ -113,7 +113,7 @@ fn strip_fence(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FnTool, Parameters};
+    use crate::tool::{FnTool, Parameters};
 
     fn tools() -> Vec<Arc<dyn Tool>> {
         let calc = FnTool::new(

@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use super::Shared;
+use super::shared::{Shared, run_close_handlers};
 
 /// The open agents, oldest first.
 static OPEN: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
@@ -55,7 +55,7 @@ pub(super) fn unregister(shared: &Arc<Shared>) {
 /// no lock is held while a handler runs, so it cannot deadlock on the
 /// registry or on an agent. It locks and allocates, so it is not for a raw
 /// `sigaction` handler. Handlers registered after it ran (an extension's
-/// [`ExtensionContext::on_close`](crate::ExtensionContext::on_close) during
+/// [`ExtensionContext::on_close`](crate::extension::ExtensionContext::on_close) during
 /// a later turn) run at the agent's close as usual, or at the next
 /// `close_all`.
 ///
@@ -90,7 +90,7 @@ pub fn close_all() -> usize {
     for shared in live.iter().rev() {
         let handlers = std::mem::take(&mut *shared.on_close.lock());
         ran += handlers.len();
-        super::run_close_handlers(handlers);
+        run_close_handlers(handlers);
     }
     // `live` drops here, outside every lock: if an agent was dropped
     // meanwhile, its shared state is freed on this thread.

@@ -1,14 +1,16 @@
 //! Structured output: a turn whose final answer must be a `T`
-//! ([`Agent::run_typed`]), configured by [`StructuredOutput`].
+//! ([`Agent::run_typed`](crate::Agent::run_typed)), configured by
+//! [`StructuredOutput`]. `TypedTurn` holds one such turn's state and
+//! judges each answer; the agent runs the loop around it.
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::{Agent, Configurator, Outcome};
+use super::outcome::Outcome;
 use crate::tool::{JsonSchema, Parameters};
-use crate::{Error, Event, Message, Result, StopReason};
+use crate::{Error, Result, StopReason};
 
 /// How a typed turn tells the server the answer's shape.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -26,16 +28,16 @@ pub enum StructuredMode {
     Prompt,
 }
 
-/// The settings of typed turns ([`Agent::run_typed`]): the
+/// The settings of typed turns ([`Agent::run_typed`](crate::Agent::run_typed)): the
 /// [`StructuredMode`], how many repairs an invalid answer gets, and whether
 /// tool rounds are constrained too. Set the agent's with
-/// [`Configurator::structured_output`]; override them per call with
-/// [`Agent::run_typed_with`].
+/// [`Configurator::structured_output`](crate::Configurator::structured_output); override them per call with
+/// [`Agent::run_typed_with`](crate::Agent::run_typed_with).
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::{StructuredMode, StructuredOutput};
+/// use pikuri::structured::{StructuredMode, StructuredOutput};
 /// let s = StructuredOutput::default();
 /// assert_eq!(s.mode(), StructuredMode::JsonSchema);
 /// assert_eq!(s.max_repairs(), 2);
@@ -137,6 +139,27 @@ const NOTE_HEAD: &str =
     "Your final answer must be only a JSON object matching this JSON Schema, with no other text:";
 
 impl TypedSpec {
+    /// End a system prompt with the note that asks for the schema.
+    pub(crate) fn append_note(&self, prompt: &mut String) {
+        if !prompt.is_empty() {
+            prompt.push_str("\n\n");
+        }
+        prompt.push_str(&self.note);
+    }
+
+    /// Add `response_format` (and, to a server at `api_base` that looks
+    /// like Ollama, its `format`) to these request fields, in
+    /// [`StructuredMode::JsonSchema`].
+    pub(crate) fn constrain(&self, extra: &mut Map<String, Value>, api_base: &str) {
+        if self.mode != StructuredMode::JsonSchema {
+            return;
+        }
+        extra.insert("response_format".into(), self.response_format.clone());
+        if crate::protocol::looks_like_ollama(api_base, None) {
+            extra.insert("format".into(), self.schema.clone());
+        }
+    }
+
     fn new(name: &str, schema: Value, strict: bool, mode: StructuredMode) -> TypedSpec {
         TypedSpec {
             response_format: json!({
@@ -203,7 +226,7 @@ fn check<T: DeserializeOwned>(raw: &str, params: &Parameters) -> Result<T, Vec<S
 }
 
 /// The user message that sends an invalid answer back.
-pub(crate) fn repair_message(problems: &[String]) -> String {
+fn repair_message(problems: &[String]) -> String {
     let mut s = String::from("Your answer does not match the required JSON schema:\n");
     for p in problems {
         s.push_str("- ");
@@ -214,156 +237,31 @@ pub(crate) fn repair_message(problems: &[String]) -> String {
     s
 }
 
-impl Configurator {
-    /// The settings of typed turns ([`Agent::run_typed`]); default
-    /// [`StructuredOutput::default`].
-    ///
-    /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
-    /// use pikuri::testing::FakeServer;
-    /// let server = FakeServer::start();
-    /// let agent = Agent::builder(server.transport())
-    ///     .structured_output(StructuredOutput::default().with_mode(StructuredMode::Prompt))
-    ///     .build()?;
-    /// assert_eq!(agent.structured_output().mode(), StructuredMode::Prompt);
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn structured_output(mut self, settings: StructuredOutput) -> Configurator {
-        self.options.structured = settings;
-        self
-    }
+/// One typed turn's state: what it sends, how its answers are judged, and
+/// the outcome summed over its runs (the first and each repair).
+pub(crate) struct TypedTurn {
+    spec: Arc<TypedSpec>,
+    params: Parameters,
+    max_repairs: u32,
+    repairs: u32,
+    total: Option<Outcome>,
 }
 
-/// What a typed turn changed, put back when it ends.
-struct Saved {
-    options: Arc<super::LoopOptions>,
-    system_prompt: String,
+/// What a typed turn does after a run.
+pub(crate) enum Judged<T> {
+    /// The answer is valid: the turn is over.
+    Done(Typed<T>),
+    /// Send this user message (the problems) and run again.
+    Repair(String),
 }
 
-impl Agent {
-    /// The settings of typed turns ([`Configurator::structured_output`]).
-    pub fn structured_output(&self) -> &StructuredOutput {
-        &self.options.structured
-    }
-
-    /// Run one user turn whose final answer must be a `T`: the answer is
-    /// parsed, validated against `T`'s schema and deserialized.
-    ///
-    /// What is sent, with the agent's [`StructuredOutput`]:
-    ///
-    /// - The system prompt of every request of the turn ends with a note
-    ///   holding `T`'s schema ("Your final answer must be only a JSON
-    ///   object matching this JSON Schema, ...").
-    /// - In [`StructuredMode::JsonSchema`], `response_format: {"type":
-    ///   "json_schema", "json_schema": {"name": <T's name>, "strict": true,
-    ///   "schema": <T's schema>}}` (`strict` is false when the schema breaks
-    ///   strict mode, see [`Parameters::strict_violations`]), and to a server
-    ///   that looks like Ollama (port 11434 or an `/api` base) `format:
-    ///   <schema>`. An agent without tools sends them on every request; an
-    ///   agent with tools runs its tool rounds without them (llama.cpp would
-    ///   constrain tool-call turns into the schema) unless
-    ///   [`with_constrained_tool_rounds`](StructuredOutput::with_constrained_tool_rounds)
-    ///   is set, and sends them on the repair requests.
-    /// - A synthesized answer ([`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize))
-    ///   is typed too: the synthesizer's requests carry the note and the
-    ///   `response_format`.
-    ///
-    /// An answer that does not parse, validate or deserialize goes back to
-    /// the model as a user message listing every problem, and the loop runs
-    /// again (a *repair*: a run of its own, with a fresh step budget and its
-    /// own [`Event::Stopped`]; its message is announced as an
-    /// [`Event::UserTurn`] with `mid_loop: true`), at most
-    /// [`max_repairs`](StructuredOutput::max_repairs) times. A Markdown code
-    /// fence around the JSON is accepted.
+impl TypedTurn {
+    /// A turn answering a `T`, under `settings`.
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidAnswer`] when the last allowed answer is still
-    ///   invalid: it carries every problem and the raw answer; the history
-    ///   ends with that answer (valid: the next turn works).
-    /// - [`Error::InvalidInput`] when `T`'s schema is not an object schema
-    ///   (nothing is sent), or when an [`Approver`](crate::Approver) deferred
-    ///   a call (the turn paused: the history holds the pending calls as
-    ///   after [`run_loop`](Agent::run_loop)).
-    /// - Otherwise as [`run_loop`](Agent::run_loop).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, Error};
-    /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
-    ///     /// A sentiment verdict.
-    ///     pub struct Verdict {
-    ///         /// Whether the text is positive.
-    ///         pub positive: bool,
-    ///         /// Confidence.
-    ///         pub confidence: u8,
-    ///     }
-    /// }
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text(r#"{"positive": true, "confidence": 11}"#));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let typed = agent.run_typed::<Verdict>("Is 'I love it' positive?")?;
-    /// assert!(typed.value.positive);
-    /// assert_eq!(typed.value.confidence, 11);
-    /// assert_eq!(typed.repairs, 0);
-    /// let body = server.chat_requests()[0].body.clone().unwrap();
-    /// assert_eq!(body["response_format"]["json_schema"]["name"], "Verdict");
-    /// assert_eq!(body["response_format"]["json_schema"]["strict"], true);
-    ///
-    /// // An answer that stays invalid: a repair, then the typed error.
-    /// server.push(Reply::text("yes"));
-    /// server.push(Reply::text(r#"{"positive": "yes"}"#));
-    /// server.push(Reply::text(r#"{"positive": 1, "confidence": -1}"#));
-    /// match agent.run_typed::<Verdict>("And 'meh'?") {
-    ///     Err(Error::InvalidAnswer { problems, raw }) => {
-    ///         assert_eq!(problems.len(), 2);
-    ///         assert_eq!(raw, r#"{"positive": 1, "confidence": -1}"#);
-    ///     }
-    ///     other => panic!("{other:?}"),
-    /// }
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn run_typed<T: JsonSchema + DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-    ) -> Result<Typed<T>> {
-        let settings = self.options.structured.clone();
-        self.run_typed_with(user_message, &settings)
-    }
-
-    /// Like [`run_typed`](Agent::run_typed), with `settings` instead of the
-    /// agent's for this turn.
-    ///
-    /// ```
-    /// use pikuri::{Agent, StructuredMode, StructuredOutput};
-    /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::schema_type! {
-    ///     /// A count.
-    ///     pub struct Count { /// How many.
-    ///         pub n: u32 }
-    /// }
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text("```json\n{\"n\": 3}\n```"));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let prompt = StructuredOutput::default().with_mode(StructuredMode::Prompt);
-    /// let typed = agent.run_typed_with::<Count>("How many?", &prompt)?;
-    /// assert_eq!(typed.value.n, 3);
-    /// let body = server.chat_requests()[0].body.clone().unwrap();
-    /// assert!(body.get("response_format").is_none());
-    /// assert!(body["messages"][0]["content"].as_str().unwrap().contains(r#""n""#));
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`run_typed`](Agent::run_typed).
-    pub fn run_typed_with<T: JsonSchema + DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-        settings: &StructuredOutput,
-    ) -> Result<Typed<T>> {
+    /// [`Error::InvalidInput`] when `T`'s schema is not an object schema.
+    pub(crate) fn new<T: JsonSchema>(settings: &StructuredOutput) -> Result<TypedTurn> {
         let schema = T::json_schema();
         let params = Parameters::from_json_schema(schema.clone()).map_err(|e| {
             Error::invalid(format!(
@@ -373,118 +271,66 @@ impl Agent {
         })?;
         let strict = params.strict_violations().is_empty();
         let name = schema_name(std::any::type_name::<T>());
-        let spec = Arc::new(TypedSpec::new(&name, schema, strict, settings.mode));
-        let has_tools = !self.shared.state.lock().tools.is_empty();
-        let constrain = !has_tools || settings.constrain_tool_rounds;
-        let saved = self.install(&spec, constrain);
-        let result = self.typed_turn::<T>(user_message, &params, settings.max_repairs);
-        self.options = saved.options;
-        self.system_prompt = saved.system_prompt;
-        result
+        Ok(TypedTurn {
+            spec: Arc::new(TypedSpec::new(&name, schema, strict, settings.mode)),
+            params,
+            max_repairs: settings.max_repairs,
+            repairs: 0,
+            total: None,
+        })
     }
 
-    /// Put the turn's spec, note and (when `constrain`) request fields in
-    /// place; returns what to restore.
-    fn install(&mut self, spec: &Arc<TypedSpec>, constrain: bool) -> Saved {
-        let saved = Saved {
-            options: Arc::clone(&self.options),
-            system_prompt: self.system_prompt.clone(),
-        };
-        if !self.system_prompt.is_empty() {
-            self.system_prompt.push_str("\n\n");
-        }
-        self.system_prompt.push_str(&spec.note);
-        Arc::make_mut(&mut self.options).typed = Some(Arc::clone(spec));
-        if constrain {
-            self.constrain(spec);
-        }
-        saved
+    /// What the turn sends.
+    pub(crate) fn spec(&self) -> &Arc<TypedSpec> {
+        &self.spec
     }
 
-    /// Add `response_format` (and Ollama's `format`) to this agent's requests,
-    /// in [`StructuredMode::JsonSchema`].
-    fn constrain(&mut self, spec: &TypedSpec) {
-        if spec.mode != StructuredMode::JsonSchema {
-            return;
-        }
-        let ollama =
-            crate::protocol::looks_like_ollama(self.transport().api_base().unwrap_or(""), None);
-        let extra = &mut Arc::make_mut(&mut self.options).extra;
-        extra.insert("response_format".into(), spec.response_format.clone());
-        if ollama {
-            extra.insert("format".into(), spec.schema.clone());
-        }
-    }
-
-    fn typed_turn<T: DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-        params: &Parameters,
-        max_repairs: u32,
-    ) -> Result<Typed<T>> {
-        let mut total = self.run_loop(user_message)?;
-        let mut repairs = 0;
-        loop {
-            if total.stop_reason == StopReason::ApprovalPending {
-                return Err(Error::invalid(
-                    "a typed turn cannot pause for approval: an approver deferred a call",
-                ));
-            }
-            let raw = total.answer.clone().unwrap_or_default();
-            let problems = match check::<T>(&raw, params) {
-                Ok(value) => {
-                    return Ok(Typed {
-                        value,
-                        outcome: total,
-                        repairs,
-                    });
-                }
-                Err(problems) => problems,
-            };
-            if repairs >= max_repairs {
-                return Err(Error::InvalidAnswer { problems, raw });
-            }
-            repairs += 1;
-            if let Some(spec) = self.options.typed.clone() {
-                self.constrain(&spec);
-            }
-            let repair = repair_message(&problems);
-            self.messages.push(Message::user(repair.clone()));
-            self.emit(Event::UserTurn {
-                agent: self.agent_id(),
-                content: repair,
-                mid_loop: true,
-            });
-            self.begin_run();
-            let mut steps = 0u32;
-            let result = self.rounds(&mut steps);
-            let next = self.finish_run(result, steps, user_message)?;
-            total = Outcome {
-                stop_reason: next.stop_reason,
-                answer: next.answer,
-                steps: total.steps + next.steps,
+    /// Judge the answer of the run that ended with `outcome`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidAnswer`] when the repairs are used up,
+    /// [`Error::InvalidInput`] when the run paused for approval.
+    pub(crate) fn judge<T: DeserializeOwned>(&mut self, outcome: Outcome) -> Result<Judged<T>> {
+        let total = match self.total.take() {
+            None => outcome,
+            Some(total) => Outcome {
+                stop_reason: outcome.stop_reason,
+                answer: outcome.answer,
+                steps: total.steps + outcome.steps,
                 usage: {
                     let mut u = total.usage;
-                    u += next.usage;
+                    u += outcome.usage;
                     u
                 },
-                requests: total.requests + next.requests,
-                pending_approvals: next.pending_approvals,
-            };
-        }
-    }
-
-    /// A typed turn's synthesizer answers typed too: the note on its system
-    /// prompt, the request fields on its requests.
-    pub(super) fn type_synthesizer(&self, synth: &mut Agent) {
-        let Some(spec) = self.options.typed.clone() else {
-            return;
+                requests: total.requests + outcome.requests,
+                pending_approvals: outcome.pending_approvals,
+            },
         };
-        if !synth.system_prompt.is_empty() {
-            synth.system_prompt.push_str("\n\n");
+        // A paused turn has no answer to judge, and a typed turn cannot
+        // hand the host a half-typed result to resume later.
+        if total.stop_reason == StopReason::ApprovalPending {
+            return Err(Error::invalid(
+                "a typed turn cannot pause for approval: an approver deferred a call",
+            ));
         }
-        synth.system_prompt.push_str(&spec.note);
-        synth.constrain(&spec);
+        let raw = total.answer.clone().unwrap_or_default();
+        let problems = match check::<T>(&raw, &self.params) {
+            Ok(value) => {
+                return Ok(Judged::Done(Typed {
+                    value,
+                    outcome: total,
+                    repairs: self.repairs,
+                }));
+            }
+            Err(problems) => problems,
+        };
+        if self.repairs >= self.max_repairs {
+            return Err(Error::InvalidAnswer { problems, raw });
+        }
+        self.repairs += 1;
+        self.total = Some(total);
+        Ok(Judged::Repair(repair_message(&problems)))
     }
 }
 
@@ -516,5 +362,58 @@ mod tests {
     fn repair_lists_every_problem() {
         let m = repair_message(&["a".into(), "b".into()]);
         assert!(m.contains("- a\n- b\n"), "{m}");
+    }
+
+    crate::tool::schema_type! {
+        /// A count.
+        struct Count {
+            /// How many.
+            n: u32,
+        }
+    }
+
+    fn outcome(answer: &str, steps: u32) -> Outcome {
+        Outcome {
+            stop_reason: StopReason::Completed,
+            answer: Some(answer.to_string()),
+            steps,
+            usage: crate::Usage::new().with_input(10),
+            requests: 1,
+            pending_approvals: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn judge_repairs_then_sums_the_runs() {
+        let settings = StructuredOutput::default().with_max_repairs(1);
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        match turn.judge::<Count>(outcome("many", 2)).unwrap() {
+            Judged::Repair(m) => assert!(m.contains("not valid JSON"), "{m}"),
+            Judged::Done(_) => panic!("an invalid answer passed"),
+        }
+        let Judged::Done(typed) = turn.judge::<Count>(outcome(r#"{"n": 3}"#, 1)).unwrap() else {
+            panic!("a valid answer was sent back");
+        };
+        assert_eq!(typed.value.n, 3);
+        assert_eq!(typed.repairs, 1);
+        assert_eq!((typed.outcome.steps, typed.outcome.requests), (3, 2));
+        assert_eq!(typed.outcome.usage.input, Some(20));
+    }
+
+    #[test]
+    fn judge_stops_when_the_repairs_are_used_up_or_the_run_paused() {
+        let settings = StructuredOutput::default().with_max_repairs(0);
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        assert!(matches!(
+            turn.judge::<Count>(outcome("{}", 0)),
+            Err(Error::InvalidAnswer { .. })
+        ));
+        let mut turn = TypedTurn::new::<Count>(&settings).unwrap();
+        let mut paused = outcome("", 0);
+        paused.stop_reason = StopReason::ApprovalPending;
+        assert!(matches!(
+            turn.judge::<Count>(paused),
+            Err(Error::InvalidInput(_))
+        ));
     }
 }

@@ -9,16 +9,19 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::child::ChildSpec;
-use crate::Parameters;
-use crate::{Agent, Error, Extension, ExtensionContext, Result, Tool, ToolContext, ToolError};
+use super::Agent;
+use super::builder::Extension;
+use super::child::{self, ChildSpec};
+use super::extension::ExtensionContext;
+use crate::tool::Parameters;
+use crate::{Error, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::Persona;
+/// use pikuri::subagent::Persona;
 /// let p = Persona::new("researcher", "Finds facts.", "You research.", 20).with_tools(&["calculator"]);
 /// assert_eq!(p.tool_names, vec!["calculator"]);
 /// ```
@@ -66,7 +69,8 @@ impl Persona {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Agent, Persona, SubAgents, builtin};
+    /// use pikuri::{Agent, builtin};
+    /// use pikuri::subagent::{Persona, SubAgents};
     /// use pikuri::testing::FakeServer;
     ///
     /// let server = FakeServer::start();
@@ -140,7 +144,8 @@ impl Persona {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Persona, SubAgents};
+/// use pikuri::{Agent};
+/// use pikuri::subagent::{Persona, SubAgents};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();
@@ -274,12 +279,15 @@ impl AgentTool {
             .iter()
             .filter_map(|name| pool.iter().find(|t| t.name() == name).cloned())
             .collect();
-        self.ctx.spawn_child(ChildSpec {
-            id: id.to_string(),
-            system_prompt: persona.system_prompt.clone(),
-            max_steps: persona.max_steps,
-            tools,
-        })
+        child::spawn(
+            &*self.ctx.shared()?,
+            ChildSpec {
+                id: id.to_string(),
+                system_prompt: persona.system_prompt.clone(),
+                max_steps: persona.max_steps,
+                tools,
+            },
+        )
     }
 }
 

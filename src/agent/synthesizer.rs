@@ -28,7 +28,8 @@ use crate::{Message, Role};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Message, Synthesizer, ToolCall};
+/// use pikuri::{Message, ToolCall};
+/// use pikuri::subagent::Synthesizer;
 /// let history = vec![
 ///     Message::user("How big is the file?"),
 ///     Message::assistant_tool_calls("", vec![ToolCall::new("c1", "stat", r#"{"path":"a"}"#)]),

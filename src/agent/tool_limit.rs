@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 /// # Examples
 ///
 /// ```
-/// use pikuri::ToolResultLimit;
+/// use pikuri::compaction::ToolResultLimit;
 /// let limit = ToolResultLimit::default();
 /// assert_eq!(limit.max_chars(Some(8192)), Some(8192)); // 25% of 8192 tokens × 4
 /// assert_eq!(limit.max_chars(None), Some(ToolResultLimit::CHARS_WITHOUT_CAP));
@@ -96,8 +96,15 @@ impl ToolResultLimit {
     }
 }
 
+impl ToolResultLimit {
+    /// A tool result as it is appended, under a window of `cap` tokens.
+    pub(crate) fn apply(&self, content: String, cap: Option<u64>) -> String {
+        truncate_result(content, self.max_chars(cap))
+    }
+}
+
 /// `content` cut to `max` characters plus the marker, when longer.
-pub(crate) fn truncate_result(content: String, max: Option<usize>) -> String {
+fn truncate_result(content: String, max: Option<usize>) -> String {
     let Some(max) = max else { return content };
     let total = content.chars().count();
     if total <= max {

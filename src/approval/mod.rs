@@ -3,8 +3,8 @@
 //! approvers, and [`PendingApproval`] for hosts that decide later.
 //!
 //! The loop side (where the approver is consulted, how a cancel ends the
-//! wait, how a deferred turn resumes) lives in `agent/approval.rs` and is
-//! documented on [`Approver`].
+//! wait, how a deferred turn resumes) lives in `agent/approval.rs` (the
+//! gate) and `agent/turn.rs` (`resume`), and is documented on [`Approver`].
 
 mod terminal;
 
@@ -28,7 +28,9 @@ use crate::Cancellable;
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Agent, Decision, FnTool, Parameters};
+/// use pikuri::Agent;
+/// use pikuri::approval::Decision;
+/// use pikuri::tool::{FnTool, Parameters};
 /// use pikuri::testing::{FakeServer, Reply};
 ///
 /// let server = FakeServer::start();
@@ -40,7 +42,7 @@ use crate::Cancellable;
 ///
 /// let mut agent = Agent::builder(server.transport())
 ///     .add_tool(rm)
-///     .approver(|req: &pikuri::ApprovalRequest| {
+///     .approver(|req: &pikuri::approval::ApprovalRequest| {
 ///         if req.arguments()["path"] == "/" {
 ///             Decision::deny("never the root")
 ///         } else {
@@ -153,7 +155,7 @@ impl Approver for Arc<dyn Approver> {
 /// # Examples
 ///
 /// ```
-/// use pikuri::Decision;
+/// use pikuri::approval::Decision;
 /// let d = Decision::deny("not today");
 /// assert_eq!(serde_json::to_string(&d).unwrap(), r#"{"decision":"deny","reason":"not today"}"#);
 /// assert_eq!(serde_json::from_str::<Decision>(r#"{"decision":"approve"}"#).unwrap(), Decision::Approve);
@@ -197,7 +199,7 @@ impl Decision {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ApprovalRequest, Approver, Decision, StateChangingOnly};
+/// use pikuri::approval::{ApprovalRequest, Approver, Decision, StateChangingOnly};
 /// let req = ApprovalRequest::new("read_file", serde_json::json!({"path": "a.txt"}));
 /// assert_eq!(req.tool(), "read_file");
 /// assert!(!req.changes_user_state());
@@ -347,7 +349,7 @@ impl PendingApproval {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ApprovalRequest, Approver, AutoApprove, Decision};
+/// use pikuri::approval::{ApprovalRequest, Approver, AutoApprove, Decision};
 /// assert_eq!(AutoApprove.review(&ApprovalRequest::new("rm", serde_json::json!({}))), Decision::Approve);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]

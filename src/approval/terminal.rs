@@ -30,7 +30,7 @@ use crate::sanitize::sanitize;
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ApprovalRequest, Approver, Decision, TerminalApprover};
+/// use pikuri::approval::{ApprovalRequest, Approver, Decision, TerminalApprover};
 /// let input = b"maybe\nn not that file\na\n".to_vec();
 /// let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
 /// # struct W(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

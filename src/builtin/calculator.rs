@@ -1,6 +1,7 @@
 //! The `calculator` tool: arithmetic without `eval`.
 
-use crate::{FnTool, Parameters, ToolError};
+use crate::ToolError;
+use crate::tool::{FnTool, Parameters};
 
 // ---------------------------------------------------------------------------
 // calculator

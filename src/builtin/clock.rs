@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::{FnTool, Parameters};
+use crate::tool::{FnTool, Parameters};
 
 // ---------------------------------------------------------------------------
 // current_time

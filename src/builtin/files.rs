@@ -7,8 +7,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::tool::Parameters;
 use crate::util::excerpt;
-use crate::{Parameters, Tool, ToolContext, ToolError};
+use crate::{Tool, ToolContext, ToolError};
 
 // ---------------------------------------------------------------------------
 // file tools

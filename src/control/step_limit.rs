@@ -17,7 +17,7 @@ pub enum OnExhausted {
     Raise,
     /// Emit [`Event::FallbackNotice`](crate::Event::FallbackNotice) and answer
     /// from the evidence gathered so far with a tools-free pass (the
-    /// [`Synthesizer`](crate::Synthesizer)). For Q&A agents.
+    /// [`Synthesizer`](crate::subagent::Synthesizer)). For Q&A agents.
     Synthesize,
 }
 
@@ -67,7 +67,7 @@ impl StepLimit {
     ///
     /// When `max` is zero: a budget is written as a literal, so zero is a
     /// programmer error (the crate's one policy for those, as
-    /// [`Parameters::builder`](crate::Parameters::builder) follows too). For a
+    /// [`Parameters::builder`](crate::tool::Parameters::builder) follows too). For a
     /// value read at run time use [`try_new`](StepLimit::try_new).
     pub fn new(max: u32) -> StepLimit {
         StepLimit::with_policy(max, OnExhausted::Raise)

@@ -545,7 +545,7 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, signals: &Signals) {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{listeners::InMemoryEventList, ListenerList};
+/// use pikuri::listeners::{InMemoryEventList, ListenerList};
 /// let mut list = ListenerList::new();
 /// list.add(InMemoryEventList::new());
 /// list.add(|_e: &pikuri::Event| {});

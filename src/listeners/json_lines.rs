@@ -138,7 +138,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::SubAgentListener;
+    use crate::listener::SubAgentListener;
     use crate::{StopReason, Usage};
 
     use crate::testing::SharedBuffer as Buf;
@@ -198,7 +198,7 @@ mod tests {
             },
             Event::Compacted {
                 agent: "".into(),
-                strategy: crate::CompactionStrategy::Summarize,
+                strategy: crate::event::CompactionStrategy::Summarize,
                 messages_before: 13,
                 messages_after: 3,
                 tokens_before: 900,

@@ -1,7 +1,8 @@
 //! Ready-made [`Listener`](crate::Listener)s: live terminal output, a token
 //! log, JSON lines, an in-memory recorder, a channel the host iterates on
 //! its own thread ([`ChannelListener`]), a rate limiter for delta bursts,
-//! and the sanitizer they all use on model text.
+//! and the sanitizer they all use on model text; and [`ListenerList`], the
+//! fan-out that runs each listener of an agent on its own thread.
 //!
 //! Each is an ordinary listener: add it with
 //! [`Configurator::add_listener`](crate::Configurator::add_listener). How
@@ -33,6 +34,7 @@ mod rate_limited;
 mod terminal;
 mod token_log;
 
+pub use crate::listener::ListenerList;
 pub use crate::sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
 pub use channel::{ChannelListener, RecvTimeoutError, Subscription, TryRecvError};
 pub use json_lines::JsonLines;

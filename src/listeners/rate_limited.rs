@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::SubAgentListener;
+use crate::listener::SubAgentListener;
 use crate::{Event, Listener};
 
 /// Wraps a listener so that it receives at most `max_per_second` delta

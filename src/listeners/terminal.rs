@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::SubAgentListener;
+use crate::listener::SubAgentListener;
 use crate::sanitize::sanitize;
 use crate::{Event, Listener};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::SubAgentListener;
+use crate::listener::SubAgentListener;
 use crate::{Event, Listener};
 
 /// Writes one line of token usage and context fill after every assistant

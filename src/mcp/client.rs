@@ -8,11 +8,12 @@ use std::sync::atomic::Ordering;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::conn::{Conn, InitInfo, Observer, Opts, Wire};
+use super::conn::{Conn, InitInfo, Observer, Opts};
 use super::http::Http;
 use super::jsonrpc::{HTTP_VERSIONS, RpcError, STDIO_VERSIONS};
 use super::server::{Server, Transport};
 use super::{content, stdio};
+use crate::util::redact_url;
 use crate::{Error, Result, ToolContext, ToolError};
 
 /// A tool as a server lists it (`tools/list`).
@@ -91,10 +92,13 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`Error::Transport`] when the process cannot start, the endpoint
-    /// cannot be reached, or the server speaks an unsupported protocol
-    /// version; [`Error::Timeout`] when it does not answer in time;
-    /// [`Error::Protocol`] when it answers `initialize` with an error.
+    /// [`Error::Connect`] when an HTTP endpoint cannot be reached;
+    /// [`Error::Http`] when it answers with an error status;
+    /// [`Error::Transport`] when the process cannot start, the connection
+    /// fails, or the server speaks an unsupported protocol version;
+    /// [`Error::Timeout`] when it does not answer in time;
+    /// [`Error::Protocol`] when it answers `initialize` with an error. Over
+    /// HTTP, each names the endpoint's URL (redacted).
     pub fn connect(name: &str, server: &Server) -> Result<Client> {
         Client::connect_with(name, server, None)
     }
@@ -163,7 +167,10 @@ impl Client {
     ///
     /// As [`connect`](Client::connect), for the `tools/list` requests.
     pub fn list_tools(&self) -> Result<Vec<ToolInfo>> {
-        let conn = self.conn().map_err(Error::Transport)?;
+        let conn = self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })?;
         // Cleared first: a change announced while listing marks it again.
         conn.tools_dirty.store(false, Ordering::SeqCst);
         let opts = Opts {
@@ -259,7 +266,10 @@ impl Client {
     ///
     /// As [`connect`](Client::connect).
     pub fn ping(&self) -> Result<()> {
-        let conn = self.conn().map_err(Error::Transport)?;
+        let conn = self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })?;
         let opts = Opts {
             timeout: self.inner.server.timeout,
             cancel: None,
@@ -323,15 +333,7 @@ impl Client {
         reason = "called as map_err(|e| self.error(e))"
     )]
     fn error(&self, e: RpcError) -> Error {
-        let name = &self.inner.name;
-        match e {
-            RpcError::Timeout(d) => Error::Timeout(d),
-            RpcError::Cancelled => Error::Cancelled,
-            RpcError::Remote { .. } => Error::protocol(format!("MCP server `{name}`: {e}")),
-            RpcError::Closed(_) | RpcError::Transport(_) => {
-                Error::Transport(format!("MCP server `{name}`: {e}").into())
-            }
-        }
+        rpc_error(&self.inner.name, &self.inner.server, e, "")
     }
 }
 
@@ -372,21 +374,20 @@ fn open(
                 max_message: server.max_message,
                 grace: server.shutdown_grace,
             };
-            stdio::spawn(&conn, &spec).map_err(|e| {
-                Error::Transport(
-                    format!(
-                        "MCP server `{name}`: could not start {}: {e}",
-                        command.display()
-                    )
-                    .into(),
+            stdio::spawn(&conn, &spec).map_err(|e| Error::Transport {
+                url: None,
+                source: format!(
+                    "MCP server `{name}`: could not start {}: {e}",
+                    command.display()
                 )
+                .into(),
             })?;
             STDIO_VERSIONS
         }
         Transport::Http { url, bearer } => {
             let slowest = server.timeout.max(server.startup_timeout);
             let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
-            conn.set_wire(Wire::Http(Arc::new(http)));
+            conn.set_wire(Box::new(Arc::new(http)));
             HTTP_VERSIONS
         }
     };
@@ -394,16 +395,42 @@ fn open(
         Ok(info) => Ok((conn, info)),
         Err(e) => {
             conn.close();
-            let err = match e {
-                RpcError::Timeout(d) => Error::Timeout(d),
-                e @ RpcError::Remote { .. } => {
-                    Error::protocol(format!("MCP server `{name}`: initialize failed: {e}"))
-                }
-                e => {
-                    Error::Transport(format!("MCP server `{name}`: initialize failed: {e}").into())
-                }
-            };
-            Err(err)
+            Err(rpc_error(name, server, e, "initialize failed: "))
         }
+    }
+}
+
+/// The server's URL, redacted, for errors; `None` over stdio.
+fn shown_url(server: &Server) -> Option<String> {
+    match &server.transport {
+        Transport::Http { url, .. } => Some(redact_url(url)),
+        Transport::Stdio { .. } => None,
+    }
+}
+
+/// `e`, from the server `name`, as an [`Error`]; `what` prefixes the text
+/// (`initialize failed: `).
+fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
+    let url = shown_url(server);
+    match (e, url) {
+        (RpcError::Timeout(after), url) => Error::Timeout { after, url },
+        (RpcError::Cancelled, _) => Error::Cancelled,
+        (RpcError::Status { status, message }, Some(url)) => Error::Http {
+            status,
+            message,
+            url,
+        },
+        (RpcError::Unreachable(why), Some(url)) => Error::Connect {
+            url,
+            source: format!("MCP server `{name}`: {what}{why}").into(),
+        },
+        (e @ RpcError::Remote { .. }, url) => Error::Protocol {
+            message: format!("MCP server `{name}`: {what}{e}"),
+            url,
+        },
+        (e, url) => Error::Transport {
+            url,
+            source: format!("MCP server `{name}`: {what}{e}").into(),
+        },
     }
 }

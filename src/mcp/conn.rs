@@ -20,9 +20,7 @@ use crossbeam_channel::{Sender, after, bounded, select};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::http::Http;
 use super::jsonrpc::{self, Incoming, LATEST_VERSION, METHOD_NOT_FOUND, RpcError};
-use super::stdio::Stdio;
 use crate::Cancellable;
 
 /// What a server said that the host may want to see (progress, log
@@ -59,9 +57,19 @@ pub(super) struct InitInfo {
     pub(super) instructions: Option<String>,
 }
 
-pub(super) enum Wire {
-    Stdio(Stdio),
-    Http(Arc<Http>),
+/// The transport under a connection (`stdio.rs`, `http.rs`). A trait, so
+/// that the transports depend on the connection (they hand what they read
+/// to [`Conn::dispatch`]) and the connection does not depend on them.
+pub(super) trait Wire: Send + Sync {
+    /// Hand one message to the server. `id` is the request that waits for
+    /// the answer (`None` for notifications and responses); a transport
+    /// that fails later, off this thread, fails that request on `conn`.
+    fn send(&self, conn: &Arc<Conn>, msg: Value, id: Option<u64>) -> Result<(), RpcError>;
+    /// The protocol version `initialize` agreed on. Only HTTP needs it
+    /// (every later request carries it as a header).
+    fn set_protocol_version(&self, _version: &str) {}
+    /// Close the transport; `name` is the server's, for the log.
+    fn close(&self, name: &str);
 }
 
 /// Options of one request.
@@ -74,7 +82,7 @@ pub(super) struct Opts<'a> {
 
 pub(super) struct Conn {
     pub(super) name: Arc<str>,
-    wire: OnceLock<Wire>,
+    wire: OnceLock<Box<dyn Wire>>,
     pending: Mutex<HashMap<u64, Sender<Result<Value, RpcError>>>>,
     progress: Mutex<HashMap<u64, String>>,
     next_id: AtomicU64,
@@ -97,7 +105,7 @@ impl Conn {
         })
     }
 
-    pub(super) fn set_wire(&self, wire: Wire) {
+    pub(super) fn set_wire(&self, wire: Box<dyn Wire>) {
         let _ = self.wire.set(wire);
     }
 
@@ -113,11 +121,7 @@ impl Conn {
     /// Send a message without waiting for anything.
     pub(super) fn send(self: &Arc<Self>, msg: Value) -> Result<(), RpcError> {
         match self.wire.get() {
-            Some(Wire::Stdio(s)) => s.send(&msg),
-            Some(Wire::Http(h)) => {
-                h.send(self, msg, None);
-                Ok(())
-            }
+            Some(wire) => wire.send(self, msg, None),
             None => Err(RpcError::Closed("not connected".into())),
         }
     }
@@ -146,11 +150,7 @@ impl Conn {
         }
         let msg = jsonrpc::request(id, method, params);
         let sent = match self.wire.get() {
-            Some(Wire::Stdio(s)) => s.send(&msg),
-            Some(Wire::Http(h)) => {
-                h.send(self, msg, Some(id));
-                Ok(())
-            }
+            Some(wire) => wire.send(self, msg, Some(id)),
             None => Err(RpcError::Closed("not connected".into())),
         };
         if let Err(e) = sent {
@@ -341,8 +341,8 @@ impl Conn {
         };
         let result = self.request("initialize", init_params(), &opts)?;
         let info = parse_init(&result, accepted)?;
-        if let Some(Wire::Http(h)) = self.wire.get() {
-            h.set_protocol_version(&info.protocol_version);
+        if let Some(wire) = self.wire.get() {
+            wire.set_protocol_version(&info.protocol_version);
         }
         self.send(jsonrpc::notification("notifications/initialized", None))?;
         Ok(info)
@@ -352,10 +352,8 @@ impl Conn {
     /// DELETE the session) and fail whatever still waits.
     pub(super) fn close(&self) {
         self.fail_all("closed");
-        match self.wire.get() {
-            Some(Wire::Stdio(s)) => s.shutdown(&self.name),
-            Some(Wire::Http(h)) => h.close(),
-            None => {}
+        if let Some(wire) = self.wire.get() {
+            wire.close(&self.name);
         }
     }
 }

@@ -25,10 +25,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::conn::{Conn, init_params, parse_init};
+use super::conn::{Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
-use crate::protocol::{DecodeError, Flow, read_sse};
-use crate::util::excerpt;
+use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
+use crate::util::{excerpt, redact_url_in};
 
 pub(super) struct Http {
     url: String,
@@ -46,7 +46,22 @@ pub(super) struct Http {
 enum PostError {
     /// 404 to a request that carried a session id.
     Expired,
+    /// The connection could not be made.
+    Unreachable(String),
+    /// Another non-success status, with the start of the body.
+    Status(u16, String),
     Failed(String),
+}
+
+impl PostError {
+    fn into_rpc(self) -> RpcError {
+        match self {
+            PostError::Expired => RpcError::Transport("the session expired (404)".into()),
+            PostError::Unreachable(why) => RpcError::Unreachable(why),
+            PostError::Status(status, message) => RpcError::Status { status, message },
+            PostError::Failed(why) => RpcError::Transport(why),
+        }
+    }
 }
 
 impl Http {
@@ -108,16 +123,15 @@ impl Http {
             };
         }
         let Some(id) = id else {
-            if let Err(PostError::Failed(e)) = result {
-                log::debug!(target: "pikuri::mcp", "[{}] POST of a notification failed: {e}", conn.name);
+            if let Err(e) = result {
+                log::debug!(target: "pikuri::mcp", "[{}] POST of a notification failed: {}", conn.name, e.into_rpc());
             }
             return;
         };
         // A no-op when the answer already arrived.
         let err = match result {
             Ok(()) => RpcError::Transport("the server ended its response without an answer".into()),
-            Err(PostError::Expired) => RpcError::Transport("the session expired (404)".into()),
-            Err(PostError::Failed(e)) => RpcError::Transport(e),
+            Err(e) => e.into_rpc(),
         };
         conn.fail(id, err);
     }
@@ -144,7 +158,7 @@ impl Http {
         })
         .map_err(|e| match e {
             PostError::Expired => "404".to_string(),
-            PostError::Failed(e) => e,
+            e => e.into_rpc().to_string(),
         })?;
         let answer = answer.ok_or("no answer to initialize")?;
         let result = answer
@@ -186,9 +200,7 @@ impl Http {
             req = req.header("Authorization", &format!("Bearer {token}"));
         }
         let body = serde_json::to_vec(msg).expect("a Value always serializes");
-        let mut resp = req
-            .send(&body[..])
-            .map_err(|e| PostError::Failed(format!("POST {} failed: {e}", self.url)))?;
+        let mut resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
         let status = resp.status().as_u16();
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
@@ -215,10 +227,10 @@ impl Http {
                 .limit(4096)
                 .read_to_string()
                 .unwrap_or_default();
-            return Err(PostError::Failed(format!(
-                "http status {status}: {}",
-                excerpt(text.trim(), 300)
-            )));
+            return Err(PostError::Status(
+                status,
+                excerpt(text.trim(), 300).into_owned(),
+            ));
         }
         let reader = resp.into_body().into_reader();
         if is_sse {
@@ -270,6 +282,21 @@ impl Http {
         }
     }
 
+    /// A failed send: unreachable or failed.
+    fn send_error(&self, e: &ureq::Error) -> PostError {
+        // The error names the URL (redacted) itself; ureq's text may quote
+        // it raw.
+        let why = match e {
+            ureq::Error::Io(io) => io.to_string(),
+            other => redact_url_in(&other.to_string(), &self.url).into_owned(),
+        };
+        if cannot_connect(e) {
+            PostError::Unreachable(why)
+        } else {
+            PostError::Failed(format!("POST failed: {why}"))
+        }
+    }
+
     /// DELETE the session (a 405 is fine) and shut the agent down.
     pub(super) fn close(&self) {
         let Some(agent) = self.agent.lock().take() else {
@@ -294,5 +321,21 @@ impl Http {
             }
         }
         agent.shutdown();
+    }
+}
+
+/// Shared, because each POST runs on a worker thread that holds the `Http`.
+impl Wire for Arc<Http> {
+    fn send(&self, conn: &Arc<Conn>, msg: Value, id: Option<u64>) -> Result<(), RpcError> {
+        // The POST and the answer happen on a worker; a failure there fails
+        // the request on `conn`, so handing it over always succeeds.
+        Http::send(self, conn, msg, id);
+        Ok(())
+    }
+    fn set_protocol_version(&self, version: &str) {
+        Http::set_protocol_version(self, version);
+    }
+    fn close(&self, _name: &str) {
+        Http::close(self);
     }
 }

@@ -103,8 +103,17 @@ pub(super) enum RpcError {
     /// The connection is gone: the process exited, stdout closed, or it was
     /// closed by us.
     Closed(String),
-    /// The transport failed (HTTP status, connection refused, bad body).
+    /// The transport failed (a bad body, a connection reset).
     Transport(String),
+    /// The connection could not be made (HTTP: refused, unreachable, the
+    /// name did not resolve).
+    Unreachable(String),
+    /// The server answered with a non-success HTTP status.
+    Status {
+        status: u16,
+        /// The start of the body.
+        message: String,
+    },
 }
 
 impl fmt::Display for RpcError {
@@ -114,7 +123,11 @@ impl fmt::Display for RpcError {
             RpcError::Timeout(d) => write!(f, "no answer within {} s", d.as_secs_f64()),
             RpcError::Cancelled => f.write_str("cancelled"),
             RpcError::Closed(why) => write!(f, "connection closed: {why}"),
-            RpcError::Transport(why) => f.write_str(why),
+            RpcError::Transport(why) | RpcError::Unreachable(why) => f.write_str(why),
+            RpcError::Status { status, message } if message.is_empty() => {
+                write!(f, "http status {status}")
+            }
+            RpcError::Status { status, message } => write!(f, "http status {status}: {message}"),
         }
     }
 }

@@ -46,11 +46,11 @@
 //! collides after that replacement, is cut and ends in `_` and 8 hex
 //! digits of a hash of the original name. Two servers cannot collide: the
 //! server name is the prefix, and the registry refuses a name declared
-//! twice. A tool whose `inputSchema` [`Parameters::from_json_schema`](crate::Parameters::from_json_schema)
+//! twice. A tool whose `inputSchema` [`Parameters::from_json_schema`](crate::tool::Parameters::from_json_schema)
 //! rejects is logged at `warn` and left out.
 //!
 //! [`Server::sub_agent_only`] puts a server's tools in the sub-agent-only
-//! pool; add the registry before [`SubAgents`](crate::SubAgents), whose
+//! pool; add the registry before [`SubAgents`](crate::subagent::SubAgents), whose
 //! personas are checked against the tools present at its `bind`.
 //!
 //! # What the model sees
@@ -66,9 +66,9 @@
 //!
 //! `notifications/tools/list_changed` only marks the server's list stale.
 //! It is listed again, and its tools swapped in the agent (removed and
-//! re-added, through [`ExtensionContext::remove_tool`](crate::ExtensionContext::remove_tool)),
+//! re-added, through [`ExtensionContext::remove_tool`](crate::extension::ExtensionContext::remove_tool)),
 //! at two points: at the start of each turn (the registry's
-//! [`Extension::on_user_message`](crate::Extension::on_user_message), before
+//! [`Extension::on_user_message`](crate::extension::Extension::on_user_message), before
 //! the first request), and right after any call to one of that server's
 //! tools returns (before the next request of the same turn). A restart
 //! after a crash marks the list stale too.

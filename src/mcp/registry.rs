@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 use super::client::{Client, ToolInfo};
 use super::conn::{Notice, Observer};
 use super::server::Server;
-use crate::{
-    Configurator, Error, Extension, ExtensionContext, Parameters, Result, Tool, ToolContext,
-    ToolError,
-};
+use crate::agent::{Extension, ExtensionContext};
+use crate::tool::Parameters;
+use crate::{Configurator, Error, Result, Tool, ToolContext, ToolError};
 
 /// The MCP extension: a registry of named servers, connected when the agent
 /// is built, whose tools the model can call.

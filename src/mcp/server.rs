@@ -149,7 +149,7 @@ impl Server {
     }
 
     /// Put this server's tools in the sub-agent-only pool (reachable by
-    /// [`Persona`](crate::Persona)s that name them, never offered to the
+    /// [`Persona`](crate::subagent::Persona)s that name them, never offered to the
     /// parent model). Default: model-visible.
     pub fn sub_agent_only(mut self, yes: bool) -> Server {
         self.sub_agent_only = yes;

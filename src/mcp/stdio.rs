@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::conn::Conn;
+use super::conn::{Conn, Wire};
 use super::jsonrpc::RpcError;
 use crate::util::excerpt;
 
@@ -63,7 +63,7 @@ pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     log::debug!(target: "pikuri::mcp", "[{}] started pid {}", conn.name, child.id());
-    conn.set_wire(super::conn::Wire::Stdio(Stdio {
+    conn.set_wire(Box::new(Stdio {
         stdin: Mutex::new(stdin),
         child: Mutex::new(child),
         grace: spec.grace,
@@ -172,6 +172,16 @@ pub(super) fn read_line_bounded(
         if done {
             return Ok(Some(fits));
         }
+    }
+}
+
+impl Wire for Stdio {
+    fn send(&self, _conn: &Arc<Conn>, msg: Value, _id: Option<u64>) -> Result<(), RpcError> {
+        // A write fails at once, here, so the caller fails the request.
+        Stdio::send(self, &msg)
+    }
+    fn close(&self, name: &str) {
+        self.shutdown(name);
     }
 }
 

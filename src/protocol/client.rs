@@ -16,9 +16,12 @@
 //!
 //! 429, 500, 502, 503, 504 and connection failures before any response byte
 //! are retried up to [`HttpConfig::with_max_retries`] times with exponential
-//! backoff and jitter, honouring `Retry-After` (seconds) up to the cap. A
-//! stream that has started is never retried: its deltas already reached the
-//! listeners.
+//! backoff and jitter, honouring `Retry-After` (seconds) up to the cap: in
+//! [`ErrorKind`](crate::ErrorKind)s, `RateLimit`, the transient `Server`
+//! statuses, and the `Connect` and `Transport` failures that happen before
+//! the server saw the request. An overflow is not retried, even as a 500
+//! (`ContextOverflow`): it would overflow again. A stream that has started
+//! is never retried: its deltas already reached the listeners.
 //!
 //! # Bounds
 //!
@@ -29,6 +32,13 @@
 //! whole request, retries included (ureq's global timeout for the socket,
 //! a check before every read and every retry for the rest). Each
 //! [`Error::Timeout`] names the bound that expired.
+//!
+//! # Errors name the URL
+//!
+//! Every error about the server ([`Error::Http`], [`Error::Connect`],
+//! [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`]) carries
+//! the URL requested, with its user info and query values redacted
+//! (`util::redact_url`) and the API key too, should the base hold it.
 //!
 //! # Secrets
 //!
@@ -48,13 +58,12 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::HttpConfig;
-use super::decode::{
-    Completion, DecodeError, Fragment, StreamOptions, parse_response, read_stream,
-};
+use super::decode::{Completion, Fragment, StreamOptions, parse_response, read_stream};
+use super::error::DecodeError;
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
-use crate::util::{deadline_after, limit, redact};
-use crate::{Cancellable, Error, Result};
+use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};
+use crate::{Cancellable, ChatTransport, Error, Result};
 
 /// Longest server message kept in [`Error::Http`].
 const MAX_MESSAGE_CHARS: usize = 500;
@@ -145,16 +154,7 @@ impl Client {
         req.write_to(buf, cfg.include_usage);
         let body = &buf[..];
         let transport = req.transport;
-        let url = format!("{}/chat/completions", transport.base_or_default());
-        if transport.api_base().is_none()
-            && !self
-                .shared
-                .default_base_logged
-                .swap(true, Ordering::Relaxed)
-        {
-            log::info!("no api_base set: using {url}");
-        }
-        let key = transport.api_key();
+        let (url, shown) = self.chat_url(transport);
         let deadline = Deadline::new(cfg);
         let mut attempt = 0u32;
         loop {
@@ -162,7 +162,7 @@ impl Client {
             if let Some(c) = req.cancel {
                 c.check()?;
             }
-            deadline.check()?;
+            deadline.check(&shown)?;
             // Take the agent before arming: a cancel that lands between the
             // check above and the registration runs the hook at once, and the
             // hook must shut down the agent this request uses, not the one
@@ -194,8 +194,9 @@ impl Client {
             let (err, retry_after) = match http.send(body) {
                 Err(e) => {
                     log::debug!(
-                        "POST {url} failed after {} ms: {e}",
-                        started.elapsed().as_millis()
+                        "POST {shown} failed after {} ms: {}",
+                        started.elapsed().as_millis(),
+                        redact_url_in(&e.to_string(), &url)
                     );
                     // The failure is the shutdown a cancel caused: report
                     // the cancel, not the broken socket.
@@ -203,7 +204,7 @@ impl Client {
                         return Err(Error::Cancelled);
                     }
                     let retryable = retry::is_connection_failure(&e);
-                    let err = map_ureq(e, cfg, &deadline);
+                    let err = map_ureq(e, cfg, &deadline, &url, &shown);
                     if !retryable {
                         return Err(err);
                     }
@@ -212,26 +213,20 @@ impl Client {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     log::debug!(
-                        "POST {url} -> {status} in {} ms",
+                        "POST {shown} -> {status} in {} ms",
                         started.elapsed().as_millis()
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, &deadline, on_fragment, on_wire);
+                        return self.read_success(
+                            resp,
+                            req,
+                            &deadline,
+                            &shown,
+                            on_fragment,
+                            on_wire,
+                        );
                     }
-                    let retry_after = retry::retry_after(resp.headers());
-                    let message =
-                        redact(&read_error_body(resp, cfg.max_line_bytes), key).into_owned();
-                    // A cancel while the error body was read cut it short:
-                    // the message would be partial, and the user asked to
-                    // stop anyway.
-                    if is_cancelled(req.cancel) {
-                        return Err(Error::Cancelled);
-                    }
-                    let err = Error::Http { status, message };
-                    if !RETRYABLE.contains(&status) {
-                        return Err(err);
-                    }
-                    (err, retry_after)
+                    self.rejected(resp, status, req, &shown)?
                 }
             };
             if attempt > cfg.max_retries {
@@ -258,11 +253,62 @@ impl Client {
         }
     }
 
+    /// A non-success answer as an error to retry (with the server's
+    /// `Retry-After`), or `Err` when it is not worth retrying.
+    fn rejected(
+        &self,
+        resp: ureq::http::Response<ureq::Body>,
+        status: u16,
+        req: &Request<'_>,
+        shown: &str,
+    ) -> Result<(Error, Option<Duration>)> {
+        let cfg = &self.shared.config;
+        let retry_after = retry::retry_after(resp.headers());
+        let message = redact(
+            &read_error_body(resp, cfg.max_line_bytes),
+            req.transport.api_key(),
+        )
+        .into_owned();
+        // A cancel while the error body was read cut it short: the message
+        // would be partial, and the user asked to stop anyway.
+        if is_cancelled(req.cancel) {
+            return Err(Error::Cancelled);
+        }
+        let err = Error::Http {
+            status,
+            message,
+            url: shown.to_string(),
+        };
+        // An overflow sent again overflows again, even as a 500 (Ollama's
+        // `prompt too long`).
+        if !RETRYABLE.contains(&status) || err.is_context_overflow() {
+            return Err(err);
+        }
+        Ok((err, retry_after))
+    }
+
+    /// The URL a chat goes to, and what errors, retry notices and logs
+    /// show of it (user info, query values and the key redacted).
+    fn chat_url(&self, transport: &ChatTransport) -> (String, String) {
+        let url = format!("{}/chat/completions", transport.base_or_default());
+        let shown = redact(&redact_url(&url), transport.api_key()).into_owned();
+        if transport.api_base().is_none()
+            && !self
+                .shared
+                .default_base_logged
+                .swap(true, Ordering::Relaxed)
+        {
+            log::info!("no api_base set: using {shown}");
+        }
+        (url, shown)
+    }
+
     fn read_success(
         &self,
         resp: ureq::http::Response<ureq::Body>,
         req: &Request<'_>,
         deadline: &Deadline,
+        url: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
         on_wire: &mut dyn FnMut(Wire),
     ) -> Result<Completion> {
@@ -349,17 +395,17 @@ impl Client {
             if is_cancelled(req.cancel) {
                 Error::Cancelled
             } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
-                Error::Timeout(bound)
+                Error::Timeout {
+                    after: bound,
+                    url: Some(url.to_string()),
+                }
             } else {
-                decode_error(e, cfg, key)
+                decode_error(e, cfg, key, Some(url))
             }
         })
     }
 }
 
-/// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get
-/// the configured read timeout, and the API key (`secret`) is redacted from
-/// any text the server sent.
 /// What the caller of [`Client::chat`] hears of the wire, to time its
 /// listeners' deliveries (see `listener::hub`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,12 +417,31 @@ pub(crate) enum Wire {
     Answered,
 }
 
-pub(crate) fn decode_error(e: DecodeError, cfg: &HttpConfig, secret: Option<&str>) -> Error {
+/// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get
+/// the configured read timeout, the API key (`secret`) is redacted from
+/// any text the server sent, and `url` (already redacted) is the URL
+/// requested.
+pub(crate) fn decode_error(
+    e: DecodeError,
+    cfg: &HttpConfig,
+    secret: Option<&str>,
+    url: Option<&str>,
+) -> Error {
+    let url = url.map(str::to_string);
     match e {
-        DecodeError::Protocol(m) => Error::Protocol(redact(&m, secret).into_owned()),
+        DecodeError::Protocol(m) => Error::Protocol {
+            message: redact(&m, secret).into_owned(),
+            url,
+        },
         DecodeError::Truncated => Error::Truncated,
-        DecodeError::TimedOut => Error::Timeout(cfg.read_timeout),
-        DecodeError::Io(e) => Error::Transport(Box::new(e)),
+        DecodeError::TimedOut => Error::Timeout {
+            after: cfg.read_timeout,
+            url,
+        },
+        DecodeError::Io(e) => Error::Transport {
+            url,
+            source: Box::new(e),
+        },
     }
 }
 
@@ -404,9 +469,12 @@ impl Deadline {
         self.at.is_some_and(|at| Instant::now() >= at)
     }
 
-    fn check(&self) -> Result<()> {
+    fn check(&self, url: &str) -> Result<()> {
         if self.passed() {
-            Err(Error::Timeout(self.configured))
+            Err(Error::Timeout {
+                after: self.configured,
+                url: Some(url.to_string()),
+            })
         } else {
             Ok(())
         }
@@ -551,20 +619,89 @@ fn is_cancelled(c: Option<&Cancellable>) -> bool {
     c.is_some_and(Cancellable::is_cancelled)
 }
 
-fn map_ureq(e: ureq::Error, cfg: &HttpConfig, deadline: &Deadline) -> Error {
-    match e {
-        // Which timeout expired decides which configured duration to name.
-        ureq::Error::Timeout(ureq::Timeout::Global) if deadline.at.is_some() => {
-            Error::Timeout(deadline.configured)
-        }
+/// A failed send as an [`Error`]; `raw` is the URL requested and `shown`
+/// its redacted form.
+fn map_ureq(
+    e: ureq::Error,
+    cfg: &HttpConfig,
+    deadline: &Deadline,
+    raw: &str,
+    shown: &str,
+) -> Error {
+    // Which timeout expired decides which configured duration to name.
+    let after = match e {
+        ureq::Error::Timeout(ureq::Timeout::Global) if deadline.at.is_some() => deadline.configured,
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
-            Error::Timeout(cfg.connect_timeout)
+            cfg.connect_timeout
         }
-        ureq::Error::Timeout(_) => Error::Timeout(cfg.read_timeout),
+        ureq::Error::Timeout(_) => cfg.read_timeout,
         ureq::Error::BodyExceedsLimit(n) => {
-            Error::protocol(format!("response body exceeds {n} bytes"))
+            return Error::Protocol {
+                message: format!("response body exceeds {n} bytes"),
+                url: Some(shown.to_string()),
+            };
         }
-        other => Error::Transport(Box::new(other)),
+        other => return connection_error(other, raw, shown),
+    };
+    Error::Timeout {
+        after,
+        url: Some(shown.to_string()),
+    }
+}
+
+/// Whether `e` means the connection could not be made at all: refused,
+/// unreachable, a name that does not resolve, a TLS handshake that failed,
+/// a URL the client cannot use. (A reset is not: the server was there.)
+pub(crate) fn cannot_connect(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::ConnectionFailed
+        | ureq::Error::HostNotFound
+        | ureq::Error::BadUri(_)
+        | ureq::Error::RequireHttpsOnly(_)
+        | ureq::Error::TlsRequired
+        | ureq::Error::Tls(_)
+        | ureq::Error::InvalidProxyUrl
+        | ureq::Error::ConnectProxyFailed(_) => true,
+        #[cfg(feature = "rustls")]
+        ureq::Error::Rustls(_) => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionRefused
+                | K::HostUnreachable
+                | K::NetworkUnreachable
+                | K::AddrNotAvailable
+                | K::NotFound
+        ),
+        _ => false,
+    }
+}
+
+/// A ureq failure other than a timeout, as [`Error::Connect`] or
+/// [`Error::Transport`] naming `shown` (the redacted form of `raw`, the URL
+/// requested). An I/O error is kept as the source itself (its text reads
+/// better than ureq's `io: ...`); an error whose text quotes the raw URL
+/// (`bad uri: ...`) becomes that text with the URL's secrets redacted.
+pub(crate) fn connection_error(e: ureq::Error, raw: &str, shown: &str) -> Error {
+    let connect = cannot_connect(&e);
+    let source: Box<dyn std::error::Error + Send + Sync> = match e {
+        ureq::Error::Io(io) => Box::new(io),
+        other => {
+            let text = other.to_string();
+            match redact_url_in(&text, raw) {
+                std::borrow::Cow::Borrowed(_) => Box::new(other),
+                std::borrow::Cow::Owned(redacted) => redacted.into(),
+            }
+        }
+    };
+    let url = shown.to_string();
+    if connect {
+        Error::Connect { url, source }
+    } else {
+        Error::Transport {
+            url: Some(url),
+            source,
+        }
     }
 }
 
@@ -618,25 +755,27 @@ mod tests {
     #[test]
     fn decode_errors_map_once() {
         let cfg = HttpConfig::default().with_read_timeout(Duration::from_millis(1500));
-        let shown = |e| decode_error(e, &cfg, None).to_string();
+        let shown = |e| decode_error(e, &cfg, None, None).to_string();
         assert_eq!(
             shown(DecodeError::Protocol("sse line exceeds 12 bytes".into())),
             "protocol error: sse line exceeds 12 bytes"
         );
         assert!(matches!(
-            decode_error(DecodeError::Truncated, &cfg, None),
+            decode_error(DecodeError::Truncated, &cfg, None, None),
             Error::Truncated
         ));
         assert!(matches!(
-            decode_error(DecodeError::TimedOut, &cfg, None),
-            Error::Timeout(d) if d == Duration::from_millis(1500)
+            decode_error(DecodeError::TimedOut, &cfg, None, Some("http://h/v1")),
+            Error::Timeout { after, url: Some(u) } if after == Duration::from_millis(1500) && u == "http://h/v1"
         ));
         let e = decode_error(
             DecodeError::from_io(io::Error::new(io::ErrorKind::ConnectionReset, "boom")),
             &cfg,
             None,
+            Some("http://h/v1"),
         );
-        assert!(matches!(e, Error::Transport(_)));
+        assert!(matches!(e, Error::Transport { .. }));
+        assert_eq!(e.to_string(), "connection to http://h/v1 failed: boom");
         assert!(std::error::Error::source(&e).is_some());
     }
 

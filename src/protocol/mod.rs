@@ -21,6 +21,7 @@
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chunk accumulation, `<think>` splitting, non-streamed bodies |
+//! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
 //! | `fuzz.rs` | hooks for `fuzz/` (`cfg(fuzzing)` and tests only) |
@@ -30,6 +31,7 @@
 
 mod client;
 mod decode;
+mod error;
 #[cfg(any(fuzzing, test))]
 #[allow(
     unreachable_pub,
@@ -45,12 +47,13 @@ mod transport;
 
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-pub(crate) use client::{Client, Wire};
+pub(crate) use client::{Client, Wire, cannot_connect};
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
-pub(crate) use decode::{Completion, DecodeError, Fragment};
+pub(crate) use decode::{Completion, Fragment};
+pub(crate) use error::DecodeError;
 pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs};
 pub(crate) use retry::RetryNotice;

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::client::connection_error;
+use crate::util::{redact, redact_url};
 use crate::{ChatTransport, Error, Result};
 
 /// The largest `/models` body read; a longer one is a protocol error.
@@ -33,10 +35,10 @@ impl ChatTransport {
     ///
     /// # Errors
     ///
-    /// [`Error::Http`] for a non-success status, [`Error::Transport`] or
-    /// [`Error::Timeout`] when the server cannot be reached in time,
-    /// [`Error::Protocol`] for a body that is not `{"data":[{"id":..},..]}`
-    /// or too large.
+    /// [`Error::Http`] for a non-success status, [`Error::Connect`],
+    /// [`Error::Transport`] or [`Error::Timeout`] when the server cannot be
+    /// reached in time, [`Error::Protocol`] for a body that is not
+    /// `{"data":[{"id":..},..]}` or too large. Each names the URL.
     ///
     /// # Examples
     ///
@@ -50,6 +52,7 @@ impl ChatTransport {
     /// ```
     pub fn list_models(&self) -> Result<Vec<String>> {
         let url = format!("{}/models", self.base_or_default().trim_end_matches('/'));
+        let shown = redact(&redact_url(&url), self.api_key()).into_owned();
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
@@ -62,8 +65,11 @@ impl ChatTransport {
             req = req.header("Authorization", format!("Bearer {key}"));
         }
         let resp = req.call().map_err(|e| match e {
-            ureq::Error::Timeout(_) => Error::Timeout(TIMEOUT),
-            other => Error::Transport(Box::new(other)),
+            ureq::Error::Timeout(_) => Error::Timeout {
+                after: TIMEOUT,
+                url: Some(shown.clone()),
+            },
+            other => connection_error(other, &url, &shown),
         })?;
         let status = resp.status().as_u16();
         let mut body = Vec::new();
@@ -71,7 +77,10 @@ impl ChatTransport {
             .into_reader()
             .take(MAX_BODY + 1)
             .read_to_end(&mut body)
-            .map_err(|e| Error::Transport(Box::new(e)))?;
+            .map_err(|e| Error::Transport {
+                url: Some(shown.clone()),
+                source: Box::new(e),
+            })?;
         if !(200..300).contains(&status) {
             let text = String::from_utf8_lossy(&body);
             let message = serde_json::from_str::<Value>(&text)
@@ -79,18 +88,22 @@ impl ChatTransport {
                 .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_string))
                 .unwrap_or_else(|| text.chars().take(500).collect());
             // A server or proxy may echo the key back.
-            let message = crate::util::redact(&message, self.api_key()).into_owned();
-            return Err(Error::Http { status, message });
+            let message = redact(&message, self.api_key()).into_owned();
+            return Err(Error::Http {
+                status,
+                message,
+                url: shown,
+            });
         }
         if body.len() as u64 > MAX_BODY {
-            return Err(Error::protocol(format!(
-                "{url}: the model list is over {MAX_BODY} bytes"
-            )));
+            return Err(Error::Protocol {
+                message: format!("the model list is over {MAX_BODY} bytes"),
+                url: Some(shown),
+            });
         }
-        parse(&body).ok_or_else(|| {
-            Error::protocol(format!(
-                "{url}: not a model list (`{{\"data\":[{{\"id\":..}}]}}`)"
-            ))
+        parse(&body).ok_or_else(|| Error::Protocol {
+            message: "not a model list (`{\"data\":[{\"id\":..}]}`)".to_string(),
+            url: Some(shown),
         })
     }
 }
@@ -179,7 +192,10 @@ mod tests {
         );
         let err = server.transport().list_models().unwrap_err();
         assert_eq!(err.status(), Some(401));
-        assert_eq!(err.to_string(), "http status 401: bad key");
+        assert_eq!(
+            err.to_string(),
+            format!("http status 401 from {}/models: bad key", server.base_url())
+        );
     }
 
     #[test]

@@ -134,6 +134,9 @@ fn finish_probe(
     url: &str,
     result: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> Option<Value> {
+    // Logged as errors show it: a key in the base's query stays out of logs.
+    let raw = url;
+    let url = crate::util::redact_url(raw);
     match result {
         Ok(resp) if resp.status().is_success() => {
             let mut body = Vec::new();
@@ -154,7 +157,10 @@ fn finish_probe(
             None
         }
         Err(e) => {
-            log::debug!("probe {url}: {e}");
+            log::debug!(
+                "probe {url}: {}",
+                crate::util::redact_url_in(&e.to_string(), raw)
+            );
             None
         }
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::{Cancellable, Result};
 
 /// Status codes worth another attempt: rate limits and the transient server
-/// failures a proxy or an overloaded server reports.
+/// failures a proxy or an overloaded server reports (the kinds `RateLimit`
+/// and part of `Server`; the client skips a `ContextOverflow` among them).
 pub(super) const RETRYABLE: [u16; 5] = [429, 500, 502, 503, 504];
 
 /// A failed attempt that will be retried.

@@ -52,7 +52,7 @@
 
 use std::io::{self, BufRead};
 
-use super::decode::DecodeError;
+use super::error::DecodeError;
 
 type Result<T> = std::result::Result<T, DecodeError>;
 

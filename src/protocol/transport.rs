@@ -328,7 +328,7 @@ impl HttpConfig {
     ///     .http(HttpConfig::default().with_idle_timeout(idle))
     ///     .streaming(true)
     ///     .build()?;
-    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout(d)) if d == idle));
+    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout { after, .. }) if after == idle));
     /// assert_eq!(HttpConfig::default().with_idle_timeout(idle).idle_timeout(), idle);
     /// # Ok::<(), Error>(())
     /// ```
@@ -357,7 +357,7 @@ impl HttpConfig {
     /// let mut agent = Agent::builder(server.transport())
     ///     .http(HttpConfig::default().with_request_deadline(deadline))
     ///     .build()?;
-    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout(d)) if d == deadline));
+    /// assert!(matches!(agent.run_loop("hi"), Err(Error::Timeout { after, .. }) if after == deadline));
     /// assert_eq!(HttpConfig::default().request_deadline(), None);
     /// # Ok::<(), Error>(())
     /// ```

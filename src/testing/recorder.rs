@@ -344,7 +344,9 @@ mod tests {
             .build()
             .unwrap();
         match agent.run_loop("hi").unwrap_err() {
-            crate::Error::Http { status, message } => {
+            crate::Error::Http {
+                status, message, ..
+            } => {
                 assert_eq!(status, 502);
                 assert!(message.starts_with("Recorder: POST"), "{message}");
             }

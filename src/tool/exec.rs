@@ -150,7 +150,8 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FnTool, Parameters, ToolError};
+    use crate::ToolError;
+    use crate::tool::{FnTool, Parameters};
 
     fn echo() -> FnTool {
         FnTool::new(

@@ -1,5 +1,5 @@
 //! Schemas from Rust types: the [`JsonSchema`] trait, its impls for std
-//! types, and the [`schema_type!`](crate::schema_type) macro.
+//! types, and the [`schema_type!`](crate::tool::schema_type) macro.
 //!
 //! The design and its limitations are documented on [`JsonSchema`], the
 //! public home of this mechanism.
@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 /// Implemented for `bool`, the integers (with their natural bounds), `f32`,
 /// `f64`, `String`, `Option<T>` (nullable), `Vec<T>`, arrays `[T; N]`,
 /// `Box`/`Rc`/`Arc<T>`, maps with `String` keys, and [`Value`] (any JSON).
-/// Declare your own argument types with [`schema_type!`](crate::schema_type),
+/// Declare your own argument types with [`schema_type!`](crate::tool::schema_type),
 /// or implement it by hand.
 ///
 /// # Examples
 ///
 /// ```
-/// use pikuri::JsonSchema;
+/// use pikuri::tool::JsonSchema;
 /// use serde_json::json;
 /// assert_eq!(u8::json_schema(), json!({"type": "integer", "minimum": 0, "maximum": 255}));
 /// assert_eq!(Option::<String>::json_schema(), json!({"type": ["string", "null"]}));
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 /// By hand:
 ///
 /// ```
-/// use pikuri::{JsonSchema, Parameters};
+/// use pikuri::tool::{JsonSchema, Parameters};
 /// use serde_json::{Value, json};
 ///
 /// #[derive(serde::Deserialize)]
@@ -69,7 +69,7 @@ use serde_json::{Value, json};
 ///   forgives a model that leaves such a field out, and serde reads it as
 ///   `None`. Integers carry their natural bounds (`u8`: 0 to 255), so a
 ///   model that sends 300 is told why instead of getting a serde error.
-/// - **A `macro_rules!` macro instead of a derive.** [`schema_type!`](crate::schema_type)
+/// - **A `macro_rules!` macro instead of a derive.** [`schema_type!`](crate::tool::schema_type)
 ///   declares the struct (or string enum) and implements [`JsonSchema`] in
 ///   one place, so fields and schema cannot drift apart; `///` comments on
 ///   the type and fields become `description`s. The macro emits
@@ -251,10 +251,10 @@ fn nullable(mut schema: Value) -> Value {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{JsonSchema, Parameters};
+/// use pikuri::tool::{JsonSchema, Parameters};
 /// use serde_json::json;
 ///
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     /// Temperature unit.
 ///     pub enum Unit {
 ///         /// Degrees Celsius.
@@ -263,7 +263,7 @@ fn nullable(mut schema: Value) -> Value {
 ///     }
 /// }
 ///
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     /// Where and how.
 ///     #[derive(PartialEq)]
 ///     pub struct WeatherArgs {
@@ -308,19 +308,23 @@ fn nullable(mut schema: Value) -> Value {
 /// not compile:
 ///
 /// ```compile_fail
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     struct Renamed {
 ///         #[serde(rename = "b")]
 ///         a: u8,
 ///     }
 /// }
 /// ```
+// Exported under a hidden name and re-exported as `tool::schema_type`: a
+// `macro_export` macro always lands at the crate root, and the root keeps
+// core types only.
+#[doc(hidden)]
 #[macro_export]
-macro_rules! schema_type {
+macro_rules! __schema_type {
     // The doc lines of a list of attributes, as `&[&str]`.
     (@docs [$($acc:expr,)*]) => { &[$($acc),*] as &[&str] };
     (@docs [$($acc:expr,)*] #[doc = $doc:expr] $($rest:tt)*) => {
-        $crate::schema_type!(@docs [$($acc,)* $doc,] $($rest)*)
+        $crate::__schema_type!(@docs [$($acc,)* $doc,] $($rest)*)
     };
     (@docs [$($acc:expr,)*] #[serde $($attr:tt)*] $($rest:tt)*) => {
         ::core::compile_error!(
@@ -328,7 +332,7 @@ macro_rules! schema_type {
         )
     };
     (@docs [$($acc:expr,)*] #[$($attr:tt)*] $($rest:tt)*) => {
-        $crate::schema_type!(@docs [$($acc,)*] $($rest)*)
+        $crate::__schema_type!(@docs [$($acc,)*] $($rest)*)
     };
     // A variant's string: the one given, or its name.
     (@wire $variant:ident $wire:literal) => { $wire };
@@ -352,7 +356,7 @@ macro_rules! schema_type {
             )*
         }
 
-        impl $crate::JsonSchema for $name {
+        impl $crate::tool::JsonSchema for $name {
             fn json_schema() -> ::serde_json::Value {
                 fn describe(schema: &mut ::serde_json::Value, lines: &[&str]) {
                     let text = lines
@@ -368,8 +372,8 @@ macro_rules! schema_type {
                 #[allow(unused_mut)] // a struct without fields
                 let mut properties = ::serde_json::Map::new();
                 $(
-                    let mut field = <$field_ty as $crate::JsonSchema>::json_schema();
-                    describe(&mut field, $crate::schema_type!(@docs [] $(#[$($field_attr)*])*));
+                    let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
+                    describe(&mut field, $crate::__schema_type!(@docs [] $(#[$($field_attr)*])*));
                     properties.insert(::core::stringify!($field).into(), field);
                 )*
                 let mut schema = ::serde_json::json!({
@@ -378,7 +382,7 @@ macro_rules! schema_type {
                     "required": [$(::core::stringify!($field)),*],
                     "additionalProperties": false,
                 });
-                describe(&mut schema, $crate::schema_type!(@docs [] $(#[$($attr)*])*));
+                describe(&mut schema, $crate::__schema_type!(@docs [] $(#[$($attr)*])*));
                 schema
             }
         }
@@ -407,27 +411,27 @@ macro_rules! schema_type {
             )+
         }
 
-        impl $crate::JsonSchema for $name {
+        impl $crate::tool::JsonSchema for $name {
             fn json_schema() -> ::serde_json::Value {
                 let mut lines: ::std::vec::Vec<::std::string::String> =
-                    $crate::schema_type!(@docs [] $(#[$($attr)*])*)
+                    $crate::__schema_type!(@docs [] $(#[$($attr)*])*)
                         .iter()
                         .map(|line| line.strip_prefix(' ').unwrap_or(line).to_string())
                         .collect();
                 $(
-                    let doc: &[&str] = $crate::schema_type!(@docs [] $(#[$($variant_attr)*])*);
+                    let doc: &[&str] = $crate::__schema_type!(@docs [] $(#[$($variant_attr)*])*);
                     if !doc.is_empty() {
                         let doc: ::std::vec::Vec<&str> = doc.iter().map(|l| l.trim()).collect();
                         lines.push(::std::format!(
                             "- `{}`: {}",
-                            $crate::schema_type!(@wire $variant $($wire)?),
+                            $crate::__schema_type!(@wire $variant $($wire)?),
                             doc.join(" ").trim()
                         ));
                     }
                 )+
                 let mut schema = ::serde_json::json!({
                     "type": "string",
-                    "enum": [$($crate::schema_type!(@wire $variant $($wire)?)),+],
+                    "enum": [$($crate::__schema_type!(@wire $variant $($wire)?)),+],
                 });
                 let text = lines.join("\n");
                 let text = text.trim();
@@ -445,7 +449,7 @@ mod tests {
     use super::*;
     use crate::tool::Parameters;
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         /// Size of a cup.
         enum Size {
             /// 200 ml.
@@ -454,7 +458,7 @@ mod tests {
         }
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         /// An order line.
         #[derive(PartialEq)]
         struct Line {
@@ -468,14 +472,14 @@ mod tests {
         }
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         struct Address {
             street: String,
             zip: Option<String>,
         }
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         /// A whole order.
         struct Order {
             lines: Vec<Line>,
@@ -487,11 +491,11 @@ mod tests {
         }
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         struct Empty {}
     }
 
-    crate::schema_type! {
+    crate::tool::schema_type! {
         struct Loose {
             extra: BTreeMap<String, u8>,
             any: Value,

@@ -1,19 +1,42 @@
-//! Tools: the [`Tool`] trait, [`ToolContext`], [`ToolError`], the
-//! [`Parameters`] schema, closure tools ([`FnTool`]) and typed tools
+//! Helpers for writing tools: closure tools ([`FnTool`]), typed tools
 //! ([`TypedTool`], with schemas from Rust types through [`JsonSchema`] and
-//! [`schema_type!`](crate::schema_type)). Failures as observations are
-//! documented on [`Tool`].
+//! [`schema_type!`](schema_type)), the [`Parameters`] schema and its
+//! errors, and the [`TrifectaPolicy`] the agent applies to its tools.
+//!
+//! The [`Tool`] trait itself, [`ToolContext`] and [`ToolError`] are at the
+//! crate root; failures as observations are documented on [`Tool`].
+//!
+//! # Examples
+//!
+//! ```
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::{Tool, ToolContext};
+//!
+//! let params = Parameters::builder().required_string("text", "Text").build();
+//! let shout = FnTool::new("shout", "Upper-cases text.", params, |args, _cx| {
+//!     Ok(args["text"].as_str().unwrap_or_default().to_uppercase())
+//! });
+//! let out = shout.call(&serde_json::json!({"text": "hi"}), &ToolContext::detached())?;
+//! assert_eq!(out, "HI");
+//! # Ok::<(), pikuri::ToolError>(())
+//! ```
 
-mod context;
+// `base` and `context` hold the root types (`Tool`, `ToolError`,
+// `ToolContext`): crate-visible only, so the crate root is their one path.
+pub(crate) mod base;
+pub(crate) mod context;
 mod exec;
 mod json_schema;
 mod schema;
+mod trifecta;
 mod typed;
 
-pub use context::ToolContext;
+#[doc(inline)]
+pub use crate::__schema_type as schema_type;
 pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use json_schema::JsonSchema;
 pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
+pub use trifecta::TrifectaPolicy;
 pub use typed::{IntoObservation, Json, TypedTool};
 
 use std::fmt;
@@ -21,147 +44,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// A tool the model can call.
-///
-/// # Examples
-///
-/// ```
-/// use pikuri::{Tool, ToolContext, ToolError};
-/// use pikuri::Parameters;
-/// use serde_json::Value;
-///
-/// struct Shout { params: Parameters }
-/// impl Tool for Shout {
-///     fn name(&self) -> &str { "shout" }
-///     fn description(&self) -> &str { "Upper-cases text." }
-///     fn parameters(&self) -> &Parameters { &self.params }
-///     fn call(&self, args: &Value, _cx: &ToolContext) -> Result<String, ToolError> {
-///         Ok(args["text"].as_str().unwrap_or_default().to_uppercase())
-///     }
-/// }
-/// let tool = Shout { params: Parameters::builder().required_string("text", "Text").build() };
-/// let out = tool.call(&serde_json::json!({"text": "hi"}), &ToolContext::detached())?;
-/// assert_eq!(out, "HI");
-/// # Ok::<(), ToolError>(())
-/// ```
-///
-/// # Contract
-///
-/// `call` receives arguments that already passed [`Parameters::validate`],
-/// normalized as [`Parameters`](Parameters#differences-from-strict-json-schema)
-/// describes: integer parameters are JSON integers, and an optional parameter the
-/// model sent as `null` is absent. It returns the observation text (`Ok`), or
-/// a [`ToolError`] the model sees as `"Error: ..."`. A panic in `call` is
-/// caught and reported to the model the same way. A long tool should poll
-/// [`ToolContext::is_cancelled`].
-///
-/// # Failures are observations
-///
-/// Everything that goes wrong with a tool call becomes an `"Error: ..."` tool
-/// result bound to the same call id, and the run goes on so the model can try
-/// again: malformed JSON arguments (quoted, bounded), arguments cut off by the
-/// token limit, schema violations (every problem listed, the schema
-/// reprinted), an unknown tool name, a [`ToolError`], and a panic inside the
-/// tool. None of them is an [`Error`](crate::Error) of `run_loop`.
-pub trait Tool: Send + Sync + 'static {
-    /// The name the model calls it by (unique per agent).
-    fn name(&self) -> &str;
-    /// What it does, for the model.
-    fn description(&self) -> &str;
-    /// Its parameter schema.
-    fn parameters(&self) -> &Parameters;
-    /// Run it.
-    fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError>;
-
-    /// Whether it sends anything over the network (a leg of the lethal
-    /// trifecta; see [`TrifectaPolicy`](crate::TrifectaPolicy)). Default:
-    /// `false`.
-    fn reaches_network(&self) -> bool {
-        false
-    }
-
-    /// Whether it reads the user's private data: files, mail, databases (the
-    /// other leg the trifecta check looks at). Default: `false`.
-    fn reads_private_data(&self) -> bool {
-        false
-    }
-
-    /// Whether a call changes the user's state (writes a file, sends a
-    /// message, runs a command): [`StateChangingOnly`](crate::StateChangingOnly)
-    /// asks its approver about these tools only. Default: `false` (a
-    /// read-only tool).
-    fn changes_user_state(&self) -> bool {
-        false
-    }
-}
-
-/// A recoverable tool failure, sent to the model as `"Error: <message>"`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolError {
-    message: String,
-}
-
-impl ToolError {
-    /// A tool error with this message.
-    pub fn new(message: impl Into<String>) -> ToolError {
-        ToolError {
-            message: message.into(),
-        }
-    }
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ToolError {}
-
-impl From<String> for ToolError {
-    fn from(message: String) -> ToolError {
-        ToolError { message }
-    }
-}
-
-impl From<&str> for ToolError {
-    fn from(message: &str) -> ToolError {
-        ToolError {
-            message: message.to_string(),
-        }
-    }
-}
-
-/// A shared tool (`Arc<dyn Tool>`, as [`builtin::all`](crate::builtin::all)
-/// returns) is a tool: hand it to
-/// [`Configurator::add_tool`](crate::Configurator::add_tool) as is.
-impl Tool for Arc<dyn Tool> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn description(&self) -> &str {
-        (**self).description()
-    }
-    fn parameters(&self) -> &Parameters {
-        (**self).parameters()
-    }
-    fn call(&self, args: &Value, cx: &ToolContext) -> Result<String, ToolError> {
-        (**self).call(args, cx)
-    }
-    fn reaches_network(&self) -> bool {
-        (**self).reaches_network()
-    }
-    fn reads_private_data(&self) -> bool {
-        (**self).reads_private_data()
-    }
-    fn changes_user_state(&self) -> bool {
-        (**self).changes_user_state()
-    }
-}
+use base::{Tool, ToolError};
+use context::ToolContext;
 
 type ToolFn = dyn Fn(&Value, &ToolContext) -> Result<String, ToolError> + Send + Sync;
 
@@ -191,7 +75,7 @@ impl FnTool {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{FnTool, Parameters};
+    /// use pikuri::tool::{FnTool, Parameters};
     /// use pikuri::{Tool, ToolContext};
     /// let add = FnTool::new(
     ///     "add",
@@ -223,7 +107,8 @@ impl FnTool {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{FnTool, Parameters, Tool};
+    /// use pikuri::Tool;
+    /// use pikuri::tool::{FnTool, Parameters};
     /// let rm = FnTool::new("rm", "Deletes a file.", Parameters::empty(), |_, _| Ok("gone".into()));
     /// assert!(!rm.changes_user_state());
     /// assert!(rm.state_changing().changes_user_state());
@@ -239,7 +124,8 @@ impl FnTool {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{FnTool, Parameters, Tool};
+    /// use pikuri::Tool;
+    /// use pikuri::tool::{FnTool, Parameters};
     /// let ping = FnTool::new("ping", "Pings a host.", Parameters::empty(), |_, _| Ok("pong".into()))
     ///     .reaching_network();
     /// assert!(ping.reaches_network());

@@ -20,7 +20,7 @@ use super::{FnTool, JsonSchema, Parameters, Tool, ToolContext, ToolError};
 /// # Examples
 ///
 /// ```
-/// use pikuri::{IntoObservation, Json};
+/// use pikuri::tool::{IntoObservation, Json};
 /// use serde_json::json;
 /// assert_eq!("sunny".into_observation().unwrap(), "sunny");
 /// assert_eq!(Json(vec![1, 2]).into_observation().unwrap(), "[1,2]");
@@ -60,7 +60,7 @@ impl IntoObservation for Value {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{IntoObservation, Json};
+/// use pikuri::tool::{IntoObservation, Json};
 /// #[derive(serde::Serialize)]
 /// struct Forecast { celsius: f64, sky: &'static str }
 /// let text = Json(Forecast { celsius: 4.5, sky: "cloudy" }).into_observation()?;
@@ -85,7 +85,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// comes from the type.
 ///
 /// The argument type implements [`JsonSchema`] (declare it with
-/// [`schema_type!`](crate::schema_type)) and `Deserialize`. The agent loop
+/// [`schema_type!`](crate::tool::schema_type)) and `Deserialize`. The agent loop
 /// validates the model's arguments against the type's schema first, so a
 /// malformed call gets an `"Error: ..."` observation that lists *every*
 /// problem (serde would stop at the first), bound to the call id like any
@@ -96,11 +96,11 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{Json, TypedTool};
+/// use pikuri::tool::{Json, TypedTool};
 /// use pikuri::{Tool, ToolContext, ToolError};
 /// use serde_json::json;
 ///
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     /// One order line.
 ///     pub struct Line {
 ///         /// Article number.
@@ -108,7 +108,7 @@ impl<T: Serialize> IntoObservation for Json<T> {
 ///         pub qty: u32,
 ///     }
 /// }
-/// pikuri::schema_type! {
+/// pikuri::tool::schema_type! {
 ///     pub struct Order {
 ///         pub lines: Vec<Line>,
 ///         /// Gift wrap, if wanted.
@@ -178,13 +178,14 @@ impl TypedTool {
     }
 
     /// A copy that declares it changes the user's state
-    /// ([`Tool::changes_user_state`]), as [`FnTool::state_changing`](crate::FnTool::state_changing).
+    /// ([`Tool::changes_user_state`]), as [`FnTool::state_changing`](crate::tool::FnTool::state_changing).
     ///
     /// # Examples
     ///
     /// ```
-    /// use pikuri::{Tool, ToolContext, TypedTool};
-    /// pikuri::schema_type! {
+    /// use pikuri::{Tool, ToolContext};
+    /// use pikuri::tool::TypedTool;
+    /// pikuri::tool::schema_type! {
     ///     /// A path.
     ///     struct Target { path: String }
     /// }

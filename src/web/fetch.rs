@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::charset::{self, Kind};
 use super::http::{self, Limits, Response};
 use super::{cache, html};
-use crate::tool::{Parameters, ToolError};
+use crate::ToolError;
+use crate::tool::Parameters;
 use crate::{Tool, ToolContext};
 
 /// Default cap on downloaded bytes.

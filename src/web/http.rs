@@ -15,7 +15,7 @@ use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 use super::policy;
 use super::url::Url;
 use crate::ToolContext;
-use crate::tool::ToolError;
+use crate::ToolError;
 
 /// How often a blocked wait (name resolution) looks at the cancel flag.
 const POLL: Duration = Duration::from_millis(20);

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::http::{self, Limits};
-use crate::tool::{Parameters, ToolError};
+use crate::ToolError;
+use crate::tool::Parameters;
 use crate::{Tool, ToolContext};
 
 /// Longest snippet shown per result, in characters.

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use pikuri::builtin;
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, Event, Role, StopReason, ToolError};
-use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, deltas, main_kinds};

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use pikuri::listeners::ListenerList;
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Cancellable, ChatTransport, Error, Event, Interloper, ListenerList, OnExhausted,
-    StepLimit, StopReason,
+    Agent, Cancellable, ChatTransport, Error, Event, Interloper, OnExhausted, StepLimit, StopReason,
 };
 
 fn send<T: Send>() {}
@@ -23,11 +23,11 @@ fn thread_safety_bounds() {
     send_sync::<ChatTransport>();
     send_sync::<ListenerList>();
     send_sync::<FakeServer>();
-    send_sync::<pikuri::ExtensionContext>();
-    send_sync::<pikuri::Decision>();
-    send_sync::<pikuri::ApprovalRequest>();
-    send_sync::<pikuri::PendingApproval>();
-    send_sync::<pikuri::TerminalApprover>();
+    send_sync::<pikuri::extension::ExtensionContext>();
+    send_sync::<pikuri::approval::Decision>();
+    send_sync::<pikuri::approval::ApprovalRequest>();
+    send_sync::<pikuri::approval::PendingApproval>();
+    send_sync::<pikuri::approval::TerminalApprover>();
     send_sync::<pikuri::listeners::Subscription>();
     send::<pikuri::listeners::ChannelListener>();
 }
@@ -58,23 +58,66 @@ fn error_display_is_short_and_lowercase() {
             Error::Http {
                 status: 429,
                 message: "slow down".into(),
+                url: "http://h/v1/chat/completions".into(),
             },
-            "http status 429: slow down",
+            "http status 429 from http://h/v1/chat/completions: slow down",
         ),
         (
             Error::Http {
                 status: 500,
                 message: String::new(),
+                url: "http://h/v1/chat/completions".into(),
             },
-            "http status 500",
+            "http status 500 from http://h/v1/chat/completions",
         ),
         (
-            Error::Timeout(Duration::from_millis(1500)),
+            Error::Connect {
+                url: "http://h/v1/chat/completions".into(),
+                source: "Connection refused (os error 111)".into(),
+            },
+            "cannot connect to http://h/v1/chat/completions: connection refused (os error 111)",
+        ),
+        (
+            Error::Transport {
+                url: Some("http://h/v1/chat/completions".into()),
+                source: "Connection reset by peer (os error 104)".into(),
+            },
+            "connection to http://h/v1/chat/completions failed: connection reset by peer (os error 104)",
+        ),
+        (
+            Error::Transport {
+                url: None,
+                source: "MCP server `fs`: connection closed: exited".into(),
+            },
+            "transport error: MCP server `fs`: connection closed: exited",
+        ),
+        (
+            Error::Timeout {
+                after: Duration::from_millis(1500),
+                url: None,
+            },
             "timed out after 1500 ms",
         ),
         (
-            Error::Protocol("bad chunk".into()),
+            Error::Timeout {
+                after: Duration::from_millis(1500),
+                url: Some("http://h/v1/chat/completions".into()),
+            },
+            "timed out after 1500 ms waiting for http://h/v1/chat/completions",
+        ),
+        (
+            Error::Protocol {
+                message: "bad chunk".into(),
+                url: None,
+            },
             "protocol error: bad chunk",
+        ),
+        (
+            Error::Protocol {
+                message: "bad chunk".into(),
+                url: Some("http://h/v1/chat/completions".into()),
+            },
+            "protocol error from http://h/v1/chat/completions: bad chunk",
         ),
         (Error::Truncated, "stream truncated before [DONE]"),
         (Error::Cancelled, "cancelled"),
@@ -88,6 +131,8 @@ fn error_display_is_short_and_lowercase() {
     for (e, shown) in cases {
         assert_eq!(e.to_string(), shown);
         assert!(!shown.ends_with('.'));
+        // No cause beyond what the line says: `Debug` is the same sentence.
+        assert_eq!(format!("{e:?}"), shown);
     }
 }
 
@@ -145,4 +190,80 @@ fn control_debug_same_as_and_peek_are_pinned() {
         format!("{limit:?}"),
         "StepLimit { max: 7, on_exhausted: Raise, step: 1 }"
     );
+}
+
+/// Every public item, named by its one documented path (issue 27: core types
+/// at the root, the rest in namespaces). A move breaks this at compile time;
+/// the `compile_fail` doctests in `src/lib.rs` check the old root paths are
+/// gone.
+#[test]
+fn every_item_has_its_documented_path() {
+    fn named<T: ?Sized>() -> &'static str {
+        std::any::type_name::<T>()
+    }
+    let root = [
+        named::<pikuri::Agent>(),
+        named::<pikuri::Configurator>(),
+        named::<pikuri::Outcome>(),
+        named::<pikuri::History>(),
+        named::<pikuri::ChatTransport>(),
+        named::<pikuri::HttpConfig>(),
+        named::<pikuri::Message>(),
+        named::<pikuri::Role>(),
+        named::<pikuri::ToolCall>(),
+        named::<pikuri::Usage>(),
+        named::<pikuri::Event>(),
+        named::<pikuri::StopReason>(),
+        named::<dyn pikuri::Listener>(),
+        named::<dyn pikuri::Tool>(),
+        named::<pikuri::ToolContext>(),
+        named::<pikuri::ToolError>(),
+        named::<pikuri::Cancellable>(),
+        named::<pikuri::Interloper>(),
+        named::<pikuri::StepLimit>(),
+        named::<pikuri::OnExhausted>(),
+        named::<pikuri::Error>(),
+        named::<pikuri::Result<()>>(),
+    ];
+    let close_all: fn() -> usize = pikuri::close_all;
+    let namespaced = [
+        named::<pikuri::tool::FnTool>(),
+        named::<pikuri::tool::TypedTool>(),
+        named::<pikuri::tool::Json<u8>>(),
+        named::<dyn pikuri::tool::IntoObservation>(),
+        named::<pikuri::tool::Parameters>(),
+        named::<pikuri::tool::ParametersBuilder>(),
+        named::<pikuri::tool::ItemType>(),
+        named::<pikuri::tool::SchemaError>(),
+        named::<pikuri::tool::ValidationError>(),
+        named::<pikuri::tool::TrifectaPolicy>(),
+        named::<dyn pikuri::approval::Approver>(),
+        named::<pikuri::approval::ApprovalRequest>(),
+        named::<pikuri::approval::Decision>(),
+        named::<pikuri::approval::PendingApproval>(),
+        named::<pikuri::approval::AutoApprove>(),
+        named::<pikuri::approval::StateChangingOnly<pikuri::approval::AutoApprove>>(),
+        named::<pikuri::approval::TerminalApprover>(),
+        named::<pikuri::compaction::Compaction>(),
+        named::<pikuri::compaction::CompactionStrategy>(),
+        named::<pikuri::compaction::ToolResultLimit>(),
+        named::<pikuri::structured::StructuredOutput>(),
+        named::<pikuri::structured::StructuredMode>(),
+        named::<pikuri::structured::Typed<u8>>(),
+        named::<pikuri::subagent::SubAgents>(),
+        named::<pikuri::subagent::Persona>(),
+        named::<pikuri::subagent::Synthesizer>(),
+        named::<pikuri::subagent::SubAgentListener>(),
+        named::<dyn pikuri::extension::Extension>(),
+        named::<pikuri::extension::ExtensionContext>(),
+        named::<pikuri::listeners::ListenerList>(),
+    ];
+    pikuri::tool::schema_type! {
+        struct Point { x: i64 }
+    }
+    fn schema<T: pikuri::tool::JsonSchema>(_: &T) {}
+    schema(&Point { x: 1 });
+    assert!(root.iter().chain(&namespaced).all(|n| !n.is_empty()));
+    assert_eq!(root.len() + namespaced.len(), 52);
+    let _ = close_all;
 }

@@ -6,11 +6,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use pikuri::approval::{ApprovalRequest, Decision, StateChangingOnly};
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    ApprovalRequest, Cancellable, Decision, Error, Event, FnTool, History, Parameters, Persona,
-    StateChangingOnly, StopReason, SubAgents, builtin,
-};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Cancellable, Error, Event, History, StopReason, builtin};
 use serde_json::{Value, json};
 
 use crate::util::{agent_with, assert_valid_history, main_kinds};

@@ -118,7 +118,10 @@ fn a_different_request_fails_loudly_with_a_diff() {
     let server = FakeServer::from_cassette(cassette);
     let (mut agent, _) = agent(server.transport(), fast_http().with_max_retries(0));
     let err = agent.run_loop("What is 6*8?").unwrap_err();
-    let Error::Http { status, message } = &err else {
+    let Error::Http {
+        status, message, ..
+    } = &err
+    else {
         panic!("expected an HTTP error, got {err:?}");
     };
     assert_eq!(*status, 500);

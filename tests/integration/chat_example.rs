@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
+use pikuri::History;
+use pikuri::compaction::Compaction;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Compaction, History};
 use serde_json::{Value, json};
 
 /// How long a child may run before the test kills it and fails.
@@ -303,7 +304,10 @@ fn exit_codes_per_outcome() {
     server.push(Reply::status(401, "invalid api key"));
     let out = run(&against(&base, &["-p", "hi"]));
     assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
-    assert_eq!(out.stderr, "error: http status 401: invalid api key\n");
+    assert_eq!(
+        out.stderr,
+        format!("error: http status 401 from {base}/chat/completions: invalid api key\n")
+    );
     server.assert_all_used();
 
     for bad in [

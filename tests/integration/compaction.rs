@@ -3,11 +3,11 @@
 //! strict: an invalid history would be answered 400 and show up in
 //! `rejections()`.
 
+use pikuri::compaction::{Compaction, CompactionStrategy, ToolResultLimit};
+use pikuri::listeners::InMemoryEventList;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    ChatTransport, Compaction, CompactionStrategy, Event, FnTool, History, Interloper, Message,
-    Parameters, Role, ToolCall, ToolResultLimit, builtin, listeners::InMemoryEventList,
-};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{ChatTransport, Event, History, Interloper, Message, Role, ToolCall, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};
@@ -369,12 +369,24 @@ fn fallback_skips_a_dead_server_and_a_503_server_and_lands_on_the_third() {
         (hops[0].0.as_str(), hops[0].1.as_str()),
         ("dead-model", "busy-model")
     );
-    assert!(hops[0].2.starts_with("transport error"), "{}", hops[0].2);
+    assert!(
+        hops[0].2.starts_with(&format!(
+            "cannot connect to http://127.0.0.1:{dead_port}/v1/chat/completions: "
+        )),
+        "{}",
+        hops[0].2
+    );
     assert_eq!(
         (hops[1].0.as_str(), hops[1].1.as_str()),
         ("busy-model", "good-model")
     );
-    assert_eq!(hops[1].2, "http status 503: overloaded");
+    assert_eq!(
+        hops[1].2,
+        format!(
+            "http status 503 from {}/chat/completions: overloaded",
+            busy.base_url()
+        )
+    );
     // Each hop is followed by the new window.
     let kinds = rec.kinds();
     let at = kinds.iter().position(|k| *k == "model_fallback").unwrap();

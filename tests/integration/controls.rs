@@ -3,12 +3,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pikuri::extension::{Extension, ExtensionContext};
+use pikuri::subagent::Synthesizer;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    Cancellable, Error, Event, Extension, ExtensionContext, Interloper, OnExhausted, Role,
-    StepLimit, StopReason, Synthesizer,
-};
-use pikuri::{FnTool, Parameters};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Cancellable, Error, Event, Interloper, OnExhausted, Role, StepLimit, StopReason};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, main_kinds};

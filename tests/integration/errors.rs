@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Agent, Error, HttpConfig, Role};
-use pikuri::{FnTool, Parameters};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Agent, Error, ErrorKind, HttpConfig, Role};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};
@@ -185,8 +185,8 @@ fn matches(expect: Expect, result: &Result<pikuri::Outcome, Error>) -> bool {
         (Expect::Http(code), Err(e)) => e.status() == Some(code),
         (Expect::Ok, Ok(_))
         | (Expect::Truncated, Err(Error::Truncated))
-        | (Expect::Protocol, Err(Error::Protocol(_)))
-        | (Expect::Timeout, Err(Error::Timeout(_))) => true,
+        | (Expect::Protocol, Err(Error::Protocol { .. }))
+        | (Expect::Timeout, Err(Error::Timeout { .. })) => true,
         _ => false,
     }
 }
@@ -261,7 +261,7 @@ fn fault_matrix() {
 }
 
 #[test]
-fn connection_refused_is_retried_then_a_transport_error() {
+fn connection_refused_is_retried_then_a_connect_error() {
     let port = crate::util::closed_port();
     let transport =
         pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
@@ -270,7 +270,7 @@ fn connection_refused_is_retried_then_a_transport_error() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Transport(_)), "{err:?}");
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
     assert!(std::error::Error::source(&err).is_some());
 }
 
@@ -309,7 +309,10 @@ fn http_error_message_is_the_servers_own() {
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "http status 400: exceed_context_size_error: the request exceeds the available context size"
+        format!(
+            "http status 400 from {}/chat/completions: exceed_context_size_error: the request exceeds the available context size",
+            server.base_url()
+        )
     );
 }
 
@@ -368,4 +371,258 @@ fn cut_off_arguments_are_named_only_after_finish_reason_length() {
             );
         }
     }
+}
+
+/// An agent on `transport` that does not retry.
+fn no_retry(transport: pikuri::ChatTransport) -> Agent {
+    Agent::builder(transport)
+        .http(fast_http().with_max_retries(0))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_refused_connection_is_connect_and_names_the_url() {
+    let port = crate::util::closed_port();
+    let transport =
+        pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
+    let err = no_retry(transport).run_loop("hi").unwrap_err();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err:?}");
+    assert_eq!(err.url(), Some(url.as_str()));
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!("cannot connect to {url}: ")),
+        "{shown}"
+    );
+    assert!(!shown.contains('\n'), "{shown}");
+}
+
+#[test]
+fn debug_reads_as_a_sentence() {
+    let port = crate::util::closed_port();
+    let transport =
+        pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
+    let err = no_retry(transport).run_loop("hi").unwrap_err();
+    // What `fn main() -> pikuri::Result<()>` prints after `Error: `.
+    let debug = format!("{err:?}");
+    assert!(debug.starts_with(&err.to_string()), "{debug}");
+    for structure in ["Os {", "Transport(", "Connect {", "Io(", "kind:"] {
+        assert!(!debug.contains(structure), "{debug}");
+    }
+    // The refusal reads on in the sentence, lowercase, once.
+    if cfg!(target_os = "linux") {
+        assert_eq!(
+            debug,
+            format!(
+                "cannot connect to http://127.0.0.1:{port}/v1/chat/completions: connection refused (os error 111)"
+            )
+        );
+    }
+    // The structure stays one `#` away.
+    assert!(format!("{err:#?}").starts_with("Connect {"), "{err:#?}");
+    // A cause the line does not say is listed under `Caused by:`.
+    let wrapped = Error::Transport {
+        url: None,
+        source: Box::new(std::io::Error::other(Outer)),
+    };
+    assert_eq!(
+        format!("{wrapped:?}"),
+        "transport error: outer\n\nCaused by:\n    inner"
+    );
+}
+
+/// An error with a cause, for the `Caused by:` lines.
+#[derive(Debug)]
+struct Outer;
+impl std::fmt::Display for Outer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("outer")
+    }
+}
+impl std::error::Error for Outer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&Inner)
+    }
+}
+#[derive(Debug)]
+struct Inner;
+impl std::fmt::Display for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("inner")
+    }
+}
+impl std::error::Error for Inner {}
+
+#[test]
+fn statuses_map_to_kinds_and_name_the_url() {
+    let rows = [
+        (401, "invalid api key", ErrorKind::Auth),
+        (403, "forbidden", ErrorKind::Auth),
+        (429, "rate limit reached", ErrorKind::RateLimit),
+        (
+            404,
+            "The model `nope` does not exist or you do not have access to it.",
+            ErrorKind::ModelNotFound,
+        ),
+        (
+            404,
+            r#"model "nope" not found, try pulling it first"#,
+            ErrorKind::ModelNotFound,
+        ),
+        (
+            400,
+            "the request exceeds the available context size, try increasing it",
+            ErrorKind::ContextOverflow,
+        ),
+        (500, "oops", ErrorKind::Server),
+        (503, "loading model", ErrorKind::Server),
+        (400, "bad request: messages", ErrorKind::Rejected),
+        (404, "404 page not found", ErrorKind::Rejected),
+    ];
+    for streaming in [false, true] {
+        for (status, message, kind) in rows {
+            let server = FakeServer::start();
+            server.push(Reply::status(status, message));
+            let mut agent = Agent::builder(server.transport())
+                .http(fast_http().with_max_retries(0))
+                .streaming(streaming)
+                .build()
+                .unwrap();
+            let err = agent.run_loop("hi").unwrap_err();
+            assert_eq!(err.kind(), kind, "{status} {message}: {err}");
+            assert_eq!(err.status(), Some(status));
+            assert_eq!(
+                err.is_context_overflow(),
+                kind == ErrorKind::ContextOverflow
+            );
+            let url = format!("{}/chat/completions", server.base_url());
+            assert_eq!(err.url(), Some(url.as_str()));
+            assert_eq!(
+                err.to_string(),
+                format!("http status {status} from {url}: {message}")
+            );
+            // A failed turn leaves the agent usable.
+            server.push(Reply::text("fine"));
+            assert!(agent.run_loop("again").is_ok());
+        }
+    }
+}
+
+#[test]
+fn an_overflow_is_not_retried_even_as_a_500() {
+    let server = FakeServer::start();
+    server.push(Reply::status(500, "prompt too long"));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ContextOverflow, "{err}");
+    assert_eq!(server.chat_requests().len(), 1);
+}
+
+#[test]
+fn a_garbage_body_is_protocol_and_names_the_url() {
+    for streaming in [false, true] {
+        let server = FakeServer::start();
+        let reply = if streaming {
+            Reply::raw_sse("data: {not json\n\n")
+        } else {
+            Reply::raw_body(200, "application/json", "<html>not json</html>")
+        };
+        server.push(reply);
+        let mut agent = Agent::builder(server.transport())
+            .http(fast_http().with_max_retries(0))
+            .streaming(streaming)
+            .build()
+            .unwrap();
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+        let url = format!("{}/chat/completions", server.base_url());
+        assert_eq!(err.url(), Some(url.as_str()));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("protocol error from {url}: ")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn urls_in_errors_hide_user_info_and_query_values() {
+    // A refused connection, with a key in the query.
+    let port = crate::util::closed_port();
+    let transport = pikuri::ChatTransport::new("m")
+        .with_api_base(format!("http://127.0.0.1:{port}/v1?key=sk-query-secret"));
+    let err = no_retry(transport).run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err:?}");
+    for shown in [err.to_string(), format!("{err:?}"), format!("{err:#?}")] {
+        assert!(!shown.contains("sk-query-secret"), "{shown}");
+        assert!(
+            shown.contains(&format!("http://127.0.0.1:{port}/v1?key=<redacted>")),
+            "{shown}"
+        );
+    }
+    // A server that answers, reached with a user and password in the URL.
+    let server = FakeServer::start();
+    server.push(Reply::status(401, "who are you"));
+    let base = server
+        .base_url()
+        .replace("http://", "http://me:hunter2-secret@");
+    let transport = server.transport().with_api_base(base);
+    let err = no_retry(transport).run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err:?}");
+    let expected = format!(
+        "{}/chat/completions",
+        server.base_url().replace("http://", "http://<redacted>@")
+    );
+    assert_eq!(err.url(), Some(expected.as_str()));
+    for shown in [err.to_string(), format!("{err:?}"), format!("{err:#?}")] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("me:"), "{shown}");
+    }
+}
+
+#[test]
+fn timeouts_name_the_url() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    let read = Duration::from_millis(300);
+    let mut agent = Agent::builder(server.transport())
+        .http(fast_http().with_max_retries(0).with_read_timeout(read))
+        .build()
+        .unwrap();
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    let url = format!("{}/chat/completions", server.base_url());
+    assert_eq!(
+        err.to_string(),
+        format!("timed out after 300 ms waiting for {url}")
+    );
+}
+
+#[test]
+fn an_unreachable_mcp_server_is_connect_and_names_its_url() {
+    let port = crate::util::closed_port();
+    let url = format!("http://127.0.0.1:{port}/mcp?token=mcp-secret");
+    let err = pikuri::mcp::Client::connect("web", &pikuri::mcp::Server::http(&url)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err:?}");
+    let shown = format!("http://127.0.0.1:{port}/mcp?token=<redacted>");
+    assert_eq!(err.url(), Some(shown.as_str()));
+    assert!(
+        err.to_string()
+            .starts_with(&format!("cannot connect to {shown}: MCP server `web`")),
+        "{err}"
+    );
+    assert!(!format!("{err:?}").contains("mcp-secret"), "{err:?}");
+}
+
+#[test]
+fn an_mcp_endpoint_that_refuses_the_token_is_auth() {
+    let server = FakeServer::start();
+    server.set_route("POST", "/mcp", 401, json!({"error": "bad token"}));
+    let url = format!("{}/mcp", server.root_url());
+    let mcp = pikuri::mcp::Server::http(&url).bearer_token("wrong");
+    let err = pikuri::mcp::Client::connect("web", &mcp).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err:?}");
+    assert_eq!(err.status(), Some(401));
+    assert_eq!(err.url(), Some(url.as_str()));
 }

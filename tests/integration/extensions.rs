@@ -4,12 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use pikuri::extension::{Extension, ExtensionContext};
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    Agent, Cancellable, Configurator, Error, Event, Extension, ExtensionContext, History, Persona,
-    Result, Role, SubAgents,
-};
-use pikuri::{FnTool, Parameters};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Agent, Cancellable, Configurator, Error, Event, History, Result, Role};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};

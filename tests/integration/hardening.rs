@@ -5,11 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    Cancellable, Error, Event, FnTool, History, Message, OnExhausted, Parameters, Persona,
-    StepLimit, SubAgents, ToolCall,
-};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Cancellable, Error, Event, History, Message, OnExhausted, StepLimit, ToolCall};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, fast_http};

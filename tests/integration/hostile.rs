@@ -222,7 +222,7 @@ fn extreme_tool_call_indices_and_usage_never_panic() {
             let first = agent.run_loop("hi");
             if let Err(e) = &first {
                 assert!(
-                    matches!(e, Error::Protocol(_) | Error::Truncated),
+                    matches!(e, Error::Protocol { .. } | Error::Truncated),
                     "{n}/{m}: {e:?}"
                 );
             }
@@ -345,10 +345,11 @@ fn extreme_configuration_values_never_panic() {
             assert!(
                 matches!(
                     e,
-                    Error::Timeout(_)
-                        | Error::Protocol(_)
+                    Error::Timeout { .. }
+                        | Error::Protocol { .. }
                         | Error::Cancelled
-                        | Error::Transport(_)
+                        | Error::Transport { .. }
+                        | Error::Connect { .. }
                         | Error::Http { .. }
                         | Error::Truncated
                 ),
@@ -547,7 +548,7 @@ fn media_types_are_parsed_case_insensitively_with_parameters() {
         .http(fast_http())
         .build()
         .unwrap();
-    assert!(matches!(agent.run_loop("hi"), Err(Error::Protocol(_))));
+    assert!(matches!(agent.run_loop("hi"), Err(Error::Protocol { .. })));
 }
 
 // ---------------------------------------------------------------------------
@@ -576,7 +577,10 @@ fn a_stream_of_only_comments_ends_at_the_idle_bound() {
         .unwrap();
     let started = Instant::now();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout(d) if d == idle), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == idle),
+        "{err:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_valid_history(agent.messages());
     assert_eq!(
@@ -600,7 +604,10 @@ fn keep_alive_events_do_not_reset_the_idle_bound() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout(d) if d == idle), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == idle),
+        "{err:?}"
+    );
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -620,7 +627,10 @@ fn the_idle_bound_defaults_to_the_read_timeout() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout(d) if d == read), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == read),
+        "{err:?}"
+    );
 }
 
 /// A slow but live model, one token well within the idle bound each time,
@@ -664,7 +674,10 @@ fn a_request_deadline_ends_a_live_stream() {
         .build()
         .unwrap();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(matches!(err, Error::Timeout(d) if d == deadline), "{err:?}");
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if d == deadline),
+        "{err:?}"
+    );
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -691,7 +704,10 @@ fn a_request_deadline_bounds_silence_and_retries() {
             .unwrap();
         let started = Instant::now();
         let err = agent.run_loop("hi").unwrap_err();
-        assert!(matches!(err, Error::Timeout(d) if d == deadline), "{err:?}");
+        assert!(
+            matches!(err, Error::Timeout { after: d, .. } if d == deadline),
+            "{err:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(20));
     }
     // The first agent's hanging request and the second's 503: once the

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use pikuri::listeners::{ChannelListener, InMemoryEventList, RecvTimeoutError};
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply, merge_deltas};
-use pikuri::{Event, OnExhausted, Persona, StepLimit, StopReason, SubAgents, Usage, builtin};
+use pikuri::{Event, OnExhausted, StepLimit, StopReason, Usage, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, streamed_text};

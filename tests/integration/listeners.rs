@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use pikuri::subagent::SubAgentListener;
 use pikuri::testing::{FakeServer, Reply, merge_deltas};
-use pikuri::{Event, Listener, SubAgentListener};
+use pikuri::{Event, Listener};
 
 use crate::util::agent_with;
 
@@ -211,10 +212,10 @@ fn a_listener_shows_a_call_before_its_tool_runs_even_when_far_behind() {
     let shown = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&shown);
     let last = calls - 1;
-    let mark = pikuri::FnTool::new(
+    let mark = pikuri::tool::FnTool::new(
         "mark",
         "Marks.",
-        pikuri::Parameters::builder()
+        pikuri::tool::Parameters::builder()
             .required_integer("n", "which")
             .build(),
         move |args, _| {
@@ -259,9 +260,12 @@ fn a_listener_catches_up_while_the_model_answers() {
     server.push(Reply::hang());
     let results = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&results);
-    let noop = pikuri::FnTool::new("noop", "Nothing.", pikuri::Parameters::empty(), |_, _| {
-        Ok("ok".into())
-    });
+    let noop = pikuri::tool::FnTool::new(
+        "noop",
+        "Nothing.",
+        pikuri::tool::Parameters::empty(),
+        |_, _| Ok("ok".into()),
+    );
     let cancel = pikuri::Cancellable::new();
     let (mut agent, _rec) = agent_with(&server, |c| {
         c.add_tool(noop)

@@ -18,11 +18,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
     Agent, Error, Event, HttpConfig, OnExhausted, Role, StepLimit, StopReason,
     listeners::InMemoryEventList,
 };
-use pikuri::{FnTool, Parameters};
 use serde_json::json;
 
 use crate::util::assert_valid_history;
@@ -246,9 +246,10 @@ fn is_run_error(e: &Error) -> bool {
     matches!(
         e,
         Error::Http { .. }
-            | Error::Transport(_)
-            | Error::Timeout(_)
-            | Error::Protocol(_)
+            | Error::Transport { .. }
+            | Error::Connect { .. }
+            | Error::Timeout { .. }
+            | Error::Protocol { .. }
             | Error::Truncated
             | Error::StepLimitExceeded { .. }
     )

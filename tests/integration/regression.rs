@@ -1,8 +1,9 @@
 //! One test per fixed bug, named `issue_NNN_...`.
 
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Cancellable, OnExhausted, Persona, StepLimit, SubAgents};
-use pikuri::{FnTool, Parameters};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Cancellable, OnExhausted, StepLimit};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history};

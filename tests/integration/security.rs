@@ -12,10 +12,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use pikuri::builtin;
 use pikuri::listeners::{JsonLines, Terminal};
 use pikuri::testing::{FakeServer, Recorder, Reply};
+use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, ChatTransport, Error, HttpConfig, Role, listeners::InMemoryEventList};
-use pikuri::{FnTool, Parameters, builtin};
 use serde_json::json;
 
 use crate::util::{agent_with, assert_valid_history, closed_port, fast_http, read_request};
@@ -238,7 +239,7 @@ fn run_keyed_session() -> Vec<(String, String)> {
         .with_api_key(KEY);
     let transport_err = agent.run_loop_with("fifth", refused).expect_err("refused");
     assert!(
-        matches!(transport_err, Error::Transport(_)),
+        matches!(transport_err, Error::Connect { .. }),
         "{transport_err:?}"
     );
     let mut chain = transport_err.to_string();
@@ -578,7 +579,9 @@ fn endless_responses_end_in_a_bounded_error() {
         drop(agent);
         let sent = server.join().expect("server thread");
         let shown = match &result {
-            Err(Error::Http { status, message }) => {
+            Err(Error::Http {
+                status, message, ..
+            }) => {
                 format!(
                     "http {status}, message of {} chars",
                     message.chars().count()
@@ -596,12 +599,13 @@ fn endless_responses_end_in_a_bounded_error() {
                 Err(Error::Http {
                     status: 400,
                     message,
+                    ..
                 }),
                 "error body without end",
             ) => {
                 assert!(message.chars().count() <= 501, "{}", case.name);
             }
-            (Err(Error::Protocol(_)), _) => {}
+            (Err(Error::Protocol { .. }), _) => {}
             _ => panic!("{}: expected a protocol error, got {result:?}", case.name),
         }
         assert!(
@@ -918,7 +922,7 @@ fn endless_valid_deltas_are_bounded_by_max_body_bytes() {
         deltas.load(Ordering::Relaxed) / 1024
     );
     assert!(
-        matches!(result, Err(Error::Protocol(_))),
+        matches!(result, Err(Error::Protocol { .. })),
         "expected a protocol error, got {result:?} after {} KiB",
         sent / 1024
     );

@@ -28,13 +28,12 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use pikuri::extension::{Extension, ExtensionContext};
+use pikuri::listeners::{InMemoryEventList, ListenerList};
+use pikuri::subagent::{Persona, SubAgentListener, SubAgents};
 use pikuri::testing::{FakeServer, Reply, merge_deltas};
-use pikuri::{
-    Agent, Cancellable, Error, Event, Extension, ExtensionContext, Interloper, Listener,
-    ListenerList, Persona, Role, StopReason, SubAgentListener, SubAgents,
-    listeners::InMemoryEventList,
-};
-use pikuri::{FnTool, Parameters};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Agent, Cancellable, Error, Event, Interloper, Listener, Role, StopReason};
 use serde_json::json;
 
 use crate::properties::{Rng, env_seed};
@@ -694,10 +693,10 @@ fn storm_outcome(ctx: &str, result: &pikuri::Result<pikuri::Outcome>) -> &'stati
         Ok(_) => "ok",
         Err(Error::Cancelled) => "cancelled",
         Err(Error::Http { .. }) => "http",
-        Err(Error::Transport(_)) => "transport",
-        Err(Error::Timeout(_)) => "timeout",
+        Err(Error::Transport { .. } | Error::Connect { .. }) => "transport",
+        Err(Error::Timeout { .. }) => "timeout",
         Err(Error::Truncated) => "truncated",
-        Err(Error::Protocol(_)) => "protocol",
+        Err(Error::Protocol { .. }) => "protocol",
         Err(e) => panic!("{ctx}: unexpected error {e:?}"),
     }
 }

@@ -4,16 +4,15 @@
 //! invalid ends in `Error::InvalidAnswer` with a valid history.
 
 use pikuri::listeners::InMemoryEventList;
+use pikuri::structured::{StructuredMode, StructuredOutput};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{
-    Error, Event, JsonSchema, OnExhausted, StepLimit, StopReason, StructuredMode, StructuredOutput,
-    TypedTool,
-};
+use pikuri::tool::{JsonSchema, TypedTool};
+use pikuri::{Error, Event, OnExhausted, StepLimit, StopReason};
 use serde_json::{Value, json};
 
 use crate::util::{agent_with, assert_valid_history, streamed_text};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Severity of a finding.
     enum Severity {
         Low = "low",
@@ -21,7 +20,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A tool's arguments.
     struct Lookup { path: String }
 }
@@ -32,7 +31,7 @@ fn lookup() -> TypedTool {
     })
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A code-review verdict.
     #[derive(PartialEq)]
     struct Review {

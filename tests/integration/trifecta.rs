@@ -2,8 +2,10 @@
 
 use pikuri::builtin;
 use pikuri::listeners::InMemoryEventList;
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{Agent, Error, Event, FnTool, Parameters, Persona, SubAgents, Tool, TrifectaPolicy};
+use pikuri::tool::{FnTool, Parameters, TrifectaPolicy};
+use pikuri::{Agent, Error, Event, Tool};
 use serde_json::json;
 
 use crate::util::assert_valid_history;
@@ -209,8 +211,10 @@ fn bundled_personas_run_as_sub_agents() {
 /// sees them, and so does an approver that asks about state changes only.
 #[test]
 fn typed_tools_declare_their_legs_too() {
-    use pikuri::{ApprovalRequest, Decision, StateChangingOnly, ToolContext, TypedTool};
-    pikuri::schema_type! {
+    use pikuri::ToolContext;
+    use pikuri::approval::{ApprovalRequest, Decision, StateChangingOnly};
+    use pikuri::tool::TypedTool;
+    pikuri::tool::schema_type! {
         /// A target.
         struct Target {
             path: String,

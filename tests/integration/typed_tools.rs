@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 
 use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Json, JsonSchema, Parameters, TypedTool};
 use pikuri::{Agent, ToolContext, ToolError};
-use pikuri::{FnTool, Json, JsonSchema, Parameters, TypedTool};
 use serde_json::{Value, json};
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// Cup size.
     enum Size {
         Small = "small",
@@ -17,7 +17,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// One order line.
     #[derive(PartialEq)]
     struct Item {
@@ -29,7 +29,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     #[derive(PartialEq)]
     struct Customer {
         name: String,
@@ -38,7 +38,7 @@ pikuri::schema_type! {
     }
 }
 
-pikuri::schema_type! {
+pikuri::tool::schema_type! {
     /// A coffee order.
     #[derive(PartialEq)]
     struct Order {
@@ -54,7 +54,7 @@ fn new_types_are_send_and_sync() {
     fn is<T: Send + Sync + 'static>() {}
     is::<TypedTool>();
     is::<Parameters>();
-    is::<pikuri::SchemaError>();
+    is::<pikuri::tool::SchemaError>();
     is::<Json<Vec<u8>>>();
 }
 

@@ -381,8 +381,8 @@ fn sub_agent_only_tools_stay_off_the_parent() {
     let agent = Agent::builder(model.transport())
         .add_extension(Registry::new().server("fake", server.sub_agent_only(true)))
         .add_extension(
-            pikuri::SubAgents::new(vec![
-                pikuri::Persona::new("helper", "Echoes.", "You echo.", 3)
+            pikuri::subagent::SubAgents::new(vec![
+                pikuri::subagent::Persona::new("helper", "Echoes.", "You echo.", 3)
                     .with_tools(&["fake__echo"]),
             ])
             .unwrap(),

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
-use super::{Completion, DecodeError, Fragment, completion, error_message, excerpt};
+use super::{Completion, Fragment, completion, error_message, excerpt};
+use crate::protocol::error::DecodeError;
 use crate::{ToolCall, Usage};
 
 /// Turns streamed chunks into one assistant message. See the

@@ -12,6 +12,7 @@
 //! | `accumulator.rs` | streamed chunks → message, tool calls by index |
 //! | `think.rs` | `<think>` tags split out of content, across chunks |
 //! | `response.rs` | a non-streamed response body → message |
+//! | `stream.rs` | a streamed body: SSE events into the accumulator |
 //! | `shapes.rs` | the borrowed serde shapes of chunks and responses |
 //!
 //! # Rules
@@ -62,62 +63,17 @@
 mod accumulator;
 mod response;
 mod shapes;
+mod stream;
 mod think;
 
 use std::borrow::Cow;
-use std::fmt;
-use std::io::{self, BufRead};
 
-use super::sse::{Flow, read_sse};
 use crate::{Message, ToolCall, Usage};
 
+#[cfg(any(fuzzing, test))]
 pub(crate) use accumulator::Accumulator;
 pub(crate) use response::parse_response;
-
-/// Why decoding a response failed. Mapped to [`crate::Error`] once, by the
-/// client; `Display` is the bare message (the mapping adds the prefix).
-#[derive(Debug)]
-pub(crate) enum DecodeError {
-    /// Not the chat-completions protocol: invalid SSE framing, a chunk or
-    /// body that is not the expected JSON, a server `error` object, a size
-    /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
-    Protocol(String),
-    /// The stream ended before `[DONE]` and before a `finish_reason`, or
-    /// the body was cut mid-frame. Becomes
-    /// [`Error::Truncated`](crate::Error::Truncated).
-    Truncated,
-    /// A read of the body timed out. Becomes
-    /// [`Error::Timeout`](crate::Error::Timeout) with the configured read
-    /// timeout.
-    TimedOut,
-    /// Any other failed read. Becomes
-    /// [`Error::Transport`](crate::Error::Transport) (or a timeout, when the
-    /// HTTP library wrapped one).
-    Io(io::Error),
-}
-
-impl DecodeError {
-    /// Classify a failed read of a body.
-    pub(crate) fn from_io(e: io::Error) -> DecodeError {
-        match e.kind() {
-            // std documents either kind for an expired socket read timeout,
-            // depending on the platform.
-            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => DecodeError::TimedOut,
-            _ => DecodeError::Io(e),
-        }
-    }
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Protocol(m) => f.write_str(m),
-            DecodeError::Truncated => f.write_str("stream truncated before [DONE]"),
-            DecodeError::TimedOut => f.write_str("read timed out"),
-            DecodeError::Io(e) => write!(f, "read failed: {e}"),
-        }
-    }
-}
+pub(crate) use stream::{StreamOptions, read_stream};
 
 /// A fragment reported while streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,69 +97,6 @@ pub(crate) struct Completion {
     pub(crate) usage: Option<Usage>,
     /// The model the server named.
     pub(crate) model: Option<String>,
-}
-
-/// The limits and settings of one streamed body.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StreamOptions<'a> {
-    /// Largest SSE line or event.
-    pub(crate) max_line: usize,
-    /// Largest total event data.
-    pub(crate) max_body: u64,
-    /// Move `<think>` tags out of the content.
-    pub(crate) split_think: bool,
-    /// The API key, redacted from chunks quoted in log lines.
-    pub(crate) secret: Option<&'a str>,
-}
-
-/// Decode a streamed body: SSE events into the accumulator, fragments to
-/// `on_fragment`, until `[DONE]` or EOF; `on_progress` hears of each chunk
-/// that carried part of the answer (see [`Accumulator::progress`]), and
-/// `on_pause` runs when what was read is decoded, before the next read,
-/// which may wait for the network. The
-/// whole streaming path after the socket (the benches drive it through
-/// `crate::__bench`).
-pub(crate) fn read_stream<R: BufRead>(
-    reader: R,
-    options: &StreamOptions<'_>,
-    on_progress: &mut dyn FnMut(),
-    on_fragment: &mut dyn FnMut(Fragment<'_>),
-    on_pause: &mut dyn FnMut(),
-) -> Result<Completion, DecodeError> {
-    let StreamOptions {
-        max_line, max_body, ..
-    } = *options;
-    let mut acc = Accumulator::new(options.split_think).redacting(options.secret);
-    // Small, valid events can still grow the message without end:
-    // the event data of one stream is capped like a plain body.
-    let mut total = 0u64;
-    read_sse(
-        reader,
-        max_line,
-        &mut |data| {
-            total = total.saturating_add(data.len() as u64);
-            if total > max_body {
-                return Err(DecodeError::Protocol(format!(
-                    "streamed response exceeds {max_body} bytes"
-                )));
-            }
-            let before = acc.progress();
-            acc.push_data(data, on_fragment)?;
-            if acc.progress() != before {
-                on_progress();
-            }
-            // Stop at `[DONE]`: anything after it is ignored. The client reads
-            // the rest of a framed body itself, within its bounds, to keep the
-            // connection (`drain_after_done` in `client.rs`).
-            Ok(if acc.is_done() {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            })
-        },
-        on_pause,
-    )
-    .and_then(|()| acc.finish())
 }
 
 pub(super) fn completion(

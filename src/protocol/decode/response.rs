@@ -3,8 +3,9 @@
 
 use super::shapes::{Body, ResponseChoice, Str, WireUsage};
 use super::think::ThinkSplitter;
-use super::{Completion, DecodeError, Fragment, completion, error_message, excerpt};
+use super::{Completion, Fragment, completion, error_message, excerpt};
 use crate::ToolCall;
+use crate::protocol::error::DecodeError;
 
 /// Parse a non-streamed chat-completions response body.
 pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completion, DecodeError> {

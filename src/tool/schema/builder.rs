@@ -6,6 +6,39 @@ use serde_json::{Map, Value, json};
 use super::Parameters;
 use super::compile::compile;
 
+// The two constructors that go through the builder live with it, so that
+// `mod.rs` (which defines `Parameters`) does not import this file back.
+impl Parameters {
+    /// A builder with no parameters yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::tool::Parameters;
+    /// let params = Parameters::builder().required_string("path", "A file.").build();
+    /// assert_eq!(params.to_json()["required"][0], "path");
+    /// ```
+    pub fn builder() -> ParametersBuilder {
+        ParametersBuilder::default()
+    }
+
+    /// No parameters: the tool accepts only `{}` (or no arguments at all).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::tool::Parameters;
+    /// use serde_json::json;
+    /// let params = Parameters::empty();
+    /// assert!(params.is_empty());
+    /// assert!(params.validate(&json!({})).is_ok());
+    /// assert!(params.validate(&json!({"x": 1})).is_err());
+    /// ```
+    pub fn empty() -> Parameters {
+        ParametersBuilder::default().build()
+    }
+}
+
 /// Builds [`Parameters`]; see [`Parameters::builder`].
 ///
 /// Each method adds one parameter and takes its name and a description
@@ -17,7 +50,7 @@ use super::compile::compile;
 /// ([`required_schema`](Self::required_schema)).
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let line = Parameters::builder()
 ///     .required_string("sku", "Article number.")
@@ -52,7 +85,7 @@ use super::compile::compile;
 ///   one does not resolve once nested, so it is rejected too.
 ///
 /// ```should_panic
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// let _ = Parameters::builder()
 ///     .required_string("path", "A file.")
 ///     .optional_string("path", "Another file."); // panics: duplicate `path`
@@ -68,7 +101,7 @@ pub struct ParametersBuilder {
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ItemType, Parameters};
+/// use pikuri::tool::{ItemType, Parameters};
 /// use serde_json::json;
 /// let params = Parameters::builder()
 ///     .required_array("ids", "Issue numbers.", ItemType::Integer)
@@ -195,7 +228,7 @@ impl ParametersBuilder {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let address = Parameters::builder()
     ///     .required_string("city", "City.")
@@ -283,7 +316,7 @@ impl ParametersBuilder {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder()
     ///     .required_schema("port", "TCP port.", json!({"type": "integer", "minimum": 1, "maximum": 65535}))

@@ -203,14 +203,14 @@ pub(super) fn compile(schema: &Value) -> Result<Compiled, Vec<String>> {
         Some(Value::String(t)) if t == "object" => {}
         Some(t) => c.problems.push(format!(
             "the root schema must have \"type\": \"object\", got {}",
-            super::message::describe(t)
+            super::quote::describe(t)
         )),
         None if schema.is_object() => c
             .problems
             .push("the root schema must have \"type\": \"object\"".to_string()),
         None => c.problems.push(format!(
             "the root schema must be a JSON object, got {}",
-            super::message::describe(schema)
+            super::quote::describe(schema)
         )),
     }
     // The root is node 0 and `$ref: "#"` points at it.
@@ -268,7 +268,7 @@ impl Compiler<'_> {
             other => {
                 self.problems.push(format!(
                     "{at}: a schema must be an object or a boolean, got {}",
-                    super::message::describe(other)
+                    super::quote::describe(other)
                 ));
                 return;
             }
@@ -381,7 +381,7 @@ impl Compiler<'_> {
     fn bad(&mut self, at: &str, keyword: &str, expected: &str, got: &Value) {
         self.problems.push(format!(
             "{at}: `{keyword}` must be {expected}, got {}",
-            super::message::describe(got)
+            super::quote::describe(got)
         ));
     }
 
@@ -508,7 +508,7 @@ impl Compiler<'_> {
         if self.root.pointer(pointer).is_none() {
             self.problems.push(format!(
                 "{at}: `$ref` {} does not resolve in this schema",
-                super::message::quote_value(&Value::from(target))
+                super::quote::quote_value(&Value::from(target))
             ));
             return None;
         }

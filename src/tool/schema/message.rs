@@ -1,15 +1,9 @@
 //! What problem messages say: where a problem is, what was expected, and
-//! the value that was sent, each quoted within a bound.
-
-use serde_json::Value;
+//! the value that was sent (quoted within a bound by `quote.rs`).
 
 use super::compile::{Node, NodeId, Types, escape};
+use super::quote::{QUOTE_LIMIT, quote_value, value_list};
 use crate::util::excerpt;
-
-/// How many characters of a value a problem message quotes.
-pub(super) const QUOTE_LIMIT: usize = 80;
-/// How many enum values a message lists.
-const ENUM_LIST_LIMIT: usize = 20;
 
 /// One step of a location: an object key or an array index.
 #[derive(Clone, Copy, Debug)]
@@ -109,42 +103,4 @@ pub(super) fn expected(nodes: &[Node], id: NodeId, depth: usize) -> String {
         })
         .collect::<Vec<_>>()
         .join(" or ")
-}
-
-/// A value for a problem message: its JSON type, then the value, bounded.
-pub(super) fn describe(value: &Value) -> String {
-    match value {
-        Value::Null => "null".to_string(),
-        Value::Bool(b) => format!("boolean {b}"),
-        Value::Number(n) if n.is_f64() => format!("number {n}"),
-        Value::Number(n) => format!("integer {n}"),
-        Value::String(s) => format!("string {}", quote_str(s)),
-        Value::Array(_) => format!("array {}", excerpt(&value.to_string(), QUOTE_LIMIT)),
-        Value::Object(_) => format!("object {}", excerpt(&value.to_string(), QUOTE_LIMIT)),
-    }
-}
-
-/// A string as a JSON string literal, cut at [`QUOTE_LIMIT`] characters.
-pub(super) fn quote_str(s: &str) -> String {
-    Value::from(excerpt(s, QUOTE_LIMIT).into_owned()).to_string()
-}
-
-/// A schema value (enum member, const) as JSON, bounded.
-pub(super) fn quote_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => quote_str(s),
-        other => excerpt(&other.to_string(), QUOTE_LIMIT).into_owned(),
-    }
-}
-
-pub(super) fn value_list(values: &[Value]) -> String {
-    let mut list: Vec<String> = values
-        .iter()
-        .take(ENUM_LIST_LIMIT)
-        .map(quote_value)
-        .collect();
-    if values.len() > ENUM_LIST_LIMIT {
-        list.push(format!("… ({} more)", values.len() - ENUM_LIST_LIMIT));
-    }
-    list.join(", ")
 }

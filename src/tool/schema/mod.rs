@@ -13,6 +13,7 @@
 mod builder;
 mod compile;
 mod message;
+mod quote;
 mod strict;
 mod validate;
 
@@ -25,7 +26,7 @@ use serde_json::Value;
 
 pub use builder::{ItemType, ParametersBuilder};
 use compile::{Compiled, compile};
-use message::describe;
+use quote::describe;
 use validate::Validator;
 
 /// The parameters a tool takes, as a JSON Schema object; immutable once built.
@@ -45,7 +46,7 @@ use validate::Validator;
 /// # Examples
 ///
 /// ```
-/// use pikuri::{ItemType, Parameters};
+/// use pikuri::tool::{ItemType, Parameters};
 /// use serde_json::json;
 ///
 /// let params = Parameters::builder()
@@ -140,7 +141,7 @@ use validate::Validator;
 ///
 /// [`Parameters::strict_violations`] lists what OpenAI's strict mode
 /// (`"strict": true`) would reject. Schemas of types built with
-/// [`schema_type!`](crate::schema_type) pass; the builder's optional
+/// [`schema_type!`](crate::tool::schema_type) pass; the builder's optional
 /// parameters do not (strict mode wants every property required, optional
 /// ones nullable).
 ///
@@ -159,7 +160,7 @@ pub struct Parameters {
 /// # Examples
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let params = Parameters::builder().required_boolean("force", "Overwrite.").build();
 /// let err = params.validate(&json!({"force": "yes", "mode": 1})).unwrap_err();
@@ -184,7 +185,7 @@ pub struct ValidationError {
 /// # Examples
 ///
 /// ```
-/// use pikuri::Parameters;
+/// use pikuri::tool::Parameters;
 /// use serde_json::json;
 /// let err = Parameters::from_json_schema(json!({
 ///     "type": "object",
@@ -207,35 +208,6 @@ pub struct SchemaError {
 }
 
 impl Parameters {
-    /// A builder with no parameters yet.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::Parameters;
-    /// let params = Parameters::builder().required_string("path", "A file.").build();
-    /// assert_eq!(params.to_json()["required"][0], "path");
-    /// ```
-    pub fn builder() -> ParametersBuilder {
-        ParametersBuilder::default()
-    }
-
-    /// No parameters: the tool accepts only `{}` (or no arguments at all).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::Parameters;
-    /// use serde_json::json;
-    /// let params = Parameters::empty();
-    /// assert!(params.is_empty());
-    /// assert!(params.validate(&json!({})).is_ok());
-    /// assert!(params.validate(&json!({"x": 1})).is_err());
-    /// ```
-    pub fn empty() -> Parameters {
-        ParametersBuilder::default().build()
-    }
-
     /// A JSON Schema given as is, checked and compiled for validation.
     ///
     /// The schema is sent to the model exactly as given. The root must be an
@@ -247,7 +219,7 @@ impl Parameters {
     /// An MCP tool's `inputSchema`:
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let schema = json!({
     ///     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -269,7 +241,7 @@ impl Parameters {
     ///         "parameter `messageType`: \"info\" is not one of \"error\", \"success\"",
     ///     ]
     /// );
-    /// # Ok::<(), pikuri::SchemaError>(())
+    /// # Ok::<(), pikuri::tool::SchemaError>(())
     /// ```
     ///
     /// # Errors
@@ -291,9 +263,9 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
-    /// pikuri::schema_type! {
+    /// pikuri::tool::schema_type! {
     ///     /// A point.
     ///     pub struct Point {
     ///         /// Across.
@@ -328,7 +300,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// assert!(!Parameters::builder().optional_string("q", "Query.").build().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -345,7 +317,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder()
     ///     .required_enum("unit", "Temperature unit.", &["celsius", "fahrenheit"])
@@ -378,7 +350,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_integer("n", "A count.").build();
     /// assert!(params.validate(&json!({"n": 3})).is_ok());
@@ -416,7 +388,7 @@ impl Parameters {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// let params = Parameters::builder()
     ///     .required_string("q", "Query.")
     ///     .optional_integer("limit", "Max results.")
@@ -481,7 +453,7 @@ impl ValidationError {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// use serde_json::json;
     /// let params = Parameters::builder().required_string("q", "Query.").build();
     /// let err = params.validate(&json!({})).unwrap_err();
@@ -510,7 +482,7 @@ impl SchemaError {
     /// # Examples
     ///
     /// ```
-    /// use pikuri::Parameters;
+    /// use pikuri::tool::Parameters;
     /// let err = Parameters::from_json_schema(serde_json::json!({"type": "string"})).unwrap_err();
     /// assert_eq!(
     ///     err.problems(),

@@ -13,10 +13,8 @@ use std::collections::HashMap;
 use serde_json::{Number, Value};
 
 use super::compile::{Additional, Bound, Compiled, Node, NodeId, Types};
-use super::message::{
-    QUOTE_LIMIT, Seg, accepted_names, describe, expected, location, quote_str, quote_value,
-    value_list,
-};
+use super::message::{Seg, accepted_names, expected, location};
+use super::quote::{QUOTE_LIMIT, describe, quote_str, quote_value, value_list};
 use crate::util::excerpt;
 
 /// How many bad items of one array are reported individually.

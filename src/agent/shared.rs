@@ -1,0 +1,152 @@
+//! The state an [`Agent`](crate::Agent) shares with its
+//! [`ExtensionContext`](crate::extension::ExtensionContext)s, the registry and its
+//! children: [`Shared`], and the loop options every child inherits.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+
+use super::structured::{StructuredOutput, TypedSpec};
+use crate::approval::Approver;
+use crate::listener::ListenerList;
+use crate::protocol::{Client, ToolSpecs};
+use crate::tool::TrifectaPolicy;
+use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool, Usage};
+
+/// A handler run once when the agent closes.
+pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
+
+#[derive(Clone, Debug, Default)]
+#[allow(clippy::struct_excessive_bools, reason = "independent opt-in switches")]
+pub(crate) struct LoopOptions {
+    pub(crate) parallel_tools: bool,
+    pub(crate) split_think: bool,
+    pub(crate) recover_tool_calls: bool,
+    pub(crate) wind_down: Option<u32>,
+    pub(crate) replay_reasoning: bool,
+    /// A sub-agent or synthesizer: shares the parent's Cancellable and must
+    /// not reset it.
+    pub(crate) nested: bool,
+    pub(crate) extra: Map<String, Value>,
+    pub(crate) trifecta: TrifectaPolicy,
+    /// The settings of typed turns.
+    pub(crate) structured: StructuredOutput,
+    /// During a typed turn, what it sends (read by the synthesizer).
+    pub(crate) typed: Option<Arc<TypedSpec>>,
+}
+
+/// State shared with [`ExtensionContext`](crate::extension::ExtensionContext)s and
+/// tools that captured one.
+pub(crate) struct Shared {
+    pub(crate) id: Arc<str>,
+    pub(crate) listeners: ListenerList,
+    pub(crate) client: Client,
+    pub(crate) cancellable: Option<Cancellable>,
+    pub(crate) streaming: bool,
+    /// The loop options, shared with the [`Agent`](crate::Agent) and
+    /// inherited by children.
+    pub(crate) options: Arc<LoopOptions>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) on_close: Mutex<Vec<CloseHandler>>,
+    /// Consulted before each tool call; inherited by children.
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    /// The current run's tokens and requests, children's included.
+    pub(crate) tally: Arc<Mutex<Tally>>,
+    /// A child's run adds its tally here: the parent's.
+    pub(crate) parent_tally: Option<Arc<Mutex<Tally>>>,
+}
+
+/// What a run cost so far: the tokens and the number of completed requests,
+/// its children's included.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) usage: Usage,
+    pub(crate) requests: u32,
+}
+
+impl Tally {
+    pub(crate) fn clear(&mut self) {
+        *self = Tally::default();
+    }
+
+    /// One completed request with this usage.
+    pub(crate) fn count(&mut self, usage: Option<Usage>) {
+        self.requests = self.requests.saturating_add(1);
+        self.usage += usage.unwrap_or_default();
+    }
+
+    fn add(&mut self, other: Tally) {
+        self.requests = self.requests.saturating_add(other.requests);
+        self.usage += other.usage;
+    }
+}
+
+pub(crate) struct State {
+    pub(crate) transport: ChatTransport,
+    pub(crate) context_cap: Option<u64>,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) tool_specs: Arc<ToolSpecs>,
+    /// The sub-agent-only pool (never sent to this agent's model).
+    pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    pub(crate) pending_system: Vec<String>,
+}
+
+impl Shared {
+    /// Add a tool to the model-visible pool, or to the sub-agent-only one.
+    pub(crate) fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        let name = tool.name();
+        if st
+            .tools
+            .iter()
+            .chain(&st.sub_agent_tools)
+            .any(|t| t.name() == name)
+        {
+            return Err(Error::invalid(format!("duplicate tool name `{name}`")));
+        }
+        if sub_agent_only {
+            st.sub_agent_tools.push(tool);
+        } else {
+            st.tools.push(tool);
+            st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+        }
+        Ok(())
+    }
+
+    /// Remove the tool called `name` from either pool; whether there was one.
+    pub(crate) fn remove_tool(&self, name: &str) -> bool {
+        let mut st = self.state.lock();
+        let before = st.tools.len() + st.sub_agent_tools.len();
+        st.tools.retain(|t| t.name() != name);
+        st.sub_agent_tools.retain(|t| t.name() != name);
+        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+        before != st.tools.len() + st.sub_agent_tools.len()
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        self.listeners.emit(event);
+    }
+
+    /// End a run's accounting: its tally, which a child also adds to its
+    /// parent's run.
+    pub(crate) fn settle_tally(&self) -> Tally {
+        let tally = std::mem::take(&mut *self.tally.lock());
+        if let Some(parent) = &self.parent_tally {
+            parent.lock().add(tally);
+        }
+        tally
+    }
+}
+
+/// Run close handlers, last registered first, each isolated: a panicking
+/// one is logged at `warn` and the rest still run.
+pub(crate) fn run_close_handlers(handlers: Vec<CloseHandler>) {
+    for handler in handlers.into_iter().rev() {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(handler)) {
+            let msg = crate::util::panic_message(&*panic);
+            log::warn!("on_close handler panicked: {msg}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! [`DecodeError`]: why decoding a response failed. Its own file, below
+//! both `sse.rs` and `decode/`, because both fail with it and `decode/`
+//! drives the SSE parser: kept in either, the two would import each other.
+
+use std::fmt;
+use std::io;
+
+/// Why decoding a response failed. Mapped to [`crate::Error`] once, by the
+/// client; `Display` is the bare message (the mapping adds the prefix).
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    /// Not the chat-completions protocol: invalid SSE framing, a chunk or
+    /// body that is not the expected JSON, a server `error` object, a size
+    /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
+    Protocol(String),
+    /// The stream ended before `[DONE]` and before a `finish_reason`, or
+    /// the body was cut mid-frame. Becomes
+    /// [`Error::Truncated`](crate::Error::Truncated).
+    Truncated,
+    /// A read of the body timed out. Becomes
+    /// [`Error::Timeout`](crate::Error::Timeout) with the configured read
+    /// timeout.
+    TimedOut,
+    /// Any other failed read. Becomes
+    /// [`Error::Transport`](crate::Error::Transport) (or a timeout, when the
+    /// HTTP library wrapped one).
+    Io(io::Error),
+}
+
+impl DecodeError {
+    /// Classify a failed read of a body.
+    pub(crate) fn from_io(e: io::Error) -> DecodeError {
+        match e.kind() {
+            // std documents either kind for an expired socket read timeout,
+            // depending on the platform.
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => DecodeError::TimedOut,
+            _ => DecodeError::Io(e),
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Protocol(m) => f.write_str(m),
+            DecodeError::Truncated => f.write_str("stream truncated before [DONE]"),
+            DecodeError::TimedOut => f.write_str("read timed out"),
+            DecodeError::Io(e) => write!(f, "read failed: {e}"),
+        }
+    }
+}
