@@ -56,7 +56,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use pikuri::{Agent, ChatTransport, Event, HttpConfig, Parameters, Tool, ToolContext, ToolError};
+use pikuri::tool::Parameters;
+use pikuri::{Agent, ChatTransport, Event, HttpConfig, Tool, ToolContext, ToolError};
 
 use common::turns::{ANSWER, ANSWER_TEXT, Bare, MODEL, PerTurn, QUESTION, measure};
 use common::{
