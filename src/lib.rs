@@ -63,7 +63,7 @@
 //!
 //! Every item has exactly one path. The core types are at the crate root:
 //! the agent and its turn ([`Agent`], [`Configurator`], [`Outcome`],
-//! [`History`], [`close_all`]), the endpoint ([`ChatTransport`],
+//! [`History`], [`close_all`], [`register_close`]), the endpoint ([`ChatTransport`],
 //! [`HttpConfig`]), the conversation ([`Message`], [`Role`], [`ToolCall`],
 //! [`Usage`]), events and listeners ([`Event`], [`StopReason`],
 //! [`Listener`]), tools ([`Tool`], [`ToolContext`], [`ToolError`]), the
@@ -269,7 +269,9 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
-pub use crate::agent::{Agent, Configurator, History, Outcome, close_all};
+pub use crate::agent::{
+    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+};
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, StopReason};

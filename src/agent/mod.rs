@@ -31,7 +31,7 @@ pub use compact::Compaction;
 pub use extension::ExtensionContext;
 pub use history::History;
 pub use outcome::Outcome;
-pub use registry::close_all;
+pub use registry::{CloseRegistration, close_all, register_close};
 pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
@@ -109,10 +109,12 @@ use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 /// For those, call [`close_all`](crate::close_all) from the exit path and
 /// from the signal handler (e.g. the `ctrlc` crate's, or a thread waiting
 /// on `signal-hook`'s iterator): it runs the handlers of every agent still
-/// open in the process, the counterpart of pikuri's `Finalizers`. The chat
-/// example does both: on its way out of `main` (a second Ctrl+C mid-turn)
-/// and on SIGTERM or SIGHUP, before it exits with 143 or 129. A configurator dropped unbuilt runs its armed handlers
-/// itself.
+/// open in the process, and the host's own registered with
+/// [`register_close`](crate::register_close), newest first: the counterpart
+/// of pikuri's `Finalizers`. The chat example does both: on its way out of
+/// `main` (a second Ctrl+C mid-turn) and on SIGTERM or SIGHUP, before it
+/// exits with 143 or 129. A configurator dropped unbuilt runs its armed
+/// handlers itself.
 ///
 /// # A turn
 ///
