@@ -283,7 +283,7 @@ fn look() -> FnTool {
 /// turn and does not announce it again. Checked with the cancel arriving
 /// before the synthesizer's request and while it is in flight.
 #[test]
-fn cancel_during_synthesis_emits_one_cancelled_per_agent() {
+fn cancel_during_synthesis_emits_one_cancelled() {
     for in_flight in [false, true] {
         let server = FakeServer::start();
         server.push(Reply::tool_call("look", json!({})));
