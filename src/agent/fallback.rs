@@ -94,6 +94,8 @@ impl Agent {
                 to,
                 reason: err.to_string(),
             });
+            // The probe may wait on the network.
+            self.shared.listeners.hand_over();
             self.detect_and_emit_context_cap();
         }
     }

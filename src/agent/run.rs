@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::approval::{Decisions, Prepared, Verdict, run_prepared, take_decision};
 use super::child::{ChildSpec, child_id};
 use super::{Agent, Outcome};
-use crate::protocol::{Completion, Fragment, Request, RetryNotice, Wire};
+use crate::protocol::{Completion, Fragment, Request, RetryNotice};
 use crate::{
     ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, ToolCall,
 };
@@ -177,6 +177,8 @@ impl Agent {
     /// What every run (a turn, a resume) does first: fresh controls, a zero
     /// tally.
     pub(super) fn begin_run(&mut self) {
+        // The run's events wait for the agent's first wait (`listener::hub`).
+        self.shared.listeners.hold();
         self.synth_answer = None;
         if let Some(s) = &self.step_limit {
             s.reset();
@@ -339,7 +341,7 @@ impl Agent {
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;
         // What the listeners are owed goes to them before the agent waits.
-        shared.listeners.pause();
+        shared.listeners.hand_over();
         let result = shared.client.chat(
             &req,
             &mut buf,
@@ -360,13 +362,11 @@ impl Agent {
                 }
                 _ => {}
             },
-            &mut |w: Wire| match w {
-                // So before each read of the stream.
-                Wire::Wait => shared.listeners.pause(),
-                // The flush is near: listeners wake while the agent works.
-                Wire::Answered => shared.listeners.rouse(),
-            },
+            // So before each read of the stream.
+            &mut || shared.listeners.hand_over(),
         );
+        // The agent works on the answer: its events wait for the next wait.
+        shared.listeners.hold();
         self.buf = buf;
         result
     }
@@ -447,8 +447,9 @@ impl Agent {
                 name: call.name.clone(),
                 arguments: parse_arguments(&call.arguments),
             });
-            // The listeners show the call before it is reviewed or run.
-            self.shared.listeners.pause();
+            // The listeners show the call before it is reviewed or run, and
+            // get what the tool or the approver emits as it comes.
+            self.shared.listeners.hand_over();
             let verdict = self.gate().and_then(|()| {
                 *steps += 1;
                 let decided = take_decision(decisions, &call.id);
@@ -531,6 +532,8 @@ impl Agent {
     }
 
     fn answer(&mut self, call: &ToolCall, content: String, emit: bool) {
+        // The call is done: the agent works again (see `begin_run`).
+        self.shared.listeners.hold();
         let content = self.limit_tool_result(content);
         if emit {
             self.emit(Event::ToolResult {

@@ -45,7 +45,7 @@ mod transport;
 
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-pub(crate) use client::{Client, Wire};
+pub(crate) use client::Client;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
