@@ -181,10 +181,11 @@
 //! valid by construction (its one allowed gap is the trailing batch of a
 //! turn awaiting approval); sub-agents also inherit the parent's loop options
 //! and request fields, because every child agent is built by one constructor;
-//! a listener's queue is bounded (32 events), and a listener that is
-//! behind, or takes a fast stream, gets neighbouring deltas joined, with the
-//! same text ([`Listener`], "Backpressure"), where pikuri's queues grow
-//! without bound and every chunk is an event.
+//! a listener's queue is bounded (8 batches of at most 32 events, handed
+//! over where the agent waits), and neighbouring deltas that one read of
+//! a stream brought reach a listener joined, with the same text
+//! ([`Listener`], "Backpressure"), where pikuri's queues grow without bound
+//! and every chunk is an event.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the

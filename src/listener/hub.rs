@@ -3,53 +3,46 @@
 //!
 //! # Batches
 //!
-//! The emitting side keeps what it emits in one pending batch, shared by
-//! every listener of the list, and hands the batch over (one channel
-//! message per listener) where the agent is about to wait anyway: before a
-//! request, before each read of a streamed answer, before a tool runs (its
-//! approval included), before a sub-agent runs, and at the flush that ends
-//! a turn, where the batch and the flush request go as one message. In the
-//! batch, a delta that follows a delta of its kind from its agent is
-//! appended to it (the text is the same, nothing is reordered). So a quick
-//! turn (no stream, no tool) is two messages per listener, the `UserTurn`
-//! before the request and the answer's events with the flush, and each
-//! wakes the listener's thread at most once; a stream is one message per
-//! network read that brought text.
+//! What the agent emits collects in one pending batch, shared by the
+//! list's listeners, each delta appended to a delta of its kind and agent
+//! right before it. The batch goes out, one channel message per listener,
+//! at each `hand_over`, where the agent is about to wait (before a request,
+//! before each read of a stream, before a tool runs and its approval,
+//! before a sub-agent runs), and at the flush that ends a turn, in one
+//! message with the flush request. A quick turn is two messages per
+//! listener (the `UserTurn` before the request; the answer's events and
+//! the flush), each waking its thread at most once; a stream is one
+//! message per read that brought text.
 //!
-//! Whether events wait is the agent's call: from `hold` (a run starts, a
-//! request or a tool is done) to the next `hand_over`, what is emitted
-//! waits for that hand-over; otherwise (the agent waits, or no run is
-//! going on) an event goes out as it is emitted, so what a tool, an
-//! approver or another thread emits while the agent waits is not kept
-//! until the wait ends. Deltas always wait for the next hand-over: they
-//! come from the agent's own reads, and a hand-over comes before the next
-//! read, or a `hold` and the end of the turn.
+//! Events wait only while the agent works: from `hold` (a run starts, a
+//! request or a tool returned) to the next hand-over. Otherwise (the agent
+//! waits, or no run is going on) an event goes out as it is emitted, so
+//! what a tool, an approver or another thread emits meanwhile is not kept
+//! until the wait ends. Deltas always wait: they come from the agent's
+//! reads, each followed by a hand-over, or by a `hold` and the flush.
 //!
-//! Nothing here reads a clock: a batch goes out at a point of the agent's
-//! own control flow, a listener's thread blocks on its channel, and the
-//! flush blocks until a count of acknowledgements reaches zero. An earlier
-//! design napped, lingered, spun and counted cores to save wake-ups; most
-//! of its behaviour depended on timing (CHANGELOG, "Changed").
+//! Nothing reads a clock: batches go out at points of the agent's control
+//! flow, a listener's thread blocks on its channel, and a flush parks
+//! until its countdown reaches zero. (The design before napped, lingered,
+//! spun and counted cores to spare wake-ups, and much of its behaviour
+//! depended on timing.)
 //!
 //! # Backpressure
 //!
-//! A listener's channel holds `QUEUE` batches, and a batch that reaches
-//! `BATCH` events goes out without waiting for the agent's next wait. A
-//! hand-over first offers the batch to every listener with room, then
-//! waits for room at each listener that is a whole channel behind: the
-//! agent waits for a slow listener, and the other listeners wait no longer
-//! than the agent does. A listener's memory is so bounded: `QUEUE` batches
-//! of `BATCH` events, plus the joined text of deltas, which the agent holds
-//! anyway.
+//! A listener's channel holds `QUEUE` batches, and a held batch that
+//! reaches `BATCH` events goes out at once. A hand-over offers the batch to
+//! every listener with room first, then waits for room at each listener a
+//! whole channel behind: the agent waits for a slow listener, and the
+//! others wait only as long as the agent. A listener's memory is so
+//! bounded by `QUEUE` batches of `BATCH` events, plus joined delta text,
+//! which the agent holds anyway.
 //!
 //! # The flush
 //!
-//! `flush` sends each listener the pending batch with a ticket of a shared
-//! countdown, and parks until the countdown reaches zero. A listener's
-//! thread drops its ticket after `Listener::flush` ran; a ticket whose
-//! message could not be delivered (the thread stopped) is dropped
-//! unhandled, and counts as well, so a flush never waits for a listener
-//! that is gone. The last ticket to arrive unparks the flushing thread.
+//! `flush` sends each listener the batch with a ticket of one countdown and
+//! parks. A ticket counts when dropped: after `Listener::flush` ran, or
+//! undelivered when the thread has stopped, so a flush never waits for a
+//! listener that is gone. The last ticket unparks the flushing thread.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -132,37 +125,23 @@ impl Slot {
         })
     }
 
-    /// Queue `msg` if there is room, else give it back. A message for a
+    /// Queue `msg`: at once if there is room, else after waiting for room
+    /// if `wait`, else give it back. Whether it was queued: a message for a
     /// thread that stopped is dropped.
-    fn offer(&self, msg: Msg) -> Option<Msg> {
+    fn send(&self, msg: Msg, wait: bool) -> Result<bool, Msg> {
         let open = self.open.lock();
         if !*open {
-            return None;
+            return Ok(false);
         }
-        match self.tx.try_send(msg) {
-            Err(TrySendError::Full(msg)) => Some(msg),
-            Err(TrySendError::Disconnected(_)) => None,
-            Ok(()) => {
-                self.count();
-                None
-            }
-        }
-    }
-
-    /// Queue `msg`, waiting for room; false if the thread stopped (and the
-    /// message is dropped).
-    fn send(&self, msg: Msg) -> bool {
-        let open = self.open.lock();
-        let sent = *open && self.tx.send(msg).is_ok();
-        if sent {
-            self.count();
-        }
-        sent
-    }
-
-    fn count(&self) {
+        let sent = match self.tx.try_send(msg) {
+            Ok(()) => true,
+            Err(TrySendError::Full(msg)) if !wait => return Err(msg),
+            Err(TrySendError::Full(msg)) => self.tx.send(msg).is_ok(),
+            Err(TrySendError::Disconnected(_)) => false,
+        };
         #[cfg(test)]
-        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.sent.fetch_add(usize::from(sent), Ordering::Relaxed);
+        Ok(sent)
     }
 
     /// Stop the thread after it handled what was queued, and join it.
@@ -310,8 +289,8 @@ impl ListenerList {
             .iter()
             .map(|slot| {
                 let (tx, rx) = bounded(1);
-                let sent = slot.send(Msg::Derive(Box::new((id.to_string(), tx))));
-                (slot, sent.then_some(rx))
+                let sent = slot.send(Msg::Derive(Box::new((id.to_string(), tx))), true);
+                (slot, (sent.ok() == Some(true)).then_some(rx))
             })
             .collect();
         let mut list = ListenerList::new();
@@ -424,28 +403,19 @@ impl ListenerList {
         // others only while the agent waits for it.
         let mut behind = Vec::new();
         for slot in &self.slots {
-            if let Some(msg) = slot.offer(msg()) {
+            if let Err(msg) = slot.send(msg(), false) {
                 behind.push((slot, msg));
             }
         }
         for (slot, msg) in behind {
-            slot.send(msg);
+            let _ = slot.send(msg, true);
         }
     }
 
     /// Stop and join the threads this list started, after they handled what
     /// was emitted. Later events to them are dropped. Idempotent.
     pub(crate) fn close(&self) {
-        if self.slots.is_empty() {
-            return;
-        }
-        {
-            let mut p = self.pending.lock();
-            p.held = false;
-            if !p.events.is_empty() {
-                self.send(&mut p, None);
-            }
-        }
+        self.hand_over();
         for (slot, owned) in self.slots.iter().zip(&self.owned) {
             if *owned {
                 slot.stop();
@@ -614,7 +584,10 @@ mod tests {
             .unwrap();
         for turn in 0..3 {
             server.push(Reply::text("Hello!"));
-            let before: Vec<_> = slots.iter().map(|s| s.sent.load(Ordering::Relaxed)).collect();
+            let before: Vec<_> = slots
+                .iter()
+                .map(|s| s.sent.load(Ordering::Relaxed))
+                .collect();
             agent.run_loop("Hi").unwrap();
             for (slot, before) in slots.iter().zip(before) {
                 assert_eq!(slot.sent.load(Ordering::Relaxed) - before, 2, "turn {turn}");
@@ -717,25 +690,6 @@ mod tests {
         let mut want = numbers(n);
         want.extend(numbers(n));
         assert_eq!(turn_texts(&rec), want);
-    }
-
-    /// The hand-over before the agent waits gives a listener all it is
-    /// owed: a stream that stalls after a burst shows the whole burst.
-    #[test]
-    fn the_hand_over_gives_a_busy_listener_the_joined_deltas() {
-        let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
-        list.hold();
-        for i in 1..10 {
-            list.emit_delta(&Arc::from(""), false, &format!("{i},"));
-        }
-        list.hand_over();
-        assert!(list.pending.lock().events.is_empty());
-        drop(release);
-        let want: String = (0..10).map(|i| i.to_string() + ",").collect();
-        eventually(|| delta_texts(&rec).concat() == want);
-        assert_eq!(delta_texts(&rec), ["0,", &want[2..]]);
-        list.flush();
     }
 
     /// A listener a whole channel behind when the agent is about to wait:

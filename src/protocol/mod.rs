@@ -43,9 +43,9 @@ mod retry;
 mod sse;
 mod transport;
 
+pub(crate) use client::Client;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-pub(crate) use client::Client;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
