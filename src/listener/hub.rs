@@ -463,62 +463,39 @@ mod tests {
         }
     }
 
-    /// What `pick` takes from each event `rec` saw, in order.
-    fn picked(rec: &InMemoryEventList, pick: fn(Event) -> Option<String>) -> Vec<String> {
-        rec.events().into_iter().filter_map(pick).collect()
-    }
-
-    /// The texts of the answer deltas `rec` saw, in order.
-    fn delta_texts(rec: &InMemoryEventList) -> Vec<String> {
-        picked(rec, |e| match e {
-            Event::AssistantDelta { content, .. } => Some(content),
-            _ => None,
-        })
-    }
-
-    /// `n` events other than deltas (which never join), numbered.
-    fn turns(n: usize) -> impl Iterator<Item = Event> {
-        (0..n).map(|i| Event::UserTurn {
+    /// An event other than a delta (which never joins), numbered `i`.
+    fn turn(i: usize) -> Event {
+        Event::UserTurn {
             agent: "".into(),
-            content: format!("{i}"),
+            content: i.to_string(),
             mid_loop: false,
-        })
+        }
     }
 
-    /// The contents of the user turns `rec` saw, in order.
-    fn turn_texts(rec: &InMemoryEventList) -> Vec<String> {
-        picked(rec, |e| match e {
-            Event::UserTurn { content, .. } => Some(content),
-            _ => None,
-        })
+    /// The texts of the answer deltas and user turns `rec` saw, in order.
+    fn texts(rec: &InMemoryEventList) -> Vec<String> {
+        let text = |e| match e {
+            Event::AssistantDelta { content, .. } | Event::UserTurn { content, .. } => content,
+            _ => String::new(),
+        };
+        rec.events().into_iter().map(text).collect()
     }
 
     fn numbers(n: usize) -> Vec<String> {
         (0..n).map(|i| i.to_string()).collect()
     }
 
-    /// Checks that `got` (the deltas a listener saw) is `0,1,...,n-1,` cut
-    /// into pieces at item boundaries: joining may merge neighbours, never
-    /// lose, reorder or split them.
-    fn assert_in_order(got: &[String], n: usize) {
-        let mut next = 0;
-        for piece in got {
-            assert!(piece.ends_with(','), "{piece:?} is not whole items");
-            for item in piece.trim_end_matches(',').split(',') {
-                assert_eq!(item, next.to_string());
-                next += 1;
-            }
-        }
-        assert_eq!(next, n);
+    /// A list of one recorder, and the recorder.
+    fn recorded() -> (ListenerList, InMemoryEventList) {
+        let rec = InMemoryEventList::new();
+        let mut list = ListenerList::new();
+        list.add(rec.clone());
+        (list, rec)
     }
 
     /// A list of one listener held inside its first `on_event` until the
     /// returned sender is dropped, and what that listener saw.
-    fn stalled() -> (
-        ListenerList,
-        crossbeam_channel::Sender<()>,
-        InMemoryEventList,
-    ) {
+    fn stalled() -> (ListenerList, Sender<()>, InMemoryEventList) {
         let (release, held) = bounded::<()>(0);
         let rec = InMemoryEventList::new();
         let mut seen = rec.clone();
@@ -548,22 +525,22 @@ mod tests {
 
     #[test]
     fn order_is_kept_and_flush_waits() {
-        let rec = InMemoryEventList::new();
+        let (mut list, rec) = recorded();
         let slow = InMemoryEventList::new();
-        let mut list = ListenerList::new();
         let mut seen = slow.clone();
         list.add(move |e: &Event| {
             std::thread::sleep(Duration::from_millis(1));
             seen.on_event(e);
         });
-        list.add(rec.clone());
-        for i in 0..50 {
-            list.emit(delta(&format!("{i},")));
+        list.emit(turn(0));
+        list.hold();
+        for i in 1..50 {
+            list.emit(turn(i));
         }
         list.flush();
         // Both listeners handled everything before `flush` returned.
-        assert_in_order(&delta_texts(&rec), 50);
-        assert_in_order(&delta_texts(&slow), 50);
+        assert_eq!(texts(&rec), numbers(50));
+        assert_eq!(texts(&slow), numbers(50));
     }
 
     /// A quick turn (a request, a plain answer) is two messages per
@@ -573,25 +550,25 @@ mod tests {
     fn a_quick_turn_is_two_messages_per_listener() {
         use crate::testing::{FakeServer, Reply};
         let server = FakeServer::start();
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
+        let (mut list, rec) = recorded();
         list.add(|_: &Event| {});
         let slots: Vec<_> = list.slots.iter().map(Arc::clone).collect();
+        let sent = || -> Vec<usize> {
+            slots
+                .iter()
+                .map(|s| s.sent.load(Ordering::Relaxed))
+                .collect()
+        };
         let mut agent = crate::Agent::builder(server.transport())
             .listener_list(list)
             .build()
             .unwrap();
         for turn in 0..3 {
             server.push(Reply::text("Hello!"));
-            let before: Vec<_> = slots
-                .iter()
-                .map(|s| s.sent.load(Ordering::Relaxed))
-                .collect();
+            let before = sent();
             agent.run_loop("Hi").unwrap();
-            for (slot, before) in slots.iter().zip(before) {
-                assert_eq!(slot.sent.load(Ordering::Relaxed) - before, 2, "turn {turn}");
-            }
+            let after: Vec<_> = sent().iter().zip(&before).map(|(a, b)| a - b).collect();
+            assert_eq!(after, [2, 2], "turn {turn}");
         }
         let kinds = rec.kinds();
         assert_eq!(
@@ -600,53 +577,48 @@ mod tests {
         );
     }
 
-    /// Held events go out as one message at the hand-over; deltas of one
-    /// kind and agent are joined on the way, and the agent builds no event
-    /// for a joined delta.
+    /// Held events go out as one message at the hand-over, even to a
+    /// listener that is busy; deltas of one kind and agent are joined on
+    /// the way, and the agent builds no event for a joined delta.
     #[test]
     fn held_events_go_out_at_the_hand_over_with_deltas_joined() {
         let (list, release, rec) = stalled();
+        list.emit(turn(0));
         list.hold();
         let n = 20 * BATCH;
         for i in 0..n {
             list.emit_delta(&Arc::from(""), false, &format!("{i},"));
         }
-        {
-            let p = list.pending.lock();
-            assert_eq!(p.events.len(), 1, "one event for {n} deltas");
-        }
-        assert_eq!(sent(&list), 0, "nothing goes out while held");
-        list.emit(Event::Assistant {
-            agent: "".into(),
-            content: "end".into(),
-        });
-        assert_eq!(sent(&list), 0);
+        assert_eq!(
+            list.pending.lock().events.len(),
+            1,
+            "one event for {n} deltas"
+        );
+        list.emit(turn(1));
+        assert_eq!(sent(&list), 1, "nothing goes out while held");
         list.hand_over();
-        assert_eq!(sent(&list), 1, "one batch");
+        assert_eq!(sent(&list), 2, "one batch");
         // Not held any more (the agent waits): an event goes out at once.
-        list.emit(delta("late"));
-        assert_eq!(sent(&list), 2);
+        list.emit(turn(2));
+        assert_eq!(sent(&list), 3);
         drop(release);
+        let joined: String = (0..n).map(|i| format!("{i},")).collect();
+        eventually(|| rec.len() == 4);
+        assert_eq!(texts(&rec), ["0", &joined, "1", "2"]);
         list.flush();
-        let got = delta_texts(&rec);
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert_in_order(&got[..1], n);
-        assert_eq!(rec.len(), 3);
     }
 
     /// A held batch that reaches `BATCH` events goes out without waiting
     /// for a hand-over: what waits with the agent is bounded.
     #[test]
     fn a_full_held_batch_goes_out_at_once() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
+        let (list, rec) = recorded();
         list.hold();
-        for e in turns(BATCH - 1) {
-            list.emit(e);
+        for i in 0..BATCH - 1 {
+            list.emit(turn(i));
         }
         assert_eq!(sent(&list), 0);
-        list.emit(turns(BATCH).last().unwrap());
+        list.emit(turn(BATCH - 1));
         assert_eq!(sent(&list), 1);
         assert!(list.pending.lock().events.is_empty());
         // Deltas count too, once they stop joining.
@@ -660,36 +632,15 @@ mod tests {
 
     #[test]
     fn an_event_after_a_flush_arrives_without_another_flush() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
+        let (list, rec) = recorded();
+        list.hold();
         list.emit(delta("a"));
         list.flush();
         // The next event must reach the listener when nothing else happens
         // (no run is going on, or a turn whose answer takes seconds).
         list.emit(delta("b"));
-        eventually(|| rec.events().len() >= 2);
-        assert_eq!(delta_texts(&rec), ["a", "b"]);
-    }
-
-    #[test]
-    fn a_burst_beyond_the_queue_arrives_in_order() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
-        let n = 4 * QUEUE * BATCH;
-        // One message each, then in held batches.
-        for e in turns(n) {
-            list.emit(e);
-        }
-        list.hold();
-        for e in turns(n) {
-            list.emit(e);
-        }
-        list.flush();
-        let mut want = numbers(n);
-        want.extend(numbers(n));
-        assert_eq!(turn_texts(&rec), want);
+        eventually(|| rec.len() == 2);
+        assert_eq!(texts(&rec), ["a", "b"]);
     }
 
     /// A listener a whole channel behind when the agent is about to wait:
@@ -698,13 +649,14 @@ mod tests {
     #[test]
     fn the_hand_over_waits_for_room_rather_than_leave_events_behind() {
         let (list, release, rec) = stalled();
-        // One held by the listener, a full channel.
-        let n = QUEUE + 1;
-        for e in turns(n) {
-            list.emit(e);
+        // One held by the listener, a full channel, one kept.
+        let n = QUEUE + 2;
+        for i in 0..n {
+            if i == n - 1 {
+                list.hold();
+            }
+            list.emit(turn(i));
         }
-        list.hold();
-        list.emit(turns(n + 1).last().unwrap());
         let list = Arc::new(list);
         let handed = {
             let list = Arc::clone(&list);
@@ -714,100 +666,83 @@ mod tests {
         assert!(!handed.is_finished(), "the hand-over left events behind");
         drop(release);
         handed.join().unwrap();
-        assert!(list.pending.lock().events.is_empty());
-        eventually(|| turn_texts(&rec) == numbers(n + 1));
-        assert_eq!(turn_texts(&rec), numbers(n + 1));
+        eventually(|| rec.len() == n);
+        assert_eq!(texts(&rec), numbers(n));
         list.flush();
     }
 
+    /// A listener that never returns holds the emitter up once its channel
+    /// is full, and nothing is lost or reordered; another listener has
+    /// every batch the emitter handed over meanwhile.
     #[test]
     fn a_stalled_listener_makes_the_emitter_wait_in_order() {
-        let (list, release, rec) = stalled();
+        let (mut list, release, stalled_rec) = stalled();
+        let (other, rec) = recorded();
+        list.push(Arc::clone(&other.slots[0]), false);
         let list = Arc::new(list);
         let emitted = Arc::new(AtomicUsize::new(0));
         let n = QUEUE + 20;
         let producer = {
             let (list, emitted) = (Arc::clone(&list), Arc::clone(&emitted));
             std::thread::spawn(move || {
-                for e in turns(n) {
-                    list.emit(e);
+                for i in 0..n {
+                    list.emit(turn(i));
                     emitted.fetch_add(1, Ordering::SeqCst);
                 }
                 list.flush();
             })
         };
-        // The listener holds one message, the channel `QUEUE` more; the
-        // emitter then waits for room.
+        // The listener holds one message, its channel `QUEUE` more.
         let bound = QUEUE + 1;
-        eventually(|| emitted.load(Ordering::SeqCst) >= bound);
+        eventually(|| emitted.load(Ordering::SeqCst) >= bound && rec.len() > bound);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(emitted.load(Ordering::SeqCst), bound);
+        assert_eq!(texts(&rec), numbers(bound + 1));
         drop(release);
         producer.join().unwrap();
-        assert_eq!(turn_texts(&rec), numbers(n));
-    }
-
-    /// One slow listener delays another only while the emitter waits for
-    /// it: the other gets every batch the emitter handed over.
-    #[test]
-    fn a_stalled_listener_does_not_hold_back_what_the_others_were_handed() {
-        let (mut list, release, stalled_rec) = stalled();
-        let rec = InMemoryEventList::new();
-        list.add(rec.clone());
-        let n = QUEUE + 1;
-        for e in turns(n) {
-            list.emit(e);
-        }
-        // The stalled listener's channel is full now; the other has all.
-        eventually(|| rec.len() == n);
-        assert_eq!(turn_texts(&rec), numbers(n));
-        assert!(stalled_rec.is_empty());
-        drop(release);
-        list.flush();
-        assert_eq!(turn_texts(&stalled_rec), numbers(n));
+        assert_eq!(texts(&stalled_rec), numbers(n));
+        assert_eq!(texts(&rec), numbers(n));
     }
 
     #[test]
     fn deltas_join_only_with_their_own_kind_and_agent() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
+        let (list, rec) = recorded();
         list.hold();
-        let a = |s: &str| delta(s);
-        let b = |s: &str| Event::AssistantDelta {
-            agent: "child".into(),
-            content: s.into(),
+        let d = |agent: &str, thinking: bool, s: &str| {
+            let (agent, content) = (agent.into(), s.into());
+            if thinking {
+                Event::ThinkingDelta { agent, content }
+            } else {
+                Event::AssistantDelta { agent, content }
+            }
         };
-        let t = |s: &str| Event::ThinkingDelta {
-            agent: "".into(),
-            content: s.into(),
-        };
-        let s = |s: &str| Event::ThinkingDelta {
-            agent: "child".into(),
-            content: s.into(),
-        };
-        for e in [a("x"), a("y"), b("p"), b("q"), t("t"), a("z")] {
+        for e in [
+            d("", false, "x"),
+            d("", false, "y"),
+            d("c", false, "p"),
+            d("c", false, "q"),
+        ] {
             list.emit(e);
         }
-        list.emit_delta(&Arc::from("child"), false, "r");
-        list.emit_delta(&Arc::from("child"), true, "s");
-        list.emit_delta(&Arc::from("child"), true, "u");
-        list.emit(turns(1).next().unwrap());
-        list.emit_delta(&Arc::from("child"), true, "v");
+        for (agent, thinking, s) in [("", true, "t"), ("", false, "z"), ("c", false, "r")] {
+            list.emit_delta(&Arc::from(agent), thinking, s);
+        }
+        list.emit_delta(&Arc::from("c"), true, "s");
+        list.emit_delta(&Arc::from("c"), true, "u");
+        list.emit(turn(0));
+        list.emit_delta(&Arc::from("c"), true, "v");
         list.flush();
-        assert_eq!(
-            rec.events(),
-            vec![
-                a("xy"),
-                b("pq"),
-                t("t"),
-                a("z"),
-                b("r"),
-                s("su"),
-                turns(1).next().unwrap(),
-                s("v")
-            ]
-        );
+        let want = [
+            d("", false, "xy"),
+            d("c", false, "pq"),
+            d("", true, "t"),
+            d("", false, "z"),
+            d("c", false, "r"),
+            d("c", true, "su"),
+            turn(0),
+            d("c", true, "v"),
+        ];
+        assert_eq!(rec.events(), want);
     }
 
     /// A listener that records, in order, the events it saw and its close.
@@ -833,9 +768,9 @@ mod tests {
         child.close();
         list.emit(delta("a"));
         list.hold();
-        list.emit(delta("b"));
+        list.emit(turn(0));
         list.close();
-        assert_eq!(*log.lock(), ["assistant_delta", "assistant_delta", "close"]);
+        assert_eq!(*log.lock(), ["assistant_delta", "user_turn", "close"]);
         // Later events are dropped, and closing again changes nothing.
         list.emit(delta("c"));
         list.close();
@@ -845,19 +780,17 @@ mod tests {
 
     #[test]
     fn flush_returns_when_a_shared_listener_was_stopped() {
-        let rec = InMemoryEventList::new();
-        let mut parent = ListenerList::new();
-        parent.add(rec.clone());
+        let (parent, _rec) = recorded();
         let child = parent.for_sub_agent("c");
         assert_eq!(child.len(), 1);
         parent.close();
         let (done_tx, done_rx) = bounded(1);
         std::thread::spawn(move || {
             for i in 0..3 * QUEUE {
-                child.emit(delta(&format!("{i},")));
+                child.emit(turn(i));
             }
             child.hold();
-            child.emit(delta("held"));
+            child.emit(turn(0));
             child.flush();
             done_tx.send(()).unwrap();
         });
@@ -869,16 +802,16 @@ mod tests {
 
     #[test]
     fn panicking_listener_is_isolated() {
-        let rec = InMemoryEventList::new();
         let mut list = ListenerList::new();
         list.add(|e: &Event| assert!(!matches!(e, Event::AssistantDelta { .. }), "boom"));
-        list.add(rec.clone());
+        let (other, rec) = recorded();
+        list.push(Arc::clone(&other.slots[0]), false);
         list.emit(delta("a"));
         list.hold();
-        list.emit(turns(1).next().unwrap());
+        list.emit(turn(0));
         list.emit(delta("b"));
         list.flush();
-        // The panicking listener also got its flush and the next turn.
+        // The panicking listener got its flush, and gets the next turn.
         list.emit(delta("c"));
         list.flush();
         assert_eq!(rec.len(), 4);
