@@ -602,7 +602,7 @@ mod tests {
         list.emit(turn(2));
         assert_eq!(sent(&list), 3);
         drop(release);
-        let joined: String = (0..n).map(|i| format!("{i},")).collect();
+        let joined: String = (0..n).map(|i| i.to_string() + ",").collect();
         eventually(|| rec.len() == 4);
         assert_eq!(texts(&rec), ["0", &joined, "1", "2"]);
         list.flush();
