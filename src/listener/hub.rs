@@ -281,8 +281,7 @@ impl ListenerList {
     /// The list for a sub-agent with id `id`: each listener decides (on its own
     /// thread) whether it is shared, replaced or skipped.
     pub fn for_sub_agent(&self, id: &str) -> ListenerList {
-        // The parent's events come first, and the parent waits for the
-        // child (or is another thread, which never holds events).
+        // The parent's events come first; the parent waits for the child.
         self.hand_over();
         let replies: Vec<_> = self
             .slots
