@@ -22,7 +22,7 @@
 //! reads, each followed by a hand-over, or by a `hold` and the flush.
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
-//! flow, a listener's thread blocks on its channel, and a flush parks
+//! flow, a listener's thread blocks on its channel, and a flush blocks
 //! until its countdown reaches zero. (The design before napped, lingered,
 //! spun and counted cores to spare wake-ups, and much of its behaviour
 //! depended on timing.)
@@ -39,16 +39,17 @@
 //!
 //! # The flush
 //!
-//! `flush` sends each listener the batch with a ticket of one countdown and
-//! parks. A ticket counts when dropped: after `Listener::flush` ran, or
-//! undelivered when the thread has stopped, so a flush never waits for a
-//! listener that is gone. The last ticket unparks the flushing thread.
+//! `flush` sends each listener the batch with a ticket of one countdown,
+//! and blocks on a channel. A ticket counts when dropped: after
+//! `Listener::flush` ran, or undelivered when the thread has stopped, so a
+//! flush never waits for a listener that is gone. The last ticket sends
+//! the flushing thread its acknowledgement.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
@@ -71,10 +72,11 @@ enum Msg {
     Stop,
 }
 
-/// A flush's countdown of listeners not done yet, and the thread that waits.
+/// A flush's countdown of listeners not done yet, and where the last one
+/// says so.
 struct Gate {
     left: AtomicUsize,
-    waiter: Thread,
+    done: Sender<()>,
 }
 
 /// One listener's place in a flush's countdown: it counts when dropped,
@@ -85,7 +87,7 @@ struct Ticket(Arc<Gate>);
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.0.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.waiter.unpark();
+            let _ = self.0.done.send(());
         }
     }
 }
@@ -376,19 +378,19 @@ impl ListenerList {
         if self.slots.is_empty() {
             return;
         }
+        let (done, finished) = bounded(1);
         let gate = Arc::new(Gate {
             left: AtomicUsize::new(self.slots.len()),
-            waiter: std::thread::current(),
+            done,
         });
         {
             let mut p = self.pending.lock();
             p.held = false;
             self.send(&mut p, Some(&gate));
         }
-        // `park` may return before the last ticket counted: look again.
-        while gate.left.load(Ordering::Acquire) > 0 {
-            std::thread::park();
-        }
+        drop(gate);
+        // The last ticket sends before it drops its handle to `done`.
+        let _ = finished.recv();
     }
 
     /// Send the pending batch (with a ticket of `gate` each, for a flush)
