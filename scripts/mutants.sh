@@ -32,11 +32,11 @@ hub)
         -- --lib --test integration -- listener
     ;;
 hub-delivery)
-    # The delivery paths of the hub (queue, backlog, joining, hand-over,
-    # rousing, flush gate, stop), with only the hub's unit tests: a few
-    # seconds a mutant besides the build.
+    # The delivery paths of the hub (batches, joining, hold and hand-over,
+    # backpressure, the flush countdown, stop), with only the hub's unit
+    # tests: a few seconds a mutant besides the build.
     cargo mutants --gitignore true -f src/listener/hub.rs -j 1 --timeout 60 \
-        -F 'offer|join|move_backlog|drain_backlog|Gate|Ticket|request|stop|mark|room|cores|EmitState::dense|ListenerList::flush|ListenerList::emit|ListenerList::pause|ListenerList::rouse|ListenerList::close|ListenerList::for_sub_agent| in run$| replace run with|Slot::send' \
+        -F 'Slot::send|Slot::stop|Ticket|ListenerList::emit|ListenerList::emit_delta|ListenerList::hold|ListenerList::hand_over|ListenerList::flush|ListenerList::send|ListenerList::close|ListenerList::for_sub_agent| in run$| replace run with' \
         --output target/mutants/hub-delivery \
         -- --lib -- listener::hub
     ;;

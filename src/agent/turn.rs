@@ -38,7 +38,7 @@ use super::outcome::Outcome;
 use super::recover;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use crate::approval::Decision;
-use crate::protocol::{Completion, Fragment, Request, RetryNotice, Wire};
+use crate::protocol::{Completion, Fragment, Request, RetryNotice};
 use crate::tool::JsonSchema;
 use crate::{
     ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
@@ -503,6 +503,8 @@ impl Agent {
     /// What every run (a turn, a retry, a resume, a repair) does first:
     /// fresh controls, a zero tally.
     fn begin_run(&mut self) {
+        // The run's events wait for the agent's first wait (`listener::hub`).
+        self.shared.listeners.hold();
         self.synth_answer = None;
         if let Some(s) = &self.step_limit {
             s.reset();
@@ -599,6 +601,8 @@ impl Agent {
                 to,
                 reason: err.to_string(),
             });
+            // The probe may wait on the network.
+            self.shared.listeners.hand_over();
             self.detect_and_emit_context_cap();
         }
     }
@@ -626,7 +630,7 @@ impl Agent {
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;
         // What the listeners are owed goes to them before the agent waits.
-        shared.listeners.pause();
+        shared.listeners.hand_over();
         let result = shared.client.chat(
             &req,
             &mut buf,
@@ -647,13 +651,11 @@ impl Agent {
                 }
                 _ => {}
             },
-            &mut |w: Wire| match w {
-                // So before each read of the stream.
-                Wire::Wait => shared.listeners.pause(),
-                // The flush is near: listeners wake while the agent works.
-                Wire::Answered => shared.listeners.rouse(),
-            },
+            // So before each read of the stream.
+            &mut || shared.listeners.hand_over(),
         );
+        // The agent works on the answer: its events wait for the next wait.
+        shared.listeners.hold();
         self.buf = buf;
         result
     }
@@ -776,7 +778,9 @@ impl Agent {
             name: call.name.clone(),
             arguments: approval::parse_arguments(&call.arguments),
         });
-        self.shared.listeners.pause();
+        // The listeners show the call before it is reviewed or run, and
+        // get what the tool or the approver emits as it comes.
+        self.shared.listeners.hand_over();
         if let Some(s) = &self.step_limit {
             s.tick()?;
         }
@@ -847,6 +851,8 @@ impl Agent {
     /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
     fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
+        // The call is done: the agent works again (see `begin_run`).
+        self.shared.listeners.hold();
         let content = self.tool_limit.apply(content, self.context_window_cap());
         if emit {
             self.emit(Event::ToolResult {

@@ -1,245 +1,95 @@
 //! `ListenerList`: one std thread and one bounded crossbeam channel per
-//! listener.
+//! listener, fed batches of events where the agent waits anyway.
 //!
-//! # Batching
+//! # Batches
 //!
-//! Two things keep a listener from chasing a fast stream one delta at a
-//! time:
+//! What the agent emits collects in one pending batch, shared by the
+//! list's listeners, each delta appended to a delta of its kind and agent
+//! right before it. The batch goes out, one channel message per listener,
+//! at each `hand_over`, where the agent is about to wait (before a request,
+//! before each read of a stream, before a tool runs and its approval,
+//! before a sub-agent runs), and at the flush that ends a turn, in one
+//! message with the flush request. A quick turn is two messages per
+//! listener (the `UserTurn` before the request; the answer's events and
+//! the flush), each waking its thread at most once; a stream is one
+//! message per read that brought text.
 //!
-//! - The emitting side joins deltas: a delta for a listener that already
-//!   has an event waiting in its queue (`DELTA_ROOM`) waits in the
-//!   backlog (see backpressure), and the next deltas of its kind from its
-//!   agent are appended to it without building an event of their own. The
-//!   next emit after the listener emptied its queue hands it what waits,
-//!   and so does the agent before it waits for anything (`pause`: before
-//!   each network read, each request, each tool call), so text never
-//!   waits behind a stalled stream or a slow tool.
-//! - While the stream is dense (the agent's network reads, its `pause`s,
-//!   come less than `NAP` apart, as when a replayed or cached completion
-//!   streams in), a listener thread that emptied its queue naps once
-//!   before it blocks (`NAP`, 1 ms; a request such as the flush, or a
-//!   half-full queue, ends it early), so it takes the stream in batches of
-//!   a few joined deltas. Between reads further apart (a model generating
-//!   live, or a thousand agents sharing two cores) a nap would find
-//!   nothing and cost a wake-up: the listener blocks at once.
+//! Events wait only while the agent works: from `hold` (a run starts, a
+//! request or a tool returned) to the next hand-over. Otherwise (the agent
+//! waits, or no run is going on) an event goes out as it is emitted, so
+//! what a tool, an approver or another thread emits meanwhile is not kept
+//! until the wait ends. Deltas always wait: they come from the agent's
+//! reads, each followed by a hand-over, or by a `hold` and the flush.
 //!
-//! Chasing was costly for the agent thread: crossbeam's receiver spins
-//! before it parks, and a consumer right behind the producer pulls each
-//! freshly written cache line (channel slot, event, reference count) to
-//! its core, which the agent thread then pays for on its next write; and
-//! each delta cost an event and a channel message on both sides. A fast
-//! stream now reaches a listener as one or two events per network read (8
-//! KiB of stream, a few dozen deltas) or fewer (BENCHMARKS.md, "Session
-//! 6"). The price: a listener that is behind, or
-//! takes a dense stream, sees fewer, longer deltas (the same text), in a
-//! dense stream up to one nap late. A listener that keeps up with a model
-//! generating live gets its deltas one by one with crossbeam's latency; an
-//! idle listener blocks and costs nothing. The emitting side tells a dense
-//! stream (one `Instant::now()` per read) because the listener cannot: a
-//! listener that fell behind sees every gap as short.
-//! Only deltas make a stream dense: a turn's other events come in bursts
-//! too (`Assistant` then `Tokens`), and a listener napping after them
-//! would wake on a timer in the middle of the next turn.
-//!
-//! # Lingering
-//!
-//! A listener thread that handled a flush (a turn ended) parks for up to
-//! `LINGER` (1 ms) without watching its channel, before it blocks on it.
-//! Events sent meanwhile wake nobody: crossbeam unparks only a receiver
-//! that registered with the channel. What ends the lingering early is a
-//! request that waits for an answer (the next flush, a sub-agent's
-//! derive, stop) or a half-full queue, each of which unparks the thread.
-//! So when turns follow each other quickly, as when a test replays thousands of
-//! them or a local server answers in microseconds, a turn wakes its
-//! listener once, at its flush, instead of once for its first event
-//! (`UserTurn`, while the agent sends its request) and again for the rest.
-//! Each wake-up of an idle thread costs about 10 us on a two-core VM,
-//! against 67 us for a whole loopback request (BENCHMARKS.md, "Session
-//! 5"). The price: an event emitted within 1 ms of a flush reaches the
-//! listener up to 1 ms late, and a listener whose turns are sparse takes
-//! one timed wake-up per turn. A lingering thread never naps for a dense
-//! stream (see batching): a flush ends a turn, even one cut off mid-stream.
-//!
-//! # Rousing
-//!
-//! When the answer is in (a plain body's head arrived, or a stream's
-//! `[DONE]`), the agent rouses the listener threads that linger
-//! (`rouse`): each is unparked then, and watches its queue (spinning,
-//! yielding its core now and then, for up to `WATCH`, 50 us) instead of
-//! lingering. Its wake-up then overlaps the agent's own work on the turn's
-//! end (reading and decoding the body, the history, the closing events),
-//! and the flush finds it awake; before, the flush woke it, and the agent
-//! waited out the whole wake-up (about 6 us of a 70 us loopback turn,
-//! BENCHMARKS.md, "Session 6"). The thread wakes once a turn as before; it
-//! spins at most `WATCH` a turn, and only after a rouse, so an idle agent
-//! costs nothing. A thread that is not lingering is not roused (it is
-//! awake, or blocked on its channel, which the turn's events wake), and a
-//! rouse the thread did not take before the flush is dropped there. An
-//! agent with as many listeners as the process has cores rouses none:
-//! spinning threads without a core each would take turns with the agent
-//! they wait for (four listeners on two cores: 1.91x of a bare client
-//! roused, 1.75x not).
+//! Nothing reads a clock: batches go out at points of the agent's control
+//! flow, a listener's thread blocks on its channel, and a flush blocks
+//! until its countdown reaches zero. (The design before napped, lingered,
+//! spun and counted cores to spare wake-ups, and much of its behaviour
+//! depended on timing.)
 //!
 //! # Backpressure
 //!
-//! A listener's queue holds `QUEUE` events. When it is full (for a delta:
-//! holds `DELTA_ROOM`; see batching), the emitting list keeps that
-//! listener's next events in a backlog of its own and moves them to the
-//! queue, oldest first, as room appears (at each later emit, and at the
-//! flush). In the backlog, a delta following a delta of the same kind from
-//! the same agent is merged into it (the text is appended, nothing is lost
-//! or reordered); any other event takes a place of its own, and an emit
-//! that finds `BACKLOG` of them waits for the listener to take one. Before
-//! the agent waits for anything (`pause`) it moves every backlog to its
-//! queue, waiting for room if need be: an event never waits in a backlog
-//! while the agent waits too and the listener idles. So a listener's
-//! memory is bounded (`QUEUE` plus `BACKLOG` events, plus the text of the
-//! deltas it has not seen, which the agent holds anyway) whatever the
-//! scheduler does, and the agent waits for a listener that is behind on
-//! deltas alone only where it would wait anyway. Before, the queues were
-//! unbounded: 1,000 agents streaming at once on two cores peaked at ~480
-//! KiB per agent, their queues filling while listener threads waited for a
-//! core (BENCHMARKS.md, "many agents").
+//! A listener's channel holds `QUEUE` batches, and a held batch that
+//! reaches `BATCH` events goes out at once. A hand-over offers the batch to
+//! every listener with room first, then waits for room at each listener a
+//! whole channel behind: the agent waits for a slow listener, and the
+//! others wait only as long as the agent. A listener's memory is so
+//! bounded by `QUEUE` batches of `BATCH` events, plus joined delta text,
+//! which the agent holds anyway.
 //!
 //! # The flush
 //!
-//! `flush` sends each listener a flush request carrying the list's own
-//! gate, and the listener's thread counts itself done on the gate after
-//! `Listener::flush` ran. The agent spins on the gate (yielding its core
-//! now and then) for up to `SPIN`, the common case when the listener is
-//! quick, and only then parks until the last listener unparks it: the
-//! turn's end costs no wake-up of the agent's thread, and no allocation.
-//!
-//! # Event memory
-//!
-//! An emitted event is allocated on the emitting thread (the agent loop),
-//! read on each listener thread, and released on the emitting thread: the
-//! list keeps its own handle to every event it sent (up to `QUEUE` of
-//! them), oldest first, and once every listener has dropped theirs the
-//! next `emit` reuses that event's allocation for the new event (one per
-//! call), while `flush` and `close` free whatever was handled. So a delta
-//! costs no allocation of its own beyond its text, and no block of memory
-//! crosses threads. When the listener threads freed the events, glibc's
-//! malloc returned every block to the emitting thread's arena under the
-//! arena lock, and allocation took about a third of a delta's delivery
-//! cost (BENCHMARKS.md, "event delivery").
+//! `flush` sends each listener the batch with a ticket of one countdown,
+//! and blocks on a channel. A ticket counts when dropped: after
+//! `Listener::flush` ran, or undelivered when the thread has stopped, so a
+//! flush never waits for a listener that is gone. The last ticket sends
+//! the flushing thread its acknowledgement.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::{JoinHandle, Thread};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
 
 use super::SubAgentListener;
 use crate::{Event, Listener};
 
+/// Batches a listener's channel holds; see the module docs on backpressure.
+const QUEUE: usize = 8;
+
+/// Events a held batch reaches before it goes out; see the module docs on
+/// backpressure.
+const BATCH: usize = 32;
+
 enum Msg {
-    Event(Arc<Event>),
-    Flush(Ticket),
-    /// Boxed: the rare message keeps every queue slot small.
+    /// Events in emission order, then, with a ticket, the flush.
+    Batch(Arc<Vec<Event>>, Option<Ticket>),
+    /// Boxed: the rare message keeps every channel slot small.
     Derive(Box<(String, Sender<SubAgentListener>)>),
     Stop,
 }
 
-/// Events a listener's queue holds; see the module docs on backpressure.
-/// The queue's slots are allocated up front (24 bytes each).
-const QUEUE: usize = 32;
+/// A flush's countdown of listeners not done yet, and where the last one
+/// says so.
+struct Gate {
+    left: AtomicUsize,
+    done: Sender<()>,
+}
 
-/// Events other than merged deltas a listener's backlog holds before an
-/// emit waits for room; see the module docs on backpressure.
-const BACKLOG: usize = 32;
-
-/// How long a listener thread that emptied its queue during a dense stream
-/// waits before it looks again and then blocks; see the module docs on
-/// batching.
-const NAP: Duration = Duration::from_millis(1);
-
-/// Events a listener's queue holds before a delta waits in the backlog,
-/// joined by the next ones; see the module docs on batching.
-const DELTA_ROOM: usize = 1;
-
-/// How long a listener thread that handled a flush keeps its channel
-/// unwatched before it blocks on it; see the module docs on lingering.
-const LINGER: Duration = Duration::from_millis(1);
-
-/// A flush request's place at its list's gate: it arrives when dropped,
+/// One listener's place in a flush's countdown: it counts when dropped,
 /// whether the listener's thread handled it or the message was dropped
-/// unhandled (the thread had stopped), so a flush never waits for a
-/// listener that is gone.
+/// undelivered (see the module docs on the flush).
 struct Ticket(Arc<Gate>);
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.arrive();
-    }
-}
-
-/// How long a roused listener thread watches its queue before it blocks;
-/// see the module docs on rousing.
-const WATCH: Duration = Duration::from_micros(50);
-
-/// How long `flush` spins before it parks; see the module docs on the flush.
-const SPIN: Duration = Duration::from_micros(100);
-
-/// A list's flush barrier: how many listeners are done, and who waits.
-#[derive(Default)]
-struct Gate {
-    done: AtomicUsize,
-    waiter: Mutex<Option<Thread>>,
-}
-
-impl Gate {
-    /// Called by a listener's thread once it flushed.
-    fn arrive(&self) {
-        self.done.fetch_add(1, Ordering::SeqCst);
-        // The lock orders this against the waiter's registration: either
-        // the waiter sees the count after registering, or we see it here.
-        if let Some(waiter) = &*self.waiter.lock() {
-            waiter.unpark();
+        if self.0.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = self.0.done.send(());
         }
     }
-
-    /// Wait until `n` listeners arrived: spin, then park.
-    fn wait(&self, n: usize) {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        while self.done.load(Ordering::SeqCst) < n {
-            spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) {
-                std::hint::spin_loop();
-                continue;
-            }
-            if start.elapsed() >= SPIN {
-                *self.waiter.lock() = Some(std::thread::current());
-                while self.done.load(Ordering::SeqCst) < n {
-                    std::thread::park();
-                }
-                *self.waiter.lock() = None;
-                return;
-            }
-            // Let the listener's thread run if it waits for this core.
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// What the emitting side and a listener's thread tell each other besides
-/// the queue.
-#[derive(Default)]
-struct Signals {
-    /// Set by the emitting side while the stream is dense (see the module
-    /// docs on batching).
-    dense: AtomicBool,
-    /// Set by the listener's thread while it lingers (see lingering).
-    lingering: AtomicBool,
-    /// Set by the emitting side when a lingering thread should watch its
-    /// queue for the turn's end (see rousing).
-    roused: AtomicBool,
 }
 
 /// One listener's thread. Shared (`Arc`) between the list that owns it and
@@ -249,158 +99,51 @@ struct Signals {
 struct Slot {
     name: String,
     tx: Sender<Msg>,
-    /// Flags shared with the listener's thread.
-    signals: Arc<Signals>,
-    /// Whether `Stop` is not sent yet. Requests that wait for an answer
-    /// (flush, derive) are sent under this lock, so each is either queued
-    /// before the `Stop`, and answered, or not sent at all.
+    /// Whether `Stop` is not sent yet. Every message is sent under this
+    /// lock, so each is either queued before the `Stop`, and handled, or
+    /// not sent at all (which answers a flush ticket).
     open: Mutex<bool>,
-    /// The listener's thread, to unpark it when it lingers (see the module
-    /// docs on lingering).
-    waker: Thread,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Messages sent, for the tests that count them.
+    #[cfg(test)]
+    sent: AtomicUsize,
 }
 
 impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
         let (tx, rx) = bounded(QUEUE);
-        let signals = Arc::new(Signals::default());
-        let shared = Arc::clone(&signals);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
-            .spawn(move || run(listener, rx, &shared))
+            .spawn(move || run(listener, &rx))
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
-            signals,
             tx,
             open: Mutex::new(true),
-            waker: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
+            #[cfg(test)]
+            sent: AtomicUsize::new(0),
         })
     }
 
-    /// Tell the listener's thread whether the stream is dense.
-    fn mark(&self, dense: bool) {
-        // Written only when it changes: the listener reads this line.
-        if self.signals.dense.load(Ordering::Relaxed) != dense {
-            self.signals.dense.store(dense, Ordering::Relaxed);
-        }
-    }
-
-    /// Send `msg`, waiting for room; false once the thread is gone.
-    fn send(&self, msg: Msg) -> bool {
-        // A full queue's listener may be lingering: it must take events now.
-        if self.tx.is_full() {
-            self.waker.unpark();
-        }
-        self.tx.send(msg).is_ok()
-    }
-
-    /// Send a request that waits for an answer (see `open`), and wake the
-    /// thread if it lingers; false if the thread is stopping or gone (the
-    /// request is dropped, which answers it).
-    fn request(&self, msg: Msg) -> bool {
+    /// Queue `msg`: at once if there is room, else after waiting for room
+    /// if `wait`, else give it back. Whether it was queued: a message for a
+    /// thread that stopped is dropped.
+    fn send(&self, msg: Msg, wait: bool) -> Result<bool, Msg> {
         let open = self.open.lock();
-        let sent = *open && self.send(msg);
-        // Costs no system call unless the thread is parked.
-        self.waker.unpark();
-        sent
-    }
-
-    /// Queue `event`, or keep it in `backlog` (this list's events for this
-    /// listener that did not fit yet); see the module docs on backpressure.
-    /// `room` is how many events the queue may hold: `QUEUE`, or
-    /// `DELTA_ROOM` for a delta (see the module docs on batching).
-    fn offer(&self, backlog: &mut VecDeque<Arc<Event>>, event: &Arc<Event>, room: usize) {
-        if !backlog.is_empty() && !self.move_backlog(backlog, room) {
-            return;
+        if !*open {
+            return Ok(false);
         }
-        if backlog.is_empty() && self.tx.len() < room {
-            match self.tx.try_send(Msg::Event(Arc::clone(event))) {
-                Ok(()) => {
-                    // A lingering listener gets a head start on a burst
-                    // before its queue is full and deltas start joining.
-                    if self.tx.len() == QUEUE / 2 {
-                        self.waker.unpark();
-                    }
-                    return;
-                }
-                Err(TrySendError::Disconnected(_)) => return,
-                // The listener may be lingering with a full queue.
-                Err(TrySendError::Full(_)) => self.waker.unpark(),
-            }
-        }
-        if let Some(back) = backlog.back_mut()
-            && let Some(more) = back.continued_by(event)
-        {
-            // `make_mut` copies the delta if the queue or the list still
-            // shares it: what was queued is never changed.
-            Arc::make_mut(back).append_delta(more);
-            return;
-        }
-        backlog.push_back(Arc::clone(event));
-        if backlog.len() > BACKLOG
-            && let Some(oldest) = backlog.pop_front()
-            && !self.send(Msg::Event(oldest))
-        {
-            backlog.clear();
-        }
-    }
-
-    /// Join a delta to the delta waiting at the end of `backlog`, if there
-    /// is one of its kind from its agent and the listener has not emptied
-    /// its queue yet; whether it did. What a listener that emptied its
-    /// queue is owed goes to it at once instead (through `offer`).
-    fn join(
-        &self,
-        backlog: &mut VecDeque<Arc<Event>>,
-        agent: &str,
-        thinking: bool,
-        text: &str,
-    ) -> bool {
-        match backlog.back_mut() {
-            Some(back) if back.is_delta_of(agent, thinking) && !self.tx.is_empty() => {
-                // `make_mut` copies the delta if the queue or the list still
-                // shares it: what was queued is never changed.
-                Arc::make_mut(back).append_delta(text);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Move what fits of `backlog` to the queue (while it holds fewer than
-    /// `room` events), oldest first, without waiting; false (and the
-    /// backlog dropped) once the thread is gone.
-    fn move_backlog(&self, backlog: &mut VecDeque<Arc<Event>>, room: usize) -> bool {
-        while let Some(oldest) = backlog.front() {
-            if self.tx.len() >= room {
-                return true;
-            }
-            match self.tx.try_send(Msg::Event(Arc::clone(oldest))) {
-                Ok(()) => {
-                    backlog.pop_front();
-                }
-                Err(TrySendError::Full(_)) => return true,
-                Err(TrySendError::Disconnected(_)) => {
-                    backlog.clear();
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
-    /// Move all of `backlog` to the queue, waiting for room; dropped once
-    /// the thread is gone.
-    fn drain_backlog(&self, backlog: &mut VecDeque<Arc<Event>>) {
-        while let Some(oldest) = backlog.pop_front() {
-            if !self.send(Msg::Event(oldest)) {
-                backlog.clear();
-            }
-        }
+        let sent = match self.tx.try_send(msg) {
+            Ok(()) => true,
+            Err(TrySendError::Full(msg)) if !wait => return Err(msg),
+            Err(TrySendError::Full(msg)) => self.tx.send(msg).is_ok(),
+            Err(TrySendError::Disconnected(_)) => false,
+        };
+        #[cfg(test)]
+        self.sent.fetch_add(usize::from(sent), Ordering::Relaxed);
+        Ok(sent)
     }
 
     /// Stop the thread after it handled what was queued, and join it.
@@ -410,9 +153,9 @@ impl Slot {
             if *open {
                 *open = false;
                 let _ = self.tx.send(Msg::Stop);
-                self.waker.unpark();
             }
         }
+        // A list dropped on its own listener's thread cannot join it.
         if let Some(handle) = self.thread.lock().take()
             && handle.thread().id() != std::thread::current().id()
         {
@@ -433,6 +176,8 @@ fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
     Box::new(slot.expect("just set"))
 }
 
+/// Run `f`, containing a panic: it is logged at `error` and costs the
+/// listener that one call.
 fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Some(v),
@@ -444,82 +189,21 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, signals: &Signals) {
+/// A listener's thread: handle messages in order until `Stop`, or until
+/// every sender is gone.
+fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
     let name = listener.name();
-    let mut napped = false;
-    // Until when the thread lingers after a flush (see the module docs).
-    let mut linger: Option<Instant> = None;
-    // Until when a roused thread watches its queue (see the module docs).
-    let mut watch: Option<Instant> = None;
-    let mut spins = 0u32;
-    loop {
-        let msg = match rx.try_recv() {
-            Ok(msg) => msg,
-            Err(TryRecvError::Disconnected) => break,
-            // Drained after a flush: park without watching the channel, so
-            // that the next turn's first events wake nobody, until a request
-            // or a half-full queue unparks us or the time is up (see the
-            // module docs on lingering). A rouse ends it in a watch (see
-            // rousing).
-            Err(TryRecvError::Empty) if linger.is_some() => {
-                let roused = signals.roused.swap(false, Ordering::Relaxed);
-                let left = linger.and_then(|until| until.checked_duration_since(Instant::now()));
-                match left {
-                    Some(left) if !roused && !left.is_zero() => std::thread::park_timeout(left),
-                    _ => {
-                        if roused {
-                            watch = Some(Instant::now() + WATCH);
-                        }
-                        linger = None;
-                        signals.lingering.store(false, Ordering::Relaxed);
-                    }
-                }
-                continue;
-            }
-            // Roused: the turn's last events and its flush come within
-            // microseconds; watch for them instead of blocking (see the
-            // module docs on rousing).
-            Err(TryRecvError::Empty) if watch.is_some() => {
-                spins = spins.wrapping_add(1);
-                if !spins.is_multiple_of(64) {
-                    std::hint::spin_loop();
-                } else if watch.is_some_and(|until| Instant::now() < until) {
-                    // Let the agent's thread run if it waits for this core.
-                    std::thread::yield_now();
-                } else {
-                    watch = None;
-                }
-                continue;
-            }
-            // Drained during a dense stream: nap once so that the stream is
-            // taken in batches (see the module docs on batching), then block.
-            // Lingering comes first: a flush ends a turn, even one cut off
-            // in the middle of a stream.
-            Err(TryRecvError::Empty) if !napped && signals.dense.load(Ordering::Relaxed) => {
-                napped = true;
-                // A request (the flush) or a half-full queue ends it early.
-                std::thread::park_timeout(NAP);
-                continue;
-            }
-            Err(TryRecvError::Empty) => match rx.recv() {
-                Ok(msg) => msg,
-                Err(_) => break,
-            },
-        };
-        napped = false;
+    for msg in rx {
         match msg {
-            Msg::Event(event) => {
-                guarded(&name, "on_event", || listener.on_event(&event));
-            }
-            Msg::Flush(ticket) => {
-                guarded(&name, "flush", || listener.flush());
-                watch = None;
-                // A rouse meant for this turn is spent.
-                signals.roused.store(false, Ordering::Relaxed);
-                signals.lingering.store(true, Ordering::Relaxed);
-                linger = Some(Instant::now() + LINGER);
-                // Last: the flush returns once every ticket arrived.
-                drop(ticket);
+            Msg::Batch(events, flush) => {
+                for event in events.iter() {
+                    guarded(&name, "on_event", || listener.on_event(event));
+                }
+                if let Some(ticket) = flush {
+                    guarded(&name, "flush", || listener.flush());
+                    // Last: the flush returns once every ticket counted.
+                    drop(ticket);
+                }
             }
             Msg::Derive(derive) => {
                 let (id, reply) = *derive;
@@ -530,8 +214,6 @@ fn run(mut listener: Box<dyn Listener>, rx: Receiver<Msg>, signals: &Signals) {
             Msg::Stop => break,
         }
     }
-    // Later sends fail at once instead of filling a queue nobody reads.
-    drop(rx);
     guarded(&name, "close", || listener.close());
 }
 
@@ -558,47 +240,16 @@ pub struct ListenerList {
     slots: Vec<Arc<Slot>>,
     /// Parallel to `slots`: whether this list started (and so stops) the thread.
     owned: Vec<bool>,
-    /// The emitting side's state, see the module docs.
-    state: Mutex<EmitState>,
-    /// The flush barrier; locked for a whole flush, so flushes of one list
-    /// never share it.
-    gate: Mutex<Arc<Gate>>,
+    /// What was emitted and not handed over yet; see the module docs.
+    pending: Mutex<Pending>,
 }
 
-/// What `emit` keeps between calls.
 #[derive(Default)]
-struct EmitState {
-    /// Events sent, oldest first, until reused or freed; see the module
-    /// docs on event memory.
-    sent: VecDeque<Arc<Event>>,
-    /// When `pause` last ran, and whether it came less than `NAP` after
-    /// the one before (network reads follow each other quickly), to tell a
-    /// dense stream.
-    last_pause: Option<Instant>,
-    fast_reads: bool,
-    /// Parallel to `slots`: this list's events that did not fit in that
-    /// listener's queue yet; see the module docs on backpressure.
-    backlogs: Vec<VecDeque<Arc<Event>>>,
-}
-
-impl EmitState {
-    /// Whether an event continues a dense stream: a delta while network
-    /// reads follow each other within `NAP`.
-    fn dense(&self, is_delta: bool) -> bool {
-        // Only deltas make a stream dense: a turn's other events come in
-        // bursts too (`Assistant` then `Tokens`, microseconds apart), and a
-        // listener napping after them would wake on a timer in the middle
-        // of the next turn.
-        is_delta && self.fast_reads
-    }
-
-    /// Move every backlog to its queue, waiting for room, so that what is
-    /// sent next comes after everything emitted so far.
-    fn drain_backlogs(&mut self, slots: &[Arc<Slot>]) {
-        for (slot, backlog) in slots.iter().zip(&mut self.backlogs) {
-            slot.drain_backlog(backlog);
-        }
-    }
+struct Pending {
+    /// In emission order, deltas joined.
+    events: Vec<Event>,
+    /// Whether events wait for the next hand-over (see the module docs).
+    held: bool,
 }
 
 impl ListenerList {
@@ -610,17 +261,12 @@ impl ListenerList {
     /// Add a listener, starting its thread. A `Box<dyn Listener>` is a
     /// listener too.
     pub fn add(&mut self, listener: impl Listener) {
-        self.add_boxed(into_boxed(listener));
-    }
-
-    fn add_boxed(&mut self, listener: Box<dyn Listener>) {
-        self.push(Slot::spawn(listener), true);
+        self.push(Slot::spawn(into_boxed(listener)), true);
     }
 
     fn push(&mut self, slot: Arc<Slot>, owned: bool) {
         self.slots.push(slot);
         self.owned.push(owned);
-        self.state.get_mut().backlogs.push(VecDeque::new());
     }
 
     /// Number of listeners.
@@ -637,114 +283,92 @@ impl ListenerList {
     /// The list for a sub-agent with id `id`: each listener decides (on its own
     /// thread) whether it is shared, replaced or skipped.
     pub fn for_sub_agent(&self, id: &str) -> ListenerList {
-        // The parent's events come first.
-        self.state.lock().drain_backlogs(&self.slots);
+        // The parent's events come first; the parent waits for the child.
+        self.hand_over();
         let replies: Vec<_> = self
             .slots
             .iter()
             .map(|slot| {
-                let (tx, rx) = crossbeam_channel::bounded(1);
-                let sent = slot.request(Msg::Derive(Box::new((id.to_string(), tx))));
-                (slot, sent.then_some(rx))
+                let (tx, rx) = bounded(1);
+                let sent = slot.send(Msg::Derive(Box::new((id.to_string(), tx))), true);
+                (slot, (sent.ok() == Some(true)).then_some(rx))
             })
             .collect();
         let mut list = ListenerList::new();
         for (slot, rx) in replies {
             match rx.and_then(|rx| rx.recv().ok()) {
                 Some(SubAgentListener::Share) => list.push(Arc::clone(slot), false),
-                Some(SubAgentListener::Replace(l)) => list.add_boxed(l),
+                Some(SubAgentListener::Replace(l)) => list.add(l),
                 Some(SubAgentListener::Skip) | None => {}
             }
         }
         list
     }
 
-    /// Deliver `event` to every listener.
+    /// Deliver `event` to every listener: at the next hand-over while the
+    /// agent holds events, else now.
     pub(crate) fn emit(&self, event: Event) {
         if self.slots.is_empty() {
             return;
         }
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
-        let dense = st.dense(event.is_delta());
-        let room = room(event.is_delta());
-        let event = reuse(&mut st.sent, event);
-        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
-            slot.mark(dense);
-            slot.offer(backlog, &event, room);
+        let mut p = self.pending.lock();
+        if let Some(last) = p.events.last_mut()
+            && let Some(text) = last.continued_by(&event)
+        {
+            last.append_delta(text);
+        } else {
+            p.events.push(event);
         }
-        keep(&mut st.sent, event);
+        if !p.held || p.events.len() >= BATCH {
+            self.send(&mut p, None);
+        }
     }
 
     /// Deliver a delta of `agent` ([`Event::ThinkingDelta`] if `thinking`,
-    /// else [`Event::AssistantDelta`]) with `text` to every listener. For a
-    /// listener with an event waiting, `text` is appended to the delta
-    /// waiting in its backlog when there is one (see the module docs on
-    /// batching); an event is built only if some listener needs one.
+    /// else [`Event::AssistantDelta`]) with `text` to every listener, at the
+    /// next hand-over, appended to the delta before it when that is one of
+    /// its kind from its agent (no event is built then).
     pub(crate) fn emit_delta(&self, agent: &Arc<str>, thinking: bool, text: &str) {
         if self.slots.is_empty() {
             return;
         }
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
-        let dense = st.dense(true);
-        let mut event = None;
-        for (slot, backlog) in self.slots.iter().zip(&mut st.backlogs) {
-            slot.mark(dense);
-            if slot.join(backlog, agent, thinking, text) {
-                continue;
-            }
-            let event = event.get_or_insert_with(|| {
-                let (agent, content) = (Arc::clone(agent), text.to_string());
-                reuse(
-                    &mut st.sent,
-                    if thinking {
-                        Event::ThinkingDelta { agent, content }
-                    } else {
-                        Event::AssistantDelta { agent, content }
-                    },
-                )
-            });
-            slot.offer(backlog, event, DELTA_ROOM);
+        let mut p = self.pending.lock();
+        if let Some(last) = p.events.last_mut()
+            && last.is_delta_of(agent, thinking)
+        {
+            last.append_delta(text);
+            return;
         }
-        if let Some(event) = event {
-            keep(&mut st.sent, event);
+        let (agent, content) = (Arc::clone(agent), text.to_string());
+        p.events.push(if thinking {
+            Event::ThinkingDelta { agent, content }
+        } else {
+            Event::AssistantDelta { agent, content }
+        });
+        if p.events.len() >= BATCH {
+            self.send(&mut p, None);
         }
     }
 
-    /// The emitting thread is about to wait (for the network, a tool, an
-    /// approval): move what waits in the backlogs to the queues, waiting
-    /// for room if a listener is a whole queue behind, so that no event
-    /// waits with it (see the module docs on batching and backpressure).
-    pub(crate) fn pause(&self) {
+    /// The agent works: what it emits waits for its next hand-over (see the
+    /// module docs).
+    pub(crate) fn hold(&self) {
+        if !self.slots.is_empty() {
+            self.pending.lock().held = true;
+        }
+    }
+
+    /// The agent is about to wait (for the network, a tool, an approval, a
+    /// sub-agent): hand over what waits, and deliver what is emitted
+    /// meanwhile as it comes (see the module docs).
+    pub(crate) fn hand_over(&self) {
         if self.slots.is_empty() {
             return;
         }
-        let mut st = self.state.lock();
-        let now = Instant::now();
-        st.fast_reads = st.last_pause.is_some_and(|t| now.duration_since(t) < NAP);
-        st.last_pause = Some(now);
-        st.drain_backlogs(&self.slots);
-    }
-
-    /// The answer is in: the turn's last events and its flush follow within
-    /// microseconds. Wake the listener threads that linger, so that each
-    /// wakes while the agent finishes the turn rather than after the flush
-    /// asked (see the module docs on rousing).
-    pub(crate) fn rouse(&self) {
-        // Threads that watch their queues spin: with no core free for each
-        // of them beside the agent's, they would take turns on the cores
-        // with the agent they wait for.
-        if self.slots.len() >= cores() {
-            return;
-        }
-        for slot in &self.slots {
-            let signals = &slot.signals;
-            if signals.lingering.load(Ordering::Relaxed)
-                && !signals.roused.swap(true, Ordering::Relaxed)
-            {
-                slot.waker.unpark();
-            }
+        let mut p = self.pending.lock();
+        p.held = false;
+        if !p.events.is_empty() {
+            self.send(&mut p, None);
         }
     }
 
@@ -754,92 +378,50 @@ impl ListenerList {
         if self.slots.is_empty() {
             return;
         }
-        let gate = self.gate.lock();
-        gate.done.store(0, Ordering::SeqCst);
+        let (done, finished) = bounded(1);
+        let gate = Arc::new(Gate {
+            left: AtomicUsize::new(self.slots.len()),
+            done,
+        });
         {
-            let mut st = self.state.lock();
-            st.drain_backlogs(&self.slots);
-            for slot in &self.slots {
-                // A ticket that cannot be sent arrives as it is dropped.
-                slot.request(Msg::Flush(Ticket(Arc::clone(&gate))));
+            let mut p = self.pending.lock();
+            p.held = false;
+            self.send(&mut p, Some(&gate));
+        }
+        drop(gate);
+        // The last ticket sends before it drops its handle to `done`.
+        let _ = finished.recv();
+    }
+
+    /// Send the pending batch (with a ticket of `gate` each, for a flush)
+    /// to every listener, in order after what was sent before; see the
+    /// module docs on backpressure. Called under the `pending` lock, which
+    /// keeps concurrent emitters' batches in one order for every listener.
+    fn send(&self, p: &mut Pending, gate: Option<&Arc<Gate>>) {
+        let batch = Arc::new(std::mem::take(&mut p.events));
+        let msg = || Msg::Batch(Arc::clone(&batch), gate.map(|g| Ticket(Arc::clone(g))));
+        // Every listener with room first: one that is behind holds up the
+        // others only while the agent waits for it.
+        let mut behind = Vec::new();
+        for slot in &self.slots {
+            if let Err(msg) = slot.send(msg(), false) {
+                behind.push((slot, msg));
             }
         }
-        gate.wait(self.slots.len());
-        release_handled(&mut self.state.lock().sent);
+        for (slot, msg) in behind {
+            let _ = slot.send(msg, true);
+        }
     }
 
     /// Stop and join the threads this list started, after they handled what
-    /// was queued. Later events to them are dropped. Idempotent.
+    /// was emitted. Later events to them are dropped. Idempotent.
     pub(crate) fn close(&self) {
-        let mut st = self.state.lock();
-        st.drain_backlogs(&self.slots);
+        self.hand_over();
         for (slot, owned) in self.slots.iter().zip(&self.owned) {
             if *owned {
                 slot.stop();
             }
         }
-        release_handled(&mut st.sent);
-    }
-}
-
-/// Whether every listener dropped its handle to `event`: the count is this
-/// list's own handle, and it cannot grow again (the event was sent).
-fn is_handled(event: &Arc<Event>) -> bool {
-    Arc::strong_count(event) == 1
-}
-
-/// Free the oldest events that no listener holds any more. Each listener
-/// handles events in order, so the first event still held ends the scan.
-fn release_handled(sent: &mut VecDeque<Arc<Event>>) {
-    while pop_handled(sent).is_some() {}
-}
-
-/// The cores this process may use, read once (the standard library reads
-/// the scheduler's affinity and cgroup quotas on every call).
-fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
-}
-
-/// `event` in the allocation of the oldest sent event no listener holds
-/// any more, if there is one; see the module docs on event memory.
-fn reuse(sent: &mut VecDeque<Arc<Event>>, event: Event) -> Arc<Event> {
-    match pop_handled(sent) {
-        Some(mut handled) => {
-            match Arc::get_mut(&mut handled) {
-                // Drops the old event here, on the emitting thread.
-                Some(old) => *old = event,
-                None => handled = Arc::new(event),
-            }
-            handled
-        }
-        None => Arc::new(event),
-    }
-}
-
-/// Keep a handle to a sent event, to reuse or free it on this thread.
-fn keep(sent: &mut VecDeque<Arc<Event>>, event: Arc<Event>) {
-    // Beyond a queue's worth (a listener stuck on an old event), the
-    // listeners free what they handled themselves.
-    if sent.len() < QUEUE {
-        sent.push_back(event);
-    }
-}
-
-/// How many events a listener's queue may hold before an event waits in
-/// its backlog: one for a delta (see the module docs on batching), else
-/// the whole queue.
-fn room(is_delta: bool) -> usize {
-    if is_delta { DELTA_ROOM } else { QUEUE }
-}
-
-/// The oldest event, if no listener holds it any more.
-fn pop_handled(sent: &mut VecDeque<Arc<Event>>) -> Option<Arc<Event>> {
-    // `VecDeque::pop_front_if` needs Rust 1.93; the MSRV is 1.88.
-    if sent.front().is_some_and(is_handled) {
-        sent.pop_front()
-    } else {
-        None
     }
 }
 
@@ -870,6 +452,8 @@ impl fmt::Debug for ListenerList {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
     use super::*;
     use crate::listeners::InMemoryEventList;
 
@@ -880,102 +464,50 @@ mod tests {
         }
     }
 
-    /// What `pick` takes from each event `rec` saw, in order.
-    fn picked(rec: &InMemoryEventList, pick: fn(Event) -> Option<String>) -> Vec<String> {
-        rec.events().into_iter().filter_map(pick).collect()
-    }
-
-    /// The texts of the answer deltas `rec` saw, in order.
-    fn delta_texts(rec: &InMemoryEventList) -> Vec<String> {
-        picked(rec, |e| match e {
-            Event::AssistantDelta { content, .. } => Some(content),
-            _ => None,
-        })
-    }
-
-    #[test]
-    fn order_is_kept_and_flush_waits() {
-        let rec = InMemoryEventList::new();
-        let slow = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        let mut seen = slow.clone();
-        list.add(move |e: &Event| {
-            std::thread::sleep(Duration::from_millis(1));
-            seen.on_event(e);
-        });
-        list.add(rec.clone());
-        for i in 0..50 {
-            list.emit(delta(&format!("{i},")));
+    /// An event other than a delta (which never joins), numbered `i`.
+    fn turn(i: usize) -> Event {
+        Event::UserTurn {
+            agent: "".into(),
+            content: i.to_string(),
+            mid_loop: false,
         }
-        list.flush();
-        // Both listeners handled everything before `flush` returned.
-        assert_in_order(&delta_texts(&rec), 50);
-        assert_in_order(&delta_texts(&slow), 50);
     }
 
-    /// Checks that `got` (the deltas a listener saw) is `0,1,...,n-1,` cut
-    /// into pieces at item boundaries: merging under backpressure may join
-    /// neighbours, never lose, reorder or split them.
-    fn assert_in_order(got: &[String], n: usize) {
-        let mut next = 0;
-        for piece in got {
-            assert!(piece.ends_with(','), "{piece:?} is not whole items");
-            for item in piece.trim_end_matches(',').split(',') {
-                assert_eq!(item, next.to_string());
-                next += 1;
-            }
-        }
-        assert_eq!(next, n);
+    /// The texts of the answer deltas and user turns `rec` saw, in order.
+    fn texts(rec: &InMemoryEventList) -> Vec<String> {
+        let text = |e| match e {
+            Event::AssistantDelta { content, .. } | Event::UserTurn { content, .. } => content,
+            _ => String::new(),
+        };
+        rec.events().into_iter().map(text).collect()
     }
 
-    #[test]
-    fn reused_event_memory_never_changes_what_a_listener_saw() {
+    fn numbers(n: usize) -> Vec<String> {
+        (0..n).map(|i| i.to_string()).collect()
+    }
+
+    /// A list of one recorder, and the recorder.
+    fn recorded() -> (ListenerList, InMemoryEventList) {
         let rec = InMemoryEventList::new();
         let mut list = ListenerList::new();
         list.add(rec.clone());
-        // A listener that lags now and then, so some events wait while
-        // others are reused.
-        list.add(|e: &Event| {
-            if let Event::AssistantDelta { content, .. } = e
-                && content.ends_with("7,")
-            {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
-        });
-        for i in 0..2_000 {
-            list.emit(delta(&format!("{i},")));
-            // The list keeps a handle to what it sent (to reuse or free it
-            // here), never more than a queue's worth.
-            let kept = list.state.lock().sent.len();
-            assert!((1..=QUEUE).contains(&kept), "{kept} kept");
-        }
-        list.flush();
-        assert_in_order(&delta_texts(&rec), 2_000);
-        // Everything was handled: flush freed it all.
-        assert!(list.state.lock().sent.is_empty());
+        (list, rec)
     }
 
-    /// A list of one listener held inside `on_event` until the returned
-    /// sender is dropped or sent to, and what that listener saw.
-    fn stalled() -> (
-        ListenerList,
-        crossbeam_channel::Sender<()>,
-        InMemoryEventList,
-    ) {
-        let (release, held) = crossbeam_channel::bounded::<()>(0);
+    /// A list of one listener held inside its first `on_event` until the
+    /// returned sender is dropped, and what that listener saw.
+    fn stalled() -> (ListenerList, Sender<()>, InMemoryEventList) {
+        let (release, held) = bounded::<()>(0);
         let rec = InMemoryEventList::new();
-        let seen = rec.clone();
+        let mut seen = rec.clone();
         let mut first = true;
-        let listener = move |e: &Event| {
-            if first {
-                first = false;
+        let mut list = ListenerList::new();
+        list.add(move |e: &Event| {
+            if std::mem::take(&mut first) {
                 let _ = held.recv();
             }
-            let mut r = seen.clone();
-            r.on_event(e);
-        };
-        let mut list = ListenerList::new();
-        list.add(listener);
+            seen.on_event(e);
+        });
         (list, release, rec)
     }
 
@@ -988,338 +520,230 @@ mod tests {
         }
     }
 
-    /// Only deltas make a stream dense, and only while network reads (the
-    /// agent's pauses) come within `NAP` of each other: a listener must not
-    /// nap after a turn's closing burst (`Assistant` then `Tokens`), or it
-    /// wakes on a timer in the middle of the next turn (BENCHMARKS.md,
-    /// "Session 5"), nor between reads that come seldom (a model
-    /// generating live, or many agents sharing two cores), where a nap
-    /// finds nothing and costs a wake-up (BENCHMARKS.md, "Session 6").
+    fn sent(list: &ListenerList) -> usize {
+        list.slots[0].sent.load(Ordering::Relaxed)
+    }
+
     #[test]
-    fn only_deltas_of_quick_reads_make_a_stream_dense() {
-        let mut list = ListenerList::new();
+    fn order_is_kept_and_flush_waits() {
+        let (mut list, rec) = recorded();
+        let slow = InMemoryEventList::new();
+        let mut seen = slow.clone();
+        list.add(move |e: &Event| {
+            std::thread::sleep(Duration::from_millis(1));
+            seen.on_event(e);
+        });
+        list.emit(turn(0));
+        list.hold();
+        for i in 1..50 {
+            list.emit(turn(i));
+        }
+        list.flush();
+        // Both listeners handled everything before `flush` returned.
+        assert_eq!(texts(&rec), numbers(50));
+        assert_eq!(texts(&slow), numbers(50));
+    }
+
+    /// A quick turn (a request, a plain answer) is two messages per
+    /// listener: the `UserTurn` before the request, the answer's events
+    /// with the flush. Each wakes the listener's thread at most once.
+    #[test]
+    fn a_quick_turn_is_two_messages_per_listener() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let (mut list, rec) = recorded();
         list.add(|_: &Event| {});
-        let dense = || list.slots[0].signals.dense.load(Ordering::Relaxed);
-        let answer = || Event::Assistant {
-            agent: "".into(),
-            content: "done".into(),
+        let slots: Vec<_> = list.slots.iter().map(Arc::clone).collect();
+        let sent = || -> Vec<usize> {
+            slots
+                .iter()
+                .map(|s| s.sent.load(Ordering::Relaxed))
+                .collect()
         };
-        // Two pauses in a row come within `NAP` but on a loaded machine.
-        let mut tries = 0;
-        while !dense() {
-            tries += 1;
-            assert!(tries < 1_000, "quick reads never made a stream dense");
-            list.pause();
-            list.pause();
-            list.emit(delta("x"));
+        let mut agent = crate::Agent::builder(server.transport())
+            .listener_list(list)
+            .build()
+            .unwrap();
+        for turn in 0..3 {
+            server.push(Reply::text("Hello!"));
+            let before = sent();
+            agent.run_loop("Hi").unwrap();
+            let after: Vec<_> = sent().iter().zip(&before).map(|(a, b)| a - b).collect();
+            assert_eq!(after, [2, 2], "turn {turn}");
         }
-        list.emit_delta(&Arc::from(""), true, "z");
-        assert!(dense(), "of either kind");
-        list.emit(answer());
-        assert!(!dense(), "other events are not a stream");
-        for _ in 0..3 {
-            std::thread::sleep(2 * NAP);
-            list.pause();
-            list.emit(delta("w"));
-            assert!(!dense(), "deltas of reads far apart are not");
-        }
-        list.close();
+        let kinds = rec.kinds();
+        assert_eq!(
+            kinds[kinds.len() - 4..],
+            ["user_turn", "assistant", "tokens", "stopped"]
+        );
     }
 
-    /// `rouse` wakes only a lingering listener, which then takes the flag
-    /// and watches its queue; the flush that ends the turn clears a rouse
-    /// that came too late, so the next turn's lingering is not cut short.
+    /// Held events go out as one message at the hand-over, even to a
+    /// listener that is busy; deltas of one kind and agent are joined on
+    /// the way, and the agent builds no event for a joined delta.
     #[test]
-    fn rouse_wakes_a_lingering_listener_once_per_turn() {
-        if cores() < 2 {
-            return; // one core: nothing is roused (see the next test)
+    fn held_events_go_out_at_the_hand_over_with_deltas_joined() {
+        let (list, release, rec) = stalled();
+        list.emit(turn(0));
+        list.hold();
+        let n = 20 * BATCH;
+        for i in 0..n {
+            list.emit_delta(&Arc::from(""), false, &format!("{i},"));
         }
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
-        let signals = Arc::clone(&list.slots[0].signals);
-        let flag = |f: &AtomicBool| f.load(Ordering::SeqCst);
-        // Not lingering (no turn ended yet): nothing to wake.
-        list.rouse();
-        assert!(!flag(&signals.roused));
+        assert_eq!(
+            list.pending.lock().events.len(),
+            1,
+            "one event for {n} deltas"
+        );
+        list.emit(turn(1));
+        assert_eq!(sent(&list), 1, "nothing goes out while held");
+        list.hand_over();
+        assert_eq!(sent(&list), 2, "one batch");
+        // Not held any more (the agent waits): an event goes out at once.
+        list.emit(turn(2));
+        assert_eq!(sent(&list), 3);
+        drop(release);
+        let joined: String = (0..n).map(|i| i.to_string() + ",").collect();
+        eventually(|| rec.len() == 4);
+        assert_eq!(texts(&rec), ["0", &joined, "1", "2"]);
         list.flush();
-        assert!(flag(&signals.lingering), "a flush starts the lingering");
-        list.emit(delta("a"));
-        list.rouse();
-        // Roused, unless the lingering already timed out (a slow machine):
-        // the flag is set, or the thread took it and stopped lingering.
-        assert!(flag(&signals.roused) || !flag(&signals.lingering));
-        // The thread takes the rouse and stops lingering at once, well
-        // within `LINGER`; it handles what came meanwhile.
-        eventually(|| !flag(&signals.roused) && !flag(&signals.lingering));
-        assert!(!flag(&signals.roused) && !flag(&signals.lingering));
-        eventually(|| rec.len() == 1);
-        list.emit(delta("b"));
-        eventually(|| rec.len() == 2);
-        // A rouse left unanswered when the turn ends does not carry over.
-        signals.roused.store(true, Ordering::SeqCst);
-        list.flush();
-        assert!(!flag(&signals.roused));
-        assert!(flag(&signals.lingering));
-        assert_eq!(delta_texts(&rec), ["a", "b"]);
     }
 
-    /// As many listeners as cores: none is roused, so that no spinning
-    /// thread takes a core from the agent it waits for.
+    /// A held batch that reaches `BATCH` events goes out without waiting
+    /// for a hand-over: what waits with the agent is bounded.
     #[test]
-    fn rouse_spares_the_cores_when_listeners_are_as_many() {
-        let mut list = ListenerList::new();
-        for _ in 0..cores() {
-            list.add(|_: &Event| {});
+    fn a_full_held_batch_goes_out_at_once() {
+        let (list, rec) = recorded();
+        list.hold();
+        for i in 0..BATCH - 1 {
+            list.emit(turn(i));
         }
+        assert_eq!(sent(&list), 0);
+        list.emit(turn(BATCH - 1));
+        assert_eq!(sent(&list), 1);
+        assert!(list.pending.lock().events.is_empty());
+        // Deltas count too, once they stop joining.
+        for i in 0..BATCH {
+            list.emit_delta(&Arc::from(""), i % 2 == 0, "x");
+        }
+        assert_eq!(sent(&list), 2);
         list.flush();
-        assert!(
-            list.slots
-                .iter()
-                .all(|s| s.signals.lingering.load(Ordering::SeqCst))
-        );
-        list.rouse();
-        assert!(
-            list.slots
-                .iter()
-                .all(|s| !s.signals.roused.load(Ordering::SeqCst))
-        );
+        assert_eq!(rec.len(), 2 * BATCH);
     }
 
     #[test]
     fn an_event_after_a_flush_arrives_without_another_flush() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
+        let (list, rec) = recorded();
+        list.hold();
         list.emit(delta("a"));
         list.flush();
-        // The listener lingers now; the next event must still reach it
-        // when nothing else happens (a turn whose answer takes seconds).
+        // The next event must reach the listener when nothing else happens
+        // (no run is going on, or a turn whose answer takes seconds).
         list.emit(delta("b"));
-        eventually(|| rec.events().len() >= 2);
-        assert_eq!(delta_texts(&rec), ["a", "b"]);
+        eventually(|| rec.len() == 2);
+        assert_eq!(texts(&rec), ["a", "b"]);
     }
 
-    /// `n` events other than deltas (which never join), numbered.
-    fn turns(n: usize) -> impl Iterator<Item = Event> {
-        (0..n).map(|i| Event::UserTurn {
-            agent: "".into(),
-            content: format!("{i}"),
-            mid_loop: false,
-        })
-    }
-
-    /// The contents of the user turns `rec` saw, in order.
-    fn turn_texts(rec: &InMemoryEventList) -> Vec<String> {
-        picked(rec, |e| match e {
-            Event::UserTurn { content, .. } => Some(content),
-            _ => None,
-        })
-    }
-
+    /// A listener a whole channel behind when the agent is about to wait:
+    /// the agent waits for room instead of keeping events, which nothing
+    /// would hand over while it waits.
     #[test]
-    fn a_lingering_listener_takes_a_burst_beyond_its_queue_in_order() {
-        let rec = InMemoryEventList::new();
-        let mut list = ListenerList::new();
-        list.add(rec.clone());
-        list.flush();
-        // The queue and the backlog fill while the listener lingers, and it
-        // must be woken to make room.
-        let n = 4 * (QUEUE + BACKLOG);
-        for e in turns(n) {
-            list.emit(e);
-        }
-        list.flush();
-        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        assert_eq!(turn_texts(&rec), want);
-    }
-
-    /// Emit a delta of `text` back to back with the delta before.
-    fn emit_more(list: &ListenerList, text: &str) {
-        list.emit_delta(&Arc::from(""), false, text);
-    }
-
-    /// A delta waits, joined by the next ones, as soon as the listener has
-    /// one event waiting, so a listener that is behind (or takes a stream
-    /// in batches) gets one delta per batch, and the agent builds no event
-    /// for the deltas it joins.
-    #[test]
-    fn a_busy_listener_gets_joined_deltas_and_the_agent_builds_no_event_for_them() {
+    fn the_hand_over_waits_for_room_rather_than_leave_events_behind() {
         let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
-        // The listener holds the first delta: its queue is empty again.
-        eventually(|| list.slots[0].tx.is_empty());
-        let n = 20 * QUEUE;
-        for i in 1..n {
-            emit_more(&list, &format!("{i},"));
+        // One held by the listener, a full channel, one kept.
+        let n = QUEUE + 2;
+        for i in 0..n {
+            if i == n - 1 {
+                list.hold();
+            }
+            list.emit(turn(i));
         }
-        {
-            let st = list.state.lock();
-            assert_eq!(list.slots[0].tx.len(), DELTA_ROOM);
-            assert_eq!(st.backlogs[0].len(), 1);
-            // Events built: "0,", "1," (queued) and "2," (which the rest
-            // joined).
-            assert_eq!(st.sent.len(), 3);
-        }
-        drop(release);
-        list.flush();
-        let got = delta_texts(&rec);
-        assert_eq!(got.len(), 3, "{got:?}");
-        assert_in_order(&got, n);
-    }
-
-    /// A stalled listener holding delta "0,", one more queued ("1,"), and
-    /// "2," to "9," joined in the backlog.
-    fn stalled_with_joined() -> (
-        ListenerList,
-        crossbeam_channel::Sender<()>,
-        InMemoryEventList,
-    ) {
-        let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
-        eventually(|| list.slots[0].tx.is_empty());
-        for i in 1..10 {
-            emit_more(&list, &format!("{i},"));
-        }
-        (list, release, rec)
-    }
-
-    /// A listener that emptied its queue gets what waits for it at the next
-    /// emit, not only at the flush: joining never holds text back from an
-    /// idle listener.
-    #[test]
-    fn a_listener_that_emptied_its_queue_gets_the_joined_delta_at_the_next_emit() {
-        let (list, release, rec) = stalled_with_joined();
-        drop(release);
-        eventually(|| list.slots[0].tx.is_empty());
-        // Moves the joined delta first; waits itself (the queue is busy).
-        emit_more(&list, "10,");
-        let want: String = (0..10).map(|i| i.to_string() + ",").collect();
-        eventually(|| delta_texts(&rec).concat() == want);
-        assert_eq!(delta_texts(&rec).concat(), want);
-        // An event of another kind moves the backlog and is queued itself.
-        list.emit(Event::Assistant {
-            agent: "".into(),
-            content: "end".into(),
-        });
-        eventually(|| rec.len() == 5);
-        assert_in_order(&delta_texts(&rec), 11);
-        assert_eq!(rec.len(), 5);
-        list.flush();
-    }
-
-    /// `pause` (the agent is about to wait) hands the joined delta over at
-    /// once: a stream that stalls after a burst shows the whole burst.
-    #[test]
-    fn pause_hands_joined_deltas_over_before_the_agent_waits() {
-        let (list, release, rec) = stalled_with_joined();
-        assert_eq!(list.state.lock().backlogs[0].len(), 1);
-        list.pause();
-        assert!(list.state.lock().backlogs[0].is_empty());
-        drop(release);
-        let want: String = (0..10).map(|i| i.to_string() + ",").collect();
-        eventually(|| delta_texts(&rec).concat() == want);
-        assert_eq!(delta_texts(&rec).concat(), want);
-        list.flush();
-    }
-
-    /// A listener a whole queue behind when the agent is about to wait: the
-    /// agent waits for room instead of leaving events in the backlog, where
-    /// nothing would move them while the listener idles.
-    #[test]
-    fn pause_waits_for_room_rather_than_leave_events_behind() {
-        let (list, release, rec) = stalled();
-        let n = QUEUE + 10;
-        for e in turns(n) {
-            list.emit(e);
-        }
-        assert!(!list.state.lock().backlogs[0].is_empty());
         let list = Arc::new(list);
-        let paused = {
+        let handed = {
             let list = Arc::clone(&list);
-            std::thread::spawn(move || list.pause())
+            std::thread::spawn(move || list.hand_over())
         };
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!paused.is_finished(), "pause left events behind");
+        assert!(!handed.is_finished(), "the hand-over left events behind");
         drop(release);
-        paused.join().unwrap();
-        assert!(list.state.lock().backlogs[0].is_empty());
-        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        eventually(|| turn_texts(&rec) == want);
-        assert_eq!(turn_texts(&rec), want);
+        handed.join().unwrap();
+        eventually(|| rec.len() == n);
+        assert_eq!(texts(&rec), numbers(n));
         list.flush();
     }
 
+    /// A listener that never returns holds the emitter up once its channel
+    /// is full, and nothing is lost or reordered; another listener has
+    /// every batch the emitter handed over meanwhile.
     #[test]
-    fn a_stalled_listener_makes_other_events_wait_in_order() {
-        let (list, release, rec) = stalled();
+    fn a_stalled_listener_makes_the_emitter_wait_in_order() {
+        let (mut list, release, stalled_rec) = stalled();
+        let (other, rec) = recorded();
+        list.push(Arc::clone(&other.slots[0]), false);
         let list = Arc::new(list);
         let emitted = Arc::new(AtomicUsize::new(0));
-        let n = QUEUE + BACKLOG + 20;
+        let n = QUEUE + 20;
         let producer = {
             let (list, emitted) = (Arc::clone(&list), Arc::clone(&emitted));
             std::thread::spawn(move || {
-                for e in turns(n) {
-                    list.emit(e);
+                for i in 0..n {
+                    list.emit(turn(i));
                     emitted.fetch_add(1, Ordering::SeqCst);
                 }
                 list.flush();
             })
         };
-        // The emitter fills the queue (one event is held by the listener)
-        // and the backlog, then waits for room.
-        let bound = QUEUE + 1 + BACKLOG;
-        eventually(|| emitted.load(Ordering::SeqCst) >= bound);
+        // The listener holds one message, its channel `QUEUE` more.
+        let bound = QUEUE + 1;
+        eventually(|| emitted.load(Ordering::SeqCst) >= bound && rec.len() > bound);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(emitted.load(Ordering::SeqCst), bound);
+        assert_eq!(texts(&rec), numbers(bound + 1));
         drop(release);
         producer.join().unwrap();
-        let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-        assert_eq!(turn_texts(&rec), want);
+        assert_eq!(texts(&stalled_rec), numbers(n));
+        assert_eq!(texts(&rec), numbers(n));
     }
 
     #[test]
-    fn deltas_merge_only_with_their_own_kind_and_agent() {
-        let (list, release, rec) = stalled();
-        list.emit(delta("0,"));
-        // The listener holds the first delta: the queue is empty again.
-        eventually(|| list.slots[0].tx.is_empty());
-        list.emit(delta("1,"));
-        // Now in the backlog: a, a, b (other agent), b, thinking, a.
-        let a = |s: &str| delta(s);
-        let b = |s: &str| Event::AssistantDelta {
-            agent: "child".into(),
-            content: s.into(),
+    fn deltas_join_only_with_their_own_kind_and_agent() {
+        let (list, rec) = recorded();
+        list.hold();
+        let d = |agent: &str, thinking: bool, s: &str| {
+            let (agent, content) = (agent.into(), s.into());
+            if thinking {
+                Event::ThinkingDelta { agent, content }
+            } else {
+                Event::AssistantDelta { agent, content }
+            }
         };
-        let t = |s: &str| Event::ThinkingDelta {
-            agent: "".into(),
-            content: s.into(),
-        };
-        for e in [a("x"), a("y"), b("p"), b("q"), t("t"), a("z")] {
+        for e in [
+            d("", false, "x"),
+            d("", false, "y"),
+            d("c", false, "p"),
+            d("c", false, "q"),
+        ] {
             list.emit(e);
         }
-        list.emit_delta(&Arc::from("child"), false, "r");
-        list.emit_delta(&Arc::from("child"), true, "s");
-        list.emit_delta(&Arc::from("child"), true, "u");
-        drop(release);
+        for (agent, thinking, s) in [("", true, "t"), ("", false, "z"), ("c", false, "r")] {
+            list.emit_delta(&Arc::from(agent), thinking, s);
+        }
+        list.emit_delta(&Arc::from("c"), true, "s");
+        list.emit_delta(&Arc::from("c"), true, "u");
+        list.emit(turn(0));
+        list.emit_delta(&Arc::from("c"), true, "v");
         list.flush();
-        let s = |s: &str| Event::ThinkingDelta {
-            agent: "child".into(),
-            content: s.into(),
-        };
-        assert_eq!(
-            rec.events(),
-            vec![
-                a("0,"),
-                a("1,"),
-                a("xy"),
-                b("pq"),
-                t("t"),
-                a("z"),
-                b("r"),
-                s("su")
-            ]
-        );
+        let want = [
+            d("", false, "xy"),
+            d("c", false, "pq"),
+            d("", true, "t"),
+            d("", false, "z"),
+            d("c", false, "r"),
+            d("c", true, "su"),
+            turn(0),
+            d("c", true, "v"),
+        ];
+        assert_eq!(rec.events(), want);
     }
 
     /// A listener that records, in order, the events it saw and its close.
@@ -1344,28 +768,30 @@ mod tests {
         let child = list.for_sub_agent("c");
         child.close();
         list.emit(delta("a"));
-        list.emit(delta("b"));
+        list.hold();
+        list.emit(turn(0));
         list.close();
-        assert_eq!(*log.lock(), ["assistant_delta", "assistant_delta", "close"]);
+        assert_eq!(*log.lock(), ["assistant_delta", "user_turn", "close"]);
         // Later events are dropped, and closing again changes nothing.
         list.emit(delta("c"));
         list.close();
+        list.flush();
         assert_eq!(log.lock().len(), 3);
     }
 
     #[test]
     fn flush_returns_when_a_shared_listener_was_stopped() {
-        let rec = InMemoryEventList::new();
-        let mut parent = ListenerList::new();
-        parent.add(rec.clone());
+        let (parent, _rec) = recorded();
         let child = parent.for_sub_agent("c");
         assert_eq!(child.len(), 1);
         parent.close();
-        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let (done_tx, done_rx) = bounded(1);
         std::thread::spawn(move || {
             for i in 0..3 * QUEUE {
-                child.emit(delta(&format!("{i},")));
+                child.emit(turn(i));
             }
+            child.hold();
+            child.emit(turn(0));
             child.flush();
             done_tx.send(()).unwrap();
         });
@@ -1377,13 +803,18 @@ mod tests {
 
     #[test]
     fn panicking_listener_is_isolated() {
-        let rec = InMemoryEventList::new();
         let mut list = ListenerList::new();
-        list.add(|_: &Event| panic!("boom"));
-        list.add(rec.clone());
+        list.add(|e: &Event| assert!(!matches!(e, Event::AssistantDelta { .. }), "boom"));
+        let (other, rec) = recorded();
+        list.push(Arc::clone(&other.slots[0]), false);
         list.emit(delta("a"));
+        list.hold();
+        list.emit(turn(0));
         list.emit(delta("b"));
         list.flush();
-        assert_eq!(rec.len(), 2);
+        // The panicking listener got its flush, and gets the next turn.
+        list.emit(delta("c"));
+        list.flush();
+        assert_eq!(rec.len(), 4);
     }
 }

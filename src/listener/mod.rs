@@ -54,37 +54,35 @@ impl std::fmt::Debug for SubAgentListener {
 ///
 /// Threads are joined when the agent closes (or drops).
 ///
-/// Delivery is prompt, with one exception that buys speed: for 1 ms after
-/// a turn's flush, a listener's thread does not watch its queue, so an
-/// event emitted in that millisecond (the next turn's first events, when
-/// turns follow each other quickly) reaches the listener up to 1 ms late,
-/// or with the turn's end if that comes first. A fast turn then wakes each
-/// listener's thread once instead of twice.
+/// Delivery follows the agent's waits. While the agent works (starts a
+/// turn, decodes what one read of a stream brought, takes in an answer or
+/// a tool's result), what it emits is kept, and handed to the listeners in
+/// one batch where it is about to wait: before each request, each read of
+/// a stream, each tool call (and its approval) and each sub-agent, and at
+/// the end of the turn. What is emitted while the agent waits (by a tool,
+/// an approver, an extension's own thread) or between turns goes out at
+/// once. So no text waits with the agent while the network or a tool is
+/// slow, a stream reaches a listener read by read, and a quick turn wakes
+/// a listener's thread at most twice. Nothing in the delivery depends on
+/// timing.
 ///
 /// # Backpressure
 ///
-/// Each listener's queue holds 32 events, so its memory is bounded whatever
-/// the scheduler does (1,000 agents streaming at once on two cores). When a
-/// listener falls that far behind, its agent keeps the next events for it
-/// in a backlog and joins each delta to the delta before it when both are
-/// of one kind ([`AssistantDelta`](Event::AssistantDelta) or
-/// [`ThinkingDelta`](Event::ThinkingDelta)) and from one agent: the
-/// listener then gets fewer, longer deltas, with the same text, and no
-/// event is lost or reordered. Deltas that come back to back (a replayed
-/// or cached stream, or several in one network read) are joined as soon
-/// as the listener has one event waiting, and a listener that emptied its
-/// queue in such a stream waits up to 1 ms for more before it blocks, so
-/// it takes a fast stream in a few long deltas instead of chasing it one
-/// delta at a time; the agent hands over what waits before each network
-/// read, so no text waits behind a stalled stream. Other events wait in the backlog too; once
-/// 32 of them wait, the agent waits for the listener to take one. So a
-/// listener that is slow only on deltas never holds up the agent, and a
-/// listener that never returns holds it up at the latest at the end of the
-/// turn, as the flush always did. Two listeners of one agent can therefore
-/// see one text cut into different deltas: compare what they saw with
-/// [`testing::merge_deltas`](crate::testing::merge_deltas). To slow a
-/// listener's deltas down on purpose (a terminal that repaints), wrap it in
-/// [`RateLimited`](crate::listeners::RateLimited).
+/// A listener's channel holds 8 batches, and a batch at most 32 events (a
+/// kept batch that reaches 32 goes out at once), so a listener's memory is
+/// bounded whatever the scheduler does (1,000 agents streaming at once on
+/// two cores). In a batch, a delta is appended to the delta right before
+/// it when both are of one kind ([`AssistantDelta`](Event::AssistantDelta)
+/// or [`ThinkingDelta`](Event::ThinkingDelta)) and from one agent: a
+/// listener gets fewer, longer deltas, with the same text, and no event is
+/// lost or reordered. How a text is cut therefore depends on the reads,
+/// not on the server's chunks: compare with
+/// [`testing::merge_deltas`](crate::testing::merge_deltas). When a listener
+/// is a whole channel behind, the agent waits for it to take a batch
+/// before it hands over the next one (the other listeners have theirs
+/// already), so a listener that never returns holds the agent up at its
+/// next hand-over. To slow a listener's deltas down on purpose (a terminal
+/// that repaints), wrap it in [`RateLimited`](crate::listeners::RateLimited).
 ///
 /// # Sub-agents
 ///

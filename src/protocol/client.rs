@@ -140,15 +140,15 @@ impl Client {
     /// One chat completion, with retries: `req` is encoded into `buf` (a
     /// buffer the caller reuses between requests), sent, and its answer
     /// decoded; `on_retry` hears of each retry, `on_fragment` gets text as
-    /// it streams in, and `on_wire` hears when a read may wait and when
-    /// the answer is in.
+    /// it streams in, and `before_read` runs before each read of a stream
+    /// (what was read is decoded; the next read may wait for the network).
     pub(crate) fn chat(
         &self,
         req: &Request<'_>,
         buf: &mut Vec<u8>,
         on_retry: &mut dyn FnMut(&RetryNotice),
         on_fragment: &mut dyn FnMut(Fragment<'_>),
-        on_wire: &mut dyn FnMut(Wire),
+        before_read: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         req.write_to(buf, cfg.include_usage);
@@ -223,7 +223,7 @@ impl Client {
                             &deadline,
                             &shown,
                             on_fragment,
-                            on_wire,
+                            before_read,
                         );
                     }
                     self.rejected(resp, status, req, &shown)?
@@ -310,7 +310,7 @@ impl Client {
         deadline: &Deadline,
         url: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
-        on_wire: &mut dyn FnMut(Wire),
+        before_read: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         let key = req.transport.api_key();
@@ -353,18 +353,13 @@ impl Client {
                 &options,
                 &mut || watch.progress(),
                 on_fragment,
-                &mut || on_wire(Wire::Wait),
+                before_read,
             );
-            if done.is_ok() {
-                on_wire(Wire::Answered);
-                if framed {
-                    drain_after_done(&mut reader);
-                }
+            if done.is_ok() && framed {
+                drain_after_done(&mut reader);
             }
             done
         } else {
-            // The body follows the head at once, or nearly.
-            on_wire(Wire::Answered);
             let mut body = Vec::new();
             // One byte over the limit tells "exactly at the limit" from
             // "over it" without reading the rest.
@@ -404,17 +399,6 @@ impl Client {
             }
         })
     }
-}
-
-/// What the caller of [`Client::chat`] hears of the wire, to time its
-/// listeners' deliveries (see `listener::hub`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
-    /// What was read is decoded; the next read may wait for the network.
-    Wait,
-    /// The answer is in (a plain body's head, or a stream's `[DONE]`): the
-    /// turn's own work follows, with no more waiting on the server.
-    Answered,
 }
 
 /// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get

@@ -47,7 +47,7 @@ mod transport;
 
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-pub(crate) use client::{Client, Wire, cannot_connect};
+pub(crate) use client::{Client, cannot_connect};
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]

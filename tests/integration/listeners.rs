@@ -132,9 +132,8 @@ fn events_serialize_with_type_and_agent() {
 
 /// A fast burst of deltas, then silence: the listener gets the whole burst
 /// while the agent still waits on the network, although it fell a whole
-/// queue behind at the start of the burst and back-to-back deltas are
-/// joined for it (before each network read, the agent hands over what
-/// waits for the listener).
+/// queue behind at the start of the burst (before each network read, the
+/// agent hands over what it kept, waiting for room if need be).
 #[test]
 fn a_listener_sees_a_whole_burst_while_the_stream_stalls() {
     let server = FakeServer::start();
@@ -152,7 +151,7 @@ fn a_listener_sees_a_whole_burst_while_the_stream_stalls() {
             .add_listener(move |e: &Event| {
                 if let Event::AssistantDelta { content, .. } = e {
                     // Behind from the first delta: the queue fills, and
-                    // the rest waits in the backlog.
+                    // the agent waits for room.
                     if std::mem::take(&mut first) {
                         std::thread::sleep(Duration::from_millis(300));
                     }
@@ -205,7 +204,7 @@ fn push_calls(server: &FakeServer, tool: &str, calls: usize) {
 fn a_listener_shows_a_call_before_its_tool_runs_even_when_far_behind() {
     let server = FakeServer::start();
     // Two events per call (the call, its result) overflow a slow
-    // listener's queue and backlog long before the last call.
+    // listener's queue long before the last call.
     let calls = 60;
     push_calls(&server, "mark", calls);
     server.push(Reply::text("done"));
@@ -287,4 +286,40 @@ fn a_listener_catches_up_while_the_model_answers() {
     cancel.cancel();
     assert!(run.join().unwrap().is_cancelled());
     assert_eq!(shown, calls, "results waited behind the request");
+}
+
+/// A slow tool, then a stream that stalls between its chunks, seen by a
+/// slow listener: when `run_loop` returns, that listener has handled every
+/// event of the turn and the whole text (the flush waits for it, and
+/// nothing is left with the agent).
+#[test]
+fn run_loop_returns_after_a_slow_listener_saw_a_slow_tool_and_a_stalled_stream() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("nap", serde_json::json!({})));
+    server.push(
+        Reply::text("one two three four")
+            .with_chunk_chars(3)
+            .with_chunk_delay(Duration::from_millis(20)),
+    );
+    let nap =
+        pikuri::tool::FnTool::new("nap", "Naps.", pikuri::tool::Parameters::empty(), |_, _| {
+            std::thread::sleep(Duration::from_millis(100));
+            Ok("rested".into())
+        });
+    let slow = pikuri::listeners::InMemoryEventList::new();
+    let mut seen = slow.clone();
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.streaming(true)
+            .add_tool(nap)
+            .add_listener(move |e: &Event| {
+                std::thread::sleep(Duration::from_millis(2));
+                seen.on_event(e);
+            })
+    });
+    agent.run_loop("go").unwrap();
+    let events = slow.events();
+    assert_eq!(events.last().map(Event::kind), Some("stopped"));
+    assert!(events.iter().any(|e| e.kind() == "tool_result"));
+    assert_eq!(crate::util::streamed_text(&events), "one two three four");
+    assert_eq!(merge_deltas(events), merge_deltas(rec.events()));
 }

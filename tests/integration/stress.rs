@@ -12,6 +12,7 @@
 //! | `interloper_many_producers_one_drainer` | 8 producers × 10 000 | 32 × 50 000 |
 //! | `listeners_keep_order_with_a_panicking_one` | 2 agents × 3 turns × ~4 000 events | 6 × 5 × ~12 000 |
 //! | `listener_list_derived_concurrently` | 8 threads × 100 | 32 × 400 |
+//! | `many_turns_with_slow_panicking_listeners_and_a_side_emitter` | 150 turns | 1 000 turns |
 //! | `one_cancel_near_request_start_always_interrupts` | 400 trials | 4 000 trials |
 //!
 //! Every worker runs on its own thread and reports progress on a channel;
@@ -1089,6 +1090,143 @@ fn listeners_keep_order_with_a_panicking_one() {
         .map(|i| listener_worker(seed, i, turns, text_len))
         .collect();
     run_workers("listeners_keep_order_with_a_panicking_one", seed, workers);
+}
+
+/// Hands the agent's `ExtensionContext` out, for a thread that emits into
+/// the agent's stream from the side.
+struct Side(Arc<Mutex<Option<ExtensionContext>>>);
+
+impl Extension for Side {
+    fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
+        *self.0.lock() = Some(ctx.clone());
+        Ok(())
+    }
+}
+
+/// An SSE body streaming `text` in deltas of `size` characters.
+fn sse(text: &str, size: usize) -> String {
+    use std::fmt::Write;
+    let chars: Vec<char> = text.chars().collect();
+    let mut body = String::new();
+    for piece in chars.chunks(size) {
+        let content: String = piece.iter().collect();
+        let delta = json!({"choices": [{"index": 0, "delta": {"content": content}}]});
+        let _ = write!(body, "data: {delta}\n\n");
+    }
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let _ = write!(body, "data: {end}\n\ndata: [DONE]\n\n");
+    body
+}
+
+/// Many short turns of every shape (plain, streamed, with tool calls), four
+/// listeners (a slow one, one that panics now and then, a counter, a
+/// recorder), and a thread emitting domain events into the agent's stream
+/// all along (events the agent does not hold, see `listener::hub`): every
+/// listener has every turn's events when `run_loop` returns, and all of
+/// them see one stream in one order.
+#[test]
+fn many_turns_with_slow_panicking_listeners_and_a_side_emitter() {
+    let seed = seed("many_turns_with_slow_panicking_listeners_and_a_side_emitter");
+    let turns = size(150, 1_000);
+    let worker: Worker = Box::new(move |progress| {
+        let mut rng = worker_rng(seed, 0);
+        let server = FakeServer::start();
+        let slow_seen = Arc::new(Mutex::new(Vec::new()));
+        let flaky_seen = Arc::new(Mutex::new(Vec::new()));
+        let panics = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&counted);
+        let ctx = Arc::new(Mutex::new(None));
+        let tick = FnTool::new("tick", "Ticks.", Parameters::empty(), |_, _| {
+            Ok("tock".into())
+        });
+        let (mut agent, rec) = agent_with(&server, |c| {
+            c.add_tool(tick)
+                .add_extension(Side(Arc::clone(&ctx)))
+                .add_listener(Slow {
+                    seen: Arc::clone(&slow_seen),
+                    rng: Rng::new(rng.next_u64()),
+                })
+                .add_listener(Flaky {
+                    seen: Arc::clone(&flaky_seen),
+                    panics: Arc::clone(&panics),
+                    rng: Rng::new(rng.next_u64()),
+                    one_in: 7,
+                })
+                .add_listener(move |_: &Event| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                })
+        });
+        let ctx = ctx.lock().take().expect("bound");
+        let stop = Arc::new(AtomicBool::new(false));
+        let side = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    ctx.emit_event("side", json!(n), true);
+                    n += 1;
+                    thread::sleep(Duration::from_micros(200));
+                }
+                n
+            })
+        };
+        for turn in 0..turns {
+            if rng.one_in(3) {
+                server.push(Reply::tool_calls(vec![("tick", json!({}))]));
+            }
+            let text = format!("answer {turn} ").repeat(1 + rng.index(20));
+            // A plain answer, or a stream the server sends unasked.
+            let stream = rng.one_in(2);
+            server.push(if stream {
+                Reply::raw_sse(sse(&text, 1 + rng.index(8)))
+            } else {
+                Reply::text(&text)
+            });
+            agent
+                .run_loop(&format!("turn {turn}"))
+                .expect("a turn succeeds");
+            let ctx = format!("seed {seed:#x} turn {turn}");
+            // run_loop returned: each listener has this turn's last event.
+            let stopped = |events: &[Event]| count_kind(events, "", "stopped");
+            assert_eq!(stopped(&rec.events()), turn + 1, "{ctx}: recorder");
+            assert_eq!(stopped(&slow_seen.lock()), turn + 1, "{ctx}: Slow");
+            assert_eq!(stopped(&flaky_seen.lock()), turn + 1, "{ctx}: Flaky");
+            if stream {
+                assert!(streamed_text(&rec.events()).ends_with(&text), "{ctx}");
+            }
+            let _ = progress.send(format!("{ctx}: ok"));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let emitted = side.join().expect("side emitter");
+        // Closing joins the listener threads after they handled everything.
+        agent.close();
+        let reference = merge_deltas(rec.events());
+        let domain = reference.iter().filter(|e| e.kind() == "domain").count();
+        assert_eq!(domain as u64, emitted, "seed {seed:#x}: side events");
+        assert!(
+            merge_deltas(slow_seen.lock().clone()) == reference,
+            "seed {seed:#x}: Slow"
+        );
+        assert!(
+            merge_deltas(flaky_seen.lock().clone()) == reference,
+            "seed {seed:#x}: Flaky"
+        );
+        let counted = counted.load(Ordering::SeqCst);
+        assert!(
+            counted >= reference.len(),
+            "seed {seed:#x}: {counted} counted"
+        );
+        assert!(
+            panics.load(Ordering::SeqCst) > 0,
+            "seed {seed:#x}: no panic"
+        );
+    });
+    run_workers(
+        "many_turns_with_slow_panicking_listeners_and_a_side_emitter",
+        seed,
+        vec![worker],
+    );
 }
 
 /// Hands each sub-agent a fresh recorder.

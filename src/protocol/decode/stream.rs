@@ -25,7 +25,7 @@ pub(crate) struct StreamOptions<'a> {
 /// Decode a streamed body: SSE events into the accumulator, fragments to
 /// `on_fragment`, until `[DONE]` or EOF; `on_progress` hears of each chunk
 /// that carried part of the answer (see [`Accumulator::progress`]), and
-/// `on_pause` runs when what was read is decoded, before the next read,
+/// `before_read` runs when what was read is decoded, before the next read,
 /// which may wait for the network. The
 /// whole streaming path after the socket (the benches drive it through
 /// `crate::__bench`).
@@ -34,7 +34,7 @@ pub(crate) fn read_stream<R: BufRead>(
     options: &StreamOptions<'_>,
     on_progress: &mut dyn FnMut(),
     on_fragment: &mut dyn FnMut(Fragment<'_>),
-    on_pause: &mut dyn FnMut(),
+    before_read: &mut dyn FnMut(),
 ) -> Result<Completion, DecodeError> {
     let StreamOptions {
         max_line, max_body, ..
@@ -67,7 +67,7 @@ pub(crate) fn read_stream<R: BufRead>(
                 Flow::Continue
             })
         },
-        on_pause,
+        before_read,
     )
     .and_then(|()| acc.finish())
 }
