@@ -596,8 +596,8 @@ impl Agent {
     /// The one call on the wire; deltas become events as they arrive.
     fn send(&mut self) -> Result<Completion> {
         let (transport, tool_specs) = {
-            let st = self.shared.state.lock();
-            (st.transport.clone(), Arc::clone(&st.tool_specs))
+            let mut st = self.shared.state.lock();
+            (st.transport.clone(), st.tool_specs())
         };
         let note = self.wind_down_note();
         let shared = &self.shared;
