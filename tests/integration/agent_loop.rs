@@ -364,30 +364,59 @@ fn failed_build_runs_handlers_armed_so_far() {
 fn tool_names_no_provider_accepts_are_refused_at_build_and_at_runtime() {
     use pikuri::extension::{Extension, ExtensionContext};
     let server = FakeServer::start();
-    let named = |name: &str| FnTool::new(name, "A tool.", Parameters::empty(), |_, _| Ok(String::new()));
-    for bad in ["read.file", "9lives", "", "a b", "bell\u{7}", "<b>", "é", &"x".repeat(65)] {
+    let named = |name: &str| {
+        FnTool::new(name, "A tool.", Parameters::empty(), |_, _| {
+            Ok(String::new())
+        })
+    };
+    for bad in [
+        "read.file",
+        "9lives",
+        "",
+        "a b",
+        "bell\u{7}",
+        "<b>",
+        "é",
+        &"x".repeat(65),
+    ] {
         let err = Agent::builder(server.transport())
             .add_tool(named(bad))
             .build()
             .unwrap_err();
         assert_eq!(err.kind(), pikuri::ErrorKind::InvalidInput, "{bad:?}");
         let msg = err.to_string();
-        assert!(msg.contains("invalid tool name") && msg.contains("[a-zA-Z0-9_-]"), "{msg}");
+        assert!(
+            msg.contains("invalid tool name") && msg.contains("[a-zA-Z0-9_-]"),
+            "{msg}"
+        );
     }
     for good in ["read_file", "_x", "A-9", &"x".repeat(64)] {
-        assert!(Agent::builder(server.transport()).add_tool(named(good)).build().is_ok());
+        assert!(
+            Agent::builder(server.transport())
+                .add_tool(named(good))
+                .build()
+                .is_ok()
+        );
     }
     // An extension adding a tool at bind gets the same check.
     struct Adds;
     impl Extension for Adds {
         fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
-            let tool = FnTool::new("web.fetch", "A tool.", Parameters::empty(), |_, _| Ok(String::new()));
+            let tool = FnTool::new("web.fetch", "A tool.", Parameters::empty(), |_, _| {
+                Ok(String::new())
+            });
             let err = ctx.add_tool(Arc::new(tool)).unwrap_err();
-            assert!(err.to_string().contains("invalid tool name \"web.fetch\""), "{err}");
+            assert!(
+                err.to_string().contains("invalid tool name \"web.fetch\""),
+                "{err}"
+            );
             Ok(())
         }
     }
-    let agent = Agent::builder(server.transport()).add_extension(Adds).build().unwrap();
+    let agent = Agent::builder(server.transport())
+        .add_extension(Adds)
+        .build()
+        .unwrap();
     assert!(agent.tools().is_empty());
 }
 

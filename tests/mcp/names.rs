@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
+use pikuri::Agent;
 use pikuri::mcp::{Registry, Server};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::Agent;
 use serde_json::{Value, json};
 
 use super::{python, unique_tag};
@@ -89,7 +89,10 @@ fn odd_server_names_become_valid_unique_names_and_calls_use_the_originals() {
     };
     // Cleaned: every character outside [a-zA-Z0-9_-] is one `_`.
     assert!(names.contains(&"odd__a_b".to_string()), "{names:?}");
-    assert!(names.contains(&"odd__bell_tab_end".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"odd__bell_tab_end".to_string()),
+        "{names:?}"
+    );
     assert!(names.contains(&"odd___b_bold__b_".to_string()), "{names:?}");
     assert!(names.contains(&"odd__h_llo".to_string()), "{names:?}");
     assert!(names.contains(&"odd__9lives".to_string()), "{names:?}");
@@ -99,12 +102,18 @@ fn odd_server_names_become_valid_unique_names_and_calls_use_the_originals() {
     let echo = find("odd__echo_");
     for hashed in [&a_b, &echo] {
         let (_, hex) = hashed.rsplit_once('_').unwrap();
-        assert!(hex.len() == 8 && hex.chars().all(|c| c.is_ascii_hexdigit()), "{hashed}");
+        assert!(
+            hex.len() == 8 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+            "{hashed}"
+        );
     }
     // 100 characters: cut to 64, told apart by the hash.
     let long: Vec<&String> = names.iter().filter(|n| n.starts_with("odd__xxx")).collect();
     assert_eq!(long.len(), 2, "{names:?}");
-    assert!(long.iter().all(|n| n.len() == 64) && long[0] != long[1], "{long:?}");
+    assert!(
+        long.iter().all(|n| n.len() == 64) && long[0] != long[1],
+        "{long:?}"
+    );
     // A server name starting with a digit: `_` in front.
     let lives = mcp.tool_names("9 lives");
     assert!(lives.contains(&"_9_lives__echo".to_string()), "{lives:?}");
