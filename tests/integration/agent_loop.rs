@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pikuri::builtin;
+use pikuri::extension::{Extension, ExtensionContext};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, Event, Role, StopReason, ToolError};
@@ -360,9 +361,24 @@ fn failed_build_runs_handlers_armed_so_far() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
+/// AddsAnInvalidTool a tool named `web.fetch` at bind and checks it is refused.
+struct AddsAnInvalidTool;
+impl Extension for AddsAnInvalidTool {
+    fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
+        let tool = FnTool::new("web.fetch", "A tool.", Parameters::empty(), |_, _| {
+            Ok(String::new())
+        });
+        let err = ctx.add_tool(Arc::new(tool)).unwrap_err();
+        assert!(
+            err.to_string().contains("invalid tool name \"web.fetch\""),
+            "{err}"
+        );
+        Ok(())
+    }
+}
+
 #[test]
 fn tool_names_no_provider_accepts_are_refused_at_build_and_at_runtime() {
-    use pikuri::extension::{Extension, ExtensionContext};
     let server = FakeServer::start();
     let named = |name: &str| {
         FnTool::new(name, "A tool.", Parameters::empty(), |_, _| {
@@ -399,22 +415,8 @@ fn tool_names_no_provider_accepts_are_refused_at_build_and_at_runtime() {
         );
     }
     // An extension adding a tool at bind gets the same check.
-    struct Adds;
-    impl Extension for Adds {
-        fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
-            let tool = FnTool::new("web.fetch", "A tool.", Parameters::empty(), |_, _| {
-                Ok(String::new())
-            });
-            let err = ctx.add_tool(Arc::new(tool)).unwrap_err();
-            assert!(
-                err.to_string().contains("invalid tool name \"web.fetch\""),
-                "{err}"
-            );
-            Ok(())
-        }
-    }
     let agent = Agent::builder(server.transport())
-        .add_extension(Adds)
+        .add_extension(AddsAnInvalidTool)
         .build()
         .unwrap();
     assert!(agent.tools().is_empty());
