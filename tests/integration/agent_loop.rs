@@ -450,3 +450,31 @@ fn api_key_is_sent_as_bearer_and_never_shown() {
         assert!(!shown.contains("sk-very-secret"), "key leaked in {shown}");
     }
 }
+
+#[test]
+fn an_agent_with_10_000_tools_builds_offers_them_all_and_answers_an_unknown_name_briefly() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("nope", json!({})));
+    server.push(Reply::text("done"));
+    let mut cfg = Agent::builder(server.transport());
+    for i in 0..10_000 {
+        cfg = cfg.add_tool(FnTool::new(
+            format!("t{i}"),
+            "Trivial.",
+            Parameters::empty(),
+            |_, _| Ok(String::new()),
+        ));
+    }
+    let mut agent = cfg.build().unwrap();
+    assert_eq!(agent.tools().len(), 10_000);
+    agent.run_loop("go").unwrap();
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].tool_names().len(), 10_000);
+    let observation = requests[1].messages().last().unwrap()["content"].clone();
+    let observation = observation.as_str().unwrap();
+    assert!(observation.starts_with("Error: unknown tool `nope`; available tools: t0, t1,"));
+    assert!(
+        observation.ends_with(", t49, … and 9950 more"),
+        "{observation}"
+    );
+}
