@@ -14,8 +14,10 @@
 //!
 //! Each (count, subject) pair runs in a child process (this binary
 //! re-executed), so that its peak RSS (`VmHWM`) and CPU time (`utime +
-//! stime` of `/proc/self/stat`, all threads) are its own; the server stays
-//! in the parent. A child that runs past `PIKURI_BENCH_TIMEOUT_S` (default
+//! stime` of `/proc/self/stat`, all threads) are its own; the replay
+//! server runs in a process of its own too (see `common::Server`;
+//! `PIKURI_BENCH_IN_PROCESS=1` keeps it in the parent, which measures
+//! nothing itself). A child that runs past `PIKURI_BENCH_TIMEOUT_S` (default
 //! 120 s) is killed and reported.
 //!
 //! Figures: total deltas per second (all agents' deltas over the wall time
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 use pikuri::{Agent, ChatTransport, Event, HttpConfig};
 
 use common::{
-    Framing, Payload, Replay, Script, header, median, proc_status_kib, process_cpu, quick, runs,
+    Framing, Payload, Script, Server, header, median, proc_status_kib, process_cpu, quick, runs,
     secs, sse_body, sse_response, thread_count,
 };
 
@@ -204,6 +206,7 @@ fn env(name: &str) -> String {
 }
 
 fn main() {
+    common::serve_if_child();
     if let Ok(subject) = std::env::var("PIKURI_MANY_CHILD") {
         child(
             &subject,
@@ -216,9 +219,10 @@ fn main() {
     header("many agents streaming at once (loopback)");
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("# load average at start: {}", load.trim());
+    println!("# {}", common::server_placement());
     let body = sse_body(Payload::Text, DELTAS);
     let expect = common::baseline_decode(&body).delta_bytes;
-    let server = Replay::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
+    let server = Server::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
     let base = server.base_url();
     let counts: &[usize] = if quick() {
         &[1, 10, 50]

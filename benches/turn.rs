@@ -6,7 +6,15 @@
 //! against the same replay server: a typed serde request (the same growing
 //! conversation), `ureq::Agent::post(..).send(..)`, the answer parsed into
 //! typed serde structs (a JSON body, or every `data:` line of a stream).
-//! pikuri runs with zero, one and four no-op listeners.
+//! pikuri runs with zero, one and four no-op listeners. The bare client,
+//! the conversation and the measurement are in `common/turns.rs`, shared
+//! with the async-openai comparison (`scripts/bench-compare.sh`).
+//!
+//! The replay server runs in a child process (this binary re-executed, see
+//! `common::Server`), so the CPU time counted is the client process's
+//! alone and the server's threads compete with the client only for the
+//! cores, as a real server would. `PIKURI_BENCH_IN_PROCESS=1` puts it back
+//! in this process (its threads are then left out of the counts).
 //!
 //! A second baseline, "bare + hand-off", is the least the crate's shape
 //! costs on top of the bare client: the same loop, plus one consumer thread
@@ -21,38 +29,41 @@
 //! conversation is cleared every `BLOCK` turns, outside the timed span, on
 //! both sides.
 //!
-//! Figures: microseconds per turn, and context switches per turn: the sum
-//! of `voluntary_ctxt_switches + nonvoluntary_ctxt_switches` over every
-//! thread of the process except the replay server's
-//! (`/proc/self/task/*/status`: the calling thread plus the listener
-//! threads, which live through the whole span), and the calling thread's
-//! alone (`/proc/thread-self/status`).
+//! Figures, per turn: wall time of the timed blocks; CPU time of the
+//! client process over the whole run (read once before and once after:
+//! reading `/proc` per block would charge subjects with more threads),
+//! as the sum of its threads' on-CPU time (`/proc/self/task/*/schedstat`,
+//! ns), and as `utime + stime` of `/proc/self/stat` (10 ms ticks; a
+//! cross-check that also counts threads that exited); context switches (`voluntary_ctxt_switches +
+//! nonvoluntary_ctxt_switches` over the process's threads, and the calling
+//! thread's alone). Ratios are medians of same-run ratios, to the bare
+//! client and to the hand-off baseline.
 //!
 //! Peak RSS of one streaming agent: each subject runs alone in a child
 //! process (this binary re-executed), which streams the 20,000-delta answer
-//! five times from the parent's server and reports its `VmHWM`.
+//! five times (`rss`), or takes one tool-call turn whose call streams
+//! 200,000 argument deltas, runs the tool and streams the answer
+//! (`rss-tool`), from the replay server, and reports its `VmHWM`.
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use std::io::BufReader;
-use std::time::{Duration, Instant};
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use pikuri::{Agent, ChatTransport, Event, HttpConfig};
+use pikuri::tool::Parameters;
+use pikuri::{Agent, ChatTransport, Event, HttpConfig, Tool, ToolContext, ToolError};
 
+use common::turns::{ANSWER, ANSWER_TEXT, Bare, MODEL, PerTurn, QUESTION, measure};
 use common::{
-    Framing, Payload, Replay, Script, client_threads, header, json_response, median,
-    proc_status_kib, quick, runs, sse_body, sse_response, thread_ctx_switches,
+    Framing, Payload, Script, Server, header, json_response, median, proc_status_kib, quick, runs,
+    sse_body, sse_response, sse_tool_call,
 };
-
-/// Turns between two conversation resets.
-const BLOCK: usize = 10;
-
-const ANSWER: &str = r#"{"id":"chatcmpl-42","object":"chat.completion","created":1741569952,"model":"qwen3","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today? Ask me anything about the code base."},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":17,"total_tokens":38}}"#;
-
-const QUESTION: &str = "What does the listener hub do?";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Subject {
@@ -71,128 +82,8 @@ impl Subject {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone)]
-struct WireMessage {
-    role: String,
-    content: String,
-}
-
-#[derive(Serialize)]
-struct WireRequest<'a> {
-    model: &'a str,
-    messages: &'a [WireMessage],
-    stream: bool,
-}
-
-#[derive(Deserialize)]
-struct Response {
-    choices: Vec<ResponseChoice>,
-    #[allow(dead_code, reason = "parsed like a real client would")]
-    usage: Option<common::WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct ResponseChoice {
-    message: ResponseMessage,
-    #[allow(dead_code, reason = "parsed like a real client would")]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ResponseMessage {
-    #[serde(default)]
-    content: Option<String>,
-}
-
-/// The bare client: one ureq agent, a conversation, nothing else (or, for
-/// the hand-off baseline, plus a [`common::Handoff`]).
-struct Bare {
-    agent: ureq::Agent,
-    url: String,
-    messages: Vec<WireMessage>,
-    stream: bool,
-    body: Vec<u8>,
-    handoff: Option<common::Handoff>,
-}
-
-impl Bare {
-    fn new(base: &str, stream: bool) -> Bare {
-        Bare {
-            agent: ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .build()
-                .new_agent(),
-            url: format!("{base}/chat/completions"),
-            messages: Vec::new(),
-            stream,
-            body: Vec::new(),
-            handoff: None,
-        }
-    }
-
-    /// One turn: returns the answer's length in bytes.
-    fn turn(&mut self) -> usize {
-        self.messages.push(WireMessage {
-            role: "user".into(),
-            content: QUESTION.into(),
-        });
-        self.body.clear();
-        serde_json::to_writer(
-            &mut self.body,
-            &WireRequest {
-                model: "qwen3-8b",
-                messages: &self.messages,
-                stream: self.stream,
-            },
-        )
-        .expect("request serializes");
-        let resp = self
-            .agent
-            .post(&self.url)
-            .header("Content-Type", "application/json")
-            .send(&self.body[..])
-            .expect("bare request");
-        let answer = if self.stream {
-            let mut reader = BufReader::new(resp.into_body().into_reader());
-            let handoff = self.handoff.as_ref();
-            let text = common::sse_text_each(&mut reader, |t| {
-                if let Some(h) = handoff {
-                    h.text(t);
-                }
-            });
-            // Drain to the end so the connection is reused.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-            text
-        } else {
-            let bytes = resp.into_body().read_to_vec().expect("answer read");
-            let r: Response = serde_json::from_slice(&bytes).expect("answer parses");
-            r.choices
-                .into_iter()
-                .next()
-                .and_then(|c| c.message.content)
-                .unwrap_or_default()
-        };
-        if let Some(h) = &self.handoff {
-            if !self.stream {
-                h.text(&answer);
-            }
-            h.flush();
-        }
-        let n = answer.len();
-        self.messages.push(WireMessage {
-            role: "assistant".into(),
-            content: answer,
-        });
-        n
-    }
-
-    fn reset(&mut self) {
-        self.messages.clear();
-    }
-}
-
 fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
-    let transport = ChatTransport::new("qwen3-8b")
+    let transport = ChatTransport::new(MODEL)
         .with_api_base(base)
         .with_context_window(Some(32_768));
     let mut cfg = Agent::builder(transport)
@@ -204,37 +95,8 @@ fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
     cfg.build().expect("agent builds")
 }
 
-/// What one run measured, per turn.
-#[derive(Default, Clone, Copy)]
-struct PerTurn {
-    us: f64,
-    cpu_us: f64,
-    ctx: f64,
-    own_ctx: f64,
-}
-
-/// `turns` turns of `subject`, timed in blocks of `BLOCK`.
+/// `turns` turns of `subject` (see [`measure`]).
 fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) -> PerTurn {
-    let mut time = Duration::ZERO;
-    let (mut ctx, mut own, mut cpu) = (0u64, 0u64, 0u64);
-    let mut block = |one: &mut dyn FnMut() -> usize, reset: &mut dyn FnMut()| {
-        let mut done = 0;
-        while done < turns {
-            let n = BLOCK.min(turns - done);
-            let ((c0, cpu0), o0) = (client_threads(), thread_ctx_switches());
-            let t = Instant::now();
-            for _ in 0..n {
-                assert_eq!(one(), expect);
-            }
-            time += t.elapsed();
-            let (c1, cpu1) = client_threads();
-            ctx += c1 - c0;
-            cpu += cpu1 - cpu0;
-            own += thread_ctx_switches() - o0;
-            reset();
-            done += n;
-        }
-    };
     match subject {
         Subject::Bare | Subject::Handoff => {
             let mut plain = Bare::new(base, stream);
@@ -242,13 +104,20 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
                 plain.handoff = Some(common::Handoff::new());
             }
             let client = std::cell::RefCell::new(plain);
-            block(&mut || client.borrow_mut().turn(), &mut || {
-                client.borrow_mut().reset();
-            });
+            measure(
+                turns,
+                expect,
+                &mut || client.borrow_mut().turn(),
+                &mut || {
+                    client.borrow_mut().reset();
+                },
+            )
         }
         Subject::Pikuri(listeners) => {
             let agent = std::cell::RefCell::new(pikuri_agent(base, stream, listeners));
-            block(
+            let per = measure(
+                turns,
+                expect,
                 &mut || {
                     let out = agent.borrow_mut().run_loop(QUESTION).expect("turn");
                     out.answer.map_or(0, |a| a.len())
@@ -256,13 +125,8 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
                 &mut || agent.borrow_mut().clear_conversation(),
             );
             agent.borrow_mut().close();
+            per
         }
-    }
-    PerTurn {
-        us: time.as_secs_f64() * 1e6 / turns as f64,
-        cpu_us: cpu as f64 / 1e3 / turns as f64,
-        ctx: ctx as f64 / turns as f64,
-        own_ctx: own as f64 / turns as f64,
     }
 }
 
@@ -276,7 +140,7 @@ struct Shape {
 
 fn shapes() -> Vec<Shape> {
     let q = quick();
-    let answer_len = "Hello! How can I help you today? Ask me anything about the code base.".len();
+    let answer_len = ANSWER_TEXT.len();
     let mut out = vec![Shape {
         name: "non-streamed",
         response: json_response(ANSWER),
@@ -311,44 +175,262 @@ fn selected(name: &str) -> bool {
     common::selected(name)
 }
 
-/// Child mode for the RSS figure: stream the 20,000-delta answer five times
-/// from `PIKURI_TURN_BASE` and print `VmHWM` in KiB.
-fn rss_child(subject: &str, base: &str) {
-    let expect: usize = std::env::var("PIKURI_TURN_EXPECT")
+/// The `write_file` tool of the tool-argument RSS case: counts the
+/// content bytes it was given, writes nothing.
+struct WriteFile {
+    params: Parameters,
+    seen: Arc<AtomicUsize>,
+}
+
+impl Tool for WriteFile {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+    fn description(&self) -> &'static str {
+        "Writes a file."
+    }
+    fn parameters(&self) -> &Parameters {
+        &self.params
+    }
+    fn call(&self, args: &Value, _cx: &ToolContext) -> Result<String, ToolError> {
+        let n = args["content"].as_str().map_or(0, str::len);
+        self.seen.store(n, Ordering::SeqCst);
+        Ok(format!("wrote {n} bytes"))
+    }
+}
+
+/// The bare client's request message, tool calls included.
+#[derive(Serialize)]
+struct ToolTurnMessage<'a> {
+    role: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<Vec<OutCall<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct OutCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct ToolTurnRequest<'a> {
+    model: &'a str,
+    messages: &'a [ToolTurnMessage<'a>],
+    stream: bool,
+}
+
+/// What the bare client parses the arguments into.
+#[derive(Deserialize)]
+struct WriteFileArgs {
+    #[allow(dead_code, reason = "parsed like a real client would")]
+    path: String,
+    content: String,
+}
+
+/// The bare client's tool-call turn: stream the call (its arguments
+/// accumulated from typed chunks), parse the arguments, "run" the tool,
+/// send the history back with the result and stream the answer. Returns
+/// (content bytes, answer bytes).
+fn bare_tool_turn(base: &str) -> (usize, usize) {
+    let agent = common::turns::ureq_agent();
+    let url = format!("{base}/chat/completions");
+    let post = |messages: &[ToolTurnMessage<'_>]| {
+        let body = serde_json::to_vec(&ToolTurnRequest {
+            model: MODEL,
+            messages,
+            stream: true,
+        })
+        .expect("request serializes");
+        let resp = agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .send(&body[..])
+            .expect("bare request");
+        BufReader::new(resp.into_body().into_reader())
+    };
+    let user = ToolTurnMessage {
+        role: "user",
+        content: Some(QUESTION),
+        tool_calls: None,
+        tool_call_id: None,
+    };
+    let mut reader = post(std::slice::from_ref(&user));
+    let (mut id, mut name, mut arguments) = (String::new(), String::new(), String::new());
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
+            break;
+        }
+        let l = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Some(data) = l.strip_prefix(b"data: ") else {
+            continue;
+        };
+        if data == b"[DONE]" {
+            break;
+        }
+        let chunk: common::Chunk = serde_json::from_slice(data).expect("chunk");
+        for c in chunk.choices {
+            for t in c.delta.tool_calls.into_iter().flatten() {
+                assert_eq!(t.index, 0);
+                if let Some(i) = t.id {
+                    id = i;
+                }
+                if let Some(f) = t.function {
+                    if let Some(n) = f.name {
+                        name = n;
+                    }
+                    if let Some(a) = f.arguments {
+                        arguments.push_str(&a);
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    let args: WriteFileArgs = serde_json::from_str(&arguments).expect("arguments parse");
+    let result = format!("wrote {} bytes", args.content.len());
+    let history = [
+        user,
+        ToolTurnMessage {
+            role: "assistant",
+            content: None,
+            tool_calls: Some(vec![OutCall {
+                id: &id,
+                kind: "function",
+                function: OutFunction {
+                    name: &name,
+                    arguments: &arguments,
+                },
+            }]),
+            tool_call_id: None,
+        },
+        ToolTurnMessage {
+            role: "tool",
+            content: Some(&result),
+            tool_calls: None,
+            tool_call_id: Some(&id),
+        },
+    ];
+    let mut reader = post(&history);
+    let answer = common::sse_text(&mut reader);
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    (args.content.len(), answer.len())
+}
+
+fn env_usize(name: &str) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Child mode for the RSS figures: `bare` and `pikuri` stream the text
+/// answer five times, `bare-tool` and `pikuri-tool` take the tool-call
+/// turn once (the call, the tool, the answer), all from
+/// `PIKURI_TURN_BASE`; prints `VmHWM` in KiB before and after.
+fn rss_child(subject: &str, base: &str) {
+    let expect = env_usize("PIKURI_TURN_EXPECT");
+    let content = env_usize("PIKURI_TURN_CONTENT");
     let start = proc_status_kib("VmHWM");
-    if subject == "bare" {
-        let mut client = Bare::new(base, true);
-        for _ in 0..5 {
-            assert_eq!(client.turn(), expect);
-            client.reset();
+    match subject {
+        "bare" => {
+            let mut client = Bare::new(base, true);
+            for _ in 0..5 {
+                assert_eq!(client.turn(), expect);
+                client.reset();
+            }
         }
-    } else {
-        let mut agent = pikuri_agent(base, true, 1);
-        for _ in 0..5 {
+        "pikuri" => {
+            let mut agent = pikuri_agent(base, true, 1);
+            for _ in 0..5 {
+                let out = agent.run_loop(QUESTION).expect("turn");
+                assert_eq!(out.answer.map_or(0, |a| a.len()), expect);
+                agent.clear_conversation();
+            }
+            agent.close();
+        }
+        "bare-tool" => assert_eq!(bare_tool_turn(base), (content, expect)),
+        "pikuri-tool" => {
+            let seen = Arc::new(AtomicUsize::new(0));
+            let transport = ChatTransport::new(MODEL)
+                .with_api_base(base)
+                .with_context_window(Some(1 << 20));
+            let mut agent = Agent::builder(transport)
+                .streaming(true)
+                .http(HttpConfig::default().with_max_retries(0))
+                .add_listener(|_: &Event| {})
+                .add_tool(WriteFile {
+                    params: Parameters::builder()
+                        .required_string("path", "Where to write")
+                        .required_string("content", "What to write")
+                        .build(),
+                    seen: Arc::clone(&seen),
+                })
+                .build()
+                .expect("agent builds");
             let out = agent.run_loop(QUESTION).expect("turn");
             assert_eq!(out.answer.map_or(0, |a| a.len()), expect);
-            agent.clear_conversation();
+            assert_eq!(seen.load(Ordering::SeqCst), content);
+            agent.close();
         }
-        agent.close();
+        other => panic!("unknown RSS child {other:?}"),
     }
     println!("{start} {}", proc_status_kib("VmHWM"));
 }
 
-fn rss_in_child(subject: &str, base: &str, expect: usize) -> (f64, f64) {
+fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f64, f64) {
     let out = std::process::Command::new(std::env::current_exe().expect("exe"))
         .env("PIKURI_TURN_CHILD", subject)
         .env("PIKURI_TURN_BASE", base)
         .env("PIKURI_TURN_EXPECT", expect.to_string())
+        .env("PIKURI_TURN_CONTENT", content.to_string())
         .output()
         .expect("child runs");
+    assert!(
+        out.status.success(),
+        "RSS child {subject} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text
         .split_whitespace()
         .filter_map(|v| v.parse::<f64>().ok());
     (it.next().unwrap_or(0.0), it.next().unwrap_or(0.0))
+}
+
+/// Peak RSS of one streaming agent, each subject alone in a child process
+/// against `server`: (bare KiB, pikuri KiB, same-run ratio), medians.
+fn rss_pair(server: &Server, names: [&str; 2], expect: usize, content: usize) -> (f64, f64, f64) {
+    let (mut bare, mut pik, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs() {
+        // Alternate the order run by run.
+        let one = |i: usize| rss_in_child(names[i], &server.base_url(), expect, content).1;
+        let (b, p) = if r % 2 == 0 {
+            let b = one(0);
+            (b, one(1))
+        } else {
+            let p = one(1);
+            (one(0), p)
+        };
+        bare.push(b);
+        pik.push(p);
+        ratio.push(p / b);
+    }
+    (median(&mut bare), median(&mut pik), median(&mut ratio))
 }
 
 /// `Agent::build` against three servers: none needed (the context window
@@ -395,14 +477,8 @@ fn build_cost() {
     }
 }
 
-fn main() {
-    if let Ok(subject) = std::env::var("PIKURI_TURN_CHILD") {
-        rss_child(&subject, &std::env::var("PIKURI_TURN_BASE").expect("base"));
-        return;
-    }
-    header("per-turn cost (loopback, keep-alive)");
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("# load average at start: {}", load.trim());
+/// The per-turn table: every shape, every subject.
+fn turn_table() {
     let subjects = [
         Subject::Bare,
         Subject::Handoff,
@@ -411,9 +487,10 @@ fn main() {
         Subject::Pikuri(4),
     ];
     println!(
-        "| shape | client | us/turn | ratio to bare | ratio to hand-off | CPU us/turn (client threads) | CPU ratio | ctx switches/turn (client threads) | calling thread |"
+        "| shape | client | us/turn | wall ratio to bare | wall ratio to hand-off | CPU us/turn (client threads) | CPU ratio to bare | CPU ratio to hand-off | CPU us/turn (/proc/self/stat, whole run) | ctx switches/turn (client threads) | calling thread |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut server_cpu = Vec::new();
     for shape in shapes() {
         if !subjects
             .iter()
@@ -421,27 +498,31 @@ fn main() {
         {
             continue;
         }
-        let server = Replay::start(Script::Fixed(shape.response.clone()), false);
+        let server = Server::start(Script::Fixed(shape.response.clone()), false);
         let base = server.base_url();
-        let mut all: Vec<Vec<PerTurn>> = vec![Vec::new(); subjects.len()];
-        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
-        let mut floor_ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
-        let mut cpu_ratios: Vec<Vec<f64>> = vec![Vec::new(); subjects.len()];
+        let n = subjects.len();
+        let mut all: Vec<Vec<PerTurn>> = vec![Vec::new(); n];
+        // Same-run ratios: wall and CPU, to bare and to the hand-off.
+        let mut wall_bare: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut wall_hand: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut cpu_bare: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut cpu_hand: Vec<Vec<f64>> = vec![Vec::new(); n];
         for r in 0..runs() {
             let mut this = [PerTurn::default(); 5];
-            for k in 0..subjects.len() {
+            for k in 0..n {
                 // Rotate the order each run so drift hits every subject alike.
-                let i = (k + r) % subjects.len();
+                let i = (k + r) % n;
                 if i > 1 && !selected(&format!("{}/{}", shape.name, subjects[i].name())) {
                     continue;
                 }
                 this[i] = run(subjects[i], &base, shape.stream, shape.turns, shape.expect);
             }
-            for i in 0..subjects.len() {
+            for i in 0..n {
                 all[i].push(this[i]);
-                ratios[i].push(this[i].us / this[0].us);
-                floor_ratios[i].push(this[i].us / this[1].us);
-                cpu_ratios[i].push(this[i].cpu_us / this[0].cpu_us);
+                wall_bare[i].push(this[i].us / this[0].us);
+                wall_hand[i].push(this[i].us / this[1].us);
+                cpu_bare[i].push(this[i].cpu_us / this[0].cpu_us);
+                cpu_hand[i].push(this[i].cpu_us / this[1].cpu_us);
             }
         }
         for (i, s) in subjects.iter().enumerate() {
@@ -449,44 +530,87 @@ fn main() {
             if all[i].iter().all(|p| p.us == 0.0) {
                 continue;
             }
-            let mut us: Vec<f64> = all[i].iter().map(|p| p.us).collect();
-            let mut ctx: Vec<f64> = all[i].iter().map(|p| p.ctx).collect();
-            let mut cpu: Vec<f64> = all[i].iter().map(|p| p.cpu_us).collect();
-            let mut own: Vec<f64> = all[i].iter().map(|p| p.own_ctx).collect();
+            let col = |f: fn(&PerTurn) -> f64| {
+                let mut v: Vec<f64> = all[i].iter().map(f).collect();
+                median(&mut v)
+            };
             println!(
-                "| {} | {} | {:.1} | {:.2}x | {:.2}x | {:.1} | {:.2}x | {:.2} | {:.2} |",
+                "| {} | {} | {:.1} | {:.2}x | {:.2}x | {:.1} | {:.2}x | {:.2}x | {:.1} | {:.2} | {:.2} |",
                 shape.name,
                 s.name(),
-                median(&mut us),
-                median(&mut ratios[i]),
-                median(&mut floor_ratios[i]),
-                median(&mut cpu),
-                median(&mut cpu_ratios[i]),
-                median(&mut ctx),
-                median(&mut own),
+                col(|p| p.us),
+                median(&mut wall_bare[i]),
+                median(&mut wall_hand[i]),
+                col(|p| p.cpu_us),
+                median(&mut cpu_bare[i]),
+                median(&mut cpu_hand[i]),
+                col(|p| p.stat_cpu_us),
+                col(|p| p.ctx),
+                col(|p| p.own_ctx),
             );
         }
+        if let Some(cpu) = server.child_cpu() {
+            server_cpu.push(format!("{} {:.2} s", shape.name, cpu.as_secs_f64()));
+        }
     }
-    if selected("build") {
-        build_cost();
+    if !server_cpu.is_empty() {
+        println!(
+            "# replay server process CPU, not counted above: {}",
+            server_cpu.join(", ")
+        );
     }
+}
+
+/// The peak-RSS rows.
+fn rss_figures() {
     if selected("rss") {
         let body = sse_body(Payload::Text, if quick() { 200 } else { 20_000 });
         let expect = common::baseline_decode(&body).delta_bytes;
-        let server = Replay::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
-        let (mut bare, mut pik, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..runs() {
-            let (_, b) = rss_in_child("bare", &server.base_url(), expect);
-            let (_, p) = rss_in_child("pikuri", &server.base_url(), expect);
-            bare.push(b);
-            pik.push(p);
-            ratio.push(p / b);
-        }
+        let server = Server::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
+        let (bare, pik, ratio) = rss_pair(&server, ["bare", "pikuri"], expect, 0);
         println!(
-            "| rss | one streaming agent (20,000 deltas x5), peak VmHWM KiB: bare / pikuri 1 listener | {:.0} / {:.0} | {:.2}x | | |",
-            median(&mut bare),
-            median(&mut pik),
-            median(&mut ratio)
+            "| rss | one streaming agent (20,000 text deltas x5), peak VmHWM KiB: bare / pikuri 1 listener | {bare:.0} / {pik:.0} | {ratio:.2}x | | | | | | | |",
         );
     }
+    if selected("rss-tool") {
+        let deltas = if quick() { 2_000 } else { 200_000 };
+        let (call, args) = sse_tool_call(deltas);
+        let content = serde_json::from_str::<Value>(&args).expect("arguments are JSON")["content"]
+            .as_str()
+            .map_or(0, str::len);
+        let answer = sse_body(Payload::Text, 5);
+        let expect = common::baseline_decode(&answer).delta_bytes;
+        // Each child makes two requests: the call, then the answer.
+        let server = Server::start(
+            Script::Cycle {
+                first: sse_response(&call, Framing::Chunked),
+                then: sse_response(&answer, Framing::Chunked),
+                every: 2,
+            },
+            false,
+        );
+        let (bare, pik, ratio) = rss_pair(&server, ["bare-tool", "pikuri-tool"], expect, content);
+        println!(
+            "| rss | one streaming agent, a {} tool-argument-delta call ({} KiB of arguments) then the answer, peak VmHWM KiB: bare / pikuri 1 listener | {bare:.0} / {pik:.0} | {ratio:.2}x | | | | | | | |",
+            args.len().div_ceil(3),
+            args.len() / 1024,
+        );
+    }
+}
+
+fn main() {
+    common::serve_if_child();
+    if let Ok(subject) = std::env::var("PIKURI_TURN_CHILD") {
+        rss_child(&subject, &std::env::var("PIKURI_TURN_BASE").expect("base"));
+        return;
+    }
+    header("per-turn cost (loopback, keep-alive)");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("# load average at start: {}", load.trim());
+    println!("# {}", common::server_placement());
+    turn_table();
+    if selected("build") {
+        build_cost();
+    }
+    rss_figures();
 }

@@ -233,7 +233,11 @@ pub enum Event {
         /// Human-readable reason.
         reason: String,
     },
-    /// The run was cancelled; no recovery follows.
+    /// The run was cancelled; no recovery follows. Emitted once per agent
+    /// whose run the cancel ended: the agent whose `run_loop` returns
+    /// [`Error::Cancelled`](crate::Error::Cancelled), and each sub-agent it
+    /// ended on the way; never by the synthesizer or the compactor, whose
+    /// cancel is their parent's.
     Cancelled {
         /// Emitting agent.
         agent: Arc<str>,

@@ -63,7 +63,7 @@
 //!
 //! Every item has exactly one path. The core types are at the crate root:
 //! the agent and its turn ([`Agent`], [`Configurator`], [`Outcome`],
-//! [`History`], [`close_all`]), the endpoint ([`ChatTransport`],
+//! [`History`], [`close_all`], [`register_close`]), the endpoint ([`ChatTransport`],
 //! [`HttpConfig`]), the conversation ([`Message`], [`Role`], [`ToolCall`],
 //! [`Usage`]), events and listeners ([`Event`], [`StopReason`],
 //! [`Listener`]), tools ([`Tool`], [`ToolContext`], [`ToolError`]), the
@@ -180,22 +180,23 @@
 //!
 //! The crate is a port of the agent core of the Ruby toolkit
 //! [pikuri](https://codeberg.org/mvysny/pikuri) and keeps its type names in Rust idiom
-//! (`tick!` → `tick()`, `cancelled?` → `is_cancelled()`).
+//! (`tick!` → `tick()`, `cancelled?` → `is_cancelled()`, `to_s` → `Display`).
 //!
 //! | pikuri | pikuri (Rust) |
 //! |---|---|
 //! | `Agent.new(transport:, ...) { \|c\| ... }` | [`Agent::builder`] → [`Configurator`] → [`Configurator::build`] |
 //! | `run_loop(user_message:, transport:)` | [`Agent::run_loop`], [`Agent::run_loop_with`] |
+//! | `last_assistant_content`, `clear_conversation`, `export_history`, `close` | [`Agent::last_assistant_content`], [`Agent::clear_conversation`], [`Agent::export_history`], [`Agent::close`] |
 //! | `tick!`, `reset!`, `cancel!`, `cancelled?`, `check!` | `tick()`, `reset()`, `cancel()`, `is_cancelled()`, `check()` |
 //! | `inject_user_message`, `pending?`, `drain!` | [`Interloper::inject_user_message`], `is_pending()`, `drain()` |
 //! | `StepLimit::Exceeded`, `Cancellable::Cancelled` | [`Error::StepLimitExceeded`], [`Error::Cancelled`] |
 //! | `Event::*` (`Data` classes) | [`Event`] variants, each with an `agent` id |
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
-//! | `Listener::Base#on_event` | [`Listener::on_event`] |
+//! | `Listener::Base#on_event`, `for_sub_agent(id:)` | [`Listener::on_event`], [`Listener::for_sub_agent`] → [`SubAgentListener`](subagent::SubAgentListener) |
 //! | `SubAgent::Extension` | [`SubAgents`](subagent::SubAgents) |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
-//! | `load_history!` | [`Agent::load_history`] (returns `Result`) |
-//! | `Finalizers` (close every open agent at exit) | [`close_all`], called from the host's exit path and signal handlers |
+//! | `load_history!`, `History.parse`, `#to_json` | [`Agent::load_history`] (returns `Result`), [`History::parse`], [`History::to_json`] |
+//! | `Finalizers.register(agent)` (in `Agent.new`), `Finalizers.register { ... }`, `unregister`, `run!` | agents register at build; [`register_close`], [`CloseRegistration::unregister`], [`close_all`] (called from the host's exit path and signal handlers) |
 //! | `Tool::Confirmer`, `AUTO_APPROVE`, `TERMINAL` (pikuri-workspace) | [`Approver`](approval::Approver) (on the agent, inherited by sub-agents, not per tool instance), [`AutoApprove`](approval::AutoApprove), [`TerminalApprover`](approval::TerminalApprover); `confirm(description) → Bool` becomes [`Approver::review`](approval::Approver::review) → [`Decision`](approval::Decision) |
 //! | `Synthesizer` (a module of constants) | [`Synthesizer`](subagent::Synthesizer), a value set with [`Configurator::synthesizer`] |
 //! | `ContextWindowDetector.detect(transport)` | [`ChatTransport::detect_context_window`] |
@@ -203,31 +204,119 @@
 //! | `Tool::FETCH`, `WEB_SCRAPE`, `Tool::WebSearch.build` | [`builtin::fetch`], [`builtin::web_scrape`], [`builtin::WebSearch`] over a [`builtin::SearchProvider`] ([`builtin::SearXng`]; pikuri's Brave/DuckDuckGo/Exa cascade is not ported) |
 //! | `Trifecta`, `Tool::TrifectaLegs` | [`Tool::reaches_network`], [`Tool::reads_private_data`], checked at build under [`TrifectaPolicy`](tool::TrifectaPolicy) |
 //! | `Agent::Extension`, `ExtensionContext` | [`extension::Extension`], [`extension::ExtensionContext`] |
-//! | `Agent::ListenerList`, `Listener::Terminal`, `TokenLog`, `InMemoryEventList` | [`listeners::ListenerList`], [`listeners::Terminal`], [`listeners::TokenLog`], [`listeners::InMemoryEventList`] |
-//! | `Tool::Parameters` | [`tool::Parameters`] (with [`tool::FnTool`], [`tool::TypedTool`]); the `Tool` trait stays at the root |
+//! | `ctx.agent.model`, `.transport`, `.tools`, `.cancellable`, ... (an extension reading its agent) | readers on [`ExtensionContext`](extension::ExtensionContext) itself: `model()`, `transport()`, `tools()`, `cancellable()`, `step_limit()`, `interloper()`, `system_prompt()`... |
+//! | `Agent::ListenerList`, `Listener::Terminal`, `TokenLog`, `InMemoryEventList`, `RateLimited` | [`listeners::ListenerList`], [`listeners::Terminal`], [`listeners::TokenLog`], [`listeners::InMemoryEventList`], [`listeners::RateLimited`] |
+//! | `Sanitizer.sanitize` | [`listeners::sanitize`], [`listeners::sanitize_report`] |
+//! | `Tool::Parameters`, `Tool::ExecuteContext` | [`tool::Parameters`] (with [`tool::FnTool`], [`tool::TypedTool`]), [`ToolContext`]; the `Tool` trait stays at the root |
 //! | `SubAgent::Persona`, `Agent::Synthesizer` | [`subagent::Persona`], [`subagent::Synthesizer`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`](extension::Extension::configure) validates only; tools and close handlers are added in [`Extension::bind`](extension::Extension::bind) |
 //!
-//! Deliberate differences: the [`Configurator`] is a by-value builder (it can
-//! be stored and passed around, and `build` consumes it, so it cannot build
-//! twice); a budget of zero steps is a programmer error that panics
-//! ([`StepLimit::try_new`] for values read at run time); a configurator
-//! dropped unbuilt runs the close handlers armed so far; a [`History`] is
-//! valid by construction (its one allowed gap is the trailing batch of a
-//! turn awaiting approval); sub-agents also inherit the parent's loop options
-//! and request fields, because every child agent is built by one constructor;
-//! a listener's queue is bounded (32 events), and a listener that is
-//! behind, or takes a fast stream, gets neighbouring deltas joined, with the
-//! same text ([`Listener`], "Backpressure"), where pikuri's queues grow
-//! without bound and every chunk is an event.
+//! ## Deliberate differences
+//!
+//! Each with its reason; the pikuri behaviour is the one its documentation
+//! describes.
+//!
+//! - **Building.** The [`Configurator`] is a by-value builder (it can be
+//!   stored and passed around, and `build` consumes it, so it cannot build
+//!   twice); a configurator dropped unbuilt runs the close handlers armed so
+//!   far; a budget of zero steps is a programmer error that panics
+//!   ([`StepLimit::try_new`] for values read at run time). An extension's
+//!   failed `bind` fails the build with its own error and kind.
+//! - **Listener delivery.** pikuri calls every listener on the run thread,
+//!   inside the callback that emits (a streamed chunk inside the read of the
+//!   stream), so a slow listener slows the loop and every chunk is one
+//!   event. Here each listener runs on a thread of its own, fed events in
+//!   order through a bounded queue, and the agent hands them over at the
+//!   points where it waits (see [`Listener`]): a slow terminal or socket
+//!   does not stall the stream or the tools, and memory stays bounded.
+//!   Neighbouring deltas may therefore reach a listener joined, with the
+//!   same text. What pikuri's synchronous calls guarantee is kept: order,
+//!   and a `run_loop` that returns only after every listener handled every
+//!   event of the turn.
+//! - **Tool results are capped.** A result over a quarter of the context
+//!   window (or 100,000 characters when the window is unknown) is cut, with
+//!   a note saying so ([`ToolResultLimit`](compaction::ToolResultLimit));
+//!   pikuri sends results whole. One oversized result (a large page, a log)
+//!   would otherwise make every later request exceed the window.
+//!   [`ToolResultLimit::off`](compaction::ToolResultLimit::off) restores
+//!   pikuri's behaviour.
+//! - **The [`Interloper`] is also drained when the model answers without a
+//!   tool call**, and the turn goes on with one more round when anything
+//!   was pending. pikuri drains only after tool results, so input typed
+//!   while the model wrote its final answer waited for some later turn's
+//!   tool batch, or was never delivered.
+//! - **The synthesizer's answer is appended** to the history as an
+//!   assistant message; pikuri keeps it only for `last_assistant_content`.
+//!   The next turn's model then sees the answer the user saw (a follow-up
+//!   question refers to it). An empty answer is no answer: nothing is
+//!   appended and the answer is `None`.
+//! - **[`Agent::last_assistant_content`] reads the latest turn only**;
+//!   pikuri's walks the whole history. After a turn that failed before the
+//!   model answered it is `None`, not an earlier turn's answer that a
+//!   caller (a sub-agent's parent) would take for this turn's.
+//! - **A closed agent refuses to run** ([`Error::InvalidInput`]); pikuri's
+//!   `close` only runs the close handlers (and leaves `Finalizers`). Here `close` also stops the
+//!   listener threads, and the handlers released what the tools use (an
+//!   MCP server's process), so a later turn would run unheard and broken.
+//! - **One [`Event::Cancelled`] per agent whose run a cancel ended**: the
+//!   agent whose `run_loop` returns [`Error::Cancelled`], and each sub-agent
+//!   it stopped on the way (as pikuri). A cancel during synthesis is
+//!   announced by the parent only: pikuri's comes from the nested
+//!   synthesizer agent instead, because its rescue of `Cancelled` does not
+//!   cover the synthesizer running inside the step-limit rescue; here the
+//!   parent's turn is what ends and returns the error. The compactor, a
+//!   helper child too, is silent the same way.
+//! - **The lethal trifecta is a build check**, not pikuri's report
+//!   (`Trifecta::Report`, `trifecta_contribution`): under
+//!   [`TrifectaPolicy::Refuse`](tool::TrifectaPolicy::Refuse) a parent
+//!   holding both legs fails the build, and so does a persona of
+//!   [`SubAgents`](subagent::SubAgents) naming both; each child is checked
+//!   again when spawned, since a pool can change at run time.
+//! - **[`ExtensionContext`](extension::ExtensionContext) has readers, not an
+//!   `agent`**: the `Agent` is mutably borrowed by the turn that runs the
+//!   hooks, so the context reads the shared state it needs (the other
+//!   extensions are not reachable).
+//! - **Histories and sub-agents.** A [`History`] is valid by construction
+//!   (its one allowed gap is the trailing batch of a turn awaiting
+//!   approval). Sub-agents also inherit the parent's loop options and
+//!   request fields, because every child agent is built by one constructor.
+//!
+//! ## Not ported
+//!
+//! - `History#save(dir)` / `History.load(dir)` (a directory with
+//!   `attachments/`): the crate sends no attachments (images and audio are
+//!   out of [scope](#scope)), so a history is one JSON document,
+//!   [`History::to_json`] and [`History::parse`]. The directory form comes
+//!   with image input.
+//! - Per-tool hooks inside a child agent (`Tool#for_sub_agent`,
+//!   `with_workspace`) and `Persona#needs_temp_workspace`: they serve
+//!   pikuri-workspace's `Workspace` seam, which is not ported (the file
+//!   tools take their root when built: [`builtin::read_file`]). A child
+//!   gets the parent's tool instances as they are; a tool that keeps state
+//!   per agent keys it by [`ToolContext::agent_id`] (`"researcher 0"`).
+//! - `Mcp::Synthesizer` (a model writes the description of a server that
+//!   has none): it costs a model request per server at every build, before
+//!   the first turn. The `<available_mcps>` line is the host's
+//!   [`mcp::Server::description`], else the server's title and first line
+//!   of its instructions.
+//! - The `Extractor` registry behind `web_scrape` (pikuri-pdf,
+//!   pikuri-extractors): [`builtin::web_scrape`] reads HTML, JSON and text
+//!   itself and refuses binary content; converting PDF or office documents
+//!   needs parsers or external processes beyond the crate's six
+//!   dependencies. A host wraps its converter as a [`Tool`].
+//! - pikuri-tasks, -memory, -vectordb, -skills, -code and the CLIs other
+//!   than the chat example: toolkits on top of the core, built on the same
+//!   [`Extension`](extension::Extension) protocol.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
 //! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
 //! deferred approval ([`Decision::Defer`](approval::Decision::Defer),
-//! [`Agent::resume`]), per-turn token totals ([`Outcome::usage`],
-//! [`Agent::total_usage`]), a pull-style event stream
-//! ([`listeners::ChannelListener`]), and a stable [`ErrorKind`] on every
+//! [`Agent::resume`]), [`Agent::retry_turn`], per-turn token totals
+//! ([`Outcome::usage`], [`Agent::total_usage`]), a pull-style event stream
+//! ([`listeners::ChannelListener`]), compaction and fallback transports
+//! ([`Configurator::compaction`], [`Configurator::add_fallback`]), typed
+//! answers ([`Agent::run_typed`]), and a stable [`ErrorKind`] on every
 //! [`Error`] to branch on.
 //!
 //! # MSRV
@@ -269,7 +358,9 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
-pub use crate::agent::{Agent, Configurator, History, Outcome, close_all};
+pub use crate::agent::{
+    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+};
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, StopReason};

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+pub(crate) mod turns;
+
 // ---------------------------------------------------------------- settings
 
 /// `PIKURI_BENCH_QUICK=1`: tiny sizes, for a smoke run (CI, debugging).
@@ -202,6 +204,52 @@ pub(crate) fn sse_body(payload: Payload, chunks: usize) -> Vec<u8> {
     );
     out.extend_from_slice(b"\n\ndata: [DONE]\n\n");
     out
+}
+
+/// The SSE body of one streamed tool call of `write_file` whose arguments,
+/// `{"path":"src/main.rs","content":"<source code>"}` with the code's
+/// quotes, backslashes and newlines escaped, are cut into pieces of 3
+/// characters, about `chunks` of them (whole copies of the code, so the
+/// arguments stay valid JSON; unlike [`sse_body`] with
+/// [`Payload::ToolArgs`], which stops after exactly `chunks` pieces).
+/// Returns the body and the arguments' text.
+pub(crate) fn sse_tool_call(chunks: usize) -> (Vec<u8>, String) {
+    let code = lit(CODE);
+    let code = &code[1..code.len() - 1];
+    let mut args = String::from(r#"{"path":"src/main.rs","content":""#);
+    // Bytes, not chars: counting chars each round would be quadratic.
+    while args.len() < chunks * 3 {
+        args.push_str(code);
+    }
+    args.push_str("\"}");
+    let mut out = Vec::with_capacity(chunks * 200 + 1024);
+    let mut event = |delta: &str, finish: &str| {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(HEAD.as_bytes());
+        out.extend_from_slice(delta.as_bytes());
+        out.extend_from_slice(b",\"finish_reason\":");
+        out.extend_from_slice(finish.as_bytes());
+        out.extend_from_slice(b"}]}\n\n");
+    };
+    event(r#"{"role":"assistant","content":null}"#, "null");
+    event(
+        r#"{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":"write_file","arguments":""}}]}"#,
+        "null",
+    );
+    let all: Vec<char> = args.chars().collect();
+    for piece in all.chunks(3) {
+        let p: String = piece.iter().collect();
+        event(
+            &format!(
+                "{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{}}}}}]}}",
+                lit(&p)
+            ),
+            "null",
+        );
+    }
+    event("{}", "\"tool_calls\"");
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    (out, args)
 }
 
 // ---------------------------------------------------------------- baseline
@@ -543,6 +591,187 @@ impl Drop for Replay {
     }
 }
 
+// ---------------------------------------------------------------- out of process
+
+/// Set in a child that serves a replay script (see [`Server`]).
+const SERVE_ENV: &str = "PIKURI_BENCH_REPLAY_CHILD";
+
+/// `PIKURI_BENCH_IN_PROCESS=1`: [`Server::start`] runs the replay server as
+/// a thread of the bench process (the setup before session 7), so that
+/// its CPU time and its scheduling share the client's process.
+pub(crate) fn in_process() -> bool {
+    std::env::var("PIKURI_BENCH_IN_PROCESS").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The replay server the benches measure against: by default in a child
+/// process (this bench binary re-executed, see [`serve_if_child`]), so
+/// that the client process's CPU time is the client's alone and the
+/// server's threads do not share its address space or allocator; with
+/// [`in_process`], a thread of this process.
+pub(crate) enum Server {
+    Here(Replay),
+    Child(ReplayChild),
+}
+
+impl Server {
+    /// Serve `script` on 127.0.0.1:0 (see [`Replay::start`]).
+    pub(crate) fn start(script: Script, close: bool) -> Server {
+        if in_process() {
+            Server::Here(Replay::start(script, close))
+        } else {
+            Server::Child(ReplayChild::spawn(&script, close))
+        }
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        match self {
+            Server::Here(r) => r.addr(),
+            Server::Child(c) => c.addr,
+        }
+    }
+
+    /// `http://127.0.0.1:port/v1`.
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr())
+    }
+
+    /// CPU time the server has used so far, when it is a child process
+    /// (`utime + stime` of `/proc/<pid>/stat`, 10 ms ticks).
+    pub(crate) fn child_cpu(&self) -> Option<Duration> {
+        match self {
+            Server::Here(_) => None,
+            Server::Child(c) => Some(stat_cpu(&format!("/proc/{}/stat", c.child.id()))),
+        }
+    }
+}
+
+/// Where the replay server of this run lives, for the header line.
+pub(crate) fn server_placement() -> &'static str {
+    if in_process() {
+        "replay server IN PROCESS (PIKURI_BENCH_IN_PROCESS=1): its threads are left out of the per-thread counts"
+    } else {
+        "replay server in a child process: every figure is the client process's own"
+    }
+}
+
+/// A replay server in a child process. The script goes over the child's
+/// stdin, its port comes back as one line on its stdout; the child serves
+/// until its stdin closes, so it ends when this value drops and also when
+/// this process dies of anything (a panic, a kill): no orphan outlives
+/// the bench.
+pub(crate) struct ReplayChild {
+    addr: SocketAddr,
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl ReplayChild {
+    pub(crate) fn spawn(script: &Script, close: bool) -> ReplayChild {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().expect("bench executable"))
+            .env(SERVE_ENV, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("replay child starts");
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let close = u8::from(close);
+        let parts: Vec<&[u8]> = match script {
+            Script::Fixed(r) => {
+                writeln!(stdin, "fixed {close} {}", r.len()).expect("script head");
+                vec![r]
+            }
+            Script::Cycle { first, then, every } => {
+                writeln!(
+                    stdin,
+                    "cycle {close} {} {every} {}",
+                    first.len(),
+                    then.len()
+                )
+                .expect("script head");
+                vec![first, then]
+            }
+        };
+        for p in parts {
+            stdin.write_all(p).expect("script body");
+        }
+        stdin.flush().expect("script flushed");
+        let mut port = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut port)
+            .expect("replay child reports its port");
+        let port: u16 = port
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("replay child printed {port:?}, not a port"));
+        ReplayChild {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            child,
+            stdin: Some(stdin),
+        }
+    }
+}
+
+impl Drop for ReplayChild {
+    fn drop(&mut self) {
+        // Closing stdin ends the child; wait for it a bounded time, then
+        // kill it.
+        drop(self.stdin.take());
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Call first in `main` of every bench that uses [`Server`]: in a replay
+/// child (started by [`ReplayChild::spawn`]) this reads the script from
+/// stdin, serves it on 127.0.0.1:0, prints the port, serves until stdin
+/// closes and exits the process; elsewhere it returns at once.
+pub(crate) fn serve_if_child() {
+    if std::env::var_os(SERVE_ENV).is_none() {
+        return;
+    }
+    let mut input = BufReader::new(io::stdin().lock());
+    let mut head = String::new();
+    input.read_line(&mut head).expect("script head");
+    let f: Vec<&str> = head.split_whitespace().collect();
+    let num = |i: usize| -> usize { f[i].parse().expect("number in the script head") };
+    let mut bytes = |n: usize| {
+        let mut v = vec![0u8; n];
+        input.read_exact(&mut v).expect("script body");
+        v
+    };
+    let close = num(1) == 1;
+    let script = match f[0] {
+        "fixed" => Script::Fixed(bytes(num(2))),
+        "cycle" => {
+            let (n1, every, n2) = (num(2), num(3) as u64, num(4));
+            let first = bytes(n1);
+            Script::Cycle {
+                first,
+                then: bytes(n2),
+                every,
+            }
+        }
+        other => panic!("unknown script kind {other:?}"),
+    };
+    let server = Replay::start(script, close);
+    println!("{}", server.addr().port());
+    io::stdout().flush().expect("port printed");
+    // Serve until the parent closes our stdin (it is done, or died).
+    let _ = io::copy(&mut input, &mut io::sink());
+    // Exit without joining the connection threads: a client may still
+    // hold a kept-alive connection.
+    std::process::exit(0);
+}
+
 // ---------------------------------------------------------------- baseline client
 
 /// `Read` over a chunked body (the baseline's own decoder).
@@ -778,7 +1007,12 @@ pub(crate) fn proc_status_kib(field: &str) -> u64 {
 /// ones): `utime + stime` from `/proc/self/stat`, at the kernel's 100 Hz
 /// tick, so 10 ms resolution.
 pub(crate) fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    stat_cpu("/proc/self/stat")
+}
+
+/// `utime + stime` of a `/proc/<pid>/stat` file (10 ms ticks).
+fn stat_cpu(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the parenthesized command name; utime and stime are the
     // 14th and 15th fields overall.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);

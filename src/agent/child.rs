@@ -34,6 +34,12 @@ pub(crate) struct ChildSpec {
     pub(crate) system_prompt: String,
     pub(crate) max_steps: u32,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
+    /// Whether a cancel that ends the child's run emits its own
+    /// [`Event::Cancelled`](crate::Event::Cancelled): a sub-agent does (the
+    /// host may render it apart), a helper child (the synthesizer, the
+    /// compactor) does not, since its cancel is the parent's turn's, which
+    /// the parent announces.
+    pub(crate) announces_cancel: bool,
 }
 
 /// The child id for `role` under a parent whose id is `parent`: a main agent's
@@ -67,6 +73,7 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     // A nested agent must not reset the shared Cancellable at its turn
     // start: that would swallow a cancel that raced with the spawn.
     cfg.options.nested = true;
+    cfg.options.quiet_cancel = !spec.announces_cancel;
     if spec.tools.is_empty() {
         cfg.options.extra.remove("tool_choice");
         cfg.options.extra.remove("parallel_tool_calls");
@@ -90,6 +97,7 @@ pub(crate) fn ask(
             system_prompt: system_prompt.to_string(),
             max_steps: 1,
             tools: Vec::new(),
+            announces_cancel: false,
         },
     )?;
     let result = child.run_loop(prompt);

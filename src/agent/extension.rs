@@ -8,9 +8,15 @@ use serde_json::Value;
 
 use super::shared::Shared;
 use crate::listener::ListenerList;
-use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool};
+use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLimit, Tool};
 
 /// The capabilities an agent hands its extensions; see [`Extension`](crate::extension::Extension).
+///
+/// What pikuri's extensions read through `ctx.agent` is read here: the
+/// agent's id, model, transport, system prompt, tools in both pools,
+/// controls ([`Cancellable`], [`StepLimit`], [`Interloper`]: the agent's own
+/// instances), context cap and streaming flag. The other extensions are not
+/// reachable (each is mutably borrowed while its hooks run).
 ///
 /// Cheap to clone. It holds the agent weakly: once the agent is dropped,
 /// emitting does nothing and the other calls report an error or `None`.
@@ -131,6 +137,30 @@ impl ExtensionContext {
     /// The agent's current transport.
     pub fn transport(&self) -> Option<ChatTransport> {
         Some(self.shared.upgrade()?.state.lock().transport.clone())
+    }
+
+    /// The agent's current model id (pikuri's `ctx.agent.model`).
+    pub fn model(&self) -> Option<String> {
+        let s = self.shared.upgrade()?;
+        let st = s.state.lock();
+        st.transport.model().map(str::to_string)
+    }
+
+    /// The agent's system prompt as last assembled: its base plus every
+    /// extension's snippets (pikuri's `ctx.agent.system_prompt`).
+    pub fn system_prompt(&self) -> Option<String> {
+        Some(self.shared.upgrade()?.state.lock().system_prompt.clone())
+    }
+
+    /// The agent's step budget, the same instance the loop ticks.
+    pub fn step_limit(&self) -> Option<StepLimit> {
+        self.shared.upgrade()?.step_limit.clone()
+    }
+
+    /// The agent's mid-loop input queue, the same instance the loop drains
+    /// (e.g. to show the host what is waiting).
+    pub fn interloper(&self) -> Option<Interloper> {
+        self.shared.upgrade()?.interloper.clone()
     }
 
     /// The agent's resolved context cap.

@@ -31,7 +31,7 @@ pub use compact::Compaction;
 pub use extension::ExtensionContext;
 pub use history::History;
 pub use outcome::Outcome;
-pub use registry::close_all;
+pub use registry::{CloseRegistration, close_all, register_close};
 pub use structured::{StructuredMode, StructuredOutput, Typed};
 pub use subagent::{Persona, SubAgents};
 pub use synthesizer::Synthesizer;
@@ -109,10 +109,12 @@ use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 /// For those, call [`close_all`](crate::close_all) from the exit path and
 /// from the signal handler (e.g. the `ctrlc` crate's, or a thread waiting
 /// on `signal-hook`'s iterator): it runs the handlers of every agent still
-/// open in the process, the counterpart of pikuri's `Finalizers`. The chat
-/// example does both: on its way out of `main` (a second Ctrl+C mid-turn)
-/// and on SIGTERM or SIGHUP, before it exits with 143 or 129. A configurator dropped unbuilt runs its armed handlers
-/// itself.
+/// open in the process, and the host's own registered with
+/// [`register_close`](crate::register_close), newest first: the counterpart
+/// of pikuri's `Finalizers`. The chat example does both: on its way out of
+/// `main` (a second Ctrl+C mid-turn) and on SIGTERM or SIGHUP, before it
+/// exits with 143 or 129. A configurator dropped unbuilt runs its armed
+/// handlers itself.
 ///
 /// # A turn
 ///
@@ -215,8 +217,12 @@ impl Configurator {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for duplicate tool names, a failed extension
-    /// `configure`/`bind`, or a missing model that cannot be resolved. The on-close handlers armed so far run before the
-    /// error is returned.
+    /// `configure`, or a missing model that cannot be resolved. A failed
+    /// extension [`bind`](crate::extension::Extension::bind) returns the
+    /// extension's own error with its kind kept (a cancel stays
+    /// [`Error::Cancelled`], a refused connection [`Error::Connect`]); an
+    /// `InvalidInput` one is prefixed with the extension's name. The
+    /// on-close handlers armed so far run before the error is returned.
     pub fn build(self) -> Result<Agent> {
         let mut cfg = self;
         let on_close = std::mem::take(&mut cfg.on_close);
@@ -242,6 +248,8 @@ impl Configurator {
             listeners: std::mem::take(&mut cfg.listeners),
             client,
             cancellable: cfg.cancellable.take(),
+            step_limit: cfg.step_limit.clone(),
+            interloper: cfg.interloper.clone(),
             streaming: cfg.streaming,
             options: Arc::clone(&options),
             state: Mutex::new(State::new(
@@ -283,9 +291,7 @@ impl Configurator {
             if let Err(e) = agent.extensions[i].bind(&ctx) {
                 let name = agent.extensions[i].name();
                 agent.close();
-                return Err(Error::invalid(format!(
-                    "extension {name} failed to bind: {e}"
-                )));
+                return Err(bind_error(&name, e));
             }
         }
         // Tools registered in bind count too: check the pool as it now is.
@@ -301,6 +307,18 @@ impl Configurator {
         // Construction events are delivered before the host sees the agent.
         agent.shared.listeners.flush();
         Ok(agent)
+    }
+}
+
+/// An extension's `bind` failure as `build` returns it: its kind is kept, so
+/// a host can tell a cancel or a refused connection from a bad setting; a
+/// message of its own (an invalid setting) is prefixed with the extension.
+fn bind_error(name: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidInput(m) => {
+            Error::InvalidInput(format!("extension {name} failed to bind: {m}"))
+        }
+        other => other,
     }
 }
 
@@ -320,6 +338,7 @@ impl Agent {
                 prompt.push_str(&snippet);
             }
         }
+        self.shared.state.lock().system_prompt.clone_from(&prompt);
         self.system_prompt = prompt;
     }
 
@@ -455,15 +474,17 @@ impl Agent {
         self.last_stop
     }
 
-    /// The final answer of the latest turn: the synthesizer's when it ran,
-    /// else the text of the turn's last assistant message. `None` when that
-    /// message is empty (a turn stopped while calling tools) or the turn has
-    /// none. Never an earlier turn's answer; after
+    /// The final answer of the latest turn: the synthesizer's when it ran
+    /// (`None` when it wrote nothing), else the text of the turn's last
+    /// assistant message. `None` when that message is empty (a turn stopped
+    /// while calling tools) or the turn has none. Never an earlier turn's
+    /// answer (pikuri's walks the whole history; see the crate's
+    /// [mapping](crate#mapping-from-pikuri-ruby)); after
     /// [`load_history`](Agent::load_history), the loaded conversation counts
     /// as the latest turn.
     pub fn last_assistant_content(&self) -> Option<String> {
         if let Some(answer) = &self.synth_answer {
-            return Some(answer.clone());
+            return Some(answer.clone()).filter(|a| !a.is_empty());
         }
         self.messages[self.turn_start.min(self.messages.len())..]
             .iter()
@@ -557,6 +578,27 @@ impl Agent {
     /// Release the agent: run the on-close handlers (last registered first;
     /// a panicking one is logged at `warn` and the rest still run), then stop
     /// and join the listener threads. Idempotent; `Drop` calls it.
+    ///
+    /// A closed agent refuses to run: [`run_loop`](Agent::run_loop) and
+    /// the other runs return [`Error::InvalidInput`] without a request,
+    /// since nobody would hear its events and the handlers already released
+    /// what its tools use (an MCP server's process). Its readers and
+    /// [`export_history`](Agent::export_history) still work, so a closed
+    /// conversation can be saved and loaded into a new agent.
+    ///
+    /// ```
+    /// use pikuri::{Agent, ErrorKind};
+    /// use pikuri::testing::FakeServer;
+    ///
+    /// let server = FakeServer::start();
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// agent.close();
+    /// let err = agent.run_loop("still there?").unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert!(err.to_string().contains("closed"), "{err}");
+    /// assert!(server.chat_requests().is_empty());
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
     pub fn close(&mut self) {
         if self.closed {
             return;
@@ -566,6 +608,18 @@ impl Agent {
         let handlers = std::mem::take(&mut *self.shared.on_close.lock());
         run_close_handlers(handlers);
         self.shared.listeners.close();
+    }
+}
+
+impl Agent {
+    /// The check at the top of every run: a closed agent does not run.
+    pub(super) fn ensure_open(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::invalid(
+                "the agent is closed (its listeners stopped, its close handlers ran): build a new one",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -14,7 +14,7 @@ use crate::approval::Approver;
 use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
-use crate::{Cancellable, ChatTransport, Error, Event, Result, Tool, Usage};
+use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLimit, Tool, Usage};
 
 /// A handler run once when the agent closes.
 pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -30,6 +30,9 @@ pub(crate) struct LoopOptions {
     /// A sub-agent or synthesizer: shares the parent's Cancellable and must
     /// not reset it.
     pub(crate) nested: bool,
+    /// A helper child (synthesizer, compactor): a cancelled run does not
+    /// emit [`Event::Cancelled`], its parent announces it.
+    pub(crate) quiet_cancel: bool,
     pub(crate) extra: Map<String, Value>,
     pub(crate) trifecta: TrifectaPolicy,
     /// The settings of typed turns.
@@ -45,6 +48,11 @@ pub(crate) struct Shared {
     pub(crate) listeners: ListenerList,
     pub(crate) client: Client,
     pub(crate) cancellable: Option<Cancellable>,
+    /// The agent's step budget and input queue, for
+    /// [`ExtensionContext`](crate::extension::ExtensionContext) readers (the
+    /// agent holds the same instances).
+    pub(crate) step_limit: Option<StepLimit>,
+    pub(crate) interloper: Option<Interloper>,
     pub(crate) streaming: bool,
     /// The loop options, shared with the [`Agent`](crate::Agent) and
     /// inherited by children.
@@ -91,6 +99,8 @@ pub(crate) struct State {
     /// The sub-agent-only pool (never sent to this agent's model).
     pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
     pub(crate) pending_system: Vec<String>,
+    /// The system prompt as last assembled (base and extensions' snippets).
+    pub(crate) system_prompt: String,
     /// The names in both pools: uniqueness is checked in O(1) per tool.
     names: HashSet<String>,
     /// The encoded `tools` of a request, or `None` after a change: encoded
@@ -118,6 +128,7 @@ impl State {
             tools,
             sub_agent_tools,
             pending_system: Vec::new(),
+            system_prompt: String::new(),
             names,
             tool_specs: None,
         }

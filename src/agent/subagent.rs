@@ -13,7 +13,8 @@ use super::Agent;
 use super::builder::Extension;
 use super::child::{self, ChildSpec};
 use super::extension::ExtensionContext;
-use crate::tool::Parameters;
+use super::trifecta;
+use crate::tool::{Parameters, TrifectaPolicy};
 use crate::{Error, Result, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
@@ -219,7 +220,10 @@ The sub-agent starts with no context: put everything it needs in `task`.\n",
 impl Extension for SubAgents {
     // Persona tool names are checked in `bind`, not `configure`: tools that
     // an earlier extension adds in its own `bind` (MCP servers' tools) exist
-    // only by then.
+    // only by then. So is the trifecta of each persona under `Refuse`: a
+    // persona that can never run fails the build, not the model's first
+    // delegation (each child is checked again when spawned, since a pool
+    // may change at run time).
     fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
         let pool: Vec<Arc<dyn Tool>> = ctx
             .tools()
@@ -233,6 +237,20 @@ impl Extension for SubAgents {
                     return Err(Error::invalid(format!(
                         "persona `{}` names unknown tool `{name}`",
                         p.name
+                    )));
+                }
+            }
+        }
+        if ctx.shared()?.options.trifecta == TrifectaPolicy::Refuse {
+            for p in self.personas.iter() {
+                let tools = persona_tools(p, &pool);
+                if let Some((network, private)) = trifecta::legs(&tools) {
+                    return Err(Error::invalid(format!(
+                        "lethal trifecta: persona `{}` holds network tools ({}) and private-data \
+                         tools ({}); split them between two personas",
+                        p.name,
+                        network.join(", "),
+                        private.join(", ")
                     )));
                 }
             }
@@ -258,6 +276,15 @@ impl Extension for SubAgents {
     }
 }
 
+/// The tools `persona` names, taken from `pool`, in the persona's order.
+fn persona_tools(persona: &Persona, pool: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
+    persona
+        .tool_names
+        .iter()
+        .filter_map(|name| pool.iter().find(|t| t.name() == name).cloned())
+        .collect()
+}
+
 /// The model-facing `agent` tool.
 struct AgentTool {
     ctx: ExtensionContext,
@@ -274,11 +301,7 @@ impl AgentTool {
             .into_iter()
             .chain(self.ctx.sub_agent_tools())
             .collect();
-        let tools = persona
-            .tool_names
-            .iter()
-            .filter_map(|name| pool.iter().find(|t| t.name() == name).cloned())
-            .collect();
+        let tools = persona_tools(persona, &pool);
         child::spawn(
             &*self.ctx.shared()?,
             ChildSpec {
@@ -286,6 +309,7 @@ impl AgentTool {
                 system_prompt: persona.system_prompt.clone(),
                 max_steps: persona.max_steps,
                 tools,
+                announces_cancel: true,
             },
         )
     }

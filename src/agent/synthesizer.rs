@@ -18,7 +18,9 @@ use crate::{Message, Role};
 /// [`build_prompt`](Synthesizer::build_prompt) as its user message. Its answer
 /// becomes [`Agent::last_assistant_content`](crate::Agent::last_assistant_content)
 /// and is appended to the parent's history as an assistant message, so the
-/// next turn sees what the user saw. Set one with
+/// next turn sees what the user saw (pikuri does not append it; an empty
+/// answer is `None` and is not appended). A cancel during synthesis is
+/// announced once, by the parent. Set one with
 /// [`Configurator::synthesizer`](crate::Configurator::synthesizer).
 ///
 /// Why: the usual failure is the "wait, but what about X?" loop. The

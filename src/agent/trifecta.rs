@@ -9,13 +9,9 @@ use serde_json::json;
 use crate::tool::TrifectaPolicy;
 use crate::{Error, Event, Result, Tool};
 
-/// Check `tools` (one agent's model-visible pool) under `policy`.
-pub(super) fn check(
-    tools: &[Arc<dyn Tool>],
-    policy: TrifectaPolicy,
-    agent: &Arc<str>,
-    emit: impl FnOnce(Event),
-) -> Result<()> {
+/// The names of the tools in `tools` that reach the network and of those
+/// that read private data, when both are present: the trifecta.
+pub(super) fn legs(tools: &[Arc<dyn Tool>]) -> Option<(Vec<&str>, Vec<&str>)> {
     let names = |pick: fn(&dyn Tool) -> bool| -> Vec<&str> {
         tools
             .iter()
@@ -25,9 +21,22 @@ pub(super) fn check(
     };
     let network = names(<dyn Tool>::reaches_network);
     let private = names(<dyn Tool>::reads_private_data);
-    if network.is_empty() || private.is_empty() || policy == TrifectaPolicy::Allow {
+    (!network.is_empty() && !private.is_empty()).then_some((network, private))
+}
+
+/// Check `tools` (one agent's model-visible pool) under `policy`.
+pub(super) fn check(
+    tools: &[Arc<dyn Tool>],
+    policy: TrifectaPolicy,
+    agent: &Arc<str>,
+    emit: impl FnOnce(Event),
+) -> Result<()> {
+    if policy == TrifectaPolicy::Allow {
         return Ok(());
     }
+    let Some((network, private)) = legs(tools) else {
+        return Ok(());
+    };
     let text = format!(
         "lethal trifecta: agent {agent:?} holds network tools ({}) and private-data tools ({}); \
          give the network tools to a sub-agent persona (add_sub_agent_tool)",

@@ -80,10 +80,15 @@ impl Agent {
     /// | Error | The history afterwards | To go on |
     /// |---|---|---|
     /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
+    /// | [`Error::InvalidInput`] (the agent was [closed](Agent::close)) | unchanged, no event, no request | build a new agent (its listeners are stopped) |
     /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
     /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run | a new `run_loop`, or `retry_turn` to resume |
     /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`]) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`]) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
+    ///
+    /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
+    /// [`run_typed`](Agent::run_typed) and [`compact`](Agent::compact) refuse
+    /// a closed agent the same way.
     ///
     /// Calling `run_loop` again with the same text after a failure sends the
     /// question twice (the first copy is still in the history, unanswered);
@@ -153,6 +158,7 @@ impl Agent {
     /// # Ok::<(), pikuri::Error>(())
     /// ```
     pub fn retry_turn(&mut self) -> Result<Outcome> {
+        self.ensure_open()?;
         match self.messages.last() {
             None => {
                 return Err(Error::invalid(
@@ -232,6 +238,7 @@ impl Agent {
         I: IntoIterator<Item = (S, Decision)>,
         S: Into<String>,
     {
+        self.ensure_open()?;
         let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
             .into_iter()
             .cloned()
@@ -386,6 +393,7 @@ impl Agent {
         user_message: &str,
         settings: &StructuredOutput,
     ) -> Result<Typed<T>> {
+        self.ensure_open()?;
         let mut turn = TypedTurn::new::<T>(settings)?;
         // llama.cpp (and other grammar-constrained servers) force every
         // message of a request with `response_format` into the schema,
@@ -441,6 +449,7 @@ impl Agent {
     /// The summary request's error ([`Error::Cancelled`], HTTP, transport);
     /// the history is unchanged.
     pub fn compact(&mut self) -> Result<bool> {
+        self.ensure_open()?;
         let done = self.compacting(Compactor::now)?;
         self.shared.listeners.flush();
         Ok(done)
@@ -456,6 +465,7 @@ impl Agent {
         user_message: &str,
         transport: Option<ChatTransport>,
     ) -> Result<Outcome> {
+        self.ensure_open()?;
         self.turn_start(user_message, transport)?;
         let mut run = Run::default();
         let result = self.rounds(&mut run);
@@ -915,11 +925,16 @@ impl Agent {
         let reason = match &result {
             Ok(r) => *r,
             // Announced once, here, after the "cancelled" observations, so
-            // a listener sees the cancel where the turn actually ended.
+            // a listener sees the cancel where the turn actually ended. A
+            // helper child (the synthesizer, the compactor) leaves it to its
+            // parent, whose turn the same cancel ends: one `Cancelled` for
+            // the one turn the host started.
             Err(Error::Cancelled) => {
-                self.emit(Event::Cancelled {
-                    agent: self.agent_id(),
-                });
+                if !self.options.quiet_cancel {
+                    self.emit(Event::Cancelled {
+                        agent: self.agent_id(),
+                    });
+                }
                 StopReason::Cancelled
             }
             Err(Error::StepLimitExceeded { .. }) => StopReason::StepLimit,
@@ -1028,7 +1043,8 @@ impl Agent {
     }
 
     /// The step-exhaustion rescue: a tools-free child answers from the
-    /// evidence; its answer is appended and becomes the turn's answer.
+    /// evidence; its answer, when it wrote one, is appended and becomes the
+    /// turn's answer.
     fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
         let reason = format!(
             "step budget of {max} tool calls exhausted; answering from the evidence gathered"
@@ -1045,6 +1061,7 @@ impl Agent {
                 system_prompt: self.synthesizer.system_prompt().to_string(),
                 max_steps: 1,
                 tools: Vec::new(),
+                announces_cancel: false,
             },
         )?;
         // A typed turn's answer is typed even when the synthesizer writes it.
@@ -1053,12 +1070,17 @@ impl Agent {
             synth.constrain(&spec);
         }
         synth.run_loop(&prompt)?;
-        let answer = synth.last_assistant_content().unwrap_or_default();
+        let answer = synth.last_assistant_content();
         synth.close();
-        let mut m = Message::assistant(answer.clone());
-        m.model = self.model();
-        self.messages.push(m);
-        self.synth_answer = Some(answer);
+        // An empty answer is no answer: nothing is appended (an empty
+        // assistant message is no evidence for the next turn), and
+        // `last_assistant_content` says `None`, not an earlier message.
+        if let Some(answer) = &answer {
+            let mut m = Message::assistant(answer.clone());
+            m.model = self.model();
+            self.messages.push(m);
+        }
+        self.synth_answer = Some(answer.unwrap_or_default());
         Ok(())
     }
 

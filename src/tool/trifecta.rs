@@ -13,7 +13,10 @@
 /// ([`Configurator::add_sub_agent_tool`](crate::Configurator::add_sub_agent_tool)),
 /// so the agent that reads private files never holds egress itself. The
 /// check counts the model-visible pool of each agent, sub-agents included
-/// (a child is checked with the tools its persona names).
+/// (a child is checked with the tools its persona names, when it is
+/// spawned). Under `Refuse`, the [`SubAgents`](crate::subagent::SubAgents)
+/// extension also checks every persona at build, so a persona that could
+/// never run fails the build rather than the model's first delegation.
 ///
 /// # Examples
 ///

@@ -226,6 +226,7 @@ fn every_item_has_its_documented_path() {
         named::<pikuri::Result<()>>(),
     ];
     let close_all: fn() -> usize = pikuri::close_all;
+    let registration = named::<pikuri::CloseRegistration>();
     let namespaced = [
         named::<pikuri::tool::FnTool>(),
         named::<pikuri::tool::TypedTool>(),
@@ -265,5 +266,7 @@ fn every_item_has_its_documented_path() {
     schema(&Point { x: 1 });
     assert!(root.iter().chain(&namespaced).all(|n| !n.is_empty()));
     assert_eq!(root.len() + namespaced.len(), 52);
+    assert!(!registration.is_empty());
     let _ = close_all;
+    let _: fn(Box<dyn FnOnce() + Send>) -> pikuri::CloseRegistration = pikuri::register_close;
 }

@@ -1,6 +1,7 @@
 //! The lethal-trifecta rule and the bundled personas.
 
 use pikuri::builtin;
+use pikuri::extension::{Extension, ExtensionContext};
 use pikuri::listeners::InMemoryEventList;
 use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
@@ -126,6 +127,52 @@ fn refuse_fails_the_build_and_the_pools_are_the_answer() {
         .expect("split pools build");
 }
 
+/// Issue 28 class 10: under `Refuse`, a persona holding both legs fails the
+/// build, naming the persona and the tools (it built, and failed only when
+/// the model delegated). Under `Warn` it builds.
+#[test]
+fn refuse_checks_every_persona_at_build() {
+    let server = FakeServer::start();
+    let build = |policy| {
+        Agent::builder(server.transport())
+            .add_sub_agent_tool(builtin::read_file("."))
+            .add_sub_agent_tool(builtin::fetch())
+            .add_extension(
+                SubAgents::new(vec![
+                    Persona::new("web", "Web.", "p", 2).with_tools(&["fetch"]),
+                    Persona::new("both", "Both.", "p", 2).with_tools(&["read_file", "fetch"]),
+                ])
+                .unwrap(),
+            )
+            .trifecta(policy)
+            .build()
+    };
+    let err = build(TrifectaPolicy::Refuse).unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("lethal trifecta"), "{text}");
+    assert!(text.contains("persona `both`"), "{text}");
+    assert!(
+        text.contains("fetch") && text.contains("read_file"),
+        "{text}"
+    );
+    assert!(!text.contains("persona `web`"), "{text}");
+    assert!(build(TrifectaPolicy::Warn).is_ok());
+    assert!(server.chat_requests().is_empty());
+}
+
+/// An extension that keeps its context, to change the pools after build.
+struct Keep(std::sync::Arc<parking_lot::Mutex<Option<ExtensionContext>>>);
+
+impl Extension for Keep {
+    fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
+        *self.0.lock() = Some(ctx.clone());
+        Ok(())
+    }
+}
+
+/// A pool may change at run time (an MCP server's tool list): a child is
+/// checked again, with the parent's policy, when it is spawned.
 #[test]
 fn a_child_holding_both_legs_is_checked_with_the_parents_policy() {
     let server = FakeServer::start();
@@ -135,19 +182,34 @@ fn a_child_holding_both_legs_is_checked_with_the_parents_policy() {
     ));
     server.push(Reply::text("the child could not start"));
     let rec = InMemoryEventList::new();
+    let notes = || {
+        FnTool::new(
+            "notes",
+            "Notes.",
+            Parameters::empty(),
+            |_, _| Ok("n".into()),
+        )
+    };
+    let slot = std::sync::Arc::new(parking_lot::Mutex::new(None));
     let mut agent = Agent::builder(server.transport())
         .add_listener(rec.clone())
-        .add_sub_agent_tool(builtin::read_file("."))
+        .add_sub_agent_tool(notes())
         .add_sub_agent_tool(builtin::fetch())
         .add_extension(
             SubAgents::new(vec![
-                Persona::new("both", "Both.", "p", 2).with_tools(&["read_file", "fetch"]),
+                Persona::new("both", "Both.", "p", 2).with_tools(&["notes", "fetch"]),
             ])
             .unwrap(),
         )
+        .add_extension(Keep(std::sync::Arc::clone(&slot)))
         .trifecta(TrifectaPolicy::Refuse)
         .build()
-        .expect("the parent holds neither leg");
+        .expect("no persona holds both legs yet");
+    // After build, `notes` becomes a private-data tool.
+    let ctx = slot.lock().clone().unwrap();
+    assert!(ctx.remove_tool("notes"));
+    ctx.add_sub_agent_tool(std::sync::Arc::new(notes().reading_private_data()))
+        .unwrap();
     agent.run_loop("go").unwrap();
     let tool_msg = &agent.messages()[2];
     assert!(
