@@ -316,8 +316,11 @@
 //! ([`Outcome::usage`], [`Agent::total_usage`]), a pull-style event stream
 //! ([`listeners::ChannelListener`]), compaction and fallback transports
 //! ([`Configurator::compaction`], [`Configurator::add_fallback`]), typed
-//! answers ([`Agent::run_typed`]), and a stable [`ErrorKind`] on every
-//! [`Error`] to branch on.
+//! answers ([`Agent::run_typed`]), tool names checked against what every
+//! provider accepts ([`Tool::name`]; MCP tools renamed by the rule under
+//! [`mcp`](mcp#names)), tool-call arguments a strict server would reject
+//! kept as `{}` in the history once answered ([`ToolCall::arguments`]), and
+//! a stable [`ErrorKind`] on every [`Error`] to branch on.
 //!
 //! # MSRV
 //!

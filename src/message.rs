@@ -42,8 +42,14 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments exactly as the model sent them (a JSON text, possibly
-    /// invalid or truncated).
+    /// The arguments as the model sent them (a JSON text, possibly invalid
+    /// or truncated). In an agent's history, once the call is answered,
+    /// arguments that are not one JSON object every server accepts
+    /// (invalid or cut-off JSON, nesting deeper than 128, a lone surrogate
+    /// escape such as `\ud800`) are replaced by `{}`: the tool result
+    /// already told the model what was wrong and quoted what it sent, and
+    /// the history stays sendable to any server. [`Event::ToolCall`](crate::Event::ToolCall)
+    /// carries what was sent.
     pub arguments: String,
 }
 

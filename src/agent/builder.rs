@@ -40,7 +40,9 @@ use crate::{
 /// **never** sent to this agent's model; only sub-agent personas that name
 /// them can use them. This is the lethal-trifecta defence: keep network tools
 /// off an agent that reads untrusted files, while a researcher persona can
-/// still fetch. Tool names must be unique across both pools.
+/// still fetch. Tool names must be unique across both pools, and valid for
+/// every provider (see [`Tool::name`]): `build` refuses a duplicate or an
+/// invalid name with [`Error::InvalidInput`].
 ///
 /// # Examples
 ///
@@ -429,7 +431,9 @@ impl Configurator {
         let mut errors = self.errors.clone();
         let mut seen = HashSet::new();
         for tool in self.tools.iter().chain(&self.sub_agent_tools) {
-            if !seen.insert(tool.name().to_string()) {
+            if let Err(e) = crate::tool::check_name(tool.name()) {
+                errors.push(e);
+            } else if !seen.insert(tool.name()) {
                 errors.push(format!("duplicate tool name `{}`", tool.name()));
             }
         }

@@ -88,7 +88,13 @@ impl ExtensionContext {
     /// withdrew); it is no longer offered from the next request on. Returns
     /// whether there was one.
     pub fn remove_tool(&self, name: &str) -> bool {
-        self.shared.upgrade().is_some_and(|s| s.remove_tool(name))
+        self.remove_tools(&[name]) > 0
+    }
+
+    /// Remove several tools at once (one pass over the pools, however many
+    /// names); how many were there.
+    pub(crate) fn remove_tools(&self, names: &[&str]) -> usize {
+        self.shared.upgrade().map_or(0, |s| s.remove_tools(names))
     }
 
     /// Append a system message after the current user turn (memory-style

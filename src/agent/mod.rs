@@ -43,7 +43,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::approval::PendingApproval;
-use crate::protocol::{Client, ToolSpecs};
+use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
     StopReason, Tool, Usage,
@@ -242,7 +242,6 @@ impl Configurator {
             .client
             .take()
             .unwrap_or_else(|| Client::new(cfg.http.clone()));
-        let tool_specs = Arc::new(ToolSpecs::new(&cfg.tools));
         let options = Arc::new(std::mem::take(&mut cfg.options));
         let shared = Arc::new(Shared {
             id: Arc::from(cfg.id.as_str()),
@@ -253,15 +252,11 @@ impl Configurator {
             interloper: cfg.interloper.clone(),
             streaming: cfg.streaming,
             options: Arc::clone(&options),
-            state: Mutex::new(State {
-                transport: cfg.transport.clone(),
-                context_cap: None,
-                tools: std::mem::take(&mut cfg.tools),
-                tool_specs,
-                sub_agent_tools: std::mem::take(&mut cfg.sub_agent_tools),
-                pending_system: Vec::new(),
-                system_prompt: String::new(),
-            }),
+            state: Mutex::new(State::new(
+                cfg.transport.clone(),
+                std::mem::take(&mut cfg.tools),
+                std::mem::take(&mut cfg.sub_agent_tools),
+            )),
             on_close: Mutex::new(on_close),
             approver: cfg.approver.take(),
             tally: Arc::new(Mutex::new(Tally::default())),

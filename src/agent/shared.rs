@@ -2,6 +2,7 @@
 //! [`ExtensionContext`](crate::extension::ExtensionContext)s, the registry and its
 //! children: [`Shared`], and the loop options every child inherits.
 
+use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -95,12 +96,52 @@ pub(crate) struct State {
     pub(crate) transport: ChatTransport,
     pub(crate) context_cap: Option<u64>,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
-    pub(crate) tool_specs: Arc<ToolSpecs>,
     /// The sub-agent-only pool (never sent to this agent's model).
     pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
     pub(crate) pending_system: Vec<String>,
     /// The system prompt as last assembled (base and extensions' snippets).
     pub(crate) system_prompt: String,
+    /// The names in both pools: uniqueness is checked in O(1) per tool.
+    names: HashSet<String>,
+    /// The encoded `tools` of a request, or `None` after a change: encoded
+    /// again at the next request, not at every add, so adding N tools (an
+    /// MCP server's list) costs O(N), not O(N²).
+    tool_specs: Option<Arc<ToolSpecs>>,
+}
+
+impl State {
+    /// The state of a new agent; the names are unique (checked by
+    /// [`Configurator::validate`](super::Configurator)).
+    pub(crate) fn new(
+        transport: ChatTransport,
+        tools: Vec<Arc<dyn Tool>>,
+        sub_agent_tools: Vec<Arc<dyn Tool>>,
+    ) -> State {
+        let names = tools
+            .iter()
+            .chain(&sub_agent_tools)
+            .map(|t| t.name().to_string())
+            .collect();
+        State {
+            transport,
+            context_cap: None,
+            tools,
+            sub_agent_tools,
+            pending_system: Vec::new(),
+            system_prompt: String::new(),
+            names,
+            tool_specs: None,
+        }
+    }
+
+    /// The model-visible tools encoded for a request (built once per change).
+    pub(crate) fn tool_specs(&mut self) -> Arc<ToolSpecs> {
+        let tools = &self.tools;
+        Arc::clone(
+            self.tool_specs
+                .get_or_insert_with(|| Arc::new(ToolSpecs::new(tools))),
+        )
+    }
 }
 
 impl Shared {
@@ -108,31 +149,41 @@ impl Shared {
     pub(crate) fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
         let mut st = self.state.lock();
         let name = tool.name();
-        if st
-            .tools
-            .iter()
-            .chain(&st.sub_agent_tools)
-            .any(|t| t.name() == name)
-        {
+        crate::tool::check_name(name).map_err(Error::invalid)?;
+        if !st.names.insert(name.to_string()) {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
         if sub_agent_only {
             st.sub_agent_tools.push(tool);
         } else {
             st.tools.push(tool);
-            st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
+            st.tool_specs = None;
         }
         Ok(())
     }
 
-    /// Remove the tool called `name` from either pool; whether there was one.
-    pub(crate) fn remove_tool(&self, name: &str) -> bool {
+    /// Remove the tools called `names` from either pool, in one pass over
+    /// each pool; how many there were.
+    pub(crate) fn remove_tools(&self, names: &[&str]) -> usize {
         let mut st = self.state.lock();
-        let before = st.tools.len() + st.sub_agent_tools.len();
-        st.tools.retain(|t| t.name() != name);
-        st.sub_agent_tools.retain(|t| t.name() != name);
-        st.tool_specs = Arc::new(ToolSpecs::new(&st.tools));
-        before != st.tools.len() + st.sub_agent_tools.len()
+        let gone: HashSet<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| st.names.contains(*n))
+            .collect();
+        if gone.is_empty() {
+            return 0;
+        }
+        let before = st.tools.len();
+        st.tools.retain(|t| !gone.contains(t.name()));
+        if st.tools.len() != before {
+            st.tool_specs = None;
+        }
+        st.sub_agent_tools.retain(|t| !gone.contains(t.name()));
+        for name in &gone {
+            st.names.remove(*name);
+        }
+        gone.len()
     }
 
     pub(crate) fn emit(&self, event: Event) {

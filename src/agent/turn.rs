@@ -38,7 +38,7 @@ use super::outcome::Outcome;
 use super::recover;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use crate::approval::Decision;
-use crate::protocol::{Completion, Fragment, Request, RetryNotice};
+use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::tool::JsonSchema;
 use crate::{
     ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
@@ -610,8 +610,8 @@ impl Agent {
     /// The one call on the wire; deltas become events as they arrive.
     fn send(&mut self) -> Result<Completion> {
         let (transport, tool_specs) = {
-            let st = self.shared.state.lock();
-            (st.transport.clone(), Arc::clone(&st.tool_specs))
+            let mut st = self.shared.state.lock();
+            (st.transport.clone(), st.tool_specs())
         };
         let note = self.wind_down_note();
         let shared = &self.shared;
@@ -863,6 +863,27 @@ impl Agent {
             });
         }
         self.messages.push(Message::tool(call.id.clone(), content));
+        // Answered, so the observation now tells the model what was wrong
+        // with the arguments: the history keeps `{}` instead of text a
+        // strict server would reject in every later request.
+        if !is_sendable(&call.arguments) {
+            self.repair_arguments(&call.id);
+        }
+    }
+
+    /// Replace the arguments of the answered call `id` with `{}` in the
+    /// assistant message that holds it (searched from the end: it is in the
+    /// current round, or a resumed one).
+    fn repair_arguments(&mut self, id: &str) {
+        let held = self
+            .messages
+            .iter_mut()
+            .rev()
+            .flat_map(|m| m.tool_calls.iter_mut())
+            .find(|c| c.id == id);
+        if let Some(c) = held {
+            c.arguments = "{}".to_string();
+        }
     }
 
     /// Boundary 6, after a batch (or an answer): append what the

@@ -41,12 +41,28 @@
 //!
 //! # Names
 //!
-//! A tool is offered as `<server>__<tool>`, every character outside
-//! `[a-zA-Z0-9_-]` replaced by `_`. A name over 64 characters, or one that
-//! collides after that replacement, is cut and ends in `_` and 8 hex
-//! digits of a hash of the original name. Two servers cannot collide: the
-//! server name is the prefix, and the registry refuses a name declared
-//! twice. A tool whose `inputSchema` [`Parameters::from_json_schema`](crate::tool::Parameters::from_json_schema)
+//! Every provider accepts only tool names of 1 to 64 characters from
+//! `[a-zA-Z0-9_-]` starting with a letter or `_` (see
+//! [`Tool::name`](crate::Tool::name)); an MCP server may list any text.
+//! A server's tool is offered under a name made by this rule, the same
+//! in every run for the same server name and tool list:
+//!
+//! 1. `<server>__<tool>`, from the registry's name for the server and the
+//!    server's name for the tool;
+//! 2. every character outside `[a-zA-Z0-9_-]` (a `.`, a space, a control
+//!    character, markup such as `<`, any non-ASCII character) becomes one
+//!    `_`, and a `_` is put in front unless it starts with a letter or `_`;
+//! 3. a result over 64 characters, or one already taken (by a host tool,
+//!    another extension's, an earlier tool of this or another server, say
+//!    `a.b` after `a_b`), is cut to 55 characters and ends in `_` and 8
+//!    hex digits of the FNV-1a hash of step 1's text; should that be taken
+//!    too, the hash of that text followed by `#1`, `#2`, … is used.
+//!
+//! Tools are named in the order the server lists them.
+//! [`Registry::tool_names`] gives the names offered; a call of an offered
+//! name reaches the server as a `tools/call` of the server's own name. A
+//! tool whose `inputSchema`
+//! [`Parameters::from_json_schema`](crate::tool::Parameters::from_json_schema)
 //! rejects is logged at `warn` and left out.
 //!
 //! [`Server::sub_agent_only`] puts a server's tools in the sub-agent-only

@@ -12,7 +12,7 @@ use super::client::{Client, ToolInfo};
 use super::conn::{Notice, Observer};
 use super::server::Server;
 use crate::agent::{Extension, ExtensionContext};
-use crate::tool::Parameters;
+use crate::tool::{self, Parameters};
 use crate::{Configurator, Error, Result, Tool, ToolContext, ToolError};
 
 /// The MCP extension: a registry of named servers, connected when the agent
@@ -139,9 +139,10 @@ impl Registry {
                     continue;
                 }
             };
-            for old in entry.tools.drain(..) {
-                ctx.remove_tool(&old);
-            }
+            // One pass over the agent's pools for the whole list.
+            let old: Vec<&str> = entry.tools.iter().map(String::as_str).collect();
+            ctx.remove_tools(&old);
+            entry.tools.clear();
             entry.tools = offer(&ctx, entry, &client, listed, self);
             log::info!(target: "pikuri::mcp", "[{}] tool list refreshed: {} tools", entry.name, entry.tools.len());
             ctx.emit_event(
@@ -211,37 +212,24 @@ fn offer(
     names
 }
 
-/// `<server>__<tool>`, reduced to `^[a-zA-Z0-9_-]{1,64}$`; a name that had to
-/// be shortened, or that collides after sanitizing, ends in a hash of the
-/// original.
+/// The agent-side name of server `server`'s tool `tool`: the rule of the
+/// [module docs](super#names). `taken` holds every name already in use.
 pub(super) fn tool_name(server: &str, tool: &str, taken: &HashSet<String>) -> String {
     let raw = format!("{server}__{tool}");
-    let clean: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.len() <= 64 && !taken.contains(&clean) {
+    let clean = tool::sanitize(&raw);
+    if clean.len() <= tool::MAX_NAME_LEN && !taken.contains(&clean) {
         return clean;
     }
-    // FNV-1a: stable across runs and platforms.
-    let hash = raw.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    // Cut, and told apart by a hash of the server's own text: stable across
+    // runs, so a refreshed list gets the same names.
     let mut n = 0u32;
     loop {
-        let suffix = if n == 0 {
-            format!("_{:08x}", hash as u32)
+        let hash = if n == 0 {
+            tool::fnv1a(raw.as_bytes())
         } else {
-            format!("_{:08x}{n}", hash as u32)
+            tool::fnv1a(format!("{raw}#{n}").as_bytes())
         };
-        let keep = 64 - suffix.len();
-        let candidate = format!("{}{suffix}", &clean[..clean.len().min(keep)]);
+        let candidate = tool::hashed(&clean, hash);
         if !taken.contains(&candidate) {
             return candidate;
         }

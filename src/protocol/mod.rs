@@ -55,7 +55,7 @@ pub(crate) use decode::read_stream;
 pub(crate) use decode::{Completion, Fragment};
 pub(crate) use error::DecodeError;
 pub(crate) use probe::looks_like_ollama;
-pub(crate) use request::{Request, ToolSpecs};
+pub(crate) use request::{Request, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
 pub(crate) use sse::{Flow, read_sse};
 pub use transport::{ChatTransport, HttpConfig};

@@ -249,12 +249,65 @@ impl Serialize for Call<'_> {
 /// history through a chat template (llama.cpp) parse them and reject the
 /// whole request when they are not JSON; the model already got an error
 /// observation quoting what it sent, so the history carries `{}` instead.
+/// The agent puts `{}` in its history too, once the call is answered (see
+/// [`ToolCall::arguments`]); this covers a history a host set itself.
 fn sendable_arguments(raw: &str) -> &str {
-    let trimmed = raw.trim();
-    if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok() {
-        raw
-    } else {
-        "{}"
+    if is_sendable(raw) { raw } else { "{}" }
+}
+
+/// Whether tool-call arguments can go back to any server as they are: one
+/// JSON object that serde_json parses into a `Value`, so nested at most 128
+/// deep and free of lone surrogate escapes (`"\ud800"`), which a quick
+/// syntax check (`IgnoredAny`) lets through and strict servers reject. No
+/// allocation beyond serde_json's scratch buffer for escaped strings.
+pub(crate) fn is_sendable(raw: &str) -> bool {
+    raw.trim_start().starts_with('{') && serde_json::from_str::<Checked>(raw).is_ok()
+}
+
+/// Any JSON value, read through `deserialize_any` at every level (unlike
+/// `IgnoredAny`, whose skipping neither bounds the depth nor decodes
+/// escapes) and kept as nothing.
+struct Checked;
+
+impl<'de> serde::Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_entry::<Checked, Checked>()?.is_some() {}
+        Ok(Checked)
     }
 }
 
@@ -322,6 +375,33 @@ mod tests {
         );
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert!(v.get("tools").is_none());
+    }
+
+    #[test]
+    fn only_arguments_any_server_parses_are_sendable() {
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let shallow = format!("{{\"a\":{}1{}}}", "[".repeat(100), "]".repeat(100));
+        for ok in [
+            "{}",
+            r#" {"a":[1,{"b":null}],"c":"\ud83d\ude00"}"#,
+            &shallow,
+        ] {
+            assert!(is_sendable(ok), "{ok}");
+            assert_eq!(sendable_arguments(ok), ok);
+        }
+        for bad in [
+            "",
+            "[]",
+            r#"{"a":"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00x"}"#,
+            r#"{"\ud800":1}"#,
+            r#"{"a":1e999}"#,
+            &deep,
+        ] {
+            assert!(!is_sendable(bad), "{}", &bad[..bad.len().min(40)]);
+            assert_eq!(sendable_arguments(bad), "{}");
+        }
     }
 
     #[test]

@@ -149,7 +149,9 @@
 //! - a message's `role` is not `system`, `user`, `assistant` or `tool`;
 //! - an assistant message's `tool_calls` is empty (`[]`: omit it instead, as
 //!   OpenAI requires), or a call lacks a string `id` or `function.name`, or
-//!   its `function.arguments` is not a string;
+//!   its `function.arguments` is not a string holding one JSON object that
+//!   serde_json parses (so not invalid JSON, not a lone surrogate escape
+//!   such as `\ud800`, not nested past 128 levels): what llama.cpp parses;
 //! - an assistant message's tool calls are not *each* answered by a tool
 //!   message before the next non-tool message (or the end of the list);
 //! - a tool message's `tool_call_id` answers no call of the assistant message

@@ -133,7 +133,19 @@ fn assistant_calls(
             return Err(format!("{at}.function.name must be a string"));
         };
         match call.pointer("/function/arguments") {
-            Some(Value::String(_)) => {}
+            // What llama.cpp does with it: parse it as JSON (and what a
+            // strict parser rejects: invalid JSON, a lone surrogate escape,
+            // nesting past serde_json's 128 levels).
+            Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(_)) => {}
+                Ok(_) => return Err(format!("{at}.function.arguments is not a JSON object")),
+                Err(e) => {
+                    return Err(format!(
+                        "{at}.function.arguments is not valid JSON ({e}): {}",
+                        crate::util::excerpt(text, 80)
+                    ));
+                }
+            },
             other => {
                 return Err(format!(
                     "{at}.function.arguments must be a string (JSON text), got {}",
@@ -253,6 +265,25 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(e.contains("arguments must be a string"), "{e}");
+        for (bad, why) in [
+            (r#"{"x":"#.to_string(), "not valid JSON"),
+            (
+                r#"{"x":"\ud800"}"#.to_string(),
+                "not valid JSON (unexpected end of hex escape",
+            ),
+            (
+                format!("{{\"x\":{}{}}}", "[".repeat(200), "]".repeat(200)),
+                "recursion limit",
+            ),
+            ("[1]".to_string(), "not a JSON object"),
+        ] {
+            let e = check(json!([
+                { "role": "assistant", "tool_calls": [call("a", json!(bad))] },
+                { "role": "tool", "tool_call_id": "a", "content": "1" },
+            ]))
+            .unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
         let e =
             check(json!([{ "role": "assistant", "content": "x", "tool_calls": [] }])).unwrap_err();
         assert!(e.contains("empty array"), "{e}");

@@ -52,7 +52,13 @@ use super::schema::Parameters;
 /// reprinted), an unknown tool name, a [`ToolError`], and a panic inside the
 /// tool. None of them is an [`Error`](crate::Error) of `run_loop`.
 pub trait Tool: Send + Sync + 'static {
-    /// The name the model calls it by (unique per agent).
+    /// The name the model calls it by: unique per agent, and 1 to 64
+    /// characters from `[a-zA-Z0-9_-]` starting with a letter or `_` (the
+    /// names OpenAI, Anthropic and Gemini all accept). An agent refuses any
+    /// other name with [`Error::InvalidInput`](crate::Error::InvalidInput)
+    /// at [`build`](crate::Configurator::build) or
+    /// [`ExtensionContext::add_tool`](crate::extension::ExtensionContext::add_tool);
+    /// MCP tools are renamed to fit (see [`mcp`](crate::mcp#names)).
     fn name(&self) -> &str;
     /// What it does, for the model.
     fn description(&self) -> &str;

@@ -18,6 +18,8 @@ use super::{Tool, ToolContext, excerpt};
 const ARGUMENTS_EXCERPT: usize = 200;
 /// How many characters of a tool name are quoted back to the model.
 const NAME_EXCERPT: usize = 80;
+/// How many tool names an unknown-tool observation lists.
+const LISTED_TOOLS: usize = 50;
 /// How many characters of a panic message are passed on.
 const PANIC_EXCERPT: usize = 500;
 
@@ -42,10 +44,16 @@ pub(crate) fn execute(
 
 /// The error observation for a call to a tool the agent does not have.
 pub(crate) fn unknown_tool(name: &str, available: &[&str]) -> String {
-    let available = if available.is_empty() {
-        "(none)".to_string()
-    } else {
-        available.join(", ")
+    // An agent may hold thousands of tools (an MCP server's): the list is
+    // bounded, the model has the full one in the request anyway.
+    let available = match available.len() {
+        0 => "(none)".to_string(),
+        n if n <= LISTED_TOOLS => available.join(", "),
+        n => format!(
+            "{}, … and {} more",
+            available[..LISTED_TOOLS].join(", "),
+            n - LISTED_TOOLS
+        ),
     };
     format!(
         "Error: unknown tool `{}`; available tools: {available}",
@@ -346,6 +354,10 @@ mod tests {
             "Error: unknown tool `x`; available tools: (none)"
         );
         let long = "n".repeat(1000);
+        let many: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let out = unknown_tool("x", &many);
+        assert!(out.ends_with(", t49, … and 9950 more"), "{out}");
         let out = unknown_tool(&long, &["a"]);
         assert!(out.chars().count() < 150, "{out}");
     }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pikuri::builtin;
+use pikuri::extension::{Extension, ExtensionContext};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, Event, Role, StopReason, ToolError};
@@ -360,6 +361,67 @@ fn failed_build_runs_handlers_armed_so_far() {
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 }
 
+/// AddsAnInvalidTool a tool named `web.fetch` at bind and checks it is refused.
+struct AddsAnInvalidTool;
+impl Extension for AddsAnInvalidTool {
+    fn bind(&mut self, ctx: &ExtensionContext) -> pikuri::Result<()> {
+        let tool = FnTool::new("web.fetch", "A tool.", Parameters::empty(), |_, _| {
+            Ok(String::new())
+        });
+        let err = ctx.add_tool(Arc::new(tool)).unwrap_err();
+        assert!(
+            err.to_string().contains("invalid tool name \"web.fetch\""),
+            "{err}"
+        );
+        Ok(())
+    }
+}
+
+#[test]
+fn tool_names_no_provider_accepts_are_refused_at_build_and_at_runtime() {
+    let server = FakeServer::start();
+    let named = |name: &str| {
+        FnTool::new(name, "A tool.", Parameters::empty(), |_, _| {
+            Ok(String::new())
+        })
+    };
+    for bad in [
+        "read.file",
+        "9lives",
+        "",
+        "a b",
+        "bell\u{7}",
+        "<b>",
+        "é",
+        &"x".repeat(65),
+    ] {
+        let err = Agent::builder(server.transport())
+            .add_tool(named(bad))
+            .build()
+            .unwrap_err();
+        assert_eq!(err.kind(), pikuri::ErrorKind::InvalidInput, "{bad:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("invalid tool name") && msg.contains("[a-zA-Z0-9_-]"),
+            "{msg}"
+        );
+    }
+    for good in ["read_file", "_x", "A-9", &"x".repeat(64)] {
+        assert!(
+            Agent::builder(server.transport())
+                .add_tool(named(good))
+                .build()
+                .is_ok()
+        );
+    }
+    // An extension adding a tool at bind gets the same check.
+    let agent = Agent::builder(server.transport())
+        .add_extension(AddsAnInvalidTool)
+        .build()
+        .unwrap();
+    assert!(agent.tools().is_empty());
+}
+
 #[test]
 fn api_key_is_sent_as_bearer_and_never_shown() {
     let server = FakeServer::start();
@@ -387,4 +449,32 @@ fn api_key_is_sent_as_bearer_and_never_shown() {
     ] {
         assert!(!shown.contains("sk-very-secret"), "key leaked in {shown}");
     }
+}
+
+#[test]
+fn an_agent_with_10_000_tools_builds_offers_them_all_and_answers_an_unknown_name_briefly() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("nope", json!({})));
+    server.push(Reply::text("done"));
+    let mut cfg = Agent::builder(server.transport());
+    for i in 0..10_000 {
+        cfg = cfg.add_tool(FnTool::new(
+            format!("t{i}"),
+            "Trivial.",
+            Parameters::empty(),
+            |_, _| Ok(String::new()),
+        ));
+    }
+    let mut agent = cfg.build().unwrap();
+    assert_eq!(agent.tools().len(), 10_000);
+    agent.run_loop("go").unwrap();
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].tool_names().len(), 10_000);
+    let observation = requests[1].messages().last().unwrap()["content"].clone();
+    let observation = observation.as_str().unwrap();
+    assert!(observation.starts_with("Error: unknown tool `nope`; available tools: t0, t1,"));
+    assert!(
+        observation.ends_with(", t49, … and 9950 more"),
+        "{observation}"
+    );
 }

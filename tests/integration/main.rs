@@ -17,6 +17,7 @@ mod hosts; // events pulled through ChannelListener, turn usage
 mod listeners; // ordering, isolation, end-of-turn flush
 mod llama_cassette; // a recorded llama.cpp session, replayed
 mod local_models; // leaked tool calls, think tags, wind-down, switches
+mod poisoned; // issue 28: refused tool-call arguments never reach a later request
 mod probe; // context-window detection per server shape
 mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
