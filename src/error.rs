@@ -127,7 +127,8 @@ pub enum Error {
     /// JSON chunk that does not parse, an oversized SSE line, a response body
     /// that is not the expected JSON, a response over the size limits of
     /// [`HttpConfig`](crate::HttpConfig); an MCP server answered with an
-    /// error; the compactor wrote an empty summary.
+    /// error; the compactor wrote an empty summary, or one over its bounds
+    /// (see [`Compaction`](crate::compaction::Compaction#the-summary)).
     Protocol {
         /// What was wrong, quoting at most the start of what was sent.
         message: String,
