@@ -468,7 +468,7 @@
 //! ```no_run
 //! use pikuri::{Agent, ChatTransport, mcp};
 //!
-//! let mut agent = Agent::builder(ChatTransport::from_env())
+//! let mut agent = Agent::builder(ChatTransport::from_env()?)
 //!     .add_extension(
 //!         mcp::Registry::new()
 //!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
@@ -541,7 +541,7 @@
 //! let ollama = ChatTransport::new("qwen3").with_api_base("http://127.0.0.1:11434/v1");
 //!
 //! // Or from OPENAI_BASE_URL, OPENAI_MODEL and OPENAI_API_KEY.
-//! let from_env = ChatTransport::from_env();
+//! let from_env = ChatTransport::from_env()?;
 //!
 //! let mut agent = Agent::builder(llama)
 //!     .add_tool(builtin::calculator())

@@ -469,6 +469,7 @@ impl Agent {
             return Err(Error::invalid("user message must not be blank"));
         }
         if let Some(t) = transport {
+            t.check()?;
             self.apply_transport(t);
         }
         self.begin_run();

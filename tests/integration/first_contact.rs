@@ -5,7 +5,7 @@
 
 use pikuri::compaction::Compaction;
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::{ErrorKind, Event, History, Message};
+use pikuri::{ChatTransport, ErrorKind, Event, History, Message};
 
 use crate::util::{agent_with, assert_valid_history};
 
@@ -14,7 +14,10 @@ fn sixteen_kb_of_turns() -> Vec<Message> {
     let mut h = Vec::new();
     for i in 0..8 {
         h.push(Message::user(format!("question {i}: {}", "q".repeat(1000))));
-        h.push(Message::assistant(format!("answer {i}: {}", "a".repeat(1000))));
+        h.push(Message::assistant(format!(
+            "answer {i}: {}",
+            "a".repeat(1000)
+        )));
     }
     h
 }
@@ -24,12 +27,15 @@ fn a_summary_larger_than_what_it_replaces_leaves_the_history_untouched() {
     let server = FakeServer::start();
     // The compactor answers with 2 MB for 16 KB of turns.
     server.push(Reply::text("s".repeat(2_000_000)));
-    let (mut agent, rec) =
-        agent_with(&server, |c| c.compaction(Compaction::summarize().keep_turns(1)));
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.compaction(Compaction::summarize().keep_turns(1))
+    });
     let mut h = sixteen_kb_of_turns();
     h.push(Message::user("now"));
     h.push(Message::assistant("ok"));
-    agent.load_history(History::new(h.clone()).unwrap()).unwrap();
+    agent
+        .load_history(History::new(h.clone()).unwrap())
+        .unwrap();
     let err = agent.compact().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
     assert!(err.to_string().contains("history is unchanged"), "{err}");
@@ -54,7 +60,9 @@ fn a_refused_summary_before_a_request_lets_the_request_go_ahead_unchanged() {
         c.compaction(Compaction::summarize().keep_turns(1).threshold(0.4))
     });
     let h = sixteen_kb_of_turns();
-    agent.load_history(History::new(h.clone()).unwrap()).unwrap();
+    agent
+        .load_history(History::new(h.clone()).unwrap())
+        .unwrap();
     let outcome = agent.run_loop("now").unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("the answer"));
     let m = agent.messages();
@@ -71,4 +79,227 @@ fn a_refused_summary_before_a_request_lets_the_request_go_ahead_unchanged() {
             .is_some_and(|c| c.starts_with(Compaction::SUMMARY_MARKER))),
         "no summary was sent"
     );
+}
+
+// ------------------------------------------------------------ class 8: error bodies
+
+/// A 400 of each server's overflow form, its message unlike the others'.
+const OVERFLOW_BODIES: [&str; 4] = [
+    // OpenAI: the code says it, the message does not.
+    r#"{"error":{"message":"Invalid request.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+    // llama.cpp: the type says it.
+    r#"{"error":{"code":400,"message":"request rejected","type":"exceed_context_size_error","n_prompt_tokens":5034,"n_ctx":1024}}"#,
+    // vLLM (top-level form).
+    r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}"#,
+    // Anthropic through an OpenAI-compatible proxy.
+    r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+];
+
+#[test]
+fn overflows_are_read_from_code_and_type_too() {
+    for body in OVERFLOW_BODIES {
+        let server = FakeServer::start();
+        server.push(Reply::raw_body(400, "application/json", body));
+        let (mut agent, _) = agent_with(&server, |c| c);
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ContextOverflow, "{body}: {err}");
+        assert!(err.is_context_overflow());
+    }
+    // Ollama's plain-string form.
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(
+        400,
+        "application/json",
+        r#"{"error":"the input length exceeds the context length"}"#,
+    ));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    assert!(agent.run_loop("hi").unwrap_err().is_context_overflow());
+    // The code is shown with the message.
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(400, "application/json", OVERFLOW_BODIES[0]));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let err = agent.run_loop("hi").unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with(": Invalid request. (code: context_length_exceeded)"),
+        "{err}"
+    );
+    // A 400 with another code is not an overflow.
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(
+        400,
+        "application/json",
+        r#"{"error":{"message":"Invalid request.","type":"invalid_request_error","code":"invalid_value"}}"#,
+    ));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    assert_eq!(
+        agent.run_loop("hi").unwrap_err().kind(),
+        ErrorKind::Rejected
+    );
+}
+
+#[test]
+fn an_overflow_said_only_by_the_code_is_recovered_by_compaction() {
+    let server = FakeServer::start();
+    server.set_context_size(None); // only the 400 triggers compaction
+    server.push(Reply::text(format!("a1 {}", "and so on ".repeat(20))));
+    server.push(Reply::raw_body(400, "application/json", OVERFLOW_BODIES[0]));
+    server.push(Reply::text("Summary: q1."));
+    server.push(Reply::text("a2"));
+    let (mut agent, _) = agent_with(&server, |c| c.compaction(Compaction::summarize()));
+    agent.run_loop("q1").unwrap();
+    let out = agent.run_loop("q2").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("a2"));
+    assert_eq!(server.chat_requests().len(), 4, "first, summary, one retry");
+    assert_valid_history(agent.messages());
+}
+
+/// What Apache answers for a path it does not have.
+const APACHE_404: &str = "<!DOCTYPE HTML PUBLIC \"-//IETF//DTD HTML 2.0//EN\">\n<html><head>\n<title>404 Not Found</title>\n</head><body>\n<h1>Not Found</h1>\n<p>The requested URL was not found on this server.</p>\n<hr>\n<address>Apache/2.4.41 (Ubuntu) Server at 127.0.0.1 Port 8080</address>\n</body></html>\n";
+
+#[test]
+fn a_web_page_instead_of_the_api_is_summarized_not_quoted() {
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(
+        404,
+        "text/html; charset=iso-8859-1",
+        APACHE_404,
+    ));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let err = agent.run_loop("hi").unwrap_err();
+    let shown = err.to_string();
+    assert_eq!(err.status(), Some(404));
+    assert_eq!(err.kind(), ErrorKind::Rejected);
+    assert!(
+        shown.ends_with(&format!(
+            ": an HTML page titled \"404 Not Found\" ({} bytes), not an API answer: check the base URL",
+            APACHE_404.len()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains('<') && !shown.contains('\n'), "{shown}");
+    // A page with a success status: the protocol error summarizes it too.
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(
+        200,
+        "text/html",
+        APACHE_404.replace("404 Not Found", "Welcome"),
+    ));
+    let (mut agent, _) = agent_with(&server, |c| c.streaming(false));
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Protocol);
+    assert!(
+        err.to_string().contains("an HTML page titled \"Welcome\""),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("<html"), "{err}");
+    // Plain text: its first line, and how many follow.
+    let server = FakeServer::start();
+    server.push(Reply::raw_body(
+        502,
+        "text/plain",
+        "Bad Gateway\nupstream: 10.0.0.1\nretry later\n",
+    ));
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.http(pikuri::HttpConfig::default().with_max_retries(0))
+    });
+    let err = agent.run_loop("hi").unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with(": Bad Gateway (and 2 more lines)"),
+        "{err}"
+    );
+}
+
+// ------------------------------------------------------------ class 9: first contact
+
+#[test]
+fn a_refused_connection_names_the_server() {
+    let port = crate::util::closed_port();
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let mut agent = pikuri::Agent::builder(ChatTransport::new("m").with_api_base(&base))
+        .http(pikuri::HttpConfig::default().with_max_retries(0))
+        .build()
+        .unwrap();
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connect);
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!("cannot connect to {base}/chat/completions: ")),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_base_url_without_a_scheme_is_rejected_at_build_with_the_fix() {
+    let err = pikuri::Agent::builder(ChatTransport::new("m").with_api_base("127.0.0.1:8080/v1"))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        err.to_string(),
+        "invalid input: the API base `127.0.0.1:8080/v1` has no scheme: \
+         write `http://127.0.0.1:8080/v1` (or `https://` for TLS)"
+    );
+    // A fallback too.
+    let server = FakeServer::start();
+    let err = pikuri::Agent::builder(server.transport())
+        .add_fallback(ChatTransport::new("m").with_api_base("localhost:11434/v1"))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`localhost:11434/v1` has no scheme"),
+        "{err}"
+    );
+    // And a switch between turns, before anything is sent.
+    server.push(Reply::text("ok"));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let err = agent
+        .run_loop_with(
+            "hi",
+            ChatTransport::new("m").with_api_base("127.0.0.1:8080"),
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(agent.messages().is_empty(), "nothing entered the history");
+    assert_eq!(agent.run_loop("hi").unwrap().answer.as_deref(), Some("ok"));
+}
+
+#[test]
+fn an_mcp_url_without_a_scheme_is_rejected_with_the_fix() {
+    let registry =
+        pikuri::mcp::Registry::new().server("web", pikuri::mcp::Server::http("127.0.0.1:3001/mcp"));
+    let server = FakeServer::start();
+    let err = pikuri::Agent::builder(server.transport())
+        .add_extension(registry)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(
+        err.to_string()
+            .contains("`127.0.0.1:3001/mcp` has no scheme: write `http://127.0.0.1:3001/mcp`"),
+        "{err}"
+    );
+}
+
+/// Without TLS compiled in, `https://` says which feature to turn on.
+#[cfg(not(feature = "rustls"))]
+#[test]
+fn https_without_the_rustls_feature_names_the_feature() {
+    let err =
+        pikuri::Agent::builder(ChatTransport::new("m").with_api_base("https://api.example.com/v1"))
+            .build()
+            .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(
+        err.to_string()
+            .contains("build pikuri with the `rustls` feature"),
+        "{err}"
+    );
+    // No API base at all means OpenAI's https:// one.
+    let err = pikuri::Agent::builder(ChatTransport::new("m"))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("`rustls`"), "{err}");
 }
