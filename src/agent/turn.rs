@@ -213,7 +213,7 @@ impl Agent {
     ///
     /// // Later, maybe in another process: load and decide.
     /// let mut agent = build()?;
-    /// agent.load_history(History::parse(&saved)?);
+    /// agent.load_history(History::parse(&saved)?)?;
     /// let pending = agent.pending_approvals();
     /// assert_eq!(pending[0].tool, "send");
     /// let outcome = agent.resume([(pending[0].call_id.clone(), Decision::Approve)])?;

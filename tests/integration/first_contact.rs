@@ -303,3 +303,44 @@ fn https_without_the_rustls_feature_names_the_feature() {
         .unwrap_err();
     assert!(err.to_string().contains("`rustls`"), "{err}");
 }
+
+pikuri::tool::schema_type! {
+    /// What to list.
+    struct Listing {
+        /// `file` or `dir`.
+        r#type: String,
+        r#match: Option<String>,
+    }
+}
+
+#[test]
+fn a_raw_identifier_field_is_named_as_serde_names_it_and_the_tool_can_be_called() {
+    use pikuri::ToolContext;
+    use pikuri::tool::TypedTool;
+    let list = TypedTool::new("list", "Lists entries.", |l: Listing, _cx: &ToolContext| {
+        Ok(format!("listed {} {:?}", l.r#type, l.r#match))
+    });
+    let server = FakeServer::start();
+    server.push(Reply::tool_call(
+        "list",
+        serde_json::json!({"type": "file", "match": "*.rs"}),
+    ));
+    server.push(Reply::text("done"));
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(list));
+    agent.run_loop("list the files").unwrap();
+    let requests = server.chat_requests();
+    let params = &requests[0].body.as_ref().unwrap()["tools"][0]["function"]["parameters"];
+    assert_eq!(
+        params["required"],
+        serde_json::json!(["type", "match"]),
+        "{params}"
+    );
+    assert!(params["properties"].get("type").is_some(), "{params}");
+    assert!(params["properties"].get("r#type").is_none(), "{params}");
+    let sent = requests[1].messages();
+    assert_eq!(
+        sent.last().unwrap()["content"],
+        "listed file Some(\"*.rs\")",
+        "the call reached the handler"
+    );
+}
