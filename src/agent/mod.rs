@@ -173,6 +173,8 @@ pub struct Agent {
     /// Index of the latest turn's user message (0 before any turn).
     turn_start: usize,
     synth_answer: Option<String>,
+    /// The text a cancelled stream delivered, until `Event::Cancelled`.
+    partial_answer: String,
     last_stop: Option<StopReason>,
     /// Every run's tally since the conversation began (or was cleared).
     total_usage: Usage,
@@ -273,6 +275,7 @@ impl Configurator {
             messages: Vec::new(),
             turn_start: 0,
             synth_answer: None,
+            partial_answer: String::new(),
             last_stop: None,
             total_usage: Usage::new(),
             buf: Vec::new(),

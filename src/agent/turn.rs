@@ -436,14 +436,23 @@ impl Agent {
     /// # Ok::<(), pikuri::Error>(())
     /// ```
     ///
+    /// The summary request counts in [`total_usage`](Agent::total_usage)
+    /// (a compaction during a turn counts in that turn's
+    /// [`Outcome::usage`](crate::Outcome::usage) too).
+    ///
     /// # Errors
     ///
-    /// The summary request's error ([`Error::Cancelled`], HTTP, transport);
-    /// the history is unchanged.
+    /// The summary request's error ([`Error::Cancelled`], HTTP, transport),
+    /// or a summary the [bounds](crate::compaction::Compaction#the-summary)
+    /// refuse; the history is unchanged.
     pub fn compact(&mut self) -> Result<bool> {
-        let done = self.compacting(Compactor::now)?;
+        let done = self.compacting(Compactor::now);
+        // Outside a run nothing settles the tally the compactor's child
+        // added to: settle it here, or the next run's start clears it.
+        let tally = self.shared.settle_tally();
+        self.total_usage += tally.usage;
         self.shared.listeners.flush();
-        Ok(done)
+        done
     }
 }
 
@@ -495,6 +504,7 @@ impl Agent {
     /// fresh controls, a zero tally.
     fn begin_run(&mut self) {
         self.synth_answer = None;
+        self.partial_answer.clear();
         if let Some(s) = &self.step_limit {
             s.reset();
         }
@@ -616,6 +626,10 @@ impl Agent {
         };
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;
+        // What a stream cut short leaves: its text so far (for the
+        // `Cancelled` event) and the latest usage a chunk reported.
+        let mut partial = String::new();
+        let mut partial_usage = None;
         // What the listeners are owed goes to them before the agent waits.
         shared.listeners.pause();
         let result = shared.client.chat(
@@ -632,10 +646,12 @@ impl Agent {
             &mut |f: Fragment<'_>| match f {
                 Fragment::Content(s) if !s.is_empty() => {
                     shared.listeners.emit_delta(agent, false, s);
+                    partial.push_str(s);
                 }
                 Fragment::Reasoning(s) if !s.is_empty() => {
                     shared.listeners.emit_delta(agent, true, s);
                 }
+                Fragment::Usage(u) => partial_usage = Some(u),
                 _ => {}
             },
             &mut |w: Wire| match w {
@@ -646,6 +662,20 @@ impl Agent {
             },
         );
         self.buf = buf;
+        if let Err(e) = &result {
+            // A failed stream's usage still counts, when a chunk reported
+            // it (most servers report it only in the last chunk); the
+            // request does not count as completed.
+            if let Some(u) = partial_usage {
+                self.shared.tally.lock().usage += u;
+            }
+            // The text the listeners saw before a cancel is not kept in the
+            // history (a cancel leaves no partial state there); the
+            // `Cancelled` event carries it.
+            if e.is_cancelled() {
+                self.partial_answer = partial;
+            }
+        }
         result
     }
 
@@ -897,8 +927,10 @@ impl Agent {
             // Announced once, here, after the "cancelled" observations, so
             // a listener sees the cancel where the turn actually ended.
             Err(Error::Cancelled) => {
+                let partial_answer = std::mem::take(&mut self.partial_answer);
                 self.emit(Event::Cancelled {
                     agent: self.agent_id(),
+                    partial_answer,
                 });
                 StopReason::Cancelled
             }

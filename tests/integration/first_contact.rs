@@ -344,3 +344,178 @@ fn a_raw_identifier_field_is_named_as_serde_names_it_and_the_tool_can_be_called(
         "the call reached the handler"
     );
 }
+
+// ------------------------------------------------------------ cancelled streams, usage
+
+/// An agent on `server` that cancels itself when its first delta arrives.
+fn cancelling_agent(server: &FakeServer) -> (pikuri::Agent, pikuri::listeners::InMemoryEventList) {
+    let cancel = pikuri::Cancellable::new();
+    let c2 = cancel.clone();
+    agent_with(server, move |c| {
+        c.cancellable(cancel)
+            .streaming(true)
+            .add_listener(move |e: &Event| {
+                if matches!(e, Event::AssistantDelta { .. }) {
+                    c2.cancel();
+                }
+            })
+    })
+}
+
+fn partial_of(rec: &pikuri::listeners::InMemoryEventList) -> String {
+    let partials: Vec<String> = rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Cancelled { partial_answer, .. } => Some(partial_answer),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(partials.len(), 1, "one Cancelled event");
+    partials.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_cancelled_stream_keeps_its_partial_text_in_the_cancelled_event() {
+    let full = "The answer is forty-two, as everyone knows.";
+    let server = FakeServer::start();
+    // Three chunks (the role, then two pieces of text), then silence.
+    server.push(Reply::text(full).hang_after(3));
+    let (mut agent, rec) = cancelling_agent(&server);
+    let err = agent.run_loop("what is the answer?").unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    let partial = partial_of(&rec);
+    assert!(!partial.is_empty());
+    assert!(full.starts_with(&partial), "{partial:?}");
+    assert_eq!(
+        partial,
+        crate::util::deltas(&rec, ""),
+        "what the listeners saw"
+    );
+    // The history keeps no half message; the next turn works.
+    assert_eq!(agent.messages().len(), 1);
+    server.push(Reply::text("back"));
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("back")
+    );
+    // A cancel between requests has no partial text.
+    let server = FakeServer::start();
+    let cancel = pikuri::Cancellable::new();
+    let c2 = cancel.clone();
+    let tool = pikuri::tool::FnTool::new(
+        "stop",
+        "Cancels.",
+        pikuri::tool::Parameters::empty(),
+        move |_, _| {
+            c2.cancel();
+            Ok("ok".into())
+        },
+    );
+    let (mut agent, rec) = agent_with(&server, |c| c.cancellable(cancel).add_tool(tool));
+    server.push(Reply::tool_call("stop", serde_json::json!({})));
+    assert!(agent.run_loop("go").unwrap_err().is_cancelled());
+    assert_eq!(partial_of(&rec), "");
+}
+
+#[test]
+fn usage_a_cancelled_stream_reported_counts_in_the_totals() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // A server that reports usage with every chunk (vLLM's continuous
+    // usage stats), then goes silent until the client hangs up.
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        crate::util::read_request(&mut conn);
+        let chunk = serde_json::json!({
+            "id": "c1", "object": "chat.completion.chunk", "model": "m",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Partial"}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}
+        });
+        let _ = write!(
+            conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {chunk}\n\n"
+        );
+        let _ = conn.flush();
+        let mut sink = [0u8; 64];
+        while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    let cancel = pikuri::Cancellable::new();
+    let c2 = cancel.clone();
+    let rec = pikuri::listeners::InMemoryEventList::new();
+    let transport = ChatTransport::new("m")
+        .with_api_base(format!("http://127.0.0.1:{port}/v1"))
+        .with_context_window(Some(4096)); // no probe: one connection only
+    let mut agent = pikuri::Agent::builder(transport)
+        .cancellable(cancel)
+        .streaming(true)
+        .add_listener(rec.clone())
+        .add_listener(move |e: &Event| {
+            if matches!(e, Event::AssistantDelta { .. }) {
+                c2.cancel();
+            }
+        })
+        .build()
+        .unwrap();
+    assert!(agent.run_loop("hi").unwrap_err().is_cancelled());
+    server.join().unwrap();
+    assert_eq!(partial_of(&rec), "Partial");
+    let total = agent.total_usage();
+    assert_eq!(
+        (total.input, total.output),
+        (Some(50), Some(7)),
+        "{total:?}"
+    );
+    let stopped = rec
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Stopped { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(stopped.output, Some(7));
+}
+
+#[test]
+fn compaction_requests_count_in_the_usage_totals() {
+    // On demand, between turns.
+    let server = FakeServer::start();
+    server.push(Reply::text("The user asked eight questions.").with_usage(500, 20));
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.compaction(Compaction::summarize().keep_turns(1))
+    });
+    let mut h = sixteen_kb_of_turns();
+    h.push(Message::user("now"));
+    h.push(Message::assistant("ok"));
+    agent.load_history(History::new(h).unwrap()).unwrap();
+    assert!(agent.compact().unwrap());
+    let total = agent.total_usage();
+    assert_eq!(
+        (total.input, total.output),
+        (Some(500), Some(20)),
+        "{total:?}"
+    );
+    // Then a turn: its own request adds to it.
+    server.push(Reply::text("a").with_usage(30, 2));
+    agent.run_loop("next").unwrap();
+    assert_eq!(agent.total_usage().input, Some(530));
+
+    // Before a request, inside a turn: in the turn's usage and the total.
+    let server = FakeServer::start();
+    server.set_context_size(Some(8_000));
+    server.push(Reply::text("The user asked eight questions.").with_usage(4_000, 10));
+    server.push(Reply::text("the answer").with_usage(100, 3));
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.compaction(Compaction::summarize().keep_turns(1).threshold(0.4))
+    });
+    agent
+        .load_history(History::new(sixteen_kb_of_turns()).unwrap())
+        .unwrap();
+    let outcome = agent.run_loop("now").unwrap();
+    assert!(Compaction::is_summary(&agent.messages()[0]), "it compacted");
+    assert_eq!(outcome.usage.input, Some(4_100), "{:?}", outcome.usage);
+    assert_eq!(outcome.usage.output, Some(13));
+    assert_eq!(agent.total_usage(), outcome.usage);
+}

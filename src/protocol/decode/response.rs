@@ -60,6 +60,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             let mut emit = |f: Fragment<'_>| match f {
                 Fragment::Content(s) => content.push_str(s),
                 Fragment::Reasoning(s) => reasoning.push_str(s),
+                Fragment::Usage(_) => {}
             };
             let mut splitter = ThinkSplitter::default();
             splitter.push(&text, &mut emit);
