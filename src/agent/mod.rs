@@ -450,7 +450,9 @@ impl Agent {
     }
 
     /// The tokens of every run of this conversation, summed like
-    /// [`Outcome::usage`] (sub-agents and synthesizer included); zeroed by
+    /// [`Outcome::usage`] (sub-agents, synthesizer and compaction summaries
+    /// included, [`compact`](Agent::compact) between turns too, and the
+    /// usage a cancelled or failed stream reported before it ended); zeroed by
     /// [`clear_conversation`](Agent::clear_conversation) and
     /// [`load_history`](Agent::load_history).
     pub fn total_usage(&self) -> Usage {
