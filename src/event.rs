@@ -248,7 +248,7 @@ pub enum Event {
         /// The assistant text streamed before the cancel in the request it
         /// cut short; empty when the cancel came between requests (or the
         /// answer was not streamed).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         partial_answer: String,
     },
     /// The context window cap: at construction and after each model switch.
