@@ -50,7 +50,7 @@ fn run() -> pikuri::Result<()> {
         .then(FakeServer::start);
     let transport = match &scripted {
         Some(fake) => fake.transport(),
-        None => ChatTransport::from_env(),
+        None => ChatTransport::from_env()?,
     };
     let mut agent = Agent::builder(transport)
         .system_prompt("You are a helpful assistant. Use the tools.")

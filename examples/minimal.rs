@@ -10,7 +10,7 @@ use pikuri::{Agent, ChatTransport, Event};
 
 fn main() -> Result<(), pikuri::Error> {
     let prompt: Vec<String> = std::env::args().skip(1).collect();
-    let mut agent = Agent::builder(ChatTransport::from_env())
+    let mut agent = Agent::builder(ChatTransport::from_env()?)
         .streaming(true)
         .add_listener(|e: &Event| {
             if let Event::AssistantDelta { content, .. } = e {

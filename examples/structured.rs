@@ -39,7 +39,7 @@ fn main() -> Result<(), Error> {
     let real = std::env::var("OPENAI_BASE_URL").is_ok_and(|v| !v.trim().is_empty());
     let server = FakeServer::start();
     let transport = if real {
-        ChatTransport::from_env()
+        ChatTransport::from_env()?
     } else {
         server.push(Reply::text("This is an urgent billing problem."));
         server.push(Reply::text(

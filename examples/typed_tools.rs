@@ -94,7 +94,7 @@ fn main() -> Result<(), pikuri::Error> {
     let real = std::env::var("OPENAI_BASE_URL").is_ok_and(|v| !v.trim().is_empty());
     let server = FakeServer::start();
     let transport = if real {
-        ChatTransport::from_env()
+        ChatTransport::from_env()?
     } else {
         server.push(Reply::tool_call(
             "trip_forecast",

@@ -17,6 +17,7 @@ pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -
     let cfg = HttpConfig::default();
     let mut on = |f: Fragment<'_>| match f {
         Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
+        Fragment::Usage(_) => {}
     };
     let options = StreamOptions {
         max_line: cfg.max_line_bytes,

@@ -82,9 +82,17 @@ pub enum Error {
     /// the retryable ones: 429, 500, 502, 503, 504).
     ///
     /// `message` is the server's own `{"error":{"message":..}}` text when the
-    /// body has that shape, else the raw body, truncated. [`Error::kind`]
-    /// tells an auth failure, a rate limit, a missing model, an overflow
-    /// and a server failure apart.
+    /// body has that shape, followed by the error's `code` and `type` when
+    /// they are strings the text does not already say, a type only when it
+    /// is more than a generic class such as `invalid_request_error` (`Input
+    /// too long. (code: context_length_exceeded)`);
+    /// any other body is summarized, never quoted whole: an HTML page by its
+    /// `<title>` and size, text by its first line (`an HTML page titled
+    /// "404 Not Found" (1234 bytes), not an API answer: check the base
+    /// URL`). At most 500 characters of the server's text are kept.
+    /// [`Error::kind`] tells an auth failure, a rate limit, a missing
+    /// model, an overflow and a server failure apart, from the status and
+    /// this line (so from the code and type too).
     Http {
         /// The HTTP status code.
         status: u16,
@@ -127,7 +135,8 @@ pub enum Error {
     /// JSON chunk that does not parse, an oversized SSE line, a response body
     /// that is not the expected JSON, a response over the size limits of
     /// [`HttpConfig`](crate::HttpConfig); an MCP server answered with an
-    /// error; the compactor wrote an empty summary.
+    /// error; the compactor wrote an empty summary, or one over its bounds
+    /// (see [`Compaction`](crate::compaction::Compaction#the-summary)).
     Protocol {
         /// What was wrong, quoting at most the start of what was sent.
         message: String,
@@ -312,8 +321,15 @@ impl Error {
     ///   context window of this model.`
     /// - Ollama: `input length exceeds maximum context length`, `the input
     ///   length exceeds the context length`, `prompt too long`.
+    /// - Anthropic: `prompt is too long: 210000 tokens > 200000 maximum`,
+    ///   type `invalid_request_error`, 400.
     /// - Any 413 (payload too large) whose message mentions tokens or
     ///   context.
+    ///
+    /// The structured fields count as much as the text: a body whose `code`
+    /// or `type` is `context_length_exceeded` or `exceed_context_size_error`
+    /// is an overflow whatever its message says (the client keeps both in
+    /// the [message](Error::Http)).
     ///
     /// With a [`Compaction`](crate::compaction::Compaction) set, the agent compacts
     /// and retries such a request once by itself; this error reaches the
@@ -329,6 +345,8 @@ impl Error {
     /// };
     /// assert!(http(400, "the request exceeds the available context size, try increasing it").is_context_overflow());
     /// assert!(!http(400, "bad model").is_context_overflow());
+    /// // OpenAI's code, next to a message that does not say it.
+    /// assert!(http(400, "Input too long. (code: context_length_exceeded)").is_context_overflow());
     /// ```
     pub fn is_context_overflow(&self) -> bool {
         self.kind() == ErrorKind::ContextOverflow

@@ -238,9 +238,22 @@ pub enum Event {
     /// [`Error::Cancelled`](crate::Error::Cancelled), and each sub-agent it
     /// ended on the way; never by the synthesizer or the compactor, whose
     /// cancel is their parent's.
+    ///
+    /// The history keeps nothing of a streamed answer the cancel cut
+    /// short (the next request must not carry half a message); its text
+    /// so far is here instead, and whatever usage its chunks reported
+    /// counts in the run's usage ([`Event::Stopped`],
+    /// [`Agent::total_usage`](crate::Agent::total_usage)). Most servers
+    /// report usage only in a stream's last chunk, so a stream cancelled
+    /// early usually adds no tokens.
     Cancelled {
         /// Emitting agent.
         agent: Arc<str>,
+        /// The assistant text streamed before the cancel in the request it
+        /// cut short; empty when the cancel came between requests (or the
+        /// answer was not streamed).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        partial_answer: String,
     },
     /// The context window cap: at construction and after each model switch.
     ContextCap {
@@ -364,7 +377,7 @@ impl Event {
             | Event::ToolEdited { agent, .. }
             | Event::Tokens { agent, .. }
             | Event::FallbackNotice { agent, .. }
-            | Event::Cancelled { agent }
+            | Event::Cancelled { agent, .. }
             | Event::ContextCap { agent, .. }
             | Event::ModelSwitched { agent, .. }
             | Event::Reset { agent }

@@ -116,8 +116,23 @@
 //! descriptions the model reads, and the schema meets OpenAI's strict mode.
 //! A [`TypedTool`](crate::tool::TypedTool)'s handler receives the deserialized
 //! value; arguments that do not fit go back to the model as one `Error:`
-//! observation listing every problem, and the handler never sees them. (Your
-//! crate needs `serde` with `derive`, as for any serde type.)
+//! observation listing every problem, and the handler never sees them.
+//!
+//! The macro derives serde's traits and builds a `serde_json::Value`, so
+//! the crate that uses it depends on both (without them, the first typed
+//! tool fails with a dozen unresolved-path errors):
+//!
+//! ```toml
+//! [dependencies]
+//! serde = { version = "1", features = ["derive"] }
+//! serde_json = "1"
+//! ```
+//!
+//! It takes structs with named fields and enums of unit variants (sent as
+//! strings); a raw identifier (`r#type`) is the field `type`, as in serde.
+//! An enum whose variants carry data does not compile (the error says
+//! what to use instead); the [table](crate::tool::schema_type#what-it-takes)
+//! lists what is supported.
 //!
 //! ```
 //! use pikuri::{Agent, ToolContext, ToolError};
@@ -454,7 +469,46 @@
 //! the turn ends with [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending)
 //! and the pending calls; save the history, ask the person, and call
 //! [`Agent::resume`](crate::Agent::resume) with the decisions, in this
-//! process or another one.
+//! process or another one:
+//!
+//! ```
+//! use pikuri::{Agent, History, StopReason};
+//! use pikuri::approval::{ApprovalRequest, Decision};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("pay", serde_json::json!({"amount": 40})));
+//! server.push(Reply::text("Paid 40 EUR."));
+//! // The same agent in each request of the web application.
+//! let build = || {
+//!     let pay = FnTool::new("pay", "Pays an invoice.",
+//!         Parameters::builder().required_integer("amount", "In EUR.").build(),
+//!         |args, _| Ok(format!("paid {}", args["amount"]))).state_changing();
+//!     Agent::builder(server.transport())
+//!         .add_tool(pay)
+//!         .approver(|_: &ApprovalRequest| Decision::Defer)
+//!         .build()
+//! };
+//!
+//! // Request 1: the turn stops before the payment; keep the history and
+//! // show the person what waits.
+//! let mut agent = build()?;
+//! let outcome = agent.run_loop("Pay the invoice.")?;
+//! assert_eq!(outcome.stop_reason, StopReason::ApprovalPending);
+//! let waiting = &outcome.pending_approvals[0];
+//! assert_eq!((waiting.tool.as_str(), waiting.arguments["amount"].as_i64()), ("pay", Some(40)));
+//! let saved = agent.export_history().to_json();
+//! let call_id = waiting.call_id.clone();
+//!
+//! // Request 2, after the person said yes: load the history and resume.
+//! let mut agent = build()?;
+//! agent.load_history(History::parse(&saved)?)?;
+//! let outcome = agent.resume([(call_id, Decision::Approve)])?;
+//! assert_eq!(outcome.answer.as_deref(), Some("Paid 40 EUR."));
+//! assert_eq!(agent.messages()[2].content, "paid 40");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
 //!
 //! # Tools from MCP servers
 //!
@@ -468,7 +522,7 @@
 //! ```no_run
 //! use pikuri::{Agent, ChatTransport, mcp};
 //!
-//! let mut agent = Agent::builder(ChatTransport::from_env())
+//! let mut agent = Agent::builder(ChatTransport::from_env()?)
 //!     .add_extension(
 //!         mcp::Registry::new()
 //!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
@@ -541,7 +595,7 @@
 //! let ollama = ChatTransport::new("qwen3").with_api_base("http://127.0.0.1:11434/v1");
 //!
 //! // Or from OPENAI_BASE_URL, OPENAI_MODEL and OPENAI_API_KEY.
-//! let from_env = ChatTransport::from_env();
+//! let from_env = ChatTransport::from_env()?;
 //!
 //! let mut agent = Agent::builder(llama)
 //!     .add_tool(builtin::calculator())

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use pikuri::OnExhausted;
+use pikuri::{ChatTransport, OnExhausted};
 
 use crate::Failure;
 use crate::mcp::{self, McpSpec};
@@ -242,9 +242,10 @@ fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
         ),
         None => (text.trim(), None),
     };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
+    // The library's own check, the one `build` applies.
+    if let Err(e) = ChatTransport::default().with_api_base(url).check() {
         return Err(usage(format!(
-            "--fallback needs URL[,MODEL] with an http(s) URL, got `{text}`"
+            "--fallback needs URL[,MODEL] with an http(s) URL, got `{text}`: {e}"
         )));
     }
     Ok((url.trim_end_matches('/').to_string(), model))
@@ -253,8 +254,10 @@ fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
 /// An `http(s)://` URL, without a trailing slash.
 fn http_url(what: &str, text: &str) -> Result<String, Failure> {
     let url = text.trim();
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(usage(format!("{what} needs an http(s) URL, got `{text}`")));
+    if let Err(e) = ChatTransport::default().with_api_base(url).check() {
+        return Err(usage(format!(
+            "{what} needs an http(s) URL, got `{text}`: {e}"
+        )));
     }
     Ok(url.trim_end_matches('/').to_string())
 }

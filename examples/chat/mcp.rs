@@ -33,15 +33,14 @@ pub(crate) fn stdio(spec: &str, index: usize) -> Result<McpSpec, Failure> {
 /// `[NAME=]URL`, the `index`-th server given.
 pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
     let (name, url) = split_name(spec, index);
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
+    let server = Server::http(url);
+    // The library's own check, the one the registry applies.
+    if let Err(e) = server.check() {
         return Err(Failure::Usage(format!(
-            "--mcp-url needs an http:// or https:// URL, got `{url}`"
+            "--mcp-url needs an http:// or https:// URL, got `{url}`: {e}"
         )));
     }
-    Ok(McpSpec {
-        name,
-        server: Server::http(url),
-    })
+    Ok(McpSpec { name, server })
 }
 
 /// The registry for the servers given, or `None` without any.

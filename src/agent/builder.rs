@@ -429,6 +429,13 @@ impl Configurator {
 
     pub(super) fn validate(&self) -> Result<()> {
         let mut errors = self.errors.clone();
+        // A URL ureq cannot use fails here, with the fix, not at the
+        // first request as `http: invalid format` or `TlsRequired`.
+        for t in std::iter::once(&self.transport).chain(&self.fallbacks) {
+            if let Err(Error::InvalidInput(why)) = t.check() {
+                errors.push(why);
+            }
+        }
         let mut seen = HashSet::new();
         for tool in self.tools.iter().chain(&self.sub_agent_tools) {
             if let Err(e) = crate::tool::check_name(tool.name()) {

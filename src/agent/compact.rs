@@ -100,9 +100,16 @@ use crate::{Error, Event, Message, Result, Role, Tool};
 /// [`Compaction::is_summary`] finds it after a reload. The transcript is
 /// capped at half the window (32,000 characters when it is unknown; the
 /// middle is elided), and halved again while the server rejects the
-/// compactor's request as too long. A failed summary
-/// request (other than a cancel) leaves the history unchanged and the
-/// request goes ahead.
+/// compactor's request as too long.
+///
+/// The summary is bounded: at most 2,000 tokens by chars/4 (a quarter of
+/// the window when that is smaller), and fewer tokens than the messages
+/// it replaces. A summary over either bound is refused as an
+/// [`Error::Protocol`]: compaction must never grow the history. A failed
+/// summary (a failed request other than a cancel, an empty or refused
+/// summary) leaves the history unchanged: before a request, the request
+/// goes ahead as it is; after an overflow, the rejection stands;
+/// [`Agent::compact`](crate::Agent::compact) returns the error.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compaction {
     strategy: CompactionStrategy,
@@ -333,7 +340,12 @@ impl Compactor {
     /// The tokens the next request would carry (see
     /// [The estimate](Compaction#the-estimate)).
     fn estimate(&self, c: &Conversation<'_>) -> u64 {
-        let messages = &c.messages[..];
+        self.estimate_of(c, &c.messages[..])
+    }
+
+    /// The estimate of a request that would carry `messages` (a prefix of
+    /// the history) with the conversation's system prompt and tools.
+    fn estimate_of(&self, c: &Conversation<'_>, messages: &[Message]) -> u64 {
         let from = self.fresh_from.min(messages.len());
         let latest = messages[from..]
             .iter()
@@ -349,16 +361,17 @@ impl Compactor {
                 + u.output.unwrap_or(0)
                 + estimate_messages(&messages[i + 1..]);
         }
-        let tools: u64 = c
-            .tools
-            .iter()
-            .map(|t| {
-                estimate_tokens(t.name())
-                    + estimate_tokens(t.description())
-                    + estimate_tokens(&t.parameters().to_json().to_string())
-            })
-            .sum();
-        estimate_tokens(c.system_prompt) + 4 + estimate_messages(messages) + tools
+        overhead(c) + estimate_messages(messages)
+    }
+
+    /// The tokens `messages[..cut]` take in a request: by the server's
+    /// usage figures when a fresh one covers them, else by chars/4 (the
+    /// larger of the two, so a summary is measured against the most the
+    /// server counted).
+    fn replaced_tokens(&self, c: &Conversation<'_>, cut: usize) -> u64 {
+        let older = &c.messages[..cut];
+        let by_usage = self.estimate_of(c, older).saturating_sub(overhead(c));
+        by_usage.max(estimate_messages(older))
     }
 
     /// Remove what precedes the last `keep` user turns; `None` when
@@ -375,7 +388,11 @@ impl Compactor {
         let tokens_before = self.estimate(c);
         let messages_before = c.messages.len();
         let summary = match config.strategy {
-            CompactionStrategy::Summarize => Some(summarize(c, config, cut)?),
+            CompactionStrategy::Summarize => {
+                let summary = summarize(c, config, cut)?;
+                check_summary(&summary, self.replaced_tokens(c, cut), c.window)?;
+                Some(summary)
+            }
             CompactionStrategy::DropOldest => None,
         };
         let added = usize::from(summary.is_some());
@@ -393,6 +410,21 @@ impl Compactor {
             tokens_after: self.estimate(c),
         }))
     }
+}
+
+/// What a request carries besides the history: the system prompt and the
+/// tool schemas.
+fn overhead(c: &Conversation<'_>) -> u64 {
+    let tools: u64 = c
+        .tools
+        .iter()
+        .map(|t| {
+            estimate_tokens(t.name())
+                + estimate_tokens(t.description())
+                + estimate_tokens(&t.parameters().to_json().to_string())
+        })
+        .sum();
+    estimate_tokens(c.system_prompt) + 4 + tools
 }
 
 /// Chars/4, rounded up.
@@ -453,6 +485,40 @@ fn transcript(messages: &[Message], max_chars: usize) -> String {
     let _ = write!(s, "\n[... {} characters omitted ...]\n", total - max_chars);
     s.extend(&chars[total - tail..]);
     s
+}
+
+/// The most tokens (by chars/4) a summary may take: 2,000, and at most a
+/// quarter of a known window.
+fn max_summary_tokens(window: Option<u64>) -> u64 {
+    window.map_or(MAX_SUMMARY_TOKENS, |cap| {
+        (cap / 4).clamp(1, MAX_SUMMARY_TOKENS)
+    })
+}
+
+/// The bound of [`max_summary_tokens`] when the window is unknown or large.
+const MAX_SUMMARY_TOKENS: u64 = 2_000;
+
+/// A summary must be bounded and smaller than what it replaces: a
+/// compactor that rambles (or a server that streams megabytes) would
+/// otherwise grow the history it was asked to shrink, past the window for
+/// good. The history is untouched when this fails.
+fn check_summary(summary: &str, replaced: u64, window: Option<u64>) -> Result<()> {
+    // Counted as the message it becomes (4 tokens of framing).
+    let tokens = estimate_tokens(summary) + 4;
+    let max = max_summary_tokens(window);
+    if tokens > max {
+        return Err(Error::protocol(format!(
+            "the compactor's summary (~{tokens} tokens) is over the bound of {max} tokens; \
+             the history is unchanged"
+        )));
+    }
+    if tokens >= replaced {
+        return Err(Error::protocol(format!(
+            "the compactor's summary (~{tokens} tokens) is not smaller than the {replaced} \
+             tokens it would replace; the history is unchanged"
+        )));
+    }
+    Ok(())
 }
 
 /// The summary message's content for `messages[..cut]`.
@@ -594,6 +660,33 @@ mod tests {
         let mut c = conversation(&mut h, Some(200), &mut cancelled);
         assert!(k.after_overflow(&mut c).unwrap_err().is_cancelled());
         assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn a_summary_that_does_not_shrink_is_refused_and_the_history_kept() {
+        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let before = long_history();
+        // Over the bound: 2 MB for ~100 tokens of turns.
+        let mut h = before.clone();
+        let mut huge = |_: &str, _: &str| Ok("y".repeat(2_000_000));
+        let mut c = conversation(&mut h, None, &mut huge);
+        let err = k.now(&mut c).unwrap_err();
+        assert!(err.to_string().contains("over the bound"), "{err}");
+        assert_eq!(h, before);
+        // Under the bound but bigger than the two turns it would replace.
+        let mut long = |_: &str, _: &str| Ok("z".repeat(1_000));
+        let mut c = conversation(&mut h, None, &mut long);
+        let err = k.now(&mut c).unwrap_err();
+        assert!(err.to_string().contains("not smaller"), "{err}");
+        assert_eq!(h, before);
+        // Before a request the failure is logged and the request goes ahead.
+        let mut c = conversation(&mut h, Some(200), &mut long);
+        assert!(k.before_request(&mut c).unwrap().is_none());
+        assert_eq!(h, before);
+        // A quarter of the window bounds the summary too.
+        assert_eq!(max_summary_tokens(Some(1_000)), 250);
+        assert_eq!(max_summary_tokens(Some(1_000_000)), MAX_SUMMARY_TOKENS);
+        assert_eq!(max_summary_tokens(None), MAX_SUMMARY_TOKENS);
     }
 
     #[test]

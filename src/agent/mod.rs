@@ -175,6 +175,8 @@ pub struct Agent {
     /// Index of the latest turn's user message (0 before any turn).
     turn_start: usize,
     synth_answer: Option<String>,
+    /// The text a cancelled stream delivered, until `Event::Cancelled`.
+    partial_answer: String,
     last_stop: Option<StopReason>,
     /// Every run's tally since the conversation began (or was cleared).
     total_usage: Usage,
@@ -277,6 +279,7 @@ impl Configurator {
             messages: Vec::new(),
             turn_start: 0,
             synth_answer: None,
+            partial_answer: String::new(),
             last_stop: None,
             total_usage: Usage::new(),
             buf: Vec::new(),
@@ -462,7 +465,9 @@ impl Agent {
     }
 
     /// The tokens of every run of this conversation, summed like
-    /// [`Outcome::usage`] (sub-agents and synthesizer included); zeroed by
+    /// [`Outcome::usage`] (sub-agents, synthesizer and compaction summaries
+    /// included, [`compact`](Agent::compact) between turns too, and the
+    /// usage a cancelled or failed stream reported before it ended); zeroed by
     /// [`clear_conversation`](Agent::clear_conversation) and
     /// [`load_history`](Agent::load_history).
     pub fn total_usage(&self) -> Usage {

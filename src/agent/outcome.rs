@@ -38,8 +38,8 @@ pub struct Outcome {
     /// Tool calls made in this turn.
     pub steps: u32,
     /// The tokens of every request of the run: this agent's, its
-    /// sub-agents' and the synthesizer's, summed field by field (also on
-    /// the run's [`Event::Stopped`](crate::Event::Stopped)).
+    /// sub-agents', the synthesizer's and the compactor's, summed field by
+    /// field (also on the run's [`Event::Stopped`](crate::Event::Stopped)).
     pub usage: Usage,
     /// How many requests were answered in the run, sub-agents' and the
     /// synthesizer's included.

@@ -82,7 +82,7 @@ impl Agent {
     /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
     /// | [`Error::InvalidInput`] (the agent was [closed](Agent::close)) | unchanged, no event, no request | build a new agent (its listeners are stopped) |
     /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
-    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run | a new `run_loop`, or `retry_turn` to resume |
+    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
     /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`]) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`]) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
     ///
@@ -219,7 +219,7 @@ impl Agent {
     ///
     /// // Later, maybe in another process: load and decide.
     /// let mut agent = build()?;
-    /// agent.load_history(History::parse(&saved)?);
+    /// agent.load_history(History::parse(&saved)?)?;
     /// let pending = agent.pending_approvals();
     /// assert_eq!(pending[0].tool, "send");
     /// let outcome = agent.resume([(pending[0].call_id.clone(), Decision::Approve)])?;
@@ -444,15 +444,24 @@ impl Agent {
     /// # Ok::<(), pikuri::Error>(())
     /// ```
     ///
+    /// The summary request counts in [`total_usage`](Agent::total_usage)
+    /// (a compaction during a turn counts in that turn's
+    /// [`Outcome::usage`](crate::Outcome::usage) too).
+    ///
     /// # Errors
     ///
-    /// The summary request's error ([`Error::Cancelled`], HTTP, transport);
-    /// the history is unchanged.
+    /// The summary request's error ([`Error::Cancelled`], HTTP, transport),
+    /// or a summary the [bounds](crate::compaction::Compaction#the-summary)
+    /// refuse; the history is unchanged.
     pub fn compact(&mut self) -> Result<bool> {
         self.ensure_open()?;
-        let done = self.compacting(Compactor::now)?;
+        let done = self.compacting(Compactor::now);
+        // Outside a run nothing settles the tally the compactor's child
+        // added to: settle it here, or the next run's start clears it.
+        let tally = self.shared.settle_tally();
+        self.total_usage += tally.usage;
         self.shared.listeners.flush();
-        Ok(done)
+        done
     }
 }
 
@@ -479,6 +488,7 @@ impl Agent {
             return Err(Error::invalid("user message must not be blank"));
         }
         if let Some(t) = transport {
+            t.check()?;
             self.apply_transport(t);
         }
         self.begin_run();
@@ -506,6 +516,7 @@ impl Agent {
         // The run's events wait for the agent's first wait (`listener::hub`).
         self.shared.listeners.hold();
         self.synth_answer = None;
+        self.partial_answer.clear();
         if let Some(s) = &self.step_limit {
             s.reset();
         }
@@ -629,6 +640,10 @@ impl Agent {
         };
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;
+        // What a stream cut short leaves: its text so far (for the
+        // `Cancelled` event) and the latest usage a chunk reported.
+        let mut partial = String::new();
+        let mut partial_usage = None;
         // What the listeners are owed goes to them before the agent waits.
         shared.listeners.hand_over();
         let result = shared.client.chat(
@@ -645,10 +660,12 @@ impl Agent {
             &mut |f: Fragment<'_>| match f {
                 Fragment::Content(s) if !s.is_empty() => {
                     shared.listeners.emit_delta(agent, false, s);
+                    partial.push_str(s);
                 }
                 Fragment::Reasoning(s) if !s.is_empty() => {
                     shared.listeners.emit_delta(agent, true, s);
                 }
+                Fragment::Usage(u) => partial_usage = Some(u),
                 _ => {}
             },
             // So before each read of the stream.
@@ -657,6 +674,20 @@ impl Agent {
         // The agent works on the answer: its events wait for the next wait.
         shared.listeners.hold();
         self.buf = buf;
+        if let Err(e) = &result {
+            // A failed stream's usage still counts, when a chunk reported
+            // it (most servers report it only in the last chunk); the
+            // request does not count as completed.
+            if let Some(u) = partial_usage {
+                self.shared.tally.lock().usage += u;
+            }
+            // The text the listeners saw before a cancel is not kept in the
+            // history (a cancel leaves no partial state there); the
+            // `Cancelled` event carries it.
+            if e.is_cancelled() {
+                self.partial_answer = partial;
+            }
+        }
         result
     }
 
@@ -936,9 +967,11 @@ impl Agent {
             // parent, whose turn the same cancel ends: one `Cancelled` for
             // the one turn the host started.
             Err(Error::Cancelled) => {
+                let partial_answer = std::mem::take(&mut self.partial_answer);
                 if !self.options.quiet_cancel {
                     self.emit(Event::Cancelled {
                         agent: self.agent_id(),
+                        partial_answer,
                     });
                 }
                 StopReason::Cancelled

@@ -24,7 +24,7 @@ use crate::{Event, Listener};
 ///
 /// let buf = SharedBuffer::new();
 /// let mut log = JsonLines::new(buf.clone());
-/// log.on_event(&Event::Cancelled { agent: "".into() });
+/// log.on_event(&Event::Cancelled { agent: "".into(), partial_answer: String::new() });
 /// log.on_event(&Event::Reset { agent: "researcher 0".into() });
 /// let out = buf.text();
 /// assert_eq!(
@@ -32,7 +32,7 @@ use crate::{Event, Listener};
 ///     "{\"type\":\"cancelled\",\"agent\":\"\"}\n{\"type\":\"reset\",\"agent\":\"researcher 0\"}\n"
 /// );
 /// let first: Event = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-/// assert_eq!(first, Event::Cancelled { agent: "".into() });
+/// assert_eq!(first, Event::Cancelled { agent: "".into(), partial_answer: String::new() });
 /// ```
 ///
 /// # Errors

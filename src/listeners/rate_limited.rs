@@ -370,7 +370,10 @@ mod tests {
             l.on_event(&delta("", s));
         }
         assert!(rec.is_empty());
-        l.on_event(&Event::Cancelled { agent: "".into() });
+        l.on_event(&Event::Cancelled {
+            agent: "".into(),
+            partial_answer: String::new(),
+        });
         assert_eq!(seen(&rec), ["a:abc", "cancelled"]);
     }
 

@@ -241,7 +241,7 @@ impl Terminal {
     /// use pikuri::listeners::Terminal;
     ///
     /// let mut term = Terminal::new(std::io::sink());
-    /// term.on_event(&Event::Cancelled { agent: "".into() });
+    /// term.on_event(&Event::Cancelled { agent: "".into(), partial_answer: String::new() });
     /// assert!(!term.is_color());
     /// ```
     pub fn new(writer: impl Write + Send + 'static) -> Terminal {
@@ -848,7 +848,10 @@ It is sunny; 2+2 is 4.
             domain("tasks.changed", json!({"open": 2}), false),
             domain("note", json!("saved"), false),
             domain("progress", json!("50%"), true),
-            Event::Cancelled { agent: A.into() },
+            Event::Cancelled {
+                agent: A.into(),
+                partial_answer: String::new(),
+            },
         ]);
         assert_eq!(
             out,

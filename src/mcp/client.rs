@@ -385,6 +385,8 @@ fn open(
             STDIO_VERSIONS
         }
         Transport::Http { url, bearer } => {
+            crate::protocol::check_http_url(&format!("MCP server `{name}`: the URL"), url)
+                .map_err(Error::InvalidInput)?;
             let slowest = server.timeout.max(server.startup_timeout);
             let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
             conn.set_wire(Box::new(Arc::new(http)));

@@ -15,7 +15,7 @@
 //!     .server("everything", Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
 //!     .server("time", Server::stdio("uvx", ["mcp-server-time"]))
 //!     .server("remote", Server::http("http://127.0.0.1:3001/mcp").bearer_token("…"));
-//! let mut agent = Agent::builder(pikuri::ChatTransport::from_env())
+//! let mut agent = Agent::builder(pikuri::ChatTransport::from_env()?)
 //!     .add_extension(mcp.clone())
 //!     .build()?;
 //! assert!(mcp.tool_names("everything").contains(&"everything__echo".to_string()));

@@ -101,6 +101,33 @@ impl Server {
         })
     }
 
+    /// Whether this server can be reached by this build: an HTTP server's
+    /// URL is an `http://` or `https://` URL with a host (`https://`
+    /// needs the `rustls` feature); a stdio server always passes. The
+    /// registry checks it when it connects; call it to reject a bad URL
+    /// earlier (a command line, a config file).
+    ///
+    /// ```
+    /// use pikuri::mcp::Server;
+    /// let err = Server::http("127.0.0.1:3001/mcp").check().unwrap_err();
+    /// assert!(err.to_string().contains("has no scheme: write `http://127.0.0.1:3001/mcp`"));
+    /// assert!(Server::http("http://127.0.0.1:3001/mcp").check().is_ok());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying what is
+    /// wrong with the URL and the fix.
+    pub fn check(&self) -> crate::Result<()> {
+        match &self.transport {
+            Transport::Http { url, .. } => {
+                crate::protocol::check_http_url("the MCP server URL", url)
+                    .map_err(crate::Error::InvalidInput)
+            }
+            Transport::Stdio { .. } => Ok(()),
+        }
+    }
+
     /// Set an environment variable of the child process (stdio only; the
     /// child inherits the rest of the environment).
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {

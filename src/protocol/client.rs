@@ -55,18 +55,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use serde_json::Value;
 
 use super::HttpConfig;
+use super::body::error_message;
 use super::decode::{Completion, Fragment, StreamOptions, parse_response, read_stream};
 use super::error::DecodeError;
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
 use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};
 use crate::{Cancellable, ChatTransport, Error, Result};
-
-/// Longest server message kept in [`Error::Http`].
-const MAX_MESSAGE_CHARS: usize = 500;
 
 struct Shared {
     config: HttpConfig,
@@ -670,6 +667,12 @@ pub(crate) fn connection_error(e: ureq::Error, raw: &str, shown: &str) -> Error 
     let connect = cannot_connect(&e);
     let source: Box<dyn std::error::Error + Send + Sync> = match e {
         ureq::Error::Io(io) => Box::new(io),
+        // Reached only past `ChatTransport::check` (a redirect, a probe):
+        // still say what to do, not ureq's bare `TlsRequired`.
+        ureq::Error::TlsRequired => match super::check_http_url("the URL", shown) {
+            Err(why) => why.into(),
+            Ok(()) => Box::new(ureq::Error::TlsRequired),
+        },
         other => {
             let text = other.to_string();
             match redact_url_in(&text, raw) {
@@ -689,8 +692,8 @@ pub(crate) fn connection_error(e: ureq::Error, raw: &str, shown: &str) -> Error 
     }
 }
 
-/// The server's own message: OpenAI's `{"error":{"message":..}}`, Ollama's
-/// `{"error":".."}`, a bare `{"message":..}`, else the raw body; truncated.
+/// The server's own message (see [`error_message`]), from at most `limit`
+/// bytes of the body.
 fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> String {
     let mut body = Vec::new();
     let _ = resp
@@ -701,40 +704,10 @@ fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> Stri
     error_message(&body)
 }
 
-pub(crate) fn error_message(body: &[u8]) -> String {
-    let from_json = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
-        let e = v.get("error").unwrap_or(&v);
-        e.get("message")
-            .and_then(Value::as_str)
-            .or_else(|| e.as_str())
-            .map(str::to_string)
-    });
-    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
-    crate::util::excerpt(&text, MAX_MESSAGE_CHARS).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn error_message_shapes() {
-        assert_eq!(
-            error_message(br#"{"error":{"message":"bad model","type":"x"}}"#),
-            "bad model"
-        );
-        assert_eq!(
-            error_message(br#"{"error":"model not found"}"#),
-            "model not found"
-        );
-        assert_eq!(error_message(b"  plain text \n"), "plain text");
-        let long = "x".repeat(2000);
-        assert_eq!(
-            error_message(long.as_bytes()).chars().count(),
-            MAX_MESSAGE_CHARS + 1
-        );
-    }
 
     #[test]
     fn decode_errors_map_once() {

@@ -18,6 +18,7 @@
 //! | `transport.rs` | the public [`ChatTransport`] and [`HttpConfig`] |
 //! | `request.rs` | [`Request`] and [`ToolSpecs`], encoded as the request body |
 //! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
+//! | `body.rs` | an error body in one bounded line: message, code and type, or a summary |
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chunk accumulation, `<think>` splitting, non-streamed bodies |
@@ -29,6 +30,7 @@
 //! Decoding fails with its own `DecodeError`; `client::decode_error` turns
 //! it into the public [`Error`](crate::Error), once.
 
+mod body;
 mod client;
 mod decode;
 mod error;
@@ -58,4 +60,5 @@ pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
 pub(crate) use sse::{Flow, read_sse};
+pub(crate) use transport::check_http_url;
 pub use transport::{ChatTransport, HttpConfig};

@@ -82,11 +82,7 @@ impl ChatTransport {
                 source: Box::new(e),
             })?;
         if !(200..300).contains(&status) {
-            let text = String::from_utf8_lossy(&body);
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_string))
-                .unwrap_or_else(|| text.chars().take(500).collect());
+            let message = super::body::error_message(&body);
             // A server or proxy may echo the key back.
             let message = redact(&message, self.api_key()).into_owned();
             return Err(Error::Http {

@@ -48,6 +48,53 @@ pub struct ChatTransport {
 /// The API base used when a transport names none.
 pub(crate) const DEFAULT_API_BASE: &str = "https://api.openai.com/v1";
 
+/// Why `url` cannot be an endpoint of this build, in a sentence naming
+/// `what` it is and the fix: no `http://` or `https://` scheme (ureq would
+/// say `http: invalid format`), no host, or `https://` without the
+/// `rustls` feature (ureq would say `TlsRequired`). The one check behind
+/// [`ChatTransport::check`] and the MCP HTTP transport.
+pub(crate) fn check_http_url(what: &str, url: &str) -> Result<(), String> {
+    check_http_url_for(what, url, cfg!(feature = "rustls"))
+}
+
+/// [`check_http_url`] for a build with or without TLS (so the message of
+/// either build is tested in both).
+fn check_http_url_for(what: &str, url: &str, tls: bool) -> Result<(), String> {
+    let shown = crate::util::excerpt(url, 200);
+    let lower = url.trim_start().to_ascii_lowercase();
+    let rest = if let Some(rest) = lower.strip_prefix("http://") {
+        rest
+    } else if let Some(rest) = lower.strip_prefix("https://") {
+        if !tls {
+            return Err(tls_missing(what, &shown));
+        }
+        rest
+    } else if let Some((scheme, _)) = lower.split_once("://") {
+        return Err(format!(
+            "{what} `{shown}` has the scheme `{}`: only http:// and https:// are supported",
+            crate::util::excerpt(scheme, 20)
+        ));
+    } else {
+        return Err(format!(
+            "{what} `{shown}` has no scheme: write `http://{}` (or `https://` for TLS)",
+            crate::util::excerpt(url.trim(), 200)
+        ));
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{what} `{shown}` has no host"));
+    }
+    Ok(())
+}
+
+/// The message for an `https://` URL in a build without TLS.
+fn tls_missing(what: &str, url: &str) -> String {
+    format!(
+        "{what} `{url}` needs TLS, which this build lacks: build pikuri with the `rustls` \
+         feature (on by default; `default-features = false` turns it off), or use an \
+         http:// URL"
+    )
+}
+
 impl ChatTransport {
     /// A transport for `model`, with no base (OpenAI's), no key and no cap.
     pub fn new(model: impl Into<String>) -> ChatTransport {
@@ -60,10 +107,38 @@ impl ChatTransport {
     /// A transport from `OPENAI_BASE_URL`, `OPENAI_API_KEY` and
     /// `OPENAI_MODEL`; unset or empty variables leave the field unset. The
     /// variables used are logged at `debug` (the key's value never is).
-    pub fn from_env() -> ChatTransport {
-        fn var(name: &str) -> Option<String> {
-            std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-        }
+    ///
+    /// Without `OPENAI_BASE_URL` the transport talks to OpenAI's hosted API
+    /// (`https://api.openai.com/v1`), which needs `OPENAI_API_KEY`; without
+    /// `OPENAI_MODEL` the server's only model is taken at
+    /// [`build`](crate::Configurator::build).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the
+    /// variables when neither `OPENAI_BASE_URL` nor `OPENAI_API_KEY` is set:
+    /// an empty environment is a setup mistake, not a wish to reach
+    /// OpenAI without a key (which would fail later, at the first request,
+    /// with an error about the key or the model instead).
+    ///
+    /// ```
+    /// # // The variables are the process's: this example only reads them.
+    /// use pikuri::{ChatTransport, ErrorKind};
+    /// match ChatTransport::from_env() {
+    ///     Ok(t) => assert!(t.api_base().is_some() || t.has_api_key()),
+    ///     Err(e) => {
+    ///         assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    ///         assert!(e.to_string().contains("OPENAI_BASE_URL"));
+    ///     }
+    /// }
+    /// ```
+    pub fn from_env() -> crate::Result<ChatTransport> {
+        ChatTransport::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](ChatTransport::from_env) over any source of variables.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let t = ChatTransport {
             model: var("OPENAI_MODEL"),
             provider: Some("openai".to_string()),
@@ -77,7 +152,50 @@ impl ChatTransport {
             t.model,
             if t.api_key.is_some() { "set" } else { "unset" }
         );
-        t
+        if t.api_base.is_none() && t.api_key.is_none() {
+            return Err(crate::Error::InvalidInput(
+                "no endpoint in the environment: set OPENAI_BASE_URL to your server's API base \
+                 (e.g. http://127.0.0.1:8080/v1 for llama.cpp, http://127.0.0.1:11434/v1 for \
+                 Ollama), or OPENAI_API_KEY for OpenAI's hosted API; OPENAI_MODEL picks the model"
+                    .to_string(),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Whether this transport can be used by this build: its API base
+    /// (OpenAI's when none is set) is an `http://` or `https://` URL with
+    /// a host, and `https://` needs the `rustls` feature.
+    /// [`Configurator::build`](crate::Configurator::build) checks the
+    /// transport and every fallback, and
+    /// [`Agent::run_loop_with`](crate::Agent::run_loop_with) the one it
+    /// switches to.
+    ///
+    /// ```
+    /// use pikuri::{ChatTransport, ErrorKind};
+    /// let t = ChatTransport::new("m").with_api_base("127.0.0.1:8080/v1");
+    /// let err = t.check().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "invalid input: the API base `127.0.0.1:8080/v1` has no scheme: \
+    ///      write `http://127.0.0.1:8080/v1` (or `https://` for TLS)"
+    /// );
+    /// assert!(ChatTransport::new("m").with_api_base("http://127.0.0.1:8080/v1").check().is_ok());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) saying what is
+    /// wrong and the fix (`build pikuri with the rustls feature` for
+    /// `https://` in a build without it).
+    pub fn check(&self) -> crate::Result<()> {
+        let what = if self.api_base.is_some() {
+            "the API base"
+        } else {
+            "the default API base (no api_base is set)"
+        };
+        check_http_url(what, self.base_or_default()).map_err(crate::Error::InvalidInput)
     }
 
     /// The model id, if set.
@@ -394,5 +512,62 @@ impl HttpConfig {
     /// ```
     pub fn request_deadline(&self) -> Option<Duration> {
         self.request_deadline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_messages_name_the_fix() {
+        let check = |url: &str, tls: bool| check_http_url_for("the API base", url, tls);
+        assert_eq!(check("http://127.0.0.1:8080/v1", false), Ok(()));
+        assert_eq!(check("HTTPS://api.example.com/v1", true), Ok(()));
+        assert_eq!(
+            check("127.0.0.1:8080/v1", true).unwrap_err(),
+            "the API base `127.0.0.1:8080/v1` has no scheme: write `http://127.0.0.1:8080/v1` \
+             (or `https://` for TLS)"
+        );
+        assert_eq!(
+            check("ftp://h/v1", true).unwrap_err(),
+            "the API base `ftp://h/v1` has the scheme `ftp`: only http:// and https:// are supported"
+        );
+        assert_eq!(
+            check("http:///v1", true).unwrap_err(),
+            "the API base `http:///v1` has no host"
+        );
+        let tls = check("https://api.openai.com/v1", false).unwrap_err();
+        assert!(
+            tls.contains("build pikuri with the `rustls` feature"),
+            "{tls}"
+        );
+        assert!(
+            tls.starts_with("the API base `https://api.openai.com/v1` needs TLS"),
+            "{tls}"
+        );
+    }
+
+    #[test]
+    fn an_empty_environment_is_an_error_naming_the_variables() {
+        let none = |_: &str| None;
+        let err = ChatTransport::from_vars(none).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+        let text = err.to_string();
+        for name in ["OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"] {
+            assert!(text.contains(name), "{text}");
+        }
+        // Blank counts as unset.
+        assert!(ChatTransport::from_vars(|_| Some("  ".to_string())).is_err());
+        let local = ChatTransport::from_vars(|n| {
+            (n == "OPENAI_BASE_URL").then(|| "http://127.0.0.1:8080/v1".to_string())
+        })
+        .unwrap();
+        assert_eq!(local.api_base(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(local.model(), None);
+        let hosted =
+            ChatTransport::from_vars(|n| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string()))
+                .unwrap();
+        assert!(hosted.has_api_key() && hosted.api_base().is_none());
     }
 }

@@ -246,7 +246,23 @@ fn nullable(mut schema: Value) -> Value {
 ///
 /// The crate that uses the macro depends on `serde` (with the `derive`
 /// feature) and `serde_json`; see the [design notes](crate::tool::JsonSchema)
-/// for why, and for the limitations.
+/// for why, and for the limitations:
+///
+/// ```toml
+/// [dependencies]
+/// serde = { version = "1", features = ["derive"] }
+/// serde_json = "1"
+/// ```
+///
+/// # What it takes
+///
+/// | Input | Supported |
+/// |---|---|
+/// | a struct with named fields (`struct S { a: u8 }`) | yes; a raw identifier (`r#type`) is the field `type`, in the schema as in serde |
+/// | an enum of unit variants (`enum E { A, B = "b" }`) | yes, sent as strings |
+/// | an enum whose variants carry data (`A(u8)`, `B { x: u8 }`) | no: a compile error says so; use a struct with an enum field, or implement [`JsonSchema`](crate::tool::JsonSchema) by hand |
+/// | a tuple or unit struct, generics, `where` clauses | no: a compile error says so |
+/// | `#[serde(...)]` on a field | no: a compile error (renames and defaults would make the type and its schema disagree) |
 ///
 /// # Examples
 ///
@@ -315,6 +331,33 @@ fn nullable(mut schema: Value) -> Value {
 ///     }
 /// }
 /// ```
+///
+/// Nor does an enum whose variants carry data (the error says what is
+/// supported):
+///
+/// ```compile_fail
+/// pikuri::tool::schema_type! {
+///     enum Shape {
+///         Circle(f64),
+///         Square { side: f64 },
+///     }
+/// }
+/// ```
+///
+/// A raw identifier names the field as serde does, without `r#`:
+///
+/// ```
+/// use pikuri::tool::JsonSchema;
+/// pikuri::tool::schema_type! {
+///     struct Filter {
+///         r#type: String,
+///     }
+/// }
+/// assert_eq!(Filter::json_schema()["required"], serde_json::json!(["type"]));
+/// let f: Filter = serde_json::from_value(serde_json::json!({"type": "file"}))?;
+/// assert_eq!(f.r#type, "file");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 // Exported under a hidden name and re-exported as `tool::schema_type`: a
 // `macro_export` macro always lands at the crate root, and the root keeps
 // core types only.
@@ -336,7 +379,16 @@ macro_rules! __schema_type {
     };
     // A variant's string: the one given, or its name.
     (@wire $variant:ident $wire:literal) => { $wire };
-    (@wire $variant:ident) => { ::core::stringify!($variant) };
+    (@wire $variant:ident) => { $crate::__schema_type!(@name $variant) };
+    // A field's or variant's name as serde spells it: without the `r#` of
+    // a raw identifier (`r#type` is the field `type`).
+    (@name $ident:ident) => {{
+        let name: &'static str = ::core::stringify!($ident);
+        match name.strip_prefix("r#") {
+            ::core::option::Option::Some(bare) => bare,
+            ::core::option::Option::None => name,
+        }
+    }};
 
     (
         $(#[$($attr:tt)*])*
@@ -374,12 +426,12 @@ macro_rules! __schema_type {
                 $(
                     let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
                     describe(&mut field, $crate::__schema_type!(@docs [] $(#[$($field_attr)*])*));
-                    properties.insert(::core::stringify!($field).into(), field);
+                    properties.insert($crate::__schema_type!(@name $field).into(), field);
                 )*
                 let mut schema = ::serde_json::json!({
                     "type": "object",
                     "properties": properties,
-                    "required": [$(::core::stringify!($field)),*],
+                    "required": [$($crate::__schema_type!(@name $field)),*],
                     "additionalProperties": false,
                 });
                 describe(&mut schema, $crate::__schema_type!(@docs [] $(#[$($attr)*])*));
@@ -441,6 +493,29 @@ macro_rules! __schema_type {
                 schema
             }
         }
+    };
+
+    // What the arms above do not take, with what to do instead (rather
+    // than macro_rules' bare `no rules expected the token`).
+    (
+        $(#[$($attr:tt)*])*
+        $vis:vis enum $($rest:tt)*
+    ) => {
+        ::core::compile_error!(
+            "schema_type!: an enum must have unit variants only (each sent as a string, \
+             optionally `Variant = \"wire\"`), without generics; for a variant with data, \
+             use a struct with an enum field and Option fields, or implement \
+             pikuri::tool::JsonSchema by hand"
+        );
+    };
+    (
+        $(#[$($attr:tt)*])*
+        $vis:vis struct $($rest:tt)*
+    ) => {
+        ::core::compile_error!(
+            "schema_type!: a struct must have named fields (`struct S { a: u8 }`), without \
+             generics; for anything else implement pikuri::tool::JsonSchema by hand"
+        );
     };
 }
 

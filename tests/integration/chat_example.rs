@@ -741,7 +741,9 @@ fn repl_falls_back_and_compacts_on_demand() {
     let busy = FakeServer::start();
     busy.respond_with(|_| Reply::status(503, "overloaded"));
     let good = FakeServer::start();
-    for answer in ["A1.", "A2.", "A3.", "The user counted.", "A4."] {
+    // A first answer longer than its summary: a summary must shrink the history.
+    let a1 = format!("A1. {}", "And so on. ".repeat(20));
+    for answer in [a1.as_str(), "A2.", "A3.", "The user counted.", "A4."] {
         good.push(Reply::text(answer));
     }
     let busy_base = busy.base_url();

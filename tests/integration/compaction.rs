@@ -199,7 +199,9 @@ fn drop_oldest_keeps_valid_histories_at_every_cut() {
 fn overflow_recovers_with_one_compaction_and_one_retry() {
     let server = FakeServer::start();
     server.set_context_size(None); // no proactive compaction: only the 400 triggers it
-    server.push(Reply::text("a1"));
+    // A first turn longer than its summary: a summary must shrink the history.
+    let a1 = format!("a1 {}", "and so on ".repeat(20));
+    server.push(Reply::text(a1.clone()));
     server.push(Reply::raw_body(400, "application/json", LLAMA_OVERFLOW));
     server.push(Reply::text("Summary: the user said q1."));
     server.push(Reply::text("a2"));
@@ -214,7 +216,7 @@ fn overflow_recovers_with_one_compaction_and_one_retry() {
         contents(&requests[1].messages()),
         contents(&requests[0].messages())
             .into_iter()
-            .chain(["a1".to_string(), "q2".to_string()])
+            .chain([a1, "q2".to_string()])
             .collect::<Vec<_>>()
     );
     let retry = contents(&requests[3].messages());
@@ -228,7 +230,8 @@ fn overflow_recovers_with_one_compaction_and_one_retry() {
 fn still_too_big_is_a_typed_error_and_the_next_turn_works() {
     let server = FakeServer::start();
     server.set_context_size(None);
-    server.push(Reply::text("a1"));
+    // A first turn longer than its summary: a summary must shrink the history.
+    server.push(Reply::text(format!("a1 {}", "and so on ".repeat(20))));
     server.push(Reply::raw_body(400, "application/json", LLAMA_OVERFLOW));
     server.push(Reply::text("Summary."));
     server.push(Reply::raw_body(400, "application/json", LLAMA_OVERFLOW));

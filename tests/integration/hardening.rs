@@ -264,7 +264,7 @@ fn retry_turn_gives_the_synthesizer_the_retried_question() {
 fn cancelled_per_agent(rec: &pikuri::listeners::InMemoryEventList) -> BTreeMap<String, usize> {
     let mut per_agent = BTreeMap::new();
     for e in rec.events() {
-        if let Event::Cancelled { agent } = &e {
+        if let Event::Cancelled { agent, .. } = &e {
             *per_agent.entry(agent.to_string()).or_default() += 1;
         }
     }

@@ -11,6 +11,7 @@ mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
 mod fidelity; // issue 28 class 10: differences from pikuri, fixed
+mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model
 mod hosts; // events pulled through ChannelListener, turn usage

@@ -144,6 +144,9 @@ impl Accumulator {
             if usage != self.usage {
                 self.usage = usage;
                 self.progress += 1;
+                if let Some(u) = usage {
+                    on_fragment(Fragment::Usage(u));
+                }
             }
         }
         // By reference: the choice structs are large, moving them costs.
@@ -223,6 +226,7 @@ impl Accumulator {
             match f {
                 Fragment::Content(s) => content.push_str(s),
                 Fragment::Reasoning(s) => reasoning.push_str(s),
+                Fragment::Usage(_) => {}
             }
             on_fragment(f);
         };
@@ -321,6 +325,7 @@ impl Accumulator {
             match f {
                 Fragment::Content(s) => content.push_str(s),
                 Fragment::Reasoning(s) => reasoning.push_str(s),
+                Fragment::Usage(_) => {}
             }
             on_fragment(f);
         });
@@ -347,6 +352,7 @@ mod tests {
             let pushed = acc.push_data(chunk, &mut |f| match f {
                 Fragment::Content(s) => frags.push((false, s.to_owned())),
                 Fragment::Reasoning(s) => frags.push((true, s.to_owned())),
+                Fragment::Usage(_) => {}
             });
             if let Err(e) = pushed {
                 return (frags, Err(e));

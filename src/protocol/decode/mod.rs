@@ -82,6 +82,9 @@ pub(crate) enum Fragment<'a> {
     Content(&'a str),
     /// Reasoning text.
     Reasoning(&'a str),
+    /// The usage figures a chunk reported (the latest replace the
+    /// earlier): what a stream cut short still cost.
+    Usage(crate::Usage),
 }
 
 /// A complete assistant message and its metadata.

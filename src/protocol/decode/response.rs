@@ -13,10 +13,10 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     // sent instead (an HTML error page, a proxy's message).
     let body_text = || String::from_utf8_lossy(&body[..body.len().min(1024)]);
     let response: Body<'_, ResponseChoice<'_>> = serde_json::from_slice(body).map_err(|e| {
-        DecodeError::Protocol(format!(
-            "malformed response ({e}): {}",
-            excerpt(&body_text())
-        ))
+        // A web page is summarized by its title, not quoted as markup.
+        let sent = crate::protocol::body::html_summary(body)
+            .unwrap_or_else(|| excerpt(&body_text()).into_owned());
+        DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
     })?;
     if let Some(error) = &response.error {
         return Err(DecodeError::Protocol(format!(
@@ -60,6 +60,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             let mut emit = |f: Fragment<'_>| match f {
                 Fragment::Content(s) => content.push_str(s),
                 Fragment::Reasoning(s) => reasoning.push_str(s),
+                Fragment::Usage(_) => {}
             };
             let mut splitter = ThinkSplitter::default();
             splitter.push(&text, &mut emit);
@@ -173,7 +174,11 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert!(msg(b"{\"choices\":").starts_with("malformed response (EOF"));
-        assert!(msg(b"<html>502 Bad Gateway</html>").ends_with("): <html>502 Bad Gateway</html>"));
+        // A page is summarized, not quoted as markup (issue 28).
+        assert!(
+            msg(b"<html>502 Bad Gateway</html>")
+                .ends_with("): an HTML page saying \"502 Bad Gateway\" (28 bytes), not an API answer: check the base URL")
+        );
         assert_eq!(msg(b"{}"), "response has no choices: {}");
         assert_eq!(
             msg(b"{\"choices\":[]}"),
