@@ -103,6 +103,11 @@ impl Server {
 
     /// Set an environment variable of the child process (stdio only; the
     /// child inherits the rest of the environment).
+    ///
+    /// A value of at least 8 characters whose name contains `TOKEN`, `KEY`,
+    /// `SECRET`, `PASSWORD`, `PASSWD`, `AUTH` or `CREDENTIAL` (any case) is
+    /// treated as a credential: it is redacted from everything the server
+    /// sends (see [`Client`](super::Client#secrets)).
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {
         if let Transport::Stdio { env, .. } = &mut self.transport {
             env.push((key.into(), value.into()));
@@ -129,6 +134,14 @@ impl Server {
     /// How long one request (a `tools/list` page, a `tools/call`, a `ping`;
     /// the handshake has [`startup_timeout`](Server::startup_timeout)) may take before it is abandoned, the server is told
     /// (`notifications/cancelled`) and the call fails. Default 60 s.
+    ///
+    /// The time counts from the moment the request is made until its
+    /// answer is read: writing the request is part of it (a stdio server
+    /// that stops reading its stdin cannot stretch it), and nothing the
+    /// server sends meanwhile extends it, progress notifications included
+    /// (the spec allows either; a fixed bound is the one a host can rely
+    /// on). A flood of notifications does not delay the answer: see the
+    /// [module docs](super#timeouts-cancellation-and-faults).
     pub fn timeout(mut self, timeout: Duration) -> Server {
         self.timeout = timeout;
         self
@@ -179,9 +192,40 @@ impl Server {
 
     /// How long a stdio server gets to exit after its stdin is closed before
     /// its process group is sent `SIGTERM`, then `SIGKILL` (default 2 s).
+    ///
+    /// On Linux, the server's descendants that left its process group
+    /// (`setsid`) get the same signals, if they are found: their parent
+    /// must still be running when the shutdown begins (a double-forked
+    /// daemon, adopted by init, is not found). Elsewhere only the group is
+    /// signalled.
     pub fn shutdown_grace(mut self, grace: Duration) -> Server {
         self.shutdown_grace = grace;
         self
+    }
+
+    /// The credentials this server is given: its bearer token, and its
+    /// environment values that look secret (see [`Server::env`]).
+    pub(super) fn credentials(&self) -> Vec<String> {
+        const NAMES: [&str; 7] = [
+            "TOKEN",
+            "KEY",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "AUTH",
+            "CREDENTIAL",
+        ];
+        match &self.transport {
+            Transport::Http { bearer, .. } => bearer.iter().cloned().collect(),
+            Transport::Stdio { env, .. } => env
+                .iter()
+                .filter(|(k, v)| {
+                    let k = k.to_string_lossy().to_ascii_uppercase();
+                    NAMES.iter().any(|n| k.contains(n)) && v.len() >= 8
+                })
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+                .collect(),
+        }
     }
 
     /// Whether this is a stdio server.
