@@ -12,6 +12,7 @@
 
 mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
 mod fake; // the fault matrix against the misbehaving Python server
+mod hostile; // servers that stop reading, flood, die, daemonize or echo secrets
 mod real; // the reference servers over stdio and HTTP
 
 use std::path::PathBuf;
