@@ -106,7 +106,12 @@ impl Secrets {
         S: AsRef<str>,
     {
         let more: Vec<String> = more.into_iter().map(|s| s.as_ref().to_string()).collect();
-        Secrets::new(self.0.iter().map(String::as_str).chain(more.iter().map(String::as_str)))
+        Secrets::new(
+            self.0
+                .iter()
+                .map(String::as_str)
+                .chain(more.iter().map(String::as_str)),
+        )
     }
 
     /// Whether there is nothing to redact.

@@ -375,8 +375,13 @@ impl Client {
             format!("MCP server `{name}` is down ({why}); restarting failed: {e}").into()
         };
         let server = &self.inner.server;
-        let conn = start(name, server, self.inner.observer.clone(), &self.inner.secrets)
-            .map_err(|e| failed(&e))?;
+        let conn = start(
+            name,
+            server,
+            self.inner.observer.clone(),
+            &self.inner.secrets,
+        )
+        .map_err(|e| failed(&e))?;
         {
             let mut st = self.inner.state.lock();
             if st.closed {

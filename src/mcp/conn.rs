@@ -326,9 +326,7 @@ impl Conn {
     /// Mark the connection dead and fail every waiting request.
     pub(super) fn fail_all(&self, reason: &str) {
         let reason = self.secrets.redact(reason);
-        self.closed
-            .lock()
-            .get_or_insert_with(|| reason.to_string());
+        self.closed.lock().get_or_insert_with(|| reason.to_string());
         let waiting: Vec<_> = self.pending.lock().drain().collect();
         for (_, tx) in waiting {
             let _ = tx.try_send(Err(RpcError::Closed(reason.to_string())));

@@ -222,14 +222,7 @@ impl Http {
         if status == 202 {
             return Ok(());
         }
-        // The crate's one media-type parser: `Text/Event-Stream;
-        // charset=UTF-8` is a stream too.
-        let is_sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .and_then(MediaType::parse)
-            .is_some_and(|m| m.is("text/event-stream"));
+        let is_sse = is_event_stream(resp.headers());
         if status >= 400 {
             let text = resp
                 .body_mut()
@@ -337,6 +330,16 @@ impl Http {
         }
         agent.shutdown();
     }
+}
+
+/// Whether the response is an event stream, through the crate's one
+/// media-type parser (`Text/Event-Stream; charset=UTF-8` is one too).
+fn is_event_stream(headers: &ureq::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(MediaType::parse)
+        .is_some_and(|m| m.is("text/event-stream"))
 }
 
 /// Shared, because each POST runs on a worker thread that holds the `Http`.

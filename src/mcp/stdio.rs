@@ -142,7 +142,7 @@ pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
     let stderr = child.stderr.take().expect("stderr is piped");
     log::debug!(target: "pikuri::mcp", "[{}] started pid {}", conn.name, child.id());
     let (tx, rx) = bounded::<Vec<u8>>(QUEUE);
-    let stdio = Stdio {
+    let wire = Stdio {
         queue: Mutex::new(Some(tx)),
         child: Mutex::new(child),
         grace: spec.grace,
@@ -170,8 +170,7 @@ pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
         thread::Builder::new()
             .name(format!("mcp-{}-out", conn.name))
             .spawn(move || {
-                let reason =
-                    read_stdout(&reader_conn, &reader_name, &reader_secrets, stdout, max);
+                let reason = read_stdout(&reader_conn, &reader_name, &reader_secrets, stdout, max);
                 // The server's own words on why: its stderr usually ends a
                 // moment after its stdout.
                 let _ = err_done_rx.recv_timeout(Duration::from_millis(500));
@@ -186,7 +185,7 @@ pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
             })?;
         Ok::<(), io::Error>(())
     })();
-    conn.set_wire(Box::new(stdio));
+    conn.set_wire(Box::new(wire));
     if let Err(e) = started {
         // Without its threads the server cannot be used: stop it.
         conn.close();
@@ -257,13 +256,7 @@ fn read_stdout(
 
 /// The stderr thread: every line to the log at `debug`, the last ones kept
 /// in `tail`, both sanitized and redacted.
-fn read_stderr(
-    name: &str,
-    secrets: &Secrets,
-    stderr: impl Read,
-    max: usize,
-    tail: &Mutex<Tail>,
-) {
+fn read_stderr(name: &str, secrets: &Secrets, stderr: impl Read, max: usize, tail: &Mutex<Tail>) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     while let Ok(Some(complete)) = read_line_bounded(&mut reader, &mut line, max) {
@@ -525,9 +518,7 @@ pub(super) fn group_alive(pgid: u32) -> bool {
     if std::fs::metadata("/proc/self/stat").is_err() {
         return true;
     }
-    processes()
-        .iter()
-        .any(|(_, s)| s.pgrp == pgid && !s.zombie)
+    processes().iter().any(|(_, s)| s.pgrp == pgid && !s.zombie)
 }
 
 #[cfg(test)]

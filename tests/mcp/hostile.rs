@@ -33,7 +33,7 @@ fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 's
     match rx.recv_timeout(limit) {
         Ok(Ok(v)) => v,
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(_) => panic!("still running after {limit:?}: it hangs"),
+        Err(e) => panic!("still running after {limit:?} ({e}): it hangs"),
     }
 }
 
@@ -45,7 +45,10 @@ fn fake(args: &[&str]) -> Option<(Server, String)> {
     let tag = unique_tag("hostile");
     let mut command_line = vec![script];
     command_line.extend(args.iter().map(|s| (*s).to_string()));
-    Some((Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag), tag))
+    Some((
+        Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag),
+        tag,
+    ))
 }
 
 /// The last message the model was sent in request `i`.
@@ -74,14 +77,24 @@ fn a_server_that_stops_reading_cannot_hold_a_large_call_past_its_timeout() {
             )
             .build()
             .unwrap();
-        assert_eq!(agent.run_loop("deafen it, then echo").unwrap().answer.as_deref(), Some("gave up"));
+        assert_eq!(
+            agent
+                .run_loop("deafen it, then echo")
+                .unwrap()
+                .answer
+                .as_deref(),
+            Some("gave up")
+        );
         assert_eq!(observation(&model, 1), "deaf now");
         assert_eq!(
             observation(&model, 2),
             "Error: MCP server `fake` did not answer within 0.5 s; the call was cancelled"
         );
         assert_history_valid(agent.messages());
-        assert_eq!(agent.run_loop("and now?").unwrap().answer.as_deref(), Some("next turn"));
+        assert_eq!(
+            agent.run_loop("and now?").unwrap().answer.as_deref(),
+            Some("next turn")
+        );
         // The writer is still stuck on the 1 MB line: close ends it.
         agent.close();
     });
@@ -131,7 +144,10 @@ fn a_cancel_ends_a_call_whose_large_arguments_cannot_be_written() {
         assert!(fired.load(Ordering::SeqCst));
         assert_history_valid(agent.messages());
         cancel.reset();
-        assert_eq!(agent.run_loop("and now?").unwrap().answer.as_deref(), Some("next turn"));
+        assert_eq!(
+            agent.run_loop("and now?").unwrap().answer.as_deref(),
+            Some("next turn")
+        );
         agent.close();
     });
 }
@@ -144,7 +160,10 @@ fn close_ends_a_call_waiting_to_write_to_a_server_that_does_not_read() {
     bounded(WATCHDOG, move || {
         let client = Client::connect("fake", &server.timeout(Duration::from_secs(600))).unwrap();
         let cx = ToolContext::detached();
-        assert_eq!(client.call_tool("deaf", &json!({}), &cx).unwrap(), "deaf now");
+        assert_eq!(
+            client.call_tool("deaf", &json!({}), &cx).unwrap(),
+            "deaf now"
+        );
         // More calls than the writer's queue holds, each 1 MB, each waiting
         // on a 600 s timeout: only close can end them.
         let calls: Vec<_> = (0..20)
@@ -156,7 +175,9 @@ fn close_ends_a_call_waiting_to_write_to_a_server_that_does_not_read() {
                 })
             })
             .collect();
-        thread::sleep(Duration::from_millis(300));
+        // Time for the calls to start and block (not an assertion: a call
+        // that has not started yet fails with "closed" as well).
+        thread::sleep(Duration::from_secs(2));
         client.close();
         for call in calls {
             let err = call.join().unwrap().unwrap_err();
@@ -190,7 +211,10 @@ fn a_flood_of_notifications_does_not_starve_the_answer() {
             .add_extension(Registry::new().server("fake", server.timeout(Duration::from_secs(30))))
             .build()
             .unwrap();
-        assert_eq!(agent.run_loop("flood").unwrap().answer.as_deref(), Some("ok"));
+        assert_eq!(
+            agent.run_loop("flood").unwrap().answer.as_deref(),
+            Some("ok")
+        );
         assert_eq!(observation(&model, 1), "flooded");
         agent.close();
         // Some notices got through; not all of them had to.
@@ -207,7 +231,9 @@ fn a_server_that_dies_at_start_says_why_in_the_error() {
     let Some((server, _tag)) = fake(&["--die-at-start"]) else {
         return;
     };
-    let err = bounded(WATCHDOG, move || Client::connect("node", &server).unwrap_err());
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("node", &server).unwrap_err()
+    });
     let text = err.to_string();
     assert!(
         text.contains("Error: Cannot find module '/nowhere/server.js'"),
@@ -433,7 +459,10 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
         .add_extension(mcp)
         .build()
         .unwrap();
-    assert_eq!(agent.run_loop("who am I?").unwrap().answer.as_deref(), Some("done"));
+    assert_eq!(
+        agent.run_loop("who am I?").unwrap().answer.as_deref(),
+        Some("done")
+    );
     agent.close();
 
     let requests = model.chat_requests();
@@ -443,7 +472,10 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
     }
     let system = requests[0].messages()[0]["content"].clone();
     assert!(
-        system.as_str().unwrap().contains("Authenticated with Bearer <redacted>."),
+        system
+            .as_str()
+            .unwrap()
+            .contains("Authenticated with Bearer <redacted>."),
         "{system}"
     );
     let results: Vec<Value> = requests[1]
@@ -462,7 +494,10 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
     );
     let all = format!("{:?}", events.events());
     assert_no_secret("the events", &all);
-    assert!(all.contains("mcp.log") && all.contains("Bearer <redacted>"), "{all}");
+    assert!(
+        all.contains("mcp.log") && all.contains("Bearer <redacted>"),
+        "{all}"
+    );
     assert_no_secret("the history", &format!("{:?}", agent.messages()));
 
     // An error built from the server's answer.
@@ -470,7 +505,10 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
     let err = Client::connect("echoer", &locked).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "{err:?}");
     assert_no_secret("the error", &format!("{err} {err:?}"));
-    assert!(err.to_string().contains("bad token: Bearer <redacted>"), "{err}");
+    assert!(
+        err.to_string().contains("bad token: Bearer <redacted>"),
+        "{err}"
+    );
 
     let lines = LINES.lock().unwrap().clone();
     for line in &lines {
