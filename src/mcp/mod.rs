@@ -102,8 +102,9 @@
 //! A server may echo what it was given: a bearer token in an error body, an
 //! API key inherited through its environment in a result. Every credential
 //! the crate holds for the agent (its [`ChatTransport`](crate::ChatTransport)'s
-//! API key and its fallbacks', every server's bearer token, and the
-//! secret-looking environment values of [`Server::env`]) is replaced by
+//! API key and its fallbacks', every server's bearer token, the password
+//! and secret-looking query values of its URL, and the secret-looking
+//! environment values of [`Server::env`]) is replaced by
 //! `<redacted>` in everything a server sends, before a model, an event, a
 //! log line or an error sees it: results, errors, log notifications,
 //! `instructions`, tool descriptions and schemas, stderr. A secret is

@@ -124,6 +124,9 @@ impl Server {
     }
 
     /// Send `Authorization: Bearer <token>` with every request (HTTP only).
+    /// The token is redacted from everything the server sends, as are the
+    /// URL's password and its query values whose names look secret (the
+    /// names of [`Server::env`]).
     pub fn bearer_token(mut self, token: impl Into<String>) -> Server {
         if let Transport::Http { bearer, .. } = &mut self.transport {
             *bearer = Some(token.into());
@@ -203,7 +206,8 @@ impl Server {
         self
     }
 
-    /// The credentials this server is given: its bearer token, and its
+    /// The credentials this server is given: its bearer token, its URL's
+    /// password and secret-looking query values (`?api_key=...`), and its
     /// environment values that look secret (see [`Server::env`]).
     pub(super) fn credentials(&self) -> Vec<String> {
         const NAMES: [&str; 7] = [
@@ -215,14 +219,33 @@ impl Server {
             "AUTH",
             "CREDENTIAL",
         ];
+        let secret = |name: &str, value: &str| {
+            let name = name.to_ascii_uppercase();
+            NAMES.iter().any(|n| name.contains(n)) && value.len() >= 8
+        };
         match &self.transport {
-            Transport::Http { bearer, .. } => bearer.iter().cloned().collect(),
+            Transport::Http { url, bearer } => {
+                let mut found: Vec<String> = bearer.iter().cloned().collect();
+                // The user info's password, and secret-looking query values.
+                let url = url.split('#').next().unwrap_or_default();
+                let rest = url.split_once("://").map_or(url, |(_, r)| r);
+                let (before, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let authority = before.split('/').next().unwrap_or_default();
+                if let Some((user, _)) = authority.rsplit_once('@') {
+                    found.extend(user.split_once(':').map(|(_, p)| p.to_string()));
+                }
+                found.extend(
+                    query
+                        .split('&')
+                        .filter_map(|pair| pair.split_once('='))
+                        .filter(|(k, v)| secret(k, v))
+                        .map(|(_, v)| v.to_string()),
+                );
+                found
+            }
             Transport::Stdio { env, .. } => env
                 .iter()
-                .filter(|(k, v)| {
-                    let k = k.to_string_lossy().to_ascii_uppercase();
-                    NAMES.iter().any(|n| k.contains(n)) && v.len() >= 8
-                })
+                .filter(|(k, v)| secret(&k.to_string_lossy(), &v.to_string_lossy()))
                 .map(|(_, v)| v.to_string_lossy().into_owned())
                 .collect(),
         }
@@ -266,5 +289,24 @@ impl fmt::Debug for Server {
         d.field("timeout", &self.timeout)
             .field("sub_agent_only", &self.sub_agent_only)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_tokens_passwords_and_secret_looking_values() {
+        let http = Server::http(
+            "https://me:pa55word!@h/mcp?api_key=k3y-12345678&page=12345678&token=short",
+        )
+        .bearer_token("tok-1");
+        assert_eq!(http.credentials(), ["tok-1", "pa55word!", "k3y-12345678"]);
+        let stdio = Server::stdio("x", [""; 0])
+            .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_0123456789")
+            .env("TZ", "Europe/Amsterdam")
+            .env("API_KEY", "short");
+        assert_eq!(stdio.credentials(), ["ghp_0123456789"]);
     }
 }
