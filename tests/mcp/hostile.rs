@@ -178,7 +178,12 @@ fn close_ends_a_call_waiting_to_write_to_a_server_that_does_not_read() {
         // Time for the calls to start and block (not an assertion: a call
         // that has not started yet fails with "closed" as well).
         thread::sleep(Duration::from_secs(2));
+        let started = std::time::Instant::now();
         client.close();
+        eprintln!(
+            "close with 20 calls blocked on a deaf server: {:?}",
+            started.elapsed()
+        );
         for call in calls {
             let err = call.join().unwrap().unwrap_err();
             assert!(err.message().contains("closed"), "{err}");
@@ -211,9 +216,15 @@ fn a_flood_of_notifications_does_not_starve_the_answer() {
             .add_extension(Registry::new().server("fake", server.timeout(Duration::from_secs(30))))
             .build()
             .unwrap();
+        let started = std::time::Instant::now();
         assert_eq!(
             agent.run_loop("flood").unwrap().answer.as_deref(),
             Some("ok")
+        );
+        // For the record, not asserted: machines are noisy.
+        eprintln!(
+            "100,000 notifications, then the answer: {:?}",
+            started.elapsed()
         );
         assert_eq!(observation(&model, 1), "flooded");
         agent.close();
