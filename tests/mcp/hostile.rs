@@ -193,6 +193,40 @@ fn close_ends_a_call_waiting_to_write_to_a_server_that_does_not_read() {
 }
 
 #[test]
+fn close_ends_a_restart_whose_handshake_hangs() {
+    let marker = std::env::temp_dir().join(format!("pikuri-{}.restart", unique_tag("m")));
+    let _ = std::fs::remove_file(&marker);
+    let Some((server, tag)) = fake(&["--hang-on-restart", &marker.display().to_string()]) else {
+        return;
+    };
+    // Only close can end the restart's handshake.
+    let server = server.startup_timeout(Duration::from_secs(600));
+    bounded(WATCHDOG, move || {
+        let client = Client::connect("fake", &server).unwrap();
+        let cx = ToolContext::detached();
+        assert!(client.call_tool("crash", &json!({}), &cx).is_err());
+        let restarting = {
+            let client = client.clone();
+            thread::spawn(move || {
+                client.call_tool("echo", &json!({"text": "x"}), &ToolContext::detached())
+            })
+        };
+        // Time for the restart to begin (not an assertion: a close that
+        // comes first makes the call fail as closed too).
+        thread::sleep(Duration::from_secs(2));
+        // Neither an accessor nor close waits for the handshake.
+        let _ = client.server_name();
+        client.close();
+        let err = restarting.join().unwrap().unwrap_err();
+        assert!(err.message().contains("closed"), "{err}");
+    });
+    let _ = std::fs::remove_file(&marker);
+    assert!(eventually(Duration::from_secs(5), || processes_tagged(
+        &tag
+    ) == 0));
+}
+
+#[test]
 fn a_flood_of_notifications_does_not_starve_the_answer() {
     let Some((server, _tag)) = fake(&[]) else {
         return;
