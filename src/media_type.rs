@@ -1,6 +1,6 @@
 //! `Content-Type` values as RFC 9110 (section 8.3.1) defines them: one small
 //! parser for every place the crate reads a media type (the chat client,
-//! the web tools).
+//! the web tools, the MCP HTTP transport).
 //!
 //! ```text
 //! media-type = type "/" subtype parameters

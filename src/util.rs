@@ -52,11 +52,114 @@ pub(crate) fn instant_after(d: Duration) -> Instant {
 
 /// `text` with every occurrence of `secret` replaced by `<redacted>`
 /// (nothing to do for an empty or blank secret). For text a server sends
-/// back, which may echo the API key.
+/// back, which may echo the API key. The one-secret form of
+/// [`Secrets::redact`], which does the work.
 pub(crate) fn redact<'a>(text: &'a str, secret: Option<&str>) -> Cow<'a, str> {
-    match secret.map(str::trim) {
-        Some(s) if !s.is_empty() && text.contains(s) => Cow::Owned(text.replace(s, "<redacted>")),
-        _ => Cow::Borrowed(text),
+    redact_each(text, secret.into_iter())
+}
+
+/// The one redaction path: `text` with every occurrence of each secret
+/// replaced by `<redacted>`, longest secret first (so a key that contains
+/// another is hidden whole). Blank secrets are skipped; the text is
+/// borrowed when it holds none.
+fn redact_each<'a, 's>(text: &'a str, secrets: impl Iterator<Item = &'s str>) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(text);
+    for s in secrets.map(str::trim).filter(|s| !s.is_empty()) {
+        if out.contains(s) {
+            out = Cow::Owned(out.replace(s, "<redacted>"));
+        }
+    }
+    out
+}
+
+/// Every credential one connection or agent holds (chat API keys, MCP
+/// bearer tokens, secret-looking environment values of MCP servers), to
+/// be redacted from every text a server supplies before it reaches a
+/// model, an event, a log line or an error. Cheap to clone.
+///
+/// What is caught: the secret verbatim. A server that echoes it encoded
+/// (base64, URL-escaped, split) is not.
+#[derive(Clone, Default)]
+pub(crate) struct Secrets(std::sync::Arc<[String]>);
+
+impl Secrets {
+    /// The non-blank, trimmed, distinct `secrets`, longest first.
+    pub(crate) fn new<I, S>(secrets: I) -> Secrets
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut all: Vec<String> = secrets
+            .into_iter()
+            .map(|s| s.as_ref().trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all.dedup();
+        Secrets(all.into())
+    }
+
+    /// These secrets and `more`.
+    pub(crate) fn with<I, S>(&self, more: I) -> Secrets
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let more: Vec<String> = more.into_iter().map(|s| s.as_ref().to_string()).collect();
+        Secrets::new(
+            self.0
+                .iter()
+                .map(String::as_str)
+                .chain(more.iter().map(String::as_str)),
+        )
+    }
+
+    /// Whether there is nothing to redact.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `text` without any of the secrets.
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        redact_each(text, self.0.iter().map(String::as_str))
+    }
+
+    /// `value` without any of the secrets in any string (object keys
+    /// included).
+    pub(crate) fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.is_empty() {
+            return;
+        }
+        // An explicit stack: a server's JSON may nest deeper than the
+        // thread's stack would allow recursion.
+        let mut stack = vec![value];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::String(s) => {
+                    if let Cow::Owned(clean) = self.redact(s) {
+                        *s = clean;
+                    }
+                }
+                Value::Array(items) => stack.extend(items.iter_mut()),
+                Value::Object(map) => {
+                    if map.keys().any(|k| matches!(self.redact(k), Cow::Owned(_))) {
+                        let old = std::mem::take(map);
+                        for (k, v) in old {
+                            map.insert(self.redact(&k).into_owned(), v);
+                        }
+                    }
+                    stack.extend(map.values_mut());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} redacted)", self.0.len())
     }
 }
 
@@ -170,6 +273,21 @@ mod tests {
         for (raw, shown) in cases {
             assert_eq!(redact_url(raw), shown, "{raw}");
         }
+    }
+
+    #[test]
+    fn secrets_are_redacted_longest_first_in_text_and_json() {
+        let s = Secrets::new(["abc", " ", "abcdef", "abc"]);
+        assert_eq!(s.redact("x abcdef y abc"), "x <redacted> y <redacted>");
+        assert!(matches!(s.redact("nothing"), Cow::Borrowed(_)));
+        let mut v = serde_json::json!({"k abc": ["abcdef", {"n": 1, "t": "zabc"}]});
+        s.redact_json(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"k <redacted>": ["<redacted>", {"n": 1, "t": "z<redacted>"}]})
+        );
+        assert!(Secrets::new([""; 0]).is_empty());
+        assert_eq!(s.with(["zz"]).redact("zz abc"), "<redacted> <redacted>");
     }
 
     #[test]

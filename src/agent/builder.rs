@@ -580,6 +580,17 @@ fn into_shared_approver(approver: impl Approver) -> Arc<dyn Approver> {
     Arc::new(slot.expect("just set"))
 }
 
+impl Configurator {
+    /// The API keys of the transport and of every fallback: credentials the
+    /// extensions redact from what their servers send (MCP).
+    pub(crate) fn credentials(&self) -> Vec<String> {
+        std::iter::once(&self.transport)
+            .chain(&self.fallbacks)
+            .filter_map(|t| t.api_key().map(String::from))
+            .collect()
+    }
+}
+
 impl fmt::Debug for Configurator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Configurator")

@@ -13,8 +13,8 @@ use super::http::Http;
 use super::jsonrpc::{HTTP_VERSIONS, RpcError, STDIO_VERSIONS};
 use super::server::{Server, Transport};
 use super::{content, stdio};
-use crate::util::redact_url;
-use crate::{Error, Result, ToolContext, ToolError};
+use crate::util::{Secrets, redact_url};
+use crate::{Cancellable, Error, Result, ToolContext, ToolError};
 
 /// A tool as a server lists it (`tools/list`).
 #[derive(Clone, Debug, PartialEq)]
@@ -61,9 +61,20 @@ pub struct ToolInfo {
 ///
 /// # Cancellation boundary
 ///
-/// [`call_tool`](Client::call_tool) waits on a channel, never on a read: a
-/// cancel of the context's [`Cancellable`](crate::Cancellable) returns at
-/// once, after sending `notifications/cancelled` with the request id.
+/// [`call_tool`](Client::call_tool) waits on a channel, never on a write or
+/// a read: a cancel of the context's [`Cancellable`](crate::Cancellable)
+/// returns at once, after sending `notifications/cancelled` with the
+/// request id (when the request was written). [`close`](Client::close)
+/// ends every wait too, a restart's handshake included.
+///
+/// # Secrets
+///
+/// The server's bearer token, and the values of its environment variables
+/// whose names look secret (see [`Server::env`]), are removed from
+/// everything the server sends (results, errors, log messages, tool
+/// descriptions, its stderr) before a caller, a log line or a model sees
+/// it; a [`Registry`](super::Registry) adds the agent's API keys and every
+/// other server's tokens. A secret is caught verbatim, not encoded.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -73,7 +84,10 @@ struct Inner {
     name: Arc<str>,
     server: Server,
     observer: Option<Observer>,
+    secrets: Secrets,
     state: Mutex<State>,
+    /// Held by the one thread restarting the server (never by `close`).
+    restarting: Mutex<()>,
 }
 
 struct State {
@@ -81,6 +95,8 @@ struct State {
     info: InitInfo,
     restarts_left: u32,
     closed: bool,
+    /// A restart's connection during its handshake, for `close` to end.
+    starting: Option<Arc<Conn>>,
 }
 
 /// Most pages `list_tools` follows (a server that never stops paginating).
@@ -100,16 +116,21 @@ impl Client {
     /// [`Error::Protocol`] when it answers `initialize` with an error. Over
     /// HTTP, each names the endpoint's URL (redacted).
     pub fn connect(name: &str, server: &Server) -> Result<Client> {
-        Client::connect_with(name, server, None)
+        Client::connect_with(name, server, None, &Secrets::default())
     }
 
+    /// `connect`, with an observer of the server's notices and `secrets`
+    /// to redact besides the server's own.
     pub(super) fn connect_with(
         name: &str,
         server: &Server,
         observer: Option<Observer>,
+        secrets: &Secrets,
     ) -> Result<Client> {
         let name: Arc<str> = Arc::from(name);
-        let (conn, info) = open(&name, server, observer.clone())?;
+        let secrets = secrets.with(server.credentials());
+        let conn = start(&name, server, observer.clone(), &secrets)?;
+        let info = handshake(&name, server, &conn)?;
         log::info!(
             target: "pikuri::mcp",
             "[{name}] connected: {} {} (protocol {})",
@@ -122,12 +143,15 @@ impl Client {
                 name,
                 server: server.clone(),
                 observer,
+                secrets,
                 state: Mutex::new(State {
                     conn,
                     info,
                     restarts_left: server.restarts,
                     closed: false,
+                    starting: None,
                 }),
+                restarting: Mutex::new(()),
             }),
         })
     }
@@ -167,6 +191,11 @@ impl Client {
     ///
     /// As [`connect`](Client::connect), for the `tools/list` requests.
     pub fn list_tools(&self) -> Result<Vec<ToolInfo>> {
+        self.list_tools_with(None)
+    }
+
+    /// `list_tools`, ended early by `cancel` too.
+    pub(super) fn list_tools_with(&self, cancel: Option<&Cancellable>) -> Result<Vec<ToolInfo>> {
         let conn = self.conn().map_err(|source| Error::Transport {
             url: shown_url(&self.inner.server),
             source,
@@ -175,7 +204,7 @@ impl Client {
         conn.tools_dirty.store(false, Ordering::SeqCst);
         let opts = Opts {
             timeout: self.inner.server.timeout,
-            cancel: None,
+            cancel,
             progress: None,
         };
         let mut tools = Vec::new();
@@ -283,12 +312,22 @@ impl Client {
     /// Shut the server down (stdio: close stdin, wait, then `SIGTERM` and
     /// `SIGKILL` to its process group; HTTP: DELETE the session). Idempotent;
     /// later calls fail with "closed".
+    ///
+    /// Returns within [`Server::shutdown_grace`] plus about two seconds,
+    /// whatever the server does (one that stopped reading its stdin
+    /// included), and ends every wait on this client, a restart's included.
+    /// A process that left the server's process group is reached on Linux
+    /// only, and only if its parent was still running; see
+    /// [`Server::shutdown_grace`].
     pub fn close(&self) {
-        let conn = {
+        let (conn, starting) = {
             let mut st = self.inner.state.lock();
             st.closed = true;
-            Arc::clone(&st.conn)
+            (Arc::clone(&st.conn), st.starting.take())
         };
+        if let Some(starting) = starting {
+            starting.close();
+        }
         conn.close();
     }
 
@@ -300,32 +339,71 @@ impl Client {
     }
 
     /// The live connection, restarting a dead stdio server within budget.
+    /// The state lock is never held across the restart, so `close` and the
+    /// accessors never wait for a handshake.
     fn conn(&self) -> std::result::Result<Arc<Conn>, Box<dyn std::error::Error + Send + Sync>> {
         let name = &self.inner.name;
-        let mut st = self.inner.state.lock();
-        if st.closed {
-            return Err(format!("MCP server `{name}` is closed").into());
+        let closed = || format!("MCP server `{name}` is closed").into();
+        {
+            let st = self.inner.state.lock();
+            if st.closed {
+                return Err(closed());
+            }
+            if st.conn.closed_reason().is_none() {
+                return Ok(Arc::clone(&st.conn));
+            }
         }
-        let Some(why) = st.conn.closed_reason() else {
-            return Ok(Arc::clone(&st.conn));
+        // One restart at a time: whoever waited here finds it done.
+        let _restart = self.inner.restarting.lock();
+        let (old, why) = {
+            let mut st = self.inner.state.lock();
+            if st.closed {
+                return Err(closed());
+            }
+            let Some(why) = st.conn.closed_reason() else {
+                return Ok(Arc::clone(&st.conn));
+            };
+            if st.restarts_left == 0 {
+                return Err(format!("MCP server `{name}` is down ({why})").into());
+            }
+            st.restarts_left -= 1;
+            (Arc::clone(&st.conn), why)
         };
-        if st.restarts_left == 0 {
-            return Err(format!("MCP server `{name}` is down ({why})").into());
-        }
-        st.restarts_left -= 1;
         log::warn!(target: "pikuri::mcp", "[{name}] restarting after: {why}");
-        st.conn.close();
-        match open(name, &self.inner.server, self.inner.observer.clone()) {
-            Ok((conn, info)) => {
-                conn.tools_dirty.store(true, Ordering::SeqCst);
-                st.conn = Arc::clone(&conn);
-                st.info = info;
-                Ok(conn)
+        old.close();
+        let failed = |e: &dyn std::fmt::Display| -> Box<dyn std::error::Error + Send + Sync> {
+            format!("MCP server `{name}` is down ({why}); restarting failed: {e}").into()
+        };
+        let server = &self.inner.server;
+        let conn = start(
+            name,
+            server,
+            self.inner.observer.clone(),
+            &self.inner.secrets,
+        )
+        .map_err(|e| failed(&e))?;
+        {
+            let mut st = self.inner.state.lock();
+            if st.closed {
+                drop(st);
+                conn.close();
+                return Err(closed());
             }
-            Err(e) => {
-                Err(format!("MCP server `{name}` is down ({why}); restarting failed: {e}").into())
-            }
+            st.starting = Some(Arc::clone(&conn));
         }
+        let shaken = handshake(name, server, &conn);
+        let mut st = self.inner.state.lock();
+        st.starting = None;
+        if st.closed {
+            drop(st);
+            conn.close();
+            return Err(closed());
+        }
+        let info = shaken.map_err(|e| failed(&e))?;
+        conn.tools_dirty.store(true, Ordering::SeqCst);
+        st.conn = Arc::clone(&conn);
+        st.info = info;
+        Ok(conn)
     }
 
     #[allow(
@@ -352,14 +430,15 @@ impl fmt::Debug for Client {
     }
 }
 
-/// Start or reach the server and run the handshake.
-fn open(
+/// Start (stdio) or prepare to reach (HTTP) the server.
+fn start(
     name: &Arc<str>,
     server: &Server,
     observer: Option<Observer>,
-) -> Result<(Arc<Conn>, InitInfo)> {
-    let conn = Conn::new(Arc::clone(name), observer);
-    let versions = match &server.transport {
+    secrets: &Secrets,
+) -> Result<Arc<Conn>> {
+    let conn = Conn::new(Arc::clone(name), observer, secrets.clone());
+    match &server.transport {
         Transport::Stdio {
             command,
             args,
@@ -382,7 +461,6 @@ fn open(
                 )
                 .into(),
             })?;
-            STDIO_VERSIONS
         }
         Transport::Http { url, bearer } => {
             crate::protocol::check_http_url(&format!("MCP server `{name}`: the URL"), url)
@@ -390,11 +468,21 @@ fn open(
             let slowest = server.timeout.max(server.startup_timeout);
             let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
             conn.set_wire(Box::new(Arc::new(http)));
-            HTTP_VERSIONS
         }
+    }
+    Ok(conn)
+}
+
+/// The `initialize` handshake on a started connection; closes it on
+/// failure.
+fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> {
+    let versions = if server.is_stdio() {
+        STDIO_VERSIONS
+    } else {
+        HTTP_VERSIONS
     };
     match conn.initialize(server.startup_timeout, versions) {
-        Ok(info) => Ok((conn, info)),
+        Ok(info) => Ok(info),
         Err(e) => {
             conn.close();
             Err(rpc_error(name, server, e, "initialize failed: "))

@@ -2,26 +2,54 @@
 //! the table of requests waiting for an answer, the dispatch of everything
 //! the server sends, and the `initialize` handshake.
 //!
-//! A request registers a one-slot channel under its id, hands the message to
-//! the transport and waits in a `select!` on three things: the answer, the
-//! caller's cancel hook, and the deadline. The transport's reader (the stdio
-//! reader thread, or the HTTP worker reading a response) calls
-//! [`Conn::dispatch`], which completes the waiting request. So a cancel or a
-//! timeout never waits for a read to return: the waiter just stops waiting,
-//! tells the server (`notifications/cancelled`) and drops the id; an answer
-//! that comes later is logged and ignored.
+//! A request registers a one-slot channel under its id, fixes its deadline
+//! (the timeout counts from here), hands the message to the transport and
+//! waits in a `select!` on three things: the answer, the caller's cancel
+//! hook, and the deadline. Handing over is bounded the same way: the stdio
+//! transport queues the message for its writer thread and, when that queue
+//! is full (a server that stopped reading its stdin), waits on the same
+//! deadline and cancel, and on the request failing (the connection closed
+//! or died); HTTP hands it to a worker thread at once. The transport's
+//! reader (the stdio reader thread, or the HTTP worker reading a response)
+//! calls [`Conn::dispatch`], which completes the waiting request. So a
+//! cancel or a timeout never waits for a write or a read to return: the
+//! waiter just stops waiting, tells the server (`notifications/cancelled`)
+//! and drops the id; an answer that comes later is logged and ignored.
+//!
+//! # Floods
+//!
+//! The reader completes requests itself, at once, but hands what the server
+//! notifies (progress, log messages) to a thread of its own through a
+//! bounded queue ([`NOTICE_QUEUE`]); when that queue is full, the notice is
+//! dropped and counted, and the count is logged at `warn`. So a server
+//! that sends 100,000 notifications before its answer, or a listener slow
+//! to take the events, never delays the answer: its cost is parsing the
+//! lines. `tools/list_changed` is never dropped (it only sets a flag, on
+//! the reader).
+//!
+//! # Secrets
+//!
+//! Everything the server sends passes [`Conn::dispatch`], which removes the
+//! connection's [`Secrets`] from every string of it before anything else
+//! reads it; errors of the transport pass [`Conn::fail`] and
+//! [`Conn::fail_all`], which do the same.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, after, bounded, select};
+use crossbeam_channel::{Receiver, Sender, TrySendError, at, bounded, select};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::jsonrpc::{self, Incoming, LATEST_VERSION, METHOD_NOT_FOUND, RpcError};
 use crate::Cancellable;
+use crate::util::{Secrets, instant_after};
+
+/// How many notices wait for the notice thread before more are dropped.
+pub(super) const NOTICE_QUEUE: usize = 1024;
 
 /// What a server said that the host may want to see (progress, log
 /// messages, a changed tool list).
@@ -64,12 +92,47 @@ pub(super) trait Wire: Send + Sync {
     /// Hand one message to the server. `id` is the request that waits for
     /// the answer (`None` for notifications and responses); a transport
     /// that fails later, off this thread, fails that request on `conn`.
-    fn send(&self, conn: &Arc<Conn>, msg: Value, id: Option<u64>) -> Result<(), RpcError>;
+    /// With `bound`, a transport that cannot take the message at once waits
+    /// no longer than it allows; without, it never waits (a message it
+    /// cannot take is an error).
+    fn send(
+        &self,
+        conn: &Arc<Conn>,
+        msg: Value,
+        id: Option<u64>,
+        bound: Option<&Bound<'_>>,
+    ) -> Result<(), RpcError>;
     /// The protocol version `initialize` agreed on. Only HTTP needs it
     /// (every later request carries it as a header).
     fn set_protocol_version(&self, _version: &str) {}
     /// Close the transport; `name` is the server's, for the log.
     fn close(&self, name: &str);
+}
+
+/// What ends a wait to hand a request to the transport: its deadline, the
+/// caller's cancel, or the request failing meanwhile (the connection was
+/// closed or died).
+pub(super) struct Bound<'a> {
+    pub(super) deadline: Instant,
+    /// The request's timeout, for the error.
+    pub(super) timeout: Duration,
+    pub(super) cancel: &'a Receiver<()>,
+    pub(super) failed: &'a Receiver<Result<Value, RpcError>>,
+}
+
+impl Bound<'_> {
+    /// Send `item` on `tx`, waiting at most as the bound allows.
+    pub(super) fn send<T>(&self, tx: &Sender<T>, item: T) -> Result<(), RpcError> {
+        select! {
+            send(tx, item) -> sent => sent.map_err(|_| RpcError::Closed("the server's stdin is closed".into())),
+            recv(self.cancel) -> _ => Err(RpcError::Cancelled),
+            recv(self.failed) -> failed => Err(match failed {
+                Ok(Err(e)) => e,
+                _ => RpcError::Closed("connection dropped".into()),
+            }),
+            recv(at(self.deadline)) -> _ => Err(RpcError::Timeout(self.timeout)),
+        }
+    }
 }
 
 /// Options of one request.
@@ -88,11 +151,41 @@ pub(super) struct Conn {
     next_id: AtomicU64,
     closed: Mutex<Option<String>>,
     pub(super) tools_dirty: AtomicBool,
+    /// Notices for the notice thread (see the module docs on floods);
+    /// `None` if that thread could not start (notices are then handled on
+    /// the reader).
+    notices: Option<Sender<Notice>>,
     observer: Option<Observer>,
+    /// Notices dropped since the notice thread last reported it.
+    shed: Arc<AtomicU64>,
+    /// Redacted from everything the server sends.
+    pub(super) secrets: Secrets,
 }
 
 impl Conn {
-    pub(super) fn new(name: Arc<str>, observer: Option<Observer>) -> Arc<Conn> {
+    pub(super) fn new(name: Arc<str>, observer: Option<Observer>, secrets: Secrets) -> Arc<Conn> {
+        let shed = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = bounded::<Notice>(NOTICE_QUEUE);
+        let thread_name = format!("mcp-{name}-notices");
+        let (n, o, s) = (Arc::clone(&name), observer.clone(), Arc::clone(&shed));
+        // The thread ends when the connection (the only sender) is dropped.
+        let notices = match thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || {
+                for notice in rx {
+                    deliver(o.as_ref(), notice);
+                    let dropped = s.swap(0, Ordering::Relaxed);
+                    if dropped > 0 {
+                        log::warn!(target: "pikuri::mcp", "[{n}] dropped {dropped} notifications: they came faster than they were handled");
+                    }
+                }
+            }) {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{name}] could not start the notice thread ({e}); notices are handled on the reader");
+                None
+            }
+        };
         Arc::new(Conn {
             name,
             wire: OnceLock::new(),
@@ -101,7 +194,10 @@ impl Conn {
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
             tools_dirty: AtomicBool::new(false),
+            notices,
             observer,
+            shed,
+            secrets,
         })
     }
 
@@ -121,7 +217,7 @@ impl Conn {
     /// Send a message without waiting for anything.
     pub(super) fn send(self: &Arc<Self>, msg: Value) -> Result<(), RpcError> {
         match self.wire.get() {
-            Some(wire) => wire.send(self, msg, None),
+            Some(wire) => wire.send(self, msg, None, None),
             None => Err(RpcError::Closed("not connected".into())),
         }
     }
@@ -139,6 +235,10 @@ impl Conn {
         if opts.cancel.is_some_and(Cancellable::is_cancelled) {
             return Err(RpcError::Cancelled);
         }
+        // The timeout counts from here: writing the request is part of it,
+        // and nothing the server sends meanwhile (progress included)
+        // extends it.
+        let deadline = instant_after(opts.timeout);
         let id = self.next_id();
         let (tx, rx) = bounded(1);
         self.pending.lock().insert(id, tx);
@@ -147,15 +247,6 @@ impl Conn {
                 p.insert("_meta".into(), json!({"progressToken": id}));
             }
             self.progress.lock().insert(id, label.clone());
-        }
-        let msg = jsonrpc::request(id, method, params);
-        let sent = match self.wire.get() {
-            Some(wire) => wire.send(self, msg, Some(id)),
-            None => Err(RpcError::Closed("not connected".into())),
-        };
-        if let Err(e) = sent {
-            self.forget(id);
-            return Err(e);
         }
         // `cancel_tx` lives until the wait ends (a dropped sender would wake
         // the `select!` as if cancelled).
@@ -167,7 +258,25 @@ impl Conn {
                 let _ = tx.try_send(());
             })
         });
-        let deadline = after(opts.timeout);
+        let msg = jsonrpc::request(id, method, params);
+        let bound = Bound {
+            deadline,
+            timeout: opts.timeout,
+            cancel: &cancel_rx,
+            failed: &rx,
+        };
+        let sent = match self.wire.get() {
+            Some(wire) => wire.send(self, msg, Some(id), Some(&bound)),
+            None => Err(RpcError::Closed("not connected".into())),
+        };
+        if let Err(e) = sent {
+            // Never handed over: there is nothing to cancel at the server.
+            self.forget(id);
+            if !matches!(e, RpcError::Cancelled | RpcError::Timeout(_)) {
+                log::debug!(target: "pikuri::mcp", "[{}] {method} #{id} not sent: {e}", self.name);
+            }
+            return Err(e);
+        }
         select! {
             recv(rx) -> answer => {
                 self.progress.lock().remove(&id);
@@ -178,7 +287,7 @@ impl Conn {
                 self.abandon(id, method, "cancelled by the user");
                 Err(RpcError::Cancelled)
             }
-            recv(deadline) -> _ => {
+            recv(at(deadline)) -> _ => {
                 let why = format!("no answer within {} s", opts.timeout.as_secs_f64());
                 self.abandon(id, method, &why);
                 Err(RpcError::Timeout(opts.timeout))
@@ -210,12 +319,13 @@ impl Conn {
     /// Fail one waiting request (a transport saw it die).
     pub(super) fn fail(&self, id: u64, err: RpcError) {
         if let Some(tx) = self.pending.lock().remove(&id) {
-            let _ = tx.try_send(Err(err));
+            let _ = tx.try_send(Err(err.redacted(&self.secrets)));
         }
     }
 
     /// Mark the connection dead and fail every waiting request.
     pub(super) fn fail_all(&self, reason: &str) {
+        let reason = self.secrets.redact(reason);
         self.closed.lock().get_or_insert_with(|| reason.to_string());
         let waiting: Vec<_> = self.pending.lock().drain().collect();
         for (_, tx) in waiting {
@@ -224,8 +334,9 @@ impl Conn {
     }
 
     /// Handle one message from the server; returns the id of the request it
-    /// answered, if any.
-    pub(super) fn dispatch(self: &Arc<Self>, msg: Value) -> Option<u64> {
+    /// answered, if any. The secrets are redacted from it first.
+    pub(super) fn dispatch(self: &Arc<Self>, mut msg: Value) -> Option<u64> {
+        self.secrets.redact_json(&mut msg);
         match Incoming::classify(msg) {
             Incoming::Response {
                 id: Some(id),
@@ -273,12 +384,17 @@ impl Conn {
         }
     }
 
+    /// Classify a notification on the reader; what is more than a flag goes
+    /// to the notice thread (see the module docs on floods).
     fn notification(&self, method: &str, params: &Value) {
         let server = Arc::clone(&self.name);
         let notice = match method {
             "notifications/tools/list_changed" => {
                 self.tools_dirty.store(true, Ordering::SeqCst);
                 log::debug!(target: "pikuri::mcp", "[{server}] tool list changed");
+                if self.observer.is_none() {
+                    return;
+                }
                 Notice::ToolsChanged { server }
             }
             "notifications/progress" => {
@@ -289,42 +405,35 @@ impl Conn {
                 let Some(tool) = token.and_then(|t| self.progress.lock().get(&t).cloned()) else {
                     return;
                 };
-                let notice = Notice::Progress {
+                Notice::Progress {
                     server,
                     tool,
                     progress: params["progress"].as_f64().unwrap_or(0.0),
                     total: params["total"].as_f64(),
                     message: params["message"].as_str().map(String::from),
-                };
-                log::debug!(target: "pikuri::mcp", "{notice:?}");
-                notice
-            }
-            "notifications/message" => {
-                let level = params["level"].as_str().unwrap_or("info").to_string();
-                let logger = params["logger"].as_str().map(String::from);
-                let data = params.get("data").cloned().unwrap_or(Value::Null);
-                let lvl = match level.as_str() {
-                    "debug" => log::Level::Debug,
-                    "info" | "notice" => log::Level::Info,
-                    "warning" => log::Level::Warn,
-                    _ => log::Level::Error,
-                };
-                let text = data.as_str().map_or_else(|| data.to_string(), String::from);
-                log::log!(target: "pikuri::mcp", lvl, "[{server}] {}: {text}", logger.as_deref().unwrap_or("server"));
-                Notice::Log {
-                    server,
-                    level,
-                    logger,
-                    data,
                 }
             }
+            "notifications/message" => Notice::Log {
+                server,
+                level: params["level"].as_str().unwrap_or("info").to_string(),
+                logger: params["logger"].as_str().map(String::from),
+                data: params.get("data").cloned().unwrap_or(Value::Null),
+            },
             other => {
                 log::debug!(target: "pikuri::mcp", "[{server}] ignored notification `{other}`");
                 return;
             }
         };
-        if let Some(observer) = &self.observer {
-            observer(notice);
+        match &self.notices {
+            Some(tx) => match tx.try_send(notice) {
+                Ok(()) => {}
+                // A flood, or a slow listener: the answers come first.
+                Err(TrySendError::Full(_)) => {
+                    self.shed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(notice)) => deliver(self.observer.as_ref(), notice),
+            },
+            None => deliver(self.observer.as_ref(), notice),
         }
     }
 
@@ -355,6 +464,32 @@ impl Conn {
         if let Some(wire) = self.wire.get() {
             wire.close(&self.name);
         }
+    }
+}
+
+/// Log a notice and hand it to the observer (on the notice thread).
+fn deliver(observer: Option<&Observer>, notice: Notice) {
+    match &notice {
+        Notice::Progress { .. } => log::debug!(target: "pikuri::mcp", "{notice:?}"),
+        Notice::Log {
+            server,
+            level,
+            logger,
+            data,
+        } => {
+            let lvl = match level.as_str() {
+                "debug" => log::Level::Debug,
+                "info" | "notice" => log::Level::Info,
+                "warning" => log::Level::Warn,
+                _ => log::Level::Error,
+            };
+            let text = data.as_str().map_or_else(|| data.to_string(), String::from);
+            log::log!(target: "pikuri::mcp", lvl, "[{server}] {}: {text}", logger.as_deref().unwrap_or("server"));
+        }
+        Notice::ToolsChanged { .. } => {}
+    }
+    if let Some(observer) = observer {
+        observer(notice);
     }
 }
 

@@ -25,8 +25,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::conn::{Conn, Wire, init_params, parse_init};
+use super::conn::{Bound, Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
+use crate::media_type::MediaType;
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
 use crate::util::{excerpt, redact_url_in};
 
@@ -74,6 +75,10 @@ impl Http {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+            // A server that stops reading a large body ties up the worker
+            // for no longer than a request may take.
+            .timeout_send_request(Some(timeout))
+            .timeout_send_body(Some(timeout))
             .timeout_recv_response(Some(timeout))
             .timeout_per_read(Some(timeout))
             .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
@@ -113,18 +118,18 @@ impl Http {
 
     fn deliver(&self, conn: &Arc<Conn>, msg: &Value, id: Option<u64>) {
         let seen = *self.generation.lock();
-        let mut result = self.post(msg, id, &mut |m| conn.dispatch(m));
+        let mut result = self.post(conn, msg, id, &mut |m| conn.dispatch(m));
         let is_init = msg["method"] == "initialize";
         if matches!(result, Err(PostError::Expired)) && !is_init {
             log::info!(target: "pikuri::mcp", "[{}] session expired; initializing again", conn.name);
             result = match self.reinitialize(conn, seen) {
-                Ok(()) => self.post(msg, id, &mut |m| conn.dispatch(m)),
+                Ok(()) => self.post(conn, msg, id, &mut |m| conn.dispatch(m)),
                 Err(e) => Err(PostError::Failed(format!("re-initializing failed: {e}"))),
             };
         }
         let Some(id) = id else {
             if let Err(e) = result {
-                log::debug!(target: "pikuri::mcp", "[{}] POST of a notification failed: {}", conn.name, e.into_rpc());
+                log::debug!(target: "pikuri::mcp", "[{}] POST of a notification failed: {}", conn.name, e.into_rpc().redacted(&conn.secrets));
             }
             return;
         };
@@ -148,8 +153,9 @@ impl Http {
         let id = conn.next_id();
         let mut answer = None;
         let msg = jsonrpc::request(id, "initialize", init_params());
-        self.post(&msg, Some(id), &mut |m| {
+        self.post(conn, &msg, Some(id), &mut |mut m| {
             if m["id"].as_u64() == Some(id) {
+                conn.secrets.redact_json(&mut m);
                 answer = Some(m);
                 Some(id)
             } else {
@@ -167,7 +173,7 @@ impl Http {
         let info = parse_init(result, HTTP_VERSIONS).map_err(|e| e.to_string())?;
         self.set_protocol_version(&info.protocol_version);
         let note = jsonrpc::notification("notifications/initialized", None);
-        self.post(&note, None, &mut |m| conn.dispatch(m))
+        self.post(conn, &note, None, &mut |m| conn.dispatch(m))
             .map_err(|_| "notifications/initialized was refused".to_string())?;
         *generation += 1;
         Ok(())
@@ -178,6 +184,7 @@ impl Http {
     /// is `id`).
     fn post(
         &self,
+        conn: &Conn,
         msg: &Value,
         id: Option<u64>,
         on_msg: &mut dyn FnMut(Value) -> Option<u64>,
@@ -215,11 +222,7 @@ impl Http {
         if status == 202 {
             return Ok(());
         }
-        let is_sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let is_sse = is_event_stream(resp.headers());
         if status >= 400 {
             let text = resp
                 .body_mut()
@@ -242,7 +245,12 @@ impl Http {
                         }
                     }
                     Err(_) => {
-                        log::warn!(target: "pikuri::mcp", "skipped an SSE event that is not JSON: {}", excerpt(data, 200));
+                        log::warn!(
+                            target: "pikuri::mcp",
+                            "[{}] skipped an SSE event that is not JSON: {}",
+                            conn.name,
+                            crate::sanitize::sanitize(&conn.secrets.redact(&excerpt(data, 200)))
+                        );
                     }
                 }
                 Ok(Flow::Continue)
@@ -324,9 +332,25 @@ impl Http {
     }
 }
 
+/// Whether the response is an event stream, through the crate's one
+/// media-type parser (`Text/Event-Stream; charset=UTF-8` is one too).
+fn is_event_stream(headers: &ureq::http::HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(MediaType::parse)
+        .is_some_and(|m| m.is("text/event-stream"))
+}
+
 /// Shared, because each POST runs on a worker thread that holds the `Http`.
 impl Wire for Arc<Http> {
-    fn send(&self, conn: &Arc<Conn>, msg: Value, id: Option<u64>) -> Result<(), RpcError> {
+    fn send(
+        &self,
+        conn: &Arc<Conn>,
+        msg: Value,
+        id: Option<u64>,
+        _bound: Option<&Bound<'_>>,
+    ) -> Result<(), RpcError> {
         // The POST and the answer happen on a worker; a failure there fails
         // the request on `conn`, so handing it over always succeeds.
         Http::send(self, conn, msg, id);

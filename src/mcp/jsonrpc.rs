@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::util::Secrets;
+
 /// The protocol revision offered in `initialize`.
 pub(super) const LATEST_VERSION: &str = "2025-06-18";
 /// Revisions accepted when the server answers with one of them. 2024-11-05
@@ -114,6 +116,30 @@ pub(super) enum RpcError {
         /// The start of the body.
         message: String,
     },
+}
+
+impl RpcError {
+    /// The error without any of `secrets` in its text.
+    pub(super) fn redacted(self, secrets: &Secrets) -> RpcError {
+        let clean = |s: String| match secrets.redact(&s) {
+            std::borrow::Cow::Owned(c) => c,
+            std::borrow::Cow::Borrowed(_) => s,
+        };
+        match self {
+            RpcError::Remote { code, message } => RpcError::Remote {
+                code,
+                message: clean(message),
+            },
+            RpcError::Closed(why) => RpcError::Closed(clean(why)),
+            RpcError::Transport(why) => RpcError::Transport(clean(why)),
+            RpcError::Unreachable(why) => RpcError::Unreachable(clean(why)),
+            RpcError::Status { status, message } => RpcError::Status {
+                status,
+                message: clean(message),
+            },
+            e @ (RpcError::Timeout(_) | RpcError::Cancelled) => e,
+        }
+    }
 }
 
 impl fmt::Display for RpcError {

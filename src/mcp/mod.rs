@@ -102,14 +102,31 @@
 //!
 //! | what happens | what the caller gets |
 //! |---|---|
-//! | no answer within [`Server::timeout`] (default 60 s) | `Error: ... did not answer within 60 s`; the server gets `notifications/cancelled` |
-//! | the run's [`Cancellable`](crate::Cancellable) fires during a call | returns at once (a channel wait, not a read); `notifications/cancelled` with the id and a reason is sent |
-//! | the stdio server exits mid-call | `Error: ... stopped during the call`; the next call restarts it ([`Server::restarts`], default once), then `Error: ... is down` |
+//! | no answer within [`Server::timeout`] (default 60 s), counted from the moment the request is made, its writing included | `Error: ... did not answer within 60 s`; the server gets `notifications/cancelled` |
+//! | the run's [`Cancellable`](crate::Cancellable) fires during a call | returns at once (a channel wait, never a write or a read); `notifications/cancelled` with the id and a reason is sent |
+//! | a stdio server stops reading its stdin (a large call cannot be written) | the timeout or a cancel ends the call all the same; only a writer thread waits on the pipe, and [`Agent::close`](crate::Agent::close) ends it |
+//! | notifications before the answer (100,000 of them, or a listener slow to take the events) | the answer is not delayed and the timeout not extended: notices wait in a queue of 1,024, further ones are dropped and their count logged at `warn` |
+//! | the stdio server exits, mid-call or at start | `Error: ... stopped during the call` (at start: the connect fails), with the last lines of its stderr (at most 20 lines, 2 KiB, escaped, credentials redacted); the next call restarts it ([`Server::restarts`], default once), then `Error: ... is down` |
 //! | a non-JSON line on stdout (a banner), a line over [`Server::max_message_bytes`] (default 4 MiB) | logged at `warn` and skipped |
 //! | an unknown notification | logged at `debug` and ignored |
 //!
 //! In every case the agent's history stays valid: each tool call gets its
 //! result.
+//!
+//! # Secrets
+//!
+//! A server may echo what it was given: a bearer token in an error body, an
+//! API key inherited through its environment in a result. Every credential
+//! the crate holds for the agent (its [`ChatTransport`](crate::ChatTransport)'s
+//! API key and its fallbacks', every server's bearer token, the password
+//! and secret-looking query values of its URL, and the secret-looking
+//! environment values of [`Server::env`]) is replaced by
+//! `<redacted>` in everything a server sends, before a model, an event, a
+//! log line or an error sees it: results, errors, log notifications,
+//! `instructions`, tool descriptions and schemas, stderr. A secret is
+//! caught verbatim only (not base64- or URL-encoded). HTTP media types are
+//! compared as RFC 9110 says (`Text/Event-Stream; charset=UTF-8` is an
+//! event stream), through the same parser as the chat client.
 //!
 //! # Shutdown
 //!
@@ -117,15 +134,21 @@
 //! stdin, waits up to [`Server::shutdown_grace`] (default 2 s), then sends
 //! `SIGTERM` to the group, and `SIGKILL` one second later if any member
 //! is left, so a wrapper such as `npx` leaves no child behind. The signals
-//! are sent with the system's `kill` command. On Windows there are no
-//! process groups: the server process is killed and its own children may
-//! survive (best effort). An HTTP session is ended with `DELETE`.
+//! are sent with the system's `kill` command. A descendant that left the
+//! group (`setsid`) is found on Linux through `/proc` and signalled too,
+//! if its parent still runs when the shutdown begins (a double-forked
+//! daemon, adopted by init, is not found); elsewhere it survives. On
+//! Windows there are no process groups: the server process is killed and
+//! its own children may survive (best effort). An HTTP session is ended
+//! with `DELETE`. Closing returns within the grace period plus about two
+//! seconds, whatever the server does.
 //!
 //! # Log levels
 //!
 //! Target `pikuri::mcp`. `info`: connected, session re-initialized, list
 //! refreshed. `warn`: skipped lines and tools, a restart, an optional server
-//! left out. `debug`: the server's stderr, ignored notifications, refused
+//! left out, notifications dropped in a flood. `debug`: the server's
+//! stderr, ignored notifications, refused
 //! server requests, abandoned requests. The server's own
 //! `notifications/message` at its level.
 

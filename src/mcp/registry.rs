@@ -55,6 +55,9 @@ pub struct Registry {
 struct Inner {
     entries: Vec<Entry>,
     ctx: Option<ExtensionContext>,
+    /// The agent's API keys and every server's credentials, redacted from
+    /// what any of the servers sends.
+    secrets: crate::util::Secrets,
 }
 
 struct Entry {
@@ -119,7 +122,7 @@ impl Registry {
 
     /// Re-list the tools of every server whose list changed, and swap them
     /// in the agent. Runs at the refresh points of the module docs.
-    fn refresh(&self, only: Option<&str>) {
+    fn refresh(&self, only: Option<&str>, cancel: Option<&crate::Cancellable>) {
         let mut inner = self.inner.lock();
         let Some(ctx) = inner.ctx.clone() else { return };
         for entry in &mut inner.entries {
@@ -132,7 +135,7 @@ impl Registry {
             if !client.take_tools_changed() {
                 continue;
             }
-            let listed = match client.list_tools() {
+            let listed = match client.list_tools_with(cancel) {
                 Ok(listed) => listed,
                 Err(e) => {
                     log::warn!(target: "pikuri::mcp", "[{}] refreshing the tool list failed: {e}", entry.name);
@@ -259,8 +262,14 @@ fn summary(server: &Server, client: &Client) -> String {
 }
 
 impl Extension for Registry {
-    fn configure(&mut self, _c: &Configurator) -> Result<()> {
-        let inner = self.inner.lock();
+    fn configure(&mut self, c: &Configurator) -> Result<()> {
+        let mut inner = self.inner.lock();
+        let servers: Vec<String> = inner
+            .entries
+            .iter()
+            .flat_map(|e| e.server.credentials())
+            .collect();
+        inner.secrets = crate::util::Secrets::new(c.credentials().into_iter().chain(servers));
         let mut seen = HashSet::new();
         for e in &inner.entries {
             if e.name.trim().is_empty() {
@@ -278,14 +287,16 @@ impl Extension for Registry {
 
     fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
         let observer = observer(ctx);
-        let specs: Vec<(String, Server)> = {
+        let (specs, secrets): (Vec<(String, Server)>, _) = {
             let mut inner = self.inner.lock();
             inner.ctx = Some(ctx.clone());
-            inner
+            let secrets = inner.secrets.clone();
+            let specs = inner
                 .entries
                 .iter()
                 .map(|e| (e.name.clone(), e.server.clone()))
-                .collect()
+                .collect();
+            (specs, secrets)
         };
         // Servers start in parallel: `npx` and `uvx` take seconds each.
         let connected: Vec<Result<(Client, Vec<ToolInfo>)>> = std::thread::scope(|s| {
@@ -293,8 +304,9 @@ impl Extension for Registry {
                 .iter()
                 .map(|(name, server)| {
                     let observer = observer.clone();
+                    let secrets = &secrets;
                     s.spawn(move || {
-                        let client = Client::connect_with(name, server, Some(observer))?;
+                        let client = Client::connect_with(name, server, Some(observer), secrets)?;
                         let tools = client.list_tools();
                         client.take_tools_changed();
                         tools.map(|t| (client, t))
@@ -343,8 +355,9 @@ impl Extension for Registry {
         }
     }
 
-    fn on_user_message(&mut self, _ctx: &ExtensionContext, _message: &str) {
-        self.refresh(None);
+    fn on_user_message(&mut self, ctx: &ExtensionContext, _message: &str) {
+        let cancel = ctx.shared().ok().and_then(|s| s.cancellable.clone());
+        self.refresh(None, cancel.as_ref());
     }
 
     fn system_prompt_snippets(&self) -> Vec<String> {
@@ -428,7 +441,7 @@ impl Tool for McpTool {
         let out = self.client.call_tool(&self.remote, args, cx);
         // Second refresh point: a list that changed during the call is
         // current before the next request of this turn.
-        self.registry.refresh(Some(&self.server));
+        self.registry.refresh(Some(&self.server), cx.cancellable());
         out
     }
 }

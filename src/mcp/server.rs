@@ -130,6 +130,11 @@ impl Server {
 
     /// Set an environment variable of the child process (stdio only; the
     /// child inherits the rest of the environment).
+    ///
+    /// A value of at least 8 characters whose name contains `TOKEN`, `KEY`,
+    /// `SECRET`, `PASSWORD`, `PASSWD`, `AUTH` or `CREDENTIAL` (any case) is
+    /// treated as a credential: it is redacted from everything the server
+    /// sends (see [`Client`](super::Client#secrets)).
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {
         if let Transport::Stdio { env, .. } = &mut self.transport {
             env.push((key.into(), value.into()));
@@ -146,6 +151,9 @@ impl Server {
     }
 
     /// Send `Authorization: Bearer <token>` with every request (HTTP only).
+    /// The token is redacted from everything the server sends, as are the
+    /// URL's password and its query values whose names look secret (the
+    /// names of [`Server::env`]).
     pub fn bearer_token(mut self, token: impl Into<String>) -> Server {
         if let Transport::Http { bearer, .. } = &mut self.transport {
             *bearer = Some(token.into());
@@ -156,6 +164,14 @@ impl Server {
     /// How long one request (a `tools/list` page, a `tools/call`, a `ping`;
     /// the handshake has [`startup_timeout`](Server::startup_timeout)) may take before it is abandoned, the server is told
     /// (`notifications/cancelled`) and the call fails. Default 60 s.
+    ///
+    /// The time counts from the moment the request is made until its
+    /// answer is read: writing the request is part of it (a stdio server
+    /// that stops reading its stdin cannot stretch it), and nothing the
+    /// server sends meanwhile extends it, progress notifications included
+    /// (the spec allows either; a fixed bound is the one a host can rely
+    /// on). A flood of notifications does not delay the answer: see the
+    /// [module docs](super#timeouts-cancellation-and-faults).
     pub fn timeout(mut self, timeout: Duration) -> Server {
         self.timeout = timeout;
         self
@@ -206,9 +222,60 @@ impl Server {
 
     /// How long a stdio server gets to exit after its stdin is closed before
     /// its process group is sent `SIGTERM`, then `SIGKILL` (default 2 s).
+    ///
+    /// On Linux, the server's descendants that left its process group
+    /// (`setsid`) get the same signals, if they are found: their parent
+    /// must still be running when the shutdown begins (a double-forked
+    /// daemon, adopted by init, is not found). Elsewhere only the group is
+    /// signalled.
     pub fn shutdown_grace(mut self, grace: Duration) -> Server {
         self.shutdown_grace = grace;
         self
+    }
+
+    /// The credentials this server is given: its bearer token, its URL's
+    /// password and secret-looking query values (`?api_key=...`), and its
+    /// environment values that look secret (see [`Server::env`]).
+    pub(super) fn credentials(&self) -> Vec<String> {
+        const NAMES: [&str; 7] = [
+            "TOKEN",
+            "KEY",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "AUTH",
+            "CREDENTIAL",
+        ];
+        let secret = |name: &str, value: &str| {
+            let name = name.to_ascii_uppercase();
+            NAMES.iter().any(|n| name.contains(n)) && value.len() >= 8
+        };
+        match &self.transport {
+            Transport::Http { url, bearer } => {
+                let mut found: Vec<String> = bearer.iter().cloned().collect();
+                // The user info's password, and secret-looking query values.
+                let url = url.split('#').next().unwrap_or_default();
+                let rest = url.split_once("://").map_or(url, |(_, r)| r);
+                let (before, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let authority = before.split('/').next().unwrap_or_default();
+                if let Some((user, _)) = authority.rsplit_once('@') {
+                    found.extend(user.split_once(':').map(|(_, p)| p.to_string()));
+                }
+                found.extend(
+                    query
+                        .split('&')
+                        .filter_map(|pair| pair.split_once('='))
+                        .filter(|(k, v)| secret(k, v))
+                        .map(|(_, v)| v.to_string()),
+                );
+                found
+            }
+            Transport::Stdio { env, .. } => env
+                .iter()
+                .filter(|(k, v)| secret(&k.to_string_lossy(), &v.to_string_lossy()))
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+                .collect(),
+        }
     }
 
     /// Whether this is a stdio server.
@@ -249,5 +316,24 @@ impl fmt::Debug for Server {
         d.field("timeout", &self.timeout)
             .field("sub_agent_only", &self.sub_agent_only)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_tokens_passwords_and_secret_looking_values() {
+        let http = Server::http(
+            "https://me:pa55word!@h/mcp?api_key=k3y-12345678&page=12345678&token=short",
+        )
+        .bearer_token("tok-1");
+        assert_eq!(http.credentials(), ["tok-1", "pa55word!", "k3y-12345678"]);
+        let stdio = Server::stdio("x", [""; 0])
+            .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_0123456789")
+            .env("TZ", "Europe/Amsterdam")
+            .env("API_KEY", "short");
+        assert_eq!(stdio.credentials(), ["ghp_0123456789"]);
     }
 }

@@ -1,6 +1,26 @@
 //! The stdio transport: a child process in its own process group, one
-//! reader thread parsing newline-delimited JSON from its stdout, one thread
-//! forwarding its stderr to the log, and an orderly shutdown.
+//! writer thread feeding its stdin from a bounded queue, one reader thread
+//! parsing newline-delimited JSON from its stdout, one thread forwarding its
+//! stderr to the log (and keeping its last lines), and an orderly shutdown.
+//!
+//! # Writing
+//!
+//! Only the writer thread writes to the child's stdin, so a server that
+//! stops reading blocks that thread and nothing else: a request waits for
+//! room in the queue ([`QUEUE`] messages) no longer than its deadline or
+//! a cancel allows (see [`Bound`]), and a message that was queued is written
+//! whole or not at all (a cancel never cuts a line in half). A message
+//! without a waiting request (a cancellation, an answer to a server
+//! request) is dropped and logged when the queue is full.
+//!
+//! # A server that dies
+//!
+//! When its stdout ends, every waiting request fails with the reason and
+//! the last lines the server wrote to its stderr (at most [`TAIL_LINES`]
+//! lines and [`TAIL_BYTES`] bytes, escaped as the
+//! [sanitizer](crate::listeners::sanitize) does, credentials redacted):
+//! `connection closed: the server closed its stdout; its stderr ended
+//! with: Error: Cannot find module ...`.
 //!
 //! # Shutdown
 //!
@@ -11,26 +31,47 @@
 //! cannot leave its real server behind. Signals are sent with the system's
 //! `kill` command (the crate has no libc binding and forbids `unsafe`).
 //!
+//! A descendant that left the group (`setsid`, a daemon) is not reached by
+//! the group's signal. On Linux the descendants of the server are read from
+//! `/proc` (each process's parent) before its stdin is closed, and each
+//! one still running, the same process (its start time unchanged), gets
+//! the same signals as the group. What this cannot find: a descendant whose
+//! parent exited before the shutdown began (a double-forked daemon is
+//! adopted by init and no longer traceable), and, elsewhere than Linux,
+//! any descendant outside the group.
+//!
 //! On Windows there are no process groups: the child is killed with
 //! [`Child::kill`] and its own children may survive (best effort).
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio as Pipe};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::conn::{Conn, Wire};
+use super::conn::{Bound, Conn, Wire};
 use super::jsonrpc::RpcError;
-use crate::util::excerpt;
+use crate::sanitize::sanitize;
+use crate::util::{Secrets, excerpt};
+
+/// Messages that may wait for the writer thread.
+pub(super) const QUEUE: usize = 16;
+/// Most lines of stderr an error carries.
+pub(super) const TAIL_LINES: usize = 20;
+/// Most bytes of stderr an error carries.
+pub(super) const TAIL_BYTES: usize = 2048;
 
 pub(super) struct Stdio {
-    stdin: Mutex<Option<ChildStdin>>,
+    /// The writer's queue; `None` once closed (the writer then finishes
+    /// what is queued and closes stdin).
+    queue: Mutex<Option<Sender<Vec<u8>>>>,
     child: Mutex<Child>,
     grace: Duration,
 }
@@ -44,7 +85,44 @@ pub(super) struct Spawn<'a> {
     pub(super) grace: Duration,
 }
 
-/// Start the process and its reader threads; the wire is set on `conn`.
+/// The last lines of the server's stderr, and whether it ended.
+#[derive(Default)]
+struct Tail {
+    lines: VecDeque<String>,
+}
+
+impl Tail {
+    fn push(&mut self, line: String) {
+        if self.lines.len() == TAIL_LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The lines, at most [`TAIL_BYTES`] of their end; `None` if none.
+    fn text(&self) -> Option<String> {
+        let all = self
+            .lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if all.is_empty() {
+            return None;
+        }
+        if all.len() <= TAIL_BYTES {
+            return Some(all);
+        }
+        let mut start = all.len() - TAIL_BYTES;
+        while !all.is_char_boundary(start) {
+            start += 1;
+        }
+        Some(format!("…{}", &all[start..]))
+    }
+}
+
+/// Start the process and its threads; the wire is set on `conn`.
 pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
     let mut cmd = Command::new(spec.command);
     cmd.args(spec.args)
@@ -59,41 +137,93 @@ pub(super) fn spawn(conn: &Arc<Conn>, spec: &Spawn<'_>) -> io::Result<()> {
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = cmd.spawn()?;
-    let stdin = child.stdin.take();
+    let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     log::debug!(target: "pikuri::mcp", "[{}] started pid {}", conn.name, child.id());
-    conn.set_wire(Box::new(Stdio {
-        stdin: Mutex::new(stdin),
+    let (tx, rx) = bounded::<Vec<u8>>(QUEUE);
+    let wire = Stdio {
+        queue: Mutex::new(Some(tx)),
         child: Mutex::new(child),
         grace: spec.grace,
-    }));
-
-    let reader_conn = Arc::clone(conn);
-    let max = spec.max_message;
-    thread::Builder::new()
-        .name(format!("mcp-{}-out", conn.name))
-        .spawn(move || read_stdout(&reader_conn, stdout, max))?;
-    let name = Arc::clone(&conn.name);
-    thread::Builder::new()
-        .name(format!("mcp-{}-err", conn.name))
-        .spawn(move || read_stderr(&name, stderr, max))?;
+    };
+    let started = (|| {
+        let name = Arc::clone(&conn.name);
+        thread::Builder::new()
+            .name(format!("mcp-{}-in", conn.name))
+            .spawn(move || write_stdin(&name, stdin, &rx))?;
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        // Dropped by the stderr thread when stderr ends.
+        let (err_done_tx, err_done_rx) = bounded::<()>(0);
+        let (name, secrets) = (Arc::clone(&conn.name), conn.secrets.clone());
+        let err_tail = Arc::clone(&tail);
+        let max = spec.max_message;
+        thread::Builder::new()
+            .name(format!("mcp-{}-err", conn.name))
+            .spawn(move || {
+                read_stderr(&name, &secrets, stderr, max, &err_tail);
+                drop(err_done_tx);
+            })?;
+        let reader_conn = Arc::downgrade(conn);
+        let reader_name = Arc::clone(&conn.name);
+        let reader_secrets = conn.secrets.clone();
+        thread::Builder::new()
+            .name(format!("mcp-{}-out", conn.name))
+            .spawn(move || {
+                let reason = read_stdout(&reader_conn, &reader_name, &reader_secrets, stdout, max);
+                // The server's own words on why: its stderr usually ends a
+                // moment after its stdout.
+                let _ = err_done_rx.recv_timeout(Duration::from_millis(500));
+                let reason = match tail.lock().text() {
+                    Some(t) => format!("{reason}; its stderr ended with:\n{t}"),
+                    None => reason,
+                };
+                log::debug!(target: "pikuri::mcp", "[{reader_name}] {reason}");
+                if let Some(conn) = reader_conn.upgrade() {
+                    conn.fail_all(&reason);
+                }
+            })?;
+        Ok::<(), io::Error>(())
+    })();
+    conn.set_wire(Box::new(wire));
+    if let Err(e) = started {
+        // Without its threads the server cannot be used: stop it.
+        conn.close();
+        return Err(e);
+    }
     Ok(())
 }
 
-fn read_stdout(conn: &Arc<Conn>, stdout: impl Read, max: usize) {
+/// The writer thread: write each queued message whole; close stdin when
+/// the queue is closed and empty, or stop at the first failed write.
+fn write_stdin(name: &str, mut stdin: ChildStdin, queue: &Receiver<Vec<u8>>) {
+    for line in queue {
+        if let Err(e) = stdin.write_all(&line).and_then(|()| stdin.flush()) {
+            // The reader sees the server go and fails what waits, with its
+            // stderr; a write error alone says less.
+            log::debug!(target: "pikuri::mcp", "[{name}] writing to the server failed: {e}");
+            return;
+        }
+    }
+}
+
+/// The reader thread's loop; returns why it ended. Holds the connection
+/// weakly, so a dropped client is not kept alive by its reader.
+fn read_stdout(
+    conn: &Weak<Conn>,
+    name: &str,
+    secrets: &Secrets,
+    stdout: impl Read,
+    max: usize,
+) -> String {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
-    let reason = loop {
+    loop {
         match read_line_bounded(&mut reader, &mut line, max) {
-            Ok(None) => break "the server closed its stdout".to_string(),
-            Err(e) => break format!("reading the server's stdout failed: {e}"),
+            Ok(None) => return "the server closed its stdout".to_string(),
+            Err(e) => return format!("reading the server's stdout failed: {e}"),
             Ok(Some(false)) => {
-                log::warn!(
-                    target: "pikuri::mcp",
-                    "[{}] skipped a line over {max} bytes",
-                    conn.name
-                );
+                log::warn!(target: "pikuri::mcp", "[{name}] skipped a line over {max} bytes");
             }
             Ok(Some(true)) => {
                 let text = String::from_utf8_lossy(&line);
@@ -101,6 +231,9 @@ fn read_stdout(conn: &Arc<Conn>, stdout: impl Read, max: usize) {
                 if text.is_empty() {
                     continue;
                 }
+                let Some(conn) = conn.upgrade() else {
+                    return "the client was dropped".to_string();
+                };
                 match serde_json::from_str::<Value>(text) {
                     Ok(Value::Array(batch)) => {
                         for msg in batch {
@@ -112,26 +245,30 @@ fn read_stdout(conn: &Arc<Conn>, stdout: impl Read, max: usize) {
                     }
                     Err(_) => log::warn!(
                         target: "pikuri::mcp",
-                        "[{}] skipped a stdout line that is not JSON: {}",
-                        conn.name,
-                        excerpt(text, 200)
+                        "[{name}] skipped a stdout line that is not JSON: {}",
+                        sanitize(&secrets.redact(&excerpt(text, 200)))
                     ),
                 }
             }
         }
-    };
-    log::debug!(target: "pikuri::mcp", "[{}] {reason}", conn.name);
-    conn.fail_all(&reason);
+    }
 }
 
-fn read_stderr(name: &str, stderr: impl Read, max: usize) {
+/// The stderr thread: every line to the log at `debug`, the last ones kept
+/// in `tail`, both sanitized and redacted.
+fn read_stderr(name: &str, secrets: &Secrets, stderr: impl Read, max: usize, tail: &Mutex<Tail>) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     while let Ok(Some(complete)) = read_line_bounded(&mut reader, &mut line, max) {
-        if complete {
+        let shown = if complete {
             let text = String::from_utf8_lossy(&line);
-            log::debug!(target: "pikuri::mcp", "[{name}] stderr: {}", text.trim_end());
-        }
+            let text = secrets.redact(text.trim_end());
+            log::debug!(target: "pikuri::mcp", "[{name}] stderr: {text}");
+            sanitize(&excerpt(&text, TAIL_BYTES)).into_owned()
+        } else {
+            format!("[a line over {max} bytes]")
+        };
+        tail.lock().push(shown);
     }
 }
 
@@ -176,9 +313,28 @@ pub(super) fn read_line_bounded(
 }
 
 impl Wire for Stdio {
-    fn send(&self, _conn: &Arc<Conn>, msg: Value, _id: Option<u64>) -> Result<(), RpcError> {
-        // A write fails at once, here, so the caller fails the request.
-        Stdio::send(self, &msg)
+    fn send(
+        &self,
+        _conn: &Arc<Conn>,
+        msg: Value,
+        _id: Option<u64>,
+        bound: Option<&Bound<'_>>,
+    ) -> Result<(), RpcError> {
+        let mut line = serde_json::to_vec(&msg).expect("a Value always serializes");
+        line.push(b'\n');
+        // Cloned, so no lock is held while waiting for room.
+        let Some(queue) = self.queue.lock().clone() else {
+            return Err(RpcError::Closed("stdin closed".into()));
+        };
+        match bound {
+            Some(bound) => bound.send(&queue, line),
+            None => queue.try_send(line).map_err(|e| match e {
+                TrySendError::Full(_) => RpcError::Transport(format!(
+                    "the server is not reading its stdin ({QUEUE} messages wait)"
+                )),
+                TrySendError::Disconnected(_) => RpcError::Closed("stdin closed".into()),
+            }),
+        }
     }
     fn close(&self, name: &str) {
         self.shutdown(name);
@@ -186,44 +342,40 @@ impl Wire for Stdio {
 }
 
 impl Stdio {
-    pub(super) fn send(&self, msg: &Value) -> Result<(), RpcError> {
-        let mut line = serde_json::to_vec(msg).expect("a Value always serializes");
-        line.push(b'\n');
-        let mut stdin = self.stdin.lock();
-        let pipe = stdin
-            .as_mut()
-            .ok_or_else(|| RpcError::Closed("stdin closed".into()))?;
-        pipe.write_all(&line)
-            .and_then(|()| pipe.flush())
-            .map_err(|e| RpcError::Closed(format!("writing to the server failed: {e}")))
-    }
-
     /// The orderly shutdown of the module docs. Idempotent.
     pub(super) fn shutdown(&self, name: &str) {
-        drop(self.stdin.lock().take());
         let mut child = self.child.lock();
         let pid = child.id();
+        // Before stdin closes: a server that exits then orphans them.
+        #[cfg(unix)]
+        let strays = descendants(pid);
+        // The writer finishes what is queued, then closes stdin; a writer
+        // stuck on a server that does not read ends when the signals below
+        // end the server.
+        drop(self.queue.lock().take());
         let exited = wait_for(&mut child, self.grace);
         #[cfg(unix)]
         {
             if !exited {
                 log::debug!(target: "pikuri::mcp", "[{name}] did not exit after stdin closed; SIGTERM");
             }
-            if group_alive(pid) {
-                signal_group(pid, "TERM");
+            let alive = |child: &mut Child| {
+                let _ = child.try_wait();
+                group_alive(pid) || strays.iter().any(Stray::alive)
+            };
+            if alive(&mut child) {
+                signal(pid, &strays, "TERM");
                 let deadline = Instant::now() + Duration::from_secs(1);
-                while group_alive(pid) && Instant::now() < deadline {
-                    let _ = child.try_wait();
+                while alive(&mut child) && Instant::now() < deadline {
                     thread::sleep(Duration::from_millis(10));
                 }
-                if group_alive(pid) {
+                if alive(&mut child) {
                     log::debug!(target: "pikuri::mcp", "[{name}] still running after SIGTERM; SIGKILL");
-                    signal_group(pid, "KILL");
+                    signal(pid, &strays, "KILL");
                     // SIGKILL is delivered asynchronously: wait until the
-                    // group is gone, so `close` returning means no process.
+                    // processes are gone, so `close` returning means none.
                     let deadline = Instant::now() + Duration::from_secs(1);
-                    while group_alive(pid) && Instant::now() < deadline {
-                        let _ = child.try_wait();
+                    while alive(&mut child) && Instant::now() < deadline {
                         thread::sleep(Duration::from_millis(5));
                     }
                 }
@@ -250,10 +402,23 @@ fn wait_for(child: &mut Child, grace: Duration) -> bool {
     }
 }
 
+/// Signal group `pgid` and every stray still alive, with one `kill`.
 #[cfg(unix)]
-fn signal_group(pgid: u32, signal: &str) {
+fn signal(pgid: u32, strays: &[Stray], signal: &str) {
+    let mut args = vec![
+        "-s".to_string(),
+        signal.to_string(),
+        "--".to_string(),
+        format!("-{pgid}"),
+    ];
+    args.extend(
+        strays
+            .iter()
+            .filter(|s| s.alive())
+            .map(|s| s.pid.to_string()),
+    );
     let status = Command::new("kill")
-        .args(["-s", signal, "--", &format!("-{pgid}")])
+        .args(&args)
         .stdin(Pipe::null())
         .stdout(Pipe::null())
         .stderr(Pipe::null())
@@ -263,27 +428,97 @@ fn signal_group(pgid: u32, signal: &str) {
     }
 }
 
+/// One process of `/proc/<pid>/stat`: its parent, group, state and start
+/// time (clock ticks since boot; with the pid, it names one process).
+#[cfg(unix)]
+struct Stat {
+    ppid: u32,
+    pgrp: u32,
+    zombie: bool,
+    start: u64,
+}
+
+#[cfg(unix)]
+fn stat(pid: &str) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+    // majflt cmajflt utime stime cutime cstime priority nice threads
+    // itrealvalue starttime …: comm may hold spaces and parens.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        zombie: *fields.first()? == "Z",
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Every live process, from /proc (empty where there is none).
+#[cfg(unix)]
+fn processes() -> Vec<(u32, Stat)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            let pid = name.parse().ok()?;
+            stat(name).map(|s| (pid, s))
+        })
+        .collect()
+}
+
+/// A descendant of the server outside its process group.
+#[cfg(unix)]
+struct Stray {
+    pid: u32,
+    start: u64,
+}
+
+#[cfg(unix)]
+impl Stray {
+    /// Still running, and still the same process.
+    fn alive(&self) -> bool {
+        stat(&self.pid.to_string()).is_some_and(|s| !s.zombie && s.start == self.start)
+    }
+}
+
+/// The live descendants of `root` outside its group (Linux /proc; none
+/// elsewhere): see the module docs.
+#[cfg(unix)]
+fn descendants(root: u32) -> Vec<Stray> {
+    let all = processes();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            all.iter()
+                .filter(|(_, s)| s.ppid == parent)
+                .map(|(pid, _)| *pid),
+        );
+        i += 1;
+    }
+    all.into_iter()
+        .filter(|(pid, s)| tree[1..].contains(pid) && s.pgrp != root && !s.zombie)
+        .map(|(pid, s)| Stray {
+            pid,
+            start: s.start,
+        })
+        .collect()
+}
+
 /// Whether any live (non-zombie) process is in group `pgid`. Linux reads
 /// /proc; elsewhere it cannot tell and answers `true` (so the group is
 /// always signalled).
 #[cfg(unix)]
 pub(super) fn group_alive(pgid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    if std::fs::metadata("/proc/self/stat").is_err() {
         return true;
-    };
-    dir.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // pid (comm) state ppid pgrp …: comm may hold spaces and parens.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<u32>().ok());
-        pgrp == Some(pgid) && state != Some("Z")
-    })
+    }
+    processes().iter().any(|(_, s)| s.pgrp == pgid && !s.zombie)
 }
 
 #[cfg(test)]

@@ -54,9 +54,9 @@ fn paginated_tools_are_offered_and_called_through_an_agent() {
         .add_extension(mcp.clone())
         .build()
         .unwrap();
-    // 11 tools in pages of 2; the one with a bad schema is left out.
+    // 13 tools in pages of 2; the one with a bad schema is left out.
     let names = mcp.tool_names("fake");
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 12, "{names:?}");
     assert!(names.contains(&"fake__echo".to_string()));
     assert!(!names.iter().any(|n| n.contains("bad")), "{names:?}");
     let prompt = agent.system_prompt();

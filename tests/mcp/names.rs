@@ -189,13 +189,13 @@ fn a_server_with_10_000_tools_builds_and_offers_them_all() {
         .add_extension(mcp.clone())
         .build()
         .unwrap();
-    // The 10 usable tools of the fake (one has a bad schema) and t0..t9999.
+    // The 12 usable tools of the fake (one has a bad schema) and t0..t9999.
     let names = mcp.tool_names("many");
-    assert_eq!(names.len(), 10_010);
-    assert_eq!(names[10], "many__t0");
-    assert_eq!(names[10_009], "many__t9999");
-    assert_eq!(agent.tools().len(), 10_010);
+    assert_eq!(names.len(), 10_012);
+    assert_eq!(names[12], "many__t0");
+    assert_eq!(names[10_011], "many__t9999");
+    assert_eq!(agent.tools().len(), 10_012);
     agent.run_loop("hi").unwrap();
-    assert_eq!(model.chat_requests()[0].tool_names().len(), 10_010);
+    assert_eq!(model.chat_requests()[0].tool_names().len(), 10_012);
     agent.close();
 }
