@@ -110,13 +110,38 @@
 //!
 //! # Features
 //!
-//! - `rustls` (default): HTTPS through ureq's rustls. Without it
-//!   (`default-features = false`) the crate speaks plain HTTP only, enough for
-//!   local servers, with a smaller binary.
+//! All on by default. `default-features = false` is the core alone: the
+//! agent loop, the protocol, tool schemas and typed tools, controls,
+//! events, the [`Listener`] trait and its delivery, history, compaction,
+//! structured output, sub-agents and the [`Approver`] seam, over plain
+//! HTTP. Each feature adds one piece of the periphery and no dependency:
 //!
-//! [`testing`] needs no feature: it is always compiled, pulls in no
-//! dependency, and every doc example of the crate runs against its
-//! [`FakeServer`](testing::FakeServer).
+//! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
+//!   plain HTTP only, enough for local servers, with a smaller binary that
+//!   needs no C toolchain (so it links statically for musl as is).
+//! - `mcp`: [`mcp`], the tools of Model Context Protocol servers.
+//! - `web`: the web tools in [`builtin`] ([`builtin::fetch`],
+//!   [`builtin::web_scrape`], [`builtin::WebSearch`]) and
+//!   [`builtin::html_to_markdown`]; turns on ureq's `charset`, so pages in
+//!   any WHATWG encoding decode.
+//! - `builtin`: the other built-in tools ([`builtin::calculator`],
+//!   [`builtin::current_time`], [`builtin::read_file`],
+//!   [`builtin::list_dir`], [`builtin::all`]).
+//! - `listeners`: the ready-made listeners in [`listeners`]
+//!   ([`ChannelListener`](listeners::ChannelListener),
+//!   [`JsonLines`](listeners::JsonLines),
+//!   [`InMemoryEventList`](listeners::InMemoryEventList),
+//!   [`RateLimited`](listeners::RateLimited),
+//!   [`TokenLog`](listeners::TokenLog)); the sanitizer is there with
+//!   either this feature or `terminal`.
+//! - `terminal`: [`listeners::Terminal`] and [`TerminalApprover`].
+//! - `testing`: [`testing`], the scripted server and record/replay. The
+//!   crate's own unit tests compile it whatever the features.
+//!
+//! Doc tests run with the default features only: the examples of core
+//! items use [`testing::FakeServer`] and often a built-in tool or
+//! listener. The test targets, examples and benches declare the features
+//! they need.
 //!
 //! # Log levels
 //!
@@ -200,7 +225,7 @@
 #![forbid(unsafe_code)]
 
 // Private modules; the public API is the flat `pub use` block below plus the
-// three secondary namespaces `builtin`, `listeners` and `testing`.
+// secondary namespaces `builtin`, `listeners`, `mcp` and `testing`.
 mod agent;
 mod approval;
 mod control;
@@ -210,15 +235,32 @@ mod listener;
 mod media_type;
 mod message;
 mod protocol;
+// Public through `listeners`; without that module only `Error`'s `Display`
+// uses it (the plain `sanitize`), and the report half is left unused.
+#[cfg_attr(
+    not(any(test, feature = "listeners", feature = "terminal")),
+    allow(dead_code, unreachable_pub)
+)]
 mod sanitize;
 mod tool;
 mod util;
+#[cfg(feature = "web")]
 mod web;
 
+// The periphery, one Cargo feature each (see "Features" above). `builtin`
+// holds the web tools too, so it exists with either feature; `listeners`
+// holds the terminal listener, so it exists with `listeners` or `terminal`.
+#[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
 pub mod guide;
+// (Unit tests also use its `InMemoryEventList`, whatever the features.)
+#[cfg(any(test, feature = "listeners", feature = "terminal"))]
 pub mod listeners;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+// The crate's own unit tests run against the scripted server whatever the
+// features, so `cargo test --lib --no-default-features` tests the core too.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 #[cfg(test)]
@@ -235,9 +277,10 @@ pub use crate::agent::{
     Outcome, Persona, StructuredMode, StructuredOutput, SubAgents, Synthesizer, ToolResultLimit,
     TrifectaPolicy, Typed, close_all,
 };
+#[cfg(feature = "terminal")]
+pub use crate::approval::TerminalApprover;
 pub use crate::approval::{
     ApprovalRequest, Approver, AutoApprove, Decision, PendingApproval, StateChangingOnly,
-    TerminalApprover,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, Result};

@@ -39,6 +39,7 @@ pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
 }
 
 /// The instant `d` from now, saturating at a far future (never panics).
+#[cfg(any(test, feature = "web", feature = "testing"))]
 pub(crate) fn instant_after(d: Duration) -> Instant {
     let now = Instant::now();
     let mut d = d.min(NO_LIMIT);

@@ -26,17 +26,29 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 
+#[cfg(feature = "listeners")]
 mod channel;
+#[cfg(feature = "listeners")]
 mod json_lines;
+#[cfg(any(test, feature = "listeners"))]
 mod memory;
+#[cfg(feature = "listeners")]
 mod rate_limited;
+#[cfg(feature = "terminal")]
 mod terminal;
+#[cfg(feature = "listeners")]
 mod token_log;
 
 pub use crate::sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
+#[cfg(feature = "listeners")]
 pub use channel::{ChannelListener, RecvTimeoutError, Subscription, TryRecvError};
+#[cfg(feature = "listeners")]
 pub use json_lines::JsonLines;
+#[cfg(any(test, feature = "listeners"))]
 pub use memory::InMemoryEventList;
+#[cfg(feature = "listeners")]
 pub use rate_limited::RateLimited;
+#[cfg(feature = "terminal")]
 pub use terminal::Terminal;
+#[cfg(feature = "listeners")]
 pub use token_log::TokenLog;

@@ -50,9 +50,13 @@ pub(crate) use client::{Client, Wire};
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
-pub(crate) use decode::{Completion, DecodeError, Fragment};
+#[cfg(feature = "mcp")]
+pub(crate) use decode::DecodeError;
+pub(crate) use decode::{Completion, Fragment};
 pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs};
 pub(crate) use retry::RetryNotice;
+// The MCP client reads its Streamable HTTP replies with the same SSE reader.
+#[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};
 pub use transport::{ChatTransport, HttpConfig};
