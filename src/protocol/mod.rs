@@ -46,12 +46,12 @@ mod transport;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
 pub(crate) use client::{Client, Wire};
+#[cfg(feature = "mcp")]
+pub(crate) use decode::DecodeError;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
-#[cfg(feature = "mcp")]
-pub(crate) use decode::DecodeError;
 pub(crate) use decode::{Completion, Fragment};
 pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs};
