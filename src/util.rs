@@ -12,6 +12,22 @@ pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// `serde_json::from_slice`, through `from_str`: the crate parses JSON from
+/// `&str` everywhere else, and each reader type serde_json is used with
+/// compiles every `Deserialize` impl once more (about 55 KB of a small
+/// program's binary, and its share of the build, for the second one).
+/// Invalid UTF-8 is an error, as it is for `from_slice`.
+pub(crate) fn json_from_slice<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(e) => Err(<serde_json::Error as serde::de::Error>::custom(
+            format_args!("invalid UTF-8 at byte {}", e.valid_up_to()),
+        )),
+    }
+}
+
 /// The message of a caught panic (`panic!` payloads are `&str` or `String`).
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     if let Some(s) = payload.downcast_ref::<&'static str>() {

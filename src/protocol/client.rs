@@ -581,13 +581,15 @@ fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> Stri
 }
 
 pub(crate) fn error_message(body: &[u8]) -> String {
-    let from_json = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
-        let e = v.get("error").unwrap_or(&v);
-        e.get("message")
-            .and_then(Value::as_str)
-            .or_else(|| e.as_str())
-            .map(str::to_string)
-    });
+    let from_json = crate::util::json_from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            let e = v.get("error").unwrap_or(&v);
+            e.get("message")
+                .and_then(Value::as_str)
+                .or_else(|| e.as_str())
+                .map(str::to_string)
+        });
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
     crate::util::excerpt(&text, MAX_MESSAGE_CHARS).into_owned()
 }

@@ -11,12 +11,13 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     // Quoted in errors: the first KiB is enough to show what the server
     // sent instead (an HTML error page, a proxy's message).
     let body_text = || String::from_utf8_lossy(&body[..body.len().min(1024)]);
-    let response: Body<'_, ResponseChoice<'_>> = serde_json::from_slice(body).map_err(|e| {
-        DecodeError::Protocol(format!(
-            "malformed response ({e}): {}",
-            excerpt(&body_text())
-        ))
-    })?;
+    let response: Body<'_, ResponseChoice<'_>> =
+        crate::util::json_from_slice(body).map_err(|e| {
+            DecodeError::Protocol(format!(
+                "malformed response ({e}): {}",
+                excerpt(&body_text())
+            ))
+        })?;
     if let Some(error) = &response.error {
         return Err(DecodeError::Protocol(format!(
             "server error in response: {}",
