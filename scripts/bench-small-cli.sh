@@ -50,7 +50,11 @@ for _ in $(seq "$runs"); do
     fresh=$(mktemp -d)
     t0=$(now)
     cpu=$( { time CARGO_TARGET_DIR=$fresh cargo build -q --offline --release \
-      --manifest-path "$(manifest "$p")" 2>/dev/null; } 2>&1 )
+      --manifest-path "$(manifest "$p")" 2>"$fresh.err"; } 2>&1 ) || {
+      cat "$fresh.err" >&2
+      exit 1
+    }
+    rm -f "$fresh.err"
     t1=$(now)
     times[$p]+="$(awk "BEGIN{print $t1-$t0}") "
     cpus[$p]+="$(echo "$cpu" | awk '{print $1+$2}') "

@@ -1,6 +1,9 @@
 //! Built-in tools: a calculator, the current time, and read-only access to
 //! one directory tree.
 //!
+//! Needs the `builtin` feature, and for the [web tools](#web-tools) the
+//! `web` feature (both on by default).
+//!
 //! Each function returns a ready tool; [`all`] returns all four for one root
 //! directory.
 //!

@@ -3,6 +3,9 @@
 //! its own thread ([`ChannelListener`]), a rate limiter for delta bursts,
 //! and the sanitizer they all use on model text.
 //!
+//! Needs the `listeners` feature; [`Terminal`] needs `terminal` (both on by
+//! default; the sanitizer comes with either).
+//!
 //! Each is an ordinary listener: add it with
 //! [`Configurator::add_listener`](crate::Configurator::add_listener). How
 //! events reach listeners (threads, order, the end-of-turn flush) is
