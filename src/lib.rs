@@ -114,7 +114,8 @@
 //! agent loop, the protocol, tool schemas and typed tools, controls,
 //! events, the [`Listener`] trait and its delivery, history, compaction,
 //! structured output, sub-agents and the [`Approver`] seam, over plain
-//! HTTP. Each feature adds one piece of the periphery and no dependency:
+//! HTTP. Each feature adds one piece of the periphery and no direct
+//! dependency (`rustls` and `web` turn on features of ureq):
 //!
 //! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
 //!   plain HTTP only, enough for local servers, with a smaller binary that
