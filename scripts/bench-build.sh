@@ -23,7 +23,7 @@ echo "|---|---:|---|"
 for features in "--no-default-features" ""; do
   cargo build -q --release --example minimal $features
   bytes=$(stat -c %s "$target/release/examples/minimal")
-  label=${features:-"default features (rustls)"}
+  label=${features:-"default features (all, rustls included)"}
   echo "| examples/minimal, stripped, $label | $bytes bytes ($(awk "BEGIN{printf \"%.2f\", $bytes/1048576}") MiB) | 1 (deterministic) |"
 done
 

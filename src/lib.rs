@@ -141,13 +141,39 @@
 //!
 //! # Features
 //!
-//! - `rustls` (default): HTTPS through ureq's rustls. Without it
-//!   (`default-features = false`) the crate speaks plain HTTP only, enough for
-//!   local servers, with a smaller binary.
+//! All on by default. `default-features = false` is the core alone: the
+//! agent loop, the protocol, tool schemas and typed tools, controls,
+//! events, the [`Listener`] trait and its delivery, history, compaction,
+//! structured output, sub-agents and the [`Approver`] seam, over plain
+//! HTTP. Each feature adds one piece of the periphery and no direct
+//! dependency (`rustls` and `web` turn on features of ureq):
 //!
-//! [`testing`] needs no feature: it is always compiled, pulls in no
-//! dependency, and every doc example of the crate runs against its
-//! [`FakeServer`](testing::FakeServer).
+//! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
+//!   plain HTTP only, enough for local servers, with a smaller binary that
+//!   needs no C toolchain (so it links statically for musl as is).
+//! - `mcp`: [`mcp`], the tools of Model Context Protocol servers.
+//! - `web`: the web tools in [`builtin`] ([`builtin::fetch`],
+//!   [`builtin::web_scrape`], [`builtin::WebSearch`]) and
+//!   [`builtin::html_to_markdown`]; turns on ureq's `charset`, so pages in
+//!   any WHATWG encoding decode.
+//! - `builtin`: the other built-in tools ([`builtin::calculator`],
+//!   [`builtin::current_time`], [`builtin::read_file`],
+//!   [`builtin::list_dir`], [`builtin::all`]).
+//! - `listeners`: the ready-made listeners in [`listeners`]
+//!   ([`ChannelListener`](listeners::ChannelListener),
+//!   [`JsonLines`](listeners::JsonLines),
+//!   [`InMemoryEventList`](listeners::InMemoryEventList),
+//!   [`RateLimited`](listeners::RateLimited),
+//!   [`TokenLog`](listeners::TokenLog)); the sanitizer is there with
+//!   either this feature or `terminal`.
+//! - `terminal`: [`listeners::Terminal`] and [`TerminalApprover`].
+//! - `testing`: [`testing`], the scripted server and record/replay. The
+//!   crate's own unit tests compile it whatever the features.
+//!
+//! Doc tests run with the default features only: the examples of core
+//! items use [`testing::FakeServer`] and often a built-in tool or
+//! listener. The test targets, examples and benches declare the features
+//! they need.
 //!
 //! # Log levels
 //!
@@ -340,15 +366,25 @@ mod message;
 mod protocol;
 mod sanitize;
 mod util;
+#[cfg(feature = "web")]
 mod web;
 
 // Namespaces that are real modules: every public item in them has this one
-// path (the root types of `tool` sit in crate-private submodules).
+// path (the root types of `tool` sit in crate-private submodules). The
+// periphery is gated, one Cargo feature each (see "Features" above):
+// `builtin` holds the web tools too, so it exists with either feature;
+// `listeners` always exists (`ListenerList` and the sanitizer are core),
+// and the ready-made listeners in it each need their feature.
 pub mod approval;
+#[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
 pub mod guide;
 pub mod listeners;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+// The crate's own unit tests run against the scripted server whatever the
+// features, so `cargo test --lib --no-default-features` tests the core too.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
 

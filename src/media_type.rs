@@ -59,6 +59,7 @@ impl MediaType {
     }
 
     /// `type/subtype`, lowercase.
+    #[cfg(any(test, feature = "web"))]
     pub(crate) fn essence(&self) -> &str {
         &self.essence
     }
@@ -70,6 +71,7 @@ impl MediaType {
 
     /// The value of parameter `name` (case-insensitive name), the first if
     /// repeated.
+    #[cfg(any(test, feature = "web"))]
     pub(crate) fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()

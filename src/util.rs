@@ -12,6 +12,22 @@ pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// `serde_json::from_slice`, through `from_str`: the crate parses JSON from
+/// `&str` everywhere else, and each reader type serde_json is used with
+/// compiles every `Deserialize` impl once more (about 55 KB of a small
+/// program's binary, and its share of the build, for the second one).
+/// Invalid UTF-8 is an error, as it is for `from_slice`.
+pub(crate) fn json_from_slice<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(e) => Err(<serde_json::Error as serde::de::Error>::custom(
+            format_args!("invalid UTF-8 at byte {}", e.valid_up_to()),
+        )),
+    }
+}
+
 /// The message of a caught panic (`panic!` payloads are `&str` or `String`).
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     if let Some(s) = payload.downcast_ref::<&'static str>() {
@@ -39,6 +55,7 @@ pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
 }
 
 /// The instant `d` from now, saturating at a far future (never panics).
+#[cfg(any(test, feature = "web", feature = "testing", feature = "mcp"))]
 pub(crate) fn instant_after(d: Duration) -> Instant {
     let now = Instant::now();
     let mut d = d.min(NO_LIMIT);
@@ -79,9 +96,11 @@ fn redact_each<'a, 's>(text: &'a str, secrets: impl Iterator<Item = &'s str>) ->
 ///
 /// What is caught: the secret verbatim. A server that echoes it encoded
 /// (base64, URL-escaped, split) is not.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 #[derive(Clone, Default)]
 pub(crate) struct Secrets(std::sync::Arc<[String]>);
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 impl Secrets {
     /// The non-blank, trimmed, distinct `secrets`, longest first.
     pub(crate) fn new<I, S>(secrets: I) -> Secrets

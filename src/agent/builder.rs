@@ -583,6 +583,7 @@ fn into_shared_approver(approver: impl Approver) -> Arc<dyn Approver> {
 impl Configurator {
     /// The API keys of the transport and of every fallback: credentials the
     /// extensions redact from what their servers send (MCP).
+    #[cfg(feature = "mcp")]
     pub(crate) fn credentials(&self) -> Vec<String> {
         std::iter::once(&self.transport)
             .chain(&self.fallbacks)

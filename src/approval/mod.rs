@@ -6,8 +6,10 @@
 //! wait, how a deferred turn resumes) lives in `agent/approval.rs` (the
 //! gate) and `agent/turn.rs` (`resume`), and is documented on [`Approver`].
 
+#[cfg(feature = "terminal")]
 mod terminal;
 
+#[cfg(feature = "terminal")]
 pub use terminal::TerminalApprover;
 
 use std::fmt;

@@ -11,6 +11,8 @@ use crate::sanitize::sanitize;
 /// A y/n prompt: asks on a writer, reads the answer from a reader (the
 /// terminal by default, pikuri's `Confirmer::TERMINAL`).
 ///
+/// Needs the `terminal` feature (on by default).
+///
 /// The prompt names the tool and its arguments, routed through
 /// [`sanitize`](crate::listeners::sanitize) (they are model-written). The
 /// answers, one line each:

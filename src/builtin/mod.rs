@@ -1,6 +1,9 @@
 //! Built-in tools: a calculator, the current time, and read-only access to
 //! one directory tree.
 //!
+//! Needs the `builtin` feature, and for the [web tools](#web-tools) the
+//! `web` feature (both on by default).
+//!
 //! Each function returns a ready tool; [`all`] returns all four for one root
 //! directory.
 //!
@@ -124,21 +127,31 @@
 //! keyed by the URL and the address policy, of at most 32 downloads
 //! (16 MiB in all), each kept 10 minutes.
 
+#[cfg(feature = "builtin")]
 use std::path::PathBuf;
+#[cfg(feature = "builtin")]
 use std::sync::Arc;
 
+#[cfg(feature = "builtin")]
 use crate::Tool;
 
+#[cfg(feature = "builtin")]
 mod calculator;
+#[cfg(feature = "builtin")]
 mod clock;
+#[cfg(feature = "builtin")]
 mod files;
 
+#[cfg(feature = "web")]
 pub use crate::web::{
     Fetch, FetchBuilder, SearXng, SearchProvider, SearchResult, WebScrape, WebSearch, fetch,
     html_to_markdown, web_scrape,
 };
+#[cfg(feature = "builtin")]
 pub use calculator::calculator;
+#[cfg(feature = "builtin")]
 pub use clock::current_time;
+#[cfg(feature = "builtin")]
 pub use files::{ListDir, ReadFile, list_dir, read_file};
 
 /// All four built-in tools, the file tools confined to `root`.
@@ -151,6 +164,7 @@ pub use files::{ListDir, ReadFile, list_dir, read_file};
 /// let tools = pikuri::builtin::all(".");
 /// assert_eq!(tools.len(), 4);
 /// ```
+#[cfg(feature = "builtin")]
 pub fn all(root: impl Into<PathBuf>) -> Vec<Arc<dyn Tool>> {
     let root = root.into();
     vec![
@@ -161,5 +175,5 @@ pub fn all(root: impl Into<PathBuf>) -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "builtin"))]
 mod tests;

@@ -377,6 +377,8 @@ mod tests {
         assert_eq!(seen(&rec), ["a:abc", "cancelled"]);
     }
 
+    // `Terminal` is the ready-made listener that replaces itself in a child.
+    #[cfg(feature = "terminal")]
     #[test]
     fn sub_agent_replacement_is_wrapped() {
         let mut l = RateLimited::new(crate::listeners::Terminal::new(std::io::sink()), 5);

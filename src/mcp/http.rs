@@ -277,7 +277,7 @@ impl Http {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(());
             }
-            match serde_json::from_slice::<Value>(&bytes) {
+            match crate::util::json_from_slice::<Value>(&bytes) {
                 Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
                     on_msg(m);
                 }),

@@ -1,5 +1,7 @@
 //! Model Context Protocol: tools of MCP servers as agent tools.
 //!
+//! Needs the `mcp` feature (on by default).
+//!
 //! Declare servers in a [`Registry`] and add it as an extension. At
 //! [`build`](crate::Configurator::build) every server is started (stdio) or
 //! reached (Streamable HTTP), the `initialize` handshake runs, its tools are

@@ -26,7 +26,7 @@ const MAX_LINE_CHARS: usize = 200;
 /// class such as `invalid_request_error`) in parentheses; else the
 /// summary of [`summarize`].
 pub(crate) fn error_message(body: &[u8]) -> String {
-    serde_json::from_slice::<Value>(body)
+    crate::util::json_from_slice::<Value>(body)
         .ok()
         .and_then(|v| json_message(&v))
         .unwrap_or_else(|| summarize(body))

@@ -47,18 +47,23 @@ mod retry;
 mod sse;
 mod transport;
 
+pub(crate) use client::Client;
+#[cfg(feature = "mcp")]
+pub(crate) use client::cannot_connect;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-pub(crate) use client::{Client, cannot_connect};
 #[cfg(feature = "_bench")]
 pub(crate) use decode::StreamOptions;
 #[cfg(feature = "_bench")]
 pub(crate) use decode::read_stream;
 pub(crate) use decode::{Completion, Fragment};
+#[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
 pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
+// The MCP client reads its Streamable HTTP replies with the same SSE reader.
+#[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};
 pub(crate) use transport::check_http_url;
 pub use transport::{ChatTransport, HttpConfig};

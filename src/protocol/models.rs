@@ -153,7 +153,7 @@ impl ChatTransport {
 
 /// The ids of an OpenAI-style model list.
 fn parse(body: &[u8]) -> Option<Vec<String>> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+    let v: Value = crate::util::json_from_slice(body).ok()?;
     let data = v.get("data")?.as_array()?;
     Some(
         data.iter()

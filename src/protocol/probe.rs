@@ -145,7 +145,7 @@ fn finish_probe(
                 .take(4 * 1024 * 1024)
                 .read_to_end(&mut body)
                 .ok()?;
-            let v = serde_json::from_slice(&body).ok();
+            let v = crate::util::json_from_slice(&body).ok();
             log::debug!(
                 "probe {url}: {}",
                 if v.is_some() { "ok" } else { "not json" }

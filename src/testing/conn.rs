@@ -114,7 +114,7 @@ pub(super) fn serve(stream: TcpStream, host: &dyn Host) {
         // see what a broken client sent.
         let raw_body = String::from_utf8_lossy(&req.body).into_owned();
         let recorded = RecordedRequest {
-            body: serde_json::from_slice(&req.body).ok(),
+            body: crate::util::json_from_slice(&req.body).ok(),
             raw_body,
             method: req.method,
             path: req.target,

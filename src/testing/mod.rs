@@ -1,6 +1,9 @@
 //! A scripted, OpenAI-compatible HTTP server for tests: [`FakeServer`], and
 //! record/replay of real sessions: [`Recorder`] and [`Cassette`].
 //!
+//! Needs the `testing` feature (on by default); a program that uses it
+//! only in its own tests can enable it in `[dev-dependencies]`.
+//!
 //! Tests of pikuri, and of programs built on it, run whole agent loops with no
 //! model and no network: start a server on a free loopback port, queue the
 //! model's answers as [`Reply`] values, point a transport at it, then assert

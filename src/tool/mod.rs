@@ -36,7 +36,9 @@ mod typed;
 pub use crate::__schema_type as schema_type;
 pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use json_schema::JsonSchema;
-pub(crate) use name::{MAX_NAME_LEN, check_name, fnv1a, hashed, sanitize};
+pub(crate) use name::check_name;
+#[cfg(feature = "mcp")]
+pub(crate) use name::{MAX_NAME_LEN, fnv1a, hashed, sanitize};
 pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
 pub use trifecta::TrifectaPolicy;
 pub use typed::{IntoObservation, Json, TypedTool};

@@ -53,6 +53,8 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
 /// per character, so `é` or a control character is one `_`), and `_` put
 /// in front when it does not start with a letter or `_`. Not yet bounded:
 /// the caller cuts it (see [`hashed`]).
+// Only MCP uses it (the `mcp` feature).
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn sanitize(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len() + 1);
     if !raw.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
@@ -64,6 +66,7 @@ pub(crate) fn sanitize(raw: &str) -> String {
 
 /// FNV-1a (64 bits) of `bytes`: stable across runs, platforms and releases,
 /// unlike `std`'s `DefaultHasher`.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
@@ -72,6 +75,7 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// `clean` (already sanitized, ASCII) cut so that `_` and the 8 hex digits
 /// of `hash` fit in [`MAX_NAME_LEN`], with that suffix.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn hashed(clean: &str, hash: u64) -> String {
     let suffix = format!("_{:08x}", hash as u32);
     let keep = clean.len().min(MAX_NAME_LEN - suffix.len());

@@ -2,10 +2,16 @@
 //!
 //! Bodies are decoded as UTF-8 (invalid sequences become U+FFFD) unless the
 //! `Content-Type` header, or for HTML a `<meta charset>` in the first 1024
-//! bytes, names ISO-8859-1, US-ASCII or windows-1252. Those three decode
-//! as windows-1252, as browsers do (the WHATWG Encoding standard maps all
-//! three labels to it). Any other declared charset is refused: decoding it
-//! as UTF-8 would hand the model mojibake that looks like content.
+//! bytes, names another charset. ISO-8859-1, US-ASCII and windows-1252
+//! decode here as windows-1252, as browsers do (the WHATWG Encoding
+//! standard maps all three labels to it). Every other WHATWG label
+//! (Shift_JIS, GBK, KOI8-R, ISO-8859-2, ...) decodes through ureq's
+//! `charset` feature, which the `web` feature turns on: for a `text/*` body
+//! whose header names the charset, ureq's body reader has already done it
+//! ([`Response::utf8`](super::http::Response::utf8)); otherwise [`decode`]
+//! runs the bytes through the same decoder. A label the decoder does not
+//! know is refused: decoding it as UTF-8 would hand the model mojibake that
+//! looks like content.
 
 /// What kind of body a response carries, decided from its media type and,
 /// when that is missing or generic, from the bytes.
@@ -117,10 +123,36 @@ pub(crate) fn decode(body: &[u8], charset: Option<&str>) -> Result<String, Strin
             | "ibm819" | "us-ascii" | "ascii" | "ansi_x3.4-1968" | "windows-1252" | "cp1252"
             | "x-cp1252",
         ) => Ok(body.iter().map(|&b| windows_1252(b)).collect()),
-        Some(other) => Err(format!(
+        Some(other) => {
+            // ureq decodes only response bodies, so hand it these bytes as
+            // one: a `text/*` body in `other`, read back as UTF-8.
+            let mut decoded = ureq::Body::builder()
+                .mime_type("text/plain")
+                .charset(other)
+                .data(body.to_vec());
+            let bytes = decoded.with_config().read_to_vec().map_err(|e| {
+                format!("decoding `{}` failed: {e}", crate::util::excerpt(other, 40))
+            })?;
+            decoded_utf8(&bytes, other)
+        }
+    }
+}
+
+/// A body ureq's decoder has produced for `label`: UTF-8, or, when the
+/// decoder did not know the label and passed the bytes through, refused.
+/// (The decoder's output is always valid UTF-8, its replacement character
+/// included, so invalid UTF-8 means it was not decoded; a multi-byte
+/// character cut where the download was truncated is not counted.)
+pub(crate) fn decoded_utf8(body: &[u8], label: &str) -> Result<String, String> {
+    match std::str::from_utf8(body) {
+        Ok(s) => Ok(s.strip_prefix('\u{feff}').unwrap_or(s).to_string()),
+        Err(e) if e.error_len().is_none() => {
+            Ok(String::from_utf8_lossy(&body[..e.valid_up_to()]).into_owned())
+        }
+        Err(_) => Err(format!(
             "the page is encoded in `{}`, which this tool cannot decode (it reads \
-             UTF-8, ISO-8859-1 and windows-1252)",
-            crate::util::excerpt(other, 40)
+             the WHATWG Encoding standard's charsets)",
+            crate::util::excerpt(label, 40)
         )),
     }
 }
@@ -177,8 +209,17 @@ mod tests {
         );
         assert_eq!(decode(b"\xEF\xBB\xBFcaf\xC3\xA9", None).unwrap(), "café");
         assert_eq!(decode(b"a\xFFb", Some("utf-8")).unwrap(), "a\u{FFFD}b");
-        let err = decode(b"x", Some("shift_jis")).unwrap_err();
-        assert!(err.contains("`shift_jis`"), "{err}");
+        assert_eq!(decode(b"\x82\xa0", Some("shift_jis")).unwrap(), "あ");
+        assert_eq!(decode(b"\xb1\xb6", Some("iso-8859-2")).unwrap(), "ąś");
+        let err = decode(b"\xff", Some("x-klingon")).unwrap_err();
+        assert!(err.contains("`x-klingon`"), "{err}");
+        // An unknown label over plain ASCII is still readable.
+        assert_eq!(decode(b"plain", Some("x-klingon")).unwrap(), "plain");
+        // A character cut by truncation is dropped, not a refusal.
+        assert_eq!(
+            decoded_utf8("café".as_bytes()[..4].as_ref(), "x").unwrap(),
+            "caf"
+        );
         assert_eq!(
             meta_charset(b"<meta charset=\"windows-1252\">"),
             Some("windows-1252".into())

@@ -332,8 +332,11 @@ fn render(response: &Response, raw: bool, options: &FetchBuilder) -> Result<Stri
             .then(|| charset::meta_charset(&response.body))
             .flatten()
     });
-    let text = charset::decode(&response.body, declared.as_deref())
-        .map_err(|e| ToolError::new(format!("{url}: {e}")))?;
+    let text = match declared.as_deref() {
+        Some(label) if response.utf8 => charset::decoded_utf8(&response.body, label),
+        declared => charset::decode(&response.body, declared),
+    }
+    .map_err(|e| ToolError::new(format!("{url}: {e}")))?;
     let mut title = None;
     let content = match kind {
         Kind::Html if !raw => {

@@ -40,6 +40,9 @@ pub(crate) struct Response {
     pub(crate) body: Vec<u8>,
     /// The body was longer than `max_bytes` and was cut there.
     pub(crate) truncated: bool,
+    /// ureq's body reader has already decoded `body` to UTF-8 from the
+    /// charset the header names (see [`charset`](super::charset)).
+    pub(crate) utf8: bool,
 }
 
 fn secs(d: Duration) -> String {
@@ -248,6 +251,14 @@ fn exchange(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    // ureq (with `charset`) decodes exactly the bodies whose own parse of
+    // the header gives a `text/...` type and a charset; ask it, rather than
+    // our parser, which lowercases and so would disagree on `Text/HTML`.
+    let utf8 = response
+        .body()
+        .mime_type()
+        .is_some_and(|m| m.starts_with("text/"))
+        && response.body().charset().is_some();
     let mut reader = response.into_body().into_reader();
     let mut body = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
@@ -274,6 +285,7 @@ fn exchange(
         content_type,
         body,
         truncated,
+        utf8,
     }))
 }
 

@@ -305,7 +305,7 @@ impl SearchProvider for SearXng {
         headers.extend(self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let response = http::get(&url, &headers, &self.limits, cx)
             .map_err(|e| ToolError::new(format!("web search failed: {}", e.message())))?;
-        let json: Value = serde_json::from_slice(&response.body).map_err(|_| {
+        let json: Value = crate::util::json_from_slice(&response.body).map_err(|_| {
             ToolError::new(
                 "web search failed: the search service did not answer in JSON (is the \
                  `json` format enabled on the SearXNG instance?)",

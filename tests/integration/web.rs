@@ -126,6 +126,12 @@ fn text_json_and_html_are_rendered_by_type() {
             b"<meta charset=windows-1252><p>na\xefve</p>",
         ),
         "/sjis" => ok(s, "text/plain; charset=Shift_JIS", b"\x82\xa0"),
+        "/koi8" => ok(
+            s,
+            "text/html",
+            b"<meta charset=koi8-r><p>\xf0\xd2\xc9\xd7\xc5\xd4</p>",
+        ),
+        "/unknown" => ok(s, "text/plain; charset=x-klingon", b"\xff\xfe\xfd"),
         "/png" => ok(s, "image/png", b"\x89PNG\r\n\x1a\n\0\0"),
         _ => respond(s, "404 Not Found", &[], b"nope"),
     });
@@ -171,8 +177,20 @@ fn text_json_and_html_are_rendered_by_type() {
             .unwrap()
             .ends_with("\n\nnaïve")
     );
-    let err = call(&fetch, &server.url("/sjis")).unwrap_err();
-    assert!(err.contains("`shift_jis`"), "{err}");
+    // ureq's `charset` (the `web` feature) decodes every WHATWG charset,
+    // named in the header or in a `<meta charset>`; an unknown one is refused.
+    assert!(
+        call(&fetch, &server.url("/sjis"))
+            .unwrap()
+            .ends_with("\n\nあ")
+    );
+    assert!(
+        call(&fetch, &server.url("/koi8"))
+            .unwrap()
+            .ends_with("\n\nПривет")
+    );
+    let err = call(&fetch, &server.url("/unknown")).unwrap_err();
+    assert!(err.contains("`x-klingon`"), "{err}");
     let err = call(&fetch, &server.url("/png")).unwrap_err();
     assert!(err.contains("image/png") && err.contains("binary"), "{err}");
     let err = call(&fetch, &server.url("/missing")).unwrap_err();

@@ -12,12 +12,13 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     // Quoted in errors: the first KiB is enough to show what the server
     // sent instead (an HTML error page, a proxy's message).
     let body_text = || String::from_utf8_lossy(&body[..body.len().min(1024)]);
-    let response: Body<'_, ResponseChoice<'_>> = serde_json::from_slice(body).map_err(|e| {
-        // A web page is summarized by its title, not quoted as markup.
-        let sent = crate::protocol::body::html_summary(body)
-            .unwrap_or_else(|| excerpt(&body_text()).into_owned());
-        DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
-    })?;
+    let response: Body<'_, ResponseChoice<'_>> =
+        crate::util::json_from_slice(body).map_err(|e| {
+            // A web page is summarized by its title, not quoted as markup.
+            let sent = crate::protocol::body::html_summary(body)
+                .unwrap_or_else(|| excerpt(&body_text()).into_owned());
+            DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
+        })?;
     if let Some(error) = &response.error {
         return Err(DecodeError::Protocol(format!(
             "server error in response: {}",
