@@ -454,6 +454,16 @@ impl Event {
         }
     }
 
+    /// The length of this delta's content in bytes; 0 for other events.
+    pub(crate) fn delta_len(&self) -> usize {
+        match self {
+            Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } => {
+                content.len()
+            }
+            _ => 0,
+        }
+    }
+
     /// Append `text` to this delta's content; nothing for other events.
     pub(crate) fn append_delta(&mut self, text: &str) {
         if let Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } = self {

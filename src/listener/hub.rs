@@ -12,7 +12,9 @@
 //! message with the flush request. A quick turn is two messages per
 //! listener (the `UserTurn` before the request; the answer's events and
 //! the flush), each waking its thread at most once; a stream is one
-//! message per read that brought text.
+//! message per read that brought text and could be followed by a wait (a
+//! read that filled the client's whole buffer cannot: what follows it has
+//! arrived already, see `protocol::client`).
 //!
 //! Events wait only while the agent works: from `hold` (a run starts, a
 //! request or a tool returned) to the next hand-over. Otherwise (the agent
@@ -30,7 +32,8 @@
 //! # Backpressure
 //!
 //! A listener's channel holds `QUEUE` batches, and a held batch that
-//! reaches `BATCH` events goes out at once. A hand-over offers the batch to
+//! reaches `BATCH` events, or whose last delta reaches `JOINED` bytes of
+//! joined text, goes out at once. A hand-over offers the batch to
 //! every listener with room first, then waits for room at each listener a
 //! whole channel behind: the agent waits for a slow listener, and the
 //! others wait only as long as the agent. A listener's memory is so
@@ -63,6 +66,10 @@ const QUEUE: usize = 8;
 /// Events a held batch reaches before it goes out; see the module docs on
 /// backpressure.
 const BATCH: usize = 32;
+
+/// Bytes of joined delta text a held batch reaches before it goes out; see
+/// the module docs on backpressure.
+const JOINED: usize = 64 * 1024;
 
 enum Msg {
     /// Events in emission order, then, with a ticket, the flush.
@@ -337,6 +344,11 @@ impl ListenerList {
             && last.is_delta_of(agent, thinking)
         {
             last.append_delta(text);
+            // A stream read in full buffers is handed over late (see
+            // `protocol::client`): its joined text is bounded here.
+            if last.delta_len() >= JOINED {
+                self.send(&mut p, None);
+            }
             return;
         }
         let (agent, content) = (Arc::clone(agent), text.to_string());
@@ -629,6 +641,24 @@ mod tests {
         assert_eq!(sent(&list), 2);
         list.flush();
         assert_eq!(rec.len(), 2 * BATCH);
+    }
+
+    #[test]
+    fn held_delta_text_goes_out_when_it_reaches_its_bound() {
+        let (list, rec) = recorded();
+        list.hold();
+        let agent: Arc<str> = Arc::from("");
+        let piece = "y".repeat(1024);
+        for _ in 0..JOINED / 1024 - 1 {
+            list.emit_delta(&agent, false, &piece);
+        }
+        assert_eq!(sent(&list), 0, "joined, held");
+        list.emit_delta(&agent, false, &piece);
+        assert_eq!(sent(&list), 1, "the joined text reached its bound");
+        list.emit_delta(&agent, false, "z");
+        list.flush();
+        assert_eq!(texts(&rec).concat().len(), JOINED + 1);
+        assert_eq!(rec.len(), 2);
     }
 
     #[test]

@@ -330,10 +330,12 @@ impl Client {
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
         let watch = Watch::new(cfg, deadline);
+        let filled = Cell::new(false);
         let reader = Watched {
             inner: BodyReader(resp.into_body().into_reader()),
             watch: &watch,
             idle: is_sse,
+            filled: &filled,
         };
         let result = if is_sse {
             // 8 KiB, std's default: ureq's reader buffers too, and a larger
@@ -350,7 +352,23 @@ impl Client {
                 &options,
                 &mut || watch.progress(),
                 on_fragment,
-                before_read,
+                // A read that filled the whole buffer left the rest of what
+                // arrived for the next read, which then returns at once: no
+                // wait follows it, so there is nothing to hand over yet. The
+                // next short read (what had arrived is all consumed, so the
+                // read after it may wait) or the answer's end hands over
+                // everything, so text is late by at most that much, never
+                // kept while the agent waits (but for the one case of a
+                // server that sent exactly a buffer's worth, then paused).
+                // Decided by the data, not a clock: a model generating live
+                // fills no buffer, and gets every read handed over; a
+                // replayed or cached stream arrives in full buffers, and its
+                // listeners wake once per short read instead of every 8 KiB.
+                &mut || {
+                    if !filled.get() {
+                        before_read();
+                    }
+                },
             );
             if done.is_ok() && framed {
                 drain_after_done(&mut reader);
@@ -524,6 +542,8 @@ struct Watched<'a> {
     watch: &'a Watch<'a>,
     /// Whether the idle bound applies (an SSE body).
     idle: bool,
+    /// Whether the last read filled all the room it was given.
+    filled: &'a Cell<bool>,
 }
 
 impl Read for Watched<'_> {
@@ -532,7 +552,11 @@ impl Read for Watched<'_> {
             self.watch.expired.set(Some(bound));
             return Err(io::Error::new(io::ErrorKind::TimedOut, "bound expired"));
         }
-        self.inner.read(buf).inspect_err(|e| {
+        let read = self.inner.read(buf);
+        if let Ok(n) = read {
+            self.filled.set(n == buf.len());
+        }
+        read.inspect_err(|e| {
             if e.kind() == io::ErrorKind::TimedOut {
                 // ureq's own timeouts: the global one is the deadline, the
                 // per-read one the read timeout or the idle bound.

@@ -323,3 +323,44 @@ fn run_loop_returns_after_a_slow_listener_saw_a_slow_tool_and_a_stalled_stream()
     assert_eq!(crate::util::streamed_text(&events), "one two three four");
     assert_eq!(merge_deltas(events), merge_deltas(rec.events()));
 }
+
+/// A stream that arrives faster than the agent reads it fills the client's
+/// read buffer on every read; such a read is followed by no wait, so the
+/// text is handed to the listeners at the next short read or the answer's
+/// end, in a few long deltas, not one batch (and one wake-up) per 8 KiB.
+/// (One hand-over per read would give at least one delta event per read:
+/// the 430 KB body below takes over 50 reads.)
+#[test]
+fn a_stream_that_is_already_there_reaches_a_listener_in_few_deltas() {
+    let server = FakeServer::start();
+    let piece = r#"data: {"choices":[{"index":0,"delta":{"content":"abcd"}}]}"#;
+    let mut body = String::new();
+    for _ in 0..7_000 {
+        body.push_str(piece);
+        body.push_str("\n\n");
+    }
+    body.push_str(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    );
+    assert!(body.len() > 400_000);
+    // One write of the whole body: it is all there before the agent reads.
+    server.push(Reply::raw_sse(body));
+    let deltas = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let seen = Arc::clone(&deltas);
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.streaming(true).add_listener(move |e: &Event| {
+            if let Event::AssistantDelta { content, .. } = e {
+                seen.lock().push(content.len());
+            }
+        })
+    });
+    let outcome = agent.run_loop("go").unwrap();
+    assert_eq!(outcome.answer.as_deref().map(str::len), Some(28_000));
+    let deltas = deltas.lock();
+    assert_eq!(deltas.iter().sum::<usize>(), 28_000, "every byte, once");
+    assert!(
+        deltas.len() < 25,
+        "{} delta events for a stream that was all there: handed over per read",
+        deltas.len()
+    );
+}
