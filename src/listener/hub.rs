@@ -725,10 +725,18 @@ mod tests {
         };
         // The listener holds one message, its channel `QUEUE` more.
         let bound = QUEUE + 1;
-        eventually(|| emitted.load(Ordering::SeqCst) >= bound && rec.len() > bound);
+        eventually(|| emitted.load(Ordering::SeqCst) >= bound && rec.len() >= bound);
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(emitted.load(Ordering::SeqCst), bound);
-        assert_eq!(texts(&rec), numbers(bound + 1));
+        assert_eq!(emitted.load(Ordering::SeqCst), bound, "the emitter waits");
+        // The other listener got everything emitted before the wait, in
+        // order, and the event the emitter waits to give the stalled one
+        // too, unless its own channel was full at that moment (a busy
+        // machine): then it waits with the emitter.
+        let other = texts(&rec);
+        assert!(
+            other == numbers(bound) || other == numbers(bound + 1),
+            "{other:?}"
+        );
         drop(release);
         producer.join().unwrap();
         assert_eq!(texts(&stalled_rec), numbers(n));

@@ -381,13 +381,19 @@ fn no_retry(transport: pikuri::ChatTransport) -> Agent {
         .unwrap()
 }
 
-#[test]
-fn a_refused_connection_is_connect_and_names_the_url() {
+/// A turn against a closed port on loopback, with no retry: its error and
+/// the URL it should name.
+fn refused() -> (pikuri::Error, String) {
     let port = crate::util::closed_port();
     let transport =
         pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
     let err = no_retry(transport).run_loop("hi").unwrap_err();
-    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    (err, format!("http://127.0.0.1:{port}/v1/chat/completions"))
+}
+
+#[test]
+fn a_refused_connection_is_connect_and_names_the_url() {
+    let (err, url) = refused();
     assert_eq!(err.kind(), ErrorKind::Connect, "{err:?}");
     assert_eq!(err.url(), Some(url.as_str()));
     let shown = err.to_string();
@@ -400,10 +406,7 @@ fn a_refused_connection_is_connect_and_names_the_url() {
 
 #[test]
 fn debug_reads_as_a_sentence() {
-    let port = crate::util::closed_port();
-    let transport =
-        pikuri::ChatTransport::new("m").with_api_base(format!("http://127.0.0.1:{port}/v1"));
-    let err = no_retry(transport).run_loop("hi").unwrap_err();
+    let (err, url) = refused();
     // What `fn main() -> pikuri::Result<()>` prints after `Error: `.
     let debug = format!("{err:?}");
     assert!(debug.starts_with(&err.to_string()), "{debug}");
@@ -414,9 +417,7 @@ fn debug_reads_as_a_sentence() {
     if cfg!(target_os = "linux") {
         assert_eq!(
             debug,
-            format!(
-                "cannot connect to http://127.0.0.1:{port}/v1/chat/completions: connection refused (os error 111)"
-            )
+            format!("cannot connect to {url}: connection refused (os error 111)")
         );
     }
     // The structure stays one `#` away.

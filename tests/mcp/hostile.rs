@@ -52,6 +52,18 @@ fn fake(args: &[&str]) -> Option<(Server, String)> {
 }
 
 /// The last message the model was sent in request `i`.
+/// A model that makes the server deaf, then calls it with 1 MB of
+/// arguments: far more than a pipe holds, so the write cannot finish.
+fn deaf_then_large_echo() -> FakeServer {
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("fake__deaf", json!({})));
+    model.push(Reply::tool_call(
+        "fake__echo",
+        json!({"text": "x".repeat(1 << 20)}),
+    ));
+    model
+}
+
 fn observation(model: &FakeServer, i: usize) -> Value {
     model.chat_requests()[i].messages().last().unwrap()["content"].clone()
 }
@@ -62,13 +74,7 @@ fn a_server_that_stops_reading_cannot_hold_a_large_call_past_its_timeout() {
         return;
     };
     bounded(WATCHDOG, move || {
-        let model = FakeServer::start();
-        model.push(Reply::tool_call("fake__deaf", json!({})));
-        // 1 MB: far more than a pipe holds, so the write cannot finish.
-        model.push(Reply::tool_call(
-            "fake__echo",
-            json!({"text": "x".repeat(1 << 20)}),
-        ));
+        let model = deaf_then_large_echo();
         model.push(Reply::text("gave up"));
         model.push(Reply::text("next turn"));
         let mut agent = Agent::builder(model.transport())
@@ -109,12 +115,7 @@ fn a_cancel_ends_a_call_whose_large_arguments_cannot_be_written() {
         return;
     };
     bounded(WATCHDOG, move || {
-        let model = FakeServer::start();
-        model.push(Reply::tool_call("fake__deaf", json!({})));
-        model.push(Reply::tool_call(
-            "fake__echo",
-            json!({"text": "x".repeat(1 << 20)}),
-        ));
+        let model = deaf_then_large_echo();
         model.push(Reply::text("next turn"));
         let cancel = Cancellable::new();
         let fired = std::sync::Arc::new(AtomicBool::new(false));
