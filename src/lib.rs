@@ -144,7 +144,7 @@
 //! All on by default. `default-features = false` is the core alone: the
 //! agent loop, the protocol, tool schemas and typed tools, controls,
 //! events, the [`Listener`] trait and its delivery, history, compaction,
-//! structured output, sub-agents and the [`Approver`] seam, over plain
+//! structured output, sub-agents and the [`Approver`](approval::Approver) seam, over plain
 //! HTTP. Each feature adds one piece of the periphery and no direct
 //! dependency (`rustls` and `web` turn on features of ureq):
 //!
@@ -166,7 +166,7 @@
 //!   [`RateLimited`](listeners::RateLimited),
 //!   [`TokenLog`](listeners::TokenLog)); the sanitizer is there with
 //!   either this feature or `terminal`.
-//! - `terminal`: [`listeners::Terminal`] and [`TerminalApprover`].
+//! - `terminal`: [`listeners::Terminal`] and [`TerminalApprover`](approval::TerminalApprover).
 //! - `testing`: [`testing`], the scripted server and record/replay. The
 //!   crate's own unit tests compile it whatever the features.
 //!
