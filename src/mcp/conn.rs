@@ -75,6 +75,17 @@ pub(super) enum Notice {
 
 pub(super) type Observer = Arc<dyn Fn(Notice) + Send + Sync>;
 
+/// An answer on its way to the caller that waits for it.
+type Answer = (Sender<Result<Value, RpcError>>, Result<Value, RpcError>);
+
+/// What the notice thread takes, in the order the server sent it.
+enum Queued {
+    Notice(Notice),
+    /// An answer that came after notices still queued: it waits its turn,
+    /// so a tool's progress reaches the listeners before its result.
+    Answer(Answer),
+}
+
 /// What `initialize` told us about the server.
 #[derive(Clone, Debug, Default)]
 pub(super) struct InitInfo {
@@ -154,7 +165,9 @@ pub(super) struct Conn {
     /// Notices for the notice thread (see the module docs on floods);
     /// `None` if that thread could not start (notices are then handled on
     /// the reader).
-    notices: Option<Sender<Notice>>,
+    notices: Option<Sender<Queued>>,
+    /// Notices queued or being delivered (see [`Conn::complete`]).
+    queued: Arc<AtomicU64>,
     observer: Option<Observer>,
     /// Notices dropped since the notice thread last reported it.
     shed: Arc<AtomicU64>,
@@ -165,15 +178,25 @@ pub(super) struct Conn {
 impl Conn {
     pub(super) fn new(name: Arc<str>, observer: Option<Observer>, secrets: Secrets) -> Arc<Conn> {
         let shed = Arc::new(AtomicU64::new(0));
-        let (tx, rx) = bounded::<Notice>(NOTICE_QUEUE);
+        let queued = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = bounded::<Queued>(NOTICE_QUEUE);
         let thread_name = format!("mcp-{name}-notices");
         let (n, o, s) = (Arc::clone(&name), observer.clone(), Arc::clone(&shed));
+        let in_queue = Arc::clone(&queued);
         // The thread ends when the connection (the only sender) is dropped.
         let notices = match thread::Builder::new()
             .name(thread_name)
             .spawn(move || {
-                for notice in rx {
+                for queued in rx {
+                    let notice = match queued {
+                        Queued::Notice(notice) => notice,
+                        Queued::Answer((tx, outcome)) => {
+                            let _ = tx.try_send(outcome);
+                            continue;
+                        }
+                    };
                     deliver(o.as_ref(), notice);
+                    in_queue.fetch_sub(1, Ordering::AcqRel);
                     let dropped = s.swap(0, Ordering::Relaxed);
                     if dropped > 0 {
                         log::warn!(target: "pikuri::mcp", "[{n}] dropped {dropped} notifications: they came faster than they were handled");
@@ -195,6 +218,7 @@ impl Conn {
             closed: Mutex::new(None),
             tools_dirty: AtomicBool::new(false),
             notices,
+            queued,
             observer,
             shed,
             secrets,
@@ -344,9 +368,7 @@ impl Conn {
             } => {
                 self.progress.lock().remove(&id);
                 match self.pending.lock().remove(&id) {
-                    Some(tx) => {
-                        let _ = tx.try_send(outcome);
-                    }
+                    Some(tx) => self.complete(tx, outcome),
                     None => log::debug!(
                         target: "pikuri::mcp",
                         "[{}] answer to #{id} arrived after it was abandoned; ignored",
@@ -424,17 +446,44 @@ impl Conn {
                 return;
             }
         };
-        match &self.notices {
-            Some(tx) => match tx.try_send(notice) {
-                Ok(()) => {}
-                // A flood, or a slow listener: the answers come first.
-                Err(TrySendError::Full(_)) => {
-                    self.shed.fetch_add(1, Ordering::Relaxed);
+        let Some(tx) = &self.notices else {
+            deliver(self.observer.as_ref(), notice);
+            return;
+        };
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        match tx.try_send(Queued::Notice(notice)) {
+            Ok(()) => {}
+            // A flood, or a slow listener: the answers come first.
+            Err(TrySendError::Full(_)) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                self.shed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Disconnected(queued)) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                if let Queued::Notice(notice) = queued {
+                    deliver(self.observer.as_ref(), notice);
                 }
-                Err(TrySendError::Disconnected(notice)) => deliver(self.observer.as_ref(), notice),
-            },
-            None => deliver(self.observer.as_ref(), notice),
+            }
         }
+    }
+
+    /// Hand an answer to the caller waiting for it: after the notices the
+    /// server sent before it (a tool's progress precedes its result), so
+    /// through the notice thread while any is queued or being delivered,
+    /// and at once otherwise, or when that queue is full (a flood: notices
+    /// are being dropped then, and the answer must not wait behind them).
+    fn complete(&self, tx: Sender<Result<Value, RpcError>>, outcome: Result<Value, RpcError>) {
+        if let Some(queue) = &self.notices
+            && self.queued.load(Ordering::Acquire) > 0
+        {
+            if let Err(e) = queue.try_send(Queued::Answer((tx, outcome)))
+                && let Queued::Answer((tx, outcome)) = e.into_inner()
+            {
+                let _ = tx.try_send(outcome);
+            }
+            return;
+        }
+        let _ = tx.try_send(outcome);
     }
 
     /// The `initialize` handshake, then `notifications/initialized`.
