@@ -259,6 +259,15 @@ struct Pending {
     held: bool,
 }
 
+impl Pending {
+    /// Whether the held batch must go out now (see the module docs on
+    /// backpressure): `BATCH` events, or a last delta of `JOINED` bytes (a
+    /// stream read in full buffers is handed over late, `protocol::client`).
+    fn is_full(&self) -> bool {
+        self.events.len() >= BATCH || self.events.last().is_some_and(|e| e.delta_len() >= JOINED)
+    }
+}
+
 impl ListenerList {
     /// An empty list.
     pub fn new() -> ListenerList {
@@ -326,7 +335,7 @@ impl ListenerList {
         } else {
             p.events.push(event);
         }
-        if !p.held || p.events.len() >= BATCH {
+        if !p.held || p.is_full() {
             self.send(&mut p, None);
         }
     }
@@ -344,9 +353,7 @@ impl ListenerList {
             && last.is_delta_of(agent, thinking)
         {
             last.append_delta(text);
-            // A stream read in full buffers is handed over late (see
-            // `protocol::client`): its joined text is bounded here.
-            if last.delta_len() >= JOINED {
+            if p.is_full() {
                 self.send(&mut p, None);
             }
             return;
@@ -357,7 +364,7 @@ impl ListenerList {
         } else {
             Event::AssistantDelta { agent, content }
         });
-        if p.events.len() >= BATCH {
+        if p.is_full() {
             self.send(&mut p, None);
         }
     }
