@@ -375,8 +375,14 @@ fn cut_off_arguments_are_named_only_after_finish_reason_length() {
 
 /// An agent on `transport` that does not retry.
 fn no_retry(transport: pikuri::ChatTransport) -> Agent {
+    no_retry_streaming(transport, false)
+}
+
+/// An agent on `transport` that does not retry, streaming or not.
+fn no_retry_streaming(transport: pikuri::ChatTransport, streaming: bool) -> Agent {
     Agent::builder(transport)
         .http(fast_http().with_max_retries(0))
+        .streaming(streaming)
         .build()
         .unwrap()
 }
@@ -485,11 +491,7 @@ fn statuses_map_to_kinds_and_name_the_url() {
         for (status, message, kind) in rows {
             let server = FakeServer::start();
             server.push(Reply::status(status, message));
-            let mut agent = Agent::builder(server.transport())
-                .http(fast_http().with_max_retries(0))
-                .streaming(streaming)
-                .build()
-                .unwrap();
+            let mut agent = no_retry_streaming(server.transport(), streaming);
             let err = agent.run_loop("hi").unwrap_err();
             assert_eq!(err.kind(), kind, "{status} {message}: {err}");
             assert_eq!(err.status(), Some(status));
@@ -530,11 +532,7 @@ fn a_garbage_body_is_protocol_and_names_the_url() {
             Reply::raw_body(200, "application/json", "<html>not json</html>")
         };
         server.push(reply);
-        let mut agent = Agent::builder(server.transport())
-            .http(fast_http().with_max_retries(0))
-            .streaming(streaming)
-            .build()
-            .unwrap();
+        let mut agent = no_retry_streaming(server.transport(), streaming);
         let err = agent.run_loop("hi").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
         let url = format!("{}/chat/completions", server.base_url());
