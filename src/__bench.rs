@@ -14,12 +14,22 @@ use crate::{Event, HttpConfig, Message, Result};
 /// the socket (SSE parser, then the delta accumulator), passing every text
 /// and reasoning fragment to `on_fragment`. Returns the assembled message.
 pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -> Result<Message> {
+    decode_stream_of(crate::Api::ChatCompletions, reader, on_fragment)
+}
+
+/// [`decode_stream`] for a stream of `api`'s wire format.
+pub fn decode_stream_of<R: BufRead>(
+    api: crate::Api,
+    reader: R,
+    on_fragment: &mut dyn FnMut(&str),
+) -> Result<Message> {
     let cfg = HttpConfig::default();
     let mut on = |f: Fragment<'_>| match f {
         Fragment::Content(s) | Fragment::Reasoning(s) => on_fragment(s),
         Fragment::Usage(_) => {}
     };
     let options = StreamOptions {
+        api,
         max_line: cfg.max_line_bytes,
         max_body: cfg.max_body_bytes,
         split_think: false,

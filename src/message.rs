@@ -1,11 +1,133 @@
-//! The conversation model: [`Message`], [`Role`], [`ToolCall`], [`Usage`].
+//! The conversation model: [`Message`], [`Role`], [`ToolCall`], [`Usage`],
+//! [`Image`], [`ProviderData`], and the [`Api`] a transport speaks.
 //!
-//! These are plain values. Their mapping to the OpenAI chat-completions JSON
-//! lives privately in `protocol::request`; the serde derives here are for the
-//! history format ([`History`](crate::History)), which stores a little more
-//! than the wire needs (usage, the model that wrote a message).
+//! These are plain values. Their mapping to each wire format lives privately
+//! in `protocol` (one encoder and decoder per [`Api`]); the serde derives
+//! here are for the history format ([`History`](crate::History)), which
+//! stores a little more than the wire needs (usage, the model that wrote a
+//! message, what a provider asked to get back).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The wire format a [`ChatTransport`](crate::ChatTransport) speaks.
+///
+/// Every API carries the same conversation ([`Message`]s, tool calls and
+/// results, usage); the loop, events, listeners, tools and history do not
+/// depend on it. What only one API has (Anthropic's thinking signatures,
+/// OpenAI's encrypted reasoning items) travels in [`ProviderData`].
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::{Api, ChatTransport};
+/// let t = ChatTransport::new("claude-sonnet-4-5").with_api(Api::AnthropicMessages);
+/// assert_eq!(t.api(), Api::AnthropicMessages);
+/// assert_eq!(ChatTransport::new("gpt-5").api(), Api::ChatCompletions);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Api {
+    /// OpenAI's chat completions, `POST {base}/chat/completions`: OpenAI,
+    /// llama.cpp, Ollama, vLLM, OpenRouter, Gemini's compatible endpoint
+    /// and most servers.
+    #[default]
+    ChatCompletions,
+    /// Anthropic's Messages API, `POST {base}/messages`.
+    AnthropicMessages,
+    /// OpenAI's Responses API, `POST {base}/responses`.
+    OpenAiResponses,
+}
+
+impl Api {
+    /// A short stable name: `chat_completions`, `anthropic_messages` or
+    /// `openai_responses` (as in the history format).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "chat_completions",
+            Api::AnthropicMessages => "anthropic_messages",
+            Api::OpenAiResponses => "openai_responses",
+        }
+    }
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a provider returned that only it can read, kept in the history so it
+/// can be sent back, verbatim, to the same API, endpoint and model, and
+/// dropped for any other (a switch of model or API never sends one
+/// provider's signatures to another).
+///
+/// Which items an API keeps:
+/// - [`Api::AnthropicMessages`]: the `thinking` and `redacted_thinking`
+///   content blocks, with their signatures, in the order they came;
+/// - [`Api::OpenAiResponses`]: the `reasoning` output items (with
+///   `encrypted_content`);
+/// - [`Api::ChatCompletions`]: provider fields of the message, such as
+///   OpenRouter's `reasoning_details`, as one object
+///   (per-call fields such as Gemini's thought signatures are in
+///   [`ToolCall::provider_data`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ProviderData {
+    /// The API that returned the items.
+    pub api: Api,
+    /// The API base they came from.
+    pub endpoint: String,
+    /// The model that wrote them.
+    pub model: String,
+    /// The items, verbatim.
+    pub items: Vec<Value>,
+}
+
+impl ProviderData {
+    /// Items from `api` at `endpoint`, written by `model`.
+    pub fn new(
+        api: Api,
+        endpoint: impl Into<String>,
+        model: impl Into<String>,
+        items: Vec<Value>,
+    ) -> ProviderData {
+        ProviderData {
+            api,
+            endpoint: endpoint.into(),
+            model: model.into(),
+            items,
+        }
+    }
+
+    /// Whether these items may be sent to `model` over `api` at `endpoint`:
+    /// only to the very API, endpoint and model that issued them.
+    pub fn is_for(&self, api: Api, endpoint: &str, model: &str) -> bool {
+        self.api == api && self.endpoint == endpoint && self.model == model
+    }
+}
+
+/// An image in a user message or a tool result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Image {
+    /// The media type, e.g. `image/png` (for a URL, as far as known).
+    pub media_type: String,
+    /// Where the image is.
+    pub source: ImageSource,
+}
+
+/// Where an [`Image`]'s bytes are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ImageSource {
+    /// The bytes, base64-encoded (standard alphabet, padded).
+    Base64(String),
+    /// A URL the provider fetches itself.
+    Url(String),
+}
 
 /// Who wrote a [`Message`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,6 +173,12 @@ pub struct ToolCall {
     /// the history stays sendable to any server. [`Event::ToolCall`](crate::Event::ToolCall)
     /// carries what was sent.
     pub arguments: String,
+    /// Provider fields of this call to send back with it, verbatim (Gemini's
+    /// `extra_content` with its `thought_signature`), under the same rule
+    /// as the message's [`ProviderData`]: only to the API, endpoint and
+    /// model named there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<Value>,
 }
 
 impl ToolCall {
@@ -64,6 +192,7 @@ impl ToolCall {
             id: id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            provider_data: None,
         }
     }
 }
@@ -279,6 +408,13 @@ pub struct Message {
     /// it did not, as the transport requested it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Images (user and tool messages), sent after the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+    /// What the provider asked to get back (assistant only): see
+    /// [`ProviderData`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<ProviderData>,
 }
 
 impl Message {
@@ -291,6 +427,8 @@ impl Message {
             tool_call_id: None,
             usage: None,
             model: None,
+            images: Vec::new(),
+            provider_data: None,
         }
     }
 

@@ -58,10 +58,12 @@ use parking_lot::Mutex;
 
 use super::HttpConfig;
 use super::body::error_message;
-use super::decode::{Completion, Fragment, StreamOptions, parse_response, read_stream};
+use super::decode::{Completion, Fragment};
 use super::error::DecodeError;
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
+use super::stream::{StreamOptions, read_stream};
+use super::wire;
 use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};
 use crate::{Cancellable, ChatTransport, Error, Result};
 
@@ -148,7 +150,7 @@ impl Client {
         before_read: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
-        req.write_to(buf, cfg.include_usage);
+        wire::encode(req, buf, cfg.include_usage);
         let body = &buf[..];
         let transport = req.transport;
         let (url, shown) = self.chat_url(transport);
@@ -184,8 +186,8 @@ impl Client {
                         "application/json"
                     },
                 );
-            if let Some(key) = transport.api_key() {
-                http = http.header("Authorization", format!("Bearer {key}"));
+            for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
+                http = http.header(name, value);
             }
             log::trace!("request body: {}", String::from_utf8_lossy(body));
             let (err, retry_after) = match http.send(body) {
@@ -287,7 +289,11 @@ impl Client {
     /// The URL a chat goes to, and what errors, retry notices and logs
     /// show of it (user info, query values and the key redacted).
     fn chat_url(&self, transport: &ChatTransport) -> (String, String) {
-        let url = format!("{}/chat/completions", transport.base_or_default());
+        let url = format!(
+            "{}{}",
+            transport.base_or_default(),
+            wire::path(transport.api())
+        );
         let shown = redact(&redact_url(&url), transport.api_key()).into_owned();
         if transport.api_base().is_none()
             && !self
@@ -342,6 +348,7 @@ impl Client {
             // buffer per stream is what dominates memory with many agents.
             let mut reader = BufReader::with_capacity(8 * 1024, reader);
             let options = StreamOptions {
+                api: req.transport.api(),
                 max_line: cfg.max_line_bytes,
                 max_body: cfg.max_body_bytes,
                 split_think: req.split_think,
@@ -385,17 +392,21 @@ impl Client {
                 Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(DecodeError::Protocol(
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
-                Ok(_) => parse_response(&body, req.split_think).inspect(|c| {
-                    // A server that ignored `stream: true` still feeds the listeners.
-                    if req.stream {
-                        if let Some(r) = c.message.reasoning.as_deref().filter(|r| !r.is_empty()) {
-                            on_fragment(Fragment::Reasoning(r));
+                Ok(_) => {
+                    wire::parse_response(req.transport.api(), &body, req.split_think).inspect(|c| {
+                        // A server that ignored `stream: true` still feeds the listeners.
+                        if req.stream {
+                            if let Some(r) =
+                                c.message.reasoning.as_deref().filter(|r| !r.is_empty())
+                            {
+                                on_fragment(Fragment::Reasoning(r));
+                            }
+                            if !c.message.content.is_empty() {
+                                on_fragment(Fragment::Content(&c.message.content));
+                            }
                         }
-                        if !c.message.content.is_empty() {
-                            on_fragment(Fragment::Content(&c.message.content));
-                        }
-                    }
-                }),
+                    })
+                }
                 Err(e) => Err(DecodeError::from_io(e)),
             }
         };

@@ -1,27 +1,33 @@
-//! The OpenAI chat-completions protocol: everything between the agent loop
-//! and the socket, and the only module that knows ureq.
+//! The wire protocols (OpenAI chat completions, Anthropic Messages, OpenAI
+//! Responses): everything between the agent loop and the socket, and the
+//! only module that knows ureq.
 //!
 //! The loop describes a call as a [`Request`] and gets a [`Completion`]
 //! back from [`Client::chat`]; it never sees JSON. Inside, a request goes
 //! down and its answer comes up through these layers, each in its own file:
 //!
 //! ```text
-//!  agent loop ── Request ──▶ request.rs   encode the body (by reference)
+//!  agent loop ── Request ──▶ wire.rs      the API's path, headers, encoder
 //!                            client.rs    POST, status, cancel, retry.rs
 //!                            sse.rs       bytes → event data (sans-IO)
-//!                            decode/      event data or a body → Completion
+//!                            stream.rs    event data → the API's decoder
+//!                            decode/      (or anthropic/, responses/) → Completion
 //!  agent loop ◀─ Completion ─┘
 //! ```
 //!
 //! | file | job |
 //! |---|---|
 //! | `transport.rs` | the public [`ChatTransport`] and [`HttpConfig`] |
-//! | `request.rs` | [`Request`] and [`ToolSpecs`], encoded as the request body |
+//! | `wire.rs` | the seam: per [`Api`](crate::Api), path, headers, encoder, body decoder |
+//! | `request.rs` | [`Request`] and [`ToolSpecs`]; the chat-completions body |
+//! | `anthropic/` | Anthropic Messages: encoder, body and stream decoders |
+//! | `responses/` | OpenAI Responses: encoder, body and stream decoders |
+//! | `stream.rs` | a streamed body: SSE events into the API's decoder |
 //! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
 //! | `body.rs` | an error body in one bounded line: message, code and type, or a summary |
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
-//! | `decode/` | chunk accumulation, `<think>` splitting, non-streamed bodies |
+//! | `decode/` | chat completions: chunk accumulation, `<think>` splitting, bodies; the shared [`Completion`] and [`Fragment`] |
 //! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
@@ -30,6 +36,7 @@
 //! Decoding fails with its own `DecodeError`; `client::decode_error` turns
 //! it into the public [`Error`](crate::Error), once.
 
+mod anthropic;
 mod body;
 mod client;
 mod decode;
@@ -43,19 +50,18 @@ pub(crate) mod fuzz;
 mod models;
 mod probe;
 mod request;
+mod responses;
 mod retry;
 mod sse;
+mod stream;
 mod transport;
+mod wire;
 
 pub(crate) use client::Client;
 #[cfg(feature = "mcp")]
 pub(crate) use client::cannot_connect;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
-#[cfg(feature = "_bench")]
-pub(crate) use decode::StreamOptions;
-#[cfg(feature = "_bench")]
-pub(crate) use decode::read_stream;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
@@ -65,5 +71,7 @@ pub(crate) use retry::RetryNotice;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
 #[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};
+#[cfg(feature = "_bench")]
+pub(crate) use stream::{StreamOptions, read_stream};
 pub(crate) use transport::check_http_url;
 pub use transport::{ChatTransport, HttpConfig};

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Api;
+
 /// Everything that must travel together so a chat always reaches the same
 /// model on the same server: model, provider hint, API base, API key and
 /// context window.
@@ -33,6 +35,8 @@ use serde::{Deserialize, Serialize};
 /// to `https://api.openai.com/v1` (logged at `info` once per client).
 #[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChatTransport {
+    #[serde(default, skip_serializing_if = "is_default_api")]
+    api: Api,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,8 +49,23 @@ pub struct ChatTransport {
     context_window: Option<u64>,
 }
 
-/// The API base used when a transport names none.
+/// The API base used when a transport names none: OpenAI's, for chat
+/// completions and Responses.
 pub(crate) const DEFAULT_API_BASE: &str = "https://api.openai.com/v1";
+
+/// The API base used for [`Api::AnthropicMessages`] when a transport names
+/// none.
+pub(crate) const DEFAULT_ANTHROPIC_BASE: &str = "https://api.anthropic.com/v1";
+
+// A plain history written before the `api` field existed reads as chat
+// completions, and one on chat completions is written as before.
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_default_api(api: &Api) -> bool {
+    *api == Api::ChatCompletions
+}
 
 /// Why `url` cannot be an endpoint of this build, in a sentence naming
 /// `what` it is and the fix: no `http://` or `https://` scheme (ureq would
@@ -140,6 +159,7 @@ impl ChatTransport {
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
         let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let t = ChatTransport {
+            api: Api::ChatCompletions,
             model: var("OPENAI_MODEL"),
             provider: Some("openai".to_string()),
             api_base: var("OPENAI_BASE_URL"),
@@ -196,6 +216,20 @@ impl ChatTransport {
             "the default API base (no api_base is set)"
         };
         check_http_url(what, self.base_or_default()).map_err(crate::Error::InvalidInput)
+    }
+
+    /// The wire format this transport speaks ([`Api::ChatCompletions`]
+    /// unless set).
+    pub fn api(&self) -> Api {
+        self.api
+    }
+    /// A copy speaking another wire format. The API base is kept; with none
+    /// set, [`Api::AnthropicMessages`] goes to `https://api.anthropic.com/v1`
+    /// and the others to `https://api.openai.com/v1`.
+    #[must_use]
+    pub fn with_api(mut self, api: Api) -> ChatTransport {
+        self.api = api;
+        self
     }
 
     /// The model id, if set.
@@ -260,13 +294,17 @@ impl ChatTransport {
     }
 
     pub(crate) fn base_or_default(&self) -> &str {
-        self.api_base.as_deref().unwrap_or(DEFAULT_API_BASE)
+        self.api_base.as_deref().unwrap_or(match self.api {
+            Api::AnthropicMessages => DEFAULT_ANTHROPIC_BASE,
+            Api::ChatCompletions | Api::OpenAiResponses => DEFAULT_API_BASE,
+        })
     }
 
     /// Whether switching from `self` to `other` changes where or what a chat
     /// talks to (the context window alone does not count).
     pub(crate) fn same_endpoint(&self, other: &ChatTransport) -> bool {
-        self.model == other.model
+        self.api == other.api
+            && self.model == other.model
             && self.provider == other.provider
             && self.api_base == other.api_base
             && self.api_key == other.api_key
@@ -276,6 +314,7 @@ impl ChatTransport {
 impl fmt::Debug for ChatTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChatTransport")
+            .field("api", &self.api)
             .field("model", &self.model)
             .field("provider", &self.provider)
             .field("api_base", &self.api_base)

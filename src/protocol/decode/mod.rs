@@ -12,7 +12,6 @@
 //! | `accumulator.rs` | streamed chunks → message, tool calls by index |
 //! | `think.rs` | `<think>` tags split out of content, across chunks |
 //! | `response.rs` | a non-streamed response body → message |
-//! | `stream.rs` | a streamed body: SSE events into the accumulator |
 //! | `shapes.rs` | the borrowed serde shapes of chunks and responses |
 //!
 //! # Rules
@@ -63,17 +62,14 @@
 mod accumulator;
 mod response;
 mod shapes;
-mod stream;
 mod think;
 
 use std::borrow::Cow;
 
 use crate::{Message, ToolCall, Usage};
 
-#[cfg(any(fuzzing, test))]
 pub(crate) use accumulator::Accumulator;
 pub(crate) use response::parse_response;
-pub(crate) use stream::{StreamOptions, read_stream};
 
 /// A fragment reported while streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,146 @@
+//! A streamed body decoded: SSE events (`super::sse`) fed to the decoder of
+//! the transport's [`Api`] until its end event. Its own file so that each
+//! decoder stays ignorant of the others and of the SSE reader.
+
+use std::io::BufRead;
+
+use super::decode::{Accumulator, Completion, Fragment};
+use super::error::DecodeError;
+use super::sse::{Flow, read_sse};
+use super::{anthropic, responses};
+use crate::Api;
+
+/// The limits and settings of one streamed body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamOptions<'a> {
+    /// The wire format of the events.
+    pub(crate) api: Api,
+    /// Largest SSE line or event.
+    pub(crate) max_line: usize,
+    /// Largest total event data.
+    pub(crate) max_body: u64,
+    /// Move `<think>` tags out of the content.
+    pub(crate) split_think: bool,
+    /// The API key, redacted from chunks quoted in log lines.
+    pub(crate) secret: Option<&'a str>,
+}
+
+/// One stream's decoder, by API. Every decoder has the same four
+/// operations (the contract `Accumulator` set): `push_data` takes one
+/// event's data and reports fragments, `progress` counts events that
+/// carried part of the answer (the client's idle bound resets on it),
+/// `is_done` says the end event arrived, and `finish` returns the message
+/// or `Truncated`.
+// One decoder lives on the stack per stream, so the size difference costs
+// nothing worth a box per request.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per stream, on the stack; boxing would allocate per request"
+)]
+enum Decoder {
+    Chat(Accumulator),
+    Anthropic(anthropic::Decoder),
+    Responses(responses::Decoder),
+}
+
+impl Decoder {
+    fn new(options: &StreamOptions<'_>) -> Decoder {
+        match options.api {
+            Api::ChatCompletions => {
+                Decoder::Chat(Accumulator::new(options.split_think).redacting(options.secret))
+            }
+            Api::AnthropicMessages => {
+                Decoder::Anthropic(anthropic::Decoder::new(options.split_think, options.secret))
+            }
+            Api::OpenAiResponses => {
+                Decoder::Responses(responses::Decoder::new(options.split_think, options.secret))
+            }
+        }
+    }
+
+    fn push_data(
+        &mut self,
+        data: &str,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) -> Result<(), DecodeError> {
+        match self {
+            Decoder::Chat(d) => d.push_data(data, on_fragment),
+            Decoder::Anthropic(d) => d.push_data(data, on_fragment),
+            Decoder::Responses(d) => d.push_data(data, on_fragment),
+        }
+    }
+
+    fn progress(&self) -> u64 {
+        match self {
+            Decoder::Chat(d) => d.progress(),
+            Decoder::Anthropic(d) => d.progress(),
+            Decoder::Responses(d) => d.progress(),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        match self {
+            Decoder::Chat(d) => d.is_done(),
+            Decoder::Anthropic(d) => d.is_done(),
+            Decoder::Responses(d) => d.is_done(),
+        }
+    }
+
+    fn finish(self) -> Result<Completion, DecodeError> {
+        match self {
+            Decoder::Chat(d) => d.finish(),
+            Decoder::Anthropic(d) => d.finish(),
+            Decoder::Responses(d) => d.finish(),
+        }
+    }
+}
+
+/// Decode a streamed body: SSE events into the decoder, fragments to
+/// `on_fragment`, until the end event or EOF; `on_progress` hears of each
+/// event that carried part of the answer, and `before_read` runs when what
+/// was read is decoded, before the next read, which may wait for the
+/// network. The whole streaming path after the socket (the benches drive it
+/// through `crate::__bench`).
+pub(crate) fn read_stream<R: BufRead>(
+    reader: R,
+    options: &StreamOptions<'_>,
+    on_progress: &mut dyn FnMut(),
+    on_fragment: &mut dyn FnMut(Fragment<'_>),
+    before_read: &mut dyn FnMut(),
+) -> Result<Completion, DecodeError> {
+    let StreamOptions {
+        max_line, max_body, ..
+    } = *options;
+    let mut decoder = Decoder::new(options);
+    // Small, valid events can still grow the message without end:
+    // the event data of one stream is capped like a plain body.
+    let mut total = 0u64;
+    read_sse(
+        reader,
+        max_line,
+        &mut |data| {
+            total = total.saturating_add(data.len() as u64);
+            if total > max_body {
+                return Err(DecodeError::Protocol(format!(
+                    "streamed response exceeds {max_body} bytes"
+                )));
+            }
+            let before = decoder.progress();
+            decoder.push_data(data, on_fragment)?;
+            if decoder.progress() != before {
+                on_progress();
+            }
+            // Stop at the end event: anything after it is ignored. The
+            // client reads the rest of a framed body itself, within its
+            // bounds, to keep the connection (`drain_after_done` in
+            // `client.rs`).
+            Ok(if decoder.is_done() {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        },
+        before_read,
+    )
+    .and_then(|()| decoder.finish())
+}

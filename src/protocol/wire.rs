@@ -1,0 +1,59 @@
+//! The wire-format seam: what differs between the APIs a transport can
+//! speak ([`Api`]), chosen in one place. The client asks this file for the
+//! path, the headers, the request body and the non-streamed decoder;
+//! `stream.rs` picks the streamed decoder. Each API's encoder and decoders
+//! live in their own module (`decode/` and `request.rs` for chat
+//! completions, `anthropic/`, `responses/`) and produce the same
+//! [`Completion`] and [`Fragment`](super::Fragment)s, so nothing above the
+//! protocol knows which API answered.
+
+use super::decode::{self, Completion};
+use super::error::DecodeError;
+use super::request::Request;
+use super::{anthropic, responses};
+use crate::Api;
+
+/// The path after the API base that chats go to.
+pub(crate) fn path(api: Api) -> &'static str {
+    match api {
+        Api::ChatCompletions => "/chat/completions",
+        Api::AnthropicMessages => "/messages",
+        Api::OpenAiResponses => "/responses",
+    }
+}
+
+/// The headers that carry the API key (and the API's version, where it
+/// asks for one), as `(name, value)` pairs.
+pub(crate) fn auth_headers(api: Api, key: Option<&str>) -> Vec<(&'static str, String)> {
+    match api {
+        Api::AnthropicMessages => anthropic::headers(key),
+        Api::ChatCompletions | Api::OpenAiResponses => key
+            .map(|k| ("Authorization", format!("Bearer {k}")))
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Serialize `req` into `buf` (cleared first) in its transport's format;
+/// `include_usage` comes from the client's
+/// [`HttpConfig`](super::HttpConfig).
+pub(crate) fn encode(req: &Request<'_>, buf: &mut Vec<u8>, include_usage: bool) {
+    match req.transport.api() {
+        Api::ChatCompletions => req.write_to(buf, include_usage),
+        Api::AnthropicMessages => anthropic::write_body(req, buf),
+        Api::OpenAiResponses => responses::write_body(req, buf),
+    }
+}
+
+/// Decode a non-streamed response body of `api`.
+pub(crate) fn parse_response(
+    api: Api,
+    body: &[u8],
+    split_think: bool,
+) -> Result<Completion, DecodeError> {
+    match api {
+        Api::ChatCompletions => decode::parse_response(body, split_think),
+        Api::AnthropicMessages => anthropic::parse_response(body, split_think),
+        Api::OpenAiResponses => responses::parse_response(body, split_think),
+    }
+}
