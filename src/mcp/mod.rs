@@ -159,10 +159,14 @@ mod conn;
 mod content;
 mod http;
 mod jsonrpc;
+mod oauth;
 mod registry;
 mod server;
 mod stdio;
 
 pub use client::{Client, ToolInfo};
+pub use oauth::{
+    Browser, FileTokenStore, MemoryTokenStore, OAuth, SystemBrowser, TokenStore, Tokens,
+};
 pub use registry::Registry;
 pub use server::Server;
