@@ -115,11 +115,13 @@ impl Http {
         self.oauth = oauth.map(|o| Session::new(o, &self.url));
     }
 
-    /// The bearer token to send: the host's, else the OAuth one.
+    /// The bearer token to send: the OAuth one once there is one (it
+    /// replaces a host token the server refused), else the host's.
     fn token(&self) -> Option<String> {
-        self.bearer
-            .clone()
-            .or_else(|| self.oauth.as_ref().and_then(Session::bearer))
+        self.oauth
+            .as_ref()
+            .and_then(Session::bearer)
+            .or_else(|| self.bearer.clone())
     }
 
     /// After a 401: refresh or log in (once for concurrent workers), then
@@ -302,6 +304,18 @@ impl Http {
         if status == 202 {
             return Ok(());
         }
+        // Tokens obtained by OAuth are not among the connection's secrets
+        // (they came after it was made): redact them here, before anything
+        // the server sends goes further.
+        let oauth_secrets = self
+            .oauth
+            .as_ref()
+            .map(Session::secrets)
+            .unwrap_or_default();
+        let on_msg = &mut |mut m: Value| {
+            oauth_secrets.redact_json(&mut m);
+            on_msg(m)
+        };
         let is_sse = is_event_stream(resp.headers());
         if status >= 400 {
             let text = resp
@@ -310,10 +324,8 @@ impl Http {
                 .limit(4096)
                 .read_to_string()
                 .unwrap_or_default();
-            return Err(PostError::Status(
-                status,
-                excerpt(text.trim(), 300).into_owned(),
-            ));
+            let text = oauth_secrets.redact(text.trim()).into_owned();
+            return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
         }
         let reader = resp.into_body().into_reader();
         if is_sse {

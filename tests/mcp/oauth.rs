@@ -15,6 +15,7 @@ use pikuri::mcp::{Client, FileTokenStore, MemoryTokenStore, OAuth, Server, Token
 use pikuri::{ErrorKind, ToolContext};
 use serde_json::{Value, json};
 
+use super::chat::{chat, chat_bin, model};
 use super::{python, required, skip};
 
 /// A server process killed on drop, and its port.
@@ -112,10 +113,7 @@ fn sdk() -> Option<(String, String)> {
     }
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_oauth_server.py");
-    Some((
-        python.display().to_string(),
-        script.display().to_string(),
-    ))
+    Some((python.display().to_string(), script.display().to_string()))
 }
 
 fn temp_store(name: &str) -> PathBuf {
@@ -166,11 +164,22 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     // One login, through the browser, with PKCE S256 and the resource.
     let opened = browser.opened();
     assert_eq!(opened.len(), 1, "{opened:?}");
-    assert_eq!(param(&opened[0], "code_challenge_method").as_deref(), Some("S256"));
-    assert_eq!(param(&opened[0], "code_challenge").map(|c| c.len()), Some(43));
+    assert_eq!(
+        param(&opened[0], "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    assert_eq!(
+        param(&opened[0], "code_challenge").map(|c| c.len()),
+        Some(43)
+    );
     assert_eq!(param(&opened[0], "resource").as_deref(), Some(url.as_str()));
     assert!(param(&opened[0], "state").is_some_and(|s| s.len() >= 32));
-    let names: Vec<String> = client.list_tools().unwrap().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = client
+        .list_tools()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert!(names.contains(&"add".to_string()), "{names:?}");
     let out = client
         .call_tool("add", &json!({"a": 2, "b": 40}), &ToolContext::detached())
@@ -286,6 +295,11 @@ fn oauth_fake_good_flow_connects() {
     let browser = TestBrowser::default();
     let client = Client::connect("fake", &Server::http(fake.url()).oauth(browser.oauth())).unwrap();
     assert_eq!(client.list_tools().unwrap()[0].name, "ping");
+    // A server that echoes the token it got: redacted before the caller.
+    let out = client
+        .call_tool("ping", &json!({}), &ToolContext::detached())
+        .unwrap();
+    assert_eq!(out, "you sent Bearer <redacted>");
     client.close();
     assert_eq!(browser.opened().len(), 1);
 }
@@ -297,7 +311,10 @@ fn oauth_refuses_an_answer_from_another_issuer() {
         return;
     };
     let text = err.to_string();
-    assert!(text.contains("(RFC 9207)") && !text.contains("evil_error_text"), "{text}");
+    assert!(
+        text.contains("(RFC 9207)") && !text.contains("evil_error_text"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -351,4 +368,70 @@ fn oauth_tests_can_require_the_sdk() {
     if required() {
         assert!(sdk().is_some());
     }
+}
+
+/// The chat example's `--mcp-url` logs in when the server asks: it prints
+/// the URL on stderr (this test follows it as the user's browser would),
+/// keeps the tokens in `$PIKURI_CHAT_TOKENS` (mode 0600), and a second run
+/// needs no login.
+#[test]
+fn chat_example_logs_in_with_oauth_for_mcp_url() {
+    let Some((python, script)) = sdk() else {
+        return;
+    };
+    let Some(bin) = chat_bin() else { return };
+    let server = Proc::start(&python, &script, &[], &[]);
+    let store = temp_store("chat");
+    let run = |follow_url: bool| {
+        let model = model("secure__whoami");
+        let mut child = chat(&bin, &model)
+            .env("PIKURI_CHAT_TOKENS", &store)
+            .args(["--mcp-url", &format!("secure={}", server.url())])
+            .args(["--tools", "none", "-p", "Who am I?"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let url = line.trim();
+                if follow_url && url.starts_with("http://127.0.0.1") && url.contains("/authorize?")
+                {
+                    let url = url.to_string();
+                    std::thread::spawn(move || follow(&url));
+                }
+                seen.push(line);
+            }
+            seen
+        });
+        let out = child.wait_with_output().unwrap();
+        (out, reader.join().unwrap().join("\n"))
+    };
+    let (out, stderr) = run(true);
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(stderr.contains("To authorize, open this URL"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "The tool said: an authorized client"
+    );
+    assert!(store.is_file());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&store).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // The tokens never reach the terminal.
+    let saved = FileTokenStore::new(&store)
+        .load(&server.url())
+        .unwrap()
+        .unwrap();
+    assert!(!stderr.contains(saved.access_token()));
+    // The second run uses the kept token: no URL to open.
+    let (out, stderr) = run(false);
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(!stderr.contains("To authorize"), "{stderr}");
+    let _ = std::fs::remove_dir_all(store.parent().unwrap());
 }

@@ -338,6 +338,17 @@ impl Session {
         Ok(())
     }
 
+    /// The tokens held, to redact from what the server sends (it may echo
+    /// them); empty without any.
+    pub(super) fn secrets(&self) -> crate::util::Secrets {
+        let held = self.tokens.lock();
+        crate::util::Secrets::new(held.iter().flat_map(|t| {
+            [Some(&t.access_token), t.refresh_token.as_ref()]
+                .into_iter()
+                .flatten()
+        }))
+    }
+
     fn keep(&self, tokens: Tokens) {
         if let Err(e) = self.config.store.save(&self.url, &tokens) {
             log::warn!(target: "pikuri::mcp", "OAuth: the token store failed to save: {e}");
