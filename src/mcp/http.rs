@@ -13,6 +13,11 @@
 //! the session is DELETEd and the HTTP agent shut down, which fails reads
 //! still in flight.
 //!
+//! With OAuth (`oauth/`), a 401 hands the `WWW-Authenticate` challenge to
+//! the connection's `Session`, which refreshes or logs in (one worker at a
+//! time), and the POST is sent again once; the OAuth token is sent in
+//! place of the host's, and redacted from what the server sends.
+//!
 //! Not implemented: the optional GET stream for server messages unrelated to
 //! a request (a `tools/list_changed` sent only there is not seen), and
 //! resuming a broken stream with `Last-Event-ID`.
@@ -355,31 +360,40 @@ impl Http {
             )
             .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
         } else {
-            let mut bytes = Vec::new();
-            reader
-                .take(self.max_message as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| PostError::Failed(format!("reading the response failed: {e}")))?;
-            if bytes.len() > self.max_message {
-                return Err(PostError::Failed(format!(
-                    "the response is over {} bytes",
-                    self.max_message
-                )));
-            }
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                return Ok(());
-            }
-            match crate::util::json_from_slice::<Value>(&bytes) {
-                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
-                    on_msg(m);
-                }),
-                Ok(m) => {
-                    on_msg(m);
-                }
-                Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
-            }
-            Ok(())
+            self.read_json(reader, on_msg)
         }
+    }
+
+    /// A JSON body (one message or a batch), each message to `on_msg`.
+    fn read_json(
+        &self,
+        reader: impl Read,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let mut bytes = Vec::new();
+        reader
+            .take(self.max_message as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| PostError::Failed(format!("reading the response failed: {e}")))?;
+        if bytes.len() > self.max_message {
+            return Err(PostError::Failed(format!(
+                "the response is over {} bytes",
+                self.max_message
+            )));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        match crate::util::json_from_slice::<Value>(&bytes) {
+            Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
+                on_msg(m);
+            }),
+            Ok(m) => {
+                on_msg(m);
+            }
+            Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
+        }
+        Ok(())
     }
 
     /// A failed send: unreachable or failed.

@@ -165,8 +165,8 @@ impl Server {
     }
 
     /// Log in with OAuth 2.1 when the server answers `401` (HTTP only):
-    /// discovery, the browser, the loopback redirect and refresh, as the
-    /// [`oauth` module docs](super::OAuth) describe. A token from
+    /// discovery, the browser, the loopback redirect and refresh, as
+    /// [`OAuth`](super::OAuth#flow) describes. A token from
     /// [`bearer_token`](Server::bearer_token) is sent first if both are
     /// given; the store's token otherwise.
     ///

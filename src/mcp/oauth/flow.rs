@@ -8,8 +8,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use super::config::{AuthError, OAuth};
 use super::pkce::{self, Pkce};
-use super::{AuthError, OAuth, Tokens};
+use super::store::Tokens;
 use crate::sanitize::sanitize;
 use crate::util::{excerpt, redact_url};
 
@@ -219,19 +220,20 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
     let Some((origin, path)) = split_url(url) else {
         return fail(format!("{} is not an http(s) URL", redact_url(url)));
     };
-    let candidates = match param("resource_metadata") {
-        Some(prm) => vec![prm],
-        None => {
-            let mut c = Vec::new();
-            let path = path.trim_end_matches('/');
-            if !path.is_empty() {
-                c.push(format!(
-                    "{origin}/.well-known/oauth-protected-resource{path}"
-                ));
-            }
-            c.push(format!("{origin}/.well-known/oauth-protected-resource"));
-            c
+    let candidates = if let Some(prm) = param("resource_metadata") {
+        vec![prm]
+    } else {
+        // The well-known URLs in the spec's order: at the endpoint's path,
+        // then at the root.
+        let mut c = Vec::new();
+        let path = path.trim_end_matches('/');
+        if !path.is_empty() {
+            c.push(format!(
+                "{origin}/.well-known/oauth-protected-resource{path}"
+            ));
         }
+        c.push(format!("{origin}/.well-known/oauth-protected-resource"));
+        c
     };
     let mut prm = None;
     let mut tried = Vec::new();
@@ -520,7 +522,7 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     let mut fresh = token_request(config, old, &pkce::form(&form))?;
     // RFC 6749 §6: the old refresh token stays valid unless a new one came.
     if fresh.refresh_token.is_none() {
-        fresh.refresh_token = old.refresh_token.clone();
+        fresh.refresh_token.clone_from(&old.refresh_token);
     }
     Ok(fresh)
 }

@@ -72,6 +72,10 @@ impl Tokens {
     }
 
     /// The JSON a store keeps (tokens included: keep it private).
+    ///
+    /// # Panics
+    ///
+    /// Never: the fields are strings and numbers.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("Tokens always serialize")
     }
