@@ -231,6 +231,24 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     let refreshed = memory.load(&url).unwrap().unwrap();
     assert_ne!(refreshed.access_token(), "stale-token-000000");
     assert!(refreshed.access_token().starts_with("at-"));
+
+    // A refused refresh token: a new login through the browser.
+    record["refresh_token"] = json!("rt-unknown-0000000000");
+    let memory = Arc::new(MemoryTokenStore::new());
+    memory
+        .save(&url, &Tokens::from_json(&record.to_string()).unwrap())
+        .unwrap();
+    let fourth = TestBrowser::default();
+    let client = Client::connect(
+        "secure",
+        &Server::http(&url).oauth(fourth.oauth().store(SharedStore(Arc::clone(&memory)))),
+    )
+    .unwrap();
+    assert!(client.list_tools().is_ok());
+    client.close();
+    assert_eq!(fourth.opened().len(), 1);
+    let relogged = memory.load(&url).unwrap().unwrap();
+    assert!(relogged.access_token().starts_with("at-") && relogged.has_refresh_token());
     let _ = std::fs::remove_dir_all(store_path.parent().unwrap());
 }
 

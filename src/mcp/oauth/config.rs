@@ -21,11 +21,15 @@ use super::store::{MemoryTokenStore, TokenStore};
 /// use pikuri::mcp::{Browser, OAuth};
 /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
 /// let log = seen.clone();
-/// let oauth = OAuth::new().browser(move |url: &str| {
+/// let browser = move |url: &str| {
 ///     log.lock().unwrap().push(url.to_string());
 ///     Ok(())
-/// });
+/// };
+/// browser.open("http://127.0.0.1:9/authorize?state=x")?;
+/// assert_eq!(seen.lock().unwrap().len(), 1);
+/// let oauth = OAuth::new().browser(browser);
 /// # let _ = oauth;
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub trait Browser: Send + Sync {
     /// Show `url` to the user.

@@ -293,3 +293,59 @@ impl TokenStore for FileTokenStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_no_token_and_no_secret() {
+        let t = Tokens {
+            access_token: "at-secret-1".into(),
+            refresh_token: Some("rt-secret-2".into()),
+            expires_at: Some(7),
+            scope: Some("mcp".into()),
+            issuer: "http://i".into(),
+            client_id: "c".into(),
+            client_secret: Some("cs-secret-3".into()),
+            token_endpoint: "http://i/token".into(),
+            resource: "http://r/mcp".into(),
+        };
+        assert_eq!(
+            format!("{t:?}"),
+            r#"Tokens { access_token: "<redacted>", refresh_token: Some("<redacted>"), expires_at: Some(7), scope: Some("mcp"), issuer: "http://i", client_id: "c", resource: "http://r/mcp", .. }"#
+        );
+        assert!(t.expires_within(Duration::from_secs(0)));
+    }
+
+    #[test]
+    fn a_file_store_tightens_an_existing_file_and_survives_a_damaged_one() {
+        let dir = std::env::temp_dir().join(format!("pikuri-store-test-{}", std::process::id()));
+        let path = dir.join("t.json");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&path, "not json").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        let store = FileTokenStore::new(&path);
+        assert!(
+            store.load("k").is_err(),
+            "a damaged file is an error to load"
+        );
+        let t = Tokens::from_json(
+            r#"{"access_token":"a","issuer":"i","client_id":"c","token_endpoint":"t","resource":"r"}"#,
+        )
+        .unwrap();
+        store.save("k", &t).unwrap();
+        assert_eq!(store.load("k").unwrap(), Some(t));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
