@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pikuri::mcp::{FileTokenStore, OAuth, Registry, Server};
+use pikuri::mcp::{Browser, FileTokenStore, OAuth, Registry, Server, SystemBrowser};
 
 use crate::Failure;
 
@@ -51,6 +51,7 @@ pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
             .oauth(
                 OAuth::new()
                     .client_name("pikuri chat example")
+                    .browser(browser)
                     .store(FileTokenStore::new(file))
                     .login_timeout(LOGIN_TIMEOUT),
             )
@@ -63,6 +64,19 @@ pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
         )));
     }
     Ok(McpSpec { name, server })
+}
+
+/// The system browser when a user is at the terminal; otherwise (stderr
+/// piped, as in the tests) only the URL, printed as the system browser
+/// prints it.
+fn browser(url: &str) -> std::io::Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        SystemBrowser.open(url)
+    } else {
+        eprintln!("To authorize, open this URL in a browser:\n  {url}");
+        Ok(())
+    }
 }
 
 /// How long the user has to approve a login in the browser.
