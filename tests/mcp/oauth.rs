@@ -322,6 +322,43 @@ fn oauth_fake_good_flow_connects() {
     assert_eq!(browser.opened().len(), 1);
 }
 
+/// Requests that meet a 401 at the same time run one login between them.
+#[test]
+fn concurrent_401s_share_one_login() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["rotate"], &[]);
+    let browser = TestBrowser::default();
+    let client = Client::connect("fake", &Server::http(fake.url()).oauth(browser.oauth())).unwrap();
+    assert_eq!(browser.opened().len(), 1);
+    for round in 0..3 {
+        // Revoke the token (the call itself is answered), then 4 calls at once.
+        client
+            .call_tool("expire", &json!({}), &ToolContext::detached())
+            .unwrap();
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let c = client.clone();
+                std::thread::spawn(move || {
+                    c.call_tool("ping", &json!({}), &ToolContext::detached())
+                })
+            })
+            .collect();
+        for call in calls {
+            let out = call.join().unwrap().unwrap();
+            assert!(out.starts_with("you sent Bearer <redacted>"), "{out}");
+        }
+        assert_eq!(
+            browser.opened().len(),
+            round + 2,
+            "one login per revocation"
+        );
+    }
+    client.close();
+}
+
 #[test]
 fn oauth_refuses_an_answer_from_another_issuer() {
     // The error the answer carries is not shown: it came from elsewhere.
