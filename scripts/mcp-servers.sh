@@ -9,8 +9,9 @@
 # Usage:
 #   scripts/mcp-servers.sh install   install both into the cache (idempotent)
 #   scripts/mcp-servers.sh dir       print the cache dir (what PIKURI_MCP_CACHE is set to)
-#   scripts/mcp-servers.sh test      install, then run the `mcp` test target with
-#                                    PIKURI_MCP_CACHE set and PIKURI_REQUIRE_MCP=1
+#   scripts/mcp-servers.sh test      install (and scripts/mcp-oauth.sh install), then run
+#                                    the `mcp` test target with PIKURI_MCP_CACHE and
+#                                    PIKURI_MCP_OAUTH set and PIKURI_REQUIRE_MCP=1
 #
 # Environment:
 #   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
@@ -92,7 +93,11 @@ cmd_test() {
     # PIKURI_REQUIRE_MCP=1: a missing install fails the tests instead of skipping them.
     # The chat example is run as a process by tests/mcp/chat.rs.
     cargo build --example chat >&2
-    PIKURI_MCP_CACHE="$PREFIX" PIKURI_REQUIRE_MCP=1 cargo test --test mcp -- --test-threads=2
+    # The OAuth tests need the Python SDK (scripts/mcp-oauth.sh, PyPI).
+    local oauth
+    oauth="$(scripts/mcp-oauth.sh install >&2 && scripts/mcp-oauth.sh dir)"
+    PIKURI_MCP_CACHE="$PREFIX" PIKURI_MCP_OAUTH="$oauth" PIKURI_REQUIRE_MCP=1 \
+        cargo test --test mcp -- --test-threads=2
 }
 
 case "${1:-}" in

@@ -534,6 +534,48 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
+//! ## Remote servers that ask for OAuth
+//!
+//! A Streamable HTTP server may answer `401` and point to its authorization
+//! server. Declared with [`Server::oauth`](crate::mcp::Server::oauth), it gets
+//! an OAuth 2.1 login while the request that met the `401` waits (at build,
+//! the handshake): the protected resource and authorization server metadata
+//! are discovered, a client is registered, the user approves in the browser
+//! ([`mcp::Browser`](crate::mcp::Browser); the default prints the URL and
+//! runs `xdg-open` or `open`), the redirect comes back to a listener on
+//! `127.0.0.1`, and the tokens, checked for their issuer and audience, go to
+//! a [`TokenStore`](crate::mcp::TokenStore). With a
+//! [`FileTokenStore`](crate::mcp::FileTokenStore) (mode 0600) the next run
+//! sends the kept token and refreshes it when it expires, with no browser.
+//! Any failure (a metadata document from elsewhere, an answer from another
+//! issuer, a token for another audience, an authorization server that
+//! redirects or never answers) is an [`ErrorKind::Auth`](crate::ErrorKind::Auth)
+//! error whose text starts with `OAuth:`, within
+//! [`OAuth::login_timeout`](crate::mcp::OAuth::login_timeout) and
+//! [`OAuth::request_timeout`](crate::mcp::OAuth::request_timeout); no token
+//! ever shows in it. The chat example does this for `--mcp-url`; the
+//! crate's tests log in to a server built with the official Python SDK
+//! (`scripts/mcp-oauth.sh test`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use pikuri::mcp::{FileTokenStore, OAuth, Server};
+//!
+//! let tokens = std::env::temp_dir().join("my-app").join("mcp-tokens.json");
+//! let remote = Server::http("https://mcp.example.com/mcp")
+//!     .oauth(
+//!         OAuth::new()
+//!             .client_name("my-app")
+//!             .store(FileTokenStore::new(&tokens))
+//!             .login_timeout(Duration::from_secs(180)),
+//!     )
+//!     // The login runs within the handshake's bound.
+//!     .startup_timeout(Duration::from_secs(200));
+//! let shown = format!("{remote:?}");
+//! assert!(shown.contains("oauth") && shown.contains("login_timeout: 180s"));
+//! // `mcp::Registry::new().server("remote", remote)` as above.
+//! ```
+//!
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them

@@ -151,7 +151,8 @@
 //! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
 //!   plain HTTP only, enough for local servers, with a smaller binary that
 //!   needs no C toolchain (so it links statically for musl as is).
-//! - `mcp`: [`mcp`], the tools of Model Context Protocol servers.
+//! - `mcp`: [`mcp`], the tools of Model Context Protocol servers (stdio and
+//!   Streamable HTTP, with an OAuth 2.1 login for remote servers that ask).
 //! - `web`: the web tools in [`builtin`] ([`builtin::fetch`],
 //!   [`builtin::web_scrape`], [`builtin::WebSearch`]) and
 //!   [`builtin::html_to_markdown`]; turns on ureq's `charset`, so pages in

@@ -54,7 +54,10 @@ Options:
                             start an MCP server (stdio) and give the agent its
                             tools, named NAME__TOOL (NAME defaults to mcp1,
                             mcp2, ...); repeatable
-      --mcp-url [NAME=]URL  the same for a Streamable HTTP MCP server
+      --mcp-url [NAME=]URL  the same for a Streamable HTTP MCP server; one that
+                            asks for OAuth gets a login in the browser, tokens
+                            kept in ~/.config/pikuri/mcp-tokens.json
+                            [env: PIKURI_CHAT_TOKENS overrides the file]
   -p, --prompt TEXT         run one turn, stream the answer to stdout, exit
   -h, --help                print this help
 

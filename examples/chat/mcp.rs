@@ -5,8 +5,18 @@
 //! are called `mcp1`, `mcp2`, … in the order given; their tools are offered
 //! as `<NAME>__<tool>`. The command is split at whitespace; single or double
 //! quotes keep a part together (no escapes, no variables).
+//!
+//! A `--mcp-url` server that answers `401` gets an OAuth login: the
+//! authorization URL is printed on stderr (and handed to `xdg-open` or
+//! `open`), the redirect comes back to a listener on 127.0.0.1, and the
+//! tokens are kept in `mcp-tokens.json` (mode 0600) under the user's config
+//! directory ([`token_file`]), so the next run logs in without a browser
+//! until the refresh token is refused.
 
-use pikuri::mcp::{Registry, Server};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pikuri::mcp::{Browser, FileTokenStore, OAuth, Registry, Server, SystemBrowser};
 
 use crate::Failure;
 
@@ -33,7 +43,20 @@ pub(crate) fn stdio(spec: &str, index: usize) -> Result<McpSpec, Failure> {
 /// `[NAME=]URL`, the `index`-th server given.
 pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
     let (name, url) = split_name(spec, index);
-    let server = Server::http(url);
+    let mut server = Server::http(url);
+    if let Some(file) = token_file() {
+        // The login runs during the handshake: give the user time at the
+        // browser (the handshake's bound covers the login).
+        server = server
+            .oauth(
+                OAuth::new()
+                    .client_name("pikuri chat example")
+                    .browser(browser)
+                    .store(FileTokenStore::new(file))
+                    .login_timeout(LOGIN_TIMEOUT),
+            )
+            .startup_timeout(LOGIN_TIMEOUT + Duration::from_secs(30));
+    }
     // The library's own check, the one the registry applies.
     if let Err(e) = server.check() {
         return Err(Failure::Usage(format!(
@@ -41,6 +64,45 @@ pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
         )));
     }
     Ok(McpSpec { name, server })
+}
+
+/// The system browser when a user is at the terminal; otherwise (stderr
+/// piped, as in the tests) only the URL, printed as the system browser
+/// prints it.
+fn browser(url: &str) -> std::io::Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        SystemBrowser.open(url)
+    } else {
+        eprintln!("To authorize, open this URL in a browser:\n  {url}");
+        Ok(())
+    }
+}
+
+/// How long the user has to approve a login in the browser.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Where OAuth tokens are kept: `$PIKURI_CHAT_TOKENS` if set, else
+/// `pikuri/mcp-tokens.json` in the user's config directory
+/// (`$XDG_CONFIG_HOME`, `~/.config`; `%APPDATA%` on Windows,
+/// `~/Library/Application Support` on macOS). `None` without a home.
+pub(crate) fn token_file() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(file) = env("PIKURI_CHAT_TOKENS") {
+        return Some(file);
+    }
+    let base = if cfg!(windows) {
+        env("APPDATA")?
+    } else if cfg!(target_os = "macos") {
+        env("HOME")?.join("Library/Application Support")
+    } else {
+        env("XDG_CONFIG_HOME").or_else(|| Some(env("HOME")?.join(".config")))?
+    };
+    Some(base.join("pikuri").join("mcp-tokens.json"))
 }
 
 /// The registry for the servers given, or `None` without any.
@@ -104,5 +166,10 @@ mod tests {
         assert_eq!(http("remote=http://h/mcp", 0).unwrap().name, "remote");
         assert!(http("ftp://h", 0).is_err());
         assert!(stdio("x 'open", 0).is_err());
+        // An HTTP server logs in with OAuth when asked, tokens in a file.
+        if token_file().is_some() {
+            let debug = format!("{:?}", http("http://h/mcp", 0).unwrap().server);
+            assert!(debug.contains("oauth"), "{debug}");
+        }
     }
 }

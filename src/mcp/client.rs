@@ -466,7 +466,8 @@ fn start(
             crate::protocol::check_http_url(&format!("MCP server `{name}`: the URL"), url)
                 .map_err(Error::InvalidInput)?;
             let slowest = server.timeout.max(server.startup_timeout);
-            let http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
+            let mut http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
+            http.set_oauth(server.oauth.clone());
             conn.set_wire(Box::new(Arc::new(http)));
         }
     }

@@ -13,6 +13,11 @@
 //! the session is DELETEd and the HTTP agent shut down, which fails reads
 //! still in flight.
 //!
+//! With OAuth (`oauth/`), a 401 hands the `WWW-Authenticate` challenge to
+//! the connection's `Session`, which refreshes or logs in (one worker at a
+//! time), and the POST is sent again once; the OAuth token is sent in
+//! place of the host's, and redacted from what the server sends.
+//!
 //! Not implemented: the optional GET stream for server messages unrelated to
 //! a request (a `tools/list_changed` sent only there is not seen), and
 //! resuming a broken stream with `Last-Event-ID`.
@@ -27,6 +32,7 @@ use serde_json::Value;
 
 use super::conn::{Bound, Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
+use super::oauth::{OAuth, Session};
 use crate::media_type::MediaType;
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
 use crate::util::{excerpt, redact_url_in};
@@ -41,6 +47,8 @@ pub(super) struct Http {
     generation: Mutex<u64>,
     timeout: Duration,
     max_message: usize,
+    /// OAuth, when the server was declared with it.
+    oauth: Option<Session>,
 }
 
 /// Why a POST failed.
@@ -52,6 +60,12 @@ enum PostError {
     /// Another non-success status, with the start of the body.
     Status(u16, String),
     Failed(String),
+    /// 401 on a connection with OAuth: the token sent (if any) and the
+    /// `WWW-Authenticate` header.
+    Unauthorized {
+        sent: Option<String>,
+        challenge: Option<String>,
+    },
 }
 
 impl PostError {
@@ -61,6 +75,10 @@ impl PostError {
             PostError::Unreachable(why) => RpcError::Unreachable(why),
             PostError::Status(status, message) => RpcError::Status { status, message },
             PostError::Failed(why) => RpcError::Transport(why),
+            PostError::Unauthorized { .. } => RpcError::Status {
+                status: 401,
+                message: "unauthorized".into(),
+            },
         }
     }
 }
@@ -93,6 +111,51 @@ impl Http {
             generation: Mutex::new(0),
             timeout,
             max_message,
+            oauth: None,
+        }
+    }
+
+    /// Log in with `oauth` when the server answers 401.
+    pub(super) fn set_oauth(&mut self, oauth: Option<OAuth>) {
+        self.oauth = oauth.map(|o| Session::new(o, &self.url));
+    }
+
+    /// The bearer token to send: the OAuth one once there is one (it
+    /// replaces a host token the server refused), else the host's.
+    fn token(&self) -> Option<String> {
+        self.oauth
+            .as_ref()
+            .and_then(Session::bearer)
+            .or_else(|| self.bearer.clone())
+    }
+
+    /// After a 401: refresh or log in (once for concurrent workers), then
+    /// POST again, once. A second 401 ends the request: the server refused
+    /// the token it just got (issued for another audience, say).
+    fn renew_and_retry(
+        &self,
+        conn: &Conn,
+        msg: &Value,
+        id: Option<u64>,
+        sent: Option<&str>,
+        challenge: Option<&str>,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let Some(session) = &self.oauth else {
+            return Err(PostError::Status(401, String::new()));
+        };
+        let closed = || self.agent.lock().is_none();
+        if let Err(e) = session.renew(sent, challenge, &closed) {
+            log::warn!(target: "pikuri::mcp", "[{}] {e}", conn.name);
+            return Err(PostError::Status(401, e.to_string()));
+        }
+        log::info!(target: "pikuri::mcp", "[{}] OAuth: authorized", conn.name);
+        match self.post(conn, msg, id, on_msg) {
+            Err(PostError::Unauthorized { .. }) => Err(PostError::Status(
+                401,
+                "OAuth: the server refused the token it was just issued (a token for another audience?)".into(),
+            )),
+            other => other,
         }
     }
 
@@ -119,6 +182,16 @@ impl Http {
     fn deliver(&self, conn: &Arc<Conn>, msg: &Value, id: Option<u64>) {
         let seen = *self.generation.lock();
         let mut result = self.post(conn, msg, id, &mut |m| conn.dispatch(m));
+        if let Err(PostError::Unauthorized { sent, challenge }) = &result {
+            result = self.renew_and_retry(
+                conn,
+                msg,
+                id,
+                sent.as_deref(),
+                challenge.as_deref(),
+                &mut |m| conn.dispatch(m),
+            );
+        }
         let is_init = msg["method"] == "initialize";
         if matches!(result, Err(PostError::Expired)) && !is_init {
             log::info!(target: "pikuri::mcp", "[{}] session expired; initializing again", conn.name);
@@ -203,7 +276,8 @@ impl Http {
         if let Some(v) = self.version.lock().as_deref() {
             req = req.header("MCP-Protocol-Version", v);
         }
-        if let Some(token) = &self.bearer {
+        let token = self.token();
+        if let Some(token) = &token {
             req = req.header("Authorization", &format!("Bearer {token}"));
         }
         let body = serde_json::to_vec(msg).expect("a Value always serializes");
@@ -211,6 +285,19 @@ impl Http {
         let status = resp.status().as_u16();
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
+        }
+        if status == 401 && self.oauth.is_some() {
+            let challenge = resp
+                .headers()
+                .get_all("www-authenticate")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(PostError::Unauthorized {
+                sent: token,
+                challenge: (!challenge.is_empty()).then_some(challenge),
+            });
         }
         if let Some(sid) = resp
             .headers()
@@ -222,6 +309,18 @@ impl Http {
         if status == 202 {
             return Ok(());
         }
+        // Tokens obtained by OAuth are not among the connection's secrets
+        // (they came after it was made): redact them here, before anything
+        // the server sends goes further.
+        let oauth_secrets = self
+            .oauth
+            .as_ref()
+            .map(Session::secrets)
+            .unwrap_or_default();
+        let on_msg = &mut |mut m: Value| {
+            oauth_secrets.redact_json(&mut m);
+            on_msg(m)
+        };
         let is_sse = is_event_stream(resp.headers());
         if status >= 400 {
             let text = resp
@@ -230,10 +329,8 @@ impl Http {
                 .limit(4096)
                 .read_to_string()
                 .unwrap_or_default();
-            return Err(PostError::Status(
-                status,
-                excerpt(text.trim(), 300).into_owned(),
-            ));
+            let text = oauth_secrets.redact(text.trim()).into_owned();
+            return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
         }
         let reader = resp.into_body().into_reader();
         if is_sse {
@@ -263,31 +360,40 @@ impl Http {
             )
             .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
         } else {
-            let mut bytes = Vec::new();
-            reader
-                .take(self.max_message as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| PostError::Failed(format!("reading the response failed: {e}")))?;
-            if bytes.len() > self.max_message {
-                return Err(PostError::Failed(format!(
-                    "the response is over {} bytes",
-                    self.max_message
-                )));
-            }
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                return Ok(());
-            }
-            match crate::util::json_from_slice::<Value>(&bytes) {
-                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
-                    on_msg(m);
-                }),
-                Ok(m) => {
-                    on_msg(m);
-                }
-                Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
-            }
-            Ok(())
+            self.read_json(reader, on_msg)
         }
+    }
+
+    /// A JSON body (one message or a batch), each message to `on_msg`.
+    fn read_json(
+        &self,
+        reader: impl Read,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let mut bytes = Vec::new();
+        reader
+            .take(self.max_message as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| PostError::Failed(format!("reading the response failed: {e}")))?;
+        if bytes.len() > self.max_message {
+            return Err(PostError::Failed(format!(
+                "the response is over {} bytes",
+                self.max_message
+            )));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        match crate::util::json_from_slice::<Value>(&bytes) {
+            Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
+                on_msg(m);
+            }),
+            Ok(m) => {
+                on_msg(m);
+            }
+            Err(e) => return Err(PostError::Failed(format!("the response is not JSON: {e}"))),
+        }
+        Ok(())
     }
 
     /// A failed send: unreachable or failed.
@@ -320,7 +426,7 @@ impl Http {
             if let Some(v) = self.version.lock().as_deref() {
                 req = req.header("MCP-Protocol-Version", v);
             }
-            if let Some(token) = &self.bearer {
+            if let Some(token) = self.token() {
                 req = req.header("Authorization", &format!("Bearer {token}"));
             }
             match req.call() {

@@ -41,6 +41,18 @@
 //! with a session id (an expired session) runs the handshake again once and
 //! retries.
 //!
+//! # OAuth
+//!
+//! A Streamable HTTP server declared with [`Server::oauth`] that answers
+//! `401` gets an OAuth 2.1 login: protected resource and authorization
+//! server metadata discovery, dynamic client registration, the
+//! authorization code with PKCE through the user's [`Browser`] and a
+//! loopback redirect, the `state`, `iss` and audience checks, refresh, and
+//! tokens kept in a [`TokenStore`] (a [`FileTokenStore`] readable by its
+//! owner only is built in). See [`OAuth`] for the flow, its bounds and
+//! errors (each an [`ErrorKind::Auth`](crate::ErrorKind::Auth) whose text
+//! starts with `OAuth:`), and what is not supported.
+//!
 //! # Names
 //!
 //! Every provider accepts only tool names of 1 to 64 characters from
@@ -148,8 +160,10 @@
 //! # Log levels
 //!
 //! Target `pikuri::mcp`. `info`: connected, session re-initialized, list
-//! refreshed. `warn`: skipped lines and tools, a restart, an optional server
-//! left out, notifications dropped in a flood. `debug`: the server's
+//! refreshed, OAuth authorized, a refused refresh. `warn`: skipped lines
+//! and tools, a restart, an optional server left out, notifications
+//! dropped in a flood, a failed OAuth login, a failing token store.
+//! `debug`: the server's
 //! stderr, ignored notifications, refused
 //! server requests, abandoned requests. The server's own
 //! `notifications/message` at its level.
@@ -159,10 +173,14 @@ mod conn;
 mod content;
 mod http;
 mod jsonrpc;
+mod oauth;
 mod registry;
 mod server;
 mod stdio;
 
 pub use client::{Client, ToolInfo};
+pub use oauth::{
+    Browser, FileTokenStore, MemoryTokenStore, OAuth, SystemBrowser, TokenStore, Tokens,
+};
 pub use registry::Registry;
 pub use server::Server;

@@ -41,6 +41,8 @@ pub struct Server {
     pub(super) restarts: u32,
     pub(super) max_message: usize,
     pub(super) shutdown_grace: Duration,
+    /// How to log in when the HTTP server asks (`None`: never).
+    pub(super) oauth: Option<super::oauth::OAuth>,
 }
 
 #[derive(Clone)]
@@ -74,6 +76,7 @@ impl Server {
             restarts: 1,
             max_message: DEFAULT_MAX_MESSAGE,
             shutdown_grace: Duration::from_secs(2),
+            oauth: None,
         }
     }
 
@@ -157,6 +160,23 @@ impl Server {
     pub fn bearer_token(mut self, token: impl Into<String>) -> Server {
         if let Transport::Http { bearer, .. } = &mut self.transport {
             *bearer = Some(token.into());
+        }
+        self
+    }
+
+    /// Log in with OAuth 2.1 when the server answers `401` (HTTP only):
+    /// discovery, the browser, the loopback redirect and refresh, as
+    /// [`OAuth`](super::OAuth#flow) describes. A token from
+    /// [`bearer_token`](Server::bearer_token) is sent first if both are
+    /// given; the store's token otherwise.
+    ///
+    /// The login runs while the request that met the `401` waits (at
+    /// connect, the `initialize` request), so raise
+    /// [`startup_timeout`](Server::startup_timeout) to cover a user at a
+    /// browser.
+    pub fn oauth(mut self, oauth: super::oauth::OAuth) -> Server {
+        if matches!(self.transport, Transport::Http { .. }) {
+            self.oauth = Some(oauth);
         }
         self
     }
@@ -310,6 +330,9 @@ impl fmt::Debug for Server {
                 d.field("url", url);
                 if bearer.is_some() {
                     d.field("bearer", &"<redacted>");
+                }
+                if let Some(oauth) = &self.oauth {
+                    d.field("oauth", oauth);
                 }
             }
         }

@@ -16,7 +16,7 @@ use super::{cache, eventually, processes_tagged, python, skip, unique_tag};
 /// `target/<profile>/examples/chat`, or `None` after a skip notice
 /// (`cargo test` builds examples; `cargo test --test mcp` alone does not,
 /// hence `cargo build --example chat` in scripts/mcp-servers.sh).
-fn chat_bin() -> Option<PathBuf> {
+pub(super) fn chat_bin() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let profile = exe.parent().and_then(Path::parent)?;
     let bin = profile
@@ -34,7 +34,7 @@ fn chat_bin() -> Option<PathBuf> {
 }
 
 /// A model that calls `tool` once, then answers with the tool's result.
-fn model(tool: &str) -> FakeServer {
+pub(super) fn model(tool: &str) -> FakeServer {
     let server = FakeServer::start();
     server.push(Reply::tool_call(
         tool,
@@ -51,7 +51,7 @@ fn model(tool: &str) -> FakeServer {
 }
 
 /// The example against `model`, with no API key and no colour.
-fn chat(bin: &Path, model: &FakeServer) -> Command {
+pub(super) fn chat(bin: &Path, model: &FakeServer) -> Command {
     let mut command = Command::new(bin);
     command
         .env("OPENAI_BASE_URL", model.base_url())

@@ -14,6 +14,7 @@ mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
 mod fake; // the fault matrix against the misbehaving Python server
 mod hostile; // servers that stop reading, flood, die, daemonize or echo secrets
 mod names; // tool names from servers: valid, unique, mapped back; 10,000 tools
+mod oauth; // OAuth 2.1: a Python SDK server and authorization server, and a scripted bad one
 mod real; // the reference servers over stdio and HTTP
 
 use std::path::PathBuf;

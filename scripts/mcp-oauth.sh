@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Install and cache the official MCP Python SDK, whose authorization-server
+# pieces (`mcp.server.auth`) back tests/fixtures/mcp_oauth_server.py: a real
+# MCP server behind OAuth 2.1 with its authorization server, for the OAuth
+# tests of the `mcp` test target.
+#
+# Everything comes from PyPI only:
+#   * mcp  (pinned below), into a venv
+#
+# Usage:
+#   scripts/mcp-oauth.sh install   install into the cache (idempotent)
+#   scripts/mcp-oauth.sh dir       print the cache dir (what PIKURI_MCP_OAUTH is set to)
+#   scripts/mcp-oauth.sh test      install, then run the OAuth tests of the `mcp` target
+#                                  with PIKURI_MCP_OAUTH set and PIKURI_REQUIRE_MCP=1
+#
+# Environment:
+#   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
+#   PYTHON         python used for the venv (default: python3; needs 3.10+)
+#
+# Cache layout (<dir> = $PIKURI_CACHE/mcp-oauth-<mcp version>):
+#   venv/bin/python   with `mcp` importable
+#   .installed        (stamp)
+#
+# All diagnostics go to stderr; stdout carries only the requested value.
+
+set -euo pipefail
+
+readonly MCP_VERSION="2.3.0"
+
+CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
+PREFIX="${CACHE_ROOT}/mcp-oauth-${MCP_VERSION}"
+STAMP="${PREFIX}/.installed"
+STAMP_CONTENT="mcp=${MCP_VERSION}"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '[mcp-oauth.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+    sed -n '/^# Usage:/,/^# All diagnostics/p' "$0" | sed 's/^# \{0,1\}//' >&2
+}
+
+is_installed() {
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
+        && "${PREFIX}/venv/bin/python" -c 'import mcp.server.auth' >/dev/null 2>&1
+}
+
+# An exclusive lock for the rest of this process (no-op without flock).
+lock() {
+    mkdir -p "$PREFIX"
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"${PREFIX}/.lock"
+        if ! flock -n 9; then
+            log "waiting for lock ${PREFIX}/.lock"
+            flock 9
+        fi
+    fi
+}
+
+cmd_install() {
+    if is_installed; then
+        log "found in the cache: ${PREFIX}"
+        return 0
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
+    lock
+    if is_installed; then return 0; fi
+    rm -f "$STAMP"
+    log "venv + pip install mcp==${MCP_VERSION}"
+    rm -rf "${PREFIX}/venv"
+    "$PYTHON" -m venv "${PREFIX}/venv"
+    "${PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
+        "mcp==${MCP_VERSION}" >&2
+    printf '%s' "$STAMP_CONTENT" >"$STAMP"
+    is_installed || die "install finished but mcp.server.auth does not import"
+    log "installed into ${PREFIX}"
+}
+
+cmd_test() {
+    cmd_install
+    cd "$(dirname "$0")/.."
+    # PIKURI_REQUIRE_MCP=1: a missing install fails the tests instead of skipping them.
+    PIKURI_MCP_OAUTH="$PREFIX" PIKURI_REQUIRE_MCP=1 cargo test --test mcp oauth -- --test-threads=2
+}
+
+case "${1:-}" in
+    install) cmd_install ;;
+    dir) printf '%s\n' "$PREFIX" ;;
+    test) cmd_test ;;
+    -h|--help|help) usage ;;
+    *) usage; exit 2 ;;
+esac

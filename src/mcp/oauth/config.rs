@@ -1,0 +1,284 @@
+//! [`OAuth`], the host's configuration of a login, with its [`Browser`]
+//! seam; [`AuthError`], why a login failed.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::store::{MemoryTokenStore, TokenStore};
+
+/// Opens the authorization URL for the user: the seam where a host puts
+/// its browser, and a test its own HTTP client.
+///
+/// Called on an HTTP worker thread; the login waits for the redirect to
+/// the loopback listener after it returns, so `open` should not block
+/// until the user is done. An `Err` fails the login.
+///
+/// Closures `Fn(&str) -> io::Result<()>` are browsers.
+///
+/// ```
+/// use pikuri::mcp::{Browser, OAuth};
+/// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+/// let log = seen.clone();
+/// let browser = move |url: &str| {
+///     log.lock().unwrap().push(url.to_string());
+///     Ok(())
+/// };
+/// browser.open("http://127.0.0.1:9/authorize?state=x")?;
+/// assert_eq!(seen.lock().unwrap().len(), 1);
+/// let oauth = OAuth::new().browser(browser);
+/// # let _ = oauth;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait Browser: Send + Sync {
+    /// Show `url` to the user.
+    ///
+    /// # Errors
+    ///
+    /// Whatever stops it; the login fails with that text.
+    fn open(&self, url: &str) -> io::Result<()>;
+}
+
+impl<F> Browser for F
+where
+    F: Fn(&str) -> io::Result<()> + Send + Sync,
+{
+    fn open(&self, url: &str) -> io::Result<()> {
+        self(url)
+    }
+}
+
+/// The default [`Browser`]: prints the URL on stderr and asks the desktop
+/// to open it (`xdg-open` on Linux and the BSDs, `open` on macOS, `start`
+/// on Windows); a missing opener is not an error, the printed URL is
+/// enough.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemBrowser;
+
+impl Browser for SystemBrowser {
+    fn open(&self, url: &str) -> io::Result<()> {
+        eprintln!("To authorize, open this URL in a browser:\n  {url}");
+        let (program, args): (&str, Vec<&str>) = if cfg!(target_os = "macos") {
+            ("open", vec![url])
+        } else if cfg!(windows) {
+            ("cmd", vec!["/C", "start", "", url])
+        } else {
+            ("xdg-open", vec![url])
+        };
+        let spawned = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(mut child) = spawned {
+            // Reaped on a thread so no zombie is left; its status is moot.
+            std::thread::spawn(move || child.wait());
+        }
+        Ok(())
+    }
+}
+
+/// How to log in to an MCP server that asks for OAuth 2.1, as the MCP
+/// authorization spec (2025-06-18 to 2026-07-28) asks of a client: the
+/// client registration, the browser, where tokens are kept and the bounds.
+///
+/// # Flow
+///
+/// A server declared with [`Server::oauth`](crate::mcp::Server::oauth) is first
+/// called with the access token its [`TokenStore`] holds, if any. When it
+/// answers `401`:
+///
+/// 1. **Discovery.** The `resource_metadata` URL of the
+///    `WWW-Authenticate: Bearer` challenge, or else the well-known URLs
+///    (`/.well-known/oauth-protected-resource` + the endpoint's path, then
+///    at the root) give the protected resource metadata (RFC 9728); its
+///    `resource` must be the server's URL or a parent of it. Its first
+///    authorization server's metadata is read from the RFC 8414 and OpenID
+///    Connect well-known URLs in the spec's order; its `issuer` must be
+///    exactly the one the URL was made from, and it must offer PKCE `S256`.
+/// 2. **Client.** The host's client id ([`OAuth::client_id`]), or one from
+///    dynamic client registration (RFC 7591) when the server offers it.
+/// 3. **Refresh** when a refresh token is held; otherwise, or when the
+///    refresh is refused:
+/// 4. **Authorization code with PKCE** (RFC 7636, `S256`): a listener on
+///    `127.0.0.1` (port 0 unless [`OAuth::redirect_port`] says) takes the
+///    redirect; the URL to open goes to the [`Browser`]. The answer must
+///    carry the `state` sent, and its `iss` (RFC 9207) must be the issuer
+///    when present (and be present when the metadata promises it). The
+///    code is exchanged with the verifier and `resource` (RFC 8707, sent in
+///    both requests).
+/// 5. The request is sent again, once, with the new token.
+///
+/// A token that is a JWT naming audiences (`aud`) must name the server; a
+/// server that refuses the token it just got ends the request. Requests
+/// to the authorization server follow no redirects and are bounded by
+/// [`OAuth::request_timeout`]; the wait for the browser by
+/// [`OAuth::login_timeout`] (and by [`Server::startup_timeout`] or
+/// [`Server::timeout`](crate::mcp::Server::timeout) for the request waiting).
+/// Every failure is an [`Error::Http`](crate::Error::Http) with status
+/// 401 (so [`ErrorKind::Auth`](crate::ErrorKind::Auth)) whose message
+/// starts with `OAuth:` and says what went wrong, never with a token.
+///
+/// [`Server::startup_timeout`]: crate::mcp::Server::startup_timeout
+///
+/// # Not supported
+///
+/// Client ID metadata documents (a URL as `client_id`; give a registered
+/// id or rely on dynamic registration instead), step-up authorization on a
+/// `403 insufficient_scope`, token revocation, and any flow but the
+/// authorization code (no client credentials, no device flow). Dynamic
+/// registration asks for a public client (`token_endpoint_auth_method:
+/// none`); a confidential client's secret ([`OAuth::client_secret`]) is
+/// sent in the token request's body.
+///
+/// # Secrets
+///
+/// Tokens are sent only in the `Authorization` header of requests to the
+/// server they were issued for, never in a URL. They and the client secret
+/// never show in `Debug` ([`Tokens`](crate::mcp::Tokens), [`OAuth`]), in a log line, an event
+/// or an error, and are replaced by `<redacted>` in everything the server
+/// sends (it may echo them). The [`FileTokenStore`](crate::mcp::FileTokenStore) keeps them in a file
+/// only its owner may read.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use pikuri::mcp::{FileTokenStore, OAuth, Server};
+///
+/// let server = Server::http("http://127.0.0.1:3001/mcp").oauth(
+///     OAuth::new()
+///         .client_name("my-app")
+///         .scope("mcp:tools")
+///         .store(FileTokenStore::new("/tmp/my-app-tokens.json"))
+///         .login_timeout(Duration::from_secs(120)),
+/// );
+/// assert!(format!("{server:?}").contains("oauth"));
+/// ```
+#[derive(Clone)]
+#[must_use = "an OAuth does nothing until given to Server::oauth"]
+pub struct OAuth {
+    pub(super) client_id: Option<String>,
+    pub(super) client_secret: Option<String>,
+    pub(super) client_name: String,
+    pub(super) scope: Option<String>,
+    pub(super) redirect_port: u16,
+    pub(super) browser: Arc<dyn Browser>,
+    pub(super) store: Arc<dyn TokenStore>,
+    pub(super) login_timeout: Duration,
+    pub(super) request_timeout: Duration,
+}
+
+impl Default for OAuth {
+    fn default() -> OAuth {
+        OAuth::new()
+    }
+}
+
+impl OAuth {
+    /// Dynamic client registration, the [`SystemBrowser`], a
+    /// [`MemoryTokenStore`], a 5-minute login and 10-second requests.
+    pub fn new() -> OAuth {
+        OAuth {
+            client_id: None,
+            client_secret: None,
+            client_name: "pikuri".into(),
+            scope: None,
+            redirect_port: 0,
+            browser: Arc::new(SystemBrowser),
+            store: Arc::new(MemoryTokenStore::new()),
+            login_timeout: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A client id registered beforehand with the authorization server
+    /// (no dynamic registration then). Its redirect URI is
+    /// `http://127.0.0.1:<port>/callback`: set the port with
+    /// [`redirect_port`](OAuth::redirect_port) if the registration fixed it.
+    pub fn client_id(mut self, id: impl Into<String>) -> OAuth {
+        self.client_id = Some(id.into());
+        self
+    }
+
+    /// The secret of [`client_id`](OAuth::client_id), for a confidential
+    /// client (sent in the token request's body).
+    pub fn client_secret(mut self, secret: impl Into<String>) -> OAuth {
+        self.client_secret = Some(secret.into());
+        self
+    }
+
+    /// The `client_name` given in dynamic registration (default `pikuri`).
+    pub fn client_name(mut self, name: impl Into<String>) -> OAuth {
+        self.client_name = name.into();
+        self
+    }
+
+    /// The scopes to ask for, space-separated. Default: the `scope` of the
+    /// server's challenge, else its metadata's `scopes_supported`, else
+    /// none.
+    pub fn scope(mut self, scope: impl Into<String>) -> OAuth {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// The loopback port of the redirect listener (default 0: any free
+    /// port).
+    pub fn redirect_port(mut self, port: u16) -> OAuth {
+        self.redirect_port = port;
+        self
+    }
+
+    /// Who opens the authorization URL (default [`SystemBrowser`]).
+    pub fn browser(mut self, browser: impl Browser + 'static) -> OAuth {
+        self.browser = Arc::new(browser);
+        self
+    }
+
+    /// Where tokens are kept (default a [`MemoryTokenStore`]).
+    pub fn store(mut self, store: impl TokenStore + 'static) -> OAuth {
+        self.store = Arc::new(store);
+        self
+    }
+
+    /// How long to wait for the redirect after the browser was asked to
+    /// open the URL (default 5 minutes).
+    pub fn login_timeout(mut self, timeout: Duration) -> OAuth {
+        self.login_timeout = timeout;
+        self
+    }
+
+    /// The bound on each request to the authorization server and the
+    /// metadata documents (default 10 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> OAuth {
+        self.request_timeout = timeout;
+        self
+    }
+}
+
+impl fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuth")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("scope", &self.scope)
+            .field("redirect_port", &self.redirect_port)
+            .field("login_timeout", &self.login_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a login or refresh failed: one line for the user, without tokens.
+#[derive(Debug)]
+pub(in crate::mcp) struct AuthError(pub(in crate::mcp) String);
+
+impl fmt::Display for AuthError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OAuth: {}", self.0)
+    }
+}

@@ -1,0 +1,790 @@
+//! The network half of OAuth: discovery, registration, the authorization
+//! code with PKCE through the loopback redirect, token exchange and
+//! refresh. Each step says in its error what it was doing.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::config::{AuthError, OAuth};
+use super::pkce::{self, Pkce};
+use super::store::Tokens;
+use crate::sanitize::sanitize;
+use crate::util::{excerpt, redact_url};
+
+/// The largest metadata or token answer read.
+const MAX_BODY: u64 = 256 * 1024;
+
+type Result<T> = std::result::Result<T, AuthError>;
+
+fn fail<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError(message.into()))
+}
+
+/// The parameters of a `Bearer` challenge in a `WWW-Authenticate` header
+/// (RFC 6750 §3, RFC 9728 §5.1): `(name, value)`, names lowercased.
+pub(super) fn bearer_params(header: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = header.trim();
+    let mut in_bearer = false;
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([' ', ',']);
+        // A token: a scheme name, or a parameter name before `=`.
+        let end = rest
+            .find(|c: char| c == '=' || c == ',' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let word = &rest[..end];
+        let after = rest[end..].trim_start();
+        if let Some(value) = after.strip_prefix('=') {
+            let value = value.trim_start();
+            let (v, tail) = if let Some(q) = value.strip_prefix('"') {
+                // A quoted string, with `\` escapes.
+                let mut v = String::new();
+                let mut chars = q.char_indices();
+                let mut tail = "";
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => v.extend(chars.next().map(|(_, c)| c)),
+                        '"' => {
+                            tail = &q[i + 1..];
+                            break;
+                        }
+                        c => v.push(c),
+                    }
+                }
+                (v, tail)
+            } else {
+                let e = value.find([',', ' ']).unwrap_or(value.len());
+                (value[..e].to_string(), &value[e..])
+            };
+            if in_bearer {
+                out.push((word.to_ascii_lowercase(), v));
+            }
+            rest = tail;
+        } else {
+            if word.is_empty() {
+                break;
+            }
+            // A new scheme begins.
+            in_bearer = word.eq_ignore_ascii_case("bearer");
+            rest = after;
+        }
+    }
+    out
+}
+
+/// An HTTP client for the authorization side: no redirects, bounded.
+fn agent(config: &OAuth) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(config.request_timeout))
+        .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
+/// What a request to the authorization side got.
+enum Got {
+    Json(u16, Value),
+    /// A status with a body that is not JSON (or none).
+    Other(u16),
+}
+
+fn send_error(e: &ureq::Error, url: &str, config: &OAuth) -> AuthError {
+    let shown = redact_url(url);
+    match e {
+        ureq::Error::Timeout(_) => AuthError(format!(
+            "{shown} did not answer within {} s",
+            config.request_timeout.as_secs_f64()
+        )),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => AuthError(format!(
+            "{shown} did not answer within {} s",
+            config.request_timeout.as_secs_f64()
+        )),
+        other => AuthError(format!(
+            "cannot reach {shown}: {}",
+            excerpt(&other.to_string(), 200)
+        )),
+    }
+}
+
+/// Read a response: a 3xx is an error (redirects are never followed:
+/// metadata and tokens must come from the address the spec names).
+fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
+    let status = resp.status().as_u16();
+    if (300..400).contains(&status) {
+        let to = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(redact_url)
+            .unwrap_or_default();
+        return fail(format!(
+            "{} redirects ({status}) to {}: redirects are not followed",
+            redact_url(url),
+            sanitize(&excerpt(&to, 200))
+        ));
+    }
+    let mut bytes = Vec::new();
+    let _ = resp
+        .body_mut()
+        .as_reader()
+        .take(MAX_BODY)
+        .read_to_end(&mut bytes);
+    Ok(match crate::util::json_from_slice::<Value>(&bytes) {
+        Ok(v) => Got::Json(status, v),
+        Err(_) => Got::Other(status),
+    })
+}
+
+fn get(config: &OAuth, url: &str) -> Result<Got> {
+    let resp = agent(config)
+        .get(url)
+        .header("Accept", "application/json")
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .call()
+        .map_err(|e| send_error(&e, url, config))?;
+    read(resp, url)
+}
+
+fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
+    let resp = agent(config)
+        .post(url)
+        .header("Accept", "application/json")
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(body.as_bytes())
+        .map_err(|e| send_error(&e, url, config))?;
+    read(resp, url)
+}
+
+/// The origin (`scheme://authority`) and path of an http(s) URL, without
+/// query or fragment; the scheme and host lowercased.
+fn split_url(url: &str) -> Option<(String, String)> {
+    let url = url.split(['#', '?']).next()?;
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    if authority.is_empty() {
+        return None;
+    }
+    Some((
+        format!(
+            "{}://{}",
+            scheme.to_ascii_lowercase(),
+            authority.to_ascii_lowercase()
+        ),
+        path.to_string(),
+    ))
+}
+
+/// Whether the resource `claimed` covers the server at `url`: the same
+/// origin, and a path equal to or a parent of the server's.
+fn covers(claimed: &str, url: &str) -> bool {
+    let (Some((co, cp)), Some((uo, up))) = (split_url(claimed), split_url(url)) else {
+        return false;
+    };
+    let cp = cp.trim_end_matches('/');
+    let up = up.trim_end_matches('/');
+    co == uo && (up == cp || up.starts_with(&format!("{cp}/")))
+}
+
+/// The authorization server's metadata, validated.
+struct AsMeta {
+    issuer: String,
+    authorization_endpoint: String,
+    token_endpoint: String,
+    registration_endpoint: Option<String>,
+    iss_supported: bool,
+    scopes: Option<String>,
+}
+
+/// What discovery found.
+struct Found {
+    resource: String,
+    meta: AsMeta,
+    scope: Option<String>,
+}
+
+/// Protected resource metadata (RFC 9728), then the authorization
+/// server's (RFC 8414 / OpenID Connect Discovery).
+fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found> {
+    let params = challenge.map(bearer_params).unwrap_or_default();
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let Some((origin, path)) = split_url(url) else {
+        return fail(format!("{} is not an http(s) URL", redact_url(url)));
+    };
+    let candidates = if let Some(prm) = param("resource_metadata") {
+        vec![prm]
+    } else {
+        // The well-known URLs in the spec's order: at the endpoint's path,
+        // then at the root.
+        let mut c = Vec::new();
+        let path = path.trim_end_matches('/');
+        if !path.is_empty() {
+            c.push(format!(
+                "{origin}/.well-known/oauth-protected-resource{path}"
+            ));
+        }
+        c.push(format!("{origin}/.well-known/oauth-protected-resource"));
+        c
+    };
+    let mut prm = None;
+    let mut tried = Vec::new();
+    for candidate in &candidates {
+        if split_url(candidate).is_none() {
+            return fail(format!(
+                "the resource_metadata URL `{}` is not an http(s) URL",
+                sanitize(&excerpt(candidate, 200))
+            ));
+        }
+        match get(config, candidate)? {
+            Got::Json(200, v) if v.is_object() => {
+                prm = Some(v);
+                break;
+            }
+            Got::Json(status, _) | Got::Other(status) => {
+                tried.push(format!("{} ({status})", redact_url(candidate)));
+            }
+        }
+    }
+    let Some(prm) = prm else {
+        return fail(format!(
+            "no protected resource metadata: tried {}",
+            tried.join(", ")
+        ));
+    };
+    let resource = prm["resource"].as_str().unwrap_or_default().to_string();
+    if !covers(&resource, url) {
+        return fail(format!(
+            "the protected resource metadata is for another resource (`{}`), not {}",
+            sanitize(&excerpt(&resource, 200)),
+            redact_url(url)
+        ));
+    }
+    let Some(issuer) = prm["authorization_servers"]
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+    else {
+        return fail("the protected resource metadata names no authorization server");
+    };
+    let meta = as_metadata(config, issuer)?;
+    let scope = config
+        .scope
+        .clone()
+        .or_else(|| param("scope"))
+        .or_else(|| {
+            let s = prm["scopes_supported"].as_array()?;
+            let s: Vec<&str> = s.iter().filter_map(Value::as_str).collect();
+            (!s.is_empty()).then(|| s.join(" "))
+        })
+        .or_else(|| meta.scopes.clone());
+    Ok(Found {
+        resource,
+        meta,
+        scope,
+    })
+}
+
+/// The metadata of the authorization server `issuer`, from the first of
+/// the spec's well-known URLs that answers.
+fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
+    let Some((origin, path)) = split_url(issuer) else {
+        return fail(format!(
+            "the authorization server `{}` is not an http(s) URL",
+            sanitize(&excerpt(issuer, 200))
+        ));
+    };
+    let path = path.trim_end_matches('/');
+    let urls = if path.is_empty() {
+        vec![
+            format!("{origin}/.well-known/oauth-authorization-server"),
+            format!("{origin}/.well-known/openid-configuration"),
+        ]
+    } else {
+        vec![
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!("{origin}/.well-known/openid-configuration{path}"),
+            format!("{origin}{path}/.well-known/openid-configuration"),
+        ]
+    };
+    let mut tried = Vec::new();
+    for url in &urls {
+        let v = match get(config, url)? {
+            Got::Json(200, v) if v.is_object() => v,
+            Got::Json(200, _) | Got::Other(200) => {
+                return fail(format!(
+                    "the authorization server metadata at {} is not a JSON object",
+                    redact_url(url)
+                ));
+            }
+            Got::Json(status, _) | Got::Other(status) => {
+                tried.push(format!("{} ({status})", redact_url(url)));
+                continue;
+            }
+        };
+        let text = |k: &str| v[k].as_str().map(String::from);
+        // RFC 8414 §3.3: the issuer must be the one the URL was made from.
+        if text("issuer").as_deref() != Some(issuer) {
+            return fail(format!(
+                "the metadata at {} names the issuer `{}`, not `{}`",
+                redact_url(url),
+                sanitize(&excerpt(&text("issuer").unwrap_or_default(), 200)),
+                sanitize(&excerpt(issuer, 200))
+            ));
+        }
+        let endpoint = |k: &str| -> Result<String> {
+            match text(k).filter(|u| split_url(u).is_some()) {
+                Some(u) => Ok(u),
+                None => fail(format!(
+                    "the metadata at {} has no valid `{k}`",
+                    redact_url(url)
+                )),
+            }
+        };
+        let s256 = v["code_challenge_methods_supported"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m == "S256"));
+        if !s256 {
+            return fail(format!(
+                "the authorization server {} does not offer PKCE S256",
+                redact_url(issuer)
+            ));
+        }
+        return Ok(AsMeta {
+            issuer: issuer.to_string(),
+            authorization_endpoint: endpoint("authorization_endpoint")?,
+            token_endpoint: endpoint("token_endpoint")?,
+            registration_endpoint: text("registration_endpoint").filter(|u| split_url(u).is_some()),
+            iss_supported: v["authorization_response_iss_parameter_supported"] == true,
+            scopes: v["scopes_supported"].as_array().map(|s| {
+                s.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+        });
+    }
+    fail(format!(
+        "no authorization server metadata: tried {}",
+        tried.join(", ")
+    ))
+}
+
+/// Dynamic client registration (RFC 7591): `(client_id, client_secret)`.
+fn register(
+    config: &OAuth,
+    meta: &AsMeta,
+    redirect: &str,
+    scope: Option<&str>,
+) -> Result<(String, Option<String>)> {
+    let Some(endpoint) = &meta.registration_endpoint else {
+        return fail(format!(
+            "the authorization server {} offers no dynamic client registration: give a client id (OAuth::client_id)",
+            redact_url(&meta.issuer)
+        ));
+    };
+    let mut body = json!({
+        "client_name": config.client_name,
+        "redirect_uris": [redirect],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    });
+    if let Some(scope) = scope {
+        body["scope"] = json!(scope);
+    }
+    let resp = agent(config)
+        .post(endpoint)
+        .header("Accept", "application/json")
+        .header("Content-Type", "application/json")
+        .send(body.to_string().as_bytes())
+        .map_err(|e| send_error(&e, endpoint, config))?;
+    match read(resp, endpoint)? {
+        Got::Json(200 | 201, v) => match v["client_id"].as_str() {
+            Some(id) if !id.is_empty() => Ok((
+                id.to_string(),
+                v["client_secret"].as_str().map(String::from),
+            )),
+            _ => fail("the client registration answer has no client_id"),
+        },
+        Got::Json(status, v) => fail(format!(
+            "the client registration was refused ({status}): {}",
+            oauth_error(&v)
+        )),
+        Got::Other(status) => fail(format!("the client registration was refused ({status})")),
+    }
+}
+
+/// An OAuth error body as one short line (`error: description`).
+fn oauth_error(v: &Value) -> String {
+    let error = v["error"].as_str().unwrap_or("unknown error");
+    let text = match v["error_description"].as_str() {
+        Some(d) => format!("{error}: {d}"),
+        None => error.to_string(),
+    };
+    sanitize(&excerpt(&text, 200)).into_owned()
+}
+
+/// A full login: discovery, registration, the browser, the code exchange.
+pub(super) fn login(
+    config: &OAuth,
+    url: &str,
+    challenge: Option<&str>,
+    closed: &dyn Fn() -> bool,
+) -> Result<Tokens> {
+    let found = discover(config, url, challenge)?;
+    let listener = TcpListener::bind(("127.0.0.1", config.redirect_port)).map_err(|e| {
+        AuthError(format!(
+            "cannot listen on 127.0.0.1:{} for the redirect: {e}",
+            config.redirect_port
+        ))
+    })?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| AuthError(format!("the redirect listener has no address: {e}")))?
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let (client_id, client_secret) = match &config.client_id {
+        Some(id) => (id.clone(), config.client_secret.clone()),
+        None => register(config, &found.meta, &redirect, found.scope.as_deref())?,
+    };
+    let pkce = Pkce::new();
+    let state = pkce::random_state();
+    let mut query = vec![
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", redirect.as_str()),
+        ("code_challenge", pkce.challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("state", state.as_str()),
+        ("resource", found.resource.as_str()),
+    ];
+    if let Some(scope) = &found.scope {
+        query.push(("scope", scope));
+    }
+    let endpoint = &found.meta.authorization_endpoint;
+    let sep = if endpoint.contains('?') { '&' } else { '?' };
+    let auth_url = format!("{endpoint}{sep}{}", pkce::form(&query));
+    config
+        .browser
+        .open(&auth_url)
+        .map_err(|e| AuthError(format!("the browser could not be opened: {e}")))?;
+    let answer = wait_for_redirect(&listener, config.login_timeout, closed)?;
+    let code = check_answer(&answer, &state, &found.meta)?;
+    let mut form = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect.as_str()),
+        ("client_id", client_id.as_str()),
+        ("code_verifier", pkce.verifier.as_str()),
+        ("resource", found.resource.as_str()),
+    ];
+    if let Some(secret) = &client_secret {
+        form.push(("client_secret", secret));
+    }
+    let body = pkce::form(&form);
+    let template = Tokens {
+        access_token: String::new(),
+        refresh_token: None,
+        expires_at: None,
+        scope: found.scope.clone(),
+        issuer: found.meta.issuer.clone(),
+        client_id,
+        client_secret,
+        token_endpoint: found.meta.token_endpoint.clone(),
+        resource: found.resource.clone(),
+    };
+    token_request(config, &template, &body)
+}
+
+/// Exchange the refresh token for new tokens.
+pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
+    let Some(refresh) = &old.refresh_token else {
+        return fail("no refresh token");
+    };
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+        ("client_id", old.client_id.as_str()),
+        ("resource", old.resource.as_str()),
+    ];
+    if let Some(secret) = &old.client_secret {
+        form.push(("client_secret", secret));
+    }
+    let mut fresh = token_request(config, old, &pkce::form(&form))?;
+    // RFC 6749 §6: the old refresh token stays valid unless a new one came.
+    if fresh.refresh_token.is_none() {
+        fresh.refresh_token.clone_from(&old.refresh_token);
+    }
+    Ok(fresh)
+}
+
+/// POST `form` to the token endpoint; the answer over `template`.
+fn token_request(config: &OAuth, template: &Tokens, form: &str) -> Result<Tokens> {
+    let v = match post_form(config, &template.token_endpoint, form)? {
+        Got::Json(200, v) => v,
+        Got::Json(status, v) => {
+            return fail(format!(
+                "the token request was refused ({status}): {}",
+                oauth_error(&v)
+            ));
+        }
+        Got::Other(status) => {
+            return fail(format!(
+                "the token endpoint answered {status} without a JSON body"
+            ));
+        }
+    };
+    let Some(access) = v["access_token"].as_str().filter(|t| !t.is_empty()) else {
+        return fail("the token answer has no access_token");
+    };
+    if !v["token_type"]
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case("bearer"))
+    {
+        return fail("the token answer's token_type is not Bearer");
+    }
+    if let Some(aud) = jwt_audiences(access)
+        && !aud.iter().any(|a| covers(a, &template.resource))
+    {
+        return fail(format!(
+            "the access token is for another audience ({}), not {}",
+            sanitize(&excerpt(&aud.join(", "), 200)),
+            redact_url(&template.resource)
+        ));
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    Ok(Tokens {
+        access_token: access.to_string(),
+        refresh_token: v["refresh_token"].as_str().map(String::from),
+        expires_at: v["expires_in"].as_u64().map(|s| now.saturating_add(s)),
+        scope: v["scope"]
+            .as_str()
+            .map(String::from)
+            .or_else(|| template.scope.clone()),
+        ..template.clone()
+    })
+}
+
+/// The `aud` of a JWT access token, if it is a JWT that has one (an
+/// opaque token gives `None`: only the server can judge it).
+fn jwt_audiences(token: &str) -> Option<Vec<String>> {
+    let mut parts = token.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let claims: Value = serde_json::from_slice(&pkce::base64url_decode(payload)?).ok()?;
+    match &claims["aud"] {
+        Value::String(a) => Some(vec![a.clone()]),
+        Value::Array(a) => Some(
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Accept connections on the loopback listener until one asks for
+/// `/callback`, the time is up or the connection is closed; the query.
+fn wait_for_redirect(
+    listener: &TcpListener,
+    timeout: Duration,
+    closed: &dyn Fn() -> bool,
+) -> Result<String> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| AuthError(format!("the redirect listener failed: {e}")))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if closed() {
+            return fail("the connection was closed during the login");
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Some(query) = serve_callback(stream) {
+                    return Ok(query);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return fail(format!(
+                        "no authorization answer within {} s (the redirect to 127.0.0.1 never came)",
+                        timeout.as_secs_f64()
+                    ));
+                }
+                // A poll: std has no accept with a timeout.
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => return fail(format!("the redirect listener failed: {e}")),
+        }
+    }
+}
+
+/// Read one request; answer it. `Some(query)` when it was the callback.
+fn serve_callback(stream: TcpStream) -> Option<String> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reader = BufReader::new(stream.take(8192));
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    // Drain the headers, so the browser sees an answer, not a reset.
+    let mut header = String::new();
+    while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+        header.clear();
+    }
+    let mut stream = reader.into_inner().into_inner();
+    let target = line.split_whitespace().nth(1).unwrap_or_default();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (status, body, found) = if path == "/callback" {
+        (
+            "200 OK",
+            "Authorization received: you may close this window.",
+            true,
+        )
+    } else {
+        ("404 Not Found", "Not found.", false)
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
+    found.then(|| query.to_string())
+}
+
+/// Check the authorization answer (`state`, then `iss` per RFC 9207 §2.4,
+/// then an error); the code.
+fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
+    let pairs = pkce::parse_form(query);
+    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    if get("state") != Some(state) {
+        return fail("the authorization answer's state does not match the request's");
+    }
+    // Compared as sent: no case folding or other normalization (the spec).
+    match get("iss") {
+        Some(iss) if iss != meta.issuer => {
+            return fail(format!(
+                "the authorization answer came from issuer `{}`, not `{}` (RFC 9207)",
+                sanitize(&excerpt(iss, 200)),
+                sanitize(&excerpt(&meta.issuer, 200))
+            ));
+        }
+        None if meta.iss_supported => {
+            return fail(
+                "the authorization answer has no `iss` though the server's metadata promises one (RFC 9207)",
+            );
+        }
+        _ => {}
+    }
+    if let Some(error) = get("error") {
+        let text = match get("error_description") {
+            Some(d) => format!("{error}: {d}"),
+            None => error.to_string(),
+        };
+        return fail(format!(
+            "the authorization was refused: {}",
+            sanitize(&excerpt(&text, 200))
+        ));
+    }
+    match get("code") {
+        Some(code) if !code.is_empty() => Ok(code.to_string()),
+        _ => fail("the authorization answer has no code"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_challenges_parse() {
+        let p = bearer_params(
+            r#"Basic realm="x", Bearer error="invalid_token", resource_metadata="http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp", scope=a"#,
+        );
+        assert_eq!(
+            p,
+            [
+                ("error".to_string(), "invalid_token".to_string()),
+                (
+                    "resource_metadata".into(),
+                    "http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp".into()
+                ),
+                ("scope".into(), "a".into())
+            ]
+        );
+        assert_eq!(
+            bearer_params(r#"bearer scope="a \"b\"""#),
+            [("scope".to_string(), "a \"b\"".to_string())]
+        );
+        assert!(bearer_params("Basic realm=x").is_empty());
+        assert!(bearer_params("").is_empty());
+        assert!(bearer_params("Bearer =,,=\"").len() <= 1);
+    }
+
+    #[test]
+    fn a_resource_covers_itself_and_its_children_only() {
+        assert!(covers("http://H:1/mcp", "http://h:1/mcp"));
+        assert!(covers("http://h:1/", "http://h:1/mcp"));
+        assert!(covers("http://h:1", "http://h:1/mcp/"));
+        assert!(!covers("http://h:1/mc", "http://h:1/mcp"));
+        assert!(!covers("http://h:2/mcp", "http://h:1/mcp"));
+        assert!(!covers("https://h:1/mcp", "http://h:1/mcp"));
+        assert!(!covers("", "http://h:1/mcp"));
+    }
+
+    fn meta(iss_supported: bool) -> AsMeta {
+        AsMeta {
+            issuer: "http://127.0.0.1:9/".into(),
+            authorization_endpoint: String::new(),
+            token_endpoint: String::new(),
+            registration_endpoint: None,
+            iss_supported,
+            scopes: None,
+        }
+    }
+
+    #[test]
+    fn answers_are_checked_state_then_iss_then_error() {
+        let ok = "code=c1&state=s&iss=http%3A%2F%2F127.0.0.1%3A9%2F";
+        assert_eq!(check_answer(ok, "s", &meta(true)).unwrap(), "c1");
+        assert_eq!(
+            check_answer("code=c1&state=s", "s", &meta(false)).unwrap(),
+            "c1"
+        );
+        let err = |q: &str, m: bool| check_answer(q, "s", &meta(m)).unwrap_err().0;
+        assert!(err("code=c1&state=t", false).contains("state"));
+        assert!(err("code=c1&state=s", true).contains("no `iss`"));
+        // No normalization: a missing trailing slash is another issuer,
+        // and the error it carries is not shown.
+        let e = err("error=evil&state=s&iss=http%3A%2F%2F127.0.0.1%3A9", false);
+        assert!(e.contains("not `http://127.0.0.1:9/`") && !e.contains("evil"));
+        assert!(err("error=access_denied&state=s", false).contains("refused: access_denied"));
+        assert!(err("state=s", false).contains("no code"));
+    }
+
+    #[test]
+    fn jwt_audiences_are_read_from_the_payload() {
+        let payload = pkce::base64url(br#"{"aud":["http://h/mcp","x"]}"#);
+        assert_eq!(
+            jwt_audiences(&format!("e30.{payload}.sig")).unwrap(),
+            ["http://h/mcp", "x"]
+        );
+        assert!(jwt_audiences("opaque-token").is_none());
+        assert!(jwt_audiences("a.b.c.d").is_none());
+    }
+}
