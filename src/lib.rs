@@ -379,6 +379,7 @@ pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
 pub mod guide;
+pub mod journal;
 pub mod listeners;
 #[cfg(feature = "mcp")]
 pub mod mcp;
