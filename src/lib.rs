@@ -350,7 +350,8 @@
 //!
 //! # MSRV
 //!
-//! Rust 1.88 (edition 2024, let-chains). Raising it is a minor release.
+//! Rust 1.89 (edition 2024, let-chains, `File::try_lock` for the run
+//! journal's lock). Raising it is a minor release.
 
 #![forbid(unsafe_code)]
 

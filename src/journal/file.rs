@@ -95,8 +95,12 @@ impl FileStore {
         }
         let created = !path.exists();
         let mut file = options.open(&path)?;
+        // Only a regular file has a tail to check (a device such as
+        // /dev/full would read forever).
         let mut text = Vec::new();
-        file.read_to_end(&mut text)?;
+        if file.metadata()?.is_file() {
+            file.read_to_end(&mut text)?;
+        }
         let keep = whole_lines(&text);
         if keep < text.len() {
             file.set_len(keep as u64)?;
@@ -179,7 +183,15 @@ impl JournalStore for FileStore {
 
     fn read(&self, run: &str) -> Result<Vec<String>> {
         super::check_run_id(run)?;
-        let text = match fs::read(self.path(run)) {
+        let path = self.path(run);
+        if fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(io_error(
+                run,
+                &format!("{} is not a regular file", path.display()),
+                &io::Error::from(io::ErrorKind::InvalidInput),
+            ));
+        }
+        let text = match fs::read(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io_error(run, "cannot read the journal", &e)),
