@@ -343,7 +343,7 @@ impl Agent {
     /// conversation (loaded whole or not at all).
     fn open_journal(&mut self, store: Box<dyn JournalStore>, run: &str, how: Open) -> Result<()> {
         let (journal, replayed) = Journal::open(store, run, &self.fingerprint(), how)?;
-        if let Some(Some(model)) = replayed.model {
+        if let Some(model) = replayed.model {
             let to = self.transport().with_model(model);
             self.shared.state.lock().transport = to;
         }

@@ -1360,8 +1360,7 @@ impl Agent {
             let started = cut.started.contains(&call.id);
             let idempotent = tools
                 .iter()
-                .find(|t| t.name() == call.name)
-                .is_some_and(|t| t.idempotent());
+                .any(|t| t.name() == call.name && t.idempotent());
             // Started without a result: it may have had its effect. Only a
             // tool that says a second run is harmless runs again.
             if started && !idempotent {

@@ -121,8 +121,8 @@ pub(crate) struct Replayed {
     pub(crate) messages: Vec<Message>,
     /// Responses journaled so far (the next one is `step + 1`).
     pub(crate) step: u64,
-    /// The model of the latest switch, if any.
-    pub(crate) model: Option<Option<String>>,
+    /// The model of the latest switch to a named model, if any.
+    pub(crate) model: Option<String>,
     /// `None` when the last run ended (a `TurnEnd`, or nothing after the
     /// header); otherwise where it was cut off.
     pub(crate) cut: Option<Cut>,
@@ -140,6 +140,10 @@ pub(crate) struct Cut {
 /// Rebuild the run from `records` (JSON, as the store returned them),
 /// checking the header against `expected`. Every record is checked before
 /// anything is returned: a journal loads whole or not at all.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one match over the record types, each arm its rule"
+)]
 pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> Result<Replayed> {
     let corrupt = |i: usize, what: String| Error::JournalCorrupt {
         run: run.to_string(),
@@ -274,7 +278,9 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 out.messages = messages.into_owned();
             }
             Record::ModelSwitched { model } => {
-                out.model = Some(model.map(Cow::into_owned));
+                if let Some(model) = model {
+                    out.model = Some(model.into_owned());
+                }
             }
             Record::TurnEnd { .. } => {
                 // A turn paused for approval ends with its calls open.

@@ -67,6 +67,7 @@ pub struct FnTool {
 /// the answers of [`Tool::reaches_network`], [`Tool::reads_private_data`] and
 /// [`Tool::changes_user_state`], set with their builder methods.
 #[derive(Clone, Copy, Debug, Default)]
+#[allow(clippy::struct_excessive_bools, reason = "independent declarations")]
 pub(crate) struct Declared {
     pub(crate) network: bool,
     pub(crate) private_data: bool,
