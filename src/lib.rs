@@ -75,6 +75,7 @@
 //! |---|---|
 //! | [`tool`] | helpers for writing tools: [`FnTool`](tool::FnTool), [`TypedTool`](tool::TypedTool), [`Parameters`](tool::Parameters), [`schema_type!`](tool::schema_type), [`TrifectaPolicy`](tool::TrifectaPolicy) |
 //! | [`approval`] | hosts that review tool calls: [`Approver`](approval::Approver), [`Decision`](approval::Decision), the built-in approvers |
+//! | [`journal`] | runs that survive a crash: [`JournalStore`](journal::JournalStore), [`FileStore`](journal::FileStore) |
 //! | [`compaction`] | fitting the context window: [`Compaction`](compaction::Compaction), [`ToolResultLimit`](compaction::ToolResultLimit) |
 //! | [`structured`] | typed answers: [`StructuredOutput`](structured::StructuredOutput) |
 //! | [`subagent`] | child agents: [`SubAgents`](subagent::SubAgents), [`Persona`](subagent::Persona), [`Synthesizer`](subagent::Synthesizer) |
