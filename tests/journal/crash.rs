@@ -16,8 +16,9 @@
 //! request is sent), after a request is sent (the server kills the
 //! child), mid-stream, after a response is journaled, mid-tool (an
 //! idempotent and a non-idempotent tool), after a tool result, while an
-//! approval waits. Not covered: during compaction, during synthesis,
-//! inside a sub-agent.
+//! approval waits, and (in a second conversation, whose first turn makes
+//! the second compact) during compaction, while the summary request is in
+//! flight. Not covered: during synthesis, inside a sub-agent.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pikuri::approval::{ApprovalRequest, Decision};
+use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore, RunLock};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
@@ -37,6 +39,10 @@ use super::temp_dir;
 
 const RUN: &str = "run";
 const QUESTION: &str = "look up k and send it to bob";
+const SYSTEM: &str = "You look things up and send them.";
+/// The first turn of the compaction variant.
+const FIRST: &str =
+    "first, a long word about the weather, which has been sunny all week and may stay so";
 /// How long a child may take before the harness gives up on it.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -157,19 +163,26 @@ fn child() {
         inner: FileStore::new(env("PJ_DIR")).expect("store"),
         record,
     };
-    let builder = Agent::builder(transport)
-        .system_prompt("You look things up and send them.")
+    let compacting = std::env::var("PJ_VARIANT").is_ok_and(|v| v == "compaction");
+    let mut builder = Agent::builder(transport)
+        .system_prompt(SYSTEM)
         .add_tool(lookup)
         .add_tool(send)
         .approver(approver)
         .add_listener(listener)
         .streaming(true);
+    if compacting {
+        builder = builder.compaction(Compaction::summarize().keep_turns(1).threshold(0.1));
+    }
     let mut agent = if first {
         builder.journal(store, RUN).build().expect("build")
     } else {
         builder.resume(store, RUN).build().expect("resume")
     };
     if first {
+        if compacting {
+            agent.run_loop(FIRST).expect("first turn");
+        }
         agent.run_loop(QUESTION).expect("run");
     } else {
         assert!(agent.interrupted(), "the journal shows no cut-off run");
@@ -184,6 +197,7 @@ fn child() {
 /// One case's world: a scripted server, a journal directory, a count
 /// directory, and the child to kill from the server side, if any.
 struct World {
+    variant: &'static str,
     server: FakeServer,
     dir: PathBuf,
     counts: PathBuf,
@@ -194,18 +208,38 @@ impl World {
     /// The model: look up, then send, then answer (streamed in small
     /// pieces so a stream can be cut). `kill_on`: the server kills the
     /// first child when that request (1-based) arrives.
-    fn new(name: &str, kill_on: Option<usize>) -> World {
+    fn new(name: &str, variant: &'static str, kill_on: Option<usize>) -> World {
         let server = FakeServer::start();
         let pid: Arc<Mutex<Option<u32>>> = Arc::new(Mutex::new(None));
         let seen = Arc::new(Mutex::new(0usize));
+        if variant == "compaction" {
+            // A window the first turn already overflows (threshold 0.1).
+            server.set_context_size(Some(100));
+        }
         let victim = Arc::clone(&pid);
+        let victim_armed = Arc::new(Mutex::new(true));
         server.respond_with(move |req| {
+            // The compactor's summary request has a system prompt of its own.
+            let summary = req
+                .messages()
+                .first()
+                .is_some_and(|m| m["content"] != SYSTEM);
             let n = {
                 let mut seen = seen.lock().unwrap();
                 *seen += 1;
                 *seen
             };
-            if kill_on == Some(n) {
+            // `kill_on` 0: the first summary request.
+            let kill = match kill_on {
+                Some(0) => {
+                    summary && {
+                        let mut v = victim_armed.lock().unwrap();
+                        std::mem::replace(&mut *v, false)
+                    }
+                }
+                k => k == Some(n),
+            };
+            if kill {
                 // The request is sent: kill its sender before it answers.
                 let deadline = Instant::now() + CHILD_TIMEOUT;
                 let pid = loop {
@@ -218,6 +252,12 @@ impl World {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
             let last = req.messages().last().cloned().unwrap_or_default();
+            if summary {
+                return Reply::text("Weather.");
+            }
+            if last["content"] == FIRST {
+                return Reply::text("Sunny, they say.");
+            }
             match (last["role"].as_str(), last["tool_call_id"].as_str()) {
                 (Some("tool"), Some("c1")) => {
                     Reply::tool_call("send", json!({"to": "bob"})).with_id("c2")
@@ -232,6 +272,7 @@ impl World {
         let (dir, counts) = (root.join("journal"), root.join("counts"));
         std::fs::create_dir_all(&counts).unwrap();
         World {
+            variant,
             server,
             dir,
             counts,
@@ -246,6 +287,7 @@ impl World {
             .args(["crash::child", "--exact", "--nocapture", "--test-threads=1"])
             .env("PJ_MODE", mode)
             .env("PJ_KILL", kill)
+            .env("PJ_VARIANT", self.variant)
             .env("PJ_URL", self.server.base_url())
             .env("PJ_MODEL", self.server.transport().model().unwrap_or("m"))
             .env("PJ_DIR", &self.dir)
@@ -319,29 +361,49 @@ fn same_history(got: &[Value], want: &[Value]) -> bool {
         })
 }
 
+/// An uninterrupted run: its history, its request count, the lines the
+/// lookup and send tools wrote (their idempotency keys).
+type Baseline = (Vec<Value>, usize, Vec<String>, Vec<String>);
+
 /// Every boundary, killed then resumed, against one uninterrupted run.
 #[test]
 fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
-    let base = World::new("baseline", None);
-    let (_, out) = base.run("new", "none");
-    let want = history(&out);
-    assert_eq!(want.len(), 6, "{want:?}");
-    let base_requests = base.server.chat_requests().len();
-    assert_eq!(base_requests, 3);
-
-    // (boundary, the request the server kills at, a request re-issued)
-    let cases: [(&str, Option<usize>, bool); 8] = [
-        ("before_request", None, false),
-        ("after_request_sent", Some(2), true),
-        ("mid_stream", None, true),
-        ("after_response", None, false),
-        ("mid_tool_lookup", None, false),
-        ("mid_tool_send", None, false),
-        ("after_result", None, false),
-        ("approval", None, false),
+    // (boundary, variant, the request the server kills at (0: the first
+    // summary request), a request re-issued)
+    let cases: [(&str, &str, Option<usize>, bool); 9] = [
+        ("before_request", "plain", None, false),
+        ("after_request_sent", "plain", Some(2), true),
+        ("mid_stream", "plain", None, true),
+        ("after_response", "plain", None, false),
+        ("mid_tool_lookup", "plain", None, false),
+        ("mid_tool_send", "plain", None, false),
+        ("after_result", "plain", None, false),
+        ("approval", "plain", None, false),
+        ("during_compaction", "compaction", Some(0), true),
     ];
-    for (kill, kill_on, reissued) in cases {
-        let w = World::new(kill, kill_on);
+    let mut baselines: HashMap<&str, Baseline> = HashMap::new();
+    for variant in ["plain", "compaction"] {
+        let base = World::new("baseline", variant, None);
+        let (_, out) = base.run("new", "none");
+        let want = history(&out);
+        let requests = base.server.chat_requests().len();
+        baselines.insert(
+            variant,
+            (want, requests, base.lines("lookup"), base.lines("send")),
+        );
+    }
+    assert_eq!(baselines["plain"].0.len(), 6);
+    assert_eq!(baselines["plain"].1, 3);
+    // The compaction variant: the first turn was summarized away.
+    let base = &baselines["compaction"];
+    assert_eq!(base.1, 5, "first turn, a summary, three rounds");
+    assert!(Compaction::is_summary(
+        &serde_json::from_value(baselines["compaction"].0[0].clone()).unwrap()
+    ));
+
+    for (kill, variant, kill_on, reissued) in cases {
+        let (want, base_requests, base_lookups, base_sends) = &baselines[variant];
+        let w = World::new(kill, variant, kill_on);
         let (status, out) = w.run("new", kill);
         assert!(
             !status.success() && !out.contains("HISTORY:"),
@@ -354,7 +416,7 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         let (_, out) = w.run("resume", kill);
         let got = history(&out);
         assert!(
-            same_history(&got, &want),
+            same_history(&got, want),
             "{kill}:\n{got:#?}\nwant\n{want:#?}"
         );
 
@@ -362,7 +424,7 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
         if reissued {
             assert!(
-                repeated.len() <= 1 && repeated.iter().all(|(_, n)| **n == 2),
+                repeated.len() == 1 && repeated.iter().all(|(_, n)| **n == 2),
                 "{kill}: {repeated:?}"
             );
         } else {
@@ -373,7 +435,7 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         }
         assert_eq!(
             w.server.chat_requests().len(),
-            base_requests + usize::from(reissued && !repeated.is_empty()),
+            base_requests + usize::from(reissued),
             "{kill}"
         );
 
@@ -381,23 +443,23 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         let lookups = w.lines("lookup");
         assert!(sends.len() <= 1, "{kill}: send ran {} times", sends.len());
         assert!(!lookups.is_empty(), "{kill}: lookup never ran");
+        // The same idempotency key in both processes.
         assert!(
-            lookups.iter().all(|k| *k == format!("{RUN}/1/c1")),
+            lookups.iter().all(|k| *k == base_lookups[0]),
             "{kill}: {lookups:?}"
         );
         match kill {
             "mid_tool_lookup" => assert_eq!(lookups.len(), 2, "idempotent: run again"),
             "mid_tool_send" => {
-                assert_eq!(
-                    got[4]["content"]
-                        .as_str()
-                        .map(|c| c.starts_with("Error: interrupted")),
-                    Some(true)
+                let observation = got[4]["content"].as_str().unwrap_or("");
+                assert!(
+                    observation.starts_with("Error: interrupted"),
+                    "{observation}"
                 );
             }
             _ => {
                 assert_eq!(lookups.len(), 1, "{kill}");
-                assert_eq!(sends, [format!("{RUN}/2/c2")], "{kill}");
+                assert_eq!(&sends, base_sends, "{kill}");
             }
         }
         assert!(store.unfinished().unwrap().is_empty(), "{kill}");
