@@ -1236,6 +1236,9 @@ impl Agent {
     /// evidence; its answer, when it wrote one, is appended and becomes the
     /// turn's answer.
     fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+        // A resume after a crash from here writes the answer again, not
+        // a new round with a fresh budget.
+        self.journal(&Record::Synthesizing { max })?;
         let reason = format!(
             "step budget of {max} tool calls exhausted; answering from the evidence gathered"
         );
@@ -1341,6 +1344,11 @@ impl Agent {
             .cloned()
             .collect();
         if pending.is_empty() {
+            // Cut off while the synthesizer wrote the answer: it writes it
+            // again (through `turn_end`, as the spent budget would).
+            if let Some(max) = cut.synthesizing {
+                return Err(Error::StepLimitExceeded { max });
+            }
             // The answer was journaled, the turn's end was not: the turn
             // is over, nothing is asked again.
             if self

@@ -17,6 +17,7 @@
 //! | the approver is asked, and decides | `approval_asked`, `approval_answered` |
 //! | a compaction, a loaded or cleared history | `history` (the whole new history) |
 //! | a model switch or fallback | `model_switched` |
+//! | the budget ran out and the synthesizer is to answer | `synthesizing` |
 //! | the run ends, with its stop reason | `turn_end` |
 //!
 //! After a crash, an agent built with the host's tools and configuration
@@ -38,6 +39,8 @@
 //!   call's [`ToolContext::idempotency_key`](crate::ToolContext::idempotency_key)
 //!   (`run/step/call id`) is the same in both runs, so a tool that talks
 //!   to an outside system can have it drop a second copy.
+//! - A run cut off while the [synthesizer](crate::subagent::Synthesizer)
+//!   wrote the answer has it written again (the spent budget stays spent).
 //! - **A pending approval is asked again**: a call whose approval was
 //!   asked and not yet answered (or answered, but the call not started)
 //!   is reviewed again on resume.

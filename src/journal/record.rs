@@ -57,6 +57,9 @@ pub(crate) enum Record<'a> {
         cause: Cow<'a, str>,
         messages: Cow<'a, [Message]>,
     },
+    /// The step budget ran out under `OnExhausted::Synthesize`: the
+    /// synthesizer writes the answer next.
+    Synthesizing { max: u32 },
     /// The agent switched models (a `run_loop_with`, a fallback).
     ModelSwitched { model: Option<Cow<'a, str>> },
     /// A run (a turn, a retry, a resume) ended.
@@ -135,6 +138,9 @@ pub(crate) struct Cut {
     pub(crate) started: Vec<String>,
     /// The last response was cut at the length limit.
     pub(crate) truncated: bool,
+    /// The run was cut off while the synthesizer wrote the answer (the
+    /// budget it exhausted).
+    pub(crate) synthesizing: Option<u32>,
 }
 
 /// Rebuild the run from `records` (JSON, as the store returned them),
@@ -154,6 +160,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
     let mut open: Vec<String> = Vec::new();
     let mut started: Vec<String> = Vec::new();
     let mut truncated = false;
+    let mut synthesizing = None;
     let mut ended = true;
     for (i, json) in records.iter().enumerate() {
         let record: Record<'_> = serde_json::from_str(json).map_err(|e| {
@@ -203,8 +210,18 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 ))
             }
         };
+        // Any later record means the synthesis is over (its answer, the
+        // run's end).
+        if !matches!(record, Record::Synthesizing { .. }) {
+            synthesizing = None;
+        }
         match record {
             Record::Header { .. } => return Err(corrupt(i, "a second header".into())),
+            Record::Synthesizing { max } => {
+                closed("a synthesis")?;
+                synthesizing = Some(max);
+                ended = false;
+            }
             Record::User { content } => {
                 closed("a user message")?;
                 out.messages.push(Message::user(content));
@@ -289,7 +306,11 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
         }
     }
     if !ended {
-        out.cut = Some(Cut { started, truncated });
+        out.cut = Some(Cut {
+            started,
+            truncated,
+            synthesizing,
+        });
     }
     Ok(out)
 }

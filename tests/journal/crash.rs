@@ -18,7 +18,10 @@
 //! idempotent and a non-idempotent tool), after a tool result, while an
 //! approval waits, and (in a second conversation, whose first turn makes
 //! the second compact) during compaction, while the summary request is in
-//! flight. Not covered: during synthesis, inside a sub-agent.
+//! flight; and (with a budget of one call under `OnExhausted::Synthesize`)
+//! during synthesis, while the synthesizer's request is in flight. Not
+//! covered: inside a sub-agent (a crash there is a crash inside the
+//! parent's tool call, the `mid_tool_send` case).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -32,7 +35,7 @@ use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore, RunLock};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, ChatTransport, Event};
+use pikuri::{Agent, ChatTransport, Event, OnExhausted, StepLimit};
 use serde_json::{Value, json};
 
 use super::temp_dir;
@@ -163,7 +166,8 @@ fn child() {
         inner: FileStore::new(env("PJ_DIR")).expect("store"),
         record,
     };
-    let compacting = std::env::var("PJ_VARIANT").is_ok_and(|v| v == "compaction");
+    let variant = std::env::var("PJ_VARIANT").unwrap_or_default();
+    let compacting = variant == "compaction";
     let mut builder = Agent::builder(transport)
         .system_prompt(SYSTEM)
         .add_tool(lookup)
@@ -171,6 +175,9 @@ fn child() {
         .approver(approver)
         .add_listener(listener)
         .streaming(true);
+    if variant == "synthesis" {
+        builder = builder.step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize));
+    }
     if compacting {
         builder = builder.compaction(Compaction::summarize().keep_turns(1).threshold(0.1));
     }
@@ -219,7 +226,8 @@ impl World {
         let victim = Arc::clone(&pid);
         let victim_armed = Arc::new(Mutex::new(true));
         server.respond_with(move |req| {
-            // The compactor's summary request has a system prompt of its own.
+            // The compactor's summary request (and the synthesizer's) has
+            // a system prompt of its own.
             let summary = req
                 .messages()
                 .first()
@@ -369,8 +377,8 @@ type Baseline = (Vec<Value>, usize, Vec<String>, Vec<String>);
 #[test]
 fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     // (boundary, variant, the request the server kills at (0: the first
-    // summary request), a request re-issued)
-    let cases: [(&str, &str, Option<usize>, bool); 9] = [
+    // summary or synthesizer request), a request re-issued)
+    let cases: [(&str, &str, Option<usize>, bool); 10] = [
         ("before_request", "plain", None, false),
         ("after_request_sent", "plain", Some(2), true),
         ("mid_stream", "plain", None, true),
@@ -380,9 +388,10 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         ("after_result", "plain", None, false),
         ("approval", "plain", None, false),
         ("during_compaction", "compaction", Some(0), true),
+        ("during_synthesis", "synthesis", Some(0), true),
     ];
     let mut baselines: HashMap<&str, Baseline> = HashMap::new();
-    for variant in ["plain", "compaction"] {
+    for variant in ["plain", "compaction", "synthesis"] {
         let base = World::new("baseline", variant, None);
         let (_, out) = base.run("new", "none");
         let want = history(&out);
@@ -397,6 +406,10 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     // The compaction variant: the first turn was summarized away.
     let base = &baselines["compaction"];
     assert_eq!(base.1, 5, "first turn, a summary, three rounds");
+    let base = &baselines["synthesis"];
+    assert_eq!(base.1, 3, "two rounds, the synthesizer");
+    assert_eq!(base.0.last().unwrap()["content"], "Weather.");
+    assert!(base.3.is_empty(), "send was over budget");
     assert!(Compaction::is_summary(
         &serde_json::from_value(baselines["compaction"].0[0].clone()).unwrap()
     ));
