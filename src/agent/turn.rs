@@ -720,10 +720,10 @@ impl Agent {
             };
             // The agent stays on the fallback for later turns: the primary
             // just failed after its retries, and `run_loop_with` goes back.
+            // Not journaled: a resumed agent starts on its primary again,
+            // which may be back (and a fallback is another endpoint, which
+            // a model name alone would not say).
             self.shared.state.lock().transport = to.clone();
-            let _ = self.journal(&Record::ModelSwitched {
-                model: to.model().map(Into::into),
-            });
             self.emit(Event::ModelFallback {
                 agent: self.agent_id(),
                 from,

@@ -16,7 +16,7 @@
 //! | a call's observation is appended | `tool_result` |
 //! | the approver is asked, and decides | `approval_asked`, `approval_answered` |
 //! | a compaction, a loaded or cleared history | `history` (the whole new history) |
-//! | a model switch or fallback | `model_switched` |
+//! | a model switch ([`run_loop_with`](crate::Agent::run_loop_with)) | `model_switched`: the resumed agent uses the transport it was built with, with that model |
 //! | the budget ran out and the synthesizer is to answer | `synthesizing` |
 //! | the run ends, with its stop reason | `turn_end` |
 //!
@@ -48,6 +48,8 @@
 //!   keeps no journal of its own: a crash inside a sub-agent's call is a
 //!   crash inside its parent's tool call, resumed as above; a summary
 //!   request in flight is made again.
+//! - A [fallback](crate::Configurator::fallback) is not journaled: a
+//!   resumed agent starts on its primary transport again.
 //! - The resumed run gets a fresh [`StepLimit`](crate::StepLimit) budget
 //!   and its own [`Outcome`](crate::Outcome); [`Agent::total_usage`](crate::Agent::total_usage)
 //!   starts from zero.
@@ -57,7 +59,7 @@
 //! An agent holds its run's [lock](JournalStore::lock) from `build` until
 //! it is dropped. The [`FileStore`]'s is an OS file lock, which dies with
 //! its process: a second agent on the same run, in this process or
-//! another, gets [`Error::RunLocked`](crate::Error::RunLocked).
+//! another, gets [`Error::RunLocked`].
 //!
 //! # Format, versions and growth
 //!
@@ -66,9 +68,9 @@
 //! (model, tool names, a digest of the system prompt and the tools'
 //! descriptions and schemas). A reader reads every version up to its own
 //! (a new version only adds record types and optional fields) and refuses
-//! a newer one ([`Error::JournalCorrupt`](crate::Error::JournalCorrupt));
+//! a newer one ([`Error::JournalCorrupt`]);
 //! a journal written by another configuration is
-//! [`Error::JournalMismatch`](crate::Error::JournalMismatch). Messages are
+//! [`Error::JournalMismatch`]. Messages are
 //! written through their serde form, so they round-trip whole.
 //!
 //! A journal grows by each message of the conversation once, plus a

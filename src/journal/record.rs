@@ -60,7 +60,7 @@ pub(crate) enum Record<'a> {
     /// The step budget ran out under `OnExhausted::Synthesize`: the
     /// synthesizer writes the answer next.
     Synthesizing { max: u32 },
-    /// The agent switched models (a `run_loop_with`, a fallback).
+    /// The agent switched models (a `run_loop_with`).
     ModelSwitched { model: Option<Cow<'a, str>> },
     /// A run (a turn, a retry, a resume) ended.
     TurnEnd { reason: Cow<'a, str> },
