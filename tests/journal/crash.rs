@@ -19,9 +19,9 @@
 //! approval waits, and (in a second conversation, whose first turn makes
 //! the second compact) during compaction, while the summary request is in
 //! flight; and (with a budget of one call under `OnExhausted::Synthesize`)
-//! during synthesis, while the synthesizer's request is in flight. Not
-//! covered: inside a sub-agent (a crash there is a crash inside the
-//! parent's tool call, the `mid_tool_send` case).
+//! during synthesis, while the synthesizer's request is in flight; and
+//! inside a sub-agent (its `send` call dies: the parent's `agent` call is
+//! then interrupted, as a non-idempotent tool).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use pikuri::approval::{ApprovalRequest, Decision};
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore, RunLock};
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, ChatTransport, Event, OnExhausted, StepLimit};
@@ -43,6 +44,8 @@ use super::temp_dir;
 const RUN: &str = "run";
 const QUESTION: &str = "look up k and send it to bob";
 const SYSTEM: &str = "You look things up and send them.";
+/// The sub-agent's system prompt.
+const HELPER: &str = "You send values.";
 /// The first turn of the compaction variant.
 const FIRST: &str =
     "first, a long word about the weather, which has been sunny all week and may stay so";
@@ -137,7 +140,7 @@ fn child() {
             .build(),
         move |a, cx| {
             tally(&dir, "send", cx.idempotency_key().unwrap_or("none"));
-            if armed("mid_tool_send") {
+            if armed("mid_tool_send") || armed("inside_subagent") {
                 die();
             }
             Ok(format!("sent to {}", a["to"].as_str().unwrap_or("")))
@@ -175,6 +178,10 @@ fn child() {
         .approver(approver)
         .add_listener(listener)
         .streaming(true);
+    if variant == "subagent" {
+        let helper = Persona::new("helper", "Sends values.", HELPER, 3).with_tools(&["send"]);
+        builder = builder.add_extension(SubAgents::new(vec![helper]).expect("personas"));
+    }
     if variant == "synthesis" {
         builder = builder.step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize));
     }
@@ -227,11 +234,16 @@ impl World {
         let victim_armed = Arc::new(Mutex::new(true));
         server.respond_with(move |req| {
             // The compactor's summary request (and the synthesizer's) has
-            // a system prompt of its own.
-            let summary = req
+            // a system prompt of its own; the parent's may have the
+            // sub-agent list after it.
+            let system = req
                 .messages()
                 .first()
-                .is_some_and(|m| m["content"] != SYSTEM);
+                .map(|m| m["content"].clone())
+                .unwrap_or_default();
+            let system = system.as_str().unwrap_or("");
+            let helper = system == HELPER;
+            let summary = !helper && !system.starts_with(SYSTEM);
             let n = {
                 let mut seen = seen.lock().unwrap();
                 *seen += 1;
@@ -263,10 +275,22 @@ impl World {
             if summary {
                 return Reply::text("Weather.");
             }
+            if helper {
+                return if last["role"] == "tool" {
+                    Reply::text("Sent it.")
+                } else {
+                    Reply::tool_call("send", json!({"to": "bob"})).with_id("s1")
+                };
+            }
             if last["content"] == FIRST {
                 return Reply::text("Sunny, they say.");
             }
             match (last["role"].as_str(), last["tool_call_id"].as_str()) {
+                (Some("tool"), Some("c1")) if variant == "subagent" => Reply::tool_call(
+                    "agent",
+                    json!({"name": "helper", "task": "send the value of k to bob"}),
+                )
+                .with_id("c2"),
                 (Some("tool"), Some("c1")) => {
                     Reply::tool_call("send", json!({"to": "bob"})).with_id("c2")
                 }
@@ -378,7 +402,7 @@ type Baseline = (Vec<Value>, usize, Vec<String>, Vec<String>);
 fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     // (boundary, variant, the request the server kills at (0: the first
     // summary or synthesizer request), a request re-issued)
-    let cases: [(&str, &str, Option<usize>, bool); 10] = [
+    let cases: [(&str, &str, Option<usize>, bool); 11] = [
         ("before_request", "plain", None, false),
         ("after_request_sent", "plain", Some(2), true),
         ("mid_stream", "plain", None, true),
@@ -389,9 +413,10 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         ("approval", "plain", None, false),
         ("during_compaction", "compaction", Some(0), true),
         ("during_synthesis", "synthesis", Some(0), true),
+        ("inside_subagent", "subagent", None, false),
     ];
     let mut baselines: HashMap<&str, Baseline> = HashMap::new();
-    for variant in ["plain", "compaction", "synthesis"] {
+    for variant in ["plain", "compaction", "synthesis", "subagent"] {
         let base = World::new("baseline", variant, None);
         let (_, out) = base.run("new", "none");
         let want = history(&out);
@@ -410,6 +435,10 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     assert_eq!(base.1, 3, "two rounds, the synthesizer");
     assert_eq!(base.0.last().unwrap()["content"], "Weather.");
     assert!(base.3.is_empty(), "send was over budget");
+    let base = &baselines["subagent"];
+    assert_eq!(base.1, 5, "three rounds, the sub-agent's two");
+    assert_eq!(base.0[4]["content"], "Sent it.");
+    assert_eq!(base.3, ["none"], "a child keeps no journal: no key");
     assert!(Compaction::is_summary(
         &serde_json::from_value(baselines["compaction"].0[0].clone()).unwrap()
     ));
@@ -446,9 +475,11 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
                 "{kill}: repeated requests {repeated:?}"
             );
         }
+        // Killed in its tool, the sub-agent never made its second request.
+        let skipped = usize::from(kill == "inside_subagent");
         assert_eq!(
             w.server.chat_requests().len(),
-            base_requests + usize::from(reissued),
+            base_requests + usize::from(reissued) - skipped,
             "{kill}"
         );
 
@@ -463,7 +494,7 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         );
         match kill {
             "mid_tool_lookup" => assert_eq!(lookups.len(), 2, "idempotent: run again"),
-            "mid_tool_send" => {
+            "mid_tool_send" | "inside_subagent" => {
                 let observation = got[4]["content"].as_str().unwrap_or("");
                 assert!(
                     observation.starts_with("Error: interrupted"),
