@@ -271,3 +271,19 @@ fn a_deferred_approval_is_journaled_and_resumed_by_the_host() {
     assert_eq!(a.messages().len(), 4);
     assert_eq!(a.messages()[2].content, "x");
 }
+
+/// A journal of a newer format version is refused, not half read.
+#[test]
+fn a_newer_format_version_is_refused() {
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("version")).unwrap();
+    store
+        .append(
+            "r",
+            r#"{"type":"header","version":2,"run":"r","model":null,"tools":[],"digest":"0"}"#,
+        )
+        .unwrap();
+    let err = agent(&server).resume(store, "r").build().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::JournalCorrupt, "{err}");
+    assert!(err.to_string().contains("newer"), "{err}");
+}
