@@ -50,6 +50,10 @@
 //!   request in flight is made again.
 //! - A [fallback](crate::Configurator::fallback) is not journaled: a
 //!   resumed agent starts on its primary transport again.
+//! - A run that ended with an error (an HTTP failure, a cancel) ended: its
+//!   `turn_end` is journaled, [`Agent::interrupted`](crate::Agent::interrupted)
+//!   is false, and [`Agent::retry_turn`](crate::Agent::retry_turn) goes on
+//!   as usual (journaled too).
 //! - The resumed run gets a fresh [`StepLimit`](crate::StepLimit) budget
 //!   and its own [`Outcome`](crate::Outcome); [`Agent::total_usage`](crate::Agent::total_usage)
 //!   starts from zero.
