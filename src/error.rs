@@ -45,6 +45,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
+/// | [`JournalIo`](ErrorKind::JournalIo) | a [run journal](crate::journal) could not be written or read: a full disk, a read-only directory ([`Error::JournalIo`]) | after fixing the storage |
+/// | [`JournalCorrupt`](ErrorKind::JournalCorrupt) | a journal does not read: a damaged record before the last, an impossible sequence, an unknown version ([`Error::JournalCorrupt`]) | no |
+/// | [`JournalMismatch`](ErrorKind::JournalMismatch) | a journal was written by another configuration (tools, model, system prompt), or a new run's id is taken ([`Error::JournalMismatch`]) | with the configuration that wrote it |
+/// | [`RunLocked`](ErrorKind::RunLocked) | another agent, in this process or another, holds the run ([`Error::RunLocked`]) | after that agent ended |
 ///
 /// # Output
 ///
@@ -180,6 +184,42 @@ pub enum Error {
         /// The last answer, as the model sent it.
         raw: String,
     },
+    /// A [run journal](crate::journal) could not be written or read (a
+    /// full disk, a read-only directory, a vanished file). A journaled
+    /// agent stops at the first failed write: the journal is never left
+    /// with a gap.
+    JournalIo {
+        /// The run id.
+        run: String,
+        /// What failed.
+        message: String,
+    },
+    /// A run journal does not read: a damaged record that is not the last
+    /// (a torn last record is a crash mid-write and is ignored), a
+    /// sequence no run writes (a hand edit), or a version newer than this
+    /// reader's. Nothing was loaded.
+    JournalCorrupt {
+        /// The run id.
+        run: String,
+        /// What is wrong, with the record's number.
+        message: String,
+    },
+    /// A run journal belongs to another configuration (its fingerprint of
+    /// tools, model and system prompt differs from this agent's), or a new
+    /// run was asked for under an id that already has a journal. Nothing
+    /// was loaded.
+    JournalMismatch {
+        /// The run id.
+        run: String,
+        /// What differs.
+        message: String,
+    },
+    /// Another agent, in this process or another, holds the run's lock:
+    /// two resumers of one run cannot both proceed.
+    RunLocked {
+        /// The run id.
+        run: String,
+    },
 }
 
 /// What kind of failure an [`Error`] is: the stable thing to branch on.
@@ -237,6 +277,14 @@ pub enum ErrorKind {
     History,
     /// A typed answer stayed invalid.
     InvalidAnswer,
+    /// A run journal could not be written or read.
+    JournalIo,
+    /// A run journal does not read (damaged, edited, unknown version).
+    JournalCorrupt,
+    /// A run journal belongs to another configuration.
+    JournalMismatch,
+    /// Another agent holds the run.
+    RunLocked,
 }
 
 impl Error {
@@ -271,6 +319,10 @@ impl Error {
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::History(_) => ErrorKind::History,
             Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
+            Error::JournalIo { .. } => ErrorKind::JournalIo,
+            Error::JournalCorrupt { .. } => ErrorKind::JournalCorrupt,
+            Error::JournalMismatch { .. } => ErrorKind::JournalMismatch,
+            Error::RunLocked { .. } => ErrorKind::RunLocked,
         }
     }
 
@@ -411,6 +463,22 @@ impl Error {
                 .field("problems", problems)
                 .field("raw", raw)
                 .finish(),
+            Error::JournalIo { run, message } => f
+                .debug_struct("JournalIo")
+                .field("run", run)
+                .field("message", message)
+                .finish(),
+            Error::JournalCorrupt { run, message } => f
+                .debug_struct("JournalCorrupt")
+                .field("run", run)
+                .field("message", message)
+                .finish(),
+            Error::JournalMismatch { run, message } => f
+                .debug_struct("JournalMismatch")
+                .field("run", run)
+                .field("message", message)
+                .finish(),
+            Error::RunLocked { run } => f.debug_struct("RunLocked").field("run", run).finish(),
         }
     }
 }
@@ -546,6 +614,26 @@ impl fmt::Display for Error {
                     n => write!(f, " (and {} more problems)", n - 1),
                 }
             }
+            Error::JournalIo { run, message } => {
+                write!(f, "journal of run {}: {}", sanitize(run), sanitize(message))
+            }
+            Error::JournalCorrupt { run, message } => write!(
+                f,
+                "journal of run {} is damaged: {}",
+                sanitize(run),
+                sanitize(message)
+            ),
+            Error::JournalMismatch { run, message } => write!(
+                f,
+                "journal of run {} does not match this agent: {}",
+                sanitize(run),
+                sanitize(message)
+            ),
+            Error::RunLocked { run } => write!(
+                f,
+                "run {} is held by another agent (another process may be resuming it)",
+                sanitize(run)
+            ),
         }
     }
 }

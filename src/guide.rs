@@ -11,6 +11,7 @@
 //! 4. [Cancel from Ctrl+C](#cancel-from-ctrlc)
 //! 5. [Steering a running turn](#steering-a-running-turn)
 //! 6. [Persisting sessions](#persisting-sessions)
+//!    - [Surviving a crash](#surviving-a-crash)
 //! 7. [Testing your agent](#testing-your-agent)
 //! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
 //! 9. [Tools from MCP servers](#tools-from-mcp-servers)
@@ -383,6 +384,47 @@
 //! assert_eq!(sent[2]["content"], "Who am I?");
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! ## Surviving a crash
+//!
+//! A saved history is as old as its last save. For runs that take minutes
+//! (a research task, a batch of documents) keep a [journal](crate::journal)
+//! instead: every step is stored before it takes effect, and a new process
+//! finishes the run where the old one died, without asking the model again
+//! for an answer it already gave, and without running a tool twice unless
+//! the tool says a second run is harmless
+//! ([`idempotent_calls`](crate::tool::FnTool::idempotent_calls)).
+//!
+//! ```
+//! use pikuri::Agent;
+//! use pikuri::journal::{FileStore, JournalStore};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("Hello, Ada."));
+//! let dir = std::env::temp_dir().join(format!("pikuri-guide-journal-{}", std::process::id()));
+//! let store = FileStore::new(&dir)?;
+//! let build = || Agent::builder(server.transport()).system_prompt("Be brief.");
+//!
+//! // At startup: finish what a crash cut off, then go on.
+//! for run in store.unfinished()? {
+//!     let mut agent = build().resume(store.clone(), run).build()?;
+//!     agent.resume_run()?;
+//! }
+//! let mut agent = build().journal(store.clone(), "session-1").build()?;
+//! agent.run_loop("I am Ada.")?;
+//! drop(agent); // releases the run's lock
+//!
+//! // Any later process continues the conversation from the journal.
+//! let agent = build().resume(store.clone(), "session-1").build()?;
+//! assert_eq!(agent.messages()[1].content, "Hello, Ada.");
+//! # drop(agent);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! What is guaranteed, and what is not (a tool cut off mid-call, a request
+//! in flight), is listed once, in [`journal`](crate::journal#guarantees-and-their-limits).
 //!
 //! # Testing your agent
 //!

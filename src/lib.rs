@@ -75,6 +75,7 @@
 //! |---|---|
 //! | [`tool`] | helpers for writing tools: [`FnTool`](tool::FnTool), [`TypedTool`](tool::TypedTool), [`Parameters`](tool::Parameters), [`schema_type!`](tool::schema_type), [`TrifectaPolicy`](tool::TrifectaPolicy) |
 //! | [`approval`] | hosts that review tool calls: [`Approver`](approval::Approver), [`Decision`](approval::Decision), the built-in approvers |
+//! | [`journal`] | runs that survive a crash: [`JournalStore`](journal::JournalStore), [`FileStore`](journal::FileStore) |
 //! | [`compaction`] | fitting the context window: [`Compaction`](compaction::Compaction), [`ToolResultLimit`](compaction::ToolResultLimit) |
 //! | [`structured`] | typed answers: [`StructuredOutput`](structured::StructuredOutput) |
 //! | [`subagent`] | child agents: [`SubAgents`](subagent::SubAgents), [`Persona`](subagent::Persona), [`Synthesizer`](subagent::Synthesizer) |
@@ -351,7 +352,8 @@
 //!
 //! # MSRV
 //!
-//! Rust 1.88 (edition 2024, let-chains). Raising it is a minor release.
+//! Rust 1.89 (edition 2024, let-chains, `File::try_lock` for the run
+//! journal's lock). Raising it is a minor release.
 
 #![forbid(unsafe_code)]
 
@@ -380,6 +382,7 @@ pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
 pub mod guide;
+pub mod journal;
 pub mod listeners;
 #[cfg(feature = "mcp")]
 pub mod mcp;

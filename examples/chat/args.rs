@@ -38,6 +38,11 @@ Options:
                             to --model [env: OPENAI_FALLBACK_URLS, entries
                             separated by spaces or `;`]
       --events FILE         write every event to FILE, one JSON object per line
+      --session FILE        keep the conversation in a crash-safe journal at
+                            FILE (`.journal` is added when missing) and go on
+                            with it at the next start, finishing a turn that a
+                            crash or a second Ctrl+C cut off; start it again
+                            with the same flags (model, tools, --system)
       --tools LIST          comma-separated built-in tools, or `none` [default:
                             calculator,current_time,read_file,list_dir,write_file]
                             the file tools see the current directory only
@@ -115,6 +120,7 @@ pub(crate) struct Options {
     pub(crate) on_exhausted: OnExhausted,
     pub(crate) context_window: Option<u64>,
     pub(crate) events: Option<PathBuf>,
+    pub(crate) session: Option<PathBuf>,
     pub(crate) tools: Vec<String>,
     pub(crate) mcp: Vec<McpSpec>,
     pub(crate) prompt: Option<String>,
@@ -144,6 +150,7 @@ impl Options {
             on_exhausted: OnExhausted::Synthesize,
             context_window: None,
             events: None,
+            session: None,
             tools: TOOL_NAMES.iter().map(ToString::to_string).collect(),
             mcp: Vec::new(),
             prompt: None,
@@ -181,6 +188,7 @@ impl Options {
                 "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
                 "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
                 "--events" => o.events = Some(PathBuf::from(value()?)),
+                "--session" => o.session = Some(PathBuf::from(value()?)),
                 "--tools" => o.tools = tool_list(&value()?)?,
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),

@@ -66,6 +66,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pikuri::builtin;
 use pikuri::compaction::Compaction;
+use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{Agent, Cancellable, ChatTransport, Interloper, StepLimit, Tool};
@@ -159,14 +160,16 @@ fn run() -> Result<u8, Failure> {
         let (out, printed) = AnswerOut::new();
         let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
         let mut agent = agent.add_listener(out).build()?;
+        finish_interrupted(&mut agent)?;
         return one_shot(&mut agent, prompt, &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
-    let agent = configure(&opts, backend.transport.clone(), &cancellable)?
+    let mut agent = configure(&opts, backend.transport.clone(), &cancellable)?
         .interloper(interloper.clone())
         // The conversation on stdout, the token readout on stderr.
         .add_listener(Console::new())
         .build()?;
+    finish_interrupted(&mut agent)?;
     Repl::run(agent, backend.transport.clone(), cancellable, interloper)
 }
 
@@ -282,12 +285,42 @@ fn configure(
     if let Some(registry) = mcp::registry(&opts.mcp) {
         cfg = cfg.add_extension(registry);
     }
+    if let Some(path) = &opts.session {
+        cfg = session(cfg, path)?;
+    }
     if let Some(path) = &opts.events {
         let log = JsonLines::create(path)
             .map_err(|e| Failure::Other(format!("cannot create {}: {e}", path.display())))?;
         cfg = cfg.add_listener(log);
     }
     Ok(cfg)
+}
+
+/// `--session FILE`: the journal `<dir>/<name>.journal`, the run `<name>`;
+/// a new run when the file holds nothing yet, else the run resumed.
+fn session(cfg: pikuri::Configurator, path: &Path) -> Result<pikuri::Configurator, Failure> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let run = name.strip_suffix(".journal").unwrap_or(name).to_string();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let store = FileStore::new(dir)?;
+    Ok(if store.read(&run)?.is_empty() {
+        cfg.journal(store, run)
+    } else {
+        cfg.resume(store, run)
+    })
+}
+
+/// A session whose last turn a crash (or a second Ctrl+C) cut off: finish
+/// that turn first, from where its journal stops.
+fn finish_interrupted(agent: &mut Agent) -> Result<(), Failure> {
+    if agent.interrupted() {
+        eprintln!("the last turn of this session was cut off: finishing it");
+        agent.resume_run()?;
+    }
+    Ok(())
 }
 
 fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {

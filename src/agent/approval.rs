@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::shared::Shared;
 use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
+use crate::journal::Record;
 use crate::tool;
 use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
 
@@ -89,6 +90,9 @@ impl Gate {
             (Some(d), _) => d,
             (None, None) => Decision::Approve,
             (None, Some(approver)) => {
+                shared.journal(&Record::ApprovalAsked {
+                    call_id: call.id.as_str().into(),
+                })?;
                 let changes =
                     catch_unwind(AssertUnwindSafe(|| tool.changes_user_state())).unwrap_or(true);
                 let request = ApprovalRequest::for_call(
@@ -99,7 +103,12 @@ impl Gate {
                     changes,
                     shared.cancellable.clone(),
                 );
-                consult(approver, request, shared.cancellable.as_ref())?
+                let decision = consult(approver, request, shared.cancellable.as_ref())?;
+                shared.journal(&Record::ApprovalAnswered {
+                    call_id: call.id.as_str().into(),
+                    decision: decision_name(&decision).into(),
+                })?;
+                decision
             }
         };
         Ok(apply(shared, tool, call, args, decision))
@@ -188,11 +197,25 @@ pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
     match prepared {
         Prepared::Done(observation) => observation,
         Prepared::Ready { tool, args, edited } => {
+            let mut key = None;
+            if let Some(journal) = shared.journal.get() {
+                // The start is stored before the tool runs, or the tool
+                // does not run: a resume must know it may have run.
+                let start = Record::ToolStart {
+                    step: journal.step(),
+                    call_id: call.id.as_str().into(),
+                };
+                if let Err(e) = journal.append(&start) {
+                    return format!("Error: not run: the run journal failed: {e}");
+                }
+                key = Some(journal.key(&call.id));
+            }
             let cx = ToolContext::new(
                 shared.cancellable.clone(),
                 Arc::clone(&shared.id),
                 call.id.clone(),
-            );
+            )
+            .with_idempotency_key(key);
             let out = tool::invoke(&*tool, &args, &cx);
             if edited {
                 format!(
@@ -207,6 +230,16 @@ pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
 
 /// The calls of the trailing assistant message that no tool message after
 /// it answers (only tool messages may follow it).
+/// A decision as the journal records it.
+fn decision_name(d: &Decision) -> String {
+    match d {
+        Decision::Approve => "approve".into(),
+        Decision::Deny { reason } => format!("deny: {reason}"),
+        Decision::Edit { arguments } => format!("edit: {arguments}"),
+        Decision::Defer => "defer".into(),
+    }
+}
+
 pub(crate) fn unanswered(messages: &[Message]) -> Vec<&ToolCall> {
     let tail = messages
         .iter()

@@ -18,6 +18,7 @@ use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
 use crate::approval::Approver;
+use crate::journal::{JournalStore, Open};
 use crate::listener::ListenerList;
 use crate::protocol::Client;
 use crate::tool::TrifectaPolicy;
@@ -82,6 +83,8 @@ pub struct Configurator {
     pub(super) compaction: Option<Compaction>,
     pub(super) tool_result_limit: ToolResultLimit,
     pub(super) fallbacks: Vec<ChatTransport>,
+    /// The run journal to open at the end of `build`.
+    pub(super) journal: Option<(Box<dyn JournalStore>, String, Open)>,
 }
 
 impl Configurator {
@@ -109,6 +112,7 @@ impl Configurator {
             compaction: None,
             tool_result_limit: ToolResultLimit::default(),
             fallbacks: Vec::new(),
+            journal: None,
         }
     }
 
@@ -135,6 +139,44 @@ impl Configurator {
     /// consulted and what each [`Decision`](crate::approval::Decision) does.
     pub fn approver(mut self, approver: impl Approver) -> Configurator {
         self.approver = Some(into_shared_approver(approver));
+        self
+    }
+
+    /// Keep a crash-survivable journal of a **new** run `run` in `store`
+    /// (see [`journal`](crate::journal) for what is recorded and the
+    /// guarantees). The agent holds the run's lock until it is dropped.
+    ///
+    /// # Errors
+    ///
+    /// At [`build`](Configurator::build): [`Error::JournalMismatch`] when
+    /// `run` already has a journal ([`resume`](Configurator::resume) it),
+    /// [`Error::RunLocked`] when another agent holds it,
+    /// [`Error::JournalIo`] when the store cannot write,
+    /// [`Error::InvalidInput`] for a run id that is not 1 to 128 characters
+    /// of `[A-Za-z0-9._-]`.
+    pub fn journal(mut self, store: impl JournalStore, run: impl Into<String>) -> Configurator {
+        self.journal = Some((Box::new(store), run.into(), Open::New));
+        self
+    }
+
+    /// Build the agent of an existing run `run` from its journal in
+    /// `store`, and keep journaling it: the conversation is restored as
+    /// journaled, and when the journal shows a run cut off by a crash,
+    /// [`Agent::resume_run`](crate::Agent::resume_run) finishes it. The
+    /// configuration (model, tools, system prompt) must be the one that
+    /// wrote the run. The agent holds the run's lock until it is dropped.
+    ///
+    /// # Errors
+    ///
+    /// At [`build`](Configurator::build), with nothing loaded:
+    /// [`Error::RunLocked`] when another agent (another resumer) holds
+    /// the run; [`Error::JournalMismatch`] when the journal was written by
+    /// another configuration, or there is none; [`Error::JournalCorrupt`]
+    /// when a record before the last is damaged or the sequence is one no
+    /// run writes (a hand edit); [`Error::JournalIo`] when it cannot be
+    /// read.
+    pub fn resume(mut self, store: impl JournalStore, run: impl Into<String>) -> Configurator {
+        self.journal = Some((Box::new(store), run.into(), Open::Resume));
         self
     }
 

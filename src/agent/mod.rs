@@ -43,6 +43,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::approval::PendingApproval;
+use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, Record, fnv1a};
 use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
@@ -188,6 +189,9 @@ pub struct Agent {
     tool_limit: ToolResultLimit,
     /// The transports a failing request falls back to (`fallback.rs`).
     fallbacks: Fallbacks,
+    /// Where a crash cut off the run a journal was resumed from, until
+    /// [`resume_run`](Agent::resume_run) finishes it.
+    interrupted: Option<Cut>,
 }
 
 // The agent is built next to its definition, so that `builder.rs` does not
@@ -263,6 +267,7 @@ impl Configurator {
             approver: cfg.approver.take(),
             tally: Arc::new(Mutex::new(Tally::default())),
             parent_tally: cfg.parent_tally.take(),
+            journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
         let ctx = ExtensionContext::new(&shared);
@@ -287,6 +292,7 @@ impl Configurator {
             compactor: Compactor::new(cfg.compaction.take()),
             tool_limit: cfg.tool_result_limit,
             fallbacks: Fallbacks::new(std::mem::take(&mut cfg.fallbacks)),
+            interrupted: None,
         };
         agent.assemble_system_prompt();
         for i in 0..agent.extensions.len() {
@@ -307,6 +313,13 @@ impl Configurator {
         // Tools registered in bind may have changed the prompt-relevant state.
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
+        // Last: the fingerprint covers the tools and prompt bind added.
+        if let Some((store, run, how)) = cfg.journal.take()
+            && let Err(e) = agent.open_journal(store, &run, how)
+        {
+            agent.close();
+            return Err(e);
+        }
         // Construction events are delivered before the host sees the agent.
         agent.shared.listeners.flush();
         Ok(agent)
@@ -326,6 +339,58 @@ fn bind_error(name: &str, e: Error) -> Error {
 }
 
 impl Agent {
+    /// Open the configured journal: a new run's header, or a resumed run's
+    /// conversation (loaded whole or not at all).
+    fn open_journal(&mut self, store: Box<dyn JournalStore>, run: &str, how: Open) -> Result<()> {
+        let (journal, replayed) = Journal::open(store, run, &self.fingerprint(), how)?;
+        if let Some(model) = replayed.model {
+            let to = self.transport().with_model(model);
+            self.shared.state.lock().transport = to;
+        }
+        self.turn_start = replayed
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .unwrap_or(0);
+        self.messages = replayed.messages;
+        self.interrupted = replayed.cut;
+        // `set` fails only when a journal is already open, and `build`
+        // opens one at most once.
+        let _ = self.shared.journal.set(journal);
+        Ok(())
+    }
+
+    /// What a journal checks a resuming agent against: the model, the tool
+    /// names, and a digest of the system prompt and the tools' schemas.
+    fn fingerprint(&self) -> Fingerprint {
+        let tools = self.tools();
+        let schemas: Vec<String> = tools
+            .iter()
+            .map(|t| t.parameters().to_json().to_string())
+            .collect();
+        let mut parts: Vec<&str> = vec![&self.system_prompt];
+        for (t, schema) in tools.iter().zip(&schemas) {
+            parts.extend([t.name(), t.description(), schema.as_str()]);
+        }
+        Fingerprint {
+            model: self.model(),
+            tools: tools.iter().map(|t| t.name().to_string()).collect(),
+            digest: fnv1a(&parts),
+        }
+    }
+
+    /// Journal `record`, when the agent keeps a journal.
+    fn journal(&self, record: &Record<'_>) -> Result<()> {
+        self.shared.journal(record)
+    }
+
+    /// Whether this agent was [resumed](Configurator::resume) from a
+    /// journal whose last run a crash cut off, and
+    /// [`resume_run`](Agent::resume_run) has not finished it yet.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.is_some()
+    }
+
     /// A [`Configurator`] for an agent talking through `transport`.
     pub fn builder(transport: ChatTransport) -> Configurator {
         Configurator::new(transport)
@@ -543,6 +608,10 @@ impl Agent {
             .find(|m| m.role == Role::Assistant)
             .and_then(|m| m.usage);
         let count = messages.len();
+        self.journal(&Record::History {
+            cause: "loaded".into(),
+            messages: (&messages[..]).into(),
+        })?;
         self.messages = messages;
         self.emit(Event::HistoryLoaded {
             agent: Arc::clone(&self.shared.id),
@@ -558,6 +627,12 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.interrupted = None;
+        // A failed write is kept by the journal: the next run reports it.
+        let _ = self.journal(&Record::History {
+            cause: "cleared".into(),
+            messages: (&[][..]).into(),
+        });
         self.compactor.reset();
         self.turn_start = 0;
         self.synth_answer = None;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::structured::{StructuredOutput, TypedSpec};
 use crate::approval::Approver;
+use crate::journal::{Journal, Record};
 use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
@@ -65,6 +66,9 @@ pub(crate) struct Shared {
     pub(crate) tally: Arc<Mutex<Tally>>,
     /// A child's run adds its tally here: the parent's.
     pub(crate) parent_tally: Option<Arc<Mutex<Tally>>>,
+    /// The run journal, opened at the end of `build` (its fingerprint
+    /// needs the tools extensions bind); never inherited by children.
+    pub(crate) journal: std::sync::OnceLock<Journal>,
 }
 
 /// What a run cost so far: the tokens and the number of completed requests,
@@ -145,6 +149,14 @@ impl State {
 }
 
 impl Shared {
+    /// Journal `record` when the agent keeps a journal.
+    pub(crate) fn journal(&self, record: &Record<'_>) -> Result<()> {
+        match self.journal.get() {
+            Some(j) => j.append(record),
+            None => Ok(()),
+        }
+    }
+
     /// Add a tool to the model-visible pool, or to the sub-agent-only one.
     pub(crate) fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
         let mut st = self.state.lock();

@@ -38,6 +38,7 @@ use super::outcome::Outcome;
 use super::recover;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use crate::approval::Decision;
+use crate::journal::{Cut, Record};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::tool::JsonSchema;
 use crate::{
@@ -48,6 +49,9 @@ use crate::{
 const NOT_RUN_BUDGET: &str = "Error: not run: step budget exhausted";
 /// Observation for calls left unanswered when the run was cancelled.
 const NOT_RUN_CANCELLED: &str = "Error: not run: cancelled by the user";
+/// Observation, on a journal's resume, for a call that started before the
+/// crash and has no result, of a tool not declared idempotent.
+const INTERRUPTED: &str = "Error: interrupted: the run stopped while this call ran, so its effect is unknown; it was not run again (the tool is not idempotent)";
 
 /// How the rounds of a run ended (errors aside).
 enum End {
@@ -274,6 +278,103 @@ impl Agent {
         self.turn_end(result, run.steps, &question)
     }
 
+    /// Finish the run a crash cut off, on an agent built by
+    /// [`Configurator::resume`](crate::Configurator::resume) from its
+    /// journal (see [`journal`](crate::journal) for the guarantees):
+    ///
+    /// - a journaled model response is not requested again; a request
+    ///   that was in flight (its partial stream dropped) is made again;
+    /// - a tool call with a journaled result is not run again;
+    /// - a call that started and has no result runs again only when its
+    ///   tool is [`idempotent`](crate::Tool::idempotent); any other gets
+    ///   the observation `Error: interrupted: ...`;
+    /// - a call not started yet is reviewed as usual (a pending approval
+    ///   is asked again), then the rounds go on until the model answers.
+    ///
+    /// A run of its own, as [`retry_turn`](Agent::retry_turn): fresh
+    /// controls, [`Event::Stopped`] at the end, its own [`Outcome`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    /// use pikuri::{Agent, Error, Result};
+    /// use pikuri::journal::{FileStore, JournalStore, RunLock};
+    /// use pikuri::tool::{FnTool, Parameters};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// /// A store that stops writing once `dead` is set: the journal a
+    /// /// crash leaves behind.
+    /// struct Dies(FileStore, Arc<AtomicBool>);
+    /// impl JournalStore for Dies {
+    ///     fn append(&self, run: &str, record: &str) -> Result<()> {
+    ///         if self.1.load(Ordering::SeqCst) {
+    ///             return Err(Error::JournalIo { run: run.into(), message: "crashed".into() });
+    ///         }
+    ///         self.0.append(run, record)
+    ///     }
+    ///     fn read(&self, run: &str) -> Result<Vec<String>> { self.0.read(run) }
+    ///     fn runs(&self) -> Result<Vec<String>> { self.0.runs() }
+    ///     fn lock(&self, run: &str) -> Result<RunLock> { self.0.lock(run) }
+    /// }
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::tool_call("lookup", serde_json::json!({})));
+    /// server.push(Reply::text("Done."));
+    /// let dir = std::env::temp_dir().join(format!("pikuri-doc-resume-run-{}", std::process::id()));
+    /// let store = FileStore::new(&dir)?;
+    /// let (dead, runs) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)));
+    /// let lookup = {
+    ///     let (dead, runs) = (dead.clone(), runs.clone());
+    ///     FnTool::new("lookup", "Looks up.", Parameters::empty(), move |_, cx| {
+    ///         assert!(cx.idempotency_key().unwrap().starts_with("r/1/"));
+    ///         if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+    ///             dead.store(true, Ordering::SeqCst); // the process dies mid-tool
+    ///         }
+    ///         Ok("found".into())
+    ///     })
+    ///     .idempotent_calls()
+    /// };
+    /// let build = || Agent::builder(server.transport()).add_tool(lookup.clone());
+    ///
+    /// let mut agent = build().journal(Dies(store.clone(), dead.clone()), "r").build()?;
+    /// assert!(agent.run_loop("Find it").is_err());
+    /// drop(agent);
+    ///
+    /// // The next process: the answer with the call is not asked for again,
+    /// // the idempotent call runs again, the rounds go on.
+    /// dead.store(false, Ordering::SeqCst);
+    /// let mut agent = build().resume(Dies(store.clone(), dead.clone()), "r").build()?;
+    /// assert!(agent.interrupted());
+    /// assert_eq!(agent.resume_run()?.answer.as_deref(), Some("Done."));
+    /// assert_eq!(runs.load(Ordering::SeqCst), 2);
+    /// assert_eq!(server.chat_requests().len(), 2);
+    /// assert_eq!(agent.messages()[2].content, "found");
+    /// # drop(agent);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when nothing was cut off
+    /// ([`interrupted`](Agent::interrupted) is false); otherwise as
+    /// [`run_loop`](Agent::run_loop).
+    pub fn resume_run(&mut self) -> Result<Outcome> {
+        self.ensure_open()?;
+        let Some(cut) = self.interrupted.take() else {
+            return Err(Error::invalid(
+                "no interrupted run to resume (the journal ends with a finished run)",
+            ));
+        };
+        self.begin_run();
+        let question = self.last_user_message();
+        let mut run = Run::default();
+        let result = self.resume_cut(&cut, &mut run);
+        self.turn_end(result, run.steps, &question)
+    }
+
     /// Run one user turn whose final answer must be a `T`: the answer is
     /// parsed, validated against `T`'s schema and deserialized.
     ///
@@ -496,6 +597,9 @@ impl Agent {
         // answer first: a new message is not a decision, and the request
         // must not carry unanswered calls.
         self.answer_stale_pending();
+        self.journal(&Record::User {
+            content: user_message.into(),
+        })?;
         self.turn_start = self.messages.len();
         self.messages.push(Message::user(user_message));
         self.emit(Event::UserTurn {
@@ -540,6 +644,9 @@ impl Agent {
             self.before_request()?;
             let completion = self.request()?;
             let (message, truncated) = self.answer(completion);
+            // Stored before any of its tools runs: a resume never asks
+            // the model for it again.
+            self.journal_response(&message, truncated)?;
             if message.tool_calls.is_empty() {
                 self.messages.push(message);
                 // Input typed while the model answered is a new question in
@@ -554,6 +661,7 @@ impl Agent {
             if let End::Pending = self.tool_batch(&calls, truncated, run)? {
                 return Ok(End::Pending);
             }
+            self.journal_check()?;
             self.after_batch();
         }
     }
@@ -565,7 +673,14 @@ impl Agent {
         if let Some(c) = &self.shared.cancellable {
             c.check()?;
         }
+        // A record an earlier boundary could not store stops the run here.
+        self.journal_check()?;
         let pending = std::mem::take(&mut self.shared.state.lock().pending_system);
+        for content in &pending {
+            self.journal(&Record::System {
+                content: content.into(),
+            })?;
+        }
         self.messages
             .extend(pending.into_iter().map(Message::system));
         self.compacting(Compactor::before_request)?;
@@ -605,6 +720,9 @@ impl Agent {
             };
             // The agent stays on the fallback for later turns: the primary
             // just failed after its retries, and `run_loop_with` goes back.
+            // Not journaled: a resumed agent starts on its primary again,
+            // which may be back (and a fallback is another endpoint, which
+            // a model name alone would not say).
             self.shared.state.lock().transport = to.clone();
             self.emit(Event::ModelFallback {
                 agent: self.agent_id(),
@@ -893,6 +1011,12 @@ impl Agent {
                 content: content.clone(),
             });
         }
+        // A failed write is kept by the journal and stops the run at the
+        // batch's end; the history stays valid meanwhile.
+        let _ = self.journal(&Record::ToolResult {
+            call_id: call.id.as_str().into(),
+            content: content.as_str().into(),
+        });
         self.messages.push(Message::tool(call.id.clone(), content));
         // Answered, so the observation now tells the model what was wrong
         // with the arguments: the history keeps `{}` instead of text a
@@ -929,6 +1053,10 @@ impl Agent {
         let items = q.drain();
         let delivered = !items.is_empty();
         for content in items {
+            // Checked at the next request.
+            let _ = self.journal(&Record::User {
+                content: content.as_str().into(),
+            });
             self.messages.push(Message::user(content.clone()));
             self.emit(Event::UserTurn {
                 agent: self.agent_id(),
@@ -958,6 +1086,18 @@ impl Agent {
                     .map(|()| StopReason::Synthesized)
             }
             Err(e) => Err(e),
+        };
+        let ended = match &result {
+            Ok(r) => format!("{r:?}"),
+            Err(e) => format!("error: {e}"),
+        };
+        // A run that could not keep its journal fails, even when the model
+        // answered: the journal no longer says where the run is.
+        let result = match self.journal(&Record::TurnEnd {
+            reason: ended.into(),
+        }) {
+            Err(e) if result.is_ok() => Err(e),
+            _ => result,
         };
         let reason = match &result {
             Ok(r) => *r,
@@ -1028,6 +1168,9 @@ impl Agent {
             return;
         }
         self.shared.state.lock().transport = to.clone();
+        let _ = self.journal(&Record::ModelSwitched {
+            model: to.model().map(Into::into),
+        });
         self.emit(Event::ModelSwitched {
             agent: self.agent_id(),
             from,
@@ -1049,6 +1192,10 @@ impl Agent {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 content: NOT_APPROVED.to_string(),
+            });
+            let _ = self.journal(&Record::ToolResult {
+                call_id: call.id.as_str().into(),
+                content: NOT_APPROVED.into(),
             });
             self.messages
                 .push(Message::tool(call.id.clone(), NOT_APPROVED.to_string()));
@@ -1076,6 +1223,10 @@ impl Agent {
         let Some(done) = step(&mut self.compactor, &mut conversation)? else {
             return Ok(false);
         };
+        self.journal(&Record::History {
+            cause: "compaction".into(),
+            messages: (&self.messages[..]).into(),
+        })?;
         self.turn_start = done.shift(self.turn_start);
         self.emit(done.event(self.agent_id()));
         Ok(true)
@@ -1085,6 +1236,9 @@ impl Agent {
     /// evidence; its answer, when it wrote one, is appended and becomes the
     /// turn's answer.
     fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+        // A resume after a crash from here writes the answer again, not
+        // a new round with a fresh budget.
+        self.journal(&Record::Synthesizing { max })?;
         let reason = format!(
             "step budget of {max} tool calls exhausted; answering from the evidence gathered"
         );
@@ -1117,6 +1271,8 @@ impl Agent {
         if let Some(answer) = &answer {
             let mut m = Message::assistant(answer.clone());
             m.model = self.model();
+            // Checked at the turn's end.
+            let _ = self.journal_response(&m, false);
             self.messages.push(m);
         }
         self.synth_answer = Some(answer.unwrap_or_default());
@@ -1138,6 +1294,9 @@ impl Agent {
             // A repair asks for the answer itself: its requests carry
             // `response_format` even when the tool rounds did not.
             self.constrain(turn.spec());
+            self.journal(&Record::User {
+                content: repair.as_str().into(),
+            })?;
             self.messages.push(Message::user(repair.clone()));
             self.emit(Event::UserTurn {
                 agent: self.agent_id(),
@@ -1156,5 +1315,78 @@ impl Agent {
         let transport = self.transport();
         let api_base = transport.api_base().unwrap_or("");
         spec.constrain(&mut Arc::make_mut(&mut self.options).extra, api_base);
+    }
+}
+
+// ------------------------------------------------------------ the journal
+
+impl Agent {
+    /// Journal a completed response (the next step).
+    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
+        match self.shared.journal.get() {
+            Some(j) => j.response(message, truncated),
+            None => Ok(()),
+        }
+    }
+
+    /// The journal's first failed write, if any.
+    fn journal_check(&self) -> Result<()> {
+        match self.shared.journal.get() {
+            Some(j) => j.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// The resumed run, from where `cut` says the crash stopped it.
+    fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
+        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
+            .into_iter()
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            // Cut off while the synthesizer wrote the answer: it writes it
+            // again (through `turn_end`, as the spent budget would).
+            if let Some(max) = cut.synthesizing {
+                return Err(Error::StepLimitExceeded { max });
+            }
+            // The answer was journaled, the turn's end was not: the turn
+            // is over, nothing is asked again.
+            if self
+                .messages
+                .last()
+                .is_some_and(|m| m.role == Role::Assistant)
+            {
+                return Ok(End::Answered);
+            }
+            // A request was due or in flight (its partial stream, if any,
+            // was never journaled): it is made again.
+            return self.rounds(run);
+        }
+        let tools = self.tools();
+        let mut rest = Vec::with_capacity(pending.len());
+        for call in pending {
+            let started = cut.started.contains(&call.id);
+            let idempotent = tools
+                .iter()
+                .any(|t| t.name() == call.name && t.idempotent());
+            // Started without a result: it may have had its effect. Only a
+            // tool that says a second run is harmless runs again.
+            if started && !idempotent {
+                self.answer_call(&call, INTERRUPTED.to_string(), true);
+            } else {
+                rest.push(call);
+            }
+        }
+        self.journal_check()?;
+        // The calls not started (a pending approval is asked again) and
+        // the idempotent ones, as the batch would have run them.
+        if !rest.is_empty() {
+            if let End::Pending = self.tool_batch(&rest, cut.truncated, run)? {
+                return Ok(End::Pending);
+            }
+            self.journal_check()?;
+        }
+        self.after_batch();
+        self.rounds(run)
     }
 }

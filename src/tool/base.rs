@@ -87,6 +87,16 @@ pub trait Tool: Send + Sync + 'static {
     fn changes_user_state(&self) -> bool {
         false
     }
+
+    /// Whether running a call twice with the same arguments does no harm
+    /// (a read, a lookup, a write keyed by
+    /// [`ToolContext::idempotency_key`]). A [journaled](crate::journal) run
+    /// that a crash cut off while this tool ran runs the call again on
+    /// resume when this is `true` (at least once); otherwise the model gets
+    /// an "interrupted" observation for it (at most once). Default: `false`.
+    fn idempotent(&self) -> bool {
+        false
+    }
 }
 
 /// A recoverable tool failure, sent to the model as `"Error: <message>"`.
@@ -154,5 +164,8 @@ impl Tool for Arc<dyn Tool> {
     }
     fn changes_user_state(&self) -> bool {
         (**self).changes_user_state()
+    }
+    fn idempotent(&self) -> bool {
+        (**self).idempotent()
     }
 }

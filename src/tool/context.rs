@@ -11,6 +11,7 @@ pub struct ToolContext {
     cancellable: Option<Cancellable>,
     agent_id: Arc<str>,
     call_id: String,
+    idempotency_key: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -23,7 +24,14 @@ impl ToolContext {
             cancellable,
             agent_id,
             call_id,
+            idempotency_key: None,
         }
+    }
+
+    /// This context with the journal's key for the call.
+    pub(crate) fn with_idempotency_key(mut self, key: Option<Arc<str>>) -> ToolContext {
+        self.idempotency_key = key;
+        self
     }
 
     /// A context outside any agent (for calling a tool directly, in tests).
@@ -32,6 +40,7 @@ impl ToolContext {
             cancellable: None,
             agent_id: Arc::from(""),
             call_id: String::new(),
+            idempotency_key: None,
         }
     }
 
@@ -64,6 +73,15 @@ impl ToolContext {
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
+
+    /// In a [journaled](crate::journal) run, a key naming this call that
+    /// stays the same when a resumed run runs it again: `run/step/call
+    /// id`, where the step counts the model responses of the run. A tool
+    /// that talks to an outside system sends it along so the system can
+    /// drop a second copy. `None` outside a journaled run.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
 }
 
 impl fmt::Debug for ToolContext {
@@ -71,6 +89,7 @@ impl fmt::Debug for ToolContext {
         f.debug_struct("ToolContext")
             .field("agent_id", &self.agent_id)
             .field("call_id", &self.call_id)
+            .field("idempotency_key", &self.idempotency_key)
             .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
     }

@@ -67,10 +67,12 @@ pub struct FnTool {
 /// the answers of [`Tool::reaches_network`], [`Tool::reads_private_data`] and
 /// [`Tool::changes_user_state`], set with their builder methods.
 #[derive(Clone, Copy, Debug, Default)]
+#[allow(clippy::struct_excessive_bools, reason = "independent declarations")]
 pub(crate) struct Declared {
     pub(crate) network: bool,
     pub(crate) private_data: bool,
     pub(crate) changes_user_state: bool,
+    pub(crate) idempotent: bool,
 }
 
 impl FnTool {
@@ -147,6 +149,23 @@ impl FnTool {
         self.declared.private_data = true;
         self
     }
+
+    /// A copy that declares a second run of a call harmless
+    /// ([`Tool::idempotent`]): a [journaled](crate::journal) run cut off
+    /// while it ran runs it again on resume.
+    ///
+    /// ```
+    /// use pikuri::Tool;
+    /// use pikuri::tool::{FnTool, Parameters};
+    /// let get = FnTool::new("get", "Reads a key.", Parameters::empty(), |_, _| Ok("v".into()));
+    /// assert!(!get.idempotent());
+    /// assert!(get.idempotent_calls().idempotent());
+    /// ```
+    #[must_use]
+    pub fn idempotent_calls(mut self) -> FnTool {
+        self.declared.idempotent = true;
+        self
+    }
 }
 
 impl Tool for FnTool {
@@ -170,6 +189,9 @@ impl Tool for FnTool {
     }
     fn changes_user_state(&self) -> bool {
         self.declared.changes_user_state
+    }
+    fn idempotent(&self) -> bool {
+        self.declared.idempotent
     }
 }
 

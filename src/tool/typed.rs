@@ -216,6 +216,14 @@ impl TypedTool {
         self.inner = self.inner.reading_private_data();
         self
     }
+
+    /// A copy that declares a second run of a call harmless
+    /// ([`Tool::idempotent`]), as [`FnTool::idempotent_calls`](crate::tool::FnTool::idempotent_calls).
+    #[must_use]
+    pub fn idempotent_calls(mut self) -> TypedTool {
+        self.inner = self.inner.idempotent_calls();
+        self
+    }
 }
 
 impl Tool for TypedTool {
@@ -239,6 +247,9 @@ impl Tool for TypedTool {
     }
     fn changes_user_state(&self) -> bool {
         self.inner.changes_user_state()
+    }
+    fn idempotent(&self) -> bool {
+        self.inner.idempotent()
     }
 }
 

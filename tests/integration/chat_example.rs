@@ -1098,3 +1098,25 @@ fn demo_with_subagents_still_reads_files_and_delegates_to_the_file_miner() {
     );
     assert!(out.stdout.contains("notes.txt"), "{}", out.stdout);
 }
+
+#[test]
+fn session_keeps_the_conversation_in_a_journal_across_runs() {
+    let server = FakeServer::start();
+    server.push(Reply::text("Hi, Ada."));
+    server.push(Reply::text("You are Ada."));
+    let dir = temp_path("session");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let out = run(&against(&base, &["--session", session, "-p", "I am Ada."]));
+    assert_eq!(out.stdout.trim(), "Hi, Ada.", "{}", out.stderr);
+    // The next start goes on with the same conversation.
+    let out = run(&against(&base, &["--session", session, "-p", "Who am I?"]));
+    assert_eq!(out.stdout.trim(), "You are Ada.", "{}", out.stderr);
+    let sent = server.chat_requests()[1].messages();
+    let contents: Vec<&str> = sent.iter().filter_map(|m| m["content"].as_str()).collect();
+    assert!(contents.contains(&"I am Ada."), "{contents:?}");
+    assert!(contents.contains(&"Hi, Ada."), "{contents:?}");
+    assert!(dir.join("talk.journal").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,316 @@
+//! The records of a run journal (format version 1) and the replay that
+//! rebuilds a conversation from them, refusing any sequence no run writes.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Message, Result, Role};
+
+/// The format version this crate writes. A reader reads every version up
+/// to its own (versions only ever add record types and optional fields;
+/// a record type a reader does not know means a newer version, refused).
+pub(crate) const VERSION: u32 = 1;
+
+/// One record. Written borrowed, read owned.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Record<'a> {
+    /// The first record: the format version and what wrote the run.
+    Header {
+        version: u32,
+        run: Cow<'a, str>,
+        #[serde(flatten)]
+        fingerprint: Cow<'a, Fingerprint>,
+    },
+    /// A user message entered the conversation (a turn's, an injected
+    /// one, a typed turn's repair).
+    User { content: Cow<'a, str> },
+    /// A system message an extension injected before a request.
+    System { content: Cow<'a, str> },
+    /// A completed model response (or the synthesizer's answer), before
+    /// any of its tools runs. `step` counts the run's responses from 1.
+    Response {
+        step: u64,
+        message: Cow<'a, Message>,
+        /// Cut at the length limit (its calls' arguments may be cut too).
+        #[serde(default)]
+        truncated: bool,
+    },
+    /// A tool call is about to run (approved, validated).
+    ToolStart { step: u64, call_id: Cow<'a, str> },
+    /// A call's observation, as appended to the history.
+    ToolResult {
+        call_id: Cow<'a, str>,
+        content: Cow<'a, str>,
+    },
+    /// The approver was asked about a call.
+    ApprovalAsked { call_id: Cow<'a, str> },
+    /// The approver (or the host) decided.
+    ApprovalAnswered {
+        call_id: Cow<'a, str>,
+        decision: Cow<'a, str>,
+    },
+    /// The history was replaced as a whole: a compaction, a loaded
+    /// history, a cleared conversation.
+    History {
+        cause: Cow<'a, str>,
+        messages: Cow<'a, [Message]>,
+    },
+    /// The step budget ran out under `OnExhausted::Synthesize`: the
+    /// synthesizer writes the answer next.
+    Synthesizing { max: u32 },
+    /// The agent switched models (a `run_loop_with`).
+    ModelSwitched { model: Option<Cow<'a, str>> },
+    /// A run (a turn, a retry, a resume) ended.
+    TurnEnd { reason: Cow<'a, str> },
+}
+
+impl Record<'_> {
+    pub(crate) fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a record always serializes")
+    }
+}
+
+/// What wrote a run: the model, the tool names, and a digest of the system
+/// prompt and every tool's name, description and schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Fingerprint {
+    pub(crate) model: Option<String>,
+    pub(crate) tools: Vec<String>,
+    pub(crate) digest: String,
+}
+
+impl Fingerprint {
+    /// What differs from `other` (this one is the journal's), in words.
+    fn differences(&self, other: &Fingerprint) -> String {
+        if self.model != other.model {
+            return format!(
+                "the journal was written with model {:?}, this agent uses {:?}",
+                self.model.as_deref().unwrap_or(""),
+                other.model.as_deref().unwrap_or("")
+            );
+        }
+        if self.tools != other.tools {
+            return format!(
+                "the journal was written with tools [{}], this agent has [{}]",
+                self.tools.join(", "),
+                other.tools.join(", ")
+            );
+        }
+        format!(
+            "the system prompt or a tool's description or schema differs (fingerprint {} in the journal, {} here)",
+            self.digest, other.digest
+        )
+    }
+}
+
+/// FNV-1a, 64 bits: the digest of a fingerprint (not a security measure:
+/// it tells configurations apart, it does not authenticate a journal).
+pub(crate) fn fnv1a(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(&[0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// A run rebuilt from its journal.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    pub(crate) messages: Vec<Message>,
+    /// Responses journaled so far (the next one is `step + 1`).
+    pub(crate) step: u64,
+    /// The model of the latest switch to a named model, if any.
+    pub(crate) model: Option<String>,
+    /// `None` when the last run ended (a `TurnEnd`, or nothing after the
+    /// header); otherwise where it was cut off.
+    pub(crate) cut: Option<Cut>,
+}
+
+/// Where a crash cut a run off.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Cut {
+    /// The calls of the last response that started and have no result.
+    pub(crate) started: Vec<String>,
+    /// The last response was cut at the length limit.
+    pub(crate) truncated: bool,
+    /// The run was cut off while the synthesizer wrote the answer (the
+    /// budget it exhausted).
+    pub(crate) synthesizing: Option<u32>,
+}
+
+/// Rebuild the run from `records` (JSON, as the store returned them),
+/// checking the header against `expected`. Every record is checked before
+/// anything is returned: a journal loads whole or not at all.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one match over the record types, each arm its rule"
+)]
+pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> Result<Replayed> {
+    let corrupt = |i: usize, what: String| Error::JournalCorrupt {
+        run: run.to_string(),
+        message: format!("record {}: {what}", i + 1),
+    };
+    let mut out = Replayed::default();
+    // The calls of the last response not yet answered, and those started.
+    let mut open: Vec<String> = Vec::new();
+    let mut started: Vec<String> = Vec::new();
+    let mut truncated = false;
+    let mut synthesizing = None;
+    let mut ended = true;
+    for (i, json) in records.iter().enumerate() {
+        let record: Record<'_> = serde_json::from_str(json).map_err(|e| {
+            corrupt(
+                i,
+                format!("not a record of format version {VERSION} or earlier: {e}"),
+            )
+        })?;
+        if i == 0 {
+            let Record::Header {
+                version,
+                run: r,
+                fingerprint,
+            } = record
+            else {
+                return Err(corrupt(
+                    i,
+                    "the journal does not start with its header".into(),
+                ));
+            };
+            if version > VERSION {
+                return Err(corrupt(
+                    i,
+                    format!("format version {version} is newer than this reader's ({VERSION})"),
+                ));
+            }
+            if r != run {
+                return Err(corrupt(i, format!("the header names run `{r}`")));
+            }
+            if *fingerprint != *expected {
+                return Err(Error::JournalMismatch {
+                    run: run.to_string(),
+                    message: fingerprint.differences(expected),
+                });
+            }
+            continue;
+        }
+        // A record that needs every call answered first (a request is
+        // only made from a valid history).
+        let closed = |what: &str| {
+            if open.is_empty() {
+                Ok(())
+            } else {
+                Err(corrupt(
+                    i,
+                    format!("{what} while tool call `{}` is unanswered", open[0]),
+                ))
+            }
+        };
+        // Any later record means the synthesis is over (its answer, the
+        // run's end).
+        if !matches!(record, Record::Synthesizing { .. }) {
+            synthesizing = None;
+        }
+        match record {
+            Record::Header { .. } => return Err(corrupt(i, "a second header".into())),
+            Record::Synthesizing { max } => {
+                closed("a synthesis")?;
+                synthesizing = Some(max);
+                ended = false;
+            }
+            Record::User { content } => {
+                closed("a user message")?;
+                out.messages.push(Message::user(content));
+                ended = false;
+            }
+            Record::System { content } => {
+                closed("a system message")?;
+                out.messages.push(Message::system(content));
+                ended = false;
+            }
+            Record::Response {
+                step,
+                message,
+                truncated: cut,
+            } => {
+                closed("a response")?;
+                if step != out.step + 1 {
+                    return Err(corrupt(
+                        i,
+                        format!("response step {step} follows step {}", out.step),
+                    ));
+                }
+                let message = message.into_owned();
+                if message.role != Role::Assistant {
+                    return Err(corrupt(
+                        i,
+                        "a response that is not an assistant message".into(),
+                    ));
+                }
+                out.step = step;
+                open = message.tool_calls.iter().map(|c| c.id.clone()).collect();
+                started.clear();
+                truncated = cut;
+                out.messages.push(message);
+                ended = false;
+            }
+            Record::ToolStart { step, call_id } => {
+                if step != out.step || !open.iter().any(|c| *c == call_id) {
+                    return Err(corrupt(
+                        i,
+                        format!("tool call `{call_id}` started but is not open in step {step}"),
+                    ));
+                }
+                started.push(call_id.into_owned());
+                ended = false;
+            }
+            Record::ToolResult { call_id, content } => {
+                let Some(at) = open.iter().position(|c| *c == call_id) else {
+                    return Err(corrupt(
+                        i,
+                        format!("a result for tool call `{call_id}`, which is not open"),
+                    ));
+                };
+                open.remove(at);
+                started.retain(|c| *c != call_id);
+                out.messages
+                    .push(Message::tool(call_id.into_owned(), content.into_owned()));
+                ended = false;
+            }
+            Record::ApprovalAsked { call_id } | Record::ApprovalAnswered { call_id, .. } => {
+                if !open.iter().any(|c| *c == call_id) {
+                    return Err(corrupt(
+                        i,
+                        format!("an approval for tool call `{call_id}`, which is not open"),
+                    ));
+                }
+                ended = false;
+            }
+            Record::History { messages, .. } => {
+                closed("a replaced history")?;
+                out.messages = messages.into_owned();
+            }
+            Record::ModelSwitched { model } => {
+                if let Some(model) = model {
+                    out.model = Some(model.into_owned());
+                }
+            }
+            Record::TurnEnd { .. } => {
+                // A turn paused for approval ends with its calls open.
+                ended = true;
+            }
+        }
+    }
+    if !ended {
+        out.cut = Some(Cut {
+            started,
+            truncated,
+            synthesizing,
+        });
+    }
+    Ok(out)
+}
