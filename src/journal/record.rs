@@ -13,6 +13,12 @@ use crate::{Error, Message, Result, Role};
 pub(crate) const VERSION: u32 = 1;
 
 /// One record. Written borrowed, read owned.
+// Records live one at a time (written, or read and replayed), so the size
+// of the owned `Message` variant costs no memory worth a box per record.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one record at a time; boxing would allocate per record"
+)]
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Record<'a> {
