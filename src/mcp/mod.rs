@@ -154,15 +154,25 @@
 //! server requests, abandoned requests. The server's own
 //! `notifications/message` at its level.
 
+mod catalog;
 mod client;
 mod conn;
 mod content;
 mod http;
+mod input;
 mod jsonrpc;
 mod registry;
 mod server;
 mod stdio;
+#[cfg(feature = "terminal")]
+mod terminal;
 
+pub use catalog::{
+    Prompt, PromptArgument, PromptInfo, ResourceContent, ResourceInfo, ResourceTemplate,
+};
 pub use client::{Client, ToolInfo};
+pub use input::{InputAnswer, InputProvider, InputRequest};
 pub use registry::Registry;
 pub use server::Server;
+#[cfg(feature = "terminal")]
+pub use terminal::TerminalInput;
