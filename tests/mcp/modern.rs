@@ -297,7 +297,7 @@ fn list_results_are_kept_for_their_ttl() {
 #[test]
 fn input_requests_reach_the_provider_on_both_generations_and_are_refused_without_one() {
     let provider = Answer::new(json!({"name": "octocat"}));
-    for args in [&["--modern"][..], &[][..]] {
+    for args in [&["--modern"][..], &["--asks"][..]] {
         let Some((server, _log)) = stdio(args) else {
             return;
         };
@@ -370,7 +370,7 @@ impl InputProvider for Blocked {
 
 #[test]
 fn a_cancel_ends_the_wait_for_the_user_and_the_next_turn_works() {
-    for args in [&["--modern"][..], &[][..]] {
+    for args in [&["--modern"][..], &["--asks"][..]] {
         let Some((server, _log)) = stdio(args) else {
             return;
         };
