@@ -373,7 +373,7 @@ impl Client {
             progress: None,
         };
         let result = self
-            .rounds(&conn, "resources/read", json!({"uri": uri}), &opts)
+            .rounds(&conn, "resources/read", &json!({"uri": uri}), &opts)
             .map_err(|e| self.error(e))?;
         Ok(catalog::contents(&result))
     }
@@ -421,7 +421,7 @@ impl Client {
             .rounds(
                 &conn,
                 "prompts/get",
-                json!({"name": name, "arguments": args}),
+                &json!({"name": name, "arguments": args}),
                 &opts,
             )
             .map_err(|e| self.error(e))?;
@@ -437,7 +437,7 @@ impl Client {
         &self,
         conn: &Arc<Conn>,
         method: &str,
-        params: Value,
+        params: &Value,
         opts: &Opts<'_>,
     ) -> std::result::Result<Value, RpcError> {
         let mut retry = params.clone();
@@ -515,7 +515,7 @@ impl Client {
         match self.rounds(
             &conn,
             "tools/call",
-            json!({"name": tool, "arguments": args}),
+            &json!({"name": tool, "arguments": args}),
             &opts,
         ) {
             Ok(result) => content::observation(&result),
@@ -596,7 +596,7 @@ impl Client {
         if conn.is_modern() && conn.closed_reason().is_none() {
             if let Some(filter) = listen_filter(&caps) {
                 if !conn.listening() {
-                    conn.listen(filter);
+                    conn.listen(&filter);
                     changed = true;
                 }
             } else if self
@@ -773,7 +773,7 @@ fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> 
             if conn.is_modern()
                 && let Some(filter) = listen_filter(&info.capabilities)
             {
-                conn.listen(filter);
+                conn.listen(&filter);
             }
             Ok(info)
         }

@@ -653,7 +653,7 @@ impl Conn {
     /// Open a `subscriptions/listen` stream asking for `filter` (the
     /// 2026 replacement of the list-changed notifications outside a
     /// request): a request that is never answered while the stream lives.
-    pub(super) fn listen(self: &Arc<Self>, filter: Value) {
+    pub(super) fn listen(self: &Arc<Self>, filter: &Value) {
         let id = self.next_id();
         let (tx, rx) = bounded(1);
         self.pending.lock().insert(id, tx);

@@ -180,6 +180,20 @@ impl Http {
         Ok(())
     }
 
+    /// `MCP-Protocol-Version` once known, and for the 2026 generation the
+    /// headers it mirrors from the body.
+    fn version_headers(&self, msg: &Value) -> Vec<(&'static str, String)> {
+        match self.version.lock().as_deref() {
+            None => Vec::new(),
+            Some(v) if v == MODERN_VERSION => {
+                let mut headers = vec![("MCP-Protocol-Version", v.to_string())];
+                headers.extend(mirrored(msg));
+                headers
+            }
+            Some(v) => vec![("MCP-Protocol-Version", v.to_string())],
+        }
+    }
+
     /// One blocking POST; every message read is handed to `on_msg`, which
     /// returns the id of the request it answered (reading stops once that
     /// is `id`).
@@ -201,23 +215,8 @@ impl Http {
         if let Some(s) = &session {
             req = req.header("Mcp-Session-Id", s);
         }
-        if let Some(v) = self.version.lock().as_deref() {
-            req = req.header("MCP-Protocol-Version", v);
-            // The 2026 generation mirrors the method (and the name of what
-            // a call, read or get is about) in headers.
-            if v == MODERN_VERSION
-                && let Some(method) = msg["method"].as_str()
-            {
-                req = req.header("Mcp-Method", method);
-                let name = msg["params"]["name"]
-                    .as_str()
-                    .or_else(|| msg["params"]["uri"].as_str());
-                if let Some(name) = name
-                    && matches!(method, "tools/call" | "resources/read" | "prompts/get")
-                {
-                    req = req.header("Mcp-Name", &header_value(name));
-                }
-            }
+        for (name, value) in self.version_headers(msg) {
+            req = req.header(name, &value);
         }
         if let Some(token) = &self.bearer {
             req = req.header("Authorization", &format!("Bearer {token}"));
@@ -348,16 +347,32 @@ impl Http {
     }
 }
 
+/// The headers the 2026 generation mirrors from the body: the method, and
+/// the name of what a call, read or get is about.
+fn mirrored(msg: &Value) -> Vec<(&'static str, String)> {
+    let Some(method) = msg["method"].as_str() else {
+        return Vec::new();
+    };
+    let mut headers = vec![("Mcp-Method", header_value(method))];
+    let name = msg["params"]["name"]
+        .as_str()
+        .or_else(|| msg["params"]["uri"].as_str());
+    if let Some(name) = name
+        && matches!(method, "tools/call" | "resources/read" | "prompts/get")
+    {
+        headers.push(("Mcp-Name", header_value(name)));
+    }
+    headers
+}
+
 /// `value` as a header value: as is when it is plain visible ASCII (or
 /// spaces inside), else the specification's `=?base64?…?=` form of its
 /// UTF-8 bytes (also for a plain value that looks like that form).
 fn header_value(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
-    if plain {
+    let visible = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    if visible && !value.is_empty() && !padded && !sentinel {
         value.to_string()
     } else {
         format!("=?base64?{}?=", base64(value.as_bytes()))

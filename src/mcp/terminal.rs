@@ -1,5 +1,6 @@
 //! [`TerminalInput`]: answer a server's input request at a terminal.
 
+use std::fmt::Write as _;
 use std::io::{self, BufRead, Write};
 
 use parking_lot::Mutex;
@@ -83,10 +84,11 @@ impl InputProvider for TerminalInput {
             sanitize(request.message())
         );
         if let Some(problem) = request.problem() {
-            intro.push_str(&format!(
-                "(the last answer was rejected: {})\n",
+            let _ = writeln!(
+                intro,
+                "(the last answer was rejected: {})",
                 sanitize(problem)
-            ));
+            );
         }
         inner.say(&intro);
         let Some(first) = inner.ask("Answer? [y]es [n]o, anything else cancels: ") else {
@@ -112,7 +114,7 @@ impl InputProvider for TerminalInput {
             let label = field["title"].as_str().unwrap_or(name);
             let mut question = sanitize(label).into_owned();
             if let Some(d) = field["description"].as_str() {
-                question.push_str(&format!(" ({})", sanitize(d)));
+                let _ = write!(question, " ({})", sanitize(d));
             }
             let choices: Vec<&str> = field["enum"]
                 .as_array()
@@ -121,7 +123,7 @@ impl InputProvider for TerminalInput {
                 .filter_map(Value::as_str)
                 .collect();
             if !choices.is_empty() {
-                question.push_str(&format!(" [{}]", sanitize(&choices.join("/"))));
+                let _ = write!(question, " [{}]", sanitize(&choices.join("/")));
             }
             let optional = !required.contains(&name.as_str());
             question.push_str(if optional { " (optional): " } else { ": " });
