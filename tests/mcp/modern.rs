@@ -180,7 +180,12 @@ fn both_generations_over_stdio_and_http_give_the_same_api() {
         let Some((server, log)) = stdio(args) else {
             return;
         };
+        let started = std::time::Instant::now();
         let client = Client::connect("fake", &server).unwrap();
+        eprintln!(
+            "{generation} over stdio: connected in {:?}",
+            started.elapsed()
+        );
         exercise(&client, generation);
         client.close();
         let text = log.text();
@@ -395,13 +400,19 @@ fn a_cancel_ends_the_wait_for_the_user_and_the_next_turn_works() {
         let canceller = thread::spawn(move || {
             started.recv_timeout(WATCHDOG).unwrap();
             cancel.cancel();
+            std::time::Instant::now()
         });
-        let (agent_back, err) = bounded(WATCHDOG, move || {
+        let (agent_back, err, returned) = bounded(WATCHDOG, move || {
             let err = agent.run_loop("ask me").unwrap_err();
-            (agent, err)
+            (agent, err, std::time::Instant::now())
         });
         let mut agent = agent_back;
-        canceller.join().unwrap();
+        let cancelled_at = canceller.join().unwrap();
+        // Measured, not asserted (machines are noisy).
+        eprintln!(
+            "{args:?}: cancel during the input wait returned after {:?}",
+            returned.saturating_duration_since(cancelled_at)
+        );
         assert!(err.is_cancelled(), "{err}");
         assert_history_valid(agent.messages());
         drop(release_tx);
