@@ -33,8 +33,9 @@ pub struct ToolInfo {
     pub input_schema: Value,
 }
 
-/// A connection to one MCP server: the handshake done, tools listed and
-/// called. The [`Registry`](super::Registry) makes one per server; use one
+/// A connection to one MCP server of either protocol generation: its
+/// generation found, tools listed and called, resources read, prompts
+/// got. The [`Registry`](super::Registry) makes one per server; use one
 /// directly to talk to a server without an agent.
 ///
 /// Cheap to clone (clones share the connection). Dropping the last clone
@@ -120,15 +121,18 @@ const MAX_INPUT_REQUESTS: usize = 16;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Client {
-    /// Start (stdio) or reach (HTTP) the server and run the `initialize`
-    /// handshake. `name` labels logs and errors.
+    /// Start (stdio) or reach (HTTP) the server, probe it with
+    /// `server/discover` and, for a 2025 server, run the `initialize`
+    /// handshake (see [Protocol](super#protocol)). `name` labels logs and
+    /// errors.
     ///
     /// # Errors
     ///
     /// [`Error::Connect`] when an HTTP endpoint cannot be reached;
     /// [`Error::Http`] when it answers with an error status;
     /// [`Error::Transport`] when the process cannot start, the connection
-    /// fails, or the server speaks an unsupported protocol version;
+    /// fails, the server speaks an unsupported protocol version, or answers
+    /// `server/discover` with something that is not a discover result;
     /// [`Error::Timeout`] when it does not answer in time;
     /// [`Error::Protocol`] when it answers `initialize` with an error. Over
     /// HTTP, each names the endpoint's URL (redacted).
