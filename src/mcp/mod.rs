@@ -102,7 +102,7 @@
 //! never declared) fails the call with an error naming it. The wait for
 //! the provider ends at once on a cancel of the run (the call returns
 //! "cancelled"), or after [`Server::input_timeout`] (the server is
-//! answered `cancel`). [`TerminalInput`] (feature `terminal`) asks at a
+//! answered `cancel`). `TerminalInput` (feature `terminal`) asks at a
 //! terminal, sanitizing everything the server wrote.
 //!
 //! # Not supported (2026-07-28)
