@@ -533,3 +533,42 @@ fn escape_sequences_in_a_question_never_reach_the_terminal() {
     );
     client.close();
 }
+
+#[test]
+fn a_tool_list_change_on_the_http_listen_stream_refreshes_the_next_turn() {
+    let Some(fake) = http(&["--modern"]) else {
+        return;
+    };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("web__change", json!({})));
+    model.push(Reply::text("changed"));
+    model.push(Reply::text("again"));
+    let events = InMemoryEventList::new();
+    let mcp = Registry::new().server("web", Server::http(&fake.url));
+    let mut agent = Agent::builder(model.transport())
+        .add_listener(events.clone())
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    agent.run_loop("change").unwrap();
+    // The notice comes on the long-lived listen response, not on the
+    // call's: it arrives on its own time.
+    assert!(
+        super::eventually(Duration::from_secs(30), || events.events().iter().any(
+            |e| matches!(e, Event::Domain { name, .. } if name == "mcp.tools_changed")
+        )),
+        "{}",
+        fake.log.text()
+    );
+    agent.run_loop("again").unwrap();
+    assert!(
+        model
+            .chat_requests()
+            .last()
+            .unwrap()
+            .tool_names()
+            .contains(&"web__extra".to_string())
+    );
+    assert!(fake.log.text().contains("subscriptions/listen"));
+    agent.close();
+}
