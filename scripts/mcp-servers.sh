@@ -5,13 +5,17 @@
 #   * @modelcontextprotocol/server-everything  (npm, pinned below): stdio, and
 #     Streamable HTTP with the `streamableHttp` argument (port from $PORT)
 #   * mcp-server-time                          (PyPI, pinned below): stdio
+#   * mcp, the official Python SDK             (PyPI, pinned below): serves
+#     tests/fixtures/mcp_sdk_server.py, protocol 2026-07-28, stdio and HTTP
 #
 # Usage:
 #   scripts/mcp-servers.sh install   install both into the cache (idempotent)
 #   scripts/mcp-servers.sh dir       print the cache dir (what PIKURI_MCP_CACHE is set to)
+#   scripts/mcp-servers.sh sdk-dir   print the SDK's venv dir (what PIKURI_MCP_SDK is set to)
 #   scripts/mcp-servers.sh test      install (and scripts/mcp-oauth.sh install), then run
-#                                    the `mcp` test target with PIKURI_MCP_CACHE and
-#                                    PIKURI_MCP_OAUTH set and PIKURI_REQUIRE_MCP=1
+#                                    the `mcp` test target with PIKURI_MCP_CACHE,
+#                                    PIKURI_MCP_SDK and PIKURI_MCP_OAUTH set and
+#                                    PIKURI_REQUIRE_MCP=1
 #
 # Environment:
 #   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
@@ -22,6 +26,9 @@
 #   everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 #   time-venv/bin/mcp-server-time
 #   .installed (stamp)
+# and apart, so that a change of either does not reinstall the other
+# (<sdk> = $PIKURI_CACHE/mcp-sdk-<mcp version>):
+#   venv/bin/python (with mcp installed), .installed (stamp)
 #
 # All diagnostics go to stderr; stdout carries only the requested value.
 
@@ -29,11 +36,14 @@ set -euo pipefail
 
 readonly EVERYTHING_VERSION="2026.8.31"
 readonly TIME_VERSION="2026.10.19"
+readonly SDK_VERSION="2.3.0"
 
 CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
 PREFIX="${CACHE_ROOT}/mcp-${EVERYTHING_VERSION}-${TIME_VERSION}"
 STAMP="${PREFIX}/.installed"
 STAMP_CONTENT="server-everything=${EVERYTHING_VERSION} mcp-server-time=${TIME_VERSION}"
+SDK_PREFIX="${CACHE_ROOT}/mcp-sdk-${SDK_VERSION}"
+SDK_STAMP="${SDK_PREFIX}/.installed"
 PYTHON="${PYTHON:-python3}"
 NPM="${NPM:-npm}"
 
@@ -87,8 +97,32 @@ cmd_install() {
     log "installed into ${PREFIX}"
 }
 
+sdk_installed() {
+    [ -f "$SDK_STAMP" ] && [ "$(cat "$SDK_STAMP")" = "mcp=${SDK_VERSION}" ] \
+        && "${SDK_PREFIX}/venv/bin/python" -c 'import mcp.server.mcpserver' 2>/dev/null
+}
+
+cmd_install_sdk() {
+    if sdk_installed; then
+        log "found in the cache: ${SDK_PREFIX}"
+        return 0
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
+    mkdir -p "$SDK_PREFIX"
+    rm -f "$SDK_STAMP"
+    rm -rf "${SDK_PREFIX}/venv"
+    log "venv + pip install mcp==${SDK_VERSION}"
+    "$PYTHON" -m venv "${SDK_PREFIX}/venv"
+    "${SDK_PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
+        "mcp==${SDK_VERSION}" >&2
+    printf '%s' "mcp=${SDK_VERSION}" >"$SDK_STAMP"
+    sdk_installed || die "install finished but the SDK does not import"
+    log "installed into ${SDK_PREFIX}"
+}
+
 cmd_test() {
     cmd_install
+    cmd_install_sdk
     cd "$(dirname "$0")/.."
     # PIKURI_REQUIRE_MCP=1: a missing install fails the tests instead of skipping them.
     # The chat example is run as a process by tests/mcp/chat.rs.
@@ -96,13 +130,14 @@ cmd_test() {
     # The OAuth tests need the Python SDK (scripts/mcp-oauth.sh, PyPI).
     local oauth
     oauth="$(scripts/mcp-oauth.sh install >&2 && scripts/mcp-oauth.sh dir)"
-    PIKURI_MCP_CACHE="$PREFIX" PIKURI_MCP_OAUTH="$oauth" PIKURI_REQUIRE_MCP=1 \
-        cargo test --test mcp -- --test-threads=2
+    PIKURI_MCP_CACHE="$PREFIX" PIKURI_MCP_SDK="${SDK_PREFIX}/venv" PIKURI_MCP_OAUTH="$oauth" \
+        PIKURI_REQUIRE_MCP=1 cargo test --test mcp -- --test-threads=2
 }
 
 case "${1:-}" in
-    install) cmd_install ;;
+    install) cmd_install; cmd_install_sdk ;;
     dir) printf '%s\n' "$PREFIX" ;;
+    sdk-dir) printf '%s\n' "${SDK_PREFIX}/venv" ;;
     test) cmd_test ;;
     -h|--help|help) usage ;;
     *) usage; exit 2 ;;

@@ -618,6 +618,40 @@
 //! // `mcp::Registry::new().server("remote", remote)` as above.
 //! ```
 //!
+//! Servers of both protocol generations work the same way: the client
+//! probes with `server/discover` (the 2026-07-28 revision: no handshake,
+//! version and capabilities in each request's `_meta`) and falls back to
+//! `initialize` for a 2025 server; [`mcp::Client::protocol_version`](crate::mcp::Client::protocol_version)
+//! says which it found. Besides tools, a server may offer resources and
+//! prompts: they are the host's, through the [`mcp::Client`](crate::mcp::Client)
+//! of [`mcp::Registry::client`](crate::mcp::Registry::client)
+//! (`list_resources`, `list_resource_templates`, `read_resource`,
+//! `list_prompts`, `get_prompt`, whose [`text`](crate::mcp::Prompt::text)
+//! is a ready next message), and to the model only if asked for
+//! ([`mcp::Server::resource_tool`](crate::mcp::Server::resource_tool)).
+//! A server that needs the user's answer mid-call (elicitation) is refused
+//! unless the host sets an [`mcp::InputProvider`](crate::mcp::InputProvider),
+//! in the style of the [`Approver`](crate::approval::Approver); the answer is
+//! checked against the server's schema, and a cancel ends the wait at once.
+//!
+//! ```no_run
+//! use pikuri::mcp::{Registry, Server, TerminalInput};
+//!
+//! let mcp = Registry::new()
+//!     .server("docs", Server::http("http://127.0.0.1:8000/mcp").resource_tool(true))
+//!     .input_provider(TerminalInput::stdio());
+//! let agent = pikuri::Agent::builder(pikuri::ChatTransport::from_env()?)
+//!     .add_extension(mcp.clone())
+//!     .build()?;
+//! let docs = mcp.client("docs").expect("connected");
+//! for resource in docs.list_resources()? {
+//!     println!("{} {}", resource.uri, resource.description.unwrap_or_default());
+//! }
+//! let next = docs.get_prompt("review", [("file", "src/main.rs")])?.text();
+//! # let _ = (agent, next);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them

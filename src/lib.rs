@@ -82,7 +82,7 @@
 //! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
 //! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
 //! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
-//! | [`mcp`] | the tools of Model Context Protocol servers |
+//! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
 //! | [`guide`] | documentation only |
 //!
@@ -152,8 +152,10 @@
 //! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
 //!   plain HTTP only, enough for local servers, with a smaller binary that
 //!   needs no C toolchain (so it links statically for musl as is).
-//! - `mcp`: [`mcp`], the tools of Model Context Protocol servers (stdio and
-//!   Streamable HTTP, with an OAuth 2.1 login for remote servers that ask).
+//! - `mcp`: [`mcp`], Model Context Protocol servers (stdio and Streamable
+//!   HTTP, with an OAuth 2.1 login for remote servers that ask): tools,
+//!   resources, prompts, input requests (`mcp::TerminalInput` also needs
+//!   `terminal`).
 //! - `web`: the web tools in [`builtin`] ([`builtin::fetch`],
 //!   [`builtin::web_scrape`], [`builtin::WebSearch`]) and
 //!   [`builtin::html_to_markdown`]; turns on ureq's `charset`, so pages in

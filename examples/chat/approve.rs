@@ -32,6 +32,7 @@ use pikuri::approval::{
     ApprovalRequest, Approver, AutoApprove, Decision, StateChangingOnly, TerminalApprover,
 };
 use pikuri::listeners::sanitize;
+use pikuri::mcp::{InputProvider, TerminalInput};
 use pikuri::tool::{FnTool, Parameters};
 
 use crate::args::Options;
@@ -62,6 +63,20 @@ pub(crate) fn approver(opts: &Options) -> Arc<dyn Approver> {
     }
 }
 
+/// Who answers MCP servers that ask the user: the terminal, as for the
+/// approval prompt (in the REPL through the same line feed); nobody with
+/// `-p` and stdin not a terminal (refused).
+pub(crate) fn input_provider(opts: &Options) -> Option<Box<dyn InputProvider>> {
+    match opts.prompt {
+        None => Some(Box::new(TerminalInput::new(
+            Answers::stdin().reader(),
+            io::stderr(),
+        ))),
+        Some(_) if io::stdin().is_terminal() => Some(Box::new(TerminalInput::stdio())),
+        Some(_) => None,
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The REPL's answers
 
@@ -83,6 +98,7 @@ struct Shared {
     /// turn is stale too (the next turn may start before it looks).
     generation: AtomicU64,
     tx: Mutex<Option<Sender<String>>>,
+    /// Shared by the readers (the approval prompt's, the MCP input's).
     rx: Mutex<Option<Receiver<String>>>,
 }
 
@@ -106,17 +122,10 @@ impl Answers {
         }
     }
 
-    /// The reader the prompt reads from; a second one reads end of input.
+    /// A reader for a prompt; every reader takes the next line handed over.
     fn reader(&self) -> AnswerReader {
-        let rx = self
-            .shared
-            .rx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
         AnswerReader {
             shared: Arc::clone(&self.shared),
-            rx,
             buf: Vec::new(),
             pos: 0,
         }
@@ -162,7 +171,6 @@ impl Answers {
 /// Lines handed over by [`Answers::answer`], as a `BufRead`.
 struct AnswerReader {
     shared: Arc<Shared>,
-    rx: Option<Receiver<String>>,
     buf: Vec<u8>,
     pos: usize,
 }
@@ -171,7 +179,12 @@ impl AnswerReader {
     /// The next line, `None` at end of input or when the turn the read
     /// began in is over.
     fn next_line(&self, generation: u64) -> Option<String> {
-        let rx = self.rx.as_ref()?;
+        let guard = self
+            .shared
+            .rx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let rx = guard.as_ref()?;
         loop {
             if !self.shared.turn.load(Ordering::SeqCst)
                 || self.shared.generation.load(Ordering::SeqCst) != generation

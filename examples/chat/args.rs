@@ -74,6 +74,8 @@ Interactive chat:
   /reset        clear the conversation
   /compact      summarize the older turns now
   /usage        tokens of the last turn and of the whole conversation
+  /resources [SERVER URI]   list the MCP resources, or read one
+  /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -93,6 +95,9 @@ pub(crate) const COMMANDS: &str = "\
 /reset        clear the conversation
 /compact      summarize the older turns now
 /usage        tokens of the last turn and of the whole conversation
+/resources [SERVER URI]  list the MCP servers' resources, or read one
+/prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
+              as the next message
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";

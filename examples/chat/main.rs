@@ -282,7 +282,7 @@ fn configure(
     }
     cfg = delegate::wire(cfg, opts, &root)?;
     // Started at build; dropping or closing the agent shuts them down.
-    if let Some(registry) = mcp::registry(&opts.mcp) {
+    if let Some(registry) = mcp::registry(&opts.mcp, approve::input_provider(opts)) {
         cfg = cfg.add_extension(registry);
     }
     if let Some(path) = &opts.session {

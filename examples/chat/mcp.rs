@@ -13,10 +13,16 @@
 //! directory ([`token_file`]), so the next run logs in without a browser
 //! until the refresh token is refused.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use pikuri::mcp::{Browser, FileTokenStore, OAuth, Registry, Server, SystemBrowser};
+use pikuri::listeners::sanitize;
+use pikuri::mcp::{
+    Browser, Client, FileTokenStore, InputAnswer, InputProvider, InputRequest, OAuth, Registry,
+    Server, SystemBrowser,
+};
 
 use crate::Failure;
 
@@ -105,14 +111,135 @@ pub(crate) fn token_file() -> Option<PathBuf> {
     Some(base.join("pikuri").join("mcp-tokens.json"))
 }
 
-/// The registry for the servers given, or `None` without any.
-pub(crate) fn registry(specs: &[McpSpec]) -> Option<Registry> {
+/// The registry of this run, for `/resources` and `/prompts`.
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+/// The registry for the servers given, or `None` without any; servers
+/// that ask the user are answered by `input` (none: refused).
+pub(crate) fn registry(
+    specs: &[McpSpec],
+    input: Option<Box<dyn InputProvider>>,
+) -> Option<Registry> {
     if specs.is_empty() {
         return None;
     }
-    Some(specs.iter().fold(Registry::new(), |r, s| {
+    let mut registry = specs.iter().fold(Registry::new(), |r, s| {
         r.server(s.name.clone(), s.server.clone())
-    }))
+    });
+    if let Some(input) = input {
+        registry = registry.input_provider(Boxed(input));
+    }
+    let _ = REGISTRY.set(registry.clone());
+    Some(registry)
+}
+
+/// A boxed provider as one.
+struct Boxed(Box<dyn InputProvider>);
+
+impl InputProvider for Boxed {
+    fn ask(&self, request: &InputRequest) -> InputAnswer {
+        self.0.ask(request)
+    }
+}
+
+/// The connected servers, by name.
+fn clients() -> Result<Vec<(String, Client)>, String> {
+    let registry = REGISTRY.get().ok_or("no MCP server (see --mcp)")?;
+    Ok(registry
+        .names()
+        .into_iter()
+        .filter_map(|n| registry.client(&n).map(|c| (n, c)))
+        .collect())
+}
+
+/// The connected server `name`.
+fn client(name: &str) -> Result<Client, String> {
+    clients()?
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, c)| c)
+        .ok_or(format!("no MCP server `{name}`"))
+}
+
+/// `/resources`: every server's resources and templates; with `SERVER URI`,
+/// that resource's text.
+pub(crate) fn resources(arg: &str) -> Result<String, String> {
+    if let Some((server, uri)) = arg.split_once(char::is_whitespace) {
+        let contents = client(server)?
+            .read_resource(uri.trim())
+            .map_err(|e| e.to_string())?;
+        let text: Vec<String> = contents
+            .iter()
+            .map(pikuri::mcp::ResourceContent::to_text)
+            .collect();
+        return Ok(sanitize(&text.join("\n")).into_owned());
+    }
+    let mut out = String::new();
+    for (name, client) in clients()? {
+        // A server without resources answers with an error: left out.
+        for r in client.list_resources().unwrap_or_default() {
+            let about = r.description.or(r.title).unwrap_or_default();
+            let _ = writeln!(out, "{name} {}  {}", sanitize(&r.uri), sanitize(&about));
+        }
+        for t in client.list_resource_templates().unwrap_or_default() {
+            let _ = writeln!(out, "{name} {}  (template)", sanitize(&t.uri_template));
+        }
+    }
+    Ok(if out.is_empty() {
+        "(no resources)".to_string()
+    } else {
+        out.trim_end().to_string()
+    })
+}
+
+/// `/prompts`: every server's prompts and their arguments.
+pub(crate) fn prompts() -> Result<String, String> {
+    let mut out = String::new();
+    for (name, client) in clients()? {
+        for p in client.list_prompts().unwrap_or_default() {
+            let args: Vec<String> = p
+                .arguments
+                .iter()
+                .map(|a| {
+                    if a.required {
+                        format!("{}=…", a.name)
+                    } else {
+                        format!("[{}=…]", a.name)
+                    }
+                })
+                .collect();
+            let about = p.description.unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{name} {} {}  {}",
+                sanitize(&p.name),
+                sanitize(&args.join(" ")),
+                sanitize(&about)
+            );
+        }
+    }
+    Ok(if out.is_empty() {
+        "(no prompts)".to_string()
+    } else {
+        out.trim_end().to_string()
+    })
+}
+
+/// `/prompts SERVER NAME [ARG=VALUE ...]`: the prompt's text, to send as
+/// the next message.
+pub(crate) fn prompt(arg: &str) -> Result<String, String> {
+    let mut words = arg.split_whitespace();
+    let (Some(server), Some(name)) = (words.next(), words.next()) else {
+        return Err("usage: /prompts SERVER NAME [ARG=VALUE ...]".to_string());
+    };
+    let args: Vec<(String, String)> = words
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let prompt = client(server)?
+        .get_prompt(name, args)
+        .map_err(|e| e.to_string())?;
+    Ok(prompt.text())
 }
 
 /// A leading `NAME=` (letters, digits, `_`, `-`), else `mcp<index + 1>`.

@@ -262,6 +262,17 @@ impl Repl {
                 self.requests,
             )),
             ("compact", Some(agent)) => compact(agent),
+            ("resources", _) => crate::mcp::resources(arg),
+            ("prompts", _) if arg.is_empty() => crate::mcp::prompts(),
+            // The prompt's text is the next message.
+            ("prompts", Some(_)) => match crate::mcp::prompt(arg) {
+                Ok(text) => {
+                    eprintln!("(sending the prompt)");
+                    self.start_turn(text);
+                    return None;
+                }
+                Err(e) => Err(e),
+            },
             ("save", Some(agent)) => save(agent, arg),
             ("load", Some(agent)) => {
                 let loaded = load(agent, arg);

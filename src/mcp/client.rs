@@ -1,15 +1,18 @@
 //! [`Client`]: one connected server, with the restart policy.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::catalog::{self, Prompt, PromptInfo, ResourceContent, ResourceInfo, ResourceTemplate};
 use super::conn::{Conn, InitInfo, Observer, Opts};
 use super::http::Http;
+use super::input::{self, Asker};
 use super::jsonrpc::{HTTP_VERSIONS, RpcError, STDIO_VERSIONS};
 use super::server::{Server, Transport};
 use super::{content, stdio};
@@ -30,8 +33,9 @@ pub struct ToolInfo {
     pub input_schema: Value,
 }
 
-/// A connection to one MCP server: the handshake done, tools listed and
-/// called. The [`Registry`](super::Registry) makes one per server; use one
+/// A connection to one MCP server of either protocol generation: its
+/// generation found, tools listed and called, resources read, prompts
+/// got. The [`Registry`](super::Registry) makes one per server; use one
 /// directly to talk to a server without an agent.
 ///
 /// Cheap to clone (clones share the connection). Dropping the last clone
@@ -88,6 +92,12 @@ struct Inner {
     state: Mutex<State>,
     /// Held by the one thread restarting the server (never by `close`).
     restarting: Mutex<()>,
+    /// List results kept for their `ttlMs`, by method: when they go stale,
+    /// and the items.
+    cache: Mutex<HashMap<&'static str, (Instant, Vec<Value>)>>,
+    /// When the last `tools/list` of a 2026 server without a listen stream
+    /// goes stale (its `ttlMs`).
+    tools_fresh_until: Mutex<Option<Instant>>,
 }
 
 struct State {
@@ -99,19 +109,30 @@ struct State {
     starting: Option<Arc<Conn>>,
 }
 
-/// Most pages `list_tools` follows (a server that never stops paginating).
+/// Most pages a list follows (a server that never stops paginating).
 const MAX_PAGES: usize = 1000;
+/// Most `input_required` rounds one request goes through before giving up
+/// (a server that asks again and again).
+pub(super) const MAX_INPUT_ROUNDS: usize = 8;
+/// Most input requests one `input_required` result may carry.
+const MAX_INPUT_REQUESTS: usize = 16;
+/// The longest wait for an answer to the `server/discover` probe before
+/// taking the server for a 2025 one (some do not answer unknown methods).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Client {
-    /// Start (stdio) or reach (HTTP) the server and run the `initialize`
-    /// handshake. `name` labels logs and errors.
+    /// Start (stdio) or reach (HTTP) the server, probe it with
+    /// `server/discover` and, for a 2025 server, run the `initialize`
+    /// handshake (see [Protocol](super#protocol)). `name` labels logs and
+    /// errors.
     ///
     /// # Errors
     ///
     /// [`Error::Connect`] when an HTTP endpoint cannot be reached;
     /// [`Error::Http`] when it answers with an error status;
     /// [`Error::Transport`] when the process cannot start, the connection
-    /// fails, or the server speaks an unsupported protocol version;
+    /// fails, the server speaks an unsupported protocol version, or answers
+    /// `server/discover` with something that is not a discover result;
     /// [`Error::Timeout`] when it does not answer in time;
     /// [`Error::Protocol`] when it answers `initialize` with an error. Over
     /// HTTP, each names the endpoint's URL (redacted).
@@ -152,6 +173,8 @@ impl Client {
                     starting: None,
                 }),
                 restarting: Mutex::new(()),
+                cache: Mutex::new(HashMap::new()),
+                tools_fresh_until: Mutex::new(None),
             }),
         })
     }
@@ -161,7 +184,10 @@ impl Client {
         &self.inner.name
     }
 
-    /// The protocol revision agreed on (e.g. `"2025-06-18"`).
+    /// The protocol revision agreed on: `"2026-07-28"` for a server that
+    /// answered the `server/discover` probe, else the one `initialize`
+    /// agreed on (`"2025-06-18"`, `"2025-03-26"`, or over stdio
+    /// `"2024-11-05"`).
     pub fn protocol_version(&self) -> String {
         self.inner.state.lock().info.protocol_version.clone()
     }
@@ -202,20 +228,11 @@ impl Client {
         })?;
         // Cleared first: a change announced while listing marks it again.
         conn.tools_dirty.store(false, Ordering::SeqCst);
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel,
-            progress: None,
-        };
+        let (items, ttl) = self.pages(&conn, "tools/list", "tools", cancel)?;
+        *self.inner.tools_fresh_until.lock() = ttl.map(|ttl| Instant::now() + ttl);
         let mut tools = Vec::new();
-        let mut cursors = HashSet::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
-            let page = conn
-                .request("tools/list", params, &opts)
-                .map_err(|e| self.error(e))?;
-            for t in page["tools"].as_array().map_or(&[][..], Vec::as_slice) {
+        {
+            for t in &items {
                 match t["name"].as_str() {
                     Some(name) if !name.is_empty() => tools.push(ToolInfo {
                         name: name.to_string(),
@@ -231,6 +248,39 @@ impl Client {
                     }
                 }
             }
+        }
+        Ok(tools)
+    }
+
+    /// Every page of a list (`method`, items under `key`), and the
+    /// shortest `ttlMs` of its pages (`None` when a page had none).
+    fn pages(
+        &self,
+        conn: &Arc<Conn>,
+        method: &'static str,
+        key: &str,
+        cancel: Option<&Cancellable>,
+    ) -> Result<(Vec<Value>, Option<Duration>)> {
+        let opts = Opts {
+            timeout: self.inner.server.timeout,
+            cancel,
+            progress: None,
+        };
+        let mut items = Vec::new();
+        let mut cursors = HashSet::new();
+        let mut cursor: Option<String> = None;
+        let mut ttl: Option<Duration> = Some(Duration::MAX);
+        for _ in 0..MAX_PAGES {
+            let params = cursor.map_or_else(|| json!({}), |c| json!({"cursor": c}));
+            let mut page = conn
+                .request(method, params, &opts)
+                .map_err(|e| self.error(e))?;
+            // A negative or absent ttlMs means "stale at once".
+            let page_ttl = page["ttlMs"].as_u64().map(Duration::from_millis);
+            ttl = ttl.zip(page_ttl).map(|(a, b)| a.min(b));
+            if let Some(Value::Array(list)) = page.get_mut(key).map(Value::take) {
+                items.extend(list);
+            }
             match page["nextCursor"].as_str() {
                 Some(c) if !c.is_empty() && cursors.insert(c.to_string()) => {
                     cursor = Some(c.to_string());
@@ -238,7 +288,209 @@ impl Client {
                 _ => break,
             }
         }
-        Ok(tools)
+        Ok((items, ttl.filter(|t| *t != Duration::MAX)))
+    }
+
+    /// A list, from the cache while its `ttlMs` lasts and no change notice
+    /// came (`dirty`), else listed again.
+    fn cached_list(
+        &self,
+        method: &'static str,
+        key: &str,
+        dirty: impl Fn(&Conn) -> &std::sync::atomic::AtomicBool,
+    ) -> Result<Vec<Value>> {
+        let conn = self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })?;
+        let changed = dirty(&conn).swap(false, Ordering::SeqCst);
+        if !changed
+            && let Some((until, items)) = self.inner.cache.lock().get(method)
+            && Instant::now() < *until
+        {
+            return Ok(items.clone());
+        }
+        let (items, ttl) = self.pages(&conn, method, key, None)?;
+        let mut cache = self.inner.cache.lock();
+        match ttl.filter(|t| !t.is_zero()) {
+            Some(ttl) => {
+                cache.insert(method, (Instant::now() + ttl, items.clone()));
+            }
+            None => {
+                cache.remove(method);
+            }
+        }
+        Ok(items)
+    }
+
+    /// Every resource the server lists (all pages of `resources/list`),
+    /// kept for the `ttlMs` it gives unless it announces a change.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Client::connect); a server without resources answers
+    /// with an error ([`Error::Protocol`]).
+    pub fn list_resources(&self) -> Result<Vec<ResourceInfo>> {
+        let items = self.cached_list("resources/list", "resources", |c| &c.resources_dirty)?;
+        Ok(items.iter().filter_map(catalog::resource).collect())
+    }
+
+    /// Every resource template the server lists (all pages of
+    /// `resources/templates/list`); cached as
+    /// [`list_resources`](Client::list_resources).
+    ///
+    /// # Errors
+    ///
+    /// As [`list_resources`](Client::list_resources).
+    pub fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>> {
+        let items = self.cached_list("resources/templates/list", "resourceTemplates", |c| {
+            &c.resources_dirty
+        })?;
+        Ok(items.iter().filter_map(catalog::template).collect())
+    }
+
+    /// Read the resource `uri` (a listed one, or an expansion of a
+    /// template). A server that asks for input meanwhile is answered
+    /// through the [`InputProvider`](super::InputProvider).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Client::connect); a result larger than
+    /// [`Server::max_message_bytes`] is an [`Error::Transport`] saying so
+    /// (over stdio too, as soon as the line is read).
+    pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContent>> {
+        self.read_resource_with(uri, None)
+    }
+
+    pub(super) fn read_resource_with(
+        &self,
+        uri: &str,
+        cancel: Option<&Cancellable>,
+    ) -> Result<Vec<ResourceContent>> {
+        let conn = self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })?;
+        let opts = Opts {
+            timeout: self.inner.server.timeout,
+            cancel,
+            progress: None,
+        };
+        let result = self
+            .rounds(&conn, "resources/read", &json!({"uri": uri}), &opts)
+            .map_err(|e| self.error(e))?;
+        Ok(catalog::contents(&result))
+    }
+
+    /// Every prompt the server lists (all pages of `prompts/list`); cached
+    /// as [`list_resources`](Client::list_resources).
+    ///
+    /// # Errors
+    ///
+    /// As [`list_resources`](Client::list_resources).
+    pub fn list_prompts(&self) -> Result<Vec<PromptInfo>> {
+        let items = self.cached_list("prompts/list", "prompts", |c| &c.prompts_dirty)?;
+        Ok(items.iter().filter_map(catalog::prompt_info).collect())
+    }
+
+    /// The prompt `name` filled in with `arguments` (`prompts/get`).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_resource`](Client::read_resource); an unknown prompt or a
+    /// missing required argument is the server's [`Error::Protocol`].
+    pub fn get_prompt<K, V>(
+        &self,
+        name: &str,
+        arguments: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Prompt>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let conn = self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })?;
+        let opts = Opts {
+            timeout: self.inner.server.timeout,
+            cancel: None,
+            progress: None,
+        };
+        let args: serde_json::Map<String, Value> = arguments
+            .into_iter()
+            .map(|(k, v)| (k.into(), Value::String(v.into())))
+            .collect();
+        let result = self
+            .rounds(
+                &conn,
+                "prompts/get",
+                &json!({"name": name, "arguments": args}),
+                &opts,
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(catalog::prompt(&result))
+    }
+
+    /// One request, through as many `input_required` rounds as the server
+    /// asks for (at most [`MAX_INPUT_ROUNDS`]): each round's elicitation
+    /// requests go to the input provider, and the request is sent again
+    /// with their answers (`inputResponses`) and the server's
+    /// `requestState`, echoed unread.
+    fn rounds(
+        &self,
+        conn: &Arc<Conn>,
+        method: &str,
+        params: &Value,
+        opts: &Opts<'_>,
+    ) -> std::result::Result<Value, RpcError> {
+        let mut retry = params.clone();
+        for _ in 0..=MAX_INPUT_ROUNDS {
+            let result = conn.request(method, retry.clone(), opts)?;
+            if result["resultType"] != "input_required" {
+                return Ok(result);
+            }
+            let asks = result["inputRequests"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            if asks.len() > MAX_INPUT_REQUESTS {
+                return Err(RpcError::Input(format!(
+                    "the server asked for {} inputs at once (at most {MAX_INPUT_REQUESTS})",
+                    asks.len()
+                )));
+            }
+            let mut answers = serde_json::Map::new();
+            for (key, ask) in asks {
+                let answer = match ask["method"].as_str().unwrap_or_default() {
+                    "elicitation/create" => input::elicit(
+                        conn.asker.as_ref(),
+                        self.name(),
+                        &ask["params"],
+                        opts.cancel,
+                        None,
+                    )?,
+                    // Sampling and roots are deprecated, and not declared.
+                    other => {
+                        return Err(RpcError::Input(format!(
+                            "the server asked for `{}`, which this client does not offer",
+                            crate::util::excerpt(other, 60)
+                        )));
+                    }
+                };
+                answers.insert(key, answer);
+            }
+            retry = params.clone();
+            if let Some(p) = retry.as_object_mut() {
+                p.insert("inputResponses".into(), Value::Object(answers));
+                if let Some(state) = result.get("requestState").filter(|s| s.is_string()) {
+                    p.insert("requestState".into(), state.clone());
+                }
+            }
+        }
+        Err(RpcError::Input(format!(
+            "the server still asked for input after {MAX_INPUT_ROUNDS} rounds; gave up"
+        )))
     }
 
     /// Call the server's tool `tool` with `args`; the text the model sees
@@ -264,9 +516,10 @@ impl Client {
             json!({})
         };
         let name = &self.inner.name;
-        match conn.request(
+        match self.rounds(
+            &conn,
             "tools/call",
-            json!({"name": tool, "arguments": args}),
+            &json!({"name": tool, "arguments": args}),
             &opts,
         ) {
             Ok(result) => content::observation(&result),
@@ -333,9 +586,33 @@ impl Client {
 
     /// Take the "tool list changed" mark (set by
     /// `notifications/tools/list_changed` and by a restart).
+    ///
+    /// A 2026 server announces changes on a `subscriptions/listen` stream:
+    /// one that ended is opened again here, and the list counts as changed
+    /// (a change may have gone unseen). A 2026 server that offers no such
+    /// stream has its list relisted once its `ttlMs` has passed.
     pub(super) fn take_tools_changed(&self) -> bool {
-        let conn = Arc::clone(&self.inner.state.lock().conn);
-        conn.tools_dirty.swap(false, Ordering::SeqCst)
+        let (conn, caps) = {
+            let st = self.inner.state.lock();
+            (Arc::clone(&st.conn), st.info.capabilities.clone())
+        };
+        let mut changed = conn.tools_dirty.swap(false, Ordering::SeqCst);
+        if conn.is_modern() && conn.closed_reason().is_none() {
+            if let Some(filter) = listen_filter(&caps) {
+                if !conn.listening() {
+                    conn.listen(&filter);
+                    changed = true;
+                }
+            } else if self
+                .inner
+                .tools_fresh_until
+                .lock()
+                .is_some_and(|until| Instant::now() >= until)
+            {
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// The live connection, restarting a dead stdio server within budget.
@@ -437,7 +714,11 @@ fn start(
     observer: Option<Observer>,
     secrets: &Secrets,
 ) -> Result<Arc<Conn>> {
-    let conn = Conn::new(Arc::clone(name), observer, secrets.clone());
+    let asker = server.input.clone().map(|provider| Asker {
+        provider,
+        timeout: server.input_timeout,
+    });
+    let conn = Conn::new(Arc::clone(name), observer, secrets.clone(), asker);
     match &server.transport {
         Transport::Stdio {
             command,
@@ -474,21 +755,54 @@ fn start(
     Ok(conn)
 }
 
-/// The `initialize` handshake on a started connection; closes it on
-/// failure.
+/// Find out which generation the server speaks: the `server/discover`
+/// probe, then, for a 2025 server, the `initialize` handshake; closes the
+/// connection on failure.
 fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> {
     let versions = if server.is_stdio() {
         STDIO_VERSIONS
     } else {
         HTTP_VERSIONS
     };
-    match conn.initialize(server.startup_timeout, versions) {
-        Ok(info) => Ok(info),
+    let probe = server.startup_timeout.min(PROBE_TIMEOUT);
+    let (shaken, what) = match conn.discover(probe) {
+        Ok(Some(info)) => (Ok(info), ""),
+        Ok(None) => (
+            conn.initialize(server.startup_timeout, versions),
+            "initialize failed: ",
+        ),
+        Err(e) => (Err(e), "server/discover failed: "),
+    };
+    match shaken {
+        Ok(info) => {
+            if conn.is_modern()
+                && let Some(filter) = listen_filter(&info.capabilities)
+            {
+                conn.listen(&filter);
+            }
+            Ok(info)
+        }
         Err(e) => {
             conn.close();
-            Err(rpc_error(name, server, e, "initialize failed: "))
+            Err(rpc_error(name, server, e, what))
         }
     }
+}
+
+/// The `subscriptions/listen` filter for what the server says may change,
+/// or `None` when it announces no list changes.
+fn listen_filter(capabilities: &Value) -> Option<Value> {
+    let mut filter = serde_json::Map::new();
+    for (cap, key) in [
+        ("tools", "toolsListChanged"),
+        ("resources", "resourcesListChanged"),
+        ("prompts", "promptsListChanged"),
+    ] {
+        if capabilities[cap]["listChanged"] == Value::Bool(true) {
+            filter.insert(key.into(), Value::Bool(true));
+        }
+    }
+    (!filter.is_empty()).then_some(Value::Object(filter))
 }
 
 /// The server's URL, redacted, for errors; `None` over stdio.
@@ -515,7 +829,7 @@ fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
             url,
             source: format!("MCP server `{name}`: {what}{why}").into(),
         },
-        (e @ RpcError::Remote { .. }, url) => Error::Protocol {
+        (e @ (RpcError::Remote { .. } | RpcError::Input(_)), url) => Error::Protocol {
             message: format!("MCP server `{name}`: {what}{e}"),
             url,
         },

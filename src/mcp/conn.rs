@@ -44,7 +44,10 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, at, bounded, select};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::jsonrpc::{self, Incoming, LATEST_VERSION, METHOD_NOT_FOUND, RpcError};
+use super::input::{self, Asker};
+use super::jsonrpc::{
+    self, Incoming, LATEST_VERSION, METHOD_NOT_FOUND, MODERN_ERRORS, MODERN_VERSION, RpcError,
+};
 use crate::Cancellable;
 use crate::util::{Secrets, instant_after};
 
@@ -71,6 +74,12 @@ pub(super) enum Notice {
     ToolsChanged {
         server: Arc<str>,
     },
+    /// `notifications/resources/list_changed` or `.../prompts/list_changed`.
+    ListChanged {
+        server: Arc<str>,
+        /// `"resources"` or `"prompts"`.
+        what: &'static str,
+    },
 }
 
 pub(super) type Observer = Arc<dyn Fn(Notice) + Send + Sync>;
@@ -86,10 +95,12 @@ enum Queued {
     Answer(Answer),
 }
 
-/// What `initialize` told us about the server.
+/// What `initialize` (or `server/discover`) told us about the server.
 #[derive(Clone, Debug, Default)]
 pub(super) struct InitInfo {
     pub(super) protocol_version: String,
+    /// The server's `capabilities`, as sent.
+    pub(super) capabilities: Value,
     pub(super) name: String,
     pub(super) title: Option<String>,
     pub(super) version: Option<String>,
@@ -162,6 +173,21 @@ pub(super) struct Conn {
     next_id: AtomicU64,
     closed: Mutex<Option<String>>,
     pub(super) tools_dirty: AtomicBool,
+    /// Set by `notifications/resources/list_changed`.
+    pub(super) resources_dirty: AtomicBool,
+    /// Set by `notifications/prompts/list_changed`.
+    pub(super) prompts_dirty: AtomicBool,
+    /// The modern generation's per-request `_meta` (version, client info
+    /// and capabilities), merged into every request; `None` for a 2025
+    /// server (and during `initialize`).
+    modern: Mutex<Option<Value>>,
+    /// Who answers the server's input requests; `None`: refused.
+    pub(super) asker: Option<Asker>,
+    /// The cancel of the call in flight, for a 2025 `elicitation/create`
+    /// sent during it.
+    active_cancel: Mutex<Option<Cancellable>>,
+    /// The `subscriptions/listen` request's answer slot, while one is open.
+    listen: Mutex<Option<Receiver<Result<Value, RpcError>>>>,
     /// Notices for the notice thread (see the module docs on floods);
     /// `None` if that thread could not start (notices are then handled on
     /// the reader).
@@ -176,7 +202,12 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(name: Arc<str>, observer: Option<Observer>, secrets: Secrets) -> Arc<Conn> {
+    pub(super) fn new(
+        name: Arc<str>,
+        observer: Option<Observer>,
+        secrets: Secrets,
+        asker: Option<Asker>,
+    ) -> Arc<Conn> {
         let shed = Arc::new(AtomicU64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
         let (tx, rx) = bounded::<Queued>(NOTICE_QUEUE);
@@ -217,6 +248,12 @@ impl Conn {
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
             tools_dirty: AtomicBool::new(false),
+            resources_dirty: AtomicBool::new(false),
+            prompts_dirty: AtomicBool::new(false),
+            modern: Mutex::new(None),
+            asker,
+            active_cancel: Mutex::new(None),
+            listen: Mutex::new(None),
             notices,
             queued,
             observer,
@@ -266,11 +303,15 @@ impl Conn {
         let id = self.next_id();
         let (tx, rx) = bounded(1);
         self.pending.lock().insert(id, tx);
+        if let Some(meta) = self.modern.lock().as_ref() {
+            merge_meta(&mut params, meta);
+        }
         if let Some(label) = &opts.progress {
-            if let Some(p) = params.as_object_mut() {
-                p.insert("_meta".into(), json!({"progressToken": id}));
-            }
+            merge_meta(&mut params, &json!({"progressToken": id}));
             self.progress.lock().insert(id, label.clone());
+            if let Some(c) = opts.cancel {
+                *self.active_cancel.lock() = Some(c.clone());
+            }
         }
         // `cancel_tx` lives until the wait ends (a dropped sender would wake
         // the `select!` as if cancelled).
@@ -381,7 +422,11 @@ impl Conn {
                 log::warn!(target: "pikuri::mcp", "[{}] response without a usable id: {outcome:?}", self.name);
                 None
             }
-            Incoming::Request { id, method, .. } => {
+            Incoming::Request { id, method, params } => {
+                if method == "elicitation/create" && self.asker.is_some() {
+                    self.elicit_2025(id, params);
+                    return None;
+                }
                 let reply = if method == "ping" {
                     jsonrpc::result(id, json!({}))
                 } else {
@@ -418,6 +463,24 @@ impl Conn {
                     return;
                 }
                 Notice::ToolsChanged { server }
+            }
+            "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
+                let what = if method.contains("resources") {
+                    self.resources_dirty.store(true, Ordering::SeqCst);
+                    "resources"
+                } else {
+                    self.prompts_dirty.store(true, Ordering::SeqCst);
+                    "prompts"
+                };
+                log::debug!(target: "pikuri::mcp", "[{server}] {what} list changed");
+                if self.observer.is_none() {
+                    return;
+                }
+                Notice::ListChanged { server, what }
+            }
+            "notifications/subscriptions/acknowledged" => {
+                log::debug!(target: "pikuri::mcp", "[{server}] subscription acknowledged: {}", params["notifications"]);
+                return;
             }
             "notifications/progress" => {
                 let token = &params["progressToken"];
@@ -467,6 +530,34 @@ impl Conn {
         }
     }
 
+    /// Answer a 2025 `elicitation/create` on a thread of its own (the user
+    /// may take minutes; the reader must not wait), bounded by the cancel
+    /// of the call in flight.
+    fn elicit_2025(self: &Arc<Self>, id: Value, params: Value) {
+        let conn = Arc::clone(self);
+        let spawned = thread::Builder::new()
+            .name(format!("mcp-{}-elicit", self.name))
+            .spawn(move || {
+                let cancel = conn.active_cancel.lock().clone();
+                let reply = match input::elicit(
+                    conn.asker.as_ref(),
+                    &conn.name,
+                    &params,
+                    cancel.as_ref(),
+                    None,
+                ) {
+                    Ok(answer) => jsonrpc::result(id, answer),
+                    Err(_) => jsonrpc::result(id, json!({"action": "cancel"})),
+                };
+                if let Err(e) = conn.send(reply) {
+                    log::debug!(target: "pikuri::mcp", "[{}] could not answer elicitation/create: {e}", conn.name);
+                }
+            });
+        if let Err(e) = spawned {
+            log::warn!(target: "pikuri::mcp", "[{}] could not start an input thread: {e}", self.name);
+        }
+    }
+
     /// Hand an answer to the caller waiting for it: after the notices the
     /// server sent before it (a tool's progress precedes its result), so
     /// through the notice thread while any is queued or being delivered,
@@ -497,13 +588,102 @@ impl Conn {
             cancel: None,
             progress: None,
         };
-        let result = self.request("initialize", init_params(), &opts)?;
+        let result = self.request("initialize", init_params(self.asker.is_some()), &opts)?;
         let info = parse_init(&result, accepted)?;
         if let Some(wire) = self.wire.get() {
             wire.set_protocol_version(&info.protocol_version);
         }
         self.send(jsonrpc::notification("notifications/initialized", None))?;
         Ok(info)
+    }
+
+    /// The modern probe: `server/discover` with the 2026 `_meta`. On
+    /// success the connection speaks the modern generation from then on.
+    /// `Ok(None)` means "a legacy server: run `initialize`" (any error that
+    /// is not a recognized modern one, or no answer within `timeout`, as
+    /// the specification's stdio and HTTP fallback rules say).
+    pub(super) fn discover(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<Option<InitInfo>, RpcError> {
+        let opts = Opts {
+            timeout,
+            cancel: None,
+            progress: None,
+        };
+        let meta = modern_meta(self.asker.is_some());
+        if let Some(wire) = self.wire.get() {
+            wire.set_protocol_version(MODERN_VERSION);
+        }
+        let mut params = json!({});
+        merge_meta(&mut params, &meta);
+        let legacy = |why: &dyn std::fmt::Display| {
+            log::debug!(target: "pikuri::mcp", "[{}] server/discover: {why}; trying initialize", self.name);
+            if let Some(wire) = self.wire.get() {
+                wire.set_protocol_version("");
+            }
+            Ok(None)
+        };
+        let result = match self.request("server/discover", params, &opts) {
+            Ok(result) => result,
+            Err(RpcError::Remote { code, message }) if MODERN_ERRORS.contains(&code) => {
+                return Err(RpcError::Transport(format!(
+                    "the server speaks a newer protocol but refused this client's {MODERN_VERSION}: {message} (code {code})"
+                )));
+            }
+            Err(e @ (RpcError::Remote { .. } | RpcError::Timeout(_))) => return legacy(&e),
+            // A 2025 server over HTTP refuses a request without a session:
+            // 400, 404 or 405, without a modern error in the body.
+            Err(RpcError::Status { status, message })
+                if matches!(status, 400 | 404 | 405) && !names_modern_error(&message) =>
+            {
+                return legacy(&format!("http status {status}"));
+            }
+            Err(e) => return Err(e),
+        };
+        let info = parse_discover(&result)?;
+        let Some(info) = info else {
+            // A dual-era server listing only legacy versions.
+            return legacy(&"no modern version offered");
+        };
+        *self.modern.lock() = Some(meta);
+        Ok(Some(info))
+    }
+
+    /// Open a `subscriptions/listen` stream asking for `filter` (the
+    /// 2026 replacement of the list-changed notifications outside a
+    /// request): a request that is never answered while the stream lives.
+    pub(super) fn listen(self: &Arc<Self>, filter: &Value) {
+        let id = self.next_id();
+        let (tx, rx) = bounded(1);
+        self.pending.lock().insert(id, tx);
+        let mut params = json!({"notifications": filter});
+        if let Some(meta) = self.modern.lock().as_ref() {
+            merge_meta(&mut params, meta);
+        }
+        let msg = jsonrpc::request(id, "subscriptions/listen", params);
+        let sent = match self.wire.get() {
+            Some(wire) => wire.send(self, msg, Some(id), None),
+            None => Err(RpcError::Closed("not connected".into())),
+        };
+        if let Err(e) = sent {
+            self.forget(id);
+            log::debug!(target: "pikuri::mcp", "[{}] subscriptions/listen not sent: {e}", self.name);
+            return;
+        }
+        *self.listen.lock() = Some(rx);
+    }
+
+    /// Whether a `subscriptions/listen` stream is open (opened, and neither
+    /// ended by the server nor failed).
+    pub(super) fn listening(&self) -> bool {
+        self.closed_reason().is_none()
+            && self.listen.lock().as_ref().is_some_and(Receiver::is_empty)
+    }
+
+    /// Whether this connection speaks the 2026 generation.
+    pub(super) fn is_modern(&self) -> bool {
+        self.modern.lock().is_some()
     }
 
     /// Close the transport (stdio: stdin, then the process group; HTTP:
@@ -535,20 +715,114 @@ fn deliver(observer: Option<&Observer>, notice: Notice) {
             let text = data.as_str().map_or_else(|| data.to_string(), String::from);
             log::log!(target: "pikuri::mcp", lvl, "[{server}] {}: {text}", logger.as_deref().unwrap_or("server"));
         }
-        Notice::ToolsChanged { .. } => {}
+        Notice::ToolsChanged { .. } | Notice::ListChanged { .. } => {}
     }
     if let Some(observer) = observer {
         observer(notice);
     }
 }
 
-pub(super) fn init_params() -> Value {
+pub(super) fn init_params(elicitation: bool) -> Value {
     json!({
         "protocolVersion": LATEST_VERSION,
-        // No roots, sampling or elicitation: such requests get -32601.
-        "capabilities": {},
+        // No roots or sampling: such requests get -32601; elicitation only
+        // with an input provider.
+        "capabilities": capabilities(elicitation),
         "clientInfo": {"name": "pikuri", "version": env!("CARGO_PKG_VERSION")},
     })
+}
+
+fn capabilities(elicitation: bool) -> Value {
+    if elicitation {
+        json!({"elicitation": {"form": {}}})
+    } else {
+        json!({})
+    }
+}
+
+/// The modern generation's per-request `_meta`.
+fn modern_meta(elicitation: bool) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "pikuri", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": capabilities(elicitation),
+    })
+}
+
+/// Merge the keys of `meta` into `params._meta` (made an object if it is
+/// not one), keeping keys already there.
+pub(super) fn merge_meta(params: &mut Value, meta: &Value) {
+    if !params.is_object() {
+        *params = json!({});
+    }
+    let Some(p) = params.as_object_mut() else {
+        return;
+    };
+    let slot = p.entry("_meta").or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    if let (Some(slot), Some(meta)) = (slot.as_object_mut(), meta.as_object()) {
+        for (k, v) in meta {
+            slot.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// Whether an HTTP error body carries one of the modern JSON-RPC errors.
+fn names_modern_error(body: &str) -> bool {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_i64())
+        .is_some_and(|c| MODERN_ERRORS.contains(&c))
+}
+
+/// A `DiscoverResult`: `Ok(None)` when it lists no modern version this
+/// client speaks but a legacy one (try `initialize`); an error when it is
+/// not a discover result at all, or lists no version this client speaks.
+fn parse_discover(result: &Value) -> Result<Option<InitInfo>, RpcError> {
+    let garbage = || {
+        RpcError::Transport(format!(
+            "the server answered server/discover with something that is not a discover result: {}",
+            crate::util::excerpt(&result.to_string(), 200)
+        ))
+    };
+    let Some(fields) = result.as_object() else {
+        return Err(garbage());
+    };
+    // Some legacy servers answer every unknown method with an empty result.
+    let Some(versions) = fields.get("supportedVersions") else {
+        return Ok(None);
+    };
+    let versions: Vec<&str> = versions
+        .as_array()
+        .ok_or_else(garbage)?
+        .iter()
+        .map(|v| v.as_str().ok_or_else(garbage))
+        .collect::<Result<_, _>>()?;
+    if !versions.contains(&MODERN_VERSION) {
+        if versions.iter().any(|v| jsonrpc::STDIO_VERSIONS.contains(v)) {
+            return Ok(None);
+        }
+        return Err(RpcError::Transport(format!(
+            "the server speaks protocol versions {versions:?}; this client supports {MODERN_VERSION}, {}",
+            jsonrpc::STDIO_VERSIONS.join(", ")
+        )));
+    }
+    let info = &result["_meta"]["io.modelcontextprotocol/serverInfo"];
+    let text = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.trim().is_empty())
+            .map(String::from)
+    };
+    Ok(Some(InitInfo {
+        protocol_version: MODERN_VERSION.to_string(),
+        capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+        name: text(&info["name"]).unwrap_or_default(),
+        title: text(&info["title"]),
+        version: text(&info["version"]),
+        instructions: text(&result["instructions"]),
+    }))
 }
 
 pub(super) fn parse_init(result: &Value, accepted: &[&str]) -> Result<InitInfo, RpcError> {
@@ -567,6 +841,7 @@ pub(super) fn parse_init(result: &Value, accepted: &[&str]) -> Result<InitInfo, 
     };
     Ok(InitInfo {
         protocol_version: version.to_string(),
+        capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
         name: text(&info["name"]).unwrap_or_default(),
         title: text(&info["title"]),
         version: text(&info["version"]),

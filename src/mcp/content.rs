@@ -41,7 +41,8 @@ pub(super) fn observation(result: &Value) -> Result<String, ToolError> {
     }
 }
 
-fn item(item: &Value) -> String {
+/// One content item as the model sees it.
+pub(super) fn item(item: &Value) -> String {
     let str_of = |key: &str| item[key].as_str().unwrap_or_default();
     let mime = |v: &Value| {
         v["mimeType"]

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::conn::{Bound, Conn, Wire, init_params, parse_init};
-use super::jsonrpc::{self, HTTP_VERSIONS, RpcError};
+use super::jsonrpc::{self, HTTP_VERSIONS, MODERN_VERSION, RpcError};
 use super::oauth::{OAuth, Session};
 use crate::media_type::MediaType;
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
@@ -159,8 +159,9 @@ impl Http {
         }
     }
 
+    /// The `MCP-Protocol-Version` to send; empty: none.
     pub(super) fn set_protocol_version(&self, version: &str) {
-        *self.version.lock() = Some(version.to_string());
+        *self.version.lock() = (!version.is_empty()).then(|| version.to_string());
     }
 
     /// POST `msg` on a worker thread; `id` is the request waiting for an
@@ -225,7 +226,7 @@ impl Http {
         *self.version.lock() = None;
         let id = conn.next_id();
         let mut answer = None;
-        let msg = jsonrpc::request(id, "initialize", init_params());
+        let msg = jsonrpc::request(id, "initialize", init_params(conn.asker.is_some()));
         self.post(conn, &msg, Some(id), &mut |mut m| {
             if m["id"].as_u64() == Some(id) {
                 conn.secrets.redact_json(&mut m);
@@ -252,6 +253,20 @@ impl Http {
         Ok(())
     }
 
+    /// `MCP-Protocol-Version` once known, and for the 2026 generation the
+    /// headers it mirrors from the body.
+    fn version_headers(&self, msg: &Value) -> Vec<(&'static str, String)> {
+        match self.version.lock().as_deref() {
+            None => Vec::new(),
+            Some(v) if v == MODERN_VERSION => {
+                let mut headers = vec![("MCP-Protocol-Version", v.to_string())];
+                headers.extend(mirrored(msg));
+                headers
+            }
+            Some(v) => vec![("MCP-Protocol-Version", v.to_string())],
+        }
+    }
+
     /// One blocking POST; every message read is handed to `on_msg`, which
     /// returns the id of the request it answered (reading stops once that
     /// is `id`).
@@ -273,8 +288,8 @@ impl Http {
         if let Some(s) = &session {
             req = req.header("Mcp-Session-Id", s);
         }
-        if let Some(v) = self.version.lock().as_deref() {
-            req = req.header("MCP-Protocol-Version", v);
+        for (name, value) in self.version_headers(msg) {
+            req = req.header(name, &value);
         }
         let token = self.token();
         if let Some(token) = &token {
@@ -438,6 +453,58 @@ impl Http {
     }
 }
 
+/// The headers the 2026 generation mirrors from the body: the method, and
+/// the name of what a call, read or get is about.
+fn mirrored(msg: &Value) -> Vec<(&'static str, String)> {
+    let Some(method) = msg["method"].as_str() else {
+        return Vec::new();
+    };
+    let mut headers = vec![("Mcp-Method", header_value(method))];
+    let name = msg["params"]["name"]
+        .as_str()
+        .or_else(|| msg["params"]["uri"].as_str());
+    if let Some(name) = name
+        && matches!(method, "tools/call" | "resources/read" | "prompts/get")
+    {
+        headers.push(("Mcp-Name", header_value(name)));
+    }
+    headers
+}
+
+/// `value` as a header value: as is when it is plain visible ASCII (or
+/// spaces inside), else the specification's `=?base64?…?=` form of its
+/// UTF-8 bytes (also for a plain value that looks like that form).
+fn header_value(value: &str) -> String {
+    let visible = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let sentinel = value.starts_with("=?base64?") && value.ends_with("?=");
+    if visible && !value.is_empty() && !padded && !sentinel {
+        value.to_string()
+    } else {
+        format!("=?base64?{}?=", base64(value.as_bytes()))
+    }
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Whether the response is an event stream, through the crate's one
 /// media-type parser (`Text/Event-Stream; charset=UTF-8` is one too).
 fn is_event_stream(headers: &ureq::http::HeaderMap) -> bool {
@@ -467,5 +534,25 @@ impl Wire for Arc<Http> {
     }
     fn close(&self, _name: &str) {
         Http::close(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_value;
+
+    #[test]
+    fn header_values_are_plain_or_base64_as_the_spec_shows() {
+        assert_eq!(header_value("us-west1"), "us-west1");
+        assert_eq!(
+            header_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
+        assert_eq!(header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+        assert_eq!(
+            header_value("=?base64?literal?="),
+            "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="
+        );
     }
 }

@@ -15,6 +15,16 @@ pub(super) const LATEST_VERSION: &str = "2025-06-18";
 pub(super) const STDIO_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 pub(super) const HTTP_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26"];
 
+/// The one protocol revision of the modern generation this client speaks:
+/// no `initialize`, a `server/discover` probe, version and capabilities in
+/// each request's `_meta`.
+pub(super) const MODERN_VERSION: &str = "2026-07-28";
+
+/// Error codes by which a modern server says "I am modern, but ...":
+/// header mismatch, a missing client capability, an unsupported version.
+/// Any of them to the `server/discover` probe means "do not fall back".
+pub(super) const MODERN_ERRORS: &[i64] = &[-32020, -32021, -32022];
+
 /// JSON-RPC "method not found": the answer to sampling, elicitation,
 /// roots/list and any other request the client does not serve.
 pub(super) const METHOD_NOT_FOUND: i64 = -32601;
@@ -29,7 +39,11 @@ pub(super) enum Incoming {
         outcome: Result<Value, RpcError>,
     },
     /// A request from the server: must be answered.
-    Request { id: Value, method: String },
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
     /// A notification from the server.
     Notification { method: String, params: Value },
     /// Not JSON-RPC.
@@ -44,7 +58,7 @@ impl Incoming {
         let method = obj.get("method").and_then(Value::as_str).map(String::from);
         let params = obj.remove("params").unwrap_or(Value::Null);
         match (method, obj.remove("id")) {
-            (Some(method), Some(id)) if !id.is_null() => Incoming::Request { id, method },
+            (Some(method), Some(id)) if !id.is_null() => Incoming::Request { id, method, params },
             (Some(method), _) => Incoming::Notification { method, params },
             (None, Some(id)) => {
                 let id = id
@@ -110,6 +124,9 @@ pub(super) enum RpcError {
     /// The connection could not be made (HTTP: refused, unreachable, the
     /// name did not resolve).
     Unreachable(String),
+    /// The server's requests for input could not be served (too many
+    /// rounds, a kind this client does not offer).
+    Input(String),
     /// The server answered with a non-success HTTP status.
     Status {
         status: u16,
@@ -132,6 +149,7 @@ impl RpcError {
             },
             RpcError::Closed(why) => RpcError::Closed(clean(why)),
             RpcError::Transport(why) => RpcError::Transport(clean(why)),
+            RpcError::Input(why) => RpcError::Input(clean(why)),
             RpcError::Unreachable(why) => RpcError::Unreachable(clean(why)),
             RpcError::Status { status, message } => RpcError::Status {
                 status,
@@ -149,7 +167,9 @@ impl fmt::Display for RpcError {
             RpcError::Timeout(d) => write!(f, "no answer within {} s", d.as_secs_f64()),
             RpcError::Cancelled => f.write_str("cancelled"),
             RpcError::Closed(why) => write!(f, "connection closed: {why}"),
-            RpcError::Transport(why) | RpcError::Unreachable(why) => f.write_str(why),
+            RpcError::Transport(why) | RpcError::Unreachable(why) | RpcError::Input(why) => {
+                f.write_str(why)
+            }
             RpcError::Status { status, message } if message.is_empty() => {
                 write!(f, "http status {status}")
             }

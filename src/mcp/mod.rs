@@ -1,10 +1,12 @@
-//! Model Context Protocol: tools of MCP servers as agent tools.
+//! Model Context Protocol: tools of MCP servers as agent tools; their
+//! resources and prompts for the host; their questions to the user.
 //!
 //! Needs the `mcp` feature (on by default).
 //!
 //! Declare servers in a [`Registry`] and add it as an extension. At
 //! [`build`](crate::Configurator::build) every server is started (stdio) or
-//! reached (Streamable HTTP), the `initialize` handshake runs, its tools are
+//! reached (Streamable HTTP), its protocol generation is found (see
+//! [Protocol](#protocol)), its tools are
 //! listed and offered to the model as `<server>__<tool>`, and an
 //! `<available_mcps>` block joins the system prompt.
 //! [`Agent::close`](crate::Agent::close) shuts every server down.
@@ -30,16 +32,90 @@
 //!
 //! # Protocol
 //!
-//! JSON-RPC 2.0 as the 2025-06-18 revision describes it. The client offers
-//! `2025-06-18` and accepts a server answering `2025-03-26` (or, over stdio,
-//! `2024-11-05`); any other answer fails the connect. It declares no client
-//! capabilities: the server's `sampling/createMessage`, `elicitation/create`,
-//! `roots/list` and any other request get a `-32601` error at once; its
-//! `ping` gets an empty result. Unknown notifications are logged at `debug`
-//! and ignored. Over HTTP, `Mcp-Session-Id` is kept and sent,
-//! `MCP-Protocol-Version` follows the handshake, and a 404 to a request
-//! with a session id (an expired session) runs the handshake again once and
-//! retries.
+//! JSON-RPC 2.0, in either generation; [`Client::protocol_version`] says
+//! which one a server speaks.
+//!
+//! **2026-07-28.** The client first sends `server/discover` with the
+//! version, its name and its capabilities in `_meta`
+//! (`io.modelcontextprotocol/protocolVersion`, `.../clientInfo`,
+//! `.../clientCapabilities`). A server answering with `supportedVersions`
+//! that lists `2026-07-28` is spoken to in that revision: no handshake, no
+//! session, the same `_meta` merged into every request (beside a
+//! `progressToken`), and over HTTP `MCP-Protocol-Version`, `Mcp-Method`
+//! and, for `tools/call`, `resources/read` and `prompts/get`, `Mcp-Name`
+//! headers (base64 in the `=?base64?…?=` form when not plain ASCII).
+//!
+//! **Fallback to 2025.** Any other answer to the probe (a JSON-RPC error
+//! such as `-32601`, no answer within 10 s or the startup timeout if
+//! shorter, an HTTP 400, 404 or 405 whose body is not one of the modern
+//! errors `-32020`..`-32022`, an empty result, or a `supportedVersions`
+//! listing only 2025 revisions) makes it a 2025 server: the `initialize`
+//! handshake runs as the 2025-06-18 revision describes. The client offers
+//! `2025-06-18` and accepts `2025-03-26` (or, over stdio, `2024-11-05`).
+//! Over HTTP, `Mcp-Session-Id` is kept and sent, `MCP-Protocol-Version`
+//! follows the handshake, and a 404 to a request with a session id (an
+//! expired session) runs the handshake again once and retries.
+//!
+//! **Failures of the probe** are errors of the connect, not fallbacks: a
+//! modern error (`-32020`..`-32022`: the server is modern but refuses this
+//! client's version), a result that is not an object or whose
+//! `supportedVersions` is not a list of strings ("not a discover result"),
+//! or one listing only versions this client does not speak.
+//!
+//! Both generations give the same tools, events, timeouts, cancellation
+//! and restarts (a restart probes again). The server's `ping` gets an
+//! empty result; `sampling/createMessage`, `roots/list` and any other
+//! request it sends get `-32601` at once, as does `elicitation/create`
+//! without an [`InputProvider`]. Unknown notifications are logged at
+//! `debug` and ignored.
+//!
+//! # Resources and prompts
+//!
+//! [`Client::list_resources`], [`Client::list_resource_templates`] and
+//! [`Client::list_prompts`] follow every page; [`Client::read_resource`]
+//! and [`Client::get_prompt`] (arguments as name/value pairs;
+//! [`Prompt::text`] is a ready next user message) ask one. A list result
+//! is kept for the `ttlMs` the server gives (none, or 0: asked again each
+//! time) unless the server announces a change of that list. A result over
+//! [`Server::max_message_bytes`] (say a 10 MB resource) fails the request
+//! at once with an error naming the bound, over stdio too when the
+//! answer's id is near the start of its line (as JSON-RPC libraries
+//! write it); else at the timeout. [`Server::resource_tool`] (off by
+//! default) offers the model a `<server>__read_resource` tool whose
+//! description lists up to 50 resources.
+//!
+//! # Servers that ask the user
+//!
+//! A 2026 server answers a `tools/call`, `resources/read` or `prompts/get`
+//! with `resultType: "input_required"` and `elicitation/create` requests;
+//! a 2025 server sends `elicitation/create` during the call. Both go to
+//! the [`InputProvider`] of the server ([`Server::input_provider`], or
+//! [`Registry::input_provider`]); its answer is validated against the
+//! schema the server sent, and the 2026 request is sent again with
+//! `inputResponses` and the server's `requestState` (echoed unread), up to
+//! 8 rounds, then `Error: ... still asked for input after 8 rounds`. A
+//! request whose schema is not a flat object of simple fields (or is over
+//! 64 KiB, or has over 64 fields), or of `url` mode, is declined without
+//! asking; so is every request when no provider is set (a 2025 server gets
+//! `-32601`, and no elicitation capability is declared). A 2026
+//! `sampling/createMessage` or `roots/list` input request (deprecated, and
+//! never declared) fails the call with an error naming it. The wait for
+//! the provider ends at once on a cancel of the run (the call returns
+//! "cancelled"), or after [`Server::input_timeout`] (the server is
+//! answered `cancel`). `TerminalInput` (feature `terminal`) asks at a
+//! terminal, sanitizing everything the server wrote.
+//!
+//! # Not supported (2026-07-28)
+//!
+//! Completion (`completion/complete`), logging levels per request,
+//! `resourceSubscriptions` (updates of one resource), the `url` mode of
+//! elicitation, sampling and roots (deprecated), `Mcp-Param-*` headers
+//! for tool parameters, `traceparent` in `_meta`, the deprecated HTTP+SSE
+//! transport, `UnsupportedProtocolVersionError` retry with another version
+//! (this client speaks one modern version), `cacheScope`, caching of
+//! `resources/read`, and closing the response stream to cancel over HTTP
+//! (the client sends `notifications/cancelled` as over stdio and stops
+//! waiting; the worker reads on until the server ends or the timeout).
 //!
 //! # OAuth
 //!
@@ -95,6 +171,12 @@
 //! # Refresh points
 //!
 //! `notifications/tools/list_changed` only marks the server's list stale.
+//! A 2025 server sends it when it likes; a 2026 server that declares
+//! `listChanged` for tools, resources or prompts gets a
+//! `subscriptions/listen` request at connect, whose stream carries it
+//! (one that ended is opened again at the next refresh point, and the
+//! list counts as changed); a 2026 server without one has its tool list
+//! listed again once the list's `ttlMs` has passed.
 //! It is listed again, and its tools swapped in the agent (removed and
 //! re-added, through [`ExtensionContext::remove_tool`](crate::extension::ExtensionContext::remove_tool)),
 //! at two points: at the start of each turn (the registry's
@@ -110,7 +192,8 @@
 //! `notifications/progress` of a running call (every `tools/call` sends a
 //! `progressToken`); `mcp.log` (`server`, `level`, `logger`, `data`) for
 //! `notifications/message`, which is also logged; `mcp.tools_changed` and
-//! `mcp.tools_refreshed` (`server`, `tools`).
+//! `mcp.tools_refreshed` (`server`, `tools`); `mcp.list_changed`
+//! (`server`, `list`: `resources` or `prompts`).
 //!
 //! # Timeouts, cancellation and faults
 //!
@@ -168,19 +251,29 @@
 //! server requests, abandoned requests. The server's own
 //! `notifications/message` at its level.
 
+mod catalog;
 mod client;
 mod conn;
 mod content;
 mod http;
+mod input;
 mod jsonrpc;
 mod oauth;
 mod registry;
 mod server;
 mod stdio;
+#[cfg(feature = "terminal")]
+mod terminal;
 
+pub use catalog::{
+    Prompt, PromptArgument, PromptInfo, ResourceContent, ResourceInfo, ResourceTemplate,
+};
 pub use client::{Client, ToolInfo};
+pub use input::{InputAnswer, InputProvider, InputRequest};
 pub use oauth::{
     Browser, FileTokenStore, MemoryTokenStore, OAuth, SystemBrowser, TokenStore, Tokens,
 };
 pub use registry::Registry;
 pub use server::Server;
+#[cfg(feature = "terminal")]
+pub use terminal::TerminalInput;

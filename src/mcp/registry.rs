@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::client::{Client, ToolInfo};
 use super::conn::{Notice, Observer};
+use super::input::InputProvider;
 use super::server::Server;
 use crate::agent::{Extension, ExtensionContext};
 use crate::tool::{self, Parameters};
@@ -58,6 +59,8 @@ struct Inner {
     /// The agent's API keys and every server's credentials, redacted from
     /// what any of the servers sends.
     secrets: crate::util::Secrets,
+    /// The input provider of every server that has none of its own.
+    input: Option<Arc<dyn InputProvider>>,
 }
 
 struct Entry {
@@ -85,6 +88,14 @@ impl Registry {
             summary: String::new(),
             tools: Vec::new(),
         });
+        self
+    }
+
+    /// Answer the input requests of every server that has no
+    /// [`Server::input_provider`] of its own with `provider` (see
+    /// [`InputProvider`]).
+    pub fn input_provider(self, provider: impl InputProvider + 'static) -> Registry {
+        self.inner.lock().input = Some(Arc::new(provider));
         self
     }
 
@@ -212,7 +223,98 @@ fn offer(
             }
         }
     }
+    if entry.server.resource_tool {
+        let name = tool_name(&entry.name, "read_resource", &taken);
+        let tool = Arc::new(ReadResource::new(client, &entry.name, name.clone()));
+        let added = if entry.server.sub_agent_only {
+            ctx.add_sub_agent_tool(tool)
+        } else {
+            ctx.add_tool(tool)
+        };
+        match added {
+            Ok(()) => names.push(name),
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name);
+            }
+        }
+    }
     names
+}
+
+/// Most resources named in the reading tool's description.
+const LISTED_RESOURCES: usize = 50;
+
+/// A server's resources as one reading tool (opt-in,
+/// [`Server::resource_tool`]).
+struct ReadResource {
+    client: Client,
+    name: String,
+    description: String,
+    params: Parameters,
+}
+
+impl ReadResource {
+    fn new(client: &Client, server: &str, name: String) -> ReadResource {
+        let mut description = format!("Read a resource of the MCP server `{server}` by its URI.");
+        match client.list_resources() {
+            Ok(list) if !list.is_empty() => {
+                description.push_str(" Resources:");
+                for r in list.iter().take(LISTED_RESOURCES) {
+                    let _ = write!(description, "\n- {}", r.uri);
+                    if let Some(d) = r.description.as_ref().or(r.title.as_ref()) {
+                        let _ = write!(description, ": {}", crate::util::excerpt(d, 120));
+                    }
+                }
+                if list.len() > LISTED_RESOURCES {
+                    let _ = write!(
+                        description,
+                        "\n(and {} more)",
+                        list.len() - LISTED_RESOURCES
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{server}] listing resources failed: {e}");
+            }
+        }
+        ReadResource {
+            client: client.clone(),
+            name,
+            description,
+            params: Parameters::builder()
+                .required_string("uri", "The URI of the resource to read.")
+                .build(),
+        }
+    }
+}
+
+impl Tool for ReadResource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> &Parameters {
+        &self.params
+    }
+    fn call(&self, args: &Value, cx: &ToolContext) -> std::result::Result<String, ToolError> {
+        let uri = args["uri"].as_str().unwrap_or_default();
+        let contents = self
+            .client
+            .read_resource_with(uri, cx.cancellable())
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let text: Vec<String> = contents
+            .iter()
+            .map(super::ResourceContent::to_text)
+            .collect();
+        Ok(if text.is_empty() {
+            "(no content)".to_string()
+        } else {
+            text.join("\n")
+        })
+    }
 }
 
 /// The agent-side name of server `server`'s tool `tool`: the rule of the
@@ -291,10 +393,16 @@ impl Extension for Registry {
             let mut inner = self.inner.lock();
             inner.ctx = Some(ctx.clone());
             let secrets = inner.secrets.clone();
+            let input = inner.input.clone();
             let specs = inner
                 .entries
-                .iter()
-                .map(|e| (e.name.clone(), e.server.clone()))
+                .iter_mut()
+                .map(|e| {
+                    if e.server.input.is_none() {
+                        e.server.input.clone_from(&input);
+                    }
+                    (e.name.clone(), e.server.clone())
+                })
                 .collect();
             (specs, secrets)
         };
@@ -386,7 +494,7 @@ impl Extension for Registry {
 }
 
 /// Notices become domain events: `mcp.progress` (transient), `mcp.log`,
-/// `mcp.tools_changed`.
+/// `mcp.tools_changed`, `mcp.list_changed`.
 fn observer(ctx: &ExtensionContext) -> Observer {
     let ctx = ctx.clone();
     Arc::new(move |notice| {
@@ -403,6 +511,9 @@ fn observer(ctx: &ExtensionContext) -> Observer {
         ),
         Notice::ToolsChanged { server } => {
             ctx.emit_event("mcp.tools_changed", json!({"server": &*server}), false);
+        }
+        Notice::ListChanged { server, what } => {
+            ctx.emit_event("mcp.list_changed", json!({"server": &*server, "list": what}), false);
         }
     }
     })

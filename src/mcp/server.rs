@@ -3,7 +3,10 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::input::InputProvider;
 
 /// How to reach one MCP server (a child process over stdio, or a Streamable
 /// HTTP endpoint) and the options for using it.
@@ -43,6 +46,9 @@ pub struct Server {
     pub(super) shutdown_grace: Duration,
     /// How to log in when the HTTP server asks (`None`: never).
     pub(super) oauth: Option<super::oauth::OAuth>,
+    pub(super) input: Option<Arc<dyn InputProvider>>,
+    pub(super) input_timeout: Duration,
+    pub(super) resource_tool: bool,
 }
 
 #[derive(Clone)]
@@ -77,6 +83,9 @@ impl Server {
             max_message: DEFAULT_MAX_MESSAGE,
             shutdown_grace: Duration::from_secs(2),
             oauth: None,
+            input: None,
+            input_timeout: Duration::from_secs(300),
+            resource_tool: false,
         }
     }
 
@@ -251,6 +260,35 @@ impl Server {
     pub fn shutdown_grace(mut self, grace: Duration) -> Server {
         self.shutdown_grace = grace;
         self
+    }
+
+    /// Who answers when the server asks the user for input (see
+    /// [`InputProvider`]). Without one (the default), every input request
+    /// is refused and no elicitation capability is declared.
+    pub fn input_provider(mut self, provider: impl InputProvider + 'static) -> Server {
+        self.input = Some(Arc::new(provider));
+        self
+    }
+
+    /// The longest wait for the [`InputProvider`]'s answer (default 5
+    /// minutes); then the server is answered `cancel`.
+    pub fn input_timeout(mut self, timeout: Duration) -> Server {
+        self.input_timeout = timeout;
+        self
+    }
+
+    /// Offer the model a `<server>__read_resource` tool that reads one of
+    /// the server's resources by URI, and list the resources in the
+    /// tool's description (default: off; resources are the host's through
+    /// [`Client::read_resource`](super::Client::read_resource)).
+    pub fn resource_tool(mut self, yes: bool) -> Server {
+        self.resource_tool = yes;
+        self
+    }
+
+    /// Whether an input provider is set.
+    pub fn has_input_provider(&self) -> bool {
+        self.input.is_some()
     }
 
     /// The credentials this server is given: its bearer token, its URL's

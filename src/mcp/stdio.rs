@@ -218,12 +218,21 @@ fn read_stdout(
 ) -> String {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
+    let mut head = Vec::new();
     loop {
-        match read_line_bounded(&mut reader, &mut line, max) {
+        match read_line_head(&mut reader, &mut line, max, &mut head) {
             Ok(None) => return "the server closed its stdout".to_string(),
             Err(e) => return format!("reading the server's stdout failed: {e}"),
             Ok(Some(false)) => {
                 log::warn!(target: "pikuri::mcp", "[{name}] skipped a line over {max} bytes");
+                // An answer too large to take fails its request now rather
+                // than at the timeout, when its id is near the start.
+                if let (Some(id), Some(conn)) = (answer_id(&head), conn.upgrade()) {
+                    conn.fail(
+                        id,
+                        RpcError::Transport(format!("the server's answer is over {max} bytes")),
+                    );
+                }
             }
             Ok(Some(true)) => {
                 let text = String::from_utf8_lossy(&line);
@@ -280,7 +289,22 @@ pub(super) fn read_line_bounded(
     buf: &mut Vec<u8>,
     max: usize,
 ) -> io::Result<Option<bool>> {
+    read_line_head(r, buf, max, &mut Vec::new())
+}
+
+/// How many bytes of a line over the bound are kept in `head`.
+const HEAD: usize = 256;
+
+/// [`read_line_bounded`], keeping the first bytes of a line over the bound
+/// in `head` (emptied otherwise).
+fn read_line_head(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+    head: &mut Vec<u8>,
+) -> io::Result<Option<bool>> {
     buf.clear();
+    head.clear();
     let mut any = false;
     let mut fits = true;
     loop {
@@ -300,6 +324,8 @@ pub(super) fn read_line_bounded(
         if fits {
             if buf.len() + chunk.len() > max {
                 fits = false;
+                buf.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
+                head.extend_from_slice(&buf[..buf.len().min(HEAD)]);
                 buf.clear();
             } else {
                 buf.extend_from_slice(chunk);
@@ -310,6 +336,25 @@ pub(super) fn read_line_bounded(
             return Ok(Some(fits));
         }
     }
+}
+
+/// The id of a JSON-RPC response from the first bytes of its line: a
+/// `"id":` followed by digits, before any `"result"` or `"error"` key (the
+/// usual field order), else `None`.
+fn answer_id(head: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(head);
+    let at = text.find("\"id\"")?;
+    let before = &text[..at];
+    if before.contains("\"result\"")
+        || before.contains("\"error\"")
+        || before.contains("\"method\"")
+    {
+        return None;
+    }
+    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = rest.strip_prefix('"').unwrap_or(rest);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 impl Wire for Stdio {
@@ -542,5 +587,24 @@ mod tests {
         assert_eq!(read_line_bounded(&mut r, &mut buf, 10).unwrap(), Some(true));
         assert_eq!(buf, b"last");
         assert_eq!(read_line_bounded(&mut r, &mut buf, 10).unwrap(), None);
+    }
+
+    #[test]
+    fn the_id_of_an_oversized_answer_is_found_at_its_start() {
+        let input = format!(
+            "{{\"jsonrpc\": \"2.0\", \"id\": 42, \"result\": \"{}\"}}\n",
+            "x".repeat(100)
+        );
+        let mut r = BufReader::with_capacity(8, input.as_bytes());
+        let (mut buf, mut head) = (Vec::new(), Vec::new());
+        assert_eq!(
+            read_line_head(&mut r, &mut buf, 50, &mut head).unwrap(),
+            Some(false)
+        );
+        assert!(buf.is_empty());
+        assert_eq!(answer_id(&head), Some(42));
+        assert_eq!(answer_id(br#"{"method": "x", "id": 3"#), None);
+        assert_eq!(answer_id(br#"{"result": {"id": 3"#), None);
+        assert_eq!(answer_id(br#"{"id":"7","#), Some(7));
     }
 }

@@ -162,3 +162,86 @@ fn sigterm_mid_turn_closes_the_mcp_servers_and_exits_143() {
         processes_tagged(&tag)
     );
 }
+
+/// Issue 32: the REPL lists the resources and prompts of a 2026 server,
+/// sends a prompt as the next message, and an input request of the tool
+/// the model then calls is answered at the terminal (the REPL's stdin).
+#[test]
+fn chat_repl_lists_resources_and_prompts_sends_a_prompt_and_answers_an_input_request() {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    let Some((py, script)) = python() else { return };
+    let Some(bin) = chat_bin() else { return };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("fake__ask", json!({})));
+    model.respond_with(|req| {
+        let last = req.messages().last().cloned().unwrap_or_default();
+        Reply::text(format!(
+            "The tool said: {}",
+            last["content"].as_str().unwrap_or("?")
+        ))
+    });
+    let spec = format!("fake={py} '{script}' --modern");
+    let mut child = chat(&bin, &model)
+        .args(["--tools", "none", "--mcp", &spec])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let collect = |mut r: Box<dyn Read + Send>| {
+        let text = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&text);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        text
+    };
+    let stdout = collect(Box::new(child.stdout.take().unwrap()));
+    let stderr = collect(Box::new(child.stderr.take().unwrap()));
+    let mut stdin = child.stdin.take().unwrap();
+    let limit = Duration::from_secs(60);
+    let seen = |text: &Arc<Mutex<String>>, what: &str| {
+        let what = what.to_string();
+        let text = Arc::clone(text);
+        eventually(limit, move || text.lock().unwrap().contains(&what))
+    };
+    stdin
+        .write_all(b"/resources\n/prompts\n/prompts fake greet who=Ada\n")
+        .unwrap();
+    assert!(seen(&stderr, "Answer? [y]es"), "{}", stderr.lock().unwrap());
+    stdin.write_all(b"y\n").unwrap();
+    assert!(seen(&stderr, "name: "), "{}", stderr.lock().unwrap());
+    stdin.write_all(b"octocat\n").unwrap();
+    assert!(
+        seen(&stdout, "The tool said: hello octocat"),
+        "stdout: {}\nstderr: {}",
+        stdout.lock().unwrap(),
+        stderr.lock().unwrap()
+    );
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let err = stderr.lock().unwrap().clone();
+    assert!(err.contains("fake mem://r0  Resource 0"), "{err}");
+    assert!(err.contains("fake mem://item/{n}  (template)"), "{err}");
+    assert!(err.contains("fake greet who=…  Greets someone."), "{err}");
+    assert!(
+        err.contains("MCP server fake asks: Your GitHub login?"),
+        "{err}"
+    );
+    // The prompt's text was the user's message.
+    let first = &model.chat_requests()[0];
+    assert_eq!(
+        first.messages().last().unwrap()["content"],
+        "Say hello to Ada."
+    );
+}

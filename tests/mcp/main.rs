@@ -13,9 +13,11 @@
 mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
 mod fake; // the fault matrix against the misbehaving Python server
 mod hostile; // servers that stop reading, flood, die, daemonize or echo secrets
+mod modern; // both generations, resources, prompts, input requests, bad input
 mod names; // tool names from servers: valid, unique, mapped back; 10,000 tools
 mod oauth; // OAuth 2.1: a Python SDK server and authorization server, and a scripted bad one
 mod real; // the reference servers over stdio and HTTP
+mod sdk; // a server of the official Python SDK: protocol 2026-07-28
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

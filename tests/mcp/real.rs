@@ -205,6 +205,11 @@ fn everything_over_streamable_http_through_an_agent() {
         .to_string();
     assert!(structured.contains("temperature"), "{structured}");
     assert!(mcp.client("everything").unwrap().ping().is_ok());
+    // The 2025 generation: the server/discover probe fell back to initialize.
+    assert_eq!(
+        mcp.client("everything").unwrap().protocol_version(),
+        "2025-06-18"
+    );
     assert_history_valid(agent.messages());
     agent.close();
 }
