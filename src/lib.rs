@@ -382,6 +382,8 @@ pub mod guide;
 pub mod listeners;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "otel")]
+pub mod otel;
 // The crate's own unit tests run against the scripted server whatever the
 // features, so `cargo test --lib --no-default-features` tests the core too.
 #[cfg(any(test, feature = "testing"))]

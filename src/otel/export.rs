@@ -1,0 +1,396 @@
+//! The export thread: a bounded queue of finished spans, batches posted as
+//! OTLP/HTTP JSON, retries with backoff and `Retry-After`, and a close
+//! bounded in time. Nothing here runs on the agent's thread or the
+//! listener's, apart from the queue push.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::Context;
+use super::config::OtlpConfig;
+use super::span::{Attrs, traces_body};
+use crate::util::{excerpt, redact_url, redact_url_in};
+
+/// What waits for export.
+pub(super) enum Item {
+    Span(Value),
+    /// One `ExportMetricsServiceRequest` body, for the metrics endpoint.
+    Metrics(Vec<u8>),
+}
+
+struct Queue {
+    items: Mutex<VecDeque<Item>>,
+    spans: Mutex<usize>,
+}
+
+/// The handle the listener keeps: push, and close.
+pub(super) struct Export {
+    queue: Arc<Queue>,
+    cap: usize,
+    wake: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    done: Receiver<()>,
+    context: Arc<Context>,
+    close_timeout: Duration,
+    deadline: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Export {
+    pub(super) fn start(config: &OtlpConfig, context: Arc<Context>) -> Export {
+        let queue = Arc::new(Queue {
+            items: Mutex::new(VecDeque::new()),
+            spans: Mutex::new(0),
+        });
+        let (wake, wake_rx) = bounded(1);
+        let (done_tx, done) = bounded(1);
+        let deadline = Arc::new(Mutex::new(None));
+        let worker = Worker {
+            queue: Arc::clone(&queue),
+            wake: wake_rx,
+            config: config.clone(),
+            resource: config.resource(),
+            context: Arc::clone(&context),
+            deadline: Arc::clone(&deadline),
+            agent: ureq::Agent::config_builder()
+                // Every status is read: 429 and 5xx go through the retries.
+                .http_status_as_error(false)
+                .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .new_agent(),
+            failing: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("pikuri-otlp".into())
+            .spawn(move || {
+                worker.run();
+                let _ = done_tx.send(());
+            })
+            .map_err(|e| log::warn!("otlp: no export thread ({e}); spans are dropped"))
+            .ok();
+        Export {
+            queue,
+            cap: config.max_queued_spans,
+            wake: Some(wake),
+            thread,
+            done,
+            context,
+            close_timeout: config.close_timeout,
+            deadline,
+        }
+    }
+
+    /// Queue `items` and wake the thread; a span past the bound is dropped
+    /// and counted. Never blocks beyond the queue's lock.
+    pub(super) fn push(&self, items: impl IntoIterator<Item = Item>) {
+        if self.thread.is_none() {
+            for item in items {
+                if matches!(item, Item::Span(_)) {
+                    self.context.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return;
+        }
+        let mut dropped = 0u64;
+        {
+            let mut q = self.queue.items.lock();
+            let mut spans = self.queue.spans.lock();
+            for item in items {
+                match item {
+                    Item::Span(_) if *spans >= self.cap => dropped += 1,
+                    Item::Span(_) => {
+                        *spans += 1;
+                        q.push_back(item);
+                    }
+                    // Metrics are one small body per turn; bounded by
+                    // the same count so a dead collector keeps no backlog.
+                    Item::Metrics(_) if q.len() >= self.cap => {}
+                    Item::Metrics(_) => q.push_back(item),
+                }
+            }
+        }
+        if dropped > 0 {
+            let before = self.context.dropped.fetch_add(dropped, Ordering::Relaxed);
+            if before == 0 {
+                log::warn!(
+                    "otlp: export queue full; dropping spans (counted in OtlpHandle::dropped_spans)"
+                );
+            }
+        }
+        if let Some(w) = &self.wake {
+            // Full: the thread is awake already and will see the items.
+            if let Err(TrySendError::Disconnected(())) = w.try_send(()) {
+                log::debug!("otlp: export thread gone");
+            }
+        }
+    }
+
+    /// Send what waits, within the close timeout, and stop the thread.
+    /// Returns at the latest after the close timeout; a thread still in a
+    /// request then is left to end on its own request timeout.
+    pub(super) fn close(&mut self) {
+        *self.deadline.lock() = Some(Instant::now() + self.close_timeout);
+        // Disconnecting the wake channel is the stop signal.
+        self.wake = None;
+        let Some(handle) = self.thread.take() else {
+            return;
+        };
+        match self
+            .done
+            .recv_timeout(self.close_timeout + Duration::from_millis(100))
+        {
+            Ok(()) => {
+                let _ = handle.join();
+            }
+            Err(_) => log::warn!("otlp: close timed out; unsent spans are dropped"),
+        }
+    }
+}
+
+struct Worker {
+    queue: Arc<Queue>,
+    wake: Receiver<()>,
+    config: OtlpConfig,
+    resource: Attrs,
+    context: Arc<Context>,
+    deadline: Arc<Mutex<Option<Instant>>>,
+    agent: ureq::Agent,
+    /// The last export failed (log the first failure of a streak only).
+    failing: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        loop {
+            let stopping = self.wake.recv().is_err();
+            while let Some(batch) = self.next_batch() {
+                self.send(batch);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    /// Up to `max_batch` spans, or one metrics body.
+    fn next_batch(&self) -> Option<Batch> {
+        let mut q = self.queue.items.lock();
+        let mut spans = Vec::new();
+        while spans.len() < self.config.max_batch {
+            match q.front() {
+                Some(Item::Span(_)) => {
+                    if let Some(Item::Span(v)) = q.pop_front() {
+                        spans.push(v);
+                    }
+                }
+                Some(Item::Metrics(_)) if spans.is_empty() => {
+                    if let Some(Item::Metrics(body)) = q.pop_front() {
+                        return Some(Batch::Metrics(body));
+                    }
+                }
+                _ => break,
+            }
+        }
+        *self.queue.spans.lock() -= spans.len();
+        (!spans.is_empty()).then_some(Batch::Spans(spans))
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock()
+    }
+
+    fn send(&mut self, batch: Batch) {
+        let (url, body, spans) = match &batch {
+            Batch::Spans(s) => (
+                self.config.traces_endpoint.clone(),
+                traces_body(&self.resource, s),
+                s.len() as u64,
+            ),
+            Batch::Metrics(b) => match &self.config.metrics_endpoint {
+                Some(u) => (u.clone(), b.clone(), 0),
+                None => return,
+            },
+        };
+        let mut attempt = 0u32;
+        let failure = loop {
+            attempt += 1;
+            let (outcome, retry_after) = self.post(&url, &body);
+            let why = match outcome {
+                Ok(rejected) => {
+                    if self.failing {
+                        log::info!("otlp: export to {} works again", redact_url(&url));
+                    }
+                    self.failing = false;
+                    self.context
+                        .exported
+                        .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
+                    self.context
+                        .dropped
+                        .fetch_add(rejected.min(spans), Ordering::Relaxed);
+                    return;
+                }
+                Err(Failure::Final(why)) => break why,
+                Err(Failure::Retry(why)) => why,
+            };
+            if attempt > self.config.max_retries {
+                break why;
+            }
+            let backoff = backoff(self.config.retry_base, attempt);
+            let wait = retry_after.unwrap_or(backoff).min(self.config.retry_cap);
+            if !self.pause(wait) {
+                break format!("{why}; closing");
+            }
+        };
+        self.context.failed_exports.fetch_add(1, Ordering::Relaxed);
+        self.context.dropped.fetch_add(spans, Ordering::Relaxed);
+        if !self.failing {
+            log::warn!(
+                "otlp: export to {} failed ({failure}); {spans} spans dropped",
+                redact_url(&url)
+            );
+        }
+        self.failing = true;
+    }
+
+    /// Wait `d` before a retry; false when closing leaves no time for it.
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if let Some(deadline) = self.deadline()
+                && until >= deadline
+            {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            match self.wake.recv_timeout(left) {
+                // New spans meanwhile: they wait for this batch.
+                Ok(()) => {}
+                Err(RecvTimeoutError::Timeout) => return true,
+                // Closing: the loop re-checks the deadline.
+                Err(RecvTimeoutError::Disconnected) => {
+                    if self.deadline().is_none() {
+                        return false;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(10)));
+                }
+            }
+        }
+    }
+
+    /// One POST. `Ok(rejected spans)` on 2xx; a retryable or final failure
+    /// otherwise, with the `Retry-After` the collector asked for.
+    fn post(&self, url: &str, body: &[u8]) -> (Result<u64, Failure>, Option<Duration>) {
+        let mut timeout = self.config.timeout;
+        if let Some(d) = self.deadline() {
+            // Closing: no request outlives the close.
+            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+            if timeout.is_zero() {
+                return (Err(Failure::Final("close timeout".into())), None);
+            }
+        }
+        let mut req = self
+            .agent
+            .post(url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Content-Type", "application/json");
+        for (k, v) in &self.config.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        match req.send(body) {
+            // The error's text may carry the URL; it never carries a header.
+            Err(e) => (
+                Err(Failure::Retry(
+                    redact_url_in(&e.to_string(), url).into_owned(),
+                )),
+                None,
+            ),
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let retry_after = retry_after(resp.headers());
+                let text = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(64 * 1024)
+                    .read_to_string()
+                    .unwrap_or_default();
+                if (200..300).contains(&status) {
+                    return (Ok(rejected(&text)), None);
+                }
+                let why = format!("http status {status}: {}", excerpt(text.trim(), 120));
+                let failure = if matches!(status, 408 | 429 | 502 | 503 | 504) {
+                    Failure::Retry(why)
+                } else {
+                    Failure::Final(why)
+                };
+                (Err(failure), retry_after)
+            }
+        }
+    }
+}
+
+enum Batch {
+    Spans(Vec<Value>),
+    Metrics(Vec<u8>),
+}
+
+enum Failure {
+    Retry(String),
+    Final(String),
+}
+
+/// The spans a 2xx answer's `partialSuccess` says were rejected.
+fn rejected(body: &str) -> u64 {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            let n = &v["partialSuccess"]["rejectedSpans"];
+            n.as_u64()
+                .or_else(|| n.as_str().and_then(|s| s.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// A `Retry-After` in seconds (the HTTP-date form is not parsed: the
+/// backoff applies).
+fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    v.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// `base * 2^(attempt-1)`, times a jitter in [0.5, 1.0).
+fn backoff(base: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
+    let jitter = (super::span::span_id().as_bytes()[0] % 16) as f64 / 32.0 + 0.5;
+    exp.mul_f64(jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_success() {
+        assert_eq!(rejected(r#"{"partialSuccess":{"rejectedSpans":"3"}}"#), 3);
+        assert_eq!(rejected(r#"{"partialSuccess":{"rejectedSpans":2}}"#), 2);
+        assert_eq!(rejected(r#"{"partialSuccess":null}"#), 0);
+        assert_eq!(rejected(""), 0);
+    }
+
+    #[test]
+    fn backoff_grows() {
+        let b = Duration::from_millis(100);
+        assert!(backoff(b, 1) >= Duration::from_millis(50) && backoff(b, 1) < b);
+        assert!(backoff(b, 3) >= Duration::from_millis(200));
+    }
+}
