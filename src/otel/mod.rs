@@ -94,9 +94,12 @@
 //!
 //! A host continues a trace of its own by handing in its W3C `traceparent`
 //! ([`OtlpHandle::set_parent`]): the next turns are children of that span.
-//! [`OtlpHandle::traceparent`] gives the current turn's context, for a
-//! host that forwards it (the header on model requests through
-//! [`Configurator::request_header`](crate::Configurator::request_header)).
+//! [`OtlpHandle::traceparent`] gives the current turn's context (its
+//! `invoke_agent` span); to send it as the `traceparent` header of every
+//! model request, the agent's and its children's, opt in with
+//! [`Configurator::traceparent`](crate::Configurator::traceparent):
+//! `.traceparent(move || Some(handle.traceparent()))`. MCP requests do not
+//! carry it yet.
 //!
 //! # Examples
 //!

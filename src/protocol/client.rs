@@ -187,6 +187,9 @@ impl Client {
             if let Some(key) = transport.api_key() {
                 http = http.header("Authorization", format!("Bearer {key}"));
             }
+            if let Some(tp) = req.traceparent {
+                http = http.header("traceparent", tp);
+            }
             log::trace!("request body: {}", String::from_utf8_lossy(body));
             let (err, retry_after) = match http.send(body) {
                 Err(e) => {

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, Outcome};
+use pikuri::{Agent, Configurator, Outcome};
 use serde_json::{Value, json};
 
 /// How the collector answers one request.
@@ -242,14 +242,22 @@ pub(crate) fn add_tool() -> FnTool {
 /// Run the scripted turn with `listener` and close the agent (which
 /// flushes the exporter).
 pub(crate) fn run_turn(server: &FakeServer, listener: impl pikuri::Listener) -> Outcome {
+    run_turn_with(server, listener, |c| c)
+}
+
+/// [`run_turn`] with more configuration.
+pub(crate) fn run_turn_with(
+    server: &FakeServer,
+    listener: impl pikuri::Listener,
+    configure: impl FnOnce(Configurator) -> Configurator,
+) -> Outcome {
     scripted_turn(server);
     let personas = vec![Persona::new("clerk", "Adds.", "You add.", 4).with_tools(&["add"])];
-    let mut agent = Agent::builder(server.transport())
+    let builder = Agent::builder(server.transport())
         .add_sub_agent_tool(add_tool())
         .add_extension(SubAgents::new(personas).unwrap())
-        .add_listener(listener)
-        .build()
-        .unwrap();
+        .add_listener(listener);
+    let mut agent = configure(builder).build().unwrap();
     let outcome = agent.run_loop("What is 2 + 3?").unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("It is 5."));
     agent.close();

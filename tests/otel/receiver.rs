@@ -35,7 +35,11 @@ fn receiver() -> Option<String> {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The running receiver and what it printed; killed on drop.
@@ -70,7 +74,10 @@ impl Rotel {
         let log = Arc::new(Mutex::new(String::new()));
         let out = child.stdout.take().unwrap();
         let err = child.stderr.take().unwrap();
-        for pipe in [Box::new(out) as Box<dyn std::io::Read + Send>, Box::new(err)] {
+        for pipe in [
+            Box::new(out) as Box<dyn std::io::Read + Send>,
+            Box::new(err),
+        ] {
             let log = Arc::clone(&log);
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
@@ -184,7 +191,12 @@ fn receiver_gets_the_turn() {
     let handle = exporter.handle();
     run_turn(&server, exporter);
     // The receiver answered 200 to every span: it decoded the JSON.
-    assert_eq!((handle.exported_spans(), handle.dropped_spans()), (8, 0), "{}", rotel.text());
+    assert_eq!(
+        (handle.exported_spans(), handle.dropped_spans()),
+        (8, 0),
+        "{}",
+        rotel.text()
+    );
 
     // It prints what it decoded after its batch timeout: wait, bounded.
     let mut spans = Vec::new();
@@ -197,7 +209,10 @@ fn receiver_gets_the_turn() {
     }
     let text = rotel.text();
     assert_eq!(spans.len(), 8, "{text}");
-    assert!(text.contains("service.name: Str(pikuri-receiver-test)"), "{text}");
+    assert!(
+        text.contains("service.name: Str(pikuri-receiver-test)"),
+        "{text}"
+    );
     let one = |name: &str| {
         let found: Vec<_> = spans.iter().filter(|s| s.name == name).collect();
         assert_eq!(found.len(), 1, "{name}: {text}");
@@ -211,14 +226,29 @@ fn receiver_gets_the_turn() {
     assert_eq!(delegate.parent, main.id);
     assert_eq!(clerk.parent, delegate.id);
     assert_eq!(add.parent, clerk.id);
-    assert!(spans.iter().all(|s| s.trace == main.trace && s.trace.len() == 32));
-    let chats: Vec<_> = spans.iter().filter(|s| s.name == format!("chat {model}")).collect();
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.trace == main.trace && s.trace.len() == 32)
+    );
+    let chats: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == format!("chat {model}"))
+        .collect();
     assert_eq!(chats.len(), 4, "{text}");
     for c in &chats {
         assert_eq!(c.kind, "SPAN_KIND_CLIENT");
         assert!(c.parent == main.id || c.parent == clerk.id);
-        assert_eq!(c.attrs.get("gen_ai.operation.name").map(String::as_str), Some("Str(chat)"));
-        assert!(c.attrs.get("gen_ai.usage.input_tokens").is_some_and(|v| v.starts_with("Int(")), "{c:?}");
+        assert_eq!(
+            c.attrs.get("gen_ai.operation.name").map(String::as_str),
+            Some("Str(chat)")
+        );
+        assert!(
+            c.attrs
+                .get("gen_ai.usage.input_tokens")
+                .is_some_and(|v| v.starts_with("Int(")),
+            "{c:?}"
+        );
     }
     assert_eq!(
         add.attrs.get("gen_ai.tool.name").map(String::as_str),

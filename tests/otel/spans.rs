@@ -7,7 +7,7 @@ use pikuri::otel::{OtlpConfig, OtlpExporter};
 use pikuri::testing::FakeServer;
 use serde_json::Value;
 
-use crate::collector::{Answer, Collector, attr, named, run_turn};
+use crate::collector::{Answer, Collector, attr, named, run_turn, run_turn_with};
 
 fn by_id<'a>(spans: &'a [Value], id: &Value) -> &'a Value {
     spans
@@ -225,4 +225,38 @@ fn status_is_honest_for_a_failed_run() {
         .unwrap();
     assert_eq!(chat["status"]["code"], 2);
     assert!(attr(chat, "error.type").is_some());
+}
+
+#[test]
+fn model_requests_carry_the_turns_traceparent_on_opt_in() {
+    let collector = Collector::start(Answer::Ok);
+    let server = FakeServer::start();
+    let exporter = OtlpExporter::new(OtlpConfig::new(collector.url()));
+    let handle = exporter.handle();
+    run_turn_with(&server, exporter, move |c| {
+        c.traceparent(move || Some(handle.traceparent()))
+    });
+    let spans = collector.spans();
+    let main = named(&spans, "invoke_agent agent")[0];
+    let want = format!(
+        "00-{}-{}-01",
+        main["traceId"].as_str().unwrap(),
+        main["spanId"].as_str().unwrap()
+    );
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 4);
+    // The sub-agent's requests too: the source is inherited.
+    for r in &requests {
+        assert_eq!(r.header("traceparent"), Some(want.as_str()));
+    }
+
+    // Without the switch, no header.
+    let server = FakeServer::start();
+    run_turn(&server, OtlpExporter::new(OtlpConfig::new(collector.url())));
+    assert!(
+        server
+            .chat_requests()
+            .iter()
+            .all(|r| r.header("traceparent").is_none())
+    );
 }
