@@ -126,6 +126,7 @@
 
 mod config;
 mod export;
+mod metrics;
 mod span;
 mod tracer;
 
@@ -209,6 +210,10 @@ pub struct OtlpExporter {
     context: Arc<Context>,
     held: Vec<Item>,
     closed: bool,
+    /// For the metrics body; `None` when metrics are off.
+    resource: Option<span::Attrs>,
+    /// Start of the metrics interval not exported yet.
+    metrics_since: u64,
 }
 
 impl OtlpExporter {
@@ -225,6 +230,8 @@ impl OtlpExporter {
             context,
             held: Vec::new(),
             closed: false,
+            resource: config.metrics_endpoint.is_some().then(|| config.resource()),
+            metrics_since: span::now_nanos(),
         }
     }
 
@@ -254,6 +261,17 @@ impl OtlpExporter {
     fn ship(&mut self, at_least: usize) {
         self.held
             .extend(self.tracer.done.drain(..).map(|s| Item::Span(s.to_json())));
+        // Metrics go out with the turn's spans, one body per turn.
+        if at_least <= 1 && !self.tracer.chats.is_empty() {
+            let now = span::now_nanos();
+            if let Some(r) = &self.resource
+                && let Some(body) = metrics::body(r, &self.tracer.chats, self.metrics_since, now)
+            {
+                self.held.push(Item::Metrics(body));
+            }
+            self.tracer.chats.clear();
+            self.metrics_since = now;
+        }
         if self.held.len() >= at_least && !self.held.is_empty() {
             self.export.push(self.held.drain(..));
         }

@@ -39,7 +39,8 @@ fn collector_down() {
     );
     assert_eq!(h.exported_spans(), 0);
     assert_eq!(h.dropped_spans(), SPANS);
-    assert_eq!(h.failed_exports(), 1);
+    // The spans' request and the metrics' request.
+    assert_eq!(h.failed_exports(), 2);
 }
 
 #[test]

@@ -59,6 +59,8 @@ impl Rotel {
                 "blackhole",
                 "--debug-log",
                 "traces",
+                "--debug-log",
+                "metrics",
                 "--debug-log-verbosity",
                 "detailed",
                 "--otlp-http-endpoint",
@@ -185,8 +187,7 @@ fn receiver_gets_the_turn() {
     let server = FakeServer::start();
     let model = server.transport().model().unwrap().to_string();
     let config = OtlpConfig::new(format!("http://127.0.0.1:{}", rotel.port))
-        .with_service_name("pikuri-receiver-test")
-        .with_metrics_endpoint(None);
+        .with_service_name("pikuri-receiver-test");
     let exporter = OtlpExporter::new(config).with_transport(&server.transport());
     let handle = exporter.handle();
     run_turn(&server, exporter);
@@ -202,7 +203,7 @@ fn receiver_gets_the_turn() {
     let mut spans = Vec::new();
     for _ in 0..200 {
         spans = parse(&rotel.text());
-        if spans.len() >= 8 {
+        if spans.len() >= 8 && rotel.text().contains("gen_ai.client.operation.duration") {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -211,6 +212,17 @@ fn receiver_gets_the_turn() {
     assert_eq!(spans.len(), 8, "{text}");
     assert!(
         text.contains("service.name: Str(pikuri-receiver-test)"),
+        "{text}"
+    );
+    // The metrics request decoded too (this rotel prints a histogram's name
+    // and unit, not its points: "DataType: Empty").
+    assert!(
+        text.contains("-> Name: gen_ai.client.token.usage"),
+        "{text}"
+    );
+    assert!(text.contains("-> Unit: {token}"), "{text}");
+    assert!(
+        text.contains("-> Name: gen_ai.client.operation.duration"),
         "{text}"
     );
     let one = |name: &str| {

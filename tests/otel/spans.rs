@@ -155,6 +155,41 @@ fn a_turn_becomes_nested_genai_spans() {
     );
     assert_eq!(sum("gen_ai.usage.input_tokens"), 330);
     assert_eq!(sum("gen_ai.usage.output_tokens"), u.output.unwrap());
+
+    // The metrics of the same requests: one body, counted once too.
+    assert_eq!(collector.requests("/v1/metrics"), 1);
+    let m = collector
+        .received
+        .lock()
+        .iter()
+        .find(|r| r.path == "/v1/metrics")
+        .unwrap()
+        .body
+        .clone();
+    let metrics = &m["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
+    let metric = |name: &str| {
+        metrics
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {m}"))
+            .clone()
+    };
+    let duration = metric("gen_ai.client.operation.duration");
+    assert_eq!(duration["unit"], "s");
+    assert_eq!(duration["histogram"]["dataPoints"][0]["count"], "4");
+    let tokens = metric("gen_ai.client.token.usage");
+    let points = tokens["histogram"]["dataPoints"].as_array().unwrap();
+    let total = |kind: &str| -> f64 {
+        points
+            .iter()
+            .filter(|p| attr(p, "gen_ai.token.type").as_deref() == Some(kind))
+            .map(|p| p["sum"].as_f64().unwrap())
+            .sum()
+    };
+    assert_eq!(total("input"), 330.0);
+    assert_eq!(total("output"), u.output.unwrap() as f64);
 }
 
 #[test]
