@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::span::{Attr, Attrs};
 
-/// Where and how an [`OtlpExporter`](super::OtlpExporter) exports.
+/// Where and how an [`OtlpExporter`](crate::otel::OtlpExporter) exports.
 ///
 /// Set in code, or read from the environment with
 /// [`from_env`](OtlpConfig::from_env), following the OpenTelemetry
@@ -199,7 +199,7 @@ impl OtlpConfig {
     }
 
     /// Spans waiting for export at most (default 2048); past it, new spans
-    /// are dropped and counted ([`OtlpHandle::dropped_spans`](super::OtlpHandle::dropped_spans)).
+    /// are dropped and counted ([`OtlpHandle::dropped_spans`](crate::otel::OtlpHandle::dropped_spans)).
     #[must_use]
     pub fn with_max_queued_spans(mut self, n: usize) -> OtlpConfig {
         self.max_queued_spans = n.max(1);

@@ -13,8 +13,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounde
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::Context;
 use super::config::OtlpConfig;
+use super::context::Context;
 use super::span::{Attrs, traces_body};
 use crate::util::{excerpt, redact_url, redact_url_in};
 
@@ -43,7 +43,8 @@ pub(super) struct Export {
 }
 
 impl Export {
-    pub(super) fn start(config: &OtlpConfig, context: Arc<Context>) -> Export {
+    pub(super) fn start(config: OtlpConfig, context: Arc<Context>) -> Export {
+        let (cap, close_timeout) = (config.max_queued_spans, config.close_timeout);
         let queue = Arc::new(Queue {
             items: Mutex::new(VecDeque::new()),
             spans: Mutex::new(0),
@@ -54,8 +55,8 @@ impl Export {
         let worker = Worker {
             queue: Arc::clone(&queue),
             wake: wake_rx,
-            config: config.clone(),
             resource: config.resource(),
+            config,
             context: Arc::clone(&context),
             deadline: Arc::clone(&deadline),
             agent: ureq::Agent::config_builder()
@@ -76,12 +77,12 @@ impl Export {
             .ok();
         Export {
             queue,
-            cap: config.max_queued_spans,
+            cap,
             wake: Some(wake),
             thread,
             done,
             context,
-            close_timeout: config.close_timeout,
+            close_timeout,
             deadline,
         }
     }
@@ -206,14 +207,14 @@ impl Worker {
     }
 
     fn send(&mut self, batch: Batch) {
-        let (url, body, spans) = match &batch {
+        let (url, body, spans) = match batch {
             Batch::Spans(s) => (
                 self.config.traces_endpoint.clone(),
-                traces_body(&self.resource, s),
+                traces_body(&self.resource, &s),
                 s.len() as u64,
             ),
             Batch::Metrics(b) => match &self.config.metrics_endpoint {
-                Some(u) => (u.clone(), b.clone(), 0),
+                Some(u) => (u.clone(), b, 0),
                 None => return,
             },
         };
@@ -371,7 +372,7 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
 /// `base * 2^(attempt-1)`, times a jitter in [0.5, 1.0).
 fn backoff(base: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
-    let jitter = (super::span::span_id().as_bytes()[0] % 16) as f64 / 32.0 + 0.5;
+    let jitter = f64::from(super::span::span_id().as_bytes()[0] % 16) / 32.0 + 0.5;
     exp.mul_f64(jitter)
 }
 

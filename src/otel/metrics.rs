@@ -67,18 +67,17 @@ impl Point {
 fn aggregate(values: impl Iterator<Item = (Attrs, f64)>, bounds: &[f64]) -> Vec<Point> {
     let mut points: Vec<Point> = Vec::new();
     for (attrs, v) in values {
-        let i = match points.iter().position(|p| p.attrs == attrs) {
-            Some(i) => i,
-            None => {
-                points.push(Point {
-                    attrs,
-                    counts: vec![0; bounds.len() + 1],
-                    sum: 0.0,
-                    min: f64::INFINITY,
-                    max: f64::NEG_INFINITY,
-                });
-                points.len() - 1
-            }
+        let i = if let Some(i) = points.iter().position(|p| p.attrs == attrs) {
+            i
+        } else {
+            points.push(Point {
+                attrs,
+                counts: vec![0; bounds.len() + 1],
+                sum: 0.0,
+                min: f64::INFINITY,
+                max: f64::NEG_INFINITY,
+            });
+            points.len() - 1
         };
         points[i].add(bounds, v);
     }
@@ -153,7 +152,7 @@ pub(super) fn body(
             "resource": { "attributes": resource.to_json() },
             "scopeMetrics": [{
                 "scope": { "name": "pikuri", "version": env!("CARGO_PKG_VERSION") },
-                "schemaUrl": super::SCHEMA_URL,
+                "schemaUrl": super::span::SCHEMA_URL,
                 "metrics": metrics,
             }],
         }],

@@ -125,6 +125,7 @@
 //! ```
 
 mod config;
+mod context;
 mod export;
 mod metrics;
 mod span;
@@ -132,63 +133,18 @@ mod tracer;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 
 pub use config::OtlpConfig;
 
 use crate::listener::SubAgentListener;
 use crate::{ChatTransport, Event, Listener};
+use context::Context;
 use export::{Export, Item};
 use tracer::{ModelInfo, Tracer};
 
-/// The schema of the semantic conventions the spans follow.
-const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.41.0";
-/// The prefix of pikuri's own attributes and span events.
-const PIKURI_PREFIX: &str = "pikuri.";
 /// Finished spans the listener holds before it queues them mid-turn.
 const SHIP_AT: usize = 64;
-
-/// What the exporter, its threads and its handles share: the counters and
-/// the trace context.
-#[derive(Default)]
-struct Context {
-    exported: AtomicU64,
-    dropped: AtomicU64,
-    failed_exports: AtomicU64,
-    ids: Mutex<Ids>,
-}
-
-#[derive(Default)]
-struct Ids {
-    /// The host's parent: trace id and span id.
-    parent: Option<(String, String)>,
-    /// The current turn's trace id and `invoke_agent` span id.
-    current: Option<(String, String)>,
-}
-
-impl Context {
-    /// The current turn's trace id, `invoke_agent` span id and parent span
-    /// id, made by whoever asks first: the listener when the turn's first
-    /// event arrives, or a request header sent before it did.
-    fn turn(&self) -> (String, String, Option<String>) {
-        let mut ids = self.ids.lock();
-        let parent = ids.parent.clone();
-        let (trace, span) = ids
-            .current
-            .get_or_insert_with(|| {
-                let trace = parent.as_ref().map_or_else(span::trace_id, |p| p.0.clone());
-                (trace, span::span_id())
-            })
-            .clone();
-        (trace, span, parent.map(|p| p.1))
-    }
-
-    fn end_turn(&self) {
-        self.ids.lock().current = None;
-    }
-}
 
 /// A listener that exports each run as OpenTelemetry spans over OTLP/HTTP
 /// JSON; see the [module documentation](self) for the spans, the
@@ -220,17 +176,19 @@ impl OtlpExporter {
     /// An exporter for `config`; its export thread starts now.
     pub fn new(config: OtlpConfig) -> OtlpExporter {
         let context = Arc::new(Context::default());
+        let tracer = Tracer::new(
+            config.capture_content,
+            config.agent_name.clone(),
+            Arc::clone(&context),
+        );
+        let resource = config.metrics_endpoint.is_some().then(|| config.resource());
         OtlpExporter {
-            tracer: Tracer::new(
-                config.capture_content,
-                config.agent_name.clone(),
-                Arc::clone(&context),
-            ),
-            export: Export::start(&config, Arc::clone(&context)),
+            tracer,
+            export: Export::start(config, Arc::clone(&context)),
             context,
             held: Vec::new(),
             closed: false,
-            resource: config.metrics_endpoint.is_some().then(|| config.resource()),
+            resource,
             metrics_since: span::now_nanos(),
         }
     }

@@ -7,6 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+/// The schema of the semantic conventions the spans follow.
+pub(super) const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.41.0";
+
 /// Nanoseconds since the Unix epoch, now.
 pub(super) fn now_nanos() -> u64 {
     SystemTime::now()
@@ -147,7 +150,7 @@ pub(super) enum Status {
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Span {
     pub(super) trace_id: String,
-    pub(super) span_id: String,
+    pub(super) id: String,
     pub(super) parent: Option<String>,
     pub(super) name: String,
     pub(super) kind: Kind,
@@ -169,7 +172,7 @@ impl Span {
     ) -> Span {
         Span {
             trace_id: trace_id.to_string(),
-            span_id,
+            id: span_id,
             parent,
             name,
             kind,
@@ -196,7 +199,7 @@ impl Span {
     pub(super) fn to_json(&self) -> Value {
         let mut span = json!({
             "traceId": self.trace_id,
-            "spanId": self.span_id,
+            "spanId": self.id,
             "name": self.name,
             "kind": self.kind as u8,
             "startTimeUnixNano": self.start.to_string(),
@@ -227,7 +230,7 @@ pub(super) fn traces_body(resource: &Attrs, spans: &[Value]) -> Vec<u8> {
             "resource": { "attributes": resource.to_json() },
             "scopeSpans": [{
                 "scope": { "name": "pikuri", "version": env!("CARGO_PKG_VERSION") },
-                "schemaUrl": super::SCHEMA_URL,
+                "schemaUrl": SCHEMA_URL,
                 "spans": spans,
             }],
         }],

@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 use crate::{ChatTransport, Event, StopReason};
 
+use super::context::Context;
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
-use super::{Context, PIKURI_PREFIX};
+
+/// The prefix of pikuri's own attributes.
+const PIKURI_PREFIX: &str = "pikuri.";
 
 /// What the current transport says about the requests (request model,
 /// provider, server address and port).
@@ -158,13 +161,13 @@ impl Tracer {
             }
         });
         let parent = match helper.and_then(|owner| self.runs.get(owner)) {
-            Some(run) => Some((run.span.trace_id.clone(), run.span.span_id.clone())),
+            Some(run) => Some((run.span.trace_id.clone(), run.span.id.clone())),
             None => self.latest_open_tool(),
         };
         let parent = parent.or_else(|| {
             self.runs
                 .get("")
-                .map(|r| (r.span.trace_id.clone(), r.span.span_id.clone()))
+                .map(|r| (r.span.trace_id.clone(), r.span.id.clone()))
         });
         if let Some(p) = parent {
             self.parents.insert(id.to_string(), p);
@@ -179,9 +182,13 @@ impl Tracer {
             .filter(|t| !t.claimed)
             .max_by_key(|t| t.span.start)?;
         tool.claimed = true;
-        Some((tool.span.trace_id.clone(), tool.span.span_id.clone()))
+        Some((tool.span.trace_id.clone(), tool.span.id.clone()))
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event kind, in one place"
+    )]
     pub(super) fn on_event(&mut self, event: &Event) {
         let now = now_nanos();
         let agent = event.agent();
@@ -303,7 +310,7 @@ impl Tracer {
                 let mut s = Span::new(
                     &run.span.trace_id,
                     span::span_id(),
-                    Some(run.span.span_id.clone()),
+                    Some(run.span.id.clone()),
                     format!("execute_tool {name}"),
                     Kind::Internal,
                     now,
@@ -464,7 +471,7 @@ impl Tracer {
             (
                 main.span.trace_id.clone(),
                 span::span_id(),
-                Some(main.span.span_id.clone()),
+                Some(main.span.id.clone()),
             )
         } else {
             (span::trace_id(), span::span_id(), None)
@@ -582,7 +589,7 @@ fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &str, now: u64) -> 
     let mut s = Span::new(
         &run.span.trace_id,
         span::span_id(),
-        Some(run.span.span_id.clone()),
+        Some(run.span.id.clone()),
         name,
         Kind::Client,
         run.mark,

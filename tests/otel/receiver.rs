@@ -171,10 +171,10 @@ fn parse(text: &str) -> Vec<Printed> {
             in_attrs = true;
         } else if t == "Events:" || t.starts_with("ResourceSpans") || t.starts_with("ScopeSpans") {
             in_attrs = false;
-        } else if in_attrs && let Some(kv) = t.strip_prefix("-> ") {
-            if let Some((k, v)) = kv.split_once(": ") {
-                s.attrs.insert(k.to_string(), v.to_string());
-            }
+        } else if in_attrs
+            && let Some((k, v)) = t.strip_prefix("-> ").and_then(|kv| kv.split_once(": "))
+        {
+            s.attrs.insert(k.to_string(), v.to_string());
         }
     }
     spans
