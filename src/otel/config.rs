@@ -52,6 +52,7 @@ pub struct OtlpConfig {
     pub(super) retry_base: Duration,
     pub(super) retry_cap: Duration,
     pub(super) close_timeout: Duration,
+    pub(super) export_interval: Duration,
     pub(super) agent_name: String,
 }
 
@@ -75,6 +76,7 @@ impl OtlpConfig {
             retry_base: Duration::from_millis(200),
             retry_cap: Duration::from_secs(5),
             close_timeout: Duration::from_secs(5),
+            export_interval: Duration::from_secs(1),
             agent_name: "agent".to_string(),
         }
     }
@@ -230,6 +232,16 @@ impl OtlpConfig {
     #[must_use]
     pub fn with_close_timeout(mut self, d: Duration) -> OtlpConfig {
         self.close_timeout = d;
+        self
+    }
+
+    /// How often the export thread sends what waits (default 1 s, as
+    /// OpenTelemetry's batch span processor schedules): turns finished in
+    /// the meantime go in one request. A full batch (512 spans) goes at
+    /// once, and closing sends the rest.
+    #[must_use]
+    pub fn with_export_interval(mut self, d: Duration) -> OtlpConfig {
+        self.export_interval = d;
         self
     }
 

@@ -15,25 +15,30 @@ use serde_json::Value;
 
 use super::config::OtlpConfig;
 use super::context::Context;
-use super::span::{Attrs, traces_body};
+use super::metrics;
+use super::span::{Attrs, Span, now_nanos, traces_body};
+use super::tracer::ChatRecord;
 use crate::util::{excerpt, redact_url, redact_url_in};
 
 /// What waits for export.
 pub(super) enum Item {
-    Span(Value),
-    /// One `ExportMetricsServiceRequest` body, for the metrics endpoint.
-    Metrics(Vec<u8>),
+    Span(Span),
+    /// A turn's chat requests, for the metrics.
+    Chats(Vec<ChatRecord>),
 }
 
+#[derive(Default)]
 struct Queue {
-    items: Mutex<VecDeque<Item>>,
-    spans: Mutex<usize>,
+    items: VecDeque<Item>,
+    /// The spans among `items`.
+    spans: usize,
 }
 
 /// The handle the listener keeps: push, and close.
 pub(super) struct Export {
-    queue: Arc<Queue>,
+    queue: Arc<Mutex<Queue>>,
     cap: usize,
+    max_batch: usize,
     wake: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
     done: Receiver<()>,
@@ -44,11 +49,12 @@ pub(super) struct Export {
 
 impl Export {
     pub(super) fn start(config: OtlpConfig, context: Arc<Context>) -> Export {
-        let (cap, close_timeout) = (config.max_queued_spans, config.close_timeout);
-        let queue = Arc::new(Queue {
-            items: Mutex::new(VecDeque::new()),
-            spans: Mutex::new(0),
-        });
+        let (cap, max_batch, close_timeout) = (
+            config.max_queued_spans,
+            config.max_batch,
+            config.close_timeout,
+        );
+        let queue = Arc::new(Mutex::new(Queue::default()));
         let (wake, wake_rx) = bounded(1);
         let (done_tx, done) = bounded(1);
         let deadline = Arc::new(Mutex::new(None));
@@ -66,6 +72,8 @@ impl Export {
                 .build()
                 .new_agent(),
             failing: false,
+            chats: Vec::new(),
+            chats_since: now_nanos(),
         };
         let thread = std::thread::Builder::new()
             .name("pikuri-otlp".into())
@@ -78,6 +86,7 @@ impl Export {
         Export {
             queue,
             cap,
+            max_batch,
             wake: Some(wake),
             thread,
             done,
@@ -87,35 +96,37 @@ impl Export {
         }
     }
 
-    /// Queue `items` and wake the thread; a span past the bound is dropped
-    /// and counted. Never blocks beyond the queue's lock.
+    /// Queue `items`; a span past the bound is dropped and counted. Never
+    /// blocks beyond the queue's lock, and wakes the export thread only
+    /// when a whole batch waits (else it wakes on its interval).
     pub(super) fn push(&self, items: impl IntoIterator<Item = Item>) {
         if self.thread.is_none() {
-            for item in items {
-                if matches!(item, Item::Span(_)) {
-                    self.context.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            let spans = items
+                .into_iter()
+                .filter(|i| matches!(i, Item::Span(_)))
+                .count();
+            self.context
+                .dropped
+                .fetch_add(spans as u64, Ordering::Relaxed);
             return;
         }
         let mut dropped = 0u64;
-        {
-            let mut q = self.queue.items.lock();
-            let mut spans = self.queue.spans.lock();
+        let full_batch = {
+            let mut q = self.queue.lock();
             for item in items {
                 match item {
-                    Item::Span(_) if *spans >= self.cap => dropped += 1,
+                    Item::Span(_) if q.spans >= self.cap => dropped += 1,
                     Item::Span(_) => {
-                        *spans += 1;
-                        q.push_back(item);
+                        q.spans += 1;
+                        q.items.push_back(item);
                     }
-                    // Metrics are one small body per turn; bounded by
-                    // the same count so a dead collector keeps no backlog.
-                    Item::Metrics(_) if q.len() >= self.cap => {}
-                    Item::Metrics(_) => q.push_back(item),
+                    // A dead collector keeps no backlog of metrics either.
+                    Item::Chats(_) if q.items.len() >= self.cap => {}
+                    Item::Chats(_) => q.items.push_back(item),
                 }
             }
-        }
+            q.spans >= self.max_batch
+        };
         if dropped > 0 {
             let before = self.context.dropped.fetch_add(dropped, Ordering::Relaxed);
             if before == 0 {
@@ -124,7 +135,7 @@ impl Export {
                 );
             }
         }
-        if let Some(w) = &self.wake {
+        if full_batch && let Some(w) = &self.wake {
             // Full: the thread is awake already and will see the items.
             if let Err(TrySendError::Disconnected(())) = w.try_send(()) {
                 log::debug!("otlp: export thread gone");
@@ -155,7 +166,7 @@ impl Export {
 }
 
 struct Worker {
-    queue: Arc<Queue>,
+    queue: Arc<Mutex<Queue>>,
     wake: Receiver<()>,
     config: OtlpConfig,
     resource: Attrs,
@@ -164,14 +175,31 @@ struct Worker {
     agent: ureq::Agent,
     /// The last export failed (log the first failure of a streak only).
     failing: bool,
+    /// Chat requests since the last metrics export, and when that was.
+    chats: Vec<ChatRecord>,
+    chats_since: u64,
 }
 
 impl Worker {
     fn run(mut self) {
         loop {
-            let stopping = self.wake.recv().is_err();
-            while let Some(batch) = self.next_batch() {
-                self.send(batch);
+            // The interval batches turns together; a full batch or the
+            // close wakes the thread sooner.
+            let stopping = matches!(
+                self.wake.recv_timeout(self.config.export_interval),
+                Err(RecvTimeoutError::Disconnected)
+            );
+            while let Some(spans) = self.next_batch() {
+                self.send(Batch::Spans(spans));
+            }
+            if !self.chats.is_empty() {
+                let now = now_nanos();
+                let chats = std::mem::take(&mut self.chats);
+                let body = metrics::body(&self.resource, &chats, self.chats_since, now);
+                self.chats_since = now;
+                if let Some(body) = body {
+                    self.send(Batch::Metrics(body));
+                }
             }
             if stopping {
                 return;
@@ -179,27 +207,20 @@ impl Worker {
         }
     }
 
-    /// Up to `max_batch` spans, or one metrics body.
-    fn next_batch(&self) -> Option<Batch> {
-        let mut q = self.queue.items.lock();
+    /// Up to `max_batch` spans; the chat records met on the way go to
+    /// `self.chats`.
+    fn next_batch(&mut self) -> Option<Vec<Span>> {
+        let mut q = self.queue.lock();
         let mut spans = Vec::new();
         while spans.len() < self.config.max_batch {
-            match q.front() {
-                Some(Item::Span(_)) => {
-                    if let Some(Item::Span(v)) = q.pop_front() {
-                        spans.push(v);
-                    }
-                }
-                Some(Item::Metrics(_)) if spans.is_empty() => {
-                    if let Some(Item::Metrics(body)) = q.pop_front() {
-                        return Some(Batch::Metrics(body));
-                    }
-                }
-                _ => break,
+            match q.items.pop_front() {
+                Some(Item::Span(s)) => spans.push(s),
+                Some(Item::Chats(c)) => self.chats.extend(c),
+                None => break,
             }
         }
-        *self.queue.spans.lock() -= spans.len();
-        (!spans.is_empty()).then_some(Batch::Spans(spans))
+        q.spans -= spans.len();
+        (!spans.is_empty()).then_some(spans)
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -341,7 +362,8 @@ impl Worker {
 }
 
 enum Batch {
-    Spans(Vec<Value>),
+    Spans(Vec<Span>),
+    /// An `ExportMetricsServiceRequest` body.
     Metrics(Vec<u8>),
 }
 

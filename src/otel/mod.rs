@@ -69,7 +69,7 @@
 //! Token usage is recorded on `chat` spans only, one per request, whoever
 //! sent it (the main agent, a sub-agent, the synthesizer, the compactor).
 //! `invoke_agent` spans carry no usage: a run's total includes its
-//! sub-agents' ([`Event::Stopped`](crate::Event::Stopped)), so recording it
+//! sub-agents' ([`Event::Stopped`]), so recording it
 //! there too would count a sub-agent's tokens once on its `chat` spans and
 //! again on every `invoke_agent` above them. A backend that sums
 //! `gen_ai.usage.*` over a trace gets the run's total exactly once. The
@@ -79,8 +79,11 @@
 //!
 //! The listener runs on its own thread, and the HTTP on one more, which the
 //! exporter owns: the agent's thread never waits for the collector. Finished
-//! spans are queued at the end of each turn (and whenever 64 wait), in a
-//! queue of [`OtlpConfig::with_max_queued_spans`] spans; past it, spans are
+//! spans are queued, unencoded, at the end of each turn (and whenever 64
+//! wait), in a queue of [`OtlpConfig::with_max_queued_spans`] spans; the
+//! export thread encodes and posts them once per
+//! [`OtlpConfig::with_export_interval`] (1 s), or at once when a batch of
+//! 512 waits, so a busy agent's turns share requests. Past the bound, spans are
 //! dropped and counted ([`OtlpHandle::dropped_spans`], with one `warn` log
 //! line). Each export has a timeout; 408, 429, 502, 503, 504 and transport
 //! errors are retried with exponential backoff and jitter, honouring
@@ -166,10 +169,8 @@ pub struct OtlpExporter {
     context: Arc<Context>,
     held: Vec<Item>,
     closed: bool,
-    /// For the metrics body; `None` when metrics are off.
-    resource: Option<span::Attrs>,
-    /// Start of the metrics interval not exported yet.
-    metrics_since: u64,
+    /// Metrics are on (they have an endpoint).
+    metrics: bool,
 }
 
 impl OtlpExporter {
@@ -181,15 +182,14 @@ impl OtlpExporter {
             config.agent_name.clone(),
             Arc::clone(&context),
         );
-        let resource = config.metrics_endpoint.is_some().then(|| config.resource());
+        let metrics = config.metrics_endpoint.is_some();
         OtlpExporter {
             tracer,
             export: Export::start(config, Arc::clone(&context)),
             context,
             held: Vec::new(),
             closed: false,
-            resource,
-            metrics_since: span::now_nanos(),
+            metrics,
         }
     }
 
@@ -216,19 +216,16 @@ impl OtlpExporter {
         }
     }
 
+    /// Queue the finished spans once `at_least` wait, with the chat
+    /// records. The spans are encoded on the export thread: the end of a
+    /// turn (which the agent waits for) only moves them.
     fn ship(&mut self, at_least: usize) {
-        self.held
-            .extend(self.tracer.done.drain(..).map(|s| Item::Span(s.to_json())));
-        // Metrics go out with the turn's spans, one body per turn.
-        if at_least <= 1 && !self.tracer.chats.is_empty() {
-            let now = span::now_nanos();
-            if let Some(r) = &self.resource
-                && let Some(body) = metrics::body(r, &self.tracer.chats, self.metrics_since, now)
-            {
-                self.held.push(Item::Metrics(body));
-            }
+        self.held.extend(self.tracer.done.drain(..).map(Item::Span));
+        if !self.metrics {
             self.tracer.chats.clear();
-            self.metrics_since = now;
+        } else if at_least <= 1 && !self.tracer.chats.is_empty() {
+            self.held
+                .push(Item::Chats(std::mem::take(&mut self.tracer.chats)));
         }
         if self.held.len() >= at_least && !self.held.is_empty() {
             self.export.push(self.held.drain(..));

@@ -2,6 +2,7 @@
 //! `ExportTraceServiceRequest` body a batch of them becomes.
 
 use std::hash::{BuildHasher, RandomState};
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -73,6 +74,49 @@ impl Attr {
     }
 }
 
+impl Attr {
+    /// The `AnyValue` object, written straight into `out` (the export path:
+    /// no `Value` tree per span).
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Attr::Str(s) => {
+                out.extend_from_slice(b"{\"stringValue\":");
+                write_str(out, s);
+                out.push(b'}');
+            }
+            Attr::Int(i) => {
+                let _ = write!(out, "{{\"intValue\":\"{i}\"}}");
+            }
+            Attr::Bool(b) => {
+                let _ = write!(out, "{{\"boolValue\":{b}}}");
+            }
+            Attr::Double(d) => {
+                out.extend_from_slice(b"{\"doubleValue\":");
+                let _ = serde_json::to_writer(&mut *out, d);
+                out.push(b'}');
+            }
+            Attr::StrArray(v) => {
+                out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
+                for (i, s) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(b"{\"stringValue\":");
+                    write_str(out, s);
+                    out.push(b'}');
+                }
+                out.extend_from_slice(b"]}}");
+            }
+        }
+    }
+}
+
+/// `s` as a JSON string (quoted, escaped).
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing to a Vec cannot fail, and a &str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
 impl From<&str> for Attr {
     fn from(s: &str) -> Attr {
         Attr::Str(s.to_string())
@@ -110,6 +154,22 @@ impl Attrs {
 
     pub(super) fn get(&self, key: &str) -> Option<&Attr> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The `KeyValue` array, written into `out`.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"key\":");
+            write_str(out, k);
+            out.extend_from_slice(b",\"value\":");
+            v.write_json(out);
+            out.push(b'}');
+        }
+        out.push(b']');
     }
 
     pub(super) fn to_json(&self) -> Value {
@@ -195,7 +255,53 @@ impl Span {
         self.status = Status::Error(message.into());
     }
 
-    /// The OTLP/JSON `Span` object.
+    /// The OTLP/JSON `Span` object, written into `out`.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
+        // Ids are hex digits, names and keys are escaped: nothing else
+        // needs escaping.
+        let _ = write!(
+            out,
+            "{{\"traceId\":\"{}\",\"spanId\":\"{}\",",
+            self.trace_id, self.id
+        );
+        if let Some(p) = &self.parent {
+            let _ = write!(out, "\"parentSpanId\":\"{p}\",");
+        }
+        out.extend_from_slice(b"\"name\":");
+        write_str(out, &self.name);
+        let _ = write!(
+            out,
+            ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\",\"attributes\":",
+            self.kind as u8,
+            self.start,
+            self.end.max(self.start)
+        );
+        self.attrs.write_json(out);
+        out.extend_from_slice(b",\"events\":[");
+        for (i, e) in self.events.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = write!(out, "{{\"timeUnixNano\":\"{}\",\"name\":", e.time);
+            write_str(out, e.name);
+            out.extend_from_slice(b",\"attributes\":");
+            e.attrs.write_json(out);
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],\"status\":");
+        match &self.status {
+            Status::Unset => out.extend_from_slice(b"{\"code\":0}"),
+            Status::Error(m) => {
+                out.extend_from_slice(b"{\"code\":2,\"message\":");
+                write_str(out, m);
+                out.push(b'}');
+            }
+        }
+        out.push(b'}');
+    }
+
+    /// The OTLP/JSON `Span` object as a value (tests).
+    #[cfg(test)]
     pub(super) fn to_json(&self) -> Value {
         let mut span = json!({
             "traceId": self.trace_id,
@@ -224,18 +330,23 @@ impl Span {
 
 /// The body of one `POST /v1/traces`: an `ExportTraceServiceRequest` with
 /// one resource and one instrumentation scope.
-pub(super) fn traces_body(resource: &Attrs, spans: &[Value]) -> Vec<u8> {
-    let body = json!({
-        "resourceSpans": [{
-            "resource": { "attributes": resource.to_json() },
-            "scopeSpans": [{
-                "scope": { "name": "pikuri", "version": env!("CARGO_PKG_VERSION") },
-                "schemaUrl": SCHEMA_URL,
-                "spans": spans,
-            }],
-        }],
-    });
-    serde_json::to_vec(&body).unwrap_or_default()
+pub(super) fn traces_body(resource: &Attrs, spans: &[Span]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + spans.len() * 1024);
+    out.extend_from_slice(b"{\"resourceSpans\":[{\"resource\":{\"attributes\":");
+    resource.write_json(&mut out);
+    let _ = write!(
+        out,
+        "}},\"scopeSpans\":[{{\"scope\":{{\"name\":\"pikuri\",\"version\":\"{}\"}},\"schemaUrl\":\"{SCHEMA_URL}\",\"spans\":[",
+        env!("CARGO_PKG_VERSION")
+    );
+    for (i, s) in spans.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        s.write_json(&mut out);
+    }
+    out.extend_from_slice(b"]}]}]}");
+    out
 }
 
 #[cfg(test)]
@@ -286,5 +397,16 @@ mod tests {
         );
         assert_eq!(j["status"]["code"], 2);
         assert_eq!(j["events"][0]["timeUnixNano"], "7");
+        // The export path writes the same object.
+        let mut out = Vec::new();
+        s.write_json(&mut out);
+        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), j);
+        let body: Value =
+            serde_json::from_slice(&traces_body(&s.attrs, &[s.clone(), s.clone()])).unwrap();
+        assert_eq!(body["resourceSpans"][0]["scopeSpans"][0]["spans"][1], j);
+        assert_eq!(
+            body["resourceSpans"][0]["resource"]["attributes"],
+            s.attrs.to_json()
+        );
     }
 }
