@@ -373,10 +373,13 @@ impl Tracer {
                     }
                     // Failures reach the model as "Error: ..." observations.
                     if content.starts_with("Error:") {
-                        t.fail(
-                            "tool_error",
-                            crate::util::excerpt(content, 200).into_owned(),
-                        );
+                        // The message can quote private data: opt-in too.
+                        let message = if capture {
+                            crate::util::excerpt(content, 200).into_owned()
+                        } else {
+                            "the tool failed".to_string()
+                        };
+                        t.fail("tool_error", message);
                     }
                     self.done.push(t);
                 }
@@ -652,6 +655,63 @@ pub(super) fn error_type(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tool_turn(capture: bool) -> Vec<Span> {
+        let mut t = Tracer::new(capture, "a".into(), Arc::new(Context::default()));
+        let agent: Arc<str> = "".into();
+        t.on_event(&Event::UserTurn {
+            agent: agent.clone(),
+            content: "q".into(),
+            mid_loop: false,
+        });
+        t.on_event(&Event::ToolCall {
+            agent: agent.clone(),
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: serde_json::json!({"path": "/secret"}),
+        });
+        t.on_event(&Event::ToolResult {
+            agent: agent.clone(),
+            id: "c1".into(),
+            name: "read".into(),
+            content: "Error: /secret/key.pem is unreadable".into(),
+        });
+        t.on_event(&Event::Stopped {
+            agent,
+            reason: StopReason::Cancelled,
+            usage: crate::Usage::new(),
+        });
+        std::mem::take(&mut t.done)
+    }
+
+    #[test]
+    fn tool_failures_keep_private_text_out_unless_captured() {
+        let spans = tool_turn(false);
+        let tool = spans
+            .iter()
+            .find(|s| s.name == "execute_tool read")
+            .unwrap();
+        assert_eq!(
+            tool.status,
+            super::super::span::Status::Error("the tool failed".into())
+        );
+        assert_eq!(
+            tool.attrs.get("error.type"),
+            Some(&Attr::from("tool_error"))
+        );
+        let json = tool.to_json().to_string();
+        assert!(!json.contains("secret"), "{json}");
+        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        assert_eq!(main.attrs.get("error.type"), Some(&Attr::from("cancelled")));
+        assert!(main.events.iter().all(|e| e.name != "pikuri.cancel"));
+
+        let spans = tool_turn(true);
+        let tool = spans
+            .iter()
+            .find(|s| s.name == "execute_tool read")
+            .unwrap();
+        assert!(tool.to_json().to_string().contains("/secret/key.pem"));
+    }
 
     #[test]
     fn host_and_port() {
