@@ -551,6 +551,66 @@ fn build_cost() {
     }
 }
 
+/// The OTLP exporter's own work per turn on its listener thread (what the
+/// end-of-turn flush can wait for): the events of a non-streamed turn and
+/// of a 50-delta one fed straight to `on_event` and `flush`, on this
+/// thread, exporting to an answering collector (its encoding and HTTP run
+/// on the exporter's thread, not counted here).
+fn otlp_listener_cost() {
+    use pikuri::otel::{OtlpConfig, OtlpExporter};
+    use pikuri::{Listener, StopReason, Usage};
+    let turns: u32 = if quick() { 2_000 } else { 50_000 };
+    let agent: std::sync::Arc<str> = "".into();
+    for deltas in [0usize, 50] {
+        let mut events = vec![Event::UserTurn {
+            agent: agent.clone(),
+            content: QUESTION.into(),
+            mid_loop: false,
+        }];
+        for _ in 0..deltas {
+            events.push(Event::AssistantDelta {
+                agent: agent.clone(),
+                content: "word ".into(),
+            });
+        }
+        events.push(Event::Assistant {
+            agent: agent.clone(),
+            content: ANSWER_TEXT.into(),
+        });
+        events.push(Event::Tokens {
+            agent: agent.clone(),
+            input: Some(20),
+            output: Some(10),
+            cached: None,
+            cache_creation: None,
+            thinking: None,
+            model_id: Some(MODEL.into()),
+        });
+        events.push(Event::Stopped {
+            agent: agent.clone(),
+            reason: StopReason::Completed,
+            usage: Usage::new(),
+        });
+        let mut us = Vec::new();
+        for _ in 0..runs() {
+            let mut exporter = OtlpExporter::new(OtlpConfig::new(collector(true)));
+            let t = Instant::now();
+            for _ in 0..turns {
+                for e in &events {
+                    exporter.on_event(e);
+                }
+                exporter.flush();
+            }
+            us.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(turns));
+            exporter.close();
+        }
+        println!(
+            "| otlp listener | {deltas} deltas: on_event + flush per turn, listener thread | {:.2} us/turn | | | | | |",
+            median(&mut us)
+        );
+    }
+}
+
 /// The per-turn table: every shape, every subject.
 fn turn_table() {
     let subjects = [
@@ -685,6 +745,9 @@ fn main() {
     println!("# load average at start: {}", load.trim());
     println!("# {}", common::server_placement());
     turn_table();
+    if selected("otlp listener") {
+        otlp_listener_cost();
+    }
     if selected("build") {
         build_cost();
     }

@@ -293,7 +293,7 @@ impl OtlpConfig {
     pub(super) fn resource(&self) -> Attrs {
         let mut attrs = Attrs::default();
         for (k, v) in &self.resource {
-            attrs.set(k, v.as_str());
+            attrs.set(k.clone(), v.as_str());
         }
         attrs.set("service.name", self.service_name());
         attrs.set("telemetry.sdk.name", "pikuri");

@@ -236,7 +236,10 @@ impl OtlpExporter {
 impl Listener for OtlpExporter {
     fn on_event(&mut self, event: &Event) {
         self.tracer.on_event(event);
-        self.ship(SHIP_AT);
+        // A delta never finishes a span.
+        if !event.is_delta() {
+            self.ship(SHIP_AT);
+        }
     }
 
     fn flush(&mut self) {

@@ -1,8 +1,10 @@
 //! One span as OTLP/JSON: ids, attributes, events, status, and the
 //! `ExportTraceServiceRequest` body a batch of them becomes.
 
+use std::borrow::Cow;
 use std::hash::{BuildHasher, RandomState};
 use std::io::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -52,7 +54,9 @@ pub(super) fn span_id() -> String {
 /// An attribute value (the OTLP `AnyValue` kinds pikuri uses).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Attr {
-    Str(String),
+    /// Shared: the conversation id and the model's names go on every span
+    /// by reference count, not by copy.
+    Str(Arc<str>),
     Int(i64),
     Bool(bool),
     Double(f64),
@@ -62,7 +66,7 @@ pub(super) enum Attr {
 impl Attr {
     fn to_json(&self) -> Value {
         match self {
-            Attr::Str(s) => json!({ "stringValue": s }),
+            Attr::Str(s) => json!({ "stringValue": &**s }),
             // OTLP/JSON writes 64-bit integers as decimal strings.
             Attr::Int(i) => json!({ "intValue": i.to_string() }),
             Attr::Bool(b) => json!({ "boolValue": b }),
@@ -119,12 +123,17 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
 
 impl From<&str> for Attr {
     fn from(s: &str) -> Attr {
-        Attr::Str(s.to_string())
+        Attr::Str(s.into())
     }
 }
 impl From<String> for Attr {
     fn from(s: String) -> Attr {
-        Attr::Str(s)
+        Attr::Str(s.into())
+    }
+}
+impl From<&Arc<str>> for Attr {
+    fn from(s: &Arc<str>) -> Attr {
+        Attr::Str(Arc::clone(s))
     }
 }
 impl From<u64> for Attr {
@@ -140,15 +149,16 @@ impl From<bool> for Attr {
 
 /// Key-value pairs in insertion order; a key set twice keeps the last value.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(super) struct Attrs(pub(super) Vec<(String, Attr)>);
+pub(super) struct Attrs(pub(super) Vec<(Cow<'static, str>, Attr)>);
 
 impl Attrs {
-    pub(super) fn set(&mut self, key: &str, value: impl Into<Attr>) {
-        let value = value.into();
-        if let Some(slot) = self.0.iter_mut().find(|(k, _)| k == key) {
+    /// Set `key` (a `&'static str` costs no allocation).
+    pub(super) fn set(&mut self, key: impl Into<Cow<'static, str>>, value: impl Into<Attr>) {
+        let (key, value) = (key.into(), value.into());
+        if let Some(slot) = self.0.iter_mut().find(|(k, _)| *k == key) {
             slot.1 = value;
         } else {
-            self.0.push((key.to_string(), value));
+            self.0.push((key, value));
         }
     }
 
@@ -176,7 +186,7 @@ impl Attrs {
         Value::Array(
             self.0
                 .iter()
-                .map(|(k, v)| json!({ "key": k, "value": v.to_json() }))
+                .map(|(k, v)| json!({ "key": &**k, "value": v.to_json() }))
                 .collect(),
         )
     }

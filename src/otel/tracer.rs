@@ -16,16 +16,13 @@ use crate::{ChatTransport, Event, StopReason};
 use super::context::Context;
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
 
-/// The prefix of pikuri's own attributes.
-const PIKURI_PREFIX: &str = "pikuri.";
-
 /// What the current transport says about the requests (request model,
 /// provider, server address and port).
 #[derive(Clone, Debug, Default)]
 pub(super) struct ModelInfo {
-    pub(super) model: Option<String>,
-    pub(super) provider: String,
-    pub(super) address: Option<String>,
+    pub(super) model: Option<Arc<str>>,
+    pub(super) provider: Arc<str>,
+    pub(super) address: Option<Arc<str>>,
     pub(super) port: Option<u16>,
 }
 
@@ -33,22 +30,22 @@ impl ModelInfo {
     pub(super) fn of(t: &ChatTransport) -> ModelInfo {
         let (address, port) = t.api_base().map_or((None, None), host_port);
         ModelInfo {
-            model: t.model().map(str::to_string),
+            model: t.model().map(Arc::from),
             // The semantic conventions' well-known values are lowercase
             // names (`openai`, `anthropic`); a hint outside them is passed on.
-            provider: t.provider().unwrap_or("openai").to_ascii_lowercase(),
-            address,
+            provider: t.provider().unwrap_or("openai").to_ascii_lowercase().into(),
+            address: address.map(Arc::from),
             port,
         }
     }
 
     fn apply(&self, attrs: &mut Attrs) {
-        attrs.set("gen_ai.provider.name", self.provider.as_str());
+        attrs.set("gen_ai.provider.name", &self.provider);
         if let Some(m) = &self.model {
-            attrs.set("gen_ai.request.model", m.as_str());
+            attrs.set("gen_ai.request.model", m);
         }
         if let Some(a) = &self.address {
-            attrs.set("server.address", a.as_str());
+            attrs.set("server.address", a);
         }
         if let Some(p) = self.port {
             attrs.set("server.port", u64::from(p));
@@ -115,7 +112,7 @@ pub(super) struct Tracer {
     capture: bool,
     agent_name: String,
     context: Arc<Context>,
-    conversation: String,
+    conversation: Arc<str>,
     model: ModelInfo,
     runs: HashMap<String, Run>,
     /// Sub-agents announced (`for_sub_agent`) and not started yet: their
@@ -133,7 +130,7 @@ impl Tracer {
             capture,
             agent_name,
             context,
-            conversation: span::trace_id(),
+            conversation: span::trace_id().into(),
             model: ModelInfo::default(),
             runs: HashMap::new(),
             parents: HashMap::new(),
@@ -190,8 +187,19 @@ impl Tracer {
         reason = "one arm per event kind, in one place"
     )]
     pub(super) fn on_event(&mut self, event: &Event) {
-        let now = now_nanos();
         let agent = event.agent();
+        // The hot path: a delta of a response under way only dates its
+        // first chunk (no clock read after that).
+        if event.is_delta()
+            && let Some(run) = self.runs.get_mut(agent)
+            && run.pending_chat.is_none()
+        {
+            if run.first_chunk.is_none() {
+                run.first_chunk = Some(now_nanos());
+            }
+            return;
+        }
+        let now = now_nanos();
         match event {
             Event::ModelSwitched { to, .. } => {
                 self.model = ModelInfo::of(to);
@@ -199,7 +207,7 @@ impl Tracer {
             }
             Event::Reset { agent, .. } if agent.is_empty() => {
                 // A cleared conversation is a new one.
-                self.conversation = span::trace_id();
+                self.conversation = span::trace_id().into();
                 return;
             }
             // Between-turn events open no run.
@@ -319,8 +327,7 @@ impl Tracer {
                 s.attrs.set("gen_ai.tool.name", name.as_str());
                 s.attrs.set("gen_ai.tool.call.id", id.as_str());
                 s.attrs.set("gen_ai.tool.type", "function");
-                s.attrs
-                    .set("gen_ai.conversation.id", self.conversation.as_str());
+                s.attrs.set("gen_ai.conversation.id", &self.conversation);
                 if capture {
                     s.attrs
                         .set("gen_ai.tool.call.arguments", arguments.to_string());
@@ -494,9 +501,8 @@ impl Tracer {
         );
         s.attrs.set("gen_ai.operation.name", "invoke_agent");
         s.attrs.set("gen_ai.agent.name", name);
-        s.attrs
-            .set("gen_ai.conversation.id", self.conversation.as_str());
-        s.attrs.set(&format!("{PIKURI_PREFIX}agent.id"), agent);
+        s.attrs.set("gen_ai.conversation.id", &self.conversation);
+        s.attrs.set("pikuri.agent.id", agent);
         self.model.apply(&mut s.attrs);
         self.runs.insert(
             agent.to_string(),
@@ -577,14 +583,14 @@ impl Tracer {
 
 fn span_call_id(s: &Span) -> Option<&str> {
     match s.attrs.get("gen_ai.tool.call.id") {
-        Some(Attr::Str(id)) => Some(id),
+        Some(Attr::Str(id)) => Some(&**id),
         _ => None,
     }
 }
 
 /// A chat span from the run's mark to `now`, taking the run's span events
 /// and time to first chunk.
-fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &str, now: u64) -> Span {
+fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64) -> Span {
     let name = match &model.model {
         Some(m) => format!("chat {m}"),
         None => "chat".to_string(),
