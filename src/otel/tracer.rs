@@ -720,6 +720,119 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "one scripted run, event by event")]
+    fn span_events_for_approvals_compaction_fallback_steering_retries() {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        let a: Arc<str> = "".into();
+        let from = crate::ChatTransport::new("m1").with_api_base("http://127.0.0.1:1/v1");
+        let to = crate::ChatTransport::new("m2").with_api_base("http://127.0.0.1:2/v1");
+        for e in [
+            Event::UserTurn {
+                agent: a.clone(),
+                content: "q".into(),
+                mid_loop: false,
+            },
+            Event::Retrying {
+                agent: a.clone(),
+                attempt: 1,
+                error: "http status 503: busy".into(),
+                wait_ms: 5,
+            },
+            Event::ModelFallback {
+                agent: a.clone(),
+                from,
+                to,
+                reason: "http status 503: busy".into(),
+            },
+            Event::Tokens {
+                agent: a.clone(),
+                input: Some(1),
+                output: Some(1),
+                cached: None,
+                cache_creation: None,
+                thinking: None,
+                model_id: None,
+            },
+            Event::ToolCall {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                arguments: serde_json::json!({}),
+            },
+            Event::ToolDenied {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                reason: "no".into(),
+            },
+            Event::ToolResult {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                content: "denied".into(),
+            },
+            Event::UserTurn {
+                agent: a.clone(),
+                content: "also".into(),
+                mid_loop: true,
+            },
+            Event::Compacted {
+                agent: a.clone(),
+                strategy: crate::event::CompactionStrategy::DropOldest,
+                messages_before: 9,
+                messages_after: 3,
+                tokens_before: 900,
+                tokens_after: 100,
+            },
+            Event::FallbackNotice {
+                agent: a.clone(),
+                reason: "budget".into(),
+            },
+            Event::Stopped {
+                agent: a.clone(),
+                reason: StopReason::Synthesized,
+                usage: crate::Usage::new(),
+            },
+        ] {
+            t.on_event(&e);
+        }
+        let spans = std::mem::take(&mut t.done);
+        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let names: Vec<_> = main.events.iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            [
+                "pikuri.model_fallback",
+                "pikuri.steering",
+                "pikuri.compaction",
+                "pikuri.fallback"
+            ]
+        );
+        assert_eq!(
+            main.status,
+            super::super::span::Status::Unset,
+            "synthesized is a success"
+        );
+        let tool = spans.iter().find(|s| s.name == "execute_tool w").unwrap();
+        assert_eq!(tool.events[0].name, "pikuri.approval");
+        assert_eq!(
+            tool.events[0].attrs.get("pikuri.approval.decision"),
+            Some(&Attr::from("denied"))
+        );
+        // The failed request (with its retry) is a chat span of the old
+        // model; the answered one follows under the new.
+        let failed = spans.iter().find(|s| s.name == "chat m1").unwrap();
+        assert_eq!(failed.attrs.get("error.type"), Some(&Attr::from("503")));
+        assert_eq!(failed.events[0].name, "pikuri.retry");
+        let ok = spans.iter().find(|s| s.name == "chat m2").unwrap();
+        assert_eq!(ok.status, super::super::span::Status::Unset);
+        assert_eq!(
+            ok.attrs.get("gen_ai.response.finish_reasons"),
+            Some(&Attr::StrArray(vec!["tool_calls".into()]))
+        );
+    }
+
+    #[test]
     fn host_and_port() {
         assert_eq!(
             host_port("http://127.0.0.1:8080/v1"),

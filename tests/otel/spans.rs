@@ -302,3 +302,32 @@ fn model_requests_carry_the_turns_traceparent_on_opt_in() {
             .all(|r| r.header("traceparent").is_none())
     );
 }
+
+#[test]
+fn a_streamed_request_records_its_time_to_first_chunk() {
+    use pikuri::testing::Reply;
+    let collector = Collector::start(Answer::Ok);
+    let server = FakeServer::start();
+    server.push(Reply::text("a streamed answer").with_usage(5, 3));
+    let exporter = OtlpExporter::new(OtlpConfig::new(collector.url()));
+    let mut agent = pikuri::Agent::builder(server.transport())
+        .streaming(true)
+        .add_listener(exporter)
+        .build()
+        .unwrap();
+    agent.run_loop("hi").unwrap();
+    agent.close();
+    let spans = collector.spans();
+    let chat = spans
+        .iter()
+        .find(|s| s["name"].as_str().unwrap().starts_with("chat"))
+        .unwrap();
+    assert_eq!(attr(chat, "gen_ai.request.stream").as_deref(), Some("true"));
+    let ttfc = chat["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["key"] == "gen_ai.response.time_to_first_chunk")
+        .expect("time to first chunk");
+    assert!(ttfc["value"]["doubleValue"].as_f64().unwrap() >= 0.0);
+}
