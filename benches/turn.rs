@@ -70,6 +70,9 @@ enum Subject {
     Bare,
     Handoff,
     Pikuri(usize),
+    /// pikuri with one listener, the OTLP exporter, posting to a collector
+    /// on 127.0.0.1 that answers (`true`) or accepts and never answers.
+    Otlp(bool),
 }
 
 impl Subject {
@@ -78,8 +81,59 @@ impl Subject {
             Subject::Bare => "bare ureq + serde".to_string(),
             Subject::Handoff => "bare + hand-off thread".to_string(),
             Subject::Pikuri(n) => format!("pikuri, {n} listener(s)"),
+            Subject::Otlp(true) => "pikuri, OTLP exporter, answering collector".to_string(),
+            Subject::Otlp(false) => "pikuri, OTLP exporter, silent collector".to_string(),
         }
     }
+}
+
+/// A collector on 127.0.0.1 for the OTLP subjects: it reads each request
+/// and answers 200 (`answer`), or reads and never answers. Its threads live
+/// in this process (their CPU is counted with the client's).
+fn collector(answer: bool) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    // Request line and headers, up to the blank line.
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if !answer {
+                        // Hold the connection open, silent, until the client gives up.
+                        std::thread::park();
+                        return;
+                    }
+                    let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+                    if conn.write_all(ok.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
 }
 
 fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
@@ -113,8 +167,28 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
                 },
             )
         }
-        Subject::Pikuri(listeners) => {
-            let agent = std::cell::RefCell::new(pikuri_agent(base, stream, listeners));
+        Subject::Pikuri(_) | Subject::Otlp(_) => {
+            let agent = match subject {
+                Subject::Otlp(answer) => {
+                    use pikuri::otel::{OtlpConfig, OtlpExporter};
+                    use std::time::Duration;
+                    let config = OtlpConfig::new(collector(answer))
+                        .with_timeout(Duration::from_secs(2))
+                        .with_close_timeout(Duration::from_secs(1));
+                    let transport = ChatTransport::new(MODEL)
+                        .with_api_base(base)
+                        .with_context_window(Some(32_768));
+                    Agent::builder(transport.clone())
+                        .streaming(stream)
+                        .http(HttpConfig::default().with_max_retries(0))
+                        .add_listener(OtlpExporter::new(config).with_transport(&transport))
+                        .build()
+                        .expect("agent builds")
+                }
+                Subject::Pikuri(listeners) => pikuri_agent(base, stream, listeners),
+                _ => unreachable!("matched above"),
+            };
+            let agent = std::cell::RefCell::new(agent);
             let per = measure(
                 turns,
                 expect,
@@ -477,6 +551,66 @@ fn build_cost() {
     }
 }
 
+/// The OTLP exporter's own work per turn on its listener thread (what the
+/// end-of-turn flush can wait for): the events of a non-streamed turn and
+/// of a 50-delta one fed straight to `on_event` and `flush`, on this
+/// thread, exporting to an answering collector (its encoding and HTTP run
+/// on the exporter's thread, not counted here).
+fn otlp_listener_cost() {
+    use pikuri::otel::{OtlpConfig, OtlpExporter};
+    use pikuri::{Listener, StopReason, Usage};
+    let turns: u32 = if quick() { 2_000 } else { 50_000 };
+    let agent: std::sync::Arc<str> = "".into();
+    for deltas in [0usize, 50] {
+        let mut events = vec![Event::UserTurn {
+            agent: agent.clone(),
+            content: QUESTION.into(),
+            mid_loop: false,
+        }];
+        for _ in 0..deltas {
+            events.push(Event::AssistantDelta {
+                agent: agent.clone(),
+                content: "word ".into(),
+            });
+        }
+        events.push(Event::Assistant {
+            agent: agent.clone(),
+            content: ANSWER_TEXT.into(),
+        });
+        events.push(Event::Tokens {
+            agent: agent.clone(),
+            input: Some(20),
+            output: Some(10),
+            cached: None,
+            cache_creation: None,
+            thinking: None,
+            model_id: Some(MODEL.into()),
+        });
+        events.push(Event::Stopped {
+            agent: agent.clone(),
+            reason: StopReason::Completed,
+            usage: Usage::new(),
+        });
+        let mut us = Vec::new();
+        for _ in 0..runs() {
+            let mut exporter = OtlpExporter::new(OtlpConfig::new(collector(true)));
+            let t = Instant::now();
+            for _ in 0..turns {
+                for e in &events {
+                    exporter.on_event(e);
+                }
+                exporter.flush();
+            }
+            us.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(turns));
+            exporter.close();
+        }
+        println!(
+            "| otlp listener | {deltas} deltas: on_event + flush per turn, listener thread | {:.2} us/turn | | | | | |",
+            median(&mut us)
+        );
+    }
+}
+
 /// The per-turn table: every shape, every subject.
 fn turn_table() {
     let subjects = [
@@ -485,6 +619,8 @@ fn turn_table() {
         Subject::Pikuri(0),
         Subject::Pikuri(1),
         Subject::Pikuri(4),
+        Subject::Otlp(true),
+        Subject::Otlp(false),
     ];
     println!(
         "| shape | client | us/turn | wall ratio to bare | wall ratio to hand-off | CPU us/turn (client threads) | CPU ratio to bare | CPU ratio to hand-off | CPU us/turn (/proc/self/stat, whole run) | ctx switches/turn (client threads) | calling thread |"
@@ -508,7 +644,7 @@ fn turn_table() {
         let mut cpu_bare: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut cpu_hand: Vec<Vec<f64>> = vec![Vec::new(); n];
         for r in 0..runs() {
-            let mut this = [PerTurn::default(); 5];
+            let mut this = [PerTurn::default(); 7];
             for k in 0..n {
                 // Rotate the order each run so drift hits every subject alike.
                 let i = (k + r) % n;
@@ -609,6 +745,9 @@ fn main() {
     println!("# load average at start: {}", load.trim());
     println!("# {}", common::server_placement());
     turn_table();
+    if selected("otlp listener") {
+        otlp_listener_cost();
+    }
     if selected("build") {
         build_cost();
     }

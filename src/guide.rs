@@ -16,7 +16,8 @@
 //! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
 //! 9. [Tools from MCP servers](#tools-from-mcp-servers)
 //! 10. [Conversations longer than the window](#conversations-longer-than-the-window)
-//! 11. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
+//! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
+//! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -689,6 +690,69 @@
 //! assert!(events.kinds().contains(&"compacted"));
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! # Seeing a run in a tracing backend
+//!
+//! With the `otel` feature (on by default), an
+//! [`OtlpExporter`](crate::otel::OtlpExporter) listener sends each turn to
+//! an OpenTelemetry collector over OTLP/HTTP JSON: Jaeger, Grafana Tempo,
+//! Langfuse, Honeycomb, Datadog, Logfire, MLflow, or an OpenTelemetry
+//! Collector in front of anything else. A turn is an `invoke_agent` span,
+//! with a `chat` span per model request (model, usage, finish reason,
+//! time to first chunk) and an `execute_tool` span per tool call; a
+//! sub-agent's spans nest under the tool call that started it. The
+//! attributes follow the GenAI semantic conventions, so a backend's LLM
+//! views (token totals, cost, tool calls) work as for any instrumented
+//! SDK; the full list is in [`otel`](crate::otel).
+//!
+//! Configure it the standard way: `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! (`http://localhost:4318`), `OTEL_EXPORTER_OTLP_HEADERS` (an API key),
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`; or in code with
+//! [`OtlpConfig`](crate::otel::OtlpConfig). Tool arguments and results are
+//! left out unless you opt in (`with_capture_content(true)`): they can hold
+//! private data. To continue a trace of your own service (the web request
+//! that asked the question), hand its `traceparent` to the handle; to pass
+//! the turn's context on to a model server that traces, opt in with
+//! [`Configurator::traceparent`](crate::Configurator::traceparent).
+//!
+//! ```
+//! use pikuri::Agent;
+//! use pikuri::otel::{OtlpConfig, OtlpExporter};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("Paris."));
+//!
+//! // In production: `OtlpExporter::from_env()` (None when no endpoint is set).
+//! let config = OtlpConfig::new("http://127.0.0.1:9") // nothing listens: export fails quietly
+//!     .with_service_name("geo-bot")
+//!     .with_max_retries(0);
+//! let exporter = OtlpExporter::new(config).with_transport(&server.transport());
+//! let otel = exporter.handle();
+//! // This turn continues the trace of the request that asked for it.
+//! assert!(otel.set_parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+//!
+//! let handle = otel.clone();
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_listener(exporter)
+//!     .traceparent(move || Some(handle.traceparent()))
+//!     .build()?;
+//! agent.run_loop("Capital of France?")?;
+//! let sent = server.chat_requests()[0].header("traceparent").unwrap().to_string();
+//! assert!(sent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+//!
+//! // The collector being down cost the turn nothing; the loss is counted.
+//! agent.close();
+//! assert_eq!(otel.exported_spans(), 0);
+//! assert!(otel.dropped_spans() > 0);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! Export never slows the agent: spans are queued at the end of a turn and
+//! posted by a thread of the exporter's own, with retries, timeouts and a
+//! bounded queue; [`OtlpHandle`](crate::otel::OtlpHandle) counts what was
+//! exported and what was dropped. `scripts/otlp-receiver.sh` installs a
+//! real collector (rotel, from PyPI) that prints what it receives.
 //!
 //! # Running against llama.cpp or Ollama
 //!

@@ -173,6 +173,9 @@
 //! - `terminal`: [`listeners::Terminal`] and [`TerminalApprover`](approval::TerminalApprover).
 //! - `testing`: [`testing`], the scripted server and record/replay. The
 //!   crate's own unit tests compile it whatever the features.
+//! - `otel`: [`otel`], the [`OtlpExporter`](otel::OtlpExporter) listener:
+//!   each run as OpenTelemetry GenAI spans (and metrics) over OTLP/HTTP
+//!   JSON, configured in code or from the `OTEL_*` variables.
 //!
 //! Doc tests run with the default features only: the examples of core
 //! items use [`testing::FakeServer`] and often a built-in tool or
@@ -187,7 +190,9 @@
 //! `Authorization` header included. Where logs are kept, cap that target
 //! below `trace` (e.g. `RUST_LOG=trace,ureq_proto=debug`).
 //! - `error`: a listener or tool panicked.
-//! - `warn`: an on-close handler panicked; a JSON-lines write failed.
+//! - `warn`: an on-close handler panicked; a JSON-lines write failed; an
+//!   OTLP export failed (the first of a streak), its queue overflowed, or
+//!   its close timed out (never with a header value).
 //! - `info`: a transport without API base falls back to OpenAI's.
 //! - `debug`: each request (method, URL, status, time), retries, probes.
 //! - target `pikuri::mcp`: MCP servers' stderr (`debug`), skipped lines and
@@ -388,6 +393,8 @@ pub mod journal;
 pub mod listeners;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "otel")]
+pub mod otel;
 // The crate's own unit tests run against the scripted server whatever the
 // features, so `cargo test --lib --no-default-features` tests the core too.
 #[cfg(any(test, feature = "testing"))]

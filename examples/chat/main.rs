@@ -47,6 +47,9 @@
 //!   [`Agent::run_loop_with`] on the next turn (the history survives).
 //!   After a turn, the pending transport is the agent's own, so a turn that
 //!   fell back to a `--fallback` server stays there.
+//! - With `OTEL_EXPORTER_OTLP_ENDPOINT` set (and the `otel` feature), each
+//!   turn is exported to that collector as OpenTelemetry GenAI spans
+//!   ([`pikuri::otel`]; the other `OTEL_*` variables apply too).
 //! - Compaction ([`Compaction::summarize`]) is on unless `--no-compact`:
 //!   a chat is expected to outlive the context window; `/compact` runs it
 //!   at once.
@@ -265,6 +268,10 @@ fn configure(
             t
         })
         .collect();
+    // OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    // set: every turn goes to that collector as OpenTelemetry spans.
+    #[cfg(feature = "otel")]
+    let exporter = pikuri::otel::OtlpExporter::from_env().map(|e| e.with_transport(&transport));
     let mut cfg = Agent::builder(transport)
         .fallback(fallbacks)
         .system_prompt(opts.system.clone())
@@ -292,6 +299,10 @@ fn configure(
         let log = JsonLines::create(path)
             .map_err(|e| Failure::Other(format!("cannot create {}: {e}", path.display())))?;
         cfg = cfg.add_listener(log);
+    }
+    #[cfg(feature = "otel")]
+    if let Some(exporter) = exporter {
+        cfg = cfg.add_listener(exporter);
     }
     Ok(cfg)
 }

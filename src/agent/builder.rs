@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::compact::Compaction;
 use super::extension::ExtensionContext;
-use super::shared::{CloseHandler, LoopOptions, Tally, run_close_handlers};
+use super::shared::{CloseHandler, LoopOptions, Tally, TraceSource, run_close_handlers};
 use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
@@ -425,6 +425,38 @@ impl Configurator {
     /// default.
     pub fn recover_text_tool_calls(mut self, on: bool) -> Configurator {
         self.options.recover_tool_calls = on;
+        self
+    }
+
+    /// Before each model request (this agent's and its children's), ask
+    /// `source` for a W3C `traceparent`; when it gives one, the request
+    /// carries it as the `traceparent` header, so a server that traces
+    /// continues the host's trace. Off by default. With the `otel` feature,
+    /// [`OtlpHandle::traceparent`](crate::otel::OtlpHandle::traceparent)
+    /// names the turn's span:
+    /// `.traceparent(move || Some(handle.traceparent()))`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("hi"));
+    /// let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .traceparent(move || Some(tp.to_string()))
+    ///     .build()?;
+    /// agent.run_loop("hello")?;
+    /// assert_eq!(server.chat_requests()[0].header("traceparent"), Some(tp));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn traceparent(
+        mut self,
+        source: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Configurator {
+        self.options.traceparent = Some(TraceSource(Arc::new(source)));
         self
     }
 

@@ -40,6 +40,19 @@ pub(crate) struct LoopOptions {
     pub(crate) structured: StructuredOutput,
     /// During a typed turn, what it sends (read by the synthesizer).
     pub(crate) typed: Option<Arc<TypedSpec>>,
+    /// Asked for a `traceparent` header before each request.
+    pub(crate) traceparent: Option<TraceSource>,
+}
+
+/// The host's source of `traceparent` header values
+/// ([`Configurator::traceparent`](crate::Configurator::traceparent)).
+#[derive(Clone)]
+pub(crate) struct TraceSource(pub(crate) Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for TraceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TraceSource")
+    }
 }
 
 /// State shared with [`ExtensionContext`](crate::extension::ExtensionContext)s and

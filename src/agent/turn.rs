@@ -743,6 +743,7 @@ impl Agent {
             (st.transport.clone(), st.tool_specs())
         };
         let note = self.wind_down_note();
+        let traceparent = self.options.traceparent.as_ref().and_then(|s| (s.0)());
         let shared = &self.shared;
         let req = Request {
             transport: &transport,
@@ -755,6 +756,7 @@ impl Agent {
             split_think: self.options.split_think,
             extra: &self.options.extra,
             cancel: shared.cancellable.as_ref(),
+            traceparent: traceparent.as_deref(),
         };
         let mut buf = std::mem::take(&mut self.buf);
         let agent = &shared.id;

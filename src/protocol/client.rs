@@ -189,6 +189,9 @@ impl Client {
             for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
                 http = http.header(name, value);
             }
+            if let Some(tp) = req.traceparent {
+                http = http.header("traceparent", tp);
+            }
             log::trace!("request body: {}", String::from_utf8_lossy(body));
             let (err, retry_after) = match http.send(body) {
                 Err(e) => {

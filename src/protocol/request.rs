@@ -43,6 +43,8 @@ pub(crate) struct Request<'a> {
     pub(crate) extra: &'a Map<String, Value>,
     /// Interrupts the request in flight and the waits between retries.
     pub(crate) cancel: Option<&'a Cancellable>,
+    /// A W3C `traceparent` header value, sent when given.
+    pub(crate) traceparent: Option<&'a str>,
 }
 
 impl Request<'_> {
@@ -340,6 +342,7 @@ mod tests {
             split_think: false,
             extra,
             cancel: None,
+            traceparent: None,
         }
     }
 

@@ -1,0 +1,855 @@
+//! `Tracer`: the events of one agent tree in, finished spans out. Pure (no
+//! I/O, no threads): the exporter listener feeds it on its thread and ships
+//! what it returns.
+//!
+//! Times are when the listener's thread handles an event. Events reach it in
+//! batches handed over where the agent is about to wait (see
+//! [`Listener`](crate::Listener)), so a span starts at the last hand-over
+//! before the request or call and ends at the first after it: close to the
+//! truth, and never reordered.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::{ChatTransport, Event, StopReason};
+
+use super::context::Context;
+use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
+
+/// What the current transport says about the requests (request model,
+/// provider, server address and port).
+#[derive(Clone, Debug, Default)]
+pub(super) struct ModelInfo {
+    pub(super) model: Option<Arc<str>>,
+    pub(super) provider: Arc<str>,
+    pub(super) address: Option<Arc<str>>,
+    pub(super) port: Option<u16>,
+}
+
+impl ModelInfo {
+    pub(super) fn of(t: &ChatTransport) -> ModelInfo {
+        let (address, port) = t.api_base().map_or((None, None), host_port);
+        ModelInfo {
+            model: t.model().map(Arc::from),
+            // The semantic conventions' well-known values are lowercase
+            // names (`openai`, `anthropic`); a hint outside them is passed on.
+            provider: t.provider().unwrap_or("openai").to_ascii_lowercase().into(),
+            address: address.map(Arc::from),
+            port,
+        }
+    }
+
+    fn apply(&self, attrs: &mut Attrs) {
+        attrs.set("gen_ai.provider.name", &self.provider);
+        if let Some(m) = &self.model {
+            attrs.set("gen_ai.request.model", m);
+        }
+        if let Some(a) = &self.address {
+            attrs.set("server.address", a);
+        }
+        if let Some(p) = self.port {
+            attrs.set("server.port", u64::from(p));
+        }
+    }
+}
+
+/// Host and port of a URL (the port defaulted from the scheme).
+fn host_port(url: &str) -> (Option<String>, Option<u16>) {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // User info is a credential: never part of an attribute.
+    let hostport = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
+        (h, after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    let port = port.and_then(|p| p.parse().ok()).or(match scheme {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    });
+    ((!host.is_empty()).then(|| host.to_string()), port)
+}
+
+/// A tool call in flight.
+struct ToolSpan {
+    span: Span,
+    /// A sub-agent started under it already.
+    claimed: bool,
+}
+
+/// One agent's run (one `run_loop`), open from its first event to its
+/// `Stopped`.
+struct Run {
+    span: Span,
+    /// When the current request started: the last hand-over of this agent
+    /// that was not part of a response.
+    mark: u64,
+    first_chunk: Option<u64>,
+    chat_events: Vec<SpanEvent>,
+    last_error: Option<String>,
+    /// The last response's span, held until the next event tells why the
+    /// response finished (a tool call follows, or not).
+    pending_chat: Option<Span>,
+    tools: Vec<ToolSpan>,
+}
+
+/// A finished chat request, for the metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ChatRecord {
+    pub(super) attrs: Attrs,
+    pub(super) seconds: f64,
+    pub(super) input: Option<u64>,
+    pub(super) output: Option<u64>,
+}
+
+pub(super) struct Tracer {
+    capture: bool,
+    agent_name: String,
+    context: Arc<Context>,
+    conversation: Arc<str>,
+    model: ModelInfo,
+    runs: HashMap<String, Run>,
+    /// Sub-agents announced (`for_sub_agent`) and not started yet: their
+    /// trace id and parent span id.
+    parents: HashMap<String, (String, String)>,
+    /// Finished spans, drained by the exporter.
+    pub(super) done: Vec<Span>,
+    /// Finished chat requests, drained for the metrics.
+    pub(super) chats: Vec<ChatRecord>,
+}
+
+impl Tracer {
+    pub(super) fn new(capture: bool, agent_name: String, context: Arc<Context>) -> Tracer {
+        Tracer {
+            capture,
+            agent_name,
+            context,
+            conversation: span::trace_id().into(),
+            model: ModelInfo::default(),
+            runs: HashMap::new(),
+            parents: HashMap::new(),
+            done: Vec::new(),
+            chats: Vec::new(),
+        }
+    }
+
+    pub(super) fn set_model(&mut self, model: ModelInfo) {
+        self.model = model;
+    }
+
+    /// A sub-agent `id` is about to start (the listener is asked for its
+    /// variant): find the span it nests under. The synthesizer and the
+    /// compactor nest under their agent's `invoke_agent`; a delegated
+    /// sub-agent under the `execute_tool` span that started it, which is
+    /// the latest tool call not answered yet (its `ToolCall` was handed
+    /// over just before).
+    pub(super) fn sub_agent(&mut self, id: &str) {
+        let helper = ["synthesizer", "compactor"].iter().find_map(|role| {
+            if id == *role {
+                Some("")
+            } else {
+                id.strip_suffix(role).and_then(|p| p.strip_suffix(' '))
+            }
+        });
+        let parent = match helper.and_then(|owner| self.runs.get(owner)) {
+            Some(run) => Some((run.span.trace_id.clone(), run.span.id.clone())),
+            None => self.latest_open_tool(),
+        };
+        let parent = parent.or_else(|| {
+            self.runs
+                .get("")
+                .map(|r| (r.span.trace_id.clone(), r.span.id.clone()))
+        });
+        if let Some(p) = parent {
+            self.parents.insert(id.to_string(), p);
+        }
+    }
+
+    fn latest_open_tool(&mut self) -> Option<(String, String)> {
+        let tool = self
+            .runs
+            .values_mut()
+            .flat_map(|r| r.tools.iter_mut())
+            .filter(|t| !t.claimed)
+            .max_by_key(|t| t.span.start)?;
+        tool.claimed = true;
+        Some((tool.span.trace_id.clone(), tool.span.id.clone()))
+    }
+
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per event kind, in one place"
+    )]
+    pub(super) fn on_event(&mut self, event: &Event) {
+        let agent = event.agent();
+        // The hot path: a delta of a response under way only dates its
+        // first chunk (no clock read after that).
+        if event.is_delta()
+            && let Some(run) = self.runs.get_mut(agent)
+            && run.pending_chat.is_none()
+        {
+            if run.first_chunk.is_none() {
+                run.first_chunk = Some(now_nanos());
+            }
+            return;
+        }
+        let now = now_nanos();
+        match event {
+            Event::ModelSwitched { to, .. } => {
+                self.model = ModelInfo::of(to);
+                return;
+            }
+            Event::Reset { agent, .. } if agent.is_empty() => {
+                // A cleared conversation is a new one.
+                self.conversation = span::trace_id().into();
+                return;
+            }
+            // Between-turn events open no run.
+            Event::ContextCap { .. }
+            | Event::Reset { .. }
+            | Event::HistoryLoaded { .. }
+            | Event::Domain { .. }
+            | Event::SystemInjected { .. } => return,
+            // `Agent::compact` between turns: no run to note it on.
+            Event::Compacted { .. } if !self.runs.contains_key(agent) => return,
+            _ => {}
+        }
+        self.open_run(agent, now);
+        let capture = self.capture;
+        let Some(run) = self.runs.get_mut(agent) else {
+            return;
+        };
+        if let Some(mut chat) = run.pending_chat.take() {
+            // Why the last response finished: a tool call follows it in
+            // the same batch, or nothing does.
+            let reason = if matches!(event, Event::ToolCall { .. }) {
+                "tool_calls"
+            } else {
+                "stop"
+            };
+            chat.attrs.set(
+                "gen_ai.response.finish_reasons",
+                Attr::StrArray(vec![reason.into()]),
+            );
+            self.done.push(chat);
+        }
+        match event {
+            Event::AssistantDelta { .. } | Event::ThinkingDelta { .. } => {
+                run.first_chunk.get_or_insert(now);
+            }
+            Event::Thinking { .. } | Event::Assistant { .. } => {}
+            Event::Retrying {
+                attempt,
+                error,
+                wait_ms,
+                ..
+            } => {
+                let mut a = Attrs::default();
+                a.set("pikuri.retry.attempt", u64::from(*attempt));
+                a.set("pikuri.retry.wait_ms", *wait_ms);
+                a.set("error.type", error_type(error));
+                run.chat_events.push(SpanEvent {
+                    name: "pikuri.retry",
+                    time: now,
+                    attrs: a,
+                });
+                run.last_error = Some(error.clone());
+            }
+            Event::Tokens {
+                input,
+                output,
+                cached,
+                cache_creation,
+                thinking,
+                model_id,
+                ..
+            } => {
+                let mut chat = chat_span(run, &self.model, &self.conversation, now);
+                let a = &mut chat.attrs;
+                // The conventions count cached tokens in the input tokens;
+                // pikuri's `input` is the part processed anew.
+                let parts = [*input, *cached, *cache_creation];
+                let total_input = parts
+                    .iter()
+                    .any(Option::is_some)
+                    .then(|| parts.iter().flatten().sum::<u64>());
+                if let Some(n) = total_input {
+                    a.set("gen_ai.usage.input_tokens", n);
+                }
+                if let Some(n) = output {
+                    a.set("gen_ai.usage.output_tokens", *n);
+                }
+                if let Some(n) = cached {
+                    a.set("gen_ai.usage.cache_read.input_tokens", *n);
+                }
+                if let Some(n) = cache_creation {
+                    a.set("gen_ai.usage.cache_creation.input_tokens", *n);
+                }
+                if let Some(n) = thinking {
+                    a.set("gen_ai.usage.reasoning.output_tokens", *n);
+                }
+                if let Some(m) = model_id {
+                    a.set("gen_ai.response.model", m.as_str());
+                }
+                self.chats.push(ChatRecord {
+                    attrs: metric_attrs(&chat.attrs),
+                    seconds: chat.end.saturating_sub(chat.start) as f64 / 1e9,
+                    input: total_input,
+                    output: *output,
+                });
+                run.pending_chat = Some(chat);
+                run.mark = now;
+            }
+            Event::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => {
+                // `resume` announces a deferred call again: one span per call.
+                run.tools
+                    .retain(|t| span_call_id(&t.span) != Some(id.as_str()));
+                let mut s = Span::new(
+                    &run.span.trace_id,
+                    span::span_id(),
+                    Some(run.span.id.clone()),
+                    format!("execute_tool {name}"),
+                    Kind::Internal,
+                    now,
+                );
+                s.attrs.set("gen_ai.operation.name", "execute_tool");
+                s.attrs.set("gen_ai.tool.name", name.as_str());
+                s.attrs.set("gen_ai.tool.call.id", id.as_str());
+                s.attrs.set("gen_ai.tool.type", "function");
+                s.attrs.set("gen_ai.conversation.id", &self.conversation);
+                if capture {
+                    s.attrs
+                        .set("gen_ai.tool.call.arguments", arguments.to_string());
+                }
+                run.tools.push(ToolSpan {
+                    span: s,
+                    claimed: false,
+                });
+                run.mark = now;
+            }
+            Event::ToolEdited { id, arguments, .. } => {
+                if let Some(t) = run
+                    .tools
+                    .iter_mut()
+                    .find(|t| span_call_id(&t.span) == Some(id))
+                {
+                    let mut a = Attrs::default();
+                    a.set("pikuri.approval.decision", "edited");
+                    if capture {
+                        a.set("gen_ai.tool.call.arguments", arguments.to_string());
+                    }
+                    t.span.event("pikuri.approval", now, a);
+                }
+            }
+            Event::ToolDenied { id, reason, .. } => {
+                if let Some(t) = run
+                    .tools
+                    .iter_mut()
+                    .find(|t| span_call_id(&t.span) == Some(id))
+                {
+                    let mut a = Attrs::default();
+                    a.set("pikuri.approval.decision", "denied");
+                    if capture {
+                        a.set("pikuri.approval.reason", reason.as_str());
+                    }
+                    t.span.event("pikuri.approval", now, a);
+                    t.span.attrs.set("pikuri.tool.denied", true);
+                }
+            }
+            Event::ToolResult { id, content, .. } => {
+                if let Some(i) = run
+                    .tools
+                    .iter()
+                    .position(|t| span_call_id(&t.span) == Some(id))
+                {
+                    let mut t = run.tools.remove(i).span;
+                    t.end = now;
+                    if capture {
+                        t.attrs.set("gen_ai.tool.call.result", content.as_str());
+                    }
+                    // Failures reach the model as "Error: ..." observations.
+                    if content.starts_with("Error:") {
+                        // The message can quote private data: opt-in too.
+                        let message = if capture {
+                            crate::util::excerpt(content, 200).into_owned()
+                        } else {
+                            "the tool failed".to_string()
+                        };
+                        t.fail("tool_error", message);
+                    }
+                    self.done.push(t);
+                }
+                run.mark = now;
+            }
+            Event::UserTurn { mid_loop, .. } => {
+                if *mid_loop {
+                    run.span.event("pikuri.steering", now, Attrs::default());
+                }
+                run.mark = now;
+            }
+            Event::FallbackNotice { .. } => {
+                run.span.event("pikuri.fallback", now, Attrs::default());
+                run.mark = now;
+            }
+            Event::Compacted {
+                strategy,
+                messages_before,
+                messages_after,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                let mut a = Attrs::default();
+                a.set("pikuri.compaction.strategy", strategy.as_str());
+                a.set("pikuri.compaction.messages_before", *messages_before as u64);
+                a.set("pikuri.compaction.messages_after", *messages_after as u64);
+                a.set("pikuri.compaction.tokens_before", *tokens_before);
+                a.set("pikuri.compaction.tokens_after", *tokens_after);
+                run.span.event("pikuri.compaction", now, a);
+                run.mark = now;
+            }
+            Event::ModelFallback {
+                from, to, reason, ..
+            } => {
+                // The request that failed is a chat span of its own.
+                let mut chat = chat_span(run, &ModelInfo::of(from), &self.conversation, now);
+                chat.fail(
+                    &error_type(reason),
+                    crate::util::excerpt(reason, 200).into_owned(),
+                );
+                self.done.push(chat);
+                let mut a = Attrs::default();
+                if let Some(m) = from.model() {
+                    a.set("pikuri.fallback.from", m);
+                }
+                if let Some(m) = to.model() {
+                    a.set("pikuri.fallback.to", m);
+                }
+                a.set("error.type", error_type(reason));
+                run.span.event("pikuri.model_fallback", now, a);
+                self.model = ModelInfo::of(to);
+                run.mark = now;
+            }
+            Event::Cancelled { partial_answer, .. } => {
+                let mut a = Attrs::default();
+                a.set(
+                    "pikuri.cancel.partial_chars",
+                    partial_answer.chars().count() as u64,
+                );
+                run.span.event("pikuri.cancel", now, a);
+                // A stream the cancel cut short is a request of its own.
+                if run.first_chunk.is_some() {
+                    let mut chat = chat_span(run, &self.model, &self.conversation, now);
+                    chat.fail("cancelled", "cancelled");
+                    self.done.push(chat);
+                }
+            }
+            Event::Stopped { reason, .. } => {
+                let reason = *reason;
+                let mut run = self.runs.remove(agent).expect("open above");
+                self.stop(&mut run, reason, now);
+                if agent.is_empty() {
+                    self.context.end_turn();
+                }
+            }
+            _ => {
+                run.mark = now;
+            }
+        }
+    }
+
+    fn open_run(&mut self, agent: &str, now: u64) {
+        if self.runs.contains_key(agent) {
+            return;
+        }
+        let (trace, span_id, parent) = if agent.is_empty() {
+            self.context.turn()
+        } else if let Some((t, p)) = self.parents.remove(agent) {
+            (t, span::span_id(), Some(p))
+        } else if let Some(main) = self.runs.get("") {
+            (
+                main.span.trace_id.clone(),
+                span::span_id(),
+                Some(main.span.id.clone()),
+            )
+        } else {
+            (span::trace_id(), span::span_id(), None)
+        };
+        let name = if agent.is_empty() {
+            self.agent_name.as_str()
+        } else {
+            agent
+        };
+        let mut s = Span::new(
+            &trace,
+            span_id,
+            parent,
+            format!("invoke_agent {name}"),
+            Kind::Internal,
+            now,
+        );
+        s.attrs.set("gen_ai.operation.name", "invoke_agent");
+        s.attrs.set("gen_ai.agent.name", name);
+        s.attrs.set("gen_ai.conversation.id", &self.conversation);
+        s.attrs.set("pikuri.agent.id", agent);
+        self.model.apply(&mut s.attrs);
+        self.runs.insert(
+            agent.to_string(),
+            Run {
+                span: s,
+                mark: now,
+                first_chunk: None,
+                chat_events: Vec::new(),
+                last_error: None,
+                pending_chat: None,
+                tools: Vec::new(),
+            },
+        );
+    }
+
+    /// End a run: what is still open ends with it, and the status says how
+    /// it ended. Usage stays on the chat spans (see the module doc of
+    /// `otel`, "No double counting").
+    fn stop(&mut self, run: &mut Run, reason: StopReason, now: u64) {
+        if let Some(mut chat) = run.pending_chat.take() {
+            chat.attrs.set(
+                "gen_ai.response.finish_reasons",
+                Attr::StrArray(vec!["stop".into()]),
+            );
+            self.done.push(chat);
+        }
+        if reason == StopReason::Error {
+            // The run failed in a request (HTTP, transport, protocol).
+            let mut chat = chat_span(run, &self.model, &self.conversation, now);
+            let msg = run
+                .last_error
+                .take()
+                .unwrap_or_else(|| "request failed".into());
+            chat.fail(
+                &error_type(&msg),
+                crate::util::excerpt(&msg, 200).into_owned(),
+            );
+            self.done.push(chat);
+        }
+        for mut t in run.tools.drain(..) {
+            t.span.end = now;
+            // Deferred by an approver: waiting, not failed.
+            if reason != StopReason::ApprovalPending {
+                t.span
+                    .fail(reason.as_str(), "the run stopped before the tool answered");
+            }
+            self.done.push(t.span);
+        }
+        let s = &mut run.span;
+        s.end = now;
+        s.attrs.set("pikuri.stop_reason", reason.as_str());
+        match reason {
+            StopReason::Completed | StopReason::Synthesized | StopReason::ApprovalPending => {}
+            StopReason::Cancelled => s.fail("cancelled", "cancelled"),
+            StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
+            _ => s.fail("error", "the run failed"),
+        }
+        self.done.push(run.span.clone());
+    }
+
+    /// No run is open (the turn and its children ended).
+    pub(super) fn is_idle(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Close what is open (the exporter is closing): spans end now, marked
+    /// unfinished.
+    pub(super) fn abandon(&mut self) {
+        let now = now_nanos();
+        let agents: Vec<String> = self.runs.keys().cloned().collect();
+        for a in agents {
+            if let Some(mut run) = self.runs.remove(&a) {
+                self.stop(&mut run, StopReason::Error, now);
+            }
+        }
+    }
+}
+
+fn span_call_id(s: &Span) -> Option<&str> {
+    match s.attrs.get("gen_ai.tool.call.id") {
+        Some(Attr::Str(id)) => Some(&**id),
+        _ => None,
+    }
+}
+
+/// A chat span from the run's mark to `now`, taking the run's span events
+/// and time to first chunk.
+fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64) -> Span {
+    let name = match &model.model {
+        Some(m) => format!("chat {m}"),
+        None => "chat".to_string(),
+    };
+    let mut s = Span::new(
+        &run.span.trace_id,
+        span::span_id(),
+        Some(run.span.id.clone()),
+        name,
+        Kind::Client,
+        run.mark,
+    );
+    s.end = now;
+    s.attrs.set("gen_ai.operation.name", "chat");
+    model.apply(&mut s.attrs);
+    s.attrs.set("gen_ai.conversation.id", conversation);
+    s.attrs
+        .set("gen_ai.request.stream", run.first_chunk.is_some());
+    if let Some(t) = run.first_chunk.take() {
+        let secs = t.saturating_sub(run.mark) as f64 / 1e9;
+        s.attrs
+            .set("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
+    }
+    s.events = std::mem::take(&mut run.chat_events);
+    run.last_error = None;
+    s
+}
+
+/// The attributes a metric point carries (low cardinality only).
+fn metric_attrs(a: &Attrs) -> Attrs {
+    let mut out = Attrs::default();
+    for k in [
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+        "server.address",
+        "server.port",
+    ] {
+        if let Some(v) = a.get(k) {
+            out.set(k, v.clone());
+        }
+    }
+    out
+}
+
+/// A low-cardinality `error.type` from a failure's text: the HTTP status
+/// when it names one, else its class.
+pub(super) fn error_type(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let status = lower
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|w| w.len() == 3 && (w.starts_with('4') || w.starts_with('5')));
+    if lower.contains("http")
+        && let Some(code) = status
+    {
+        return code.to_string();
+    }
+    if lower.contains("timed out") || lower.contains("timeout") {
+        "timeout".to_string()
+    } else if lower.contains("cancel") {
+        "cancelled".to_string()
+    } else {
+        "_OTHER".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool_turn(capture: bool) -> Vec<Span> {
+        let mut t = Tracer::new(capture, "a".into(), Arc::new(Context::default()));
+        let agent: Arc<str> = "".into();
+        t.on_event(&Event::UserTurn {
+            agent: agent.clone(),
+            content: "q".into(),
+            mid_loop: false,
+        });
+        t.on_event(&Event::ToolCall {
+            agent: agent.clone(),
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: serde_json::json!({"path": "/secret"}),
+        });
+        t.on_event(&Event::ToolResult {
+            agent: agent.clone(),
+            id: "c1".into(),
+            name: "read".into(),
+            content: "Error: /secret/key.pem is unreadable".into(),
+        });
+        t.on_event(&Event::Stopped {
+            agent,
+            reason: StopReason::Cancelled,
+            usage: crate::Usage::new(),
+        });
+        std::mem::take(&mut t.done)
+    }
+
+    #[test]
+    fn tool_failures_keep_private_text_out_unless_captured() {
+        let spans = tool_turn(false);
+        let tool = spans
+            .iter()
+            .find(|s| s.name == "execute_tool read")
+            .unwrap();
+        assert_eq!(
+            tool.status,
+            super::super::span::Status::Error("the tool failed".into())
+        );
+        assert_eq!(
+            tool.attrs.get("error.type"),
+            Some(&Attr::from("tool_error"))
+        );
+        let json = tool.to_json().to_string();
+        assert!(!json.contains("secret"), "{json}");
+        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        assert_eq!(main.attrs.get("error.type"), Some(&Attr::from("cancelled")));
+        assert!(main.events.iter().all(|e| e.name != "pikuri.cancel"));
+
+        let spans = tool_turn(true);
+        let tool = spans
+            .iter()
+            .find(|s| s.name == "execute_tool read")
+            .unwrap();
+        assert!(tool.to_json().to_string().contains("/secret/key.pem"));
+    }
+
+    #[test]
+    #[allow(clippy::too_many_lines, reason = "one scripted run, event by event")]
+    fn span_events_for_approvals_compaction_fallback_steering_retries() {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        let a: Arc<str> = "".into();
+        let from = crate::ChatTransport::new("m1").with_api_base("http://127.0.0.1:1/v1");
+        let to = crate::ChatTransport::new("m2").with_api_base("http://127.0.0.1:2/v1");
+        for e in [
+            Event::UserTurn {
+                agent: a.clone(),
+                content: "q".into(),
+                mid_loop: false,
+            },
+            Event::Retrying {
+                agent: a.clone(),
+                attempt: 1,
+                error: "http status 503: busy".into(),
+                wait_ms: 5,
+            },
+            Event::ModelFallback {
+                agent: a.clone(),
+                from,
+                to,
+                reason: "http status 503: busy".into(),
+            },
+            Event::Tokens {
+                agent: a.clone(),
+                input: Some(1),
+                output: Some(1),
+                cached: None,
+                cache_creation: None,
+                thinking: None,
+                model_id: None,
+            },
+            Event::ToolCall {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                arguments: serde_json::json!({}),
+            },
+            Event::ToolDenied {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                reason: "no".into(),
+            },
+            Event::ToolResult {
+                agent: a.clone(),
+                id: "c".into(),
+                name: "w".into(),
+                content: "denied".into(),
+            },
+            Event::UserTurn {
+                agent: a.clone(),
+                content: "also".into(),
+                mid_loop: true,
+            },
+            Event::Compacted {
+                agent: a.clone(),
+                strategy: crate::event::CompactionStrategy::DropOldest,
+                messages_before: 9,
+                messages_after: 3,
+                tokens_before: 900,
+                tokens_after: 100,
+            },
+            Event::FallbackNotice {
+                agent: a.clone(),
+                reason: "budget".into(),
+            },
+            Event::Stopped {
+                agent: a.clone(),
+                reason: StopReason::Synthesized,
+                usage: crate::Usage::new(),
+            },
+        ] {
+            t.on_event(&e);
+        }
+        let spans = std::mem::take(&mut t.done);
+        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let names: Vec<_> = main.events.iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            [
+                "pikuri.model_fallback",
+                "pikuri.steering",
+                "pikuri.compaction",
+                "pikuri.fallback"
+            ]
+        );
+        assert_eq!(
+            main.status,
+            super::super::span::Status::Unset,
+            "synthesized is a success"
+        );
+        let tool = spans.iter().find(|s| s.name == "execute_tool w").unwrap();
+        assert_eq!(tool.events[0].name, "pikuri.approval");
+        assert_eq!(
+            tool.events[0].attrs.get("pikuri.approval.decision"),
+            Some(&Attr::from("denied"))
+        );
+        // The failed request (with its retry) is a chat span of the old
+        // model; the answered one follows under the new.
+        let failed = spans.iter().find(|s| s.name == "chat m1").unwrap();
+        assert_eq!(failed.attrs.get("error.type"), Some(&Attr::from("503")));
+        assert_eq!(failed.events[0].name, "pikuri.retry");
+        let ok = spans.iter().find(|s| s.name == "chat m2").unwrap();
+        assert_eq!(ok.status, super::super::span::Status::Unset);
+        assert_eq!(
+            ok.attrs.get("gen_ai.response.finish_reasons"),
+            Some(&Attr::StrArray(vec!["tool_calls".into()]))
+        );
+    }
+
+    #[test]
+    fn host_and_port() {
+        assert_eq!(
+            host_port("http://127.0.0.1:8080/v1"),
+            (Some("127.0.0.1".into()), Some(8080))
+        );
+        assert_eq!(
+            host_port("https://u:p@api.openai.com/v1"),
+            (Some("api.openai.com".into()), Some(443))
+        );
+        assert_eq!(host_port("http://[::1]:9/x"), (Some("::1".into()), Some(9)));
+    }
+
+    #[test]
+    fn error_types() {
+        assert_eq!(error_type("http status 503: overloaded"), "503");
+        assert_eq!(error_type("HTTP 429"), "429");
+        assert_eq!(error_type("request timed out after 3 s"), "timeout");
+        assert_eq!(error_type("connection refused"), "_OTHER");
+    }
+}

@@ -1,0 +1,121 @@
+//! Collector faults: down, slow, 500, 503, 429 with `Retry-After`, a
+//! collector that accepts and never answers. In each the turn answers as
+//! without an exporter, spans that could not go out are counted as
+//! dropped, and closing the agent returns (bounded by the close timeout).
+
+use std::time::Duration;
+
+use pikuri::otel::{OtlpConfig, OtlpExporter, OtlpHandle};
+use pikuri::testing::FakeServer;
+
+use crate::collector::{Answer, Collector, run_turn};
+
+const SPANS: u64 = 8;
+
+/// Run the scripted turn exporting with `config`; the turn's own asserts
+/// check it answered as usual.
+fn turn(config: OtlpConfig) -> OtlpHandle {
+    let server = FakeServer::start();
+    let exporter = OtlpExporter::new(config);
+    let handle = exporter.handle();
+    run_turn(&server, exporter);
+    // The model saw the same four requests it sees without an exporter.
+    assert_eq!(server.chat_requests().len(), 4);
+    handle
+}
+
+#[test]
+fn collector_down() {
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let h = turn(
+        OtlpConfig::new(format!("http://127.0.0.1:{port}"))
+            .with_max_retries(2)
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(5)),
+    );
+    assert_eq!(h.exported_spans(), 0);
+    assert_eq!(h.dropped_spans(), SPANS);
+    // The spans' request and the metrics' request.
+    assert_eq!(h.failed_exports(), 2);
+}
+
+#[test]
+fn server_errors_are_not_retried_and_unavailable_is() {
+    let c = Collector::start(Answer::Status(500));
+    let h = turn(OtlpConfig::new(c.url()).with_max_retries(3));
+    assert_eq!(c.requests("/v1/traces"), 1, "500 is final in OTLP");
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (0, SPANS));
+
+    let c = Collector::start(Answer::Status(503));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_max_retries(3)
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(5)),
+    );
+    assert_eq!(c.requests("/v1/traces"), 4, "one try and three retries");
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (0, SPANS));
+}
+
+#[test]
+fn retry_after_is_honoured() {
+    // The backoff alone would wait at least 30 s, past the close timeout:
+    // only the collector's `Retry-After: 0` lets the retry go out in time.
+    let c = Collector::start(Answer::Ok);
+    c.push(Answer::RetryAfter(429, 0));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_retry_backoff(Duration::from_secs(60), Duration::from_secs(60))
+            .with_close_timeout(Duration::from_secs(20)),
+    );
+    assert_eq!(c.requests("/v1/traces"), 2);
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (SPANS, 0));
+}
+
+#[test]
+fn retry_after_is_capped() {
+    // An hour's `Retry-After` waits the cap (10 ms) instead.
+    let c = Collector::start(Answer::Ok);
+    c.push(Answer::RetryAfter(503, 3600));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(10))
+            .with_close_timeout(Duration::from_secs(20)),
+    );
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (SPANS, 0));
+}
+
+#[test]
+fn a_slow_collector_gets_everything() {
+    let c = Collector::start(Answer::Slow(Duration::from_millis(300)));
+    let h = turn(OtlpConfig::new(c.url()).with_close_timeout(Duration::from_secs(20)));
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (SPANS, 0));
+}
+
+#[test]
+fn a_silent_collector_costs_the_close_timeout_at_most() {
+    let c = Collector::start(Answer::Silent);
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_timeout(Duration::from_millis(200))
+            .with_max_retries(1)
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(5))
+            .with_close_timeout(Duration::from_secs(1)),
+    );
+    assert_eq!(h.exported_spans(), 0);
+    assert_eq!(h.dropped_spans(), SPANS);
+    assert!(c.requests("/v1/traces") >= 1);
+}
+
+#[test]
+fn a_full_queue_drops_and_counts() {
+    let c = Collector::start(Answer::Ok);
+    let h = turn(OtlpConfig::new(c.url()).with_max_queued_spans(3));
+    // The spans are queued at the end of the turn, all at once: three fit.
+    assert_eq!(h.dropped_spans(), SPANS - 3);
+    assert_eq!(h.exported_spans(), 3);
+    assert_eq!(c.spans().len(), 3);
+}
