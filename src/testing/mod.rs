@@ -263,9 +263,13 @@
 
 // Layers, each importing only those above it in this list (values first):
 //
-// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`),
-//   `cassette` (+ `diff`), `strict` (request validation), `buffer`;
-// - bytes: `http` (HTTP/1.1 framing), `render` (completion JSON and SSE);
+// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`,
+//   with `view`: any API's request read as chat completions), `cassette`
+//   (+ `diff`), `strict` (request validation, with `strict_anthropic` and
+//   `strict_responses`), `buffer`;
+// - bytes: `http` (HTTP/1.1 framing), `render` (chat-completions JSON and
+//   SSE, and what the others share), `render_anthropic`,
+//   `render_responses`;
 // - one connection: `conn` (request parsing, answer writing, faults);
 // - the server: `server` (listener, accept loop, threads, request log, the
 //   `Responder` seam);
@@ -280,9 +284,14 @@ mod events;
 mod reply;
 mod request;
 mod strict;
+mod strict_anthropic;
+mod strict_responses;
+mod view;
 
 mod http;
 mod render;
+mod render_anthropic;
+mod render_responses;
 
 mod conn;
 
