@@ -68,7 +68,10 @@ fn official_sdks_parse_every_shape_served() {
     let server = FakeServer::start();
     server.respond_with(|req| {
         let conv = req.conversation();
-        let last = conv.last().and_then(|m| m["content"].as_str()).unwrap_or("");
+        let last = conv
+            .last()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("");
         reply_for(last.strip_prefix("case:").unwrap_or(last))
     });
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/sdk_check.py");
@@ -89,7 +92,11 @@ fn official_sdks_parse_every_shape_served() {
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
     // Every API was asked, streamed and not.
     let requests = server.chat_requests();
-    for api in [Api::ChatCompletions, Api::AnthropicMessages, Api::OpenAiResponses] {
+    for api in [
+        Api::ChatCompletions,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ] {
         let of_api: Vec<_> = requests.iter().filter(|r| r.api() == Some(api)).collect();
         assert!(of_api.iter().any(|r| r.is_stream()), "{api:?}");
         assert!(of_api.iter().any(|r| !r.is_stream()), "{api:?}");
