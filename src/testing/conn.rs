@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use super::http::{self, ReadError};
 use super::render::{self, Frame, Meta, StreamOptions};
+use super::render_any;
 use super::reply::{Delivery, Kind, Reply};
 use super::request::RecordedRequest;
-use super::{render_anthropic, render_responses};
 use crate::Api;
 
 /// What a connection needs from the server that accepted it.
@@ -263,7 +263,7 @@ fn serve_reply(
         Kind::Status { code, message } => write_json(
             w,
             *code,
-            &render::error_body(s.api, *code, message),
+            &render_any::error_body(s.api, *code, message),
             framing,
             &extra,
         ),
@@ -274,38 +274,21 @@ fn serve_reply(
         } => write_body(w, *status, content_type, body.as_bytes(), framing, &extra),
         // One completion, two shapes per API: the request's `"stream"`
         // picks, its path the API.
-        Kind::Completion(c) if !s.stream => {
-            let body = match s.api {
-                Api::AnthropicMessages => render_anthropic::message_json(c, &s.meta),
-                Api::OpenAiResponses => render_responses::response_json(c, &s.meta),
-                _ => render::completion_json(c, &s.meta),
-            };
-            write_json(w, 200, &body, framing, &extra)
-        }
+        Kind::Completion(c) if !s.stream => write_json(
+            w,
+            200,
+            &render_any::body(s.api, c, &s.meta),
+            framing,
+            &extra,
+        ),
         Kind::Completion(c) => {
             let opts = StreamOptions {
                 chunk_chars: d.chunk_chars,
                 include_usage: s.include_usage,
                 garbage: d.garbage,
             };
-            let (frames, error) = match s.api {
-                Api::AnthropicMessages => (
-                    render_anthropic::stream_frames(c, &s.meta, opts),
-                    d.error_after
-                        .as_ref()
-                        .map(|(_, m)| render_anthropic::stream_error(m)),
-                ),
-                Api::OpenAiResponses => (
-                    render_responses::stream_frames(c, &s.meta, opts),
-                    d.error_after
-                        .as_ref()
-                        .map(|(n, m)| render_responses::stream_error(&s.meta, m, *n)),
-                ),
-                _ => (
-                    render::stream_frames(c, &s.meta, opts),
-                    d.error_after.as_ref().map(|(_, m)| render::stream_error(m)),
-                ),
-            };
+            let error = d.error_after.as_ref().map(|(n, m)| (*n, m.as_str()));
+            let (frames, error) = render_any::stream(s.api, c, &s.meta, opts, error);
             return write_stream(&frames, d, error.as_deref(), host, reader, w, framing);
         }
         Kind::RawSse(body) => {
@@ -369,9 +352,8 @@ fn write_stream(
     for frame in frames {
         let text: &str = match frame {
             Frame::Noise(s) => s,
-            Frame::Chunk(s) => s,
+            Frame::Chunk(s) | Frame::Final(s) => s,
             Frame::Done => "data: [DONE]\n\n",
-            Frame::Final(s) => s,
         };
         // Garbage is not a chunk: faults are placed between data chunks, so
         // noise neither counts nor triggers them.

@@ -320,11 +320,12 @@
 //
 // - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`,
 //   with `view`: any API's request read as chat completions), `cassette`
-//   (+ `diff`), `strict` (request validation, with `strict_anthropic` and
-//   `strict_responses`), `buffer`;
+//   (+ `diff`), `strict` (request validation, dispatching to
+//   `strict_anthropic` and `strict_responses`, all three on
+//   `strict_common`), `buffer`;
 // - bytes: `http` (HTTP/1.1 framing), `render` (chat-completions JSON and
 //   SSE, and what the others share), `render_anthropic`,
-//   `render_responses`;
+//   `render_responses`, and `render_any` picking one by the request's API;
 // - one connection: `conn` (request parsing, answer writing, faults);
 // - the server: `server` (listener, accept loop, threads, request log, the
 //   `Responder` seam);
@@ -340,12 +341,14 @@ mod reply;
 mod request;
 mod strict;
 mod strict_anthropic;
+mod strict_common;
 mod strict_responses;
 mod view;
 
 mod http;
 mod render;
 mod render_anthropic;
+mod render_any;
 mod render_responses;
 
 mod conn;

@@ -6,7 +6,6 @@
 use serde_json::{Map, Value, json};
 
 use super::reply::Completion;
-use crate::Api;
 
 /// What a served response needs besides the scripted completion.
 #[derive(Debug)]
@@ -238,15 +237,6 @@ fn error_type(code: u16) -> &'static str {
 /// `{"error":{"message":…,"type":…,"code":code}}`.
 pub(super) fn error_json(code: u16, message: &str) -> Value {
     json!({ "error": { "message": message, "type": error_type(code), "code": code } })
-}
-
-/// The error body of `api` for an HTTP status: Anthropic's
-/// `{"type":"error","error":{…}}`, else OpenAI's (Responses uses it too).
-pub(super) fn error_body(api: Api, code: u16, message: &str) -> Value {
-    match api {
-        Api::AnthropicMessages => super::render_anthropic::error_json(code, message),
-        _ => error_json(code, message),
-    }
 }
 
 /// The chat-completions mid-stream error: a data event with an OpenAI

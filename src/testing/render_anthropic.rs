@@ -10,16 +10,19 @@ use super::render::{Frame, Meta, StreamOptions, fake_signature, pieces, usage_co
 use super::reply::Completion;
 
 /// The `stop_reason` for the scripted (chat-completions) finish reason.
-fn stop_reason(c: &Completion) -> String {
-    match c.finish_reason.as_deref() {
-        None if c.calls.is_empty() => "end_turn".into(),
-        None => "tool_use".into(),
-        Some("stop") => "end_turn".into(),
-        Some("tool_calls") => "tool_use".into(),
-        Some("length") => "max_tokens".into(),
-        Some("content_filter") => "refusal".into(),
+fn stop_reason(c: &Completion) -> &str {
+    let default = if c.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    match c.finish_reason.as_deref().unwrap_or(default) {
+        "stop" => "end_turn",
+        "tool_calls" => "tool_use",
+        "length" => "max_tokens",
+        "content_filter" => "refusal",
         // `pause_turn`, `stop_sequence`, …: as scripted.
-        Some(other) => other.into(),
+        other => other,
     }
 }
 
@@ -77,7 +80,7 @@ fn blocks(c: &Completion, meta: &Meta) -> Vec<Value> {
     out
 }
 
-fn message(c: &Completion, meta: &Meta, content: Vec<Value>, stop: Option<String>) -> Value {
+fn message(c: &Completion, meta: &Meta, content: &[Value], stop: Option<&str>) -> Value {
     json!({
         "id": meta.id,
         "type": "message",
@@ -92,7 +95,7 @@ fn message(c: &Completion, meta: &Meta, content: Vec<Value>, stop: Option<String
 
 /// The non-streamed `message` object.
 pub(super) fn message_json(c: &Completion, meta: &Meta) -> Value {
-    message(c, meta, blocks(c, meta), Some(stop_reason(c)))
+    message(c, meta, &blocks(c, meta), Some(stop_reason(c)))
 }
 
 fn event(name: &str, data: &Value) -> String {
@@ -103,7 +106,7 @@ fn event(name: &str, data: &Value) -> String {
 /// [`Frame::Final`]. A `ping` follows `message_start`, as the API sends.
 pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) -> Vec<Frame> {
     let mut events: Vec<String> = Vec::new();
-    let mut start = message(c, meta, Vec::new(), None);
+    let mut start = message(c, meta, &[], None);
     // The real API reports the prompt up front and 1 output token so far.
     start["usage"]["output_tokens"] = json!(1);
     events.push(event(

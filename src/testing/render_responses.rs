@@ -112,7 +112,7 @@ fn items(c: &Completion, meta: &Meta, phase: Phase) -> Vec<Value> {
 }
 
 /// The `response` object in `state` with `output`.
-fn response(meta: &Meta, state: &str, output: Vec<Value>) -> Value {
+fn response(meta: &Meta, state: &str, output: &[Value]) -> Value {
     json!({
         "id": meta.id,
         "object": "response",
@@ -138,7 +138,7 @@ fn response(meta: &Meta, state: &str, output: Vec<Value>) -> Value {
 
 fn finished(c: &Completion, meta: &Meta) -> Value {
     let (state, incomplete) = status(c);
-    let mut r = response(meta, state, items(c, meta, Phase::Done));
+    let mut r = response(meta, state, &items(c, meta, Phase::Done));
     r["incomplete_details"] = incomplete;
     r["usage"] = usage(c);
     r
@@ -162,11 +162,84 @@ impl Events {
     }
 }
 
+/// The events between an item's `added` and `done`: its parts and deltas.
+fn item_events(
+    ev: &mut Events,
+    output_index: usize,
+    item_id: &Value,
+    full: &Value,
+    opts: StreamOptions,
+) {
+    let at = json!({ "item_id": item_id, "output_index": output_index });
+    let with = |mut v: Value| {
+        for (k, x) in at.as_object().into_iter().flatten() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    match full["type"].as_str() {
+        Some("reasoning") => {
+            let text = full["summary"][0]["text"].as_str().unwrap_or("");
+            let part = |t: &str| json!({ "type": "summary_text", "text": t });
+            ev.push(with(json!({
+                "type": "response.reasoning_summary_part.added",
+                "summary_index": 0, "part": part(""),
+            })));
+            for p in pieces(text, opts.chunk_chars) {
+                ev.push(with(json!({
+                    "type": "response.reasoning_summary_text.delta",
+                    "summary_index": 0, "delta": p,
+                })));
+            }
+            ev.push(with(json!({
+                "type": "response.reasoning_summary_text.done",
+                "summary_index": 0, "text": text,
+            })));
+            ev.push(with(json!({
+                "type": "response.reasoning_summary_part.done",
+                "summary_index": 0, "part": part(text),
+            })));
+        }
+        Some("message") => {
+            let text = full["content"][0]["text"].as_str().unwrap_or("");
+            let part = |t: &str| json!({ "type": "output_text", "text": t, "annotations": [] });
+            ev.push(with(json!({
+                "type": "response.content_part.added", "content_index": 0, "part": part(""),
+            })));
+            for p in pieces(text, opts.chunk_chars) {
+                ev.push(with(json!({
+                    "type": "response.output_text.delta",
+                    "content_index": 0, "delta": p, "logprobs": [],
+                })));
+            }
+            ev.push(with(json!({
+                "type": "response.output_text.done",
+                "content_index": 0, "text": text, "logprobs": [],
+            })));
+            ev.push(with(json!({
+                "type": "response.content_part.done", "content_index": 0, "part": part(text),
+            })));
+        }
+        _ => {
+            let arguments = full["arguments"].as_str().unwrap_or("");
+            for p in pieces(arguments, opts.chunk_chars) {
+                ev.push(with(json!({
+                    "type": "response.function_call_arguments.delta", "delta": p,
+                })));
+            }
+            ev.push(with(json!({
+                "type": "response.function_call_arguments.done",
+                "name": full["name"], "arguments": arguments,
+            })));
+        }
+    }
+}
+
 /// The SSE frames of a streamed response, ending with `response.completed`
 /// (or `response.incomplete`) as [`Frame::Final`].
 pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) -> Vec<Frame> {
     let mut ev = Events { out: Vec::new() };
-    let created = response(meta, "in_progress", Vec::new());
+    let created = response(meta, "in_progress", &[]);
     ev.push(json!({ "type": "response.created", "response": created.clone() }));
     ev.push(json!({ "type": "response.in_progress", "response": created }));
     let added = items(c, meta, Phase::Added);
@@ -176,69 +249,7 @@ pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) ->
         ev.push(json!({
             "type": "response.output_item.added", "output_index": output_index, "item": head,
         }));
-        let at = json!({ "item_id": item_id, "output_index": output_index });
-        let with = |mut v: Value| {
-            for (k, x) in at.as_object().into_iter().flatten() {
-                v[k] = x.clone();
-            }
-            v
-        };
-        match full["type"].as_str() {
-            Some("reasoning") => {
-                let text = full["summary"][0]["text"].as_str().unwrap_or("");
-                let part = |t: &str| json!({ "type": "summary_text", "text": t });
-                ev.push(with(json!({
-                    "type": "response.reasoning_summary_part.added",
-                    "summary_index": 0, "part": part(""),
-                })));
-                for p in pieces(text, opts.chunk_chars) {
-                    ev.push(with(json!({
-                        "type": "response.reasoning_summary_text.delta",
-                        "summary_index": 0, "delta": p,
-                    })));
-                }
-                ev.push(with(json!({
-                    "type": "response.reasoning_summary_text.done",
-                    "summary_index": 0, "text": text,
-                })));
-                ev.push(with(json!({
-                    "type": "response.reasoning_summary_part.done",
-                    "summary_index": 0, "part": part(text),
-                })));
-            }
-            Some("message") => {
-                let text = full["content"][0]["text"].as_str().unwrap_or("");
-                let part = |t: &str| json!({ "type": "output_text", "text": t, "annotations": [] });
-                ev.push(with(json!({
-                    "type": "response.content_part.added", "content_index": 0, "part": part(""),
-                })));
-                for p in pieces(text, opts.chunk_chars) {
-                    ev.push(with(json!({
-                        "type": "response.output_text.delta",
-                        "content_index": 0, "delta": p, "logprobs": [],
-                    })));
-                }
-                ev.push(with(json!({
-                    "type": "response.output_text.done",
-                    "content_index": 0, "text": text, "logprobs": [],
-                })));
-                ev.push(with(json!({
-                    "type": "response.content_part.done", "content_index": 0, "part": part(text),
-                })));
-            }
-            _ => {
-                let arguments = full["arguments"].as_str().unwrap_or("");
-                for p in pieces(arguments, opts.chunk_chars) {
-                    ev.push(with(json!({
-                        "type": "response.function_call_arguments.delta", "delta": p,
-                    })));
-                }
-                ev.push(with(json!({
-                    "type": "response.function_call_arguments.done",
-                    "name": full["name"], "arguments": arguments,
-                })));
-            }
-        }
+        item_events(&mut ev, output_index, &item_id, &full, opts);
         ev.push(json!({
             "type": "response.output_item.done", "output_index": output_index, "item": full,
         }));
@@ -275,7 +286,7 @@ pub(super) fn stream_error(meta: &Meta, message: &str, sent: usize) -> String {
         "type": "error", "code": "server_error", "message": message, "param": null,
         "sequence_number": sent,
     });
-    let mut failed = response(meta, "failed", Vec::new());
+    let mut failed = response(meta, "failed", &[]);
     failed["error"] = json!({ "code": "server_error", "message": message });
     let failed =
         json!({ "type": "response.failed", "response": failed, "sequence_number": sent + 1 });

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::cassette::{self, Replay};
 use super::conn::{Answer, Scripted};
 use super::render::{self, Meta};
+use super::render_any;
 use super::reply::{Kind, Reply};
 use super::request::RecordedRequest;
 use super::server::{Reaction, Responder};
@@ -110,7 +111,7 @@ impl Responder for Script {
                     log::error!("{msg}");
                     Answer::Json {
                         status: 500,
-                        body: render::error_body(
+                        body: render_any::error_body(
                             req.api().unwrap_or(Api::ChatCompletions),
                             500,
                             &msg,
@@ -215,7 +216,7 @@ fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer
             log::error!("{msg}");
             Some(Answer::Json {
                 status: 500,
-                body: render::error_body(req.api().unwrap_or(Api::ChatCompletions), 500, &msg),
+                body: render_any::error_body(req.api().unwrap_or(Api::ChatCompletions), 500, &msg),
             })
         }
     }
@@ -237,7 +238,7 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
         st.rejections.push(msg.clone());
         return Routed::Answer(Answer::Json {
             status: 400,
-            body: render::error_body(api, 400, &msg),
+            body: render_any::error_body(api, 400, &msg),
         });
     }
     if let Some(reply) = st.replies.pop_front() {
@@ -251,7 +252,7 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
     log::error!("{msg}");
     Routed::Answer(Answer::Json {
         status: 500,
-        body: render::error_body(api, 500, &msg),
+        body: render_any::error_body(api, 500, &msg),
     })
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::strict::object_with_model;
+use super::strict_common::object_with_model;
 
 /// `Ok` if the Messages API would accept `body`; otherwise why not.
 pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
@@ -70,7 +70,7 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
 }
 
 /// The content blocks of a message (a string is one text block).
-fn blocks<'a>(i: usize, m: &'a Map<String, Value>) -> Result<Vec<&'a Value>, String> {
+fn blocks(i: usize, m: &Map<String, Value>) -> Result<Vec<&Value>, String> {
     match m.get("content") {
         Some(Value::String(_)) => Ok(Vec::new()),
         Some(Value::Array(b)) if !b.is_empty() => Ok(b.iter().collect()),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::strict::{check_arguments, object_with_model};
+use super::strict_common::{check_arguments, object_with_model};
 
 /// `Ok` if the Responses API would accept `body`; otherwise why not.
 pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {

@@ -30,7 +30,7 @@ fn text_of(content: &Value) -> Option<String> {
     }
 }
 
-fn tool_call(id: &Value, name: &Value, arguments: String) -> Value {
+fn tool_call(id: &Value, name: &Value, arguments: &str) -> Value {
     json!({ "id": id, "type": "function", "function": { "name": name, "arguments": arguments } })
 }
 
@@ -75,7 +75,7 @@ fn anthropic(body: &Value) -> Vec<Value> {
             let calls: Vec<Value> = blocks
                 .iter()
                 .filter(|b| b["type"] == "tool_use")
-                .map(|b| tool_call(&b["id"], &b["name"], b["input"].to_string()))
+                .map(|b| tool_call(&b["id"], &b["name"], &b["input"].to_string()))
                 .collect();
             if !calls.is_empty() {
                 msg.insert("tool_calls".into(), Value::Array(calls));
@@ -136,7 +136,7 @@ fn responses(body: &Value) -> Vec<Value> {
                 if let Some(r) = pending_reasoning.take() {
                     out[i]["reasoning_content"] = json!(r);
                 }
-                let args = item["arguments"].as_str().unwrap_or("").to_string();
+                let args = item["arguments"].as_str().unwrap_or("");
                 let call = tool_call(&item["call_id"], &item["name"], args);
                 match out[i]["tool_calls"].as_array_mut() {
                     Some(calls) => calls.push(call),

@@ -41,12 +41,12 @@ fn events(text: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn anthropic(content: Value, stream: bool) -> Value {
+fn anthropic(content: &Value, stream: bool) -> Value {
     json!({"model": "m", "max_tokens": 64, "stream": stream,
            "messages": [{"role": "user", "content": content}]})
 }
 
-fn responses(input: Value, stream: bool) -> Value {
+fn responses(input: &Value, stream: bool) -> Value {
     json!({"model": "m", "stream": stream, "input": input})
 }
 
@@ -70,7 +70,7 @@ fn one_reply_three_wire_formats_non_streamed() {
         .push(full_reply().with_id("c1"));
     let base = server.base_url();
 
-    let (status, text) = post(&format!("{base}/messages"), &anthropic(json!("q"), false));
+    let (status, text) = post(&format!("{base}/messages"), &anthropic(&json!("q"), false));
     assert_eq!(status, 200, "{text}");
     let m: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(m["type"], "message");
@@ -93,7 +93,7 @@ fn one_reply_three_wire_formats_non_streamed() {
         "cache_creation_input_tokens": 30, "output_tokens": 9})
     );
 
-    let (status, text) = post(&format!("{base}/responses"), &responses(json!("q"), false));
+    let (status, text) = post(&format!("{base}/responses"), &responses(&json!("q"), false));
     assert_eq!(status, 200, "{text}");
     let r: Value = serde_json::from_str(&text).unwrap();
     let kinds: Vec<&str> = r["output"]
@@ -127,7 +127,11 @@ fn one_reply_three_wire_formats_non_streamed() {
     );
     assert_eq!(c["choices"][0]["message"]["tool_calls"][0]["id"], "c1");
     server.assert_all_used();
-    let apis: Vec<Option<Api>> = server.chat_requests().iter().map(|r| r.api()).collect();
+    let apis: Vec<Option<Api>> = server
+        .chat_requests()
+        .iter()
+        .map(pikuri::testing::RecordedRequest::api)
+        .collect();
     assert_eq!(
         apis,
         [
@@ -146,7 +150,7 @@ fn streams_carry_each_apis_events_in_order() {
         .push(full_reply().with_signature("sig-1"));
     let base = server.base_url();
 
-    let (_, text) = post(&format!("{base}/messages"), &anthropic(json!("q"), true));
+    let (_, text) = post(&format!("{base}/messages"), &anthropic(&json!("q"), true));
     let ev = events(&text);
     assert!(
         ev.iter().all(|(name, data)| data["type"] == name.as_str()),
@@ -182,7 +186,7 @@ fn streams_carry_each_apis_events_in_order() {
     assert_eq!(md["delta"]["stop_reason"], "tool_use");
     assert_eq!(md["usage"]["output_tokens"], 9);
 
-    let (_, text) = post(&format!("{base}/responses"), &responses(json!("q"), true));
+    let (_, text) = post(&format!("{base}/responses"), &responses(&json!("q"), true));
     let ev = events(&text);
     for (i, (name, data)) in ev.iter().enumerate() {
         assert_eq!(data["type"], name.as_str());
@@ -229,14 +233,14 @@ fn faults_and_errors_in_each_api() {
     if let Ok(mut resp) = agent
         .post(&url)
         .header("content-type", "application/json")
-        .send(anthropic(json!("q"), true).to_string())
+        .send(anthropic(&json!("q"), true).to_string())
     {
         let _ = std::io::Read::read_to_string(&mut resp.body_mut().as_reader(), &mut text);
     }
     let names: Vec<String> = events(&text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["message_start", "ping", "content_block_start"]);
 
-    let (_, text) = post(&url, &anthropic(json!("q"), true));
+    let (_, text) = post(&url, &anthropic(&json!("q"), true));
     let ev = events(&text);
     assert_eq!(ev.len(), 4, "{text}");
     assert_eq!(ev[3].0, "error");
@@ -245,7 +249,7 @@ fn faults_and_errors_in_each_api() {
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "boom"}})
     );
 
-    let (_, text) = post(&format!("{base}/responses"), &responses(json!("q"), true));
+    let (_, text) = post(&format!("{base}/responses"), &responses(&json!("q"), true));
     let names: Vec<String> = events(&text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         names,
@@ -257,13 +261,13 @@ fn faults_and_errors_in_each_api() {
         ]
     );
 
-    let (status, text) = post(&url, &anthropic(json!("q"), false));
+    let (status, text) = post(&url, &anthropic(&json!("q"), false));
     assert_eq!(status, 529);
     assert_eq!(
         serde_json::from_str::<Value>(&text).unwrap(),
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     );
-    let (status, text) = post(&format!("{base}/responses"), &responses(json!("q"), false));
+    let (status, text) = post(&format!("{base}/responses"), &responses(&json!("q"), false));
     assert_eq!(status, 429);
     assert_eq!(
         serde_json::from_str::<Value>(&text).unwrap()["error"]["message"],
@@ -320,7 +324,7 @@ fn strict_mode_applies_each_apis_rules_without_consuming_the_reply() {
     let (status, text) = post(
         &format!("{base}/responses"),
         &responses(
-            json!([
+            &json!([
                 {"role": "user", "content": "q"},
                 {"type": "function_call_output", "call_id": "nope", "output": "1"},
             ]),
@@ -335,7 +339,7 @@ fn strict_mode_applies_each_apis_rules_without_consuming_the_reply() {
     let (status, _) = post(
         &format!("{base}/responses"),
         &responses(
-            json!([
+            &json!([
                 {"role": "user", "content": "q"},
                 {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
                 {"type": "function_call_output", "call_id": "c1", "output": "1"},
@@ -363,8 +367,8 @@ fn cassettes_record_and_replay_each_api() {
     let upstream = FakeServer::start();
     upstream.push(full_reply()).push(full_reply());
     let recorder = Recorder::start(&upstream.base_url());
-    let a_body = anthropic(json!("q"), true);
-    let r_body = responses(json!("q"), false);
+    let a_body = anthropic(&json!("q"), true);
+    let r_body = responses(&json!("q"), false);
     let (_, a_recorded) = post(&format!("{}/messages", recorder.base_url()), &a_body);
     let (_, r_recorded) = post(&format!("{}/responses", recorder.base_url()), &r_body);
     let cassette = Cassette::parse(&recorder.cassette().to_json()).unwrap();

@@ -52,7 +52,7 @@ fn sdk_python() -> Option<PathBuf> {
             .unwrap_or_default(),
     };
     if path.as_os_str().is_empty() || !path.exists() {
-        let why = format!("no SDK venv python at {path:?}");
+        let why = format!("no SDK venv python at {}", path.display());
         assert!(!required, "{why}, but PIKURI_REQUIRE_SDK=1");
         eprintln!("skipped: {why} (scripts/sdk-check.sh test runs this)");
         return None;
