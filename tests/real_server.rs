@@ -578,16 +578,16 @@ fn kit_records_replays_and_matches_messages_and_responses() {
         ("/responses", responses(false)),
         ("/responses", responses(true)),
     ];
-    let recorded: Vec<(u16, String)> = requests
+    let answers: Vec<(u16, String)> = requests
         .iter()
         .map(|(path, body)| kit_post(&format!("{}{path}", recorder.base_url()), body))
         .collect();
-    for (status, text) in &recorded {
+    for (status, text) in &answers {
         assert_eq!(*status, 200, "{text}");
     }
-    let message: serde_json::Value = serde_json::from_str(&recorded[0].1).unwrap();
+    let message: serde_json::Value = serde_json::from_str(&answers[0].1).unwrap();
     assert_eq!(message["type"], "message");
-    let response: serde_json::Value = serde_json::from_str(&recorded[2].1).unwrap();
+    let response: serde_json::Value = serde_json::from_str(&answers[2].1).unwrap();
     assert_eq!(response["object"], "response");
 
     let cassette = recorder.cassette();
@@ -606,7 +606,7 @@ fn kit_records_replays_and_matches_messages_and_responses() {
         ]
     );
     let replay = FakeServer::from_cassette(cassette);
-    for ((path, body), (_, text)) in requests.iter().zip(&recorded) {
+    for ((path, body), (_, text)) in requests.iter().zip(&answers) {
         let (status, again) = kit_post(&format!("{}{path}", replay.base_url()), body);
         assert_eq!(status, 200);
         assert_eq!(&again, text, "{path} replayed differently");
@@ -622,11 +622,11 @@ fn kit_records_replays_and_matches_messages_and_responses() {
     let (_, fake_responses) = kit_post(&format!("{}/responses", fake.base_url()), &responses(true));
     assert_eq!(
         kit_event_structure(&fake_messages),
-        kit_event_structure(&recorded[1].1)
+        kit_event_structure(&answers[1].1)
     );
     assert_eq!(
         kit_event_structure(&fake_responses),
-        kit_event_structure(&recorded[3].1)
+        kit_event_structure(&answers[3].1)
     );
     fake.assert_all_used();
 }
