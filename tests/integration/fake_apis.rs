@@ -399,3 +399,36 @@ fn cassettes_record_and_replay_each_api() {
     );
     assert_eq!(replay.mismatches().len(), 1);
 }
+
+#[test]
+fn garbage_adds_only_comments_and_unknown_events() {
+    let server = FakeServer::start();
+    for _ in 0..2 {
+        server.push(Reply::text("abcdefgh"));
+        server.push(Reply::text("abcdefgh").with_garbage());
+    }
+    let base = server.base_url();
+    for (path, body) in [
+        ("messages", anthropic(&json!("q"), true)),
+        ("responses", responses(&json!("q"), true)),
+    ] {
+        let (_, clean) = post(&format!("{base}/{path}"), &body);
+        let (_, noisy) = post(&format!("{base}/{path}"), &body);
+        assert!(
+            noisy.contains("\n: FakeServer") || noisy.starts_with(": FakeServer"),
+            "{noisy}"
+        );
+        let known: Vec<(String, Value)> = events(&noisy)
+            .into_iter()
+            .filter(|(n, _)| !n.contains("fake_unknown"))
+            .collect();
+        let unknown = events(&noisy).len() - known.len();
+        assert!(unknown > 3, "{noisy}");
+        // Same events once the unknown ones are skipped (ids and sequence
+        // numbers aside, which follow the request count).
+        let shape =
+            |ev: Vec<(String, Value)>| -> Vec<String> { ev.into_iter().map(|(n, _)| n).collect() };
+        assert_eq!(shape(known), shape(events(&clean)));
+    }
+    server.assert_all_used();
+}
