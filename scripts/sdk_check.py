@@ -179,6 +179,13 @@ def anthropic_streams():
         expect(final.content[0].signature.startswith("fakesig-"), final.content)
         expect(final.content[1].type == "tool_use", final.content)
     ok("anthropic thinking with signature, plain and stream")
+    for final in (anthropic_stream("redacted"), an.messages.create(**an_body("redacted"))):
+        expect([b.type for b in final.content] == ["redacted_thinking", "thinking", "text"],
+               final.content)
+        expect(final.content[0].data == "opaque-data", final.content)
+    count = an.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    expect(count.input_tokens > 0, count)
+    ok("anthropic redacted_thinking, count_tokens")
 
 
 def anthropic_errors():
@@ -245,6 +252,11 @@ def responses_all():
         expect(item.encrypted_content.startswith("fakesig-"), item)
         expect(r.usage.output_tokens_details.reasoning_tokens > 0, r.usage)
     ok("responses reasoning with encrypted_content, plain and stream")
+    for r in (responses_stream("redacted"), oa.responses.create(**rs_body("redacted"))):
+        expect([o.type for o in r.output] == ["reasoning", "reasoning", "message"], r.output)
+        expect(r.output[0].summary == [] and r.output[0].encrypted_content == "opaque-data",
+               r.output)
+    ok("responses reasoning item without summary")
     r = oa.responses.create(**rs_body("length"))
     expect(r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens", r)
     ok("responses incomplete (length)")

@@ -51,6 +51,7 @@
 //! | `GET /props`, `GET /props?model=…` | llama.cpp shape: `{"default_generation_settings":{"n_ctx":N,…},"total_slots":1,"model_alias":…}`; 404 if the context size is `None` |
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
+//! | `POST …/messages/count_tokens` | Anthropic's shape: `{"input_tokens":N}`, N the body's characters / 4 + 1 |
 //! | anything else | 404 with an OpenAI error body |
 //!
 //! Routes set with [`FakeServer::set_route`] come first, then a loaded
@@ -156,7 +157,9 @@
 //! | [`error_after`](Reply::error_after) | `event: error` (`overloaded_error`) | `event: error`, then `response.failed` |
 //!
 //! The signature and `encrypted_content` are [`Reply::with_signature`]'s,
-//! else `fakesig-` and a hash of the reasoning. Streams end without
+//! else `fakesig-` and a hash of the reasoning.
+//! [`Reply::with_redacted_thinking`] adds a `redacted_thinking` block (a
+//! reasoning item without summary) before them. Streams end without
 //! `[DONE]`; the fault modifiers count every event before the last
 //! (`ping` included), and a count past them lands before the last, as
 //! before `[DONE]`. [`with_garbage`](Reply::with_garbage) adds comments and

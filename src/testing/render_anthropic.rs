@@ -59,6 +59,9 @@ fn signature(c: &Completion, thinking: &str) -> String {
 /// The content blocks: thinking, text, then one `tool_use` per call.
 fn blocks(c: &Completion, meta: &Meta) -> Vec<Value> {
     let mut out = Vec::new();
+    if let Some(data) = &c.redacted {
+        out.push(json!({ "type": "redacted_thinking", "data": data }));
+    }
     if let Some(thinking) = &c.reasoning {
         out.push(json!({
             "type": "thinking",
@@ -132,6 +135,13 @@ pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) ->
         ));
         index += 1;
     };
+    if let Some(data) = &c.redacted {
+        block(
+            &mut events,
+            json!({ "type": "redacted_thinking", "data": data }),
+            Vec::new(),
+        );
+    }
     if let Some(thinking) = &c.reasoning {
         let mut deltas: Vec<Value> = pieces(thinking, opts.chunk_chars)
             .into_iter()

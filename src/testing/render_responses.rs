@@ -104,8 +104,20 @@ fn call_items(c: &Completion, meta: &Meta, phase: Phase) -> Vec<Value> {
         .collect()
 }
 
+/// The reasoning item of [`Reply::with_redacted_thinking`](super::Reply::with_redacted_thinking): no summary.
+fn redacted_item(c: &Completion, meta: &Meta) -> Option<Value> {
+    let data = c.redacted.as_ref()?;
+    Some(json!({
+        "type": "reasoning",
+        "id": format!("rs_redacted_{}", meta.id),
+        "summary": [],
+        "encrypted_content": data,
+    }))
+}
+
 fn items(c: &Completion, meta: &Meta, phase: Phase) -> Vec<Value> {
-    let mut out: Vec<Value> = reasoning_item(c, meta, phase).into_iter().collect();
+    let mut out: Vec<Value> = redacted_item(c, meta).into_iter().collect();
+    out.extend(reasoning_item(c, meta, phase));
     out.extend(message_item(c, meta, phase));
     out.extend(call_items(c, meta, phase));
     out
@@ -178,6 +190,8 @@ fn item_events(
         v
     };
     match full["type"].as_str() {
+        // Redacted reasoning: nothing readable to stream.
+        Some("reasoning") if full["summary"].as_array().is_some_and(Vec::is_empty) => {}
         Some("reasoning") => {
             let text = full["summary"][0]["text"].as_str().unwrap_or("");
             let part = |t: &str| json!({ "type": "summary_text", "text": t });

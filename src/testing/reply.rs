@@ -77,6 +77,9 @@ pub(super) struct Completion {
     /// The thinking block's `signature` (Anthropic) or the reasoning item's
     /// `encrypted_content` (Responses); `None`: a fake deterministic one.
     pub(super) signature: Option<String>,
+    /// Anthropic `redacted_thinking` data (a Responses reasoning item with
+    /// no summary).
+    pub(super) redacted: Option<String>,
     pub(super) finish_reason: Option<String>,
     pub(super) model: Option<String>,
 }
@@ -279,6 +282,16 @@ impl Reply {
     #[must_use]
     pub fn with_signature(self, signature: &str) -> Reply {
         self.map_completion(|c| c.signature = Some(signature.to_string()))
+    }
+
+    /// Add encrypted reasoning with no readable text, before any
+    /// [`with_reasoning`](Reply::with_reasoning) text: an Anthropic
+    /// `redacted_thinking` block with this `data` (streamed whole in its
+    /// `content_block_start`), a Responses `reasoning` item with an empty
+    /// `summary` and this `encrypted_content`; nothing on chat completions.
+    #[must_use]
+    pub fn with_redacted_thinking(self, data: &str) -> Reply {
+        self.map_completion(|c| c.redacted = Some(data.to_string()))
     }
 
     /// Override the `finish_reason` (default `"stop"`, or `"tool_calls"` when

@@ -181,6 +181,12 @@ fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Routed {
             json(200, json!({ "object": "list", "data": [model] }))
         }
         ("GET", "/health" | "/v1/health") => json(200, json!({ "status": "ok" })),
+        // Anthropic's token counter: a rough count (4 chars a token) of the
+        // request body, enough for a client that probes before sending.
+        ("POST", p) if p.ends_with("/messages/count_tokens") => json(
+            200,
+            json!({ "input_tokens": req.raw_body.chars().count() as u64 / 4 + 1 }),
+        ),
         (method, _) => {
             let msg = format!("FakeServer: no route for {method} {}", req.path);
             json(404, render::error_json(404, &msg))

@@ -432,3 +432,49 @@ fn garbage_adds_only_comments_and_unknown_events() {
     }
     server.assert_all_used();
 }
+
+#[test]
+fn redacted_thinking_and_count_tokens() {
+    let server = FakeServer::start();
+    let reply = || {
+        Reply::text("ok")
+            .with_redacted_thinking("opaque-data")
+            .with_reasoning("Visible.")
+    };
+    server.push(reply()).push(reply()).push(reply());
+    let base = server.base_url();
+    let (_, text) = post(&format!("{base}/messages"), &anthropic(&json!("q"), false));
+    let m: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        m["content"][0],
+        json!({"type": "redacted_thinking", "data": "opaque-data"})
+    );
+    assert_eq!(m["content"][1]["type"], "thinking");
+    let (_, text) = post(&format!("{base}/messages"), &anthropic(&json!("q"), true));
+    let starts: Vec<Value> = events(&text)
+        .into_iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| d["content_block"].clone())
+        .collect();
+    assert_eq!(
+        starts[0],
+        json!({"type": "redacted_thinking", "data": "opaque-data"})
+    );
+    let (_, text) = post(&format!("{base}/responses"), &responses(&json!("q"), true));
+    let last = events(&text).pop().unwrap().1;
+    let output = &last["response"]["output"];
+    assert_eq!(output[0]["summary"], json!([]));
+    assert_eq!(output[0]["encrypted_content"], "opaque-data");
+    assert_eq!(output[1]["summary"][0]["text"], "Visible.");
+    server.assert_all_used();
+
+    let (status, text) = post(
+        &format!("{base}/messages/count_tokens"),
+        &json!({"model": "m", "messages": [{"role": "user", "content": "q"}]}),
+    );
+    assert_eq!(status, 200);
+    let n = serde_json::from_str::<Value>(&text).unwrap()["input_tokens"].as_u64();
+    assert!(n.is_some_and(|n| n > 0), "{text}");
+    // A probe, not a model request: no reply consumed, no request number.
+    assert_eq!(server.chat_requests().len(), 3);
+}

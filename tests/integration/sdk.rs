@@ -30,6 +30,9 @@ fn reply_for(case: &str) -> Reply {
         "think_tools" => Reply::tool_call("calculator", json!({"expression": "6*7"}))
             .with_reasoning("Six times seven."),
         "length" => Reply::text("cut").with_finish_reason("length"),
+        "redacted" => Reply::text("ok")
+            .with_redacted_thinking("opaque-data")
+            .with_reasoning("Visible."),
         "error" => Reply::status(429, "slow down"),
         "overloaded" => Reply::status(529, "Overloaded"),
         "midstream" => Reply::text("a partial answer").error_after(3, "boom"),
