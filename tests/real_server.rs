@@ -523,3 +523,110 @@ fn typed_tool_with_nested_parameters_round_trips() {
         "the handler got a typed Order; tool results: {results:?}"
     );
 }
+
+// ---- issue 29, test kit: Anthropic Messages and Responses sessions ----
+
+/// POST `body` to `url` over raw HTTP; the status and the body text.
+fn kit_post(url: &str, body: &serde_json::Value) -> (u16, String) {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .new_agent();
+    let mut resp = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .send(body.to_string())
+        .expect("request sent");
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().expect("body read"))
+}
+
+/// The `event:` names of an SSE body, `ping` left out and runs of the
+/// same name (the deltas) collapsed to one: the stream's structure.
+fn kit_event_structure(sse: &str) -> Vec<String> {
+    let mut names: Vec<String> = sse
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .filter(|n| *n != "ping")
+        .map(str::to_string)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// A `Recorder` in front of the real server records Anthropic Messages and
+/// Responses requests, streamed and not; `FakeServer` replays each byte for
+/// byte; and a scripted text answer streams with the same event structure
+/// as the real server's.
+#[test]
+fn kit_records_replays_and_matches_messages_and_responses() {
+    use pikuri::testing::{FakeServer, Recorder, Reply};
+    let Some(t) = transport() else { return };
+    let recorder = Recorder::start(t.api_base().expect("base"));
+    let messages = |stream: bool| {
+        json!({"model": "smollm2", "max_tokens": 8, "temperature": 0, "stream": stream,
+               "messages": [{"role": "user", "content": "Say hi"}]})
+    };
+    let responses = |stream: bool| {
+        json!({"model": "smollm2", "max_output_tokens": 8, "temperature": 0, "stream": stream,
+               "input": [{"role": "user", "content": "Say hi"}]})
+    };
+    let requests = [
+        ("/messages", messages(false)),
+        ("/messages", messages(true)),
+        ("/responses", responses(false)),
+        ("/responses", responses(true)),
+    ];
+    let answers: Vec<(u16, String)> = requests
+        .iter()
+        .map(|(path, body)| kit_post(&format!("{}{path}", recorder.base_url()), body))
+        .collect();
+    for (status, text) in &answers {
+        assert_eq!(*status, 200, "{text}");
+    }
+    let message: serde_json::Value = serde_json::from_str(&answers[0].1).unwrap();
+    assert_eq!(message["type"], "message");
+    let response: serde_json::Value = serde_json::from_str(&answers[2].1).unwrap();
+    assert_eq!(response["object"], "response");
+
+    let cassette = recorder.cassette();
+    let paths: Vec<&str> = cassette
+        .interactions()
+        .iter()
+        .map(|i| i.path.as_str())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/messages",
+            "/v1/messages",
+            "/v1/responses",
+            "/v1/responses"
+        ]
+    );
+    let replay = FakeServer::from_cassette(cassette);
+    for ((path, body), (_, text)) in requests.iter().zip(&answers) {
+        let (status, again) = kit_post(&format!("{}{path}", replay.base_url()), body);
+        assert_eq!(status, 200);
+        assert_eq!(&again, text, "{path} replayed differently");
+    }
+    replay.assert_all_used();
+
+    // The scripted server streams a text answer with the real one's
+    // structure, on both APIs.
+    let fake = FakeServer::start();
+    fake.push(Reply::text("Hi there!"))
+        .push(Reply::text("Hi there!"));
+    let (_, fake_messages) = kit_post(&format!("{}/messages", fake.base_url()), &messages(true));
+    let (_, fake_responses) = kit_post(&format!("{}/responses", fake.base_url()), &responses(true));
+    assert_eq!(
+        kit_event_structure(&fake_messages),
+        kit_event_structure(&answers[1].1)
+    );
+    assert_eq!(
+        kit_event_structure(&fake_responses),
+        kit_event_structure(&answers[3].1)
+    );
+    fake.assert_all_used();
+}

@@ -15,8 +15,10 @@ use serde_json::Value;
 
 use super::http::{self, ReadError};
 use super::render::{self, Frame, Meta, StreamOptions};
+use super::render_any;
 use super::reply::{Delivery, Kind, Reply};
 use super::request::RecordedRequest;
+use crate::Api;
 
 /// What a connection needs from the server that accepted it.
 pub(super) trait Host {
@@ -49,6 +51,8 @@ pub(super) enum Answer {
 #[derive(Debug)]
 pub(super) struct Scripted {
     pub(super) reply: Reply,
+    /// The wire format the request came on, which the reply is rendered in.
+    pub(super) api: Api,
     pub(super) meta: Meta,
     /// The request asked for SSE (`"stream": true`).
     pub(super) stream: bool,
@@ -259,7 +263,7 @@ fn serve_reply(
         Kind::Status { code, message } => write_json(
             w,
             *code,
-            &render::error_json(*code, message),
+            &render_any::error_body(s.api, *code, message),
             framing,
             &extra,
         ),
@@ -268,11 +272,12 @@ fn serve_reply(
             content_type,
             body,
         } => write_body(w, *status, content_type, body.as_bytes(), framing, &extra),
-        // One completion, two shapes: the request's `"stream"` picks.
+        // One completion, two shapes per API: the request's `"stream"`
+        // picks, its path the API.
         Kind::Completion(c) if !s.stream => write_json(
             w,
             200,
-            &render::completion_json(c, &s.meta),
+            &render_any::body(s.api, c, &s.meta),
             framing,
             &extra,
         ),
@@ -282,8 +287,9 @@ fn serve_reply(
                 include_usage: s.include_usage,
                 garbage: d.garbage,
             };
-            let frames = render::stream_frames(c, &s.meta, opts);
-            return write_stream(&frames, d, host, reader, w, framing);
+            let error = d.error_after.as_ref().map(|(n, m)| (*n, m.as_str()));
+            let (frames, error) = render_any::stream(s.api, c, &s.meta, opts, error);
+            return write_stream(&frames, d, error.as_deref(), host, reader, w, framing);
         }
         Kind::RawSse(body) => {
             // Verbatim bytes go out in one piece; only a chunk delay needs
@@ -304,18 +310,20 @@ fn serve_reply(
                 retry_after: d.retry_after,
                 ..Delivery::default()
             };
-            return write_stream(&frames, &raw, host, reader, w, framing);
+            return write_stream(&frames, &raw, None, host, reader, w, framing);
         }
     };
     written.map_or(Flow::Close, |()| Flow::KeepAlive)
 }
 
 /// Write an SSE response frame by frame, applying `d`'s faults:
-/// before the data chunk with index `i` (or before `[DONE]` when `i` is past
-/// the last chunk) a malformed event, a cut or a hang.
+/// before the data chunk with index `i` (or before `[DONE]` or the final
+/// event when `i` is past the last chunk) a malformed event, the API's
+/// `error` event (then the end of the body), a cut or a hang.
 fn write_stream(
     frames: &[Frame],
     d: &Delivery,
+    error: Option<&str>,
     host: &dyn Host,
     reader: &mut BufReader<TcpStream>,
     w: &mut TcpStream,
@@ -344,7 +352,7 @@ fn write_stream(
     for frame in frames {
         let text: &str = match frame {
             Frame::Noise(s) => s,
-            Frame::Chunk(s) => s,
+            Frame::Chunk(s) | Frame::Final(s) => s,
             Frame::Done => "data: [DONE]\n\n",
         };
         // Garbage is not a chunk: faults are placed between data chunks, so
@@ -352,7 +360,7 @@ fn write_stream(
         if !matches!(frame, Frame::Noise(_)) {
             // `at(n)`: this is the point "after n chunks" (for `[DONE]`, any
             // n not yet reached also lands here).
-            let done = matches!(frame, Frame::Done);
+            let done = matches!(frame, Frame::Done | Frame::Final(_));
             let at = |n: Option<usize>| n.is_some_and(|n| n == sent || (done && n > sent));
             // One malformed event per response, however the points fall.
             if !malformed_sent && at(d.malformed_after) {
@@ -360,6 +368,16 @@ fn write_stream(
                 if http::write_piece(w, b"data: {not json\n\n", chunked).is_err() {
                     return Flow::Close;
                 }
+            }
+            // The server's own mid-stream error: the stream then ends
+            // properly, as a real server's does.
+            if let Some(error) = error
+                && at(d.error_after.as_ref().map(|(n, _)| *n))
+            {
+                if http::write_piece(w, error.as_bytes(), chunked).is_err() {
+                    return Flow::Close;
+                }
+                break;
             }
             // A cut: the body just stops, without the last chunk, so the
             // client sees an incomplete response.

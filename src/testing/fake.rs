@@ -13,8 +13,9 @@ use super::script::{Fallback, Script};
 use super::server::{Responder, Server};
 use crate::ChatTransport;
 
-/// A scripted OpenAI-compatible HTTP server on `127.0.0.1` and a free port,
-/// for tests. See the [module docs](super) for what it serves.
+/// A scripted HTTP server on `127.0.0.1` and a free port, for tests,
+/// speaking chat completions, Anthropic Messages and OpenAI Responses. See
+/// the [module docs](super) for what it serves.
 ///
 /// # Examples
 ///
@@ -92,7 +93,7 @@ impl FakeServer {
         ChatTransport::new(model).with_api_base(self.base_url())
     }
 
-    /// Queue `reply` for the next chat request (FIFO), as many times as its
+    /// Queue `reply` for the next model request of any API (FIFO), as many times as its
     /// [`repeat`](Reply::repeat) count says. Returns `self` for chaining.
     pub fn push(&self, reply: Reply) -> &FakeServer {
         let times = reply.delivery.times;
@@ -182,9 +183,10 @@ impl FakeServer {
         self.server.requests()
     }
 
-    /// Only the `POST …/chat/completions` requests, including those rejected
-    /// in strict mode or left without a reply. Request `#N` in the server's
-    /// messages is `chat_requests()[N - 1]`.
+    /// Only the model requests (`POST …/chat/completions`, `…/messages`,
+    /// `…/responses`: [`RecordedRequest::api`] is `Some`), including those
+    /// rejected in strict mode or left without a reply. Request `#N` in the
+    /// server's messages is `chat_requests()[N - 1]`.
     pub fn chat_requests(&self) -> Vec<RecordedRequest> {
         let mut requests = self.server.requests();
         requests.retain(RecordedRequest::is_chat);

@@ -1,4 +1,5 @@
-//! A scripted, OpenAI-compatible HTTP server for tests: [`FakeServer`], and
+//! A scripted HTTP server for tests that speaks OpenAI chat completions,
+//! Anthropic Messages and OpenAI Responses: [`FakeServer`], and
 //! record/replay of real sessions: [`Recorder`] and [`Cassette`].
 //!
 //! Needs the `testing` feature (on by default); a program that uses it
@@ -45,9 +46,12 @@
 //! | Request | Answer |
 //! |---|---|
 //! | `POST …/chat/completions` | the next scripted [`Reply`] (FIFO), else the [`respond_with`](FakeServer::respond_with) function's reply; JSON, or SSE if the body has `"stream": true` |
+//! | `POST …/messages` | the same, as an Anthropic Messages response (see [Other APIs](#other-apis)) |
+//! | `POST …/responses` | the same, as an OpenAI Responses response (see [Other APIs](#other-apis)) |
 //! | `GET /props`, `GET /props?model=…` | llama.cpp shape: `{"default_generation_settings":{"n_ctx":N,…},"total_slots":1,"model_alias":…}`; 404 if the context size is `None` |
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
+//! | `POST …/messages/count_tokens` | Anthropic's shape: `{"input_tokens":N}`, N the body's characters / 4 + 1 |
 //! | anything else | 404 with an OpenAI error body |
 //!
 //! Routes set with [`FakeServer::set_route`] come first, then a loaded
@@ -59,7 +63,9 @@
 //! chunked request bodies, `Expect: 100-continue` and `Connection: close`.
 //! Each connection is served on its own thread.
 //!
-//! A chat request arriving when no reply is left (and no
+//! A "chat request" below is a model request of any of the three APIs
+//! ([`RecordedRequest::api`] is `Some`): they share one queue of replies
+//! and one count. A chat request arriving when no reply is left (and no
 //! [`respond_with`](FakeServer::respond_with) function is set) is answered 500 with the
 //! message `FakeServer: no scripted reply left for request #N` (N counts chat
 //! requests from 1, so it is `chat_requests()[N - 1]`), logged at `error` and
@@ -133,17 +139,51 @@
 //! `choices[0].message` has `role`, `content` (`null` when there are only
 //! tool calls), the reasoning field if any and `tool_calls` if any.
 //!
+//! # Other APIs
+//!
+//! The same [`Reply`] is rendered in the API of the request's path; a
+//! transport reaches them with
+//! `server.transport().with_api(Api::AnthropicMessages)` (or
+//! `Api::OpenAiResponses`). Shapes follow the official SDKs' types, which
+//! `tests/integration/sdk.rs` checks with the `openai` and `anthropic`
+//! Python packages.
+//!
+//! | | Anthropic Messages (`…/messages`) | OpenAI Responses (`…/responses`) |
+//! |---|---|---|
+//! | JSON | a `message`: `content` blocks `thinking` (with `signature`), `text`, one `tool_use` per call (`input` the arguments object; a broken [`raw_tool_call`](Reply::raw_tool_call) text as a JSON string), `stop_reason`, `usage` | a `response`: `output` items `reasoning` (`summary`, `encrypted_content`), `message` (`output_text`), one `function_call` per call (`call_id` the call id), `status`, `usage` |
+//! | SSE events | `message_start`, `ping`, per block `content_block_start`, `content_block_delta` (`thinking_delta` then `signature_delta`, `text_delta`, `input_json_delta`), `content_block_stop`; `message_delta` (`stop_reason`, usage), `message_stop` | each with `event:` and `sequence_number`: `response.created`, `response.in_progress`, per item `response.output_item.added`, its part and delta events (`response.reasoning_summary_text.delta`, `response.output_text.delta`, `response.function_call_arguments.delta`/`.done`), `response.output_item.done`; `response.completed` (`response.incomplete` for `length`) |
+//! | finish reason | `end_turn`, `tool_use`, `max_tokens` (`length`), `refusal` (`content_filter`), others as is (`pause_turn`) | `completed`; `incomplete` with `max_output_tokens` or `content_filter` |
+//! | [`status`](Reply::status) | `{"type":"error","error":{"type":…,"message":…}}` (`overloaded_error` for 529) | the OpenAI error body |
+//! | [`error_after`](Reply::error_after) | `event: error` (`overloaded_error`) | `event: error`, then `response.failed` |
+//!
+//! The signature and `encrypted_content` are [`Reply::with_signature`]'s,
+//! else `fakesig-` and a hash of the reasoning.
+//! [`Reply::with_redacted_thinking`] adds a `redacted_thinking` block (a
+//! reasoning item without summary) before them. Streams end without
+//! `[DONE]`; the fault modifiers count every event before the last
+//! (`ping` included), and a count past them lands before the last, as
+//! before `[DONE]`. [`with_garbage`](Reply::with_garbage) adds comments and
+//! unknown event types. [`RecordedRequest::conversation`] reads any API's
+//! request as chat-completions messages.
+//!
 //! # Usage
 //!
-//! Non-streamed responses always carry `usage`; streamed ones when asked to.
+//! Non-streamed responses always carry `usage`; streamed ones when asked to
+//! (always on Anthropic and Responses).
 //! Unless set with [`Reply::with_usage`], usage is `prompt_tokens = 10` and
 //! `completion_tokens = content chars / 4 + 1`, and `total_tokens` is their
 //! sum. [`Reply::with_cached_tokens`] adds
-//! `prompt_tokens_details.cached_tokens`.
+//! `prompt_tokens_details.cached_tokens` and
+//! [`Reply::with_cache_creation_tokens`]
+//! `prompt_tokens_details.cache_write_tokens`, both part of the prompt
+//! tokens. Anthropic reports them as `cache_read_input_tokens` and
+//! `cache_creation_input_tokens`, with `input_tokens` the rest of the
+//! prompt; Responses as `input_tokens_details.cached_tokens` and
+//! `cache_write_tokens`, with `output_tokens_details.reasoning_tokens`.
 //!
 //! # Strict mode
 //!
-//! On by default ([`FakeServer::set_strict`]). A chat request is answered 400,
+//! On by default ([`FakeServer::set_strict`]). A chat-completions request is answered 400,
 //! its message starting `FakeServer (strict mode) rejected request #N:`, and
 //! the scripted reply is **not** consumed, when:
 //!
@@ -159,6 +199,22 @@
 //!   message before the next non-tool message (or the end of the list);
 //! - a tool message's `tool_call_id` answers no call of the assistant message
 //!   just before its block, or answers one twice.
+//!
+//! An Anthropic Messages request is answered 400 (with Anthropic's error
+//! body) when `model` or a positive `max_tokens` is missing, `messages` is
+//! empty, a role is not `user` or `assistant`, two messages in a row have
+//! the same role, a `tool_use` block (id, name, object `input`, ids unique)
+//! is not answered by a `tool_result` in the very next user message (the
+//! results first in it, none for another call, none twice), a thinking
+//! block comes back without its signature, or thinking is enabled and a
+//! request that ends with tool results sends the assistant turn that made
+//! the calls without its leading thinking block.
+//!
+//! A Responses request is answered 400 when `model` or `input` is missing,
+//! a `function_call` lacks `call_id`, `name` or JSON-object `arguments`, a
+//! `function_call_output` answers no earlier `function_call` (unless
+//! `previous_response_id` is set) or answers one twice, or a call has no
+//! output.
 //!
 //! That way a test proves the agent always sends a history a real server
 //! accepts. Rejections are logged at `warn` and listed by
@@ -228,8 +284,10 @@
 //! **canonical body**: the JSON with object keys sorted at every level,
 //! without the top-level fields named by [`Cassette::ignore_field`] (none by
 //! default). Each interaction answers once, so a session that asks the same
-//! thing twice is replayed in order. Requests other than chat completions
-//! (context-window probes) may reuse an interaction already served.
+//! thing twice is replayed in order. Requests other than model requests
+//! (context-window probes) may reuse an interaction already served. The
+//! interaction keeps the path, and with it the API: Anthropic and
+//! Responses sessions record and replay like chat completions.
 //!
 //! A request whose method and target the cassette holds, but whose body
 //! matches no unused interaction, is a **mismatch**: it is answered 500 with
@@ -263,9 +321,14 @@
 
 // Layers, each importing only those above it in this list (values first):
 //
-// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`),
-//   `cassette` (+ `diff`), `strict` (request validation), `buffer`;
-// - bytes: `http` (HTTP/1.1 framing), `render` (completion JSON and SSE);
+// - values: `reply` (the script's `Reply`), `request` (`RecordedRequest`,
+//   with `view`: any API's request read as chat completions), `cassette`
+//   (+ `diff`), `strict` (request validation, dispatching to
+//   `strict_anthropic` and `strict_responses`, all three on
+//   `strict_common`), `buffer`;
+// - bytes: `http` (HTTP/1.1 framing), `render` (chat-completions JSON and
+//   SSE, and what the others share), `render_anthropic`,
+//   `render_responses`, and `render_any` picking one by the request's API;
 // - one connection: `conn` (request parsing, answer writing, faults);
 // - the server: `server` (listener, accept loop, threads, request log, the
 //   `Responder` seam);
@@ -280,9 +343,16 @@ mod events;
 mod reply;
 mod request;
 mod strict;
+mod strict_anthropic;
+mod strict_common;
+mod strict_responses;
+mod view;
 
 mod http;
 mod render;
+mod render_anthropic;
+mod render_any;
+mod render_responses;
 
 mod conn;
 

@@ -1,5 +1,7 @@
 //! Pure rendering of a [`Completion`] into chat-completions JSON and SSE
-//! frames. No sockets, no timing: `conn.rs` decides when each frame goes out.
+//! frames, and the pieces the other APIs' renderers (`render_anthropic.rs`,
+//! `render_responses.rs`) share. No sockets, no timing: `conn.rs` decides
+//! when each frame goes out.
 
 use serde_json::{Map, Value, json};
 
@@ -25,6 +27,11 @@ pub(super) enum Frame {
     Noise(&'static str),
     /// `data: [DONE]`.
     Done,
+    /// The terminal event of an Anthropic or Responses stream
+    /// (`message_stop`, `response.completed`): written verbatim, and, like
+    /// [`Frame::Done`], not counted, so a fault placed past the last chunk
+    /// lands before it.
+    Final(String),
 }
 
 /// Prompt tokens reported when a reply sets no usage.
@@ -48,6 +55,9 @@ fn usage_json(c: &Completion) -> Value {
     });
     if let Some(cached) = c.cached {
         usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
+    if let Some(written) = c.cache_creation {
+        usage["prompt_tokens_details"]["cache_write_tokens"] = json!(written);
     }
     usage
 }
@@ -227,6 +237,24 @@ fn error_type(code: u16) -> &'static str {
 /// `{"error":{"message":…,"type":…,"code":code}}`.
 pub(super) fn error_json(code: u16, message: &str) -> Value {
     json!({ "error": { "message": message, "type": error_type(code), "code": code } })
+}
+
+/// The chat-completions mid-stream error: a data event with an OpenAI
+/// error object (what OpenAI sends, and what its SDK raises on).
+pub(super) fn stream_error(message: &str) -> String {
+    let v = json!({ "error": { "message": message, "type": "server_error", "code": null } });
+    format!("data: {v}\n\n")
+}
+
+/// A deterministic stand-in for a thinking signature or
+/// `encrypted_content`: `fakesig-` and the FNV-1a hash of `text` in hex.
+pub(super) fn fake_signature(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("fakesig-{h:016x}")
 }
 
 #[cfg(test)]

@@ -71,6 +71,15 @@ pub(super) struct Completion {
     pub(super) calls: Vec<CallSpec>,
     pub(super) usage: Option<(u64, u64)>,
     pub(super) cached: Option<u64>,
+    /// Prompt tokens written to the cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    pub(super) cache_creation: Option<u64>,
+    /// The thinking block's `signature` (Anthropic) or the reasoning item's
+    /// `encrypted_content` (Responses); `None`: a fake deterministic one.
+    pub(super) signature: Option<String>,
+    /// Anthropic `redacted_thinking` data (a Responses reasoning item with
+    /// no summary).
+    pub(super) redacted: Option<String>,
     pub(super) finish_reason: Option<String>,
     pub(super) model: Option<String>,
 }
@@ -95,6 +104,9 @@ pub(super) struct Delivery {
     pub(super) malformed_after: Option<usize>,
     pub(super) hang_after: Option<usize>,
     pub(super) garbage: bool,
+    /// After this many data chunks, the API's mid-stream error event with
+    /// this message, then the end of the stream.
+    pub(super) error_after: Option<(usize, String)>,
     pub(super) times: usize,
 }
 
@@ -110,6 +122,7 @@ impl Default for Delivery {
             malformed_after: None,
             hang_after: None,
             garbage: false,
+            error_after: None,
             times: 1,
         }
     }
@@ -251,8 +264,43 @@ impl Reply {
         self.map_completion(|c| c.cached = Some(cached))
     }
 
+    /// Report prompt tokens written to the provider's cache: Anthropic's
+    /// `cache_creation_input_tokens`, Responses'
+    /// `input_tokens_details.cache_write_tokens`, chat completions'
+    /// `prompt_tokens_details.cache_write_tokens`. Like
+    /// [`with_cached_tokens`](Reply::with_cached_tokens), part of the prompt
+    /// tokens set with [`with_usage`](Reply::with_usage).
+    #[must_use]
+    pub fn with_cache_creation_tokens(self, written: u64) -> Reply {
+        self.map_completion(|c| c.cache_creation = Some(written))
+    }
+
+    /// The signature of the reasoning: the Anthropic thinking block's
+    /// `signature`, the Responses reasoning item's `encrypted_content`
+    /// (ignored on chat completions). Without it the server makes up a
+    /// deterministic one from the reasoning text (`fakesig-…`).
+    #[must_use]
+    pub fn with_signature(self, signature: &str) -> Reply {
+        self.map_completion(|c| c.signature = Some(signature.to_string()))
+    }
+
+    /// Add encrypted reasoning with no readable text, before any
+    /// [`with_reasoning`](Reply::with_reasoning) text: an Anthropic
+    /// `redacted_thinking` block with this `data` (streamed whole in its
+    /// `content_block_start`), a Responses `reasoning` item with an empty
+    /// `summary` and this `encrypted_content`; nothing on chat completions.
+    #[must_use]
+    pub fn with_redacted_thinking(self, data: &str) -> Reply {
+        self.map_completion(|c| c.redacted = Some(data.to_string()))
+    }
+
     /// Override the `finish_reason` (default `"stop"`, or `"tool_calls"` when
-    /// the reply has tool calls), e.g. `"length"`.
+    /// the reply has tool calls), e.g. `"length"`. On the other APIs it is
+    /// mapped: Anthropic `stop_reason` `end_turn`, `tool_use`, `max_tokens`
+    /// (`length`), `refusal` (`content_filter`), any other string as is
+    /// (`pause_turn`); Responses `status` `completed`, or `incomplete` with
+    /// `incomplete_details.reason` `max_output_tokens` (`length`) or
+    /// `content_filter`.
     #[must_use]
     pub fn with_finish_reason(self, reason: &str) -> Reply {
         self.map_completion(|c| c.finish_reason = Some(reason.to_string()))
@@ -327,6 +375,17 @@ impl Reply {
     #[must_use]
     pub fn malformed_after(mut self, chunks: usize) -> Reply {
         self.delivery.malformed_after = Some(chunks);
+        self
+    }
+
+    /// Streamed replies: after `chunks` data chunks send the API's
+    /// mid-stream error with `message`, then end the stream normally (no
+    /// `[DONE]`, `message_stop` or `response.completed`): chat completions
+    /// `data: {"error":{…}}`, Anthropic `event: error`, Responses
+    /// `event: error` then `event: response.failed`.
+    #[must_use]
+    pub fn error_after(mut self, chunks: usize, message: &str) -> Reply {
+        self.delivery.error_after = Some((chunks, message.to_string()));
         self
     }
 

@@ -2,6 +2,9 @@
 
 use serde_json::Value;
 
+use super::view;
+use crate::Api;
+
 /// One request received by a [`FakeServer`](super::FakeServer), any path,
 /// kept for assertions.
 ///
@@ -52,11 +55,19 @@ impl RecordedRequest {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The `messages` array of a chat request (empty if there is none).
+    /// The `messages` array of a chat or Anthropic request, the `input`
+    /// items of a Responses request, as sent (empty if there is none). For
+    /// the same view whatever the API, see
+    /// [`conversation`](RecordedRequest::conversation).
     pub fn messages(&self) -> Vec<Value> {
+        let field = if self.api() == Some(Api::OpenAiResponses) {
+            "input"
+        } else {
+            "messages"
+        };
         self.body
             .as_ref()
-            .and_then(|b| b.get("messages"))
+            .and_then(|b| b.get(field))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default()
@@ -71,7 +82,8 @@ impl RecordedRequest {
             .unwrap_or(false)
     }
 
-    /// Whether the body has `"stream_options": {"include_usage": true}`.
+    /// Whether the body has `"stream_options": {"include_usage": true}`
+    /// (chat completions; the other APIs always stream their usage).
     pub fn includes_usage(&self) -> bool {
         self.body
             .as_ref()
@@ -80,21 +92,101 @@ impl RecordedRequest {
             .unwrap_or(false)
     }
 
-    /// The names of the tools offered in `tools` (`function.name` of each),
-    /// in order.
+    /// The names of the tools offered in `tools`, in order: `function.name`
+    /// of each (chat completions), or `name` (Anthropic Messages, Responses).
     pub fn tool_names(&self) -> Vec<String> {
-        self.body
-            .as_ref()
-            .and_then(|b| b.get("tools"))
-            .and_then(Value::as_array)
-            .map(|tools| {
-                tools
-                    .iter()
-                    .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.body.as_ref().map(view::tool_names).unwrap_or_default()
+    }
+
+    /// The API of a model request, from its path: `POST …/chat/completions`,
+    /// `…/messages` (Anthropic Messages) or `…/responses` (OpenAI
+    /// Responses); `None` for any other request (probes, `count_tokens`).
+    ///
+    /// ```
+    /// use pikuri::Api;
+    /// use pikuri::testing::RecordedRequest;
+    /// let req = |method: &str, path: &str| RecordedRequest {
+    ///     method: method.into(),
+    ///     path: path.into(),
+    ///     headers: Vec::new(),
+    ///     body: None,
+    ///     raw_body: String::new(),
+    /// };
+    /// assert_eq!(req("POST", "/v1/messages").api(), Some(Api::AnthropicMessages));
+    /// assert_eq!(req("POST", "/v1/responses").api(), Some(Api::OpenAiResponses));
+    /// assert_eq!(req("POST", "/v1/chat/completions").api(), Some(Api::ChatCompletions));
+    /// assert_eq!(req("POST", "/v1/messages/count_tokens").api(), None);
+    /// assert_eq!(req("GET", "/v1/messages").api(), None);
+    /// ```
+    pub fn api(&self) -> Option<Api> {
+        if self.method != "POST" {
+            return None;
+        }
+        let route = self.route();
+        if route.ends_with("/chat/completions") {
+            Some(Api::ChatCompletions)
+        } else if route.ends_with("/messages") {
+            Some(Api::AnthropicMessages)
+        } else if route.ends_with("/responses") {
+            Some(Api::OpenAiResponses)
+        } else {
+            None
+        }
+    }
+
+    /// The conversation sent, in chat-completions shape whatever the
+    /// [`api`](RecordedRequest::api), so one assertion serves all three:
+    /// a `system` message first for a top-level system prompt (Anthropic
+    /// `system`, Responses `instructions`); assistant messages with
+    /// `content` (`null` if none), `reasoning_content` (thinking blocks,
+    /// reasoning summaries) and `tool_calls` (`tool_use` blocks,
+    /// `function_call` items, arguments as JSON text); one `tool` message
+    /// per tool result (`tool_result` block, `function_call_output` item)
+    /// with its text. Text parts are joined; other parts (images) are left
+    /// out: read [`messages`](RecordedRequest::messages) for those. Chat
+    /// completions requests give their `messages` unchanged.
+    ///
+    /// ```
+    /// use pikuri::testing::RecordedRequest;
+    /// use serde_json::json;
+    /// let body = json!({
+    ///     "model": "m", "max_tokens": 64, "system": "Be brief.",
+    ///     "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    ///     "tools": [{"name": "calc", "input_schema": {"type": "object"}}],
+    /// });
+    /// let req = RecordedRequest {
+    ///     method: "POST".into(),
+    ///     path: "/v1/messages".into(),
+    ///     headers: Vec::new(),
+    ///     raw_body: body.to_string(),
+    ///     body: Some(body),
+    /// };
+    /// assert_eq!(req.conversation(), [
+    ///     json!({"role": "system", "content": "Be brief."}),
+    ///     json!({"role": "user", "content": "hi"}),
+    /// ]);
+    /// assert_eq!(req.system().as_deref(), Some("Be brief."));
+    /// assert_eq!(req.tool_names(), ["calc"]);
+    /// ```
+    pub fn conversation(&self) -> Vec<Value> {
+        match (&self.body, self.api()) {
+            (Some(body), Some(api)) => view::conversation(api, body),
+            (Some(body), None) => view::conversation(Api::ChatCompletions, body),
+            (None, _) => Vec::new(),
+        }
+    }
+
+    /// The system prompt: the `system` messages of the
+    /// [`conversation`](RecordedRequest::conversation), joined by a blank
+    /// line; `None` if there is none.
+    pub fn system(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .conversation()
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .filter_map(|m| m["content"].as_str().map(str::to_string))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// The path without the query.
@@ -102,8 +194,9 @@ impl RecordedRequest {
         self.path.split('?').next().unwrap_or("")
     }
 
-    /// Whether this is a `POST …/chat/completions`.
+    /// Whether this is a model request of any API (see
+    /// [`api`](RecordedRequest::api)).
     pub(super) fn is_chat(&self) -> bool {
-        self.method == "POST" && self.route().ends_with("/chat/completions")
+        self.api().is_some()
     }
 }

@@ -18,10 +18,12 @@ use serde_json::{Value, json};
 use super::cassette::{self, Replay};
 use super::conn::{Answer, Scripted};
 use super::render::{self, Meta};
+use super::render_any;
 use super::reply::{Kind, Reply};
 use super::request::RecordedRequest;
 use super::server::{Reaction, Responder};
 use super::strict;
+use crate::Api;
 
 /// The script, the cassette and the settings of a `FakeServer`.
 #[derive(Debug)]
@@ -109,7 +111,11 @@ impl Responder for Script {
                     log::error!("{msg}");
                     Answer::Json {
                         status: 500,
-                        body: render::error_json(500, &msg),
+                        body: render_any::error_body(
+                            req.api().unwrap_or(Api::ChatCompletions),
+                            500,
+                            &msg,
+                        ),
                     }
                 })
             }
@@ -175,6 +181,12 @@ fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Routed {
             json(200, json!({ "object": "list", "data": [model] }))
         }
         ("GET", "/health" | "/v1/health") => json(200, json!({ "status": "ok" })),
+        // Anthropic's token counter: a rough count (4 chars a token) of the
+        // request body, enough for a client that probes before sending.
+        ("POST", p) if p.ends_with("/messages/count_tokens") => json(
+            200,
+            json!({ "input_tokens": req.raw_body.chars().count() as u64 / 4 + 1 }),
+        ),
         (method, _) => {
             let msg = format!("FakeServer: no route for {method} {}", req.path);
             json(404, render::error_json(404, &msg))
@@ -210,7 +222,7 @@ fn replay(st: &mut State, req: &RecordedRequest, number: usize) -> Option<Answer
             log::error!("{msg}");
             Some(Answer::Json {
                 status: 500,
-                body: render::error_json(500, &msg),
+                body: render_any::error_body(req.api().unwrap_or(Api::ChatCompletions), 500, &msg),
             })
         }
     }
@@ -223,15 +235,16 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
     // `#N` in a message is always `chat_requests()[N - 1]`.
     st.chat_count += 1;
     let n = st.chat_count;
+    let api = req.api().unwrap_or(Api::ChatCompletions);
     if st.strict
-        && let Err(why) = strict::validate(req.body.as_ref())
+        && let Err(why) = strict::validate(api, req.body.as_ref())
     {
         let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
         log::warn!("{msg}");
         st.rejections.push(msg.clone());
         return Routed::Answer(Answer::Json {
             status: 400,
-            body: render::error_json(400, &msg),
+            body: render_any::error_body(api, 400, &msg),
         });
     }
     if let Some(reply) = st.replies.pop_front() {
@@ -245,7 +258,7 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
     log::error!("{msg}");
     Routed::Answer(Answer::Json {
         status: 500,
-        body: render::error_json(500, &msg),
+        body: render_any::error_body(api, 500, &msg),
     })
 }
 
@@ -264,14 +277,21 @@ fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answe
         }
         model.clone_from(&c.model);
     }
+    let api = req.api().unwrap_or(Api::ChatCompletions);
+    let id = match api {
+        Api::AnthropicMessages => format!("msg_fake_{n}"),
+        Api::OpenAiResponses => format!("resp_fake_{n}"),
+        _ => format!("chatcmpl-fake-{n}"),
+    };
     let meta = Meta {
-        id: format!("chatcmpl-fake-{n}"),
+        id,
         created: now(),
         model: model.unwrap_or_else(|| st.model_id.clone()),
         call_ids,
     };
     Answer::Scripted(Box::new(Scripted {
         reply,
+        api,
         meta,
         stream: req.is_stream(),
         include_usage: req.includes_usage(),

@@ -1,24 +1,28 @@
-//! Strict-mode validation of a chat-completions request body: the checks a
-//! strict server (OpenAI itself) makes on the conversation's shape, so a test
-//! fails when the agent sends a history a real server would reject.
+//! Strict-mode validation of a request body: the checks a strict server
+//! (OpenAI, Anthropic themselves) makes on the conversation's shape, so a
+//! test fails when the agent sends a history a real server would reject.
+//! Chat completions here; the other APIs in `strict_anthropic.rs` and
+//! `strict_responses.rs`.
 
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-/// `Ok` if a strict server would accept `body`; otherwise why not.
-pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
-    let Some(body) = body else {
-        return Err("request body is not valid JSON".into());
-    };
-    let Some(body) = body.as_object() else {
-        return Err("request body must be a JSON object".into());
-    };
-    match body.get("model") {
-        Some(Value::String(m)) if !m.is_empty() => {}
-        Some(_) => return Err("`model` must be a non-empty string".into()),
-        None => return Err("`model` is required".into()),
+use super::strict_common::{check_arguments, object_with_model};
+use crate::Api;
+
+/// `Ok` if a strict server of `api` would accept `body`; otherwise why not.
+pub(super) fn validate(api: Api, body: Option<&Value>) -> Result<(), String> {
+    match api {
+        Api::AnthropicMessages => super::strict_anthropic::validate(body),
+        Api::OpenAiResponses => super::strict_responses::validate(body),
+        _ => validate_chat(body),
     }
+}
+
+/// The chat-completions checks.
+fn validate_chat(body: Option<&Value>) -> Result<(), String> {
+    let body = object_with_model(body)?;
     let messages = match body.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
@@ -133,19 +137,9 @@ fn assistant_calls(
             return Err(format!("{at}.function.name must be a string"));
         };
         match call.pointer("/function/arguments") {
-            // What llama.cpp does with it: parse it as JSON (and what a
-            // strict parser rejects: invalid JSON, a lone surrogate escape,
-            // nesting past serde_json's 128 levels).
-            Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-                Ok(Value::Object(_)) => {}
-                Ok(_) => return Err(format!("{at}.function.arguments is not a JSON object")),
-                Err(e) => {
-                    return Err(format!(
-                        "{at}.function.arguments is not valid JSON ({e}): {}",
-                        crate::util::excerpt(text, 80)
-                    ));
-                }
-            },
+            Some(Value::String(text)) => {
+                check_arguments(&format!("{at}.function.arguments"), text)?;
+            }
             other => {
                 return Err(format!(
                     "{at}.function.arguments must be a string (JSON text), got {}",
@@ -172,7 +166,10 @@ mod tests {
 
     #[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
     fn check(messages: Value) -> Result<(), String> {
-        validate(Some(&json!({ "model": "m", "messages": messages })))
+        validate(
+            Api::ChatCompletions,
+            Some(&json!({ "model": "m", "messages": messages })),
+        )
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
@@ -195,14 +192,15 @@ mod tests {
 
     #[test]
     fn rejects_body_shape() {
-        assert!(validate(None).unwrap_err().contains("not valid JSON"));
+        let chat = |b: Option<&Value>| validate(Api::ChatCompletions, b);
+        assert!(chat(None).unwrap_err().contains("not valid JSON"));
         assert!(
-            validate(Some(&json!({ "messages": [] })))
+            chat(Some(&json!({ "messages": [] })))
                 .unwrap_err()
                 .contains("`model`")
         );
         assert!(
-            validate(Some(&json!({ "model": "m" })))
+            chat(Some(&json!({ "model": "m" })))
                 .unwrap_err()
                 .contains("`messages`")
         );

@@ -10,6 +10,7 @@ mod compaction; // issue 17: compaction, overflow recovery, oversized results, f
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
+mod fake_apis; // issue 29: FakeServer on /messages and /responses, strict mode, cassettes
 mod fidelity; // issue 28 class 10: differences from pikuri, fixed
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
@@ -22,6 +23,7 @@ mod poisoned; // issue 28: refused tool-call arguments never reach a later reque
 mod probe; // context-window detection per server shape
 mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
+mod sdk; // issue 29: the official Python SDKs parse what FakeServer serves
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod structured; // issue 14: typed answers, response_format, repairs, InvalidAnswer

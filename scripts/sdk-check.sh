@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Check that the official Python SDKs parse every shape pikuri's FakeServer
+# serves (chat completions, Anthropic Messages, OpenAI Responses).
+#
+# Everything comes from PyPI only, pinned below:
+#   * openai     (the OpenAI Python SDK: chat completions and Responses)
+#   * anthropic  (the Anthropic Python SDK: Messages)
+#
+# Usage:
+#   scripts/sdk-check.sh install   create the venv in the cache and pip install both (idempotent)
+#   scripts/sdk-check.sh python    print the venv's python (what PIKURI_SDK_PYTHON is set to)
+#   scripts/sdk-check.sh test      install, then run the `sdk` tests of the integration
+#                                  target with PIKURI_SDK_PYTHON set and PIKURI_REQUIRE_SDK=1
+#
+# Environment:
+#   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
+#   PYTHON         python used for the venv (default: python3)
+#
+# Cache layout (<dir> = $PIKURI_CACHE/sdk-openai-<version>-anthropic-<version>):
+#   venv/bin/python
+#   .installed (stamp)
+#
+# The test (tests/integration/sdk.rs) starts a FakeServer and runs
+# scripts/sdk_check.py against it with that python.
+#
+# All diagnostics go to stderr; stdout carries only the requested value.
+
+set -euo pipefail
+
+readonly OPENAI_VERSION="3.51.0"
+readonly ANTHROPIC_VERSION="2.10.0"
+
+CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
+PREFIX="${CACHE_ROOT}/sdk-openai-${OPENAI_VERSION}-anthropic-${ANTHROPIC_VERSION}"
+STAMP="${PREFIX}/.installed"
+STAMP_CONTENT="openai=${OPENAI_VERSION} anthropic=${ANTHROPIC_VERSION}"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '[sdk-check.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+    sed -n '/^# Usage:/,/^# All diagnostics/p' "$0" | sed 's/^# \{0,1\}//' >&2
+}
+
+is_installed() {
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
+        && [ -x "${PREFIX}/venv/bin/python" ]
+}
+
+# An exclusive lock for the rest of this process (no-op without flock), so two
+# concurrent installs do not interleave.
+lock() {
+    mkdir -p "$PREFIX"
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"${PREFIX}/.lock"
+        if ! flock -n 9; then
+            log "waiting for lock ${PREFIX}/.lock"
+            flock 9
+        fi
+    fi
+}
+
+cmd_install() {
+    if is_installed; then
+        log "found in the cache: ${PREFIX}"
+        return 0
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
+    lock
+    if is_installed; then return 0; fi
+    rm -f "$STAMP"
+    log "venv + pip install openai==${OPENAI_VERSION} anthropic==${ANTHROPIC_VERSION}"
+    rm -rf "${PREFIX}/venv"
+    "$PYTHON" -m venv "${PREFIX}/venv"
+    "${PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
+        "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}" >&2
+    printf '%s' "$STAMP_CONTENT" >"$STAMP"
+    is_installed || die "install finished but the venv is not where expected"
+    log "installed into ${PREFIX}"
+}
+
+cmd_test() {
+    cmd_install
+    cd "$(dirname "$0")/.."
+    # PIKURI_REQUIRE_SDK=1: a missing venv fails the tests instead of skipping them.
+    PIKURI_SDK_PYTHON="${PREFIX}/venv/bin/python" PIKURI_REQUIRE_SDK=1 \
+        cargo test --test integration sdk:: -- --test-threads=2
+}
+
+case "${1:-}" in
+    install) cmd_install ;;
+    python) printf '%s\n' "${PREFIX}/venv/bin/python" ;;
+    test) cmd_test ;;
+    -h|--help|help) usage ;;
+    *) usage; exit 2 ;;
+esac
