@@ -23,9 +23,14 @@ enum Kind {
     /// Assistant text: whether any delta arrived (else the text comes
     /// from the item when it is done).
     Message { streamed: bool },
-    /// A reasoning item: whether any text delta arrived, and the whole
-    /// item once done (kept verbatim for the next request).
-    Reasoning { streamed: bool, item: Option<Value> },
+    /// A reasoning item: whether any text delta arrived, the summary part
+    /// the last one was for, and the whole item once done (kept verbatim
+    /// for the next request).
+    Reasoning {
+        streamed: bool,
+        part: Option<u64>,
+        item: Option<Value>,
+    },
     /// A function call.
     Call {
         call_id: String,
@@ -145,10 +150,15 @@ impl Decoder {
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 let at = self.item_for(&event, || Kind::Reasoning {
                     streamed: false,
+                    part: None,
                     item: None,
                 });
+                // A new item or summary part starts a new paragraph.
                 let first = match &mut self.items[at].kind {
-                    Kind::Reasoning { streamed, .. } => !std::mem::replace(streamed, true),
+                    Kind::Reasoning { streamed, part, .. } => {
+                        let new_part = std::mem::replace(part, event.summary_index) != *part;
+                        !std::mem::replace(streamed, true) || new_part
+                    }
                     _ => false,
                 };
                 if let Some(delta) = event.delta.as_deref() {
@@ -341,6 +351,7 @@ impl Decoder {
             Some("message") => Kind::Message { streamed: false },
             Some("reasoning") => Kind::Reasoning {
                 streamed: false,
+                part: None,
                 item: None,
             },
             Some("function_call") => Kind::Call {
@@ -390,8 +401,8 @@ impl Decoder {
                     if texts.is_empty() {
                         texts = texts_of(&item, "content");
                     }
-                    for (n, text) in texts.into_iter().enumerate() {
-                        self.push_reasoning(n == 0, text, on_fragment);
+                    for text in texts {
+                        self.push_reasoning(true, text, on_fragment);
                     }
                 }
                 if let Kind::Reasoning { item: kept, .. } = &mut self.items[at].kind {
@@ -457,8 +468,8 @@ impl Decoder {
         }
     }
 
-    /// Reasoning text; the first text of a new item is set apart from the
-    /// previous item's by a blank line.
+    /// Reasoning text; the first text of a new item or summary part is set
+    /// apart from what came before by a blank line.
     fn push_reasoning(
         &mut self,
         first_of_item: bool,

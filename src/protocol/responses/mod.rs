@@ -49,7 +49,7 @@
 //!   `refusal` part is text too, and makes the finish reason
 //!   `content_filter`); `reasoning` (the `summary` texts, else the
 //!   `content` texts, are [`Message::reasoning`](crate::Message::reasoning),
-//!   items set apart by a blank line; the whole item is kept in the
+//!   items and summary parts set apart by a blank line; the whole item is kept in the
 //!   message's [`ProviderData`](crate::ProviderData), stamped with the
 //!   transport's API base and model by the client); `function_call` (a
 //!   [`ToolCall`](crate::ToolCall) with the `call_id`, else the item id).
@@ -94,3 +94,6 @@ mod shapes;
 
 pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
+
+#[cfg(test)]
+mod tests;

@@ -26,6 +26,8 @@ pub(super) struct Event<'a> {
     pub(super) item_id: Option<Cow<'a, str>>,
     /// The position of that item in the output (llama.cpp omits it).
     pub(super) output_index: Option<u64>,
+    /// Which part of a reasoning summary a delta belongs to.
+    pub(super) summary_index: Option<u64>,
     /// The whole arguments of `response.function_call_arguments.done`.
     #[serde(borrow)]
     pub(super) arguments: Option<Cow<'a, str>>,
