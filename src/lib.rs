@@ -500,4 +500,4 @@ mod one_path {
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_sse};
+pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_responses, __fuzz_sse};

@@ -217,6 +217,7 @@ impl Decoder {
                     } else {
                         "incomplete".to_string()
                     });
+                    self.release(on_fragment);
                 }
                 self.done = true;
                 self.progress += 1;
