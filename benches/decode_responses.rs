@@ -58,30 +58,47 @@ fn body(payload: Payload, n: usize) -> (Vec<u8>, usize) {
     };
     event(json!({"type": "response.created", "response": response("in_progress", json!([]))}));
     event(json!({"type": "response.in_progress", "response": response("in_progress", json!([]))}));
-    let ps = pieces(if payload == Payload::Text { PROSE } else { CODE }, n);
+    let ps = pieces(
+        if payload == Payload::Text {
+            PROSE
+        } else {
+            CODE
+        },
+        n,
+    );
     let all: String = ps.concat();
     let item = match payload {
         Payload::Text => {
             let id = "msg_67ccd2bf17f0819081ff3bb2cf6508e6";
-            event(json!({"type": "response.output_item.added", "output_index": 0,
-                "item": {"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}}));
-            event(json!({"type": "response.content_part.added", "item_id": id, "output_index": 0,
-                "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}));
+            event(
+                json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
+            );
+            event(
+                json!({"type": "response.content_part.added", "item_id": id, "output_index": 0,
+                "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+            );
             for p in &ps {
-                event(json!({"type": "response.output_text.delta", "item_id": id, "output_index": 0,
-                    "content_index": 0, "delta": p, "logprobs": []}));
+                event(
+                    json!({"type": "response.output_text.delta", "item_id": id, "output_index": 0,
+                    "content_index": 0, "delta": p, "logprobs": []}),
+                );
             }
             json!({"id": id, "type": "message", "status": "completed", "role": "assistant",
                    "content": [{"type": "output_text", "text": all, "annotations": []}]})
         }
         Payload::ToolArgs => {
             let id = "fc_67ca09c6bedc8190a7abfec07b1a1332";
-            event(json!({"type": "response.output_item.added", "output_index": 0,
+            event(
+                json!({"type": "response.output_item.added", "output_index": 0,
                 "item": {"id": id, "type": "function_call", "status": "in_progress",
-                         "call_id": "call_unLAR8MvFNptuiZK6K6HCy5k", "name": "write_file", "arguments": ""}}));
+                         "call_id": "call_unLAR8MvFNptuiZK6K6HCy5k", "name": "write_file", "arguments": ""}}),
+            );
             for p in &ps {
-                event(json!({"type": "response.function_call_arguments.delta", "item_id": id,
-                    "output_index": 0, "delta": p}));
+                event(
+                    json!({"type": "response.function_call_arguments.delta", "item_id": id,
+                    "output_index": 0, "delta": p}),
+                );
             }
             json!({"id": id, "type": "function_call", "status": "completed",
                    "call_id": "call_unLAR8MvFNptuiZK6K6HCy5k", "name": "write_file", "arguments": all})
@@ -179,7 +196,11 @@ fn main() {
         let (b, l) = (median(&mut base), median(&mut lib));
         println!(
             "| {} x{} | {:.1} | {:.0} | {:.0} | {:.2}x | >= 0.8x {} |",
-            if payload == Payload::Text { "text" } else { "tool-args" },
+            if payload == Payload::Text {
+                "text"
+            } else {
+                "tool-args"
+            },
             n,
             body.len() as f64 / 1e6,
             b,

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use pikuri::builtin;
 use pikuri::{
-    Agent, Api, ChatTransport, Configurator, Error, Event, History, HttpConfig, Message, OnExhausted,
-    StepLimit, StopReason, ToolCall, listeners::InMemoryEventList,
+    Agent, Api, ChatTransport, Configurator, Error, Event, History, HttpConfig, Message,
+    OnExhausted, StepLimit, StopReason, ToolCall, listeners::InMemoryEventList,
 };
 use serde_json::json;
 
@@ -668,7 +668,10 @@ fn responses_typed_answer() {
     match agent.run_typed::<Verdict>("Is the text 'I love this coffee' positive?") {
         Ok(typed) => {
             let raw = typed.outcome.answer.clone().unwrap();
-            eprintln!("typed answer valid after {} repair(s): {raw}", typed.repairs);
+            eprintln!(
+                "typed answer valid after {} repair(s): {raw}",
+                typed.repairs
+            );
             let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
             assert!(
                 pikuri::tool::Parameters::for_type::<Verdict>()

@@ -104,7 +104,10 @@ pub fn __fuzz_responses(data: &[u8]) {
     }
     let done = decoder.is_done();
     let result = decoder.finish();
-    assert!(failed || !done || result.is_ok(), "finish after the end event failed");
+    assert!(
+        failed || !done || result.is_ok(),
+        "finish after the end event failed"
+    );
     if let (false, Ok(c)) = (failed, &result) {
         assert_eq!(c.message.content, content, "content = its fragments");
         assert_eq!(

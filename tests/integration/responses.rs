@@ -77,7 +77,9 @@ impl Scripted {
     }
 
     fn sse(&self, events: &[Value]) {
-        self.replies.lock().push_back(("text/event-stream", sse(events)));
+        self.replies
+            .lock()
+            .push_back(("text/event-stream", sse(events)));
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -118,10 +120,13 @@ fn read(conn: &mut TcpStream) -> (String, String, Vec<u8>) {
 
 /// SSE with each event named by its `type`.
 fn sse(events: &[Value]) -> String {
-    events
-        .iter()
-        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
-        .collect()
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for e in events {
+        let kind = e["type"].as_str().unwrap_or("");
+        let _ = write!(out, "event: {kind}\ndata: {e}\n\n");
+    }
+    out
 }
 
 fn usage(input: u64, cached: u64, output: u64, reasoning: u64) -> Value {
@@ -139,7 +144,7 @@ fn text_item(text: &str) -> Value {
            "content": [{"type": "output_text", "text": text, "annotations": []}]})
 }
 
-fn response(output: Vec<Value>, usage: Value) -> Value {
+fn response(output: &[Value], usage: &Value) -> Value {
     json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-test-2025",
            "output": output, "usage": usage})
 }
@@ -156,8 +161,10 @@ fn streamed_text_answer(pieces: &[&str]) -> Vec<Value> {
                "part": {"type": "output_text", "text": ""}}),
     ];
     for p in pieces {
-        events.push(json!({"type": "response.output_text.delta", "item_id": "msg_2",
-                           "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}));
+        events.push(
+            json!({"type": "response.output_text.delta", "item_id": "msg_2",
+                           "output_index": 0, "content_index": 0, "delta": p, "logprobs": []}),
+        );
     }
     let item = json!({"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": text}]});
@@ -192,12 +199,18 @@ fn add() -> FnTool {
         }))
         .unwrap(),
         |args, _| {
-            Ok(json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string())
+            Ok(
+                json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0))
+                    .to_string(),
+            )
         },
     )
 }
 
-fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>, Option<u64>, Option<u64>)> {
+/// input, cached, output, thinking.
+type Figures = (Option<u64>, Option<u64>, Option<u64>, Option<u64>);
+
+fn tokens(rec: &InMemoryEventList) -> Vec<Figures> {
     rec.events()
         .iter()
         .filter_map(|e| match e {
@@ -226,7 +239,7 @@ fn items<'v>(body: &'v Value, kind: &str) -> Vec<&'v Value> {
 #[test]
 fn plain_answer_request_shape_and_usage() {
     let server = Scripted::start();
-    server.json(&response(vec![text_item("Paris.")], usage(100, 40, 7, 3)));
+    server.json(&response(&[text_item("Paris.")], &usage(100, 40, 7, 3)));
     let (mut agent, rec) = agent(&server, false);
     let out = agent.run_loop("Capital of France?").unwrap();
     assert_eq!(out.answer.as_deref(), Some("Paris."));
@@ -272,19 +285,27 @@ fn streamed_answer_arrives_in_deltas_with_usage() {
 
 /// A streamed `function_call` item with argument deltas, then the answer.
 fn streamed_call(call_id: &str, pieces: &[&str]) -> Vec<Value> {
-    let mut events = vec![json!({"type": "response.output_item.added", "output_index": 0,
+    let mut events = vec![
+        json!({"type": "response.output_item.added", "output_index": 0,
         "item": {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": "add",
-                 "arguments": "", "status": "in_progress"}})];
+                 "arguments": "", "status": "in_progress"}}),
+    ];
     for p in pieces {
-        events.push(json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
-                           "output_index": 0, "delta": p}));
+        events.push(
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                           "output_index": 0, "delta": p}),
+        );
     }
     let args: String = pieces.concat();
-    events.push(json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
-                       "output_index": 0, "arguments": args}));
-    events.push(json!({"type": "response.output_item.done", "output_index": 0,
+    events.push(
+        json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+                       "output_index": 0, "arguments": args}),
+    );
+    events.push(
+        json!({"type": "response.output_item.done", "output_index": 0,
         "item": {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": "add",
-                 "arguments": args, "status": "completed"}}));
+                 "arguments": args, "status": "completed"}}),
+    );
     events.push(json!({"type": "response.completed",
         "response": {"status": "completed", "model": "gpt-test-2025", "usage": usage(10, 0, 5, 0)}}));
     events
@@ -293,7 +314,10 @@ fn streamed_call(call_id: &str, pieces: &[&str]) -> Vec<Value> {
 #[test]
 fn a_tool_round_sends_function_call_and_output_items() {
     let server = Scripted::start();
-    server.sse(&streamed_call("call_abc", &["{\"a\":", " 2, \"b\"", ": 3}"]));
+    server.sse(&streamed_call(
+        "call_abc",
+        &["{\"a\":", " 2, \"b\"", ": 3}"],
+    ));
     server.sse(&streamed_text_answer(&["5"]));
     let (mut agent, rec) = agent(&server, true);
     let out = agent.run_loop("2+3?").unwrap();
@@ -328,13 +352,15 @@ fn reasoning_items_go_back_verbatim_to_the_same_model_only() {
     let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "add",
                       "arguments": "{\"a\":1,\"b\":1}", "status": "completed"});
     let server = Scripted::start();
-    server.json(&response(vec![reasoning.clone(), call], usage(10, 0, 20, 12)));
-    server.json(&response(vec![text_item("2")], usage(30, 10, 1, 0)));
+    server.json(&response(&[reasoning.clone(), call], &usage(10, 0, 20, 12)));
+    server.json(&response(&[text_item("2")], &usage(30, 10, 1, 0)));
     let (mut agent, rec) = agent(&server, false);
     agent.run_loop("1+1?").unwrap();
-    assert!(rec.events().iter().any(
-        |e| matches!(e, Event::Thinking { content, .. } if content == "Adding two numbers.")
-    ));
+    assert!(
+        rec.events().iter().any(
+            |e| matches!(e, Event::Thinking { content, .. } if content == "Adding two numbers.")
+        )
+    );
     let second = &server.seen()[1].body;
     let input = second["input"].as_array().unwrap();
     // In place: after the user message, before the call it led to.
@@ -345,7 +371,7 @@ fn reasoning_items_go_back_verbatim_to_the_same_model_only() {
     assert!(pd.is_for(Api::OpenAiResponses, &server.base, "gpt-test"));
 
     // Another model on the same server gets no reasoning item.
-    server.json(&response(vec![text_item("ok")], usage(1, 0, 1, 0)));
+    server.json(&response(&[text_item("ok")], &usage(1, 0, 1, 0)));
     let other = ChatTransport::new("other-model")
         .with_api_base(server.base.as_str())
         .with_api(Api::OpenAiResponses);
@@ -364,7 +390,7 @@ pikuri::tool::schema_type! {
 #[test]
 fn structured_output_goes_as_text_format() {
     let server = Scripted::start();
-    server.json(&response(vec![text_item(r#"{"n": 3}"#)], usage(5, 0, 3, 0)));
+    server.json(&response(&[text_item(r#"{"n": 3}"#)], &usage(5, 0, 3, 0)));
     let rec = InMemoryEventList::new();
     let mut agent = Agent::builder(server.transport(Api::OpenAiResponses))
         .http(fast_http())
@@ -398,7 +424,10 @@ fn a_mid_stream_error_is_typed_and_the_next_turn_works() {
     let (mut agent, _) = agent(&server, true);
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
-    assert!(err.to_string().contains("The model crashed (server_error)"), "{err}");
+    assert!(
+        err.to_string().contains("The model crashed (server_error)"),
+        "{err}"
+    );
     let err = agent.run_loop("again").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
     assert!(err.to_string().contains("Backend exploded"), "{err}");
@@ -435,7 +464,10 @@ fn switching_between_chat_completions_and_responses_keeps_the_conversation() {
     server.json(&chat);
     let reasoning = json!({"type": "reasoning", "id": "rs_9", "summary": [],
                            "encrypted_content": "opaque"});
-    server.json(&response(vec![reasoning, text_item("two")], usage(9, 0, 1, 0)));
+    server.json(&response(
+        &[reasoning, text_item("two")],
+        &usage(9, 0, 1, 0),
+    ));
     server.json(&chat);
     let rec = InMemoryEventList::new();
     let mut agent = Agent::builder(server.transport(Api::ChatCompletions))
@@ -455,7 +487,11 @@ fn switching_between_chat_completions_and_responses_keeps_the_conversation() {
     let paths: Vec<&str> = seen.iter().map(|s| s.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["/v1/chat/completions", "/v1/responses", "/v1/chat/completions"]
+        [
+            "/v1/chat/completions",
+            "/v1/responses",
+            "/v1/chat/completions"
+        ]
     );
     // On Responses, the chat-completions history as input items.
     assert_eq!(seen[1].body["instructions"], "Sys.");
@@ -470,7 +506,10 @@ fn switching_between_chat_completions_and_responses_keeps_the_conversation() {
     // Back on chat completions: the Responses answer is a plain message,
     // its reasoning item is not sent.
     let messages = seen[2].body["messages"].as_array().unwrap();
-    let texts: Vec<&str> = messages.iter().map(|m| m["content"].as_str().unwrap_or("")).collect();
+    let texts: Vec<&str> = messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(texts, ["Sys.", "first", "one", "second", "two", "third"]);
     assert!(!seen[2].body.to_string().contains("opaque"));
     assert_eq!(agent.messages()[3].role, Role::Assistant);

@@ -148,48 +148,10 @@ impl Decoder {
                 self.progress += 1;
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                let at = self.item_for(&event, || Kind::Reasoning {
-                    streamed: false,
-                    part: None,
-                    item: None,
-                });
-                // A new item or summary part starts a new paragraph.
-                let first = match &mut self.items[at].kind {
-                    Kind::Reasoning { streamed, part, .. } => {
-                        let new_part = std::mem::replace(part, event.summary_index) != *part;
-                        !std::mem::replace(streamed, true) || new_part
-                    }
-                    _ => false,
-                };
-                if let Some(delta) = event.delta.as_deref() {
-                    self.push_reasoning(first, delta, on_fragment);
-                }
-                self.progress += 1;
+                self.reasoning_delta(&event, on_fragment);
             }
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
-                // A piece of arguments for no known call cannot be
-                // attached to anything: the call's name is missing.
-                let Some(at) = self.find(event.item_id.as_deref(), event.output_index) else {
-                    return Err(DecodeError::Protocol(format!(
-                        "{kind} for an unknown output item: {}",
-                        excerpt(data)
-                    )));
-                };
-                let Kind::Call { arguments, .. } = &mut self.items[at].kind else {
-                    return Err(DecodeError::Protocol(format!(
-                        "{kind} for an output item that is not a function call: {}",
-                        excerpt(data)
-                    )));
-                };
-                if kind.ends_with(".delta") {
-                    if let Some(delta) = event.delta.as_deref() {
-                        arguments.push_str(delta);
-                    }
-                } else if let Some(all) = event.arguments {
-                    // The whole arguments: they win over the pieces.
-                    *arguments = all.into_owned();
-                }
-                self.progress += 1;
+                self.arguments(kind, &event, data)?;
             }
             "response.output_item.added" => {
                 if let Some(item) = &event.item {
@@ -222,31 +184,7 @@ impl Decoder {
                 self.done = true;
                 self.progress += 1;
             }
-            "response.failed" => {
-                let response = event.response;
-                // What the failed request still cost.
-                if let Some(usage) = response.as_ref().and_then(|r| r.usage.as_ref()) {
-                    on_fragment(Fragment::Usage(usage.to_usage()));
-                }
-                let message = response
-                    .and_then(|r| r.error)
-                    .map_or_else(|| "response failed".to_string(), |e| error_message(&e));
-                return Err(DecodeError::Protocol(format!(
-                    "server error in stream: {message}"
-                )));
-            }
-            "error" => {
-                let mut message = event
-                    .message
-                    .as_deref()
-                    .map_or_else(|| excerpt(data).into_owned(), |m| excerpt(m).into_owned());
-                if let Some(Value::String(code)) = &event.code {
-                    message = format!("{message} ({code})");
-                }
-                return Err(DecodeError::Protocol(format!(
-                    "server error in stream: {message}"
-                )));
-            }
+            "response.failed" | "error" => return Err(failure(event, data, on_fragment)),
             // Every other event (content_part.added, output_text.done,
             // annotations, a built-in tool's progress, ...) repeats what
             // the deltas and items carry, or is not for this crate.
@@ -275,10 +213,10 @@ impl Decoder {
                 } => {
                     // A call without a `call_id` (no server seen sends
                     // one) is answered by its item id, else by position.
-                    let id = if !call_id.is_empty() {
-                        call_id
-                    } else {
+                    let id = if call_id.is_empty() {
                         item.id.unwrap_or_else(|| format!("call_{n}"))
+                    } else {
+                        call_id
                     };
                     calls.push(ToolCall::new(id, name, arguments));
                 }
@@ -303,14 +241,63 @@ impl Decoder {
         message.model.clone_from(&self.model);
         // Endpoint and model are stamped by the client, which knows the
         // transport (`wire::stamp`).
-        message.provider_data = (!kept.is_empty())
-            .then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
+        message.provider_data =
+            (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
         Ok(Completion {
             message,
             finish_reason: Some(finish_reason),
             usage: self.usage,
             model: self.model,
         })
+    }
+
+    /// A reasoning summary or text delta.
+    fn reasoning_delta(&mut self, event: &Event<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
+        let at = self.item_for(event, || Kind::Reasoning {
+            streamed: false,
+            part: None,
+            item: None,
+        });
+        // A new item or summary part starts a new paragraph.
+        let first = match &mut self.items[at].kind {
+            Kind::Reasoning { streamed, part, .. } => {
+                let new_part = std::mem::replace(part, event.summary_index) != *part;
+                !std::mem::replace(streamed, true) || new_part
+            }
+            _ => false,
+        };
+        if let Some(delta) = event.delta.as_deref() {
+            self.push_reasoning(first, delta, on_fragment);
+        }
+        self.progress += 1;
+    }
+
+    /// `response.function_call_arguments.delta` or `.done`.
+    fn arguments(&mut self, kind: &str, event: &Event<'_>, data: &str) -> Result<(), DecodeError> {
+        // A piece of arguments for no known call cannot be attached to
+        // anything: the call's name is missing.
+        let Some(at) = self.find(event.item_id.as_deref(), event.output_index) else {
+            return Err(DecodeError::Protocol(format!(
+                "{kind} for an unknown output item: {}",
+                excerpt(data)
+            )));
+        };
+        let Kind::Call { arguments, .. } = &mut self.items[at].kind else {
+            return Err(DecodeError::Protocol(format!(
+                "{kind} for an output item that is not a function call: {}",
+                excerpt(data)
+            )));
+        };
+        if kind == "response.function_call_arguments.delta" {
+            if let Some(delta) = event.delta.as_deref() {
+                arguments.push_str(delta);
+            }
+        } else if let Some(all) = &event.arguments {
+            // The whole arguments: they win over the pieces.
+            all.as_ref().clone_into(arguments);
+        }
+        self.progress += 1;
+        Ok(())
     }
 
     /// The index of the item `event` is about, created with `kind` when no
@@ -332,10 +319,7 @@ impl Decoder {
     /// the last one. Searched from the end: deltas are for the newest item.
     fn find(&self, id: Option<&str>, index: Option<u64>) -> Option<usize> {
         if let Some(id) = id {
-            return self
-                .items
-                .iter()
-                .rposition(|i| i.id.as_deref() == Some(id));
+            return self.items.iter().rposition(|i| i.id.as_deref() == Some(id));
         }
         if let Some(index) = index {
             return self.items.iter().rposition(|i| i.index == Some(index));
@@ -345,7 +329,10 @@ impl Decoder {
 
     fn added(&mut self, item: &Value, index: Option<u64>) -> usize {
         let id = item.get("id").and_then(Value::as_str);
-        if let Some(at) = self.find(id, index).filter(|_| id.is_some() || index.is_some()) {
+        if let Some(at) = self
+            .find(id, index)
+            .filter(|_| id.is_some() || index.is_some())
+        {
             return at;
         }
         let kind = match item.get("type").and_then(Value::as_str) {
@@ -382,7 +369,12 @@ impl Decoder {
         match &mut self.items[at].kind {
             Kind::Message { streamed } => {
                 let streamed = std::mem::replace(streamed, true);
-                for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+                for part in item
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     let (text, refusal) = match part.get("type").and_then(Value::as_str) {
                         Some("output_text") => (part.get("text"), false),
                         Some("refusal") => (part.get("refusal"), true),
@@ -415,7 +407,11 @@ impl Decoder {
                 name,
                 arguments,
             } => {
-                for (field, slot) in [("call_id", call_id), ("name", name), ("arguments", arguments)] {
+                for (field, slot) in [
+                    ("call_id", call_id),
+                    ("name", name),
+                    ("arguments", arguments),
+                ] {
                     if let Some(v) = item.get(field).and_then(Value::as_str) {
                         v.clone_into(slot);
                     }
@@ -498,6 +494,28 @@ impl Decoder {
             });
         }
     }
+}
+
+/// `response.failed` or an `error` event: the server's message (and code)
+/// as a protocol error, after reporting what the failed request still cost.
+fn failure(event: Event<'_>, data: &str, on_fragment: &mut dyn FnMut(Fragment<'_>)) -> DecodeError {
+    if let Some(response) = event.response {
+        if let Some(usage) = &response.usage {
+            on_fragment(Fragment::Usage(usage.to_usage()));
+        }
+        let message = response
+            .error
+            .map_or_else(|| "response failed".to_string(), |e| error_message(&e));
+        return DecodeError::Protocol(format!("server error in stream: {message}"));
+    }
+    let mut message = event
+        .message
+        .as_deref()
+        .map_or_else(|| excerpt(data).into_owned(), |m| excerpt(m).into_owned());
+    if let Some(Value::String(code)) = &event.code {
+        message = format!("{message} ({code})");
+    }
+    DecodeError::Protocol(format!("server error in stream: {message}"))
 }
 
 fn collect(content: &mut String, reasoning: &mut String, f: Fragment<'_>) {

@@ -31,7 +31,7 @@ fn run(events: &[Value], split_think: bool) -> (String, Result<Completion, Decod
     (seen, d.finish())
 }
 
-fn completed(extra: Value) -> Value {
+fn completed(extra: &Value) -> Value {
     let mut r = json!({"status": "completed"});
     if let (Some(r), Some(extra)) = (r.as_object_mut(), extra.as_object()) {
         r.extend(extra.clone());
@@ -50,15 +50,15 @@ fn finish_reasons_in_chat_completions_terms() {
                "response": {"status": "incomplete", "incomplete_details": {"reason": reason}}})
     };
     let reason = |events: &[Value]| run(events, false).1.unwrap().finish_reason.unwrap();
-    assert_eq!(reason(&[delta("m", "a"), completed(json!({}))]), "stop");
+    assert_eq!(reason(&[delta("m", "a"), completed(&json!({}))]), "stop");
     assert_eq!(reason(&[incomplete("max_output_tokens")]), "length");
     assert_eq!(reason(&[incomplete("content_filter")]), "content_filter");
     let call = json!({"type": "response.output_item.done",
         "item": {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}});
-    assert_eq!(reason(&[call, completed(json!({}))]), "tool_calls");
+    assert_eq!(reason(&[call, completed(&json!({}))]), "tool_calls");
     let refusal = json!({"type": "response.output_item.done",
         "item": {"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}});
-    let (text, c) = run(&[refusal, completed(json!({}))], false);
+    let (text, c) = run(&[refusal, completed(&json!({}))], false);
     assert_eq!(text, "No.");
     assert_eq!(c.unwrap().finish_reason.as_deref(), Some("content_filter"));
 }
@@ -66,15 +66,17 @@ fn finish_reasons_in_chat_completions_terms() {
 #[test]
 fn absurd_usage_is_bounded_or_dropped_and_the_stream_completes() {
     let usage = |u: Value| {
-        run(&[completed(json!({"usage": u}))], false)
+        run(&[completed(&json!({"usage": u}))], false)
             .1
             .unwrap()
             .usage
             .unwrap()
     };
     // More cached than input: capped, so the slices add up to the input.
-    let u = usage(json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 50},
-                         "output_tokens": 1}));
+    let u = usage(
+        json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 50},
+                         "output_tokens": 1}),
+    );
     assert_eq!((u.input, u.cached, u.output), (Some(0), Some(10), Some(1)));
     // Negative, fractional, beyond u64, a string: unknown, not a failure.
     let u = usage(json!({"input_tokens": -5, "output_tokens": 1e30,
@@ -103,7 +105,7 @@ fn deltas_find_their_item_by_id_or_index_or_start_one() {
         delta("m1", "b"),
         // An item never announced: a new item, nothing lost.
         delta("ghost", "c"),
-        completed(json!({})),
+        completed(&json!({})),
     ];
     let (text, c) = run(&events, false);
     assert_eq!(text, "abc");
@@ -114,7 +116,7 @@ fn deltas_find_their_item_by_id_or_index_or_start_one() {
 fn argument_pieces_for_an_unknown_or_wrong_item_are_errors() {
     let args = json!({"type": "response.function_call_arguments.delta", "item_id": "nope",
                       "delta": "{"});
-    let err = run(&[args.clone()], false).1.unwrap_err();
+    let err = run(std::slice::from_ref(&args), false).1.unwrap_err();
     assert!(err.to_string().contains("unknown output item"), "{err}");
     let msg = json!({"type": "response.output_item.added",
                      "item": {"type": "message", "id": "nope", "content": []}});
@@ -133,7 +135,10 @@ fn arguments_that_never_complete_are_kept_as_sent() {
     ];
     let c = run(&events, false).1.unwrap();
     assert_eq!(c.finish_reason.as_deref(), Some("length"));
-    assert_eq!(c.message.tool_calls, vec![ToolCall::new("c", "f", "{\"a\": ")]);
+    assert_eq!(
+        c.message.tool_calls,
+        vec![ToolCall::new("c", "f", "{\"a\": ")]
+    );
 }
 
 #[test]
@@ -141,19 +146,31 @@ fn bad_data_unknown_events_and_odd_shapes() {
     let mut d = Decoder::new(false, None);
     let mut on = |_: Fragment<'_>| {};
     let err = d.push_data("{not json", &mut on).unwrap_err();
-    assert!(err.to_string().starts_with("malformed stream event"), "{err}");
+    assert!(
+        err.to_string().starts_with("malformed stream event"),
+        "{err}"
+    );
     // Unknown event types and odd shapes are skipped, not progress.
     d.push_data(r#"{"type":"response.web_search_call.searching"}"#, &mut on)
         .unwrap();
-    d.push_data(r#"{"type":"response.output_text.delta","delta":5}"#, &mut on)
-        .unwrap();
+    d.push_data(
+        r#"{"type":"response.output_text.delta","delta":5}"#,
+        &mut on,
+    )
+    .unwrap();
     d.push_data(r#"{"no":"type"}"#, &mut on).unwrap();
     assert_eq!(d.progress(), 0);
     // An end event of the wrong shape would otherwise surface as Truncated.
     let err = d
-        .push_data(r#"{"type":"response.completed","response":{"status":5}}"#, &mut on)
+        .push_data(
+            r#"{"type":"response.completed","response":{"status":5}}"#,
+            &mut on,
+        )
         .unwrap_err();
-    assert!(err.to_string().contains("malformed response.completed"), "{err}");
+    assert!(
+        err.to_string().contains("malformed response.completed"),
+        "{err}"
+    );
     assert!(matches!(
         Decoder::new(false, None).finish(),
         Err(DecodeError::Truncated)
@@ -168,21 +185,18 @@ fn finished_items_supply_text_no_delta_carried() {
         json!({"type": "response.output_item.done", "item": reasoning}),
         json!({"type": "response.output_item.done", "item":
                {"type": "message", "id": "m", "content": [{"type": "output_text", "text": "hi"}]}}),
-        completed(json!({})),
+        completed(&json!({})),
     ];
     let (text, c) = run(&events, false);
     assert_eq!(text, "[one][\n\n][two]hi");
     let c = c.unwrap();
     assert_eq!(c.message.reasoning.as_deref(), Some("one\n\ntwo"));
-    assert_eq!(
-        c.message.provider_data.unwrap().items,
-        vec![reasoning]
-    );
+    assert_eq!(c.message.provider_data.unwrap().items, vec![reasoning]);
 }
 
 #[test]
 fn an_end_event_alone_carries_the_output() {
-    let events = [completed(json!({"model": "m", "output": [
+    let events = [completed(&json!({"model": "m", "output": [
         {"type": "message", "content": [{"type": "output_text", "text": "all at once"}]}]}))];
     let (text, c) = run(&events, false);
     assert_eq!(text, "all at once");
@@ -191,7 +205,11 @@ fn an_end_event_alone_carries_the_output() {
 
 #[test]
 fn think_tags_move_to_the_reasoning() {
-    let events = [delta("m", "<thi"), delta("m", "nk>hmm</think> ok"), completed(json!({}))];
+    let events = [
+        delta("m", "<thi"),
+        delta("m", "nk>hmm</think> ok"),
+        completed(&json!({})),
+    ];
     let c = run(&events, true).1.unwrap();
     assert_eq!(c.message.reasoning.as_deref(), Some("hmm"));
     assert_eq!(c.message.content, "ok");
@@ -207,12 +225,20 @@ fn reasoning_deltas_and_failed_responses() {
     ];
     let (text, r) = run(&events, false);
     assert_eq!(text, "[think]");
-    assert!(r.unwrap_err().to_string().contains("server error in stream: quota"));
+    assert!(
+        r.unwrap_err()
+            .to_string()
+            .contains("server error in stream: quota")
+    );
 }
 
 #[test]
 fn bodies_that_are_no_answer_are_errors() {
-    let err = |body: &str| parse_response(body.as_bytes(), false).unwrap_err().to_string();
+    let err = |body: &str| {
+        parse_response(body.as_bytes(), false)
+            .unwrap_err()
+            .to_string()
+    };
     assert!(err(r#"{"status":"failed","error":{"message":"boom"}}"#).contains("boom"));
     assert!(err(r#"{"status":"in_progress","output":[]}"#).contains("in_progress"));
     assert!(err("<html><title>Bad Gateway</title></html>").contains("Bad Gateway"));
@@ -263,14 +289,22 @@ fn request_fields_are_translated_and_the_host_wins() {
     assert_eq!(b["store"], true);
     assert_eq!(b["text"], json!({"format": {"type": "json_object"}}));
     assert_eq!(b["temperature"], 0);
-    for gone in ["max_tokens", "reasoning_effort", "stream_options", "response_format"] {
+    for gone in [
+        "max_tokens",
+        "reasoning_effort",
+        "stream_options",
+        "response_format",
+    ] {
         assert!(b.get(gone).is_none(), "{gone}: {b}");
     }
     // One key each, though both pikuri and the host name `store`.
     let text = String::from_utf8(serde_json::to_vec(&b).unwrap()).unwrap();
     assert_eq!(text.matches("\"store\"").count(), 1);
-    assert_eq!(b["input"][1], json!({"type": "message", "role": "system",
-                                     "content": [{"type": "input_text", "text": "note"}]}));
+    assert_eq!(
+        b["input"][1],
+        json!({"type": "message", "role": "system",
+                                     "content": [{"type": "input_text", "text": "note"}]})
+    );
 }
 
 #[test]
@@ -303,11 +337,19 @@ fn history_items_images_and_foreign_reasoning() {
         json!({"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"})
     );
     // Another endpoint's reasoning is not sent; cut arguments go as {}.
-    assert_eq!(input[1], json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}));
+    assert_eq!(
+        input[1],
+        json!({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"})
+    );
     assert_eq!(input[2]["output"][1]["image_url"], "https://x/y.jpg");
     // The same endpoint and model get it, first.
     let mut same = answer;
-    same.provider_data = Some(ProviderData::new(Api::OpenAiResponses, "http://h/v1", "m", vec![item.clone()]));
+    same.provider_data = Some(ProviderData::new(
+        Api::OpenAiResponses,
+        "http://h/v1",
+        "m",
+        vec![item.clone()],
+    ));
     let b = encode(&t, &[Message::user("q"), same], &Map::new());
     assert_eq!(b["input"][1], item);
 }
