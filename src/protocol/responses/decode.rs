@@ -329,12 +329,6 @@ impl Decoder {
 
     fn added(&mut self, item: &Value, index: Option<u64>) -> usize {
         let id = item.get("id").and_then(Value::as_str);
-        if let Some(at) = self
-            .find(id, index)
-            .filter(|_| id.is_some() || index.is_some())
-        {
-            return at;
-        }
         let kind = match item.get("type").and_then(Value::as_str) {
             Some("message") => Kind::Message { streamed: false },
             Some("reasoning") => Kind::Reasoning {
@@ -349,6 +343,18 @@ impl Decoder {
             },
             _ => Kind::Other,
         };
+        if let Some(at) = self
+            .find(id, index)
+            .filter(|_| id.is_some() || index.is_some())
+        {
+            // An item a stray delta started under this id takes the type
+            // the server now gives it.
+            let known = &mut self.items[at].kind;
+            if std::mem::discriminant(known) != std::mem::discriminant(&kind) {
+                *known = kind;
+            }
+            return at;
+        }
         self.items.push(Item {
             id: id.map(str::to_string),
             index,

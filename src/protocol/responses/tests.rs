@@ -125,6 +125,20 @@ fn argument_pieces_for_an_unknown_or_wrong_item_are_errors() {
 }
 
 #[test]
+fn an_item_started_by_a_stray_delta_takes_its_announced_type() {
+    let events = [
+        delta("x", "text"),
+        json!({"type": "response.output_item.added",
+               "item": {"type": "function_call", "id": "x", "call_id": "c", "name": "f", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "x", "delta": "{}"}),
+        completed(&json!({})),
+    ];
+    let c = run(&events, false).1.unwrap();
+    assert_eq!(c.message.content, "text");
+    assert_eq!(c.message.tool_calls, vec![ToolCall::new("c", "f", "{}")]);
+}
+
+#[test]
 fn arguments_that_never_complete_are_kept_as_sent() {
     let events = [
         json!({"type": "response.output_item.added",
