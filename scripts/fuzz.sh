@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run fuzz targets for a fixed number of executions each (default: all five,
+# Run fuzz targets for a fixed number of executions each (default: all six,
 # 10 million each), without cargo-fuzz: the libFuzzer binaries are built with
 # cargo-fuzz's flags (see fuzz/README.md) by the nightly toolchain, or by
 # stable with RUSTC_BOOTSTRAP=1 when no nightly is installed. Each target
@@ -8,14 +8,14 @@
 # The log of each run is fuzz/logs/<target>.log (ignored by git), whose last
 # lines are libFuzzer's final statistics.
 #
-#   scripts/fuzz.sh                      # all five, 10M executions each
+#   scripts/fuzz.sh                      # all six, 10M executions each
 #   RUNS=1000000 scripts/fuzz.sh sse     # one target, fewer executions
 #   nice -n 19 scripts/fuzz.sh html      # in the background while working
 set -eu
 cd "$(dirname "$0")/../fuzz"
 runs=${RUNS:-10000000}
 dir=${FUZZ_TARGET_DIR:-/tmp/pikuri-fuzz-target}
-targets=${*:-history schema sse accumulate html}
+targets=${*:-history schema sse accumulate html responses}
 if rustup toolchain list 2>/dev/null | grep -q nightly; then
     tool=+nightly
 else
@@ -37,6 +37,7 @@ for t in $targets; do
     case $t in
     history) extra=-dict=dicts/history.dict ;;
     schema) extra=-dict=dicts/schema.dict ;;
+    responses) extra=-dict=dicts/responses.dict ;;
     # Pages up to 16 KiB: the extractor's cost per byte is what is fuzzed.
     html) extra=-max_len=16384 ;;
     *) extra= ;;

@@ -202,14 +202,18 @@
 //!
 //! # Scope
 //!
-//! In scope: the OpenAI chat-completions wire format (streamed and not), tool
+//! In scope: the OpenAI chat-completions wire format (streamed and not),
+//! OpenAI's Responses API ([`Api::OpenAiResponses`]: input items, reasoning
+//! items carried across tool rounds without server-side storage, structured
+//! output as `text.format`), tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
 //! Ollama and vLLM, and MCP servers' tools (client side: stdio and
 //! Streamable HTTP; no resources, prompts, sampling or elicitation).
 //!
 //! Out of scope: async runtimes, other wire formats (Anthropic messages,
-//! Gemini, the Responses API), embeddings, images and audio.
+//! Gemini), the Responses API's built-in tools and server-side state
+//! (`previous_response_id`), embeddings, images and audio.
 //!
 //! # Mapping from pikuri (Ruby)
 //!
@@ -513,4 +517,4 @@ mod one_path {
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_sse};
+pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_responses, __fuzz_sse};

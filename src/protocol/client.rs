@@ -413,7 +413,7 @@ impl Client {
                 Err(e) => Err(DecodeError::from_io(e)),
             }
         };
-        result.map_err(|e| {
+        result.map(|c| wire::stamp(c, req.transport)).map_err(|e| {
             // A cancel shuts the socket down, and the read fails with
             // whatever the cut looked like: report the cancel.
             if is_cancelled(req.cancel) {

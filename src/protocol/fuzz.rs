@@ -2,7 +2,7 @@
 //! only then are they re-exported at the crate root). Not part of the API;
 //! the unit tests run them too.
 
-use super::decode::{Accumulator, parse_response};
+use super::decode::{Accumulator, Fragment, parse_response};
 use super::sse::{Flow, SseParser, read_sse};
 
 /// Feeds `data` through the SSE parser whole and in pieces, and through
@@ -75,6 +75,50 @@ pub fn __fuzz_accumulate(data: &[u8]) {
     let _ = parse_response(data, split_think);
 }
 
+/// Feeds each line of `data` (after a first byte choosing `split_think`) to
+/// the Responses stream decoder, then the whole of it to its body parser.
+/// Errors are expected; a panic is a bug, and so is a finished message
+/// whose text or reasoning differs from the fragments reported for it, or
+/// a `finish` that fails after the end event.
+pub fn __fuzz_responses(data: &[u8]) {
+    let Some((&first, data)) = data.split_first() else {
+        return;
+    };
+    let split_think = first & 1 == 1;
+    let mut decoder = super::responses::Decoder::new(split_think, None);
+    let (mut content, mut reasoning) = (String::new(), String::new());
+    let mut failed = false;
+    for line in data.split(|&b| b == b'\n') {
+        if let Ok(line) = std::str::from_utf8(line) {
+            let pushed = decoder.push_data(line, &mut |f| match f {
+                Fragment::Content(s) => content.push_str(s),
+                Fragment::Reasoning(s) => reasoning.push_str(s),
+                Fragment::Usage(_) => {}
+            });
+            // The stream reader stops at the first error.
+            if pushed.is_err() {
+                failed = true;
+                break;
+            }
+        }
+    }
+    let done = decoder.is_done();
+    let result = decoder.finish();
+    assert!(
+        failed || !done || result.is_ok(),
+        "finish after the end event failed"
+    );
+    if let (false, Ok(c)) = (failed, &result) {
+        assert_eq!(c.message.content, content, "content = its fragments");
+        assert_eq!(
+            c.message.reasoning.as_deref().unwrap_or(""),
+            reasoning,
+            "reasoning = its fragments"
+        );
+    }
+    let _ = super::responses::parse_response(data, split_think);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,9 +140,15 @@ mod tests {
                 .collect();
             __fuzz_sse(&data);
             __fuzz_accumulate(&data);
+            __fuzz_responses(&data);
         }
         __fuzz_sse(b"");
         __fuzz_sse(b"\x10\x03data: a\r\n\r\ndata: b");
         __fuzz_accumulate(b"");
+        __fuzz_responses(b"");
+        __fuzz_responses(
+            b"\x01{\"type\":\"response.output_text.delta\",\"delta\":\"<think>a\"}\n\
+              {\"type\":\"response.completed\"}",
+        );
     }
 }

@@ -85,6 +85,12 @@ impl ToolSpecs {
                 .collect(),
         )
     }
+
+    /// The chat-completions `tools` entries, for the encoders of other
+    /// APIs to reshape.
+    pub(crate) fn specs(&self) -> &[Value] {
+        &self.0
+    }
 }
 
 /// The request body, borrowed: the wire's own shape of a [`Request`].

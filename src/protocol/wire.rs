@@ -11,7 +11,7 @@ use super::decode::{self, Completion};
 use super::error::DecodeError;
 use super::request::Request;
 use super::{anthropic, responses};
-use crate::Api;
+use crate::{Api, ChatTransport};
 
 /// The path after the API base that chats go to.
 pub(crate) fn path(api: Api) -> &'static str {
@@ -56,4 +56,18 @@ pub(crate) fn parse_response(
         Api::AnthropicMessages => anthropic::parse_response(body, split_think),
         Api::OpenAiResponses => responses::parse_response(body, split_think),
     }
+}
+
+/// Name the endpoint and model of the provider items a decoder kept
+/// ([`ProviderData`](crate::ProviderData)): the transport's, as the request
+/// named them, so that they go back only over the same one.
+pub(crate) fn stamp(mut completion: Completion, transport: &ChatTransport) -> Completion {
+    if let Some(pd) = &mut completion.message.provider_data {
+        transport.base_or_default().clone_into(&mut pd.endpoint);
+        transport
+            .model()
+            .unwrap_or_default()
+            .clone_into(&mut pd.model);
+    }
+    completion
 }

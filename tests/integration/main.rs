@@ -23,6 +23,7 @@ mod poisoned; // issue 28: refused tool-call arguments never reach a later reque
 mod probe; // context-window detection per server shape
 mod properties; // random fault scripts against random agent settings
 mod regression; // one test per fixed bug
+mod responses; // issue 29: OpenAI Responses against a raw scripted server
 mod sdk; // issue 29: the official Python SDKs parse what FakeServer serves
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners

@@ -70,6 +70,7 @@ use crate::{Message, ToolCall, Usage};
 
 pub(crate) use accumulator::Accumulator;
 pub(crate) use response::parse_response;
+pub(crate) use think::ThinkSplitter;
 
 /// A fragment reported while streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +120,7 @@ pub(super) fn completion(
 }
 
 /// At most 200 characters of `text`, for error messages.
-pub(super) fn excerpt(text: &str) -> Cow<'_, str> {
+pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
     const MAX: usize = 200;
     match text.char_indices().nth(MAX) {
         Some((end, _)) => Cow::Owned(format!("{}...", &text[..end])),
@@ -128,7 +129,7 @@ pub(super) fn excerpt(text: &str) -> Cow<'_, str> {
 }
 
 /// The text of an `error` member: a string, or an object's `message`.
-pub(super) fn error_message(error: &serde_json::Value) -> String {
+pub(crate) fn error_message(error: &serde_json::Value) -> String {
     let text = match error {
         serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),
         serde_json::Value::Object(map) => match map.get("message") {

@@ -6,7 +6,7 @@ use super::Fragment;
 /// Splits `<think>...</think>` out of streamed content (see the
 /// [decode docs](super#think-tags)).
 #[derive(Debug, Default)]
-pub(super) struct ThinkSplitter {
+pub(crate) struct ThinkSplitter {
     /// Between `<think>` and `</think>`.
     inside: bool,
     /// A tail that may be the start of the next tag.
@@ -21,7 +21,7 @@ const CLOSE: &str = "</think>";
 impl ThinkSplitter {
     /// Scan `text`, emitting what is certainly content or reasoning and
     /// holding back a tail that could still become a tag.
-    pub(super) fn push(&mut self, text: &str, emit: &mut dyn FnMut(Fragment<'_>)) {
+    pub(crate) fn push(&mut self, text: &str, emit: &mut dyn FnMut(Fragment<'_>)) {
         if self.held.is_empty() {
             // The common case: nothing held, scan the chunk in place
             // without copying it.
@@ -59,7 +59,7 @@ impl ThinkSplitter {
     }
 
     /// Emit what was held back as plain text: no tag followed.
-    pub(super) fn flush(&mut self, emit: &mut dyn FnMut(Fragment<'_>)) {
+    pub(crate) fn flush(&mut self, emit: &mut dyn FnMut(Fragment<'_>)) {
         let held = std::mem::take(&mut self.held);
         self.out(&held, emit);
     }

@@ -1,65 +1,99 @@
-//! OpenAI's Responses API (`POST {base}/responses`): the request encoder and the response and stream decoders, into
-//! the same [`Completion`] and [`Fragment`]s as chat completions.
+//! OpenAI's Responses API (`POST {base}/responses`): the request encoder and
+//! the response and stream decoders, into the same [`Completion`] and
+//! [`Fragment`](super::Fragment)s as chat completions.
 //!
-//! Not implemented yet: every entry point fails with a protocol error.
+//! | file | job |
+//! |---|---|
+//! | `encode.rs` | a [`Request`](super::Request) → the request body |
+//! | `decode.rs` | streamed events and a whole body → a [`Completion`] |
+//! | `shapes.rs` | the serde shapes of events, responses and usage |
+//!
+//! # Encoding
+//!
+//! - The system prompt is the top-level `instructions` (OpenAI's place for
+//!   it: not an input item). System messages in the history and the
+//!   per-request trailing note are input messages with role `system`.
+//! - User messages: `{"type":"message","role":"user","content":[..]}` with
+//!   an `input_text` part and an `input_image` part per image (a URL as
+//!   given, bytes as a `data:` URL).
+//! - Assistant messages: first the `reasoning` items of their
+//!   [`ProviderData`](crate::ProviderData), verbatim, when it names
+//!   [`Api::OpenAiResponses`](crate::Api::OpenAiResponses) and the
+//!   transport's own API base and model (any other provider's items, and
+//!   reasoning text, are left out); then the text as an `output_text`
+//!   message; then one `function_call` item (`call_id`, `name`,
+//!   `arguments`) per call. Arguments that are not one JSON object go as
+//!   `{}`, as on chat completions.
+//! - Tool results: `function_call_output` (`call_id`, `output` the text;
+//!   with images, `output` is a list of `input_text` and `input_image`).
+//! - Tools: `{"type":"function","name","description","parameters"}`
+//!   (with `strict` when the tool spec has it).
+//! - `store: false` and `include: ["reasoning.encrypted_content"]` by
+//!   default: nothing is kept server-side, and reasoning survives tool
+//!   rounds in the request itself. A request field
+//!   ([`Configurator::request_field`](crate::Configurator::request_field))
+//!   named `store` or `include` replaces either.
+//! - The request fields of chat completions are translated, so one agent's
+//!   fields work on both APIs: `response_format` (how structured output
+//!   asks for a schema) becomes `text.format` (`{"type":"json_schema",
+//!   "name","schema","strict"}`); `max_tokens` and
+//!   `max_completion_tokens` become `max_output_tokens`; `tool_choice`
+//!   naming a function is flattened; `reasoning_effort` becomes
+//!   `reasoning.effort`; `stream_options` is dropped (usage always comes).
+//!   Every other field is sent as given, last; a field pikuri writes
+//!   gives way to a request field of the same name.
+//!
+//! # Decoding
+//!
+//! - Output items: `message` (its `output_text` parts are the text; a
+//!   `refusal` part is text too, and makes the finish reason
+//!   `content_filter`); `reasoning` (the `summary` texts, else the
+//!   `content` texts, are [`Message::reasoning`](crate::Message::reasoning),
+//!   items and summary parts set apart by a blank line; the whole item is kept in the
+//!   message's [`ProviderData`](crate::ProviderData), stamped with the
+//!   transport's API base and model by the client); `function_call` (a
+//!   [`ToolCall`](crate::ToolCall) with the `call_id`, else the item id).
+//!   Other item types (built-in tools) are skipped.
+//! - Finish reason, in chat-completions terms for the agent: `completed`
+//!   is `tool_calls` when calls came, else `stop`; `incomplete` is
+//!   `length` for `max_output_tokens` (or no reason) and the reason itself
+//!   otherwise (`content_filter`).
+//! - Usage: `input_tokens` minus `input_tokens_details.cached_tokens` is
+//!   the input, the cached ones `cached` (capped at `input_tokens`),
+//!   `output_tokens` the output, `output_tokens_details.reasoning_tokens`
+//!   the thinking. A figure that is not a non-negative integer within
+//!   `u64` is dropped (unknown), never a failure.
+//! - Streams: `response.output_item.added` / `.done` open and close items;
+//!   `response.output_text.delta`, `response.reasoning_summary_text.delta`
+//!   and `response.reasoning_text.delta` are reported as they come;
+//!   `response.function_call_arguments.delta` pieces are appended and
+//!   `.done` replaces them with the whole. A finished item wins over its
+//!   deltas for calls and kept reasoning; its text is reported only when
+//!   no delta carried it. Deltas find their item by `item_id`, else by
+//!   `output_index` (llama.cpp sends only the id), else the last item.
+//!   `response.completed` or `response.incomplete` ends the stream (with
+//!   the usage); its `output` is read when the stream sent no items.
+//! - Bad input: a text or reasoning delta for an unknown item starts a new
+//!   item (nothing is lost); an arguments delta for an unknown item, or
+//!   one that is not a function call, is a protocol error (a call without
+//!   a name cannot run). Arguments whose JSON never completes are kept as
+//!   sent: the agent answers the call with an error observation and keeps
+//!   `{}` in its history (see [`ToolCall::arguments`](crate::ToolCall::arguments)).
+//!   `response.failed` and `error` events are protocol errors quoting the
+//!   server's message (`server error in stream: ...`); data that is not
+//!   JSON is a protocol error; JSON of an unexpected shape is skipped with
+//!   a `warn` line, except for an end event, which is a protocol error.
+//!   Unknown event types are skipped. A stream without its end event is
+//!   `Truncated`.
+//! - With `split_think`, `<think>` tags in the text are moved to the
+//!   reasoning, as on chat completions.
 
-use super::decode::{Completion, Fragment};
-use super::error::DecodeError;
-use super::request::Request;
+mod decode;
+mod encode;
+mod shapes;
 
-const UNSUPPORTED: &str = "this wire format is not implemented yet";
+pub(crate) use decode::{Decoder, parse_response};
+pub(crate) use encode::write_body;
 
-/// Serialize `req` into `buf` (cleared first).
-pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
-    let _ = req;
-    buf.clear();
-    buf.extend_from_slice(b"{}");
-}
-
-/// Decode a non-streamed response body.
-pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completion, DecodeError> {
-    let _ = (body, split_think);
-    Err(DecodeError::Protocol(UNSUPPORTED.to_string()))
-}
-
-/// The stream decoder: one event's data at a time.
-#[derive(Debug, Default)]
-pub(crate) struct Decoder {
-    progress: u64,
-}
-
-// A stub until the decoder lands: its methods keep the shared contract.
-#[allow(clippy::unused_self, reason = "stub until the decoder is written")]
-impl Decoder {
-    /// A decoder; `split_think` moves `<think>` tags out of the text,
-    /// `secret` is redacted from what log lines quote.
-    pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
-        let _ = (split_think, secret);
-        Decoder::default()
-    }
-
-    /// Feed one event's data, reporting fragments.
-    pub(crate) fn push_data(
-        &mut self,
-        data: &str,
-        on_fragment: &mut dyn FnMut(Fragment<'_>),
-    ) -> Result<(), DecodeError> {
-        let _ = (data, on_fragment);
-        Err(DecodeError::Protocol(UNSUPPORTED.to_string()))
-    }
-
-    /// How many events carried part of the answer.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress
-    }
-
-    /// Whether the end event arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        false
-    }
-
-    /// The complete message, or `Truncated`.
-    pub(crate) fn finish(self) -> Result<Completion, DecodeError> {
-        Err(DecodeError::Truncated)
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+//! A [`Request`] as the body of `POST /responses`, serialized by reference
+//! into the reused buffer (no clone of the history), under the
+//! [rules](super#encoding) of the module docs.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde_json::{Map, Value, json};
+
+use crate::protocol::is_sendable;
+use crate::protocol::request::Request;
+use crate::{Api, Image, ImageSource, Message, Role};
+
+/// Request fields of chat completions that have another name or shape
+/// here: translated, so that the same request fields work on both APIs.
+const TRANSLATED: [&str; 6] = [
+    "response_format",
+    "max_tokens",
+    "max_completion_tokens",
+    "tool_choice",
+    "reasoning_effort",
+    "stream_options",
+];
+
+/// Serialize `req` into `buf` (cleared first).
+pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
+    buf.clear();
+    let mut ser = serde_json::Serializer::new(&mut *buf);
+    // Serializing plain data into a Vec cannot fail.
+    Body(req)
+        .serialize(&mut ser)
+        .expect("request serialization cannot fail");
+}
+
+struct Body<'r, 'a>(&'r Request<'a>);
+
+impl Serialize for Body<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.0;
+        let extra = req.extra;
+        // Each field pikuri writes gives way to the host's field of the
+        // same name, written with the others at the end: one key, never two.
+        let own = |key: &str| !extra.contains_key(key);
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("model", req.transport.model().unwrap_or_default())?;
+        // The system prompt is the top-level `instructions`: OpenAI's own
+        // place for it, outside the input items.
+        if let Some(system) = req.system.filter(|s| !s.is_empty())
+            && own("instructions")
+        {
+            map.serialize_entry("instructions", system)?;
+        }
+        map.serialize_entry("input", &Input(req))?;
+        let tools = req.tools.specs();
+        if !tools.is_empty() && own("tools") {
+            map.serialize_entry("tools", &Tools(tools))?;
+        }
+        map.serialize_entry("stream", &req.stream)?;
+        // Nothing kept server-side unless the host asks; the reasoning
+        // then travels in the request, encrypted.
+        if own("store") {
+            map.serialize_entry("store", &false)?;
+        }
+        if own("include") {
+            map.serialize_entry("include", &["reasoning.encrypted_content"])?;
+        }
+        if own("text")
+            && let Some(format) = extra.get("response_format").and_then(text_format)
+        {
+            map.serialize_entry("text", &json!({ "format": format }))?;
+        }
+        if own("max_output_tokens")
+            && let Some(max) = extra
+                .get("max_output_tokens")
+                .or_else(|| extra.get("max_completion_tokens"))
+                .or_else(|| extra.get("max_tokens"))
+        {
+            map.serialize_entry("max_output_tokens", max)?;
+        }
+        if let Some(choice) = extra.get("tool_choice") {
+            map.serialize_entry("tool_choice", &tool_choice(choice))?;
+        }
+        if own("reasoning")
+            && let Some(effort) = extra.get("reasoning_effort")
+        {
+            map.serialize_entry("reasoning", &json!({ "effort": effort }))?;
+        }
+        for (k, v) in extra {
+            if !TRANSLATED.contains(&k.as_str()) {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Chat completions' `response_format` as `text.format`: the JSON schema
+/// flattened (`name`, `schema`, `strict` beside `type`), `json_object` and
+/// `text` as they are.
+fn text_format(format: &Value) -> Option<Value> {
+    match format.get("type").and_then(Value::as_str)? {
+        "json_schema" => {
+            let spec = format.get("json_schema")?;
+            let mut out = Map::new();
+            out.insert("type".into(), "json_schema".into());
+            for key in ["name", "description", "schema", "strict"] {
+                if let Some(v) = spec.get(key) {
+                    out.insert(key.into(), v.clone());
+                }
+            }
+            Some(Value::Object(out))
+        }
+        other => Some(json!({ "type": other })),
+    }
+}
+
+/// `{"type":"function","function":{"name":..}}` (chat completions) as
+/// `{"type":"function","name":..}`; strings (`auto`, `required`, `none`)
+/// and any other shape as given.
+fn tool_choice(choice: &Value) -> Value {
+    match choice.get("function").and_then(|f| f.get("name")) {
+        Some(name) => json!({ "type": "function", "name": name }),
+        None => choice.clone(),
+    }
+}
+
+/// The chat-completions tool specs, flattened: `{"type":"function",
+/// "name", "description", "parameters", "strict"?}`.
+struct Tools<'a>(&'a [Value]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for spec in self.0 {
+            seq.serialize_element(&Tool(spec.get("function").unwrap_or(spec)))?;
+        }
+        seq.end()
+    }
+}
+
+struct Tool<'a>(&'a Value);
+
+impl Serialize for Tool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", "function")?;
+        for key in ["name", "description", "parameters", "strict"] {
+            if let Some(v) = self.0.get(key) {
+                map.serialize_entry(key, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+struct Input<'r, 'a>(&'r Request<'a>);
+
+impl Serialize for Input<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.0;
+        let endpoint = req.transport.base_or_default();
+        let model = req.transport.model().unwrap_or_default();
+        let mut seq = s.serialize_seq(None)?;
+        for m in req.messages {
+            match m.role {
+                Role::User => seq.serialize_element(&InputMessage {
+                    role: "user",
+                    text: &m.content,
+                    images: &m.images,
+                })?,
+                Role::System => seq.serialize_element(&InputMessage {
+                    role: "system",
+                    text: &m.content,
+                    images: &[],
+                })?,
+                Role::Assistant => {
+                    // Reasoning items go back, verbatim and before what
+                    // they led to, only to the API, endpoint and model
+                    // that wrote them; reasoning text alone has no place
+                    // in the input and is left out.
+                    if let Some(pd) = &m.provider_data
+                        && pd.is_for(Api::OpenAiResponses, endpoint, model)
+                    {
+                        for item in &pd.items {
+                            seq.serialize_element(item)?;
+                        }
+                    }
+                    if !m.content.is_empty() {
+                        seq.serialize_element(&OutputMessage(&m.content))?;
+                    }
+                    for call in &m.tool_calls {
+                        seq.serialize_element(&FunctionCall {
+                            kind: "function_call",
+                            call_id: &call.id,
+                            name: &call.name,
+                            // See `request::sendable_arguments`: arguments
+                            // that are not one JSON object go back as `{}`.
+                            arguments: if is_sendable(&call.arguments) {
+                                &call.arguments
+                            } else {
+                                "{}"
+                            },
+                        })?;
+                    }
+                }
+                Role::Tool => seq.serialize_element(&CallOutput(m))?,
+            }
+        }
+        if let Some(note) = req.trailing_system {
+            seq.serialize_element(&InputMessage {
+                role: "system",
+                text: note,
+                images: &[],
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// A user or system message: `input_text`, then an `input_image` per
+/// image.
+struct InputMessage<'a> {
+    role: &'a str,
+    text: &'a str,
+    images: &'a [Image],
+}
+
+impl Serialize for InputMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("type", "message")?;
+        map.serialize_entry("role", self.role)?;
+        map.serialize_entry(
+            "content",
+            &Parts {
+                text: self.text,
+                images: self.images,
+            },
+        )?;
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    text: &'a str,
+}
+
+struct Parts<'a> {
+    text: &'a str,
+    images: &'a [Image],
+}
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        // An image alone needs no empty text part beside it.
+        if !self.text.is_empty() || self.images.is_empty() {
+            seq.serialize_element(&TextPart {
+                kind: "input_text",
+                text: self.text,
+            })?;
+        }
+        for image in self.images {
+            seq.serialize_element(&InputImage(image))?;
+        }
+        seq.end()
+    }
+}
+
+/// `{"type":"input_image","image_url":..,"detail":"auto"}`: a URL as
+/// given, bytes as a `data:` URL.
+struct InputImage<'a>(&'a Image);
+
+impl Serialize for InputImage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("type", "input_image")?;
+        match &self.0.source {
+            ImageSource::Url(url) => map.serialize_entry("image_url", url)?,
+            ImageSource::Base64(data) => map.serialize_entry(
+                "image_url",
+                &format!("data:{};base64,{data}", self.0.media_type),
+            )?,
+        }
+        map.serialize_entry("detail", "auto")?;
+        map.end()
+    }
+}
+
+/// An assistant's text: `{"type":"message","role":"assistant","content":
+/// [{"type":"output_text","text":..}]}`.
+struct OutputMessage<'a>(&'a str);
+
+impl Serialize for OutputMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("type", "message")?;
+        map.serialize_entry("role", "assistant")?;
+        map.serialize_entry(
+            "content",
+            &[TextPart {
+                kind: "output_text",
+                text: self.0,
+            }],
+        )?;
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    call_id: &'a str,
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// A tool result: `function_call_output` with the text as `output`, or,
+/// with images, the text and the images as input parts.
+struct CallOutput<'a>(&'a Message);
+
+impl Serialize for CallOutput<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("type", "function_call_output")?;
+        map.serialize_entry("call_id", m.tool_call_id.as_deref().unwrap_or(""))?;
+        if m.images.is_empty() {
+            map.serialize_entry("output", &m.content)?;
+        } else {
+            map.serialize_entry(
+                "output",
+                &Parts {
+                    text: &m.content,
+                    images: &m.images,
+                },
+            )?;
+        }
+        map.end()
+    }
+}

@@ -1,0 +1,106 @@
+//! The JSON shapes of Responses events and bodies: every member optional,
+//! unknown members ignored, the text of a delta borrowed from the input
+//! when it has no escapes (no allocation per delta for plain text). Output
+//! items stay `Value`s: they are few per answer, and reasoning items are
+//! kept verbatim.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::Usage;
+
+/// One streamed event (`data` of an SSE event): the members of every event
+/// type this decoder reads, by name.
+#[derive(Deserialize)]
+pub(super) struct Event<'a> {
+    /// `response.output_text.delta`, `response.completed`, `error`, ...
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Option<Cow<'a, str>>,
+    /// The text of a `*.delta` event.
+    #[serde(borrow)]
+    pub(super) delta: Option<Cow<'a, str>>,
+    /// The output item a delta belongs to.
+    #[serde(borrow)]
+    pub(super) item_id: Option<Cow<'a, str>>,
+    /// The position of that item in the output (llama.cpp omits it).
+    pub(super) output_index: Option<u64>,
+    /// Which part of a reasoning summary a delta belongs to.
+    pub(super) summary_index: Option<u64>,
+    /// The whole arguments of `response.function_call_arguments.done`.
+    #[serde(borrow)]
+    pub(super) arguments: Option<Cow<'a, str>>,
+    /// The item of `response.output_item.added` / `.done`.
+    pub(super) item: Option<Value>,
+    /// The response of `response.created`, `.completed`, `.incomplete`,
+    /// `.failed`.
+    pub(super) response: Option<Box<Response>>,
+    /// The message of an `error` event.
+    pub(super) message: Option<String>,
+    /// The code of an `error` event.
+    pub(super) code: Option<Value>,
+}
+
+/// A response object: the body of a non-streamed answer, or the
+/// `response` of a lifecycle event.
+#[derive(Deserialize)]
+pub(super) struct Response {
+    pub(super) model: Option<String>,
+    pub(super) status: Option<String>,
+    #[serde(default)]
+    pub(super) output: Vec<Value>,
+    pub(super) usage: Option<WireUsage>,
+    pub(super) incomplete_details: Option<Incomplete>,
+    pub(super) error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Incomplete {
+    pub(super) reason: Option<String>,
+}
+
+/// `usage`: figures read leniently (see [`figure`]), so that an absurd
+/// figure cannot cost the event that carries the end of the answer.
+#[derive(Deserialize)]
+#[allow(clippy::struct_field_names, reason = "the wire's names")]
+pub(super) struct WireUsage {
+    input_tokens: Option<Value>,
+    output_tokens: Option<Value>,
+    input_tokens_details: Option<Value>,
+    output_tokens_details: Option<Value>,
+}
+
+/// A figure that is a non-negative integer within `u64`; anything else
+/// (negative, fractional, too large, a string) is dropped as unknown.
+fn figure(v: Option<&Value>) -> Option<u64> {
+    v.and_then(Value::as_u64)
+}
+
+impl WireUsage {
+    /// Split `input_tokens` (which include the cached ones) into pikuri's
+    /// exclusive `input` and `cached`. A cached count above the input
+    /// count (no server should send one) is capped at it, so the figures
+    /// never add up to more than the server billed.
+    pub(super) fn to_usage(&self) -> Usage {
+        let input = figure(self.input_tokens.as_ref());
+        let cached = figure(
+            self.input_tokens_details
+                .as_ref()
+                .and_then(|d| d.get("cached_tokens")),
+        )
+        .map(|c| input.map_or(c, |i| c.min(i)));
+        let thinking = figure(
+            self.output_tokens_details
+                .as_ref()
+                .and_then(|d| d.get("reasoning_tokens")),
+        );
+        Usage::from_parts(
+            input.map(|i| i - cached.unwrap_or(0)),
+            figure(self.output_tokens.as_ref()),
+            cached,
+            None,
+            thinking,
+        )
+    }
+}
