@@ -7,6 +7,7 @@
 //! [`Completion`] and [`Fragment`](super::Fragment)s, so nothing above the
 //! protocol knows which API answered.
 
+use super::ChatTransport;
 use super::decode::{self, Completion};
 use super::error::DecodeError;
 use super::request::Request;
@@ -56,4 +57,21 @@ pub(crate) fn parse_response(
         Api::AnthropicMessages => anthropic::parse_response(body, split_think),
         Api::OpenAiResponses => responses::parse_response(body, split_think),
     }
+}
+
+/// Name the request's API base and model in the answer's
+/// [`ProviderData`](crate::ProviderData): decoders do not know where the
+/// request went, so they leave `endpoint` and `model` empty and the client
+/// fills them in here, for every API, before the message reaches the
+/// history. The model is the one requested (not the one the server named):
+/// the next request's transport is compared with it.
+pub(crate) fn stamp_origin(mut completion: Completion, transport: &ChatTransport) -> Completion {
+    if let Some(data) = &mut completion.message.provider_data {
+        transport.base_or_default().clone_into(&mut data.endpoint);
+        transport
+            .model()
+            .unwrap_or_default()
+            .clone_into(&mut data.model);
+    }
+    completion
 }

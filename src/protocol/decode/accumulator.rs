@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, completion, error_message, excerpt};
+use super::{Completion, Fragment, Opaque, call_data, completion, error_message, excerpt};
 use crate::protocol::error::DecodeError;
 use crate::{ToolCall, Usage};
 
@@ -18,6 +18,8 @@ pub(crate) struct Accumulator {
     think: Option<ThinkSplitter>,
     content: String,
     reasoning: String,
+    /// Provider fields of the message.
+    opaque: Opaque,
     /// In order of first appearance; sorted by index in `finish`.
     calls: Vec<PartialCall>,
     /// Position in `calls` of each index (a server may send thousands of
@@ -43,6 +45,7 @@ fn carries_something(delta: &Delta<'_>) -> bool {
     text(delta.content.as_ref().map(|s| &*s.0))
         || text(delta.reasoning_content.as_ref().map(|s| &*s.0))
         || matches!(&delta.reasoning, Some(MaybeStr(Some(r))) if !r.is_empty())
+        || matches!(&delta.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
         || delta.tool_calls.iter().flatten().any(|c| {
             c.id.as_ref().is_some_and(|s| !s.0.is_empty())
                 || c.function.as_ref().is_some_and(|f| {
@@ -59,6 +62,8 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    /// The call's provider fields (first wins).
+    data: Option<serde_json::Value>,
 }
 
 impl Accumulator {
@@ -195,20 +200,28 @@ impl Accumulator {
             .into_iter()
             // A slot opened by a delta that carried nothing (an empty
             // `tool_calls` entry) is not a call.
-            .filter(|c| !(c.id.is_empty() && c.name.is_empty() && c.arguments.is_empty()))
+            .filter(|c| {
+                !(c.id.is_empty()
+                    && c.name.is_empty()
+                    && c.arguments.is_empty()
+                    && c.data.is_none())
+            })
             .map(|c| {
                 let id = if c.id.is_empty() {
                     format!("call_{}", c.index)
                 } else {
                     c.id
                 };
-                ToolCall::new(id, c.name, c.arguments)
+                let mut call = ToolCall::new(id, c.name, c.arguments);
+                call.provider_data = c.data;
+                call
             })
             .collect();
         Ok(completion(
             self.content,
             self.reasoning,
             calls,
+            self.opaque,
             self.finish_reason,
             self.usage,
             self.model,
@@ -250,6 +263,12 @@ impl Accumulator {
                 None => emit(Fragment::Content(text)),
             }
         }
+        if delta.reasoning_details.is_some() || delta.extra_content.is_some() {
+            self.opaque.add(
+                delta.reasoning_details.as_ref(),
+                delta.extra_content.as_ref(),
+            );
+        }
         for call in delta.tool_calls.iter().flatten() {
             self.apply_call(call);
         }
@@ -284,6 +303,7 @@ impl Accumulator {
                 id: String::new(),
                 name: String::new(),
                 arguments: String::new(),
+                data: None,
             });
             self.calls.len() - 1
         });
@@ -293,6 +313,10 @@ impl Accumulator {
             && slot.id.is_empty()
         {
             id.clone_into(&mut slot.id);
+        }
+        // Gemini sends the signature once, in one delta of the call.
+        if slot.data.is_none() {
+            slot.data = call_data(call.extra_content.as_ref());
         }
         let Some(function) = &call.function else {
             return;

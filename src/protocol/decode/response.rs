@@ -3,7 +3,7 @@
 
 use super::shapes::{Body, ResponseChoice, Str, WireUsage};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, completion, error_message, excerpt};
+use super::{Completion, Fragment, Opaque, call_data, completion, error_message, excerpt};
 use crate::ToolCall;
 use crate::protocol::error::DecodeError;
 
@@ -46,6 +46,11 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     };
     let mut content = String::new();
     let mut reasoning = String::new();
+    let mut opaque = Opaque::default();
+    opaque.add(
+        message.reasoning_details.as_ref(),
+        message.extra_content.as_ref(),
+    );
     let reasoning_content = message.reasoning_content.map(|s| s.0);
     if let Some(r) = &reasoning_content {
         reasoning.push_str(r);
@@ -89,13 +94,16 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
                 ),
                 None => (String::new(), String::new()),
             };
-            ToolCall::new(id, name, arguments)
+            let mut tool_call = ToolCall::new(id, name, arguments);
+            tool_call.provider_data = call_data(call.extra_content.as_ref());
+            tool_call
         })
         .collect();
     Ok(completion(
         content,
         reasoning,
         calls,
+        opaque,
         choice.finish_reason.map(|s| s.0.into_owned()),
         response.usage.as_deref().map(WireUsage::to_usage),
         response

@@ -53,6 +53,11 @@ pub(super) struct Delta<'a> {
     pub(super) reasoning: Option<MaybeStr<'a>>,
     #[serde(borrow)]
     pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
+    /// OpenRouter's reasoning blocks, kept verbatim to send back (a list
+    /// of objects; in a stream, each delta's list continues the last).
+    pub(super) reasoning_details: Option<serde_json::Value>,
+    /// Gemini's provider fields on the message, kept verbatim.
+    pub(super) extra_content: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +67,9 @@ pub(super) struct CallDelta<'a> {
     pub(super) id: Option<Str<'a>>,
     #[serde(borrow)]
     pub(super) function: Option<FunctionDelta<'a>>,
+    /// Gemini's provider fields on a call (`google.thought_signature`),
+    /// kept verbatim to send back with it.
+    pub(super) extra_content: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,217 @@
+//! Issue 29, item 4: chat completions, faithfully. Provider fields
+//! (Gemini's thought signatures, OpenRouter's `reasoning_details`) are kept
+//! in the history and sent back only to the API, endpoint and model that
+//! issued them; cached tokens are accounted.
+
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Api, History};
+use serde_json::{Value, json};
+
+use crate::util::{agent_with, assert_valid_history};
+
+fn echo_tool() -> FnTool {
+    FnTool::new(
+        "echo",
+        "Echoes its text.",
+        Parameters::builder()
+            .required_string("text", "What to echo")
+            .build(),
+        |args, _| {
+            Ok(format!(
+                "echo: {}",
+                args["text"].as_str().unwrap_or_default()
+            ))
+        },
+    )
+}
+
+/// An SSE body of `chunks` (each a `choices[0].delta`), a finish reason
+/// and `[DONE]`.
+fn sse(deltas: &[Value], finish: &str) -> String {
+    let mut body = String::new();
+    for d in deltas {
+        let chunk = json!({"object": "chat.completion.chunk", "model": "gemini-3-pro-preview",
+                           "choices": [{"index": 0, "delta": d, "finish_reason": null}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
+    body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+    body
+}
+
+/// The assistant message with tool calls in a recorded request.
+fn assistant_with_calls(messages: &[Value]) -> &Value {
+    messages
+        .iter()
+        .find(|m| m["role"] == "assistant" && m.get("tool_calls").is_some())
+        .expect("an assistant message with tool calls")
+}
+
+/// Gemini 3 over its OpenAI-compatible endpoint: the thought signature of
+/// a streamed tool call goes back with that call in the next request (Gemini
+/// refuses the history without it), is kept in the history and its export,
+/// and is dropped once the conversation moves to another model.
+#[test]
+fn gemini_thought_signatures_round_trip_and_stay_with_their_model() {
+    let server = FakeServer::start();
+    let signed = json!({"google": {"thought_signature": "c2lnLTE="}});
+    server.push(Reply::raw_sse(sse(
+        &[
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                "extra_content": signed,
+                "function": {"name": "echo", "arguments": ""}}]}),
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"text\":\"hi\"}"}}]}),
+            // A second, parallel call without a signature (Gemini signs
+            // only the first).
+            json!({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                "function": {"name": "echo", "arguments": "{\"text\":\"ho\"}"}}]}),
+        ],
+        "tool_calls",
+    )));
+    server.push(Reply::text("done"));
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(echo_tool()));
+    agent.run_loop("sign please").unwrap();
+
+    // Kept in the history, with the request's endpoint and model.
+    let assistant = &agent.messages()[1];
+    let data = assistant.provider_data.as_ref().expect("provider data");
+    assert_eq!(data.api, Api::ChatCompletions);
+    assert_eq!(data.endpoint, server.base_url());
+    assert_eq!(Some(data.model.as_str()), server.transport().model());
+    assert_eq!(
+        assistant.tool_calls[0].provider_data,
+        Some(json!({"extra_content": signed}))
+    );
+    assert_eq!(assistant.tool_calls[1].provider_data, None);
+
+    // Sent back, verbatim, with the call it belongs to.
+    let second = server.chat_requests()[1].messages();
+    let calls = &assistant_with_calls(&second)["tool_calls"];
+    assert_eq!(calls[0]["extra_content"], signed);
+    assert_eq!(calls[0]["function"]["arguments"], "{\"text\":\"hi\"}");
+    assert!(calls[1].get("extra_content").is_none());
+
+    // The export keeps it; an agent restored from it sends it again.
+    let exported = agent.export_history().to_json();
+    let restored = History::parse(&exported).unwrap();
+    assert_eq!(restored.messages()[1], agent.messages()[1]);
+
+    // Same model, next turn: still sent.
+    server.push(Reply::text("again"));
+    agent.run_loop("more").unwrap();
+    let third = server.chat_requests()[2].messages();
+    assert_eq!(
+        assistant_with_calls(&third)["tool_calls"][0]["extra_content"],
+        signed
+    );
+
+    // Another model: never sent (it cannot verify another model's
+    // signature), the calls themselves still are.
+    server.push(Reply::text("switched"));
+    let other = server.transport().with_model("other-model");
+    agent.run_loop_with("and now?", other).unwrap();
+    let fourth = server.chat_requests()[3].messages();
+    let calls = &assistant_with_calls(&fourth)["tool_calls"];
+    assert_eq!(calls[0]["id"], "call_a");
+    assert!(calls[0].get("extra_content").is_none(), "{calls}");
+    assert_valid_history(agent.messages());
+}
+
+/// OpenRouter's `reasoning_details`: streamed deltas accumulated in order
+/// into the message, echoed to the same model, dropped for another model
+/// and for another API base with the same model name.
+#[test]
+fn openrouter_reasoning_details_accumulate_and_stay_with_their_model() {
+    let server = FakeServer::start();
+    let d1 = json!({"type": "reasoning.text", "text": "Let me ", "index": 0, "format": "anthropic-claude-v1"});
+    let d2 = json!({"type": "reasoning.text", "text": "think.", "index": 0, "signature": "sig"});
+    let d3 = json!({"type": "reasoning.encrypted", "data": "b3BhcXVl", "index": 1});
+    server.push(Reply::raw_sse(sse(
+        &[
+            json!({"role": "assistant", "reasoning": "Let me ", "reasoning_details": [d1]}),
+            json!({"reasoning": "think.", "reasoning_details": [d2, d3]}),
+            json!({"content": "Hello."}),
+        ],
+        "stop",
+    )));
+    server.push(Reply::text("fine"));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    agent.run_loop("hi").unwrap();
+    let m = &agent.messages()[1];
+    assert_eq!(m.reasoning.as_deref(), Some("Let me think."));
+    let items = &m.provider_data.as_ref().expect("provider data").items;
+    assert_eq!(items, &[json!({"reasoning_details": [d1, d2, d3]})]);
+
+    agent.run_loop("again").unwrap();
+    let second = server.chat_requests()[1].messages();
+    let assistant = second.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["reasoning_details"], json!([d1, d2, d3]));
+    assert_eq!(assistant["content"], "Hello.");
+
+    // Another model: dropped.
+    server.push(Reply::text("x"));
+    agent
+        .run_loop_with("x", server.transport().with_model("openai/gpt-5"))
+        .unwrap();
+    let third = server.chat_requests()[2].messages();
+    let assistant = third.iter().find(|m| m["content"] == "Hello.").unwrap();
+    assert!(assistant.get("reasoning_details").is_none(), "{assistant}");
+
+    // The same model name behind another API base is another provider:
+    // dropped too. (The fake server answers chats under any path.)
+    server.push(Reply::text("y"));
+    let elsewhere = server
+        .transport()
+        .with_api_base(format!("{}/gateway/v1", server.root_url()));
+    agent.run_loop_with("y", elsewhere).unwrap();
+    let fourth = server.chat_requests()[3].messages();
+    let assistant = fourth.iter().find(|m| m["content"] == "Hello.").unwrap();
+    assert!(assistant.get("reasoning_details").is_none(), "{assistant}");
+}
+
+/// A non-streamed answer keeps the same fields, and cached prompt tokens
+/// are split out of `prompt_tokens` into `Usage::cached`.
+#[test]
+fn non_streamed_provider_fields_and_cached_tokens() {
+    let server = FakeServer::start();
+    let body = json!({
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "reasoning_details": [{"type": "reasoning.summary", "summary": "s"}],
+            "tool_calls": [{"id": "c1", "type": "function",
+                "extra_content": {"google": {"thought_signature": "AAA="}},
+                "function": {"name": "echo", "arguments": "{\"text\":\"a\"}"}}]}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5,
+                  "prompt_tokens_details": {"cached_tokens": 80}}
+    });
+    server.push(Reply::raw_body(200, "application/json", body.to_string()));
+    server.push(Reply::text("ok"));
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(echo_tool()).streaming(false));
+    agent.run_loop("go").unwrap();
+    let m = &agent.messages()[1];
+    let usage = m.usage.unwrap();
+    assert_eq!((usage.input, usage.cached), (Some(20), Some(80)));
+    let second = server.chat_requests()[1].messages();
+    let assistant = assistant_with_calls(&second);
+    assert_eq!(assistant["reasoning_details"][0]["summary"], "s");
+    assert_eq!(
+        assistant["tool_calls"][0]["extra_content"]["google"]["thought_signature"],
+        "AAA="
+    );
+}
+
+/// `prompt_cache_key` goes through the request's extra fields, as documented
+/// on `Configurator::request_field`.
+#[test]
+fn prompt_cache_key_is_a_request_field() {
+    let server = FakeServer::start();
+    server.push(Reply::text("ok"));
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.request_field("prompt_cache_key", json!("user-42"))
+    });
+    agent.run_loop("hi").unwrap();
+    let req = &server.chat_requests()[0];
+    assert_eq!(req.body.as_ref().unwrap()["prompt_cache_key"], "user-42");
+}
