@@ -13,7 +13,7 @@ use super::shared::Shared;
 use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
 use crate::tool;
-use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
+use crate::{Cancellable, Error, Event, Image, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.
@@ -183,10 +183,15 @@ pub(crate) fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
-/// Run a prepared call; the observation for its tool message.
-pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared) -> String {
+/// Run a prepared call; the observation for its tool message and the
+/// images the tool attached ([`ToolContext::attach_image`]).
+pub(crate) fn run_prepared(
+    shared: &Shared,
+    call: &ToolCall,
+    prepared: Prepared,
+) -> (String, Vec<Image>) {
     match prepared {
-        Prepared::Done(observation) => observation,
+        Prepared::Done(observation) => (observation, Vec::new()),
         Prepared::Ready { tool, args, edited } => {
             let cx = ToolContext::new(
                 shared.cancellable.clone(),
@@ -194,13 +199,14 @@ pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
                 call.id.clone(),
             );
             let out = tool::invoke(&*tool, &args, &cx);
-            if edited {
+            let out = if edited {
                 format!(
                     "Note: your arguments were edited before the call; the tool ran with {args}\n{out}"
                 )
             } else {
                 out
-            }
+            };
+            (out, cx.take_images())
         }
     }
 }

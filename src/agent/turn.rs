@@ -41,7 +41,8 @@ use crate::approval::Decision;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::tool::JsonSchema;
 use crate::{
-    ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
+    ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
+    ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -94,7 +95,38 @@ impl Agent {
     /// question twice (the first copy is still in the history, unanswered);
     /// [`retry_turn`](Agent::retry_turn) is the way to retry.
     pub fn run_loop(&mut self, user_message: &str) -> Result<Outcome> {
-        self.run_turn(user_message, None)
+        self.run_turn(Message::user(user_message), None)
+    }
+
+    /// Like [`run_loop`](Agent::run_loop), with a user message built by the
+    /// host: one with images ([`Message::user_with_images`]). The images
+    /// stay in the history; a model that takes none fails the turn with
+    /// [`ErrorKind::ImageUnsupported`](crate::ErrorKind::ImageUnsupported).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `message` is not a user message, or has
+    /// neither text nor images. Otherwise as [`run_loop`](Agent::run_loop).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Image, Message};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("A cat."));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let photo = Image::from_bytes(b"GIF89a\x01\0\x01\0\0\0\0;")?;
+    /// let outcome = agent.run_loop_message(Message::user_with_images("What is it?", vec![photo]))?;
+    /// assert_eq!(outcome.answer.as_deref(), Some("A cat."));
+    /// let sent = &server.chat_requests()[0].messages()[0];
+    /// assert_eq!(sent["content"][0], serde_json::json!({"type": "text", "text": "What is it?"}));
+    /// assert!(sent["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/gif;base64,"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn run_loop_message(&mut self, message: Message) -> Result<Outcome> {
+        self.run_turn(message, None)
     }
 
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
@@ -106,7 +138,7 @@ impl Agent {
         user_message: &str,
         transport: ChatTransport,
     ) -> Result<Outcome> {
-        self.run_turn(user_message, Some(transport))
+        self.run_turn(Message::user(user_message), Some(transport))
     }
 
     /// Run the latest turn again, from where it failed, without adding the
@@ -469,24 +501,30 @@ impl Agent {
 
 impl Agent {
     /// A run started by a user message: the boundaries in order.
-    fn run_turn(
-        &mut self,
-        user_message: &str,
-        transport: Option<ChatTransport>,
-    ) -> Result<Outcome> {
+    fn run_turn(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<Outcome> {
         self.ensure_open()?;
-        self.turn_start(user_message, transport)?;
+        let user_message = message.content.clone();
+        self.turn_start(message, transport)?;
         let mut run = Run::default();
         let result = self.rounds(&mut run);
-        self.turn_end(result, run.steps, user_message)
+        self.turn_end(result, run.steps, &user_message)
     }
 
     /// Boundary 1, turn start: the model switch, fresh controls, the user
     /// message appended and announced, the extensions' hooks.
-    fn turn_start(&mut self, user_message: &str, transport: Option<ChatTransport>) -> Result<()> {
-        if user_message.trim().is_empty() {
+    fn turn_start(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<()> {
+        if message.role != Role::User {
+            return Err(Error::invalid(format!(
+                "a turn starts with a user message, not a {} message",
+                message.role.as_str()
+            )));
+        }
+        // An image alone is a question ("what is this?").
+        if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
+        let user_message = message.content.clone();
+        let user_message = user_message.as_str();
         if let Some(t) = transport {
             t.check()?;
             self.apply_transport(t);
@@ -497,7 +535,7 @@ impl Agent {
         // must not carry unanswered calls.
         self.answer_stale_pending();
         self.turn_start = self.messages.len();
-        self.messages.push(Message::user(user_message));
+        self.messages.push(message);
         self.emit(Event::UserTurn {
             agent: self.agent_id(),
             content: user_message.to_string(),
@@ -783,8 +821,8 @@ impl Agent {
                     gated.push((call, prepared));
                 }
                 Ok(Verdict::Go(prepared)) => {
-                    let out = run_prepared(&self.shared, call, prepared);
-                    self.answer_call(call, out, true);
+                    let (out, images) = run_prepared(&self.shared, call, prepared);
+                    self.answer_call_with(call, out, images, true);
                 }
             }
         }
@@ -858,7 +896,7 @@ impl Agent {
         if gated.is_empty() {
             return;
         }
-        let outputs: Vec<(&ToolCall, String)> = std::thread::scope(|s| {
+        let outputs: Vec<(&ToolCall, (String, Vec<Image>))> = std::thread::scope(|s| {
             let shared = &*self.shared;
             let handles: Vec<_> = gated
                 .into_iter()
@@ -869,19 +907,30 @@ impl Agent {
                 .map(|(call, h)| {
                     let out = h
                         .join()
-                        .unwrap_or_else(|_| "Error: the tool panicked".to_string());
+                        .unwrap_or_else(|_| ("Error: the tool panicked".to_string(), Vec::new()));
                     (call, out)
                 })
                 .collect()
         });
-        for (call, out) in outputs {
-            self.answer_call(call, out, true);
+        for (call, (out, images)) in outputs {
+            self.answer_call_with(call, out, images, true);
         }
     }
 
     /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
     fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
+        self.answer_call_with(call, content, Vec::new(), emit);
+    }
+
+    /// [`answer_call`](Self::answer_call) with the images the tool attached.
+    fn answer_call_with(
+        &mut self,
+        call: &ToolCall,
+        content: String,
+        images: Vec<Image>,
+        emit: bool,
+    ) {
         // The call is done: the agent works again (see `begin_run`).
         self.shared.listeners.hold();
         let content = self.tool_limit.apply(content, self.context_window_cap());
@@ -893,7 +942,9 @@ impl Agent {
                 content: content.clone(),
             });
         }
-        self.messages.push(Message::tool(call.id.clone(), content));
+        let mut answer = Message::tool(call.id.clone(), content);
+        answer.images = images;
+        self.messages.push(answer);
         // Answered, so the observation now tells the model what was wrong
         // with the arguments: the history keeps `{}` instead of text a
         // strict server would reject in every later request.

@@ -151,13 +151,27 @@ impl Serialize for Messages<'_, '_> {
                 content: system,
             })?;
         }
+        // Images a tool attached go in a user message after the batch's
+        // tool messages: chat completions takes only text in a tool
+        // message, and nothing may come between the results of one batch.
+        let mut from_tools: Vec<&Message> = Vec::new();
         for m in req.messages {
+            if m.role != Role::Tool && !from_tools.is_empty() {
+                seq.serialize_element(&ToolImages(&from_tools))?;
+                from_tools.clear();
+            }
             seq.serialize_element(&Wire {
                 m,
                 reasoning_for_model: req.reasoning_for_model,
                 endpoint: req.endpoint,
                 model: req.model,
             })?;
+            if m.role == Role::Tool && !m.images.is_empty() {
+                from_tools.push(m);
+            }
+        }
+        if !from_tools.is_empty() {
+            seq.serialize_element(&ToolImages(&from_tools))?;
         }
         if let Some(note) = req.trailing_system {
             seq.serialize_element(&Plain {
@@ -253,8 +267,89 @@ impl Serialize for Wire<'_> {
                 map.serialize_entry("tool_call_id", m.tool_call_id.as_deref().unwrap_or(""))?;
                 map.serialize_entry("content", &m.content)?;
             }
+            Role::User if !m.images.is_empty() => {
+                map.serialize_entry("content", &Parts(m))?;
+            }
             Role::System | Role::User => map.serialize_entry("content", &m.content)?,
         }
+        map.end()
+    }
+}
+
+/// A user message's text and images as content parts: `text` (left out
+/// when empty), then one `image_url` part per image, its URL a `data:` URL
+/// for bytes.
+struct Parts<'a>(&'a Message);
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !m.content.is_empty() {
+            seq.serialize_element(&TextPart {
+                kind: "text",
+                text: &m.content,
+            })?;
+        }
+        for image in &m.images {
+            seq.serialize_element(&ImagePart(image))?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+struct ImagePart<'a>(&'a crate::Image);
+
+impl Serialize for ImagePart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Url<'a> {
+            url: &'a str,
+        }
+        let url = self.0.url();
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("type", "image_url")?;
+        map.serialize_entry("image_url", &Url { url: &url })?;
+        map.end()
+    }
+}
+
+/// The images of a batch's tool messages, as one user message: a text
+/// part naming the call before each call's images.
+struct ToolImages<'r, 'a>(&'r [&'a Message]);
+
+impl Serialize for ToolImages<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct All<'r, 'a>(&'r [&'a Message]);
+        impl Serialize for All<'_, '_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(None)?;
+                for m in self.0 {
+                    let text = format!(
+                        "Images from tool call {}:",
+                        m.tool_call_id.as_deref().unwrap_or("")
+                    );
+                    seq.serialize_element(&TextPart {
+                        kind: "text",
+                        text: &text,
+                    })?;
+                    for image in &m.images {
+                        seq.serialize_element(&ImagePart(image))?;
+                    }
+                }
+                seq.end()
+            }
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("role", "user")?;
+        map.serialize_entry("content", &All(self.0))?;
         map.end()
     }
 }

@@ -5,7 +5,7 @@
 
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Api, History};
+use pikuri::{Api, ErrorKind, History, Image, Message, Role};
 use serde_json::{Value, json};
 
 use crate::util::{agent_with, assert_valid_history};
@@ -214,4 +214,156 @@ fn prompt_cache_key_is_a_request_field() {
     agent.run_loop("hi").unwrap();
     let req = &server.chat_requests()[0];
     assert_eq!(req.body.as_ref().unwrap()["prompt_cache_key"], "user-42");
+}
+
+// Issue 29, item 6: images in.
+
+/// The smallest GIF (1x1), as a file would hold it.
+const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;";
+
+/// A user message with an image from a file and one by URL: content parts
+/// on the wire (text, then `image_url`s), kept in the history and its
+/// export, sent again on the next turn.
+#[test]
+fn user_images_from_file_and_url_go_as_content_parts() {
+    let dir = std::env::temp_dir().join(format!("pikuri-img-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("pixel.gif");
+    std::fs::write(&path, GIF).unwrap();
+    let from_file = Image::from_file(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(from_file.media_type, "image/gif");
+    let by_url = Image::from_url("https://example.com/cat.webp").unwrap();
+
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel and a cat."));
+    server.push(Reply::text("Yes."));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let question = Message::user_with_images("What are these?", vec![from_file, by_url]);
+    agent.run_loop_message(question.clone()).unwrap();
+    assert_eq!(agent.messages()[0], question);
+
+    let sent = &server.chat_requests()[0].messages()[1];
+    assert_eq!(sent["role"], "user");
+    let parts = sent["content"].as_array().unwrap();
+    assert_eq!(parts[0], json!({"type": "text", "text": "What are these?"}));
+    let data_url = parts[1]["image_url"]["url"].as_str().unwrap();
+    assert!(
+        data_url.starts_with("data:image/gif;base64,R0lGODlhAQABAIAAAP"),
+        "{data_url}"
+    );
+    assert_eq!(
+        parts[2],
+        json!({"type": "image_url", "image_url": {"url": "https://example.com/cat.webp"}})
+    );
+
+    // Export and import keep the images; the restored agent sends them.
+    let saved = agent.export_history().to_json();
+    let (mut restored, _) = agent_with(&server, |c| c);
+    restored
+        .load_history(History::parse(&saved).unwrap())
+        .unwrap();
+    assert_eq!(restored.messages()[0].images, question.images);
+    restored.run_loop("Sure?").unwrap();
+    assert_eq!(
+        server.chat_requests()[1].messages()[1]["content"][1]["image_url"]["url"],
+        data_url
+    );
+}
+
+/// A tool attaches an image to its result: the tool message keeps it in
+/// the history, and on the wire it follows the batch's tool messages as a
+/// user message (chat completions takes only text in a tool message).
+#[test]
+fn a_tool_attaches_an_image_to_its_result() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_calls(vec![
+        ("screenshot", json!({})),
+        ("echo", json!({"text": "x"})),
+    ]));
+    server.push(Reply::text("I see it."));
+    let shot = FnTool::new(
+        "screenshot",
+        "Shows the screen.",
+        Parameters::empty(),
+        |_, cx| {
+            cx.attach_image(Image::from_bytes(GIF)?);
+            Ok("Here is the screen.".to_string())
+        },
+    );
+    let (mut agent, _) = agent_with(&server, |c| c.add_tool(shot).add_tool(echo_tool()));
+    agent.run_loop("Look.").unwrap();
+    let tool_msg = &agent.messages()[2];
+    assert_eq!(tool_msg.role, Role::Tool);
+    assert_eq!(tool_msg.content, "Here is the screen.");
+    assert_eq!(tool_msg.images.len(), 1);
+    assert!(agent.messages()[3].images.is_empty());
+
+    let sent = server.chat_requests()[1].messages();
+    let roles: Vec<&str> = sent.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(sent[3]["content"], "Here is the screen.");
+    let parts = sent[5]["content"].as_array().unwrap();
+    let call_id = tool_msg.tool_call_id.as_deref().unwrap();
+    assert_eq!(
+        parts[0]["text"],
+        format!("Images from tool call {call_id}:")
+    );
+    assert!(
+        parts[1]["image_url"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/gif;base64,")
+    );
+    assert_valid_history(agent.messages());
+}
+
+/// A model without vision: its 400 is `ErrorKind::ImageUnsupported`, the
+/// history keeps the question, and a turn without images works.
+#[test]
+fn a_model_that_refuses_images_is_a_typed_error() {
+    let server = FakeServer::start();
+    server.push(Reply::status(
+        400,
+        "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
+    ));
+    server.push(Reply::text("Text only, then."));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    let err = agent
+        .run_loop_message(Message::user_with_images(
+            "What is it?",
+            vec![Image::from_bytes(GIF).unwrap()],
+        ))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ImageUnsupported, "{err:?}");
+    assert_eq!(err.status(), Some(400));
+    agent.run_loop("Describe a cat instead.").unwrap();
+}
+
+/// Bad input: an image alone is a question; a message of another role, or
+/// one with neither text nor images, is refused before any request.
+#[test]
+fn run_loop_message_checks_its_message() {
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel."));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    for bad in [Message::assistant("hi"), Message::user("  ")] {
+        assert_eq!(
+            agent.run_loop_message(bad).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+    assert!(server.chat_requests().is_empty());
+    agent
+        .run_loop_message(Message::user_with_images(
+            "",
+            vec![Image::from_bytes(GIF).unwrap()],
+        ))
+        .unwrap();
+    let parts = server.chat_requests()[0].messages()[1]["content"].clone();
+    assert_eq!(parts.as_array().unwrap().len(), 1, "{parts}");
+    assert_eq!(parts[0]["type"], "image_url");
 }
