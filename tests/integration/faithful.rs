@@ -367,3 +367,71 @@ fn run_loop_message_checks_its_message() {
     assert_eq!(parts.as_array().unwrap().len(), 1, "{parts}");
     assert_eq!(parts[0]["type"], "image_url");
 }
+
+// Issue 29, item 7: the history format.
+
+/// A file in today's format (version 1, before images and provider data)
+/// loads, resumes, and is written back byte for byte: a conversation
+/// without the new fields keeps version 1, readable by older versions.
+#[test]
+fn a_version_1_history_file_still_loads() {
+    let saved = include_str!("../fixtures/history_v1.json");
+    let history = History::parse(saved).unwrap();
+    assert_eq!(history.messages().len(), 5);
+    assert_eq!(history.messages()[1].usage.unwrap().cached, Some(64));
+    assert_eq!(history.to_json(), saved.trim_end());
+
+    let server = FakeServer::start();
+    server.push(Reply::text("Yes."));
+    let (mut agent, _) = agent_with(&server, |c| c);
+    agent.load_history(history).unwrap();
+    agent.run_loop("Sure?").unwrap();
+    assert_eq!(server.chat_requests()[0].messages().len(), 7);
+}
+
+/// Images and provider data are written as version 2 and read back equal;
+/// a version from the future and images where no API takes them are
+/// refused.
+#[test]
+fn version_2_keeps_images_and_provider_data() {
+    let mut assistant =
+        Message::assistant_tool_calls("", vec![pikuri::ToolCall::new("c1", "echo", "{}")]);
+    assistant.tool_calls[0].provider_data =
+        Some(json!({"extra_content": {"google": {"thought_signature": "AAA="}}}));
+    assistant.provider_data = Some(pikuri::ProviderData::new(
+        Api::ChatCompletions,
+        "https://generativelanguage.googleapis.com/v1beta/openai",
+        "gemini-3-pro-preview",
+        vec![json!({"reasoning_details": [{"type": "reasoning.text", "text": "hm"}]})],
+    ));
+    let mut tool = Message::tool("c1", "seen");
+    tool.images = vec![Image::from_bytes(GIF).unwrap()];
+    let messages = vec![
+        Message::user_with_images(
+            "look",
+            vec![Image::from_url("https://example.com/a.png").unwrap()],
+        ),
+        assistant,
+        tool,
+    ];
+    let history = History::new(messages).unwrap();
+    let json = history.to_json();
+    let value: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["version"], 2);
+    assert_eq!(
+        value["messages"][1]["provider_data"]["api"],
+        "chat_completions"
+    );
+    assert_eq!(History::parse(&json).unwrap(), history);
+
+    let future = json.replacen("\"version\": 2", "\"version\": 3", 1);
+    assert_eq!(
+        History::parse(&future).unwrap_err().kind(),
+        ErrorKind::History
+    );
+    let mut on_assistant = Message::assistant("a picture");
+    on_assistant.images = vec![Image::from_bytes(GIF).unwrap()];
+    assert!(History::new(vec![Message::user("q"), on_assistant]).is_err());
+    let broken = json.replace("R0lGOD", "R0lG<>");
+    assert!(History::parse(&broken).is_err());
+}
