@@ -129,6 +129,16 @@ impl Agent {
         self.run_turn(message, None)
     }
 
+    /// [`run_loop_message`](Agent::run_loop_message) after a switch to
+    /// `transport`, as [`run_loop_with`](Agent::run_loop_with) does.
+    pub fn run_loop_message_with(
+        &mut self,
+        message: Message,
+        transport: ChatTransport,
+    ) -> Result<Outcome> {
+        self.run_turn(message, Some(transport))
+    }
+
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
