@@ -3,6 +3,8 @@
 //! in the history and sent back only to the API, endpoint and model that
 //! issued them; cached tokens are accounted.
 
+use std::fmt::Write as _;
+
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Api, ErrorKind, History, Image, Message, Role};
@@ -33,10 +35,10 @@ fn sse(deltas: &[Value], finish: &str) -> String {
     for d in deltas {
         let chunk = json!({"object": "chat.completion.chunk", "model": "gemini-3-pro-preview",
                            "choices": [{"index": 0, "delta": d, "finish_reason": null}]});
-        body.push_str(&format!("data: {chunk}\n\n"));
+        let _ = write!(body, "data: {chunk}\n\n");
     }
     let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]});
-    body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+    let _ = write!(body, "data: {end}\n\ndata: [DONE]\n\n");
     body
 }
 
