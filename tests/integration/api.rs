@@ -143,7 +143,7 @@ fn transport_debug_redacts_the_key() {
         .with_api_key("k3y");
     assert_eq!(
         format!("{t:?}"),
-        r#"ChatTransport { model: Some("m"), provider: None, api_base: Some("http://h/v1"), api_key: Some("<redacted>"), context_window: None }"#
+        r#"ChatTransport { api: ChatCompletions, model: Some("m"), provider: None, api_base: Some("http://h/v1"), api_key: Some("<redacted>"), context_window: None }"#
     );
     assert_eq!(t.to_string(), "m@http://h/v1");
 }
