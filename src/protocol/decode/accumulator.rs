@@ -45,7 +45,7 @@ fn carries_something(delta: &Delta<'_>) -> bool {
     text(delta.content.as_ref().map(|s| &*s.0))
         || text(delta.reasoning_content.as_ref().map(|s| &*s.0))
         || matches!(&delta.reasoning, Some(MaybeStr(Some(r))) if !r.is_empty())
-        || matches!(&delta.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
+        || matches!(delta.reasoning_details.as_deref(), Some(serde_json::Value::Array(a)) if !a.is_empty())
         || delta.tool_calls.iter().flatten().any(|c| {
             c.id.as_ref().is_some_and(|s| !s.0.is_empty())
                 || c.function.as_ref().is_some_and(|f| {
@@ -265,8 +265,8 @@ impl Accumulator {
         }
         if delta.reasoning_details.is_some() || delta.extra_content.is_some() {
             self.opaque.add(
-                delta.reasoning_details.as_ref(),
-                delta.extra_content.as_ref(),
+                delta.reasoning_details.as_deref(),
+                delta.extra_content.as_deref(),
             );
         }
         for call in delta.tool_calls.iter().flatten() {
@@ -316,7 +316,7 @@ impl Accumulator {
         }
         // Gemini sends the signature once, in one delta of the call.
         if slot.data.is_none() {
-            slot.data = call_data(call.extra_content.as_ref());
+            slot.data = call_data(call.extra_content.as_deref());
         }
         let Some(function) = &call.function else {
             return;

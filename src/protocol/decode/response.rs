@@ -48,8 +48,8 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     let mut reasoning = String::new();
     let mut opaque = Opaque::default();
     opaque.add(
-        message.reasoning_details.as_ref(),
-        message.extra_content.as_ref(),
+        message.reasoning_details.as_deref(),
+        message.extra_content.as_deref(),
     );
     let reasoning_content = message.reasoning_content.map(|s| s.0);
     if let Some(r) = &reasoning_content {
@@ -95,7 +95,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
                 None => (String::new(), String::new()),
             };
             let mut tool_call = ToolCall::new(id, name, arguments);
-            tool_call.provider_data = call_data(call.extra_content.as_ref());
+            tool_call.provider_data = call_data(call.extra_content.as_deref());
             tool_call
         })
         .collect();

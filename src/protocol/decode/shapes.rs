@@ -55,9 +55,11 @@ pub(super) struct Delta<'a> {
     pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
     /// OpenRouter's reasoning blocks, kept verbatim to send back (a list
     /// of objects; in a stream, each delta's list continues the last).
-    pub(super) reasoning_details: Option<serde_json::Value>,
+    /// Boxed, as the next: usually absent, and a `Value` inline would
+    /// make every delta larger to build and move.
+    pub(super) reasoning_details: Option<Box<serde_json::Value>>,
     /// Gemini's provider fields on the message, kept verbatim.
-    pub(super) extra_content: Option<serde_json::Value>,
+    pub(super) extra_content: Option<Box<serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -68,8 +70,8 @@ pub(super) struct CallDelta<'a> {
     #[serde(borrow)]
     pub(super) function: Option<FunctionDelta<'a>>,
     /// Gemini's provider fields on a call (`google.thought_signature`),
-    /// kept verbatim to send back with it.
-    pub(super) extra_content: Option<serde_json::Value>,
+    /// kept verbatim to send back with it. Boxed: usually absent.
+    pub(super) extra_content: Option<Box<serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
