@@ -4,9 +4,12 @@
 
 use std::collections::HashMap;
 
+use super::shapes::OpaqueDelta;
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, Opaque, call_data, completion, error_message, excerpt};
+use super::{
+    Completion, Fragment, Opaque, call_data, completion, error_message, excerpt, opaque_of,
+};
 use crate::protocol::error::DecodeError;
 use crate::{ToolCall, Usage};
 
@@ -45,7 +48,6 @@ fn carries_something(delta: &Delta<'_>) -> bool {
     text(delta.content.as_ref().map(|s| &*s.0))
         || text(delta.reasoning_content.as_ref().map(|s| &*s.0))
         || matches!(&delta.reasoning, Some(MaybeStr(Some(r))) if !r.is_empty())
-        || matches!(delta.reasoning_details.as_deref(), Some(serde_json::Value::Array(a)) if !a.is_empty())
         || delta.tool_calls.iter().flatten().any(|c| {
             c.id.as_ref().is_some_and(|s| !s.0.is_empty())
                 || c.function.as_ref().is_some_and(|f| {
@@ -162,10 +164,19 @@ impl Accumulator {
                 continue;
             }
             if let Some(delta) = &choice.delta {
-                if carries_something(delta) {
+                // Provider fields, read apart (rarely there).
+                let opaque = if delta.has_opaque() {
+                    opaque_of(data)
+                } else {
+                    None
+                };
+                let details = opaque.as_ref().is_some_and(|o| {
+                    matches!(&o.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
+                });
+                if details || carries_something(delta) {
                     self.progress += 1;
                 }
-                self.apply_delta(delta, on_fragment);
+                self.apply_delta(delta, opaque.as_ref(), on_fragment);
             }
             if let Some(Str(reason)) = &choice.finish_reason
                 && !reason.is_empty()
@@ -228,7 +239,12 @@ impl Accumulator {
         ))
     }
 
-    fn apply_delta(&mut self, delta: &Delta<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
+    fn apply_delta(
+        &mut self,
+        delta: &Delta<'_>,
+        opaque: Option<&OpaqueDelta>,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) {
         let Accumulator {
             think,
             content,
@@ -263,18 +279,17 @@ impl Accumulator {
                 None => emit(Fragment::Content(text)),
             }
         }
-        if delta.reasoning_details.is_some() || delta.extra_content.is_some() {
-            self.opaque.add(
-                delta.reasoning_details.as_deref(),
-                delta.extra_content.as_deref(),
-            );
+        if let Some(o) = opaque {
+            self.opaque
+                .add(o.reasoning_details.as_ref(), o.extra_content.as_ref());
         }
-        for call in delta.tool_calls.iter().flatten() {
-            self.apply_call(call);
+        for (i, call) in delta.tool_calls.iter().flatten().enumerate() {
+            self.apply_call(call, opaque.and_then(|o| o.call_extra(i)));
         }
     }
 
-    fn apply_call(&mut self, call: &CallDelta<'_>) {
+    /// `extra`: the call's `extra_content`, if the delta carried one.
+    fn apply_call(&mut self, call: &CallDelta<'_>, extra: Option<&serde_json::Value>) {
         let id = call.id.as_ref().map(|s| &*s.0).filter(|id| !id.is_empty());
         // Servers that omit `index` (some Ollama and proxy versions) send
         // the fragments of one call in a row: continue the last call unless
@@ -315,8 +330,8 @@ impl Accumulator {
             id.clone_into(&mut slot.id);
         }
         // Gemini sends the signature once, in one delta of the call.
-        if slot.data.is_none() {
-            slot.data = call_data(call.extra_content.as_deref());
+        if extra.is_some() && slot.data.is_none() {
+            slot.data = call_data(extra);
         }
         let Some(function) = &call.function else {
             return;

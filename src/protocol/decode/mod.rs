@@ -43,7 +43,10 @@
 //!   [`ToolCall::provider_data`]. The message's `provider_data` is set
 //!   whenever either is present, with empty `endpoint` and `model`: the
 //!   seam (`wire::stamp_origin`) fills in the request's API base and model,
-//!   which the decoder does not know.
+//!   which the decoder does not know. The fast shapes only note that such
+//!   a member is there (`shapes::Seen`, skipped like an unknown member);
+//!   only then is the text read again for them (`shapes::OpaqueBody`), so
+//!   streams without them decode as fast as before.
 //! - `data: [DONE]` ends the stream; data after it is ignored.
 //! - A chunk with an `error` member is a [`DecodeError::Protocol`]
 //!   (`server error in stream: ...`). A chunk that is not JSON is a
@@ -122,7 +125,11 @@ pub(super) struct Opaque {
 }
 
 impl Opaque {
-    /// Take the provider fields of one delta (or a whole message).
+    /// Take the provider fields of one delta (or a whole message). Out of
+    /// line and cold: most streams never carry any, and the delta loop
+    /// stays as small as it was without them.
+    #[cold]
+    #[inline(never)]
     pub(super) fn add(&mut self, reasoning_details: Option<&Value>, extra_content: Option<&Value>) {
         match reasoning_details {
             None | Some(Value::Null) => {}
@@ -163,7 +170,22 @@ impl Opaque {
     }
 }
 
+/// The provider fields of choice 0 of a chunk or response `text`, read
+/// again for them (called only when the first reading saw one: most texts
+/// have none). A text whose second reading fails has none.
+#[cold]
+#[inline(never)]
+fn opaque_of(text: &str) -> Option<shapes::OpaqueDelta> {
+    let body: shapes::OpaqueBody = serde_json::from_str(text).ok()?;
+    body.choices?
+        .into_iter()
+        .find(|c| c.index.unwrap_or(0) == 0)?
+        .delta
+}
+
 /// A tool call's provider fields as kept in [`ToolCall::provider_data`].
+#[cold]
+#[inline(never)]
 pub(super) fn call_data(extra_content: Option<&Value>) -> Option<Value> {
     let extra = extra_content.filter(|v| !v.is_null())?;
     let mut fields = Map::new();
