@@ -441,6 +441,48 @@ mod tests {
     }
 
     #[test]
+    fn provider_fields_odd_shapes() {
+        // `null` members are absent; a lone object where a list belongs is
+        // one item; a call's signature in a later delta without an index
+        // lands on the call it continues; an unparsable second reading
+        // (here impossible: same text) would simply yield none.
+        let (_, c) = ok(
+            false,
+            &[
+                delta(&json!({"content": "a", "reasoning_details": null, "extra_content": null})),
+                finish("stop"),
+            ],
+        );
+        assert_eq!(c.message.provider_data, None);
+        let (_, c) = ok(
+            false,
+            &[
+                delta(&json!({"reasoning_details": {"type": "reasoning.text", "text": "x"}})),
+                delta(
+                    &json!({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}]}),
+                ),
+                delta(
+                    &json!({"tool_calls": [{"extra_content": {"google": {"thought_signature": "s"}}}]}),
+                ),
+                delta(
+                    &json!({"tool_calls": [{"extra_content": {"google": {"thought_signature": "later"}}}]}),
+                ),
+                finish("tool_calls"),
+            ],
+        );
+        let data = c.message.provider_data.expect("provider data");
+        assert_eq!(
+            data.items,
+            [json!({"reasoning_details": [{"type": "reasoning.text", "text": "x"}]})]
+        );
+        assert_eq!((data.endpoint.as_str(), data.model.as_str()), ("", ""));
+        assert_eq!(
+            c.message.tool_calls[0].provider_data,
+            Some(json!({"extra_content": {"google": {"thought_signature": "s"}}}))
+        );
+    }
+
+    #[test]
     fn content_stream() {
         let (frags, c) = ok(
             false,
