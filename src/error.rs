@@ -35,7 +35,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Auth`](ErrorKind::Auth) | HTTP 401 or 403 ([`Error::Http`]) | no: fix the key |
 /// | [`RateLimit`](ErrorKind::RateLimit) | HTTP 429 ([`Error::Http`]) | later: the client already waited and retried |
 /// | [`ModelNotFound`](ErrorKind::ModelNotFound) | a 4xx whose message says the model does not exist (OpenAI's `model_not_found`, Ollama's `model "x" not found`) ([`Error::Http`]) | no: pick another model |
-/// | [`ImageUnsupported`](ErrorKind::ImageUnsupported) | a 4xx whose message says the model takes no images (llama-server without a vision projector, OpenAI's `image_url is only supported by certain models`, vLLM's `not a multimodal model`) ([`Error::Http`]) | not as is: another model, or the question without its images |
+/// | [`ImageUnsupported`](ErrorKind::ImageUnsupported) | a 4xx (or a 500, as llama-server sends it; not retried) whose message says the model takes no images (llama-server without a vision projector, OpenAI's `image_url is only supported by certain models`, vLLM's `not a multimodal model`) ([`Error::Http`]) | not as is: another model, or the question without its images |
 /// | [`ContextOverflow`](ErrorKind::ContextOverflow) | the conversation does not fit the model's window ([`Error::Http`], see [`is_context_overflow`](Error::is_context_overflow)) | not as is: compact or start afresh |
 /// | [`Server`](ErrorKind::Server) | any other 5xx ([`Error::Http`]) | later, or on another server |
 /// | [`Rejected`](ErrorKind::Rejected) | any other non-success status: a 4xx, a redirect ([`Error::Http`]) | no |
@@ -453,13 +453,14 @@ fn is_context_overflow(status: u16, message: &str) -> bool {
         || (status == 413 && (m.contains("token") || m.contains("context")))
 }
 
-/// Whether a 4xx says the model takes no images: the message names images
-/// (or vision, or multimodal input) and says they are not supported. Before
-/// the missing-model test: vLLM's "is not a multimodal model" names the
-/// model too. A 4xx about an image that is merely too large or broken is
-/// not this: it says nothing of support.
+/// Whether a 4xx (or a 500: llama-server's `image input is not supported`)
+/// says the model takes no images: the message names images (or vision,
+/// or multimodal input) and says they are not supported. Before the
+/// missing-model test: vLLM's "is not a multimodal model" names the model
+/// too. A 4xx about an image that is merely too large or broken is not
+/// this: it says nothing of support.
 fn is_image_unsupported(status: u16, message: &str) -> bool {
-    if !(400..=499).contains(&status) {
+    if !(400..=499).contains(&status) && status != 500 {
         return false;
     }
     let m = message.to_ascii_lowercase();
@@ -725,8 +726,14 @@ mod tests {
             http(400, "image exceeds 5 MB maximum").kind(),
             ErrorKind::Rejected
         );
+        // llama-server sends it as a 500; another 5xx is the server's own
+        // trouble.
         assert_eq!(
             http(500, "image input is not supported").kind(),
+            ErrorKind::ImageUnsupported
+        );
+        assert_eq!(
+            http(503, "image input is not supported").kind(),
             ErrorKind::Server
         );
     }

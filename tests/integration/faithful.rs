@@ -323,13 +323,15 @@ fn a_tool_attaches_an_image_to_its_result() {
     assert_valid_history(agent.messages());
 }
 
-/// A model without vision: its 400 is `ErrorKind::ImageUnsupported`, the
+/// A model without vision: its error is `ErrorKind::ImageUnsupported`, the
 /// history keeps the question, and a turn without images works.
 #[test]
 fn a_model_that_refuses_images_is_a_typed_error() {
     let server = FakeServer::start();
+    // What llama-server b11434 answers without a vision projector: a 500,
+    // which must not be retried.
     server.push(Reply::status(
-        400,
+        500,
         "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
     ));
     server.push(Reply::text("Text only, then."));
@@ -341,7 +343,8 @@ fn a_model_that_refuses_images_is_a_typed_error() {
         ))
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ImageUnsupported, "{err:?}");
-    assert_eq!(err.status(), Some(400));
+    assert_eq!(err.status(), Some(500));
+    assert_eq!(server.chat_requests().len(), 1, "not retried");
     agent.run_loop("Describe a cat instead.").unwrap();
 }
 
