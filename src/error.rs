@@ -35,6 +35,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Auth`](ErrorKind::Auth) | HTTP 401 or 403 ([`Error::Http`]) | no: fix the key |
 /// | [`RateLimit`](ErrorKind::RateLimit) | HTTP 429 ([`Error::Http`]) | later: the client already waited and retried |
 /// | [`ModelNotFound`](ErrorKind::ModelNotFound) | a 4xx whose message says the model does not exist (OpenAI's `model_not_found`, Ollama's `model "x" not found`) ([`Error::Http`]) | no: pick another model |
+/// | [`ImageUnsupported`](ErrorKind::ImageUnsupported) | a 4xx (or a 500, as llama-server sends it; not retried) whose message says the model takes no images (llama-server without a vision projector, OpenAI's `image_url is only supported by certain models`, vLLM's `not a multimodal model`) ([`Error::Http`]) | not as is: another model, or the question without its images |
 /// | [`ContextOverflow`](ErrorKind::ContextOverflow) | the conversation does not fit the model's window ([`Error::Http`], see [`is_context_overflow`](Error::is_context_overflow)) | not as is: compact or start afresh |
 /// | [`Server`](ErrorKind::Server) | any other 5xx ([`Error::Http`]) | later, or on another server |
 /// | [`Rejected`](ErrorKind::Rejected) | any other non-success status: a 4xx, a redirect ([`Error::Http`]) | no |
@@ -257,6 +258,8 @@ pub enum ErrorKind {
     RateLimit,
     /// The server does not have the model asked for.
     ModelNotFound,
+    /// The model takes no images, and the request carried some.
+    ImageUnsupported,
     /// The conversation does not fit the model's context window.
     ContextOverflow,
     /// The server failed (another 5xx).
@@ -492,6 +495,7 @@ fn http_kind(status: u16, message: &str) -> ErrorKind {
         401 | 403 => ErrorKind::Auth,
         429 => ErrorKind::RateLimit,
         _ if is_context_overflow(status, message) => ErrorKind::ContextOverflow,
+        _ if is_image_unsupported(status, message) => ErrorKind::ImageUnsupported,
         _ if is_model_not_found(status, message) => ErrorKind::ModelNotFound,
         500..=599 => ErrorKind::Server,
         _ => ErrorKind::Rejected,
@@ -515,6 +519,24 @@ fn is_context_overflow(status: u16, message: &str) -> bool {
         || m.contains("prompt too long")
         || m.contains("prompt is too long")
         || (status == 413 && (m.contains("token") || m.contains("context")))
+}
+
+/// Whether a 4xx (or a 500: llama-server's `image input is not supported`)
+/// says the model takes no images: the message names images (or vision,
+/// or multimodal input) and says they are not supported. Before the
+/// missing-model test: vLLM's "is not a multimodal model" names the model
+/// too. A 4xx about an image that is merely too large or broken is not
+/// this: it says nothing of support.
+fn is_image_unsupported(status: u16, message: &str) -> bool {
+    if !(400..=499).contains(&status) && status != 500 {
+        return false;
+    }
+    let m = message.to_ascii_lowercase();
+    (m.contains("image") || m.contains("vision") || m.contains("multimodal"))
+        && (m.contains("support")
+            || m.contains("not a multimodal")
+            || m.contains("mmproj")
+            || m.contains("invalid content type"))
 }
 
 /// Whether a 4xx says the model does not exist: OpenAI's and vLLM's `The
@@ -772,6 +794,36 @@ mod tests {
         assert_eq!(http(404, "File Not Found").kind(), ErrorKind::Rejected);
         assert_eq!(http(500, "model not found").kind(), ErrorKind::Server);
         assert_eq!(http(302, "").kind(), ErrorKind::Rejected);
+    }
+
+    #[test]
+    fn models_without_vision_as_servers_word_them() {
+        for message in [
+            "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
+            "Invalid content type. image_url is only supported by certain models.",
+            "Qwen/Qwen3-8B is not a multimodal model",
+            "This model does not support image input.",
+        ] {
+            assert_eq!(
+                http(400, message).kind(),
+                ErrorKind::ImageUnsupported,
+                "{message}"
+            );
+        }
+        assert_eq!(
+            http(400, "image exceeds 5 MB maximum").kind(),
+            ErrorKind::Rejected
+        );
+        // llama-server sends it as a 500; another 5xx is the server's own
+        // trouble.
+        assert_eq!(
+            http(500, "image input is not supported").kind(),
+            ErrorKind::ImageUnsupported
+        );
+        assert_eq!(
+            http(503, "image input is not supported").kind(),
+            ErrorKind::Server
+        );
     }
 
     #[test]

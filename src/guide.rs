@@ -3,7 +3,8 @@
 //! This module holds documentation only. Every snippet is a doc test that
 //! runs against [`FakeServer`](crate::testing::FakeServer), a scripted
 //! OpenAI-compatible server on 127.0.0.1, and asserts what it shows; only the
-//! last chapter's snippets need a real model server and are not run.
+//! snippets marked `no_run` in the last two chapters need a real model
+//! server (or a provider's key) and are not run.
 //!
 //! 1. [Getting started](#getting-started)
 //! 2. [Writing tools](#writing-tools)
@@ -18,6 +19,7 @@
 //! 10. [Conversations longer than the window](#conversations-longer-than-the-window)
 //! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
 //! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
+//! 13. [One agent, three APIs](#one-agent-three-apis)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -798,3 +800,86 @@
 //! against it. A 135M model is a toy: it calls tools erratically. For real
 //! use, pick a model trained for tool calling (Qwen3, Llama 3.1+, Mistral)
 //! and keep `--jinja` on llama.cpp.
+//!
+//! # One agent, three APIs
+//!
+//! A transport names its wire format ([`Api`](crate::Api)): OpenAI's chat
+//! completions (the default, spoken by nearly every server), Anthropic's
+//! Messages API, or OpenAI's Responses API. Nothing else changes: the
+//! loop, tools, events, history and the rest work the same on all three,
+//! and [`run_loop_with`](crate::Agent::run_loop_with) moves a conversation
+//! from one to another between turns.
+//!
+//! ```no_run
+//! use pikuri::{Agent, Api, ChatTransport, builtin};
+//!
+//! let claude = ChatTransport::new("claude-sonnet-4-5")
+//!     .with_api(Api::AnthropicMessages) // https://api.anthropic.com/v1
+//!     .with_api_key(std::env::var("ANTHROPIC_API_KEY").unwrap_or_default());
+//! let gpt = ChatTransport::new("gpt-5")
+//!     .with_api(Api::OpenAiResponses)
+//!     .with_api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default());
+//! let gemini = ChatTransport::new("gemini-3-pro-preview") // chat completions
+//!     .with_api_base("https://generativelanguage.googleapis.com/v1beta/openai")
+//!     .with_api_key(std::env::var("GEMINI_API_KEY").unwrap_or_default());
+//!
+//! let mut agent = Agent::builder(claude).add_tool(builtin::calculator()).build()?;
+//! agent.run_loop("What is 2^16?")?;
+//! agent.run_loop_with("And 2^17?", gpt)?; // the history translates
+//! agent.run_loop_with("And 2^18?", gemini)?;
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! What a provider returned for itself alone (Anthropic's thinking
+//! signatures, the Responses API's encrypted reasoning, Gemini's thought
+//! signatures, OpenRouter's `reasoning_details`) is kept in the history as
+//! [`ProviderData`](crate::ProviderData) and sent back only to the API,
+//! API base and model that issued it: a switch drops it, the text and the
+//! tool calls go on. Images ([`Message::user_with_images`](crate::Message::user_with_images),
+//! [`ToolContext::attach_image`](crate::ToolContext::attach_image)) go to
+//! every API, each in its own encoding; a model that takes none fails the
+//! turn with [`ErrorKind::ImageUnsupported`](crate::ErrorKind::ImageUnsupported).
+//!
+//! The same switch, run here against the scripted server over chat
+//! completions (two models; a thought signature, and an image):
+//!
+//! ```
+//! use pikuri::{Agent, Image, Message};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//!
+//! let server = FakeServer::start();
+//! // The first model calls a tool and signs the call, as Gemini does.
+//! server.push(Reply::raw_sse(concat!(
+//!     r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","#,
+//!     r#""extra_content":{"google":{"thought_signature":"c2ln"}},"#,
+//!     r#""function":{"name":"look","arguments":"{}"}}]}}]}"#, "\n\n",
+//!     r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#, "\n\n",
+//!     "data: [DONE]\n\n",
+//! )));
+//! server.push(Reply::text("A red pixel."));
+//! server.push(Reply::text("Yes, red."));
+//! let look = FnTool::new("look", "Looks closer.", Parameters::empty(), |_, _| {
+//!     Ok("It is red.".to_string())
+//! });
+//! let mut agent = Agent::builder(server.transport()).add_tool(look).build()?;
+//!
+//! let pixel = Image::from_bytes(b"GIF89a\x01\0\x01\0\0\0\0;")?;
+//! agent.run_loop_message(Message::user_with_images("What is this?", vec![pixel]))?;
+//! // The same model gets its signature back with the call.
+//! let sent = server.chat_requests()[1].messages();
+//! assert_eq!(sent[1]["tool_calls"][0]["extra_content"]["google"]["thought_signature"], "c2ln");
+//!
+//! // Another model (with a real provider, another API too).
+//! let other = server.transport().with_model("another-model");
+//! agent.run_loop_with("Are you sure?", other)?;
+//! let sent = server.chat_requests()[2].messages();
+//! assert_eq!(sent[0]["content"][1]["type"], "image_url"); // the image goes on
+//! assert_eq!(sent[1]["tool_calls"][0]["id"], "c1"); // so does the call
+//! assert!(sent[1]["tool_calls"][0].get("extra_content").is_none()); // not the signature
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! The chat example speaks all three: `--api chat|anthropic|responses` (or
+//! `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
+//! `/image` to attach a picture.

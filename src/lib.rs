@@ -122,7 +122,7 @@
 //! timeouts, protocol violations, truncated streams, cancellation and an
 //! exhausted step budget. Branch on [`Error::kind`], a stable
 //! [`ErrorKind`] (`Connect`, `Timeout`, `Auth`, `RateLimit`,
-//! `ModelNotFound`, `ContextOverflow`, `Server`, `Protocol`, `Cancelled`,
+//! `ModelNotFound`, `ImageUnsupported`, `ContextOverflow`, `Server`, `Protocol`, `Cancelled`,
 //! `InvalidInput`...; the table on [`Error`] says when each occurs and
 //! whether trying again helps). An error about a server names the URL it
 //! was talking to, with user info and query values redacted, and its
@@ -374,6 +374,7 @@ mod agent;
 mod control;
 mod error;
 mod event;
+mod image;
 mod listener;
 mod media_type;
 mod message;

@@ -109,6 +109,13 @@ impl ProviderData {
 }
 
 /// An image in a user message or a tool result.
+///
+/// Made with [`Image::from_bytes`], [`Image::from_file`] or
+/// [`Image::from_url`] (bounded by [`Image::MAX_BYTES`]); sent with
+/// [`Message::user_with_images`] and
+/// [`Agent::run_loop_message`](crate::Agent::run_loop_message), or by a
+/// tool through [`ToolContext::attach_image`](crate::ToolContext::attach_image).
+/// Kept in the history and its export.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Image {
@@ -440,6 +447,24 @@ impl Message {
     /// A user message.
     pub fn user(content: impl Into<String>) -> Message {
         Message::with_role(Role::User, content.into())
+    }
+
+    /// A user message with images, sent after the text (send it with
+    /// [`Agent::run_loop_message`](crate::Agent::run_loop_message)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Image, Message};
+    /// let photo = Image::from_url("https://example.com/cat.png")?;
+    /// let m = Message::user_with_images("What is this?", vec![photo]);
+    /// assert_eq!(m.images.len(), 1);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn user_with_images(content: impl Into<String>, images: Vec<Image>) -> Message {
+        let mut m = Message::with_role(Role::User, content.into());
+        m.images = images;
+        m
     }
 
     /// An assistant message with text and no tool calls.

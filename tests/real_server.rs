@@ -828,3 +828,31 @@ fn responses_cancel_mid_stream_then_next_turn() {
     assert_eq!(out.stop_reason, StopReason::Completed);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
 }
+
+/// Issue 29, item 6: an image sent to the CI model (SmolLM2, served
+/// without a vision projector) is `ErrorKind::ImageUnsupported`, sent once
+/// (llama-server answers with a 500, which is otherwise retried), and the
+/// next turn without images works.
+#[test]
+fn chat_image_to_a_model_without_vision_is_a_typed_error() {
+    let rec = InMemoryEventList::new();
+    let Some(cfg) = builder(&rec) else { return };
+    let mut agent = cfg.build().unwrap();
+    let pixel = pikuri::Image::from_bytes(
+        b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;",
+    )
+    .unwrap();
+    let err = agent
+        .run_loop_message(Message::user_with_images("What is this?", vec![pixel]))
+        .unwrap_err();
+    assert_eq!(err.kind(), pikuri::ErrorKind::ImageUnsupported, "{err:?}");
+    let retries = rec
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Retrying { .. }))
+        .count();
+    assert_eq!(retries, 0);
+    agent.clear_conversation();
+    let out = agent.run_loop("Say hello.").unwrap();
+    assert!(out.answer.is_some_and(|a| !a.trim().is_empty()));
+}

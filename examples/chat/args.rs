@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use pikuri::{ChatTransport, OnExhausted};
+use pikuri::{Api, ChatTransport, OnExhausted};
 
 use crate::Failure;
 use crate::mcp::{self, McpSpec};
@@ -21,7 +21,16 @@ Options:
                             a real local model instead)
       --model NAME          model id [env: OPENAI_MODEL]; default: the first id
                             listed at <base-url>/models
-      --api-key KEY         sent as a bearer token [env: OPENAI_API_KEY]
+      --api-key KEY         sent as a bearer token (x-api-key for anthropic)
+                            [env: OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic]
+      --api API             the wire format: chat (chat completions), anthropic
+                            (Anthropic Messages) or responses (OpenAI Responses)
+                            [env: PIKURI_API] [default: chat]; with anthropic,
+                            ANTHROPIC_BASE_URL is read first, and
+                            ANTHROPIC_API_KEY alone means Anthropic's own API
+      --image FILE          attach a PNG, JPEG, GIF or WebP image (at most 20 MiB)
+                            to the first message (-p or the first line);
+                            repeatable
       --system TEXT         system prompt
       --no-stream           wait for whole responses instead of streaming them
       --max-steps N         tool calls allowed per turn [default: 20]
@@ -71,6 +80,8 @@ Interactive chat:
   Ctrl+C cancels the running turn. Pressed a second time with nothing typed
   in between (after a cancel, or twice at the prompt), it exits.
   /model NAME   use model NAME from the next turn on (the conversation stays)
+  /api API      speak chat, anthropic or responses from the next turn on
+  /image FILE   attach an image to the next message
   /reset        clear the conversation
   /compact      summarize the older turns now
   /usage        tokens of the last turn and of the whole conversation
@@ -92,6 +103,8 @@ Exit status:
 
 pub(crate) const COMMANDS: &str = "\
 /model NAME   use model NAME from the next turn on
+/api API      speak chat, anthropic or responses from the next turn on
+/image FILE   attach an image to the next message
 /reset        clear the conversation
 /compact      summarize the older turns now
 /usage        tokens of the last turn and of the whole conversation
@@ -138,6 +151,10 @@ pub(crate) struct Options {
     pub(crate) searxng: Option<String>,
     /// `(api base, model)` of each fallback, in order.
     pub(crate) fallbacks: Vec<(String, Option<String>)>,
+    /// `--api` or `PIKURI_API`.
+    pub(crate) api: Api,
+    /// `--image`: files attached to the first message.
+    pub(crate) images: Vec<PathBuf>,
 }
 
 impl Options {
@@ -164,7 +181,10 @@ impl Options {
             subagents: false,
             searxng: None,
             fallbacks: Vec::new(),
+            api: Api::ChatCompletions,
+            images: Vec::new(),
         };
+        let mut api = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let (flag, inline) = match arg.split_once('=') {
@@ -188,6 +208,8 @@ impl Options {
                 "--base-url" => o.base_url = Some(value()?),
                 "--model" => o.model = Some(value()?),
                 "--api-key" => o.api_key = Some(value()?),
+                "--api" => api = Some(parse_api(&flag, &value()?)?),
+                "--image" => o.images.push(PathBuf::from(value()?)),
                 "--system" => o.system = value()?,
                 "--max-steps" => o.max_steps = positive(&flag, &value()?)?,
                 "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
@@ -206,6 +228,20 @@ impl Options {
         }
         if o.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
             return Err(usage("-p needs a non-blank message".to_string()));
+        }
+        o.api = match api {
+            Some(api) => api,
+            None => env("PIKURI_API")
+                .map_or(Ok(Api::ChatCompletions), |v| parse_api("PIKURI_API", &v))?,
+        };
+        // Anthropic's SDK variables first when speaking its API; its key
+        // alone means its own endpoint.
+        if o.api == Api::AnthropicMessages {
+            o.api_key = o.api_key.or_else(|| env("ANTHROPIC_API_KEY"));
+            o.base_url = o.base_url.or_else(|| env("ANTHROPIC_BASE_URL"));
+            if o.base_url.is_none() && o.api_key.is_some() {
+                o.base_url = Some("https://api.anthropic.com/v1".to_string());
+            }
         }
         o.base_url = o.base_url.or_else(|| env("OPENAI_BASE_URL"));
         o.model = o.model.or_else(|| env("OPENAI_MODEL"));
@@ -226,6 +262,18 @@ impl Options {
             }
         }
         Ok(Some(o))
+    }
+}
+
+/// `chat`, `anthropic` or `responses` (the long names too).
+pub(crate) fn parse_api(what: &str, text: &str) -> Result<Api, Failure> {
+    match text.trim() {
+        "chat" | "chat_completions" => Ok(Api::ChatCompletions),
+        "anthropic" | "anthropic_messages" => Ok(Api::AnthropicMessages),
+        "responses" | "openai_responses" => Ok(Api::OpenAiResponses),
+        _ => Err(usage(format!(
+            "{what} is chat, anthropic or responses, got `{text}`"
+        ))),
     }
 }
 

@@ -5,6 +5,8 @@
 //! cargo run --example chat -- -p "What is 17*23?"           # one turn, answer on stdout
 //! OPENAI_BASE_URL=http://127.0.0.1:8080/v1 cargo run --example chat   # llama.cpp, Ollama…
 //! scripts/chat-local.sh                                     # llama.cpp + SmolLM2, built here
+//! ANTHROPIC_API_KEY=... cargo run --example chat -- --api anthropic --model claude-sonnet-4-5
+//! cargo run --example chat -- --image photo.png -p "What is in this picture?"
 //! cargo run --example chat -- --help                        # every option, exit codes
 //! ```
 //!
@@ -43,6 +45,11 @@
 //!   the `> ` prompt never lands in the middle of an answer. The Terminal and
 //!   the TokenLog share one listener thread ([`console::Console`]) so that
 //!   the token line (one per turn) never lands in the middle of one either.
+//! - `--api` (or `PIKURI_API`) picks the wire format, applied with
+//!   [`ChatTransport::with_api`]; `/api NAME` switches it from the next turn
+//!   on, like `/model`. `--image` and `/image` load the file at once (so a
+//!   file too large or not an image is reported before anything is sent)
+//!   and send it with the next message ([`Agent::run_loop_message_with`]).
 //! - `/model NAME` keeps the new transport pending and hands it to
 //!   [`Agent::run_loop_with`] on the next turn (the history survives).
 //!   After a turn, the pending transport is the agent's own, so a turn that
@@ -72,7 +79,7 @@ use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Cancellable, ChatTransport, Interloper, StepLimit, Tool};
+use pikuri::{Agent, Api, Cancellable, ChatTransport, Image, Interloper, Message, StepLimit, Tool};
 
 use crate::args::{HELP, Options};
 use crate::console::{AnswerOut, Console, Printed};
@@ -164,7 +171,8 @@ fn run() -> Result<u8, Failure> {
         let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
         let mut agent = agent.add_listener(out).build()?;
         finish_interrupted(&mut agent)?;
-        return one_shot(&mut agent, prompt, &printed).map(|()| 0);
+        let message = Message::user_with_images(prompt.clone(), load_images(&opts.images)?);
+        return one_shot(&mut agent, message, &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
     let mut agent = configure(&opts, backend.transport.clone(), &cancellable)?
@@ -173,7 +181,14 @@ fn run() -> Result<u8, Failure> {
         .add_listener(Console::new())
         .build()?;
     finish_interrupted(&mut agent)?;
-    Repl::run(agent, backend.transport.clone(), cancellable, interloper)
+    let images = load_images(&opts.images)?;
+    Repl::run(
+        agent,
+        backend.transport.clone(),
+        cancellable,
+        interloper,
+        images,
+    )
 }
 
 /// SIGTERM or SIGHUP (a service manager, a closed terminal) ends the chat
@@ -213,14 +228,18 @@ impl Backend {
             eprintln!("no --base-url or OPENAI_BASE_URL: using the built-in demo model");
             let server = demo::start(opts.model.as_deref())
                 .map_err(|e| Failure::Other(format!("cannot start the demo model: {e}")))?;
-            let transport = server.transport().with_context_window(opts.context_window);
+            let transport = server
+                .transport()
+                .with_api(opts.api)
+                .with_context_window(opts.context_window);
             return Ok(Backend {
                 transport,
                 _demo: Some(server),
             });
         };
         let mut transport = ChatTransport::new(opts.model.clone().unwrap_or_default())
-            .with_provider("openai")
+            .with_provider(provider(opts.api))
+            .with_api(opts.api)
             .with_api_base(base.trim_end_matches('/'))
             .with_context_window(opts.context_window);
         if let Some(key) = &opts.api_key {
@@ -260,7 +279,8 @@ fn configure(
                 .clone()
                 .or_else(|| transport.model().map(str::to_string));
             let mut t = ChatTransport::new(model.unwrap_or_default())
-                .with_provider("openai")
+                .with_provider(provider(opts.api))
+                .with_api(opts.api)
                 .with_api_base(url.clone());
             if let Some(key) = &opts.api_key {
                 t = t.with_api_key(key.clone());
@@ -334,6 +354,23 @@ fn finish_interrupted(agent: &mut Agent) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The provider hint for an API.
+fn provider(api: Api) -> &'static str {
+    if api == Api::AnthropicMessages {
+        "anthropic"
+    } else {
+        "openai"
+    }
+}
+
+/// The images of `paths`, or why one cannot be sent.
+pub(crate) fn load_images(paths: &[PathBuf]) -> Result<Vec<Image>, Failure> {
+    paths
+        .iter()
+        .map(|p| Image::from_file(p).map_err(|e| Failure::Other(e.to_string())))
+        .collect()
+}
+
 fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {
     let write: Arc<dyn Tool> = Arc::new(approve::write_file(root.to_path_buf()));
     builtin::all(root)
@@ -345,8 +382,8 @@ fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {
 
 /// `-p`: one turn, the answer alone on stdout. [`AnswerOut`] streamed it
 /// already; this ends its line, or prints it when nothing was streamed.
-fn one_shot(agent: &mut Agent, prompt: &str, printed: &Mutex<Printed>) -> Result<(), Failure> {
-    let result = agent.run_loop(prompt);
+fn one_shot(agent: &mut Agent, message: Message, printed: &Mutex<Printed>) -> Result<(), Failure> {
+    let result = agent.run_loop_message(message);
     // `run_loop` returned: every listener has handled every event.
     let printed = printed.lock().unwrap_or_else(PoisonError::into_inner);
     let mut out = io::stdout().lock();

@@ -7,7 +7,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 
 use pikuri::listeners::sanitize;
-use pikuri::{Agent, Cancellable, ChatTransport, History, Interloper, Outcome, Usage};
+use pikuri::{
+    Agent, Cancellable, ChatTransport, History, Image, Interloper, Message, Outcome, Usage,
+};
 
 use crate::Failure;
 use crate::approve::Answers;
@@ -45,6 +47,8 @@ pub(crate) struct Repl {
     interrupted: bool,
     /// The `> ` prompt is on screen, waiting for input.
     prompted: bool,
+    /// Images for the next message (`--image`, `/image`).
+    images: Vec<Image>,
 }
 
 impl Repl {
@@ -53,6 +57,7 @@ impl Repl {
         transport: ChatTransport,
         cancellable: Cancellable,
         interloper: Interloper,
+        images: Vec<Image>,
     ) -> Result<u8, Failure> {
         let (tx, rx) = mpsc::channel();
         let interrupts = tx.clone();
@@ -78,6 +83,7 @@ impl Repl {
             held: VecDeque::new(),
             interrupted: false,
             prompted: false,
+            images,
         };
         loop {
             repl.show_prompt();
@@ -195,8 +201,9 @@ impl Repl {
         let transport = self.transport.clone();
         let tx = self.tx.clone();
         self.answers.set_turn(true);
+        let message = Message::user_with_images(message, std::mem::take(&mut self.images));
         thread::spawn(move || {
-            let result = agent.run_loop_with(&message, transport);
+            let result = agent.run_loop_message_with(message, transport);
             let _ = tx.send(Input::TurnDone(Box::new(agent), result));
         });
     }
@@ -250,6 +257,8 @@ impl Repl {
             ("quit" | "exit", _) => return Some(0),
             ("help", _) => Ok(COMMANDS.to_string()),
             ("model", _) => Ok(self.switch_model(arg)),
+            ("api", _) => self.switch_api(arg),
+            ("image", _) => self.attach(arg),
             ("reset", Some(agent)) => {
                 agent.clear_conversation();
                 self.last_turn = None;
@@ -289,6 +298,28 @@ impl Repl {
             Err(e) => eprintln!("error: {}", sanitize(&e)),
         }
         None
+    }
+
+    fn switch_api(&mut self, name: &str) -> Result<String, String> {
+        if name.is_empty() {
+            return Ok(format!("(api: {})", self.transport.api()));
+        }
+        let api = crate::args::parse_api("/api", name).map_err(|e| e.message())?;
+        self.transport = self.transport.clone().with_api(api);
+        Ok(format!("({api} from the next turn on)"))
+    }
+
+    /// `/image FILE`: checked now (format, size), sent with the next line.
+    fn attach(&mut self, path: &str) -> Result<String, String> {
+        if path.is_empty() {
+            return Err("/image needs a file".to_string());
+        }
+        let image = Image::from_file(path).map_err(|e| e.to_string())?;
+        self.images.push(image);
+        Ok(format!(
+            "({} image(s) attached to the next message)",
+            self.images.len()
+        ))
     }
 
     fn switch_model(&mut self, model: &str) -> String {

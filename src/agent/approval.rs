@@ -14,7 +14,7 @@ use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
 use crate::journal::Record;
 use crate::tool;
-use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
+use crate::{Cancellable, Error, Event, Image, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.
@@ -192,10 +192,15 @@ pub(crate) fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
-/// Run a prepared call; the observation for its tool message.
-pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared) -> String {
+/// Run a prepared call; the observation for its tool message and the
+/// images the tool attached ([`ToolContext::attach_image`]).
+pub(crate) fn run_prepared(
+    shared: &Shared,
+    call: &ToolCall,
+    prepared: Prepared,
+) -> (String, Vec<Image>) {
     match prepared {
-        Prepared::Done(observation) => observation,
+        Prepared::Done(observation) => (observation, Vec::new()),
         Prepared::Ready { tool, args, edited } => {
             let mut key = None;
             if let Some(journal) = shared.journal.get() {
@@ -206,7 +211,10 @@ pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
                     call_id: call.id.as_str().into(),
                 };
                 if let Err(e) = journal.append(&start) {
-                    return format!("Error: not run: the run journal failed: {e}");
+                    return (
+                        format!("Error: not run: the run journal failed: {e}"),
+                        Vec::new(),
+                    );
                 }
                 key = Some(journal.key(&call.id));
             }
@@ -217,19 +225,18 @@ pub(crate) fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared)
             )
             .with_idempotency_key(key);
             let out = tool::invoke(&*tool, &args, &cx);
-            if edited {
+            let out = if edited {
                 format!(
                     "Note: your arguments were edited before the call; the tool ran with {args}\n{out}"
                 )
             } else {
                 out
-            }
+            };
+            (out, cx.take_images())
         }
     }
 }
 
-/// The calls of the trailing assistant message that no tool message after
-/// it answers (only tool messages may follow it).
 /// A decision as the journal records it.
 fn decision_name(d: &Decision) -> String {
     match d {
@@ -240,6 +247,8 @@ fn decision_name(d: &Decision) -> String {
     }
 }
 
+/// The calls of the trailing assistant message that no tool message after
+/// it answers (only tool messages may follow it).
 pub(crate) fn unanswered(messages: &[Message]) -> Vec<&ToolCall> {
     let tail = messages
         .iter()

@@ -477,6 +477,23 @@ impl Configurator {
 
     /// An extra top-level request field, e.g. `("temperature", json!(0))` or
     /// `("tool_choice", json!("auto"))`.
+    ///
+    /// OpenAI's prompt caching is steered this way too: a stable
+    /// `("prompt_cache_key", json!("user-42"))` routes requests that share
+    /// a prefix to the same cache (chat completions and Responses); the
+    /// tokens served from it come back in [`Usage::cached`](crate::Usage::cached).
+    /// No typed switch: the field is OpenAI's alone and passes through as
+    /// given.
+    ///
+    /// ```
+    /// use pikuri::{Agent, ChatTransport};
+    /// use serde_json::json;
+    /// let agent = Agent::builder(ChatTransport::new("gpt-5"))
+    ///     .request_field("prompt_cache_key", json!("user-42"))
+    ///     .build()?;
+    /// # let _ = agent;
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
     pub fn request_field(mut self, name: impl Into<String>, value: Value) -> Configurator {
         self.options.extra.insert(name.into(), value);
         self

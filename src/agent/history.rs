@@ -6,10 +6,24 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Message, Result, Role};
+use crate::{Error, Image, ImageSource, Message, Result, Role};
 
-/// The format version written by [`History::to_json`].
-const VERSION: u32 = 1;
+/// The newest format version: 2 added [`Message::images`],
+/// [`Message::provider_data`] and [`ToolCall::provider_data`](crate::ToolCall::provider_data).
+const VERSION: u32 = 2;
+
+/// The version a conversation is written with: the oldest that holds it, so
+/// a conversation without images or provider data stays readable by a
+/// pikuri that knows only version 1 (which would drop the new fields, not
+/// refuse them: better refused).
+fn version_for(messages: &[Message]) -> u32 {
+    let uses_v2 = messages.iter().any(|m| {
+        !m.images.is_empty()
+            || m.provider_data.is_some()
+            || m.tool_calls.iter().any(|c| c.provider_data.is_some())
+    });
+    if uses_v2 { VERSION } else { 1 }
+}
 
 /// A valid conversation as a value: its messages, each assistant message with
 /// its token usage and model.
@@ -38,7 +52,12 @@ const VERSION: u32 = 1;
 ///   first;
 /// - every tool message answers an open call;
 /// - tool calls only on assistant messages, a call id only on tool messages;
-/// - the format version is 1 (serde and `parse`).
+/// - images only on user and tool messages, each at most
+///   [`Image::MAX_BYTES`](crate::Image::MAX_BYTES) and, when inline, in
+///   standard base64;
+/// - the format version is 1 or 2 (serde and `parse`): files written by
+///   earlier versions load. [`to_json`](History::to_json) writes version 1
+///   unless a message carries images or provider data (version 2).
 ///
 /// Unknown roles and malformed JSON fail in deserialization, and so does a
 /// token figure that is not a `u64`. Token figures are not checked further:
@@ -84,12 +103,12 @@ impl TryFrom<Unchecked> for History {
     type Error = String;
 
     fn try_from(raw: Unchecked) -> std::result::Result<History, String> {
-        if raw.version != VERSION {
+        if !(1..=VERSION).contains(&raw.version) {
             return Err(format!("unsupported version {}", raw.version));
         }
         validate(&raw.messages)?;
         Ok(History {
-            version: VERSION,
+            version: version_for(&raw.messages),
             messages: raw.messages,
         })
     }
@@ -99,7 +118,7 @@ impl TryFrom<Unchecked> for History {
 impl Default for History {
     fn default() -> History {
         History {
-            version: VERSION,
+            version: 1,
             messages: Vec::new(),
         }
     }
@@ -115,7 +134,7 @@ impl History {
     pub fn new(messages: Vec<Message>) -> Result<History> {
         validate(&messages).map_err(Error::History)?;
         Ok(History {
-            version: VERSION,
+            version: version_for(&messages),
             messages,
         })
     }
@@ -130,7 +149,7 @@ impl History {
     /// tests pin.
     pub(crate) fn from_agent(messages: Vec<Message>) -> History {
         History {
-            version: VERSION,
+            version: version_for(&messages),
             messages,
         }
     }
@@ -171,6 +190,22 @@ fn validate(messages: &[Message]) -> std::result::Result<(), String> {
     for (i, m) in messages.iter().enumerate() {
         if m.role != Role::Assistant && !m.tool_calls.is_empty() {
             return fail(i, format!("tool calls on a {} message", m.role.as_str()));
+        }
+        if !m.images.is_empty() && !matches!(m.role, Role::User | Role::Tool) {
+            return fail(i, format!("images on a {} message", m.role.as_str()));
+        }
+        for image in &m.images {
+            if let ImageSource::Base64(data) = &image.source {
+                if data.len() / 4 * 3 > Image::MAX_BYTES {
+                    return fail(i, format!("an image of over {} bytes", Image::MAX_BYTES));
+                }
+                if !data
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                {
+                    return fail(i, "an image whose data is not base64".to_string());
+                }
+            }
         }
         if m.role != Role::Tool && m.tool_call_id.is_some() {
             return fail(

@@ -42,7 +42,8 @@ use crate::journal::{Cut, Record};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::tool::JsonSchema;
 use crate::{
-    ChatTransport, Error, Event, Message, OnExhausted, Result, Role, StopReason, Tool, ToolCall,
+    ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
+    ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -98,7 +99,48 @@ impl Agent {
     /// question twice (the first copy is still in the history, unanswered);
     /// [`retry_turn`](Agent::retry_turn) is the way to retry.
     pub fn run_loop(&mut self, user_message: &str) -> Result<Outcome> {
-        self.run_turn(user_message, None)
+        self.run_turn(Message::user(user_message), None)
+    }
+
+    /// Like [`run_loop`](Agent::run_loop), with a user message built by the
+    /// host: one with images ([`Message::user_with_images`]). The images
+    /// stay in the history; a model that takes none fails the turn with
+    /// [`ErrorKind::ImageUnsupported`](crate::ErrorKind::ImageUnsupported).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `message` is not a user message, or has
+    /// neither text nor images. Otherwise as [`run_loop`](Agent::run_loop).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Image, Message};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("A cat."));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let photo = Image::from_bytes(b"GIF89a\x01\0\x01\0\0\0\0;")?;
+    /// let outcome = agent.run_loop_message(Message::user_with_images("What is it?", vec![photo]))?;
+    /// assert_eq!(outcome.answer.as_deref(), Some("A cat."));
+    /// let sent = &server.chat_requests()[0].messages()[0];
+    /// assert_eq!(sent["content"][0], serde_json::json!({"type": "text", "text": "What is it?"}));
+    /// assert!(sent["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/gif;base64,"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn run_loop_message(&mut self, message: Message) -> Result<Outcome> {
+        self.run_turn(message, None)
+    }
+
+    /// [`run_loop_message`](Agent::run_loop_message) after a switch to
+    /// `transport`, as [`run_loop_with`](Agent::run_loop_with) does.
+    pub fn run_loop_message_with(
+        &mut self,
+        message: Message,
+        transport: ChatTransport,
+    ) -> Result<Outcome> {
+        self.run_turn(message, Some(transport))
     }
 
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
@@ -110,7 +152,7 @@ impl Agent {
         user_message: &str,
         transport: ChatTransport,
     ) -> Result<Outcome> {
-        self.run_turn(user_message, Some(transport))
+        self.run_turn(Message::user(user_message), Some(transport))
     }
 
     /// Run the latest turn again, from where it failed, without adding the
@@ -570,24 +612,30 @@ impl Agent {
 
 impl Agent {
     /// A run started by a user message: the boundaries in order.
-    fn run_turn(
-        &mut self,
-        user_message: &str,
-        transport: Option<ChatTransport>,
-    ) -> Result<Outcome> {
+    fn run_turn(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<Outcome> {
         self.ensure_open()?;
-        self.turn_start(user_message, transport)?;
+        let user_message = message.content.clone();
+        self.turn_start(message, transport)?;
         let mut run = Run::default();
         let result = self.rounds(&mut run);
-        self.turn_end(result, run.steps, user_message)
+        self.turn_end(result, run.steps, &user_message)
     }
 
     /// Boundary 1, turn start: the model switch, fresh controls, the user
     /// message appended and announced, the extensions' hooks.
-    fn turn_start(&mut self, user_message: &str, transport: Option<ChatTransport>) -> Result<()> {
-        if user_message.trim().is_empty() {
+    fn turn_start(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<()> {
+        if message.role != Role::User {
+            return Err(Error::invalid(format!(
+                "a turn starts with a user message, not a {} message",
+                message.role.as_str()
+            )));
+        }
+        // An image alone is a question ("what is this?").
+        if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
+        let user_message = message.content.clone();
+        let user_message = user_message.as_str();
         if let Some(t) = transport {
             t.check()?;
             self.apply_transport(t);
@@ -601,7 +649,7 @@ impl Agent {
             content: user_message.into(),
         })?;
         self.turn_start = self.messages.len();
-        self.messages.push(Message::user(user_message));
+        self.messages.push(message);
         self.emit(Event::UserTurn {
             agent: self.agent_id(),
             content: user_message.to_string(),
@@ -903,8 +951,8 @@ impl Agent {
                     gated.push((call, prepared));
                 }
                 Ok(Verdict::Go(prepared)) => {
-                    let out = run_prepared(&self.shared, call, prepared);
-                    self.answer_call(call, out, true);
+                    let (out, images) = run_prepared(&self.shared, call, prepared);
+                    self.answer_call_with(call, out, images, true);
                 }
             }
         }
@@ -978,7 +1026,7 @@ impl Agent {
         if gated.is_empty() {
             return;
         }
-        let outputs: Vec<(&ToolCall, String)> = std::thread::scope(|s| {
+        let outputs: Vec<(&ToolCall, (String, Vec<Image>))> = std::thread::scope(|s| {
             let shared = &*self.shared;
             let handles: Vec<_> = gated
                 .into_iter()
@@ -989,19 +1037,30 @@ impl Agent {
                 .map(|(call, h)| {
                     let out = h
                         .join()
-                        .unwrap_or_else(|_| "Error: the tool panicked".to_string());
+                        .unwrap_or_else(|_| ("Error: the tool panicked".to_string(), Vec::new()));
                     (call, out)
                 })
                 .collect()
         });
-        for (call, out) in outputs {
-            self.answer_call(call, out, true);
+        for (call, (out, images)) in outputs {
+            self.answer_call_with(call, out, images, true);
         }
     }
 
     /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
     fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
+        self.answer_call_with(call, content, Vec::new(), emit);
+    }
+
+    /// [`answer_call`](Self::answer_call) with the images the tool attached.
+    fn answer_call_with(
+        &mut self,
+        call: &ToolCall,
+        content: String,
+        images: Vec<Image>,
+        emit: bool,
+    ) {
         // The call is done: the agent works again (see `begin_run`).
         self.shared.listeners.hold();
         let content = self.tool_limit.apply(content, self.context_window_cap());
@@ -1019,7 +1078,9 @@ impl Agent {
             call_id: call.id.as_str().into(),
             content: content.as_str().into(),
         });
-        self.messages.push(Message::tool(call.id.clone(), content));
+        let mut answer = Message::tool(call.id.clone(), content);
+        answer.images = images;
+        self.messages.push(answer);
         // Answered, so the observation now tells the model what was wrong
         // with the arguments: the history keeps `{}` instead of text a
         // strict server would reject in every later request.

@@ -20,7 +20,8 @@
 //! [`ErrorKind`](crate::ErrorKind)s, `RateLimit`, the transient `Server`
 //! statuses, and the `Connect` and `Transport` failures that happen before
 //! the server saw the request. An overflow is not retried, even as a 500
-//! (`ContextOverflow`): it would overflow again. A stream that has started
+//! (`ContextOverflow`): it would overflow again; nor are images sent to a
+//! model without vision (`ImageUnsupported`, a 500 from llama-server). A stream that has started
 //! is never retried: its deltas already reached the listeners.
 //!
 //! # Bounds
@@ -282,8 +283,12 @@ impl Client {
             url: shown.to_string(),
         };
         // An overflow sent again overflows again, even as a 500 (Ollama's
-        // `prompt too long`).
-        if !RETRYABLE.contains(&status) || err.is_context_overflow() {
+        // `prompt too long`); so does an image to a model without vision
+        // (llama-server answers it with a 500).
+        if !RETRYABLE.contains(&status)
+            || err.is_context_overflow()
+            || err.kind() == crate::ErrorKind::ImageUnsupported
+        {
             return Err(err);
         }
         Ok((err, retry_after))
@@ -413,20 +418,22 @@ impl Client {
                 Err(e) => Err(DecodeError::from_io(e)),
             }
         };
-        result.map(|c| wire::stamp(c, req.transport)).map_err(|e| {
-            // A cancel shuts the socket down, and the read fails with
-            // whatever the cut looked like: report the cancel.
-            if is_cancelled(req.cancel) {
-                Error::Cancelled
-            } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
-                Error::Timeout {
-                    after: bound,
-                    url: Some(url.to_string()),
+        result
+            .map(|c| wire::stamp_origin(c, req.transport))
+            .map_err(|e| {
+                // A cancel shuts the socket down, and the read fails with
+                // whatever the cut looked like: report the cancel.
+                if is_cancelled(req.cancel) {
+                    Error::Cancelled
+                } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
+                    Error::Timeout {
+                        after: bound,
+                        url: Some(url.to_string()),
+                    }
+                } else {
+                    decode_error(e, cfg, key, Some(url))
                 }
-            } else {
-                decode_error(e, cfg, key, Some(url))
-            }
-        })
+            })
     }
 }
 

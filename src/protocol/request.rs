@@ -13,7 +13,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
 use super::ChatTransport;
-use crate::{Cancellable, Message, Role, Tool, ToolCall};
+use crate::{Api, Cancellable, Message, Role, Tool, ToolCall};
 
 /// One chat completion as the agent loop describes it, borrowed: where it
 /// goes, what it says, and how the answer is read. The client encodes it
@@ -62,6 +62,7 @@ impl Request<'_> {
             stream: self.stream,
             include_usage,
             reasoning_for_model: self.replay_reasoning.then_some(model),
+            endpoint: self.transport.base_or_default(),
             extra: self.extra,
         };
         let mut ser = serde_json::Serializer::new(&mut *buf);
@@ -106,6 +107,9 @@ struct Body<'a> {
     /// Send `reasoning_content` back for assistant messages written by this
     /// model (None: never).
     reasoning_for_model: Option<&'a str>,
+    /// The API base, which with `model` decides whose provider fields go
+    /// back (see [`crate::ProviderData::is_for`]).
+    endpoint: &'a str,
     extra: &'a Map<String, Value>,
 }
 
@@ -155,11 +159,27 @@ impl Serialize for Messages<'_, '_> {
                 content: system,
             })?;
         }
+        // Images a tool attached go in a user message after the batch's
+        // tool messages: chat completions takes only text in a tool
+        // message, and nothing may come between the results of one batch.
+        let mut from_tools: Vec<&Message> = Vec::new();
         for m in req.messages {
+            if m.role != Role::Tool && !from_tools.is_empty() {
+                seq.serialize_element(&ToolImages(&from_tools))?;
+                from_tools.clear();
+            }
             seq.serialize_element(&Wire {
                 m,
                 reasoning_for_model: req.reasoning_for_model,
+                endpoint: req.endpoint,
+                model: req.model,
             })?;
+            if m.role == Role::Tool && !m.images.is_empty() {
+                from_tools.push(m);
+            }
+        }
+        if !from_tools.is_empty() {
+            seq.serialize_element(&ToolImages(&from_tools))?;
         }
         if let Some(note) = req.trailing_system {
             seq.serialize_element(&Plain {
@@ -180,6 +200,32 @@ struct Plain<'a> {
 struct Wire<'a> {
     m: &'a Message,
     reasoning_for_model: Option<&'a str>,
+    endpoint: &'a str,
+    model: &'a str,
+}
+
+/// Fields pikuri writes itself in a message or a tool call: a provider
+/// field of the same name (from a hand-edited history) is not sent twice.
+const OWNED: [&str; 7] = [
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "id",
+    "function",
+];
+
+/// Write the fields of `object` into `map`, but those pikuri owns.
+fn echo_fields<M: SerializeMap>(map: &mut M, object: &Value) -> Result<(), M::Error> {
+    if let Value::Object(fields) = object {
+        for (k, v) in fields {
+            if !OWNED.contains(&k.as_str()) && k != "type" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Serialize for Wire<'_> {
@@ -203,13 +249,34 @@ impl Serialize for Wire<'_> {
                 {
                     map.serialize_entry("reasoning_content", reasoning)?;
                 }
+                // Provider fields go back only to the API, endpoint and
+                // model that issued them: another provider rejects them
+                // (or, worse, reads a foreign signature as its own).
+                let echo = m
+                    .provider_data
+                    .as_ref()
+                    .is_some_and(|p| p.is_for(Api::ChatCompletions, self.endpoint, self.model));
+                if echo {
+                    for item in m.provider_data.iter().flat_map(|p| &p.items) {
+                        echo_fields(&mut map, item)?;
+                    }
+                }
                 if !m.tool_calls.is_empty() {
-                    map.serialize_entry("tool_calls", &Calls(&m.tool_calls))?;
+                    map.serialize_entry(
+                        "tool_calls",
+                        &Calls {
+                            calls: &m.tool_calls,
+                            echo,
+                        },
+                    )?;
                 }
             }
             Role::Tool => {
                 map.serialize_entry("tool_call_id", m.tool_call_id.as_deref().unwrap_or(""))?;
                 map.serialize_entry("content", &m.content)?;
+            }
+            Role::User if !m.images.is_empty() => {
+                map.serialize_entry("content", &Parts(m))?;
             }
             Role::System | Role::User => map.serialize_entry("content", &m.content)?,
         }
@@ -217,19 +284,103 @@ impl Serialize for Wire<'_> {
     }
 }
 
-struct Calls<'a>(&'a [ToolCall]);
+/// A user message's text and images as content parts: `text` (left out
+/// when empty), then one `image_url` part per image, its URL a `data:` URL
+/// for bytes.
+struct Parts<'a>(&'a Message);
 
-impl Serialize for Calls<'_> {
+impl Serialize for Parts<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for c in self.0 {
-            seq.serialize_element(&Call(c))?;
+        let m = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !m.content.is_empty() {
+            seq.serialize_element(&TextPart {
+                kind: "text",
+                text: &m.content,
+            })?;
+        }
+        for image in &m.images {
+            seq.serialize_element(&ImagePart(image))?;
         }
         seq.end()
     }
 }
 
-struct Call<'a>(&'a ToolCall);
+#[derive(Serialize)]
+struct TextPart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+struct ImagePart<'a>(&'a crate::Image);
+
+impl Serialize for ImagePart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Url<'a> {
+            url: &'a str,
+        }
+        let url = self.0.url();
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("type", "image_url")?;
+        map.serialize_entry("image_url", &Url { url: &url })?;
+        map.end()
+    }
+}
+
+/// The images of a batch's tool messages, as one user message: a text
+/// part naming the call before each call's images.
+struct ToolImages<'r, 'a>(&'r [&'a Message]);
+
+impl Serialize for ToolImages<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct All<'r, 'a>(&'r [&'a Message]);
+        impl Serialize for All<'_, '_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(None)?;
+                for m in self.0 {
+                    let text = format!(
+                        "Images from tool call {}:",
+                        m.tool_call_id.as_deref().unwrap_or("")
+                    );
+                    seq.serialize_element(&TextPart {
+                        kind: "text",
+                        text: &text,
+                    })?;
+                    for image in &m.images {
+                        seq.serialize_element(&ImagePart(image))?;
+                    }
+                }
+                seq.end()
+            }
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("role", "user")?;
+        map.serialize_entry("content", &All(self.0))?;
+        map.end()
+    }
+}
+
+/// The calls of one message; `echo`: with their provider fields (the
+/// message's [`crate::ProviderData`] names this request's API, endpoint
+/// and model).
+struct Calls<'a> {
+    calls: &'a [ToolCall],
+    echo: bool,
+}
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.calls.len()))?;
+        for c in self.calls {
+            seq.serialize_element(&Call(c, self.echo))?;
+        }
+        seq.end()
+    }
+}
+
+struct Call<'a>(&'a ToolCall, bool);
 
 impl Serialize for Call<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -238,8 +389,8 @@ impl Serialize for Call<'_> {
             name: &'a str,
             arguments: &'a str,
         }
-        let c = self.0;
-        let mut map = s.serialize_map(Some(3))?;
+        let Call(c, echo) = *self;
+        let mut map = s.serialize_map(None)?;
         map.serialize_entry("id", &c.id)?;
         map.serialize_entry("type", "function")?;
         map.serialize_entry(
@@ -249,6 +400,11 @@ impl Serialize for Call<'_> {
                 arguments: sendable_arguments(&c.arguments),
             },
         )?;
+        // Gemini's `extra_content` (its thought signature) after the
+        // fields pikuri owns; without it Gemini 3 refuses the history.
+        if let (true, Some(data)) = (echo, &c.provider_data) {
+            echo_fields(&mut map, data)?;
+        }
         map.end()
     }
 }

@@ -7,11 +7,12 @@
 //! [`Completion`] and [`Fragment`](super::Fragment)s, so nothing above the
 //! protocol knows which API answered.
 
+use super::ChatTransport;
 use super::decode::{self, Completion};
 use super::error::DecodeError;
 use super::request::Request;
 use super::{anthropic, responses};
-use crate::{Api, ChatTransport};
+use crate::Api;
 
 /// The path after the API base that chats go to.
 pub(crate) fn path(api: Api) -> &'static str {
@@ -58,16 +59,19 @@ pub(crate) fn parse_response(
     }
 }
 
-/// Name the endpoint and model of the provider items a decoder kept
-/// ([`ProviderData`](crate::ProviderData)): the transport's, as the request
-/// named them, so that they go back only over the same one.
-pub(crate) fn stamp(mut completion: Completion, transport: &ChatTransport) -> Completion {
-    if let Some(pd) = &mut completion.message.provider_data {
-        transport.base_or_default().clone_into(&mut pd.endpoint);
+/// Name the request's API base and model in the answer's
+/// [`ProviderData`](crate::ProviderData): decoders do not know where the
+/// request went, so they leave `endpoint` and `model` empty and the client
+/// fills them in here, for every API, before the message reaches the
+/// history. The model is the one requested (not the one the server named):
+/// the next request's transport is compared with it.
+pub(crate) fn stamp_origin(mut completion: Completion, transport: &ChatTransport) -> Completion {
+    if let Some(data) = &mut completion.message.provider_data {
+        transport.base_or_default().clone_into(&mut data.endpoint);
         transport
             .model()
             .unwrap_or_default()
-            .clone_into(&mut pd.model);
+            .clone_into(&mut data.model);
     }
     completion
 }

@@ -140,6 +140,17 @@ impl From<&str> for ToolError {
     }
 }
 
+/// A pikuri error inside a tool (an [`Image`](crate::Image) that would
+/// not load, a sub-agent's failure) becomes the observation, so `?` works
+/// in a tool body.
+impl From<crate::Error> for ToolError {
+    fn from(error: crate::Error) -> ToolError {
+        ToolError {
+            message: error.to_string(),
+        }
+    }
+}
+
 /// A shared tool (`Arc<dyn Tool>`, as [`builtin::all`](crate::builtin::all)
 /// returns) is a tool: hand it to
 /// [`Configurator::add_tool`](crate::Configurator::add_tool) as is.

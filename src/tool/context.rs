@@ -1,7 +1,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::Cancellable;
+use parking_lot::Mutex;
+
+use crate::{Cancellable, Image};
 
 /// What a tool call gets besides its arguments: the run's [`Cancellable`], the
 /// calling agent's id and the call id. Grows by fields, never by signature
@@ -12,6 +14,9 @@ pub struct ToolContext {
     agent_id: Arc<str>,
     call_id: String,
     idempotency_key: Option<Arc<str>>,
+    /// Images the tool attached to its result (shared by clones: a tool
+    /// may hand its context to a helper thread).
+    images: Arc<Mutex<Vec<Image>>>,
 }
 
 impl ToolContext {
@@ -25,6 +30,7 @@ impl ToolContext {
             agent_id,
             call_id,
             idempotency_key: None,
+            images: Arc::default(),
         }
     }
 
@@ -41,6 +47,7 @@ impl ToolContext {
             agent_id: Arc::from(""),
             call_id: String::new(),
             idempotency_key: None,
+            images: Arc::default(),
         }
     }
 
@@ -81,6 +88,40 @@ impl ToolContext {
     /// drop a second copy. `None` outside a journaled run.
     pub fn idempotency_key(&self) -> Option<&str> {
         self.idempotency_key.as_deref()
+    }
+
+    /// Attach an image to this call's result: it goes to the model with the
+    /// text the tool returns, in the same tool message (a screenshot, a
+    /// rendered chart, a page of a PDF). The text stays the observation;
+    /// a tool that returns an error still sends what it attached.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Image, Tool, ToolContext};
+    /// use pikuri::tool::{FnTool, Parameters};
+    ///
+    /// let shot = FnTool::new("screenshot", "Shows the screen.", Parameters::empty(), |_, cx| {
+    ///     cx.attach_image(Image::from_bytes(b"\x89PNG\r\n\x1a\n...")?);
+    ///     Ok("Here is the screen.".to_string())
+    /// });
+    /// let cx = ToolContext::detached();
+    /// assert_eq!(shot.call(&serde_json::json!({}), &cx)?, "Here is the screen.");
+    /// assert_eq!(cx.images()[0].media_type, "image/png");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn attach_image(&self, image: Image) {
+        self.images.lock().push(image);
+    }
+
+    /// The images attached so far.
+    pub fn images(&self) -> Vec<Image> {
+        self.images.lock().clone()
+    }
+
+    /// The attached images, taken out (the agent, once the call returned).
+    pub(crate) fn take_images(&self) -> Vec<Image> {
+        std::mem::take(&mut *self.images.lock())
     }
 }
 

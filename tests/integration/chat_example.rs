@@ -69,6 +69,9 @@ fn command(args: &[&str]) -> Command {
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_MODEL")
         .env_remove("OPENAI_API_KEY")
+        .env_remove("PIKURI_API")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -1119,4 +1122,99 @@ fn session_keeps_the_conversation_in_a_journal_across_runs() {
     assert!(contents.contains(&"Hi, Ada."), "{contents:?}");
     assert!(dir.join("talk.journal").exists());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+// Issue 29, item 10: the API by flag or environment, images.
+
+/// `--image FILE` goes with the `-p` message as an image part; a file that
+/// is not an image fails before any request, naming it.
+#[test]
+fn image_flag_attaches_to_the_message() {
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel."));
+    let base = server.base_url();
+    let gif = temp_path("pixel.gif");
+    std::fs::write(&gif, b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").unwrap();
+    let gif_arg = gif.to_str().unwrap();
+    let out = run(&against(&base, &["--image", gif_arg, "-p", "What is it?"]));
+    std::fs::remove_file(&gif).ok();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let sent = &server.chat_requests()[0].messages()[1];
+    assert_eq!(sent["content"][0]["text"], "What is it?");
+    let url = sent["content"][1]["image_url"]["url"].as_str().unwrap();
+    assert!(url.starts_with("data:image/gif;base64,R0lGODlh"), "{url}");
+
+    let text = temp_path("not-an-image.txt");
+    std::fs::write(&text, "hello").unwrap();
+    let out = run(&against(
+        &base,
+        &["--image", text.to_str().unwrap(), "-p", "x"],
+    ));
+    std::fs::remove_file(&text).ok();
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("not an image"), "{}", out.stderr);
+    assert_eq!(server.chat_requests().len(), 1);
+}
+
+/// `--api responses` sends to `<base>/responses`; a bad `--api` or
+/// `PIKURI_API` is a usage error (exit 2).
+#[test]
+fn api_flag_and_environment() {
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let _ = run(&against(&base, &["--api", "responses", "-p", "hi"]));
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert!(paths.iter().any(|p| p == "/v1/responses"), "{paths:?}");
+
+    let out = run(&against(&base, &["--api", "soap", "-p", "hi"]));
+    assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("chat, anthropic or responses"),
+        "{}",
+        out.stderr
+    );
+    let out = command(&against(&base, &["-p", "hi"]))
+        .env("PIKURI_API", "soap")
+        .output()
+        .expect("run the chat example");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `/image FILE` attaches to the next line only; `/api` names the API.
+#[test]
+fn repl_image_and_api_commands() {
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel."));
+    server.push(Reply::text("Text."));
+    let base = server.base_url();
+    let gif = temp_path("repl.gif");
+    std::fs::write(&gif, b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").unwrap();
+    let mut chat = Chat::spawn(&against(&base, &[]));
+    chat.wait_prompt(1);
+    chat.send(&format!("/image {}", gif.to_str().unwrap()));
+    chat.wait_prompt(2);
+    chat.send("What is it?");
+    chat.wait_prompt(3);
+    chat.send("And now?");
+    chat.wait_prompt(4);
+    chat.send("/api");
+    chat.wait_prompt(5);
+    chat.send("/quit");
+    let out = chat.finish();
+    std::fs::remove_file(&gif).ok();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("(1 image(s) attached to the next message)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("(api: chat_completions)"),
+        "{}",
+        out.stderr
+    );
+    let requests = server.chat_requests();
+    assert_eq!(requests[0].messages()[1]["content"][1]["type"], "image_url");
+    assert_eq!(requests[1].messages()[3]["content"], "And now?");
 }

@@ -285,7 +285,7 @@ fn corrupt_history_is_a_typed_error() {
         "",
         "{",
         "[]",
-        r#"{"version":2,"messages":[]}"#,
+        r#"{"version":3,"messages":[]}"#,
         r#"{"version":1,"messages":[{"role":"tool","content":"x","tool_call_id":"nope"}]}"#,
         r#"{"version":1,"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"a","name":"t","arguments":"{}"}]},{"role":"user","content":"hi"}]}"#,
     ] {

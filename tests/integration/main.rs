@@ -10,6 +10,7 @@ mod compaction; // issue 17: compaction, overflow recovery, oversized results, f
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
+mod faithful; // issue 29 item 4: provider fields echoed to their own model only, cached tokens
 mod fake_apis; // issue 29: FakeServer on /messages and /responses, strict mode, cassettes
 mod fidelity; // issue 28 class 10: differences from pikuri, fixed
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors

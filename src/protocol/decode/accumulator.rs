@@ -4,9 +4,12 @@
 
 use std::collections::HashMap;
 
+use super::shapes::OpaqueDelta;
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, completion, error_message, excerpt};
+use super::{
+    Completion, Fragment, Opaque, call_data, completion, error_message, excerpt, opaque_of,
+};
 use crate::protocol::error::DecodeError;
 use crate::{ToolCall, Usage};
 
@@ -18,6 +21,8 @@ pub(crate) struct Accumulator {
     think: Option<ThinkSplitter>,
     content: String,
     reasoning: String,
+    /// Provider fields of the message.
+    opaque: Opaque,
     /// In order of first appearance; sorted by index in `finish`.
     calls: Vec<PartialCall>,
     /// Position in `calls` of each index (a server may send thousands of
@@ -59,6 +64,8 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    /// The call's provider fields (first wins).
+    data: Option<serde_json::Value>,
 }
 
 impl Accumulator {
@@ -157,10 +164,19 @@ impl Accumulator {
                 continue;
             }
             if let Some(delta) = &choice.delta {
-                if carries_something(delta) {
+                // Provider fields, read apart (rarely there).
+                let opaque = if delta.has_opaque() {
+                    opaque_of(data)
+                } else {
+                    None
+                };
+                let details = opaque.as_ref().is_some_and(|o| {
+                    matches!(&o.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
+                });
+                if details || carries_something(delta) {
                     self.progress += 1;
                 }
-                self.apply_delta(delta, on_fragment);
+                self.apply_delta(delta, opaque.as_ref(), on_fragment);
             }
             if let Some(Str(reason)) = &choice.finish_reason
                 && !reason.is_empty()
@@ -195,27 +211,40 @@ impl Accumulator {
             .into_iter()
             // A slot opened by a delta that carried nothing (an empty
             // `tool_calls` entry) is not a call.
-            .filter(|c| !(c.id.is_empty() && c.name.is_empty() && c.arguments.is_empty()))
+            .filter(|c| {
+                !(c.id.is_empty()
+                    && c.name.is_empty()
+                    && c.arguments.is_empty()
+                    && c.data.is_none())
+            })
             .map(|c| {
                 let id = if c.id.is_empty() {
                     format!("call_{}", c.index)
                 } else {
                     c.id
                 };
-                ToolCall::new(id, c.name, c.arguments)
+                let mut call = ToolCall::new(id, c.name, c.arguments);
+                call.provider_data = c.data;
+                call
             })
             .collect();
         Ok(completion(
             self.content,
             self.reasoning,
             calls,
+            self.opaque,
             self.finish_reason,
             self.usage,
             self.model,
         ))
     }
 
-    fn apply_delta(&mut self, delta: &Delta<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
+    fn apply_delta(
+        &mut self,
+        delta: &Delta<'_>,
+        opaque: Option<&OpaqueDelta>,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) {
         let Accumulator {
             think,
             content,
@@ -250,12 +279,17 @@ impl Accumulator {
                 None => emit(Fragment::Content(text)),
             }
         }
-        for call in delta.tool_calls.iter().flatten() {
-            self.apply_call(call);
+        if let Some(o) = opaque {
+            self.opaque
+                .add(o.reasoning_details.as_ref(), o.extra_content.as_ref());
+        }
+        for (i, call) in delta.tool_calls.iter().flatten().enumerate() {
+            self.apply_call(call, opaque.and_then(|o| o.call_extra(i)));
         }
     }
 
-    fn apply_call(&mut self, call: &CallDelta<'_>) {
+    /// `extra`: the call's `extra_content`, if the delta carried one.
+    fn apply_call(&mut self, call: &CallDelta<'_>, extra: Option<&serde_json::Value>) {
         let id = call.id.as_ref().map(|s| &*s.0).filter(|id| !id.is_empty());
         // Servers that omit `index` (some Ollama and proxy versions) send
         // the fragments of one call in a row: continue the last call unless
@@ -284,6 +318,7 @@ impl Accumulator {
                 id: String::new(),
                 name: String::new(),
                 arguments: String::new(),
+                data: None,
             });
             self.calls.len() - 1
         });
@@ -293,6 +328,10 @@ impl Accumulator {
             && slot.id.is_empty()
         {
             id.clone_into(&mut slot.id);
+        }
+        // Gemini sends the signature once, in one delta of the call.
+        if extra.is_some() && slot.data.is_none() {
+            slot.data = call_data(extra);
         }
         let Some(function) = &call.function else {
             return;
@@ -399,6 +438,48 @@ mod tests {
             .filter(|f| f.0 == reasoning)
             .map(|f| &*f.1)
             .collect()
+    }
+
+    #[test]
+    fn provider_fields_odd_shapes() {
+        // `null` members are absent; a lone object where a list belongs is
+        // one item; a call's signature in a later delta without an index
+        // lands on the call it continues; an unparsable second reading
+        // (here impossible: same text) would simply yield none.
+        let (_, c) = ok(
+            false,
+            &[
+                delta(&json!({"content": "a", "reasoning_details": null, "extra_content": null})),
+                finish("stop"),
+            ],
+        );
+        assert_eq!(c.message.provider_data, None);
+        let (_, c) = ok(
+            false,
+            &[
+                delta(&json!({"reasoning_details": {"type": "reasoning.text", "text": "x"}})),
+                delta(
+                    &json!({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}]}),
+                ),
+                delta(
+                    &json!({"tool_calls": [{"extra_content": {"google": {"thought_signature": "s"}}}]}),
+                ),
+                delta(
+                    &json!({"tool_calls": [{"extra_content": {"google": {"thought_signature": "later"}}}]}),
+                ),
+                finish("tool_calls"),
+            ],
+        );
+        let data = c.message.provider_data.expect("provider data");
+        assert_eq!(
+            data.items,
+            [json!({"reasoning_details": [{"type": "reasoning.text", "text": "x"}]})]
+        );
+        assert_eq!((data.endpoint.as_str(), data.model.as_str()), ("", ""));
+        assert_eq!(
+            c.message.tool_calls[0].provider_data,
+            Some(json!({"extra_content": {"google": {"thought_signature": "s"}}}))
+        );
     }
 
     #[test]

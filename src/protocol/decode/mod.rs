@@ -33,6 +33,20 @@
 //! - `finish_reason` is kept verbatim, the last non-empty one. `model` is the
 //!   first non-empty one. `usage` is taken from any chunk that has it (the
 //!   last wins); see [`Usage`] for how OpenAI's figures are split.
+//! - Provider fields are kept verbatim to be sent back (see
+//!   [`ProviderData`]): OpenRouter's `reasoning_details` (a list; in a
+//!   stream each delta's list is appended, in order) and a message-level
+//!   `extra_content` become one object in the message's
+//!   `provider_data.items`; Gemini's `extra_content` on a tool call (with
+//!   `google.thought_signature`, in a stream in any delta of the call, the
+//!   first wins) becomes `{"extra_content": ...}` in
+//!   [`ToolCall::provider_data`]. The message's `provider_data` is set
+//!   whenever either is present, with empty `endpoint` and `model`: the
+//!   seam (`wire::stamp_origin`) fills in the request's API base and model,
+//!   which the decoder does not know. The fast shapes only note that such
+//!   a member is there (`shapes::Seen`, skipped like an unknown member);
+//!   only then is the text read again for them (`shapes::OpaqueBody`), so
+//!   streams without them decode as fast as before.
 //! - `data: [DONE]` ends the stream; data after it is ignored.
 //! - A chunk with an `error` member is a [`DecodeError::Protocol`]
 //!   (`server error in stream: ...`). A chunk that is not JSON is a
@@ -66,7 +80,9 @@ mod think;
 
 use std::borrow::Cow;
 
-use crate::{Message, ToolCall, Usage};
+use serde_json::{Map, Value};
+
+use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 pub(crate) use accumulator::Accumulator;
 pub(crate) use response::parse_response;
@@ -99,15 +115,101 @@ pub(crate) struct Completion {
     pub(crate) model: Option<String>,
 }
 
+/// The provider fields of a message gathered from a response or a stream
+/// (see the [rules](self#rules)).
+#[derive(Debug, Default)]
+pub(super) struct Opaque {
+    /// `reasoning_details` items, in the order they came.
+    details: Vec<Value>,
+    /// The message's own `extra_content`.
+    extra: Option<Value>,
+}
+
+impl Opaque {
+    /// Take the provider fields of one delta (or a whole message). Out of
+    /// line and cold: most streams never carry any, and the delta loop
+    /// stays as small as it was without them.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn add(&mut self, reasoning_details: Option<&Value>, extra_content: Option<&Value>) {
+        match reasoning_details {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => self.details.extend(items.iter().cloned()),
+            // A single object where a list belongs: kept as one item
+            // rather than lost.
+            Some(item) => self.details.push(item.clone()),
+        }
+        if self.extra.is_none()
+            && let Some(extra) = extra_content.filter(|v| !v.is_null())
+        {
+            self.extra = Some(extra.clone());
+        }
+    }
+
+    /// The message's [`ProviderData`]: `None` when neither the message nor
+    /// any call carried provider fields.
+    fn into_provider_data(self, calls: &[ToolCall]) -> Option<ProviderData> {
+        let mut fields = Map::new();
+        if !self.details.is_empty() {
+            fields.insert("reasoning_details".into(), Value::Array(self.details));
+        }
+        if let Some(extra) = self.extra {
+            fields.insert("extra_content".into(), extra);
+        }
+        // Calls' fields travel in the calls, but the rule that decides
+        // whether they go back (api, endpoint, model) lives here: a
+        // message with signed calls needs it even with nothing else.
+        if fields.is_empty() && calls.iter().all(|c| c.provider_data.is_none()) {
+            return None;
+        }
+        let items = if fields.is_empty() {
+            Vec::new()
+        } else {
+            vec![Value::Object(fields)]
+        };
+        Some(ProviderData::new(Api::ChatCompletions, "", "", items))
+    }
+}
+
+/// The provider fields of choice 0 of a chunk or response `text`, read
+/// again for them (called only when the first reading saw one: most texts
+/// have none). A text whose second reading fails has none.
+#[cold]
+#[inline(never)]
+fn opaque_of(text: &str) -> Option<shapes::OpaqueDelta> {
+    let body: shapes::OpaqueBody = serde_json::from_str(text).ok()?;
+    body.choices?
+        .into_iter()
+        .find(|c| c.index.unwrap_or(0) == 0)?
+        .delta
+}
+
+/// A tool call's provider fields as kept in [`ToolCall::provider_data`].
+#[cold]
+#[inline(never)]
+pub(super) fn call_data(extra_content: Option<&Value>) -> Option<Value> {
+    let extra = extra_content.filter(|v| !v.is_null())?;
+    let mut fields = Map::new();
+    fields.insert("extra_content".into(), extra.clone());
+    Some(Value::Object(fields))
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts of one message, private"
+)]
 pub(super) fn completion(
     content: String,
     reasoning: String,
     calls: Vec<ToolCall>,
+    opaque: Opaque,
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
 ) -> Completion {
+    let provider_data = opaque.into_provider_data(&calls);
     let mut message = Message::assistant_tool_calls(content, calls);
+    message.provider_data = provider_data;
     message.reasoning = (!reasoning.is_empty()).then_some(reasoning);
     message.usage = usage;
     message.model.clone_from(&model);

@@ -3,7 +3,9 @@
 
 use super::shapes::{Body, ResponseChoice, Str, WireUsage};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, completion, error_message, excerpt};
+use super::{
+    Completion, Fragment, Opaque, call_data, completion, error_message, excerpt, opaque_of,
+};
 use crate::ToolCall;
 use crate::protocol::error::DecodeError;
 
@@ -46,6 +48,17 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     };
     let mut content = String::new();
     let mut reasoning = String::new();
+    // Provider fields, read apart when the message has any (see
+    // `opaque_of`); the body parsed, so it is UTF-8.
+    let extras = if message.has_opaque() {
+        std::str::from_utf8(body).ok().and_then(opaque_of)
+    } else {
+        None
+    };
+    let mut opaque = Opaque::default();
+    if let Some(o) = &extras {
+        opaque.add(o.reasoning_details.as_ref(), o.extra_content.as_ref());
+    }
     let reasoning_content = message.reasoning_content.map(|s| s.0);
     if let Some(r) = &reasoning_content {
         reasoning.push_str(r);
@@ -89,13 +102,16 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
                 ),
                 None => (String::new(), String::new()),
             };
-            ToolCall::new(id, name, arguments)
+            let mut tool_call = ToolCall::new(id, name, arguments);
+            tool_call.provider_data = call_data(extras.as_ref().and_then(|o| o.call_extra(i)));
+            tool_call
         })
         .collect();
     Ok(completion(
         content,
         reasoning,
         calls,
+        opaque,
         choice.finish_reason.map(|s| s.0.into_owned()),
         response.usage.as_deref().map(WireUsage::to_usage),
         response

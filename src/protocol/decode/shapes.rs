@@ -53,6 +53,11 @@ pub(super) struct Delta<'a> {
     pub(super) reasoning: Option<MaybeStr<'a>>,
     #[serde(borrow)]
     pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
+    /// OpenRouter's reasoning blocks: only noted here (skipped as an
+    /// unknown member would be), read in a second pass ([`OpaqueBody`]).
+    pub(super) reasoning_details: Option<Seen>,
+    /// Gemini's provider fields on the message: as `reasoning_details`.
+    pub(super) extra_content: Option<Seen>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +67,8 @@ pub(super) struct CallDelta<'a> {
     pub(super) id: Option<Str<'a>>,
     #[serde(borrow)]
     pub(super) function: Option<FunctionDelta<'a>>,
+    /// Gemini's provider fields on a call: noted, read in a second pass.
+    pub(super) extra_content: Option<Seen>,
 }
 
 #[derive(Deserialize)]
@@ -250,5 +257,70 @@ impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
             }
         }
         deserializer.deserialize_any(ArgsVisitor).map(Args)
+    }
+}
+
+/// A member that was there, its value skipped unread (as serde skips an
+/// unknown member): `null` counts as absent.
+pub(super) struct Seen;
+
+impl<'de> Deserialize<'de> for Seen {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Seen)
+    }
+}
+
+impl Delta<'_> {
+    /// Whether the delta carries provider fields (on itself or a call).
+    pub(super) fn has_opaque(&self) -> bool {
+        self.reasoning_details.is_some()
+            || self.extra_content.is_some()
+            || self
+                .tool_calls
+                .iter()
+                .flatten()
+                .any(|c| c.extra_content.is_some())
+    }
+}
+
+/// The provider fields of a chunk or a response (see the
+/// [rules](super#rules)), read in a second pass, only from a text whose
+/// first reading [`Seen`] one of them: the shapes above, read for every
+/// delta, stay as small and fast as they were (most streams never carry
+/// these).
+#[derive(Deserialize)]
+pub(super) struct OpaqueBody {
+    pub(super) choices: Option<Vec<OpaqueChoice>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct OpaqueChoice {
+    pub(super) index: Option<u64>,
+    /// `delta` in a chunk, `message` in a response.
+    #[serde(alias = "message")]
+    pub(super) delta: Option<OpaqueDelta>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct OpaqueDelta {
+    /// OpenRouter's reasoning blocks (a list; in a stream, each delta's
+    /// list continues the last).
+    pub(super) reasoning_details: Option<serde_json::Value>,
+    /// Gemini's provider fields on the message.
+    pub(super) extra_content: Option<serde_json::Value>,
+    /// In the order of the delta's (or message's) `tool_calls`.
+    pub(super) tool_calls: Option<Vec<OpaqueCall>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct OpaqueCall {
+    /// Gemini's provider fields on a call (`google.thought_signature`).
+    pub(super) extra_content: Option<serde_json::Value>,
+}
+
+impl OpaqueDelta {
+    /// The `extra_content` of the `i`-th tool call.
+    pub(super) fn call_extra(&self, i: usize) -> Option<&serde_json::Value> {
+        self.tool_calls.as_ref()?.get(i)?.extra_content.as_ref()
     }
 }

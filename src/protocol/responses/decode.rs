@@ -240,7 +240,7 @@ impl Decoder {
         message.usage = self.usage;
         message.model.clone_from(&self.model);
         // Endpoint and model are stamped by the client, which knows the
-        // transport (`wire::stamp`).
+        // transport (`wire::stamp_origin`).
         message.provider_data =
             (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
         Ok(Completion {

@@ -1,0 +1,278 @@
+//! [`Image`]'s constructors: from bytes (the media type sniffed from the
+//! magic bytes), from a file, from a URL; the size bound; the base64
+//! encoder (hand-written: one function is not worth a dependency).
+//!
+//! The encoders of each API read [`Image::source`] and
+//! [`Image::media_type`]; chat completions sends an `image_url` part whose
+//! URL is [`Image::url`].
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+use crate::{Error, Image, ImageSource, Result};
+
+impl Image {
+    /// The largest image accepted, in raw bytes (20 MiB): OpenAI's limit
+    /// per image; Anthropic's is lower (5 MB through the API), and a
+    /// server refuses what it will not take (see
+    /// [`ErrorKind::ImageUnsupported`](crate::ErrorKind::ImageUnsupported)
+    /// for a model that takes none).
+    pub const MAX_BYTES: usize = 20 * 1024 * 1024;
+
+    /// An image from its bytes, the media type read from its magic bytes:
+    /// PNG, JPEG, GIF or WebP, the formats every API with vision accepts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when the bytes are none of those formats or
+    /// are more than [`Image::MAX_BYTES`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Image, ImageSource};
+    /// let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    /// let image = Image::from_bytes(png)?;
+    /// assert_eq!(image.media_type, "image/png");
+    /// assert_eq!(image.source, ImageSource::Base64("iVBORw0KGgoAAAANSUhEUg==".into()));
+    /// assert!(image.url().starts_with("data:image/png;base64,iVBOR"));
+    /// assert!(Image::from_bytes(b"plain text").is_err());
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<Image> {
+        check_size(bytes.len() as u64)?;
+        let media_type = sniff(bytes).ok_or_else(|| {
+            Error::invalid(
+                "not an image pikuri can send: expected PNG, JPEG, GIF or WebP bytes".to_string(),
+            )
+        })?;
+        Ok(Image {
+            media_type: media_type.to_string(),
+            source: ImageSource::Base64(base64(bytes)),
+        })
+    }
+
+    /// An image read from a file (see [`from_bytes`](Image::from_bytes):
+    /// the media type comes from the bytes, not the name).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when the file cannot be read (naming it), is
+    /// larger than [`Image::MAX_BYTES`] (checked before it is read), or is
+    /// not a PNG, JPEG, GIF or WebP image.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Image> {
+        let path = path.as_ref();
+        let fail = |e: std::io::Error| {
+            Error::invalid(format!("cannot read image {}: {e}", path.display()))
+        };
+        let file = std::fs::File::open(path).map_err(fail)?;
+        if let Ok(meta) = file.metadata() {
+            check_size(meta.len())?;
+        }
+        // The file may grow between the check and the read: one byte over
+        // the bound tells "at the bound" from "over it".
+        let mut bytes = Vec::new();
+        file.take(Image::MAX_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(fail)?;
+        Image::from_bytes(&bytes)
+    }
+
+    /// An image the provider fetches itself from `url` (`http` or
+    /// `https`), or a `data:` URL (`data:image/png;base64,...`), which is
+    /// kept as its bytes. The media type of an `http(s)` URL is guessed
+    /// from its extension (empty when unknown: chat completions and
+    /// Anthropic do not need it for a URL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for another scheme, a `data:` URL that is not
+    /// a base64 image, or one over [`Image::MAX_BYTES`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Image, ImageSource};
+    /// let image = Image::from_url("https://example.com/cat.JPG?size=large")?;
+    /// assert_eq!(image.media_type, "image/jpeg");
+    /// assert_eq!(image.url(), "https://example.com/cat.JPG?size=large");
+    ///
+    /// let inline = Image::from_url("data:image/gif;base64,R0lGODlh")?;
+    /// assert_eq!(inline.source, ImageSource::Base64("R0lGODlh".into()));
+    /// assert!(Image::from_url("file:///etc/passwd").is_err());
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn from_url(url: &str) -> Result<Image> {
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        if lower.starts_with("data:") {
+            return from_data_url(url);
+        }
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(Error::invalid(format!(
+                "an image URL must be http, https or data: {}",
+                crate::util::excerpt(url, 100)
+            )));
+        }
+        let path = url.split(['?', '#']).next().unwrap_or(url);
+        let ext = path
+            .rsplit_once('.')
+            .map(|(_, ext)| ext.to_ascii_lowercase())
+            .unwrap_or_default();
+        let media_type = match ext.as_str() {
+            "png" => "image/png",
+            "jpg" | "jpeg" => "image/jpeg",
+            "gif" => "image/gif",
+            "webp" => "image/webp",
+            _ => "",
+        };
+        Ok(Image {
+            media_type: media_type.to_string(),
+            source: ImageSource::Url(url.to_string()),
+        })
+    }
+
+    /// The image as a URL: the URL itself, or a `data:` URL of the bytes
+    /// (what chat completions' `image_url` takes).
+    pub fn url(&self) -> Cow<'_, str> {
+        match &self.source {
+            ImageSource::Url(url) => Cow::Borrowed(url),
+            ImageSource::Base64(data) => {
+                Cow::Owned(format!("data:{};base64,{data}", self.media_type))
+            }
+        }
+    }
+}
+
+/// `data:<media type>;base64,<data>`, kept as base64.
+fn from_data_url(url: &str) -> Result<Image> {
+    let bad = || Error::invalid("a data: image URL must be data:image/...;base64,<data>");
+    let (head, data) = url[5..].split_once(',').ok_or_else(bad)?;
+    let media_type = head.strip_suffix(";base64").ok_or_else(bad)?;
+    if !media_type.to_ascii_lowercase().starts_with("image/")
+        || !data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    {
+        return Err(bad());
+    }
+    check_size(data.len() as u64 / 4 * 3)?;
+    Ok(Image {
+        media_type: media_type.to_ascii_lowercase(),
+        source: ImageSource::Base64(data.to_string()),
+    })
+}
+
+fn check_size(len: u64) -> Result<()> {
+    if len > Image::MAX_BYTES as u64 {
+        return Err(Error::invalid(format!(
+            "image too large: {len} bytes, the limit is {} (Image::MAX_BYTES)",
+            Image::MAX_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// The media type of an image from its first bytes.
+fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(b"\xff\xd8\xff") {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// Standard base64 (RFC 4648 section 4: `+/` alphabet, `=` padding).
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    let mut chunks = bytes.chunks_exact(3);
+    for c in &mut chunks {
+        let n = u32::from(c[0]) << 16 | u32::from(c[1]) << 8 | u32::from(c[2]);
+        for shift in [18, 12, 6, 0] {
+            out.push(char::from(ALPHABET[(n >> shift) as usize & 63]));
+        }
+    }
+    match *chunks.remainder() {
+        [a] => {
+            let n = u32::from(a) << 16;
+            out.push(char::from(ALPHABET[(n >> 18) as usize & 63]));
+            out.push(char::from(ALPHABET[(n >> 12) as usize & 63]));
+            out.push_str("==");
+        }
+        [a, b] => {
+            let n = u32::from(a) << 16 | u32::from(b) << 8;
+            out.push(char::from(ALPHABET[(n >> 18) as usize & 63]));
+            out.push(char::from(ALPHABET[(n >> 12) as usize & 63]));
+            out.push(char::from(ALPHABET[(n >> 6) as usize & 63]));
+            out.push('=');
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_rfc4648_vectors() {
+        for (raw, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(raw.as_bytes()), encoded, "{raw}");
+        }
+        // Every byte value, through both padding cases and the top of the
+        // alphabet (`+`, `/`).
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+        assert_eq!(base64(&[0xff; 3]), "////");
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(base64(&all).len(), 344);
+    }
+
+    #[test]
+    fn sniffs_the_four_formats() {
+        assert_eq!(sniff(b"\x89PNG\r\n\x1a\nrest"), Some("image/png"));
+        assert_eq!(sniff(b"\xff\xd8\xff\xe0"), Some("image/jpeg"));
+        assert_eq!(sniff(b"GIF89a..."), Some("image/gif"));
+        assert_eq!(sniff(b"GIF87a"), Some("image/gif"));
+        assert_eq!(sniff(b"RIFF\x10\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff(b"RIFF\x10\0\0\0WAVEfmt "), None);
+        assert_eq!(sniff(b"\x89PN"), None);
+        assert_eq!(sniff(b""), None);
+    }
+
+    #[test]
+    fn size_bound() {
+        let mut big = b"\x89PNG\r\n\x1a\n".to_vec();
+        big.resize(Image::MAX_BYTES, 0);
+        assert!(Image::from_bytes(&big).is_ok());
+        big.push(0);
+        let err = Image::from_bytes(&big).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("image too large"), "{err}");
+    }
+
+    #[test]
+    fn data_urls() {
+        assert!(Image::from_url("data:text/plain;base64,aGk=").is_err());
+        assert!(Image::from_url("data:image/png,raw").is_err());
+        assert!(Image::from_url("data:image/png;base64,<script>").is_err());
+        let ok = Image::from_url("DATA:image/PNG;base64,iVBO").unwrap();
+        assert_eq!(ok.media_type, "image/png");
+        assert_eq!(ok.url(), "data:image/png;base64,iVBO");
+    }
+}
