@@ -410,7 +410,11 @@ impl Client {
                 Err(e) => Err(DecodeError::from_io(e)),
             }
         };
-        result.map_err(|e| {
+        result.map(|mut c| {
+            wire::stamp(req.transport, &mut c);
+            c
+        })
+        .map_err(|e| {
             // A cancel shuts the socket down, and the read fails with
             // whatever the cut looked like: report the cancel.
             if is_cancelled(req.cancel) {

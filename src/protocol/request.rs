@@ -83,6 +83,17 @@ impl ToolSpecs {
                 .collect(),
         )
     }
+
+    /// Specs as given (tests of the other APIs' encoders).
+    #[cfg(test)]
+    pub(crate) fn from_values(specs: Vec<Value>) -> ToolSpecs {
+        ToolSpecs(specs)
+    }
+
+    /// The specs, in chat-completions shape (other APIs reshape them).
+    pub(crate) fn specs(&self) -> &[Value] {
+        &self.0
+    }
 }
 
 /// The request body, borrowed: the wire's own shape of a [`Request`].

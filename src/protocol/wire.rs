@@ -10,7 +10,7 @@
 use super::decode::{self, Completion};
 use super::error::DecodeError;
 use super::request::Request;
-use super::{anthropic, responses};
+use super::{ChatTransport, anthropic, responses};
 use crate::Api;
 
 /// The path after the API base that chats go to.
@@ -42,6 +42,22 @@ pub(crate) fn encode(req: &Request<'_>, buf: &mut Vec<u8>, include_usage: bool) 
         Api::ChatCompletions => req.write_to(buf, include_usage),
         Api::AnthropicMessages => anthropic::write_body(req, buf),
         Api::OpenAiResponses => responses::write_body(req, buf),
+    }
+}
+
+/// Fill in where the provider data of a decoded answer came from: the
+/// decoders do not know the endpoint, and the model that signs is the one
+/// the transport asked for (a server may name a dated alias instead), so
+/// [`ProviderData::is_for`](crate::ProviderData::is_for) matches the next
+/// request to the same transport.
+pub(crate) fn stamp(transport: &ChatTransport, completion: &mut Completion) {
+    if let Some(pd) = &mut completion.message.provider_data {
+        if pd.endpoint.is_empty() {
+            pd.endpoint = transport.base_or_default().to_string();
+        }
+        if pd.model.is_empty() {
+            pd.model = transport.model().unwrap_or_default().to_string();
+        }
     }
 }
 
