@@ -719,4 +719,60 @@ mod tests {
                 .unwrap();
         assert!(hosted.has_api_key() && hosted.api_base().is_none());
     }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_environment_picks_the_api() {
+        // Only Anthropic's variables: Anthropic, with the SDK's root base.
+        let t = ChatTransport::from_vars(vars(&[
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080/"),
+            ("ANTHROPIC_MODEL", "claude-x"),
+        ]))
+        .unwrap();
+        assert_eq!(t.api(), Api::AnthropicMessages);
+        assert_eq!(t.api_base(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(t.model(), Some("claude-x"));
+        assert_eq!(t.provider(), Some("anthropic"));
+        assert!(t.has_api_key());
+        // A base that already names the version is kept; a key alone goes
+        // to Anthropic's hosted API.
+        let t = ChatTransport::from_vars(vars(&[("ANTHROPIC_BASE_URL", "http://h/v1")])).unwrap();
+        assert_eq!(t.api_base(), Some("http://h/v1"));
+        let t = ChatTransport::from_vars(vars(&[("ANTHROPIC_API_KEY", "k")])).unwrap();
+        assert_eq!(t.base_or_default(), DEFAULT_ANTHROPIC_BASE);
+        // Both sets: OpenAI's, unless PIKURI_API says otherwise.
+        let both = [
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+        ];
+        let t = ChatTransport::from_vars(vars(&both)).unwrap();
+        assert_eq!(t.api(), Api::ChatCompletions);
+        for (name, api) in [
+            ("anthropic", Api::AnthropicMessages),
+            ("Anthropic_Messages", Api::AnthropicMessages),
+            ("responses", Api::OpenAiResponses),
+            ("chat", Api::ChatCompletions),
+        ] {
+            let mut v = both.to_vec();
+            v.push(("PIKURI_API", name));
+            assert_eq!(ChatTransport::from_vars(vars(&v)).unwrap().api(), api, "{name}");
+        }
+        let err = ChatTransport::from_vars(vars(&[("PIKURI_API", "soap")])).unwrap_err();
+        assert!(err.to_string().contains("PIKURI_API `soap`"), "{err}");
+        // Anthropic asked for with none of its variables set.
+        let err = ChatTransport::from_vars(vars(&[
+            ("PIKURI_API", "anthropic"),
+            ("OPENAI_API_KEY", "sk"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("ANTHROPIC_BASE_URL"), "{err}");
+    }
 }

@@ -29,7 +29,7 @@
 //!   then a `tool_use` block per call, whose `input` is the parsed
 //!   arguments (`{}` when they are not one JSON object).
 //! - `tools`: `{name, description, input_schema}` each.
-//! - `max_tokens`, which the API requires: [`DEFAULT_MAX_TOKENS`] (4096)
+//! - `max_tokens`, which the API requires: `DEFAULT_MAX_TOKENS` (4096)
 //!   unless the request fields set it.
 //! - The request fields
 //!   ([`Configurator::request_field`](crate::Configurator::request_field))
@@ -101,7 +101,9 @@ mod shapes;
 mod tests;
 
 pub(crate) use decode::Decoder;
-pub(crate) use encode::{DEFAULT_MAX_TOKENS, write_body};
+pub(crate) use encode::write_body;
+#[cfg(test)]
+use encode::DEFAULT_MAX_TOKENS;
 pub(crate) use response::parse_response;
 
 #[cfg(doc)]
