@@ -37,7 +37,9 @@
 //!
 //! - Describe the endpoint with a [`ChatTransport`] (model, API base, key,
 //!   optional context window); [`ChatTransport::from_env`] reads
-//!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
+//!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`, or
+//!   `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` and `ANTHROPIC_MODEL`
+//!   (`PIKURI_API` picks the API when both are set).
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
 //!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls
 //!   ([`StepLimit`], [`Cancellable`], [`Interloper`]),
@@ -193,14 +195,16 @@
 //!
 //! # Scope
 //!
-//! In scope: the OpenAI chat-completions wire format (streamed and not), tool
+//! In scope: the OpenAI chat-completions wire format and Anthropic's
+//! Messages API ([`Api::AnthropicMessages`]: thinking blocks, prompt-cache
+//! breakpoints) (streamed and not), tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
 //! Ollama and vLLM, and MCP servers' tools (client side: stdio and
 //! Streamable HTTP; no resources, prompts, sampling or elicitation).
 //!
-//! Out of scope: async runtimes, other wire formats (Anthropic messages,
-//! Gemini, the Responses API), embeddings, images and audio.
+//! Out of scope: async runtimes, other wire formats (Gemini, the Responses
+//! API), embeddings, images and audio.
 //!
 //! # Mapping from pikuri (Ruby)
 //!
@@ -500,4 +504,4 @@ mod one_path {
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_sse};
+pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_anthropic, __fuzz_sse};

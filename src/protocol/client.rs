@@ -410,24 +410,25 @@ impl Client {
                 Err(e) => Err(DecodeError::from_io(e)),
             }
         };
-        result.map(|mut c| {
-            wire::stamp(req.transport, &mut c);
-            c
-        })
-        .map_err(|e| {
-            // A cancel shuts the socket down, and the read fails with
-            // whatever the cut looked like: report the cancel.
-            if is_cancelled(req.cancel) {
-                Error::Cancelled
-            } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
-                Error::Timeout {
-                    after: bound,
-                    url: Some(url.to_string()),
+        result
+            .map(|mut c| {
+                wire::stamp(req.transport, &mut c);
+                c
+            })
+            .map_err(|e| {
+                // A cancel shuts the socket down, and the read fails with
+                // whatever the cut looked like: report the cancel.
+                if is_cancelled(req.cancel) {
+                    Error::Cancelled
+                } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
+                    Error::Timeout {
+                        after: bound,
+                        url: Some(url.to_string()),
+                    }
+                } else {
+                    decode_error(e, cfg, key, Some(url))
                 }
-            } else {
-                decode_error(e, cfg, key, Some(url))
-            }
-        })
+            })
     }
 }
 

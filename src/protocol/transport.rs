@@ -180,10 +180,13 @@ impl ChatTransport {
     /// [`from_env`](ChatTransport::from_env) over any source of variables.
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
         let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
-        let api = match var("PIKURI_API").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        let api = match var("PIKURI_API")
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref()
+        {
             None => {
-                let anthropic = var("ANTHROPIC_API_KEY").is_some()
-                    || var("ANTHROPIC_BASE_URL").is_some();
+                let anthropic =
+                    var("ANTHROPIC_API_KEY").is_some() || var("ANTHROPIC_BASE_URL").is_some();
                 let openai = var("OPENAI_API_KEY").is_some() || var("OPENAI_BASE_URL").is_some();
                 if anthropic && !openai {
                     Api::AnthropicMessages
@@ -230,9 +233,7 @@ impl ChatTransport {
     }
 
     /// The Anthropic half of [`from_vars`](ChatTransport::from_vars).
-    fn anthropic_from_vars(
-        var: impl Fn(&str) -> Option<String>,
-    ) -> crate::Result<ChatTransport> {
+    fn anthropic_from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
         // The SDK's base is the server's root; pikuri's ends with the
         // version, like OpenAI's.
         let api_base = var("ANTHROPIC_BASE_URL").map(|b| {
@@ -322,8 +323,8 @@ impl ChatTransport {
     pub fn model(&self) -> Option<&str> {
         self.model.as_deref()
     }
-    /// The provider hint (informational; every provider is spoken to with the
-    /// OpenAI chat-completions protocol).
+    /// The provider hint (informational: [`api`](ChatTransport::api)
+    /// decides the wire format).
     pub fn provider(&self) -> Option<&str> {
         self.provider.as_deref()
     }
@@ -423,14 +424,18 @@ impl ChatTransport {
 
 impl fmt::Debug for ChatTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChatTransport")
-            .field("api", &self.api)
+        let mut d = f.debug_struct("ChatTransport");
+        d.field("api", &self.api)
             .field("model", &self.model)
             .field("provider", &self.provider)
             .field("api_base", &self.api_base)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("context_window", &self.context_window)
-            .finish()
+            .field("context_window", &self.context_window);
+        // Shown only when off, so the usual output stays as it was.
+        if self.no_auto_cache {
+            d.field("prompt_caching", &false);
+        }
+        d.finish()
     }
 }
 
@@ -725,7 +730,12 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
             .collect();
-        move |name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
     }
 
     #[test]
@@ -763,7 +773,11 @@ mod tests {
         ] {
             let mut v = both.to_vec();
             v.push(("PIKURI_API", name));
-            assert_eq!(ChatTransport::from_vars(vars(&v)).unwrap().api(), api, "{name}");
+            assert_eq!(
+                ChatTransport::from_vars(vars(&v)).unwrap().api(),
+                api,
+                "{name}"
+            );
         }
         let err = ChatTransport::from_vars(vars(&[("PIKURI_API", "soap")])).unwrap_err();
         assert!(err.to_string().contains("PIKURI_API `soap`"), "{err}");

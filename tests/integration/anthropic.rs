@@ -116,10 +116,11 @@ impl Raw {
     }
 
     fn sse(&self, events: &[Value]) -> &Raw {
+        use std::fmt::Write as _;
         let mut text = String::new();
         for e in events {
             let kind = e["type"].as_str().unwrap_or("message");
-            text.push_str(&format!("event: {kind}\ndata: {e}\n\n"));
+            let _ = write!(text, "event: {kind}\ndata: {e}\n\n");
         }
         self.push((200, "text/event-stream", text))
     }
@@ -137,7 +138,7 @@ impl Raw {
     }
 }
 
-fn message(content: Value, stop: &str) -> Value {
+fn message(content: &Value, stop: &str) -> Value {
     json!({"id":"msg_1","type":"message","role":"assistant","model":"claude-test-20250101",
            "content":content,"stop_reason":stop,
            "usage":{"input_tokens":20,"output_tokens":4,"cache_read_input_tokens":50,
@@ -159,8 +160,10 @@ fn events(blocks: &[(Value, Vec<Value>)], stop: &str) -> Vec<Value> {
         }
         out.push(json!({"type":"content_block_stop","index":i}));
     }
-    out.push(json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},
-        "usage":{"output_tokens":7}}));
+    out.push(
+        json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},
+        "usage":{"output_tokens":7}}),
+    );
     out.push(json!({"type":"message_stop"}));
     out
 }
@@ -207,7 +210,10 @@ fn agent(raw: &Raw, streaming: bool) -> (Agent, pikuri::listeners::InMemoryEvent
 #[test]
 fn a_plain_answer_with_usage_headers_and_body() {
     let raw = Raw::start();
-    raw.json(&message(json!([{"type":"text","text":"Hello."}]), "end_turn"));
+    raw.json(&message(
+        &json!([{"type":"text","text":"Hello."}]),
+        "end_turn",
+    ));
     let (mut agent, _) = agent(&raw, false);
     let out = agent.run_loop("Hi").unwrap();
     assert_eq!(out.answer.as_deref(), Some("Hello."));
@@ -233,10 +239,7 @@ fn a_plain_answer_with_usage_headers_and_body() {
     assert_eq!(b["tools"][0]["name"], "echo");
     assert_eq!(b["tools"][0]["input_schema"]["type"], "object");
     assert_eq!(b["tools"][0]["cache_control"], json!({"type":"ephemeral"}));
-    assert_eq!(
-        b["system"][0]["cache_control"],
-        json!({"type":"ephemeral"})
-    );
+    assert_eq!(b["system"][0]["cache_control"], json!({"type":"ephemeral"}));
     let last = &agent.messages()[agent.messages().len() - 1];
     assert_eq!(last.model.as_deref(), Some("claude-test-20250101"));
 }
@@ -244,7 +247,10 @@ fn a_plain_answer_with_usage_headers_and_body() {
 #[test]
 fn a_streamed_answer_reaches_the_listeners() {
     let raw = Raw::start();
-    raw.sse(&events(&[text_block(&["Hel", "lo ", "world."])], "end_turn"));
+    raw.sse(&events(
+        &[text_block(&["Hel", "lo ", "world."])],
+        "end_turn",
+    ));
     let (mut agent, rec) = agent(&raw, true);
     let out = agent.run_loop("Hi").unwrap();
     assert_eq!(out.answer.as_deref(), Some("Hello world."));
@@ -286,17 +292,24 @@ fn a_tool_round_with_thinking_goes_back_signed() {
             ));
             raw.sse(&events(&[text_block(&["Done."])], "end_turn"));
         } else {
-            raw.json(&message(json!([thinking, call]), "tool_use"));
-            raw.json(&message(json!([{"type":"text","text":"Done."}]), "end_turn"));
+            raw.json(&message(&json!([thinking, call]), "tool_use"));
+            raw.json(&message(
+                &json!([{"type":"text","text":"Done."}]),
+                "end_turn",
+            ));
         }
         let (mut agent, rec) = agent(&raw, streaming);
         let out = agent.run_loop("Echo ping").unwrap();
-        assert_eq!(out.answer.as_deref(), Some("Done."), "streaming {streaming}");
+        assert_eq!(
+            out.answer.as_deref(),
+            Some("Done."),
+            "streaming {streaming}"
+        );
         assert_eq!(out.steps, 1);
         assert!(
-            rec.events()
-                .iter()
-                .any(|e| matches!(e, Event::Thinking { content, .. } if content == "I should echo."))
+            rec.events().iter().any(
+                |e| matches!(e, Event::Thinking { content, .. } if content == "I should echo.")
+            )
         );
         assert_valid_history(agent.messages());
         let second = &raw.seen()[1].body;
@@ -323,14 +336,20 @@ fn a_tool_round_with_thinking_goes_back_signed() {
 fn parallel_results_and_a_following_user_message_share_one_user_turn() {
     let raw = Raw::start();
     raw.json(&message(
-        json!([
+        &json!([
             {"type":"tool_use","id":"a","name":"echo","input":{"text":"1"}},
             {"type":"tool_use","id":"b","name":"echo","input":{"text":"2"}}
         ]),
         "tool_use",
     ));
-    raw.json(&message(json!([{"type":"text","text":"Both."}]), "end_turn"));
-    raw.json(&message(json!([{"type":"text","text":"Again."}]), "end_turn"));
+    raw.json(&message(
+        &json!([{"type":"text","text":"Both."}]),
+        "end_turn",
+    ));
+    raw.json(&message(
+        &json!([{"type":"text","text":"Again."}]),
+        "end_turn",
+    ));
     let (mut agent, _) = agent(&raw, false);
     agent.run_loop("Echo twice").unwrap();
     let m = &raw.seen()[1].body["messages"];
@@ -349,7 +368,7 @@ fn parallel_results_and_a_following_user_message_share_one_user_turn() {
 #[test]
 fn prompt_caching_off_places_no_breakpoints() {
     let raw = Raw::start();
-    raw.json(&message(json!([{"type":"text","text":"Hi."}]), "end_turn"));
+    raw.json(&message(&json!([{"type":"text","text":"Hi."}]), "end_turn"));
     let mut agent = Agent::builder(raw.transport().with_prompt_caching(false))
         .system_prompt("S")
         .http(fast_http())
@@ -412,7 +431,10 @@ fn overloaded_529_is_retried() {
         r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
             .to_string(),
     ));
-    raw.json(&message(json!([{"type":"text","text":"Back."}]), "end_turn"));
+    raw.json(&message(
+        &json!([{"type":"text","text":"Back."}]),
+        "end_turn",
+    ));
     let (mut agent, rec) = agent(&raw, false);
     let out = agent.run_loop("Hi").unwrap();
     assert_eq!(out.answer.as_deref(), Some("Back."));
@@ -429,7 +451,7 @@ fn switching_between_chat_completions_and_anthropic() {
     chat.push(Reply::text("Chat again."));
     let raw = Raw::start();
     raw.json(&message(
-        json!([{"type":"thinking","thinking":"claude thoughts","signature":"S"},
+        &json!([{"type":"thinking","thinking":"claude thoughts","signature":"S"},
                {"type":"text","text":"From Claude."}]),
         "end_turn",
     ));

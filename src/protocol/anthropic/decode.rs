@@ -301,7 +301,11 @@ impl Decoder {
                 // the agent answers the call with an error observation
                 // quoting them, and the history sends `{}` instead (as for
                 // chat completions).
-                let args = if json.trim().is_empty() { initial } else { json };
+                let args = if json.trim().is_empty() {
+                    initial
+                } else {
+                    json
+                };
                 self.parts.calls[call].arguments = args;
             }
             Some(Open::Text | Open::Redacted | Open::Other) | None => {}

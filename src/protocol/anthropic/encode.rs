@@ -133,10 +133,12 @@ fn mark_breakpoints(system: &mut [Piece<'_>], turns: &mut [Turn<'_>], tools: &mu
         last.cache = true;
     }
     // Thinking blocks cannot carry a breakpoint: the last block that can.
-    if let Some(last) = turns
-        .last_mut()
-        .and_then(|t| t.pieces.iter_mut().rev().find(|p| !matches!(p.block, Block::Item(_))))
-    {
+    if let Some(last) = turns.last_mut().and_then(|t| {
+        t.pieces
+            .iter_mut()
+            .rev()
+            .find(|p| !matches!(p.block, Block::Item(_)))
+    }) {
         last.cache = true;
     }
 }

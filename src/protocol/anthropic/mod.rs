@@ -101,9 +101,9 @@ mod shapes;
 mod tests;
 
 pub(crate) use decode::Decoder;
-pub(crate) use encode::write_body;
 #[cfg(test)]
 use encode::DEFAULT_MAX_TOKENS;
+pub(crate) use encode::write_body;
 pub(crate) use response::parse_response;
 
 #[cfg(doc)]

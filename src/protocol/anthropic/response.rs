@@ -35,10 +35,9 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             Some("text") => parts.content.push_str(block.text.as_deref().unwrap_or("")),
             Some("thinking") => {
                 let thinking = block.thinking.unwrap_or_default();
-                parts.items.extend(shapes::thinking_item(
-                    &thinking,
-                    block.signature.as_deref(),
-                ));
+                parts
+                    .items
+                    .extend(shapes::thinking_item(&thinking, block.signature.as_deref()));
                 parts.reasoning.push_str(&thinking);
             }
             Some("redacted_thinking") => {

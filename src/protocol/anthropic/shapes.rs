@@ -87,10 +87,14 @@ pub(super) struct Response {
 /// Anthropic's usage figures; each read leniently (see [`figure`]).
 #[derive(Deserialize, Default)]
 pub(super) struct WireUsage {
-    input_tokens: Option<Value>,
-    output_tokens: Option<Value>,
-    cache_read_input_tokens: Option<Value>,
-    cache_creation_input_tokens: Option<Value>,
+    #[serde(rename = "input_tokens")]
+    input: Option<Value>,
+    #[serde(rename = "output_tokens")]
+    output: Option<Value>,
+    #[serde(rename = "cache_read_input_tokens")]
+    cache_read: Option<Value>,
+    #[serde(rename = "cache_creation_input_tokens")]
+    cache_creation: Option<Value>,
 }
 
 /// The largest token figure taken as real: a trillion tokens is beyond
@@ -117,13 +121,10 @@ impl WireUsage {
     /// already exclude the cached slices, so they map one to one.
     pub(super) fn to_usage(&self) -> Usage {
         Usage::from_parts(
-            figure("input_tokens", self.input_tokens.as_ref()),
-            figure("output_tokens", self.output_tokens.as_ref()),
-            figure("cache_read_input_tokens", self.cache_read_input_tokens.as_ref()),
-            figure(
-                "cache_creation_input_tokens",
-                self.cache_creation_input_tokens.as_ref(),
-            ),
+            figure("input_tokens", self.input.as_ref()),
+            figure("output_tokens", self.output.as_ref()),
+            figure("cache_read_input_tokens", self.cache_read.as_ref()),
+            figure("cache_creation_input_tokens", self.cache_creation.as_ref()),
             None,
         )
     }
@@ -174,19 +175,18 @@ pub(super) fn arguments_of(input: Option<&Value>) -> String {
 /// has no signature: the API rejects a thinking block sent back unsigned,
 /// so its text is kept as the message's reasoning only.
 pub(super) fn thinking_item(thinking: &str, signature: Option<&str>) -> Option<Value> {
-    match signature.filter(|s| !s.is_empty()) {
-        Some(sig) => Some(serde_json::json!({
+    if let Some(sig) = signature.filter(|s| !s.is_empty()) {
+        Some(serde_json::json!({
             "type": "thinking",
             "thinking": thinking,
             "signature": sig,
-        })),
-        None => {
-            log::warn!(
-                "anthropic: a thinking block without a signature is kept as reasoning only \
-                 (it cannot be sent back)"
-            );
-            None
-        }
+        }))
+    } else {
+        log::warn!(
+            "anthropic: a thinking block without a signature is kept as reasoning only \
+             (it cannot be sent back)"
+        );
+        None
     }
 }
 

@@ -86,7 +86,10 @@ fn encodes_a_tool_round_with_merged_results() {
     );
     let m = v["messages"].as_array().unwrap();
     assert_eq!(m.len(), 3, "{m:?}");
-    assert_eq!(m[0], json!({"role":"user","content":[{"type":"text","text":"hi"}]}));
+    assert_eq!(
+        m[0],
+        json!({"role":"user","content":[{"type":"text","text":"hi"}]})
+    );
     assert_eq!(
         m[1],
         json!({"role":"assistant","content":[
@@ -219,7 +222,13 @@ fn parses_a_response_with_thinking_tools_and_usage() {
     assert_eq!(c.model.as_deref(), Some("claude-x"));
     assert_eq!(
         c.usage,
-        Some(Usage::from_parts(Some(10), Some(5), Some(100), Some(7), None))
+        Some(Usage::from_parts(
+            Some(10),
+            Some(5),
+            Some(100),
+            Some(7),
+            None
+        ))
     );
     let m = &c.message;
     assert_eq!(m.content, "Calling.");
@@ -325,7 +334,13 @@ fn decodes_a_stream_with_thinking_text_and_a_tool() {
     let c = c.unwrap();
     assert_eq!(
         seen,
-        ["u:Some(12)/Some(1)", "r:ponder", "c:Hel", "c:lo", "u:Some(12)/Some(9)"]
+        [
+            "u:Some(12)/Some(1)",
+            "r:ponder",
+            "c:Hel",
+            "c:lo",
+            "u:Some(12)/Some(9)"
+        ]
     );
     assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
     assert_eq!(c.model.as_deref(), Some("claude-x"));
@@ -465,7 +480,7 @@ fn garbage_and_odd_shapes() {
     d.push_data(r#"{"type":"message_start","message":"x"}"#, &mut |_| {})
         .unwrap();
     d.push_data(r#"{"no_type":1}"#, &mut |_| {}).unwrap();
-    d.push_data(r#"[1,2]"#, &mut |_| {}).unwrap();
+    d.push_data(r"[1,2]", &mut |_| {}).unwrap();
     d.push_data(r#"{"type":"message_stop"}"#, &mut |_| {})
         .unwrap();
     assert!(d.is_done());
