@@ -100,8 +100,8 @@ impl<'a> Body<'a> {
                 }
             }
         }
-        // A message that had nothing to send (an empty text) leaves no
-        // empty turn behind: the API rejects empty content.
+        // The last message may have had nothing to send: the API rejects
+        // empty content.
         turns.retain(|t| !t.pieces.is_empty());
         let mut tools: Vec<Value> = req.tools.specs().iter().map(anthropic_tool).collect();
         if t.prompt_caching() {
@@ -152,6 +152,11 @@ fn piece(block: Block<'_>) -> Piece<'_> {
 
 /// The pieces of the last turn when it has this role, else of a new one.
 fn turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>, user: bool) -> &'t mut Vec<Piece<'a>> {
+    // A message that had nothing to send (an empty answer) leaves no turn:
+    // the ones around it then merge, as the roles must alternate.
+    if turns.last().is_some_and(|t| t.pieces.is_empty()) {
+        turns.pop();
+    }
     if turns.last().is_none_or(|t| t.user != user) {
         turns.push(Turn {
             user,

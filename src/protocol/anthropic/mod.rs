@@ -91,6 +91,21 @@
 //!
 //! The agent's next turn works after each: a failed request leaves no
 //! message in the history.
+//!
+//! # Not supported yet
+//!
+//! - Structured output: the agent's typed turns ask with chat completions'
+//!   `response_format`, which is not translated (Anthropic rejects it;
+//!   llama-server ignores it on `/v1/messages`).
+//! - Server tools (`server_tool_use`, web search results), citations,
+//!   documents (PDF) and `search_result` blocks: skipped when received,
+//!   never sent.
+//! - Interleaved thinking: a message's thinking blocks are sent back before
+//!   its text and calls, not between them.
+//! - `pause_turn` is not continued (pikuri declares no server tools).
+//! - `tool_result` never sets `is_error` (the observation text says it).
+//! - `/v1/messages/count_tokens` is not used; `split_think` has no effect
+//!   (thinking comes in blocks of its own).
 
 mod decode;
 mod encode;

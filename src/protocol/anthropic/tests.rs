@@ -186,6 +186,21 @@ fn request_fields_replace_pikuris_own() {
 }
 
 #[test]
+fn an_empty_answer_leaves_no_turn_and_the_roles_still_alternate() {
+    let msgs = vec![
+        Message::user("q"),
+        Message::assistant(""),
+        Message::user("r"),
+        Message::assistant(""),
+    ];
+    let v = encode(&transport().with_prompt_caching(false), &msgs, &Map::new());
+    assert_eq!(
+        v["messages"],
+        json!([{"role":"user","content":[{"type":"text","text":"q"},{"type":"text","text":"r"}]}])
+    );
+}
+
+#[test]
 fn user_images_and_url_sources() {
     let mut u = Message::user("see");
     u.images.push(Image {
