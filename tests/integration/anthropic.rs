@@ -389,7 +389,9 @@ fn a_mid_stream_error_is_typed_and_the_next_turn_works() {
     raw.sse(&events(&[text_block(&["Fine."])], "end_turn"));
     let (mut agent, _) = agent(&raw, true);
     let err = agent.run_loop("Hi").unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Protocol, "{err:?}");
+    // Classified as the same error before a stream would be.
+    assert_eq!(err.kind(), ErrorKind::Server, "{err:?}");
+    assert_eq!(err.status(), Some(529));
     assert!(
         err.to_string()
             .contains("server error in stream: Overloaded (overloaded_error)"),
@@ -477,4 +479,27 @@ fn switching_between_chat_completions_and_anthropic() {
     assert!(!back.contains("claude thoughts"), "{back}");
     assert!(!back.contains("signature"), "{back}");
     assert!(back.contains("From Claude."));
+}
+
+#[test]
+fn overloaded_mid_stream_falls_back_like_a_529() {
+    let primary = Raw::start();
+    let mut bad = events(&[text_block(&["Par"])], "end_turn");
+    bad.truncate(4);
+    bad.push(json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}));
+    primary.sse(&bad);
+    let backup = Raw::start();
+    backup.sse(&events(&[text_block(&["From the backup."])], "end_turn"));
+    let rec = pikuri::listeners::InMemoryEventList::new();
+    let mut agent = Agent::builder(primary.transport())
+        .http(fast_http().with_max_retries(0))
+        .streaming(true)
+        .add_fallback(backup.transport().with_model("claude-backup"))
+        .add_listener(rec.clone())
+        .build()
+        .unwrap();
+    let out = agent.run_loop("Hi").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("From the backup."));
+    assert!(rec.kinds().contains(&"model_fallback"), "{:?}", rec.kinds());
+    assert_eq!(backup.seen()[0].body["model"], "claude-backup");
 }

@@ -110,13 +110,7 @@ impl Decoder {
                 self.done = true;
                 Ok(())
             }
-            "error" => Err(DecodeError::Protocol(format!(
-                "server error in stream: {}",
-                event
-                    .error
-                    .as_ref()
-                    .map_or_else(|| "(no details)".to_string(), shapes::error_text)
-            ))),
+            "error" => Err(shapes::stream_error(event.error.as_ref())),
             // `ping` keeps the connection alive; event types added later
             // are not pikuri's to read.
             _ => Ok(()),

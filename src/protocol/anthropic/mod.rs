@@ -75,8 +75,13 @@
 //! members are skipped.
 //!
 //! Bad streams:
-//! - an `error` event is a protocol error `server error in stream:
-//!   <message> (<type>)`, e.g. `(overloaded_error)`;
+//! - an `error` event says `server error in stream: <message> (<type>)`;
+//!   one the API also answers with a status before a stream
+//!   (`overloaded_error` 529, `rate_limit_error` 429, `api_error` 500,
+//!   `timeout_error` 504) is an HTTP error of that status (so it is
+//!   classified, and a fallback transport takes over, as then), any other
+//!   a protocol error. It is not retried: its text already reached the
+//!   listeners;
 //! - a stream that ends without `message_stop` is `Truncated`;
 //! - a delta or stop for a block that never started or already stopped, a
 //!   block started twice or before `message_start`, data that is not JSON:

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Usage;
+use crate::protocol::error::DecodeError;
 
 /// A string borrowed from the input when it has no escapes.
 pub(super) type Str<'a> = Cow<'a, str>;
@@ -207,4 +208,24 @@ pub(super) fn error_text(error: &Value) -> String {
         Some(k) => format!("{message} ({k})"),
         None => message,
     }
+}
+
+/// A stream's `error` event: the errors the API also answers with a status
+/// before a stream starts (`overloaded_error` 529, `rate_limit_error` 429,
+/// `api_error` 500, `timeout_error` 504) become that status, so they are
+/// classified, and fall back, as they would have been then; any other is a
+/// protocol error. Both say `server error in stream: <message> (<type>)`.
+pub(super) fn stream_error(error: Option<&Value>) -> DecodeError {
+    let message = format!(
+        "server error in stream: {}",
+        error.map_or_else(|| "(no details)".to_string(), error_text)
+    );
+    let status = match error.and_then(|e| e.get("type")).and_then(Value::as_str) {
+        Some("overloaded_error") => 529,
+        Some("rate_limit_error") => 429,
+        Some("api_error") => 500,
+        Some("timeout_error") => 504,
+        _ => return DecodeError::Protocol(message),
+    };
+    DecodeError::Status { status, message }
 }

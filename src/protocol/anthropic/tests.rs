@@ -384,6 +384,17 @@ fn an_error_event_is_a_protocol_error_with_the_message() {
         e.to_string(),
         "server error in stream: Overloaded (overloaded_error)"
     );
+    assert!(matches!(e, DecodeError::Status { status: 529, .. }));
+    let events = [
+        start(),
+        json!({"type":"error","error":{"type":"invalid_request_error","message":"bad"}}),
+    ];
+    let e = stream(&events).0.unwrap_err();
+    assert!(matches!(e, DecodeError::Protocol(_)), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "server error in stream: bad (invalid_request_error)"
+    );
 }
 
 #[test]
