@@ -110,7 +110,7 @@ impl Decoder {
                 self.done = true;
                 Ok(())
             }
-            "error" => Err(shapes::stream_error(event.error.as_ref())),
+            "error" => Err(shapes::stream_error(event.error.as_deref())),
             // `ping` keeps the connection alive; event types added later
             // are not pikuri's to read.
             _ => Ok(()),
@@ -143,7 +143,7 @@ impl Decoder {
     fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
         let quoted = crate::util::redact(data, self.secret.as_deref());
         let quoted = crate::util::excerpt(&quoted, 200);
-        if serde_json::from_str::<serde::de::IgnoredAny>(data).is_err() {
+        if !e.is_data() {
             return Err(DecodeError::Protocol(format!(
                 "stream event is not JSON: {quoted}"
             )));
@@ -232,18 +232,18 @@ impl Decoder {
                 }
             }
             (Open::Thinking { text, .. }, Some("thinking_delta")) => {
-                if let Some(t) = delta.thinking.as_deref().filter(|t| !t.is_empty()) {
+                if let Some(t) = delta.text.as_deref().filter(|t| !t.is_empty()) {
                     text.push_str(t);
                     on_fragment(Fragment::Reasoning(t));
                 }
             }
             (Open::Thinking { signature, .. }, Some("signature_delta")) => {
-                if let Some(s) = delta.signature.as_deref() {
+                if let Some(s) = delta.text.as_deref() {
                     signature.get_or_insert_with(String::new).push_str(s);
                 }
             }
             (Open::Tool { json, .. }, Some("input_json_delta")) => {
-                if let Some(p) = delta.partial_json.as_deref() {
+                if let Some(p) = delta.text.as_deref() {
                     json.push_str(p);
                 }
             }

@@ -28,10 +28,12 @@ pub(super) struct Event<'a> {
     pub(super) content_block: Option<Box<Block>>,
     /// `message_start`: the message's id, model and first usage.
     pub(super) message: Option<Box<Head>>,
-    /// `message_delta`: the cumulative usage.
-    pub(super) usage: Option<WireUsage>,
+    /// `message_delta`: the cumulative usage. Boxed, as the other rare
+    /// members: an event is returned by value, and a small one is cheaper
+    /// to move (the bulk of a stream is deltas).
+    pub(super) usage: Option<Box<WireUsage>>,
     /// `error`: `{type, message}`.
-    pub(super) error: Option<Value>,
+    pub(super) error: Option<Box<Value>>,
 }
 
 /// The `delta` of a `content_block_delta` or a `message_delta`.
@@ -39,14 +41,18 @@ pub(super) struct Event<'a> {
 pub(super) struct Delta<'a> {
     #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Str<'a>>,
-    #[serde(borrow)]
+    /// The delta's one payload, whatever its kind names it: `text`
+    /// (`text_delta`), `thinking`, `signature` or `partial_json`. One field
+    /// for the four keeps the struct small (a delta carries one of them;
+    /// one that carries two is a duplicate field, and its event is skipped
+    /// as of an unexpected shape).
+    #[serde(
+        borrow,
+        alias = "thinking",
+        alias = "signature",
+        alias = "partial_json"
+    )]
     pub(super) text: Option<Str<'a>>,
-    #[serde(borrow)]
-    pub(super) thinking: Option<Str<'a>>,
-    #[serde(borrow)]
-    pub(super) signature: Option<Str<'a>>,
-    #[serde(borrow)]
-    pub(super) partial_json: Option<Str<'a>>,
     #[serde(borrow)]
     pub(super) stop_reason: Option<Str<'a>>,
 }

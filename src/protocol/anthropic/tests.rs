@@ -507,6 +507,27 @@ fn garbage_and_odd_shapes() {
         .unwrap();
     d.push_data(r#"{"no_type":1}"#, &mut |_| {}).unwrap();
     d.push_data(r"[1,2]", &mut |_| {}).unwrap();
+    d.push_data(
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text"}}"#,
+        &mut |_| {},
+    )
+    .unwrap_err(); // before message_start
+    let mut seen = String::new();
+    let mut d2 = Decoder::new(false, None);
+    for e in [
+        r#"{"type":"message_start","message":{}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","thinking":"b"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"c"}}"#,
+    ] {
+        d2.push_data(e, &mut |f| {
+            if let Fragment::Content(s) = f {
+                seen.push_str(s);
+            }
+        })
+        .unwrap();
+    }
+    assert_eq!(seen, "c", "a delta with two payloads is skipped");
     d.push_data(r#"{"type":"message_stop"}"#, &mut |_| {})
         .unwrap();
     assert!(d.is_done());
