@@ -27,7 +27,11 @@
 //!   them back within a tool loop; another model's are dropped, as is
 //!   reasoning text that came without them, from another API), its text,
 //!   then a `tool_use` block per call, whose `input` is the parsed
-//!   arguments (`{}` when they are not one JSON object).
+//!   arguments (`{}` when they are not one JSON object). The thinking goes
+//!   back whatever
+//!   [`Configurator::replay_reasoning`](crate::Configurator::replay_reasoning)
+//!   says: the API requires it within a tool loop, and drops it itself from
+//!   earlier turns.
 //! - `tools`: `{name, description, input_schema}` each.
 //! - `max_tokens`, which the API requires: `DEFAULT_MAX_TOKENS` (4096)
 //!   unless the request fields set it.
