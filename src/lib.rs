@@ -37,7 +37,9 @@
 //!
 //! - Describe the endpoint with a [`ChatTransport`] (model, API base, key,
 //!   optional context window); [`ChatTransport::from_env`] reads
-//!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`.
+//!   `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL`, or
+//!   `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` and `ANTHROPIC_MODEL`
+//!   (`PIKURI_API` picks the API when both are set).
 //! - Build an [`Agent`] with its [`Configurator`]: system prompt, [`Tool`]s,
 //!   [`Listener`]s (a closure: [`Configurator::on_event`]), controls
 //!   ([`StepLimit`], [`Cancellable`], [`Interloper`]),
@@ -202,18 +204,21 @@
 //!
 //! # Scope
 //!
-//! In scope: the OpenAI chat-completions wire format (streamed and not),
-//! OpenAI's Responses API ([`Api::OpenAiResponses`]: input items, reasoning
-//! items carried across tool rounds without server-side storage, structured
-//! output as `text.format`), tool
+//! In scope: the OpenAI chat-completions wire format, Anthropic's
+//! Messages API ([`Api::AnthropicMessages`]: thinking blocks, prompt-cache
+//! breakpoints) and OpenAI's Responses API ([`Api::OpenAiResponses`]: input
+//! items, reasoning items carried across tool rounds without server-side
+//! storage, structured output as `text.format`), each streamed and not, tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
-//! Ollama and vLLM, and MCP servers' tools (client side: stdio and
-//! Streamable HTTP; no resources, prompts, sampling or elicitation).
+//! Ollama and vLLM, images in user messages and tool results, a crash-safe
+//! run journal, OpenTelemetry export, and MCP servers (client side: stdio
+//! and Streamable HTTP, protocols 2025-03-26 to 2026-07-28: tools,
+//! resources, prompts, input requests, OAuth 2.1; no sampling or roots).
 //!
-//! Out of scope: async runtimes, other wire formats (Anthropic messages,
-//! Gemini), the Responses API's built-in tools and server-side state
-//! (`previous_response_id`), embeddings, images and audio.
+//! Out of scope: async runtimes, other wire formats (Gemini's own API),
+//! the Responses API's built-in tools and server-side state
+//! (`previous_response_id`), embeddings, and audio.
 //!
 //! # Mapping from pikuri (Ruby)
 //!
@@ -518,4 +523,6 @@ mod one_path {
 // Hooks for `fuzz/` only: cargo-fuzz builds with `--cfg fuzzing`.
 #[cfg(fuzzing)]
 #[doc(hidden)]
-pub use crate::protocol::fuzz::{__fuzz_accumulate, __fuzz_responses, __fuzz_sse};
+pub use crate::protocol::fuzz::{
+    __fuzz_accumulate, __fuzz_anthropic, __fuzz_responses, __fuzz_sse,
+};

@@ -453,6 +453,11 @@ pub(crate) fn decode_error(
             message: redact(&m, secret).into_owned(),
             url,
         },
+        DecodeError::Status { status, message } => Error::Http {
+            status,
+            message: redact(&message, secret).into_owned(),
+            url: url.unwrap_or_default(),
+        },
         DecodeError::Truncated => Error::Truncated,
         DecodeError::TimedOut => Error::Timeout {
             after: cfg.read_timeout,

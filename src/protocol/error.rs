@@ -13,6 +13,12 @@ pub(crate) enum DecodeError {
     /// body that is not the expected JSON, a server `error` object, a size
     /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
     Protocol(String),
+    /// An error the server reported inside a stream that has an HTTP
+    /// status of its own when reported before one (Anthropic's
+    /// `overloaded_error` is 529). Becomes
+    /// [`Error::Http`](crate::Error::Http) with that status, so it is
+    /// classified (and falls back) like the same error before the stream.
+    Status { status: u16, message: String },
     /// The stream ended before `[DONE]` and before a `finish_reason`, or
     /// the body was cut mid-frame. Becomes
     /// [`Error::Truncated`](crate::Error::Truncated).
@@ -43,6 +49,7 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::Protocol(m) => f.write_str(m),
+            DecodeError::Status { message, .. } => f.write_str(message),
             DecodeError::Truncated => f.write_str("stream truncated before [DONE]"),
             DecodeError::TimedOut => f.write_str("read timed out"),
             DecodeError::Io(e) => write!(f, "read failed: {e}"),

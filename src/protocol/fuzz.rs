@@ -2,6 +2,7 @@
 //! only then are they re-exported at the crate root). Not part of the API;
 //! the unit tests run them too.
 
+use super::anthropic;
 use super::decode::{Accumulator, Fragment, parse_response};
 use super::sse::{Flow, SseParser, read_sse};
 
@@ -119,6 +120,61 @@ pub fn __fuzz_responses(data: &[u8]) {
     let _ = super::responses::parse_response(data, split_think);
 }
 
+/// Feeds each line of `data` (after a first byte choosing `split_think`)
+/// to the Anthropic stream decoder, then the whole of it to its
+/// non-streamed parser; each decoded message is encoded again as the
+/// history of a Messages request, which must be valid JSON. Errors are
+/// expected; a panic, a failing `finish` after `message_stop` or an
+/// invalid request body is a bug.
+pub fn __fuzz_anthropic(data: &[u8]) {
+    let Some((&first, data)) = data.split_first() else {
+        return;
+    };
+    let split_think = first & 1 == 1;
+    let mut decoder = anthropic::Decoder::new(split_think, None);
+    for line in data.split(|&b| b == b'\n') {
+        if let Ok(line) = std::str::from_utf8(line) {
+            let _ = decoder.push_data(line, &mut |_| {});
+        }
+    }
+    let done = decoder.is_done();
+    let result = decoder.finish();
+    assert!(!done || result.is_ok(), "finish after message_stop failed");
+    let parsed = anthropic::parse_response(data, split_think);
+    let transport = crate::ChatTransport::new("m").with_api(crate::Api::AnthropicMessages);
+    let tools = super::ToolSpecs::default();
+    let extra = serde_json::Map::new();
+    let mut buf = Vec::new();
+    for completion in [result, parsed].into_iter().flatten() {
+        let mut message = completion.message;
+        // As `wire::stamp_origin` does after a real request: the thinking goes
+        // back.
+        if let Some(pd) = &mut message.provider_data {
+            pd.endpoint = transport.base_or_default().to_string();
+            pd.model = "m".to_string();
+        }
+        let messages = [crate::Message::user("q"), message];
+        let req = super::Request {
+            transport: &transport,
+            system: Some("s"),
+            messages: &messages,
+            trailing_system: None,
+            tools: &tools,
+            stream: true,
+            replay_reasoning: true,
+            split_think,
+            extra: &extra,
+            cancel: None,
+            traceparent: None,
+        };
+        anthropic::write_body(&req, &mut buf);
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&buf).is_ok(),
+            "invalid request body"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,7 +197,14 @@ mod tests {
             __fuzz_sse(&data);
             __fuzz_accumulate(&data);
             __fuzz_responses(&data);
+            __fuzz_anthropic(&data);
         }
+        __fuzz_anthropic(b"");
+        __fuzz_anthropic(
+            b"\x00{\"type\":\"message_start\",\"message\":{}}\n\
+              {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"signature\":\"s\"}}\n\
+              {\"type\":\"message_stop\"}",
+        );
         __fuzz_sse(b"");
         __fuzz_sse(b"\x10\x03data: a\r\n\r\ndata: b");
         __fuzz_accumulate(b"");

@@ -87,8 +87,13 @@ impl ToolSpecs {
         )
     }
 
-    /// The chat-completions `tools` entries, for the encoders of other
-    /// APIs to reshape.
+    /// Specs as given (tests of the other APIs' encoders).
+    #[cfg(test)]
+    pub(crate) fn from_values(specs: Vec<Value>) -> ToolSpecs {
+        ToolSpecs(specs)
+    }
+
+    /// The specs, in chat-completions shape (other APIs reshape them).
     pub(crate) fn specs(&self) -> &[Value] {
         &self.0
     }

@@ -9,7 +9,8 @@ use crate::{Cancellable, Result};
 /// Status codes worth another attempt: rate limits and the transient server
 /// failures a proxy or an overloaded server reports (the kinds `RateLimit`
 /// and part of `Server`; the client skips a `ContextOverflow` among them).
-pub(super) const RETRYABLE: [u16; 5] = [429, 500, 502, 503, 504];
+/// 529 is Anthropic's "overloaded".
+pub(super) const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
 
 /// A failed attempt that will be retried.
 #[derive(Debug)]

@@ -47,6 +47,17 @@ pub struct ChatTransport {
     api_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     context_window: Option<u64>,
+    /// Automatic prompt-cache breakpoints turned off (Anthropic).
+    #[serde(default, skip_serializing_if = "is_false")]
+    no_auto_cache: bool,
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The API base used when a transport names none: OpenAI's, for chat
@@ -127,6 +138,17 @@ impl ChatTransport {
     /// `OPENAI_MODEL`; unset or empty variables leave the field unset. The
     /// variables used are logged at `debug` (the key's value never is).
     ///
+    /// The API: `PIKURI_API` names it (`chat` or `chat_completions`,
+    /// `responses` or `openai_responses`, both with the `OPENAI_*`
+    /// variables; `anthropic` or `anthropic_messages`). Unset, it is
+    /// [`Api::AnthropicMessages`] when `ANTHROPIC_API_KEY` or
+    /// `ANTHROPIC_BASE_URL` is set and neither `OPENAI_BASE_URL` nor
+    /// `OPENAI_API_KEY` is, else chat completions. Anthropic reads the
+    /// variables its SDK reads: `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`
+    /// (the server's root, as the SDK takes it: `/v1` is appended unless it
+    /// ends with it; unset, `https://api.anthropic.com/v1`), and
+    /// `ANTHROPIC_MODEL` for the model.
+    ///
     /// Without `OPENAI_BASE_URL` the transport talks to OpenAI's hosted API
     /// (`https://api.openai.com/v1`), which needs `OPENAI_API_KEY`; without
     /// `OPENAI_MODEL` the server's only model is taken at
@@ -158,13 +180,40 @@ impl ChatTransport {
     /// [`from_env`](ChatTransport::from_env) over any source of variables.
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
         let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let api = match var("PIKURI_API")
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None => {
+                let anthropic =
+                    var("ANTHROPIC_API_KEY").is_some() || var("ANTHROPIC_BASE_URL").is_some();
+                let openai = var("OPENAI_API_KEY").is_some() || var("OPENAI_BASE_URL").is_some();
+                if anthropic && !openai {
+                    Api::AnthropicMessages
+                } else {
+                    Api::ChatCompletions
+                }
+            }
+            Some("chat" | "chat_completions") => Api::ChatCompletions,
+            Some("responses" | "openai_responses") => Api::OpenAiResponses,
+            Some("anthropic" | "anthropic_messages") => Api::AnthropicMessages,
+            Some(other) => {
+                return Err(crate::Error::InvalidInput(format!(
+                    "PIKURI_API `{other}` is not an API: use chat, responses or anthropic"
+                )));
+            }
+        };
+        if api == Api::AnthropicMessages {
+            return ChatTransport::anthropic_from_vars(var);
+        }
         let t = ChatTransport {
-            api: Api::ChatCompletions,
+            api,
             model: var("OPENAI_MODEL"),
             provider: Some("openai".to_string()),
             api_base: var("OPENAI_BASE_URL"),
             api_key: var("OPENAI_API_KEY"),
             context_window: None,
+            no_auto_cache: false,
         };
         log::debug!(
             "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
@@ -177,6 +226,44 @@ impl ChatTransport {
                 "no endpoint in the environment: set OPENAI_BASE_URL to your server's API base \
                  (e.g. http://127.0.0.1:8080/v1 for llama.cpp, http://127.0.0.1:11434/v1 for \
                  Ollama), or OPENAI_API_KEY for OpenAI's hosted API; OPENAI_MODEL picks the model"
+                    .to_string(),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// The Anthropic half of [`from_vars`](ChatTransport::from_vars).
+    fn anthropic_from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
+        // The SDK's base is the server's root; pikuri's ends with the
+        // version, like OpenAI's.
+        let api_base = var("ANTHROPIC_BASE_URL").map(|b| {
+            let b = b.trim().trim_end_matches('/');
+            if b.ends_with("/v1") {
+                b.to_string()
+            } else {
+                format!("{b}/v1")
+            }
+        });
+        let t = ChatTransport {
+            api: Api::AnthropicMessages,
+            model: var("ANTHROPIC_MODEL"),
+            provider: Some("anthropic".to_string()),
+            api_base,
+            api_key: var("ANTHROPIC_API_KEY"),
+            context_window: None,
+            no_auto_cache: false,
+        };
+        log::debug!(
+            "transport from env: ANTHROPIC_BASE_URL={:?} ANTHROPIC_MODEL={:?} ANTHROPIC_API_KEY={}",
+            t.api_base,
+            t.model,
+            if t.api_key.is_some() { "set" } else { "unset" }
+        );
+        if t.api_base.is_none() && t.api_key.is_none() {
+            return Err(crate::Error::InvalidInput(
+                "no endpoint in the environment: set ANTHROPIC_BASE_URL to your server's root \
+                 (e.g. http://127.0.0.1:8080 for llama.cpp), or ANTHROPIC_API_KEY for \
+                 Anthropic's hosted API; ANTHROPIC_MODEL picks the model"
                     .to_string(),
             ));
         }
@@ -236,8 +323,8 @@ impl ChatTransport {
     pub fn model(&self) -> Option<&str> {
         self.model.as_deref()
     }
-    /// The provider hint (informational; every provider is spoken to with the
-    /// OpenAI chat-completions protocol).
+    /// The provider hint (informational: [`api`](ChatTransport::api)
+    /// decides the wire format).
     pub fn provider(&self) -> Option<&str> {
         self.provider.as_deref()
     }
@@ -282,6 +369,30 @@ impl ChatTransport {
         self.api_key = Some(api_key.into());
         self
     }
+    /// A copy with automatic prompt-cache breakpoints on (the default) or
+    /// off. On [`Api::AnthropicMessages`] pikuri marks the last tool, the
+    /// system prompt and the conversation's moving end with `cache_control`
+    /// (three of the API's four breakpoints); off, it marks none, and a
+    /// host places its own by sending `system` and `tools` as request
+    /// fields ([`Configurator::request_field`](crate::Configurator::request_field)),
+    /// which replace pikuri's. The other APIs cache without breakpoints.
+    ///
+    /// ```
+    /// use pikuri::{Api, ChatTransport};
+    /// let t = ChatTransport::new("claude-sonnet-4-5").with_api(Api::AnthropicMessages);
+    /// assert!(t.prompt_caching());
+    /// assert!(!t.with_prompt_caching(false).prompt_caching());
+    /// ```
+    #[must_use]
+    pub fn with_prompt_caching(mut self, on: bool) -> ChatTransport {
+        self.no_auto_cache = !on;
+        self
+    }
+    /// Whether pikuri places prompt-cache breakpoints (see
+    /// [`with_prompt_caching`](ChatTransport::with_prompt_caching)).
+    pub fn prompt_caching(&self) -> bool {
+        !self.no_auto_cache
+    }
     /// A copy with an explicit context window (`None` to probe).
     #[must_use]
     pub fn with_context_window(mut self, context_window: Option<u64>) -> ChatTransport {
@@ -313,14 +424,18 @@ impl ChatTransport {
 
 impl fmt::Debug for ChatTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChatTransport")
-            .field("api", &self.api)
+        let mut d = f.debug_struct("ChatTransport");
+        d.field("api", &self.api)
             .field("model", &self.model)
             .field("provider", &self.provider)
             .field("api_base", &self.api_base)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("context_window", &self.context_window)
-            .finish()
+            .field("context_window", &self.context_window);
+        // Shown only when off, so the usual output stays as it was.
+        if self.no_auto_cache {
+            d.field("prompt_caching", &false);
+        }
+        d.finish()
     }
 }
 
@@ -608,5 +723,70 @@ mod tests {
             ChatTransport::from_vars(|n| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string()))
                 .unwrap();
         assert!(hosted.has_api_key() && hosted.api_base().is_none());
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn the_environment_picks_the_api() {
+        // Only Anthropic's variables: Anthropic, with the SDK's root base.
+        let t = ChatTransport::from_vars(vars(&[
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080/"),
+            ("ANTHROPIC_MODEL", "claude-x"),
+        ]))
+        .unwrap();
+        assert_eq!(t.api(), Api::AnthropicMessages);
+        assert_eq!(t.api_base(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(t.model(), Some("claude-x"));
+        assert_eq!(t.provider(), Some("anthropic"));
+        assert!(t.has_api_key());
+        // A base that already names the version is kept; a key alone goes
+        // to Anthropic's hosted API.
+        let t = ChatTransport::from_vars(vars(&[("ANTHROPIC_BASE_URL", "http://h/v1")])).unwrap();
+        assert_eq!(t.api_base(), Some("http://h/v1"));
+        let t = ChatTransport::from_vars(vars(&[("ANTHROPIC_API_KEY", "k")])).unwrap();
+        assert_eq!(t.base_or_default(), DEFAULT_ANTHROPIC_BASE);
+        // Both sets: OpenAI's, unless PIKURI_API says otherwise.
+        let both = [
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+        ];
+        let t = ChatTransport::from_vars(vars(&both)).unwrap();
+        assert_eq!(t.api(), Api::ChatCompletions);
+        for (name, api) in [
+            ("anthropic", Api::AnthropicMessages),
+            ("Anthropic_Messages", Api::AnthropicMessages),
+            ("responses", Api::OpenAiResponses),
+            ("chat", Api::ChatCompletions),
+        ] {
+            let mut v = both.to_vec();
+            v.push(("PIKURI_API", name));
+            assert_eq!(
+                ChatTransport::from_vars(vars(&v)).unwrap().api(),
+                api,
+                "{name}"
+            );
+        }
+        let err = ChatTransport::from_vars(vars(&[("PIKURI_API", "soap")])).unwrap_err();
+        assert!(err.to_string().contains("PIKURI_API `soap`"), "{err}");
+        // Anthropic asked for with none of its variables set.
+        let err = ChatTransport::from_vars(vars(&[
+            ("PIKURI_API", "anthropic"),
+            ("OPENAI_API_KEY", "sk"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("ANTHROPIC_BASE_URL"), "{err}");
     }
 }

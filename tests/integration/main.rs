@@ -2,6 +2,7 @@
 //! One binary (see `autotests = false`); each module is one area.
 
 mod agent_loop; // rounds, tools, streaming, events, model switch, close
+mod anthropic; // issue 29: Anthropic Messages against a raw scripted server
 mod api; // Send/Sync bounds, pinned Debug and Display
 mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred turns
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs

@@ -1,68 +1,137 @@
-//! Anthropic's Messages API (`POST {base}/messages`): the request encoder and the response and stream decoders, into
-//! the same [`Completion`] and [`Fragment`]s as chat completions.
+//! Anthropic's Messages API (`POST {base}/messages`): the request encoder
+//! and the response and stream decoders, into the same [`Completion`] and
+//! [`Fragment`]s as chat completions.
 //!
-//! Not implemented yet: every entry point fails with a protocol error.
+//! | file | job |
+//! |---|---|
+//! | `encode.rs` | a request → the body, by reference |
+//! | `response.rs` | a non-streamed body → completion |
+//! | `decode.rs` | stream events → fragments and a completion |
+//! | `shapes.rs` | the serde shapes, stop reasons, usage |
+//!
+//! # The request
+//!
+//! - `system`: the system prompt, then the history's system messages, then
+//!   the request's per-request note (the remaining-steps note), each a text
+//!   block.
+//! - `messages`: user and assistant messages of content blocks;
+//!   consecutive messages of one role are merged into one (the API wants
+//!   the roles to alternate), so the tool results of one batch are one user
+//!   message of `tool_result` blocks, and a user message that follows them
+//!   joins it. Empty texts are left out. Images go as `image` blocks
+//!   (`base64` or `url` sources) after the text, in user messages and
+//!   inside tool results.
+//! - An assistant message sends, in order: the `thinking` and
+//!   `redacted_thinking` blocks of its [`ProviderData`](crate::ProviderData)
+//!   when that data is for this API, API base and model (the API requires
+//!   them back within a tool loop; another model's are dropped, as is
+//!   reasoning text that came without them, from another API), its text,
+//!   then a `tool_use` block per call, whose `input` is the parsed
+//!   arguments (`{}` when they are not one JSON object). The thinking goes
+//!   back whatever
+//!   [`Configurator::replay_reasoning`](crate::Configurator::replay_reasoning)
+//!   says: the API requires it within a tool loop, and drops it itself from
+//!   earlier turns.
+//! - `tools`: `{name, description, input_schema}` each.
+//! - `max_tokens`, which the API requires: `DEFAULT_MAX_TOKENS` (4096)
+//!   unless the request fields set it.
+//! - The request fields
+//!   ([`Configurator::request_field`](crate::Configurator::request_field))
+//!   come last and in Anthropic's own shapes (`temperature`, `tool_choice:
+//!   {"type": "auto"}`, `thinking: {"type": "enabled", "budget_tokens":
+//!   2048}`, ...); a field they name (`max_tokens`, `system`, `tools`,
+//!   `stream`, even `messages`) replaces pikuri's.
+//!
+//! # Prompt caching
+//!
+//! Unless [`ChatTransport::with_prompt_caching`](crate::ChatTransport::with_prompt_caching)
+//! turned it off, three `cache_control: {"type": "ephemeral"}` breakpoints
+//! of the API's four are placed: on the last tool, on the last system block
+//! before the per-request note, and on the conversation's last block (the
+//! moving end: each request reads the prefix the one before wrote). To
+//! place its own, a host turns the automatic ones off and sends `system`
+//! and `tools` with its breakpoints as request fields.
+//!
+//! # Responses and streams
+//!
+//! - Text blocks make the content; `thinking` blocks the reasoning, and,
+//!   with their signature, the provider data (with `redacted_thinking`
+//!   blocks, verbatim, in order); `tool_use` blocks the tool calls. Other
+//!   block kinds (server tools, citations) are skipped.
+//! - `stop_reason` is reported as the chat-completions `finish_reason`:
+//!   `end_turn`, `stop_sequence` → `stop`; `tool_use` → `tool_calls`;
+//!   `max_tokens` → `length`; `refusal` → `content_filter`; `pause_turn`
+//!   (only server tools pause) → `stop`, the message kept as the answer.
+//! - Usage: `input_tokens` → input, `output_tokens` → output,
+//!   `cache_read_input_tokens` → cached, `cache_creation_input_tokens` →
+//!   cache creation (Anthropic's slices are already exclusive). A figure
+//!   that is not a non-negative integer up to 2^40 is dropped with a `warn`
+//!   line, as if not reported.
+//!
+//! # Streaming
+//!
+//! Events by their `type`: `message_start` (model, first usage),
+//! `content_block_start`, `content_block_delta` (`text_delta`,
+//! `thinking_delta`, `signature_delta`, `input_json_delta`),
+//! `content_block_stop`, `message_delta` (stop reason, cumulative usage:
+//! its figures replace those before), `message_stop` (the end; anything
+//! after is ignored). `ping` and unknown event types, delta kinds and
+//! members are skipped.
+//!
+//! Bad streams:
+//! - an `error` event says `server error in stream: <message> (<type>)`;
+//!   one the API also answers with a status before a stream
+//!   (`overloaded_error` 529, `rate_limit_error` 429, `api_error` 500,
+//!   `timeout_error` 504) is an HTTP error of that status (so it is
+//!   classified, and a fallback transport takes over, as then), any other
+//!   a protocol error. It is not retried: its text already reached the
+//!   listeners;
+//! - a stream that ends without `message_stop` is `Truncated`;
+//! - a delta or stop for a block that never started or already stopped, a
+//!   block started twice or before `message_start`, data that is not JSON:
+//!   a protocol error (JSON of an unexpected shape is skipped with a `warn`
+//!   line);
+//! - a block still open at `message_stop` is closed as it stands;
+//! - `tool_use` input JSON that never completes is kept as the call's
+//!   arguments: the agent answers the call with an error observation and
+//!   the history sends `{}` back;
+//! - a `thinking` block without a signature keeps its text as reasoning
+//!   but is not kept to send back (the API rejects unsigned thinking).
+//!
+//! The agent's next turn works after each: a failed request leaves no
+//! message in the history.
+//!
+//! # Not supported yet
+//!
+//! - Structured output: the agent's typed turns ask with chat completions'
+//!   `response_format`, which is not translated (Anthropic rejects it;
+//!   llama-server ignores it on `/v1/messages`).
+//! - Server tools (`server_tool_use`, web search results), citations,
+//!   documents (PDF) and `search_result` blocks: skipped when received,
+//!   never sent.
+//! - Interleaved thinking: a message's thinking blocks are sent back before
+//!   its text and calls, not between them.
+//! - `pause_turn` is not continued (pikuri declares no server tools).
+//! - `tool_result` never sets `is_error` (the observation text says it).
+//! - `/v1/messages/count_tokens` is not used; `split_think` has no effect
+//!   (thinking comes in blocks of its own).
 
+mod decode;
+mod encode;
+mod response;
+mod shapes;
+
+#[cfg(test)]
+mod tests;
+
+pub(crate) use decode::Decoder;
+#[cfg(test)]
+use encode::DEFAULT_MAX_TOKENS;
+pub(crate) use encode::write_body;
+pub(crate) use response::parse_response;
+
+#[cfg(doc)]
 use super::decode::{Completion, Fragment};
-use super::error::DecodeError;
-use super::request::Request;
-
-const UNSUPPORTED: &str = "this wire format is not implemented yet";
-
-/// Serialize `req` into `buf` (cleared first).
-pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
-    let _ = req;
-    buf.clear();
-    buf.extend_from_slice(b"{}");
-}
-
-/// Decode a non-streamed response body.
-pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completion, DecodeError> {
-    let _ = (body, split_think);
-    Err(DecodeError::Protocol(UNSUPPORTED.to_string()))
-}
-
-/// The stream decoder: one event's data at a time.
-#[derive(Debug, Default)]
-pub(crate) struct Decoder {
-    progress: u64,
-}
-
-// A stub until the decoder lands: its methods keep the shared contract.
-#[allow(clippy::unused_self, reason = "stub until the decoder is written")]
-impl Decoder {
-    /// A decoder; `split_think` moves `<think>` tags out of the text,
-    /// `secret` is redacted from what log lines quote.
-    pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
-        let _ = (split_think, secret);
-        Decoder::default()
-    }
-
-    /// Feed one event's data, reporting fragments.
-    pub(crate) fn push_data(
-        &mut self,
-        data: &str,
-        on_fragment: &mut dyn FnMut(Fragment<'_>),
-    ) -> Result<(), DecodeError> {
-        let _ = (data, on_fragment);
-        Err(DecodeError::Protocol(UNSUPPORTED.to_string()))
-    }
-
-    /// How many events carried part of the answer.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress
-    }
-
-    /// Whether the end event arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        false
-    }
-
-    /// The complete message, or `Truncated`.
-    pub(crate) fn finish(self) -> Result<Completion, DecodeError> {
-        Err(DecodeError::Truncated)
-    }
-}
 
 /// The version header every request carries.
 pub(crate) const VERSION: &str = "2023-06-01";

@@ -1,0 +1,309 @@
+//! A streamed Messages response, one SSE event's data at a time, into one
+//! [`Completion`] (see the [module docs](super#streaming) for the rules).
+
+use super::response::Parts;
+use super::shapes::{self, Event};
+use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::error::DecodeError;
+use crate::{ToolCall, Usage};
+
+/// A content block being streamed.
+#[derive(Debug)]
+enum Open {
+    Text,
+    Thinking {
+        text: String,
+        signature: Option<String>,
+    },
+    Redacted,
+    Tool {
+        call: usize,
+        json: String,
+        /// The `input` the block started with, used when no delta follows.
+        initial: String,
+    },
+    /// A kind pikuri does not read (server tools, ...): its deltas are
+    /// skipped.
+    Other,
+}
+
+/// The stream decoder: feed it each event's data in order.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    parts: Parts,
+    /// Open and closed blocks by index, in the order they started (so
+    /// almost always the last one is the one a delta is for).
+    blocks: Vec<(u64, Option<Open>)>,
+    usage: Option<Usage>,
+    model: Option<String>,
+    stop_reason: Option<String>,
+    progress: u64,
+    started: bool,
+    done: bool,
+    secret: Option<String>,
+}
+
+impl Decoder {
+    /// A decoder; `split_think` is unused (Anthropic streams thinking in
+    /// blocks of its own), `secret` is redacted from what log lines quote.
+    pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
+        let _ = split_think;
+        Decoder {
+            secret: secret.map(str::to_string),
+            ..Decoder::default()
+        }
+    }
+
+    /// How many events carried part of the answer.
+    pub(crate) fn progress(&self) -> u64 {
+        self.progress
+    }
+
+    /// Whether `message_stop` arrived.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Feed one event's data, reporting text, thinking and usage as they
+    /// arrive.
+    pub(crate) fn push_data(
+        &mut self,
+        data: &str,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) -> Result<(), DecodeError> {
+        if self.done {
+            return Ok(());
+        }
+        let event: Event<'_> = match serde_json::from_str(data) {
+            Ok(e) => e,
+            Err(e) => return self.unreadable(data, &e),
+        };
+        let Some(kind) = event.kind.as_deref() else {
+            log::warn!("anthropic stream: skipping an event without a type");
+            return Ok(());
+        };
+        match kind {
+            "content_block_delta" => self.delta(&event, on_fragment),
+            "content_block_start" => self.start(event),
+            "content_block_stop" => self.stop(event.index),
+            "message_start" => {
+                self.started = true;
+                if let Some(head) = event.message {
+                    self.model = head.model.filter(|m| !m.is_empty());
+                    if let Some(u) = head.usage {
+                        self.report_usage(u.to_usage(), on_fragment);
+                    }
+                }
+                Ok(())
+            }
+            "message_delta" => {
+                self.progress += 1;
+                if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = Some(reason.into_owned());
+                }
+                if let Some(u) = event.usage {
+                    self.report_usage(u.to_usage(), on_fragment);
+                }
+                Ok(())
+            }
+            "message_stop" => {
+                self.done = true;
+                Ok(())
+            }
+            "error" => Err(shapes::stream_error(event.error.as_deref())),
+            // `ping` keeps the connection alive; event types added later
+            // are not pikuri's to read.
+            _ => Ok(()),
+        }
+    }
+
+    /// The complete message, or `Truncated` when `message_stop` never came.
+    pub(crate) fn finish(mut self) -> Result<Completion, DecodeError> {
+        if !self.done {
+            return Err(DecodeError::Truncated);
+        }
+        // A block left open at `message_stop` is closed as if its stop had
+        // come: what it holds is all there is.
+        let open: Vec<u64> = self
+            .blocks
+            .iter()
+            .filter(|(_, b)| b.is_some())
+            .map(|(i, _)| *i)
+            .collect();
+        for index in open {
+            self.stop(Some(index))?;
+        }
+        let finish = self.stop_reason.as_deref().map(shapes::finish_reason);
+        Ok(self.parts.into_completion(finish, self.usage, self.model))
+    }
+
+    /// Data that is not an event of this shape: not JSON at all is a
+    /// protocol error; JSON of another shape (a member of an unexpected
+    /// type) is skipped with a `warn` line.
+    fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
+        let quoted = crate::util::redact(data, self.secret.as_deref());
+        let quoted = crate::util::excerpt(&quoted, 200);
+        if !e.is_data() {
+            return Err(DecodeError::Protocol(format!(
+                "stream event is not JSON: {quoted}"
+            )));
+        }
+        log::warn!("anthropic stream: skipping an event of an unexpected shape ({e}): {quoted}");
+        Ok(())
+    }
+
+    fn report_usage(&mut self, u: Usage, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
+        let merged = shapes::merge_usage(self.usage, u);
+        self.usage = Some(merged);
+        on_fragment(Fragment::Usage(merged));
+    }
+
+    fn start(&mut self, event: Event<'_>) -> Result<(), DecodeError> {
+        let index = event.index.ok_or_else(|| {
+            DecodeError::Protocol("content_block_start without an index".to_string())
+        })?;
+        if !self.started {
+            return Err(DecodeError::Protocol(
+                "content_block_start before message_start".to_string(),
+            ));
+        }
+        if self.blocks.iter().any(|(i, _)| *i == index) {
+            return Err(DecodeError::Protocol(format!(
+                "content block {index} started twice"
+            )));
+        }
+        self.progress += 1;
+        let block = event.content_block.map(|b| *b);
+        let kind = block.as_ref().and_then(|b| b.kind.as_deref());
+        let open = match (kind, block.as_ref()) {
+            (Some("text"), Some(b)) => {
+                // A start may carry text already (it usually is empty).
+                self.parts.content.push_str(b.text.as_deref().unwrap_or(""));
+                Open::Text
+            }
+            (Some("thinking"), Some(b)) => Open::Thinking {
+                text: b.thinking.clone().unwrap_or_default(),
+                signature: b.signature.clone().filter(|s| !s.is_empty()),
+            },
+            (Some("redacted_thinking"), Some(b)) => {
+                self.parts
+                    .items
+                    .push(shapes::redacted_item(b.data.as_deref().unwrap_or("")));
+                Open::Redacted
+            }
+            (Some("tool_use"), Some(b)) => {
+                let call = self.parts.calls.len();
+                let id = b.id.clone().unwrap_or_else(|| format!("call_{call}"));
+                self.parts.calls.push(ToolCall::new(
+                    id,
+                    b.name.clone().unwrap_or_default(),
+                    String::new(),
+                ));
+                Open::Tool {
+                    call,
+                    json: String::new(),
+                    initial: shapes::arguments_of(b.input.as_ref()),
+                }
+            }
+            _ => Open::Other,
+        };
+        self.blocks.push((index, Some(open)));
+        Ok(())
+    }
+
+    fn delta(
+        &mut self,
+        event: &Event<'_>,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) -> Result<(), DecodeError> {
+        let index = event.index.ok_or_else(|| {
+            DecodeError::Protocol("content_block_delta without an index".to_string())
+        })?;
+        let Some(delta) = &event.delta else {
+            return Ok(());
+        };
+        self.progress += 1;
+        let open = self.open_block(index, "content_block_delta")?;
+        match (open, delta.kind.as_deref()) {
+            (Open::Text, Some("text_delta")) => {
+                if let Some(t) = delta.text.as_deref().filter(|t| !t.is_empty()) {
+                    self.parts.content.push_str(t);
+                    on_fragment(Fragment::Content(t));
+                }
+            }
+            (Open::Thinking { text, .. }, Some("thinking_delta")) => {
+                if let Some(t) = delta.text.as_deref().filter(|t| !t.is_empty()) {
+                    text.push_str(t);
+                    on_fragment(Fragment::Reasoning(t));
+                }
+            }
+            (Open::Thinking { signature, .. }, Some("signature_delta")) => {
+                if let Some(s) = delta.text.as_deref() {
+                    signature.get_or_insert_with(String::new).push_str(s);
+                }
+            }
+            (Open::Tool { json, .. }, Some("input_json_delta")) => {
+                if let Some(p) = delta.text.as_deref() {
+                    json.push_str(p);
+                }
+            }
+            // Citations and delta kinds added later; a delta of another
+            // block's kind (a server bug) is not worth the answer.
+            (_, kind) => log::debug!("anthropic stream: skipping a {kind:?} delta"),
+        }
+        Ok(())
+    }
+
+    /// The open block at `index`; an error when none started there or it
+    /// already stopped (out-of-order events).
+    fn open_block(&mut self, index: u64, what: &str) -> Result<&mut Open, DecodeError> {
+        match self.blocks.iter_mut().rev().find(|(i, _)| *i == index) {
+            Some((_, Some(open))) => Ok(open),
+            Some((_, None)) => Err(DecodeError::Protocol(format!(
+                "{what} for content block {index}, which already stopped"
+            ))),
+            None => Err(DecodeError::Protocol(format!(
+                "{what} for content block {index}, which never started"
+            ))),
+        }
+    }
+
+    fn stop(&mut self, index: Option<u64>) -> Result<(), DecodeError> {
+        let index = index.ok_or_else(|| {
+            DecodeError::Protocol("content_block_stop without an index".to_string())
+        })?;
+        self.open_block(index, "content_block_stop")?;
+        let slot = self
+            .blocks
+            .iter_mut()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map(|(_, b)| b.take());
+        match slot.flatten() {
+            Some(Open::Thinking { text, signature }) => {
+                self.parts
+                    .items
+                    .extend(shapes::thinking_item(&text, signature.as_deref()));
+                self.parts.reasoning.push_str(&text);
+            }
+            Some(Open::Tool {
+                call,
+                json,
+                initial,
+            }) => {
+                // Arguments that never completed as JSON are kept as sent:
+                // the agent answers the call with an error observation
+                // quoting them, and the history sends `{}` instead (as for
+                // chat completions).
+                let args = if json.trim().is_empty() {
+                    initial
+                } else {
+                    json
+                };
+                self.parts.calls[call].arguments = args;
+            }
+            Some(Open::Text | Open::Redacted | Open::Other) | None => {}
+        }
+        Ok(())
+    }
+}

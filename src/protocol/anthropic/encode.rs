@@ -1,0 +1,342 @@
+//! A [`Request`] as the body of `POST {base}/messages`, serialized by
+//! reference (see the [module docs](super#the-request) for the rules).
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+use crate::protocol::request::Request;
+use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
+
+/// `max_tokens` when the request's extra fields do not set it.
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// Serialize `req` into `buf` (cleared first).
+pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
+    buf.clear();
+    let body = Body::new(req);
+    let mut ser = serde_json::Serializer::new(&mut *buf);
+    // Serializing plain data into a Vec cannot fail.
+    body.serialize(&mut ser)
+        .expect("request serialization cannot fail");
+}
+
+/// One content block, borrowed from the history.
+enum Block<'a> {
+    Text(&'a str),
+    Image(&'a Image),
+    /// A `thinking` or `redacted_thinking` block, verbatim.
+    Item(&'a Value),
+    ToolUse(&'a ToolCall),
+    ToolResult(&'a Message),
+}
+
+/// A block and whether a cache breakpoint follows it.
+struct Piece<'a> {
+    block: Block<'a>,
+    cache: bool,
+}
+
+/// A message on the wire: consecutive history messages of one role merged.
+struct Turn<'a> {
+    user: bool,
+    pieces: Vec<Piece<'a>>,
+}
+
+struct Body<'a> {
+    req: &'a Request<'a>,
+    system: Vec<Piece<'a>>,
+    turns: Vec<Turn<'a>>,
+    /// The tools, `{name, description, input_schema}` each.
+    tools: Vec<Value>,
+}
+
+impl<'a> Body<'a> {
+    fn new(req: &'a Request<'a>) -> Body<'a> {
+        let t = req.transport;
+        let endpoint = t.base_or_default();
+        let model = t.model().unwrap_or_default();
+        let mut system: Vec<Piece<'a>> = Vec::new();
+        if let Some(s) = req.system.filter(|s| !s.is_empty()) {
+            system.push(piece(Block::Text(s)));
+        }
+        let mut turns: Vec<Turn<'a>> = Vec::new();
+        for m in req.messages {
+            match m.role {
+                // Anthropic has no system role in the conversation: the
+                // history's system messages join the top-level system, in
+                // order.
+                Role::System => {
+                    if !m.content.is_empty() {
+                        system.push(piece(Block::Text(&m.content)));
+                    }
+                }
+                Role::User => {
+                    let pieces = turn(&mut turns, true);
+                    if !m.content.is_empty() {
+                        pieces.push(piece(Block::Text(&m.content)));
+                    }
+                    pieces.extend(m.images.iter().map(|i| piece(Block::Image(i))));
+                }
+                // The results of one batch go in one user message, as the
+                // API requires; a user message after them joins it too,
+                // since the roles must alternate.
+                Role::Tool => turn(&mut turns, true).push(piece(Block::ToolResult(m))),
+                Role::Assistant => {
+                    let pieces = turn(&mut turns, false);
+                    // Thinking goes back first, and only to the very API,
+                    // endpoint and model that signed it.
+                    if let Some(pd) = m
+                        .provider_data
+                        .as_ref()
+                        .filter(|pd| pd.is_for(Api::AnthropicMessages, endpoint, model))
+                    {
+                        pieces.extend(pd.items.iter().map(|i| piece(Block::Item(i))));
+                    }
+                    if !m.content.is_empty() {
+                        pieces.push(piece(Block::Text(&m.content)));
+                    }
+                    pieces.extend(m.tool_calls.iter().map(|c| piece(Block::ToolUse(c))));
+                }
+            }
+        }
+        // The last message may have had nothing to send: the API rejects
+        // empty content.
+        turns.retain(|t| !t.pieces.is_empty());
+        let mut tools: Vec<Value> = req.tools.specs().iter().map(anthropic_tool).collect();
+        if t.prompt_caching() {
+            mark_breakpoints(&mut system, &mut turns, &mut tools);
+        }
+        if let Some(note) = req.trailing_system.filter(|s| !s.is_empty()) {
+            system.push(piece(Block::Text(note)));
+        }
+        Body {
+            req,
+            system,
+            turns,
+            tools,
+        }
+    }
+}
+
+/// The breakpoints pikuri places: after the tools, after the system prompt
+/// (before a per-request note), and after the conversation's last block,
+/// the moving end. Three of the API's four.
+fn mark_breakpoints(system: &mut [Piece<'_>], turns: &mut [Turn<'_>], tools: &mut [Value]) {
+    if let Some(Value::Object(last)) = tools.last_mut() {
+        last.insert(
+            "cache_control".to_string(),
+            serde_json::json!({ "type": "ephemeral" }),
+        );
+    }
+    if let Some(last) = system.last_mut() {
+        last.cache = true;
+    }
+    // Thinking blocks cannot carry a breakpoint: the last block that can.
+    if let Some(last) = turns.last_mut().and_then(|t| {
+        t.pieces
+            .iter_mut()
+            .rev()
+            .find(|p| !matches!(p.block, Block::Item(_)))
+    }) {
+        last.cache = true;
+    }
+}
+
+fn piece(block: Block<'_>) -> Piece<'_> {
+    Piece {
+        block,
+        cache: false,
+    }
+}
+
+/// The pieces of the last turn when it has this role, else of a new one.
+fn turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>, user: bool) -> &'t mut Vec<Piece<'a>> {
+    // A message that had nothing to send (an empty answer) leaves no turn:
+    // the ones around it then merge, as the roles must alternate.
+    if turns.last().is_some_and(|t| t.pieces.is_empty()) {
+        turns.pop();
+    }
+    if turns.last().is_none_or(|t| t.user != user) {
+        turns.push(Turn {
+            user,
+            pieces: Vec::new(),
+        });
+    }
+    &mut turns.last_mut().expect("pushed above").pieces
+}
+
+/// A chat-completions tool spec (`{"type":"function","function":{..}}`) in
+/// Anthropic's shape.
+fn anthropic_tool(spec: &Value) -> Value {
+    let f = spec.get("function").unwrap_or(spec);
+    serde_json::json!({
+        "name": f.get("name").cloned().unwrap_or(Value::Null),
+        "description": f.get("description").cloned().unwrap_or(Value::Null),
+        "input_schema": f.get("parameters").cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+    })
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let req = self.req;
+        let extra = req.extra;
+        // A field the caller set in `extra` replaces pikuri's own: written
+        // once, by the loop at the end (duplicate keys are invalid JSON for
+        // strict servers).
+        let ours = |k: &str| !extra.contains_key(k);
+        let mut map = s.serialize_map(None)?;
+        if ours("model") {
+            map.serialize_entry("model", req.transport.model().unwrap_or_default())?;
+        }
+        if ours("max_tokens") {
+            map.serialize_entry("max_tokens", &DEFAULT_MAX_TOKENS)?;
+        }
+        if ours("system") && !self.system.is_empty() {
+            map.serialize_entry("system", &Pieces(&self.system))?;
+        }
+        if ours("messages") {
+            map.serialize_entry("messages", &Turns(&self.turns))?;
+        }
+        // An empty `tools` array is rejected by some servers: leave it out.
+        if ours("tools") && !self.tools.is_empty() {
+            map.serialize_entry("tools", &self.tools)?;
+        }
+        if ours("stream") {
+            map.serialize_entry("stream", &req.stream)?;
+        }
+        for (k, v) in extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+struct Turns<'r, 'a>(&'r [Turn<'a>]);
+
+impl Serialize for Turns<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for t in self.0 {
+            seq.serialize_element(&WireTurn(t))?;
+        }
+        seq.end()
+    }
+}
+
+struct WireTurn<'r, 'a>(&'r Turn<'a>);
+
+impl Serialize for WireTurn<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("role", if self.0.user { "user" } else { "assistant" })?;
+        map.serialize_entry("content", &Pieces(&self.0.pieces))?;
+        map.end()
+    }
+}
+
+struct Pieces<'r, 'a>(&'r [Piece<'a>]);
+
+impl Serialize for Pieces<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for p in self.0 {
+            seq.serialize_element(p)?;
+        }
+        seq.end()
+    }
+}
+
+impl Serialize for Piece<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if let Block::Item(item) = self.block {
+            return item.serialize(s);
+        }
+        let mut map = s.serialize_map(None)?;
+        match self.block {
+            Block::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Block::Image(image) => write_image(&mut map, image)?,
+            Block::ToolUse(call) => {
+                map.serialize_entry("type", "tool_use")?;
+                map.serialize_entry("id", &call.id)?;
+                map.serialize_entry("name", &call.name)?;
+                map.serialize_entry("input", &input_of(&call.arguments))?;
+            }
+            Block::ToolResult(m) => {
+                map.serialize_entry("type", "tool_result")?;
+                map.serialize_entry("tool_use_id", m.tool_call_id.as_deref().unwrap_or(""))?;
+                if m.images.is_empty() {
+                    map.serialize_entry("content", &m.content)?;
+                } else {
+                    map.serialize_entry("content", &ResultContent(m))?;
+                }
+            }
+            Block::Item(_) => unreachable!("serialized above"),
+        }
+        if self.cache {
+            map.serialize_entry("cache_control", &Ephemeral)?;
+        }
+        map.end()
+    }
+}
+
+/// `{"type":"ephemeral"}`, the one kind of breakpoint.
+struct Ephemeral;
+
+impl Serialize for Ephemeral {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("type", "ephemeral")?;
+        map.end()
+    }
+}
+
+/// A tool call's arguments as the `input` object: what does not parse as
+/// one JSON object goes as `{}` (the model already got an error
+/// observation quoting what it sent).
+fn input_of(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// A tool result with images: its text block (when not empty), then the
+/// images.
+struct ResultContent<'a>(&'a Message);
+
+impl Serialize for ResultContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !m.content.is_empty() {
+            seq.serialize_element(&piece(Block::Text(&m.content)))?;
+        }
+        for i in &m.images {
+            seq.serialize_element(&piece(Block::Image(i)))?;
+        }
+        seq.end()
+    }
+}
+
+fn write_image<M: SerializeMap>(map: &mut M, image: &Image) -> Result<(), M::Error> {
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Source<'a> {
+        Base64 { media_type: &'a str, data: &'a str },
+        Url { url: &'a str },
+    }
+    map.serialize_entry("type", "image")?;
+    let source = match &image.source {
+        ImageSource::Base64(data) => Source::Base64 {
+            media_type: &image.media_type,
+            data,
+        },
+        ImageSource::Url(url) => Source::Url { url },
+    };
+    map.serialize_entry("source", &source)
+}

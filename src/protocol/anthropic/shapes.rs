@@ -1,0 +1,237 @@
+//! The JSON shapes of Anthropic's responses and stream events, and the
+//! mappings both decoders share (stop reasons, usage figures). Every member
+//! is optional and unknown members are ignored; strings are borrowed from
+//! the input when they have no escapes.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::Usage;
+use crate::protocol::error::DecodeError;
+
+/// A string borrowed from the input when it has no escapes.
+pub(super) type Str<'a> = Cow<'a, str>;
+
+/// One stream event (`message_start`, `content_block_delta`, ...), every
+/// kind's members in one struct: the `type` says which are meaningful.
+#[derive(Deserialize)]
+pub(super) struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Option<Str<'a>>,
+    pub(super) index: Option<u64>,
+    #[serde(borrow)]
+    pub(super) delta: Option<Delta<'a>>,
+    /// `content_block_start`: the block, with its first (often empty)
+    /// content. Boxed: absent from the deltas, which are most events.
+    pub(super) content_block: Option<Box<Block>>,
+    /// `message_start`: the message's id, model and first usage.
+    pub(super) message: Option<Box<Head>>,
+    /// `message_delta`: the cumulative usage. Boxed, as the other rare
+    /// members: an event is returned by value, and a small one is cheaper
+    /// to move (the bulk of a stream is deltas).
+    pub(super) usage: Option<Box<WireUsage>>,
+    /// `error`: `{type, message}`.
+    pub(super) error: Option<Box<Value>>,
+}
+
+/// The `delta` of a `content_block_delta` or a `message_delta`.
+#[derive(Deserialize)]
+pub(super) struct Delta<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Option<Str<'a>>,
+    /// The delta's one payload, whatever its kind names it: `text`
+    /// (`text_delta`), `thinking`, `signature` or `partial_json`. One field
+    /// for the four keeps the struct small (a delta carries one of them;
+    /// one that carries two is a duplicate field, and its event is skipped
+    /// as of an unexpected shape).
+    #[serde(
+        borrow,
+        alias = "thinking",
+        alias = "signature",
+        alias = "partial_json"
+    )]
+    pub(super) text: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub(super) stop_reason: Option<Str<'a>>,
+}
+
+/// The `message` of a `message_start`.
+#[derive(Deserialize)]
+pub(super) struct Head {
+    pub(super) model: Option<String>,
+    pub(super) usage: Option<WireUsage>,
+}
+
+/// A content block, whole (a response) or as it starts (a stream).
+#[derive(Deserialize)]
+pub(super) struct Block {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) text: Option<String>,
+    pub(super) thinking: Option<String>,
+    pub(super) signature: Option<String>,
+    /// `redacted_thinking`: the encrypted thinking.
+    pub(super) data: Option<String>,
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) input: Option<Value>,
+}
+
+/// A non-streamed response (or an error body that came with a 200).
+#[derive(Deserialize)]
+pub(super) struct Response {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) model: Option<String>,
+    pub(super) content: Option<Vec<Block>>,
+    pub(super) stop_reason: Option<String>,
+    pub(super) usage: Option<WireUsage>,
+    pub(super) error: Option<Value>,
+}
+
+/// Anthropic's usage figures; each read leniently (see [`figure`]).
+#[derive(Deserialize, Default)]
+pub(super) struct WireUsage {
+    #[serde(rename = "input_tokens")]
+    input: Option<Value>,
+    #[serde(rename = "output_tokens")]
+    output: Option<Value>,
+    #[serde(rename = "cache_read_input_tokens")]
+    cache_read: Option<Value>,
+    #[serde(rename = "cache_creation_input_tokens")]
+    cache_creation: Option<Value>,
+}
+
+/// The largest token figure taken as real: a trillion tokens is beyond
+/// any context or answer, so a larger one is a server bug.
+pub(super) const MAX_FIGURE: u64 = 1 << 40;
+
+/// A usage figure: a non-negative integer up to [`MAX_FIGURE`]. Anything
+/// else (negative, fractional, a string, absurdly large) is dropped with a
+/// `warn` line, as if not reported: usage is bookkeeping, and a bad figure
+/// must not cost the answer it came with.
+fn figure(name: &str, v: Option<&Value>) -> Option<u64> {
+    let v = v.filter(|v| !v.is_null())?;
+    match v.as_u64() {
+        Some(n) if n <= MAX_FIGURE => Some(n),
+        _ => {
+            log::warn!("anthropic usage: ignoring {name} = {v} (not a plausible token count)");
+            None
+        }
+    }
+}
+
+impl WireUsage {
+    /// The figures into pikuri's [`Usage`]: Anthropic's `input_tokens`
+    /// already exclude the cached slices, so they map one to one.
+    pub(super) fn to_usage(&self) -> Usage {
+        Usage::from_parts(
+            figure("input_tokens", self.input.as_ref()),
+            figure("output_tokens", self.output.as_ref()),
+            figure("cache_read_input_tokens", self.cache_read.as_ref()),
+            figure("cache_creation_input_tokens", self.cache_creation.as_ref()),
+            None,
+        )
+    }
+}
+
+/// `newer`'s figures over `older`'s, where `newer` has them: a
+/// `message_delta`'s usage is cumulative but may omit the input figures
+/// `message_start` gave.
+pub(super) fn merge_usage(older: Option<Usage>, newer: Usage) -> Usage {
+    let o = older.unwrap_or_default();
+    Usage::from_parts(
+        newer.input.or(o.input),
+        newer.output.or(o.output),
+        newer.cached.or(o.cached),
+        newer.cache_creation.or(o.cache_creation),
+        newer.thinking.or(o.thinking),
+    )
+}
+
+/// An Anthropic `stop_reason` as the chat-completions `finish_reason` the
+/// agent reads: `end_turn` and `stop_sequence` → `stop`, `tool_use` →
+/// `tool_calls`, `max_tokens` and `model_context_window_exceeded` →
+/// `length`, `refusal` → `content_filter`. `pause_turn` (a server-side
+/// tool's long turn paused) → `stop`: pikuri declares no server tools, so
+/// the paused message is kept as the answer. Any other reason is kept
+/// verbatim.
+pub(super) fn finish_reason(stop_reason: &str) -> String {
+    match stop_reason {
+        "end_turn" | "stop_sequence" | "pause_turn" => "stop",
+        "tool_use" => "tool_calls",
+        "max_tokens" | "model_context_window_exceeded" => "length",
+        "refusal" => "content_filter",
+        other => other,
+    }
+    .to_string()
+}
+
+/// A tool call's arguments as pikuri keeps them (a JSON text) from a
+/// block's `input` object.
+pub(super) fn arguments_of(input: Option<&Value>) -> String {
+    match input {
+        Some(v @ Value::Object(_)) => v.to_string(),
+        _ => "{}".to_string(),
+    }
+}
+
+/// The provider item for a `thinking` block, or `None` (logged) when it
+/// has no signature: the API rejects a thinking block sent back unsigned,
+/// so its text is kept as the message's reasoning only.
+pub(super) fn thinking_item(thinking: &str, signature: Option<&str>) -> Option<Value> {
+    if let Some(sig) = signature.filter(|s| !s.is_empty()) {
+        Some(serde_json::json!({
+            "type": "thinking",
+            "thinking": thinking,
+            "signature": sig,
+        }))
+    } else {
+        log::warn!(
+            "anthropic: a thinking block without a signature is kept as reasoning only \
+             (it cannot be sent back)"
+        );
+        None
+    }
+}
+
+/// The provider item for a `redacted_thinking` block.
+pub(super) fn redacted_item(data: &str) -> Value {
+    serde_json::json!({ "type": "redacted_thinking", "data": data })
+}
+
+/// The message of an `error` object (`{type, message}`), with its type.
+pub(super) fn error_text(error: &Value) -> String {
+    let kind = error.get("type").and_then(Value::as_str);
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_string);
+    let message = crate::util::excerpt(&message, 500).into_owned();
+    match kind {
+        Some(k) => format!("{message} ({k})"),
+        None => message,
+    }
+}
+
+/// A stream's `error` event: the errors the API also answers with a status
+/// before a stream starts (`overloaded_error` 529, `rate_limit_error` 429,
+/// `api_error` 500, `timeout_error` 504) become that status, so they are
+/// classified, and fall back, as they would have been then; any other is a
+/// protocol error. Both say `server error in stream: <message> (<type>)`.
+pub(super) fn stream_error(error: Option<&Value>) -> DecodeError {
+    let message = format!(
+        "server error in stream: {}",
+        error.map_or_else(|| "(no details)".to_string(), error_text)
+    );
+    let status = match error.and_then(|e| e.get("type")).and_then(Value::as_str) {
+        Some("overloaded_error") => 529,
+        Some("rate_limit_error") => 429,
+        Some("api_error") => 500,
+        Some("timeout_error") => 504,
+        _ => return DecodeError::Protocol(message),
+    };
+    DecodeError::Status { status, message }
+}
