@@ -66,8 +66,8 @@
 //! Every item has exactly one path. The core types are at the crate root:
 //! the agent and its turn ([`Agent`], [`Configurator`], [`Outcome`],
 //! [`History`], [`close_all`], [`register_close`]), the endpoint ([`ChatTransport`],
-//! [`HttpConfig`]), the conversation ([`Message`], [`Role`], [`ToolCall`],
-//! [`Usage`]), events and listeners ([`Event`], [`StopReason`],
+//! [`Api`], [`HttpConfig`]), the conversation ([`Message`], [`Role`],
+//! [`ToolCall`], [`Usage`], [`Image`], [`ImageSource`], [`ProviderData`]), events and listeners ([`Event`], [`StopReason`],
 //! [`Listener`]), tools ([`Tool`], [`ToolContext`], [`ToolError`]), the
 //! controls ([`Cancellable`], [`Interloper`], [`StepLimit`],
 //! [`OnExhausted`]) and [`Error`]/[`Result`]. What is secondary sits in a
@@ -84,6 +84,7 @@
 //! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
 //! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
 //! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
+//! | [`otel`] | OpenTelemetry export over OTLP/HTTP: [`OtlpExporter`](otel::OtlpExporter), [`OtlpConfig`](otel::OtlpConfig) |
 //! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
 //! | [`guide`] | documentation only |
@@ -325,13 +326,26 @@
 //!   approval). Sub-agents also inherit the parent's loop options and
 //!   request fields, because every child agent is built by one constructor.
 //!
+//! - **Wire formats are named, not inferred.** pikuri reaches each provider
+//!   through ruby_llm, which picks the provider's native API from the
+//!   provider; here a [`ChatTransport`] names its [`Api`] (chat completions
+//!   unless set, or from `PIKURI_API` / the `ANTHROPIC_*` variables in
+//!   [`ChatTransport::from_env`]), so the same model id on a compatible
+//!   endpoint is never sent a format it does not speak. What only one
+//!   provider can read (thinking signatures, encrypted reasoning items,
+//!   Gemini's thought signatures) is kept as [`ProviderData`] and sent back
+//!   only to the API, endpoint and model that issued it.
+//! - **A history holds its images inline.** An [`Image`] is kept base64 in
+//!   the one JSON document ([`History::to_json`], format version 2;
+//!   version 1 files still load), where pikuri's `History#save(dir)` writes
+//!   a directory with `attachments/`.
+//!
 //! ## Not ported
 //!
 //! - `History#save(dir)` / `History.load(dir)` (a directory with
-//!   `attachments/`): the crate sends no attachments (images and audio are
-//!   out of [scope](#scope)), so a history is one JSON document,
-//!   [`History::to_json`] and [`History::parse`]. The directory form comes
-//!   with image input.
+//!   `attachments/`): a history is one JSON document,
+//!   [`History::to_json`] and [`History::parse`], images included (see
+//!   above).
 //! - Per-tool hooks inside a child agent (`Tool#for_sub_agent`,
 //!   `with_workspace`) and `Persona#needs_temp_workspace`: they serve
 //!   pikuri-workspace's `Workspace` seam, which is not ported (the file
@@ -363,8 +377,15 @@
 //! answers ([`Agent::run_typed`]), tool names checked against what every
 //! provider accepts ([`Tool::name`]; MCP tools renamed by the rule under
 //! [`mcp`](mcp#names)), tool-call arguments a strict server would reject
-//! kept as `{}` in the history once answered ([`ToolCall::arguments`]), and
-//! a stable [`ErrorKind`] on every [`Error`] to branch on.
+//! kept as `{}` in the history once answered ([`ToolCall::arguments`]),
+//! a stable [`ErrorKind`] on every [`Error`] to branch on, three wire
+//! formats ([`Api`]: OpenAI chat completions, Anthropic Messages with
+//! prompt-cache breakpoints, OpenAI Responses with reasoning items carried
+//! across tool rounds), runs that survive a crash ([`journal`]:
+//! [`Configurator::resume`], [`Agent::resume_run`]), OpenTelemetry spans
+//! and metrics over OTLP ([`otel`]), and, in [`mcp`], the 2026-07-28
+//! protocol, resources, prompts, input requests and OAuth 2.1 (pikuri-mcp
+//! uses servers' tools only).
 //!
 //! # MSRV
 //!
