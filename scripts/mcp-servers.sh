@@ -33,6 +33,8 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
+# cache_lock, pip_venv
+source "$(dirname "$0")/lib/cache.sh"
 
 readonly EVERYTHING_VERSION="2026.8.31"
 readonly TIME_VERSION="2026.10.19"
@@ -60,19 +62,6 @@ is_installed() {
         && [ -x "${PREFIX}/time-venv/bin/mcp-server-time" ]
 }
 
-# An exclusive lock for the rest of this process (no-op without flock), so two
-# concurrent installs do not interleave.
-lock() {
-    mkdir -p "$PREFIX"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"${PREFIX}/.lock"
-        if ! flock -n 9; then
-            log "waiting for lock ${PREFIX}/.lock"
-            flock 9
-        fi
-    fi
-}
-
 cmd_install() {
     if is_installed; then
         log "found in the cache: ${PREFIX}"
@@ -80,7 +69,7 @@ cmd_install() {
     fi
     command -v "$NPM" >/dev/null 2>&1 || die "npm not found (install Node.js 18+)"
     command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    lock
+    cache_lock "${PREFIX}/.lock"
     if is_installed; then return 0; fi
     rm -f "$STAMP"
     log "npm install @modelcontextprotocol/server-everything@${EVERYTHING_VERSION}"
@@ -88,10 +77,7 @@ cmd_install() {
     "$NPM" install --prefix "${PREFIX}/everything" --no-audit --no-fund --loglevel=error \
         "@modelcontextprotocol/server-everything@${EVERYTHING_VERSION}" >&2
     log "venv + pip install mcp-server-time==${TIME_VERSION}"
-    rm -rf "${PREFIX}/time-venv"
-    "$PYTHON" -m venv "${PREFIX}/time-venv"
-    "${PREFIX}/time-venv/bin/pip" install --quiet --disable-pip-version-check \
-        "mcp-server-time==${TIME_VERSION}" >&2
+    pip_venv "${PREFIX}/time-venv" "mcp-server-time==${TIME_VERSION}"
     printf '%s' "$STAMP_CONTENT" >"$STAMP"
     is_installed || die "install finished but the servers are not where expected"
     log "installed into ${PREFIX}"
@@ -110,11 +96,8 @@ cmd_install_sdk() {
     command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
     mkdir -p "$SDK_PREFIX"
     rm -f "$SDK_STAMP"
-    rm -rf "${SDK_PREFIX}/venv"
     log "venv + pip install mcp==${SDK_VERSION}"
-    "$PYTHON" -m venv "${SDK_PREFIX}/venv"
-    "${SDK_PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
-        "mcp==${SDK_VERSION}" >&2
+    pip_venv "${SDK_PREFIX}/venv" "mcp==${SDK_VERSION}"
     printf '%s' "mcp=${SDK_VERSION}" >"$SDK_STAMP"
     sdk_installed || die "install finished but the SDK does not import"
     log "installed into ${SDK_PREFIX}"

@@ -21,6 +21,8 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
+# cache_lock, pip_venv
+source "$(dirname "$0")/lib/cache.sh"
 
 readonly ROTEL_VERSION="0.0.1a15"
 
@@ -46,31 +48,17 @@ is_installed() {
         && [ -n "$(agent_bin)" ] && [ -x "$(agent_bin)" ]
 }
 
-lock() {
-    mkdir -p "$PREFIX"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"${PREFIX}/.lock"
-        if ! flock -n 9; then
-            log "waiting for lock ${PREFIX}/.lock"
-            flock 9
-        fi
-    fi
-}
-
 cmd_install() {
     if is_installed; then
         log "found in the cache: ${PREFIX}"
         return 0
     fi
     command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    lock
+    cache_lock "${PREFIX}/.lock"
     if is_installed; then return 0; fi
     rm -f "$STAMP"
     log "venv + pip install rotel==${ROTEL_VERSION}"
-    rm -rf "${PREFIX}/venv"
-    "$PYTHON" -m venv "${PREFIX}/venv"
-    "${PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
-        "rotel==${ROTEL_VERSION}" >&2
+    pip_venv "${PREFIX}/venv" "rotel==${ROTEL_VERSION}"
     printf 'rotel=%s' "$ROTEL_VERSION" >"$STAMP"
     is_installed || die "install finished but rotel-agent is not where expected"
     "$(agent_bin)" --version >&2

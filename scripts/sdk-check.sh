@@ -26,6 +26,8 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
+# cache_lock, pip_venv
+source "$(dirname "$0")/lib/cache.sh"
 
 readonly OPENAI_VERSION="3.51.0"
 readonly ANTHROPIC_VERSION="2.10.0"
@@ -48,33 +50,17 @@ is_installed() {
         && [ -x "${PREFIX}/venv/bin/python" ]
 }
 
-# An exclusive lock for the rest of this process (no-op without flock), so two
-# concurrent installs do not interleave.
-lock() {
-    mkdir -p "$PREFIX"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"${PREFIX}/.lock"
-        if ! flock -n 9; then
-            log "waiting for lock ${PREFIX}/.lock"
-            flock 9
-        fi
-    fi
-}
-
 cmd_install() {
     if is_installed; then
         log "found in the cache: ${PREFIX}"
         return 0
     fi
     command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    lock
+    cache_lock "${PREFIX}/.lock"
     if is_installed; then return 0; fi
     rm -f "$STAMP"
     log "venv + pip install openai==${OPENAI_VERSION} anthropic==${ANTHROPIC_VERSION}"
-    rm -rf "${PREFIX}/venv"
-    "$PYTHON" -m venv "${PREFIX}/venv"
-    "${PREFIX}/venv/bin/pip" install --quiet --disable-pip-version-check \
-        "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}" >&2
+    pip_venv "${PREFIX}/venv" "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}"
     printf '%s' "$STAMP_CONTENT" >"$STAMP"
     is_installed || die "install finished but the venv is not where expected"
     log "installed into ${PREFIX}"
