@@ -17,7 +17,8 @@
 #   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
 #   PYTHON         python used for the venv (default: python3; needs 3.10+)
 #
-# Cache layout (<dir> = $PIKURI_CACHE/mcp-oauth-<mcp version>):
+# Cache layout (<dir> = $PIKURI_CACHE/mcp-sdk-<mcp version>, the venv
+# scripts/mcp-servers.sh installs the same SDK into for its 2026 server):
 #   venv/bin/python   with `mcp` importable
 #   .installed        (stamp)
 #
@@ -30,7 +31,7 @@ source "$(dirname "$0")/lib/cache.sh"
 readonly MCP_VERSION="2.3.0"
 
 CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
-PREFIX="${CACHE_ROOT}/mcp-oauth-${MCP_VERSION}"
+PREFIX="${CACHE_ROOT}/mcp-sdk-${MCP_VERSION}"
 STAMP="${PREFIX}/.installed"
 STAMP_CONTENT="mcp=${MCP_VERSION}"
 PYTHON="${PYTHON:-python3}"
