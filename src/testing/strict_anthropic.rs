@@ -23,15 +23,13 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
             "`response_format` is not a Messages API field (use `output_config.format`)".into(),
         );
     }
-    if let Some(format) = body.get("output_config").and_then(|c| c.get("format")) {
-        if format.get("type").and_then(Value::as_str) != Some("json_schema")
-            || !format.get("schema").is_some_and(Value::is_object)
-        {
-            return Err(
-                "`output_config.format` must be {\"type\": \"json_schema\", \"schema\": {..}}"
-                    .into(),
-            );
-        }
+    if let Some(format) = body.get("output_config").and_then(|c| c.get("format"))
+        && (format.get("type").and_then(Value::as_str) != Some("json_schema")
+            || !format.get("schema").is_some_and(Value::is_object))
+    {
+        return Err(
+            "`output_config.format` must be {\"type\": \"json_schema\", \"schema\": {..}}".into(),
+        );
     }
     let messages = match body.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
