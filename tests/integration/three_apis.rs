@@ -206,6 +206,13 @@ fn parallel_tool_calls_with_reasoning_sent_back_on_every_api() {
                 Some(2),
                 "{api:?}: {calls:?}"
             );
+            // The reasoning is returned on every API.
+            let first = agent
+                .messages()
+                .iter()
+                .find(|m| m.role == Role::Assistant)
+                .unwrap();
+            assert_eq!(first.reasoning.as_deref(), Some("Think."), "{api:?}");
             assert_reasoning_sent_back(&reqs[1], api, "sig-1");
             assert_clean(&server, api);
         }
