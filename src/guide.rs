@@ -810,23 +810,40 @@
 //! and [`run_loop_with`](crate::Agent::run_loop_with) moves a conversation
 //! from one to another between turns.
 //!
-//! ```no_run
+//! ```
 //! use pikuri::{Agent, Api, ChatTransport, builtin};
+//! # use pikuri::testing::{FakeServer, Reply};
+//! # // One scripted server plays the three providers here: the hidden
+//! # // `with_api_base` lines point each transport at it.
+//! # let server = FakeServer::start();
+//! # server.push(Reply::text("65536").with_reasoning("Powers of two.").with_signature("c2ln"));
+//! # server.push(Reply::text("131072"));
+//! # server.push(Reply::text("262144"));
 //!
 //! let claude = ChatTransport::new("claude-sonnet-4-5")
 //!     .with_api(Api::AnthropicMessages) // https://api.anthropic.com/v1
+//! #   .with_api_base(server.base_url())
 //!     .with_api_key(std::env::var("ANTHROPIC_API_KEY").unwrap_or_default());
 //! let gpt = ChatTransport::new("gpt-5")
 //!     .with_api(Api::OpenAiResponses)
+//! #   .with_api_base(server.base_url())
 //!     .with_api_key(std::env::var("OPENAI_API_KEY").unwrap_or_default());
 //! let gemini = ChatTransport::new("gemini-3-pro-preview") // chat completions
 //!     .with_api_base("https://generativelanguage.googleapis.com/v1beta/openai")
+//! #   .with_api_base(server.base_url())
 //!     .with_api_key(std::env::var("GEMINI_API_KEY").unwrap_or_default());
 //!
 //! let mut agent = Agent::builder(claude).add_tool(builtin::calculator()).build()?;
 //! agent.run_loop("What is 2^16?")?;
 //! agent.run_loop_with("And 2^17?", gpt)?; // the history translates
-//! agent.run_loop_with("And 2^18?", gemini)?;
+//! let out = agent.run_loop_with("And 2^18?", gemini)?;
+//! assert_eq!(out.answer.as_deref(), Some("262144"));
+//! # let requests = server.chat_requests();
+//! # let apis: Vec<Option<Api>> = requests.iter().map(|r| r.api()).collect();
+//! # assert_eq!(apis, [Some(Api::AnthropicMessages), Some(Api::OpenAiResponses), Some(Api::ChatCompletions)]);
+//! # // Each later request holds the whole conversation, without Claude's signed thinking.
+//! # assert_eq!(requests[2].conversation().len(), 5); // five turns, no system prompt
+//! # assert!(!requests[1].raw_body.contains("c2ln") && !requests[2].raw_body.contains("c2ln"));
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!

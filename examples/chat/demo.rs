@@ -44,7 +44,9 @@ pub(crate) fn start(model: Option<&str>) -> std::io::Result<FakeServer> {
 
 /// The demo's reply to one chat request.
 fn reply(req: &RecordedRequest) -> Reply {
-    let messages = req.messages();
+    // The API-neutral view: the same chat-completions messages whichever
+    // wire format (`--api`) the request came in.
+    let messages = req.conversation();
     let last = messages.last().cloned().unwrap_or(Value::Null);
     if last["role"] == "tool" {
         return Reply::text(report(&messages));

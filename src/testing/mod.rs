@@ -208,7 +208,10 @@
 //! results first in it, none for another call, none twice), a thinking
 //! block comes back without its signature, or thinking is enabled and a
 //! request that ends with tool results sends the assistant turn that made
-//! the calls without its leading thinking block.
+//! the calls without its leading thinking block. It is also answered 400
+//! for chat completions' `response_format` (Anthropic's own field is
+//! `output_config.format`) and for an `output_config.format` that is not
+//! `{"type": "json_schema", "schema": {..}}`.
 //!
 //! A Responses request is answered 400 when `model` or `input` is missing,
 //! a `function_call` lacks `call_id`, `name` or JSON-object `arguments`, a

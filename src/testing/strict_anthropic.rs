@@ -15,6 +15,22 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
         Some(_) => return Err("`max_tokens` must be a positive integer".into()),
         None => return Err("`max_tokens` is required".into()),
     }
+    // Chat completions' structured-output field is not one of Anthropic's
+    // (it answers "Extra inputs are not permitted"); its own is
+    // `output_config.format`, a JSON schema.
+    if body.contains_key("response_format") {
+        return Err(
+            "`response_format` is not a Messages API field (use `output_config.format`)".into(),
+        );
+    }
+    if let Some(format) = body.get("output_config").and_then(|c| c.get("format"))
+        && (format.get("type").and_then(Value::as_str) != Some("json_schema")
+            || !format.get("schema").is_some_and(Value::is_object))
+    {
+        return Err(
+            "`output_config.format` must be {\"type\": \"json_schema\", \"schema\": {..}}".into(),
+        );
+    }
     let messages = match body.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),

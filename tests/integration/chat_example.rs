@@ -1218,3 +1218,62 @@ fn repl_image_and_api_commands() {
     assert_eq!(requests[0].messages()[1]["content"][1]["type"], "image_url");
     assert_eq!(requests[1].messages()[3]["content"], "And now?");
 }
+
+/// The demo model answers over each API's own wire format: the same
+/// calculator round and answer with `--api anthropic` and `--api responses`.
+#[test]
+fn demo_speaks_anthropic_and_responses() {
+    for api in ["anthropic", "responses"] {
+        let (out, calls) = ask_demo(
+            None,
+            &format!("demo-api-{api}.jsonl"),
+            &["--api", api],
+            "What is 17*23?",
+        );
+        assert_eq!(
+            calls,
+            [("calculator".to_string(), json!({"expression": "17*23"}))],
+            "{api}"
+        );
+        assert_eq!(out.stdout, "The calculator says 17*23 = 391.\n", "{api}");
+    }
+}
+
+/// A scripted FakeServer driven through `--api anthropic` and `--api
+/// responses`: a tool round then a streamed answer, each request on the
+/// API's own route and in its shape.
+#[test]
+fn scripted_tool_round_on_anthropic_and_responses() {
+    for (api, route) in [
+        ("anthropic", "/v1/messages"),
+        ("responses", "/v1/responses"),
+    ] {
+        let server = FakeServer::start();
+        server.set_strict(true);
+        server.push(
+            Reply::tool_call("calculator", json!({"expression": "6*7"})).with_reasoning("Sum."),
+        );
+        server.push(Reply::text("The answer is 42.").with_chunk_chars(4));
+        let base = server.base_url();
+        let out = run(&against(&base, &["--api", api, "-p", "What is 6*7?"]));
+        assert_eq!(out.code, Some(0), "{api} stderr: {}", out.stderr);
+        assert_eq!(out.stdout, "The answer is 42.\n", "{api}");
+        assert!(
+            server.rejections().is_empty(),
+            "{api}: {:?}",
+            server.rejections()
+        );
+        let requests = server.chat_requests();
+        assert_eq!(requests.len(), 2, "{api}");
+        assert!(requests.iter().all(|r| r.path == route), "{api}");
+        assert!(requests[0].is_stream(), "{api}: streams by default");
+        let results: Vec<Value> = requests[1]
+            .conversation()
+            .into_iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        assert_eq!(results.len(), 1, "{api}");
+        assert_eq!(results[0]["content"], "42", "{api}");
+        server.assert_all_used();
+    }
+}

@@ -30,6 +30,7 @@ mod sdk; // issue 29: the official Python SDKs parse what FakeServer serves
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod structured; // issue 14: typed answers, response_format, repairs, InvalidAnswer
+mod three_apis; // issue 29 end to end: one script through the agent on all three APIs, switches
 mod trifecta; // the lethal-trifecta rule, the bundled personas
 mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wire
 mod util; // shared helpers

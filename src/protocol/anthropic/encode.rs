@@ -206,11 +206,33 @@ impl Serialize for Body<'_> {
         if ours("stream") {
             map.serialize_entry("stream", &req.stream)?;
         }
+        // Chat completions' `response_format` (what typed turns set) is
+        // rejected by Anthropic: a JSON schema goes as `output_config.format`
+        // instead, and the other kinds (`json_object`, `text`) have no
+        // Anthropic form, so they are dropped (the prompt still asks).
+        if ours("output_config")
+            && let Some(format) = extra.get("response_format").and_then(output_format)
+        {
+            map.serialize_entry("output_config", &serde_json::json!({ "format": format }))?;
+        }
         for (k, v) in extra {
-            map.serialize_entry(k, v)?;
+            if k != "response_format" {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
     }
+}
+
+/// Chat completions' `response_format` of type `json_schema` as Anthropic's
+/// structured-output format `{"type": "json_schema", "schema": ..}`;
+/// `None` for any other kind.
+fn output_format(format: &Value) -> Option<Value> {
+    if format.get("type").and_then(Value::as_str) != Some("json_schema") {
+        return None;
+    }
+    let schema = format.get("json_schema")?.get("schema")?;
+    Some(serde_json::json!({ "type": "json_schema", "schema": schema }))
 }
 
 struct Turns<'r, 'a>(&'r [Turn<'a>]);

@@ -103,9 +103,11 @@
 //!
 //! # Not supported yet
 //!
-//! - Structured output: the agent's typed turns ask with chat completions'
-//!   `response_format`, which is not translated (Anthropic rejects it;
-//!   llama-server ignores it on `/v1/messages`).
+//! - Structured output other than a JSON schema: a typed turn's chat-style
+//!   `response_format` of type `json_schema` is sent as Anthropic's
+//!   `output_config: {"format": {"type": "json_schema", "schema": ..}}`
+//!   (its structured outputs); `json_object` and `text` have no Anthropic
+//!   form and are dropped (the system prompt still asks for JSON).
 //! - Server tools (`server_tool_use`, web search results), citations,
 //!   documents (PDF) and `search_result` blocks: skipped when received,
 //!   never sent.

@@ -58,8 +58,10 @@
 //!   is `tool_calls` when calls came, else `stop`; `incomplete` is
 //!   `length` for `max_output_tokens` (or no reason) and the reason itself
 //!   otherwise (`content_filter`).
-//! - Usage: `input_tokens` minus `input_tokens_details.cached_tokens` is
-//!   the input, the cached ones `cached` (capped at `input_tokens`),
+//! - Usage: `input_tokens` minus `input_tokens_details.cached_tokens` and
+//!   `cache_write_tokens` (where a server such as OpenRouter reports cache
+//!   writes) is the input, the cached ones `cached` and the written ones
+//!   `cache_creation` (each capped at what `input_tokens` leaves),
 //!   `output_tokens` the output, `output_tokens_details.reasoning_tokens`
 //!   the thinking. A figure that is not a non-negative integer within
 //!   `u64` is dropped (unknown), never a failure.

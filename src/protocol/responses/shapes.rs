@@ -78,8 +78,8 @@ fn figure(v: Option<&Value>) -> Option<u64> {
 }
 
 impl WireUsage {
-    /// Split `input_tokens` (which include the cached ones) into pikuri's
-    /// exclusive `input` and `cached`. A cached count above the input
+    /// Split `input_tokens` (which include the cached and cache-written
+    /// ones) into pikuri's exclusive `input`, `cached` and `cache_creation`. A cached count above the input
     /// count (no server should send one) is capped at it, so the figures
     /// never add up to more than the server billed.
     pub(super) fn to_usage(&self) -> Usage {
@@ -90,16 +90,25 @@ impl WireUsage {
                 .and_then(|d| d.get("cached_tokens")),
         )
         .map(|c| input.map_or(c, |i| c.min(i)));
+        // Cache writes, where the server reports them (OpenRouter-style
+        // `cache_write_tokens`, as chat completions' details carry them):
+        // also part of `input_tokens`, capped like the cached count.
+        let written = figure(
+            self.input_tokens_details
+                .as_ref()
+                .and_then(|d| d.get("cache_write_tokens")),
+        )
+        .map(|w| input.map_or(w, |i| w.min(i - cached.unwrap_or(0))));
         let thinking = figure(
             self.output_tokens_details
                 .as_ref()
                 .and_then(|d| d.get("reasoning_tokens")),
         );
         Usage::from_parts(
-            input.map(|i| i - cached.unwrap_or(0)),
+            input.map(|i| i - cached.unwrap_or(0) - written.unwrap_or(0)),
             figure(self.output_tokens.as_ref()),
             cached,
-            None,
+            written,
             thinking,
         )
     }
