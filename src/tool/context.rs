@@ -12,6 +12,7 @@ pub struct ToolContext {
     agent_id: Arc<str>,
     call_id: String,
     idempotency_key: Option<Arc<str>>,
+    traceparent: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -25,7 +26,14 @@ impl ToolContext {
             agent_id,
             call_id,
             idempotency_key: None,
+            traceparent: None,
         }
+    }
+
+    /// This context with the run's trace context for the call.
+    pub(crate) fn with_traceparent(mut self, traceparent: Option<String>) -> ToolContext {
+        self.traceparent = traceparent.map(Arc::from);
+        self
     }
 
     /// This context with the journal's key for the call.
@@ -41,6 +49,7 @@ impl ToolContext {
             agent_id: Arc::from(""),
             call_id: String::new(),
             idempotency_key: None,
+            traceparent: None,
         }
     }
 
@@ -82,6 +91,15 @@ impl ToolContext {
     pub fn idempotency_key(&self) -> Option<&str> {
         self.idempotency_key.as_deref()
     }
+
+    /// The W3C `traceparent` of the run, when the host opted in with
+    /// [`Configurator::traceparent`](crate::Configurator::traceparent)
+    /// (the value its source gave as the call began; `None` otherwise).
+    /// A tool that calls a traced service passes it on; MCP tool calls send
+    /// it as `_meta.traceparent`.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
 }
 
 impl fmt::Debug for ToolContext {
@@ -90,6 +108,7 @@ impl fmt::Debug for ToolContext {
             .field("agent_id", &self.agent_id)
             .field("call_id", &self.call_id)
             .field("idempotency_key", &self.idempotency_key)
+            .field("traceparent", &self.traceparent)
             .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
     }
