@@ -240,12 +240,14 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
         }
         Subject::Pikuri(_) | Subject::Otlp(_) => {
             // Outlives the agent: its close flushes to the collector.
-            let mut collector = None;
+            let collector = match subject {
+                Subject::Otlp(answer) => Some(Collector::start(answer)),
+                _ => None,
+            };
             let agent = match subject {
-                Subject::Otlp(answer) => {
+                Subject::Otlp(_) => {
                     use pikuri::otel::{OtlpConfig, OtlpExporter};
                     use std::time::Duration;
-                    collector = Some(Collector::start(answer));
                     let url = collector.as_ref().map(|c| c.url.clone()).expect("started");
                     let config = OtlpConfig::new(url)
                         .with_timeout(Duration::from_secs(2))
