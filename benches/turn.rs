@@ -87,10 +87,81 @@ impl Subject {
     }
 }
 
+/// Set in a child that runs a collector (`answer` or `silent`, see
+/// [`Collector`]).
+const COLLECTOR_ENV: &str = "PIKURI_TURN_COLLECTOR_CHILD";
+
 /// A collector on 127.0.0.1 for the OTLP subjects: it reads each request
-/// and answers 200 (`answer`), or reads and never answers. Its threads live
-/// in this process (their CPU is counted with the client's).
-fn collector(answer: bool) -> String {
+/// and answers 200, or reads and never answers. By default it runs in a
+/// child process (this binary re-executed), as a real collector would, so
+/// its CPU is not counted with the client's; with `PIKURI_BENCH_IN_PROCESS=1`
+/// its threads live in this process (the setup of the first issue 31
+/// figures).
+struct Collector {
+    url: String,
+    /// The child and its stdin: closing stdin ends the child.
+    child: Option<(std::process::Child, std::process::ChildStdin)>,
+}
+
+impl Collector {
+    fn start(answer: bool) -> Collector {
+        use std::process::{Command, Stdio};
+        if common::in_process() {
+            return Collector {
+                url: collector_here(answer),
+                child: None,
+            };
+        }
+        let mut child = Command::new(std::env::current_exe().expect("bench executable"))
+            .env(COLLECTOR_ENV, if answer { "answer" } else { "silent" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("collector child starts");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let mut url = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut url)
+            .expect("collector child reports its url");
+        Collector {
+            url: url.trim().to_string(),
+            child: Some((child, stdin)),
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Some((mut child, stdin)) = self.child.take() {
+            drop(stdin);
+            // A silent collector's parked threads do not end the process
+            // by themselves: the child exits when its stdin closes; kill it
+            // if it has not after a short wait.
+            for _ in 0..50 {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// In a collector child: serve, print the url, exit when stdin closes.
+fn collector_child(mode: &str) {
+    let url = collector_here(mode == "answer");
+    println!("{url}");
+    std::io::Write::flush(&mut std::io::stdout()).expect("stdout");
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    std::process::exit(0);
+}
+
+/// The collector's accept loop on threads of this process; its url.
+fn collector_here(answer: bool) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -168,11 +239,17 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
             )
         }
         Subject::Pikuri(_) | Subject::Otlp(_) => {
+            // Outlives the agent: its close flushes to the collector.
+            let collector = match subject {
+                Subject::Otlp(answer) => Some(Collector::start(answer)),
+                _ => None,
+            };
             let agent = match subject {
-                Subject::Otlp(answer) => {
+                Subject::Otlp(_) => {
                     use pikuri::otel::{OtlpConfig, OtlpExporter};
                     use std::time::Duration;
-                    let config = OtlpConfig::new(collector(answer))
+                    let url = collector.as_ref().map(|c| c.url.clone()).expect("started");
+                    let config = OtlpConfig::new(url)
                         .with_timeout(Duration::from_secs(2))
                         .with_close_timeout(Duration::from_secs(1));
                     let transport = ChatTransport::new(MODEL)
@@ -593,7 +670,8 @@ fn otlp_listener_cost() {
         });
         let mut us = Vec::new();
         for _ in 0..runs() {
-            let mut exporter = OtlpExporter::new(OtlpConfig::new(collector(true)));
+            let sink = Collector::start(true);
+            let mut exporter = OtlpExporter::new(OtlpConfig::new(sink.url.clone()));
             let t = Instant::now();
             for _ in 0..turns {
                 for e in &events {
@@ -736,6 +814,10 @@ fn rss_figures() {
 
 fn main() {
     common::serve_if_child();
+    if let Ok(mode) = std::env::var(COLLECTOR_ENV) {
+        collector_child(&mode);
+        return;
+    }
     if let Ok(subject) = std::env::var("PIKURI_TURN_CHILD") {
         rss_child(&subject, &std::env::var("PIKURI_TURN_BASE").expect("base"));
         return;

@@ -715,7 +715,8 @@
 //! private data. To continue a trace of your own service (the web request
 //! that asked the question), hand its `traceparent` to the handle; to pass
 //! the turn's context on to a model server that traces, opt in with
-//! [`Configurator::traceparent`](crate::Configurator::traceparent).
+//! [`Configurator::traceparent`](crate::Configurator::traceparent); MCP
+//! tool calls then carry it too, as `_meta.traceparent`.
 //!
 //! ```
 //! use pikuri::Agent;

@@ -223,7 +223,8 @@ pub(crate) fn run_prepared(
                 Arc::clone(&shared.id),
                 call.id.clone(),
             )
-            .with_idempotency_key(key);
+            .with_idempotency_key(key)
+            .with_traceparent(shared.options.traceparent.as_ref().and_then(|s| (s.0)()));
             let out = tool::invoke(&*tool, &args, &cx);
             let out = if edited {
                 format!(

@@ -431,7 +431,9 @@ impl Configurator {
     /// Before each model request (this agent's and its children's), ask
     /// `source` for a W3C `traceparent`; when it gives one, the request
     /// carries it as the `traceparent` header, so a server that traces
-    /// continues the host's trace. Off by default. With the `otel` feature,
+    /// continues the host's trace; before each tool call too, for
+    /// [`ToolContext::traceparent`](crate::ToolContext::traceparent) (MCP
+    /// tool calls send it as `_meta.traceparent`). Off by default. With the `otel` feature,
     /// [`OtlpHandle::traceparent`](crate::otel::OtlpHandle::traceparent)
     /// names the turn's span:
     /// `.traceparent(move || Some(handle.traceparent()))`.

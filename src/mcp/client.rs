@@ -515,13 +515,15 @@ impl Client {
         } else {
             json!({})
         };
+        let mut params = json!({"name": tool, "arguments": args});
+        if let Some(tp) = cx.traceparent() {
+            // The trace context goes where both protocol generations put
+            // it: the bare `traceparent` key of `_meta` (2026-07-28,
+            // basic, "OpenTelemetry trace context"; SEP-414).
+            super::conn::merge_meta(&mut params, &json!({"traceparent": tp}));
+        }
         let name = &self.inner.name;
-        match self.rounds(
-            &conn,
-            "tools/call",
-            &json!({"name": tool, "arguments": args}),
-            &opts,
-        ) {
+        match self.rounds(&conn, "tools/call", &params, &opts) {
             Ok(result) => content::observation(&result),
             Err(RpcError::Cancelled) => Err(ToolError::new("cancelled")),
             Err(RpcError::Timeout(d)) => Err(ToolError::new(format!(

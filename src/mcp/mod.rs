@@ -110,7 +110,8 @@
 //! Completion (`completion/complete`), logging levels per request,
 //! `resourceSubscriptions` (updates of one resource), the `url` mode of
 //! elicitation, sampling and roots (deprecated), `Mcp-Param-*` headers
-//! for tool parameters, `traceparent` in `_meta`, the deprecated HTTP+SSE
+//! for tool parameters, `traceparent` in `_meta` of requests other than
+//! `tools/call` (see [`ToolContext::traceparent`](crate::ToolContext::traceparent)), the deprecated HTTP+SSE
 //! transport, `UnsupportedProtocolVersionError` retry with another version
 //! (this client speaks one modern version), `cacheScope`, caching of
 //! `resources/read`, and closing the response stream to cancel over HTTP

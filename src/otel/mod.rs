@@ -101,8 +101,10 @@
 //! `invoke_agent` span); to send it as the `traceparent` header of every
 //! model request, the agent's and its children's, opt in with
 //! [`Configurator::traceparent`](crate::Configurator::traceparent):
-//! `.traceparent(move || Some(handle.traceparent()))`. MCP requests do not
-//! carry it yet.
+//! `.traceparent(move || Some(handle.traceparent()))`. The same source
+//! feeds each tool call's [`ToolContext::traceparent`](crate::ToolContext::traceparent),
+//! and MCP tool calls (`tools/call`) send it as `_meta.traceparent`; other
+//! MCP requests (listing, resources, prompts) do not carry it.
 //!
 //! # Examples
 //!

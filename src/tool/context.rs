@@ -17,6 +17,7 @@ pub struct ToolContext {
     /// Images the tool attached to its result (shared by clones: a tool
     /// may hand its context to a helper thread).
     images: Arc<Mutex<Vec<Image>>>,
+    traceparent: Option<Arc<str>>,
 }
 
 impl ToolContext {
@@ -31,7 +32,14 @@ impl ToolContext {
             call_id,
             idempotency_key: None,
             images: Arc::default(),
+            traceparent: None,
         }
+    }
+
+    /// This context with the run's trace context for the call.
+    pub(crate) fn with_traceparent(mut self, traceparent: Option<String>) -> ToolContext {
+        self.traceparent = traceparent.map(Arc::from);
+        self
     }
 
     /// This context with the journal's key for the call.
@@ -48,6 +56,7 @@ impl ToolContext {
             call_id: String::new(),
             idempotency_key: None,
             images: Arc::default(),
+            traceparent: None,
         }
     }
 
@@ -123,6 +132,15 @@ impl ToolContext {
     pub(crate) fn take_images(&self) -> Vec<Image> {
         std::mem::take(&mut *self.images.lock())
     }
+
+    /// The W3C `traceparent` of the run, when the host opted in with
+    /// [`Configurator::traceparent`](crate::Configurator::traceparent)
+    /// (the value its source gave as the call began; `None` otherwise).
+    /// A tool that calls a traced service passes it on; MCP tool calls send
+    /// it as `_meta.traceparent`.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
 }
 
 impl fmt::Debug for ToolContext {
@@ -131,6 +149,7 @@ impl fmt::Debug for ToolContext {
             .field("agent_id", &self.agent_id)
             .field("call_id", &self.call_id)
             .field("idempotency_key", &self.idempotency_key)
+            .field("traceparent", &self.traceparent)
             .field("cancelled", &self.is_cancelled())
             .finish_non_exhaustive()
     }

@@ -493,3 +493,76 @@ fn http_json_and_sse_answers_headers_expiry_and_delete() {
             .any(|l| l.starts_with("DELETE ") && !l.ends_with("None"))
     );
 }
+
+/// With the host's trace source set, a tool call reaches the MCP server
+/// with the run's trace context in `_meta.traceparent`: the host's trace id
+/// and the turn's span, the value the model request's `traceparent` header
+/// carried; without it, no `traceparent` is sent.
+#[cfg(feature = "otel")]
+#[test]
+fn tool_calls_carry_the_run_traceparent_in_meta() {
+    use pikuri::otel::{OtlpConfig, OtlpExporter};
+
+    // The `_meta` of the first `tools/call` the fake logged.
+    fn call_meta(log: &Log) -> serde_json::Value {
+        let text = received(log);
+        let line = text
+            .lines()
+            .find(|l| l.contains("\"tools/call\""))
+            .unwrap_or_else(|| panic!("no tools/call in {text}"));
+        let call: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        call["params"]["_meta"].clone()
+    }
+
+    let Some((server, log, _)) = fake(&[]) else {
+        return;
+    };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("fake__echo", json!({"text": "hi"})));
+    model.push(Reply::text("done"));
+    // Nothing listens on port 9: export fails quietly.
+    let exporter = OtlpExporter::new(OtlpConfig::new("http://127.0.0.1:9").with_max_retries(0))
+        .with_transport(&model.transport());
+    let otel = exporter.handle();
+    let host_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    assert!(otel.set_parent(&format!("00-{host_trace}-00f067aa0ba902b7-01")));
+    let handle = otel.clone();
+    let mut agent = Agent::builder(model.transport())
+        .add_extension(Registry::new().server("fake", server))
+        .add_listener(exporter)
+        .traceparent(move || Some(handle.traceparent()))
+        .build()
+        .unwrap();
+    agent.run_loop("echo hi").unwrap();
+    agent.close();
+    let header = model.chat_requests()[0]
+        .header("traceparent")
+        .expect("the model request's traceparent")
+        .to_string();
+    let meta = call_meta(&log);
+    let tp = meta["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no _meta.traceparent in {meta}"));
+    assert!(tp.starts_with(&format!("00-{host_trace}-")), "{tp}");
+    assert_eq!(
+        tp, header,
+        "the turn's invoke_agent span, as on the model request"
+    );
+    // The progress token sent beside it is kept.
+    assert!(meta.get("progressToken").is_some(), "{meta}");
+
+    // No trace source: no traceparent.
+    let Some((server, log, _)) = fake(&[]) else {
+        return;
+    };
+    model.push(Reply::tool_call("fake__echo", json!({"text": "hi"})));
+    model.push(Reply::text("done"));
+    let mut agent = Agent::builder(model.transport())
+        .add_extension(Registry::new().server("fake", server))
+        .build()
+        .unwrap();
+    agent.run_loop("echo hi").unwrap();
+    agent.close();
+    let meta = call_meta(&log);
+    assert!(meta.get("traceparent").is_none(), "{meta}");
+}
