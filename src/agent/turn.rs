@@ -26,6 +26,7 @@
 //! (`approval.rs`), `TypedTurn` (`structured.rs`) and `ToolResultLimit`
 //! (`tool_limit.rs`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -1077,6 +1078,7 @@ impl Agent {
         let _ = self.journal(&Record::ToolResult {
             call_id: call.id.as_str().into(),
             content: content.as_str().into(),
+            images: images.as_slice().into(),
         });
         let mut answer = Message::tool(call.id.clone(), content);
         answer.images = images;
@@ -1259,6 +1261,7 @@ impl Agent {
             let _ = self.journal(&Record::ToolResult {
                 call_id: call.id.as_str().into(),
                 content: NOT_APPROVED.into(),
+                images: Cow::Borrowed(&[]),
             });
             self.messages
                 .push(Message::tool(call.id.clone(), NOT_APPROVED.to_string()));

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Message, Result, Role};
+use crate::{Error, Image, Message, Result, Role};
 
 /// The format version this crate writes. A reader reads every version up
 /// to its own (versions only ever add record types and optional fields;
@@ -45,10 +45,14 @@ pub(crate) enum Record<'a> {
     },
     /// A tool call is about to run (approved, validated).
     ToolStart { step: u64, call_id: Cow<'a, str> },
-    /// A call's observation, as appended to the history.
+    /// A call's observation, as appended to the history, with the images
+    /// the tool attached (an optional field: version 1 readers of journals
+    /// without images see the same record).
     ToolResult {
         call_id: Cow<'a, str>,
         content: Cow<'a, str>,
+        #[serde(default, skip_serializing_if = "<[Image]>::is_empty")]
+        images: Cow<'a, [Image]>,
     },
     /// The approver was asked about a call.
     ApprovalAsked { call_id: Cow<'a, str> },
@@ -274,7 +278,11 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 started.push(call_id.into_owned());
                 ended = false;
             }
-            Record::ToolResult { call_id, content } => {
+            Record::ToolResult {
+                call_id,
+                content,
+                images,
+            } => {
                 let Some(at) = open.iter().position(|c| *c == call_id) else {
                     return Err(corrupt(
                         i,
@@ -283,8 +291,9 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 };
                 open.remove(at);
                 started.retain(|c| *c != call_id);
-                out.messages
-                    .push(Message::tool(call_id.into_owned(), content.into_owned()));
+                let mut result = Message::tool(call_id.into_owned(), content.into_owned());
+                result.images = images.into_owned();
+                out.messages.push(result);
                 ended = false;
             }
             Record::ApprovalAsked { call_id } | Record::ApprovalAnswered { call_id, .. } => {

@@ -287,3 +287,34 @@ fn a_newer_format_version_is_refused() {
     assert_eq!(err.kind(), ErrorKind::JournalCorrupt, "{err}");
     assert!(err.to_string().contains("newer"), "{err}");
 }
+
+/// The images a tool attached come back with its result when the run is
+/// resumed from its journal (the record keeps them, not just the text).
+#[test]
+fn a_tool_results_images_survive_a_resume() {
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("images")).unwrap();
+    let shot = || {
+        FnTool::new("shot", "A screenshot.", Parameters::empty(), |_, cx| {
+            cx.attach_image(pikuri::Image::from_bytes(
+                b"GIF89a\x01\x00\x01\x00\x00\x00\x00;",
+            )?);
+            Ok("Here.".to_string())
+        })
+    };
+    let build = || {
+        Agent::builder(server.transport())
+            .system_prompt("s")
+            .add_tool(shot())
+    };
+    server.push(Reply::tool_call("shot", json!({})));
+    server.push(Reply::text("A pixel."));
+    let mut a = build().journal(store.clone(), "r").build().unwrap();
+    a.run_loop("look").unwrap();
+    let before = a.messages()[2].images.clone();
+    assert_eq!(before.len(), 1);
+    drop(a);
+    let a = build().resume(store, "r").build().unwrap();
+    assert_eq!(a.messages()[2].content, "Here.");
+    assert_eq!(a.messages()[2].images, before);
+}
