@@ -456,8 +456,8 @@ fn main() {
             let ratio = wall[i] / wall[0];
             let target = match s {
                 Subject::Bare => String::new(),
-                _ if ratio <= 1.25 => "met".to_string(),
-                _ => "MISSED".to_string(),
+                Subject::Pikuri(_) if ratio <= 1.25 => "met".to_string(),
+                Subject::Pikuri(_) => "MISSED".to_string(),
             };
             println!(
                 "| {} | {} | {mb:.1} | {:.1} | {ratio:.2}x | {target} | {:.1} | {:.2}x |",
