@@ -249,6 +249,11 @@ const SMALL_CTX: u64 = 1024;
 
 /// The agent on the small server, or `None` to skip (as [`transport`]).
 fn small_builder(rec: &InMemoryEventList) -> Option<Configurator> {
+    small_builder_on(rec, Api::ChatCompletions)
+}
+
+/// [`small_builder`] over `api`.
+fn small_builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
     let root = std::env::var("PIKURI_LLAMA_SMALL_URL").unwrap_or_default();
     if root.trim().is_empty() {
         let required = std::env::var("PIKURI_REQUIRE_REAL_SERVER").is_ok_and(|v| v == "1");
@@ -261,7 +266,10 @@ fn small_builder(rec: &InMemoryEventList) -> Option<Configurator> {
         return None;
     }
     let api_base = format!("{}/v1", root.trim_end_matches('/'));
-    let c = Agent::builder(ChatTransport::new("smollm2").with_api_base(api_base))
+    let transport = ChatTransport::new("smollm2")
+        .with_api_base(api_base)
+        .with_api(api);
+    let c = Agent::builder(transport)
         .system_prompt("You are a helpful assistant. Answer in one short sentence.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
         .request_field("temperature", json!(0))
@@ -300,8 +308,29 @@ fn topic(i: usize) -> String {
 
 #[test]
 fn a_conversation_longer_than_the_window_continues_through_compaction() {
+    long_conversation_through_compaction(Api::ChatCompletions);
+}
+
+/// Issue 29, item 9: the same long conversation over `/v1/messages`.
+#[test]
+fn anthropic_conversation_longer_than_the_window_continues_through_compaction() {
+    long_conversation_through_compaction(Api::AnthropicMessages);
+}
+
+/// Issue 29, item 9: the same long conversation over `/v1/responses`.
+#[test]
+fn responses_conversation_longer_than_the_window_continues_through_compaction() {
+    long_conversation_through_compaction(Api::OpenAiResponses);
+}
+
+/// Turns of [`topic`] on the small server over `api`, with summarizing
+/// compaction: the conversation outgrows the 1024-token window, is
+/// compacted at least once, every request fits, every turn succeeds.
+fn long_conversation_through_compaction(api: Api) {
     let rec = InMemoryEventList::new();
-    let Some(c) = small_builder(&rec) else { return };
+    let Some(c) = small_builder_on(&rec, api) else {
+        return;
+    };
     let mut agent = c
         .compaction(pikuri::compaction::Compaction::summarize().keep_turns(1))
         .build()
@@ -323,7 +352,7 @@ fn a_conversation_longer_than_the_window_continues_through_compaction() {
         .count();
     let per_request = prompt_tokens(&rec);
     eprintln!(
-        "{turns} turns, {} requests ({compactions} compactions); prompt tokens per request (agent: tokens): {per_request:?}",
+        "{api:?}: {turns} turns, {} requests ({compactions} compactions); prompt tokens per request (agent: tokens): {per_request:?}",
         per_request.len()
     );
     let sent: usize = agent.messages().iter().map(|m| m.content.len()).sum();
@@ -760,7 +789,9 @@ fn responses_tool_round_streaming() {
 /// OpenAI's Responses API rejects), so the schema reaches the model through
 /// the system-prompt note and the repair turns only: the typed turn ends in
 /// a value that validates, or in `InvalidAnswer` after the repairs, never
-/// in a protocol error, and the conversation goes on.
+/// in a protocol error, and the conversation goes on. (llama-server's own
+/// `json_schema` field does become a grammar on this API: see
+/// [`responses_typed_answer_under_llama_json_schema_is_schema_valid`].)
 #[test]
 fn responses_typed_answer() {
     let rec = InMemoryEventList::new();
@@ -793,6 +824,37 @@ fn responses_typed_answer() {
         ),
     }
     assert!(agent.run_loop("Thanks.").is_ok());
+}
+
+/// Structured output that holds over `/v1/responses`: llama-server's own
+/// top-level `json_schema` field (a request field, sent as given on this
+/// API) becomes a grammar there, so the 135M model's first answer must
+/// parse, validate and deserialize with no repair, as on chat completions.
+/// (Without the field the schema is only advice: see
+/// [`responses_typed_answer`].)
+#[test]
+fn responses_typed_answer_under_llama_json_schema_is_schema_valid() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = responses_builder(&rec) else {
+        return;
+    };
+    let schema = pikuri::tool::Parameters::for_type::<Verdict>();
+    let mut agent = c
+        .request_field("max_tokens", json!(128))
+        .request_field("json_schema", schema.to_json().clone())
+        .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
+        .build()
+        .unwrap();
+    let typed = agent
+        .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
+        .unwrap();
+    assert_eq!(typed.repairs, 0);
+    let raw = typed.outcome.answer.clone().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert!(schema.validate(&v).is_ok(), "{raw}");
+    assert_eq!(v["positive"], json!(typed.value.positive));
+    let t = tokens(&rec);
+    assert!(t.iter().all(|(i, o)| i.is_some() && o.is_some()), "{t:?}");
 }
 
 #[test]
