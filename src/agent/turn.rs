@@ -932,12 +932,32 @@ impl Agent {
     /// Every call gets a tool message, even when the batch stops early,
     /// except the calls left pending by a deferred approval (`End::Pending`).
     fn tool_batch(&mut self, calls: &[ToolCall], truncated: bool, run: &mut Run) -> Result<End> {
+        self.tool_batch_resumed(calls, &[], truncated, run)
+    }
+
+    /// [`tool_batch`](Self::tool_batch) on a journal's resume: the calls
+    /// whose ids are in `interrupted` are not run; they get the
+    /// [`INTERRUPTED`] observation in their place in the batch, so the
+    /// results stay in call order (parallel mode included).
+    fn tool_batch_resumed(
+        &mut self,
+        calls: &[ToolCall],
+        interrupted: &[&str],
+        truncated: bool,
+        run: &mut Run,
+    ) -> Result<End> {
         let tools = self.tools();
         let mut gated: Vec<(&ToolCall, Prepared)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
-            match self.tool_call(&tools, call, truncated, run) {
+            // Neither announced nor ticked again: it was, before the cut.
+            let verdict = if interrupted.contains(&call.id.as_str()) {
+                Ok(Verdict::Go(Prepared::Done(INTERRUPTED.to_string())))
+            } else {
+                self.tool_call(&tools, call, truncated, run)
+            };
+            match verdict {
                 Err(e) => {
-                    self.stop_batch(gated, call, &calls[i + 1..], &e);
+                    self.stop_batch(gated, call, &calls[i + 1..], interrupted, &e);
                     return Err(e);
                 }
                 // The calls approved before it still run; it and the rest
@@ -993,12 +1013,14 @@ impl Agent {
 
     /// A batch stopped at `call` by `err` (the budget or a cancel): every
     /// call not run gets its "not run" observation, so the history stays
-    /// valid.
+    /// valid (a call of `rest` in `interrupted` keeps its "interrupted"
+    /// one: it may have run before the cut).
     fn stop_batch(
         &mut self,
         gated: Vec<(&ToolCall, Prepared)>,
         call: &ToolCall,
         rest: &[ToolCall],
+        interrupted: &[&str],
         err: &Error,
     ) {
         let note = if err.is_cancelled() {
@@ -1016,9 +1038,14 @@ impl Agent {
             self.answer_call(c, out, true);
         }
         self.answer_call(call, note.to_string(), true);
-        // The rest were never announced: answered without a ToolResult.
+        // The rest were never announced: answered without a ToolResult,
+        // except an interrupted one, answered as in a batch not stopped.
         for c in rest {
-            self.answer_call(c, note.to_string(), false);
+            if interrupted.contains(&c.id.as_str()) {
+                self.answer_call(c, INTERRUPTED.to_string(), true);
+            } else {
+                self.answer_call(c, note.to_string(), false);
+            }
         }
     }
 
@@ -1429,29 +1456,27 @@ impl Agent {
             return self.rounds(run);
         }
         let tools = self.tools();
-        let mut rest = Vec::with_capacity(pending.len());
-        for call in pending {
-            let started = cut.started.contains(&call.id);
-            let idempotent = tools
-                .iter()
-                .any(|t| t.name() == call.name && t.idempotent());
-            // Started without a result: it may have had its effect. Only a
-            // tool that says a second run is harmless runs again.
-            if started && !idempotent {
-                self.answer_call(&call, INTERRUPTED.to_string(), true);
-            } else {
-                rest.push(call);
-            }
+        // Started without a result: it may have had its effect. Only a
+        // tool that says a second run is harmless runs again.
+        let interrupted: Vec<&str> = pending
+            .iter()
+            .filter(|call| {
+                cut.started.contains(&call.id)
+                    && !tools
+                        .iter()
+                        .any(|t| t.name() == call.name && t.idempotent())
+            })
+            .map(|call| call.id.as_str())
+            .collect();
+        // The calls not started (a pending approval is asked again) and
+        // the idempotent ones run as the batch would have run them; the
+        // interrupted ones are answered in their place (a parallel batch
+        // journals its results only once every call returned, so any of
+        // its calls may be cut off, the first one included).
+        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
+            return Ok(End::Pending);
         }
         self.journal_check()?;
-        // The calls not started (a pending approval is asked again) and
-        // the idempotent ones, as the batch would have run them.
-        if !rest.is_empty() {
-            if let End::Pending = self.tool_batch(&rest, cut.truncated, run)? {
-                return Ok(End::Pending);
-            }
-            self.journal_check()?;
-        }
         self.after_batch();
         self.rounds(run)
     }

@@ -21,12 +21,17 @@
 //! flight; and (with a budget of one call under `OnExhausted::Synthesize`)
 //! during synthesis, while the synthesizer's request is in flight; and
 //! inside a sub-agent (its `send` call dies: the parent's `agent` call is
-//! then interrupted, as a non-idempotent tool).
+//! then interrupted, as a non-idempotent tool). And with
+//! `parallel_tool_calls` (a response calling `lookup` and `send` at once,
+//! both running together): mid-batch with one tool done and the other
+//! running (each way round), between the two results (one journaled, the
+//! other not yet), and after all results.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,11 +79,30 @@ fn tally(dir: &Path, name: &str, line: &str) {
     f.sync_all().expect("count sync");
 }
 
-/// A file store that kills the process right after storing the first
-/// record of one type.
+/// Block until `flag` is set (by the other tool of a parallel batch), then
+/// die: the other tool is done, this one is still running. Sequential
+/// calls never get here for the tool called first: the harness then times
+/// out.
+fn die_once(flag: &AtomicBool) -> ! {
+    let deadline = Instant::now() + CHILD_TIMEOUT;
+    while !flag.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the other tool never finished");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    die()
+}
+
+/// Set when `lookup` (resp. `send`) has done its work, for [`die_once`].
+static LOOKUP_DONE: AtomicBool = AtomicBool::new(false);
+static SEND_DONE: AtomicBool = AtomicBool::new(false);
+
+/// A file store that kills the process right after storing the `nth`
+/// (1-based) record of one type.
 struct KillAfter {
     inner: FileStore,
     record: Option<&'static str>,
+    nth: usize,
+    seen: AtomicUsize,
 }
 
 impl JournalStore for KillAfter {
@@ -86,6 +110,7 @@ impl JournalStore for KillAfter {
         self.inner.append(run, record)?;
         if let Some(ty) = self.record
             && record.starts_with(&format!(r#"{{"type":"{ty}""#))
+            && self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.nth
         {
             die();
         }
@@ -127,6 +152,10 @@ fn child() {
             if armed("mid_tool_lookup") {
                 die();
             }
+            if armed("mid_batch_lookup_running") {
+                die_once(&SEND_DONE);
+            }
+            LOOKUP_DONE.store(true, Ordering::SeqCst);
             Ok(format!("value of {}", a["key"].as_str().unwrap_or("")))
         },
     )
@@ -143,6 +172,10 @@ fn child() {
             if armed("mid_tool_send") || armed("inside_subagent") {
                 die();
             }
+            if armed("mid_batch_send_running") {
+                die_once(&LOOKUP_DONE);
+            }
+            SEND_DONE.store(true, Ordering::SeqCst);
             Ok(format!("sent to {}", a["to"].as_str().unwrap_or("")))
         },
     )
@@ -158,16 +191,20 @@ fn child() {
             die();
         }
     };
-    let record = match env("PJ_KILL").as_str() {
-        _ if !first => None,
-        "before_request" => Some("user"),
-        "after_response" => Some("response"),
-        "after_result" => Some("tool_result"),
-        _ => None,
+    let (record, nth) = match env("PJ_KILL").as_str() {
+        _ if !first => (None, 1),
+        "before_request" => (Some("user"), 1),
+        "after_response" => (Some("response"), 1),
+        "after_result" | "between_results" => (Some("tool_result"), 1),
+        // A parallel batch's two results.
+        "after_results" => (Some("tool_result"), 2),
+        _ => (None, 1),
     };
     let store = KillAfter {
         inner: FileStore::new(env("PJ_DIR")).expect("store"),
         record,
+        nth,
+        seen: AtomicUsize::new(0),
     };
     let variant = std::env::var("PJ_VARIANT").unwrap_or_default();
     let compacting = variant == "compaction";
@@ -181,6 +218,9 @@ fn child() {
     if variant == "subagent" {
         let helper = Persona::new("helper", "Sends values.", HELPER, 3).with_tools(&["send"]);
         builder = builder.add_extension(SubAgents::new(vec![helper]).expect("personas"));
+    }
+    if variant == "parallel" {
+        builder = builder.parallel_tool_calls(true);
     }
     if variant == "synthesis" {
         builder = builder.step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize));
@@ -297,6 +337,13 @@ impl World {
                 (Some("tool"), Some("c2")) => Reply::text("All done: the value of k went to bob.")
                     .with_chunk_chars(4)
                     .with_chunk_delay(Duration::from_millis(2)),
+                // Both calls in one response, run at once.
+                _ if variant == "parallel" => Reply::tool_calls(vec![
+                    ("lookup", json!({"key": "k"})),
+                    ("send", json!({"to": "bob"})),
+                ])
+                .with_id("c1")
+                .with_id("c2"),
                 _ => Reply::tool_call("lookup", json!({"key": "k"})).with_id("c1"),
             }
         });
@@ -402,7 +449,7 @@ type Baseline = (Vec<Value>, usize, Vec<String>, Vec<String>);
 fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     // (boundary, variant, the request the server kills at (0: the first
     // summary or synthesizer request), a request re-issued)
-    let cases: [(&str, &str, Option<usize>, bool); 11] = [
+    let cases: [(&str, &str, Option<usize>, bool); 15] = [
         ("before_request", "plain", None, false),
         ("after_request_sent", "plain", Some(2), true),
         ("mid_stream", "plain", None, true),
@@ -414,9 +461,13 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         ("during_compaction", "compaction", Some(0), true),
         ("during_synthesis", "synthesis", Some(0), true),
         ("inside_subagent", "subagent", None, false),
+        ("mid_batch_send_running", "parallel", None, false),
+        ("mid_batch_lookup_running", "parallel", None, false),
+        ("between_results", "parallel", None, false),
+        ("after_results", "parallel", None, false),
     ];
     let mut baselines: HashMap<&str, Baseline> = HashMap::new();
-    for variant in ["plain", "compaction", "synthesis", "subagent"] {
+    for variant in ["plain", "compaction", "synthesis", "subagent", "parallel"] {
         let base = World::new("baseline", variant, None);
         let (_, out) = base.run("new", "none");
         let want = history(&out);
@@ -439,6 +490,10 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     assert_eq!(base.1, 5, "three rounds, the sub-agent's two");
     assert_eq!(base.0[4]["content"], "Sent it.");
     assert_eq!(base.3, ["none"], "a child keeps no journal: no key");
+    let base = &baselines["parallel"];
+    assert_eq!(base.1, 2, "one round with both calls, the answer");
+    assert_eq!(base.0.len(), 5, "user, both calls, two results, answer");
+    assert_eq!(base.0[1]["tool_calls"].as_array().map(Vec::len), Some(2));
     assert!(Compaction::is_summary(
         &serde_json::from_value(baselines["compaction"].0[0].clone()).unwrap()
     ));
@@ -494,6 +549,20 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
         );
         match kill {
             "mid_tool_lookup" => assert_eq!(lookups.len(), 2, "idempotent: run again"),
+            // A parallel batch's results are journaled once both tools
+            // returned: cut off before that, `lookup` runs again and
+            // `send` (which may have run to its end) is interrupted.
+            "mid_batch_send_running" | "mid_batch_lookup_running" | "between_results" => {
+                let again = usize::from(kill != "between_results");
+                assert_eq!(lookups.len(), 1 + again, "{kill}: {lookups:?}");
+                assert_eq!(sends.len(), 1, "{kill}");
+                let observation = got[3]["content"].as_str().unwrap_or("");
+                assert!(
+                    observation.starts_with("Error: interrupted"),
+                    "{kill}: {observation}"
+                );
+                assert_eq!(got[2]["content"], "value of k", "{kill}");
+            }
             "mid_tool_send" | "inside_subagent" => {
                 let observation = got[4]["content"].as_str().unwrap_or("");
                 assert!(
