@@ -1124,6 +1124,136 @@ fn session_keeps_the_conversation_in_a_journal_across_runs() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The messages of a request after the system prompt, as (role, content)
+/// pairs (a tool call's content: its name).
+fn turns(messages: &[Value]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let content = match m["tool_calls"][0]["function"]["name"].as_str() {
+                Some(name) => format!("call {name}"),
+                None => m["content"].as_str().unwrap_or("").to_string(),
+            };
+            (m["role"].as_str().unwrap_or("").to_string(), content)
+        })
+        .collect()
+}
+
+/// Issue 30: `--session`, SIGKILLed mid-turn (after a tool round, while
+/// the answer streams): the next start finishes that turn from where the
+/// journal stops (the tool's journaled result is not run again, the cut
+/// stream's request is made again as it was), then takes the new message.
+#[cfg(unix)]
+#[test]
+fn session_killed_mid_stream_finishes_the_turn_at_the_next_start() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+    // Two pieces of the answer, then silence with the socket open.
+    let answer = "It is forty-two.";
+    server.push(Reply::text(answer).with_chunk_chars(6).hang_after(2));
+    server.push(Reply::text(answer));
+    server.push(Reply::text("You asked for 6*7."));
+    let dir = temp_path("session-kill");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let flags = ["--session", session, "--tools", "calculator", "-p"];
+
+    let mut args = against(&base, &flags);
+    args.push("What is 6*7?");
+    let mut chat = Chat::spawn(&args);
+    chat.wait_stdout("the answer's first piece", |out| out.contains("It is"));
+    chat.child.kill().expect("SIGKILL the chat"); // no handler runs
+    let out = chat.wait();
+    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
+    assert!(!out.stdout.contains(answer), "{}", out.stdout);
+    assert_eq!(server.chat_requests().len(), 2);
+
+    let mut args = against(&base, &flags);
+    args.push("What did I ask?");
+    let out = run(&args);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("the last turn of this session was cut off"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.ends_with("You asked for 6*7.\n"), "{}", out.stdout);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 4);
+    // The cut-off request again, as it was: the calculator ran once.
+    assert_eq!(requests[2].messages(), requests[1].messages());
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(r, c)| (r.to_string(), c.to_string())).collect()
+    };
+    assert_eq!(
+        turns(&requests[3].messages()),
+        pairs(&[
+            ("user", "What is 6*7?"),
+            ("assistant", "call calculator"),
+            ("tool", "42"),
+            ("assistant", answer),
+            ("user", "What did I ask?"),
+        ])
+    );
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The same in the REPL, killed while its first request waits for an
+/// answer: the next start answers that line first, then the REPL goes on.
+#[cfg(unix)]
+#[test]
+fn session_repl_killed_mid_request_answers_that_line_at_the_next_start() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    server.push(Reply::text("Hello, Ada."));
+    server.push(Reply::text("Your name is Ada."));
+    let dir = temp_path("session-repl-kill");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let args = against(&base, &["--session", session, "--tools", "none"]);
+
+    let mut chat = Chat::spawn(&args);
+    chat.wait_prompt(1);
+    chat.send("I am Ada.");
+    wait_for_requests(&server, 1);
+    chat.child.kill().expect("SIGKILL the chat");
+    let out = chat.wait();
+    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
+
+    let mut chat = Chat::spawn(&args);
+    chat.wait_prompt(1);
+    assert!(chat.stdout().contains("Hello, Ada."), "{}", chat.stdout());
+    chat.send("What is my name?");
+    chat.wait_prompt(2);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("the last turn of this session was cut off"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("Your name is Ada."), "{}", out.stdout);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].messages(), requests[0].messages());
+    let got = turns(&requests[2].messages());
+    let want = [
+        ("user", "I am Ada."),
+        ("assistant", "Hello, Ada."),
+        ("user", "What is my name?"),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for ((role, content), (r, c)) in got.iter().zip(want) {
+        assert_eq!((role.as_str(), content.as_str()), (r, c));
+    }
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 // Issue 29, item 10: the API by flag or environment, images.
 
 /// `--image FILE` goes with the `-p` message as an image part; a file that
