@@ -39,6 +39,12 @@
 //!   call's [`ToolContext::idempotency_key`](crate::ToolContext::idempotency_key)
 //!   (`run/step/call id`) is the same in both runs, so a tool that talks
 //!   to an outside system can have it drop a second copy.
+//! - **Parallel tool calls** ([`parallel_tool_calls`](crate::Configurator::parallel_tool_calls)):
+//!   each call's start is journaled as it starts, but the batch's results
+//!   only once every call of it returned (in call order). A crash
+//!   mid-batch therefore reruns its idempotent calls and interrupts the
+//!   others, even one that had returned; the resumed results stay in call
+//!   order.
 //! - A run cut off while the [synthesizer](crate::subagent::Synthesizer)
 //!   wrote the answer has it written again (the spent budget stays spent).
 //! - **A pending approval is asked again**: a call whose approval was

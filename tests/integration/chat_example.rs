@@ -1175,17 +1175,24 @@ fn session_killed_mid_stream_finishes_the_turn_at_the_next_start() {
     let out = run(&args);
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert!(
-        out.stderr.contains("the last turn of this session was cut off"),
+        out.stderr
+            .contains("the last turn of this session was cut off"),
         "{}",
         out.stderr
     );
-    assert!(out.stdout.ends_with("You asked for 6*7.\n"), "{}", out.stdout);
+    assert!(
+        out.stdout.ends_with("You asked for 6*7.\n"),
+        "{}",
+        out.stdout
+    );
     let requests = server.chat_requests();
     assert_eq!(requests.len(), 4);
     // The cut-off request again, as it was: the calculator ran once.
     assert_eq!(requests[2].messages(), requests[1].messages());
     let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-        v.iter().map(|(r, c)| (r.to_string(), c.to_string())).collect()
+        v.iter()
+            .map(|(r, c)| (r.to_string(), c.to_string()))
+            .collect()
     };
     assert_eq!(
         turns(&requests[3].messages()),
@@ -1232,7 +1239,8 @@ fn session_repl_killed_mid_request_answers_that_line_at_the_next_start() {
     let out = chat.finish();
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     assert!(
-        out.stderr.contains("the last turn of this session was cut off"),
+        out.stderr
+            .contains("the last turn of this session was cut off"),
         "{}",
         out.stderr
     );

@@ -127,6 +127,26 @@ impl JournalStore for KillAfter {
     }
 }
 
+/// The child's store: it kills the first child right after the record
+/// its boundary names.
+fn kill_store(first: bool, kill: &str, dir: String) -> KillAfter {
+    let (record, nth) = match kill {
+        _ if !first => (None, 1),
+        "before_request" => (Some("user"), 1),
+        "after_response" => (Some("response"), 1),
+        "after_result" | "between_results" => (Some("tool_result"), 1),
+        // A parallel batch's two results.
+        "after_results" => (Some("tool_result"), 2),
+        _ => (None, 1),
+    };
+    KillAfter {
+        inner: FileStore::new(dir).expect("store"),
+        record,
+        nth,
+        seen: AtomicUsize::new(0),
+    }
+}
+
 /// Not a test of its own: the body of a child process, run only when the
 /// harness sets `PJ_MODE` (`new`: run the question; `resume`: finish the
 /// run). Prints the final history on a `HISTORY:` line.
@@ -191,21 +211,7 @@ fn child() {
             die();
         }
     };
-    let (record, nth) = match env("PJ_KILL").as_str() {
-        _ if !first => (None, 1),
-        "before_request" => (Some("user"), 1),
-        "after_response" => (Some("response"), 1),
-        "after_result" | "between_results" => (Some("tool_result"), 1),
-        // A parallel batch's two results.
-        "after_results" => (Some("tool_result"), 2),
-        _ => (None, 1),
-    };
-    let store = KillAfter {
-        inner: FileStore::new(env("PJ_DIR")).expect("store"),
-        record,
-        nth,
-        seen: AtomicUsize::new(0),
-    };
+    let store = kill_store(first, &env("PJ_KILL"), env("PJ_DIR"));
     let variant = std::env::var("PJ_VARIANT").unwrap_or_default();
     let compacting = variant == "compaction";
     let mut builder = Agent::builder(transport)
@@ -444,29 +450,9 @@ fn same_history(got: &[Value], want: &[Value]) -> bool {
 /// lookup and send tools wrote (their idempotency keys).
 type Baseline = (Vec<Value>, usize, Vec<String>, Vec<String>);
 
-/// Every boundary, killed then resumed, against one uninterrupted run.
-#[test]
-fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
-    // (boundary, variant, the request the server kills at (0: the first
-    // summary or synthesizer request), a request re-issued)
-    let cases: [(&str, &str, Option<usize>, bool); 15] = [
-        ("before_request", "plain", None, false),
-        ("after_request_sent", "plain", Some(2), true),
-        ("mid_stream", "plain", None, true),
-        ("after_response", "plain", None, false),
-        ("mid_tool_lookup", "plain", None, false),
-        ("mid_tool_send", "plain", None, false),
-        ("after_result", "plain", None, false),
-        ("approval", "plain", None, false),
-        ("during_compaction", "compaction", Some(0), true),
-        ("during_synthesis", "synthesis", Some(0), true),
-        ("inside_subagent", "subagent", None, false),
-        ("mid_batch_send_running", "parallel", None, false),
-        ("mid_batch_lookup_running", "parallel", None, false),
-        ("between_results", "parallel", None, false),
-        ("after_results", "parallel", None, false),
-    ];
-    let mut baselines: HashMap<&str, Baseline> = HashMap::new();
+/// Each variant's uninterrupted run, checked.
+fn baselines() -> HashMap<&'static str, Baseline> {
+    let mut baselines: HashMap<&'static str, Baseline> = HashMap::new();
     for variant in ["plain", "compaction", "synthesis", "subagent", "parallel"] {
         let base = World::new("baseline", variant, None);
         let (_, out) = base.run("new", "none");
@@ -497,6 +483,32 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
     assert!(Compaction::is_summary(
         &serde_json::from_value(baselines["compaction"].0[0].clone()).unwrap()
     ));
+    baselines
+}
+
+/// Every boundary, killed then resumed, against one uninterrupted run.
+#[test]
+fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
+    // (boundary, variant, the request the server kills at (0: the first
+    // summary or synthesizer request), a request re-issued)
+    let cases: [(&str, &str, Option<usize>, bool); 15] = [
+        ("before_request", "plain", None, false),
+        ("after_request_sent", "plain", Some(2), true),
+        ("mid_stream", "plain", None, true),
+        ("after_response", "plain", None, false),
+        ("mid_tool_lookup", "plain", None, false),
+        ("mid_tool_send", "plain", None, false),
+        ("after_result", "plain", None, false),
+        ("approval", "plain", None, false),
+        ("during_compaction", "compaction", Some(0), true),
+        ("during_synthesis", "synthesis", Some(0), true),
+        ("inside_subagent", "subagent", None, false),
+        ("mid_batch_send_running", "parallel", None, false),
+        ("mid_batch_lookup_running", "parallel", None, false),
+        ("between_results", "parallel", None, false),
+        ("after_results", "parallel", None, false),
+    ];
+    let baselines = baselines();
 
     for (kill, variant, kill_on, reissued) in cases {
         let (want, base_requests, base_lookups, base_sends) = &baselines[variant];
