@@ -278,6 +278,11 @@ impl World {
         }
         let victim = Arc::clone(&pid);
         let victim_armed = Arc::new(Mutex::new(true));
+        // `mid_stream`: the first answer stops mid-stream (the socket left
+        // open), so the child dies there. The listeners get deltas on
+        // threads of their own: an answer streamed in full could be
+        // journaled before the listener saw its first piece.
+        let stall = Arc::new(AtomicBool::new(name == "mid_stream"));
         server.respond_with(move |req| {
             // The compactor's summary request (and the synthesizer's) has
             // a system prompt of its own; the parent's may have the
@@ -340,9 +345,16 @@ impl World {
                 (Some("tool"), Some("c1")) => {
                     Reply::tool_call("send", json!({"to": "bob"})).with_id("c2")
                 }
-                (Some("tool"), Some("c2")) => Reply::text("All done: the value of k went to bob.")
-                    .with_chunk_chars(4)
-                    .with_chunk_delay(Duration::from_millis(2)),
+                (Some("tool"), Some("c2")) => {
+                    let answer = Reply::text("All done: the value of k went to bob.")
+                        .with_chunk_chars(4)
+                        .with_chunk_delay(Duration::from_millis(2));
+                    if stall.swap(false, Ordering::SeqCst) {
+                        answer.hang_after(3)
+                    } else {
+                        answer
+                    }
+                }
                 // Both calls in one response, run at once.
                 _ if variant == "parallel" => Reply::tool_calls(vec![
                     ("lookup", json!({"key": "k"})),
