@@ -44,7 +44,7 @@ use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, ChatTransport, Event, OnExhausted, StepLimit};
 use serde_json::{Value, json};
 
-use super::temp_dir;
+use super::{no_spawn, temp_dir};
 
 const RUN: &str = "run";
 const QUESTION: &str = "look up k and send it to bob";
@@ -320,6 +320,7 @@ impl World {
                     assert!(Instant::now() < deadline, "no child pid");
                     std::thread::sleep(Duration::from_millis(5));
                 };
+                let _serial = no_spawn();
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
             let last = req.messages().last().cloned().unwrap_or_default();
@@ -380,6 +381,7 @@ impl World {
     /// Run a child; its exit status and stdout.
     fn run(&self, mode: &str, kill: &str) -> (std::process::ExitStatus, String) {
         let exe = std::env::current_exe().expect("test binary");
+        let serial = no_spawn();
         let mut child = Command::new(exe)
             .args(["crash::child", "--exact", "--nocapture", "--test-threads=1"])
             .env("PJ_MODE", mode)
@@ -394,6 +396,7 @@ impl World {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn the child");
+        drop(serial);
         *self.pid.lock().unwrap() = Some(child.id());
         let deadline = Instant::now() + CHILD_TIMEOUT;
         while child.try_wait().expect("wait").is_none() {

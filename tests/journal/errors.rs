@@ -12,7 +12,7 @@ use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Configurator, ErrorKind, StopReason};
 use serde_json::json;
 
-use super::temp_dir;
+use super::{no_spawn, temp_dir};
 
 fn echo() -> FnTool {
     FnTool::new(
@@ -39,6 +39,7 @@ fn finished_run(server: &FakeServer, store: &FileStore, run: &str) {
 
 #[test]
 fn a_finished_run_resumes_whole_and_a_new_run_id_must_be_free() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("whole")).unwrap();
     finished_run(&server, &store, "r1");
@@ -64,6 +65,7 @@ fn a_finished_run_resumes_whole_and_a_new_run_id_must_be_free() {
 #[cfg(unix)]
 #[test]
 fn the_journal_is_readable_by_its_owner_only() {
+    let _serial = no_spawn();
     use std::os::unix::fs::PermissionsExt;
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("mode")).unwrap();
@@ -74,6 +76,7 @@ fn the_journal_is_readable_by_its_owner_only() {
 
 #[test]
 fn another_configuration_is_refused_with_what_differs() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("config")).unwrap();
     finished_run(&server, &store, "r");
@@ -96,6 +99,7 @@ fn another_configuration_is_refused_with_what_differs() {
 
 #[test]
 fn a_torn_last_record_is_ignored_and_cut_off_by_the_next_append() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("torn")).unwrap();
     finished_run(&server, &store, "r");
@@ -121,6 +125,7 @@ fn a_torn_last_record_is_ignored_and_cut_off_by_the_next_append() {
 
 #[test]
 fn a_hand_edit_is_refused_and_nothing_is_loaded() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("edit")).unwrap();
     finished_run(&server, &store, "r");
@@ -152,6 +157,7 @@ fn a_hand_edit_is_refused_and_nothing_is_loaded() {
 
 #[test]
 fn two_resumers_cannot_both_proceed() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("lock")).unwrap();
     finished_run(&server, &store, "r");
@@ -170,6 +176,7 @@ fn two_resumers_cannot_both_proceed() {
 
 #[test]
 fn storage_that_cannot_be_written_is_a_clear_error() {
+    let _serial = no_spawn();
     // A directory under a regular file cannot exist, even for root (for
     // whom a 0500 directory would still be writable).
     let dir = temp_dir("ro");
@@ -195,6 +202,7 @@ fn storage_that_cannot_be_written_is_a_clear_error() {
 /// could not record the start of is not run, and the journal reads.
 #[test]
 fn a_write_failure_mid_run_stops_the_run_before_the_tool() {
+    let _serial = no_spawn();
     struct Fails(FileStore, Arc<AtomicU32>);
     impl JournalStore for Fails {
         fn append(&self, run: &str, record: &str) -> pikuri::Result<()> {
@@ -249,6 +257,7 @@ fn a_write_failure_mid_run_stops_the_run_before_the_tool() {
 /// decision continues it, journaled; a relaxed store reads the same.
 #[test]
 fn a_deferred_approval_is_journaled_and_resumed_by_the_host() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     server.push(Reply::tool_call("echo", json!({"s": "x"})));
     server.push(Reply::text("Done."));
@@ -275,6 +284,7 @@ fn a_deferred_approval_is_journaled_and_resumed_by_the_host() {
 /// A journal of a newer format version is refused, not half read.
 #[test]
 fn a_newer_format_version_is_refused() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("version")).unwrap();
     store
@@ -292,6 +302,7 @@ fn a_newer_format_version_is_refused() {
 /// resumed from its journal (the record keeps them, not just the text).
 #[test]
 fn a_tool_results_images_survive_a_resume() {
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("images")).unwrap();
     let shot = || {

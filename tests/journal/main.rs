@@ -9,6 +9,7 @@ mod errors;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// A fresh, empty directory for one test.
 pub(crate) fn temp_dir(name: &str) -> PathBuf {
@@ -21,4 +22,14 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
+}
+
+/// Held by each test of `errors` while it runs, and by the crash harness
+/// while it starts a process. A process forked meanwhile shares this
+/// process's open files until it execs, a run's lock file and its `flock`
+/// included: a run lock dropped in that moment stays held, and the test's
+/// next resume of that run would fail with `RunLocked`.
+pub(crate) fn no_spawn() -> MutexGuard<'static, ()> {
+    static SPAWN: Mutex<()> = Mutex::new(());
+    SPAWN.lock().unwrap_or_else(PoisonError::into_inner)
 }
