@@ -65,8 +65,8 @@ fn a_finished_run_resumes_whole_and_a_new_run_id_must_be_free() {
 #[cfg(unix)]
 #[test]
 fn the_journal_is_readable_by_its_owner_only() {
-    let _serial = no_spawn();
     use std::os::unix::fs::PermissionsExt;
+    let _serial = no_spawn();
     let server = FakeServer::start();
     let store = FileStore::new(temp_dir("mode")).unwrap();
     finished_run(&server, &store, "r");
@@ -202,7 +202,6 @@ fn storage_that_cannot_be_written_is_a_clear_error() {
 /// could not record the start of is not run, and the journal reads.
 #[test]
 fn a_write_failure_mid_run_stops_the_run_before_the_tool() {
-    let _serial = no_spawn();
     struct Fails(FileStore, Arc<AtomicU32>);
     impl JournalStore for Fails {
         fn append(&self, run: &str, record: &str) -> pikuri::Result<()> {
@@ -225,6 +224,7 @@ fn a_write_failure_mid_run_stops_the_run_before_the_tool() {
             self.0.lock(run)
         }
     }
+    let _serial = no_spawn();
     let server = FakeServer::start();
     server.push(Reply::tool_call("count", json!({})));
     let ran = Arc::new(AtomicU32::new(0));
