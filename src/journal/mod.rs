@@ -69,7 +69,10 @@
 //! An agent holds its run's [lock](JournalStore::lock) from `build` until
 //! it is dropped. The [`FileStore`]'s is an OS file lock, which dies with
 //! its process: a second agent on the same run, in this process or
-//! another, gets [`Error::RunLocked`].
+//! another, gets [`Error::RunLocked`]. A process forked by another
+//! thread shares the lock file until it execs: a run dropped and taken
+//! again in that moment gets [`Error::RunLocked`] too (the
+//! `tests/journal` suite keeps its process starts apart from its runs).
 //!
 //! # Format, versions and growth
 //!
