@@ -110,14 +110,14 @@ pub(super) struct ChatRecord {
 
 pub(super) struct Tracer {
     capture: bool,
-    agent_name: String,
+    agent_name: Arc<str>,
     context: Arc<Context>,
     conversation: Arc<str>,
     model: ModelInfo,
     runs: HashMap<String, Run>,
     /// Sub-agents announced (`for_sub_agent`) and not started yet: their
     /// trace id and parent span id.
-    parents: HashMap<String, (String, String)>,
+    parents: HashMap<String, (u128, u64)>,
     /// Finished spans, drained by the exporter.
     pub(super) done: Vec<Span>,
     /// Finished chat requests, drained for the metrics.
@@ -128,9 +128,9 @@ impl Tracer {
     pub(super) fn new(capture: bool, agent_name: String, context: Arc<Context>) -> Tracer {
         Tracer {
             capture,
-            agent_name,
+            agent_name: agent_name.into(),
             context,
-            conversation: span::trace_id().into(),
+            conversation: span::trace_hex(span::trace_id()).into(),
             model: ModelInfo::default(),
             runs: HashMap::new(),
             parents: HashMap::new(),
@@ -158,20 +158,16 @@ impl Tracer {
             }
         });
         let parent = match helper.and_then(|owner| self.runs.get(owner)) {
-            Some(run) => Some((run.span.trace_id.clone(), run.span.id.clone())),
+            Some(run) => Some((run.span.trace_id, run.span.id)),
             None => self.latest_open_tool(),
         };
-        let parent = parent.or_else(|| {
-            self.runs
-                .get("")
-                .map(|r| (r.span.trace_id.clone(), r.span.id.clone()))
-        });
+        let parent = parent.or_else(|| self.runs.get("").map(|r| (r.span.trace_id, r.span.id)));
         if let Some(p) = parent {
             self.parents.insert(id.to_string(), p);
         }
     }
 
-    fn latest_open_tool(&mut self) -> Option<(String, String)> {
+    fn latest_open_tool(&mut self) -> Option<(u128, u64)> {
         let tool = self
             .runs
             .values_mut()
@@ -179,7 +175,7 @@ impl Tracer {
             .filter(|t| !t.claimed)
             .max_by_key(|t| t.span.start)?;
         tool.claimed = true;
-        Some((tool.span.trace_id.clone(), tool.span.id.clone()))
+        Some((tool.span.trace_id, tool.span.id))
     }
 
     #[allow(
@@ -207,7 +203,7 @@ impl Tracer {
             }
             Event::Reset { agent, .. } if agent.is_empty() => {
                 // A cleared conversation is a new one.
-                self.conversation = span::trace_id().into();
+                self.conversation = span::trace_hex(span::trace_id()).into();
                 return;
             }
             // Between-turn events open no run.
@@ -228,15 +224,13 @@ impl Tracer {
         if let Some(mut chat) = run.pending_chat.take() {
             // Why the last response finished: a tool call follows it in
             // the same batch, or nothing does.
-            let reason = if matches!(event, Event::ToolCall { .. }) {
-                "tool_calls"
+            let reason: &'static [&'static str] = if matches!(event, Event::ToolCall { .. }) {
+                &["tool_calls"]
             } else {
-                "stop"
+                &["stop"]
             };
-            chat.attrs.set(
-                "gen_ai.response.finish_reasons",
-                Attr::StrArray(vec![reason.into()]),
-            );
+            chat.attrs
+                .set("gen_ai.response.finish_reasons", Attr::StaticArray(reason));
             self.done.push(chat);
         }
         match event {
@@ -315,18 +309,21 @@ impl Tracer {
                 // `resume` announces a deferred call again: one span per call.
                 run.tools
                     .retain(|t| span_call_id(&t.span) != Some(id.as_str()));
+                let name: Arc<str> = name.as_str().into();
                 let mut s = Span::new(
-                    &run.span.trace_id,
+                    run.span.trace_id,
                     span::span_id(),
-                    Some(run.span.id.clone()),
-                    format!("execute_tool {name}"),
+                    Some(run.span.id),
+                    "execute_tool",
+                    Some(Arc::clone(&name)),
                     Kind::Internal,
                     now,
                 );
-                s.attrs.set("gen_ai.operation.name", "execute_tool");
-                s.attrs.set("gen_ai.tool.name", name.as_str());
+                s.attrs
+                    .set("gen_ai.operation.name", Attr::Static("execute_tool"));
+                s.attrs.set("gen_ai.tool.name", Attr::Str(name));
                 s.attrs.set("gen_ai.tool.call.id", id.as_str());
-                s.attrs.set("gen_ai.tool.type", "function");
+                s.attrs.set("gen_ai.tool.type", Attr::Static("function"));
                 s.attrs.set("gen_ai.conversation.id", &self.conversation);
                 if capture {
                     s.attrs
@@ -457,8 +454,8 @@ impl Tracer {
             }
             Event::Stopped { reason, .. } => {
                 let reason = *reason;
-                let mut run = self.runs.remove(agent).expect("open above");
-                self.stop(&mut run, reason, now);
+                let run = self.runs.remove(agent).expect("open above");
+                self.stop(run, reason, now);
                 if agent.is_empty() {
                     self.context.end_turn();
                 }
@@ -478,31 +475,36 @@ impl Tracer {
         } else if let Some((t, p)) = self.parents.remove(agent) {
             (t, span::span_id(), Some(p))
         } else if let Some(main) = self.runs.get("") {
-            (
-                main.span.trace_id.clone(),
-                span::span_id(),
-                Some(main.span.id.clone()),
-            )
+            (main.span.trace_id, span::span_id(), Some(main.span.id))
         } else {
             (span::trace_id(), span::span_id(), None)
         };
+        // The main agent's name is shared; a sub-agent's is its id.
         let name = if agent.is_empty() {
-            self.agent_name.as_str()
+            Arc::clone(&self.agent_name)
         } else {
-            agent
+            agent.into()
         };
         let mut s = Span::new(
-            &trace,
+            trace,
             span_id,
             parent,
-            format!("invoke_agent {name}"),
+            "invoke_agent",
+            Some(Arc::clone(&name)),
             Kind::Internal,
             now,
         );
-        s.attrs.set("gen_ai.operation.name", "invoke_agent");
-        s.attrs.set("gen_ai.agent.name", name);
+        s.attrs
+            .set("gen_ai.operation.name", Attr::Static("invoke_agent"));
+        s.attrs.set("gen_ai.agent.name", Attr::Str(name));
         s.attrs.set("gen_ai.conversation.id", &self.conversation);
-        s.attrs.set("pikuri.agent.id", agent);
+        // The main agent's id is empty: a literal, no allocation.
+        let id = if agent.is_empty() {
+            Attr::Static("")
+        } else {
+            Attr::from(agent)
+        };
+        s.attrs.set("pikuri.agent.id", id);
         self.model.apply(&mut s.attrs);
         self.runs.insert(
             agent.to_string(),
@@ -521,17 +523,17 @@ impl Tracer {
     /// End a run: what is still open ends with it, and the status says how
     /// it ended. Usage stays on the chat spans (see the module doc of
     /// `otel`, "No double counting").
-    fn stop(&mut self, run: &mut Run, reason: StopReason, now: u64) {
+    fn stop(&mut self, mut run: Run, reason: StopReason, now: u64) {
         if let Some(mut chat) = run.pending_chat.take() {
             chat.attrs.set(
                 "gen_ai.response.finish_reasons",
-                Attr::StrArray(vec!["stop".into()]),
+                Attr::StaticArray(&["stop"]),
             );
             self.done.push(chat);
         }
         if reason == StopReason::Error {
             // The run failed in a request (HTTP, transport, protocol).
-            let mut chat = chat_span(run, &self.model, &self.conversation, now);
+            let mut chat = chat_span(&mut run, &self.model, &self.conversation, now);
             let msg = run
                 .last_error
                 .take()
@@ -553,14 +555,16 @@ impl Tracer {
         }
         let s = &mut run.span;
         s.end = now;
-        s.attrs.set("pikuri.stop_reason", reason.as_str());
+        s.attrs
+            .set("pikuri.stop_reason", Attr::Static(reason.as_str()));
         match reason {
             StopReason::Completed | StopReason::Synthesized | StopReason::ApprovalPending => {}
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
             _ => s.fail("error", "the run failed"),
         }
-        self.done.push(run.span.clone());
+        // The run is over: its span moves out, uncopied.
+        self.done.push(run.span);
     }
 
     /// No run is open (the turn and its children ended).
@@ -574,8 +578,8 @@ impl Tracer {
         let now = now_nanos();
         let agents: Vec<String> = self.runs.keys().cloned().collect();
         for a in agents {
-            if let Some(mut run) = self.runs.remove(&a) {
-                self.stop(&mut run, StopReason::Error, now);
+            if let Some(run) = self.runs.remove(&a) {
+                self.stop(run, StopReason::Error, now);
             }
         }
     }
@@ -591,20 +595,17 @@ fn span_call_id(s: &Span) -> Option<&str> {
 /// A chat span from the run's mark to `now`, taking the run's span events
 /// and time to first chunk.
 fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64) -> Span {
-    let name = match &model.model {
-        Some(m) => format!("chat {m}"),
-        None => "chat".to_string(),
-    };
     let mut s = Span::new(
-        &run.span.trace_id,
+        run.span.trace_id,
         span::span_id(),
-        Some(run.span.id.clone()),
-        name,
+        Some(run.span.id),
+        "chat",
+        model.model.clone(),
         Kind::Client,
         run.mark,
     );
     s.end = now;
-    s.attrs.set("gen_ai.operation.name", "chat");
+    s.attrs.set("gen_ai.operation.name", Attr::Static("chat"));
     model.apply(&mut s.attrs);
     s.attrs.set("gen_ai.conversation.id", conversation);
     s.attrs
@@ -695,7 +696,7 @@ mod tests {
         let spans = tool_turn(false);
         let tool = spans
             .iter()
-            .find(|s| s.name == "execute_tool read")
+            .find(|s| s.name() == "execute_tool read")
             .unwrap();
         assert_eq!(
             tool.status,
@@ -707,14 +708,14 @@ mod tests {
         );
         let json = tool.to_json().to_string();
         assert!(!json.contains("secret"), "{json}");
-        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
         assert_eq!(main.attrs.get("error.type"), Some(&Attr::from("cancelled")));
         assert!(main.events.iter().all(|e| e.name != "pikuri.cancel"));
 
         let spans = tool_turn(true);
         let tool = spans
             .iter()
-            .find(|s| s.name == "execute_tool read")
+            .find(|s| s.name() == "execute_tool read")
             .unwrap();
         assert!(tool.to_json().to_string().contains("/secret/key.pem"));
     }
@@ -797,7 +798,7 @@ mod tests {
             t.on_event(&e);
         }
         let spans = std::mem::take(&mut t.done);
-        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
         let names: Vec<_> = main.events.iter().map(|e| e.name).collect();
         assert_eq!(
             names,
@@ -813,7 +814,7 @@ mod tests {
             super::super::span::Status::Unset,
             "synthesized is a success"
         );
-        let tool = spans.iter().find(|s| s.name == "execute_tool w").unwrap();
+        let tool = spans.iter().find(|s| s.name() == "execute_tool w").unwrap();
         assert_eq!(tool.events[0].name, "pikuri.approval");
         assert_eq!(
             tool.events[0].attrs.get("pikuri.approval.decision"),
@@ -821,14 +822,14 @@ mod tests {
         );
         // The failed request (with its retry) is a chat span of the old
         // model; the answered one follows under the new.
-        let failed = spans.iter().find(|s| s.name == "chat m1").unwrap();
+        let failed = spans.iter().find(|s| s.name() == "chat m1").unwrap();
         assert_eq!(failed.attrs.get("error.type"), Some(&Attr::from("503")));
         assert_eq!(failed.events[0].name, "pikuri.retry");
-        let ok = spans.iter().find(|s| s.name == "chat m2").unwrap();
+        let ok = spans.iter().find(|s| s.name() == "chat m2").unwrap();
         assert_eq!(ok.status, super::super::span::Status::Unset);
         assert_eq!(
             ok.attrs.get("gen_ai.response.finish_reasons"),
-            Some(&Attr::StrArray(vec!["tool_calls".into()]))
+            Some(&Attr::StaticArray(&["tool_calls"]))
         );
     }
 
