@@ -226,6 +226,14 @@ impl Attrs {
         }
     }
 
+    /// Add `key`, known not to be set yet (a fresh span's attributes,
+    /// each key once): no scan of the keys before it. Profiled: the scans'
+    /// compares were a quarter of the listener thread's time.
+    pub(super) fn push(&mut self, key: &'static str, value: impl Into<Attr>) {
+        debug_assert!(self.get(key).is_none(), "{key} pushed twice");
+        self.0.push((Cow::Borrowed(key), value.into()));
+    }
+
     pub(super) fn get(&self, key: &str) -> Option<&Attr> {
         self.0
             .iter()
@@ -325,7 +333,9 @@ impl Span {
             kind,
             start,
             end: start,
-            attrs: Attrs::default(),
+            // Room for a chat span's attributes: no regrowth while they
+            // are added.
+            attrs: Attrs(Vec::with_capacity(16)),
             events: Vec::new(),
             status: Status::Unset,
         }

@@ -39,16 +39,22 @@ impl ModelInfo {
         }
     }
 
+    /// Add the model's attributes to a fresh span's (none of these keys
+    /// set yet).
     fn apply(&self, attrs: &mut Attrs) {
-        attrs.set("gen_ai.provider.name", &self.provider);
+        attrs.push("gen_ai.provider.name", &self.provider);
         if let Some(m) = &self.model {
-            attrs.set("gen_ai.request.model", m);
+            attrs.push("gen_ai.request.model", m);
         }
+        self.apply_server(attrs);
+    }
+
+    fn apply_server(&self, attrs: &mut Attrs) {
         if let Some(a) = &self.address {
-            attrs.set("server.address", a);
+            attrs.push("server.address", a);
         }
         if let Some(p) = self.port {
-            attrs.set("server.port", u64::from(p));
+            attrs.push("server.port", u64::from(p));
         }
     }
 }
@@ -274,25 +280,26 @@ impl Tracer {
                     .any(Option::is_some)
                     .then(|| parts.iter().flatten().sum::<u64>());
                 if let Some(n) = total_input {
-                    a.set("gen_ai.usage.input_tokens", n);
+                    a.push("gen_ai.usage.input_tokens", n);
                 }
                 if let Some(n) = output {
-                    a.set("gen_ai.usage.output_tokens", *n);
+                    a.push("gen_ai.usage.output_tokens", *n);
                 }
                 if let Some(n) = cached {
-                    a.set("gen_ai.usage.cache_read.input_tokens", *n);
+                    a.push("gen_ai.usage.cache_read.input_tokens", *n);
                 }
                 if let Some(n) = cache_creation {
-                    a.set("gen_ai.usage.cache_creation.input_tokens", *n);
+                    a.push("gen_ai.usage.cache_creation.input_tokens", *n);
                 }
                 if let Some(n) = thinking {
-                    a.set("gen_ai.usage.reasoning.output_tokens", *n);
+                    a.push("gen_ai.usage.reasoning.output_tokens", *n);
                 }
-                if let Some(m) = model_id {
-                    a.set("gen_ai.response.model", m.as_str());
+                let response_model = model_id.as_deref().map(Attr::from);
+                if let Some(m) = &response_model {
+                    a.push("gen_ai.response.model", m.clone());
                 }
                 self.chats.push(ChatRecord {
-                    attrs: metric_attrs(&chat.attrs),
+                    attrs: metric_attrs(&self.model, response_model),
                     seconds: chat.end.saturating_sub(chat.start) as f64 / 1e9,
                     input: total_input,
                     output: *output,
@@ -320,14 +327,14 @@ impl Tracer {
                     now,
                 );
                 s.attrs
-                    .set("gen_ai.operation.name", Attr::Static("execute_tool"));
-                s.attrs.set("gen_ai.tool.name", Attr::Str(name));
-                s.attrs.set("gen_ai.tool.call.id", id.as_str());
-                s.attrs.set("gen_ai.tool.type", Attr::Static("function"));
-                s.attrs.set("gen_ai.conversation.id", &self.conversation);
+                    .push("gen_ai.operation.name", Attr::Static("execute_tool"));
+                s.attrs.push("gen_ai.tool.name", Attr::Str(name));
+                s.attrs.push("gen_ai.tool.call.id", id.as_str());
+                s.attrs.push("gen_ai.tool.type", Attr::Static("function"));
+                s.attrs.push("gen_ai.conversation.id", &self.conversation);
                 if capture {
                     s.attrs
-                        .set("gen_ai.tool.call.arguments", arguments.to_string());
+                        .push("gen_ai.tool.call.arguments", arguments.to_string());
                 }
                 run.tools.push(ToolSpan {
                     span: s,
@@ -495,16 +502,16 @@ impl Tracer {
             now,
         );
         s.attrs
-            .set("gen_ai.operation.name", Attr::Static("invoke_agent"));
-        s.attrs.set("gen_ai.agent.name", Attr::Str(name));
-        s.attrs.set("gen_ai.conversation.id", &self.conversation);
+            .push("gen_ai.operation.name", Attr::Static("invoke_agent"));
+        s.attrs.push("gen_ai.agent.name", Attr::Str(name));
+        s.attrs.push("gen_ai.conversation.id", &self.conversation);
         // The main agent's id is empty: a literal, no allocation.
         let id = if agent.is_empty() {
             Attr::Static("")
         } else {
             Attr::from(agent)
         };
-        s.attrs.set("pikuri.agent.id", id);
+        s.attrs.push("pikuri.agent.id", id);
         self.model.apply(&mut s.attrs);
         self.runs.insert(
             agent.to_string(),
@@ -605,36 +612,34 @@ fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64
         run.mark,
     );
     s.end = now;
-    s.attrs.set("gen_ai.operation.name", Attr::Static("chat"));
+    s.attrs.push("gen_ai.operation.name", Attr::Static("chat"));
     model.apply(&mut s.attrs);
-    s.attrs.set("gen_ai.conversation.id", conversation);
+    s.attrs.push("gen_ai.conversation.id", conversation);
     s.attrs
-        .set("gen_ai.request.stream", run.first_chunk.is_some());
+        .push("gen_ai.request.stream", run.first_chunk.is_some());
     if let Some(t) = run.first_chunk.take() {
         let secs = t.saturating_sub(run.mark) as f64 / 1e9;
         s.attrs
-            .set("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
+            .push("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
     }
     s.events = std::mem::take(&mut run.chat_events);
     run.last_error = None;
     s
 }
 
-/// The attributes a metric point carries (low cardinality only).
-fn metric_attrs(a: &Attrs) -> Attrs {
-    let mut out = Attrs::default();
-    for k in [
-        "gen_ai.operation.name",
-        "gen_ai.provider.name",
-        "gen_ai.request.model",
-        "gen_ai.response.model",
-        "server.address",
-        "server.port",
-    ] {
-        if let Some(v) = a.get(k) {
-            out.set(k, v.clone());
-        }
+/// The attributes a metric point carries (low cardinality only), built
+/// from what the chat span's were (not looked up in them).
+fn metric_attrs(model: &ModelInfo, response_model: Option<Attr>) -> Attrs {
+    let mut out = Attrs(Vec::with_capacity(6));
+    out.push("gen_ai.operation.name", Attr::Static("chat"));
+    out.push("gen_ai.provider.name", &model.provider);
+    if let Some(m) = &model.model {
+        out.push("gen_ai.request.model", m);
     }
+    if let Some(m) = response_model {
+        out.push("gen_ai.response.model", m);
+    }
+    model.apply_server(&mut out);
     out
 }
 
