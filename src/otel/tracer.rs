@@ -901,6 +901,37 @@ mod tests {
     }
 
     #[test]
+    fn main_and_sub_runs_kept_apart_and_abandoned_together() {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        for agent in ["", "helper"] {
+            t.on_event(&Event::UserTurn {
+                agent: agent.into(),
+                content: "q".into(),
+                mid_loop: false,
+            });
+        }
+        assert!(t.runs.main.is_some() && t.runs.subs.contains_key("helper"));
+        // Each is found by its own id; an unknown id finds neither.
+        assert!(t.runs.get("helper").is_some() && t.runs.get("nobody").is_none());
+        t.abandon();
+        assert!(t.is_idle());
+        let spans = std::mem::take(&mut t.done);
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let sub = spans
+            .iter()
+            .find(|s| s.name() == "invoke_agent helper")
+            .unwrap();
+        // With no announcement, a sub-agent nests under the main run.
+        assert_eq!(sub.parent, Some(main.id));
+        assert_eq!(sub.trace_id, main.trace_id);
+        assert_eq!(
+            sub.attrs.get("pikuri.agent.id"),
+            Some(&Attr::from("helper"))
+        );
+        assert_eq!(main.attrs.get("pikuri.agent.id"), Some(&Attr::from("")));
+    }
+
+    #[test]
     fn host_and_port() {
         assert_eq!(
             host_port("http://127.0.0.1:8080/v1"),
