@@ -20,25 +20,22 @@ pub(super) struct Context {
 #[derive(Default)]
 pub(super) struct Ids {
     /// The host's parent: trace id and span id.
-    pub(super) parent: Option<(String, String)>,
+    pub(super) parent: Option<(u128, u64)>,
     /// The current turn's trace id and `invoke_agent` span id.
-    pub(super) current: Option<(String, String)>,
+    pub(super) current: Option<(u128, u64)>,
 }
 
 impl Context {
     /// The current turn's trace id, `invoke_agent` span id and parent span
     /// id, made by whoever asks first: the listener when the turn's first
     /// event arrives, or a request header sent before it did.
-    pub(super) fn turn(&self) -> (String, String, Option<String>) {
+    pub(super) fn turn(&self) -> (u128, u64, Option<u64>) {
         let mut ids = self.ids.lock();
-        let parent = ids.parent.clone();
-        let (trace, span) = ids
-            .current
-            .get_or_insert_with(|| {
-                let trace = parent.as_ref().map_or_else(span::trace_id, |p| p.0.clone());
-                (trace, span::span_id())
-            })
-            .clone();
+        let parent = ids.parent;
+        let (trace, span) = *ids.current.get_or_insert_with(|| {
+            let trace = parent.map_or_else(span::trace_id, |p| p.0);
+            (trace, span::span_id())
+        });
         (trace, span, parent.map(|p| p.1))
     }
 

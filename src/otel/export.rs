@@ -394,7 +394,7 @@ fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
 /// `base * 2^(attempt-1)`, times a jitter in [0.5, 1.0).
 fn backoff(base: Duration, attempt: u32) -> Duration {
     let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
-    let jitter = f64::from(super::span::span_id().as_bytes()[0] % 16) / 32.0 + 0.5;
+    let jitter = f64::from(super::span::span_id().to_le_bytes()[0] % 16) / 32.0 + 0.5;
     exp.mul_f64(jitter)
 }
 

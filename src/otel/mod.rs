@@ -352,7 +352,7 @@ impl OtlpHandle {
     /// by the turn that begins next).
     pub fn traceparent(&self) -> String {
         let (trace, span, _) = self.context.turn();
-        format!("00-{trace}-{span}-01")
+        format!("00-{trace:032x}-{span:016x}-01")
     }
 }
 
@@ -368,7 +368,7 @@ impl fmt::Debug for OtlpHandle {
 
 /// `00-{32 hex}-{16 hex}-{2 hex}`, lowercase, ids not all zero (W3C Trace
 /// Context, version 00; a later version's extra fields are ignored).
-fn parse_traceparent(s: &str) -> Option<(String, String)> {
+fn parse_traceparent(s: &str) -> Option<(u128, u64)> {
     let mut parts = s.trim().split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -385,7 +385,13 @@ fn parse_traceparent(s: &str) -> Option<(String, String)> {
         && hex(flags, 2)
         && trace.bytes().any(|c| c != b'0')
         && span.bytes().any(|c| c != b'0');
-    ok.then(|| (trace.to_string(), span.to_string()))
+    if !ok {
+        return None;
+    }
+    Some((
+        u128::from_str_radix(trace, 16).ok()?,
+        u64::from_str_radix(span, 16).ok()?,
+    ))
 }
 
 #[cfg(test)]
@@ -398,8 +404,8 @@ mod tests {
         assert_eq!(
             parse_traceparent(ok),
             Some((
-                "4bf92f3577b34da6a3ce929d0e0e4736".into(),
-                "00f067aa0ba902b7".into()
+                0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+                0x00f0_67aa_0ba9_02b7
             ))
         );
         for bad in [

@@ -34,48 +34,93 @@ fn random_u64() -> u64 {
     RandomState::new().hash_one((n, now_nanos(), pid))
 }
 
-/// A random, non-zero 16-byte trace id, as 32 lowercase hex digits.
-pub(super) fn trace_id() -> String {
+/// A random, non-zero 16-byte trace id. Ids stay integers on the
+/// listener thread and are hex-encoded only when a batch is written on the
+/// export thread.
+pub(super) fn trace_id() -> u128 {
     loop {
         let (a, b) = (random_u64(), random_u64());
         // All-zero ids are invalid in W3C Trace Context and OTLP.
         if a | b != 0 {
-            return format!("{a:016x}{b:016x}");
+            return (u128::from(a) << 64) | u128::from(b);
         }
     }
 }
 
-/// A random, non-zero 8-byte span id, as 16 lowercase hex digits.
-pub(super) fn span_id() -> String {
+/// A random, non-zero 8-byte span id.
+pub(super) fn span_id() -> u64 {
     loop {
         let a = random_u64();
         if a != 0 {
-            return format!("{a:016x}");
+            return a;
         }
     }
 }
 
+/// A trace id as 32 lowercase hex digits (W3C, OTLP/JSON).
+pub(super) fn trace_hex(id: u128) -> String {
+    format!("{id:032x}")
+}
+
+/// A span id as 16 lowercase hex digits.
+#[cfg(test)]
+pub(super) fn span_hex(id: u64) -> String {
+    format!("{id:016x}")
+}
+
 /// An attribute value (the OTLP `AnyValue` kinds pikuri uses).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub(super) enum Attr {
     /// Shared: the conversation id and the model's names go on every span
     /// by reference count, not by copy.
     Str(Arc<str>),
+    /// A literal (operation names, finish reasons): no allocation.
+    Static(&'static str),
     Int(i64),
     Bool(bool),
     Double(f64),
-    StrArray(Vec<String>),
+    /// A literal array (`gen_ai.response.finish_reasons`).
+    StaticArray(&'static [&'static str]),
+}
+
+impl Attr {
+    /// The text of a string value, literal or shared.
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Attr::Str(s) => Some(s),
+            Attr::Static(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for Attr {
+    /// A literal equals a shared string of the same text: how a value is
+    /// held is no part of what it is.
+    fn eq(&self, other: &Attr) -> bool {
+        if let (Some(a), Some(b)) = (self.as_str(), other.as_str()) {
+            return a == b;
+        }
+        match (self, other) {
+            (Attr::Int(a), Attr::Int(b)) => a == b,
+            (Attr::Bool(a), Attr::Bool(b)) => a == b,
+            (Attr::Double(a), Attr::Double(b)) => a == b,
+            (Attr::StaticArray(a), Attr::StaticArray(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl Attr {
     fn to_json(&self) -> Value {
         match self {
             Attr::Str(s) => json!({ "stringValue": &**s }),
+            Attr::Static(s) => json!({ "stringValue": s }),
             // OTLP/JSON writes 64-bit integers as decimal strings.
             Attr::Int(i) => json!({ "intValue": i.to_string() }),
             Attr::Bool(b) => json!({ "boolValue": b }),
             Attr::Double(d) => json!({ "doubleValue": d }),
-            Attr::StrArray(v) => json!({
+            Attr::StaticArray(v) => json!({
                 "arrayValue": { "values": v.iter().map(|s| json!({ "stringValue": s })).collect::<Vec<_>>() }
             }),
         }
@@ -92,6 +137,11 @@ impl Attr {
                 write_str(out, s);
                 out.push(b'}');
             }
+            Attr::Static(s) => {
+                out.extend_from_slice(b"{\"stringValue\":");
+                write_str(out, s);
+                out.push(b'}');
+            }
             Attr::Int(i) => {
                 let _ = write!(out, "{{\"intValue\":\"{i}\"}}");
             }
@@ -103,7 +153,7 @@ impl Attr {
                 let _ = serde_json::to_writer(&mut *out, d);
                 out.push(b'}');
             }
-            Attr::StrArray(v) => {
+            Attr::StaticArray(v) => {
                 out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
                 for (i, s) in v.iter().enumerate() {
                     if i > 0 {
@@ -176,6 +226,14 @@ impl Attrs {
         }
     }
 
+    /// Add `key`, known not to be set yet (a fresh span's attributes,
+    /// each key once): no scan of the keys before it. Profiled: the scans'
+    /// compares were a quarter of the listener thread's time.
+    pub(super) fn push(&mut self, key: &'static str, value: impl Into<Attr>) {
+        debug_assert!(self.get(key).is_none(), "{key} pushed twice");
+        self.0.push((Cow::Borrowed(key), value.into()));
+    }
+
     pub(super) fn get(&self, key: &str) -> Option<&Attr> {
         self.0
             .iter()
@@ -234,12 +292,20 @@ pub(super) enum Status {
 }
 
 /// One span, built while its events arrive and encoded when it ends.
+/// Ids are integers and the name is a literal operation and a shared
+/// target: nothing here is formatted on the listener thread (the export
+/// thread writes the JSON).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Span {
-    pub(super) trace_id: String,
-    pub(super) id: String,
-    pub(super) parent: Option<String>,
-    pub(super) name: String,
+    pub(super) trace_id: u128,
+    pub(super) id: u64,
+    pub(super) parent: Option<u64>,
+    /// The operation (`invoke_agent`, `chat`, `execute_tool`): the name's
+    /// first word.
+    pub(super) op: &'static str,
+    /// What the operation is on (agent, model, tool), after a space;
+    /// `None` for a bare `chat`.
+    pub(super) target: Option<Arc<str>>,
     pub(super) kind: Kind,
     pub(super) start: u64,
     pub(super) end: u64,
@@ -250,24 +316,36 @@ pub(super) struct Span {
 
 impl Span {
     pub(super) fn new(
-        trace_id: &str,
-        span_id: String,
-        parent: Option<String>,
-        name: String,
+        trace_id: u128,
+        span_id: u64,
+        parent: Option<u64>,
+        op: &'static str,
+        target: Option<Arc<str>>,
         kind: Kind,
         start: u64,
     ) -> Span {
         Span {
-            trace_id: trace_id.to_string(),
+            trace_id,
             id: span_id,
             parent,
-            name,
+            op,
+            target,
             kind,
             start,
             end: start,
-            attrs: Attrs::default(),
+            // Room for a chat span's attributes: no regrowth while they
+            // are added.
+            attrs: Attrs(Vec::with_capacity(16)),
             events: Vec::new(),
             status: Status::Unset,
+        }
+    }
+
+    /// The span's name: `{op} {target}`, or `{op}` alone.
+    pub(super) fn name(&self) -> String {
+        match &self.target {
+            Some(t) => format!("{} {t}", self.op),
+            None => self.op.to_string(),
         }
     }
 
@@ -288,14 +366,14 @@ impl Span {
         // needs escaping.
         let _ = write!(
             out,
-            "{{\"traceId\":\"{}\",\"spanId\":\"{}\",",
+            "{{\"traceId\":\"{:032x}\",\"spanId\":\"{:016x}\",",
             self.trace_id, self.id
         );
-        if let Some(p) = &self.parent {
-            let _ = write!(out, "\"parentSpanId\":\"{p}\",");
+        if let Some(p) = self.parent {
+            let _ = write!(out, "\"parentSpanId\":\"{p:016x}\",");
         }
         out.extend_from_slice(b"\"name\":");
-        write_str(out, &self.name);
+        write_str(out, &self.name());
         let _ = write!(
             out,
             ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\",\"attributes\":",
@@ -331,9 +409,9 @@ impl Span {
     #[cfg(test)]
     pub(super) fn to_json(&self) -> Value {
         let mut span = json!({
-            "traceId": self.trace_id,
-            "spanId": self.id,
-            "name": self.name,
+            "traceId": trace_hex(self.trace_id),
+            "spanId": span_hex(self.id),
+            "name": self.name(),
             "kind": self.kind as u8,
             "startTimeUnixNano": self.start.to_string(),
             "endTimeUnixNano": self.end.max(self.start).to_string(),
@@ -348,8 +426,8 @@ impl Span {
                 Status::Error(m) => json!({ "code": 2, "message": m }),
             },
         });
-        if let Some(p) = &self.parent {
-            span["parentSpanId"] = Value::String(p.clone());
+        if let Some(p) = self.parent {
+            span["parentSpanId"] = Value::String(span_hex(p));
         }
         span
     }
@@ -382,15 +460,18 @@ mod tests {
 
     #[test]
     fn ids_are_hex_nonzero_and_distinct() {
-        let a = trace_id();
-        let b = trace_id();
+        let (a, b) = (trace_id(), trace_id());
+        assert_ne!(a, b);
+        let (a, b) = (trace_hex(a), trace_hex(b));
         assert_eq!(a.len(), 32);
         assert!(
             a.bytes()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
         assert_ne!(a, b);
-        let ids: std::collections::HashSet<_> = (0..1000).map(|_| span_id()).collect();
+        assert_eq!(trace_hex(0xab), format!("{}ab", "0".repeat(30)));
+        assert_eq!(span_hex(0xab), "00000000000000ab");
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| span_hex(span_id())).collect();
         assert_eq!(ids.len(), 1000);
         assert!(ids.iter().all(|s| s.len() == 16 && s != "0000000000000000"));
     }
@@ -398,10 +479,11 @@ mod tests {
     #[test]
     fn span_json_follows_otlp() {
         let mut s = Span::new(
-            &"ab".repeat(16),
-            "cd".repeat(8),
-            Some("ef".repeat(8)),
-            "chat m".into(),
+            0xabab_abab_abab_abab_abab_abab_abab_abab,
+            0xcdcd_cdcd_cdcd_cdcd,
+            Some(0xefef_efef_efef_efef),
+            "chat",
+            Some("m".into()),
             Kind::Client,
             5,
         );
@@ -409,11 +491,21 @@ mod tests {
         s.attrs.set("gen_ai.usage.input_tokens", 12u64);
         s.attrs.set(
             "gen_ai.response.finish_reasons",
-            Attr::StrArray(vec!["stop".into()]),
+            Attr::StaticArray(&["stop"]),
         );
         s.fail("timeout", "timed out");
         s.event("x", 7, Attrs::default());
+        s.attrs.set("gen_ai.operation.name", Attr::Static("chat"));
+        s.attrs.set("x.reasons", Attr::StaticArray(&["tool_calls"]));
         let j = s.to_json();
+        assert_eq!(j["attributes"][3]["value"]["stringValue"], "chat");
+        assert_eq!(
+            j["attributes"][4]["value"]["arrayValue"]["values"][0]["stringValue"],
+            "tool_calls"
+        );
+        assert_eq!(j["traceId"], "ab".repeat(16));
+        assert_eq!(j["spanId"], "cd".repeat(8));
+        assert_eq!(j["name"], "chat m");
         assert_eq!(j["parentSpanId"], "efefefefefefefef");
         assert_eq!(j["kind"], 3);
         assert_eq!(j["startTimeUnixNano"], "5");

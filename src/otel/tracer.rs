@@ -39,16 +39,22 @@ impl ModelInfo {
         }
     }
 
+    /// Add the model's attributes to a fresh span's (none of these keys
+    /// set yet).
     fn apply(&self, attrs: &mut Attrs) {
-        attrs.set("gen_ai.provider.name", &self.provider);
+        attrs.push("gen_ai.provider.name", &self.provider);
         if let Some(m) = &self.model {
-            attrs.set("gen_ai.request.model", m);
+            attrs.push("gen_ai.request.model", m);
         }
+        self.apply_server(attrs);
+    }
+
+    fn apply_server(&self, attrs: &mut Attrs) {
         if let Some(a) = &self.address {
-            attrs.set("server.address", a);
+            attrs.push("server.address", a);
         }
         if let Some(p) = self.port {
-            attrs.set("server.port", u64::from(p));
+            attrs.push("server.port", u64::from(p));
         }
     }
 }
@@ -99,6 +105,68 @@ struct Run {
     tools: Vec<ToolSpan>,
 }
 
+/// The open runs by agent id. The main agent's (id `""`, nearly every
+/// event) is held apart: no hashing and no key compare per event (profiled:
+/// the map's key compares were a fifth of the listener thread's time with
+/// 50 deltas a turn).
+#[derive(Default)]
+struct Runs {
+    main: Option<Run>,
+    subs: HashMap<String, Run>,
+}
+
+impl Runs {
+    fn get(&self, agent: &str) -> Option<&Run> {
+        if agent.is_empty() {
+            self.main.as_ref()
+        } else {
+            self.subs.get(agent)
+        }
+    }
+
+    fn get_mut(&mut self, agent: &str) -> Option<&mut Run> {
+        if agent.is_empty() {
+            self.main.as_mut()
+        } else {
+            self.subs.get_mut(agent)
+        }
+    }
+
+    fn contains_key(&self, agent: &str) -> bool {
+        self.get(agent).is_some()
+    }
+
+    fn remove(&mut self, agent: &str) -> Option<Run> {
+        if agent.is_empty() {
+            self.main.take()
+        } else {
+            self.subs.remove(agent)
+        }
+    }
+
+    fn insert(&mut self, agent: &str, run: Run) {
+        if agent.is_empty() {
+            self.main = Some(run);
+        } else {
+            self.subs.insert(agent.to_string(), run);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.main.is_none() && self.subs.is_empty()
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Run> {
+        self.main.iter_mut().chain(self.subs.values_mut())
+    }
+
+    /// The open runs' agent ids.
+    fn keys(&self) -> Vec<String> {
+        let main = self.main.as_ref().map(|_| String::new());
+        main.into_iter().chain(self.subs.keys().cloned()).collect()
+    }
+}
+
 /// A finished chat request, for the metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct ChatRecord {
@@ -110,14 +178,14 @@ pub(super) struct ChatRecord {
 
 pub(super) struct Tracer {
     capture: bool,
-    agent_name: String,
+    agent_name: Arc<str>,
     context: Arc<Context>,
     conversation: Arc<str>,
     model: ModelInfo,
-    runs: HashMap<String, Run>,
+    runs: Runs,
     /// Sub-agents announced (`for_sub_agent`) and not started yet: their
     /// trace id and parent span id.
-    parents: HashMap<String, (String, String)>,
+    parents: HashMap<String, (u128, u64)>,
     /// Finished spans, drained by the exporter.
     pub(super) done: Vec<Span>,
     /// Finished chat requests, drained for the metrics.
@@ -128,11 +196,11 @@ impl Tracer {
     pub(super) fn new(capture: bool, agent_name: String, context: Arc<Context>) -> Tracer {
         Tracer {
             capture,
-            agent_name,
+            agent_name: agent_name.into(),
             context,
-            conversation: span::trace_id().into(),
+            conversation: span::trace_hex(span::trace_id()).into(),
             model: ModelInfo::default(),
-            runs: HashMap::new(),
+            runs: Runs::default(),
             parents: HashMap::new(),
             done: Vec::new(),
             chats: Vec::new(),
@@ -158,20 +226,16 @@ impl Tracer {
             }
         });
         let parent = match helper.and_then(|owner| self.runs.get(owner)) {
-            Some(run) => Some((run.span.trace_id.clone(), run.span.id.clone())),
+            Some(run) => Some((run.span.trace_id, run.span.id)),
             None => self.latest_open_tool(),
         };
-        let parent = parent.or_else(|| {
-            self.runs
-                .get("")
-                .map(|r| (r.span.trace_id.clone(), r.span.id.clone()))
-        });
+        let parent = parent.or_else(|| self.runs.get("").map(|r| (r.span.trace_id, r.span.id)));
         if let Some(p) = parent {
             self.parents.insert(id.to_string(), p);
         }
     }
 
-    fn latest_open_tool(&mut self) -> Option<(String, String)> {
+    fn latest_open_tool(&mut self) -> Option<(u128, u64)> {
         let tool = self
             .runs
             .values_mut()
@@ -179,7 +243,7 @@ impl Tracer {
             .filter(|t| !t.claimed)
             .max_by_key(|t| t.span.start)?;
         tool.claimed = true;
-        Some((tool.span.trace_id.clone(), tool.span.id.clone()))
+        Some((tool.span.trace_id, tool.span.id))
     }
 
     #[allow(
@@ -207,7 +271,7 @@ impl Tracer {
             }
             Event::Reset { agent, .. } if agent.is_empty() => {
                 // A cleared conversation is a new one.
-                self.conversation = span::trace_id().into();
+                self.conversation = span::trace_hex(span::trace_id()).into();
                 return;
             }
             // Between-turn events open no run.
@@ -228,15 +292,13 @@ impl Tracer {
         if let Some(mut chat) = run.pending_chat.take() {
             // Why the last response finished: a tool call follows it in
             // the same batch, or nothing does.
-            let reason = if matches!(event, Event::ToolCall { .. }) {
-                "tool_calls"
+            let reason: &'static [&'static str] = if matches!(event, Event::ToolCall { .. }) {
+                &["tool_calls"]
             } else {
-                "stop"
+                &["stop"]
             };
-            chat.attrs.set(
-                "gen_ai.response.finish_reasons",
-                Attr::StrArray(vec![reason.into()]),
-            );
+            chat.attrs
+                .set("gen_ai.response.finish_reasons", Attr::StaticArray(reason));
             self.done.push(chat);
         }
         match event {
@@ -280,25 +342,26 @@ impl Tracer {
                     .any(Option::is_some)
                     .then(|| parts.iter().flatten().sum::<u64>());
                 if let Some(n) = total_input {
-                    a.set("gen_ai.usage.input_tokens", n);
+                    a.push("gen_ai.usage.input_tokens", n);
                 }
                 if let Some(n) = output {
-                    a.set("gen_ai.usage.output_tokens", *n);
+                    a.push("gen_ai.usage.output_tokens", *n);
                 }
                 if let Some(n) = cached {
-                    a.set("gen_ai.usage.cache_read.input_tokens", *n);
+                    a.push("gen_ai.usage.cache_read.input_tokens", *n);
                 }
                 if let Some(n) = cache_creation {
-                    a.set("gen_ai.usage.cache_creation.input_tokens", *n);
+                    a.push("gen_ai.usage.cache_creation.input_tokens", *n);
                 }
                 if let Some(n) = thinking {
-                    a.set("gen_ai.usage.reasoning.output_tokens", *n);
+                    a.push("gen_ai.usage.reasoning.output_tokens", *n);
                 }
-                if let Some(m) = model_id {
-                    a.set("gen_ai.response.model", m.as_str());
+                let response_model = model_id.as_deref().map(Attr::from);
+                if let Some(m) = &response_model {
+                    a.push("gen_ai.response.model", m.clone());
                 }
                 self.chats.push(ChatRecord {
-                    attrs: metric_attrs(&chat.attrs),
+                    attrs: metric_attrs(&self.model, response_model),
                     seconds: chat.end.saturating_sub(chat.start) as f64 / 1e9,
                     input: total_input,
                     output: *output,
@@ -315,22 +378,25 @@ impl Tracer {
                 // `resume` announces a deferred call again: one span per call.
                 run.tools
                     .retain(|t| span_call_id(&t.span) != Some(id.as_str()));
+                let name: Arc<str> = name.as_str().into();
                 let mut s = Span::new(
-                    &run.span.trace_id,
+                    run.span.trace_id,
                     span::span_id(),
-                    Some(run.span.id.clone()),
-                    format!("execute_tool {name}"),
+                    Some(run.span.id),
+                    "execute_tool",
+                    Some(Arc::clone(&name)),
                     Kind::Internal,
                     now,
                 );
-                s.attrs.set("gen_ai.operation.name", "execute_tool");
-                s.attrs.set("gen_ai.tool.name", name.as_str());
-                s.attrs.set("gen_ai.tool.call.id", id.as_str());
-                s.attrs.set("gen_ai.tool.type", "function");
-                s.attrs.set("gen_ai.conversation.id", &self.conversation);
+                s.attrs
+                    .push("gen_ai.operation.name", Attr::Static("execute_tool"));
+                s.attrs.push("gen_ai.tool.name", Attr::Str(name));
+                s.attrs.push("gen_ai.tool.call.id", id.as_str());
+                s.attrs.push("gen_ai.tool.type", Attr::Static("function"));
+                s.attrs.push("gen_ai.conversation.id", &self.conversation);
                 if capture {
                     s.attrs
-                        .set("gen_ai.tool.call.arguments", arguments.to_string());
+                        .push("gen_ai.tool.call.arguments", arguments.to_string());
                 }
                 run.tools.push(ToolSpan {
                     span: s,
@@ -457,8 +523,8 @@ impl Tracer {
             }
             Event::Stopped { reason, .. } => {
                 let reason = *reason;
-                let mut run = self.runs.remove(agent).expect("open above");
-                self.stop(&mut run, reason, now);
+                let run = self.runs.remove(agent).expect("open above");
+                self.stop(run, reason, now);
                 if agent.is_empty() {
                     self.context.end_turn();
                 }
@@ -478,34 +544,39 @@ impl Tracer {
         } else if let Some((t, p)) = self.parents.remove(agent) {
             (t, span::span_id(), Some(p))
         } else if let Some(main) = self.runs.get("") {
-            (
-                main.span.trace_id.clone(),
-                span::span_id(),
-                Some(main.span.id.clone()),
-            )
+            (main.span.trace_id, span::span_id(), Some(main.span.id))
         } else {
             (span::trace_id(), span::span_id(), None)
         };
+        // The main agent's name is shared; a sub-agent's is its id.
         let name = if agent.is_empty() {
-            self.agent_name.as_str()
+            Arc::clone(&self.agent_name)
         } else {
-            agent
+            agent.into()
         };
         let mut s = Span::new(
-            &trace,
+            trace,
             span_id,
             parent,
-            format!("invoke_agent {name}"),
+            "invoke_agent",
+            Some(Arc::clone(&name)),
             Kind::Internal,
             now,
         );
-        s.attrs.set("gen_ai.operation.name", "invoke_agent");
-        s.attrs.set("gen_ai.agent.name", name);
-        s.attrs.set("gen_ai.conversation.id", &self.conversation);
-        s.attrs.set("pikuri.agent.id", agent);
+        s.attrs
+            .push("gen_ai.operation.name", Attr::Static("invoke_agent"));
+        s.attrs.push("gen_ai.agent.name", Attr::Str(name));
+        s.attrs.push("gen_ai.conversation.id", &self.conversation);
+        // The main agent's id is empty: a literal, no allocation.
+        let id = if agent.is_empty() {
+            Attr::Static("")
+        } else {
+            Attr::from(agent)
+        };
+        s.attrs.push("pikuri.agent.id", id);
         self.model.apply(&mut s.attrs);
         self.runs.insert(
-            agent.to_string(),
+            agent,
             Run {
                 span: s,
                 mark: now,
@@ -521,17 +592,17 @@ impl Tracer {
     /// End a run: what is still open ends with it, and the status says how
     /// it ended. Usage stays on the chat spans (see the module doc of
     /// `otel`, "No double counting").
-    fn stop(&mut self, run: &mut Run, reason: StopReason, now: u64) {
+    fn stop(&mut self, mut run: Run, reason: StopReason, now: u64) {
         if let Some(mut chat) = run.pending_chat.take() {
             chat.attrs.set(
                 "gen_ai.response.finish_reasons",
-                Attr::StrArray(vec!["stop".into()]),
+                Attr::StaticArray(&["stop"]),
             );
             self.done.push(chat);
         }
         if reason == StopReason::Error {
             // The run failed in a request (HTTP, transport, protocol).
-            let mut chat = chat_span(run, &self.model, &self.conversation, now);
+            let mut chat = chat_span(&mut run, &self.model, &self.conversation, now);
             let msg = run
                 .last_error
                 .take()
@@ -553,14 +624,16 @@ impl Tracer {
         }
         let s = &mut run.span;
         s.end = now;
-        s.attrs.set("pikuri.stop_reason", reason.as_str());
+        s.attrs
+            .set("pikuri.stop_reason", Attr::Static(reason.as_str()));
         match reason {
             StopReason::Completed | StopReason::Synthesized | StopReason::ApprovalPending => {}
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
             _ => s.fail("error", "the run failed"),
         }
-        self.done.push(run.span.clone());
+        // The run is over: its span moves out, uncopied.
+        self.done.push(run.span);
     }
 
     /// No run is open (the turn and its children ended).
@@ -572,10 +645,10 @@ impl Tracer {
     /// unfinished.
     pub(super) fn abandon(&mut self) {
         let now = now_nanos();
-        let agents: Vec<String> = self.runs.keys().cloned().collect();
+        let agents = self.runs.keys();
         for a in agents {
-            if let Some(mut run) = self.runs.remove(&a) {
-                self.stop(&mut run, StopReason::Error, now);
+            if let Some(run) = self.runs.remove(&a) {
+                self.stop(run, StopReason::Error, now);
             }
         }
     }
@@ -591,49 +664,44 @@ fn span_call_id(s: &Span) -> Option<&str> {
 /// A chat span from the run's mark to `now`, taking the run's span events
 /// and time to first chunk.
 fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64) -> Span {
-    let name = match &model.model {
-        Some(m) => format!("chat {m}"),
-        None => "chat".to_string(),
-    };
     let mut s = Span::new(
-        &run.span.trace_id,
+        run.span.trace_id,
         span::span_id(),
-        Some(run.span.id.clone()),
-        name,
+        Some(run.span.id),
+        "chat",
+        model.model.clone(),
         Kind::Client,
         run.mark,
     );
     s.end = now;
-    s.attrs.set("gen_ai.operation.name", "chat");
+    s.attrs.push("gen_ai.operation.name", Attr::Static("chat"));
     model.apply(&mut s.attrs);
-    s.attrs.set("gen_ai.conversation.id", conversation);
+    s.attrs.push("gen_ai.conversation.id", conversation);
     s.attrs
-        .set("gen_ai.request.stream", run.first_chunk.is_some());
+        .push("gen_ai.request.stream", run.first_chunk.is_some());
     if let Some(t) = run.first_chunk.take() {
         let secs = t.saturating_sub(run.mark) as f64 / 1e9;
         s.attrs
-            .set("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
+            .push("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
     }
     s.events = std::mem::take(&mut run.chat_events);
     run.last_error = None;
     s
 }
 
-/// The attributes a metric point carries (low cardinality only).
-fn metric_attrs(a: &Attrs) -> Attrs {
-    let mut out = Attrs::default();
-    for k in [
-        "gen_ai.operation.name",
-        "gen_ai.provider.name",
-        "gen_ai.request.model",
-        "gen_ai.response.model",
-        "server.address",
-        "server.port",
-    ] {
-        if let Some(v) = a.get(k) {
-            out.set(k, v.clone());
-        }
+/// The attributes a metric point carries (low cardinality only), built
+/// from what the chat span's were (not looked up in them).
+fn metric_attrs(model: &ModelInfo, response_model: Option<Attr>) -> Attrs {
+    let mut out = Attrs(Vec::with_capacity(6));
+    out.push("gen_ai.operation.name", Attr::Static("chat"));
+    out.push("gen_ai.provider.name", &model.provider);
+    if let Some(m) = &model.model {
+        out.push("gen_ai.request.model", m);
     }
+    if let Some(m) = response_model {
+        out.push("gen_ai.response.model", m);
+    }
+    model.apply_server(&mut out);
     out
 }
 
@@ -695,7 +763,7 @@ mod tests {
         let spans = tool_turn(false);
         let tool = spans
             .iter()
-            .find(|s| s.name == "execute_tool read")
+            .find(|s| s.name() == "execute_tool read")
             .unwrap();
         assert_eq!(
             tool.status,
@@ -707,14 +775,14 @@ mod tests {
         );
         let json = tool.to_json().to_string();
         assert!(!json.contains("secret"), "{json}");
-        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
         assert_eq!(main.attrs.get("error.type"), Some(&Attr::from("cancelled")));
         assert!(main.events.iter().all(|e| e.name != "pikuri.cancel"));
 
         let spans = tool_turn(true);
         let tool = spans
             .iter()
-            .find(|s| s.name == "execute_tool read")
+            .find(|s| s.name() == "execute_tool read")
             .unwrap();
         assert!(tool.to_json().to_string().contains("/secret/key.pem"));
     }
@@ -797,7 +865,7 @@ mod tests {
             t.on_event(&e);
         }
         let spans = std::mem::take(&mut t.done);
-        let main = spans.iter().find(|s| s.name == "invoke_agent a").unwrap();
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
         let names: Vec<_> = main.events.iter().map(|e| e.name).collect();
         assert_eq!(
             names,
@@ -813,7 +881,7 @@ mod tests {
             super::super::span::Status::Unset,
             "synthesized is a success"
         );
-        let tool = spans.iter().find(|s| s.name == "execute_tool w").unwrap();
+        let tool = spans.iter().find(|s| s.name() == "execute_tool w").unwrap();
         assert_eq!(tool.events[0].name, "pikuri.approval");
         assert_eq!(
             tool.events[0].attrs.get("pikuri.approval.decision"),
@@ -821,15 +889,46 @@ mod tests {
         );
         // The failed request (with its retry) is a chat span of the old
         // model; the answered one follows under the new.
-        let failed = spans.iter().find(|s| s.name == "chat m1").unwrap();
+        let failed = spans.iter().find(|s| s.name() == "chat m1").unwrap();
         assert_eq!(failed.attrs.get("error.type"), Some(&Attr::from("503")));
         assert_eq!(failed.events[0].name, "pikuri.retry");
-        let ok = spans.iter().find(|s| s.name == "chat m2").unwrap();
+        let ok = spans.iter().find(|s| s.name() == "chat m2").unwrap();
         assert_eq!(ok.status, super::super::span::Status::Unset);
         assert_eq!(
             ok.attrs.get("gen_ai.response.finish_reasons"),
-            Some(&Attr::StrArray(vec!["tool_calls".into()]))
+            Some(&Attr::StaticArray(&["tool_calls"]))
         );
+    }
+
+    #[test]
+    fn main_and_sub_runs_kept_apart_and_abandoned_together() {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        for agent in ["", "helper"] {
+            t.on_event(&Event::UserTurn {
+                agent: agent.into(),
+                content: "q".into(),
+                mid_loop: false,
+            });
+        }
+        assert!(t.runs.main.is_some() && t.runs.subs.contains_key("helper"));
+        // Each is found by its own id; an unknown id finds neither.
+        assert!(t.runs.get("helper").is_some() && t.runs.get("nobody").is_none());
+        t.abandon();
+        assert!(t.is_idle());
+        let spans = std::mem::take(&mut t.done);
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let sub = spans
+            .iter()
+            .find(|s| s.name() == "invoke_agent helper")
+            .unwrap();
+        // With no announcement, a sub-agent nests under the main run.
+        assert_eq!(sub.parent, Some(main.id));
+        assert_eq!(sub.trace_id, main.trace_id);
+        assert_eq!(
+            sub.attrs.get("pikuri.agent.id"),
+            Some(&Attr::from("helper"))
+        );
+        assert_eq!(main.attrs.get("pikuri.agent.id"), Some(&Attr::from("")));
     }
 
     #[test]
