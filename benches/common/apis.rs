@@ -3,12 +3,21 @@
 //! baseline's line loop, and the race of a baseline against pikuri's
 //! decoder with its result row.
 
+// `benches/compare/async-openai` compiles `common` too, and has no
+// `_bench` feature to gate on.
+#![allow(unexpected_cfgs, reason = "the compare crate declares no _bench feature")]
+
+#[cfg(feature = "_bench")]
 use std::fmt::Debug;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
+#[cfg(feature = "_bench")]
+use std::io::BufReader;
 
 use serde_json::json;
 
-use super::{Payload, median, pieces, runs, secs, timed};
+use super::{Payload, pieces};
+#[cfg(feature = "_bench")]
+use super::{median, runs, secs, timed};
 
 /// The tool-call input the Anthropic stream's `input_json_delta`s carry:
 /// a JSON object whose string holds source code (quotes, backslashes and
@@ -96,7 +105,9 @@ pub(crate) fn data_lines<R: BufRead>(reader: &mut R, mut on_data: impl FnMut(&[u
 /// order so drift on a shared machine hits both. Checks that the baseline
 /// saw `expected` each time, and that pikuri assembled `delta_bytes` (and
 /// reported every text fragment). Returns the medians of `units` per
-/// second: (baseline, pikuri).
+/// second: (baseline, pikuri). Only with `_bench` (the decode benches
+/// require it; `e2e_apis`, which shares this file, does not).
+#[cfg(feature = "_bench")]
 pub(crate) fn race_decode<T: PartialEq + Debug>(
     api: pikuri::Api,
     payload: Payload,
