@@ -458,17 +458,15 @@ pikuri::tool::schema_type! {
     }
 }
 
-#[test]
-fn typed_answer_under_json_schema_is_schema_valid() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = builder(&rec) else { return };
+/// A typed [`Verdict`] turn on `c` with no repair allowed: the model's
+/// first answer must parse, validate and deserialize (the server turns the
+/// schema into a grammar). The agent is returned for more turns.
+fn verdict_without_repair(c: Configurator) -> Agent {
     let mut agent = c
         .request_field("max_tokens", json!(128))
         .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
         .build()
         .unwrap();
-    // llama.cpp turns the schema into a grammar: even the 135M model's
-    // first answer must parse, validate and deserialize (no repair).
     let typed = agent
         .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
         .unwrap();
@@ -482,6 +480,16 @@ fn typed_answer_under_json_schema_is_schema_valid() {
         "{raw}"
     );
     assert_eq!(v["positive"], json!(typed.value.positive));
+    agent
+}
+
+#[test]
+fn typed_answer_under_json_schema_is_schema_valid() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder(&rec) else { return };
+    // llama.cpp turns the schema into a grammar: even the 135M model's
+    // first answer must parse, validate and deserialize (no repair).
+    let mut agent = verdict_without_repair(c);
     // The history stays usable for a plain turn.
     assert!(agent.run_loop("Thanks.").is_ok());
 }
@@ -778,20 +786,7 @@ fn responses_typed_answer_under_llama_json_schema_is_schema_valid() {
         return;
     };
     let schema = pikuri::tool::Parameters::for_type::<Verdict>();
-    let mut agent = c
-        .request_field("max_tokens", json!(128))
-        .request_field("json_schema", schema.to_json().clone())
-        .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
-        .build()
-        .unwrap();
-    let typed = agent
-        .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
-        .unwrap();
-    assert_eq!(typed.repairs, 0);
-    let raw = typed.outcome.answer.clone().unwrap();
-    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    assert!(schema.validate(&v).is_ok(), "{raw}");
-    assert_eq!(v["positive"], json!(typed.value.positive));
+    verdict_without_repair(c.request_field("json_schema", schema.to_json().clone()));
     let t = tokens(&rec);
     assert!(t.iter().all(|(i, o)| i.is_some() && o.is_some()), "{t:?}");
 }

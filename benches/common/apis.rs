@@ -5,7 +5,10 @@
 
 // `benches/compare/async-openai` compiles `common` too, and has no
 // `_bench` feature to gate on.
-#![allow(unexpected_cfgs, reason = "the compare crate declares no _bench feature")]
+#![allow(
+    unexpected_cfgs,
+    reason = "the compare crate declares no _bench feature"
+)]
 
 #[cfg(feature = "_bench")]
 use std::fmt::Debug;
