@@ -11,11 +11,8 @@
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use std::io::BufReader;
-
-use common::{
-    Payload, baseline_decode, header, median, runs, secs, sse_body, stream_chunks, timed,
-};
+use common::apis::{decode_row, race_decode};
+use common::{Payload, baseline_decode, header, sse_body, stream_chunks};
 
 fn main() {
     header("decode (in memory)");
@@ -25,50 +22,14 @@ fn main() {
     for payload in [Payload::Text, Payload::ToolArgs] {
         let body = sse_body(payload, n);
         let expected = baseline_decode(&body);
-        let (mut base, mut lib) = (Vec::new(), Vec::new());
-        // Each run is short (~0.2 s), so take twice as many and then one.
-        for run in 0..=runs() * 2 {
-            // Alternate the order so drift on a shared machine hits both.
-            let mut one = |which: bool| {
-                if which {
-                    let (t, d) = timed(|| baseline_decode(&body));
-                    assert_eq!(t, expected);
-                    base.push(n as f64 / secs(d));
-                } else {
-                    let mut bytes = 0usize;
-                    let (m, d) = timed(|| {
-                        let reader = BufReader::with_capacity(64 * 1024, &body[..]);
-                        pikuri::__bench::decode_stream(reader, &mut |s| bytes += s.len())
-                            .expect("stream decodes")
-                    });
-                    let got = m.content.len()
-                        + m.tool_calls
-                            .iter()
-                            .map(|c| c.arguments.len())
-                            .sum::<usize>();
-                    assert_eq!(
-                        got, expected.delta_bytes,
-                        "pikuri assembled what the baseline saw"
-                    );
-                    if payload == Payload::Text {
-                        assert_eq!(bytes, expected.delta_bytes, "every text fragment reported");
-                    }
-                    lib.push(n as f64 / secs(d));
-                }
-            };
-            one(run % 2 == 0);
-            one(run % 2 == 1);
-        }
-        let (b, l) = (median(&mut base), median(&mut lib));
-        println!(
-            "| {} x{} | {:.1} | {:.0} | {:.0} | {:.2}x | >= 0.9x {} |",
-            payload.name(),
+        let rates = race_decode(
+            pikuri::Api::ChatCompletions,
+            payload,
+            &body,
             n,
-            body.len() as f64 / 1e6,
-            b,
-            l,
-            l / b,
-            if l / b >= 0.9 { "met" } else { "MISSED" }
+            (baseline_decode, &expected),
+            expected.delta_bytes,
         );
+        decode_row(payload.name(), n, body.len(), rates, 0.9);
     }
 }

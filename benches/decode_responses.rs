@@ -13,33 +13,12 @@
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 
-use common::{header, median, runs, secs, stream_chunks, timed};
+use common::apis::{data_lines, decode_row, race_decode};
+use common::{CODE, PROSE, Payload, header, pieces, stream_chunks};
 use serde::Deserialize;
 use serde_json::json;
-
-const PROSE: &str = "The quick brown fox jumps over the lazy dog, and then it \
-    considers the nature of streaming tokens: each one small, each one late. \
-    Café naïve résumé — über straße.\nA second paragraph starts here; it has \
-    \"quotes\" and a tab\tor two.\n";
-
-const CODE: &str = "fn main() {\n    let path = \"C:\\\\tmp\\\\out.txt\";\n    \
-    println!(\"{}\\t{}\", path, 42);\n    // naïve: \"quoted\" \\ backslash\n}\n";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Payload {
-    Text,
-    ToolArgs,
-}
-
-/// `count` pieces of 3 chars cycling through `text`.
-fn pieces(text: &str, count: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    (0..count)
-        .map(|k| (0..3).map(|j| chars[(k * 3 + j) % chars.len()]).collect())
-        .collect()
-}
 
 /// The SSE body and the delta bytes it carries.
 fn body(payload: Payload, n: usize) -> (Vec<u8>, usize) {
@@ -64,6 +43,7 @@ fn body(payload: Payload, n: usize) -> (Vec<u8>, usize) {
         } else {
             CODE
         },
+        3,
         n,
     );
     let all: String = ps.concat();
@@ -130,24 +110,12 @@ struct Event {
 /// [`Event`], until `response.completed`: events and delta bytes.
 fn baseline(body: &[u8]) -> (usize, usize) {
     let (mut events, mut bytes) = (0, 0);
-    let mut r = BufReader::with_capacity(64 * 1024, body);
-    let mut line = Vec::with_capacity(1024);
-    loop {
-        line.clear();
-        if r.read_until(b'\n', &mut line).expect("in memory") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    data_lines(&mut BufReader::with_capacity(64 * 1024, body), |data| {
         let e: Event = serde_json::from_slice(data).expect("baseline: event parses");
         events += 1;
         bytes += e.delta.as_ref().map_or(0, String::len);
-        if e.kind == "response.completed" {
-            break;
-        }
-    }
+        e.kind != "response.completed"
+    });
     (events, bytes)
 }
 
@@ -160,53 +128,14 @@ fn main() {
         let (body, delta_bytes) = body(payload, n);
         let (events, seen) = baseline(&body);
         assert_eq!(seen, delta_bytes);
-        let (mut base, mut lib) = (Vec::new(), Vec::new());
-        for run in 0..=runs() * 2 {
-            let mut one = |which: bool| {
-                if which {
-                    let (t, d) = timed(|| baseline(&body));
-                    assert_eq!(t, (events, delta_bytes));
-                    base.push(events as f64 / secs(d));
-                } else {
-                    let mut bytes = 0usize;
-                    let (m, d) = timed(|| {
-                        let reader = BufReader::with_capacity(64 * 1024, &body[..]);
-                        pikuri::__bench::decode_stream_of(
-                            pikuri::Api::OpenAiResponses,
-                            reader,
-                            &mut |s| bytes += s.len(),
-                        )
-                        .expect("stream decodes")
-                    });
-                    let got = m.content.len()
-                        + m.tool_calls
-                            .iter()
-                            .map(|c| c.arguments.len())
-                            .sum::<usize>();
-                    assert_eq!(got, delta_bytes, "pikuri assembled what the baseline saw");
-                    if payload == Payload::Text {
-                        assert_eq!(bytes, delta_bytes, "every text fragment reported");
-                    }
-                    lib.push(events as f64 / secs(d));
-                }
-            };
-            one(run % 2 == 0);
-            one(run % 2 == 1);
-        }
-        let (b, l) = (median(&mut base), median(&mut lib));
-        println!(
-            "| {} x{} | {:.1} | {:.0} | {:.0} | {:.2}x | >= 0.8x {} |",
-            if payload == Payload::Text {
-                "text"
-            } else {
-                "tool-args"
-            },
-            n,
-            body.len() as f64 / 1e6,
-            b,
-            l,
-            l / b,
-            if l / b >= 0.8 { "met" } else { "MISSED" }
+        let rates = race_decode(
+            pikuri::Api::OpenAiResponses,
+            payload,
+            &body,
+            events,
+            (baseline, &(events, delta_bytes)),
+            delta_bytes,
         );
+        decode_row(payload.name(), n, body.len(), rates, 0.8);
     }
 }

@@ -22,23 +22,19 @@
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use pikuri::{Agent, Api, ChatTransport, Event, HttpConfig};
 
+use common::apis::{anthropic_body, data_lines, sse_event};
 use common::turns::ureq_agent;
 use common::{
-    Framing, Payload, Script, Server, header, median, runs, secs, sse_body, sse_response,
+    Framing, PROSE, Payload, Script, Server, header, median, runs, secs, sse_body, sse_response,
     stream_chunks, timed,
 };
-
-const PROSE: &str = "The quick brown fox jumps over the lazy dog, and then it \
-    considers the nature of streaming tokens: each one small, each one late. \
-    Café naïve résumé — über straße.\nA second paragraph starts here; it has \
-    \"quotes\" and a tab\tor two.\n";
 
 /// The APIs measured (`pikuri::Api` is non-exhaustive: this bench matches
 /// on its own copy).
@@ -64,14 +60,7 @@ const QUESTION: &str = "Tell me a long story.";
 
 /// `count` pieces of 3 chars cycling through [`PROSE`].
 fn pieces(count: usize) -> Vec<String> {
-    let chars: Vec<char> = PROSE.chars().collect();
-    (0..count)
-        .map(|k| (0..3).map(|j| chars[(k * 3 + j) % chars.len()]).collect())
-        .collect()
-}
-
-fn event(out: &mut Vec<u8>, kind: &str, data: &serde_json::Value) {
-    out.extend_from_slice(format!("event: {kind}\ndata: {data}\n\n").as_bytes());
+    common::pieces(PROSE, 3, count)
 }
 
 /// An OpenAI Responses stream of `n` text deltas (the shape of
@@ -83,7 +72,7 @@ fn responses_body(n: usize) -> Vec<u8> {
         v["sequence_number"] = json!(seq);
         seq += 1;
         let kind = v["type"].as_str().expect("type").to_string();
-        event(out, &kind, &v);
+        sse_event(out, &kind, &v);
     };
     let response = |status: &str, output: serde_json::Value| {
         json!({"id": "resp_67ccd2bed1ec8190b14f964abc054267", "object": "response",
@@ -126,44 +115,6 @@ fn responses_body(n: usize) -> Vec<u8> {
         &mut out,
         json!({"type": "response.completed", "response": done}),
     );
-    out
-}
-
-/// An Anthropic Messages stream of `n` text deltas (the shape of
-/// `benches/decode_anthropic.rs`).
-fn anthropic_body(n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n * 120 + 1024);
-    event(
-        &mut out,
-        "message_start",
-        &json!({"type":"message_start","message":{"id":"msg_1","type":"message",
-            "role":"assistant","model":MODEL,"content":[],"stop_reason":null,
-            "usage":{"input_tokens":100,"output_tokens":1}}}),
-    );
-    event(
-        &mut out,
-        "content_block_start",
-        &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
-    );
-    for p in pieces(n) {
-        event(
-            &mut out,
-            "content_block_delta",
-            &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":p}}),
-        );
-    }
-    event(
-        &mut out,
-        "content_block_stop",
-        &json!({"type":"content_block_stop","index":0}),
-    );
-    event(
-        &mut out,
-        "message_delta",
-        &json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},
-            "usage":{"output_tokens":n}}),
-    );
-    event(&mut out, "message_stop", &json!({"type":"message_stop"}));
     out
 }
 
@@ -311,23 +262,12 @@ fn bare_turn(agent: &ureq::Agent, base: &str, api: Wire) -> usize {
         .send(&body[..])
         .expect("bare request");
     let mut reader = BufReader::with_capacity(64 * 1024, resp.into_body().into_reader());
-    let mut line = Vec::with_capacity(1024);
     let mut bytes = 0;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    data_lines(&mut reader, |data| {
         let (b, last) = bare_data(api, data);
         bytes += b;
-        if last {
-            break;
-        }
-    }
+        !last
+    });
     // Drain to the end so the connection is reused.
     let _ = std::io::copy(&mut reader, &mut std::io::sink());
     bytes
@@ -427,7 +367,7 @@ fn main() {
         let body = match api {
             Wire::Chat => sse_body(Payload::Text, n),
             Wire::Responses => responses_body(n),
-            Wire::Anthropic => anthropic_body(n),
+            Wire::Anthropic => anthropic_body(Payload::Text, n, MODEL),
         };
         let expected = match api {
             Wire::Chat => common::baseline_decode(&body).delta_bytes,

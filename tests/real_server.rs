@@ -25,31 +25,44 @@ use serde_json::json;
 /// The context size `scripts/llama-server.sh` starts the server with (`-c`).
 const N_CTX: u64 = 4096;
 
-/// A transport to the server in `PIKURI_LLAMA_URL`, or `None` when the test
-/// is to be skipped (said on stderr).
+/// The `/v1` base of the server whose root URL is in the variable `var`,
+/// or `None` when the test is to be skipped (said on stderr); `starts`
+/// says what `scripts/real-server-tests.sh` starts for it.
 ///
 /// # Panics
 ///
 /// If the variable is unset (or empty) and `PIKURI_REQUIRE_REAL_SERVER=1`.
-fn transport() -> Option<ChatTransport> {
-    let root = std::env::var("PIKURI_LLAMA_URL").unwrap_or_default();
+fn api_base(var: &str, starts: &str) -> Option<String> {
+    let root = std::env::var(var).unwrap_or_default();
     if root.trim().is_empty() {
         let required = std::env::var("PIKURI_REQUIRE_REAL_SERVER").is_ok_and(|v| v == "1");
         assert!(
             !required,
-            "PIKURI_LLAMA_URL not set but PIKURI_REQUIRE_REAL_SERVER=1: \
-             run scripts/real-server-tests.sh (it starts llama-server)"
+            "{var} not set but PIKURI_REQUIRE_REAL_SERVER=1: \
+             run scripts/real-server-tests.sh ({starts})"
         );
-        eprintln!("skipped: PIKURI_LLAMA_URL not set (scripts/real-server-tests.sh sets it)");
+        eprintln!("skipped: {var} not set (scripts/real-server-tests.sh sets it)");
         return None;
     }
-    let api_base = format!("{}/v1", root.trim_end_matches('/'));
+    Some(format!("{}/v1", root.trim_end_matches('/')))
+}
+
+/// A transport to the server in `PIKURI_LLAMA_URL`, or `None` when the test
+/// is to be skipped (see [`api_base`]).
+fn transport() -> Option<ChatTransport> {
+    let api_base = api_base("PIKURI_LLAMA_URL", "it starts llama-server")?;
     Some(ChatTransport::new("smollm2").with_api_base(api_base))
 }
 
 /// The agent every test starts from, or `None` to skip (see [`transport`]).
 fn builder(rec: &InMemoryEventList) -> Option<Configurator> {
-    let c = Agent::builder(transport()?)
+    builder_on(rec, Api::ChatCompletions)
+}
+
+/// [`builder`] over `api` (`max_tokens` goes as `max_output_tokens` on
+/// the Responses API).
+fn builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
+    let c = Agent::builder(transport()?.with_api(api))
         .system_prompt("You are a helpful assistant.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
         .request_field("temperature", json!(0))
@@ -68,28 +81,32 @@ fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>)> {
         .collect()
 }
 
-#[test]
-fn non_streamed_answer() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = builder(&rec) else { return };
+/// A one-word question answered in one non-streamed turn over `api`, with
+/// usage reported; the agent is returned for more turns (`None`: skipped).
+fn non_streamed_answer_on(api: Api, rec: &InMemoryEventList) -> Option<Agent> {
+    let c = builder_on(rec, api)?;
     let mut agent = c.build().unwrap();
     let out = agent
         .run_loop("What is the capital of France? Answer in one word.")
         .unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
-    let t = tokens(&rec);
+    let t = tokens(rec);
     assert_eq!(t.len(), 1);
     assert!(
         t[0].0.is_some() && t[0].1.is_some(),
         "usage reported: {t:?}"
     );
+    Some(agent)
 }
 
-#[test]
-fn streamed_answer_with_usage() {
+/// A streamed turn over `api`: deltas before the bookend, usage on the
+/// stream.
+fn streamed_answer_on(api: Api) {
     let rec = InMemoryEventList::new();
-    let Some(c) = builder(&rec) else { return };
+    let Some(c) = builder_on(&rec, api) else {
+        return;
+    };
     let mut agent = c.streaming(true).build().unwrap();
     let out = agent.run_loop("Say hello.").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
@@ -108,6 +125,16 @@ fn streamed_answer_with_usage() {
         t[0].0.is_some() && t[0].1.is_some(),
         "usage arrives on streams: {t:?}"
     );
+}
+
+#[test]
+fn non_streamed_answer() {
+    non_streamed_answer_on(Api::ChatCompletions, &InMemoryEventList::new());
+}
+
+#[test]
+fn streamed_answer_with_usage() {
+    streamed_answer_on(Api::ChatCompletions);
 }
 
 #[test]
@@ -150,9 +177,16 @@ fn example_exchange() -> History {
     History::new(history).expect("valid history")
 }
 
-fn tool_loop(streaming: bool) {
+/// The calculator round over `api`: after the worked examples of
+/// [`example_exchange`] (sent as tool_use / tool_result blocks on
+/// Anthropic's API, as function_call / function_call_output items on the
+/// Responses API: the model calls the tool only if it reads them) the model
+/// calls the tool with schema-valid arguments and the result goes back to
+/// it (a `tokens` event follows the `tool_result`). Returns the agent and
+/// the event kinds for each API's own checks (`None`: skipped).
+fn tool_loop_on(api: Api, streaming: bool) -> Option<(Agent, Vec<&'static str>)> {
     let rec = InMemoryEventList::new();
-    let Some(c) = builder(&rec) else { return };
+    let c = builder_on(&rec, api)?;
     let mut agent = c
         .system_prompt(
             "You are a helpful assistant. Use the calculator tool for every arithmetic question.",
@@ -193,6 +227,13 @@ fn tool_loop(streaming: bool) {
     let kinds = rec.kinds();
     let result = kinds.iter().position(|k| *k == "tool_result").unwrap();
     assert!(kinds[result..].contains(&"tokens"));
+    Some((agent, kinds))
+}
+
+fn tool_loop(streaming: bool) {
+    let Some((agent, kinds)) = tool_loop_on(Api::ChatCompletions, streaming) else {
+        return;
+    };
     assert!(
         agent
             .last_assistant_content()
@@ -254,18 +295,7 @@ fn small_builder(rec: &InMemoryEventList) -> Option<Configurator> {
 
 /// [`small_builder`] over `api`.
 fn small_builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
-    let root = std::env::var("PIKURI_LLAMA_SMALL_URL").unwrap_or_default();
-    if root.trim().is_empty() {
-        let required = std::env::var("PIKURI_REQUIRE_REAL_SERVER").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "PIKURI_LLAMA_SMALL_URL not set but PIKURI_REQUIRE_REAL_SERVER=1: \
-             run scripts/real-server-tests.sh (it starts a -c 1024 server too)"
-        );
-        eprintln!("skipped: PIKURI_LLAMA_SMALL_URL not set (scripts/real-server-tests.sh sets it)");
-        return None;
-    }
-    let api_base = format!("{}/v1", root.trim_end_matches('/'));
+    let api_base = api_base("PIKURI_LLAMA_SMALL_URL", "it starts a -c 1024 server too")?;
     let transport = ChatTransport::new("smollm2")
         .with_api_base(api_base)
         .with_api(api);
@@ -428,17 +458,15 @@ pikuri::tool::schema_type! {
     }
 }
 
-#[test]
-fn typed_answer_under_json_schema_is_schema_valid() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = builder(&rec) else { return };
+/// A typed [`Verdict`] turn on `c` with no repair allowed: the model's
+/// first answer must parse, validate and deserialize (the server turns the
+/// schema into a grammar). The agent is returned for more turns.
+fn verdict_without_repair(c: Configurator) -> Agent {
     let mut agent = c
         .request_field("max_tokens", json!(128))
         .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
         .build()
         .unwrap();
-    // llama.cpp turns the schema into a grammar: even the 135M model's
-    // first answer must parse, validate and deserialize (no repair).
     let typed = agent
         .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
         .unwrap();
@@ -452,6 +480,16 @@ fn typed_answer_under_json_schema_is_schema_valid() {
         "{raw}"
     );
     assert_eq!(v["positive"], json!(typed.value.positive));
+    agent
+}
+
+#[test]
+fn typed_answer_under_json_schema_is_schema_valid() {
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder(&rec) else { return };
+    // llama.cpp turns the schema into a grammar: even the 135M model's
+    // first answer must parse, validate and deserialize (no repair).
+    let mut agent = verdict_without_repair(c);
     // The history stays usable for a plain turn.
     assert!(agent.run_loop("Thanks.").is_ok());
 }
@@ -662,111 +700,20 @@ fn kit_records_replays_and_matches_messages_and_responses() {
 
 // ---- OpenAI Responses (`/v1/responses`), issue 29 ----
 
-/// [`builder`] on the Responses API.
-fn responses_builder(rec: &InMemoryEventList) -> Option<Configurator> {
-    let c = Agent::builder(transport()?.with_api(Api::OpenAiResponses))
-        .system_prompt("You are a helpful assistant.")
-        .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
-        .request_field("temperature", json!(0))
-        // Sent as `max_output_tokens`.
-        .request_field("max_tokens", json!(64))
-        .add_listener(rec.clone());
-    Some(c)
-}
-
 #[test]
 fn responses_non_streamed_answer_with_usage() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
-        return;
-    };
-    let mut agent = c.build().unwrap();
-    let out = agent
-        .run_loop("What is the capital of France? Answer in one word.")
-        .unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
-    assert!(!out.answer.unwrap_or_default().trim().is_empty());
-    let t = tokens(&rec);
-    assert_eq!(t.len(), 1);
-    assert!(
-        t[0].0.is_some() && t[0].1.is_some(),
-        "usage reported: {t:?}"
-    );
+    non_streamed_answer_on(Api::OpenAiResponses, &InMemoryEventList::new());
 }
 
 #[test]
 fn responses_streamed_answer_with_usage() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
-        return;
-    };
-    let mut agent = c.streaming(true).build().unwrap();
-    let out = agent.run_loop("Say hello.").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
-    let kinds = rec.kinds();
-    let first_delta = kinds
-        .iter()
-        .position(|k| *k == "assistant_delta")
-        .expect("deltas arrived");
-    let bookend = kinds
-        .iter()
-        .position(|k| *k == "assistant")
-        .expect("bookend arrived");
-    assert!(first_delta < bookend);
-    let t = tokens(&rec);
-    assert!(
-        t[0].0.is_some() && t[0].1.is_some(),
-        "usage arrives on streams: {t:?}"
-    );
+    streamed_answer_on(Api::OpenAiResponses);
 }
 
 fn responses_tool_loop(streaming: bool) {
-    let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
+    let Some((agent, _)) = tool_loop_on(Api::OpenAiResponses, streaming) else {
         return;
     };
-    let mut agent = c
-        .system_prompt(
-            "You are a helpful assistant. Use the calculator tool for every arithmetic question.",
-        )
-        .streaming(streaming)
-        .add_tool(builtin::calculator())
-        .request_field("max_tokens", json!(128))
-        .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
-        .build()
-        .unwrap();
-    // The worked examples go as function_call / function_call_output items.
-    agent.load_history(example_exchange()).unwrap();
-    let out = agent.run_loop("What is 17*23?").unwrap();
-    assert!(matches!(
-        out.stop_reason,
-        StopReason::Completed | StopReason::Synthesized
-    ));
-    let events = rec.events();
-    let calls: Vec<&serde_json::Value> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ToolCall {
-                name, arguments, ..
-            } if name == "calculator" => Some(arguments),
-            _ => None,
-        })
-        .collect();
-    assert!(
-        !calls.is_empty(),
-        "the model called the calculator: {:?}",
-        rec.kinds()
-    );
-    assert!(
-        calls[0]["expression"].is_string(),
-        "schema-valid arguments: {}",
-        calls[0]
-    );
-    // The result went back to the model (as a function_call_output item),
-    // then an answer arrived.
-    let kinds = rec.kinds();
-    let result = kinds.iter().position(|k| *k == "tool_result").unwrap();
-    assert!(kinds[result..].contains(&"tokens"));
     assert!(
         agent
             .last_assistant_content()
@@ -795,7 +742,7 @@ fn responses_tool_round_streaming() {
 #[test]
 fn responses_typed_answer() {
     let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
+    let Some(c) = builder_on(&rec, Api::OpenAiResponses) else {
         return;
     };
     let mut agent = c
@@ -835,51 +782,40 @@ fn responses_typed_answer() {
 #[test]
 fn responses_typed_answer_under_llama_json_schema_is_schema_valid() {
     let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
+    let Some(c) = builder_on(&rec, Api::OpenAiResponses) else {
         return;
     };
     let schema = pikuri::tool::Parameters::for_type::<Verdict>();
-    let mut agent = c
-        .request_field("max_tokens", json!(128))
-        .request_field("json_schema", schema.to_json().clone())
-        .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
-        .build()
-        .unwrap();
-    let typed = agent
-        .run_typed::<Verdict>("Is the text 'I love this coffee' positive?")
-        .unwrap();
-    assert_eq!(typed.repairs, 0);
-    let raw = typed.outcome.answer.clone().unwrap();
-    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    assert!(schema.validate(&v).is_ok(), "{raw}");
-    assert_eq!(v["positive"], json!(typed.value.positive));
+    verdict_without_repair(c.request_field("json_schema", schema.to_json().clone()));
     let t = tokens(&rec);
     assert!(t.iter().all(|(i, o)| i.is_some() && o.is_some()), "{t:?}");
+}
+
+/// A streaming agent over `api` that cancels itself at the first streamed
+/// text of its first turn (`None`: skipped); the token is returned.
+fn cancelling_agent(
+    api: Api,
+    rec: &InMemoryEventList,
+    max_tokens: u64,
+) -> Option<(Agent, pikuri::Cancellable)> {
+    let c = builder_on(rec, api)?;
+    let cancel = pikuri::Cancellable::new();
+    let agent = c
+        .streaming(true)
+        .request_field("max_tokens", json!(max_tokens))
+        .cancellable(cancel.clone())
+        .add_listener(CancelAtFirstDelta(Some(cancel.clone())))
+        .build()
+        .unwrap();
+    Some((agent, cancel))
 }
 
 #[test]
 fn responses_cancel_mid_stream_then_next_turn() {
     let rec = InMemoryEventList::new();
-    let Some(c) = responses_builder(&rec) else {
+    let Some((mut agent, cancel)) = cancelling_agent(Api::OpenAiResponses, &rec, 256) else {
         return;
     };
-    let cancel = pikuri::Cancellable::new();
-    let on_delta = cancel.clone();
-    // Only the first turn's first delta cancels.
-    let fired = std::sync::atomic::AtomicBool::new(false);
-    let mut agent = c
-        .streaming(true)
-        .request_field("max_tokens", json!(256))
-        .cancellable(cancel.clone())
-        .add_listener(move |e: &Event| {
-            if matches!(e, Event::AssistantDelta { .. })
-                && !fired.swap(true, std::sync::atomic::Ordering::SeqCst)
-            {
-                on_delta.cancel();
-            }
-        })
-        .build()
-        .unwrap();
     match agent.run_loop("Write a long story about a dragon.") {
         Err(e) => assert!(e.is_cancelled(), "{e:?}"),
         Ok(out) => assert_eq!(out.stop_reason, StopReason::Cancelled),
@@ -924,102 +860,25 @@ fn chat_image_to_a_model_without_vision_is_a_typed_error() {
 // there (`output_format`, `response_format`, `json_schema` were tried), so
 // structured output is tested over chat completions only.
 
-/// [`builder`] on `/v1/messages`, or `None` to skip.
-fn anthropic_builder(rec: &InMemoryEventList) -> Option<Configurator> {
-    let t = transport()?.with_api(pikuri::Api::AnthropicMessages);
-    let c = Agent::builder(t)
-        .system_prompt("You are a helpful assistant.")
-        .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
-        .request_field("temperature", json!(0))
-        .request_field("max_tokens", json!(64))
-        .add_listener(rec.clone());
-    Some(c)
-}
-
 #[test]
 fn anthropic_non_streamed_answer_with_usage() {
     let rec = InMemoryEventList::new();
-    let Some(c) = anthropic_builder(&rec) else {
+    let Some(mut agent) = non_streamed_answer_on(Api::AnthropicMessages, &rec) else {
         return;
     };
-    let mut agent = c.build().unwrap();
-    let out = agent
-        .run_loop("What is the capital of France? Answer in one word.")
-        .unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
-    assert!(!out.answer.unwrap_or_default().trim().is_empty());
-    let t = tokens(&rec);
-    assert_eq!(t.len(), 1);
-    assert!(t[0].0.is_some() && t[0].1.is_some(), "usage: {t:?}");
     // A second turn sends the whole history back in Anthropic's shape.
     assert!(agent.run_loop("And of Italy?").is_ok());
 }
 
 #[test]
 fn anthropic_streamed_answer_with_usage() {
-    let rec = InMemoryEventList::new();
-    let Some(c) = anthropic_builder(&rec) else {
-        return;
-    };
-    let mut agent = c.streaming(true).build().unwrap();
-    let out = agent.run_loop("Say hello.").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
-    let kinds = rec.kinds();
-    let first_delta = kinds
-        .iter()
-        .position(|k| *k == "assistant_delta")
-        .expect("deltas arrived");
-    let bookend = kinds
-        .iter()
-        .position(|k| *k == "assistant")
-        .expect("bookend arrived");
-    assert!(first_delta < bookend);
-    let t = tokens(&rec);
-    assert!(t[0].0.is_some() && t[0].1.is_some(), "usage: {t:?}");
+    streamed_answer_on(Api::AnthropicMessages);
 }
 
 fn anthropic_tool_loop(streaming: bool) {
-    let rec = InMemoryEventList::new();
-    let Some(c) = anthropic_builder(&rec) else {
+    let Some((_, kinds)) = tool_loop_on(Api::AnthropicMessages, streaming) else {
         return;
     };
-    let mut agent = c
-        .system_prompt(
-            "You are a helpful assistant. Use the calculator tool for every arithmetic question.",
-        )
-        .streaming(streaming)
-        .add_tool(builtin::calculator())
-        .request_field("max_tokens", json!(128))
-        .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
-        .build()
-        .unwrap();
-    // The worked examples go over the wire as tool_use and tool_result
-    // blocks: the model calls the tool only if it reads them.
-    agent.load_history(example_exchange()).unwrap();
-    let out = agent.run_loop("What is 17*23?").unwrap();
-    assert!(matches!(
-        out.stop_reason,
-        StopReason::Completed | StopReason::Synthesized
-    ));
-    let events = rec.events();
-    let calls: Vec<&serde_json::Value> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ToolCall {
-                name, arguments, ..
-            } if name == "calculator" => Some(arguments),
-            _ => None,
-        })
-        .collect();
-    assert!(
-        !calls.is_empty(),
-        "the model called the calculator: {:?}",
-        rec.kinds()
-    );
-    assert!(calls[0]["expression"].is_string(), "{}", calls[0]);
-    let kinds = rec.kinds();
-    let result = kinds.iter().position(|k| *k == "tool_result").unwrap();
-    assert!(kinds[result..].contains(&"tokens"));
     assert_eq!(kinds.last(), Some(&"stopped"));
 }
 
@@ -1049,17 +908,9 @@ impl pikuri::Listener for CancelAtFirstDelta {
 #[test]
 fn anthropic_cancel_mid_stream_then_the_next_turn_works() {
     let rec = InMemoryEventList::new();
-    let Some(c) = anthropic_builder(&rec) else {
+    let Some((mut agent, _)) = cancelling_agent(Api::AnthropicMessages, &rec, 200) else {
         return;
     };
-    let cancel = pikuri::Cancellable::new();
-    let mut agent = c
-        .streaming(true)
-        .cancellable(cancel.clone())
-        .request_field("max_tokens", json!(200))
-        .add_listener(CancelAtFirstDelta(Some(cancel)))
-        .build()
-        .unwrap();
     let err = agent
         .run_loop("Write a long story about a lighthouse keeper.")
         .unwrap_err();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+pub(crate) mod apis;
 pub(crate) mod turns;
 
 // ---------------------------------------------------------------- settings
@@ -111,16 +112,18 @@ impl Payload {
     }
 }
 
-const PROSE: &str = "The quick brown fox jumps over the lazy dog, and then it \
+/// The prose the text streams cycle through.
+pub(crate) const PROSE: &str = "The quick brown fox jumps over the lazy dog, and then it \
     considers the nature of streaming tokens: each one small, each one late. \
     Café naïve résumé — über straße.\nA second paragraph starts here; it has \
     \"quotes\" and a tab\tor two.\n";
 
-const CODE: &str = "fn main() {\n    let path = \"C:\\\\tmp\\\\out.txt\";\n    \
+/// The source code the tool-argument streams cycle through.
+pub(crate) const CODE: &str = "fn main() {\n    let path = \"C:\\\\tmp\\\\out.txt\";\n    \
     println!(\"{}\\t{}\", path, 42);\n    // naïve: \"quoted\" \\ backslash\n}\n";
 
 /// `count` pieces of `n` chars cycling through `text`.
-fn pieces(text: &str, n: usize, count: usize) -> Vec<String> {
+pub(crate) fn pieces(text: &str, n: usize, count: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::with_capacity(count);
     let mut i = 0;

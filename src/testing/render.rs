@@ -34,6 +34,30 @@ pub(super) enum Frame {
     Final(String),
 }
 
+/// The frames of a named-event stream (Anthropic, Responses): `events` as
+/// chunks then `last` as the [`Frame::Final`]; under `with_garbage` a
+/// keep-alive comment first and `unknown` (an event of a type the client
+/// must skip) after each chunk.
+pub(super) fn named_event_frames(
+    events: Vec<String>,
+    last: String,
+    garbage: bool,
+    unknown: &'static str,
+) -> Vec<Frame> {
+    let mut frames: Vec<Frame> = Vec::new();
+    if garbage {
+        frames.push(Frame::Noise(": FakeServer keep-alive comment\n\n"));
+    }
+    for e in events {
+        frames.push(Frame::Chunk(e));
+        if garbage {
+            frames.push(Frame::Noise(unknown));
+        }
+    }
+    frames.push(Frame::Final(last));
+    frames
+}
+
 /// Prompt tokens reported when a reply sets no usage.
 const DEFAULT_PROMPT_TOKENS: u64 = 10;
 

@@ -6,7 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::render::{Frame, Meta, StreamOptions, fake_signature, pieces, usage_counts};
+use super::render::{
+    Frame, Meta, StreamOptions, fake_signature, named_event_frames, pieces, usage_counts,
+};
 use super::reply::Completion;
 
 /// The `stop_reason` for the scripted (chat-completions) finish reason.
@@ -186,23 +188,12 @@ pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) ->
             },
         }),
     ));
-    let mut frames: Vec<Frame> = Vec::new();
-    if opts.garbage {
-        frames.push(Frame::Noise(": FakeServer keep-alive comment\n\n"));
-    }
-    for e in events {
-        frames.push(Frame::Chunk(e));
-        if opts.garbage {
-            frames.push(Frame::Noise(
-                "event: fake_unknown\ndata: {\"type\":\"fake_unknown\",\"x\":[1]}\n\n",
-            ));
-        }
-    }
-    frames.push(Frame::Final(event(
-        "message_stop",
-        &json!({ "type": "message_stop" }),
-    )));
-    frames
+    named_event_frames(
+        events,
+        event("message_stop", &json!({ "type": "message_stop" })),
+        opts.garbage,
+        "event: fake_unknown\ndata: {\"type\":\"fake_unknown\",\"x\":[1]}\n\n",
+    )
 }
 
 /// The Anthropic error `type` for an HTTP status.

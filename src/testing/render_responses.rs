@@ -10,7 +10,9 @@
 
 use serde_json::{Value, json};
 
-use super::render::{Frame, Meta, StreamOptions, fake_signature, pieces, usage_counts};
+use super::render::{
+    Frame, Meta, StreamOptions, fake_signature, named_event_frames, pieces, usage_counts,
+};
 use super::reply::Completion;
 
 /// `(status, incomplete_details)` for the scripted finish reason.
@@ -277,20 +279,12 @@ pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) ->
     ev.push(json!({ "type": name, "response": last }));
     let mut events = ev.out;
     let last = events.pop().unwrap_or_default();
-    let mut frames: Vec<Frame> = Vec::new();
-    if opts.garbage {
-        frames.push(Frame::Noise(": FakeServer keep-alive comment\n\n"));
-    }
-    for e in events {
-        frames.push(Frame::Chunk(e));
-        if opts.garbage {
-            frames.push(Frame::Noise(
-                "event: response.fake_unknown\ndata: {\"type\":\"response.fake_unknown\",\"x\":[1]}\n\n",
-            ));
-        }
-    }
-    frames.push(Frame::Final(last));
-    frames
+    named_event_frames(
+        events,
+        last,
+        opts.garbage,
+        "event: response.fake_unknown\ndata: {\"type\":\"response.fake_unknown\",\"x\":[1]}\n\n",
+    )
 }
 
 /// The mid-stream failure: an `error` event, then `response.failed`, with
