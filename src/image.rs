@@ -190,30 +190,41 @@ fn sniff(bytes: &[u8]) -> Option<&'static str> {
 
 /// Standard base64 (RFC 4648 section 4: `+/` alphabet, `=` padding).
 pub(crate) fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    encode_base64(
+        bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+        true,
+    )
+}
+
+/// Unpadded base64url (RFC 4648 section 5: `-_` alphabet), for OAuth's
+/// PKCE and tokens.
+#[cfg(feature = "mcp")]
+pub(crate) fn base64url(bytes: &[u8]) -> String {
+    encode_base64(
+        bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+        false,
+    )
+}
+
+/// The one base64 encoder: `alphabet`, and `=` padding when `pad`.
+fn encode_base64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    let mut chunks = bytes.chunks_exact(3);
-    for c in &mut chunks {
-        let n = u32::from(c[0]) << 16 | u32::from(c[1]) << 8 | u32::from(c[2]);
-        for shift in [18, 12, 6, 0] {
-            out.push(char::from(ALPHABET[(n >> shift) as usize & 63]));
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        // A chunk of k bytes gives k + 1 characters, then padding to 4.
+        for i in 0..=chunk.len() {
+            out.push(char::from(alphabet[(n >> (18 - 6 * i)) as usize & 63]));
         }
-    }
-    match *chunks.remainder() {
-        [a] => {
-            let n = u32::from(a) << 16;
-            out.push(char::from(ALPHABET[(n >> 18) as usize & 63]));
-            out.push(char::from(ALPHABET[(n >> 12) as usize & 63]));
-            out.push_str("==");
+        if pad {
+            for _ in chunk.len()..3 {
+                out.push('=');
+            }
         }
-        [a, b] => {
-            let n = u32::from(a) << 16 | u32::from(b) << 8;
-            out.push(char::from(ALPHABET[(n >> 18) as usize & 63]));
-            out.push(char::from(ALPHABET[(n >> 12) as usize & 63]));
-            out.push(char::from(ALPHABET[(n >> 6) as usize & 63]));
-            out.push('=');
-        }
-        _ => {}
     }
     out
 }

@@ -481,28 +481,8 @@ fn header_value(value: &str) -> String {
     if visible && !value.is_empty() && !padded && !sentinel {
         value.to_string()
     } else {
-        format!("=?base64?{}?=", base64(value.as_bytes()))
+        format!("=?base64?{}?=", crate::image::base64(value.as_bytes()))
     }
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Whether the response is an event stream, through the crate's one

@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::io::Read;
 
+pub(super) use crate::image::base64url;
+
 /// SHA-256 round constants: the first 32 bits of the fractional parts of
 /// the cube roots of the first 64 primes.
 const K: [u32; 64] = [
@@ -140,23 +142,6 @@ pub(super) fn sha256(data: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     for (chunk, word) in out.chunks_exact_mut(4).zip(h) {
         chunk.copy_from_slice(&word.to_be_bytes());
-    }
-    out
-}
-
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Unpadded base64url.
-pub(super) fn base64url(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(B64URL[(n >> (18 - 6 * i)) as usize & 63] as char);
-        }
     }
     out
 }
