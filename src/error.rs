@@ -136,8 +136,8 @@ pub enum Error {
         /// for a server reached over stdio.
         url: Option<String>,
     },
-    /// The server sent something that is not the chat-completions protocol: a
-    /// JSON chunk that does not parse, an oversized SSE line, a response body
+    /// The server sent something that is not its API's wire protocol
+    /// ([`Api`](crate::Api)): a JSON chunk that does not parse, an oversized SSE line, a response body
     /// that is not the expected JSON, a response over the size limits of
     /// [`HttpConfig`](crate::HttpConfig); an MCP server answered with an
     /// error; the compactor wrote an empty summary, or one over its bounds

@@ -2,7 +2,8 @@
 //!
 //! `pikuri` runs a blocking agent loop on std threads against any
 //! OpenAI-compatible chat-completions server (llama.cpp, Ollama, vLLM, LM
-//! Studio, OpenRouter, OpenAI): it sends the conversation, streams the answer,
+//! Studio, OpenRouter, OpenAI), Anthropic's Messages API or OpenAI's
+//! Responses API ([`Api`]): it sends the conversation, streams the answer,
 //! runs the tools the model asks for, feeds the results back, and repeats
 //! until the model answers. Listeners see every step as an [`Event`] on
 //! their own threads; other threads cancel or steer a running turn. No async

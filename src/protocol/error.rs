@@ -9,7 +9,7 @@ use std::io;
 /// client; `Display` is the bare message (the mapping adds the prefix).
 #[derive(Debug)]
 pub(crate) enum DecodeError {
-    /// Not the chat-completions protocol: invalid SSE framing, a chunk or
+    /// Not the transport's wire protocol: invalid SSE framing, a chunk or
     /// body that is not the expected JSON, a server `error` object, a size
     /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
     Protocol(String),
