@@ -449,7 +449,9 @@ pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::event::{Event, StopReason};
 pub use crate::listener::Listener;
-pub use crate::message::{Api, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage};
+pub use crate::message::{
+    Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
+};
 pub use crate::protocol::{ChatTransport, HttpConfig};
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;

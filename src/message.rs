@@ -1,5 +1,6 @@
 //! The conversation model: [`Message`], [`Role`], [`ToolCall`], [`Usage`],
-//! [`Image`], [`ProviderData`], and the [`Api`] a transport speaks.
+//! [`Image`], [`ProviderData`], the [`Api`] a transport speaks and the
+//! [`FinishReason`] an answer ended with.
 //!
 //! These are plain values. Their mapping to each wire format lives privately
 //! in `protocol` (one encoder and decoder per [`Api`]); the serde derives
@@ -9,6 +10,68 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// Why the model's answer ended: the one vocabulary every wire format's
+/// finish or stop reason is mapped to (`stop`, `end_turn`, `completed`,
+/// `length`, `max_tokens`, `incomplete`, `refusal`, `content_filter`, ...).
+///
+/// A [`Complete`](FinishReason::Complete) answer is the only one the model
+/// meant to end where it did; [`Length`](FinishReason::Length) and
+/// [`Filtered`](FinishReason::Filtered) answers are cut, and a run never
+/// reports them as complete.
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::FinishReason;
+/// assert_eq!(FinishReason::Length.as_str(), "length");
+/// assert!(FinishReason::Complete.is_complete());
+/// assert!(!FinishReason::Length.is_complete());
+/// assert_eq!(serde_json::to_string(&FinishReason::ServerCut)?, r#""server_cut""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// The model ended its answer (`stop`, `end_turn`, `stop_sequence`,
+    /// Responses `completed`).
+    Complete,
+    /// The model stopped to call tools.
+    ToolCalls,
+    /// Cut by the maximum output tokens (or the context window).
+    Length,
+    /// Refused by the model or withheld by a content filter.
+    Filtered,
+    /// Ended by the server for another reason, or for none it named.
+    ServerCut,
+}
+
+impl FinishReason {
+    /// The stable snake_case name, as in JSON, the journal and traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Complete => "complete",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::Filtered => "filtered",
+            FinishReason::ServerCut => "server_cut",
+        }
+    }
+
+    /// True for an answer the model meant to end where it did
+    /// ([`Complete`](FinishReason::Complete) or
+    /// [`ToolCalls`](FinishReason::ToolCalls)).
+    pub fn is_complete(self) -> bool {
+        matches!(self, FinishReason::Complete | FinishReason::ToolCalls)
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The wire format a [`ChatTransport`](crate::ChatTransport) speaks.
 ///

@@ -881,7 +881,7 @@ impl Agent {
     /// be cut too, which its observation says).
     fn answer(&mut self, completion: Completion) -> (Message, bool) {
         self.shared.tally.lock().count(completion.usage);
-        let truncated = completion.finish_reason.as_deref() == Some("length");
+        let truncated = completion.finish() == crate::FinishReason::Length;
         let Completion {
             mut message,
             usage,

@@ -115,6 +115,27 @@ pub(crate) struct Completion {
     pub(crate) model: Option<String>,
 }
 
+impl Completion {
+    /// Why the answer ended, in the one vocabulary above the protocol. The
+    /// decoders report chat-completions finish strings (Anthropic's and
+    /// Responses' reasons are mapped to them); this is the one place they
+    /// become a [`FinishReason`](crate::FinishReason). No reason at all is
+    /// a complete answer only when the stream's end event arrived, which
+    /// the decoders check before they return a completion.
+    pub(crate) fn finish(&self) -> crate::FinishReason {
+        use crate::FinishReason;
+        match self.finish_reason.as_deref() {
+            // Some servers say `stop` (or nothing) after a batch of calls.
+            Some("stop") | None if !self.message.tool_calls.is_empty() => FinishReason::ToolCalls,
+            Some("stop") | None => FinishReason::Complete,
+            Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
+            Some("length") => FinishReason::Length,
+            Some("content_filter") => FinishReason::Filtered,
+            Some(_) => FinishReason::ServerCut,
+        }
+    }
+}
+
 /// The provider fields of a message gathered from a response or a stream
 /// (see the [rules](self#rules)).
 #[derive(Debug, Default)]
