@@ -334,9 +334,19 @@ def check_layers(file_mods, actual, why, layer_lines, problems):
             for w in words[1:]:
                 row_of[w.rstrip("/")] = len(rows) - 1
     for name in sorted(file_mods - set(row_of)):
-        problems.append("top-level module `%s` (src/lib.rs) is missing from %s's layer diagram: add it to"
-                        " the lowest row above every module it imports (%s)" % (
-                            name, DOC, ", ".join(sorted(actual.get(name, ()))) or "it imports none"))
+        deps = sorted(actual.get(name, ()))
+        placed = [row_of[d] for d in deps if d in row_of]
+        if not rows:
+            where = "add it"
+        elif not deps:
+            where = "add it to the bottom row, `%s` (it imports none)" % rows[-1]
+        else:
+            # Rows are drawn top first: the module sits at or above its
+            # highest import.
+            where = "add it to row `%s` or one above it (it imports %s)" % (
+                rows[min(placed)] if placed else rows[-1], ", ".join(deps))
+        problems.append("top-level module `%s` (src/lib.rs) is missing from %s's layer diagram: %s" % (
+            name, DOC, where))
     for name in sorted(set(row_of) - file_mods):
         problems.append("%s's layer diagram names `%s`, which is not a top-level module of src/lib.rs:"
                         " remove it (row `%s`)" % (DOC, name, rows[row_of[name]]))
@@ -542,9 +552,13 @@ CASES = {
         {"src/c.rs": "pub fn c() -> crate::b::B { crate::b::B }\n", "src/lib.rs": ("mod b;", "mod b;\nmod c;")},
         ["src/c.rs is missing from ARCHITECTURE.md's Modules table: add a row for `c.rs` to the \"Modules\""
          " table",
-         "top-level module `c` (src/lib.rs) is missing from ARCHITECTURE.md's layer diagram: add it to the"
-         " lowest row above every module it imports (b)",
+         "top-level module `c` (src/lib.rs) is missing from ARCHITECTURE.md's layer diagram: add it to row"
+         " `bottom` or one above it (it imports b)",
          "ARCHITECTURE.md's imports table has no row for `c`, which imports b: add the row `| `c` | b |`"]),
+    "new leaf module": ({"src/d.rs": "pub fn d() {}\n", "src/lib.rs": ("mod b;", "mod b;\nmod d;"),
+                         MD: ("| `b.rs` | `B` | b |", "| `b.rs` | `B` | b |\n| `d.rs` | | d |")},
+                        ["top-level module `d` (src/lib.rs) is missing from ARCHITECTURE.md's layer diagram:"
+                         " add it to the bottom row, `bottom` (it imports none)"]),
     "removed top-level module": (
         {"src/__h.rs": None, "src/lib.rs": ("#[doc(hidden)]\npub mod __h;\n", "")},
         ["ARCHITECTURE.md's Modules table names src/__h.rs (row `__h.rs`), which does not exist: remove it"
