@@ -32,7 +32,8 @@ What is checked:
 2. Layers. Every top-level module declared in src/lib.rs (inline `pub mod
    x { .. }` re-export namespaces and test modules aside) is in the layer
    diagram, and the diagram names nothing else; no module imports a module
-   of a higher row. The "imports" table lists, per module, the crate
+   of a higher row, and an import within a row is drawn as an arrow
+   (`a ─► b` or `b ◄─ a`), every arrow an import. The "imports" table lists, per module, the crate
    modules it imports, and must equal what the code imports: check-cycles'
    edges (names followed through re-exports to the defining file, test code
    skipped) plus re-exports, since `pub use crate::web::fetch` needs `web`
@@ -60,6 +61,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = "ARCHITECTURE.md"
+ARROWS = ("\u2500\u25ba", "\u25c4\u2500")  # `a ─► b` and `b ◄─ a`: a imports b
+ARROW = "|".join(ARROWS)
 
 
 def load_check_cycles():
@@ -322,16 +325,21 @@ def check_layers(file_mods, actual, why, layer_lines, problems):
     """2. The layer diagram and the imports table against the imports."""
     text = "\n".join(layer_lines)
     m = re.search(r"```text\n(.*?)```", text, re.S)
-    row_of, rows = {}, []
+    row_of, rows, arrows = {}, [], set()
     if not m:
         problems.append("%s: the \"Layers\" section has no ```text layer diagram" % DOC)
     else:
         for line in m.group(1).splitlines():
-            words = re.findall(IDENT + r"/?", drop_parens(line))
+            words = re.findall(ARROW + "|" + IDENT + r"/?", drop_parens(line))
             if not words:
                 continue
             rows.append(words[0])
-            for w in words[1:]:
+            for k, w in enumerate(words[1:], 1):
+                if w in ARROWS:
+                    if 1 < k < len(words) - 1 and words[k - 1] not in ARROWS and words[k + 1] not in ARROWS:
+                        a, b = words[k - 1].rstrip("/"), words[k + 1].rstrip("/")
+                        arrows.add((a, b) if w == ARROWS[0] else (b, a))
+                    continue
                 row_of[w.rstrip("/")] = len(rows) - 1
     for name in sorted(file_mods - set(row_of)):
         deps = sorted(actual.get(name, ()))
@@ -356,6 +364,14 @@ def check_layers(file_mods, actual, why, layer_lines, problems):
                 problems.append("`%s` (layer row `%s`) imports `%s` (row `%s`, above it): imports must point"
                                 " down; move one of them in %s's layer diagram (%s)" % (
                                     a, rows[row_of[a]], b, rows[row_of[b]], DOC, why[(a, b)][0]))
+            elif a in row_of and b in row_of and row_of[b] == row_of[a] and (a, b) not in arrows:
+                problems.append("`%s` imports `%s`, in its own layer row `%s`: draw the arrow (`%s %s %s`) in"
+                                " %s's layer diagram, or move `%s` up a row (%s)" % (
+                                    a, b, rows[row_of[a]], a, ARROWS[0], b, DOC, a, why[(a, b)][0]))
+    for a, b in sorted(arrows):
+        if b not in actual.get(a, ()):
+            problems.append("%s's layer diagram draws `%s %s %s`, but `%s` does not import `%s`: remove the"
+                            " arrow" % (DOC, a, ARROWS[0], b, a, b))
 
     claimed = {}
     body = [r for t in tables(layer_lines) for r in t]
@@ -532,6 +548,7 @@ def drift(edits):
 
 
 MD = "ARCHITECTURE.md"
+TOP_MIDDLE = "top     ns   __h\nmiddle  a/   (the middle)"
 CASES = {
     "true map": ({}, []),
     "new file": ({"src/a/two.rs": "pub struct Two;\n", "src/a/mod.rs": ("mod one;", "mod one;\nmod two;")},
@@ -573,6 +590,16 @@ CASES = {
                     " `| `b` | ns |`",
                     "`b` (layer row `bottom`) imports `ns` (row `top`, above it): imports must point down;"
                     " move one of them in ARCHITECTURE.md's layer diagram (b.rs -> ns.rs)"]),
+    "import within a row, not drawn": (
+        {MD: (TOP_MIDDLE, "top     ns   __h   a/\nmiddle  (the middle)")},
+        ["`ns` imports `a`, in its own layer row `top`: draw the arrow (`ns \u2500\u25ba a`) in ARCHITECTURE.md's"
+         " layer diagram, or move `ns` up a row (ns.rs -> a/mod.rs)"]),
+    "import within a row, drawn": ({MD: (TOP_MIDDLE, "top     __h  ns \u2500\u25ba a/\nmiddle")}, []),
+    "import within a row, drawn backwards": ({MD: (TOP_MIDDLE, "top     a/ \u25c4\u2500 ns   __h\nmiddle")},
+                                             []),
+    "arrow without an import": ({MD: ("top     ns   __h", "top     ns   __h \u2500\u25ba ns")},
+                                ["ARCHITECTURE.md's layer diagram draws `__h \u2500\u25ba ns`, but `__h` does not"
+                                 " import `ns`: remove the arrow"]),
     "import gone": ({"src/__h.rs": "pub fn h() {}\n"},
                     ["ARCHITECTURE.md's imports table, row `__h`: remove `b` (no file of `__h` imports it)"]),
     "import claimed missing": ({MD: ("| `a` | b |", "| `a` | |")},
