@@ -28,7 +28,8 @@ What is checked:
    its map) and test code, i.e. `tests.rs` and every file declared by a
    `#[cfg(test)] mod x;` (`test_util.rs`): they are the unit tests of the
    module they sit in, and naming them would make every new test file a
-   map edit.
+   map edit. A .rs file under src/ that is neither in the module tree nor
+   test code is reported too: it is not compiled, so there is nothing to map.
 2. Layers. Every top-level module declared in src/lib.rs (inline `pub mod
    x { .. }` re-export namespaces and test modules aside) is in the layer
    diagram, and the diagram names nothing else; no module imports a module
@@ -225,6 +226,30 @@ def features(cargo_toml):
 # ------------------------------------------------------------ checks
 
 
+def orphans(src, modules):
+    """The .rs files under src/ that are neither in the module tree nor
+    test code (`tests.rs`, a file or directory declared by `#[cfg(test)]
+    mod x;`)."""
+    tree = {m.file for m in modules.values()}
+    tests = set()
+    for mod in modules.values():
+        owner = mod.path == () or os.path.basename(mod.file) == "mod.rs"
+        base = os.path.dirname(mod.file) if owner else os.path.splitext(mod.file)[0]
+        _, test_mods = cc.drop_test_items(cc.strip_comments_and_strings(read(mod.file)))
+        tests.update(os.path.join(base, name) for name in test_mods)
+    out = []
+    for d, _, names in os.walk(src):
+        for name in names:
+            f = os.path.join(d, name)
+            if not name.endswith(".rs") or f in tree or name == "tests.rs":
+                continue
+            stem = os.path.splitext(f)[0]
+            if any(stem == t or f.startswith(t + os.sep) for t in tests):
+                continue
+            out.append(f)
+    return out
+
+
 def check_files(src, modules, mod_lines, problems):
     """1. The Modules table against the module tree."""
     rel = lambda p: os.path.relpath(p, src).replace(os.sep, "/")
@@ -292,6 +317,10 @@ def check_files(src, modules, mod_lines, problems):
             name, rel(top), inner.replace(os.sep, "/"))
 
     tree = {m.file for m in modules.values() if m.path}
+    stray = orphans(src, modules)
+    for f in sorted(stray):
+        problems.append("src/%s is not part of the crate: no `mod` declares it (outside test code)."
+                        " Declare it, then map it, or delete it" % rel(f))
     dirs = set()
     for f in tree:
         d = os.path.dirname(f)
@@ -311,9 +340,9 @@ def check_files(src, modules, mod_lines, problems):
         if not os.path.isfile(f):
             problems.append("%s's Modules table names src/%s (row %s), which does not exist: remove it"
                             " (or rename it to the file that replaced it)" % (DOC, rel(f), row))
-        elif f not in tree and not os.path.basename(f) == "mod.rs":
-            problems.append("%s's Modules table names src/%s (row %s), which no `mod` declares outside"
-                            " test code: remove it" % (DOC, rel(f), row))
+        elif f not in tree and f not in stray and not os.path.basename(f) == "mod.rs":
+            problems.append("%s's Modules table names src/%s (row %s), which is test code: remove it" % (
+                DOC, rel(f), row))
     for d, row in sorted(named_dirs.items()):
         if not os.path.isdir(d):
             problems.append("%s's Modules table names src/%s/ (row %s), which does not exist: remove it"
@@ -616,11 +645,20 @@ CASES = {
     "namespace gone": ({"src/lib.rs": ("pub mod extra {\n    pub use crate::b::B2;\n}\n", "")},
                        ["ARCHITECTURE.md's Public surface table has a `pikuri::extra` row, but src/lib.rs"
                         " has no public `pub mod extra`: remove the row"]),
+    "orphan file": ({"src/a/stray.rs": "pub struct Stray;\n"},
+                    ["src/a/stray.rs is not part of the crate: no `mod` declares it (outside test code). Declare"
+                     " it, then map it, or delete it"]),
     "file no longer declared": ({"src/a/mod.rs": ("mod one;\n", "")},
-                                ["ARCHITECTURE.md's Modules table names src/a/one.rs (row `a/`), which no `mod`"
-                                 " declares outside test code: remove it"]),
+                                ["src/a/one.rs is not part of the crate: no `mod` declares it (outside test"
+                                 " code). Declare it, then map it, or delete it"]),
+    "test file named": ({MD: ("`one.rs` (the one)", "`one.rs` (the one), `tests.rs`")},
+                        ["ARCHITECTURE.md's Modules table names src/a/tests.rs (row `a/`), which is test code:"
+                         " remove it"]),
     "new test module, not mapped": ({"src/a/more_tests.rs": "use crate::b::B;\n",
-                                     "src/a/mod.rs": ("mod one;", "mod one;\n#[cfg(test)]\nmod more_tests;")}, []),
+                                     "src/a/fixtures/mod.rs": "mod data;\n",
+                                     "src/a/fixtures/data.rs": "pub const D: u8 = 0;\n",
+                                     "src/a/mod.rs": ("mod one;", "mod one;\n#[cfg(test)]\nmod more_tests;\n"
+                                                      "#[cfg(test)]\nmod fixtures;")}, []),
     "unreadable imports claim": ({MD: ("| `a` | b |", "| `a` | b; ns |")},
                                  ["ARCHITECTURE.md's imports table, row `a`: cannot read `b; ns`: write module"
                                   " names separated by commas, notes in parentheses",
