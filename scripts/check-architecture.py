@@ -26,7 +26,8 @@ What is checked:
    (`reply`) do not count: write `reply.rs`.
    Not in the map, on purpose: `lib.rs` (the "Public surface" section is
    its map) and test code, i.e. `tests.rs` and every file declared by a
-   `#[cfg(test)] mod x;` (`test_util.rs`): they are the unit tests of the
+   `#[cfg(test)] mod x;` (`test_util.rs`) or named by a `#[path = ".."]`
+   (`#[path = "rules_tests.rs"] mod tests;`): they are the unit tests of the
    module they sit in, and naming them would make every new test file a
    map edit. A .rs file under src/ that is neither in the module tree nor
    test code is reported too: it is not compiled, so there is nothing to map.
@@ -229,14 +230,19 @@ def features(cargo_toml):
 def orphans(src, modules):
     """The .rs files under src/ that are neither in the module tree nor
     test code (`tests.rs`, a file or directory declared by `#[cfg(test)]
-    mod x;`)."""
+    mod x;`) nor named by a `#[path = ".."]` (which check-cycles does not
+    follow: such a file is taken for test code)."""
     tree = {m.file for m in modules.values()}
     tests = set()
     for mod in modules.values():
         owner = mod.path == () or os.path.basename(mod.file) == "mod.rs"
         base = os.path.dirname(mod.file) if owner else os.path.splitext(mod.file)[0]
-        _, test_mods = cc.drop_test_items(cc.strip_comments_and_strings(read(mod.file)))
+        text = read(mod.file)
+        _, test_mods = cc.drop_test_items(cc.strip_comments_and_strings(text))
         tests.update(os.path.join(base, name) for name in test_mods)
+        # `#[path = "x_tests.rs"] mod tests;`: relative to the file's directory.
+        for target in re.findall(r'#\s*\[\s*path\s*=\s*"([^"]+)"\s*\]', text):
+            tests.add(os.path.splitext(os.path.normpath(os.path.join(os.path.dirname(mod.file), target)))[0])
     out = []
     for d, _, names in os.walk(src):
         for name in names:
@@ -651,6 +657,9 @@ CASES = {
     "file no longer declared": ({"src/a/mod.rs": ("mod one;\n", "")},
                                 ["src/a/one.rs is not part of the crate: no `mod` declares it (outside test"
                                  " code). Declare it, then map it, or delete it"]),
+    "test module behind #[path]": ({"src/b_tests.rs": "use crate::b::B;\n",
+                                    "src/b.rs": ("pub struct B2;", "pub struct B2;\n#[cfg(test)]\n"
+                                                 "#[path = \"b_tests.rs\"]\nmod tests;")}, []),
     "test file named": ({MD: ("`one.rs` (the one)", "`one.rs` (the one), `tests.rs`")},
                         ["ARCHITECTURE.md's Modules table names src/a/tests.rs (row `a/`), which is test code:"
                          " remove it"]),
