@@ -2,8 +2,8 @@
 //! history-validity rule are documented on [`Agent`].
 //!
 //! `impl Agent` lives here (the agent, its construction, its readers, the
-//! history in and out) and in `turn.rs` (the loop, one method per
-//! boundary). What the boundaries delegate are plain types in their own
+//! history in and out), in `run.rs` (the public entry points of a run) and
+//! in `turn.rs` (the loop, one method per boundary). What the boundaries delegate are plain types in their own
 //! files: `compact.rs`, `fallback.rs`, `approval.rs`, `structured.rs`,
 //! `tool_limit.rs`. No file here imports one that imports it back
 //! (`scripts/check-cycles.py --graph agent`).
@@ -18,6 +18,7 @@ mod history;
 mod outcome;
 mod recover;
 mod registry;
+mod run;
 mod shared;
 mod structured;
 mod subagent;
