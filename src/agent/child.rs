@@ -1,7 +1,9 @@
 //! The one constructor of child agents: the sub-agents of
 //! [`SubAgents`](crate::subagent::SubAgents) and the step-exhaustion
 //! [`Synthesizer`](crate::subagent::Synthesizer) are both built here, so the rule of
-//! what a child inherits is written once, in this table.
+//! what a child inherits is written once, in this table. The synthesizer's
+//! run (`Agent::synthesize`, the step-exhaustion rescue at a turn's end)
+//! is here too.
 //!
 //! | What | The child gets |
 //! |---|---|
@@ -24,7 +26,8 @@ use std::sync::Arc;
 use super::Agent;
 use super::builder::Configurator;
 use super::shared::Shared;
-use crate::{OnExhausted, Result, StepLimit, Tool};
+use crate::journal::Record;
+use crate::{Event, Message, OnExhausted, Result, StepLimit, Tool};
 
 /// What differs between children: everything else is inherited by the table
 /// in the module doc.
@@ -105,4 +108,53 @@ pub(crate) fn ask(
     child.close();
     result?;
     Ok(text)
+}
+
+impl Agent {
+    /// The step-exhaustion rescue: a tools-free child answers from the
+    /// evidence; its answer, when it wrote one, is appended and becomes the
+    /// turn's answer.
+    pub(super) fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+        // A resume after a crash from here writes the answer again, not
+        // a new round with a fresh budget.
+        self.journal(&Record::Synthesizing { max })?;
+        let reason = format!(
+            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
+        );
+        self.emit(Event::FallbackNotice {
+            agent: self.agent_id(),
+            reason,
+        });
+        let prompt = self.synthesizer.build_prompt(&self.messages, question);
+        let mut synth = spawn(
+            &self.shared,
+            ChildSpec {
+                id: child_id(self.id(), "synthesizer"),
+                system_prompt: self.synthesizer.system_prompt().to_string(),
+                max_steps: 1,
+                tools: Vec::new(),
+                announces_cancel: false,
+            },
+        )?;
+        // A typed turn's answer is typed even when the synthesizer writes it.
+        if let Some(spec) = self.options.typed.clone() {
+            spec.append_note(&mut synth.system_prompt);
+            synth.constrain(&spec);
+        }
+        synth.run_loop(&prompt)?;
+        let answer = synth.last_assistant_content();
+        synth.close();
+        // An empty answer is no answer: nothing is appended (an empty
+        // assistant message is no evidence for the next turn), and
+        // `last_assistant_content` says `None`, not an earlier message.
+        if let Some(answer) = &answer {
+            let mut m = Message::assistant(answer.clone());
+            m.model = self.model();
+            // Checked at the turn's end.
+            let _ = self.journal_response(&m, false);
+            self.messages.push(m);
+        }
+        self.synth_answer = Some(answer.unwrap_or_default());
+        Ok(())
+    }
 }

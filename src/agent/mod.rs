@@ -690,6 +690,22 @@ impl Agent {
         run_close_handlers(handlers);
         self.shared.listeners.close();
     }
+
+    /// Journal a completed response (the next step).
+    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
+        match self.shared.journal.get() {
+            Some(j) => j.response(message, truncated),
+            None => Ok(()),
+        }
+    }
+
+    /// The journal's first failed write, if any.
+    fn journal_check(&self) -> Result<()> {
+        match self.shared.journal.get() {
+            Some(j) => j.check(),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Agent {

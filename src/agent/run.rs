@@ -13,7 +13,7 @@ use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedTurn};
 use super::turn::{End, Run};
 use crate::approval::Decision;
-use crate::journal::Record;
+use crate::journal::{Cut, Record};
 use crate::tool::JsonSchema;
 use crate::{ChatTransport, Error, Event, Message, Result, Role, ToolCall};
 
@@ -580,5 +580,67 @@ impl Agent {
             let result = self.rounds(&mut run);
             outcome = self.turn_end(result, run.steps, user_message)?;
         }
+    }
+
+    /// The content of the latest user message (the question a retried or
+    /// resumed run answers, and the synthesizer's question).
+    pub(super) fn last_user_message(&self) -> String {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default()
+    }
+
+    /// The resumed run, from where `cut` says the crash stopped it.
+    pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
+        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
+            .into_iter()
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            // Cut off while the synthesizer wrote the answer: it writes it
+            // again (through `turn_end`, as the spent budget would).
+            if let Some(max) = cut.synthesizing {
+                return Err(Error::StepLimitExceeded { max });
+            }
+            // The answer was journaled, the turn's end was not: the turn
+            // is over, nothing is asked again.
+            if self
+                .messages
+                .last()
+                .is_some_and(|m| m.role == Role::Assistant)
+            {
+                return Ok(End::Answered);
+            }
+            // A request was due or in flight (its partial stream, if any,
+            // was never journaled): it is made again.
+            return self.rounds(run);
+        }
+        let tools = self.tools();
+        // Started without a result: it may have had its effect. Only a
+        // tool that says a second run is harmless runs again.
+        let interrupted: Vec<&str> = pending
+            .iter()
+            .filter(|call| {
+                cut.started.contains(&call.id)
+                    && !tools
+                        .iter()
+                        .any(|t| t.name() == call.name && t.idempotent())
+            })
+            .map(|call| call.id.as_str())
+            .collect();
+        // The calls not started (a pending approval is asked again) and
+        // the idempotent ones run as the batch would have run them; the
+        // interrupted ones are answered in their place (a parallel batch
+        // journals its results only once every call returned, so any of
+        // its calls may be cut off, the first one included).
+        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
+            return Ok(End::Pending);
+        }
+        self.journal_check()?;
+        self.after_batch();
+        self.rounds(run)
     }
 }

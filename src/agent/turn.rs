@@ -31,12 +31,12 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::approval::{self, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared};
-use super::child::{self, ChildSpec, child_id};
+use super::child;
 use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
 use super::structured::TypedSpec;
-use crate::journal::{Cut, Record};
+use crate::journal::Record;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::{
     ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
@@ -407,7 +407,7 @@ impl Agent {
     /// whose ids are in `interrupted` are not run; they get the
     /// [`INTERRUPTED`] observation in their place in the batch, so the
     /// results stay in call order (parallel mode included).
-    fn tool_batch_resumed(
+    pub(super) fn tool_batch_resumed(
         &mut self,
         calls: &[ToolCall],
         interrupted: &[&str],
@@ -712,17 +712,6 @@ impl Agent {
 // ------------------------------------------------------------ what the boundaries call
 
 impl Agent {
-    /// The content of the latest user message (the question a retried or
-    /// resumed run answers, and the synthesizer's question).
-    pub(super) fn last_user_message(&self) -> String {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.clone())
-            .unwrap_or_default()
-    }
-
     /// Switch to `to` when it differs structurally from the current
     /// transport (a model switch: the history survives).
     fn apply_transport(&mut self, to: ChatTransport) {
@@ -798,128 +787,10 @@ impl Agent {
         Ok(true)
     }
 
-    /// The step-exhaustion rescue: a tools-free child answers from the
-    /// evidence; its answer, when it wrote one, is appended and becomes the
-    /// turn's answer.
-    fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
-        // A resume after a crash from here writes the answer again, not
-        // a new round with a fresh budget.
-        self.journal(&Record::Synthesizing { max })?;
-        let reason = format!(
-            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
-        );
-        self.emit(Event::FallbackNotice {
-            agent: self.agent_id(),
-            reason,
-        });
-        let prompt = self.synthesizer.build_prompt(&self.messages, question);
-        let mut synth = child::spawn(
-            &self.shared,
-            ChildSpec {
-                id: child_id(self.id(), "synthesizer"),
-                system_prompt: self.synthesizer.system_prompt().to_string(),
-                max_steps: 1,
-                tools: Vec::new(),
-                announces_cancel: false,
-            },
-        )?;
-        // A typed turn's answer is typed even when the synthesizer writes it.
-        if let Some(spec) = self.options.typed.clone() {
-            spec.append_note(&mut synth.system_prompt);
-            synth.constrain(&spec);
-        }
-        synth.run_loop(&prompt)?;
-        let answer = synth.last_assistant_content();
-        synth.close();
-        // An empty answer is no answer: nothing is appended (an empty
-        // assistant message is no evidence for the next turn), and
-        // `last_assistant_content` says `None`, not an earlier message.
-        if let Some(answer) = &answer {
-            let mut m = Message::assistant(answer.clone());
-            m.model = self.model();
-            // Checked at the turn's end.
-            let _ = self.journal_response(&m, false);
-            self.messages.push(m);
-        }
-        self.synth_answer = Some(answer.unwrap_or_default());
-        Ok(())
-    }
-
     /// Add the typed turn's request fields to this agent's requests.
     pub(super) fn constrain(&mut self, spec: &TypedSpec) {
         let transport = self.transport();
         let api_base = transport.api_base().unwrap_or("");
         spec.constrain(&mut Arc::make_mut(&mut self.options).extra, api_base);
-    }
-}
-
-// ------------------------------------------------------------ the journal
-
-impl Agent {
-    /// Journal a completed response (the next step).
-    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
-        match self.shared.journal.get() {
-            Some(j) => j.response(message, truncated),
-            None => Ok(()),
-        }
-    }
-
-    /// The journal's first failed write, if any.
-    fn journal_check(&self) -> Result<()> {
-        match self.shared.journal.get() {
-            Some(j) => j.check(),
-            None => Ok(()),
-        }
-    }
-
-    /// The resumed run, from where `cut` says the crash stopped it.
-    pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
-        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
-            .into_iter()
-            .cloned()
-            .collect();
-        if pending.is_empty() {
-            // Cut off while the synthesizer wrote the answer: it writes it
-            // again (through `turn_end`, as the spent budget would).
-            if let Some(max) = cut.synthesizing {
-                return Err(Error::StepLimitExceeded { max });
-            }
-            // The answer was journaled, the turn's end was not: the turn
-            // is over, nothing is asked again.
-            if self
-                .messages
-                .last()
-                .is_some_and(|m| m.role == Role::Assistant)
-            {
-                return Ok(End::Answered);
-            }
-            // A request was due or in flight (its partial stream, if any,
-            // was never journaled): it is made again.
-            return self.rounds(run);
-        }
-        let tools = self.tools();
-        // Started without a result: it may have had its effect. Only a
-        // tool that says a second run is harmless runs again.
-        let interrupted: Vec<&str> = pending
-            .iter()
-            .filter(|call| {
-                cut.started.contains(&call.id)
-                    && !tools
-                        .iter()
-                        .any(|t| t.name() == call.name && t.idempotent())
-            })
-            .map(|call| call.id.as_str())
-            .collect();
-        // The calls not started (a pending approval is asked again) and
-        // the idempotent ones run as the batch would have run them; the
-        // interrupted ones are answered in their place (a parallel batch
-        // journals its results only once every call returned, so any of
-        // its calls may be cut off, the first one included).
-        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
-            return Ok(End::Pending);
-        }
-        self.journal_check()?;
-        self.after_batch();
-        self.rounds(run)
     }
 }
