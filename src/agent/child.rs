@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::builder::Configurator;
-use super::shared::Shared;
+use super::shared::{Nesting, Shared};
 use crate::journal::Record;
 use crate::{Event, Message, OnExhausted, Result, StepLimit, Tool};
 
@@ -66,17 +66,19 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
         .system_prompt(spec.system_prompt)
         .id(spec.id.clone())
         .step_limit(StepLimit::try_new(spec.max_steps, OnExhausted::Raise)?)
-        .streaming(parent.streaming)
         .listener_list(parent.listeners.for_sub_agent(&spec.id));
     cfg.client = Some(parent.client.clone());
     cfg.cancellable.clone_from(&parent.cancellable);
     cfg.approver.clone_from(&parent.approver);
     cfg.parent_tally = Some(Arc::clone(&parent.tally));
-    cfg.options = (*parent.options).clone();
-    // A nested agent must not reset the shared Cancellable at its turn
-    // start: that would swallow a cancel that raced with the spawn.
-    cfg.options.nested = true;
-    cfg.options.quiet_cancel = !spec.announces_cancel;
+    cfg.options = parent.options.clone();
+    // A child must not reset the shared Cancellable at its turn start: that
+    // would swallow a cancel that raced with the spawn.
+    cfg.options.nesting = if spec.announces_cancel {
+        Nesting::SubAgent
+    } else {
+        Nesting::Helper
+    };
     if spec.tools.is_empty() {
         cfg.options.extra.remove("tool_choice");
         cfg.options.extra.remove("parallel_tool_calls");
@@ -137,7 +139,7 @@ impl Agent {
             },
         )?;
         // A typed turn's answer is typed even when the synthesizer writes it.
-        if let Some(spec) = self.options.typed.clone() {
+        if let Some(spec) = self.typed.as_ref().map(|t| Arc::clone(&t.spec)) {
             spec.append_note(&mut synth.system_prompt);
             synth.constrain(&spec);
         }

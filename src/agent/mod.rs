@@ -52,7 +52,8 @@ use crate::{
 };
 use compact::Compactor;
 use fallback::Fallbacks;
-use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
+use shared::{Shared, State, Tally, run_close_handlers};
+use turn::TypedRequest;
 
 /// A tool-calling agent: one conversation, one model, its tools, listeners
 /// and controls.
@@ -164,15 +165,18 @@ use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 /// history until [`resume`](Agent::resume) or the next `run_loop` answers
 /// them (see [`Approver`](crate::approval::Approver), "Deciding later").
 pub struct Agent {
+    /// The controls, the options, the tools and the transport: what
+    /// extension contexts and children read too (`shared.rs`).
     shared: Arc<Shared>,
     system_base: String,
+    /// The system prompt the loop sends: the base and the extensions'
+    /// snippets (a typed turn appends its note for the turn). Extension
+    /// contexts read the assembled one from the shared state.
     system_prompt: String,
-    step_limit: Option<StepLimit>,
-    interloper: Option<Interloper>,
     extensions: Vec<Box<dyn Extension>>,
-    ctx: ExtensionContext,
-    options: Arc<LoopOptions>,
     synthesizer: Synthesizer,
+    /// While a typed turn runs: its spec and the request fields it adds.
+    typed: Option<TypedRequest>,
     messages: Vec<Message>,
     /// Index of the latest turn's user message (0 before any turn).
     turn_start: usize,
@@ -249,16 +253,14 @@ impl Configurator {
             .client
             .take()
             .unwrap_or_else(|| Client::new(cfg.http.clone()));
-        let options = Arc::new(std::mem::take(&mut cfg.options));
         let shared = Arc::new(Shared {
             id: Arc::from(cfg.id.as_str()),
             listeners: std::mem::take(&mut cfg.listeners),
             client,
             cancellable: cfg.cancellable.take(),
-            step_limit: cfg.step_limit.clone(),
-            interloper: cfg.interloper.clone(),
-            streaming: cfg.streaming,
-            options: Arc::clone(&options),
+            step_limit: cfg.step_limit.take(),
+            interloper: cfg.interloper.take(),
+            options: std::mem::take(&mut cfg.options),
             state: Mutex::new(State::new(
                 cfg.transport.clone(),
                 std::mem::take(&mut cfg.tools),
@@ -271,17 +273,13 @@ impl Configurator {
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
-        let ctx = ExtensionContext::new(&shared);
         let mut agent = Agent {
             shared,
             system_base: std::mem::take(&mut cfg.system_prompt),
             system_prompt: String::new(),
-            step_limit: cfg.step_limit.take(),
-            interloper: cfg.interloper.take(),
             extensions: std::mem::take(&mut cfg.extensions),
-            ctx,
-            options,
             synthesizer: std::mem::take(&mut cfg.synthesizer),
+            typed: None,
             messages: Vec::new(),
             turn_start: 0,
             synth_answer: None,
@@ -296,8 +294,8 @@ impl Configurator {
             interrupted: None,
         };
         agent.assemble_system_prompt();
+        let ctx = agent.ctx();
         for i in 0..agent.extensions.len() {
-            let ctx = agent.ctx.clone();
             if let Err(e) = agent.extensions[i].bind(&ctx) {
                 let name = agent.extensions[i].name();
                 agent.close();
@@ -307,7 +305,8 @@ impl Configurator {
         // Tools registered in bind count too: check the pool as it now is.
         let tools = agent.shared.state.lock().tools.clone();
         let id = agent.agent_id();
-        if let Err(e) = trifecta::check(&tools, agent.options.trifecta, &id, |e| agent.emit(e)) {
+        let policy = agent.shared.options.trifecta;
+        if let Err(e) = trifecta::check(&tools, policy, &id, |e| agent.emit(e)) {
             agent.close();
             return Err(e);
         }
@@ -421,6 +420,12 @@ impl Agent {
         });
     }
 
+    /// The capabilities handed to the extensions' hooks (the same agent,
+    /// held weakly, as the context each got at `bind`).
+    fn ctx(&self) -> ExtensionContext {
+        ExtensionContext::new(&self.shared)
+    }
+
     fn agent_id(&self) -> Arc<str> {
         Arc::clone(&self.shared.id)
     }
@@ -481,7 +486,7 @@ impl Agent {
 
     /// The step budget, if any.
     pub fn step_limit(&self) -> Option<&StepLimit> {
-        self.step_limit.as_ref()
+        self.shared.step_limit.as_ref()
     }
 
     /// The cancellation token, if any.
@@ -491,7 +496,7 @@ impl Agent {
 
     /// The mid-loop input queue, if any.
     pub fn interloper(&self) -> Option<&Interloper> {
-        self.interloper.as_ref()
+        self.shared.interloper.as_ref()
     }
 
     /// The agent's id (empty for a main agent).
@@ -501,7 +506,7 @@ impl Agent {
 
     /// Whether responses are streamed.
     pub fn streaming(&self) -> bool {
-        self.shared.streaming
+        self.shared.options.streaming
     }
 
     /// The resolved context window: the transport's explicit one, else what
@@ -517,7 +522,7 @@ impl Agent {
 
     /// The settings of typed turns ([`Configurator::structured_output`]).
     pub fn structured_output(&self) -> &StructuredOutput {
-        &self.options.structured
+        &self.shared.options.structured
     }
 
     /// The tool calls awaiting a decision: the unanswered calls of the
@@ -639,7 +644,7 @@ impl Agent {
         self.synth_answer = None;
         self.total_usage = Usage::new();
         self.shared.state.lock().pending_system.clear();
-        if let Some(s) = &self.step_limit {
+        if let Some(s) = &self.shared.step_limit {
             s.reset();
         }
         if let Some(c) = &self.shared.cancellable {
@@ -649,7 +654,7 @@ impl Agent {
         self.emit(Event::Reset {
             agent: self.agent_id(),
         });
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx();
         for ext in &mut self.extensions {
             ext.on_conversation_reset(&ctx);
         }
@@ -746,9 +751,9 @@ impl fmt::Debug for Agent {
             .field("id", &self.shared.id)
             .field("transport", &self.transport())
             .field("messages", &self.messages.len())
-            .field("step_limit", &self.step_limit)
+            .field("step_limit", &self.shared.step_limit)
             .field("cancellable", &self.shared.cancellable)
-            .field("interloper", &self.interloper)
+            .field("interloper", &self.shared.interloper)
             .finish_non_exhaustive()
     }
 }

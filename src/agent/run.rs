@@ -11,7 +11,7 @@ use super::approval::{self, Decisions, Gate};
 use super::compact::Compactor;
 use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedTurn};
-use super::turn::{End, Run};
+use super::turn::{End, Run, TypedRequest};
 use crate::approval::Decision;
 use crate::journal::{Cut, Record};
 use crate::tool::JsonSchema;
@@ -444,7 +444,7 @@ impl Agent {
         &mut self,
         user_message: &str,
     ) -> Result<Typed<T>> {
-        let settings = self.options.structured.clone();
+        let settings = self.shared.options.structured.clone();
         self.run_typed_with(user_message, &settings)
     }
 
@@ -488,15 +488,19 @@ impl Agent {
         // unconstrained unless the settings say the server allows both.
         let has_tools = !self.shared.state.lock().tools.is_empty();
         let constrain = !has_tools || settings.constrains_tool_rounds();
-        let saved = (Arc::clone(&self.options), self.system_prompt.clone());
+        let saved = self.system_prompt.clone();
         turn.spec().append_note(&mut self.system_prompt);
         // Kept for the synthesizer, should the budget run out.
-        Arc::make_mut(&mut self.options).typed = Some(Arc::clone(turn.spec()));
+        self.typed = Some(TypedRequest {
+            spec: Arc::clone(turn.spec()),
+            extra: None,
+        });
         if constrain {
             self.constrain(turn.spec());
         }
         let result = self.typed_turn::<T>(user_message, &mut turn);
-        (self.options, self.system_prompt) = saved;
+        self.typed = None;
+        self.system_prompt = saved;
         result
     }
 

@@ -29,12 +29,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use serde_json::{Map, Value};
+
 use super::Agent;
 use super::approval::{self, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared};
 use super::child;
 use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
+use super::shared::Nesting;
 use super::structured::TypedSpec;
 use crate::journal::Record;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
@@ -57,6 +60,17 @@ pub(super) enum End {
     Answered,
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
+}
+
+/// While a typed turn runs ([`Agent::run_typed`]): what it adds to the
+/// agent's requests. Not an option: it lives for the turn, on the agent,
+/// and is never inherited by a child (the synthesizer gets it explicitly).
+pub(super) struct TypedRequest {
+    /// What the turn's answer must be (read by the synthesizer).
+    pub(super) spec: Arc<TypedSpec>,
+    /// The request fields with the spec's constraint, once the turn
+    /// constrains its requests; the options' fields until then.
+    pub(super) extra: Option<Map<String, Value>>,
 }
 
 /// One run's state (a turn, a retry, a resume, a typed turn's repair).
@@ -119,7 +133,7 @@ impl Agent {
             content: user_message.to_string(),
             mid_loop: false,
         });
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx();
         for ext in &mut self.extensions {
             ext.on_user_message(&ctx, user_message);
         }
@@ -133,7 +147,7 @@ impl Agent {
         self.shared.listeners.hold();
         self.synth_answer = None;
         self.partial_answer.clear();
-        if let Some(s) = &self.step_limit {
+        if let Some(s) = &self.shared.step_limit {
             s.reset();
         }
         // A nested agent shares its parent's token: resetting it here would
@@ -142,7 +156,7 @@ impl Agent {
             .shared
             .cancellable
             .as_ref()
-            .filter(|_| !self.options.nested)
+            .filter(|_| !self.shared.options.nesting.is_child())
         {
             c.reset();
         }
@@ -255,18 +269,23 @@ impl Agent {
             (st.transport.clone(), st.tool_specs())
         };
         let note = self.wind_down_note();
-        let traceparent = self.options.traceparent.as_ref().and_then(|s| (s.0)());
         let shared = &self.shared;
+        let options = &shared.options;
+        let traceparent = options.traceparent.as_ref().and_then(|s| (s.0)());
         let req = Request {
             transport: &transport,
             system: Some(&self.system_prompt),
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: &tool_specs,
-            stream: shared.streaming,
-            replay_reasoning: self.options.replay_reasoning,
-            split_think: self.options.split_think,
-            extra: &self.options.extra,
+            stream: options.streaming,
+            replay_reasoning: options.replay_reasoning,
+            split_think: options.split_think,
+            extra: self
+                .typed
+                .as_ref()
+                .and_then(|t| t.extra.as_ref())
+                .unwrap_or(&options.extra),
             cancel: shared.cancellable.as_ref(),
             traceparent: traceparent.as_deref(),
         };
@@ -325,8 +344,8 @@ impl Agent {
 
     /// When the budget is nearly used up, a note telling the model so.
     fn wind_down_note(&self) -> Option<String> {
-        let last = self.options.wind_down?;
-        let remaining = self.step_limit.as_ref()?.remaining();
+        let last = self.shared.options.wind_down?;
+        let remaining = self.shared.step_limit.as_ref()?.remaining();
         if remaining > last {
             return None;
         }
@@ -356,7 +375,7 @@ impl Agent {
         let model = model.or_else(|| self.transport().model().map(str::to_string));
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
-        if self.options.recover_tool_calls && message.tool_calls.is_empty() {
+        if self.shared.options.recover_tool_calls && message.tool_calls.is_empty() {
             let tools = self.tools();
             if let Some((content, calls)) = recover::recover(&message.content, &tools) {
                 message.content = content;
@@ -436,7 +455,7 @@ impl Agent {
                 }
                 // In parallel mode every call is reviewed first, then the
                 // approved ones run together.
-                Ok(Verdict::Go(prepared)) if self.options.parallel_tools => {
+                Ok(Verdict::Go(prepared)) if self.shared.options.parallel_tools => {
                     gated.push((call, prepared));
                 }
                 Ok(Verdict::Go(prepared)) => {
@@ -469,7 +488,7 @@ impl Agent {
         // The listeners show the call before it is reviewed or run, and
         // get what the tool or the approver emits as it comes.
         self.shared.listeners.hand_over();
-        if let Some(s) = &self.step_limit {
+        if let Some(s) = &self.shared.step_limit {
             s.tick()?;
         }
         if let Some(c) = &self.shared.cancellable {
@@ -607,7 +626,7 @@ impl Agent {
     pub(super) fn after_batch(&mut self) -> bool {
         // Only here, between whole rounds: a user message must never sit
         // between a tool call and its result.
-        let Some(q) = &self.interloper else {
+        let Some(q) = &self.shared.interloper else {
             return false;
         };
         let items = q.drain();
@@ -643,6 +662,7 @@ impl Agent {
             // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
                 if self
+                    .shared
                     .step_limit
                     .as_ref()
                     .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
@@ -673,7 +693,7 @@ impl Agent {
             // the one turn the host started.
             Err(Error::Cancelled) => {
                 let partial_answer = std::mem::take(&mut self.partial_answer);
-                if !self.options.quiet_cancel {
+                if self.shared.options.nesting != Nesting::Helper {
                     self.emit(Event::Cancelled {
                         agent: self.agent_id(),
                         partial_answer,
@@ -787,10 +807,16 @@ impl Agent {
         Ok(true)
     }
 
-    /// Add the typed turn's request fields to this agent's requests.
-    pub(super) fn constrain(&mut self, spec: &TypedSpec) {
+    /// Add the typed turn's request fields to this agent's requests, until
+    /// the typed turn ends.
+    pub(super) fn constrain(&mut self, spec: &Arc<TypedSpec>) {
         let transport = self.transport();
         let api_base = transport.api_base().unwrap_or("");
-        spec.constrain(&mut Arc::make_mut(&mut self.options).extra, api_base);
+        let mut extra = self.shared.options.extra.clone();
+        spec.constrain(&mut extra, api_base);
+        self.typed = Some(TypedRequest {
+            spec: Arc::clone(spec),
+            extra: Some(extra),
+        });
     }
 }
