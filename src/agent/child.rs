@@ -140,8 +140,8 @@ impl Agent {
         )?;
         // A typed turn's answer is typed even when the synthesizer writes it.
         if let Some(spec) = self.typed.as_ref().map(|t| Arc::clone(&t.spec)) {
-            spec.append_note(&mut synth.system_prompt);
-            synth.constrain(&spec);
+            synth.begin_typed(&spec);
+            synth.constrain();
         }
         synth.run_loop(&prompt)?;
         let answer = synth.last_assistant_content();

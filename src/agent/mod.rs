@@ -52,8 +52,8 @@ use crate::{
 };
 use compact::Compactor;
 use fallback::Fallbacks;
+use run::TypedRequest;
 use shared::{Shared, State, Tally, run_close_handlers};
-use turn::TypedRequest;
 
 /// A tool-calling agent: one conversation, one model, its tools, listeners
 /// and controls.
@@ -170,8 +170,8 @@ pub struct Agent {
     shared: Arc<Shared>,
     system_base: String,
     /// The system prompt the loop sends: the base and the extensions'
-    /// snippets (a typed turn appends its note for the turn). Extension
-    /// contexts read the assembled one from the shared state.
+    /// snippets (a typed turn sends it with its note, `typed`). Extension
+    /// contexts read a copy from the shared state.
     system_prompt: String,
     extensions: Vec<Box<dyn Extension>>,
     synthesizer: Synthesizer,

@@ -2,16 +2,18 @@
 //! new message, a retry, a resume, a typed turn and its repairs), then
 //! hands over to the loop in `turn.rs`, whose boundaries it calls.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 use super::Agent;
 use super::approval::{self, Decisions, Gate};
 use super::compact::Compactor;
 use super::outcome::Outcome;
-use super::structured::{Judged, StructuredOutput, Typed, TypedTurn};
-use super::turn::{End, Run, TypedRequest};
+use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
+use super::turn::{End, Run};
 use crate::approval::Decision;
 use crate::journal::{Cut, Record};
 use crate::tool::JsonSchema;
@@ -488,20 +490,13 @@ impl Agent {
         // unconstrained unless the settings say the server allows both.
         let has_tools = !self.shared.state.lock().tools.is_empty();
         let constrain = !has_tools || settings.constrains_tool_rounds();
-        let saved = self.system_prompt.clone();
-        turn.spec().append_note(&mut self.system_prompt);
-        // Kept for the synthesizer, should the budget run out.
-        self.typed = Some(TypedRequest {
-            spec: Arc::clone(turn.spec()),
-            extra: None,
-        });
+        // The turn's additions live until it ends, however it ends: the
+        // scope clears them on an unwind too.
+        let mut agent = TypedScope::begin(self, turn.spec());
         if constrain {
-            self.constrain(turn.spec());
+            agent.constrain();
         }
-        let result = self.typed_turn::<T>(user_message, &mut turn);
-        self.typed = None;
-        self.system_prompt = saved;
-        result
+        agent.typed_turn::<T>(user_message, &mut turn)
     }
 
     /// Compact the conversation now, whatever the estimate: the older turns
@@ -569,7 +564,7 @@ impl Agent {
             };
             // A repair asks for the answer itself: its requests carry
             // `response_format` even when the tool rounds did not.
-            self.constrain(turn.spec());
+            self.constrain();
             self.journal(&Record::User {
                 content: repair.as_str().into(),
             })?;
@@ -646,5 +641,77 @@ impl Agent {
         self.journal_check()?;
         self.after_batch();
         self.rounds(run)
+    }
+}
+
+/// While a typed turn runs ([`Agent::run_typed`]): what it adds to the
+/// agent's requests. Not an option: it lives for the turn, on the agent
+/// (the `typed` field), and no child inherits it (the synthesizer gets it
+/// explicitly).
+pub(super) struct TypedRequest {
+    /// What the turn's answer must be (read by the synthesizer).
+    pub(super) spec: Arc<TypedSpec>,
+    /// The agent's system prompt with the spec's note: what the turn sends.
+    pub(super) system_prompt: String,
+    /// The request fields with the spec's constraint, once the turn
+    /// constrains its requests; the options' fields until then.
+    pub(super) extra: Option<Map<String, Value>>,
+}
+
+impl Agent {
+    /// Start sending a typed turn's note (its fields wait for
+    /// [`constrain`](Agent::constrain)).
+    pub(super) fn begin_typed(&mut self, spec: &Arc<TypedSpec>) {
+        let mut system_prompt = self.system_prompt.clone();
+        spec.append_note(&mut system_prompt);
+        self.typed = Some(TypedRequest {
+            spec: Arc::clone(spec),
+            system_prompt,
+            extra: None,
+        });
+    }
+
+    /// Add the typed turn's request fields to this agent's requests, until
+    /// the typed turn ends.
+    pub(super) fn constrain(&mut self) {
+        let transport = self.transport();
+        let api_base = transport.api_base().unwrap_or("");
+        let mut extra = self.shared.options.extra.clone();
+        if let Some(t) = &mut self.typed {
+            t.spec.constrain(&mut extra, api_base);
+            t.extra = Some(extra);
+        }
+    }
+}
+
+/// The agent during a typed turn: its [`TypedRequest`] is set, and cleared
+/// when the scope ends, by an unwind too (a panicking extension hook that
+/// the host catches leaves an untyped agent).
+struct TypedScope<'a>(&'a mut Agent);
+
+impl<'a> TypedScope<'a> {
+    fn begin(agent: &'a mut Agent, spec: &Arc<TypedSpec>) -> TypedScope<'a> {
+        agent.begin_typed(spec);
+        TypedScope(agent)
+    }
+}
+
+impl Deref for TypedScope<'_> {
+    type Target = Agent;
+
+    fn deref(&self) -> &Agent {
+        self.0
+    }
+}
+
+impl DerefMut for TypedScope<'_> {
+    fn deref_mut(&mut self) -> &mut Agent {
+        self.0
+    }
+}
+
+impl Drop for TypedScope<'_> {
+    fn drop(&mut self) {
+        self.0.typed = None;
     }
 }

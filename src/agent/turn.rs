@@ -29,8 +29,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use super::Agent;
 use super::approval::{self, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared};
 use super::child;
@@ -38,7 +36,6 @@ use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
 use super::shared::Nesting;
-use super::structured::TypedSpec;
 use crate::journal::Record;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::{
@@ -60,17 +57,6 @@ pub(super) enum End {
     Answered,
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
-}
-
-/// While a typed turn runs ([`Agent::run_typed`]): what it adds to the
-/// agent's requests. Not an option: it lives for the turn, on the agent,
-/// and is never inherited by a child (the synthesizer gets it explicitly).
-pub(super) struct TypedRequest {
-    /// What the turn's answer must be (read by the synthesizer).
-    pub(super) spec: Arc<TypedSpec>,
-    /// The request fields with the spec's constraint, once the turn
-    /// constrains its requests; the options' fields until then.
-    pub(super) extra: Option<Map<String, Value>>,
 }
 
 /// One run's state (a turn, a retry, a resume, a typed turn's repair).
@@ -272,18 +258,18 @@ impl Agent {
         let shared = &self.shared;
         let options = &shared.options;
         let traceparent = options.traceparent.as_ref().and_then(|s| (s.0)());
+        // A typed turn sends its note and, once constrained, its fields.
+        let typed = self.typed.as_ref();
         let req = Request {
             transport: &transport,
-            system: Some(&self.system_prompt),
+            system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: &tool_specs,
             stream: options.streaming,
             replay_reasoning: options.replay_reasoning,
             split_think: options.split_think,
-            extra: self
-                .typed
-                .as_ref()
+            extra: typed
                 .and_then(|t| t.extra.as_ref())
                 .unwrap_or(&options.extra),
             cancel: shared.cancellable.as_ref(),
@@ -790,7 +776,10 @@ impl Agent {
             |system: &str, prompt: &str| child::ask(shared, "compactor", system, prompt);
         let mut conversation = Conversation {
             messages: &mut self.messages,
-            system_prompt: &self.system_prompt,
+            system_prompt: self
+                .typed
+                .as_ref()
+                .map_or(&self.system_prompt, |t| &t.system_prompt),
             tools: &tools,
             window,
             summarize: &mut summarize,
@@ -805,18 +794,5 @@ impl Agent {
         self.turn_start = done.shift(self.turn_start);
         self.emit(done.event(self.agent_id()));
         Ok(true)
-    }
-
-    /// Add the typed turn's request fields to this agent's requests, until
-    /// the typed turn ends.
-    pub(super) fn constrain(&mut self, spec: &Arc<TypedSpec>) {
-        let transport = self.transport();
-        let api_base = transport.api_base().unwrap_or("");
-        let mut extra = self.shared.options.extra.clone();
-        spec.constrain(&mut extra, api_base);
-        self.typed = Some(TypedRequest {
-            spec: Arc::clone(spec),
-            extra: Some(extra),
-        });
     }
 }

@@ -298,3 +298,28 @@ fn non_object_schema_is_invalid_input_and_sends_nothing() {
     assert!(server.chat_requests().is_empty());
     assert!(agent.messages().is_empty());
 }
+
+/// A typed turn's additions (the schema note, `response_format`) live for
+/// that turn only, even when it unwinds: a host that catches a panicking
+/// extension hook gets an untyped next turn and its own system prompt.
+#[test]
+fn a_typed_turn_that_unwinds_leaves_the_next_turn_untyped() {
+    struct PanicsOnce(bool);
+    impl pikuri::extension::Extension for PanicsOnce {
+        fn on_user_message(&mut self, _: &pikuri::extension::ExtensionContext, _: &str) {
+            assert!(std::mem::replace(&mut self.0, true), "an extension bug");
+        }
+    }
+    let server = FakeServer::start();
+    server.push(Reply::text("plain"));
+    let (mut agent, _) = agent_with(&server, |c| c.add_extension(PanicsOnce(false)));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        agent.run_typed::<Review>("Review.")
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(agent.system_prompt(), "You are a test agent.");
+    agent.run_loop("Hello?").unwrap();
+    let sent = body(&server, 0);
+    assert!(sent.get("response_format").is_none(), "{sent}");
+    assert_eq!(contents(&server, 0)[0], "You are a test agent.");
+}
