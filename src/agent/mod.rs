@@ -42,6 +42,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use serde_json::{Map, Value};
 
 use crate::approval::PendingApproval;
 use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, Record, fnv1a};
@@ -52,8 +53,8 @@ use crate::{
 };
 use compact::Compactor;
 use fallback::Fallbacks;
-use run::TypedRequest;
 use shared::{Shared, State, Tally, run_close_handlers};
+use structured::TypedSpec;
 
 /// A tool-calling agent: one conversation, one model, its tools, listeners
 /// and controls.
@@ -197,6 +198,20 @@ pub struct Agent {
     /// Where a crash cut off the run a journal was resumed from, until
     /// [`resume_run`](Agent::resume_run) finishes it.
     interrupted: Option<Cut>,
+}
+
+/// While a typed turn runs ([`Agent::run_typed`]): what it adds to the
+/// agent's requests. Not an option: it lives for the turn, in the agent's
+/// `typed` field (`run.rs` sets and clears it), and no child inherits it
+/// (the synthesizer gets it explicitly).
+struct TypedRequest {
+    /// What the turn's answer must be (read by the synthesizer).
+    spec: Arc<TypedSpec>,
+    /// The agent's system prompt with the spec's note: what the turn sends.
+    system_prompt: String,
+    /// The request fields with the spec's constraint, once the turn
+    /// constrains its requests; the options' fields until then.
+    extra: Option<Map<String, Value>>,
 }
 
 // The agent is built next to its definition, so that `builder.rs` does not

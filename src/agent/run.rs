@@ -6,14 +6,13 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
 
-use super::Agent;
 use super::approval::{self, Decisions, Gate};
 use super::compact::Compactor;
 use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use super::turn::{End, Run};
+use super::{Agent, TypedRequest};
 use crate::approval::Decision;
 use crate::journal::{Cut, Record};
 use crate::tool::JsonSchema;
@@ -642,20 +641,6 @@ impl Agent {
         self.after_batch();
         self.rounds(run)
     }
-}
-
-/// While a typed turn runs ([`Agent::run_typed`]): what it adds to the
-/// agent's requests. Not an option: it lives for the turn, on the agent
-/// (the `typed` field), and no child inherits it (the synthesizer gets it
-/// explicitly).
-pub(super) struct TypedRequest {
-    /// What the turn's answer must be (read by the synthesizer).
-    pub(super) spec: Arc<TypedSpec>,
-    /// The agent's system prompt with the spec's note: what the turn sends.
-    pub(super) system_prompt: String,
-    /// The request fields with the spec's constraint, once the turn
-    /// constrains its requests; the options' fields until then.
-    pub(super) extra: Option<Map<String, Value>>,
 }
 
 impl Agent {
