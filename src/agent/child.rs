@@ -12,9 +12,8 @@
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
 //! | [`Approver`](crate::approval::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
-//! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
-//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
+//! | loop options (streaming, think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools; its nesting says it is a sub-agent (it announces its own cancel) or a helper (it leaves that to the parent) |
 //! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |
