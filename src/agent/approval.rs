@@ -158,7 +158,7 @@ fn apply(
             )),
         },
         // A child cannot pause its parent's turn: a deferral denies.
-        Decision::Defer if shared.options.nested => {
+        Decision::Defer if shared.options.nesting.is_child() => {
             Verdict::Go(deny(shared, call, NESTED_DEFER.to_string()))
         }
         Decision::Defer => Verdict::Defer,

@@ -67,7 +67,6 @@ pub struct Configurator {
     pub(super) cancellable: Option<Cancellable>,
     pub(super) interloper: Option<Interloper>,
     pub(super) id: String,
-    pub(super) streaming: bool,
     pub(super) http: HttpConfig,
     pub(super) client: Option<Client>,
     pub(super) tools: Vec<Arc<dyn Tool>>,
@@ -96,7 +95,6 @@ impl Configurator {
             cancellable: None,
             interloper: None,
             id: String::new(),
-            streaming: false,
             http: HttpConfig::default(),
             client: None,
             tools: Vec::new(),
@@ -194,7 +192,7 @@ impl Configurator {
 
     /// Stream responses (deltas become events as they arrive). Off by default.
     pub fn streaming(mut self, on: bool) -> Configurator {
-        self.streaming = on;
+        self.options.streaming = on;
         self
     }
 

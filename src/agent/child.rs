@@ -1,7 +1,9 @@
 //! The one constructor of child agents: the sub-agents of
 //! [`SubAgents`](crate::subagent::SubAgents) and the step-exhaustion
 //! [`Synthesizer`](crate::subagent::Synthesizer) are both built here, so the rule of
-//! what a child inherits is written once, in this table.
+//! what a child inherits is written once, in this table. The synthesizer's
+//! run (`Agent::synthesize`, the step-exhaustion rescue at a turn's end)
+//! is here too.
 //!
 //! | What | The child gets |
 //! |---|---|
@@ -10,9 +12,8 @@
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
 //! | [`Approver`](crate::approval::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
-//! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
-//! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
+//! | loop options (streaming, think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools; its nesting says it is a sub-agent (it announces its own cancel) or a helper (it leaves that to the parent) |
 //! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |
@@ -23,8 +24,9 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::builder::Configurator;
-use super::shared::Shared;
-use crate::{OnExhausted, Result, StepLimit, Tool};
+use super::shared::{Nesting, Shared};
+use crate::journal::Record;
+use crate::{Event, Message, OnExhausted, Result, StepLimit, Tool};
 
 /// What differs between children: everything else is inherited by the table
 /// in the module doc.
@@ -63,17 +65,19 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
         .system_prompt(spec.system_prompt)
         .id(spec.id.clone())
         .step_limit(StepLimit::try_new(spec.max_steps, OnExhausted::Raise)?)
-        .streaming(parent.streaming)
         .listener_list(parent.listeners.for_sub_agent(&spec.id));
     cfg.client = Some(parent.client.clone());
     cfg.cancellable.clone_from(&parent.cancellable);
     cfg.approver.clone_from(&parent.approver);
     cfg.parent_tally = Some(Arc::clone(&parent.tally));
-    cfg.options = (*parent.options).clone();
-    // A nested agent must not reset the shared Cancellable at its turn
-    // start: that would swallow a cancel that raced with the spawn.
-    cfg.options.nested = true;
-    cfg.options.quiet_cancel = !spec.announces_cancel;
+    cfg.options = parent.options.clone();
+    // A child must not reset the shared Cancellable at its turn start: that
+    // would swallow a cancel that raced with the spawn.
+    cfg.options.nesting = if spec.announces_cancel {
+        Nesting::SubAgent
+    } else {
+        Nesting::Helper
+    };
     if spec.tools.is_empty() {
         cfg.options.extra.remove("tool_choice");
         cfg.options.extra.remove("parallel_tool_calls");
@@ -105,4 +109,53 @@ pub(crate) fn ask(
     child.close();
     result?;
     Ok(text)
+}
+
+impl Agent {
+    /// The step-exhaustion rescue: a tools-free child answers from the
+    /// evidence; its answer, when it wrote one, is appended and becomes the
+    /// turn's answer.
+    pub(super) fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+        // A resume after a crash from here writes the answer again, not
+        // a new round with a fresh budget.
+        self.journal(&Record::Synthesizing { max })?;
+        let reason = format!(
+            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
+        );
+        self.emit(Event::FallbackNotice {
+            agent: self.agent_id(),
+            reason,
+        });
+        let prompt = self.synthesizer.build_prompt(&self.messages, question);
+        let mut synth = spawn(
+            &self.shared,
+            ChildSpec {
+                id: child_id(self.id(), "synthesizer"),
+                system_prompt: self.synthesizer.system_prompt().to_string(),
+                max_steps: 1,
+                tools: Vec::new(),
+                announces_cancel: false,
+            },
+        )?;
+        // A typed turn's answer is typed even when the synthesizer writes it.
+        if let Some(spec) = self.typed.as_ref().map(|t| Arc::clone(&t.spec)) {
+            synth.begin_typed(&spec);
+            synth.constrain();
+        }
+        synth.run_loop(&prompt)?;
+        let answer = synth.last_assistant_content();
+        synth.close();
+        // An empty answer is no answer: nothing is appended (an empty
+        // assistant message is no evidence for the next turn), and
+        // `last_assistant_content` says `None`, not an earlier message.
+        if let Some(answer) = &answer {
+            let mut m = Message::assistant(answer.clone());
+            m.model = self.model();
+            // Checked at the turn's end.
+            let _ = self.journal_response(&m, false);
+            self.messages.push(m);
+        }
+        self.synth_answer = Some(answer.unwrap_or_default());
+        Ok(())
+    }
 }

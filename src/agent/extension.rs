@@ -175,7 +175,7 @@ impl ExtensionContext {
 
     /// Whether the agent streams.
     pub fn streaming(&self) -> bool {
-        self.shared.upgrade().is_some_and(|s| s.streaming)
+        self.shared.upgrade().is_some_and(|s| s.options.streaming)
     }
 
     /// The model-visible tools.

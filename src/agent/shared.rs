@@ -1,6 +1,12 @@
 //! The state an [`Agent`](crate::Agent) shares with its
 //! [`ExtensionContext`](crate::extension::ExtensionContext)s, the registry and its
 //! children: [`Shared`], and the loop options every child inherits.
+//!
+//! Each control and option is held once. What an extension context, a
+//! tool's run or a child reads lives in [`Shared`] (the controls, the
+//! [`LoopOptions`], the tools and transport in its [`State`]); what only
+//! the loop reads (the history, the compactor, the fallbacks, the
+//! synthesizer, a typed turn's request) lives in the `Agent`.
 
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -9,7 +15,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use super::structured::{StructuredOutput, TypedSpec};
+use super::structured::StructuredOutput;
 use crate::approval::Approver;
 use crate::journal::{Journal, Record};
 use crate::listener::ListenerList;
@@ -20,28 +26,52 @@ use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLi
 /// A handler run once when the agent closes.
 pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
 
+/// The options of the loop, set by the [`Configurator`](crate::Configurator)
+/// and fixed once the agent is built; held in [`Shared`] only, and inherited
+/// by children (`child.rs` says which differ).
 #[derive(Clone, Debug, Default)]
 #[allow(clippy::struct_excessive_bools, reason = "independent opt-in switches")]
 pub(crate) struct LoopOptions {
+    /// Stream responses (deltas become events as they arrive).
+    pub(crate) streaming: bool,
     pub(crate) parallel_tools: bool,
     pub(crate) split_think: bool,
     pub(crate) recover_tool_calls: bool,
     pub(crate) wind_down: Option<u32>,
     pub(crate) replay_reasoning: bool,
-    /// A sub-agent or synthesizer: shares the parent's Cancellable and must
-    /// not reset it.
-    pub(crate) nested: bool,
-    /// A helper child (synthesizer, compactor): a cancelled run does not
-    /// emit [`Event::Cancelled`], its parent announces it.
-    pub(crate) quiet_cancel: bool,
+    /// A host's agent, or which kind of child.
+    pub(crate) nesting: Nesting,
     pub(crate) extra: Map<String, Value>,
     pub(crate) trifecta: TrifectaPolicy,
     /// The settings of typed turns.
     pub(crate) structured: StructuredOutput,
-    /// During a typed turn, what it sends (read by the synthesizer).
-    pub(crate) typed: Option<Arc<TypedSpec>>,
     /// Asked for a `traceparent` header before each request.
     pub(crate) traceparent: Option<TraceSource>,
+}
+
+/// Which agent runs the loop: it decides who resets the shared
+/// [`Cancellable`] and who announces a cancel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Nesting {
+    /// A host's agent: each run resets its `Cancellable`, a cancel is
+    /// announced with [`Event::Cancelled`].
+    #[default]
+    Main,
+    /// A sub-agent: it shares its parent's `Cancellable` and never resets
+    /// it (that would lose a cancel that raced with the spawn); it
+    /// announces its own cancel, which a host may render apart.
+    SubAgent,
+    /// A helper child (the synthesizer, the compactor): shares the
+    /// `Cancellable` like a sub-agent, but leaves the announcement to its
+    /// parent, whose turn the same cancel ends.
+    Helper,
+}
+
+impl Nesting {
+    /// Whether the agent is a child (it shares its parent's `Cancellable`).
+    pub(crate) fn is_child(self) -> bool {
+        self != Nesting::Main
+    }
 }
 
 /// The host's source of `traceparent` header values
@@ -61,16 +91,14 @@ pub(crate) struct Shared {
     pub(crate) id: Arc<str>,
     pub(crate) listeners: ListenerList,
     pub(crate) client: Client,
+    /// The controls: the loop reads them, an
+    /// [`ExtensionContext`](crate::extension::ExtensionContext) hands them
+    /// out, a child shares the `Cancellable`.
     pub(crate) cancellable: Option<Cancellable>,
-    /// The agent's step budget and input queue, for
-    /// [`ExtensionContext`](crate::extension::ExtensionContext) readers (the
-    /// agent holds the same instances).
     pub(crate) step_limit: Option<StepLimit>,
     pub(crate) interloper: Option<Interloper>,
-    pub(crate) streaming: bool,
-    /// The loop options, shared with the [`Agent`](crate::Agent) and
-    /// inherited by children.
-    pub(crate) options: Arc<LoopOptions>,
+    /// The loop options, inherited by children.
+    pub(crate) options: LoopOptions,
     pub(crate) state: Mutex<State>,
     pub(crate) on_close: Mutex<Vec<CloseHandler>>,
     /// Consulted before each tool call; inherited by children.

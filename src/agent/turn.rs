@@ -18,7 +18,7 @@
 //!    budget, the tally, [`Event::Stopped`], the [`Outcome`].
 //!
 //! [`rounds`](Agent::rounds) strings 2 to 6 together. The public entry
-//! points at the top only choose where a run starts (a new message, a
+//! points (`run.rs`) only choose where a run starts (a new message, a
 //! retry, a resume, a typed turn's repair). The controls are read at the
 //! points tabled in the crate docs, [Controls](crate#controls), and only
 //! here. What each boundary delegates is a type of its own: `Compactor`
@@ -29,19 +29,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-
 use super::Agent;
-use super::approval::{self, Decisions, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared};
-use super::child::{self, ChildSpec, child_id};
+use super::approval::{self, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared};
+use super::child;
 use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
-use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
-use crate::approval::Decision;
-use crate::journal::{Cut, Record};
+use super::shared::Nesting;
+use crate::journal::Record;
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
-use crate::tool::JsonSchema;
 use crate::{
     ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
     ToolCall,
@@ -56,7 +52,7 @@ const NOT_RUN_CANCELLED: &str = "Error: not run: cancelled by the user";
 const INTERRUPTED: &str = "Error: interrupted: the run stopped while this call ran, so its effect is unknown; it was not run again (the tool is not idempotent)";
 
 /// How the rounds of a run ended (errors aside).
-enum End {
+pub(super) enum End {
     /// The model answered without calling a tool.
     Answered,
     /// An approver deferred a call: the trailing calls await the host.
@@ -65,555 +61,22 @@ enum End {
 
 /// One run's state (a turn, a retry, a resume, a typed turn's repair).
 #[derive(Default)]
-struct Run {
+pub(super) struct Run {
     /// Tool calls made in this run ([`Outcome::steps`]).
-    steps: u32,
+    pub(super) steps: u32,
     /// Reviews each call; holds the host's decisions on a resume.
-    gate: Gate,
-}
-
-// ------------------------------------------------------------ entry points
-
-impl Agent {
-    /// Run one user turn to completion; see the [turn diagram](crate::Agent#a-turn)
-    /// for the sequence and the events.
-    ///
-    /// # Errors
-    ///
-    /// After any error the history is valid (every tool call answered) and
-    /// the agent takes the next turn. What it holds, per error:
-    ///
-    /// | Error | The history afterwards | To go on |
-    /// |---|---|---|
-    /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
-    /// | [`Error::InvalidInput`] (the agent was [closed](Agent::close)) | unchanged, no event, no request | build a new agent (its listeners are stopped) |
-    /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
-    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
-    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`]) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
-    /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`]) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
-    ///
-    /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
-    /// [`run_typed`](Agent::run_typed) and [`compact`](Agent::compact) refuse
-    /// a closed agent the same way.
-    ///
-    /// Calling `run_loop` again with the same text after a failure sends the
-    /// question twice (the first copy is still in the history, unanswered);
-    /// [`retry_turn`](Agent::retry_turn) is the way to retry.
-    pub fn run_loop(&mut self, user_message: &str) -> Result<Outcome> {
-        self.run_turn(Message::user(user_message), None)
-    }
-
-    /// Like [`run_loop`](Agent::run_loop), with a user message built by the
-    /// host: one with images ([`Message::user_with_images`]). The images
-    /// stay in the history; a model that takes none fails the turn with
-    /// [`ErrorKind::ImageUnsupported`](crate::ErrorKind::ImageUnsupported).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `message` is not a user message, or has
-    /// neither text nor images. Otherwise as [`run_loop`](Agent::run_loop).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, Image, Message};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text("A cat."));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let photo = Image::from_bytes(b"GIF89a\x01\0\x01\0\0\0\0;")?;
-    /// let outcome = agent.run_loop_message(Message::user_with_images("What is it?", vec![photo]))?;
-    /// assert_eq!(outcome.answer.as_deref(), Some("A cat."));
-    /// let sent = &server.chat_requests()[0].messages()[0];
-    /// assert_eq!(sent["content"][0], serde_json::json!({"type": "text", "text": "What is it?"}));
-    /// assert!(sent["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/gif;base64,"));
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn run_loop_message(&mut self, message: Message) -> Result<Outcome> {
-        self.run_turn(message, None)
-    }
-
-    /// [`run_loop_message`](Agent::run_loop_message) after a switch to
-    /// `transport`, as [`run_loop_with`](Agent::run_loop_with) does.
-    pub fn run_loop_message_with(
-        &mut self,
-        message: Message,
-        transport: ChatTransport,
-    ) -> Result<Outcome> {
-        self.run_turn(message, Some(transport))
-    }
-
-    /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
-    /// when it differs structurally from the current one: the history
-    /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
-    /// emitted and the context window is detected again.
-    pub fn run_loop_with(
-        &mut self,
-        user_message: &str,
-        transport: ChatTransport,
-    ) -> Result<Outcome> {
-        self.run_turn(Message::user(user_message), Some(transport))
-    }
-
-    /// Run the latest turn again, from where it failed, without adding the
-    /// user's message a second time: after an HTTP error, a timeout or a
-    /// cancel, this is the retry that keeps the question once in the history
-    /// (calling [`run_loop`](Agent::run_loop) again with the same text would
-    /// send it twice).
-    ///
-    /// The controls are reset as at a turn start (a fresh [`StepLimit`](crate::StepLimit)
-    /// budget; the [`Cancellable`](crate::Cancellable) unless this is a child
-    /// agent), then the loop continues from the history as it stands: a
-    /// round that completed (a tool that ran) is not repeated. No
-    /// [`Event::UserTurn`] is emitted (nothing entered the conversation) and
-    /// extensions' `on_user_message` hooks do not run again; the turn ends
-    /// with [`Event::Stopped`] as every run does. The synthesizer, if it
-    /// runs, gets the last user message as the question. The
-    /// [`Outcome::steps`] count this run's tool calls only.
-    ///
-    /// This also resumes a loaded [`History`](crate::History) that ends with
-    /// an unanswered user message.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when there is nothing to retry: the
-    /// conversation is empty or ends with an assistant message (the last turn
-    /// was answered). Otherwise as [`run_loop`](Agent::run_loop).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, HttpConfig};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::status(503, "loading model"));
-    /// let mut agent = Agent::builder(server.transport())
-    ///     .http(HttpConfig::default().with_max_retries(0))
-    ///     .build()?;
-    /// assert_eq!(agent.run_loop("Hello?").unwrap_err().status(), Some(503));
-    ///
-    /// server.push(Reply::text("Hi!"));
-    /// let outcome = agent.retry_turn()?;
-    /// assert_eq!(outcome.answer.as_deref(), Some("Hi!"));
-    /// // The retried request carries the question once.
-    /// let sent = server.chat_requests()[1].messages();
-    /// assert_eq!(sent.len(), 1);
-    /// assert_eq!(sent[0]["content"], "Hello?");
-    /// assert!(agent.retry_turn().is_err()); // answered: nothing to retry
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn retry_turn(&mut self) -> Result<Outcome> {
-        self.ensure_open()?;
-        match self.messages.last() {
-            None => {
-                return Err(Error::invalid(
-                    "nothing to retry: the conversation is empty",
-                ));
-            }
-            Some(m) if m.role == Role::Assistant => {
-                return Err(Error::invalid(
-                    "nothing to retry: the conversation ends with an assistant message",
-                ));
-            }
-            Some(_) => {}
-        }
-        let question = self.last_user_message();
-        self.begin_run();
-        let mut run = Run::default();
-        let result = self.rounds(&mut run);
-        self.turn_end(result, run.steps, &question)
-    }
-
-    /// Continue a turn that stopped with
-    /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending):
-    /// apply the host's `decisions` (by call id) to the
-    /// [pending calls](Agent::pending_approvals), in call order, then go on
-    /// like [`run_loop`](Agent::run_loop) until the model answers.
-    ///
-    /// A resume is a run of its own: the [`StepLimit`](crate::StepLimit) and
-    /// [`Cancellable`](crate::Cancellable) are reset, each resumed call
-    /// counts a step and gets its [`Event::ToolCall`] again, the run ends
-    /// with [`Event::Stopped`], and the [`Outcome`] counts its own requests.
-    /// A pending call without a decision is reviewed by the approver (it may
-    /// defer again); [`Decision::Defer`] keeps a call pending.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, History, StopReason};
-    /// use pikuri::approval::Decision;
-    /// use pikuri::tool::{FnTool, Parameters};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::tool_call("send", serde_json::json!({"to": "bob"})));
-    /// server.push(Reply::text("Sent."));
-    /// let send = || FnTool::new("send", "Sends mail.",
-    ///     Parameters::builder().required_string("to", "Recipient.").build(),
-    ///     |args, _| Ok(format!("sent to {}", args["to"].as_str().unwrap()))).state_changing();
-    /// let build = || Agent::builder(server.transport())
-    ///     .add_tool(send())
-    ///     .approver(|_: &pikuri::approval::ApprovalRequest| Decision::Defer)
-    ///     .build();
-    ///
-    /// // A web handler: the turn stops, the history is saved.
-    /// let mut agent = build()?;
-    /// let outcome = agent.run_loop("mail bob")?;
-    /// assert_eq!(outcome.stop_reason, StopReason::ApprovalPending);
-    /// let saved = agent.export_history().to_json();
-    ///
-    /// // Later, maybe in another process: load and decide.
-    /// let mut agent = build()?;
-    /// agent.load_history(History::parse(&saved)?)?;
-    /// let pending = agent.pending_approvals();
-    /// assert_eq!(pending[0].tool, "send");
-    /// let outcome = agent.resume([(pending[0].call_id.clone(), Decision::Approve)])?;
-    /// assert_eq!(outcome.answer.as_deref(), Some("Sent."));
-    /// assert_eq!(agent.messages()[2].content, "sent to bob");
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// - [`Error::InvalidInput`] when no call is pending, or a decision
-    ///   names a call id that is not pending (nothing happens).
-    /// - The errors of [`run_loop`](Agent::run_loop).
-    pub fn resume<I, S>(&mut self, decisions: I) -> Result<Outcome>
-    where
-        I: IntoIterator<Item = (S, Decision)>,
-        S: Into<String>,
-    {
-        self.ensure_open()?;
-        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
-            .into_iter()
-            .cloned()
-            .collect();
-        if pending.is_empty() {
-            return Err(Error::invalid("no tool call awaits approval"));
-        }
-        let decisions: Decisions = decisions
-            .into_iter()
-            .map(|(id, d)| (id.into(), d))
-            .collect();
-        if let Some((id, _)) = decisions
-            .iter()
-            .find(|(id, _)| !pending.iter().any(|c| &c.id == id))
-        {
-            return Err(Error::invalid(format!("no pending tool call `{id}`")));
-        }
-        self.begin_run();
-        let question = self.last_user_message();
-        let mut run = Run {
-            steps: 0,
-            gate: Gate::with_decisions(decisions),
-        };
-        // The paused batch first, as if the turn had never stopped; then
-        // the rounds go on from the history.
-        let result = match self.tool_batch(&pending, false, &mut run) {
-            Ok(End::Answered) => {
-                self.after_batch();
-                self.rounds(&mut run)
-            }
-            other => other,
-        };
-        self.turn_end(result, run.steps, &question)
-    }
-
-    /// Finish the run a crash cut off, on an agent built by
-    /// [`Configurator::resume`](crate::Configurator::resume) from its
-    /// journal (see [`journal`](crate::journal) for the guarantees):
-    ///
-    /// - a journaled model response is not requested again; a request
-    ///   that was in flight (its partial stream dropped) is made again;
-    /// - a tool call with a journaled result is not run again;
-    /// - a call that started and has no result runs again only when its
-    ///   tool is [`idempotent`](crate::Tool::idempotent); any other gets
-    ///   the observation `Error: interrupted: ...`;
-    /// - a call not started yet is reviewed as usual (a pending approval
-    ///   is asked again), then the rounds go on until the model answers.
-    ///
-    /// A run of its own, as [`retry_turn`](Agent::retry_turn): fresh
-    /// controls, [`Event::Stopped`] at the end, its own [`Outcome`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    /// use pikuri::{Agent, Error, Result};
-    /// use pikuri::journal::{FileStore, JournalStore, RunLock};
-    /// use pikuri::tool::{FnTool, Parameters};
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// /// A store that stops writing once `dead` is set: the journal a
-    /// /// crash leaves behind.
-    /// struct Dies(FileStore, Arc<AtomicBool>);
-    /// impl JournalStore for Dies {
-    ///     fn append(&self, run: &str, record: &str) -> Result<()> {
-    ///         if self.1.load(Ordering::SeqCst) {
-    ///             return Err(Error::JournalIo { run: run.into(), message: "crashed".into() });
-    ///         }
-    ///         self.0.append(run, record)
-    ///     }
-    ///     fn read(&self, run: &str) -> Result<Vec<String>> { self.0.read(run) }
-    ///     fn runs(&self) -> Result<Vec<String>> { self.0.runs() }
-    ///     fn lock(&self, run: &str) -> Result<RunLock> { self.0.lock(run) }
-    /// }
-    ///
-    /// let server = FakeServer::start();
-    /// server.push(Reply::tool_call("lookup", serde_json::json!({})));
-    /// server.push(Reply::text("Done."));
-    /// let dir = std::env::temp_dir().join(format!("pikuri-doc-resume-run-{}", std::process::id()));
-    /// let store = FileStore::new(&dir)?;
-    /// let (dead, runs) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)));
-    /// let lookup = {
-    ///     let (dead, runs) = (dead.clone(), runs.clone());
-    ///     FnTool::new("lookup", "Looks up.", Parameters::empty(), move |_, cx| {
-    ///         assert!(cx.idempotency_key().unwrap().starts_with("r/1/"));
-    ///         if runs.fetch_add(1, Ordering::SeqCst) == 0 {
-    ///             dead.store(true, Ordering::SeqCst); // the process dies mid-tool
-    ///         }
-    ///         Ok("found".into())
-    ///     })
-    ///     .idempotent_calls()
-    /// };
-    /// let build = || Agent::builder(server.transport()).add_tool(lookup.clone());
-    ///
-    /// let mut agent = build().journal(Dies(store.clone(), dead.clone()), "r").build()?;
-    /// assert!(agent.run_loop("Find it").is_err());
-    /// drop(agent);
-    ///
-    /// // The next process: the answer with the call is not asked for again,
-    /// // the idempotent call runs again, the rounds go on.
-    /// dead.store(false, Ordering::SeqCst);
-    /// let mut agent = build().resume(Dies(store.clone(), dead.clone()), "r").build()?;
-    /// assert!(agent.interrupted());
-    /// assert_eq!(agent.resume_run()?.answer.as_deref(), Some("Done."));
-    /// assert_eq!(runs.load(Ordering::SeqCst), 2);
-    /// assert_eq!(server.chat_requests().len(), 2);
-    /// assert_eq!(agent.messages()[2].content, "found");
-    /// # drop(agent);
-    /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when nothing was cut off
-    /// ([`interrupted`](Agent::interrupted) is false); otherwise as
-    /// [`run_loop`](Agent::run_loop).
-    pub fn resume_run(&mut self) -> Result<Outcome> {
-        self.ensure_open()?;
-        let Some(cut) = self.interrupted.take() else {
-            return Err(Error::invalid(
-                "no interrupted run to resume (the journal ends with a finished run)",
-            ));
-        };
-        self.begin_run();
-        let question = self.last_user_message();
-        let mut run = Run::default();
-        let result = self.resume_cut(&cut, &mut run);
-        self.turn_end(result, run.steps, &question)
-    }
-
-    /// Run one user turn whose final answer must be a `T`: the answer is
-    /// parsed, validated against `T`'s schema and deserialized.
-    ///
-    /// What is sent, with the agent's [`StructuredOutput`]:
-    ///
-    /// - The system prompt of every request of the turn ends with a note
-    ///   holding `T`'s schema ("Your final answer must be only a JSON
-    ///   object matching this JSON Schema, ...").
-    /// - In [`StructuredMode::JsonSchema`](crate::structured::StructuredMode::JsonSchema), `response_format: {"type":
-    ///   "json_schema", "json_schema": {"name": <T's name>, "strict": true,
-    ///   "schema": <T's schema>}}` (`strict` is false when the schema breaks
-    ///   strict mode, see [`Parameters::strict_violations`](crate::tool::Parameters::strict_violations)), and to a server
-    ///   that looks like Ollama (port 11434 or an `/api` base) `format:
-    ///   <schema>`. An agent without tools sends them on every request; an
-    ///   agent with tools runs its tool rounds without them (llama.cpp would
-    ///   constrain tool-call turns into the schema) unless
-    ///   [`with_constrained_tool_rounds`](StructuredOutput::with_constrained_tool_rounds)
-    ///   is set, and sends them on the repair requests.
-    /// - A synthesized answer ([`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize))
-    ///   is typed too: the synthesizer's requests carry the note and the
-    ///   `response_format`.
-    ///
-    /// An answer that does not parse, validate or deserialize goes back to
-    /// the model as a user message listing every problem, and the loop runs
-    /// again (a *repair*: a run of its own, with a fresh step budget and its
-    /// own [`Event::Stopped`]; its message is announced as an
-    /// [`Event::UserTurn`] with `mid_loop: true`), at most
-    /// [`max_repairs`](StructuredOutput::max_repairs) times. A Markdown code
-    /// fence around the JSON is accepted.
-    ///
-    /// # Errors
-    ///
-    /// - [`Error::InvalidAnswer`] when the last allowed answer is still
-    ///   invalid: it carries every problem and the raw answer; the history
-    ///   ends with that answer (valid: the next turn works).
-    /// - [`Error::InvalidInput`] when `T`'s schema is not an object schema
-    ///   (nothing is sent), or when an [`Approver`](crate::approval::Approver) deferred
-    ///   a call (the turn paused: the history holds the pending calls as
-    ///   after [`run_loop`](Agent::run_loop)).
-    /// - Otherwise as [`run_loop`](Agent::run_loop).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, Error};
-    /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::tool::schema_type! {
-    ///     /// A sentiment verdict.
-    ///     pub struct Verdict {
-    ///         /// Whether the text is positive.
-    ///         pub positive: bool,
-    ///         /// Confidence.
-    ///         pub confidence: u8,
-    ///     }
-    /// }
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text(r#"{"positive": true, "confidence": 11}"#));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let typed = agent.run_typed::<Verdict>("Is 'I love it' positive?")?;
-    /// assert!(typed.value.positive);
-    /// assert_eq!(typed.value.confidence, 11);
-    /// assert_eq!(typed.repairs, 0);
-    /// let body = server.chat_requests()[0].body.clone().unwrap();
-    /// assert_eq!(body["response_format"]["json_schema"]["name"], "Verdict");
-    /// assert_eq!(body["response_format"]["json_schema"]["strict"], true);
-    ///
-    /// // An answer that stays invalid: a repair, then the typed error.
-    /// server.push(Reply::text("yes"));
-    /// server.push(Reply::text(r#"{"positive": "yes"}"#));
-    /// server.push(Reply::text(r#"{"positive": 1, "confidence": -1}"#));
-    /// match agent.run_typed::<Verdict>("And 'meh'?") {
-    ///     Err(Error::InvalidAnswer { problems, raw }) => {
-    ///         assert_eq!(problems.len(), 2);
-    ///         assert_eq!(raw, r#"{"positive": 1, "confidence": -1}"#);
-    ///     }
-    ///     other => panic!("{other:?}"),
-    /// }
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    pub fn run_typed<T: JsonSchema + DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-    ) -> Result<Typed<T>> {
-        let settings = self.options.structured.clone();
-        self.run_typed_with(user_message, &settings)
-    }
-
-    /// Like [`run_typed`](Agent::run_typed), with `settings` instead of the
-    /// agent's for this turn.
-    ///
-    /// ```
-    /// use pikuri::{Agent};
-    /// use pikuri::structured::{StructuredMode, StructuredOutput};
-    /// use pikuri::testing::{FakeServer, Reply};
-    /// pikuri::tool::schema_type! {
-    ///     /// A count.
-    ///     pub struct Count { /// How many.
-    ///         pub n: u32 }
-    /// }
-    /// let server = FakeServer::start();
-    /// server.push(Reply::text("```json\n{\"n\": 3}\n```"));
-    /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// let prompt = StructuredOutput::default().with_mode(StructuredMode::Prompt);
-    /// let typed = agent.run_typed_with::<Count>("How many?", &prompt)?;
-    /// assert_eq!(typed.value.n, 3);
-    /// let body = server.chat_requests()[0].body.clone().unwrap();
-    /// assert!(body.get("response_format").is_none());
-    /// assert!(body["messages"][0]["content"].as_str().unwrap().contains(r#""n""#));
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`run_typed`](Agent::run_typed).
-    pub fn run_typed_with<T: JsonSchema + DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-        settings: &StructuredOutput,
-    ) -> Result<Typed<T>> {
-        self.ensure_open()?;
-        let mut turn = TypedTurn::new::<T>(settings)?;
-        // llama.cpp (and other grammar-constrained servers) force every
-        // message of a request with `response_format` into the schema,
-        // tool calls included: an agent with tools runs its tool rounds
-        // unconstrained unless the settings say the server allows both.
-        let has_tools = !self.shared.state.lock().tools.is_empty();
-        let constrain = !has_tools || settings.constrains_tool_rounds();
-        let saved = (Arc::clone(&self.options), self.system_prompt.clone());
-        turn.spec().append_note(&mut self.system_prompt);
-        // Kept for the synthesizer, should the budget run out.
-        Arc::make_mut(&mut self.options).typed = Some(Arc::clone(turn.spec()));
-        if constrain {
-            self.constrain(turn.spec());
-        }
-        let result = self.typed_turn::<T>(user_message, &mut turn);
-        (self.options, self.system_prompt) = saved;
-        result
-    }
-
-    /// Compact the conversation now, whatever the estimate: the older turns
-    /// are summarized or dropped as the configured
-    /// [`Compaction`](crate::compaction::Compaction) says ([`Compaction::summarize`](crate::compaction::Compaction::summarize)
-    /// when none is set), the last turns are kept, and
-    /// [`Event::Compacted`] says what changed. Returns whether anything
-    /// was compacted (`false`: no turn older than the kept ones). The rules
-    /// are on [`Compaction`](crate::compaction::Compaction#where-the-history-is-cut).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use pikuri::{Agent, History, Message};
-    /// use pikuri::compaction::Compaction;
-    /// use pikuri::testing::{FakeServer, Reply};
-    ///
-    /// let server = FakeServer::start();
-    /// let mut agent = Agent::builder(server.transport())
-    ///     .compaction(Compaction::drop_oldest().keep_turns(1))
-    ///     .build()?;
-    /// agent.load_history(History::new(vec![
-    ///     Message::user("first"), Message::assistant("1"),
-    ///     Message::user("second"), Message::assistant("2"),
-    /// ])?)?;
-    /// assert!(agent.compact()?);
-    /// assert_eq!(agent.messages().len(), 2);
-    /// assert_eq!(agent.messages()[0].content, "second");
-    /// assert!(!agent.compact()?); // nothing older left
-    /// assert!(server.chat_requests().is_empty()); // dropping needs no request
-    /// # Ok::<(), pikuri::Error>(())
-    /// ```
-    ///
-    /// The summary request counts in [`total_usage`](Agent::total_usage)
-    /// (a compaction during a turn counts in that turn's
-    /// [`Outcome::usage`](crate::Outcome::usage) too).
-    ///
-    /// # Errors
-    ///
-    /// The summary request's error ([`Error::Cancelled`], HTTP, transport),
-    /// or a summary the [bounds](crate::compaction::Compaction#the-summary)
-    /// refuse; the history is unchanged.
-    pub fn compact(&mut self) -> Result<bool> {
-        self.ensure_open()?;
-        let done = self.compacting(Compactor::now);
-        // Outside a run nothing settles the tally the compactor's child
-        // added to: settle it here, or the next run's start clears it.
-        let tally = self.shared.settle_tally();
-        self.total_usage += tally.usage;
-        self.shared.listeners.flush();
-        done
-    }
+    pub(super) gate: Gate,
 }
 
 // ------------------------------------------------------------ the boundaries
 
 impl Agent {
     /// A run started by a user message: the boundaries in order.
-    fn run_turn(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<Outcome> {
+    pub(super) fn run_turn(
+        &mut self,
+        message: Message,
+        transport: Option<ChatTransport>,
+    ) -> Result<Outcome> {
         self.ensure_open()?;
         let user_message = message.content.clone();
         self.turn_start(message, transport)?;
@@ -656,7 +119,7 @@ impl Agent {
             content: user_message.to_string(),
             mid_loop: false,
         });
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx();
         for ext in &mut self.extensions {
             ext.on_user_message(&ctx, user_message);
         }
@@ -665,12 +128,12 @@ impl Agent {
 
     /// What every run (a turn, a retry, a resume, a repair) does first:
     /// fresh controls, a zero tally.
-    fn begin_run(&mut self) {
+    pub(super) fn begin_run(&mut self) {
         // The run's events wait for the agent's first wait (`listener::hub`).
         self.shared.listeners.hold();
         self.synth_answer = None;
         self.partial_answer.clear();
-        if let Some(s) = &self.step_limit {
+        if let Some(s) = &self.shared.step_limit {
             s.reset();
         }
         // A nested agent shares its parent's token: resetting it here would
@@ -679,7 +142,7 @@ impl Agent {
             .shared
             .cancellable
             .as_ref()
-            .filter(|_| !self.options.nested)
+            .filter(|_| !self.shared.options.nesting.is_child())
         {
             c.reset();
         }
@@ -688,7 +151,7 @@ impl Agent {
 
     /// Boundaries 2 to 6, round after round, until the model answers
     /// without calling a tool (or an approver defers a call).
-    fn rounds(&mut self, run: &mut Run) -> Result<End> {
+    pub(super) fn rounds(&mut self, run: &mut Run) -> Result<End> {
         loop {
             self.before_request()?;
             let completion = self.request()?;
@@ -792,18 +255,23 @@ impl Agent {
             (st.transport.clone(), st.tool_specs())
         };
         let note = self.wind_down_note();
-        let traceparent = self.options.traceparent.as_ref().and_then(|s| (s.0)());
         let shared = &self.shared;
+        let options = &shared.options;
+        let traceparent = options.traceparent.as_ref().and_then(|s| (s.0)());
+        // A typed turn sends its note and, once constrained, its fields.
+        let typed = self.typed.as_ref();
         let req = Request {
             transport: &transport,
-            system: Some(&self.system_prompt),
+            system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: &tool_specs,
-            stream: shared.streaming,
-            replay_reasoning: self.options.replay_reasoning,
-            split_think: self.options.split_think,
-            extra: &self.options.extra,
+            stream: options.streaming,
+            replay_reasoning: options.replay_reasoning,
+            split_think: options.split_think,
+            extra: typed
+                .and_then(|t| t.extra.as_ref())
+                .unwrap_or(&options.extra),
             cancel: shared.cancellable.as_ref(),
             traceparent: traceparent.as_deref(),
         };
@@ -862,8 +330,8 @@ impl Agent {
 
     /// When the budget is nearly used up, a note telling the model so.
     fn wind_down_note(&self) -> Option<String> {
-        let last = self.options.wind_down?;
-        let remaining = self.step_limit.as_ref()?.remaining();
+        let last = self.shared.options.wind_down?;
+        let remaining = self.shared.step_limit.as_ref()?.remaining();
         if remaining > last {
             return None;
         }
@@ -893,7 +361,7 @@ impl Agent {
         let model = model.or_else(|| self.transport().model().map(str::to_string));
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
-        if self.options.recover_tool_calls && message.tool_calls.is_empty() {
+        if self.shared.options.recover_tool_calls && message.tool_calls.is_empty() {
             let tools = self.tools();
             if let Some((content, calls)) = recover::recover(&message.content, &tools) {
                 message.content = content;
@@ -931,7 +399,12 @@ impl Agent {
     /// The answer's tool calls, each through [`tool_call`](Agent::tool_call).
     /// Every call gets a tool message, even when the batch stops early,
     /// except the calls left pending by a deferred approval (`End::Pending`).
-    fn tool_batch(&mut self, calls: &[ToolCall], truncated: bool, run: &mut Run) -> Result<End> {
+    pub(super) fn tool_batch(
+        &mut self,
+        calls: &[ToolCall],
+        truncated: bool,
+        run: &mut Run,
+    ) -> Result<End> {
         self.tool_batch_resumed(calls, &[], truncated, run)
     }
 
@@ -939,7 +412,7 @@ impl Agent {
     /// whose ids are in `interrupted` are not run; they get the
     /// [`INTERRUPTED`] observation in their place in the batch, so the
     /// results stay in call order (parallel mode included).
-    fn tool_batch_resumed(
+    pub(super) fn tool_batch_resumed(
         &mut self,
         calls: &[ToolCall],
         interrupted: &[&str],
@@ -968,7 +441,7 @@ impl Agent {
                 }
                 // In parallel mode every call is reviewed first, then the
                 // approved ones run together.
-                Ok(Verdict::Go(prepared)) if self.options.parallel_tools => {
+                Ok(Verdict::Go(prepared)) if self.shared.options.parallel_tools => {
                     gated.push((call, prepared));
                 }
                 Ok(Verdict::Go(prepared)) => {
@@ -1001,7 +474,7 @@ impl Agent {
         // The listeners show the call before it is reviewed or run, and
         // get what the tool or the approver emits as it comes.
         self.shared.listeners.hand_over();
-        if let Some(s) = &self.step_limit {
+        if let Some(s) = &self.shared.step_limit {
             s.tick()?;
         }
         if let Some(c) = &self.shared.cancellable {
@@ -1136,10 +609,10 @@ impl Agent {
     /// Boundary 6, after a batch (or an answer): append what the
     /// [`Interloper`](crate::Interloper) holds, each announced as a
     /// mid-loop [`Event::UserTurn`]; true when anything was delivered.
-    fn after_batch(&mut self) -> bool {
+    pub(super) fn after_batch(&mut self) -> bool {
         // Only here, between whole rounds: a user message must never sit
         // between a tool call and its result.
-        let Some(q) = &self.interloper else {
+        let Some(q) = &self.shared.interloper else {
             return false;
         };
         let items = q.drain();
@@ -1162,7 +635,12 @@ impl Agent {
     /// Boundary 7, turn end (every run's): the synthesizer on an exhausted
     /// budget, the usage tally (handed to the parent of a child),
     /// `Stopped`, the listener flush, the outcome.
-    fn turn_end(&mut self, result: Result<End>, steps: u32, question: &str) -> Result<Outcome> {
+    pub(super) fn turn_end(
+        &mut self,
+        result: Result<End>,
+        steps: u32,
+        question: &str,
+    ) -> Result<Outcome> {
         let result = match result {
             Ok(End::Answered) => Ok(StopReason::Completed),
             Ok(End::Pending) => Ok(StopReason::ApprovalPending),
@@ -1170,6 +648,7 @@ impl Agent {
             // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
                 if self
+                    .shared
                     .step_limit
                     .as_ref()
                     .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
@@ -1200,7 +679,7 @@ impl Agent {
             // the one turn the host started.
             Err(Error::Cancelled) => {
                 let partial_answer = std::mem::take(&mut self.partial_answer);
-                if !self.options.quiet_cancel {
+                if self.shared.options.nesting != Nesting::Helper {
                     self.emit(Event::Cancelled {
                         agent: self.agent_id(),
                         partial_answer,
@@ -1239,17 +718,6 @@ impl Agent {
 // ------------------------------------------------------------ what the boundaries call
 
 impl Agent {
-    /// The content of the latest user message (the question a retried or
-    /// resumed run answers, and the synthesizer's question).
-    fn last_user_message(&self) -> String {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.clone())
-            .unwrap_or_default()
-    }
-
     /// Switch to `to` when it differs structurally from the current
     /// transport (a model switch: the history survives).
     fn apply_transport(&mut self, to: ChatTransport) {
@@ -1297,7 +765,7 @@ impl Agent {
 
     /// One step of the [`Compactor`] on this conversation; whether it
     /// compacted (then [`Event::Compacted`] says what changed).
-    fn compacting(
+    pub(super) fn compacting(
         &mut self,
         step: impl FnOnce(&mut Compactor, &mut Conversation<'_>) -> Result<Option<Compacted>>,
     ) -> Result<bool> {
@@ -1308,7 +776,10 @@ impl Agent {
             |system: &str, prompt: &str| child::ask(shared, "compactor", system, prompt);
         let mut conversation = Conversation {
             messages: &mut self.messages,
-            system_prompt: &self.system_prompt,
+            system_prompt: self
+                .typed
+                .as_ref()
+                .map_or(&self.system_prompt, |t| &t.system_prompt),
             tools: &tools,
             window,
             summarize: &mut summarize,
@@ -1323,161 +794,5 @@ impl Agent {
         self.turn_start = done.shift(self.turn_start);
         self.emit(done.event(self.agent_id()));
         Ok(true)
-    }
-
-    /// The step-exhaustion rescue: a tools-free child answers from the
-    /// evidence; its answer, when it wrote one, is appended and becomes the
-    /// turn's answer.
-    fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
-        // A resume after a crash from here writes the answer again, not
-        // a new round with a fresh budget.
-        self.journal(&Record::Synthesizing { max })?;
-        let reason = format!(
-            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
-        );
-        self.emit(Event::FallbackNotice {
-            agent: self.agent_id(),
-            reason,
-        });
-        let prompt = self.synthesizer.build_prompt(&self.messages, question);
-        let mut synth = child::spawn(
-            &self.shared,
-            ChildSpec {
-                id: child_id(self.id(), "synthesizer"),
-                system_prompt: self.synthesizer.system_prompt().to_string(),
-                max_steps: 1,
-                tools: Vec::new(),
-                announces_cancel: false,
-            },
-        )?;
-        // A typed turn's answer is typed even when the synthesizer writes it.
-        if let Some(spec) = self.options.typed.clone() {
-            spec.append_note(&mut synth.system_prompt);
-            synth.constrain(&spec);
-        }
-        synth.run_loop(&prompt)?;
-        let answer = synth.last_assistant_content();
-        synth.close();
-        // An empty answer is no answer: nothing is appended (an empty
-        // assistant message is no evidence for the next turn), and
-        // `last_assistant_content` says `None`, not an earlier message.
-        if let Some(answer) = &answer {
-            let mut m = Message::assistant(answer.clone());
-            m.model = self.model();
-            // Checked at the turn's end.
-            let _ = self.journal_response(&m, false);
-            self.messages.push(m);
-        }
-        self.synth_answer = Some(answer.unwrap_or_default());
-        Ok(())
-    }
-
-    /// A typed turn: the first run, then a repair run per invalid answer.
-    fn typed_turn<T: DeserializeOwned>(
-        &mut self,
-        user_message: &str,
-        turn: &mut TypedTurn,
-    ) -> Result<Typed<T>> {
-        let mut outcome = self.run_loop(user_message)?;
-        loop {
-            let repair = match turn.judge::<T>(outcome)? {
-                Judged::Done(typed) => return Ok(typed),
-                Judged::Repair(message) => message,
-            };
-            // A repair asks for the answer itself: its requests carry
-            // `response_format` even when the tool rounds did not.
-            self.constrain(turn.spec());
-            self.journal(&Record::User {
-                content: repair.as_str().into(),
-            })?;
-            self.messages.push(Message::user(repair.clone()));
-            self.emit(Event::UserTurn {
-                agent: self.agent_id(),
-                content: repair,
-                mid_loop: true,
-            });
-            self.begin_run();
-            let mut run = Run::default();
-            let result = self.rounds(&mut run);
-            outcome = self.turn_end(result, run.steps, user_message)?;
-        }
-    }
-
-    /// Add the typed turn's request fields to this agent's requests.
-    fn constrain(&mut self, spec: &TypedSpec) {
-        let transport = self.transport();
-        let api_base = transport.api_base().unwrap_or("");
-        spec.constrain(&mut Arc::make_mut(&mut self.options).extra, api_base);
-    }
-}
-
-// ------------------------------------------------------------ the journal
-
-impl Agent {
-    /// Journal a completed response (the next step).
-    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
-        match self.shared.journal.get() {
-            Some(j) => j.response(message, truncated),
-            None => Ok(()),
-        }
-    }
-
-    /// The journal's first failed write, if any.
-    fn journal_check(&self) -> Result<()> {
-        match self.shared.journal.get() {
-            Some(j) => j.check(),
-            None => Ok(()),
-        }
-    }
-
-    /// The resumed run, from where `cut` says the crash stopped it.
-    fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
-        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
-            .into_iter()
-            .cloned()
-            .collect();
-        if pending.is_empty() {
-            // Cut off while the synthesizer wrote the answer: it writes it
-            // again (through `turn_end`, as the spent budget would).
-            if let Some(max) = cut.synthesizing {
-                return Err(Error::StepLimitExceeded { max });
-            }
-            // The answer was journaled, the turn's end was not: the turn
-            // is over, nothing is asked again.
-            if self
-                .messages
-                .last()
-                .is_some_and(|m| m.role == Role::Assistant)
-            {
-                return Ok(End::Answered);
-            }
-            // A request was due or in flight (its partial stream, if any,
-            // was never journaled): it is made again.
-            return self.rounds(run);
-        }
-        let tools = self.tools();
-        // Started without a result: it may have had its effect. Only a
-        // tool that says a second run is harmless runs again.
-        let interrupted: Vec<&str> = pending
-            .iter()
-            .filter(|call| {
-                cut.started.contains(&call.id)
-                    && !tools
-                        .iter()
-                        .any(|t| t.name() == call.name && t.idempotent())
-            })
-            .map(|call| call.id.as_str())
-            .collect();
-        // The calls not started (a pending approval is asked again) and
-        // the idempotent ones run as the batch would have run them; the
-        // interrupted ones are answered in their place (a parallel batch
-        // journals its results only once every call returned, so any of
-        // its calls may be cut off, the first one included).
-        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
-            return Ok(End::Pending);
-        }
-        self.journal_check()?;
-        self.after_batch();
-        self.rounds(run)
     }
 }

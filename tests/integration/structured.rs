@@ -298,3 +298,64 @@ fn non_object_schema_is_invalid_input_and_sends_nothing() {
     assert!(server.chat_requests().is_empty());
     assert!(agent.messages().is_empty());
 }
+
+/// A typed turn's additions (the schema note, `response_format`) live for
+/// that turn only, even when it unwinds: a host that catches a panicking
+/// extension hook gets an untyped next turn and its own system prompt.
+#[test]
+fn a_typed_turn_that_unwinds_leaves_the_next_turn_untyped() {
+    struct PanicsOnce(bool);
+    impl pikuri::extension::Extension for PanicsOnce {
+        fn on_user_message(&mut self, _: &pikuri::extension::ExtensionContext, _: &str) {
+            assert!(std::mem::replace(&mut self.0, true), "an extension bug");
+        }
+    }
+    let server = FakeServer::start();
+    server.push(Reply::text("plain"));
+    let (mut agent, _) = agent_with(&server, |c| c.add_extension(PanicsOnce(false)));
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        agent.run_typed::<Review>("Review.")
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(agent.system_prompt(), "You are a test agent.");
+    agent.run_loop("Hello?").unwrap();
+    let sent = body(&server, 0);
+    assert!(sent.get("response_format").is_none(), "{sent}");
+    assert_eq!(contents(&server, 0)[0], "You are a test agent.");
+}
+
+/// The typed turn's request is the parent's alone: a sub-agent it spawns
+/// sends neither the schema note nor `response_format`, though the
+/// parent's own tool rounds carry them.
+#[test]
+fn a_sub_agent_of_a_typed_turn_is_not_constrained() {
+    use pikuri::subagent::{Persona, SubAgents};
+    let server = FakeServer::start();
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "helper", "task": "look"}),
+    ));
+    server.push(Reply::text("found it")); // the sub-agent
+    server.push(Reply::text(VALID));
+    let personas = vec![Persona::new("helper", "Looks.", "You look.", 2)];
+    let (mut agent, _) = agent_with(&server, |c| {
+        c.add_extension(SubAgents::new(personas).unwrap())
+    });
+    let settings = StructuredOutput::default().with_constrained_tool_rounds(true);
+    let typed = agent
+        .run_typed_with::<Review>("Review.", &settings)
+        .unwrap();
+    assert_eq!(typed.value.score, 7);
+    assert_eq!(
+        body(&server, 0)["response_format"]["json_schema"]["name"],
+        "Review"
+    );
+    assert!(contents(&server, 0)[0].contains("\"findings\""));
+    let child = body(&server, 1);
+    assert!(child.get("response_format").is_none(), "{child}");
+    assert_eq!(contents(&server, 1)[0], "You look.");
+    assert_eq!(
+        body(&server, 2)["response_format"]["json_schema"]["name"],
+        "Review"
+    );
+}
