@@ -43,7 +43,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::approval::PendingApproval;
-use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, Record, fnv1a};
+use crate::journal::{Cut, Fingerprint, HistoryCause, Journal, JournalStore, Open, Record, fnv1a};
 use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
@@ -609,7 +609,7 @@ impl Agent {
             .and_then(|m| m.usage);
         let count = messages.len();
         self.journal(&Record::History {
-            cause: "loaded".into(),
+            cause: HistoryCause::Loaded,
             messages: (&messages[..]).into(),
         })?;
         self.messages = messages;
@@ -630,7 +630,7 @@ impl Agent {
         self.interrupted = None;
         // A failed write is kept by the journal: the next run reports it.
         let _ = self.journal(&Record::History {
-            cause: "cleared".into(),
+            cause: HistoryCause::Cleared,
             messages: (&[][..]).into(),
         });
         self.compactor.reset();

@@ -39,12 +39,12 @@ use super::outcome::Outcome;
 use super::recover;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use crate::approval::Decision;
-use crate::journal::{Cut, Record};
+use crate::journal::{Cut, HistoryCause, Record};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::tool::JsonSchema;
 use crate::{
-    ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
-    ToolCall,
+    ChatTransport, Error, Event, FinishReason, Image, Message, OnExhausted, Result, Role,
+    StopReason, Tool, ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -57,8 +57,9 @@ const INTERRUPTED: &str = "Error: interrupted: the run stopped while this call r
 
 /// How the rounds of a run ended (errors aside).
 enum End {
-    /// The model answered without calling a tool.
-    Answered,
+    /// The model answered without calling a tool, its answer ending so (a
+    /// tool batch: every call answered, `ToolCalls`).
+    Answered(FinishReason),
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
 }
@@ -312,7 +313,7 @@ impl Agent {
         // The paused batch first, as if the turn had never stopped; then
         // the rounds go on from the history.
         let result = match self.tool_batch(&pending, false, &mut run) {
-            Ok(End::Answered) => {
+            Ok(End::Answered(_)) => {
                 self.after_batch();
                 self.rounds(&mut run)
             }
@@ -692,10 +693,11 @@ impl Agent {
         loop {
             self.before_request()?;
             let completion = self.request()?;
-            let (message, truncated) = self.answer(completion);
+            let (message, finish) = self.answer(completion);
+            let truncated = finish == FinishReason::Length;
             // Stored before any of its tools runs: a resume never asks
             // the model for it again.
-            self.journal_response(&message, truncated)?;
+            self.journal_response(&message, finish)?;
             if message.tool_calls.is_empty() {
                 self.messages.push(message);
                 // Input typed while the model answered is a new question in
@@ -703,7 +705,7 @@ impl Agent {
                 if self.after_batch() {
                     continue;
                 }
-                return Ok(End::Answered);
+                return Ok(End::Answered(finish));
             }
             let calls = message.tool_calls.clone();
             self.messages.push(message);
@@ -877,11 +879,11 @@ impl Agent {
     /// Boundary 4, the answer: the request counts in the run's tally; the
     /// message gets its model stamp and the tool calls recovered from its
     /// text, and is announced (`Thinking`, `Assistant`, `Tokens`). Also
-    /// whether it was cut at the length limit (a call's arguments may then
-    /// be cut too, which its observation says).
-    fn answer(&mut self, completion: Completion) -> (Message, bool) {
+    /// why it ended (cut at the length limit, a call's arguments may be cut
+    /// too, which its observation says).
+    fn answer(&mut self, completion: Completion) -> (Message, FinishReason) {
         self.shared.tally.lock().count(completion.usage);
-        let truncated = completion.finish() == crate::FinishReason::Length;
+        let mut finish = completion.finish();
         let Completion {
             mut message,
             usage,
@@ -898,6 +900,9 @@ impl Agent {
             if let Some((content, calls)) = recover::recover(&message.content, &tools) {
                 message.content = content;
                 message.tool_calls = calls;
+                if finish == FinishReason::Complete {
+                    finish = FinishReason::ToolCalls;
+                }
             }
         }
         message.model.clone_from(&model);
@@ -913,6 +918,7 @@ impl Agent {
             self.emit(Event::Assistant {
                 agent: Arc::clone(&agent),
                 content: message.content.clone(),
+                finish,
             });
         }
         let u = usage.unwrap_or_default();
@@ -925,7 +931,7 @@ impl Agent {
             thinking: u.thinking,
             model_id: model,
         });
-        (message, truncated)
+        (message, finish)
     }
 
     /// The answer's tool calls, each through [`tool_call`](Agent::tool_call).
@@ -978,7 +984,7 @@ impl Agent {
             }
         }
         self.run_gated(gated);
-        Ok(End::Answered)
+        Ok(End::Answered(FinishReason::ToolCalls))
     }
 
     /// Boundary 5, one tool call: announced ([`Event::ToolCall`], and the
@@ -1163,9 +1169,18 @@ impl Agent {
     /// budget, the usage tally (handed to the parent of a child),
     /// `Stopped`, the listener flush, the outcome.
     fn turn_end(&mut self, result: Result<End>, steps: u32, question: &str) -> Result<Outcome> {
+        // An answer the model did not end itself is no completed run.
+        let ended = |finish: FinishReason, whole| {
+            let reason = if finish.is_complete() {
+                whole
+            } else {
+                StopReason::Incomplete
+            };
+            (reason, finish)
+        };
         let result = match result {
-            Ok(End::Answered) => Ok(StopReason::Completed),
-            Ok(End::Pending) => Ok(StopReason::ApprovalPending),
+            Ok(End::Answered(finish)) => Ok(ended(finish, StopReason::Completed)),
+            Ok(End::Pending) => Ok((StopReason::ApprovalPending, FinishReason::ToolCalls)),
             // The budget is spent but the host asked for an answer anyway:
             // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
@@ -1175,24 +1190,18 @@ impl Agent {
                     .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
             {
                 self.synthesize(question, max)
-                    .map(|()| StopReason::Synthesized)
+                    .map(|finish| ended(finish, StopReason::Synthesized))
             }
             Err(e) => Err(e),
         };
-        let ended = match &result {
-            Ok(r) => format!("{r:?}"),
-            Err(e) => format!("error: {e}"),
-        };
         // A run that could not keep its journal fails, even when the model
         // answered: the journal no longer says where the run is.
-        let result = match self.journal(&Record::TurnEnd {
-            reason: ended.into(),
-        }) {
+        let result = match self.journal(&Record::turn_end(&result)) {
             Err(e) if result.is_ok() => Err(e),
             _ => result,
         };
         let reason = match &result {
-            Ok(r) => *r,
+            Ok((r, _)) => *r,
             // Announced once, here, after the "cancelled" observations, so
             // a listener sees the cancel where the turn actually ended. A
             // helper child (the synthesizer, the compactor) leaves it to its
@@ -1221,8 +1230,9 @@ impl Agent {
         });
         // Every event of the run is handled before the host sees its end.
         self.shared.listeners.flush();
-        result.map(|stop_reason| Outcome {
+        result.map(|(stop_reason, finish)| Outcome {
             stop_reason,
+            finish,
             answer: self.last_assistant_content(),
             steps,
             usage: tally.usage,
@@ -1317,7 +1327,7 @@ impl Agent {
             return Ok(false);
         };
         self.journal(&Record::History {
-            cause: "compaction".into(),
+            cause: HistoryCause::Compaction,
             messages: (&self.messages[..]).into(),
         })?;
         self.turn_start = done.shift(self.turn_start);
@@ -1327,8 +1337,8 @@ impl Agent {
 
     /// The step-exhaustion rescue: a tools-free child answers from the
     /// evidence; its answer, when it wrote one, is appended and becomes the
-    /// turn's answer.
-    fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+    /// turn's answer. Returns why that answer ended.
+    fn synthesize(&mut self, question: &str, max: u32) -> Result<FinishReason> {
         // A resume after a crash from here writes the answer again, not
         // a new round with a fresh budget.
         self.journal(&Record::Synthesizing { max })?;
@@ -1355,7 +1365,7 @@ impl Agent {
             spec.append_note(&mut synth.system_prompt);
             synth.constrain(&spec);
         }
-        synth.run_loop(&prompt)?;
+        let finish = synth.run_loop(&prompt)?.finish;
         let answer = synth.last_assistant_content();
         synth.close();
         // An empty answer is no answer: nothing is appended (an empty
@@ -1365,11 +1375,11 @@ impl Agent {
             let mut m = Message::assistant(answer.clone());
             m.model = self.model();
             // Checked at the turn's end.
-            let _ = self.journal_response(&m, false);
+            let _ = self.journal_response(&m, finish);
             self.messages.push(m);
         }
         self.synth_answer = Some(answer.unwrap_or_default());
-        Ok(())
+        Ok(finish)
     }
 
     /// A typed turn: the first run, then a repair run per invalid answer.
@@ -1415,9 +1425,9 @@ impl Agent {
 
 impl Agent {
     /// Journal a completed response (the next step).
-    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
+    fn journal_response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         match self.shared.journal.get() {
-            Some(j) => j.response(message, truncated),
+            Some(j) => j.response(message, finish),
             None => Ok(()),
         }
     }
@@ -1449,7 +1459,7 @@ impl Agent {
                 .last()
                 .is_some_and(|m| m.role == Role::Assistant)
             {
-                return Ok(End::Answered);
+                return Ok(End::Answered(cut.finish));
             }
             // A request was due or in flight (its partial stream, if any,
             // was never journaled): it is made again.
@@ -1473,7 +1483,9 @@ impl Agent {
         // interrupted ones are answered in their place (a parallel batch
         // journals its results only once every call returned, so any of
         // its calls may be cut off, the first one included).
-        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
+        if let End::Pending =
+            self.tool_batch_resumed(&pending, &interrupted, cut.truncated(), run)?
+        {
             return Ok(End::Pending);
         }
         self.journal_check()?;

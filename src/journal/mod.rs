@@ -122,6 +122,7 @@
 mod file;
 mod frame;
 mod record;
+mod vocab;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -132,8 +133,9 @@ use parking_lot::Mutex;
 
 pub use file::FileStore;
 pub(crate) use record::{Cut, Fingerprint, Record, Replayed, fnv1a, replay};
+pub(crate) use vocab::HistoryCause;
 
-use crate::{Error, Message, Result};
+use crate::{Error, FinishReason, Message, Result};
 
 /// When a [`FileStore`] makes a record durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -395,11 +397,12 @@ impl Journal {
         Arc::from(format!("{}/{}/{call_id}", self.run, self.step()))
     }
 
-    pub(crate) fn response(&self, message: &Message, truncated: bool) -> Result<()> {
+    pub(crate) fn response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         self.append(&Record::Response {
             step: self.next_step(),
             message: Cow::Borrowed(message),
-            truncated,
+            finish: Some(vocab::Finish::from_public(finish)),
+            truncated: false,
         })
     }
 }

@@ -32,7 +32,7 @@ const LINE_MAX: usize = 160;
 /// ```
 /// use std::sync::Arc;
 /// use pikuri::testing::SharedBuffer;
-/// use pikuri::{Event, Listener};
+/// use pikuri::{Event, FinishReason, Listener};
 /// use pikuri::listeners::Terminal;
 ///
 /// let buf = SharedBuffer::new();
@@ -48,7 +48,7 @@ const LINE_MAX: usize = 160;
 ///     Event::ToolResult { agent: agent.clone(), id: "c1".into(), name: "calc".into(), content: "42".into() },
 ///     Event::AssistantDelta { agent: agent.clone(), content: "It is \x1b[1m".into() },
 ///     Event::AssistantDelta { agent: agent.clone(), content: "42.".into() },
-///     Event::Assistant { agent: agent.clone(), content: "It is \x1b[1m42.".into() },
+///     Event::Assistant { agent: agent.clone(), content: "It is \x1b[1m42.".into(), finish: FinishReason::Complete },
 /// ] {
 ///     term.on_event(&event);
 /// }
@@ -687,6 +687,7 @@ mod tests {
         Event::Assistant {
             agent: A.into(),
             content: s.into(),
+            finish: crate::FinishReason::Complete,
         }
     }
     fn call(id: &str, name: &str, args: Value) -> Event {
