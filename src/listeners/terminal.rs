@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::listener::SubAgentListener;
 use crate::sanitize::sanitize;
-use crate::{Event, Listener};
+use crate::{Event, FinishReason, Listener};
 
 /// Extra indentation per sub-agent depth.
 const STEP: usize = 2;
@@ -83,7 +83,10 @@ const LINE_MAX: usize = 160;
 ///   Both paths give the same output.
 /// - **Other events.** [`FallbackNotice`](Event::FallbackNotice) prints
 ///   `step budget exhausted: <reason>; answering from the evidence so far`,
-///   [`Cancelled`](Event::Cancelled) `cancelled`, a mid-loop
+///   [`Cancelled`](Event::Cancelled) `cancelled`, an
+///   [`Assistant`](Event::Assistant) answer that did not end whole a
+///   yellow `[answer cut off by the token limit]` after its text (`a
+///   content filter`, `the server`), a mid-loop
 ///   [`UserTurn`](Event::UserTurn) `(delivered: <text>)`,
 ///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`,
 ///   [`Compacted`](Event::Compacted) a dim `compacted (summarize): 13
@@ -332,11 +335,17 @@ impl Terminal {
                 self.streamed_assistant = true;
                 self.assistant(o, content);
             }
-            Event::Assistant { content, .. } => {
+            Event::Assistant {
+                content, finish, ..
+            } => {
                 if !std::mem::take(&mut self.streamed_assistant) {
                     self.assistant(o, content);
                 }
                 self.close(o, &Block::Assistant);
+                // A cut answer must not read as a finished one.
+                if let Some(by) = cut_by(*finish) {
+                    self.line(o, Style::Yellow, &format!("[answer cut off by {by}]"));
+                }
             }
             Event::Tokens { .. } => {
                 // The end of a round: deltas without a bookend end here.
@@ -656,6 +665,16 @@ fn seconds(ms: u64) -> String {
     }
 }
 
+/// What cut an answer that ended with `finish`; `None` for a whole one.
+fn cut_by(finish: FinishReason) -> Option<&'static str> {
+    match finish {
+        FinishReason::Complete | FinishReason::ToolCalls => None,
+        FinishReason::Length => Some("the token limit"),
+        FinishReason::Filtered => Some("a content filter"),
+        FinishReason::ServerCut => Some("the server"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -795,6 +814,28 @@ It is sunny; 2+2 is 4.
     #[test]
     fn non_streamed_turn_looks_the_same() {
         assert_eq!(run(&turn(false)), TURN);
+    }
+
+    #[test]
+    fn a_cut_answer_says_so_streamed_or_not() {
+        let cut = |finish| Event::Assistant {
+            agent: A.into(),
+            content: "The causes are".into(),
+            finish,
+        };
+        for (finish, by) in [
+            (FinishReason::Length, "the token limit"),
+            (FinishReason::Filtered, "a content filter"),
+            (FinishReason::ServerCut, "the server"),
+        ] {
+            let want = format!("The causes are\n[answer cut off by {by}]\n");
+            assert_eq!(run(&[cut(finish), tokens()]), want);
+            assert_eq!(run(&[delta("The causes are"), cut(finish), tokens()]), want);
+        }
+        assert_eq!(
+            run(&[cut(FinishReason::Complete), tokens()]),
+            "The causes are\n"
+        );
     }
 
     #[test]
