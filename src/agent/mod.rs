@@ -132,7 +132,7 @@ use shared::{LoopOptions, Shared, State, Tally, run_close_handlers};
 ///  │    ▼
 ///  │  Message complete: Thinking, Assistant, Tokens; append it
 ///  │    │
-///  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed)
+///  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed, or Incomplete: cut)
 ///  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
 ///  │    ▼                                                               │
 ///  │  ToolBatch: for each call                                          │

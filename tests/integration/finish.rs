@@ -294,3 +294,34 @@ fn the_assistant_events_json_carries_the_finish_and_reads_old_lines() {
         r#""incomplete""#
     );
 }
+
+pikuri::tool::schema_type! {
+    /// A count.
+    struct Count {
+        /// How many.
+        n: u32,
+    }
+}
+
+#[test]
+fn a_typed_turn_still_repairs_a_cut_answer_and_ends_completed() {
+    for api in APIS {
+        let server = FakeServer::start();
+        server.push(Reply::text(r#"{"n": "#).with_finish_reason("length"));
+        server.push(Reply::text(r#"{"n": 3}"#));
+        let (mut agent, rec) = agent(&server, api, true);
+        let typed = agent.run_typed::<Count>("count").unwrap();
+        assert_eq!(typed.value.n, 3, "{api:?}");
+        assert_eq!(typed.repairs, 1, "{api:?}");
+        assert_eq!(typed.outcome.stop_reason, StopReason::Completed);
+        assert_eq!(typed.outcome.finish, FinishReason::Complete);
+        // The cut run and the repair run each ended with their own reason.
+        assert_eq!(
+            stops(&rec),
+            [StopReason::Incomplete, StopReason::Completed],
+            "{api:?}"
+        );
+        assert_valid_history(agent.messages());
+        server.assert_all_used();
+    }
+}
