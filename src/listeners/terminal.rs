@@ -337,16 +337,7 @@ impl Terminal {
             }
             Event::Assistant {
                 content, finish, ..
-            } => {
-                if !std::mem::take(&mut self.streamed_assistant) {
-                    self.assistant(o, content);
-                }
-                self.close(o, &Block::Assistant);
-                // A cut answer must not read as a finished one.
-                if let Some(by) = cut_by(*finish) {
-                    self.line(o, Style::Yellow, &format!("[answer cut off by {by}]"));
-                }
-            }
+            } => self.answer_end(o, content, *finish),
             Event::Tokens { .. } => {
                 // The end of a round: deltas without a bookend end here.
                 self.streamed_thinking = false;
@@ -415,6 +406,19 @@ impl Terminal {
                 ..
             } => self.domain(o, name, payload, *transient),
             _ => {}
+        }
+    }
+
+    /// The `Assistant` bookend: the text unless it was streamed, the end
+    /// of its line, and a note when the answer was cut.
+    fn answer_end(&mut self, o: &mut Output, content: &str, finish: FinishReason) {
+        if !std::mem::take(&mut self.streamed_assistant) {
+            self.assistant(o, content);
+        }
+        self.close(o, &Block::Assistant);
+        // A cut answer must not read as a finished one.
+        if let Some(by) = cut_by(finish) {
+            self.line(o, Style::Yellow, &format!("[answer cut off by {by}]"));
         }
     }
 
