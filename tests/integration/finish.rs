@@ -65,27 +65,20 @@ fn stops(rec: &InMemoryEventList) -> Vec<StopReason> {
         .collect()
 }
 
-/// `(scripted finish, what the run reports)`, per API: the reasons each
-/// API's FakeServer renders in its own words (`max_tokens`, `incomplete`,
-/// `refusal`, ...).
-fn cuts(api: Api) -> Vec<(&'static str, FinishReason)> {
-    let mut cuts = vec![
-        ("length", FinishReason::Length),
-        ("content_filter", FinishReason::Filtered),
-    ];
-    // Responses has no stop reason of its own to spell a server's cut:
-    // its status is `completed` or `incomplete` (with a reason).
-    if api != Api::OpenAiResponses {
-        cuts.push(("server_went_away", FinishReason::ServerCut));
-    }
-    cuts
-}
+/// `(scripted finish, what the run reports)`: the reasons each API's
+/// FakeServer renders in its own words (`max_tokens`, `refusal`, an
+/// `incomplete` status with its reason, ...).
+const CUTS: [(&str, FinishReason); 3] = [
+    ("length", FinishReason::Length),
+    ("content_filter", FinishReason::Filtered),
+    ("server_went_away", FinishReason::ServerCut),
+];
 
 #[test]
 fn a_cut_answer_ends_the_run_incomplete_on_every_api() {
     for api in APIS {
         for stream in [false, true] {
-            for (scripted, finish) in cuts(api) {
+            for (scripted, finish) in CUTS {
                 let server = FakeServer::start();
                 server.set_strict(true);
                 server.push(Reply::text("The causes are: first,").with_finish_reason(scripted));
