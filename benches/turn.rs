@@ -653,6 +653,7 @@ fn otlp_listener_cost() {
         events.push(Event::Assistant {
             agent: agent.clone(),
             content: ANSWER_TEXT.into(),
+            finish: pikuri::FinishReason::Complete,
         });
         events.push(Event::Tokens {
             agent: agent.clone(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChatTransport, Usage};
+use crate::{ChatTransport, FinishReason, Usage};
 
 /// How older turns are removed by a
 /// [`Compaction`](crate::compaction::Compaction).
@@ -36,12 +36,28 @@ impl CompactionStrategy {
 }
 
 /// Why a run stopped.
+///
+/// Only [`Completed`](StopReason::Completed) says the model ended its final
+/// answer where it meant to; an answer cut short (by the token limit, a
+/// filter or the server) ends the run with
+/// [`Incomplete`](StopReason::Incomplete), and
+/// [`Outcome::finish`](crate::Outcome::finish) says how it ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StopReason {
-    /// The model answered without calling a tool.
+    /// The model answered without calling a tool, and ended its answer
+    /// itself ([`FinishReason::Complete`]).
     Completed,
+    /// The final answer did not end where the model meant it to: cut by the
+    /// token limit ([`FinishReason::Length`]), withheld by a filter
+    /// ([`FinishReason::Filtered`]) or ended by the server
+    /// ([`FinishReason::ServerCut`]), as
+    /// [`Outcome::finish`](crate::Outcome::finish) says. What arrived is the
+    /// answer ([`Outcome::answer`](crate::Outcome::answer)) and stays in the
+    /// history; the next turn goes on as usual (`"continue"` asks for the
+    /// rest). A synthesized answer that was cut ends so too.
+    Incomplete,
     /// The step budget ran out and the synthesizer produced the answer.
     Synthesized,
     /// The step budget ran out under the `Raise` policy.
@@ -62,6 +78,7 @@ impl StopReason {
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Completed => "completed",
+            StopReason::Incomplete => "incomplete",
             StopReason::Synthesized => "synthesized",
             StopReason::StepLimit => "step_limit",
             StopReason::Cancelled => "cancelled",
@@ -145,12 +162,18 @@ pub enum Event {
         /// The fragment.
         content: String,
     },
-    /// The complete text of an assistant message (never empty).
+    /// The complete text of an assistant message (never empty), and why it
+    /// ended.
     Assistant {
         /// Emitting agent.
         agent: Arc<str>,
         /// The text (often Markdown).
         content: String,
+        /// Why the message ended: anything but [`FinishReason::Complete`]
+        /// and [`FinishReason::ToolCalls`] means the text is cut short.
+        /// Absent in JSON written before it existed: read as complete.
+        #[serde(default = "complete")]
+        finish: FinishReason,
     },
     /// A streamed fragment of assistant text (never empty).
     AssistantDelta {
@@ -360,6 +383,11 @@ pub enum Event {
         #[serde(default)]
         usage: Usage,
     },
+}
+
+/// The finish of an [`Event::Assistant`] read from JSON that has none.
+fn complete() -> FinishReason {
+    FinishReason::Complete
 }
 
 impl Event {

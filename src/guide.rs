@@ -60,7 +60,12 @@
 //! same agent takes the next turn. A budget keeps a confused model from
 //! looping: [`StepLimit`](crate::StepLimit) with
 //! [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize) answers from
-//! what was found so far when it runs out.
+//! what was found so far when it runs out. An answer the model did not
+//! finish (cut by the token limit, withheld by a filter) is no error and no
+//! [`Completed`](crate::StopReason::Completed) run either: the run ends
+//! with [`StopReason::Incomplete`](crate::StopReason::Incomplete),
+//! [`Outcome::finish`](crate::Outcome::finish) says how the answer ended,
+//! and the next turn (`"continue"`) can ask for the rest.
 //!
 //! # Writing tools
 //!

@@ -79,7 +79,10 @@ use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Api, Cancellable, ChatTransport, Image, Interloper, Message, StepLimit, Tool};
+use pikuri::{
+    Agent, Api, Cancellable, ChatTransport, FinishReason, Image, Interloper, Message, StepLimit,
+    StopReason, Tool,
+};
 
 use crate::args::{HELP, Options};
 use crate::console::{AnswerOut, Console, Printed};
@@ -396,6 +399,12 @@ fn one_shot(agent: &mut Agent, message: Message, printed: &Mutex<Printed>) -> Re
             return Err(e.into());
         }
     };
+    // The answer goes to stdout as it came; that it is cut, to stderr after it.
+    let cut = (outcome.stop_reason == StopReason::Incomplete).then_some(match outcome.finish {
+        FinishReason::Length => "cut off by the token limit",
+        FinishReason::Filtered => "withheld by a content filter",
+        _ => "cut off by the server",
+    });
     let answer = outcome
         .answer
         .filter(|a| !a.trim().is_empty())
@@ -413,5 +422,9 @@ fn one_shot(agent: &mut Agent, message: Message, printed: &Mutex<Printed>) -> Re
     };
     written
         .and_then(|()| out.flush())
-        .map_err(|e| Failure::Other(format!("cannot write the answer: {e}")))
+        .map_err(|e| Failure::Other(format!("cannot write the answer: {e}")))?;
+    if let Some(cut) = cut {
+        eprintln!("warning: the answer was {cut}; it is incomplete");
+    }
+    Ok(())
 }

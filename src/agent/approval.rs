@@ -104,10 +104,7 @@ impl Gate {
                     shared.cancellable.clone(),
                 );
                 let decision = consult(approver, request, shared.cancellable.as_ref())?;
-                shared.journal(&Record::ApprovalAnswered {
-                    call_id: call.id.as_str().into(),
-                    decision: decision_name(&decision).into(),
-                })?;
+                shared.journal(&Record::approval_answered(&call.id, &decision))?;
                 decision
             }
         };
@@ -235,16 +232,6 @@ pub(crate) fn run_prepared(
             };
             (out, cx.take_images())
         }
-    }
-}
-
-/// A decision as the journal records it.
-fn decision_name(d: &Decision) -> String {
-    match d {
-        Decision::Approve => "approve".into(),
-        Decision::Deny { reason } => format!("deny: {reason}"),
-        Decision::Edit { arguments } => format!("edit: {arguments}"),
-        Decision::Defer => "defer".into(),
     }
 }
 

@@ -26,7 +26,7 @@ use super::Agent;
 use super::builder::Configurator;
 use super::shared::{Nesting, Shared};
 use crate::journal::Record;
-use crate::{Event, Message, OnExhausted, Result, StepLimit, Tool};
+use crate::{Event, FinishReason, Message, OnExhausted, Result, StepLimit, Tool};
 
 /// What differs between children: everything else is inherited by the table
 /// in the module doc.
@@ -115,7 +115,7 @@ impl Agent {
     /// The step-exhaustion rescue: a tools-free child answers from the
     /// evidence; its answer, when it wrote one, is appended and becomes the
     /// turn's answer.
-    pub(super) fn synthesize(&mut self, question: &str, max: u32) -> Result<()> {
+    pub(super) fn synthesize(&mut self, question: &str, max: u32) -> Result<FinishReason> {
         // A resume after a crash from here writes the answer again, not
         // a new round with a fresh budget.
         self.journal(&Record::Synthesizing { max })?;
@@ -142,7 +142,7 @@ impl Agent {
             synth.begin_typed(&spec);
             synth.constrain();
         }
-        synth.run_loop(&prompt)?;
+        let finish = synth.run_loop(&prompt)?.finish;
         let answer = synth.last_assistant_content();
         synth.close();
         // An empty answer is no answer: nothing is appended (an empty
@@ -152,10 +152,10 @@ impl Agent {
             let mut m = Message::assistant(answer.clone());
             m.model = self.model();
             // Checked at the turn's end.
-            let _ = self.journal_response(&m, false);
+            let _ = self.journal_response(&m, finish);
             self.messages.push(m);
         }
         self.synth_answer = Some(answer.unwrap_or_default());
-        Ok(())
+        Ok(finish)
     }
 }

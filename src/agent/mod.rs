@@ -45,11 +45,11 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use crate::approval::PendingApproval;
-use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, Record, fnv1a};
+use crate::journal::{Cut, Fingerprint, HistoryCause, Journal, JournalStore, Open, Record, fnv1a};
 use crate::protocol::Client;
 use crate::{
-    Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
-    StopReason, Tool, Usage,
+    Cancellable, ChatTransport, Error, Event, FinishReason, Interloper, Message, Result, Role,
+    StepLimit, StopReason, Tool, Usage,
 };
 use compact::Compactor;
 use fallback::Fallbacks;
@@ -135,7 +135,7 @@ use structured::TypedSpec;
 ///  │    ▼
 ///  │  Message complete: Thinking, Assistant, Tokens; append it
 ///  │    │
-///  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed)
+///  │    ├─ no tool calls ─┬─ Interloper empty ───────────► Done (Completed, or Incomplete: cut)
 ///  │    │                 └─ pending: append, UserTurn{mid_loop:true} ─┐
 ///  │    ▼                                                               │
 ///  │  ToolBatch: for each call                                          │
@@ -630,7 +630,7 @@ impl Agent {
             .and_then(|m| m.usage);
         let count = messages.len();
         self.journal(&Record::History {
-            cause: "loaded".into(),
+            cause: HistoryCause::Loaded,
             messages: (&messages[..]).into(),
         })?;
         self.messages = messages;
@@ -651,7 +651,7 @@ impl Agent {
         self.interrupted = None;
         // A failed write is kept by the journal: the next run reports it.
         let _ = self.journal(&Record::History {
-            cause: "cleared".into(),
+            cause: HistoryCause::Cleared,
             messages: (&[][..]).into(),
         });
         self.compactor.reset();
@@ -712,9 +712,9 @@ impl Agent {
     }
 
     /// Journal a completed response (the next step).
-    fn journal_response(&self, message: &Message, truncated: bool) -> Result<()> {
+    fn journal_response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         match self.shared.journal.get() {
-            Some(j) => j.response(message, truncated),
+            Some(j) => j.response(message, finish),
             None => Ok(()),
         }
     }

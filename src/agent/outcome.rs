@@ -1,7 +1,7 @@
 //! What a run reports: [`Outcome`].
 
 use crate::approval::PendingApproval;
-use crate::{StopReason, Usage};
+use crate::{FinishReason, StopReason, Usage};
 
 /// What a finished [`run_loop`](crate::Agent::run_loop) (or
 /// [`resume`](crate::Agent::resume)) reports.
@@ -30,9 +30,29 @@ use crate::{StopReason, Usage};
 #[non_exhaustive]
 pub struct Outcome {
     /// Why the run stopped: [`StopReason::Completed`],
+    /// [`StopReason::Incomplete`] (the final answer was cut short),
     /// [`StopReason::Synthesized`] or [`StopReason::ApprovalPending`] (the
     /// others arrive as errors).
     pub stop_reason: StopReason,
+    /// Why the final answer ended (the synthesizer's, when it wrote it;
+    /// [`FinishReason::ToolCalls`] with [`StopReason::ApprovalPending`]).
+    /// Anything but [`FinishReason::Complete`] and
+    /// [`FinishReason::ToolCalls`] comes with [`StopReason::Incomplete`].
+    ///
+    /// ```
+    /// use pikuri::{Agent, FinishReason, StopReason};
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("The three causes are: first,").with_finish_reason("length"));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let outcome = agent.run_loop("Name the three causes.")?;
+    /// assert_eq!(outcome.stop_reason, StopReason::Incomplete);
+    /// assert_eq!(outcome.finish, FinishReason::Length);
+    /// assert_eq!(outcome.answer.as_deref(), Some("The three causes are: first,"));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub finish: FinishReason,
     /// The final answer ([`Agent::last_assistant_content`](crate::Agent::last_assistant_content)).
     pub answer: Option<String>,
     /// Tool calls made in this turn.

@@ -256,7 +256,7 @@ impl Agent {
         // The paused batch first, as if the turn had never stopped; then
         // the rounds go on from the history.
         let result = match self.tool_batch(&pending, false, &mut run) {
-            Ok(End::Answered) => {
+            Ok(End::Answered(_)) => {
                 self.after_batch();
                 self.rounds(&mut run)
             }
@@ -610,7 +610,7 @@ impl Agent {
                 .last()
                 .is_some_and(|m| m.role == Role::Assistant)
             {
-                return Ok(End::Answered);
+                return Ok(End::Answered(cut.finish));
             }
             // A request was due or in flight (its partial stream, if any,
             // was never journaled): it is made again.
@@ -634,7 +634,9 @@ impl Agent {
         // interrupted ones are answered in their place (a parallel batch
         // journals its results only once every call returned, so any of
         // its calls may be cut off, the first one included).
-        if let End::Pending = self.tool_batch_resumed(&pending, &interrupted, cut.truncated, run)? {
+        if let End::Pending =
+            self.tool_batch_resumed(&pending, &interrupted, cut.truncated(), run)?
+        {
             return Ok(End::Pending);
         }
         self.journal_check()?;

@@ -296,6 +296,7 @@ impl TypedTurn {
             None => outcome,
             Some(total) => Outcome {
                 stop_reason: outcome.stop_reason,
+                finish: outcome.finish,
                 answer: outcome.answer,
                 steps: total.steps + outcome.steps,
                 usage: {
@@ -375,6 +376,7 @@ mod tests {
     fn outcome(answer: &str, steps: u32) -> Outcome {
         Outcome {
             stop_reason: StopReason::Completed,
+            finish: crate::FinishReason::Complete,
             answer: Some(answer.to_string()),
             steps,
             usage: crate::Usage::new().with_input(10),

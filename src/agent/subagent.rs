@@ -15,7 +15,7 @@ use super::child::{self, ChildSpec};
 use super::extension::ExtensionContext;
 use super::trifecta;
 use crate::tool::{Parameters, TrifectaPolicy};
-use crate::{Error, Result, Tool, ToolContext, ToolError};
+use crate::{Error, Result, StopReason, Tool, ToolContext, ToolError};
 
 /// A sub-agent role the model can delegate to.
 ///
@@ -355,9 +355,20 @@ impl Tool for AgentTool {
         let partial = child.last_assistant_content();
         child.close();
         match result {
-            Ok(outcome) => Ok(outcome
-                .answer
-                .unwrap_or_else(|| format!("(sub-agent {id} gave no answer)"))),
+            Ok(outcome) => {
+                let mut answer = outcome
+                    .answer
+                    .unwrap_or_else(|| format!("(sub-agent {id} gave no answer)"));
+                // The parent's model must not take a cut answer for a whole one.
+                if outcome.stop_reason == StopReason::Incomplete {
+                    let _ = write!(
+                        answer,
+                        "\n\n[sub-agent {id}'s answer was cut off ({}): it is incomplete]",
+                        outcome.finish
+                    );
+                }
+                Ok(answer)
+            }
             Err(Error::StepLimitExceeded { max }) => {
                 let mut msg = format!(
                     "sub-agent {id} stopped: step limit of {max} tool calls exhausted before it answered"

@@ -36,11 +36,11 @@ use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::recover;
 use super::shared::Nesting;
-use crate::journal::Record;
+use crate::journal::{HistoryCause, Record};
 use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::{
-    ChatTransport, Error, Event, Image, Message, OnExhausted, Result, Role, StopReason, Tool,
-    ToolCall,
+    ChatTransport, Error, Event, FinishReason, Image, Message, OnExhausted, Result, Role,
+    StopReason, Tool, ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -53,8 +53,9 @@ const INTERRUPTED: &str = "Error: interrupted: the run stopped while this call r
 
 /// How the rounds of a run ended (errors aside).
 pub(super) enum End {
-    /// The model answered without calling a tool.
-    Answered,
+    /// The model answered without calling a tool, its answer ending so (a
+    /// tool batch: every call answered, `ToolCalls`).
+    Answered(FinishReason),
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
 }
@@ -155,10 +156,11 @@ impl Agent {
         loop {
             self.before_request()?;
             let completion = self.request()?;
-            let (message, truncated) = self.answer(completion);
+            let (message, finish) = self.answer(completion);
+            let truncated = finish == FinishReason::Length;
             // Stored before any of its tools runs: a resume never asks
             // the model for it again.
-            self.journal_response(&message, truncated)?;
+            self.journal_response(&message, finish)?;
             if message.tool_calls.is_empty() {
                 self.messages.push(message);
                 // Input typed while the model answered is a new question in
@@ -166,7 +168,7 @@ impl Agent {
                 if self.after_batch() {
                     continue;
                 }
-                return Ok(End::Answered);
+                return Ok(End::Answered(finish));
             }
             let calls = message.tool_calls.clone();
             self.messages.push(message);
@@ -345,11 +347,11 @@ impl Agent {
     /// Boundary 4, the answer: the request counts in the run's tally; the
     /// message gets its model stamp and the tool calls recovered from its
     /// text, and is announced (`Thinking`, `Assistant`, `Tokens`). Also
-    /// whether it was cut at the length limit (a call's arguments may then
-    /// be cut too, which its observation says).
-    fn answer(&mut self, completion: Completion) -> (Message, bool) {
+    /// why it ended (cut at the length limit, a call's arguments may be cut
+    /// too, which its observation says).
+    fn answer(&mut self, completion: Completion) -> (Message, FinishReason) {
         self.shared.tally.lock().count(completion.usage);
-        let truncated = completion.finish() == crate::FinishReason::Length;
+        let mut finish = completion.finish();
         let Completion {
             mut message,
             usage,
@@ -366,6 +368,9 @@ impl Agent {
             if let Some((content, calls)) = recover::recover(&message.content, &tools) {
                 message.content = content;
                 message.tool_calls = calls;
+                if finish == FinishReason::Complete {
+                    finish = FinishReason::ToolCalls;
+                }
             }
         }
         message.model.clone_from(&model);
@@ -381,6 +386,7 @@ impl Agent {
             self.emit(Event::Assistant {
                 agent: Arc::clone(&agent),
                 content: message.content.clone(),
+                finish,
             });
         }
         let u = usage.unwrap_or_default();
@@ -393,7 +399,7 @@ impl Agent {
             thinking: u.thinking,
             model_id: model,
         });
-        (message, truncated)
+        (message, finish)
     }
 
     /// The answer's tool calls, each through [`tool_call`](Agent::tool_call).
@@ -451,7 +457,7 @@ impl Agent {
             }
         }
         self.run_gated(gated);
-        Ok(End::Answered)
+        Ok(End::Answered(FinishReason::ToolCalls))
     }
 
     /// Boundary 5, one tool call: announced ([`Event::ToolCall`], and the
@@ -641,9 +647,18 @@ impl Agent {
         steps: u32,
         question: &str,
     ) -> Result<Outcome> {
+        // An answer the model did not end itself is no completed run.
+        let ended = |finish: FinishReason, whole| {
+            let reason = if finish.is_complete() {
+                whole
+            } else {
+                StopReason::Incomplete
+            };
+            (reason, finish)
+        };
         let result = match result {
-            Ok(End::Answered) => Ok(StopReason::Completed),
-            Ok(End::Pending) => Ok(StopReason::ApprovalPending),
+            Ok(End::Answered(finish)) => Ok(ended(finish, StopReason::Completed)),
+            Ok(End::Pending) => Ok((StopReason::ApprovalPending, FinishReason::ToolCalls)),
             // The budget is spent but the host asked for an answer anyway:
             // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
@@ -654,24 +669,18 @@ impl Agent {
                     .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
             {
                 self.synthesize(question, max)
-                    .map(|()| StopReason::Synthesized)
+                    .map(|finish| ended(finish, StopReason::Synthesized))
             }
             Err(e) => Err(e),
         };
-        let ended = match &result {
-            Ok(r) => format!("{r:?}"),
-            Err(e) => format!("error: {e}"),
-        };
         // A run that could not keep its journal fails, even when the model
         // answered: the journal no longer says where the run is.
-        let result = match self.journal(&Record::TurnEnd {
-            reason: ended.into(),
-        }) {
+        let result = match self.journal(&Record::turn_end(&result)) {
             Err(e) if result.is_ok() => Err(e),
             _ => result,
         };
         let reason = match &result {
-            Ok(r) => *r,
+            Ok((r, _)) => *r,
             // Announced once, here, after the "cancelled" observations, so
             // a listener sees the cancel where the turn actually ended. A
             // helper child (the synthesizer, the compactor) leaves it to its
@@ -700,8 +709,9 @@ impl Agent {
         });
         // Every event of the run is handled before the host sees its end.
         self.shared.listeners.flush();
-        result.map(|stop_reason| Outcome {
+        result.map(|(stop_reason, finish)| Outcome {
             stop_reason,
+            finish,
             answer: self.last_assistant_content(),
             steps,
             usage: tally.usage,
@@ -788,7 +798,7 @@ impl Agent {
             return Ok(false);
         };
         self.journal(&Record::History {
-            cause: "compaction".into(),
+            cause: HistoryCause::Compaction,
             messages: (&self.messages[..]).into(),
         })?;
         self.turn_start = done.shift(self.turn_start);

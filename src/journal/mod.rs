@@ -18,7 +18,7 @@
 //! | a compaction, a loaded or cleared history | `history` (the whole new history) |
 //! | a model switch ([`run_loop_with`](crate::Agent::run_loop_with)) | `model_switched`: the resumed agent uses the transport it was built with, with that model |
 //! | the budget ran out and the synthesizer is to answer | `synthesizing` |
-//! | the run ends, with its stop reason | `turn_end` |
+//! | the run ends, with its stop reason (and its final answer's finish, or its error) | `turn_end` |
 //!
 //! After a crash, an agent built with the host's tools and configuration
 //! by [`Configurator::resume`](crate::Configurator::resume) holds the
@@ -86,6 +86,17 @@
 //! [`Error::JournalMismatch`]. Messages are
 //! written through their serde form, so they round-trip whole.
 //!
+//! The names a record stores for why a run ended (`completed`,
+//! `incomplete`, `error`, ...), why an answer ended (`complete`, `length`,
+//! ...), what an approver decided (`approve`, `deny`, `edit`, `defer`) and
+//! why a history was replaced are the journal's own, spelled out in one
+//! place and pinned by a test: renaming a public enum's variant does not
+//! change the file. The spellings earlier writers of version 1 stored
+//! (`"Completed"`, `"error: ..."`, `"deny: ..."`, a `truncated` flag) are
+//! still read; a name no writer stored is [`Error::JournalCorrupt`],
+//! naming the record. A resumed run reports the finish of the answer it
+//! replays ([`Outcome::finish`](crate::Outcome::finish)).
+//!
 //! A journal grows by each message of the conversation once, plus a
 //! `tool_start` per call, the approvals and a `turn_end` per run: about
 //! the size of [`History::to_json`](crate::History::to_json) plus 100 bytes
@@ -122,6 +133,7 @@
 mod file;
 mod frame;
 mod record;
+mod vocab;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -132,8 +144,9 @@ use parking_lot::Mutex;
 
 pub use file::FileStore;
 pub(crate) use record::{Cut, Fingerprint, Record, Replayed, fnv1a, replay};
+pub(crate) use vocab::HistoryCause;
 
-use crate::{Error, Message, Result};
+use crate::{Error, FinishReason, Message, Result};
 
 /// When a [`FileStore`] makes a record durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -395,11 +408,12 @@ impl Journal {
         Arc::from(format!("{}/{}/{call_id}", self.run, self.step()))
     }
 
-    pub(crate) fn response(&self, message: &Message, truncated: bool) -> Result<()> {
+    pub(crate) fn response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         self.append(&Record::Response {
             step: self.next_step(),
             message: Cow::Borrowed(message),
-            truncated,
+            finish: Some(vocab::Finish::from_public(finish)),
+            truncated: false,
         })
     }
 }

@@ -4,8 +4,11 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::{Error, Image, Message, Result, Role};
+use super::vocab::{Decided, Ended, Finish, HistoryCause};
+use crate::approval::Decision;
+use crate::{Error, FinishReason, Image, Message, Result, Role, StopReason};
 
 /// The format version this crate writes. A reader reads every version up
 /// to its own (versions only ever add record types and optional fields;
@@ -39,8 +42,13 @@ pub(crate) enum Record<'a> {
     Response {
         step: u64,
         message: Cow<'a, Message>,
-        /// Cut at the length limit (its calls' arguments may be cut too).
-        #[serde(default)]
+        /// Why the answer ended (always written; absent in journals
+        /// written before it, which stored `truncated`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish: Option<Finish>,
+        /// Read only: version 1's flag for a response cut at the length
+        /// limit, before `finish` said so.
+        #[serde(default, skip_serializing)]
         truncated: bool,
     },
     /// A tool call is about to run (approved, validated).
@@ -56,15 +64,20 @@ pub(crate) enum Record<'a> {
     },
     /// The approver was asked about a call.
     ApprovalAsked { call_id: Cow<'a, str> },
-    /// The approver (or the host) decided.
+    /// The approver (or the host) decided: with a denial, why; with an
+    /// edit, the arguments.
     ApprovalAnswered {
         call_id: Cow<'a, str>,
-        decision: Cow<'a, str>,
+        decision: Decided,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Cow<'a, str>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Cow<'a, Value>>,
     },
     /// The history was replaced as a whole: a compaction, a loaded
     /// history, a cleared conversation.
     History {
-        cause: Cow<'a, str>,
+        cause: HistoryCause,
         messages: Cow<'a, [Message]>,
     },
     /// The step budget ran out under `OnExhausted::Synthesize`: the
@@ -72,13 +85,49 @@ pub(crate) enum Record<'a> {
     Synthesizing { max: u32 },
     /// The agent switched models (a `run_loop_with`).
     ModelSwitched { model: Option<Cow<'a, str>> },
-    /// A run (a turn, a retry, a resume) ended.
-    TurnEnd { reason: Cow<'a, str> },
+    /// A run (a turn, a retry, a resume) ended: why, the error's message
+    /// when it failed, and why its final answer ended when it has one.
+    TurnEnd {
+        reason: Ended,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<Cow<'a, str>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish: Option<Finish>,
+    },
 }
 
-impl Record<'_> {
+impl<'a> Record<'a> {
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a record always serializes")
+    }
+
+    /// The `turn_end` of a run that returned `result` (its stop reason and
+    /// final answer's finish, or its error).
+    pub(crate) fn turn_end(result: &Result<(StopReason, FinishReason)>) -> Record<'static> {
+        let (reason, error) = Ended::of(result);
+        Record::TurnEnd {
+            reason,
+            error: error.map(Cow::Owned),
+            finish: result
+                .as_ref()
+                .ok()
+                .map(|(_, finish)| Finish::from_public(*finish)),
+        }
+    }
+
+    /// The `approval_answered` of `decision` on `call_id`.
+    pub(crate) fn approval_answered(call_id: &'a str, decision: &'a Decision) -> Record<'a> {
+        let (reason, arguments) = match decision {
+            Decision::Deny { reason } => (Some(Cow::Borrowed(reason.as_str())), None),
+            Decision::Edit { arguments } => (None, Some(Cow::Borrowed(arguments))),
+            Decision::Approve | Decision::Defer => (None, None),
+        };
+        Record::ApprovalAnswered {
+            call_id: Cow::Borrowed(call_id),
+            decision: Decided::of(decision),
+            reason,
+            arguments,
+        }
     }
 }
 
@@ -142,15 +191,24 @@ pub(crate) struct Replayed {
 }
 
 /// Where a crash cut a run off.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Cut {
     /// The calls of the last response that started and have no result.
     pub(crate) started: Vec<String>,
-    /// The last response was cut at the length limit.
-    pub(crate) truncated: bool,
+    /// Why the last response ended ([`FinishReason::Complete`] when there
+    /// is none).
+    pub(crate) finish: FinishReason,
     /// The run was cut off while the synthesizer wrote the answer (the
     /// budget it exhausted).
     pub(crate) synthesizing: Option<u32>,
+}
+
+impl Cut {
+    /// The last response was cut at the length limit (its calls'
+    /// arguments may be cut too).
+    pub(crate) fn truncated(&self) -> bool {
+        self.finish == FinishReason::Length
+    }
 }
 
 /// Rebuild the run from `records` (JSON, as the store returned them),
@@ -169,7 +227,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
     // The calls of the last response not yet answered, and those started.
     let mut open: Vec<String> = Vec::new();
     let mut started: Vec<String> = Vec::new();
-    let mut truncated = false;
+    let mut finish = FinishReason::Complete;
     let mut synthesizing = None;
     let mut ended = true;
     for (i, json) in records.iter().enumerate() {
@@ -245,7 +303,8 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             Record::Response {
                 step,
                 message,
-                truncated: cut,
+                finish: stored,
+                truncated,
             } => {
                 closed("a response")?;
                 if step != out.step + 1 {
@@ -264,7 +323,9 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 out.step = step;
                 open = message.tool_calls.iter().map(|c| c.id.clone()).collect();
                 started.clear();
-                truncated = cut;
+                finish = stored
+                    .unwrap_or_else(|| Finish::legacy(truncated, !message.tool_calls.is_empty()))
+                    .public();
                 out.messages.push(message);
                 ended = false;
             }
@@ -323,7 +384,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
     if !ended {
         out.cut = Some(Cut {
             started,
-            truncated,
+            finish,
             synthesizing,
         });
     }

@@ -331,6 +331,7 @@ mod tests {
         l.on_event(&Event::Assistant {
             agent: "".into(),
             content: "12".into(),
+            finish: crate::FinishReason::Complete,
         });
         l.on_event(&delta("", "3"));
         clock.advance(10);

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::listener::SubAgentListener;
 use crate::sanitize::sanitize;
-use crate::{Event, Listener};
+use crate::{Event, FinishReason, Listener};
 
 /// Extra indentation per sub-agent depth.
 const STEP: usize = 2;
@@ -32,7 +32,7 @@ const LINE_MAX: usize = 160;
 /// ```
 /// use std::sync::Arc;
 /// use pikuri::testing::SharedBuffer;
-/// use pikuri::{Event, Listener};
+/// use pikuri::{Event, FinishReason, Listener};
 /// use pikuri::listeners::Terminal;
 ///
 /// let buf = SharedBuffer::new();
@@ -48,7 +48,7 @@ const LINE_MAX: usize = 160;
 ///     Event::ToolResult { agent: agent.clone(), id: "c1".into(), name: "calc".into(), content: "42".into() },
 ///     Event::AssistantDelta { agent: agent.clone(), content: "It is \x1b[1m".into() },
 ///     Event::AssistantDelta { agent: agent.clone(), content: "42.".into() },
-///     Event::Assistant { agent: agent.clone(), content: "It is \x1b[1m42.".into() },
+///     Event::Assistant { agent: agent.clone(), content: "It is \x1b[1m42.".into(), finish: FinishReason::Complete },
 /// ] {
 ///     term.on_event(&event);
 /// }
@@ -83,7 +83,10 @@ const LINE_MAX: usize = 160;
 ///   Both paths give the same output.
 /// - **Other events.** [`FallbackNotice`](Event::FallbackNotice) prints
 ///   `step budget exhausted: <reason>; answering from the evidence so far`,
-///   [`Cancelled`](Event::Cancelled) `cancelled`, a mid-loop
+///   [`Cancelled`](Event::Cancelled) `cancelled`, an
+///   [`Assistant`](Event::Assistant) answer that did not end whole a
+///   yellow `[answer cut off by the token limit]` after its text (`a
+///   content filter`, `the server`), a mid-loop
 ///   [`UserTurn`](Event::UserTurn) `(delivered: <text>)`,
 ///   [`Retrying`](Event::Retrying) a dim `retrying after <error> in 2s`,
 ///   [`Compacted`](Event::Compacted) a dim `compacted (summarize): 13
@@ -332,12 +335,9 @@ impl Terminal {
                 self.streamed_assistant = true;
                 self.assistant(o, content);
             }
-            Event::Assistant { content, .. } => {
-                if !std::mem::take(&mut self.streamed_assistant) {
-                    self.assistant(o, content);
-                }
-                self.close(o, &Block::Assistant);
-            }
+            Event::Assistant {
+                content, finish, ..
+            } => self.answer_end(o, content, *finish),
             Event::Tokens { .. } => {
                 // The end of a round: deltas without a bookend end here.
                 self.streamed_thinking = false;
@@ -406,6 +406,19 @@ impl Terminal {
                 ..
             } => self.domain(o, name, payload, *transient),
             _ => {}
+        }
+    }
+
+    /// The `Assistant` bookend: the text unless it was streamed, the end
+    /// of its line, and a note when the answer was cut.
+    fn answer_end(&mut self, o: &mut Output, content: &str, finish: FinishReason) {
+        if !std::mem::take(&mut self.streamed_assistant) {
+            self.assistant(o, content);
+        }
+        self.close(o, &Block::Assistant);
+        // A cut answer must not read as a finished one.
+        if let Some(by) = cut_by(finish) {
+            self.line(o, Style::Yellow, &format!("[answer cut off by {by}]"));
         }
     }
 
@@ -656,6 +669,16 @@ fn seconds(ms: u64) -> String {
     }
 }
 
+/// What cut an answer that ended with `finish`; `None` for a whole one.
+fn cut_by(finish: FinishReason) -> Option<&'static str> {
+    match finish {
+        FinishReason::Complete | FinishReason::ToolCalls => None,
+        FinishReason::Length => Some("the token limit"),
+        FinishReason::Filtered => Some("a content filter"),
+        FinishReason::ServerCut => Some("the server"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,6 +710,7 @@ mod tests {
         Event::Assistant {
             agent: A.into(),
             content: s.into(),
+            finish: crate::FinishReason::Complete,
         }
     }
     fn call(id: &str, name: &str, args: Value) -> Event {
@@ -794,6 +818,28 @@ It is sunny; 2+2 is 4.
     #[test]
     fn non_streamed_turn_looks_the_same() {
         assert_eq!(run(&turn(false)), TURN);
+    }
+
+    #[test]
+    fn a_cut_answer_says_so_streamed_or_not() {
+        let cut = |finish| Event::Assistant {
+            agent: A.into(),
+            content: "The causes are".into(),
+            finish,
+        };
+        for (finish, by) in [
+            (FinishReason::Length, "the token limit"),
+            (FinishReason::Filtered, "a content filter"),
+            (FinishReason::ServerCut, "the server"),
+        ] {
+            let want = format!("The causes are\n[answer cut off by {by}]\n");
+            assert_eq!(run(&[cut(finish), tokens()]), want);
+            assert_eq!(run(&[delta("The causes are"), cut(finish), tokens()]), want);
+        }
+        assert_eq!(
+            run(&[cut(FinishReason::Complete), tokens()]),
+            "The causes are\n"
+        );
     }
 
     #[test]

@@ -31,7 +31,9 @@
 //!   `gen_ai.provider.name`, `gen_ai.request.model`, `server.address`,
 //!   `server.port`, `pikuri.agent.id`, `pikuri.stop_reason`.
 //! - `chat {model}`: the same request attributes, `gen_ai.response.model`,
-//!   `gen_ai.response.finish_reasons` (`tool_calls` or `stop`),
+//!   `gen_ai.response.finish_reasons` (`stop`, `tool_calls`, `length`,
+//!   `content_filter` or `server_cut`, from the answer's
+//!   [`FinishReason`](crate::FinishReason)),
 //!   `gen_ai.request.stream`, `gen_ai.response.time_to_first_chunk`
 //!   (seconds, streamed requests), `gen_ai.usage.input_tokens` (cached
 //!   tokens included, as the conventions count them),
@@ -52,8 +54,9 @@
 //!   `pikuri.steering` (a message from the
 //!   [`Interloper`](crate::Interloper)), `pikuri.cancel`.
 //! - Status: unset for a completed, synthesized or approval-pending run;
-//!   error with `error.type` `cancelled`, `step_limit` or `error`
-//!   otherwise. pikuri never sets `Ok`, which the conventions leave to the
+//!   error with `error.type` `incomplete` (the final answer was cut
+//!   short: [`StopReason::Incomplete`](crate::StopReason::Incomplete)),
+//!   `cancelled`, `step_limit` or `error` otherwise. pikuri never sets `Ok`, which the conventions leave to the
 //!   application.
 //! - Resource: `service.name`, the host's attributes, and
 //!   `telemetry.sdk.{name,language,version}`.

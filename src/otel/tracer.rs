@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::{ChatTransport, Event, StopReason};
+use crate::{ChatTransport, Event, FinishReason, StopReason};
 
 use super::context::Context;
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
@@ -59,6 +59,22 @@ impl ModelInfo {
     }
 }
 
+/// `gen_ai.response.finish_reasons` of a response that ended with
+/// `finish` (`None`: it had no text, so no `Assistant` event said), a tool
+/// call following it or not. The values are the semantic conventions'
+/// (OpenAI's words): `stop`, `tool_calls`, `length`, `content_filter`; a
+/// response the server ended for another reason is `server_cut`.
+fn finish_reasons(finish: Option<FinishReason>, call_follows: bool) -> &'static [&'static str] {
+    match finish {
+        Some(FinishReason::Length) => &["length"],
+        Some(FinishReason::Filtered) => &["content_filter"],
+        Some(FinishReason::ServerCut) => &["server_cut"],
+        Some(FinishReason::ToolCalls) => &["tool_calls"],
+        Some(FinishReason::Complete) | None if call_follows => &["tool_calls"],
+        Some(FinishReason::Complete) | None => &["stop"],
+    }
+}
+
 /// Host and port of a URL (the port defaulted from the scheme).
 fn host_port(url: &str) -> (Option<String>, Option<u16>) {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
@@ -102,6 +118,9 @@ struct Run {
     /// The last response's span, held until the next event tells why the
     /// response finished (a tool call follows, or not).
     pending_chat: Option<Span>,
+    /// Why the current response ended, as its `Assistant` event said (a
+    /// response without text has none).
+    finish: Option<FinishReason>,
     tools: Vec<ToolSpan>,
 }
 
@@ -290,13 +309,11 @@ impl Tracer {
             return;
         };
         if let Some(mut chat) = run.pending_chat.take() {
-            // Why the last response finished: a tool call follows it in
-            // the same batch, or nothing does.
-            let reason: &'static [&'static str] = if matches!(event, Event::ToolCall { .. }) {
-                &["tool_calls"]
-            } else {
-                &["stop"]
-            };
+            // Why the last response finished: as its answer said, or (a
+            // response of tool calls alone) a tool call follows it in the
+            // same batch, or nothing does.
+            let follows = matches!(event, Event::ToolCall { .. });
+            let reason = finish_reasons(run.finish.take(), follows);
             chat.attrs
                 .set("gen_ai.response.finish_reasons", Attr::StaticArray(reason));
             self.done.push(chat);
@@ -305,7 +322,8 @@ impl Tracer {
             Event::AssistantDelta { .. } | Event::ThinkingDelta { .. } => {
                 run.first_chunk.get_or_insert(now);
             }
-            Event::Thinking { .. } | Event::Assistant { .. } => {}
+            Event::Assistant { finish, .. } => run.finish = Some(*finish),
+            Event::Thinking { .. } => {}
             Event::Retrying {
                 attempt,
                 error,
@@ -584,6 +602,7 @@ impl Tracer {
                 chat_events: Vec::new(),
                 last_error: None,
                 pending_chat: None,
+                finish: None,
                 tools: Vec::new(),
             },
         );
@@ -594,10 +613,9 @@ impl Tracer {
     /// `otel`, "No double counting").
     fn stop(&mut self, mut run: Run, reason: StopReason, now: u64) {
         if let Some(mut chat) = run.pending_chat.take() {
-            chat.attrs.set(
-                "gen_ai.response.finish_reasons",
-                Attr::StaticArray(&["stop"]),
-            );
+            let reason = finish_reasons(run.finish.take(), false);
+            chat.attrs
+                .set("gen_ai.response.finish_reasons", Attr::StaticArray(reason));
             self.done.push(chat);
         }
         if reason == StopReason::Error {
@@ -628,6 +646,9 @@ impl Tracer {
             .set("pikuri.stop_reason", Attr::Static(reason.as_str()));
         match reason {
             StopReason::Completed | StopReason::Synthesized | StopReason::ApprovalPending => {}
+            // The requests succeeded, but the run did not deliver a whole
+            // answer: a trace shows the cut, the chat span says how.
+            StopReason::Incomplete => s.fail("incomplete", "the final answer was cut short"),
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
             _ => s.fail("error", "the run failed"),
@@ -756,6 +777,128 @@ mod tests {
             usage: crate::Usage::new(),
         });
         std::mem::take(&mut t.done)
+    }
+
+    /// One response per `(text, finish)` (an `Assistant` event when the
+    /// text is not empty, then `Tokens`), a tool call after each but the
+    /// last, then `Stopped` with `reason`.
+    fn answers(answers: &[(&str, FinishReason)], reason: StopReason) -> Vec<Span> {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        let agent: Arc<str> = "".into();
+        t.on_event(&Event::UserTurn {
+            agent: agent.clone(),
+            content: "q".into(),
+            mid_loop: false,
+        });
+        for (i, (text, finish)) in answers.iter().enumerate() {
+            if !text.is_empty() {
+                t.on_event(&Event::Assistant {
+                    agent: agent.clone(),
+                    content: (*text).into(),
+                    finish: *finish,
+                });
+            }
+            t.on_event(&Event::Tokens {
+                agent: agent.clone(),
+                input: Some(1),
+                output: Some(1),
+                cached: None,
+                cache_creation: None,
+                thinking: None,
+                model_id: None,
+            });
+            if i + 1 < answers.len() {
+                let id = format!("c{i}");
+                t.on_event(&Event::ToolCall {
+                    agent: agent.clone(),
+                    id: id.clone(),
+                    name: "read".into(),
+                    arguments: serde_json::json!({}),
+                });
+                t.on_event(&Event::ToolResult {
+                    agent: agent.clone(),
+                    id,
+                    name: "read".into(),
+                    content: "ok".into(),
+                });
+            }
+        }
+        t.on_event(&Event::Stopped {
+            agent,
+            reason,
+            usage: crate::Usage::new(),
+        });
+        std::mem::take(&mut t.done)
+    }
+
+    /// The finish reasons of the chat spans, in order.
+    fn chat_finishes(spans: &[Span]) -> Vec<Option<Attr>> {
+        spans
+            .iter()
+            .filter(|s| s.name().starts_with("chat"))
+            .map(|s| s.attrs.get("gen_ai.response.finish_reasons").cloned())
+            .collect()
+    }
+
+    #[test]
+    fn a_cut_answer_is_on_its_chat_span_and_fails_the_run() {
+        let spans = answers(
+            &[
+                ("", FinishReason::ToolCalls),
+                ("Part", FinishReason::Length),
+            ],
+            StopReason::Incomplete,
+        );
+        assert_eq!(
+            chat_finishes(&spans),
+            [
+                Some(Attr::StaticArray(&["tool_calls"])),
+                Some(Attr::StaticArray(&["length"]))
+            ]
+        );
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        assert_eq!(
+            main.attrs.get("pikuri.stop_reason"),
+            Some(&Attr::Static("incomplete"))
+        );
+        assert_eq!(
+            main.attrs.get("error.type"),
+            Some(&Attr::from("incomplete"))
+        );
+        assert_eq!(
+            main.status,
+            super::super::span::Status::Error("the final answer was cut short".into())
+        );
+        // A filtered answer and a server's cut, each in its own words.
+        let cut: [(FinishReason, &'static [&'static str]); 2] = [
+            (FinishReason::Filtered, &["content_filter"]),
+            (FinishReason::ServerCut, &["server_cut"]),
+        ];
+        for (finish, name) in cut {
+            let spans = answers(&[("Part", finish)], StopReason::Incomplete);
+            assert_eq!(
+                chat_finishes(&spans),
+                [Some(Attr::StaticArray(name))],
+                "{finish}"
+            );
+        }
+        // A whole answer after text and a call: `tool_calls`, then `stop`.
+        let spans = answers(
+            &[
+                ("Let me look", FinishReason::ToolCalls),
+                ("Done", FinishReason::Complete),
+            ],
+            StopReason::Completed,
+        );
+        assert_eq!(
+            chat_finishes(&spans),
+            [
+                Some(Attr::StaticArray(&["tool_calls"])),
+                Some(Attr::StaticArray(&["stop"]))
+            ]
+        );
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        assert_eq!(main.status, super::super::span::Status::Unset);
     }
 
     #[test]

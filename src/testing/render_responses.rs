@@ -20,7 +20,9 @@ fn status(c: &Completion) -> (&'static str, Value) {
     match c.finish_reason.as_deref() {
         Some("length") => ("incomplete", json!({ "reason": "max_output_tokens" })),
         Some("content_filter") => ("incomplete", json!({ "reason": "content_filter" })),
-        _ => ("completed", Value::Null),
+        Some("stop" | "tool_calls") | None => ("completed", Value::Null),
+        // Another reason the server cut the response for, as scripted.
+        Some(other) => ("incomplete", json!({ "reason": other })),
     }
 }
 

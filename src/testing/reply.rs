@@ -298,9 +298,10 @@ impl Reply {
     /// the reply has tool calls), e.g. `"length"`. On the other APIs it is
     /// mapped: Anthropic `stop_reason` `end_turn`, `tool_use`, `max_tokens`
     /// (`length`), `refusal` (`content_filter`), any other string as is
-    /// (`pause_turn`); Responses `status` `completed`, or `incomplete` with
-    /// `incomplete_details.reason` `max_output_tokens` (`length`) or
-    /// `content_filter`.
+    /// (`pause_turn`); Responses `status` `completed` (`stop`,
+    /// `tool_calls`), or `incomplete` with `incomplete_details.reason`
+    /// `max_output_tokens` (`length`), `content_filter`, or any other
+    /// string as is.
     #[must_use]
     pub fn with_finish_reason(self, reason: &str) -> Reply {
         self.map_completion(|c| c.finish_reason = Some(reason.to_string()))

@@ -262,6 +262,30 @@ fn one_shot_prints_only_the_answer() {
     server.assert_all_used();
 }
 
+/// Issue 36: a one-shot answer cut by the token limit is printed whole as
+/// it came, and stderr says it is cut (streamed or not).
+#[test]
+fn one_shot_says_on_stderr_that_a_cut_answer_is_incomplete() {
+    let server = FakeServer::start();
+    server.push(Reply::text("The causes are").with_finish_reason("length"));
+    server.push(Reply::text("Withheld").with_finish_reason("content_filter"));
+    let base = server.base_url();
+    let out = run(&against(&base, &["-p", "Name the causes."]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "The causes are\n");
+    assert_eq!(
+        out.stderr,
+        "warning: the answer was cut off by the token limit; it is incomplete\n"
+    );
+    let out = run(&against(&base, &["--no-stream", "-p", "again"]));
+    assert_eq!(out.stdout, "Withheld\n");
+    assert_eq!(
+        out.stderr,
+        "warning: the answer was withheld by a content filter; it is incomplete\n"
+    );
+    server.assert_all_used();
+}
+
 #[test]
 fn model_comes_from_the_server_list_and_tools_from_the_flag() {
     let server = FakeServer::start();

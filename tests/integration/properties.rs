@@ -321,9 +321,13 @@ fn check_first_turn(
 ) -> Result<(), String> {
     let expected_reason = match result {
         Ok(out) => {
+            // A scripted cut (`finish_reason: length`) ends `Incomplete`,
+            // and only a cut does.
+            let whole = out.finish.is_complete();
             if !matches!(
-                out.stop_reason,
-                StopReason::Completed | StopReason::Synthesized
+                (out.stop_reason, whole),
+                (StopReason::Completed | StopReason::Synthesized, true)
+                    | (StopReason::Incomplete, false)
             ) {
                 return Err("unexpected stop reason".into());
             }

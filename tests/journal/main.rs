@@ -1,11 +1,12 @@
 //! The run journal (`pikuri::journal`): what it refuses (another
 //! configuration, a hand edit, a second resumer, storage that cannot be
-//! written) in `errors`, and the crash harness in `crash`: an agent in a
-//! child process killed with SIGKILL at each boundary, then resumed in a
-//! new one.
+//! written) in `errors`, the names its records store in `vocabulary`, and
+//! the crash harness in `crash`: an agent in a child process killed with
+//! SIGKILL at each boundary, then resumed in a new one.
 
 mod crash;
 mod errors;
+mod vocabulary;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
