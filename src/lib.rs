@@ -398,6 +398,7 @@
 // Private modules; the public API is the flat `pub use` block below plus the
 // namespaces declared after it, which hold what is secondary.
 mod agent;
+mod codec;
 mod control;
 mod error;
 mod event;

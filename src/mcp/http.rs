@@ -33,6 +33,7 @@ use serde_json::Value;
 use super::conn::{Bound, Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, MODERN_VERSION, RpcError};
 use super::oauth::{OAuth, Session};
+use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
 use crate::util::{excerpt, redact_url_in};
@@ -481,7 +482,10 @@ fn header_value(value: &str) -> String {
     if visible && !value.is_empty() && !padded && !sentinel {
         value.to_string()
     } else {
-        format!("=?base64?{}?=", crate::image::base64(value.as_bytes()))
+        format!(
+            "=?base64?{}?=",
+            base64::encode(value.as_bytes(), Alphabet::Standard, Padding::Padded)
+        )
     }
 }
 

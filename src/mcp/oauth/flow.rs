@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::config::{AuthError, OAuth};
 use super::pkce::{self, Pkce};
 use super::store::Tokens;
+use crate::codec::percent::{self, Space};
 use crate::sanitize::sanitize;
 use crate::util::{excerpt, redact_url};
 
@@ -472,7 +473,7 @@ pub(super) fn login(
     }
     let endpoint = &found.meta.authorization_endpoint;
     let sep = if endpoint.contains('?') { '&' } else { '?' };
-    let auth_url = format!("{endpoint}{sep}{}", pkce::form(&query));
+    let auth_url = format!("{endpoint}{sep}{}", percent::form(&query, Space::Escaped));
     config
         .browser
         .open(&auth_url)
@@ -490,7 +491,7 @@ pub(super) fn login(
     if let Some(secret) = &client_secret {
         form.push(("client_secret", secret));
     }
-    let body = pkce::form(&form);
+    let body = percent::form(&form, Space::Escaped);
     let template = Tokens {
         access_token: String::new(),
         refresh_token: None,
@@ -519,7 +520,7 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     if let Some(secret) = &old.client_secret {
         form.push(("client_secret", secret));
     }
-    let mut fresh = token_request(config, old, &pkce::form(&form))?;
+    let mut fresh = token_request(config, old, &percent::form(&form, Space::Escaped))?;
     // RFC 6749 §6: the old refresh token stays valid unless a new one came.
     if fresh.refresh_token.is_none() {
         fresh.refresh_token.clone_from(&old.refresh_token);
@@ -670,7 +671,7 @@ fn serve_callback(stream: TcpStream) -> Option<String> {
 /// Check the authorization answer (`state`, then `iss` per RFC 9207 §2.4,
 /// then an error); the code.
 fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
-    let pairs = pkce::parse_form(query);
+    let pairs = percent::parse_form(query);
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     if get("state") != Some(state) {
         return fail("the authorization answer's state does not match the request's");
