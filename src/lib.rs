@@ -406,6 +406,7 @@ mod image;
 mod listener;
 mod media_type;
 mod message;
+mod net;
 mod protocol;
 mod sanitize;
 mod util;

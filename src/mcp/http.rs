@@ -35,8 +35,9 @@ use super::jsonrpc::{self, HTTP_VERSIONS, MODERN_VERSION, RpcError};
 use super::oauth::{OAuth, Session};
 use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
+use crate::net::{AgentSetup, error_text};
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
-use crate::util::{excerpt, redact_url_in};
+use crate::util::excerpt;
 
 pub(super) struct Http {
     url: String,
@@ -91,18 +92,14 @@ impl Http {
         timeout: Duration,
         max_message: usize,
     ) -> Http {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+        let agent = AgentSetup::new()
+            .with_connect_timeout(Duration::from_secs(10).min(timeout))
             // A server that stops reading a large body ties up the worker
             // for no longer than a request may take.
-            .timeout_send_request(Some(timeout))
-            .timeout_send_body(Some(timeout))
-            .timeout_recv_response(Some(timeout))
-            .timeout_per_read(Some(timeout))
-            .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .with_send_timeout(timeout)
+            .with_response_timeout(timeout)
+            .with_read_timeout(timeout)
+            .agent();
         Http {
             url: url.to_string(),
             bearer: bearer.map(String::from),
@@ -416,10 +413,7 @@ impl Http {
     fn send_error(&self, e: &ureq::Error) -> PostError {
         // The error names the URL (redacted) itself; ureq's text may quote
         // it raw.
-        let why = match e {
-            ureq::Error::Io(io) => io.to_string(),
-            other => redact_url_in(&other.to_string(), &self.url).into_owned(),
-        };
+        let why = error_text(e, &self.url);
         if cannot_connect(e) {
             PostError::Unreachable(why)
         } else {

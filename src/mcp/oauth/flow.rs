@@ -12,6 +12,7 @@ use super::config::{AuthError, OAuth};
 use super::pkce::{self, Pkce};
 use super::store::Tokens;
 use crate::codec::percent::{self, Space};
+use crate::net::{AgentSetup, error_text};
 use crate::sanitize::sanitize;
 use crate::util::{excerpt, redact_url};
 
@@ -78,13 +79,10 @@ pub(super) fn bearer_params(header: &str) -> Vec<(String, String)> {
 
 /// An HTTP client for the authorization side: no redirects, bounded.
 fn agent(config: &OAuth) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(config.request_timeout))
-        .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
+    AgentSetup::new()
+        .without_redirects()
+        .with_total_timeout(config.request_timeout)
+        .agent()
 }
 
 /// What a request to the authorization side got.
@@ -107,7 +105,7 @@ fn send_error(e: &ureq::Error, url: &str, config: &OAuth) -> AuthError {
         )),
         other => AuthError(format!(
             "cannot reach {shown}: {}",
-            excerpt(&other.to_string(), 200)
+            excerpt(&error_text(other, url), 200)
         )),
     }
 }
@@ -711,6 +709,18 @@ fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_error_hides_the_secrets_of_the_url() {
+        let url = "https://as.example/token?client_secret=s3cret";
+        let e = ureq::Error::BadUri(format!("{url} is bad"));
+        let AuthError(text) = send_error(&e, url, &OAuth::new());
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            text.starts_with("cannot reach https://as.example/token"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn bearer_challenges_parse() {
