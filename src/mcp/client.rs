@@ -59,7 +59,7 @@ pub struct ToolInfo {
 ///
 /// A stdio server whose process exits fails the calls in flight (the model
 /// sees `Error: ...`). The next call starts it again and repeats the
-/// handshake, up to [`Server::restarts`] times (default once) over the
+/// handshake, up to [`Server::with_restarts`] times (default once) over the
 /// client's life; after that every call answers that the server is down.
 /// The tool list is marked changed after a restart.
 ///
@@ -74,7 +74,7 @@ pub struct ToolInfo {
 /// # Secrets
 ///
 /// The server's bearer token, and the values of its environment variables
-/// whose names look secret (see [`Server::env`]), are removed from
+/// whose names look secret (see [`Server::with_env`]), are removed from
 /// everything the server sends (results, errors, log messages, tool
 /// descriptions, its stderr) before a caller, a log line or a model sees
 /// it; a [`Registry`](super::Registry) adds the agent's API keys and every
@@ -356,7 +356,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`connect`](Client::connect); a result larger than
-    /// [`Server::max_message_bytes`] is an [`Error::Transport`] saying so
+    /// [`Server::with_max_message_bytes`] is an [`Error::Transport`] saying so
     /// (over stdio too, as soon as the line is read).
     pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContent>> {
         self.read_resource_with(uri, None)
@@ -568,12 +568,12 @@ impl Client {
     /// `SIGKILL` to its process group; HTTP: DELETE the session). Idempotent;
     /// later calls fail with "closed".
     ///
-    /// Returns within [`Server::shutdown_grace`] plus about two seconds,
+    /// Returns within [`Server::with_shutdown_grace`] plus about two seconds,
     /// whatever the server does (one that stopped reading its stdin
     /// included), and ends every wait on this client, a restart's included.
     /// A process that left the server's process group is reached on Linux
     /// only, and only if its parent was still running; see
-    /// [`Server::shutdown_grace`].
+    /// [`Server::with_shutdown_grace`].
     pub fn close(&self) {
         let (conn, starting) = {
             let mut st = self.inner.state.lock();
