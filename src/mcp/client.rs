@@ -222,10 +222,7 @@ impl Client {
 
     /// `list_tools`, ended early by `cancel` too.
     pub(super) fn list_tools_with(&self, cancel: Option<&Cancellable>) -> Result<Vec<ToolInfo>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
+        let conn = self.live()?;
         // Cleared first: a change announced while listing marks it again.
         conn.tools_dirty.store(false, Ordering::SeqCst);
         let (items, ttl) = self.pages(&conn, "tools/list", "tools", cancel)?;
@@ -261,11 +258,7 @@ impl Client {
         key: &str,
         cancel: Option<&Cancellable>,
     ) -> Result<(Vec<Value>, Option<Duration>)> {
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel,
-            progress: None,
-        };
+        let opts = self.opts(cancel, None);
         let mut items = Vec::new();
         let mut cursors = HashSet::new();
         let mut cursor: Option<String> = None;
@@ -299,10 +292,7 @@ impl Client {
         key: &str,
         dirty: impl Fn(&Conn) -> &std::sync::atomic::AtomicBool,
     ) -> Result<Vec<Value>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
+        let conn = self.live()?;
         let changed = dirty(&conn).swap(false, Ordering::SeqCst);
         if !changed
             && let Some((until, items)) = self.inner.cache.lock().get(method)
@@ -367,15 +357,8 @@ impl Client {
         uri: &str,
         cancel: Option<&Cancellable>,
     ) -> Result<Vec<ResourceContent>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(cancel, None);
         let result = self
             .rounds(&conn, "resources/read", &json!({"uri": uri}), &opts)
             .map_err(|e| self.error(e))?;
@@ -408,15 +391,8 @@ impl Client {
         K: Into<String>,
         V: Into<String>,
     {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: None,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(None, None);
         let args: serde_json::Map<String, Value> = arguments
             .into_iter()
             .map(|(k, v)| (k.into(), Value::String(v.into())))
@@ -505,11 +481,7 @@ impl Client {
         cx: &ToolContext,
     ) -> Result<String, ToolError> {
         let conn = self.conn().map_err(|e| ToolError::new(e.to_string()))?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: cx.cancellable(),
-            progress: Some(tool.to_string()),
-        };
+        let opts = self.opts(cx.cancellable(), Some(tool.to_string()));
         let args = if args.is_object() {
             args.clone()
         } else {
@@ -550,15 +522,8 @@ impl Client {
     ///
     /// As [`connect`](Client::connect).
     pub fn ping(&self) -> Result<()> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: None,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(None, None);
         conn.request("ping", json!({}), &opts)
             .map(|_| ())
             .map_err(|e| self.error(e))
@@ -683,6 +648,25 @@ impl Client {
         st.conn = Arc::clone(&conn);
         st.info = info;
         Ok(conn)
+    }
+
+    /// [`conn`](Client::conn) for the host's calls: a failure is the
+    /// [`Error::Transport`] naming the server's URL.
+    fn live(&self) -> Result<Arc<Conn>> {
+        self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })
+    }
+
+    /// The options of one request to this server: its request timeout,
+    /// `cancel`, and progress reported under `progress`.
+    fn opts<'a>(&self, cancel: Option<&'a Cancellable>, progress: Option<String>) -> Opts<'a> {
+        Opts {
+            timeout: self.inner.server.timeout,
+            cancel,
+            progress,
+        }
     }
 
     #[allow(
