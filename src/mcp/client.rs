@@ -806,6 +806,7 @@ fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
     match (e, url) {
         (RpcError::Timeout(after), url) => Error::Timeout { after, url },
         (RpcError::Cancelled, _) => Error::Cancelled,
+        (RpcError::Auth(e), url) => e.into_error(url),
         (RpcError::Status { status, message }, Some(url)) => Error::Http {
             status,
             message,
@@ -823,5 +824,37 @@ fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
             url,
             source: format!("MCP server `{name}`: {what}{e}").into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use crate::mcp::oauth::AuthError;
+
+    /// Every OAuth cause reaches the host as one kind, through one mapping,
+    /// with its secrets redacted on the way.
+    #[test]
+    fn oauth_failures_are_auth_errors_whatever_the_cause() {
+        let server = Server::http("http://127.0.0.1:9/mcp");
+        let secrets = Secrets::new(["tok-123"]);
+        for cause in [
+            AuthError::Unreachable("cannot reach http://as/ tok-123".into()),
+            AuthError::Timeout("http://as/ did not answer within 2 s".into()),
+            AuthError::Refused("the token request was refused (400)".into()),
+            AuthError::Unusable("the token answer has no access_token".into()),
+            AuthError::Local("the browser could not be opened".into()),
+        ] {
+            let rpc = RpcError::Auth(cause.clone()).redacted(&secrets);
+            let e = rpc_error("fake", &server, rpc, "");
+            assert_eq!(e.kind(), ErrorKind::Auth, "{cause:?}");
+            assert_eq!(e.status(), Some(401));
+            let text = e.to_string();
+            assert!(
+                text.contains("OAuth: ") && !text.contains("tok-123"),
+                "{text}"
+            );
+        }
     }
 }

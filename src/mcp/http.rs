@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::conn::{Bound, Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, MODERN_VERSION, RpcError};
-use super::oauth::{OAuth, Session};
+use super::oauth::{AuthError, OAuth, Session};
 use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
 use crate::net::{AgentSetup, error_text};
@@ -62,6 +62,8 @@ enum PostError {
     /// Another non-success status, with the start of the body.
     Status(u16, String),
     Failed(String),
+    /// The OAuth login or refresh that a 401 started failed.
+    Auth(AuthError),
     /// 401 on a connection with OAuth: the token sent (if any) and the
     /// `WWW-Authenticate` header.
     Unauthorized {
@@ -77,6 +79,7 @@ impl PostError {
             PostError::Unreachable(why) => RpcError::Unreachable(why),
             PostError::Status(status, message) => RpcError::Status { status, message },
             PostError::Failed(why) => RpcError::Transport(why),
+            PostError::Auth(e) => RpcError::Auth(e),
             PostError::Unauthorized { .. } => RpcError::Status {
                 status: 401,
                 message: "unauthorized".into(),
@@ -145,14 +148,14 @@ impl Http {
         let closed = || self.agent.lock().is_none();
         if let Err(e) = session.renew(sent, challenge, &closed) {
             log::warn!(target: "pikuri::mcp", "[{}] {e}", conn.name);
-            return Err(PostError::Status(401, e.to_string()));
+            return Err(PostError::Auth(e));
         }
         log::info!(target: "pikuri::mcp", "[{}] OAuth: authorized", conn.name);
         match self.post(conn, msg, id, on_msg) {
-            Err(PostError::Unauthorized { .. }) => Err(PostError::Status(
-                401,
-                "OAuth: the server refused the token it was just issued (a token for another audience?)".into(),
-            )),
+            Err(PostError::Unauthorized { .. }) => Err(PostError::Auth(AuthError::Refused(
+                "the server refused the token it was just issued (a token for another audience?)"
+                    .into(),
+            ))),
             other => other,
         }
     }

@@ -273,12 +273,72 @@ impl fmt::Debug for OAuth {
     }
 }
 
-/// Why a login or refresh failed: one line for the user, without tokens.
-#[derive(Debug)]
-pub(in crate::mcp) struct AuthError(pub(in crate::mcp) String);
+/// Why a login or refresh failed, by cause; each carries one line for the
+/// user, without tokens. Crate-private: [`AuthError::into_error`] is the
+/// one place it becomes a public [`Error`](crate::Error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::mcp) enum AuthError {
+    /// The authorization side could not be reached.
+    Unreachable(String),
+    /// A request to the authorization side, or the user's login in the
+    /// browser, took longer than its bound.
+    Timeout(String),
+    /// The authorization side answered no: an error status or `error`
+    /// answer, or a browser answer that fails a check (state, issuer).
+    Refused(String),
+    /// An answer a login cannot go on with: metadata missing, malformed,
+    /// for another resource or issuer; a token for another audience.
+    Unusable(String),
+    /// The login could not run on this side: no redirect listener, no
+    /// browser, no refresh token, the connection closed meanwhile.
+    Local(String),
+}
+
+impl AuthError {
+    /// The line for the user.
+    pub(in crate::mcp) fn message(&self) -> &str {
+        match self {
+            AuthError::Unreachable(m)
+            | AuthError::Timeout(m)
+            | AuthError::Refused(m)
+            | AuthError::Unusable(m)
+            | AuthError::Local(m) => m,
+        }
+    }
+
+    /// The same error with `f` applied to its line (redaction).
+    pub(in crate::mcp) fn map(self, f: impl FnOnce(String) -> String) -> AuthError {
+        match self {
+            AuthError::Unreachable(m) => AuthError::Unreachable(f(m)),
+            AuthError::Timeout(m) => AuthError::Timeout(f(m)),
+            AuthError::Refused(m) => AuthError::Refused(f(m)),
+            AuthError::Unusable(m) => AuthError::Unusable(f(m)),
+            AuthError::Local(m) => AuthError::Local(f(m)),
+        }
+    }
+
+    /// The public error of a request to the MCP server at `url` that met
+    /// this: whatever the cause, a `401` whose message starts `OAuth: `
+    /// ([`ErrorKind::Auth`](crate::ErrorKind::Auth)): the server refused
+    /// the request, and a login is what it takes.
+    pub(in crate::mcp) fn into_error(self, url: Option<String>) -> crate::Error {
+        let message = self.to_string();
+        match url {
+            Some(url) => crate::Error::Http {
+                status: 401,
+                message,
+                url,
+            },
+            None => crate::Error::Transport {
+                url: None,
+                source: message.into(),
+            },
+        }
+    }
+}
 
 impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OAuth: {}", self.0)
+        write!(f, "OAuth: {}", self.message())
     }
 }
