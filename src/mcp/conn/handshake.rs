@@ -205,19 +205,7 @@ fn parse_discover(result: &Value) -> Result<Option<InitInfo>, RpcError> {
         )));
     }
     let info = &result["_meta"]["io.modelcontextprotocol/serverInfo"];
-    let text = |v: &Value| {
-        v.as_str()
-            .filter(|s| !s.trim().is_empty())
-            .map(String::from)
-    };
-    Ok(Some(InitInfo {
-        protocol_version: MODERN_VERSION.to_string(),
-        capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
-        name: text(&info["name"]).unwrap_or_default(),
-        title: text(&info["title"]),
-        version: text(&info["version"]),
-        instructions: text(&result["instructions"]),
-    }))
+    Ok(Some(InitInfo::read(MODERN_VERSION, result, info)))
 }
 
 pub(in crate::mcp) fn parse_init(result: &Value, accepted: &[&str]) -> Result<InitInfo, RpcError> {
@@ -228,18 +216,26 @@ pub(in crate::mcp) fn parse_init(result: &Value, accepted: &[&str]) -> Result<In
             accepted.join(", ")
         )));
     }
-    let info = &result["serverInfo"];
-    let text = |v: &Value| {
-        v.as_str()
-            .filter(|s| !s.trim().is_empty())
-            .map(String::from)
-    };
-    Ok(InitInfo {
-        protocol_version: version.to_string(),
-        capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
-        name: text(&info["name"]).unwrap_or_default(),
-        title: text(&info["title"]),
-        version: text(&info["version"]),
-        instructions: text(&result["instructions"]),
-    })
+    Ok(InitInfo::read(version, result, &result["serverInfo"]))
+}
+
+impl InitInfo {
+    /// What a discover or initialize `result` says, the server's name,
+    /// title and version read from `info` (where each generation puts
+    /// them); blank strings count as absent.
+    fn read(protocol_version: &str, result: &Value, info: &Value) -> InitInfo {
+        let text = |v: &Value| {
+            v.as_str()
+                .filter(|s| !s.trim().is_empty())
+                .map(String::from)
+        };
+        InitInfo {
+            protocol_version: protocol_version.to_string(),
+            capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+            name: text(&info["name"]).unwrap_or_default(),
+            title: text(&info["title"]),
+            version: text(&info["version"]),
+            instructions: text(&result["instructions"]),
+        }
+    }
 }
