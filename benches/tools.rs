@@ -80,7 +80,7 @@ fn fn_tools(n: usize) -> usize {
 
 fn mcp_tools(n: usize) -> usize {
     let exe = std::env::current_exe().expect("own path");
-    let server = Server::stdio(exe, [""; 0]).env(SERVE, n.to_string());
+    let server = Server::stdio(exe, [""; 0]).with_env(SERVE, n.to_string());
     let mcp = Registry::new().server("bench", server);
     let mut agent = Agent::builder(transport())
         .add_extension(mcp)

@@ -576,7 +576,7 @@
 //!     .add_extension(
 //!         mcp::Registry::new()
 //!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
-//!             .server("time", mcp::Server::stdio("uvx", ["mcp-server-time"]).sub_agent_only(true)),
+//!             .server("time", mcp::Server::stdio("uvx", ["mcp-server-time"]).with_sub_agent_only(true)),
 //!     )
 //!     .build()?;
 //! assert!(agent.tools().iter().any(|t| t.name() == "everything__echo"));
@@ -587,7 +587,7 @@
 //! ## Remote servers that ask for OAuth
 //!
 //! A Streamable HTTP server may answer `401` and point to its authorization
-//! server. Declared with [`Server::oauth`](crate::mcp::Server::oauth), it gets
+//! server. Declared with [`Server::with_oauth`](crate::mcp::Server::with_oauth), it gets
 //! an OAuth 2.1 login while the request that met the `401` waits (at build,
 //! the handshake): the protected resource and authorization server metadata
 //! are discovered, a client is registered, the user approves in the browser
@@ -601,8 +601,8 @@
 //! issuer, a token for another audience, an authorization server that
 //! redirects or never answers) is an [`ErrorKind::Auth`](crate::ErrorKind::Auth)
 //! error whose text starts with `OAuth:`, within
-//! [`OAuth::login_timeout`](crate::mcp::OAuth::login_timeout) and
-//! [`OAuth::request_timeout`](crate::mcp::OAuth::request_timeout); no token
+//! [`OAuth::with_login_timeout`](crate::mcp::OAuth::with_login_timeout) and
+//! [`OAuth::with_request_timeout`](crate::mcp::OAuth::with_request_timeout); no token
 //! ever shows in it. The chat example does this for `--mcp-url`; the
 //! crate's tests log in to a server built with the official Python SDK
 //! (`scripts/mcp-oauth.sh test`).
@@ -613,14 +613,14 @@
 //!
 //! let tokens = std::env::temp_dir().join("my-app").join("mcp-tokens.json");
 //! let remote = Server::http("https://mcp.example.com/mcp")
-//!     .oauth(
+//!     .with_oauth(
 //!         OAuth::new()
-//!             .client_name("my-app")
-//!             .store(FileTokenStore::new(&tokens))
-//!             .login_timeout(Duration::from_secs(180)),
+//!             .with_client_name("my-app")
+//!             .with_store(FileTokenStore::new(&tokens))
+//!             .with_login_timeout(Duration::from_secs(180)),
 //!     )
 //!     // The login runs within the handshake's bound.
-//!     .startup_timeout(Duration::from_secs(200));
+//!     .with_startup_timeout(Duration::from_secs(200));
 //! let shown = format!("{remote:?}");
 //! assert!(shown.contains("oauth") && shown.contains("login_timeout: 180s"));
 //! // `mcp::Registry::new().server("remote", remote)` as above.
@@ -636,7 +636,7 @@
 //! (`list_resources`, `list_resource_templates`, `read_resource`,
 //! `list_prompts`, `get_prompt`, whose [`text`](crate::mcp::Prompt::text)
 //! is a ready next message), and to the model only if asked for
-//! ([`mcp::Server::resource_tool`](crate::mcp::Server::resource_tool)).
+//! ([`mcp::Server::with_resource_tool`](crate::mcp::Server::with_resource_tool)).
 //! A server that needs the user's answer mid-call (elicitation) is refused
 //! unless the host sets an [`mcp::InputProvider`](crate::mcp::InputProvider),
 //! in the style of the [`Approver`](crate::approval::Approver); the answer is
@@ -646,7 +646,7 @@
 //! use pikuri::mcp::{Registry, Server, TerminalInput};
 //!
 //! let mcp = Registry::new()
-//!     .server("docs", Server::http("http://127.0.0.1:8000/mcp").resource_tool(true))
+//!     .server("docs", Server::http("http://127.0.0.1:8000/mcp").with_resource_tool(true))
 //!     .input_provider(TerminalInput::stdio());
 //! let agent = pikuri::Agent::builder(pikuri::ChatTransport::from_env()?)
 //!     .add_extension(mcp.clone())
@@ -685,7 +685,7 @@
 //! server.push(Reply::text("three"));
 //! let events = InMemoryEventList::new();
 //! let mut agent = Agent::builder(server.transport())
-//!     .compaction(Compaction::drop_oldest().keep_turns(1)) // or summarize()
+//!     .compaction(Compaction::drop_oldest().with_keep_turns(1)) // or summarize()
 //!     .add_listener(events.clone())
 //!     .build()?;
 //! agent.run_loop("hi")?;

@@ -1,6 +1,6 @@
 //! [`Image`]'s constructors: from bytes (the media type sniffed from the
-//! magic bytes), from a file, from a URL; the size bound; the base64
-//! encoder (hand-written: one function is not worth a dependency).
+//! magic bytes), from a file, from a URL; the size bound. The bytes are
+//! sent as standard base64 ([`crate::codec::base64`]).
 //!
 //! The encoders of each API read [`Image::source`] and
 //! [`Image::media_type`]; chat completions sends an `image_url` part whose
@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
+use crate::codec::base64::{self, Alphabet, Padding};
 use crate::{Error, Image, ImageSource, Result};
 
 impl Image {
@@ -49,7 +50,7 @@ impl Image {
         })?;
         Ok(Image {
             media_type: media_type.to_string(),
-            source: ImageSource::Base64(base64(bytes)),
+            source: ImageSource::Base64(base64::encode(bytes, Alphabet::Standard, Padding::Padded)),
         })
     }
 
@@ -188,71 +189,9 @@ fn sniff(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
-/// Standard base64 (RFC 4648 section 4: `+/` alphabet, `=` padding).
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    encode_base64(
-        bytes,
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
-        true,
-    )
-}
-
-/// Unpadded base64url (RFC 4648 section 5: `-_` alphabet), for OAuth's
-/// PKCE and tokens.
-#[cfg(feature = "mcp")]
-pub(crate) fn base64url(bytes: &[u8]) -> String {
-    encode_base64(
-        bytes,
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
-        false,
-    )
-}
-
-/// The one base64 encoder: `alphabet`, and `=` padding when `pad`.
-fn encode_base64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        // A chunk of k bytes gives k + 1 characters, then padding to 4.
-        for i in 0..=chunk.len() {
-            out.push(char::from(alphabet[(n >> (18 - 6 * i)) as usize & 63]));
-        }
-        if pad {
-            for _ in chunk.len()..3 {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_rfc4648_vectors() {
-        for (raw, encoded) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(raw.as_bytes()), encoded, "{raw}");
-        }
-        // Every byte value, through both padding cases and the top of the
-        // alphabet (`+`, `/`).
-        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
-        assert_eq!(base64(&[0xff; 3]), "////");
-        let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(base64(&all).len(), 344);
-    }
 
     #[test]
     fn sniffs_the_four_formats() {

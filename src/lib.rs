@@ -356,7 +356,7 @@
 //! - `Mcp::Synthesizer` (a model writes the description of a server that
 //!   has none): it costs a model request per server at every build, before
 //!   the first turn. The `<available_mcps>` line is the host's
-//!   [`mcp::Server::description`], else the server's title and first line
+//!   [`mcp::Server::with_description`], else the server's title and first line
 //!   of its instructions.
 //! - The `Extractor` registry behind `web_scrape` (pikuri-pdf,
 //!   pikuri-extractors): [`builtin::web_scrape`] reads HTML, JSON and text
@@ -398,6 +398,7 @@
 // Private modules; the public API is the flat `pub use` block below plus the
 // namespaces declared after it, which hold what is secondary.
 mod agent;
+mod codec;
 mod control;
 mod error;
 mod event;
@@ -405,6 +406,7 @@ mod image;
 mod listener;
 mod media_type;
 mod message;
+mod net;
 mod protocol;
 mod sanitize;
 mod util;

@@ -362,7 +362,7 @@ fn long_conversation_through_compaction(api: Api) {
         return;
     };
     let mut agent = c
-        .compaction(pikuri::compaction::Compaction::summarize().keep_turns(1))
+        .compaction(pikuri::compaction::Compaction::summarize().with_keep_turns(1))
         .build()
         .unwrap();
     assert_eq!(agent.context_window_cap(), Some(SMALL_CTX));

@@ -54,14 +54,14 @@ pub(crate) fn http(spec: &str, index: usize) -> Result<McpSpec, Failure> {
         // The login runs during the handshake: give the user time at the
         // browser (the handshake's bound covers the login).
         server = server
-            .oauth(
+            .with_oauth(
                 OAuth::new()
-                    .client_name("pikuri chat example")
-                    .browser(browser)
-                    .store(FileTokenStore::new(file))
-                    .login_timeout(LOGIN_TIMEOUT),
+                    .with_client_name("pikuri chat example")
+                    .with_browser(browser)
+                    .with_store(FileTokenStore::new(file))
+                    .with_login_timeout(LOGIN_TIMEOUT),
             )
-            .startup_timeout(LOGIN_TIMEOUT + Duration::from_secs(30));
+            .with_startup_timeout(LOGIN_TIMEOUT + Duration::from_secs(30));
     }
     // The library's own check, the one the registry applies.
     if let Err(e) = server.check() {

@@ -38,7 +38,7 @@ use crate::{Error, Event, Message, Result, Role, Tool};
 /// server.push(Reply::text("three"));
 /// let mut agent = Agent::builder(server.transport())
 ///     .system_prompt("You are terse.")
-///     .compaction(Compaction::summarize().threshold(0.8).keep_turns(1))
+///     .compaction(Compaction::summarize().with_threshold(0.8).with_keep_turns(1))
 ///     .build()?;
 /// agent.run_loop("hi")?;
 /// agent.run_loop("hi again")?;
@@ -145,7 +145,7 @@ Do not answer any question from the conversation.";
     ///
     /// ```
     /// use pikuri::compaction::{Compaction, CompactionStrategy};
-    /// let c = Compaction::drop_oldest().keep_turns(3);
+    /// let c = Compaction::drop_oldest().with_keep_turns(3);
     /// assert_eq!(c.strategy(), CompactionStrategy::DropOldest);
     /// assert_eq!(c.strategy().as_str(), "drop_oldest");
     /// ```
@@ -159,7 +159,7 @@ Do not answer any question from the conversation.";
     /// Compact before a request estimated at more than `fraction` of the
     /// window (clamped to 0.1..=1.0).
     #[must_use]
-    pub fn threshold(mut self, fraction: f64) -> Compaction {
+    pub fn with_threshold(mut self, fraction: f64) -> Compaction {
         self.threshold = if fraction.is_nan() {
             0.8
         } else {
@@ -171,7 +171,7 @@ Do not answer any question from the conversation.";
     /// Keep the last `turns` user turns verbatim (at least 1: the current
     /// turn is never summarized).
     #[must_use]
-    pub fn keep_turns(mut self, turns: usize) -> Compaction {
+    pub fn with_keep_turns(mut self, turns: usize) -> Compaction {
         self.keep_turns = turns.max(1);
         self
     }
@@ -628,7 +628,7 @@ mod tests {
             asked.push(prompt.to_string());
             Ok("the gist".to_string())
         };
-        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
         let mut h = long_history();
         // About 210 tokens against a window of 1,000: nothing to do.
         let mut c = conversation(&mut h, Some(1000), &mut summarize);
@@ -648,7 +648,7 @@ mod tests {
 
     #[test]
     fn a_failed_summary_leaves_the_history_but_a_cancel_stops() {
-        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
         let mut h = long_history();
         let mut failing = |_: &str, _: &str| Err(Error::protocol("down"));
         let mut c = conversation(&mut h, Some(200), &mut failing);
@@ -664,7 +664,7 @@ mod tests {
 
     #[test]
     fn a_summary_that_does_not_shrink_is_refused_and_the_history_kept() {
-        let mut k = Compactor::new(Some(Compaction::summarize().keep_turns(1)));
+        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
         let before = long_history();
         // Over the bound: 2 MB for ~100 tokens of turns.
         let mut h = before.clone();

@@ -515,7 +515,7 @@ impl Agent {
     ///
     /// let server = FakeServer::start();
     /// let mut agent = Agent::builder(server.transport())
-    ///     .compaction(Compaction::drop_oldest().keep_turns(1))
+    ///     .compaction(Compaction::drop_oldest().with_keep_turns(1))
     ///     .build()?;
     /// agent.load_history(History::new(vec![
     ///     Message::user("first"), Message::assistant("1"),

@@ -11,13 +11,14 @@ use serde_json::{Value, json};
 
 use super::catalog::{self, Prompt, PromptInfo, ResourceContent, ResourceInfo, ResourceTemplate};
 use super::conn::{Conn, InitInfo, Observer, Opts};
-use super::http::Http;
-use super::input::{self, Asker};
-use super::jsonrpc::{HTTP_VERSIONS, RpcError, STDIO_VERSIONS};
+use super::content;
+use super::input;
+use super::jsonrpc::RpcError;
 use super::server::{Server, Transport};
-use super::{content, stdio};
 use crate::util::{Secrets, redact_url};
 use crate::{Cancellable, Error, Result, ToolContext, ToolError};
+
+mod start;
 
 /// A tool as a server lists it (`tools/list`).
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +60,7 @@ pub struct ToolInfo {
 ///
 /// A stdio server whose process exits fails the calls in flight (the model
 /// sees `Error: ...`). The next call starts it again and repeats the
-/// handshake, up to [`Server::restarts`] times (default once) over the
+/// handshake, up to [`Server::with_restarts`] times (default once) over the
 /// client's life; after that every call answers that the server is down.
 /// The tool list is marked changed after a restart.
 ///
@@ -74,7 +75,7 @@ pub struct ToolInfo {
 /// # Secrets
 ///
 /// The server's bearer token, and the values of its environment variables
-/// whose names look secret (see [`Server::env`]), are removed from
+/// whose names look secret (see [`Server::with_env`]), are removed from
 /// everything the server sends (results, errors, log messages, tool
 /// descriptions, its stderr) before a caller, a log line or a model sees
 /// it; a [`Registry`](super::Registry) adds the agent's API keys and every
@@ -116,10 +117,6 @@ const MAX_PAGES: usize = 1000;
 pub(super) const MAX_INPUT_ROUNDS: usize = 8;
 /// Most input requests one `input_required` result may carry.
 const MAX_INPUT_REQUESTS: usize = 16;
-/// The longest wait for an answer to the `server/discover` probe before
-/// taking the server for a 2025 one (some do not answer unknown methods).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
 impl Client {
     /// Start (stdio) or reach (HTTP) the server, probe it with
     /// `server/discover` and, for a 2025 server, run the `initialize`
@@ -138,45 +135,6 @@ impl Client {
     /// HTTP, each names the endpoint's URL (redacted).
     pub fn connect(name: &str, server: &Server) -> Result<Client> {
         Client::connect_with(name, server, None, &Secrets::default())
-    }
-
-    /// `connect`, with an observer of the server's notices and `secrets`
-    /// to redact besides the server's own.
-    pub(super) fn connect_with(
-        name: &str,
-        server: &Server,
-        observer: Option<Observer>,
-        secrets: &Secrets,
-    ) -> Result<Client> {
-        let name: Arc<str> = Arc::from(name);
-        let secrets = secrets.with(server.credentials());
-        let conn = start(&name, server, observer.clone(), &secrets)?;
-        let info = handshake(&name, server, &conn)?;
-        log::info!(
-            target: "pikuri::mcp",
-            "[{name}] connected: {} {} (protocol {})",
-            info.name,
-            info.version.as_deref().unwrap_or(""),
-            info.protocol_version
-        );
-        Ok(Client {
-            inner: Arc::new(Inner {
-                name,
-                server: server.clone(),
-                observer,
-                secrets,
-                state: Mutex::new(State {
-                    conn,
-                    info,
-                    restarts_left: server.restarts,
-                    closed: false,
-                    starting: None,
-                }),
-                restarting: Mutex::new(()),
-                cache: Mutex::new(HashMap::new()),
-                tools_fresh_until: Mutex::new(None),
-            }),
-        })
     }
 
     /// The name given at connect.
@@ -222,10 +180,7 @@ impl Client {
 
     /// `list_tools`, ended early by `cancel` too.
     pub(super) fn list_tools_with(&self, cancel: Option<&Cancellable>) -> Result<Vec<ToolInfo>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
+        let conn = self.live()?;
         // Cleared first: a change announced while listing marks it again.
         conn.tools_dirty.store(false, Ordering::SeqCst);
         let (items, ttl) = self.pages(&conn, "tools/list", "tools", cancel)?;
@@ -261,11 +216,7 @@ impl Client {
         key: &str,
         cancel: Option<&Cancellable>,
     ) -> Result<(Vec<Value>, Option<Duration>)> {
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel,
-            progress: None,
-        };
+        let opts = self.opts(cancel, None);
         let mut items = Vec::new();
         let mut cursors = HashSet::new();
         let mut cursor: Option<String> = None;
@@ -299,10 +250,7 @@ impl Client {
         key: &str,
         dirty: impl Fn(&Conn) -> &std::sync::atomic::AtomicBool,
     ) -> Result<Vec<Value>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
+        let conn = self.live()?;
         let changed = dirty(&conn).swap(false, Ordering::SeqCst);
         if !changed
             && let Some((until, items)) = self.inner.cache.lock().get(method)
@@ -356,7 +304,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`connect`](Client::connect); a result larger than
-    /// [`Server::max_message_bytes`] is an [`Error::Transport`] saying so
+    /// [`Server::with_max_message_bytes`] is an [`Error::Transport`] saying so
     /// (over stdio too, as soon as the line is read).
     pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContent>> {
         self.read_resource_with(uri, None)
@@ -367,15 +315,8 @@ impl Client {
         uri: &str,
         cancel: Option<&Cancellable>,
     ) -> Result<Vec<ResourceContent>> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(cancel, None);
         let result = self
             .rounds(&conn, "resources/read", &json!({"uri": uri}), &opts)
             .map_err(|e| self.error(e))?;
@@ -408,15 +349,8 @@ impl Client {
         K: Into<String>,
         V: Into<String>,
     {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: None,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(None, None);
         let args: serde_json::Map<String, Value> = arguments
             .into_iter()
             .map(|(k, v)| (k.into(), Value::String(v.into())))
@@ -505,11 +439,7 @@ impl Client {
         cx: &ToolContext,
     ) -> Result<String, ToolError> {
         let conn = self.conn().map_err(|e| ToolError::new(e.to_string()))?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: cx.cancellable(),
-            progress: Some(tool.to_string()),
-        };
+        let opts = self.opts(cx.cancellable(), Some(tool.to_string()));
         let args = if args.is_object() {
             args.clone()
         } else {
@@ -550,15 +480,8 @@ impl Client {
     ///
     /// As [`connect`](Client::connect).
     pub fn ping(&self) -> Result<()> {
-        let conn = self.conn().map_err(|source| Error::Transport {
-            url: shown_url(&self.inner.server),
-            source,
-        })?;
-        let opts = Opts {
-            timeout: self.inner.server.timeout,
-            cancel: None,
-            progress: None,
-        };
+        let conn = self.live()?;
+        let opts = self.opts(None, None);
         conn.request("ping", json!({}), &opts)
             .map(|_| ())
             .map_err(|e| self.error(e))
@@ -568,12 +491,12 @@ impl Client {
     /// `SIGKILL` to its process group; HTTP: DELETE the session). Idempotent;
     /// later calls fail with "closed".
     ///
-    /// Returns within [`Server::shutdown_grace`] plus about two seconds,
+    /// Returns within [`Server::with_shutdown_grace`] plus about two seconds,
     /// whatever the server does (one that stopped reading its stdin
     /// included), and ends every wait on this client, a restart's included.
     /// A process that left the server's process group is reached on Linux
     /// only, and only if its parent was still running; see
-    /// [`Server::shutdown_grace`].
+    /// [`Server::with_shutdown_grace`].
     pub fn close(&self) {
         let (conn, starting) = {
             let mut st = self.inner.state.lock();
@@ -617,72 +540,23 @@ impl Client {
         changed
     }
 
-    /// The live connection, restarting a dead stdio server within budget.
-    /// The state lock is never held across the restart, so `close` and the
-    /// accessors never wait for a handshake.
-    fn conn(&self) -> std::result::Result<Arc<Conn>, Box<dyn std::error::Error + Send + Sync>> {
-        let name = &self.inner.name;
-        let closed = || format!("MCP server `{name}` is closed").into();
-        {
-            let st = self.inner.state.lock();
-            if st.closed {
-                return Err(closed());
-            }
-            if st.conn.closed_reason().is_none() {
-                return Ok(Arc::clone(&st.conn));
-            }
+    /// [`conn`](Client::conn) for the host's calls: a failure is the
+    /// [`Error::Transport`] naming the server's URL.
+    fn live(&self) -> Result<Arc<Conn>> {
+        self.conn().map_err(|source| Error::Transport {
+            url: shown_url(&self.inner.server),
+            source,
+        })
+    }
+
+    /// The options of one request to this server: its request timeout,
+    /// `cancel`, and progress reported under `progress`.
+    fn opts<'a>(&self, cancel: Option<&'a Cancellable>, progress: Option<String>) -> Opts<'a> {
+        Opts {
+            timeout: self.inner.server.timeout,
+            cancel,
+            progress,
         }
-        // One restart at a time: whoever waited here finds it done.
-        let _restart = self.inner.restarting.lock();
-        let (old, why) = {
-            let mut st = self.inner.state.lock();
-            if st.closed {
-                return Err(closed());
-            }
-            let Some(why) = st.conn.closed_reason() else {
-                return Ok(Arc::clone(&st.conn));
-            };
-            if st.restarts_left == 0 {
-                return Err(format!("MCP server `{name}` is down ({why})").into());
-            }
-            st.restarts_left -= 1;
-            (Arc::clone(&st.conn), why)
-        };
-        log::warn!(target: "pikuri::mcp", "[{name}] restarting after: {why}");
-        old.close();
-        let failed = |e: &dyn std::fmt::Display| -> Box<dyn std::error::Error + Send + Sync> {
-            format!("MCP server `{name}` is down ({why}); restarting failed: {e}").into()
-        };
-        let server = &self.inner.server;
-        let conn = start(
-            name,
-            server,
-            self.inner.observer.clone(),
-            &self.inner.secrets,
-        )
-        .map_err(|e| failed(&e))?;
-        {
-            let mut st = self.inner.state.lock();
-            if st.closed {
-                drop(st);
-                conn.close();
-                return Err(closed());
-            }
-            st.starting = Some(Arc::clone(&conn));
-        }
-        let shaken = handshake(name, server, &conn);
-        let mut st = self.inner.state.lock();
-        st.starting = None;
-        if st.closed {
-            drop(st);
-            conn.close();
-            return Err(closed());
-        }
-        let info = shaken.map_err(|e| failed(&e))?;
-        conn.tools_dirty.store(true, Ordering::SeqCst);
-        st.conn = Arc::clone(&conn);
-        st.info = info;
-        Ok(conn)
     }
 
     #[allow(
@@ -706,88 +580,6 @@ impl fmt::Debug for Client {
             .field("name", &self.inner.name)
             .field("server", &self.inner.server)
             .finish_non_exhaustive()
-    }
-}
-
-/// Start (stdio) or prepare to reach (HTTP) the server.
-fn start(
-    name: &Arc<str>,
-    server: &Server,
-    observer: Option<Observer>,
-    secrets: &Secrets,
-) -> Result<Arc<Conn>> {
-    let asker = server.input.clone().map(|provider| Asker {
-        provider,
-        timeout: server.input_timeout,
-    });
-    let conn = Conn::new(Arc::clone(name), observer, secrets.clone(), asker);
-    match &server.transport {
-        Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
-            let spec = stdio::Spawn {
-                command,
-                args,
-                env,
-                cwd: cwd.as_ref(),
-                max_message: server.max_message,
-                grace: server.shutdown_grace,
-            };
-            stdio::spawn(&conn, &spec).map_err(|e| Error::Transport {
-                url: None,
-                source: format!(
-                    "MCP server `{name}`: could not start {}: {e}",
-                    command.display()
-                )
-                .into(),
-            })?;
-        }
-        Transport::Http { url, bearer } => {
-            crate::protocol::check_http_url(&format!("MCP server `{name}`: the URL"), url)
-                .map_err(Error::InvalidInput)?;
-            let slowest = server.timeout.max(server.startup_timeout);
-            let mut http = Http::new(url, bearer.as_deref(), slowest, server.max_message);
-            http.set_oauth(server.oauth.clone());
-            conn.set_wire(Box::new(Arc::new(http)));
-        }
-    }
-    Ok(conn)
-}
-
-/// Find out which generation the server speaks: the `server/discover`
-/// probe, then, for a 2025 server, the `initialize` handshake; closes the
-/// connection on failure.
-fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> {
-    let versions = if server.is_stdio() {
-        STDIO_VERSIONS
-    } else {
-        HTTP_VERSIONS
-    };
-    let probe = server.startup_timeout.min(PROBE_TIMEOUT);
-    let (shaken, what) = match conn.discover(probe) {
-        Ok(Some(info)) => (Ok(info), ""),
-        Ok(None) => (
-            conn.initialize(server.startup_timeout, versions),
-            "initialize failed: ",
-        ),
-        Err(e) => (Err(e), "server/discover failed: "),
-    };
-    match shaken {
-        Ok(info) => {
-            if conn.is_modern()
-                && let Some(filter) = listen_filter(&info.capabilities)
-            {
-                conn.listen(&filter);
-            }
-            Ok(info)
-        }
-        Err(e) => {
-            conn.close();
-            Err(rpc_error(name, server, e, what))
-        }
     }
 }
 
@@ -822,6 +614,7 @@ fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
     match (e, url) {
         (RpcError::Timeout(after), url) => Error::Timeout { after, url },
         (RpcError::Cancelled, _) => Error::Cancelled,
+        (RpcError::Auth(e), url) => e.into_error(url),
         (RpcError::Status { status, message }, Some(url)) => Error::Http {
             status,
             message,
@@ -839,5 +632,37 @@ fn rpc_error(name: &str, server: &Server, e: RpcError, what: &str) -> Error {
             url,
             source: format!("MCP server `{name}`: {what}{e}").into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use crate::mcp::oauth::AuthError;
+
+    /// Every OAuth cause reaches the host as one kind, through one mapping,
+    /// with its secrets redacted on the way.
+    #[test]
+    fn oauth_failures_are_auth_errors_whatever_the_cause() {
+        let server = Server::http("http://127.0.0.1:9/mcp");
+        let secrets = Secrets::new(["tok-123"]);
+        for cause in [
+            AuthError::Unreachable("cannot reach http://as/ tok-123".into()),
+            AuthError::Timeout("http://as/ did not answer within 2 s".into()),
+            AuthError::Refused("the token request was refused (400)".into()),
+            AuthError::Unusable("the token answer has no access_token".into()),
+            AuthError::Local("the browser could not be opened".into()),
+        ] {
+            let rpc = RpcError::Auth(cause.clone()).redacted(&secrets);
+            let e = rpc_error("fake", &server, rpc, "");
+            assert_eq!(e.kind(), ErrorKind::Auth, "{cause:?}");
+            assert_eq!(e.status(), Some(401));
+            let text = e.to_string();
+            assert!(
+                text.contains("OAuth: ") && !text.contains("tok-123"),
+                "{text}"
+            );
+        }
     }
 }

@@ -32,10 +32,12 @@ use serde_json::Value;
 
 use super::conn::{Bound, Conn, Wire, init_params, parse_init};
 use super::jsonrpc::{self, HTTP_VERSIONS, MODERN_VERSION, RpcError};
-use super::oauth::{OAuth, Session};
+use super::oauth::{AuthError, OAuth, Session};
+use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
+use crate::net::{AgentSetup, error_text};
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
-use crate::util::{excerpt, redact_url_in};
+use crate::util::excerpt;
 
 pub(super) struct Http {
     url: String,
@@ -60,6 +62,8 @@ enum PostError {
     /// Another non-success status, with the start of the body.
     Status(u16, String),
     Failed(String),
+    /// The OAuth login or refresh that a 401 started failed.
+    Auth(AuthError),
     /// 401 on a connection with OAuth: the token sent (if any) and the
     /// `WWW-Authenticate` header.
     Unauthorized {
@@ -75,6 +79,7 @@ impl PostError {
             PostError::Unreachable(why) => RpcError::Unreachable(why),
             PostError::Status(status, message) => RpcError::Status { status, message },
             PostError::Failed(why) => RpcError::Transport(why),
+            PostError::Auth(e) => RpcError::Auth(e),
             PostError::Unauthorized { .. } => RpcError::Status {
                 status: 401,
                 message: "unauthorized".into(),
@@ -90,18 +95,14 @@ impl Http {
         timeout: Duration,
         max_message: usize,
     ) -> Http {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10).min(timeout)))
+        let agent = AgentSetup::new()
+            .with_connect_timeout(Duration::from_secs(10).min(timeout))
             // A server that stops reading a large body ties up the worker
             // for no longer than a request may take.
-            .timeout_send_request(Some(timeout))
-            .timeout_send_body(Some(timeout))
-            .timeout_recv_response(Some(timeout))
-            .timeout_per_read(Some(timeout))
-            .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .with_send_timeout(timeout)
+            .with_response_timeout(timeout)
+            .with_read_timeout(timeout)
+            .agent();
         Http {
             url: url.to_string(),
             bearer: bearer.map(String::from),
@@ -147,14 +148,14 @@ impl Http {
         let closed = || self.agent.lock().is_none();
         if let Err(e) = session.renew(sent, challenge, &closed) {
             log::warn!(target: "pikuri::mcp", "[{}] {e}", conn.name);
-            return Err(PostError::Status(401, e.to_string()));
+            return Err(PostError::Auth(e));
         }
         log::info!(target: "pikuri::mcp", "[{}] OAuth: authorized", conn.name);
         match self.post(conn, msg, id, on_msg) {
-            Err(PostError::Unauthorized { .. }) => Err(PostError::Status(
-                401,
-                "OAuth: the server refused the token it was just issued (a token for another audience?)".into(),
-            )),
+            Err(PostError::Unauthorized { .. }) => Err(PostError::Auth(AuthError::Refused(
+                "the server refused the token it was just issued (a token for another audience?)"
+                    .into(),
+            ))),
             other => other,
         }
     }
@@ -415,10 +416,7 @@ impl Http {
     fn send_error(&self, e: &ureq::Error) -> PostError {
         // The error names the URL (redacted) itself; ureq's text may quote
         // it raw.
-        let why = match e {
-            ureq::Error::Io(io) => io.to_string(),
-            other => redact_url_in(&other.to_string(), &self.url).into_owned(),
-        };
+        let why = error_text(e, &self.url);
         if cannot_connect(e) {
             PostError::Unreachable(why)
         } else {
@@ -481,7 +479,10 @@ fn header_value(value: &str) -> String {
     if visible && !value.is_empty() && !padded && !sentinel {
         value.to_string()
     } else {
-        format!("=?base64?{}?=", crate::image::base64(value.as_bytes()))
+        format!(
+            "=?base64?{}?=",
+            base64::encode(value.as_bytes(), Alphabet::Standard, Padding::Padded)
+        )
     }
 }
 

@@ -34,7 +34,7 @@ const MAX_ATTEMPTS: usize = 3;
 /// [`Approver`](crate::approval::Approver).
 ///
 /// Set on a [`Server`](super::Server) with
-/// [`Server::input_provider`](super::Server::input_provider), or on every
+/// [`Server::with_input_provider`](super::Server::with_input_provider), or on every
 /// server of a [`Registry`](super::Registry) with
 /// [`Registry::input_provider`](super::Registry::input_provider). Without
 /// one, the client declares no elicitation capability and refuses every
@@ -42,7 +42,7 @@ const MAX_ATTEMPTS: usize = 3;
 /// `input_required` is answered `decline`).
 ///
 /// `ask` runs on a thread of its own: a cancel of the run, a timeout
-/// ([`Server::input_timeout`](super::Server::input_timeout)) or
+/// ([`Server::with_input_timeout`](super::Server::with_input_timeout)) or
 /// [`Client::close`](super::Client::close) ends the wait at once and
 /// answers the server `cancel`; the provider's late answer is dropped.
 /// An accepted answer is validated against the schema the server sent; an

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::oauth::AuthError;
 use crate::util::Secrets;
 
 /// The protocol revision offered in `initialize`.
@@ -133,6 +134,8 @@ pub(super) enum RpcError {
         /// The start of the body.
         message: String,
     },
+    /// The OAuth login or refresh that the server's 401 started failed.
+    Auth(AuthError),
 }
 
 impl RpcError {
@@ -155,6 +158,7 @@ impl RpcError {
                 status,
                 message: clean(message),
             },
+            RpcError::Auth(e) => RpcError::Auth(e.map(clean)),
             e @ (RpcError::Timeout(_) | RpcError::Cancelled) => e,
         }
     }
@@ -174,6 +178,7 @@ impl fmt::Display for RpcError {
                 write!(f, "http status {status}")
             }
             RpcError::Status { status, message } => write!(f, "http status {status}: {message}"),
+            RpcError::Auth(e) => e.fmt(f),
         }
     }
 }

@@ -18,7 +18,7 @@
 //! let mcp = Registry::new()
 //!     .server("everything", Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
 //!     .server("time", Server::stdio("uvx", ["mcp-server-time"]))
-//!     .server("remote", Server::http("http://127.0.0.1:3001/mcp").bearer_token("…"));
+//!     .server("remote", Server::http("http://127.0.0.1:3001/mcp").with_bearer_token("…"));
 //! let mut agent = Agent::builder(pikuri::ChatTransport::from_env()?)
 //!     .add_extension(mcp.clone())
 //!     .build()?;
@@ -77,10 +77,10 @@
 //! [`Prompt::text`] is a ready next user message) ask one. A list result
 //! is kept for the `ttlMs` the server gives (none, or 0: asked again each
 //! time) unless the server announces a change of that list. A result over
-//! [`Server::max_message_bytes`] (say a 10 MB resource) fails the request
+//! [`Server::with_max_message_bytes`] (say a 10 MB resource) fails the request
 //! at once with an error naming the bound, over stdio too when the
 //! answer's id is near the start of its line (as JSON-RPC libraries
-//! write it); else at the timeout. [`Server::resource_tool`] (off by
+//! write it); else at the timeout. [`Server::with_resource_tool`] (off by
 //! default) offers the model a `<server>__read_resource` tool whose
 //! description lists up to 50 resources.
 //!
@@ -89,7 +89,7 @@
 //! A 2026 server answers a `tools/call`, `resources/read` or `prompts/get`
 //! with `resultType: "input_required"` and `elicitation/create` requests;
 //! a 2025 server sends `elicitation/create` during the call. Both go to
-//! the [`InputProvider`] of the server ([`Server::input_provider`], or
+//! the [`InputProvider`] of the server ([`Server::with_input_provider`], or
 //! [`Registry::input_provider`]); its answer is validated against the
 //! schema the server sent, and the 2026 request is sent again with
 //! `inputResponses` and the server's `requestState` (echoed unread), up to
@@ -101,7 +101,7 @@
 //! `sampling/createMessage` or `roots/list` input request (deprecated, and
 //! never declared) fails the call with an error naming it. The wait for
 //! the provider ends at once on a cancel of the run (the call returns
-//! "cancelled"), or after [`Server::input_timeout`] (the server is
+//! "cancelled"), or after [`Server::with_input_timeout`] (the server is
 //! answered `cancel`). `TerminalInput` (feature `terminal`) asks at a
 //! terminal, sanitizing everything the server wrote.
 //!
@@ -120,7 +120,7 @@
 //!
 //! # OAuth
 //!
-//! A Streamable HTTP server declared with [`Server::oauth`] that answers
+//! A Streamable HTTP server declared with [`Server::with_oauth`] that answers
 //! `401` gets an OAuth 2.1 login: protected resource and authorization
 //! server metadata discovery, dynamic client registration, the
 //! authorization code with PKCE through the user's [`Browser`] and a
@@ -156,7 +156,7 @@
 //! [`Parameters::from_json_schema`](crate::tool::Parameters::from_json_schema)
 //! rejects is logged at `warn` and left out.
 //!
-//! [`Server::sub_agent_only`] puts a server's tools in the sub-agent-only
+//! [`Server::with_sub_agent_only`] puts a server's tools in the sub-agent-only
 //! pool; add the registry before [`SubAgents`](crate::subagent::SubAgents), whose
 //! personas are checked against the tools present at its `bind`.
 //!
@@ -200,12 +200,12 @@
 //!
 //! | what happens | what the caller gets |
 //! |---|---|
-//! | no answer within [`Server::timeout`] (default 60 s), counted from the moment the request is made, its writing included | `Error: ... did not answer within 60 s`; the server gets `notifications/cancelled` |
+//! | no answer within [`Server::with_request_timeout`] (default 60 s), counted from the moment the request is made, its writing included | `Error: ... did not answer within 60 s`; the server gets `notifications/cancelled` |
 //! | the run's [`Cancellable`](crate::Cancellable) fires during a call | returns at once (a channel wait, never a write or a read); `notifications/cancelled` with the id and a reason is sent |
 //! | a stdio server stops reading its stdin (a large call cannot be written) | the timeout or a cancel ends the call all the same; only a writer thread waits on the pipe, and [`Agent::close`](crate::Agent::close) ends it |
 //! | notifications before the answer (100,000 of them, or a listener slow to take the events) | the answer is not delayed and the timeout not extended: notices wait in a queue of 1,024, further ones are dropped and their count logged at `warn` |
-//! | the stdio server exits, mid-call or at start | `Error: ... stopped during the call` (at start: the connect fails), with the last lines of its stderr (at most 20 lines, 2 KiB, escaped, credentials redacted); the next call restarts it ([`Server::restarts`], default once), then `Error: ... is down` |
-//! | a non-JSON line on stdout (a banner), a line over [`Server::max_message_bytes`] (default 4 MiB) | logged at `warn` and skipped |
+//! | the stdio server exits, mid-call or at start | `Error: ... stopped during the call` (at start: the connect fails), with the last lines of its stderr (at most 20 lines, 2 KiB, escaped, credentials redacted); the next call restarts it ([`Server::with_restarts`], default once), then `Error: ... is down` |
+//! | a non-JSON line on stdout (a banner), a line over [`Server::with_max_message_bytes`] (default 4 MiB) | logged at `warn` and skipped |
 //! | an unknown notification | logged at `debug` and ignored |
 //!
 //! In every case the agent's history stays valid: each tool call gets its
@@ -218,7 +218,7 @@
 //! the crate holds for the agent (its [`ChatTransport`](crate::ChatTransport)'s
 //! API key and its fallbacks', every server's bearer token, the password
 //! and secret-looking query values of its URL, and the secret-looking
-//! environment values of [`Server::env`]) is replaced by
+//! environment values of [`Server::with_env`]) is replaced by
 //! `<redacted>` in everything a server sends, before a model, an event, a
 //! log line or an error sees it: results, errors, log notifications,
 //! `instructions`, tool descriptions and schemas, stderr. A secret is
@@ -229,7 +229,7 @@
 //! # Shutdown
 //!
 //! A stdio server runs in its own process group. Closing it closes its
-//! stdin, waits up to [`Server::shutdown_grace`] (default 2 s), then sends
+//! stdin, waits up to [`Server::with_shutdown_grace`] (default 2 s), then sends
 //! `SIGTERM` to the group, and `SIGKILL` one second later if any member
 //! is left, so a wrapper such as `npx` leaves no child behind. The signals
 //! are sent with the system's `kill` command. A descendant that left the

@@ -32,7 +32,7 @@ use crate::{Configurator, Error, Result, Tool, ToolContext, ToolError};
 ///
 /// // An optional server that cannot start is logged and left out.
 /// let mcp = Registry::new()
-///     .server("missing", Server::stdio("/nonexistent/mcp-server", ["--stdio"]).optional(true));
+///     .server("missing", Server::stdio("/nonexistent/mcp-server", ["--stdio"]).with_optional(true));
 /// let model = FakeServer::start();
 /// let agent = Agent::builder(model.transport()).add_extension(mcp.clone()).build()?;
 /// assert!(mcp.client("missing").is_none());
@@ -92,7 +92,7 @@ impl Registry {
     }
 
     /// Answer the input requests of every server that has no
-    /// [`Server::input_provider`] of its own with `provider` (see
+    /// [`Server::with_input_provider`] of its own with `provider` (see
     /// [`InputProvider`]).
     pub fn input_provider(self, provider: impl InputProvider + 'static) -> Registry {
         self.inner.lock().input = Some(Arc::new(provider));
@@ -245,7 +245,7 @@ fn offer(
 const LISTED_RESOURCES: usize = 50;
 
 /// A server's resources as one reading tool (opt-in,
-/// [`Server::resource_tool`]).
+/// [`Server::with_resource_tool`]).
 struct ReadResource {
     client: Client,
     name: String,

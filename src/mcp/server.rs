@@ -21,13 +21,13 @@ use super::input::InputProvider;
 /// use pikuri::mcp::Server;
 ///
 /// let time = Server::stdio("uvx", ["mcp-server-time"])
-///     .env("TZ", "UTC")
-///     .timeout(Duration::from_secs(10))
-///     .description("Current time and time-zone conversion");
+///     .with_env("TZ", "UTC")
+///     .with_request_timeout(Duration::from_secs(10))
+///     .with_description("Current time and time-zone conversion");
 /// assert!(time.is_stdio());
 /// assert_eq!(time.request_timeout(), Duration::from_secs(10));
 ///
-/// let remote = Server::http("http://127.0.0.1:3001/mcp").bearer_token("s3cret");
+/// let remote = Server::http("http://127.0.0.1:3001/mcp").with_bearer_token("s3cret");
 /// assert!(!remote.is_stdio());
 /// // The token never shows in Debug.
 /// assert!(!format!("{remote:?}").contains("s3cret"));
@@ -147,7 +147,7 @@ impl Server {
     /// `SECRET`, `PASSWORD`, `PASSWD`, `AUTH` or `CREDENTIAL` (any case) is
     /// treated as a credential: it is redacted from everything the server
     /// sends (see [`Client`](super::Client#secrets)).
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Server {
         if let Transport::Stdio { env, .. } = &mut self.transport {
             env.push((key.into(), value.into()));
         }
@@ -155,7 +155,7 @@ impl Server {
     }
 
     /// The working directory of the child process (stdio only).
-    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Server {
+    pub fn with_current_dir(mut self, dir: impl Into<PathBuf>) -> Server {
         if let Transport::Stdio { cwd, .. } = &mut self.transport {
             *cwd = Some(dir.into());
         }
@@ -165,8 +165,8 @@ impl Server {
     /// Send `Authorization: Bearer <token>` with every request (HTTP only).
     /// The token is redacted from everything the server sends, as are the
     /// URL's password and its query values whose names look secret (the
-    /// names of [`Server::env`]).
-    pub fn bearer_token(mut self, token: impl Into<String>) -> Server {
+    /// names of [`Server::with_env`]).
+    pub fn with_bearer_token(mut self, token: impl Into<String>) -> Server {
         if let Transport::Http { bearer, .. } = &mut self.transport {
             *bearer = Some(token.into());
         }
@@ -176,14 +176,14 @@ impl Server {
     /// Log in with OAuth 2.1 when the server answers `401` (HTTP only):
     /// discovery, the browser, the loopback redirect and refresh, as
     /// [`OAuth`](super::OAuth#flow) describes. A token from
-    /// [`bearer_token`](Server::bearer_token) is sent first if both are
+    /// [`with_bearer_token`](Server::with_bearer_token) is sent first if both are
     /// given; the store's token otherwise.
     ///
     /// The login runs while the request that met the `401` waits (at
     /// connect, the `initialize` request), so raise
-    /// [`startup_timeout`](Server::startup_timeout) to cover a user at a
+    /// [`with_startup_timeout`](Server::with_startup_timeout) to cover a user at a
     /// browser.
-    pub fn oauth(mut self, oauth: super::oauth::OAuth) -> Server {
+    pub fn with_oauth(mut self, oauth: super::oauth::OAuth) -> Server {
         if matches!(self.transport, Transport::Http { .. }) {
             self.oauth = Some(oauth);
         }
@@ -191,7 +191,7 @@ impl Server {
     }
 
     /// How long one request (a `tools/list` page, a `tools/call`, a `ping`;
-    /// the handshake has [`startup_timeout`](Server::startup_timeout)) may take before it is abandoned, the server is told
+    /// the handshake has [`with_startup_timeout`](Server::with_startup_timeout)) may take before it is abandoned, the server is told
     /// (`notifications/cancelled`) and the call fails. Default 60 s.
     ///
     /// The time counts from the moment the request is made until its
@@ -201,21 +201,21 @@ impl Server {
     /// (the spec allows either; a fixed bound is the one a host can rely
     /// on). A flood of notifications does not delay the answer: see the
     /// [module docs](super#timeouts-cancellation-and-faults).
-    pub fn timeout(mut self, timeout: Duration) -> Server {
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Server {
         self.timeout = timeout;
         self
     }
 
     /// How long the `initialize` handshake may take, start-up included
     /// (`npx` and `uvx` may download first). Default 60 s.
-    pub fn startup_timeout(mut self, timeout: Duration) -> Server {
+    pub fn with_startup_timeout(mut self, timeout: Duration) -> Server {
         self.startup_timeout = timeout;
         self
     }
 
     /// A one-line description for the `<available_mcps>` block, instead of
     /// the one derived from the server's `instructions` or `serverInfo`.
-    pub fn description(mut self, text: impl Into<String>) -> Server {
+    pub fn with_description(mut self, text: impl Into<String>) -> Server {
         self.description = Some(text.into());
         self
     }
@@ -223,28 +223,28 @@ impl Server {
     /// Put this server's tools in the sub-agent-only pool (reachable by
     /// [`Persona`](crate::subagent::Persona)s that name them, never offered to the
     /// parent model). Default: model-visible.
-    pub fn sub_agent_only(mut self, yes: bool) -> Server {
+    pub fn with_sub_agent_only(mut self, yes: bool) -> Server {
         self.sub_agent_only = yes;
         self
     }
 
     /// A server that fails to connect at build is logged and left out,
     /// instead of failing [`Configurator::build`](crate::Configurator::build).
-    pub fn optional(mut self, yes: bool) -> Server {
+    pub fn with_optional(mut self, yes: bool) -> Server {
         self.optional = yes;
         self
     }
 
     /// How many times a stdio server that exited is started again, on the
     /// next call (default 1); after that its tools answer that it is down.
-    pub fn restarts(mut self, n: u32) -> Server {
+    pub fn with_restarts(mut self, n: u32) -> Server {
         self.restarts = n;
         self
     }
 
     /// The largest accepted message: one stdio line or one SSE event
     /// (default 4 MiB). Longer lines are logged and skipped.
-    pub fn max_message_bytes(mut self, bytes: usize) -> Server {
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Server {
         self.max_message = bytes.max(1024);
         self
     }
@@ -257,7 +257,7 @@ impl Server {
     /// must still be running when the shutdown begins (a double-forked
     /// daemon, adopted by init, is not found). Elsewhere only the group is
     /// signalled.
-    pub fn shutdown_grace(mut self, grace: Duration) -> Server {
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Server {
         self.shutdown_grace = grace;
         self
     }
@@ -265,14 +265,14 @@ impl Server {
     /// Who answers when the server asks the user for input (see
     /// [`InputProvider`]). Without one (the default), every input request
     /// is refused and no elicitation capability is declared.
-    pub fn input_provider(mut self, provider: impl InputProvider + 'static) -> Server {
+    pub fn with_input_provider(mut self, provider: impl InputProvider + 'static) -> Server {
         self.input = Some(Arc::new(provider));
         self
     }
 
     /// The longest wait for the [`InputProvider`]'s answer (default 5
     /// minutes); then the server is answered `cancel`.
-    pub fn input_timeout(mut self, timeout: Duration) -> Server {
+    pub fn with_input_timeout(mut self, timeout: Duration) -> Server {
         self.input_timeout = timeout;
         self
     }
@@ -281,7 +281,7 @@ impl Server {
     /// the server's resources by URI, and list the resources in the
     /// tool's description (default: off; resources are the host's through
     /// [`Client::read_resource`](super::Client::read_resource)).
-    pub fn resource_tool(mut self, yes: bool) -> Server {
+    pub fn with_resource_tool(mut self, yes: bool) -> Server {
         self.resource_tool = yes;
         self
     }
@@ -293,7 +293,7 @@ impl Server {
 
     /// The credentials this server is given: its bearer token, its URL's
     /// password and secret-looking query values (`?api_key=...`), and its
-    /// environment values that look secret (see [`Server::env`]).
+    /// environment values that look secret (see [`Server::with_env`]).
     pub(super) fn credentials(&self) -> Vec<String> {
         const NAMES: [&str; 7] = [
             "TOKEN",
@@ -389,12 +389,12 @@ mod tests {
         let http = Server::http(
             "https://me:pa55word!@h/mcp?api_key=k3y-12345678&page=12345678&token=short",
         )
-        .bearer_token("tok-1");
+        .with_bearer_token("tok-1");
         assert_eq!(http.credentials(), ["tok-1", "pa55word!", "k3y-12345678"]);
         let stdio = Server::stdio("x", [""; 0])
-            .env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_0123456789")
-            .env("TZ", "Europe/Amsterdam")
-            .env("API_KEY", "short");
+            .with_env("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_0123456789")
+            .with_env("TZ", "Europe/Amsterdam")
+            .with_env("API_KEY", "short");
         assert_eq!(stdio.credentials(), ["ghp_0123456789"]);
     }
 }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::span::{Attr, Attrs};
+use crate::codec::percent::{self, Plus};
 
 /// Where and how an [`OtlpExporter`](crate::otel::OtlpExporter) exports.
 ///
@@ -335,7 +336,10 @@ fn parse_pairs(text: &str, var: &str) -> Vec<(String, String)> {
         }
         match item.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => {
-                out.push((percent_decode(k.trim()), percent_decode(v.trim())));
+                out.push((
+                    percent::decode(k.trim(), Plus::Kept),
+                    percent::decode(v.trim(), Plus::Kept),
+                ));
             }
             _ => log::warn!("{var}: skipped an entry that is not key=value"),
         }
@@ -343,42 +347,9 @@ fn parse_pairs(text: &str, var: &str) -> Vec<(String, String)> {
     out
 }
 
-/// `%XX` escapes decoded; a malformed escape is kept as written, and bytes
-/// that do not form UTF-8 become U+FFFD.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
-        {
-            out.push(h * 16 + l);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("Bearer%20a%2Cb"), "Bearer a,b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert_eq!(percent_decode("%41"), "A");
-    }
 
     #[test]
     fn traces_endpoint_is_used_as_is_and_wins() {

@@ -18,6 +18,7 @@ use super::context::Context;
 use super::metrics;
 use super::span::{Attrs, Span, now_nanos, traces_body};
 use super::tracer::ChatRecord;
+use crate::net::AgentSetup;
 use crate::util::{excerpt, redact_url, redact_url_in};
 
 /// What waits for export.
@@ -65,12 +66,8 @@ impl Export {
             config,
             context: Arc::clone(&context),
             deadline: Arc::clone(&deadline),
-            agent: ureq::Agent::config_builder()
-                // Every status is read: 429 and 5xx go through the retries.
-                .http_status_as_error(false)
-                .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .new_agent(),
+            // Every status is read: 429 and 5xx go through the retries.
+            agent: AgentSetup::new().agent(),
             failing: false,
             chats: Vec::new(),
             chats_since: now_nanos(),

@@ -65,7 +65,8 @@ use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
 use super::stream::{StreamOptions, read_stream};
 use super::wire;
-use crate::util::{deadline_after, limit, redact, redact_url, redact_url_in};
+use crate::net::AgentSetup;
+use crate::util::{deadline_after, redact, redact_url, redact_url_in};
 use crate::{Cancellable, ChatTransport, Error, Result};
 
 struct Shared {
@@ -89,20 +90,16 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// The agent, through the crate's one HTTP setup ([`crate::net`]: error
+/// statuses are read like any response, so their body carries the server's
+/// message and 429/5xx go through the retry policy).
 fn build_agent(config: &HttpConfig) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        // Error statuses are read like any response: their body carries the
-        // server's message, and 429/5xx go through the retry policy.
-        .http_status_as_error(false)
-        // Huge durations are "no limit" (`None`): ureq adds them to an
-        // `Instant`, which panics on overflow.
-        .timeout_connect(limit(config.connect_timeout))
-        .timeout_recv_response(limit(config.read_timeout))
+    AgentSetup::new()
+        .with_connect_timeout(config.connect_timeout)
+        .with_response_timeout(config.read_timeout)
         // A silent socket is bounded by the idle bound too.
-        .timeout_per_read(limit(config.read_timeout.min(config.idle_timeout())))
-        .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
+        .with_read_timeout(config.read_timeout.min(config.idle_timeout()))
+        .agent()
 }
 
 impl Client {

@@ -1,6 +1,6 @@
 //! The wire protocols (OpenAI chat completions, Anthropic Messages, OpenAI
-//! Responses): everything between the agent loop and the socket, and the
-//! only module that knows ureq.
+//! Responses): everything between the agent loop and the socket. Its HTTP
+//! agent comes from the crate's one HTTP setup, [`crate::net`].
 //!
 //! The loop describes a call as a [`Request`] and gets a [`Completion`]
 //! back from [`Client::chat`]; it never sees JSON. Inside, a request goes

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::client::connection_error;
+use crate::net::AgentSetup;
 use crate::util::{redact, redact_url};
 use crate::{ChatTransport, Error, Result};
 
@@ -53,13 +54,10 @@ impl ChatTransport {
     pub fn list_models(&self) -> Result<Vec<String>> {
         let url = format!("{}/models", self.base_or_default().trim_end_matches('/'));
         let shown = redact(&redact_url(&url), self.api_key()).into_owned();
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(TIMEOUT))
-            .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+        let agent = AgentSetup::new()
+            .without_redirects()
+            .with_total_timeout(TIMEOUT)
+            .agent();
         let mut req = agent.get(&url).header("Accept", "application/json");
         if let Some(key) = self.api_key() {
             req = req.header("Authorization", format!("Bearer {key}"));

@@ -1,13 +1,13 @@
 //! Context-window detection: [`ChatTransport::detect_context_window`] and
 //! the probes behind it.
 
-use std::fmt::Write as _;
 use std::io::Read;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::{ChatTransport, Client, HttpConfig};
+use crate::codec::percent::{self, Keep, Space};
 
 impl ChatTransport {
     /// This transport's context window: the explicit one, else what the
@@ -193,7 +193,13 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
             // JSON without a window: a llama.cpp router; ask the model's
             // own instance.
             let m = model?;
-            return llama_props(get(&format!("{root}/props?model={}", encode(m))).as_ref());
+            return llama_props(
+                get(&format!(
+                    "{root}/props?model={}",
+                    percent::encode(m, Keep::Unreserved, Space::Escaped)
+                ))
+                .as_ref(),
+            );
         }
         // Only when the base has a `/v1` to add: otherwise this is the
         // first probe again.
@@ -330,19 +336,6 @@ fn models_list(v: Option<&Value>, model: Option<&str>) -> Option<u64> {
         .or_else(|| positive(entry.get("context_window")))
 }
 
-/// Percent-encode a model id for a query string.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,7 +396,6 @@ mod tests {
             ),
             Some(2048)
         );
-        assert_eq!(encode("org/model:7b"), "org%2Fmodel%3A7b");
     }
 
     #[test]

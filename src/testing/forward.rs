@@ -6,6 +6,8 @@
 use std::io::Read;
 use std::time::Duration;
 
+use crate::net::AgentSetup;
+
 /// Largest upstream response body kept (a long streamed answer is far less).
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -44,17 +46,15 @@ pub(super) struct Forwarder {
 
 impl Forwarder {
     pub(super) fn new() -> Forwarder {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_connect(Some(Duration::from_secs(10)))
+        let agent = AgentSetup::new()
+            .without_redirects()
+            .with_connect_timeout(Duration::from_secs(10))
             // A slow model may think for minutes before the first byte; the
             // client behind the recorder has its own read timeout.
-            .timeout_recv_response(Some(Duration::from_secs(600)))
-            .timeout_per_read(Some(Duration::from_secs(600)))
-            .user_agent(concat!("pikuri-recorder/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .with_response_timeout(Duration::from_secs(600))
+            .with_read_timeout(Duration::from_secs(600))
+            .with_user_agent(concat!("pikuri-recorder/", env!("CARGO_PKG_VERSION")))
+            .agent();
         Forwarder { agent }
     }
 

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::NextTimeout;
 
 use super::policy;
 use super::url::Url;
 use crate::ToolContext;
 use crate::ToolError;
+use crate::net::AgentSetup;
 
 /// How often a blocked wait (name resolution) looks at the cancel flag.
 const POLL: Duration = Duration::from_millis(20);
@@ -191,22 +192,19 @@ fn exchange(
             secs(limits.total_timeout)
         )));
     }
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .save_redirect_history(false)
-        // Environment proxies would resolve the host themselves, around the check.
-        .proxy(None)
-        .timeout_connect(crate::util::limit(limits.connect_timeout))
-        .timeout_per_read(crate::util::limit(limits.read_timeout))
-        .timeout_global(crate::util::limit(remaining))
-        .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-        .build();
     let pinned = Pinned {
         host: url.bare_host().to_string(),
         addrs: addrs.to_vec(),
     };
-    let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), pinned);
+    // Redirects are checked here, hop by hop; environment proxies would
+    // resolve the host themselves, around the check.
+    let agent = AgentSetup::new()
+        .without_redirects()
+        .without_proxy()
+        .with_connect_timeout(limits.connect_timeout)
+        .with_read_timeout(limits.read_timeout)
+        .with_total_timeout(remaining)
+        .agent_with_resolver(pinned);
     // A cancel shuts the agent's sockets, so a blocked read returns at once.
     let slot = Arc::new(Mutex::new(Some(agent.clone())));
     let _hook = cx.cancellable().map(|c| {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::http::{self, Limits};
 use crate::ToolError;
+use crate::codec::percent::{self, Keep, Space};
 use crate::tool::Parameters;
 use crate::{Tool, ToolContext};
 
@@ -276,23 +277,6 @@ impl fmt::Debug for SearXng {
     }
 }
 
-/// `application/x-www-form-urlencoded` encoding of `s`.
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(char::from(b));
-            }
-            b' ' => out.push('+'),
-            _ => {
-                let _ = write!(out, "%{b:02X}");
-            }
-        }
-    }
-    out
-}
-
 impl SearchProvider for SearXng {
     fn search(
         &self,
@@ -300,7 +284,11 @@ impl SearchProvider for SearXng {
         max_results: usize,
         cx: &ToolContext,
     ) -> Result<Vec<SearchResult>, ToolError> {
-        let url = format!("{}/search?q={}&format=json", self.base, form_encode(query));
+        let url = format!(
+            "{}/search?q={}&format=json",
+            self.base,
+            percent::encode(query, Keep::Unreserved, Space::Plus)
+        );
         let mut headers: Vec<(&str, &str)> = vec![("accept", "application/json")];
         headers.extend(self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let response = http::get(&url, &headers, &self.limits, cx)
@@ -327,11 +315,6 @@ impl SearchProvider for SearXng {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn form_encoding() {
-        assert_eq!(form_encode("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
-    }
 
     #[test]
     fn rendering() {

@@ -6,7 +6,9 @@
 //! non-ASCII letters is refused; the punycode form works), no userinfo
 //! (`user:pass@` is refused, so a model cannot smuggle credentials).
 
-use std::fmt::{self, Write as _};
+use std::fmt;
+
+use crate::codec::percent::{self, Keep, Space};
 
 /// An absolute http(s) URL, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,21 +62,7 @@ impl Url {
             path_and_query.push('/');
         }
         // Percent-encode what may not appear raw in a request line.
-        for c in tail.chars() {
-            if c.is_ascii()
-                && !matches!(
-                    c,
-                    ' ' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}'
-                )
-            {
-                path_and_query.push(c);
-            } else {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    let _ = write!(path_and_query, "%{b:02X}");
-                }
-            }
-        }
+        path_and_query.push_str(&percent::encode(tail, Keep::RequestTarget, Space::Escaped));
         Ok(Url {
             scheme,
             host: host.to_ascii_lowercase(),

@@ -50,7 +50,7 @@ fn threshold_summarizes_older_turns_with_tool_batches() {
     server.push(Reply::text("a3").with_usage(120, 5));
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(builtin::calculator())
-            .compaction(Compaction::summarize().keep_turns(1))
+            .compaction(Compaction::summarize().with_keep_turns(1))
     });
     for q in ["q1", "q2"] {
         agent.run_loop(q).unwrap();
@@ -131,7 +131,7 @@ fn the_cut_falls_on_an_injected_user_message_never_inside_a_batch() {
     let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(inject)
             .interloper(interloper)
-            .compaction(Compaction::summarize().keep_turns(1))
+            .compaction(Compaction::summarize().with_keep_turns(1))
     });
     agent.run_loop("start").unwrap();
     assert_valid_history(agent.messages());
@@ -166,7 +166,7 @@ fn drop_oldest_keeps_valid_histories_at_every_cut() {
     for keep in 1..=9 {
         let server = FakeServer::start();
         let (mut agent, rec) = agent_with(&server, |c| {
-            c.compaction(Compaction::drop_oldest().keep_turns(keep))
+            c.compaction(Compaction::drop_oldest().with_keep_turns(keep))
         });
         agent
             .load_history(History::new(h.clone()).unwrap())

@@ -619,7 +619,7 @@ fn an_mcp_endpoint_that_refuses_the_token_is_auth() {
     let server = FakeServer::start();
     server.set_route("POST", "/mcp", 401, json!({"error": "bad token"}));
     let url = format!("{}/mcp", server.root_url());
-    let mcp = pikuri::mcp::Server::http(&url).bearer_token("wrong");
+    let mcp = pikuri::mcp::Server::http(&url).with_bearer_token("wrong");
     let err = pikuri::mcp::Client::connect("web", &mcp).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "{err:?}");
     assert_eq!(err.status(), Some(401));

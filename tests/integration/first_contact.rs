@@ -28,7 +28,7 @@ fn a_summary_larger_than_what_it_replaces_leaves_the_history_untouched() {
     // The compactor answers with 2 MB for 16 KB of turns.
     server.push(Reply::text("s".repeat(2_000_000)));
     let (mut agent, rec) = agent_with(&server, |c| {
-        c.compaction(Compaction::summarize().keep_turns(1))
+        c.compaction(Compaction::summarize().with_keep_turns(1))
     });
     let mut h = sixteen_kb_of_turns();
     h.push(Message::user("now"));
@@ -57,7 +57,11 @@ fn a_refused_summary_before_a_request_lets_the_request_go_ahead_unchanged() {
     server.push(Reply::text("s".repeat(2_000_000)));
     server.push(Reply::text("the answer"));
     let (mut agent, _rec) = agent_with(&server, |c| {
-        c.compaction(Compaction::summarize().keep_turns(1).threshold(0.4))
+        c.compaction(
+            Compaction::summarize()
+                .with_keep_turns(1)
+                .with_threshold(0.4),
+        )
     });
     let h = sixteen_kb_of_turns();
     agent
@@ -484,7 +488,7 @@ fn compaction_requests_count_in_the_usage_totals() {
     let server = FakeServer::start();
     server.push(Reply::text("The user asked eight questions.").with_usage(500, 20));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.compaction(Compaction::summarize().keep_turns(1))
+        c.compaction(Compaction::summarize().with_keep_turns(1))
     });
     let mut h = sixteen_kb_of_turns();
     h.push(Message::user("now"));
@@ -508,7 +512,11 @@ fn compaction_requests_count_in_the_usage_totals() {
     server.push(Reply::text("The user asked eight questions.").with_usage(4_000, 10));
     server.push(Reply::text("the answer").with_usage(100, 3));
     let (mut agent, _) = agent_with(&server, |c| {
-        c.compaction(Compaction::summarize().keep_turns(1).threshold(0.4))
+        c.compaction(
+            Compaction::summarize()
+                .with_keep_turns(1)
+                .with_threshold(0.4),
+        )
     });
     agent
         .load_history(History::new(sixteen_kb_of_turns()).unwrap())

@@ -359,7 +359,7 @@ fn compaction_summarizes_on_every_api() {
         server.push(Reply::text("a3"));
         let (mut agent, _) = agent_on(&server, api, |c| {
             c.add_tool(add())
-                .compaction(Compaction::summarize().keep_turns(1))
+                .compaction(Compaction::summarize().with_keep_turns(1))
         });
         agent.run_loop("q1").unwrap();
         agent.run_loop("q2").unwrap();

@@ -232,7 +232,8 @@ fn child() {
         builder = builder.step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize));
     }
     if compacting {
-        builder = builder.compaction(Compaction::summarize().keep_turns(1).threshold(0.1));
+        let compaction = Compaction::summarize().with_keep_turns(1);
+        builder = builder.compaction(compaction.with_threshold(0.1));
     }
     let mut agent = if first {
         builder.journal(store, RUN).build().expect("build")

@@ -29,7 +29,7 @@ fn fake(args: &[&str]) -> Option<(Server, Log, String)> {
     let _ = std::fs::remove_file(&log);
     let mut command_line = vec![script, "--log".to_string(), log.display().to_string()];
     command_line.extend(args.iter().map(|s| (*s).to_string()));
-    let server = Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag);
+    let server = Server::stdio(py, command_line).with_env("PIKURI_MCP_TAG", &tag);
     Some((server, Log(log), tag))
 }
 
@@ -127,7 +127,10 @@ fn a_hanging_server_hits_the_timeout_as_an_observation() {
     model.push(Reply::tool_call("fake__hang", json!({})));
     model.push(Reply::text("gave up"));
     let mut agent = Agent::builder(model.transport())
-        .add_extension(Registry::new().server("fake", server.timeout(Duration::from_millis(300))))
+        .add_extension(Registry::new().server(
+            "fake",
+            server.with_request_timeout(Duration::from_millis(300)),
+        ))
         .build()
         .unwrap();
     let started = Instant::now();
@@ -357,8 +360,11 @@ fn close_kills_the_process_group_even_a_stubborn_one() {
     let Some((server, _log, tag)) = fake(&["--child", "--stubborn"]) else {
         return;
     };
-    let client =
-        Client::connect("fake", &server.shutdown_grace(Duration::from_millis(100))).unwrap();
+    let client = Client::connect(
+        "fake",
+        &server.with_shutdown_grace(Duration::from_millis(100)),
+    )
+    .unwrap();
     assert!(eventually(Duration::from_secs(5), || processes_tagged(
         &tag
     ) == 2));
@@ -379,7 +385,7 @@ fn sub_agent_only_tools_stay_off_the_parent() {
     };
     let model = FakeServer::start();
     let agent = Agent::builder(model.transport())
-        .add_extension(Registry::new().server("fake", server.sub_agent_only(true)))
+        .add_extension(Registry::new().server("fake", server.with_sub_agent_only(true)))
         .add_extension(
             pikuri::subagent::SubAgents::new(vec![
                 pikuri::subagent::Persona::new("helper", "Echoes.", "You echo.", 3)
@@ -446,7 +452,7 @@ fn http_json_and_sse_answers_headers_expiry_and_delete() {
     model.push(Reply::tool_call("web__echo", json!({"text": "over http"})));
     model.push(Reply::text("done"));
     let events = InMemoryEventList::new();
-    let mcp = Registry::new().server("web", Server::http(&fake.url).bearer_token("t0ken"));
+    let mcp = Registry::new().server("web", Server::http(&fake.url).with_bearer_token("t0ken"));
     let mut agent = Agent::builder(model.transport())
         .add_listener(events.clone())
         .add_extension(mcp.clone())

@@ -46,7 +46,7 @@ fn fake(args: &[&str]) -> Option<(Server, String)> {
     let mut command_line = vec![script];
     command_line.extend(args.iter().map(|s| (*s).to_string()));
     Some((
-        Server::stdio(py, command_line).env("PIKURI_MCP_TAG", &tag),
+        Server::stdio(py, command_line).with_env("PIKURI_MCP_TAG", &tag),
         tag,
     ))
 }
@@ -78,9 +78,10 @@ fn a_server_that_stops_reading_cannot_hold_a_large_call_past_its_timeout() {
         model.push(Reply::text("gave up"));
         model.push(Reply::text("next turn"));
         let mut agent = Agent::builder(model.transport())
-            .add_extension(
-                Registry::new().server("fake", server.timeout(Duration::from_millis(500))),
-            )
+            .add_extension(Registry::new().server(
+                "fake",
+                server.with_request_timeout(Duration::from_millis(500)),
+            ))
             .build()
             .unwrap();
         assert_eq!(
@@ -137,7 +138,10 @@ fn a_cancel_ends_a_call_whose_large_arguments_cannot_be_written() {
             .cancellable(cancel.clone())
             .add_listener(watcher)
             // Only the cancel can end this call.
-            .add_extension(Registry::new().server("fake", server.timeout(Duration::from_secs(600))))
+            .add_extension(Registry::new().server(
+                "fake",
+                server.with_request_timeout(Duration::from_secs(600)),
+            ))
             .build()
             .unwrap();
         let err = agent.run_loop("deafen it, then echo").unwrap_err();
@@ -159,7 +163,11 @@ fn close_ends_a_call_waiting_to_write_to_a_server_that_does_not_read() {
         return;
     };
     bounded(WATCHDOG, move || {
-        let client = Client::connect("fake", &server.timeout(Duration::from_secs(600))).unwrap();
+        let client = Client::connect(
+            "fake",
+            &server.with_request_timeout(Duration::from_secs(600)),
+        )
+        .unwrap();
         let cx = ToolContext::detached();
         assert_eq!(
             client.call_tool("deaf", &json!({}), &cx).unwrap(),
@@ -201,7 +209,7 @@ fn close_ends_a_restart_whose_handshake_hangs() {
         return;
     };
     // Only close can end the restart's handshake.
-    let server = server.startup_timeout(Duration::from_secs(600));
+    let server = server.with_startup_timeout(Duration::from_secs(600));
     bounded(WATCHDOG, move || {
         let client = Client::connect("fake", &server).unwrap();
         let cx = ToolContext::detached();
@@ -248,7 +256,10 @@ fn a_flood_of_notifications_does_not_starve_the_answer() {
         let mut agent = Agent::builder(model.transport())
             .add_listener(slow)
             .add_listener(seen.clone())
-            .add_extension(Registry::new().server("fake", server.timeout(Duration::from_secs(30))))
+            .add_extension(
+                Registry::new()
+                    .server("fake", server.with_request_timeout(Duration::from_secs(30))),
+            )
             .build()
             .unwrap();
         let started = std::time::Instant::now();
@@ -498,7 +509,7 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
     let events = InMemoryEventList::new();
     let mcp = Registry::new().server(
         "echoer",
-        Server::http(format!("{url}/mcp")).bearer_token(TOKEN),
+        Server::http(format!("{url}/mcp")).with_bearer_token(TOKEN),
     );
     let mut agent = Agent::builder(model.transport().with_api_key(KEY))
         .add_listener(events.clone())
@@ -547,7 +558,7 @@ fn an_echoed_token_never_reaches_the_model_events_logs_or_errors() {
     assert_no_secret("the history", &format!("{:?}", agent.messages()));
 
     // An error built from the server's answer.
-    let locked = Server::http(format!("{url}/locked")).bearer_token(TOKEN);
+    let locked = Server::http(format!("{url}/locked")).with_bearer_token(TOKEN);
     let err = Client::connect("echoer", &locked).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "{err:?}");
     assert_no_secret("the error", &format!("{err} {err:?}"));

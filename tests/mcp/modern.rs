@@ -240,7 +240,7 @@ fn a_modern_server_through_an_agent_with_the_resource_tool_and_a_listen_stream()
     model.push(Reply::tool_call("fake__change", json!({})));
     model.push(Reply::text("done"));
     let events = InMemoryEventList::new();
-    let mcp = Registry::new().server("fake", server.resource_tool(true));
+    let mcp = Registry::new().server("fake", server.with_resource_tool(true));
     let mut agent = Agent::builder(model.transport())
         .add_listener(events.clone())
         .add_extension(mcp.clone())
@@ -306,8 +306,11 @@ fn input_requests_reach_the_provider_on_both_generations_and_are_refused_without
         let Some((server, _log)) = stdio(args) else {
             return;
         };
-        let client =
-            Client::connect("fake", &server.clone().input_provider(provider.clone())).unwrap();
+        let client = Client::connect(
+            "fake",
+            &server.clone().with_input_provider(provider.clone()),
+        )
+        .unwrap();
         assert_eq!(
             client.call_tool("ask", &json!({}), &cx()).unwrap(),
             "hello octocat"
@@ -327,7 +330,7 @@ fn input_requests_reach_the_provider_on_both_generations_and_are_refused_without
     };
     let client = Client::connect(
         "web",
-        &Server::http(&fake.url).input_provider(provider.clone()),
+        &Server::http(&fake.url).with_input_provider(provider.clone()),
     )
     .unwrap();
     assert_eq!(
@@ -344,7 +347,7 @@ fn an_answer_the_schema_rejects_is_asked_again_then_cancelled() {
         return;
     };
     let provider = Answer::new(json!({"name": 5}));
-    let client = Client::connect("fake", &server.input_provider(provider.clone())).unwrap();
+    let client = Client::connect("fake", &server.with_input_provider(provider.clone())).unwrap();
     assert_eq!(
         client.call_tool("ask", &json!({}), &cx()).unwrap(),
         "input cancel"
@@ -463,7 +466,7 @@ fn a_looping_or_hostile_input_request_and_a_10_mb_resource_are_clear_errors() {
         return;
     };
     let provider = Answer::new(json!({"name": "octocat"}));
-    let client = Client::connect("fake", &server.input_provider(provider.clone())).unwrap();
+    let client = Client::connect("fake", &server.with_input_provider(provider.clone())).unwrap();
     let c = client.clone();
     let err = bounded(WATCHDOG, move || {
         c.call_tool("loop_ask", &json!({}), &cx()).unwrap_err()
@@ -520,7 +523,7 @@ fn escape_sequences_in_a_question_never_reach_the_terminal() {
     };
     let screen = Shared::default();
     let terminal = TerminalInput::new(std::io::Cursor::new(b"y\nada\n".to_vec()), screen.clone());
-    let client = Client::connect("fake", &server.input_provider(terminal)).unwrap();
+    let client = Client::connect("fake", &server.with_input_provider(terminal)).unwrap();
     assert_eq!(
         client.call_tool("evil_text", &json!({}), &cx()).unwrap(),
         "hello ada"

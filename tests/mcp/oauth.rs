@@ -71,14 +71,14 @@ impl TestBrowser {
     fn oauth(&self) -> OAuth {
         let me = self.clone();
         OAuth::new()
-            .browser(move |url: &str| {
+            .with_browser(move |url: &str| {
                 me.opened.lock().unwrap().push(url.to_string());
                 let url = url.to_string();
                 std::thread::spawn(move || follow(&url));
                 Ok(())
             })
-            .login_timeout(Duration::from_secs(20))
-            .request_timeout(Duration::from_secs(10))
+            .with_login_timeout(Duration::from_secs(20))
+            .with_request_timeout(Duration::from_secs(10))
     }
 
     fn opened(&self) -> Vec<String> {
@@ -154,11 +154,11 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     let url = server.url();
     let store_path = temp_store("real");
     let browser = TestBrowser::default();
-    let declared = Server::http(&url).oauth(
+    let declared = Server::http(&url).with_oauth(
         browser
             .oauth()
-            .store(FileTokenStore::new(&store_path))
-            .client_name("pikuri-test"),
+            .with_store(FileTokenStore::new(&store_path))
+            .with_client_name("pikuri-test"),
     );
     let client = Client::connect("secure", &declared).unwrap();
     // One login, through the browser, with PKCE S256 and the resource.
@@ -205,7 +205,7 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     let again = TestBrowser::default();
     let client = Client::connect(
         "secure",
-        &Server::http(&url).oauth(again.oauth().store(FileTokenStore::new(&store_path))),
+        &Server::http(&url).with_oauth(again.oauth().with_store(FileTokenStore::new(&store_path))),
     )
     .unwrap();
     assert!(client.list_tools().is_ok());
@@ -222,7 +222,7 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     let memory = Arc::new(memory);
     let client = Client::connect(
         "secure",
-        &Server::http(&url).oauth(third.oauth().store(SharedStore(Arc::clone(&memory)))),
+        &Server::http(&url).with_oauth(third.oauth().with_store(SharedStore(Arc::clone(&memory)))),
     )
     .unwrap();
     assert!(client.list_tools().is_ok());
@@ -241,7 +241,7 @@ fn oauth_login_against_the_python_sdk_then_the_stored_token_and_a_refresh() {
     let fourth = TestBrowser::default();
     let client = Client::connect(
         "secure",
-        &Server::http(&url).oauth(fourth.oauth().store(SharedStore(Arc::clone(&memory)))),
+        &Server::http(&url).with_oauth(fourth.oauth().with_store(SharedStore(Arc::clone(&memory)))),
     )
     .unwrap();
     assert!(client.list_tools().is_ok());
@@ -275,11 +275,11 @@ fn fake_fails(mode: &str) -> Option<(pikuri::Error, Vec<String>)> {
     let browser = TestBrowser::default();
     let oauth = browser
         .oauth()
-        .login_timeout(Duration::from_secs(2))
-        .request_timeout(Duration::from_secs(2));
+        .with_login_timeout(Duration::from_secs(2))
+        .with_request_timeout(Duration::from_secs(2));
     let server = Server::http(fake.url())
-        .oauth(oauth)
-        .startup_timeout(Duration::from_secs(30));
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(30));
     let err = match Client::connect("fake", &server) {
         Ok(c) => {
             c.close();
@@ -311,7 +311,11 @@ fn oauth_fake_good_flow_connects() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
     let fake = Proc::start(&python, &script.display().to_string(), &["good"], &[]);
     let browser = TestBrowser::default();
-    let client = Client::connect("fake", &Server::http(fake.url()).oauth(browser.oauth())).unwrap();
+    let client = Client::connect(
+        "fake",
+        &Server::http(fake.url()).with_oauth(browser.oauth()),
+    )
+    .unwrap();
     assert_eq!(client.list_tools().unwrap()[0].name, "ping");
     // A server that echoes the token it got: redacted before the caller.
     let out = client
@@ -331,7 +335,11 @@ fn concurrent_401s_share_one_login() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
     let fake = Proc::start(&python, &script.display().to_string(), &["rotate"], &[]);
     let browser = TestBrowser::default();
-    let client = Client::connect("fake", &Server::http(fake.url()).oauth(browser.oauth())).unwrap();
+    let client = Client::connect(
+        "fake",
+        &Server::http(fake.url()).with_oauth(browser.oauth()),
+    )
+    .unwrap();
     assert_eq!(browser.opened().len(), 1);
     for round in 0..3 {
         // Revoke the token (the call itself is answered), then 4 calls at once.

@@ -38,7 +38,7 @@ fn everything_over_stdio_through_an_agent() {
     };
     let tag = unique_tag("everything");
     let server =
-        Server::stdio(node, [js.as_os_str(), "stdio".as_ref()]).env("PIKURI_MCP_TAG", &tag);
+        Server::stdio(node, [js.as_os_str(), "stdio".as_ref()]).with_env("PIKURI_MCP_TAG", &tag);
     let model = FakeServer::start();
     model.push(Reply::tool_call(
         "everything__echo",
@@ -97,7 +97,7 @@ fn time_server_over_stdio() {
     let tag = unique_tag("time");
     let client = Client::connect(
         "time",
-        &Server::stdio(bin, [""; 0]).env("PIKURI_MCP_TAG", &tag),
+        &Server::stdio(bin, [""; 0]).with_env("PIKURI_MCP_TAG", &tag),
     )
     .unwrap();
     let tools = client.list_tools().unwrap();

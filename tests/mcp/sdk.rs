@@ -92,7 +92,7 @@ fn the_official_sdk_over_stdio_through_the_api_and_an_agent() {
     let Some((python, script)) = sdk() else {
         return;
     };
-    let server = Server::stdio(python, [script.as_str(), "stdio"]).input_provider(Octocat);
+    let server = Server::stdio(python, [script.as_str(), "stdio"]).with_input_provider(Octocat);
     let client = Client::connect("sdk", &server).unwrap();
     exercise(&client);
     client.close();
@@ -133,7 +133,8 @@ fn the_official_sdk_over_streamable_http() {
     let result = std::panic::catch_unwind(|| {
         assert!(up, "the SDK server did not listen on {port}");
         let url = format!("http://127.0.0.1:{port}/mcp");
-        let client = Client::connect("web", &Server::http(url).input_provider(Octocat)).unwrap();
+        let client =
+            Client::connect("web", &Server::http(url).with_input_provider(Octocat)).unwrap();
         exercise(&client);
         client.close();
     });

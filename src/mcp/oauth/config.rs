@@ -27,7 +27,7 @@ use super::store::{MemoryTokenStore, TokenStore};
 /// };
 /// browser.open("http://127.0.0.1:9/authorize?state=x")?;
 /// assert_eq!(seen.lock().unwrap().len(), 1);
-/// let oauth = OAuth::new().browser(browser);
+/// let oauth = OAuth::new().with_browser(browser);
 /// # let _ = oauth;
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -86,7 +86,7 @@ impl Browser for SystemBrowser {
 ///
 /// # Flow
 ///
-/// A server declared with [`Server::oauth`](crate::mcp::Server::oauth) is first
+/// A server declared with [`Server::with_oauth`](crate::mcp::Server::with_oauth) is first
 /// called with the access token its [`TokenStore`] holds, if any. When it
 /// answers `401`:
 ///
@@ -98,12 +98,12 @@ impl Browser for SystemBrowser {
 ///    authorization server's metadata is read from the RFC 8414 and OpenID
 ///    Connect well-known URLs in the spec's order; its `issuer` must be
 ///    exactly the one the URL was made from, and it must offer PKCE `S256`.
-/// 2. **Client.** The host's client id ([`OAuth::client_id`]), or one from
+/// 2. **Client.** The host's client id ([`OAuth::with_client_id`]), or one from
 ///    dynamic client registration (RFC 7591) when the server offers it.
 /// 3. **Refresh** when a refresh token is held; otherwise, or when the
 ///    refresh is refused:
 /// 4. **Authorization code with PKCE** (RFC 7636, `S256`): a listener on
-///    `127.0.0.1` (port 0 unless [`OAuth::redirect_port`] says) takes the
+///    `127.0.0.1` (port 0 unless [`OAuth::with_redirect_port`] says) takes the
 ///    redirect; the URL to open goes to the [`Browser`]. The answer must
 ///    carry the `state` sent, and its `iss` (RFC 9207) must be the issuer
 ///    when present (and be present when the metadata promises it). The
@@ -114,14 +114,14 @@ impl Browser for SystemBrowser {
 /// A token that is a JWT naming audiences (`aud`) must name the server; a
 /// server that refuses the token it just got ends the request. Requests
 /// to the authorization server follow no redirects and are bounded by
-/// [`OAuth::request_timeout`]; the wait for the browser by
-/// [`OAuth::login_timeout`] (and by [`Server::startup_timeout`] or
-/// [`Server::timeout`](crate::mcp::Server::timeout) for the request waiting).
+/// [`OAuth::with_request_timeout`]; the wait for the browser by
+/// [`OAuth::with_login_timeout`] (and by [`Server::with_startup_timeout`] or
+/// [`Server::with_request_timeout`](crate::mcp::Server::with_request_timeout) for the request waiting).
 /// Every failure is an [`Error::Http`](crate::Error::Http) with status
 /// 401 (so [`ErrorKind::Auth`](crate::ErrorKind::Auth)) whose message
 /// starts with `OAuth:` and says what went wrong, never with a token.
 ///
-/// [`Server::startup_timeout`]: crate::mcp::Server::startup_timeout
+/// [`Server::with_startup_timeout`]: crate::mcp::Server::with_startup_timeout
 ///
 /// # Not supported
 ///
@@ -130,7 +130,7 @@ impl Browser for SystemBrowser {
 /// `403 insufficient_scope`, token revocation, and any flow but the
 /// authorization code (no client credentials, no device flow). Dynamic
 /// registration asks for a public client (`token_endpoint_auth_method:
-/// none`); a confidential client's secret ([`OAuth::client_secret`]) is
+/// none`); a confidential client's secret ([`OAuth::with_client_secret`]) is
 /// sent in the token request's body.
 ///
 /// # Secrets
@@ -148,12 +148,12 @@ impl Browser for SystemBrowser {
 /// use std::time::Duration;
 /// use pikuri::mcp::{FileTokenStore, OAuth, Server};
 ///
-/// let server = Server::http("http://127.0.0.1:3001/mcp").oauth(
+/// let server = Server::http("http://127.0.0.1:3001/mcp").with_oauth(
 ///     OAuth::new()
-///         .client_name("my-app")
-///         .scope("mcp:tools")
-///         .store(FileTokenStore::new("/tmp/my-app-tokens.json"))
-///         .login_timeout(Duration::from_secs(120)),
+///         .with_client_name("my-app")
+///         .with_scope("mcp:tools")
+///         .with_store(FileTokenStore::new("/tmp/my-app-tokens.json"))
+///         .with_login_timeout(Duration::from_secs(120)),
 /// );
 /// assert!(format!("{server:?}").contains("oauth"));
 /// ```
@@ -197,21 +197,21 @@ impl OAuth {
     /// A client id registered beforehand with the authorization server
     /// (no dynamic registration then). Its redirect URI is
     /// `http://127.0.0.1:<port>/callback`: set the port with
-    /// [`redirect_port`](OAuth::redirect_port) if the registration fixed it.
-    pub fn client_id(mut self, id: impl Into<String>) -> OAuth {
+    /// [`with_redirect_port`](OAuth::with_redirect_port) if the registration fixed it.
+    pub fn with_client_id(mut self, id: impl Into<String>) -> OAuth {
         self.client_id = Some(id.into());
         self
     }
 
-    /// The secret of [`client_id`](OAuth::client_id), for a confidential
+    /// The secret of [`with_client_id`](OAuth::with_client_id), for a confidential
     /// client (sent in the token request's body).
-    pub fn client_secret(mut self, secret: impl Into<String>) -> OAuth {
+    pub fn with_client_secret(mut self, secret: impl Into<String>) -> OAuth {
         self.client_secret = Some(secret.into());
         self
     }
 
     /// The `client_name` given in dynamic registration (default `pikuri`).
-    pub fn client_name(mut self, name: impl Into<String>) -> OAuth {
+    pub fn with_client_name(mut self, name: impl Into<String>) -> OAuth {
         self.client_name = name.into();
         self
     }
@@ -219,40 +219,40 @@ impl OAuth {
     /// The scopes to ask for, space-separated. Default: the `scope` of the
     /// server's challenge, else its metadata's `scopes_supported`, else
     /// none.
-    pub fn scope(mut self, scope: impl Into<String>) -> OAuth {
+    pub fn with_scope(mut self, scope: impl Into<String>) -> OAuth {
         self.scope = Some(scope.into());
         self
     }
 
     /// The loopback port of the redirect listener (default 0: any free
     /// port).
-    pub fn redirect_port(mut self, port: u16) -> OAuth {
+    pub fn with_redirect_port(mut self, port: u16) -> OAuth {
         self.redirect_port = port;
         self
     }
 
     /// Who opens the authorization URL (default [`SystemBrowser`]).
-    pub fn browser(mut self, browser: impl Browser + 'static) -> OAuth {
+    pub fn with_browser(mut self, browser: impl Browser + 'static) -> OAuth {
         self.browser = Arc::new(browser);
         self
     }
 
     /// Where tokens are kept (default a [`MemoryTokenStore`]).
-    pub fn store(mut self, store: impl TokenStore + 'static) -> OAuth {
+    pub fn with_store(mut self, store: impl TokenStore + 'static) -> OAuth {
         self.store = Arc::new(store);
         self
     }
 
     /// How long to wait for the redirect after the browser was asked to
     /// open the URL (default 5 minutes).
-    pub fn login_timeout(mut self, timeout: Duration) -> OAuth {
+    pub fn with_login_timeout(mut self, timeout: Duration) -> OAuth {
         self.login_timeout = timeout;
         self
     }
 
     /// The bound on each request to the authorization server and the
     /// metadata documents (default 10 s).
-    pub fn request_timeout(mut self, timeout: Duration) -> OAuth {
+    pub fn with_request_timeout(mut self, timeout: Duration) -> OAuth {
         self.request_timeout = timeout;
         self
     }
@@ -273,12 +273,72 @@ impl fmt::Debug for OAuth {
     }
 }
 
-/// Why a login or refresh failed: one line for the user, without tokens.
-#[derive(Debug)]
-pub(in crate::mcp) struct AuthError(pub(in crate::mcp) String);
+/// Why a login or refresh failed, by cause; each carries one line for the
+/// user, without tokens. Crate-private: [`AuthError::into_error`] is the
+/// one place it becomes a public [`Error`](crate::Error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::mcp) enum AuthError {
+    /// The authorization side could not be reached.
+    Unreachable(String),
+    /// A request to the authorization side, or the user's login in the
+    /// browser, took longer than its bound.
+    Timeout(String),
+    /// The authorization side answered no: an error status or `error`
+    /// answer, or a browser answer that fails a check (state, issuer).
+    Refused(String),
+    /// An answer a login cannot go on with: metadata missing, malformed,
+    /// for another resource or issuer; a token for another audience.
+    Unusable(String),
+    /// The login could not run on this side: no redirect listener, no
+    /// browser, no refresh token, the connection closed meanwhile.
+    Local(String),
+}
+
+impl AuthError {
+    /// The line for the user.
+    pub(in crate::mcp) fn message(&self) -> &str {
+        match self {
+            AuthError::Unreachable(m)
+            | AuthError::Timeout(m)
+            | AuthError::Refused(m)
+            | AuthError::Unusable(m)
+            | AuthError::Local(m) => m,
+        }
+    }
+
+    /// The same error with `f` applied to its line (redaction).
+    pub(in crate::mcp) fn map(self, f: impl FnOnce(String) -> String) -> AuthError {
+        match self {
+            AuthError::Unreachable(m) => AuthError::Unreachable(f(m)),
+            AuthError::Timeout(m) => AuthError::Timeout(f(m)),
+            AuthError::Refused(m) => AuthError::Refused(f(m)),
+            AuthError::Unusable(m) => AuthError::Unusable(f(m)),
+            AuthError::Local(m) => AuthError::Local(f(m)),
+        }
+    }
+
+    /// The public error of a request to the MCP server at `url` that met
+    /// this: whatever the cause, a `401` whose message starts `OAuth: `
+    /// ([`ErrorKind::Auth`](crate::ErrorKind::Auth)): the server refused
+    /// the request, and a login is what it takes.
+    pub(in crate::mcp) fn into_error(self, url: Option<String>) -> crate::Error {
+        let message = self.to_string();
+        match url {
+            Some(url) => crate::Error::Http {
+                status: 401,
+                message,
+                url,
+            },
+            None => crate::Error::Transport {
+                url: None,
+                source: message.into(),
+            },
+        }
+    }
+}
 
 impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OAuth: {}", self.0)
+        write!(f, "OAuth: {}", self.message())
     }
 }

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use super::config::{AuthError, OAuth};
 use super::pkce::{self, Pkce};
 use super::store::Tokens;
+use crate::codec::percent::{self, Space};
+use crate::net::{AgentSetup, error_text};
 use crate::sanitize::sanitize;
 use crate::util::{excerpt, redact_url};
 
@@ -19,8 +21,19 @@ const MAX_BODY: u64 = 256 * 1024;
 
 type Result<T> = std::result::Result<T, AuthError>;
 
-fn fail<T>(message: impl Into<String>) -> Result<T> {
-    Err(AuthError(message.into()))
+/// An answer a login cannot go on with ([`AuthError::Unusable`]).
+fn unusable<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Unusable(message.into()))
+}
+
+/// The authorization side said no ([`AuthError::Refused`]).
+fn refused<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Refused(message.into()))
+}
+
+/// The login cannot run on this side ([`AuthError::Local`]).
+fn local<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Local(message.into()))
 }
 
 /// The parameters of a `Bearer` challenge in a `WWW-Authenticate` header
@@ -77,13 +90,10 @@ pub(super) fn bearer_params(header: &str) -> Vec<(String, String)> {
 
 /// An HTTP client for the authorization side: no redirects, bounded.
 fn agent(config: &OAuth) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(config.request_timeout))
-        .user_agent(concat!("pikuri/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
+    AgentSetup::new()
+        .without_redirects()
+        .with_total_timeout(config.request_timeout)
+        .agent()
 }
 
 /// What a request to the authorization side got.
@@ -96,17 +106,19 @@ enum Got {
 fn send_error(e: &ureq::Error, url: &str, config: &OAuth) -> AuthError {
     let shown = redact_url(url);
     match e {
-        ureq::Error::Timeout(_) => AuthError(format!(
+        ureq::Error::Timeout(_) => AuthError::Timeout(format!(
             "{shown} did not answer within {} s",
             config.request_timeout.as_secs_f64()
         )),
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => AuthError(format!(
-            "{shown} did not answer within {} s",
-            config.request_timeout.as_secs_f64()
-        )),
-        other => AuthError(format!(
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            AuthError::Timeout(format!(
+                "{shown} did not answer within {} s",
+                config.request_timeout.as_secs_f64()
+            ))
+        }
+        other => AuthError::Unreachable(format!(
             "cannot reach {shown}: {}",
-            excerpt(&other.to_string(), 200)
+            excerpt(&error_text(other, url), 200)
         )),
     }
 }
@@ -122,7 +134,7 @@ fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
             .and_then(|v| v.to_str().ok())
             .map(redact_url)
             .unwrap_or_default();
-        return fail(format!(
+        return unusable(format!(
             "{} redirects ({status}) to {}: redirects are not followed",
             redact_url(url),
             sanitize(&excerpt(&to, 200))
@@ -218,7 +230,7 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
             .map(|(_, v)| v.clone())
     };
     let Some((origin, path)) = split_url(url) else {
-        return fail(format!("{} is not an http(s) URL", redact_url(url)));
+        return unusable(format!("{} is not an http(s) URL", redact_url(url)));
     };
     let candidates = if let Some(prm) = param("resource_metadata") {
         vec![prm]
@@ -239,7 +251,7 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
     let mut tried = Vec::new();
     for candidate in &candidates {
         if split_url(candidate).is_none() {
-            return fail(format!(
+            return unusable(format!(
                 "the resource_metadata URL `{}` is not an http(s) URL",
                 sanitize(&excerpt(candidate, 200))
             ));
@@ -255,14 +267,14 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
         }
     }
     let Some(prm) = prm else {
-        return fail(format!(
+        return unusable(format!(
             "no protected resource metadata: tried {}",
             tried.join(", ")
         ));
     };
     let resource = prm["resource"].as_str().unwrap_or_default().to_string();
     if !covers(&resource, url) {
-        return fail(format!(
+        return unusable(format!(
             "the protected resource metadata is for another resource (`{}`), not {}",
             sanitize(&excerpt(&resource, 200)),
             redact_url(url)
@@ -273,7 +285,7 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
         .and_then(|a| a.first())
         .and_then(Value::as_str)
     else {
-        return fail("the protected resource metadata names no authorization server");
+        return unusable("the protected resource metadata names no authorization server");
     };
     let meta = as_metadata(config, issuer)?;
     let scope = config
@@ -297,7 +309,7 @@ fn discover(config: &OAuth, url: &str, challenge: Option<&str>) -> Result<Found>
 /// the spec's well-known URLs that answers.
 fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
     let Some((origin, path)) = split_url(issuer) else {
-        return fail(format!(
+        return unusable(format!(
             "the authorization server `{}` is not an http(s) URL",
             sanitize(&excerpt(issuer, 200))
         ));
@@ -320,7 +332,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
         let v = match get(config, url)? {
             Got::Json(200, v) if v.is_object() => v,
             Got::Json(200, _) | Got::Other(200) => {
-                return fail(format!(
+                return unusable(format!(
                     "the authorization server metadata at {} is not a JSON object",
                     redact_url(url)
                 ));
@@ -333,7 +345,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
         let text = |k: &str| v[k].as_str().map(String::from);
         // RFC 8414 §3.3: the issuer must be the one the URL was made from.
         if text("issuer").as_deref() != Some(issuer) {
-            return fail(format!(
+            return unusable(format!(
                 "the metadata at {} names the issuer `{}`, not `{}`",
                 redact_url(url),
                 sanitize(&excerpt(&text("issuer").unwrap_or_default(), 200)),
@@ -343,7 +355,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
         let endpoint = |k: &str| -> Result<String> {
             match text(k).filter(|u| split_url(u).is_some()) {
                 Some(u) => Ok(u),
-                None => fail(format!(
+                None => unusable(format!(
                     "the metadata at {} has no valid `{k}`",
                     redact_url(url)
                 )),
@@ -353,7 +365,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m == "S256"));
         if !s256 {
-            return fail(format!(
+            return unusable(format!(
                 "the authorization server {} does not offer PKCE S256",
                 redact_url(issuer)
             ));
@@ -372,7 +384,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
             }),
         });
     }
-    fail(format!(
+    unusable(format!(
         "no authorization server metadata: tried {}",
         tried.join(", ")
     ))
@@ -386,7 +398,7 @@ fn register(
     scope: Option<&str>,
 ) -> Result<(String, Option<String>)> {
     let Some(endpoint) = &meta.registration_endpoint else {
-        return fail(format!(
+        return unusable(format!(
             "the authorization server {} offers no dynamic client registration: give a client id (OAuth::client_id)",
             redact_url(&meta.issuer)
         ));
@@ -413,13 +425,13 @@ fn register(
                 id.to_string(),
                 v["client_secret"].as_str().map(String::from),
             )),
-            _ => fail("the client registration answer has no client_id"),
+            _ => unusable("the client registration answer has no client_id"),
         },
-        Got::Json(status, v) => fail(format!(
+        Got::Json(status, v) => refused(format!(
             "the client registration was refused ({status}): {}",
             oauth_error(&v)
         )),
-        Got::Other(status) => fail(format!("the client registration was refused ({status})")),
+        Got::Other(status) => refused(format!("the client registration was refused ({status})")),
     }
 }
 
@@ -442,14 +454,14 @@ pub(super) fn login(
 ) -> Result<Tokens> {
     let found = discover(config, url, challenge)?;
     let listener = TcpListener::bind(("127.0.0.1", config.redirect_port)).map_err(|e| {
-        AuthError(format!(
+        AuthError::Local(format!(
             "cannot listen on 127.0.0.1:{} for the redirect: {e}",
             config.redirect_port
         ))
     })?;
     let port = listener
         .local_addr()
-        .map_err(|e| AuthError(format!("the redirect listener has no address: {e}")))?
+        .map_err(|e| AuthError::Local(format!("the redirect listener has no address: {e}")))?
         .port();
     let redirect = format!("http://127.0.0.1:{port}/callback");
     let (client_id, client_secret) = match &config.client_id {
@@ -472,11 +484,11 @@ pub(super) fn login(
     }
     let endpoint = &found.meta.authorization_endpoint;
     let sep = if endpoint.contains('?') { '&' } else { '?' };
-    let auth_url = format!("{endpoint}{sep}{}", pkce::form(&query));
+    let auth_url = format!("{endpoint}{sep}{}", percent::form(&query, Space::Escaped));
     config
         .browser
         .open(&auth_url)
-        .map_err(|e| AuthError(format!("the browser could not be opened: {e}")))?;
+        .map_err(|e| AuthError::Local(format!("the browser could not be opened: {e}")))?;
     let answer = wait_for_redirect(&listener, config.login_timeout, closed)?;
     let code = check_answer(&answer, &state, &found.meta)?;
     let mut form = vec![
@@ -490,7 +502,7 @@ pub(super) fn login(
     if let Some(secret) = &client_secret {
         form.push(("client_secret", secret));
     }
-    let body = pkce::form(&form);
+    let body = percent::form(&form, Space::Escaped);
     let template = Tokens {
         access_token: String::new(),
         refresh_token: None,
@@ -508,7 +520,7 @@ pub(super) fn login(
 /// Exchange the refresh token for new tokens.
 pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     let Some(refresh) = &old.refresh_token else {
-        return fail("no refresh token");
+        return local("no refresh token");
     };
     let mut form = vec![
         ("grant_type", "refresh_token"),
@@ -519,7 +531,7 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     if let Some(secret) = &old.client_secret {
         form.push(("client_secret", secret));
     }
-    let mut fresh = token_request(config, old, &pkce::form(&form))?;
+    let mut fresh = token_request(config, old, &percent::form(&form, Space::Escaped))?;
     // RFC 6749 §6: the old refresh token stays valid unless a new one came.
     if fresh.refresh_token.is_none() {
         fresh.refresh_token.clone_from(&old.refresh_token);
@@ -532,30 +544,30 @@ fn token_request(config: &OAuth, template: &Tokens, form: &str) -> Result<Tokens
     let v = match post_form(config, &template.token_endpoint, form)? {
         Got::Json(200, v) => v,
         Got::Json(status, v) => {
-            return fail(format!(
+            return refused(format!(
                 "the token request was refused ({status}): {}",
                 oauth_error(&v)
             ));
         }
         Got::Other(status) => {
-            return fail(format!(
+            return refused(format!(
                 "the token endpoint answered {status} without a JSON body"
             ));
         }
     };
     let Some(access) = v["access_token"].as_str().filter(|t| !t.is_empty()) else {
-        return fail("the token answer has no access_token");
+        return unusable("the token answer has no access_token");
     };
     if !v["token_type"]
         .as_str()
         .is_some_and(|t| t.eq_ignore_ascii_case("bearer"))
     {
-        return fail("the token answer's token_type is not Bearer");
+        return unusable("the token answer's token_type is not Bearer");
     }
     if let Some(aud) = jwt_audiences(access)
         && !aud.iter().any(|a| covers(a, &template.resource))
     {
-        return fail(format!(
+        return unusable(format!(
             "the access token is for another audience ({}), not {}",
             sanitize(&excerpt(&aud.join(", "), 200)),
             redact_url(&template.resource)
@@ -607,11 +619,11 @@ fn wait_for_redirect(
 ) -> Result<String> {
     listener
         .set_nonblocking(true)
-        .map_err(|e| AuthError(format!("the redirect listener failed: {e}")))?;
+        .map_err(|e| AuthError::Local(format!("the redirect listener failed: {e}")))?;
     let deadline = Instant::now() + timeout;
     loop {
         if closed() {
-            return fail("the connection was closed during the login");
+            return local("the connection was closed during the login");
         }
         match listener.accept() {
             Ok((stream, _)) => {
@@ -621,15 +633,15 @@ fn wait_for_redirect(
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    return fail(format!(
+                    return Err(AuthError::Timeout(format!(
                         "no authorization answer within {} s (the redirect to 127.0.0.1 never came)",
                         timeout.as_secs_f64()
-                    ));
+                    )));
                 }
                 // A poll: std has no accept with a timeout.
                 std::thread::sleep(Duration::from_millis(25));
             }
-            Err(e) => return fail(format!("the redirect listener failed: {e}")),
+            Err(e) => return local(format!("the redirect listener failed: {e}")),
         }
     }
 }
@@ -670,22 +682,22 @@ fn serve_callback(stream: TcpStream) -> Option<String> {
 /// Check the authorization answer (`state`, then `iss` per RFC 9207 §2.4,
 /// then an error); the code.
 fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
-    let pairs = pkce::parse_form(query);
+    let pairs = percent::parse_form(query);
     let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     if get("state") != Some(state) {
-        return fail("the authorization answer's state does not match the request's");
+        return refused("the authorization answer's state does not match the request's");
     }
     // Compared as sent: no case folding or other normalization (the spec).
     match get("iss") {
         Some(iss) if iss != meta.issuer => {
-            return fail(format!(
+            return refused(format!(
                 "the authorization answer came from issuer `{}`, not `{}` (RFC 9207)",
                 sanitize(&excerpt(iss, 200)),
                 sanitize(&excerpt(&meta.issuer, 200))
             ));
         }
         None if meta.iss_supported => {
-            return fail(
+            return refused(
                 "the authorization answer has no `iss` though the server's metadata promises one (RFC 9207)",
             );
         }
@@ -696,20 +708,34 @@ fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
             Some(d) => format!("{error}: {d}"),
             None => error.to_string(),
         };
-        return fail(format!(
+        return refused(format!(
             "the authorization was refused: {}",
             sanitize(&excerpt(&text, 200))
         ));
     }
     match get("code") {
         Some(code) if !code.is_empty() => Ok(code.to_string()),
-        _ => fail("the authorization answer has no code"),
+        _ => unusable("the authorization answer has no code"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_error_hides_the_secrets_of_the_url() {
+        let url = "https://as.example/token?client_secret=s3cret";
+        let e = ureq::Error::BadUri(format!("{url} is bad"));
+        let err = send_error(&e, url, &OAuth::new());
+        assert!(matches!(err, AuthError::Unreachable(_)), "{err:?}");
+        let text = err.message();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            text.starts_with("cannot reach https://as.example/token"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn bearer_challenges_parse() {
@@ -766,7 +792,12 @@ mod tests {
             check_answer("code=c1&state=s", "s", &meta(false)).unwrap(),
             "c1"
         );
-        let err = |q: &str, m: bool| check_answer(q, "s", &meta(m)).unwrap_err().0;
+        let err = |q: &str, m: bool| {
+            check_answer(q, "s", &meta(m))
+                .unwrap_err()
+                .message()
+                .to_string()
+        };
         assert!(err("code=c1&state=t", false).contains("state"));
         assert!(err("code=c1&state=s", true).contains("no `iss`"));
         // No normalization: a missing trailing slash is another issuer,
@@ -775,6 +806,14 @@ mod tests {
         assert!(e.contains("not `http://127.0.0.1:9/`") && !e.contains("evil"));
         assert!(err("error=access_denied&state=s", false).contains("refused: access_denied"));
         assert!(err("state=s", false).contains("no code"));
+        // By cause: a failed check is a refusal, a missing code unusable.
+        let cause = |q: &str| check_answer(q, "s", &meta(false)).unwrap_err();
+        assert!(matches!(cause("code=c1&state=t"), AuthError::Refused(_)));
+        assert!(matches!(
+            cause("error=access_denied&state=s"),
+            AuthError::Refused(_)
+        ));
+        assert!(matches!(cause("state=s"), AuthError::Unusable(_)));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use config::AuthError;
+pub(super) use config::AuthError;
 pub use config::{Browser, OAuth, SystemBrowser};
 pub use store::{FileTokenStore, MemoryTokenStore, TokenStore, Tokens};
 

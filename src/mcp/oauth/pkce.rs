@@ -1,13 +1,12 @@
 //! The byte-level pieces of the flow, with no I/O beyond the system's
 //! random source: SHA-256 (FIPS 180-4, written here to keep the dependency
-//! list as it is), unpadded base64url (RFC 4648 §5), the PKCE pair
-//! (RFC 7636, method `S256` only), random `state` values, and
-//! `application/x-www-form-urlencoded` encoding and decoding.
+//! list as it is), unpadded base64url (RFC 4648 §5, through
+//! [`crate::codec::base64`]), the PKCE pair (RFC 7636, method `S256`
+//! only) and random `state` values. Forms are [`crate::codec::percent`]'s.
 
-use std::fmt::Write as _;
 use std::io::Read;
 
-pub(super) use crate::image::base64url;
+use crate::codec::base64::{self, Alphabet, Padding};
 
 /// SHA-256 round constants: the first 32 bits of the fractional parts of
 /// the cube roots of the first 64 primes.
@@ -146,29 +145,16 @@ pub(super) fn sha256(data: &[u8]) -> [u8; 32] {
     out
 }
 
-/// Decode base64url, padded or not; `None` on any other character.
+/// Unpadded base64url (RFC 4648 section 5), as PKCE (RFC 7636 appendix A)
+/// and JWTs write it.
+pub(super) fn base64url(bytes: &[u8]) -> String {
+    base64::encode(bytes, Alphabet::Url, Padding::Unpadded)
+}
+
+/// Decode base64url, padded or not; standard base64's `+` and `/` are
+/// accepted too (some issuers use them). `None` on any other character.
 pub(super) fn base64url_decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        // Standard base64's `+` and `/` are accepted too: some issuers use them.
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    base64::decode(text, &[Alphabet::Url, Alphabet::Standard])
 }
 
 /// `n` random bytes from the system (`/dev/urandom`); where there is none,
@@ -225,67 +211,10 @@ pub(super) fn random_state() -> String {
     base64url(&random_bytes(24))
 }
 
-/// Percent-encode for a query or form value (everything but RFC 3986's
-/// unreserved characters).
-pub(super) fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
-/// `k=v&k=v`, each encoded.
-pub(super) fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// Decode `application/x-www-form-urlencoded` text (a query string) into
-/// pairs; a bad escape or bad UTF-8 is kept as it is, lossily.
-pub(super) fn parse_form(text: &str) -> Vec<(String, String)> {
-    let decode = |s: &str| {
-        let bytes = s.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'+' => out.push(b' '),
-                b'%' if i + 2 < bytes.len() => {
-                    let hex = |c: u8| (c as char).to_digit(16);
-                    match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                        (Some(h), Some(l)) => {
-                            out.push((h * 16 + l) as u8);
-                            i += 2;
-                        }
-                        _ => out.push(b'%'),
-                    }
-                }
-                b => out.push(b),
-            }
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    text.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Write as _;
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().fold(String::new(), |mut s, b| {
@@ -352,23 +281,5 @@ mod tests {
         }
         assert_eq!(base64url(b"\xfb\xff"), "-_8");
         assert!(base64url_decode("a b").is_none());
-    }
-
-    #[test]
-    fn forms_encode_and_decode() {
-        let f = form(&[("redirect_uri", "http://127.0.0.1:1/cb"), ("s", "a b+c")]);
-        assert_eq!(
-            f,
-            "redirect_uri=http%3A%2F%2F127.0.0.1%3A1%2Fcb&s=a%20b%2Bc"
-        );
-        assert_eq!(
-            parse_form("code=x%2By&state=a+b&bad=%zz&end=%4"),
-            [
-                ("code".to_string(), "x+y".to_string()),
-                ("state".into(), "a b".into()),
-                ("bad".into(), "%zz".into()),
-                ("end".into(), "%4".into())
-            ]
-        );
     }
 }

@@ -1,0 +1,236 @@
+//! How the crate talks HTTP, written once: every `ureq::Agent` (the model
+//! client, the model list, the MCP HTTP transport and its OAuth side, the
+//! OTLP exporter, the web tools, the recording proxy) is built from an
+//! [`AgentSetup`], and every transport failure that becomes text goes
+//! through [`error_text`].
+//!
+//! What all of them share, set here and nowhere else:
+//!
+//! - every status is read as a response (`http_status_as_error(false)`):
+//!   each caller reads the server's message from an error body and decides
+//!   itself what to retry;
+//! - a timeout of [`NO_LIMIT`](crate::util::NO_LIMIT) or more is no limit
+//!   (ureq adds timeouts to an `Instant`, which panics on overflow);
+//! - the `User-Agent` is `pikuri/<version>` unless a caller names another;
+//! - TLS is ureq's, from the crate's TLS feature; proxies come from the
+//!   environment (`ALL_PROXY`, `HTTPS_PROXY`, ...) unless a caller turns
+//!   them off;
+//! - an error's text has the secrets of the URL requested hidden (ureq's
+//!   `bad uri: ...` quotes the URL raw).
+//!
+//! What differs is a setter away: each caller names its timeouts, whether
+//! redirects are followed, and (the web tools) its own resolver.
+
+use std::time::Duration;
+
+use crate::util::{limit, redact_url_in};
+
+/// The `User-Agent` of every request the crate sends.
+pub(crate) const USER_AGENT: &str = concat!("pikuri/", env!("CARGO_PKG_VERSION"));
+
+/// The settings one `ureq::Agent` is built from; see the [module
+/// doc](self) for what every agent shares. [`AgentSetup::new`] sets no
+/// timeout and follows ureq's default redirects (up to 10).
+#[derive(Clone, Debug)]
+pub(crate) struct AgentSetup {
+    connect: Option<Duration>,
+    send: Option<Duration>,
+    recv_response: Option<Duration>,
+    per_read: Option<Duration>,
+    global: Option<Duration>,
+    follow_redirects: bool,
+    env_proxy: bool,
+    user_agent: &'static str,
+}
+
+// Each setter serves a caller behind some feature.
+#[cfg_attr(
+    not(all(feature = "mcp", feature = "web", feature = "testing")),
+    allow(dead_code)
+)]
+impl AgentSetup {
+    pub(crate) fn new() -> AgentSetup {
+        AgentSetup {
+            connect: None,
+            send: None,
+            recv_response: None,
+            per_read: None,
+            global: None,
+            follow_redirects: true,
+            env_proxy: true,
+            user_agent: USER_AGENT,
+        }
+    }
+
+    /// Bound on resolving and connecting.
+    pub(crate) fn with_connect_timeout(mut self, d: Duration) -> AgentSetup {
+        self.connect = limit(d);
+        self
+    }
+
+    /// Bound on sending the request head and its body (a server that stops
+    /// reading ties the caller up no longer).
+    pub(crate) fn with_send_timeout(mut self, d: Duration) -> AgentSetup {
+        self.send = limit(d);
+        self
+    }
+
+    /// Bound on waiting for the response head once the request is sent.
+    pub(crate) fn with_response_timeout(mut self, d: Duration) -> AgentSetup {
+        self.recv_response = limit(d);
+        self
+    }
+
+    /// Bound on each read of the body (a silent socket).
+    pub(crate) fn with_read_timeout(mut self, d: Duration) -> AgentSetup {
+        self.per_read = limit(d);
+        self
+    }
+
+    /// Bound on the whole call, redirects included.
+    pub(crate) fn with_total_timeout(mut self, d: Duration) -> AgentSetup {
+        self.global = limit(d);
+        self
+    }
+
+    /// Follow no redirect: a 3xx comes back as a response for the caller
+    /// to read (or to check, as the web tools do, before following).
+    pub(crate) fn without_redirects(mut self) -> AgentSetup {
+        self.follow_redirects = false;
+        self
+    }
+
+    /// Ignore the environment's proxy variables (a proxy would resolve the
+    /// host itself, around the web tools' address check).
+    pub(crate) fn without_proxy(mut self) -> AgentSetup {
+        self.env_proxy = false;
+        self
+    }
+
+    /// Send `user_agent` instead of [`USER_AGENT`].
+    pub(crate) fn with_user_agent(mut self, user_agent: &'static str) -> AgentSetup {
+        self.user_agent = user_agent;
+        self
+    }
+
+    fn config(&self) -> ureq::config::Config {
+        let mut b = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(self.connect)
+            .timeout_send_request(self.send)
+            .timeout_send_body(self.send)
+            .timeout_recv_response(self.recv_response)
+            .timeout_per_read(self.per_read)
+            .timeout_global(self.global)
+            .user_agent(self.user_agent);
+        if !self.follow_redirects {
+            // No history either: nothing reads it.
+            b = b.max_redirects(0).save_redirect_history(false);
+        }
+        if !self.env_proxy {
+            b = b.proxy(None);
+        }
+        b.build()
+    }
+
+    /// The agent, with ureq's resolver.
+    pub(crate) fn agent(&self) -> ureq::Agent {
+        self.config().new_agent()
+    }
+
+    /// The agent, resolving host names through `resolver` (the web tools
+    /// pin the addresses they checked).
+    #[cfg(feature = "web")]
+    pub(crate) fn agent_with_resolver(
+        &self,
+        resolver: impl ureq::unversioned::resolver::Resolver,
+    ) -> ureq::Agent {
+        let connector = ureq::unversioned::transport::DefaultConnector::new();
+        ureq::Agent::with_parts(self.config(), connector, resolver)
+    }
+}
+
+/// A transport failure of a request to `url` as text: an I/O error's own
+/// text (it reads better than ureq's `io: ...`), anything else ureq's text
+/// with the secrets of `url` hidden (see [`redact_url_in`]).
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn error_text(e: &ureq::Error, url: &str) -> String {
+    match e {
+        ureq::Error::Io(io) => redact_url_in(&io.to_string(), url).into_owned(),
+        other => redact_url_in(&other.to_string(), url).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ureq::config::AutoHeaderValue;
+
+    #[test]
+    fn every_agent_reads_statuses_and_names_the_crate() {
+        let agent = AgentSetup::new().agent();
+        let c = agent.config();
+        assert!(!c.http_status_as_error());
+        assert_eq!(c.max_redirects(), 10);
+        assert!(
+            matches!(c.user_agent(), AutoHeaderValue::Provided(v) if v.as_str() == USER_AGENT),
+            "{:?}",
+            c.user_agent()
+        );
+        let t = c.timeouts();
+        assert_eq!((t.connect, t.global), (None, None));
+        assert_eq!(c.timeout_per_read(), None);
+    }
+
+    #[test]
+    fn each_caller_sets_what_differs() {
+        let s = Duration::from_secs;
+        let agent = AgentSetup::new()
+            .with_connect_timeout(s(1))
+            .with_send_timeout(s(2))
+            .with_response_timeout(s(3))
+            .with_read_timeout(s(4))
+            .with_total_timeout(s(5))
+            .without_redirects()
+            .without_proxy()
+            .with_user_agent("other/1")
+            .agent();
+        let c = agent.config();
+        assert!(matches!(c.user_agent(), AutoHeaderValue::Provided(v) if v.as_str() == "other/1"));
+        let t = c.timeouts();
+        assert_eq!(t.connect, Some(s(1)));
+        assert_eq!((t.send_request, t.send_body), (Some(s(2)), Some(s(2))));
+        assert_eq!(t.recv_response, Some(s(3)));
+        assert_eq!(c.timeout_per_read(), Some(s(4)));
+        assert_eq!(t.global, Some(s(5)));
+        assert_eq!(c.max_redirects(), 0);
+        assert!(!c.save_redirect_history());
+        assert!(c.proxy().is_none());
+        assert!(!c.http_status_as_error());
+    }
+
+    #[test]
+    fn a_huge_timeout_is_no_limit() {
+        let agent = AgentSetup::new()
+            .with_total_timeout(Duration::MAX)
+            .with_read_timeout(crate::util::NO_LIMIT)
+            .agent();
+        assert_eq!(agent.config().timeouts().global, None);
+        assert_eq!(agent.config().timeout_per_read(), None);
+    }
+
+    #[test]
+    fn error_text_hides_the_secrets_of_the_url() {
+        let url = "https://user:pw@h.example/x?token=s3cret";
+        let e = ureq::Error::BadUri(format!("bad {url}"));
+        let text = error_text(&e, url);
+        assert!(!text.contains("s3cret") && !text.contains("pw"), "{text}");
+        assert!(text.contains("h.example"), "{text}");
+        let io = ureq::Error::Io(std::io::Error::other(format!("refused: {url}")));
+        let text = error_text(&io, url);
+        assert!(
+            text.starts_with("refused: ") && !text.contains("s3cret"),
+            "{text}"
+        );
+    }
+}
