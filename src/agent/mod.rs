@@ -514,6 +514,12 @@ impl Agent {
         &self.messages
     }
 
+    /// The agent's model settings ([`Configurator::settings`]; the
+    /// transport's apply where these leave a field unset).
+    pub fn settings(&self) -> &crate::ModelSettings {
+        &self.options.settings
+    }
+
     /// The settings of typed turns ([`Configurator::structured_output`]).
     pub fn structured_output(&self) -> &StructuredOutput {
         &self.options.structured

@@ -13,9 +13,12 @@ use super::structured::{StructuredOutput, TypedSpec};
 use crate::approval::Approver;
 use crate::journal::{Journal, Record};
 use crate::listener::ListenerList;
-use crate::protocol::{Client, ToolSpecs};
+use crate::protocol::{Client, ResponseSchema, ToolSpecs};
 use crate::tool::TrifectaPolicy;
-use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLimit, Tool, Usage};
+use crate::{
+    Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit, Tool,
+    Usage,
+};
 
 /// A handler run once when the agent closes.
 pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -35,6 +38,10 @@ pub(crate) struct LoopOptions {
     /// emit [`Event::Cancelled`], its parent announces it.
     pub(crate) quiet_cancel: bool,
     pub(crate) extra: Map<String, Value>,
+    /// The agent's model settings, over the transport's.
+    pub(crate) settings: ModelSettings,
+    /// The schema a typed turn's requests ask for.
+    pub(crate) response_schema: Option<Arc<ResponseSchema>>,
     pub(crate) trifecta: TrifectaPolicy,
     /// The settings of typed turns.
     pub(crate) structured: StructuredOutput,

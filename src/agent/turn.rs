@@ -147,7 +147,9 @@ impl Agent {
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
-    /// emitted and the context window is detected again.
+    /// emitted and the context window is detected again. The same
+    /// endpoint and model with other [model settings](crate::ModelSettings)
+    /// is no switch: only its settings apply from this turn on.
     pub fn run_loop_with(
         &mut self,
         user_message: &str,
@@ -793,6 +795,7 @@ impl Agent {
         };
         let note = self.wind_down_note();
         let traceparent = self.options.traceparent.as_ref().and_then(|s| (s.0)());
+        let settings = self.options.settings.over(transport.settings());
         let shared = &self.shared;
         let req = Request {
             transport: &transport,
@@ -800,6 +803,8 @@ impl Agent {
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: &tool_specs,
+            settings: &settings,
+            response_schema: self.options.response_schema.as_deref(),
             stream: shared.streaming,
             replay_reasoning: self.options.replay_reasoning,
             split_think: self.options.split_think,
@@ -1254,9 +1259,14 @@ impl Agent {
     /// transport (a model switch: the history survives).
     fn apply_transport(&mut self, to: ChatTransport) {
         let from = self.transport();
+        if from == to {
+            return;
+        }
         // The same endpoint without an explicit window is the same model
-        // as far as the conversation goes: no switch, no second probe.
-        if from == to || (from.same_endpoint(&to) && to.context_window().is_none()) {
+        // as far as the conversation goes: no switch, no second probe; its
+        // model settings apply from now on.
+        if from.same_endpoint(&to) && to.context_window().is_none() {
+            self.shared.state.lock().transport = from.with_settings(to.settings().clone());
             return;
         }
         self.shared.state.lock().transport = to.clone();
@@ -1385,7 +1395,7 @@ impl Agent {
                 Judged::Repair(message) => message,
             };
             // A repair asks for the answer itself: its requests carry
-            // `response_format` even when the tool rounds did not.
+            // the schema even when the tool rounds did not.
             self.constrain(turn.spec());
             self.journal(&Record::User {
                 content: repair.as_str().into(),
@@ -1403,11 +1413,9 @@ impl Agent {
         }
     }
 
-    /// Add the typed turn's request fields to this agent's requests.
+    /// Ask for the typed turn's schema on this agent's requests.
     fn constrain(&mut self, spec: &TypedSpec) {
-        let transport = self.transport();
-        let api_base = transport.api_base().unwrap_or("");
-        spec.constrain(&mut Arc::make_mut(&mut self.options).extra, api_base);
+        Arc::make_mut(&mut self.options).response_schema = spec.request_schema();
     }
 }
 

@@ -160,6 +160,8 @@ pub fn __fuzz_anthropic(data: &[u8]) {
             messages: &messages,
             trailing_system: None,
             tools: &tools,
+            settings: &crate::protocol::settings::NONE,
+            response_schema: None,
             stream: true,
             replay_reasoning: true,
             split_think,

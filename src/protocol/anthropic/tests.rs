@@ -31,6 +31,8 @@ fn encode_with(
         messages: msgs,
         trailing_system: note,
         tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
         stream: true,
         replay_reasoning: false,
         split_think: false,
@@ -128,7 +130,7 @@ fn thinking_goes_back_only_to_its_endpoint_and_model() {
 
 #[test]
 fn caching_marks_tools_system_and_end_and_can_be_turned_off() {
-    let tools = ToolSpecs::from_values(vec![
+    let tools = ToolSpecs::from_values(&[
         json!({"type":"function","function":{"name":"a","description":"A","parameters":{"type":"object"}}}),
         json!({"type":"function","function":{"name":"b","description":"B","parameters":{"type":"object"}}}),
     ]);
@@ -170,6 +172,8 @@ fn request_fields_replace_pikuris_own() {
         messages: &[Message::user("q")],
         trailing_system: None,
         tools: &tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
         stream: false,
         replay_reasoning: false,
         split_think: false,
