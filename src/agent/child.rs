@@ -13,7 +13,7 @@
 //! | streaming | as the parent |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
 //! | loop options (think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools |
-//! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
+//! | model settings, raw request fields | as the parent (a request without tools leaves the tool-steering ones out: servers reject them there) |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |
 //! | system prompt | the spec's |
@@ -74,10 +74,6 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     // start: that would swallow a cancel that raced with the spawn.
     cfg.options.nested = true;
     cfg.options.quiet_cancel = !spec.announces_cancel;
-    if spec.tools.is_empty() {
-        cfg.options.extra.remove("tool_choice");
-        cfg.options.extra.remove("parallel_tool_calls");
-    }
     cfg.tools = spec.tools;
     cfg.build()
 }

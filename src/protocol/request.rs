@@ -26,7 +26,8 @@
 //!   `max_tokens` elsewhere (llama.cpp, Ollama, vLLM, DeepSeek read that
 //!   one). `thinking_budget` has no chat field: the request fails (see
 //!   [`ModelSettings`]). `tool_choice` and `parallel_tool_calls` are sent
-//!   only with tools (servers reject them alone), on every API.
+//!   only with tools (servers reject them alone), on every API, raw
+//!   request fields of those names included.
 //!
 //! The conversation is serialized **by reference** straight into a reused
 //! byte buffer: no per-request clone of the history, no intermediate
@@ -166,6 +167,15 @@ impl ToolSpecs {
     }
 }
 
+/// Whether a raw request field goes in a request with (`has_tools`) or
+/// without tools: the tool-steering fields (`tool_choice`,
+/// `parallel_tool_calls`) do not go without, as servers reject them there
+/// (a helper child inherits its parent's fields but has no tools). The one
+/// exception to "raw fields go as given", on every API.
+pub(crate) fn raw_field_sent(key: &str, has_tools: bool) -> bool {
+    has_tools || !matches!(key, "tool_choice" | "parallel_tool_calls")
+}
+
 /// The shape a structured answer must have: a named JSON schema, and
 /// whether the server is asked to hold to it strictly.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,7 +284,9 @@ impl Serialize for Body<'_> {
         )?;
         // The caller's own fields, passed through as given, last.
         for (k, v) in self.extra {
-            map.serialize_entry(k, v)?;
+            if raw_field_sent(k, steer) {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
     }

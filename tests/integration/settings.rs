@@ -313,6 +313,8 @@ fn tool_steering_is_left_out_without_tools() {
                     .with_tool_choice(ToolChoice::Required)
                     .with_parallel_tool_calls(false),
             )
+            // A raw field of that name too (a helper child inherits it).
+            .request_field("tool_choice", json!("auto"))
             .build()
             .unwrap();
         agent.run_loop("hi").unwrap();

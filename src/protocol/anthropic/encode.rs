@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
-use crate::protocol::request::{Request, ToolSpec};
+use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
 use crate::protocol::settings::{ModelSettings, ReasoningEffort, ToolChoice};
 use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
 
@@ -273,7 +273,9 @@ impl Serialize for Body<'_> {
         put("output_config", output_config(req))?;
         // The raw fields, Anthropic's own, as given, last.
         for (k, v) in extra {
-            map.serialize_entry(k, v)?;
+            if raw_field_sent(k, steer) {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
     }

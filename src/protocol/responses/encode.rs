@@ -7,7 +7,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
 use crate::protocol::is_sendable;
-use crate::protocol::request::{Request, ToolSpec};
+use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
 use crate::protocol::settings::ToolChoice;
 use crate::{Api, Image, ImageSource, Message, Role};
 
@@ -96,7 +96,9 @@ impl Serialize for Body<'_, '_> {
         )?;
         // The raw fields, the Responses API's own, as given, last.
         for (k, v) in extra {
-            map.serialize_entry(k, v)?;
+            if raw_field_sent(k, steer) {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
     }
