@@ -165,7 +165,8 @@ fn request_fields_replace_pikuris_own() {
     extra.insert("system".into(), json!("mine"));
     let mut buf = Vec::new();
     let t = transport();
-    let tools = ToolSpecs::default();
+    // With a tool: a tool-less request leaves `tool_choice` out.
+    let tools = ToolSpecs::from_values(&[json!({"name": "f"})]);
     let req = Request {
         transport: &t,
         system: Some("sys"),
