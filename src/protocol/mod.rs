@@ -67,7 +67,6 @@ pub(crate) use client::decode_error;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
-pub(crate) use probe::looks_like_ollama;
 pub(crate) use request::{Request, ResponseSchema, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.

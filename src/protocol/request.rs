@@ -101,7 +101,7 @@ impl Request<'_> {
             endpoint,
             settings: self.settings,
             response_schema: self.response_schema,
-            ollama: super::looks_like_ollama(endpoint, None),
+            ollama: super::transport::ollama_base(endpoint),
             extra: self.extra,
         };
         let mut ser = serde_json::Serializer::new(&mut *buf);

@@ -120,6 +120,14 @@ fn check_http_url_for(what: &str, url: &str, tls: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether an API base looks like Ollama's: its port (11434) or an `/api`
+/// path segment. (The probe also reads a model list's shape.)
+pub(crate) fn ollama_base(base: &str) -> bool {
+    let rest = base.split_once("://").map_or(base, |(_, r)| r);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    authority.ends_with(":11434") || path.split('/').any(|seg| seg == "api")
+}
+
 /// The message for an `https://` URL in a build without TLS.
 fn tls_missing(what: &str, url: &str) -> String {
     format!(
