@@ -100,7 +100,8 @@ impl ReasoningEffort {
 /// field for (`seed` on Anthropic and Responses, `stop` on Responses,
 /// `thinking_budget` on chat completions and Responses) fails the request
 /// before it is sent, with [`Error::InvalidInput`](crate::Error::InvalidInput)
-/// naming the setting and the API: it is never dropped silently.
+/// naming the setting and the API: it is never dropped silently. So does a
+/// temperature or `top_p` that is not finite (NaN, infinity).
 ///
 /// # Examples
 ///
@@ -325,8 +326,17 @@ impl ModelSettings {
         }
     }
 
-    /// The first setting `api` has no field for, as an error message.
-    pub(crate) fn unsupported(&self, api: Api) -> Option<String> {
+    /// Why a request of `api` cannot carry these settings, as an error
+    /// message: a temperature or `top_p` that is not a finite number (JSON
+    /// has no NaN), or the first setting `api` has no field for.
+    pub(crate) fn problem(&self, api: Api) -> Option<String> {
+        for (name, value) in [("temperature", self.temperature), ("top_p", self.top_p)] {
+            if let Some(v) = value.filter(|v| !v.is_finite()) {
+                return Some(format!(
+                    "the model setting `{name}` is {v}: it must be a finite number"
+                ));
+            }
+        }
         let (name, what) = match api {
             Api::ChatCompletions => (
                 self.thinking_budget.map(|_| "thinking_budget"),
@@ -387,21 +397,21 @@ mod tests {
     #[test]
     fn unsupported_settings_name_the_setting_and_the_api() {
         let seed = ModelSettings::new().with_seed(1);
-        assert_eq!(seed.unsupported(Api::ChatCompletions), None);
-        let e = seed.unsupported(Api::AnthropicMessages).unwrap();
+        assert_eq!(seed.problem(Api::ChatCompletions), None);
+        let e = seed.problem(Api::AnthropicMessages).unwrap();
         assert!(e.contains("`seed`") && e.contains("Anthropic"), "{e}");
         let stop = ModelSettings::new().with_stop(["x"]);
-        assert_eq!(stop.unsupported(Api::AnthropicMessages), None);
+        assert_eq!(stop.problem(Api::AnthropicMessages), None);
         assert!(
-            stop.unsupported(Api::OpenAiResponses)
+            stop.problem(Api::OpenAiResponses)
                 .unwrap()
                 .contains("`stop`")
         );
         let think = ModelSettings::new().with_thinking_budget(1024);
-        assert_eq!(think.unsupported(Api::AnthropicMessages), None);
+        assert_eq!(think.problem(Api::AnthropicMessages), None);
         assert!(
             think
-                .unsupported(Api::ChatCompletions)
+                .problem(Api::ChatCompletions)
                 .unwrap()
                 .contains("thinking_budget")
         );

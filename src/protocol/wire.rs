@@ -42,15 +42,16 @@ pub(crate) fn auth_headers(api: Api, key: Option<&str>) -> Vec<(&'static str, St
 /// # Errors
 ///
 /// [`Error::InvalidInput`](crate::Error::InvalidInput) when the request
-/// has a model setting the API has no field for (see
-/// [`ModelSettings`](crate::ModelSettings)): nothing is sent.
+/// has a model setting the API has no field for, or a temperature or
+/// `top_p` that is not finite (see [`ModelSettings`](crate::ModelSettings)):
+/// nothing is sent.
 pub(crate) fn encode(
     req: &Request<'_>,
     buf: &mut Vec<u8>,
     include_usage: bool,
 ) -> crate::Result<()> {
     let api = req.transport.api();
-    if let Some(why) = req.settings.unsupported(api) {
+    if let Some(why) = req.settings.problem(api) {
         return Err(crate::Error::InvalidInput(why));
     }
     match api {

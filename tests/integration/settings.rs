@@ -199,6 +199,17 @@ fn a_setting_the_api_has_no_field_for_fails_before_sending() {
             ModelSettings::new().with_thinking_budget(2048),
             "thinking_budget",
         ),
+        // JSON has no NaN: not sent as `null`.
+        (
+            Api::ChatCompletions,
+            ModelSettings::new().with_temperature(f64::NAN),
+            "temperature",
+        ),
+        (
+            Api::OpenAiResponses,
+            ModelSettings::new().with_top_p(f64::NEG_INFINITY),
+            "top_p",
+        ),
     ] {
         let mut agent = Agent::builder(server.transport().with_api(api))
             .settings(settings)

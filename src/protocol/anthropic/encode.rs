@@ -408,3 +408,20 @@ fn write_image<M: SerializeMap>(map: &mut M, image: &Image) -> Result<(), M::Err
     };
     map.serialize_entry("source", &source)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_tokens_never_overflows_and_follows_the_budget() {
+        let none = ModelSettings::new();
+        assert_eq!(max_tokens(&none), DEFAULT_MAX_TOKENS);
+        let huge = ModelSettings::new().with_thinking_budget(u64::MAX);
+        assert_eq!(max_tokens(&huge), u64::MAX);
+        let budget = ModelSettings::new().with_thinking_budget(1024);
+        assert_eq!(max_tokens(&budget), 1024 + DEFAULT_MAX_TOKENS);
+        // An explicit bound wins, whatever the budget.
+        assert_eq!(max_tokens(&budget.with_max_output_tokens(100)), 100);
+    }
+}
