@@ -137,7 +137,7 @@ fn anthropic_settings(body: &Body) -> Result<(), String> {
             t.get("budget_tokens").and_then(Value::as_u64),
         ) {
             (Some("disabled"), _) => {}
-            (Some("enabled"), Some(b)) if b >= 1024 && b < max => {}
+            (Some("enabled"), Some(b)) if b >= 1024 && b < max => thinking_rules(body)?,
             _ => {
                 return Err(format!(
                     "`thinking` must be {{\"type\":\"enabled\",\"budget_tokens\":n}} \
@@ -251,6 +251,34 @@ fn chat_settings(body: &Body) -> Result<(), String> {
         if !ok {
             return Err(format!("`response_format` is not a valid format: {f}"));
         }
+    }
+    Ok(())
+}
+
+/// What Anthropic refuses beside extended thinking: a forced tool
+/// (`any`, `tool`), a temperature other than 1, a `top_p` below 0.95.
+fn thinking_rules(body: &Body) -> Result<(), String> {
+    let forced = body
+        .get("tool_choice")
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "any" || t == "tool");
+    if forced {
+        return Err("thinking may not be enabled when `tool_choice` forces tool use".into());
+    }
+    if let Some(t) = body.get("temperature")
+        && t.as_f64() != Some(1.0)
+    {
+        return Err(format!(
+            "`temperature` may only be 1 when thinking is enabled, got {t}"
+        ));
+    }
+    if let Some(p) = body.get("top_p")
+        && p.as_f64().is_none_or(|p| p < 0.95)
+    {
+        return Err(format!(
+            "`top_p` must be from 0.95 to 1 when thinking is enabled, got {p}"
+        ));
     }
     Ok(())
 }
@@ -594,11 +622,26 @@ mod tests {
             validate(Api::AnthropicMessages, Some(&b))
         };
         claude(
-            json!({ "tool_choice": { "type": "any", "disable_parallel_tool_use": true },
+            json!({ "tool_choice": { "type": "auto", "disable_parallel_tool_use": true },
                        "thinking": { "type": "enabled", "budget_tokens": 2048 },
+                       "temperature": 1, "top_p": 0.95,
                        "output_config": { "effort": "low" }, "stop_sequences": ["x"] }),
         )
         .unwrap();
+        let thinking = json!({ "type": "enabled", "budget_tokens": 2048 });
+        for (extra, says) in [
+            (
+                json!({ "tool_choice": { "type": "any" } }),
+                "forces tool use",
+            ),
+            (json!({ "temperature": 0.5 }), "`temperature`"),
+            (json!({ "top_p": 0.5 }), "`top_p`"),
+        ] {
+            let mut extra = extra;
+            extra["thinking"] = thinking.clone();
+            let e = claude(extra).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
         for bad in [
             json!({ "tool_choice": "auto" }),
             json!({ "seed": 1 }),

@@ -91,24 +91,29 @@ fn every_setting_on_chat_completions() {
 fn every_setting_on_anthropic() {
     let server = strict_server();
     let t = server.transport().with_api(Api::AnthropicMessages);
-    let s = all_but_unsupported(ToolChoice::Required)
-        .with_stop(["END"])
-        .with_thinking_budget(2048)
-        .with_max_output_tokens(4000);
+    let s = all_but_unsupported(ToolChoice::Required).with_stop(["END"]);
     let b = sent(&server, t.clone(), s, &[]);
     assert_eq!(b["temperature"], 0.25);
     assert_eq!(b["top_p"], 0.5);
-    assert_eq!(b["max_tokens"], 4000);
+    assert_eq!(b["max_tokens"], 77);
     assert_eq!(b["stop_sequences"], json!(["END"]));
     assert_eq!(
         b["tool_choice"],
         json!({"type": "any", "disable_parallel_tool_use": true})
     );
+    assert_eq!(b["output_config"], json!({"effort": "low"}));
+    // Thinking, with what Anthropic allows beside it (no forced tool, a
+    // temperature of 1).
+    let s = ModelSettings::new()
+        .with_thinking_budget(2048)
+        .with_max_output_tokens(4000)
+        .with_temperature(1.0);
+    let b = sent(&server, t.clone(), s, &[]);
+    assert_eq!(b["max_tokens"], 4000);
     assert_eq!(
         b["thinking"],
         json!({"type": "enabled", "budget_tokens": 2048})
     );
-    assert_eq!(b["output_config"], json!({"effort": "low"}));
     // A thinking budget alone raises the default `max_tokens` above it.
     let b = sent(
         &server,
