@@ -928,16 +928,20 @@
 //!
 //! "error": the request fails before it is sent, with
 //! [`Error::InvalidInput`](crate::Error::InvalidInput) naming the setting
-//! and the API (a seed that silently did nothing would be worse). The
-//! tool settings go only with tools: servers reject them alone.
+//! and the API (a seed that silently did nothing would be worse); so does
+//! a temperature or `top_p` that is not finite. The tool settings go only
+//! with tools: servers reject them alone.
 //!
 //! Each API's defaults when nothing is set: chat completions and Responses
 //! send none of these fields. Anthropic requires `max_tokens`: pikuri
 //! sends **4096**, or the thinking budget plus 4096 when only a budget is
 //! set (the budget must stay below `max_tokens`). Thinking is off on
 //! Anthropic until a budget turns it on (`with_thinking_budget(n)`, at
-//! least 1024); Responses sends `store: false` and asks for the encrypted
-//! reasoning back ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)).
+//! least 1024); beside it Anthropic accepts no forced tool
+//! ([`ToolChoice::Required`](crate::ToolChoice::Required) or `Tool`), a
+//! temperature of 1 only and a `top_p` of 0.95 or more. Responses sends
+//! `store: false` and asks for the encrypted reasoning back
+//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)).
 //!
 //! For anything else, [`Configurator::request_field`](crate::Configurator::request_field)
 //! sets a raw field of the API's own request body, written last: it

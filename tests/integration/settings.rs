@@ -339,3 +339,38 @@ fn tool_steering_is_left_out_without_tools() {
         assert!(b.get("parallel_tool_calls").is_none(), "{api:?}: {b}");
     }
 }
+
+#[test]
+fn a_tool_less_helper_inherits_the_settings_but_not_the_tool_steering() {
+    use pikuri::{OnExhausted, StepLimit, StopReason};
+    for api in [
+        Api::ChatCompletions,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ] {
+        let server = strict_server();
+        server.push(Reply::tool_call("echo", json!({"text": "a"})));
+        server.push(Reply::tool_call("echo", json!({"text": "b"})));
+        server.push(Reply::text("Synthesized."));
+        let mut agent = Agent::builder(server.transport().with_api(api))
+            .http(fast_http().with_max_retries(0))
+            .add_tool(echo())
+            .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
+            .settings(
+                ModelSettings::new()
+                    .with_tool_choice(ToolChoice::Required)
+                    .with_temperature(0.5),
+            )
+            .build()
+            .unwrap();
+        let out = agent.run_loop("go").unwrap();
+        assert_eq!(out.stop_reason, StopReason::Synthesized, "{api:?}");
+        assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+        let requests = server.chat_requests();
+        let first = requests[0].body.clone().unwrap();
+        assert!(first.get("tool_choice").is_some(), "{api:?}: {first}");
+        let synth = requests[2].body.clone().unwrap();
+        assert!(synth.get("tool_choice").is_none(), "{api:?}: {synth}");
+        assert_eq!(synth["temperature"], 0.5, "{api:?}");
+    }
+}
