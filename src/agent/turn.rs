@@ -807,6 +807,7 @@ impl Agent {
             response_schema: self.options.response_schema.as_deref(),
             stream: shared.streaming,
             replay_reasoning: self.options.replay_reasoning,
+            prompt_caching: transport.prompt_caching(),
             split_think: self.options.split_think,
             extra: &self.options.extra,
             cancel: shared.cancellable.as_ref(),

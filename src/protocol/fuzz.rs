@@ -164,6 +164,7 @@ pub fn __fuzz_anthropic(data: &[u8]) {
             response_schema: None,
             stream: true,
             replay_reasoning: true,
+            prompt_caching: true,
             split_think,
             extra: &extra,
             cancel: None,

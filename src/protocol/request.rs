@@ -3,7 +3,8 @@
 //! as the body of `POST /chat/completions`.
 //!
 //! The request is neutral: tool specs are names, descriptions and schemas,
-//! structured output is a [`ResponseSchema`], model settings are typed.
+//! structured output is a [`ResponseSchema`], model settings are typed,
+//! reasoning replay and prompt caching are flags.
 //! Each API's encoder (this file for chat completions, `anthropic/encode.rs`,
 //! `responses/encode.rs`) maps them to its own fields; then the raw request
 //! fields ([`Request::extra`]) are written as given, last, and a field they
@@ -49,6 +50,10 @@ use crate::{Api, Cancellable, Message, Role, Tool, ToolCall};
 /// (see [`Request::write_to`]) and decodes the answer into a
 /// [`Completion`](super::Completion).
 #[derive(Debug, Clone, Copy)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent switches of one request"
+)]
 pub(crate) struct Request<'a> {
     /// Model, API base and key; the model names the request's `model`.
     pub(crate) transport: &'a ChatTransport,
@@ -71,6 +76,10 @@ pub(crate) struct Request<'a> {
     /// Send `reasoning_content` back for assistant messages written by the
     /// transport's model.
     pub(crate) replay_reasoning: bool,
+    /// Place prompt-cache breakpoints (Anthropic; the other APIs cache
+    /// without them): the transport's
+    /// [`prompt_caching`](ChatTransport::prompt_caching).
+    pub(crate) prompt_caching: bool,
     /// Move `<think>` blocks in the content to the reasoning.
     pub(crate) split_think: bool,
     /// Raw top-level fields of the API's own body, written last: a field
@@ -691,6 +700,7 @@ mod tests {
             response_schema: None,
             stream: true,
             replay_reasoning: false,
+            prompt_caching: true,
             split_think: false,
             extra,
             cancel: None,

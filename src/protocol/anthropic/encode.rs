@@ -107,7 +107,7 @@ impl<'a> Body<'a> {
         // empty content.
         turns.retain(|t| !t.pieces.is_empty());
         let mut tools: Vec<Value> = req.tools.specs().iter().map(anthropic_tool).collect();
-        if t.prompt_caching() {
+        if req.prompt_caching {
             mark_breakpoints(&mut system, &mut turns, &mut tools);
         }
         if let Some(note) = req.trailing_system.filter(|s| !s.is_empty()) {

@@ -276,6 +276,7 @@ fn encode(transport: &ChatTransport, messages: &[Message], extra: &Map<String, V
         response_schema: None,
         stream: true,
         replay_reasoning: false,
+        prompt_caching: true,
         split_think: false,
         extra,
         cancel: None,
