@@ -13,7 +13,7 @@
 use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::JsonSchema;
-use pikuri::{Agent, ChatTransport, Error};
+use pikuri::{Agent, ChatTransport, Error, ModelSettings};
 
 pikuri::tool::schema_type! {
     /// How urgent a ticket is.
@@ -49,7 +49,7 @@ fn main() -> Result<(), Error> {
     };
     let mut agent = Agent::builder(transport)
         .system_prompt("You triage support tickets.")
-        .request_field("max_tokens", serde_json::json!(200))
+        .settings(ModelSettings::new().with_max_output_tokens(200))
         .structured_output(StructuredOutput::default().with_max_repairs(2))
         .build()?;
     match agent.run_typed::<Triage>("Ticket: 'I was charged twice this month!'") {

@@ -20,6 +20,7 @@
 //! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
 //! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
 //! 13. [One agent, three APIs](#one-agent-three-apis)
+//! 14. [Model settings](#model-settings)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -906,3 +907,81 @@
 //! The chat example speaks all three: `--api chat|anthropic|responses` (or
 //! `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
 //! `/image` to attach a picture.
+//!
+//! # Model settings
+//!
+//! Temperature, the token bound, stop sequences, the tool choice and
+//! reasoning are typed: a [`ModelSettings`](crate::ModelSettings) on the
+//! transport ([`ChatTransport::with_settings`](crate::ChatTransport::with_settings))
+//! and on the agent ([`Configurator::settings`](crate::Configurator::settings)),
+//! the agent's winning field by field. Each API's encoder writes each
+//! setting as its own field; unset, the field is left out and the server's
+//! default applies.
+//!
+//! | setting | chat completions | Anthropic Messages | OpenAI Responses |
+//! |---|---|---|---|
+//! | `temperature` | `temperature` | `temperature` (0 to 1) | `temperature` |
+//! | `top_p` | `top_p` | `top_p` | `top_p` |
+//! | `max_output_tokens` | `max_tokens`; `max_completion_tokens` on `api.openai.com` | `max_tokens` | `max_output_tokens` |
+//! | `stop` | `stop` | `stop_sequences` | error |
+//! | `seed` | `seed` | error | error |
+//! | `tool_choice` | `"auto"`, `"none"`, `"required"`, `{"type":"function","function":{"name"}}` | `{"type": "auto"/"none"/"any"/"tool", "name"?}` | `"auto"`, `"none"`, `"required"`, `{"type":"function","name"}` |
+//! | `parallel_tool_calls` | `parallel_tool_calls` | `false`: `tool_choice.disable_parallel_tool_use: true` | `parallel_tool_calls` |
+//! | `reasoning_effort` | `reasoning_effort` | `output_config.effort` (`minimal` as `low`) | `reasoning.effort` |
+//! | `thinking_budget` | error | `thinking: {"type":"enabled","budget_tokens"}` | error |
+//! | structured output ([typed answers](#typed-answers)) | `response_format` (and `format` to Ollama) | `output_config.format` | `text.format` |
+//!
+//! "error": the request fails before it is sent, with
+//! [`Error::InvalidInput`](crate::Error::InvalidInput) naming the setting
+//! and the API (a seed that silently did nothing would be worse); so does
+//! a temperature or `top_p` that is not finite. The tool settings go only
+//! with tools: servers reject them alone.
+//!
+//! Each API's defaults when nothing is set: chat completions and Responses
+//! send none of these fields. Anthropic requires `max_tokens`: pikuri
+//! sends **4096**, or the thinking budget plus 4096 when only a budget is
+//! set (the budget must stay below `max_tokens`). Thinking is off on
+//! Anthropic until a budget turns it on (`with_thinking_budget(n)`, at
+//! least 1024); beside it Anthropic accepts no forced tool
+//! ([`ToolChoice::Required`](crate::ToolChoice::Required) or `Tool`), a
+//! temperature of 1 only and a `top_p` of 0.95 or more. Responses sends
+//! `store: false` and asks for the encrypted reasoning back
+//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)).
+//!
+//! For anything else, [`Configurator::request_field`](crate::Configurator::request_field)
+//! sets a raw field of the API's own request body, written last: it
+//! replaces a typed setting of the same field.
+//!
+//! ```
+//! use pikuri::{Agent, Api, ModelSettings};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("Hello."));
+//! let claude = server.transport().with_api(Api::AnthropicMessages);
+//! let mut agent = Agent::builder(claude)
+//!     .settings(
+//!         ModelSettings::new()
+//!             .with_temperature(1.0)
+//!             .with_thinking_budget(2048)
+//!             .with_stop(["\n\nHuman:"]),
+//!     )
+//!     .request_field("top_k", json!(40)) // Anthropic's own field
+//!     .build()?;
+//! agent.run_loop("Hi")?;
+//! let body = server.chat_requests()[0].body.clone().unwrap();
+//! assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+//! assert_eq!(body["max_tokens"], 2048 + 4096);
+//! assert_eq!(body["stop_sequences"], json!(["\n\nHuman:"]));
+//! assert_eq!(body["top_k"], 40);
+//!
+//! // A seed has no Anthropic field: the request is not sent.
+//! let mut seeded = Agent::builder(server.transport().with_api(Api::AnthropicMessages))
+//!     .settings(ModelSettings::new().with_seed(7))
+//!     .build()?;
+//! let err = seeded.run_loop("Hi").unwrap_err();
+//! assert!(err.to_string().contains("`seed`"));
+//! assert_eq!(server.chat_requests().len(), 1);
+//! # Ok::<(), pikuri::Error>(())
+//! ```

@@ -454,7 +454,7 @@ pub use crate::listener::Listener;
 pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
-pub use crate::protocol::{ChatTransport, HttpConfig};
+pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;
 

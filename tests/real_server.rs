@@ -17,10 +17,18 @@ use std::time::Duration;
 
 use pikuri::builtin;
 use pikuri::{
-    Agent, Api, ChatTransport, Configurator, Error, Event, History, HttpConfig, Message,
-    OnExhausted, StepLimit, StopReason, ToolCall, listeners::InMemoryEventList,
+    Agent, Api, ChatTransport, Configurator, Error, ErrorKind, Event, History, HttpConfig, Message,
+    ModelSettings, OnExhausted, StepLimit, StopReason, ToolCall, ToolChoice,
+    listeners::InMemoryEventList,
 };
 use serde_json::json;
+
+/// Greedy sampling and a bound of `max` tokens per answer.
+fn typed(max: u64) -> ModelSettings {
+    ModelSettings::new()
+        .with_temperature(0.0)
+        .with_max_output_tokens(max)
+}
 
 /// The context size `scripts/llama-server.sh` starts the server with (`-c`).
 const N_CTX: u64 = 4096;
@@ -65,8 +73,7 @@ fn builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
     let c = Agent::builder(transport()?.with_api(api))
         .system_prompt("You are a helpful assistant.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
-        .request_field("temperature", json!(0))
-        .request_field("max_tokens", json!(64))
+        .settings(typed(64))
         .add_listener(rec.clone());
     Some(c)
 }
@@ -193,7 +200,7 @@ fn tool_loop_on(api: Api, streaming: bool) -> Option<(Agent, Vec<&'static str>)>
         )
         .streaming(streaming)
         .add_tool(builtin::calculator())
-        .request_field("max_tokens", json!(128))
+        .settings(typed(128))
         .step_limit(StepLimit::with_policy(2, OnExhausted::Synthesize))
         .build()
         .unwrap();
@@ -302,8 +309,7 @@ fn small_builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
     let c = Agent::builder(transport)
         .system_prompt("You are a helpful assistant. Answer in one short sentence.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
-        .request_field("temperature", json!(0))
-        .request_field("max_tokens", json!(48))
+        .settings(typed(48))
         .add_listener(rec.clone());
     Some(c)
 }
@@ -411,8 +417,7 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
     let mut agent = Agent::builder(t)
         .system_prompt("You are a helpful assistant. Answer in one short sentence.")
         .http(HttpConfig::default().with_read_timeout(Duration::from_secs(120)))
-        .request_field("temperature", json!(0))
-        .request_field("max_tokens", json!(48))
+        .settings(typed(48))
         .add_listener(rec.clone())
         .compaction(pikuri::compaction::Compaction::summarize())
         .build()
@@ -463,7 +468,7 @@ pikuri::tool::schema_type! {
 /// schema into a grammar). The agent is returned for more turns.
 fn verdict_without_repair(c: Configurator) -> Agent {
     let mut agent = c
-        .request_field("max_tokens", json!(128))
+        .settings(typed(128))
         .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(0))
         .build()
         .unwrap();
@@ -545,10 +550,9 @@ fn typed_tool_with_nested_parameters_round_trips() {
     let mut agent = c
         .system_prompt("You take coffee orders with the place_order tool.")
         .add_tool(tool)
-        .request_field("max_tokens", json!(256))
         // The 135M model ignores `tool_choice: "required"` here (see
         // `example_exchange`): three worked examples make it call the tool.
-        .request_field("tool_choice", json!("required"))
+        .settings(typed(256).with_tool_choice(ToolChoice::Required))
         .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
         .build()
         .unwrap();
@@ -746,7 +750,7 @@ fn responses_typed_answer() {
         return;
     };
     let mut agent = c
-        .request_field("max_tokens", json!(128))
+        .settings(typed(128))
         .structured_output(pikuri::structured::StructuredOutput::default().with_max_repairs(2))
         .build()
         .unwrap();
@@ -802,7 +806,7 @@ fn cancelling_agent(
     let cancel = pikuri::Cancellable::new();
     let agent = c
         .streaming(true)
-        .request_field("max_tokens", json!(max_tokens))
+        .settings(typed(max_tokens))
         .cancellable(cancel.clone())
         .add_listener(CancelAtFirstDelta(Some(cancel.clone())))
         .build()
@@ -921,4 +925,55 @@ fn anthropic_cancel_mid_stream_then_the_next_turn_works() {
     let out = agent.run_loop("Say hello.").unwrap();
     assert_eq!(out.stop_reason, StopReason::Completed);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
+}
+
+/// Typed settings reach llama-server on each of its three endpoints: the
+/// answer arrives and its output stays within `max_output_tokens`; a
+/// setting the API has no field for fails before anything is sent.
+fn typed_settings_on(api: Api) {
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder_on(&rec, api) else {
+        return;
+    };
+    let mut settings = typed(8).with_top_p(0.9);
+    if api != Api::OpenAiResponses {
+        settings = settings.with_stop(["\n\n\n"]);
+    }
+    if api == Api::ChatCompletions {
+        settings = settings.with_seed(42);
+    }
+    let mut agent = c.settings(settings).build().unwrap();
+    let out = agent
+        .run_loop("Count from one to one hundred, in words.")
+        .unwrap();
+    assert!(out.answer.is_some_and(|a| !a.is_empty()), "{api:?}");
+    let output = out.usage.output.expect("the server reports output tokens");
+    assert!(
+        output <= 8,
+        "{api:?}: {output} output tokens over a bound of 8"
+    );
+    if api != Api::ChatCompletions {
+        let mut seeded = builder_on(&rec, api)
+            .unwrap()
+            .settings(typed(8).with_seed(1))
+            .build()
+            .unwrap();
+        let err = seeded.run_loop("Hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{api:?}: {err}");
+    }
+}
+
+#[test]
+fn typed_settings_on_chat_completions() {
+    typed_settings_on(Api::ChatCompletions);
+}
+
+#[test]
+fn typed_settings_on_anthropic_messages() {
+    typed_settings_on(Api::AnthropicMessages);
+}
+
+#[test]
+fn typed_settings_on_responses() {
+    typed_settings_on(Api::OpenAiResponses);
 }

@@ -475,8 +475,11 @@ impl Configurator {
         self
     }
 
-    /// An extra top-level request field, e.g. `("temperature", json!(0))` or
-    /// `("tool_choice", json!("auto"))`.
+    /// A raw top-level field of the request body, in the transport's API's
+    /// own shape (chat completions, Anthropic Messages or Responses: no
+    /// translation), written last: it replaces any field pikuri writes
+    /// under that name, typed [settings](Configurator::settings) included.
+    /// For what [`ModelSettings`](crate::ModelSettings) does not cover.
     ///
     /// OpenAI's prompt caching is steered this way too: a stable
     /// `("prompt_cache_key", json!("user-42"))` routes requests that share
@@ -496,6 +499,28 @@ impl Configurator {
     /// ```
     pub fn request_field(mut self, name: impl Into<String>, value: Value) -> Configurator {
         self.options.extra.insert(name.into(), value);
+        self
+    }
+
+    /// Model settings (temperature, token bound, tool choice, ...) for
+    /// every request of this agent, its sub-agents and helpers: each field
+    /// set here overrides the transport's
+    /// ([`ChatTransport::with_settings`](crate::ChatTransport::with_settings)),
+    /// the transport's applies where this leaves one unset (so a fallback
+    /// or a [`run_loop_with`](crate::Agent::run_loop_with) transport keeps
+    /// its own). Which field each setting becomes on each API is in the
+    /// [guide](crate::guide#model-settings).
+    ///
+    /// ```
+    /// use pikuri::{Agent, ModelSettings};
+    /// let agent = Agent::builder(pikuri::ChatTransport::new("m"))
+    ///     .settings(ModelSettings::new().with_temperature(0.0))
+    ///     .build()?;
+    /// assert_eq!(agent.settings().temperature(), Some(0.0));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn settings(mut self, settings: crate::ModelSettings) -> Configurator {
+        self.options.settings = settings;
         self
     }
 

@@ -14,7 +14,7 @@
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
 //! | loop options (streaming, think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools; its nesting says it is a sub-agent (it announces its own cancel) or a helper (it leaves that to the parent) |
-//! | extra request fields | as the parent, minus the tool-steering fields (`tool_choice`, `parallel_tool_calls`) when the child has no tools, which servers reject |
+//! | model settings, raw request fields | as the parent (a request without tools leaves the tool-steering ones out: servers reject them there) |
 //! | [`StepLimit`](crate::StepLimit) | its own: `max_steps` of the spec |
 //! | tools | only those the spec names (taken from both of the parent's pools) |
 //! | system prompt | the spec's |
@@ -78,10 +78,6 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     } else {
         Nesting::Helper
     };
-    if spec.tools.is_empty() {
-        cfg.options.extra.remove("tool_choice");
-        cfg.options.extra.remove("parallel_tool_calls");
-    }
     cfg.tools = spec.tools;
     cfg.build()
 }

@@ -42,7 +42,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::{Map, Value};
 
 use crate::approval::PendingApproval;
 use crate::journal::{Cut, Fingerprint, HistoryCause, Journal, JournalStore, Open, Record, fnv1a};
@@ -209,9 +208,9 @@ struct TypedRequest {
     spec: Arc<TypedSpec>,
     /// The agent's system prompt with the spec's note: what the turn sends.
     system_prompt: String,
-    /// The request fields with the spec's constraint, once the turn
-    /// constrains its requests; the options' fields until then.
-    extra: Option<Map<String, Value>>,
+    /// The schema the turn's requests ask for, once the turn constrains
+    /// them (the protocol maps it to each API's own field).
+    schema: Option<Arc<crate::protocol::ResponseSchema>>,
 }
 
 // The agent is built next to its definition, so that `builder.rs` does not
@@ -533,6 +532,12 @@ impl Agent {
     /// The conversation so far (the system prompt is not part of it).
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// The agent's model settings ([`Configurator::settings`]; the
+    /// transport's apply where these leave a field unset).
+    pub fn settings(&self) -> &crate::ModelSettings {
+        &self.shared.options.settings
     }
 
     /// The settings of typed turns ([`Configurator::structured_output`]).

@@ -91,7 +91,9 @@ impl Agent {
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
-    /// emitted and the context window is detected again.
+    /// emitted and the context window is detected again. The same
+    /// endpoint and model with other [model settings](crate::ModelSettings)
+    /// is no switch: only its settings apply from this turn on.
     pub fn run_loop_with(
         &mut self,
         user_message: &str,
@@ -654,19 +656,15 @@ impl Agent {
         self.typed = Some(TypedRequest {
             spec: Arc::clone(spec),
             system_prompt,
-            extra: None,
+            schema: None,
         });
     }
 
-    /// Add the typed turn's request fields to this agent's requests, until
-    /// the typed turn ends.
+    /// Ask for the typed turn's schema on this agent's requests, until the
+    /// typed turn ends.
     pub(super) fn constrain(&mut self) {
-        let transport = self.transport();
-        let api_base = transport.api_base().unwrap_or("");
-        let mut extra = self.shared.options.extra.clone();
         if let Some(t) = &mut self.typed {
-            t.spec.constrain(&mut extra, api_base);
-            t.extra = Some(extra);
+            t.schema = t.spec.request_schema();
         }
     }
 }

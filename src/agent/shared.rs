@@ -21,7 +21,10 @@ use crate::journal::{Journal, Record};
 use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
-use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLimit, Tool, Usage};
+use crate::{
+    Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit, Tool,
+    Usage,
+};
 
 /// A handler run once when the agent closes.
 pub(crate) type CloseHandler = Box<dyn FnOnce() + Send>;
@@ -42,6 +45,8 @@ pub(crate) struct LoopOptions {
     /// A host's agent, or which kind of child.
     pub(crate) nesting: Nesting,
     pub(crate) extra: Map<String, Value>,
+    /// The agent's model settings, over the transport's.
+    pub(crate) settings: ModelSettings,
     pub(crate) trifecta: TrifectaPolicy,
     /// The settings of typed turns.
     pub(crate) structured: StructuredOutput,

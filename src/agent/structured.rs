@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::outcome::Outcome;
+use crate::protocol::ResponseSchema;
 use crate::tool::{JsonSchema, Parameters};
 use crate::{Error, Result, StopReason};
 
@@ -16,15 +17,17 @@ use crate::{Error, Result, StopReason};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StructuredMode {
-    /// `response_format: {"type": "json_schema", ...}` on the request (OpenAI,
-    /// llama.cpp, which turns the schema into a grammar, vLLM); to a server
-    /// that looks like Ollama, its `format: <schema>` as well. The schema
-    /// is also in the system prompt. The default.
+    /// The schema goes in the request, in the API's own field (chat
+    /// completions' `response_format`, plus `format` to a server that looks
+    /// like Ollama; Anthropic's `output_config.format`; Responses'
+    /// `text.format`): OpenAI, llama.cpp (which turns the schema into a
+    /// grammar) and vLLM constrain the answer to it. The schema is also in
+    /// the system prompt. The default.
     #[default]
     JsonSchema,
     /// No request field: the schema goes in the system prompt only, and the
-    /// answer is validated. For servers that reject or ignore
-    /// `response_format`.
+    /// answer is validated. For servers that reject or ignore the schema
+    /// field.
     Prompt,
 }
 
@@ -78,9 +81,8 @@ impl StructuredOutput {
         self
     }
 
-    /// A copy that, in [`StructuredMode::JsonSchema`], sends
-    /// `response_format` on every request of a turn even when the agent
-    /// has tools. Off by default: llama.cpp (and other grammar-constrained
+    /// A copy that, in [`StructuredMode::JsonSchema`], sends the schema
+    /// on every request of a turn even when the agent has tools. Off by default: llama.cpp (and other grammar-constrained
     /// servers) then force *every* assistant message into the schema, so
     /// the model could never call a tool. Turn it on for servers that let
     /// the model call tools under a `response_format` (OpenAI).
@@ -100,7 +102,7 @@ impl StructuredOutput {
         self.max_repairs
     }
 
-    /// Whether tool rounds carry `response_format` too.
+    /// Whether tool rounds carry the schema too.
     pub fn constrains_tool_rounds(&self) -> bool {
         self.constrain_tool_rounds
     }
@@ -125,10 +127,8 @@ pub struct Typed<T> {
 /// What a typed turn sends: built once per turn from `T`.
 #[derive(Debug)]
 pub(crate) struct TypedSpec {
-    /// The `response_format` value.
-    response_format: Value,
-    /// The schema itself (Ollama's `format`).
-    schema: Value,
+    /// The schema the request asks for (each API's encoder writes it).
+    schema: Arc<ResponseSchema>,
     /// The system-prompt note.
     note: String,
     mode: StructuredMode,
@@ -147,27 +147,19 @@ impl TypedSpec {
         prompt.push_str(&self.note);
     }
 
-    /// Add `response_format` (and, to a server at `api_base` that looks
-    /// like Ollama, its `format`) to these request fields, in
-    /// [`StructuredMode::JsonSchema`].
-    pub(crate) fn constrain(&self, extra: &mut Map<String, Value>, api_base: &str) {
-        if self.mode != StructuredMode::JsonSchema {
-            return;
-        }
-        extra.insert("response_format".into(), self.response_format.clone());
-        if crate::protocol::looks_like_ollama(api_base, None) {
-            extra.insert("format".into(), self.schema.clone());
-        }
+    /// The schema requests carry, in [`StructuredMode::JsonSchema`].
+    pub(crate) fn request_schema(&self) -> Option<Arc<ResponseSchema>> {
+        (self.mode == StructuredMode::JsonSchema).then(|| Arc::clone(&self.schema))
     }
 
     fn new(name: &str, schema: Value, strict: bool, mode: StructuredMode) -> TypedSpec {
         TypedSpec {
-            response_format: json!({
-                "type": "json_schema",
-                "json_schema": {"name": name, "strict": strict, "schema": schema},
-            }),
             note: format!("{NOTE_HEAD}\n{schema}"),
-            schema,
+            schema: Arc::new(ResponseSchema {
+                name: name.to_string(),
+                schema,
+                strict,
+            }),
             mode,
         }
     }

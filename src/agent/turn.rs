@@ -260,20 +260,22 @@ impl Agent {
         let shared = &self.shared;
         let options = &shared.options;
         let traceparent = options.traceparent.as_ref().and_then(|s| (s.0)());
-        // A typed turn sends its note and, once constrained, its fields.
+        // A typed turn sends its note and, once constrained, its schema.
         let typed = self.typed.as_ref();
+        let settings = options.settings.over(transport.settings());
         let req = Request {
             transport: &transport,
             system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: &tool_specs,
+            settings: &settings,
+            response_schema: typed.and_then(|t| t.schema.as_deref()),
             stream: options.streaming,
             replay_reasoning: options.replay_reasoning,
+            prompt_caching: transport.prompt_caching(),
             split_think: options.split_think,
-            extra: typed
-                .and_then(|t| t.extra.as_ref())
-                .unwrap_or(&options.extra),
+            extra: &options.extra,
             cancel: shared.cancellable.as_ref(),
             traceparent: traceparent.as_deref(),
         };
@@ -732,9 +734,14 @@ impl Agent {
     /// transport (a model switch: the history survives).
     fn apply_transport(&mut self, to: ChatTransport) {
         let from = self.transport();
+        if from == to {
+            return;
+        }
         // The same endpoint without an explicit window is the same model
-        // as far as the conversation goes: no switch, no second probe.
-        if from == to || (from.same_endpoint(&to) && to.context_window().is_none()) {
+        // as far as the conversation goes: no switch, no second probe; its
+        // model settings apply from now on.
+        if from.same_endpoint(&to) && to.context_window().is_none() {
+            self.shared.state.lock().transport = from.with_settings(to.settings().clone());
             return;
         }
         self.shared.state.lock().transport = to.clone();

@@ -148,7 +148,7 @@ impl Client {
         before_read: &mut dyn FnMut(),
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
-        wire::encode(req, buf, cfg.include_usage);
+        wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];
         let transport = req.transport;
         let (url, shown) = self.chat_url(transport);

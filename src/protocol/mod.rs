@@ -19,7 +19,8 @@
 //! |---|---|
 //! | `transport.rs` | the public [`ChatTransport`] and [`HttpConfig`] |
 //! | `wire.rs` | the seam: per [`Api`](crate::Api), path, headers, encoder, body decoder |
-//! | `request.rs` | [`Request`] and [`ToolSpecs`]; the chat-completions body |
+//! | `request.rs` | the neutral [`Request`] ([`ToolSpecs`], the response schema); the chat-completions body |
+//! | `settings.rs` | the public [`ModelSettings`], [`ToolChoice`], [`ReasoningEffort`] |
 //! | `anthropic/` | Anthropic Messages: encoder, body and stream decoders |
 //! | `responses/` | OpenAI Responses: encoder, body and stream decoders |
 //! | `stream.rs` | a streamed body: SSE events into the API's decoder |
@@ -52,6 +53,7 @@ mod probe;
 mod request;
 mod responses;
 mod retry;
+mod settings;
 mod sse;
 mod stream;
 mod transport;
@@ -65,10 +67,10 @@ pub(crate) use client::decode_error;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
-pub(crate) use probe::looks_like_ollama;
-pub(crate) use request::{Request, ToolSpecs, is_sendable};
+pub(crate) use request::{Request, ResponseSchema, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
+pub use settings::{ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};
 #[cfg(feature = "_bench")]

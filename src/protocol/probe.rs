@@ -269,10 +269,7 @@ pub(super) fn is_hosted(base: &str) -> bool {
 /// Whether the server looks like Ollama: its port, an `/api` base, or a
 /// model list in Ollama's shape (`owned_by: "library"`).
 pub(crate) fn looks_like_ollama(base: &str, models: Option<&Value>) -> bool {
-    let rest = base.split_once("://").map_or(base, |(_, r)| r);
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    authority.ends_with(":11434")
-        || path.split('/').any(|seg| seg == "api")
+    super::transport::ollama_base(base)
         || models
             .and_then(|v| v.get("data")?.as_array())
             .is_some_and(|data| {

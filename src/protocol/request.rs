@@ -1,5 +1,34 @@
-//! What the agent loop asks for ([`Request`], [`ToolSpecs`]), and its
-//! encoding as the body of `POST /chat/completions`.
+//! What the agent loop asks for, in no API's shape ([`Request`],
+//! [`ToolSpecs`], [`ResponseSchema`], [`ModelSettings`]), and its encoding
+//! as the body of `POST /chat/completions`.
+//!
+//! The request is neutral: tool specs are names, descriptions and schemas,
+//! structured output is a [`ResponseSchema`], model settings are typed,
+//! reasoning replay and prompt caching are flags.
+//! Each API's encoder (this file for chat completions, `anthropic/encode.rs`,
+//! `responses/encode.rs`) maps them to its own fields; then the raw request
+//! fields ([`Request::extra`]) are written as given, last, and a field they
+//! name replaces the encoder's own (one key, never two).
+//!
+//! # Chat completions
+//!
+//! - Tools: `{"type":"function","function":{name, description, parameters}}`.
+//! - Structured output: `response_format: {"type":"json_schema",
+//!   "json_schema":{name, strict, schema}}`; to a server that looks like
+//!   Ollama (port 11434 or `ollama` in the API base), its own `format:
+//!   <schema>` as well: Ollama's OpenAI layer has ignored `response_format`
+//!   in some versions, and its native `format` is what constrains the
+//!   answer there. An encoder decision: nothing above the protocol knows.
+//! - Settings: `temperature`, `top_p`, `stop`, `seed`, `tool_choice`
+//!   (`"auto"`, `"none"`, `"required"`, `{"type":"function","function":
+//!   {"name":..}}`), `parallel_tool_calls`, `reasoning_effort`; the token
+//!   bound is `max_completion_tokens` on OpenAI's own API base
+//!   (`api.openai.com`, whose reasoning models reject `max_tokens`) and
+//!   `max_tokens` elsewhere (llama.cpp, Ollama, vLLM, DeepSeek read that
+//!   one). `thinking_budget` has no chat field: the request fails (see
+//!   [`ModelSettings`]). `tool_choice` and `parallel_tool_calls` are sent
+//!   only with tools (servers reject them alone), on every API, raw
+//!   request fields of those names included.
 //!
 //! The conversation is serialized **by reference** straight into a reused
 //! byte buffer: no per-request clone of the history, no intermediate
@@ -13,6 +42,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
 use super::ChatTransport;
+use super::settings::{ModelSettings, ToolChoice};
 use crate::{Api, Cancellable, Message, Role, Tool, ToolCall};
 
 /// One chat completion as the agent loop describes it, borrowed: where it
@@ -20,6 +50,10 @@ use crate::{Api, Cancellable, Message, Role, Tool, ToolCall};
 /// (see [`Request::write_to`]) and decodes the answer into a
 /// [`Completion`](super::Completion).
 #[derive(Debug, Clone, Copy)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent switches of one request"
+)]
 pub(crate) struct Request<'a> {
     /// Model, API base and key; the model names the request's `model`.
     pub(crate) transport: &'a ChatTransport,
@@ -32,14 +66,24 @@ pub(crate) struct Request<'a> {
     pub(crate) trailing_system: Option<&'a str>,
     /// The tools the model may call.
     pub(crate) tools: &'a ToolSpecs,
+    /// The model settings: the run's over the transport's, merged by the
+    /// caller ([`ModelSettings::over`]).
+    pub(crate) settings: &'a ModelSettings,
+    /// Ask for an answer of this JSON schema (structured output).
+    pub(crate) response_schema: Option<&'a ResponseSchema>,
     /// Ask for a streamed answer (SSE).
     pub(crate) stream: bool,
     /// Send `reasoning_content` back for assistant messages written by the
     /// transport's model.
     pub(crate) replay_reasoning: bool,
+    /// Place prompt-cache breakpoints (Anthropic; the other APIs cache
+    /// without them): the transport's
+    /// [`prompt_caching`](ChatTransport::prompt_caching).
+    pub(crate) prompt_caching: bool,
     /// Move `<think>` blocks in the content to the reasoning.
     pub(crate) split_think: bool,
-    /// Extra top-level fields (temperature, tool_choice, ...), merged last.
+    /// Raw top-level fields of the API's own body, written last: a field
+    /// named here replaces the encoder's own.
     pub(crate) extra: &'a Map<String, Value>,
     /// Interrupts the request in flight and the waits between retries.
     pub(crate) cancel: Option<&'a Cancellable>,
@@ -53,6 +97,7 @@ impl Request<'_> {
     pub(crate) fn write_to(&self, buf: &mut Vec<u8>, include_usage: bool) {
         buf.clear();
         let model = self.transport.model().unwrap_or_default();
+        let endpoint = self.transport.base_or_default();
         let body = Body {
             model,
             system: self.system,
@@ -62,7 +107,10 @@ impl Request<'_> {
             stream: self.stream,
             include_usage,
             reasoning_for_model: self.replay_reasoning.then_some(model),
-            endpoint: self.transport.base_or_default(),
+            endpoint,
+            settings: self.settings,
+            response_schema: self.response_schema,
+            ollama: super::transport::ollama_base(endpoint),
             extra: self.extra,
         };
         let mut ser = serde_json::Serializer::new(&mut *buf);
@@ -72,31 +120,79 @@ impl Request<'_> {
     }
 }
 
-/// The `tools` of a request, encoded once when the tool set changes rather
+/// One tool as a request offers it: no API's shape.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolSpec {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    /// The JSON Schema of the arguments (an object schema).
+    pub(crate) parameters: Value,
+}
+
+/// The tools of a request, built once when the tool set changes rather
 /// than on every request.
 #[derive(Debug, Default)]
-pub(crate) struct ToolSpecs(Vec<Value>);
+pub(crate) struct ToolSpecs(Vec<ToolSpec>);
 
 impl ToolSpecs {
     pub(crate) fn new(tools: &[Arc<dyn Tool>]) -> ToolSpecs {
         ToolSpecs(
             tools
                 .iter()
-                .map(|t| tool_json(t.name(), t.description(), t.parameters().to_json()))
+                .map(|t| ToolSpec {
+                    name: t.name().to_string(),
+                    description: t.description().to_string(),
+                    parameters: t.parameters().to_json().clone(),
+                })
                 .collect(),
         )
     }
 
-    /// Specs as given (tests of the other APIs' encoders).
+    /// Specs from chat-shaped values (tests of the other APIs' encoders).
     #[cfg(test)]
-    pub(crate) fn from_values(specs: Vec<Value>) -> ToolSpecs {
-        ToolSpecs(specs)
+    pub(crate) fn from_values(specs: &[Value]) -> ToolSpecs {
+        let text = |f: &Value, k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        ToolSpecs(
+            specs
+                .iter()
+                .map(|v| {
+                    let f = v.get("function").unwrap_or(v);
+                    ToolSpec {
+                        name: text(f, "name"),
+                        description: text(f, "description"),
+                        parameters: f
+                            .get("parameters")
+                            .cloned()
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    }
+                })
+                .collect(),
+        )
     }
 
-    /// The specs, in chat-completions shape (other APIs reshape them).
-    pub(crate) fn specs(&self) -> &[Value] {
+    /// The specs.
+    pub(crate) fn specs(&self) -> &[ToolSpec] {
         &self.0
     }
+}
+
+/// Whether a raw request field goes in a request with (`has_tools`) or
+/// without tools: the tool-steering fields (`tool_choice`,
+/// `parallel_tool_calls`) do not go without, as servers reject them there
+/// (a helper child inherits its parent's fields but has no tools). The one
+/// exception to "raw fields go as given", on every API.
+pub(crate) fn raw_field_sent(key: &str, has_tools: bool) -> bool {
+    has_tools || !matches!(key, "tool_choice" | "parallel_tool_calls")
+}
+
+/// The shape a structured answer must have: a named JSON schema, and
+/// whether the server is asked to hold to it strictly.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ResponseSchema {
+    /// `[A-Za-z0-9_-]{1,64}`, as OpenAI accepts it.
+    pub(crate) name: String,
+    pub(crate) schema: Value,
+    pub(crate) strict: bool,
 }
 
 /// The request body, borrowed: the wire's own shape of a [`Request`].
@@ -105,8 +201,7 @@ struct Body<'a> {
     system: Option<&'a str>,
     messages: &'a [Message],
     trailing_system: Option<&'a str>,
-    /// Prebuilt `{"type":"function","function":{..}}` objects.
-    tools: &'a [Value],
+    tools: &'a [ToolSpec],
     stream: bool,
     include_usage: bool,
     /// Send `reasoning_content` back for assistant messages written by this
@@ -115,22 +210,35 @@ struct Body<'a> {
     /// The API base, which with `model` decides whose provider fields go
     /// back (see [`crate::ProviderData::is_for`]).
     endpoint: &'a str,
+    settings: &'a ModelSettings,
+    response_schema: Option<&'a ResponseSchema>,
+    /// The server looks like Ollama: the schema goes as `format` too.
+    ollama: bool,
     extra: &'a Map<String, Value>,
 }
 
 impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // A raw field replaces pikuri's of the same name: written once, at
+        // the end (duplicate keys are invalid JSON for strict servers).
+        let ours = |k: &str| !self.extra.contains_key(k);
         let mut map = s.serialize_map(None)?;
-        map.serialize_entry("model", self.model)?;
-        map.serialize_entry("messages", &Messages(self))?;
-        // An empty `tools` array is rejected by some servers: leave it out.
-        if !self.tools.is_empty() {
-            map.serialize_entry("tools", self.tools)?;
+        if ours("model") {
+            map.serialize_entry("model", self.model)?;
         }
-        map.serialize_entry("stream", &self.stream)?;
+        if ours("messages") {
+            map.serialize_entry("messages", &Messages(self))?;
+        }
+        // An empty `tools` array is rejected by some servers: leave it out.
+        if !self.tools.is_empty() && ours("tools") {
+            map.serialize_entry("tools", &ChatTools(self.tools))?;
+        }
+        if ours("stream") {
+            map.serialize_entry("stream", &self.stream)?;
+        }
         // Without `stream_options.include_usage` OpenAI sends no usage in a
         // stream; the field is invalid without `stream`.
-        if self.stream && self.include_usage {
+        if self.stream && self.include_usage && ours("stream_options") {
             map.serialize_entry(
                 "stream_options",
                 &StreamOptions {
@@ -138,12 +246,103 @@ impl Serialize for Body<'_> {
                 },
             )?;
         }
-        // The caller's own fields, passed through as given, after the
-        // ones pikuri owns.
+        if let Some(rs) = self.response_schema {
+            if ours("response_format") {
+                map.serialize_entry(
+                    "response_format",
+                    &serde_json::json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": rs.name, "strict": rs.strict, "schema": rs.schema},
+                    }),
+                )?;
+            }
+            if self.ollama && ours("format") {
+                map.serialize_entry("format", &rs.schema)?;
+            }
+        }
+        let st = self.settings;
+        let max_key = if self
+            .endpoint
+            .starts_with(super::transport::DEFAULT_API_BASE)
+        {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        let steer = !self.tools.is_empty();
+        let mut put = |k: &str, v: Option<Value>| match v {
+            Some(v) if ours(k) => map.serialize_entry(k, &v),
+            _ => Ok(()),
+        };
+        put("temperature", st.temperature().map(Value::from))?;
+        put("top_p", st.top_p().map(Value::from))?;
+        put(max_key, st.max_output_tokens().map(Value::from))?;
+        put("stop", st.stop().map(Value::from))?;
+        put("seed", st.seed().map(Value::from))?;
+        put(
+            "tool_choice",
+            st.tool_choice().filter(|_| steer).map(chat_tool_choice),
+        )?;
+        put(
+            "parallel_tool_calls",
+            st.parallel_tool_calls().filter(|_| steer).map(Value::from),
+        )?;
+        put(
+            "reasoning_effort",
+            st.reasoning_effort().map(|e| Value::from(e.as_str())),
+        )?;
+        // The caller's own fields, passed through as given, last.
         for (k, v) in self.extra {
-            map.serialize_entry(k, v)?;
+            if raw_field_sent(k, steer) {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
+    }
+}
+
+/// A [`ToolChoice`] as chat completions' `tool_choice`.
+fn chat_tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::None => "none".into(),
+        ToolChoice::Required => "required".into(),
+        ToolChoice::Tool(name) => {
+            serde_json::json!({"type": "function", "function": {"name": name}})
+        }
+        ToolChoice::Auto => "auto".into(),
+    }
+}
+
+/// The tools as `{"type":"function","function":{name, description,
+/// parameters}}`.
+struct ChatTools<'a>(&'a [ToolSpec]);
+
+impl Serialize for ChatTools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+        }
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for t in self.0 {
+            seq.serialize_element(&Tool {
+                kind: "function",
+                function: Function {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })?;
+        }
+        seq.end()
     }
 }
 
@@ -480,17 +679,10 @@ impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
     }
 }
 
-/// The `tools` entry for one tool.
-fn tool_json(name: &str, description: &str, parameters: &Value) -> Value {
-    serde_json::json!({
-        "type": "function",
-        "function": { "name": name, "description": description, "parameters": parameters }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::settings::NONE;
 
     fn req<'a>(
         transport: &'a ChatTransport,
@@ -504,8 +696,11 @@ mod tests {
             messages,
             trailing_system: None,
             tools,
+            settings: &NONE,
+            response_schema: None,
             stream: true,
             replay_reasoning: false,
+            prompt_caching: true,
             split_think: false,
             extra,
             cancel: None,
@@ -591,5 +786,55 @@ mod tests {
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["messages"][2]["reasoning_content"], "because");
         assert!(v["messages"][3].get("reasoning_content").is_none());
+    }
+
+    #[test]
+    fn the_token_bound_is_max_completion_tokens_on_openai_s_own_base_only() {
+        let extra = serde_json::Map::new();
+        let tools = ToolSpecs::default();
+        let settings = ModelSettings::new().with_max_output_tokens(9);
+        let msgs = [Message::user("q")];
+        for (transport, key) in [
+            (ChatTransport::new("gpt-5"), "max_completion_tokens"),
+            (
+                ChatTransport::new("m").with_api_base("http://127.0.0.1:8080/v1"),
+                "max_tokens",
+            ),
+        ] {
+            let mut r = req(&transport, &msgs, &tools, &extra);
+            r.settings = &settings;
+            let mut buf = Vec::new();
+            r.write_to(&mut buf, true);
+            let v: Value = serde_json::from_slice(&buf).unwrap();
+            assert_eq!(v[key], 9, "{v}");
+            assert_eq!(v.as_object().unwrap().len(), 5, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_response_schema_goes_as_response_format_and_to_ollama_as_format() {
+        let extra = serde_json::Map::new();
+        let tools = ToolSpecs::default();
+        let schema = ResponseSchema {
+            name: "Answer".into(),
+            schema: serde_json::json!({"type": "object"}),
+            strict: true,
+        };
+        let msgs = [Message::user("q")];
+        let llama = ChatTransport::new("m").with_api_base("http://127.0.0.1:8080/v1");
+        let ollama = ChatTransport::new("m").with_api_base("http://127.0.0.1:11434/v1");
+        for (transport, format) in [(llama, false), (ollama, true)] {
+            let mut r = req(&transport, &msgs, &tools, &extra);
+            r.response_schema = Some(&schema);
+            let mut buf = Vec::new();
+            r.write_to(&mut buf, true);
+            let v: Value = serde_json::from_slice(&buf).unwrap();
+            assert_eq!(
+                v["response_format"],
+                serde_json::json!({"type": "json_schema",
+                    "json_schema": {"name": "Answer", "strict": true, "schema": {"type": "object"}}})
+            );
+            assert_eq!(v.get("format").is_some(), format, "{v}");
+        }
     }
 }

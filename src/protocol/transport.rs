@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::settings::ModelSettings;
 use crate::Api;
 
 /// Everything that must travel together so a chat always reaches the same
@@ -50,6 +51,9 @@ pub struct ChatTransport {
     /// Automatic prompt-cache breakpoints turned off (Anthropic).
     #[serde(default, skip_serializing_if = "is_false")]
     no_auto_cache: bool,
+    /// The model settings of every request on this transport.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    settings: ModelSettings,
 }
 
 #[allow(
@@ -114,6 +118,14 @@ fn check_http_url_for(what: &str, url: &str, tls: bool) -> Result<(), String> {
         return Err(format!("{what} `{shown}` has no host"));
     }
     Ok(())
+}
+
+/// Whether an API base looks like Ollama's: its port (11434) or an `/api`
+/// path segment. (The probe also reads a model list's shape.)
+pub(crate) fn ollama_base(base: &str) -> bool {
+    let rest = base.split_once("://").map_or(base, |(_, r)| r);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    authority.ends_with(":11434") || path.split('/').any(|seg| seg == "api")
 }
 
 /// The message for an `https://` URL in a build without TLS.
@@ -214,6 +226,7 @@ impl ChatTransport {
             api_key: var("OPENAI_API_KEY"),
             context_window: None,
             no_auto_cache: false,
+            settings: ModelSettings::default(),
         };
         log::debug!(
             "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
@@ -252,6 +265,7 @@ impl ChatTransport {
             api_key: var("ANTHROPIC_API_KEY"),
             context_window: None,
             no_auto_cache: false,
+            settings: ModelSettings::default(),
         };
         log::debug!(
             "transport from env: ANTHROPIC_BASE_URL={:?} ANTHROPIC_MODEL={:?} ANTHROPIC_API_KEY={}",
@@ -393,6 +407,28 @@ impl ChatTransport {
     pub fn prompt_caching(&self) -> bool {
         !self.no_auto_cache
     }
+    /// A copy with model settings (temperature, token bound, tool choice,
+    /// ...) for every request on this transport; an agent's own
+    /// ([`Configurator::settings`](crate::Configurator::settings)) override
+    /// them field by field. See [`ModelSettings`] for which field each
+    /// becomes on each API.
+    ///
+    /// ```
+    /// use pikuri::{ChatTransport, ModelSettings};
+    /// let t = ChatTransport::new("qwen3")
+    ///     .with_settings(ModelSettings::new().with_temperature(0.0).with_seed(42));
+    /// assert_eq!(t.settings().seed(), Some(42));
+    /// assert_ne!(t, ChatTransport::new("qwen3"));
+    /// ```
+    #[must_use]
+    pub fn with_settings(mut self, settings: ModelSettings) -> ChatTransport {
+        self.settings = settings;
+        self
+    }
+    /// The model settings of this transport (none set by default).
+    pub fn settings(&self) -> &ModelSettings {
+        &self.settings
+    }
     /// A copy with an explicit context window (`None` to probe).
     #[must_use]
     pub fn with_context_window(mut self, context_window: Option<u64>) -> ChatTransport {
@@ -434,6 +470,9 @@ impl fmt::Debug for ChatTransport {
         // Shown only when off, so the usual output stays as it was.
         if self.no_auto_cache {
             d.field("prompt_caching", &false);
+        }
+        if !self.settings.is_empty() {
+            d.field("settings", &self.settings);
         }
         d.finish()
     }

@@ -38,12 +38,28 @@ pub(crate) fn auth_headers(api: Api, key: Option<&str>) -> Vec<(&'static str, St
 /// Serialize `req` into `buf` (cleared first) in its transport's format;
 /// `include_usage` comes from the client's
 /// [`HttpConfig`](super::HttpConfig).
-pub(crate) fn encode(req: &Request<'_>, buf: &mut Vec<u8>, include_usage: bool) {
-    match req.transport.api() {
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) when the request
+/// has a model setting the API has no field for, or a temperature or
+/// `top_p` that is not finite (see [`ModelSettings`](crate::ModelSettings)):
+/// nothing is sent.
+pub(crate) fn encode(
+    req: &Request<'_>,
+    buf: &mut Vec<u8>,
+    include_usage: bool,
+) -> crate::Result<()> {
+    let api = req.transport.api();
+    if let Some(why) = req.settings.problem(api) {
+        return Err(crate::Error::InvalidInput(why));
+    }
+    match api {
         Api::ChatCompletions => req.write_to(buf, include_usage),
         Api::AnthropicMessages => anthropic::write_body(req, buf),
         Api::OpenAiResponses => responses::write_body(req, buf),
     }
+    Ok(())
 }
 
 /// Decode a non-streamed response body of `api`.

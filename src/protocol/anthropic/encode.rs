@@ -5,10 +5,13 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
-use crate::protocol::request::Request;
+use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
+use crate::protocol::settings::{ModelSettings, ReasoningEffort, ToolChoice};
 use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
 
-/// `max_tokens` when the request's extra fields do not set it.
+/// `max_tokens` (which the API requires) when no setting or request field
+/// sets it; with a thinking budget, added to the budget (the budget must
+/// be below `max_tokens`).
 pub(crate) const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// Serialize `req` into `buf` (cleared first).
@@ -104,7 +107,7 @@ impl<'a> Body<'a> {
         // empty content.
         turns.retain(|t| !t.pieces.is_empty());
         let mut tools: Vec<Value> = req.tools.specs().iter().map(anthropic_tool).collect();
-        if t.prompt_caching() {
+        if req.prompt_caching {
             mark_breakpoints(&mut system, &mut turns, &mut tools);
         }
         if let Some(note) = req.trailing_system.filter(|s| !s.is_empty()) {
@@ -166,16 +169,62 @@ fn turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>, user: bool) -> &'t mut Vec<Piece<'
     &mut turns.last_mut().expect("pushed above").pieces
 }
 
-/// A chat-completions tool spec (`{"type":"function","function":{..}}`) in
-/// Anthropic's shape.
-fn anthropic_tool(spec: &Value) -> Value {
-    let f = spec.get("function").unwrap_or(spec);
+/// A tool in Anthropic's shape, `{name, description, input_schema}` (a
+/// `Value`: the last one gets a cache breakpoint).
+fn anthropic_tool(spec: &ToolSpec) -> Value {
     serde_json::json!({
-        "name": f.get("name").cloned().unwrap_or(Value::Null),
-        "description": f.get("description").cloned().unwrap_or(Value::Null),
-        "input_schema": f.get("parameters").cloned()
-            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        "name": spec.name,
+        "description": spec.description,
+        "input_schema": spec.parameters,
     })
+}
+
+/// `max_tokens`: the setting, else the default (above the thinking budget).
+fn max_tokens(st: &ModelSettings) -> u64 {
+    st.max_output_tokens().unwrap_or_else(|| {
+        st.thinking_budget()
+            .map_or(DEFAULT_MAX_TOKENS, |b| b.saturating_add(DEFAULT_MAX_TOKENS))
+    })
+}
+
+/// `tool_choice`: `{"type": auto|none|any|tool, "name"?}`, with
+/// `disable_parallel_tool_use` when parallel calls are off (a choice of
+/// `auto` carries it when no choice is set).
+fn tool_choice(st: &ModelSettings) -> Option<Value> {
+    let serial = st.parallel_tool_calls() == Some(false);
+    let mut choice = match st.tool_choice() {
+        None if serial => serde_json::json!({"type": "auto"}),
+        None => return None,
+        Some(ToolChoice::Auto) => serde_json::json!({"type": "auto"}),
+        Some(ToolChoice::None) => return Some(serde_json::json!({"type": "none"})),
+        Some(ToolChoice::Required) => serde_json::json!({"type": "any"}),
+        Some(ToolChoice::Tool(name)) => serde_json::json!({"type": "tool", "name": name}),
+    };
+    if serial {
+        choice["disable_parallel_tool_use"] = Value::Bool(true);
+    }
+    Some(choice)
+}
+
+/// `output_config`: the structured-output `format` and the `effort`.
+fn output_config(req: &Request<'_>) -> Option<Value> {
+    let mut out = serde_json::Map::new();
+    if let Some(rs) = req.response_schema {
+        out.insert(
+            "format".into(),
+            serde_json::json!({ "type": "json_schema", "schema": rs.schema }),
+        );
+    }
+    if let Some(effort) = req.settings.reasoning_effort() {
+        let effort = match effort {
+            // Anthropic has no `minimal`: its lowest.
+            ReasoningEffort::Minimal | ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        };
+        out.insert("effort".into(), effort.into());
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
 }
 
 impl Serialize for Body<'_> {
@@ -191,7 +240,7 @@ impl Serialize for Body<'_> {
             map.serialize_entry("model", req.transport.model().unwrap_or_default())?;
         }
         if ours("max_tokens") {
-            map.serialize_entry("max_tokens", &DEFAULT_MAX_TOKENS)?;
+            map.serialize_entry("max_tokens", &max_tokens(req.settings))?;
         }
         if ours("system") && !self.system.is_empty() {
             map.serialize_entry("system", &Pieces(&self.system))?;
@@ -206,33 +255,30 @@ impl Serialize for Body<'_> {
         if ours("stream") {
             map.serialize_entry("stream", &req.stream)?;
         }
-        // Chat completions' `response_format` (what typed turns set) is
-        // rejected by Anthropic: a JSON schema goes as `output_config.format`
-        // instead, and the other kinds (`json_object`, `text`) have no
-        // Anthropic form, so they are dropped (the prompt still asks).
-        if ours("output_config")
-            && let Some(format) = extra.get("response_format").and_then(output_format)
-        {
-            map.serialize_entry("output_config", &serde_json::json!({ "format": format }))?;
-        }
+        let st = req.settings;
+        let steer = !self.tools.is_empty();
+        let mut put = |k: &str, v: Option<Value>| match v {
+            Some(v) if ours(k) => map.serialize_entry(k, &v),
+            _ => Ok(()),
+        };
+        put("temperature", st.temperature().map(Value::from))?;
+        put("top_p", st.top_p().map(Value::from))?;
+        put("stop_sequences", st.stop().map(Value::from))?;
+        put("tool_choice", tool_choice(st).filter(|_| steer))?;
+        put(
+            "thinking",
+            st.thinking_budget()
+                .map(|b| serde_json::json!({"type": "enabled", "budget_tokens": b})),
+        )?;
+        put("output_config", output_config(req))?;
+        // The raw fields, Anthropic's own, as given, last.
         for (k, v) in extra {
-            if k != "response_format" {
+            if raw_field_sent(k, steer) {
                 map.serialize_entry(k, v)?;
             }
         }
         map.end()
     }
-}
-
-/// Chat completions' `response_format` of type `json_schema` as Anthropic's
-/// structured-output format `{"type": "json_schema", "schema": ..}`;
-/// `None` for any other kind.
-fn output_format(format: &Value) -> Option<Value> {
-    if format.get("type").and_then(Value::as_str) != Some("json_schema") {
-        return None;
-    }
-    let schema = format.get("json_schema")?.get("schema")?;
-    Some(serde_json::json!({ "type": "json_schema", "schema": schema }))
 }
 
 struct Turns<'r, 'a>(&'r [Turn<'a>]);
@@ -361,4 +407,21 @@ fn write_image<M: SerializeMap>(map: &mut M, image: &Image) -> Result<(), M::Err
         ImageSource::Url(url) => Source::Url { url },
     };
     map.serialize_entry("source", &source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_tokens_never_overflows_and_follows_the_budget() {
+        let none = ModelSettings::new();
+        assert_eq!(max_tokens(&none), DEFAULT_MAX_TOKENS);
+        let huge = ModelSettings::new().with_thinking_budget(u64::MAX);
+        assert_eq!(max_tokens(&huge), u64::MAX);
+        let budget = ModelSettings::new().with_thinking_budget(1024);
+        assert_eq!(max_tokens(&budget), 1024 + DEFAULT_MAX_TOKENS);
+        // An explicit bound wins, whatever the budget.
+        assert_eq!(max_tokens(&budget.with_max_output_tokens(100)), 100);
+    }
 }

@@ -33,14 +33,22 @@
 //!   says: the API requires it within a tool loop, and drops it itself from
 //!   earlier turns.
 //! - `tools`: `{name, description, input_schema}` each.
-//! - `max_tokens`, which the API requires: `DEFAULT_MAX_TOKENS` (4096)
-//!   unless the request fields set it.
+//! - `max_tokens`, which the API requires: the
+//!   [`ModelSettings`](crate::ModelSettings) bound, else
+//!   `DEFAULT_MAX_TOKENS` (4096), plus the thinking budget when one is set.
+//! - The settings: `temperature`, `top_p`, `stop_sequences`, `tool_choice`
+//!   (`{"type": "auto"|"none"|"any"|"tool", "name"?}`, with
+//!   `disable_parallel_tool_use: true` when parallel calls are off; only
+//!   with tools), `thinking: {"type": "enabled", "budget_tokens": n}`,
+//!   `output_config.effort` (`minimal` as `low`); a `seed` fails the
+//!   request before it is sent.
+//! - Structured output: `output_config.format: {"type": "json_schema",
+//!   "schema": ..}`.
 //! - The request fields
 //!   ([`Configurator::request_field`](crate::Configurator::request_field))
-//!   come last and in Anthropic's own shapes (`temperature`, `tool_choice:
-//!   {"type": "auto"}`, `thinking: {"type": "enabled", "budget_tokens":
-//!   2048}`, ...); a field they name (`max_tokens`, `system`, `tools`,
-//!   `stream`, even `messages`) replaces pikuri's.
+//!   come last, as given, in Anthropic's own shapes (`top_k`, `metadata`,
+//!   ...); a field they name (`max_tokens`, `system`, `tools`, `stream`,
+//!   even `messages`) replaces pikuri's.
 //!
 //! # Prompt caching
 //!
@@ -103,11 +111,6 @@
 //!
 //! # Not supported yet
 //!
-//! - Structured output other than a JSON schema: a typed turn's chat-style
-//!   `response_format` of type `json_schema` is sent as Anthropic's
-//!   `output_config: {"format": {"type": "json_schema", "schema": ..}}`
-//!   (its structured outputs); `json_object` and `text` have no Anthropic
-//!   form and are dropped (the system prompt still asks for JSON).
 //! - Server tools (`server_tool_use`, web search results), citations,
 //!   documents (PDF) and `search_result` blocks: skipped when received,
 //!   never sent.

@@ -31,8 +31,11 @@ fn encode_with(
         messages: msgs,
         trailing_system: note,
         tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
         stream: true,
         replay_reasoning: false,
+        prompt_caching: t.prompt_caching(),
         split_think: false,
         extra,
         cancel: None,
@@ -128,7 +131,7 @@ fn thinking_goes_back_only_to_its_endpoint_and_model() {
 
 #[test]
 fn caching_marks_tools_system_and_end_and_can_be_turned_off() {
-    let tools = ToolSpecs::from_values(vec![
+    let tools = ToolSpecs::from_values(&[
         json!({"type":"function","function":{"name":"a","description":"A","parameters":{"type":"object"}}}),
         json!({"type":"function","function":{"name":"b","description":"B","parameters":{"type":"object"}}}),
     ]);
@@ -163,15 +166,19 @@ fn request_fields_replace_pikuris_own() {
     extra.insert("system".into(), json!("mine"));
     let mut buf = Vec::new();
     let t = transport();
-    let tools = ToolSpecs::default();
+    // With a tool: a tool-less request leaves `tool_choice` out.
+    let tools = ToolSpecs::from_values(&[json!({"name": "f"})]);
     let req = Request {
         transport: &t,
         system: Some("sys"),
         messages: &[Message::user("q")],
         trailing_system: None,
         tools: &tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
         stream: false,
         replay_reasoning: false,
+        prompt_caching: t.prompt_caching(),
         split_think: false,
         extra: &extra,
         cancel: None,

@@ -4,22 +4,12 @@
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::protocol::is_sendable;
-use crate::protocol::request::Request;
+use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
+use crate::protocol::settings::ToolChoice;
 use crate::{Api, Image, ImageSource, Message, Role};
-
-/// Request fields of chat completions that have another name or shape
-/// here: translated, so that the same request fields work on both APIs.
-const TRANSLATED: [&str; 6] = [
-    "response_format",
-    "max_tokens",
-    "max_completion_tokens",
-    "tool_choice",
-    "reasoning_effort",
-    "stream_options",
-];
 
 /// Serialize `req` into `buf` (cleared first).
 pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
@@ -41,7 +31,9 @@ impl Serialize for Body<'_, '_> {
         // same name, written with the others at the end: one key, never two.
         let own = |key: &str| !extra.contains_key(key);
         let mut map = s.serialize_map(None)?;
-        map.serialize_entry("model", req.transport.model().unwrap_or_default())?;
+        if own("model") {
+            map.serialize_entry("model", req.transport.model().unwrap_or_default())?;
+        }
         // The system prompt is the top-level `instructions`: OpenAI's own
         // place for it, outside the input items.
         if let Some(system) = req.system.filter(|s| !s.is_empty())
@@ -49,12 +41,16 @@ impl Serialize for Body<'_, '_> {
         {
             map.serialize_entry("instructions", system)?;
         }
-        map.serialize_entry("input", &Input(req))?;
+        if own("input") {
+            map.serialize_entry("input", &Input(req))?;
+        }
         let tools = req.tools.specs();
         if !tools.is_empty() && own("tools") {
             map.serialize_entry("tools", &Tools(tools))?;
         }
-        map.serialize_entry("stream", &req.stream)?;
+        if own("stream") {
+            map.serialize_entry("stream", &req.stream)?;
+        }
         // Nothing kept server-side unless the host asks; the reasoning
         // then travels in the request, encrypted.
         if own("store") {
@@ -63,29 +59,44 @@ impl Serialize for Body<'_, '_> {
         if own("include") {
             map.serialize_entry("include", &["reasoning.encrypted_content"])?;
         }
-        if own("text")
-            && let Some(format) = extra.get("response_format").and_then(text_format)
+        if let Some(rs) = req.response_schema
+            && own("text")
         {
-            map.serialize_entry("text", &json!({ "format": format }))?;
+            map.serialize_entry(
+                "text",
+                &json!({ "format": {
+                    "type": "json_schema",
+                    "name": rs.name,
+                    "schema": rs.schema,
+                    "strict": rs.strict,
+                }}),
+            )?;
         }
-        if own("max_output_tokens")
-            && let Some(max) = extra
-                .get("max_output_tokens")
-                .or_else(|| extra.get("max_completion_tokens"))
-                .or_else(|| extra.get("max_tokens"))
-        {
-            map.serialize_entry("max_output_tokens", max)?;
-        }
-        if let Some(choice) = extra.get("tool_choice") {
-            map.serialize_entry("tool_choice", &tool_choice(choice))?;
-        }
-        if own("reasoning")
-            && let Some(effort) = extra.get("reasoning_effort")
-        {
-            map.serialize_entry("reasoning", &json!({ "effort": effort }))?;
-        }
+        let st = req.settings;
+        let steer = !tools.is_empty();
+        let mut put = |k: &str, v: Option<Value>| match v {
+            Some(v) if own(k) => map.serialize_entry(k, &v),
+            _ => Ok(()),
+        };
+        put("temperature", st.temperature().map(Value::from))?;
+        put("top_p", st.top_p().map(Value::from))?;
+        put("max_output_tokens", st.max_output_tokens().map(Value::from))?;
+        put(
+            "tool_choice",
+            st.tool_choice().filter(|_| steer).map(tool_choice),
+        )?;
+        put(
+            "parallel_tool_calls",
+            st.parallel_tool_calls().filter(|_| steer).map(Value::from),
+        )?;
+        put(
+            "reasoning",
+            st.reasoning_effort()
+                .map(|e| json!({ "effort": e.as_str() })),
+        )?;
+        // The raw fields, the Responses API's own, as given, last.
         for (k, v) in extra {
-            if !TRANSLATED.contains(&k.as_str()) {
+            if raw_field_sent(k, steer) {
                 map.serialize_entry(k, v)?;
             }
         }
@@ -93,61 +104,40 @@ impl Serialize for Body<'_, '_> {
     }
 }
 
-/// Chat completions' `response_format` as `text.format`: the JSON schema
-/// flattened (`name`, `schema`, `strict` beside `type`), `json_object` and
-/// `text` as they are.
-fn text_format(format: &Value) -> Option<Value> {
-    match format.get("type").and_then(Value::as_str)? {
-        "json_schema" => {
-            let spec = format.get("json_schema")?;
-            let mut out = Map::new();
-            out.insert("type".into(), "json_schema".into());
-            for key in ["name", "description", "schema", "strict"] {
-                if let Some(v) = spec.get(key) {
-                    out.insert(key.into(), v.clone());
-                }
-            }
-            Some(Value::Object(out))
-        }
-        other => Some(json!({ "type": other })),
+/// A [`ToolChoice`] as `tool_choice`: `"auto"`, `"none"`, `"required"` or
+/// `{"type":"function","name":..}`.
+fn tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => "auto".into(),
+        ToolChoice::None => "none".into(),
+        ToolChoice::Required => "required".into(),
+        ToolChoice::Tool(name) => json!({ "type": "function", "name": name }),
     }
 }
 
-/// `{"type":"function","function":{"name":..}}` (chat completions) as
-/// `{"type":"function","name":..}`; strings (`auto`, `required`, `none`)
-/// and any other shape as given.
-fn tool_choice(choice: &Value) -> Value {
-    match choice.get("function").and_then(|f| f.get("name")) {
-        Some(name) => json!({ "type": "function", "name": name }),
-        None => choice.clone(),
-    }
-}
-
-/// The chat-completions tool specs, flattened: `{"type":"function",
-/// "name", "description", "parameters", "strict"?}`.
-struct Tools<'a>(&'a [Value]);
+/// The tools, flat: `{"type":"function", "name", "description",
+/// "parameters"}`.
+struct Tools<'a>(&'a [ToolSpec]);
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for spec in self.0 {
-            seq.serialize_element(&Tool(spec.get("function").unwrap_or(spec)))?;
+            seq.serialize_element(&Tool(spec))?;
         }
         seq.end()
     }
 }
 
-struct Tool<'a>(&'a Value);
+struct Tool<'a>(&'a ToolSpec);
 
 impl Serialize for Tool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(None)?;
+        let mut map = s.serialize_map(Some(4))?;
         map.serialize_entry("type", "function")?;
-        for key in ["name", "description", "parameters", "strict"] {
-            if let Some(v) = self.0.get(key) {
-                map.serialize_entry(key, v)?;
-            }
-        }
+        map.serialize_entry("name", &self.0.name)?;
+        map.serialize_entry("description", &self.0.description)?;
+        map.serialize_entry("parameters", &self.0.parameters)?;
         map.end()
     }
 }

@@ -26,22 +26,24 @@
 //!   `{}`, as on chat completions.
 //! - Tool results: `function_call_output` (`call_id`, `output` the text;
 //!   with images, `output` is a list of `input_text` and `input_image`).
-//! - Tools: `{"type":"function","name","description","parameters"}`
-//!   (with `strict` when the tool spec has it).
+//! - Tools: `{"type":"function","name","description","parameters"}`.
 //! - `store: false` and `include: ["reasoning.encrypted_content"]` by
 //!   default: nothing is kept server-side, and reasoning survives tool
 //!   rounds in the request itself. A request field
 //!   ([`Configurator::request_field`](crate::Configurator::request_field))
 //!   named `store` or `include` replaces either.
-//! - The request fields of chat completions are translated, so one agent's
-//!   fields work on both APIs: `response_format` (how structured output
-//!   asks for a schema) becomes `text.format` (`{"type":"json_schema",
-//!   "name","schema","strict"}`); `max_tokens` and
-//!   `max_completion_tokens` become `max_output_tokens`; `tool_choice`
-//!   naming a function is flattened; `reasoning_effort` becomes
-//!   `reasoning.effort`; `stream_options` is dropped (usage always comes).
-//!   Every other field is sent as given, last; a field pikuri writes
-//!   gives way to a request field of the same name.
+//! - Structured output: `text.format: {"type":"json_schema", "name",
+//!   "schema", "strict"}`.
+//! - The settings ([`ModelSettings`](crate::ModelSettings)):
+//!   `temperature`, `top_p`, `max_output_tokens`, `tool_choice` (`"auto"`,
+//!   `"none"`, `"required"`, `{"type":"function","name"}`) and
+//!   `parallel_tool_calls` (only with tools), `reasoning: {"effort"}`; a
+//!   `seed`, `stop` or `thinking_budget` fails the request before it is
+//!   sent (the API has no such field).
+//! - The request fields come last, as given, in the Responses API's own
+//!   shapes (no translation from chat completions' names: `max_tokens` is
+//!   sent as `max_tokens`); a field pikuri writes gives way to a request
+//!   field of the same name.
 //!
 //! # Decoding
 //!

@@ -272,8 +272,11 @@ fn encode(transport: &ChatTransport, messages: &[Message], extra: &Map<String, V
         messages,
         trailing_system: Some("note"),
         tools: &tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
         stream: true,
         replay_reasoning: false,
+        prompt_caching: true,
         split_think: false,
         extra,
         cancel: None,
@@ -285,32 +288,26 @@ fn encode(transport: &ChatTransport, messages: &[Message], extra: &Map<String, V
 }
 
 #[test]
-fn request_fields_are_translated_and_the_host_wins() {
+fn request_fields_go_as_given_and_the_host_wins() {
     let t = ChatTransport::new("m");
+    // Raw fields are the Responses API's own: chat completions' names are
+    // not translated (they were before issue 36).
     let extra: Map<String, Value> = serde_json::from_value(json!({
         "max_tokens": 64,
-        "tool_choice": {"type": "function", "function": {"name": "f"}},
         "reasoning_effort": "low",
         "store": true,
-        "stream_options": {"include_usage": true},
         "response_format": {"type": "json_object"},
         "temperature": 0,
     }))
     .unwrap();
     let b = encode(&t, &[Message::user("hi")], &extra);
-    assert_eq!(b["max_output_tokens"], 64);
-    assert_eq!(b["tool_choice"], json!({"type": "function", "name": "f"}));
-    assert_eq!(b["reasoning"], json!({"effort": "low"}));
+    assert_eq!(b["max_tokens"], 64);
+    assert_eq!(b["reasoning_effort"], "low");
+    assert_eq!(b["response_format"], json!({"type": "json_object"}));
     assert_eq!(b["store"], true);
-    assert_eq!(b["text"], json!({"format": {"type": "json_object"}}));
     assert_eq!(b["temperature"], 0);
-    for gone in [
-        "max_tokens",
-        "reasoning_effort",
-        "stream_options",
-        "response_format",
-    ] {
-        assert!(b.get(gone).is_none(), "{gone}: {b}");
+    for absent in ["max_output_tokens", "reasoning", "text"] {
+        assert!(b.get(absent).is_none(), "{absent}: {b}");
     }
     // One key each, though both pikuri and the host name `store`.
     let text = String::from_utf8(serde_json::to_vec(&b).unwrap()).unwrap();
