@@ -121,6 +121,7 @@
 
 mod file;
 mod frame;
+mod order;
 mod record;
 
 use std::any::Any;
