@@ -2,9 +2,11 @@
 //! configuration, a hand edit, a second resumer, storage that cannot be
 //! written) in `errors`, and the crash harness in `crash`: an agent in a
 //! child process killed with SIGKILL at each boundary, then resumed in a
-//! new one.
+//! new one; the file store under damage (links, special files, damage
+//! in every position, foreign files, order, modes) in `damage`.
 
 mod crash;
+mod damage;
 mod errors;
 
 use std::path::PathBuf;
