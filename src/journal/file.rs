@@ -21,11 +21,39 @@ use crate::{Error, Result};
 ///
 /// A clone shares the open files. The directory is created when missing.
 ///
+/// # What stands where a journal should be
+///
+/// `<run>.journal` and `<run>.lock` are opened only as regular files (or
+/// created when missing). A symbolic link (dangling or not), a directory,
+/// a FIFO, a socket or a device in their place is [`Error::JournalIo`]
+/// naming the path, and nothing is read from it, written to it or
+/// created through it: the store never follows a link out of its
+/// directory. (On Linux the open itself refuses a link, `O_NOFOLLOW`; on
+/// other systems the file is checked before and after it is opened.)
+///
+/// An existing journal is made owner-only (mode 0600 on Unix) when the
+/// store first appends to it, whatever mode it had.
+///
 /// # Damage
 ///
-/// The last line may be torn (a crash mid-write): [`read`](JournalStore::read)
-/// ignores it and the next append cuts it off. A damaged line before the
-/// last is [`Error::JournalCorrupt`]: nothing of the run is returned.
+/// Only the bytes after the file's last newline can be a torn write (a
+/// crash mid-write), and only when they begin like a record (the hex
+/// digits of its length and checksum, then no more JSON than the length
+/// says): [`read`](JournalStore::read) leaves them out and the next append
+/// cuts them off. Anything else is [`Error::JournalCorrupt`] naming the
+/// path, nothing of the run is returned, and the file is never truncated
+/// or written to:
+///
+/// - a whole line (one that ends with a newline) whose length or checksum
+///   does not match, wherever it is, the last line included;
+/// - bytes after the last newline that no record begins with (zeros, text);
+/// - a file that is not a journal at all (zeros, random bytes, another
+///   program's file), with or without newlines.
+///
+/// To start over under that run id, move the file aside (rename or delete
+/// `<run>.journal`), or use another run id: the store will not. An empty
+/// file, or one holding only a torn first record, holds no record: it
+/// reads as no journal and a new run writes it.
 ///
 /// # Examples
 ///
