@@ -55,6 +55,11 @@ use crate::{Error, Result};
 /// file, or one holding only a torn first record, holds no record: it
 /// reads as no journal and a new run writes it.
 ///
+/// [`runs`](JournalStore::runs) lists the files named `<run>.journal`
+/// whose name is a run id; a damaged one is listed by
+/// [`unfinished`](JournalStore::unfinished) (its resume says what is
+/// wrong).
+///
 /// # Examples
 ///
 /// ```
@@ -387,7 +392,10 @@ impl JournalStore for FileStore {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(".journal").map(str::to_string)
+                let run = name.strip_suffix(".journal")?;
+                // A name no run id makes ("my notes.journal") is not a
+                // run: it could not be read or resumed.
+                super::check_run_id(run).is_ok().then(|| run.to_string())
             })
             .collect();
         runs.sort();

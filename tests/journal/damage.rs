@@ -272,6 +272,17 @@ fn a_file_that_is_not_a_journal_is_refused_and_never_overwritten() {
         refused(&server, &store, run, ErrorKind::JournalCorrupt, &path);
         assert_eq!(&fs::read(&path).unwrap(), bytes, "{run} left as it was");
     }
+    // Files whose name is no run id are not runs (they could not be
+    // read): the listing skips them instead of failing on them.
+    fs::write(store.dir().join("my notes.journal"), "x").unwrap();
+    fs::write(store.dir().join(".hidden.journal"), "x").unwrap();
+    assert!(
+        !store
+            .runs()
+            .unwrap()
+            .iter()
+            .any(|r| r.contains(' ') || r.starts_with('.'))
+    );
     let err = store.read("zeros").unwrap_err();
     assert!(err.to_string().contains("not a journal"), "{err}");
     assert!(err.to_string().contains("move the file aside"), "{err}");
