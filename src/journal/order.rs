@@ -8,6 +8,40 @@
 //! replay as [`Error::JournalCorrupt`](crate::Error::JournalCorrupt).
 //! (A result for a call that is not open at all, never made or answered
 //! already, the replay refuses itself.)
+//!
+//! The calls open are a response's, or those a replaced history ends
+//! with ([`open_after`]): a loaded history may end with a batch awaiting
+//! approval, answered later by the host's decisions or a new turn.
+
+use crate::{Message, Role};
+
+/// The calls a replaced history leaves open, in call order: those of its
+/// trailing assistant message that no tool message after it answers (a
+/// loaded history may end with a batch awaiting approval; the host's
+/// decisions then answer it).
+pub(crate) fn open_after(messages: &[Message]) -> Vec<String> {
+    let tail = messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role == Role::Tool)
+        .count();
+    let Some(last) = messages.len().checked_sub(tail + 1).map(|i| &messages[i]) else {
+        return Vec::new();
+    };
+    if last.role != Role::Assistant {
+        return Vec::new();
+    }
+    let answered = &messages[messages.len() - tail..];
+    last.tool_calls
+        .iter()
+        .filter(|c| {
+            !answered
+                .iter()
+                .any(|m| m.tool_call_id.as_deref() == Some(c.id.as_str()))
+        })
+        .map(|c| c.id.clone())
+        .collect()
+}
 
 /// Check that the result for the call at index `at` of `open` (the
 /// response's calls not yet answered, in call order) comes in call order;
@@ -33,5 +67,34 @@ mod tests {
         assert_eq!(in_call_order(&open, 0), Ok(()));
         let err = in_call_order(&open, 1).unwrap_err();
         assert!(err.contains("`c2` before the result for `c1`"), "{err}");
+    }
+
+    #[test]
+    fn a_history_ending_with_a_batch_leaves_its_unanswered_calls_open() {
+        use crate::ToolCall;
+        let calls = Message::assistant_tool_calls(
+            "",
+            vec![
+                ToolCall::new("c1", "t", "{}"),
+                ToolCall::new("c2", "t", "{}"),
+            ],
+        );
+        let answered = Message::tool("c1", "ok");
+        assert_eq!(
+            open_after(&[Message::user("u"), calls.clone()]),
+            ["c1", "c2"]
+        );
+        assert_eq!(
+            open_after(&[Message::user("u"), calls.clone(), answered.clone()]),
+            ["c2"]
+        );
+        let done = [
+            calls,
+            answered,
+            Message::tool("c2", "ok"),
+            Message::assistant("a"),
+        ];
+        assert!(open_after(&done).is_empty());
+        assert!(open_after(&[]).is_empty());
     }
 }

@@ -308,6 +308,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             }
             Record::History { messages, .. } => {
                 closed("a replaced history")?;
+                open = super::order::open_after(&messages);
                 out.messages = messages.into_owned();
             }
             Record::ModelSwitched { model } => {

@@ -412,3 +412,33 @@ fn an_existing_journal_is_made_owner_only() {
     assert_eq!(mode(), 0o600);
     assert_eq!(fresh.read("r").unwrap().len(), before + 1);
 }
+
+/// A loaded history may end with a batch awaiting approval; the results
+/// the host's decisions then store are a sequence a run writes, and the
+/// journal resumes.
+#[test]
+fn results_for_a_loaded_histories_pending_calls_resume() {
+    use pikuri::approval::Decision;
+    use pikuri::{History, Message, ToolCall};
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("loaded")).unwrap();
+    let calls = Message::assistant_tool_calls(
+        "",
+        vec![
+            ToolCall::new("c1", "echo", r#"{"s":"one"}"#),
+            ToolCall::new("c2", "echo", r#"{"s":"two"}"#),
+        ],
+    );
+    let history = History::new(vec![Message::user("echo"), calls]).unwrap();
+    let mut a = agent(&server).journal(store.clone(), "r").build().unwrap();
+    a.load_history(history).unwrap();
+    server.push(Reply::text("Both."));
+    a.resume([("c1", Decision::Approve), ("c2", Decision::Approve)])
+        .unwrap();
+    let before = a.messages().len();
+    drop(a);
+    let a = agent(&server).resume(store, "r").build().unwrap();
+    assert_eq!(a.messages().len(), before);
+    assert_eq!(a.messages()[2].content, "one");
+}
