@@ -46,8 +46,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
-/// | [`JournalIo`](ErrorKind::JournalIo) | a [run journal](crate::journal) could not be written or read: a full disk, a read-only directory ([`Error::JournalIo`]) | after fixing the storage |
-/// | [`JournalCorrupt`](ErrorKind::JournalCorrupt) | a journal does not read: a damaged record before the last, an impossible sequence, an unknown version ([`Error::JournalCorrupt`]) | no |
+/// | [`JournalIo`](ErrorKind::JournalIo) | a [run journal](crate::journal) could not be written or read: a full disk, a read-only directory, a link or special file where it should be ([`Error::JournalIo`]) | after fixing the storage |
+/// | [`JournalCorrupt`](ErrorKind::JournalCorrupt) | a journal does not read: a damaged record, a file that is not a journal, an impossible sequence, an unknown version ([`Error::JournalCorrupt`]) | no |
 /// | [`JournalMismatch`](ErrorKind::JournalMismatch) | a journal was written by another configuration (tools, model, system prompt), or a new run's id is taken ([`Error::JournalMismatch`]) | with the configuration that wrote it |
 /// | [`RunLocked`](ErrorKind::RunLocked) | another agent, in this process or another, holds the run ([`Error::RunLocked`]) | after that agent ended |
 ///
@@ -186,7 +186,8 @@ pub enum Error {
         raw: String,
     },
     /// A [run journal](crate::journal) could not be written or read (a
-    /// full disk, a read-only directory, a vanished file). A journaled
+    /// full disk, a read-only directory, a vanished file, a symbolic link or
+    /// a special file where a journal or its lock should be). A journaled
     /// agent stops at the first failed write: the journal is never left
     /// with a gap.
     JournalIo {
@@ -195,10 +196,11 @@ pub enum Error {
         /// What failed.
         message: String,
     },
-    /// A run journal does not read: a damaged record that is not the last
-    /// (a torn last record is a crash mid-write and is ignored), a
-    /// sequence no run writes (a hand edit), or a version newer than this
-    /// reader's. Nothing was loaded.
+    /// A run journal does not read: a damaged record (a torn write after
+    /// the last newline is a crash mid-write and is ignored), a file that
+    /// is not a journal (never overwritten), a sequence no run writes (a
+    /// hand edit), or a version newer than this reader's. Nothing was
+    /// loaded.
     JournalCorrupt {
         /// The run id.
         run: String,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::frame::{frame, unframe};
+use super::frame::{frame, is_torn, unframe};
 use super::{JournalStore, RunLock, SyncMode};
 use crate::{Error, Result};
 
@@ -21,11 +21,44 @@ use crate::{Error, Result};
 ///
 /// A clone shares the open files. The directory is created when missing.
 ///
+/// # What stands where a journal should be
+///
+/// `<run>.journal` and `<run>.lock` are opened only as regular files (or
+/// created when missing). A symbolic link (dangling or not), a directory,
+/// a FIFO, a socket or a device in their place is [`Error::JournalIo`]
+/// naming the path, and nothing is read from it, written to it or
+/// created through it: the store never follows a link out of its
+/// directory. (On Linux the open itself refuses a link, `O_NOFOLLOW`; on
+/// other systems the file is checked before and after it is opened.)
+///
+/// An existing journal is made owner-only (mode 0600 on Unix) when the
+/// store first appends to it, whatever mode it had.
+///
 /// # Damage
 ///
-/// The last line may be torn (a crash mid-write): [`read`](JournalStore::read)
-/// ignores it and the next append cuts it off. A damaged line before the
-/// last is [`Error::JournalCorrupt`]: nothing of the run is returned.
+/// Only the bytes after the file's last newline can be a torn write (a
+/// crash mid-write), and only when they begin like a record (the hex
+/// digits of its length and checksum, then no more JSON than the length
+/// says): [`read`](JournalStore::read) leaves them out and the next append
+/// cuts them off. Anything else is [`Error::JournalCorrupt`] naming the
+/// path, nothing of the run is returned, and the file is never truncated
+/// or written to:
+///
+/// - a whole line (one that ends with a newline) whose length or checksum
+///   does not match, wherever it is, the last line included;
+/// - bytes after the last newline that no record begins with (zeros, text);
+/// - a file that is not a journal at all (zeros, random bytes, another
+///   program's file), with or without newlines.
+///
+/// To start over under that run id, move the file aside (rename or delete
+/// `<run>.journal`), or use another run id: the store will not. An empty
+/// file, or one holding only a torn first record, holds no record: it
+/// reads as no journal and a new run writes it.
+///
+/// [`runs`](JournalStore::runs) lists the files named `<run>.journal`
+/// whose name is a run id; a damaged one is listed by
+/// [`unfinished`](JournalStore::unfinished) (its resume says what is
+/// wrong).
 ///
 /// # Examples
 ///
@@ -82,10 +115,18 @@ impl FileStore {
         self.dir.join(format!("{run}.journal"))
     }
 
+    /// The path of `run`'s lock file.
+    fn lock_path(&self, run: &str) -> PathBuf {
+        self.dir.join(format!("{run}.lock"))
+    }
+
     /// The run's file, opened for appending: a torn last line (a crash
-    /// mid-write) is cut off first, so the next record starts a line.
-    fn open_for_append(&self, run: &str) -> io::Result<File> {
+    /// mid-write) is cut off first, so the next record starts a line. A
+    /// file that is not a journal, or a damaged one, is refused untouched;
+    /// an existing file is made owner-only.
+    fn open_for_append(&self, run: &str) -> Result<File> {
         let path = self.path(run);
+        let cannot = |e: &io::Error| io_error(run, &format!("cannot open {}", path.display()), e);
         let mut options = OpenOptions::new();
         options.read(true).append(true).create(true);
         #[cfg(unix)]
@@ -94,42 +135,196 @@ impl FileStore {
             options.mode(0o600);
         }
         let created = !path.exists();
-        let mut file = options.open(&path)?;
-        // Only a regular file has a tail to check (a device such as
-        // /dev/full would read forever).
+        let mut file = open_regular(&path, &mut options).map_err(|e| cannot(&e))?;
         let mut text = Vec::new();
-        if file.metadata()?.is_file() {
-            file.read_to_end(&mut text)?;
-        }
-        let keep = whole_lines(&text);
+        file.read_to_end(&mut text).map_err(|e| cannot(&e))?;
+        let (_, keep) = scan(run, &path, &text)?;
         if keep < text.len() {
-            file.set_len(keep as u64)?;
-            file.seek(SeekFrom::End(0))?;
+            file.set_len(keep as u64).map_err(|e| cannot(&e))?;
+            file.seek(SeekFrom::End(0)).map_err(|e| cannot(&e))?;
+        }
+        // The mode given at creation does not reach a file that already
+        // exists: it holds prompts and tool results, so its owner only.
+        #[cfg(unix)]
+        if !created {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = file
+                .metadata()
+                .map_err(|e| cannot(&e))?
+                .permissions()
+                .mode();
+            if mode & 0o777 != 0o600 {
+                file.set_permissions(fs::Permissions::from_mode(0o600))
+                    .map_err(|e| cannot(&e))?;
+            }
         }
         // A new file's name must survive a crash too: sync the directory.
         if created && self.sync == SyncMode::Durable {
-            File::open(&self.dir)?.sync_all()?;
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| cannot(&e))?;
         }
         Ok(file)
     }
 }
 
-/// The length of `text` up to the end of its last valid line: a last line
-/// without its newline, or one whose frame does not hold, is torn.
-fn whole_lines(text: &[u8]) -> usize {
-    let Some(end) = text.iter().rposition(|&b| b == b'\n') else {
-        return 0;
-    };
-    let start = text[..end]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let last = std::str::from_utf8(&text[start..end]).ok();
-    if last.and_then(unframe).is_some() {
-        end + 1
-    } else {
-        start
+/// Extra `open` flags on Linux: `O_NOFOLLOW` (a symbolic link as the last
+/// component fails instead of being followed, so a link swapped in after
+/// the check below is refused too) and `O_NONBLOCK` (a FIFO swapped in
+/// does not block the open; a regular file ignores it). The values differ
+/// by architecture and the crate has no libc: elsewhere the flags are
+/// left out and the checks before and after the open stand alone.
+#[cfg(all(
+    any(target_os = "linux", target_os = "android"),
+    any(
+        target_arch = "x86",
+        target_arch = "x86_64",
+        target_arch = "riscv32",
+        target_arch = "riscv64",
+        target_arch = "s390x",
+        target_arch = "loongarch64"
+    )
+))]
+const OPEN_FLAGS: i32 = 0o400_000 | 0o4000;
+#[cfg(all(
+    any(target_os = "linux", target_os = "android"),
+    any(
+        target_arch = "arm",
+        target_arch = "aarch64",
+        target_arch = "powerpc",
+        target_arch = "powerpc64"
+    )
+))]
+const OPEN_FLAGS: i32 = 0o100_000 | 0o4000;
+#[cfg(all(
+    unix,
+    not(all(
+        any(target_os = "linux", target_os = "android"),
+        any(
+            target_arch = "x86",
+            target_arch = "x86_64",
+            target_arch = "riscv32",
+            target_arch = "riscv64",
+            target_arch = "s390x",
+            target_arch = "loongarch64",
+            target_arch = "arm",
+            target_arch = "aarch64",
+            target_arch = "powerpc",
+            target_arch = "powerpc64"
+        )
+    ))
+))]
+const OPEN_FLAGS: i32 = 0;
+
+/// Open `path` with `options` only if it is a regular file (or missing,
+/// when `options` create it): never through a symbolic link, dangling or
+/// not, and never a directory, FIFO, socket or device. Anything else is
+/// an `InvalidInput` error saying what is there.
+fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => return Err(not_regular(m.file_type())),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(OPEN_FLAGS);
+    }
+    let file = match options.open(path) {
+        Ok(file) => file,
+        // Swapped for something else since the check: say what it is now.
+        Err(e) => {
+            return Err(match fs::symlink_metadata(path) {
+                Ok(m) if !m.file_type().is_file() => not_regular(m.file_type()),
+                _ => e,
+            });
+        }
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    Ok(file)
+}
+
+fn not_regular(kind: fs::FileType) -> io::Error {
+    let what = if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        special(kind)
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("it is {what}, and a journal and its lock must be regular files"),
+    )
+}
+
+#[cfg(unix)]
+fn special(kind: fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special(_: fs::FileType) -> &'static str {
+    "not a regular file"
+}
+
+/// The records of a journal file's bytes, and the length up to the end
+/// of its last whole record. Only the bytes after the last newline may be
+/// torn, and only when they begin like a record ([`is_torn`]); any other
+/// damage, or a file that is not a journal at all, is
+/// [`Error::JournalCorrupt`] naming `path`.
+fn scan<'t>(run: &str, path: &Path, text: &'t [u8]) -> Result<(Vec<&'t str>, usize)> {
+    let corrupt = |what: String| Error::JournalCorrupt {
+        run: run.to_string(),
+        message: format!(
+            "{}: {what}; nothing was read or changed (move the file aside, or use another run id)",
+            path.display()
+        ),
+    };
+    let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut records = Vec::new();
+    if whole > 0 {
+        // `whole` ends with a newline: every piece before it is a line.
+        for (i, line) in text[..whole - 1].split(|&b| b == b'\n').enumerate() {
+            let Some(json) = std::str::from_utf8(line).ok().and_then(unframe) else {
+                return Err(corrupt(if i == 0 && !is_torn(line) {
+                    "not a journal (its first line is not a framed record)".into()
+                } else {
+                    format!(
+                        "record {} is damaged (its length or checksum does not match)",
+                        i + 1
+                    )
+                }));
+            };
+            records.push(json);
+        }
+    }
+    let tail = &text[whole..];
+    if !tail.is_empty() && !is_torn(tail) {
+        return Err(corrupt(if whole == 0 {
+            "not a journal (it does not begin with a framed record)".into()
+        } else {
+            format!(
+                "the bytes after record {} are damaged (not the beginning of a record a crash cut short)",
+                records.len()
+            )
+        }));
+    }
+    Ok((records, whole))
 }
 
 fn create_dir(dir: &Path) -> io::Result<()> {
@@ -155,13 +350,7 @@ impl JournalStore for FileStore {
         super::check_run_id(run)?;
         let mut open = self.open.lock();
         if !open.contains_key(run) {
-            let file = self.open_for_append(run).map_err(|e| {
-                io_error(
-                    run,
-                    &format!("cannot open {}", self.path(run).display()),
-                    &e,
-                )
-            })?;
+            let file = self.open_for_append(run)?;
             open.insert(run.to_string(), file);
         }
         let file = open.get_mut(run).expect("inserted above");
@@ -184,38 +373,16 @@ impl JournalStore for FileStore {
     fn read(&self, run: &str) -> Result<Vec<String>> {
         super::check_run_id(run)?;
         let path = self.path(run);
-        if fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            return Err(io_error(
-                run,
-                &format!("{} is not a regular file", path.display()),
-                &io::Error::from(io::ErrorKind::InvalidInput),
-            ));
-        }
-        let text = match fs::read(&path) {
-            Ok(text) => text,
+        let cannot = |e: &io::Error| io_error(run, &format!("cannot read {}", path.display()), e);
+        let mut file = match open_regular(&path, OpenOptions::new().read(true)) {
+            Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_error(run, "cannot read the journal", &e)),
+            Err(e) => return Err(cannot(&e)),
         };
-        let whole = whole_lines(&text);
-        let mut records = Vec::new();
-        if whole == 0 {
-            return Ok(records);
-        }
-        // `whole` ends with a newline: every piece before it is a line.
-        for (i, line) in text[..whole - 1].split(|&b| b == b'\n').enumerate() {
-            let json = std::str::from_utf8(line).ok().and_then(unframe);
-            let Some(json) = json else {
-                return Err(Error::JournalCorrupt {
-                    run: run.to_string(),
-                    message: format!(
-                        "record {} is damaged (its length or checksum does not match)",
-                        i + 1
-                    ),
-                });
-            };
-            records.push(json.to_string());
-        }
-        Ok(records)
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(|e| cannot(&e))?;
+        let (records, _) = scan(run, &path, &text)?;
+        Ok(records.into_iter().map(str::to_string).collect())
     }
 
     fn runs(&self) -> Result<Vec<String>> {
@@ -225,7 +392,10 @@ impl JournalStore for FileStore {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(".journal").map(str::to_string)
+                let run = name.strip_suffix(".journal")?;
+                // A name no run id makes ("my notes.journal") is not a
+                // run: it could not be read or resumed.
+                super::check_run_id(run).is_ok().then(|| run.to_string())
             })
             .collect();
         runs.sort();
@@ -234,7 +404,7 @@ impl JournalStore for FileStore {
 
     fn lock(&self, run: &str) -> Result<RunLock> {
         super::check_run_id(run)?;
-        let path = self.dir.join(format!("{run}.lock"));
+        let path = self.lock_path(run);
         let mut options = OpenOptions::new();
         options.write(true).create(true).truncate(false);
         #[cfg(unix)]
@@ -242,8 +412,7 @@ impl JournalStore for FileStore {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
-        let file = options
-            .open(&path)
+        let file = open_regular(&path, &mut options)
             .map_err(|e| io_error(run, &format!("cannot open {}", path.display()), &e))?;
         // An OS lock (flock on Unix) dies with its process: a crashed
         // run's lock is free at once, a live holder's never is.

@@ -132,6 +132,7 @@
 
 mod file;
 mod frame;
+mod order;
 mod record;
 mod vocab;
 
@@ -183,8 +184,9 @@ pub trait JournalStore: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// [`Error::JournalCorrupt`] for a damaged record before the last,
-    /// [`Error::JournalIo`] when the journal cannot be read.
+    /// [`Error::JournalCorrupt`] for a damaged record (any but a torn last
+    /// one) or data that is not a journal, [`Error::JournalIo`] when the
+    /// journal cannot be read (see [`FileStore`] for what its files refuse).
     fn read(&self, run: &str) -> Result<Vec<String>>;
 
     /// Every run with a journal, sorted.

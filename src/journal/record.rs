@@ -350,6 +350,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                         format!("a result for tool call `{call_id}`, which is not open"),
                     ));
                 };
+                super::order::in_call_order(&open, at).map_err(|m| corrupt(i, m))?;
                 open.remove(at);
                 started.retain(|c| *c != call_id);
                 let mut result = Message::tool(call_id.into_owned(), content.into_owned());
@@ -368,6 +369,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             }
             Record::History { messages, .. } => {
                 closed("a replaced history")?;
+                open = super::order::open_after(&messages);
                 out.messages = messages.into_owned();
             }
             Record::ModelSwitched { model } => {

@@ -1,10 +1,13 @@
 //! The run journal (`pikuri::journal`): what it refuses (another
 //! configuration, a hand edit, a second resumer, storage that cannot be
-//! written) in `errors`, the names its records store in `vocabulary`, and
-//! the crash harness in `crash`: an agent in a child process killed with
-//! SIGKILL at each boundary, then resumed in a new one.
+//! written) in `errors`, the names its records store in `vocabulary`, the
+//! file store under damage (links, special files, damage in every
+//! position, foreign files, order, modes) in `damage`, and the crash
+//! harness in `crash`: an agent in a child process killed with SIGKILL at
+//! each boundary, then resumed in a new one.
 
 mod crash;
+mod damage;
 mod errors;
 mod vocabulary;
 
