@@ -256,6 +256,8 @@
 //! | `Tool::Parameters`, `Tool::ExecuteContext` | [`tool::Parameters`] (with [`tool::FnTool`], [`tool::TypedTool`]), [`ToolContext`]; the `Tool` trait stays at the root |
 //! | `SubAgent::Persona`, `Agent::Synthesizer` | [`subagent::Persona`], [`subagent::Synthesizer`] |
 //! | `configure(c)` on an extension (may add tools) | [`Extension::configure`](extension::Extension::configure) validates only; tools and close handlers are added in [`Extension::bind`](extension::Extension::bind) |
+//! | model parameters passed through to the provider (`temperature:`, `max_tokens:`, ...) | typed [`ModelSettings`] on [`ChatTransport::with_settings`] and [`Configurator::settings`], mapped to each [`Api`]'s own fields ([guide](guide#model-settings)); [`Configurator::request_field`] for a raw field of that API's own body |
+//! | `Event::Assistant` (content) | [`Event::Assistant`] with `content` and `finish` ([`FinishReason`]) |
 //!
 //! ## Deliberate differences
 //!
@@ -327,6 +329,12 @@
 //!   approval). Sub-agents also inherit the parent's loop options and
 //!   request fields, because every child agent is built by one constructor.
 //!
+//! - **A cut answer is no completed run.** pikuri reports a run whose
+//!   final answer the token limit (or a filter, or the server) cut short as
+//!   completed; here it ends with [`StopReason::Incomplete`] and
+//!   [`Outcome::finish`] says which ([`FinishReason`]), so a truncated
+//!   answer is never taken for a whole one. The answer is still returned
+//!   and kept in the history.
 //! - **Wire formats are named, not inferred.** pikuri reaches each provider
 //!   through ruby_llm, which picks the provider's native API from the
 //!   provider; here a [`ChatTransport`] names its [`Api`] (chat completions
