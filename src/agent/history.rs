@@ -144,10 +144,18 @@ impl History {
         &self.messages
     }
 
-    /// The agent's own history, not checked again: it is valid by [the
-    /// loop's rule](crate::Agent#the-history-is-always-valid), which the
-    /// tests pin.
+    /// The agent's own history, checked by the same rules as
+    /// [`parse`](History::parse), so that what an agent exports always
+    /// loads again. It is valid by [the loop's
+    /// rule](crate::Agent#the-history-is-always-valid) (the decoders refuse
+    /// an answer whose calls break it); a breach is a pikuri bug, reported
+    /// as an `error` log line (and a panic in debug builds) rather than
+    /// hidden until the file is loaded.
     pub(crate) fn from_agent(messages: Vec<Message>) -> History {
+        if let Err(why) = validate(&messages) {
+            log::error!("the agent's own history breaks a history rule: {why}");
+            debug_assert!(false, "the agent's own history is invalid: {why}");
+        }
         History {
             version: version_for(&messages),
             messages,

@@ -19,8 +19,9 @@ pub(crate) enum DecodeError {
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
     Status { status: u16, message: String },
-    /// The stream ended before `[DONE]` and before a `finish_reason`, or
-    /// the body was cut mid-frame. Becomes
+    /// The stream ended before its API's end event (`[DONE]` or a
+    /// `finish_reason`, `message_stop`, `response.completed` or
+    /// `.incomplete`), or the body was cut mid-frame. Becomes
     /// [`Error::Truncated`](crate::Error::Truncated).
     Truncated,
     /// A read of the body timed out. Becomes
@@ -50,7 +51,7 @@ impl fmt::Display for DecodeError {
         match self {
             DecodeError::Protocol(m) => f.write_str(m),
             DecodeError::Status { message, .. } => f.write_str(message),
-            DecodeError::Truncated => f.write_str("stream truncated before [DONE]"),
+            DecodeError::Truncated => f.write_str("stream truncated before the end of the answer"),
             DecodeError::TimedOut => f.write_str("read timed out"),
             DecodeError::Io(e) => write!(f, "read failed: {e}"),
         }

@@ -28,6 +28,7 @@
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chat completions: chunk accumulation, `<think>` splitting, bodies; the shared [`Completion`] and [`Fragment`] |
+//! | `rules.rs` | the rules all three decoders apply, written once: progress, call identity, in-stream errors, bounds, finish reasons |
 //! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
@@ -52,6 +53,7 @@ mod probe;
 mod request;
 mod responses;
 mod retry;
+mod rules;
 mod sse;
 mod stream;
 mod transport;
