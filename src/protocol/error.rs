@@ -13,9 +13,9 @@ pub(crate) enum DecodeError {
     /// body that is not the expected JSON, a server `error` object, a size
     /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
     Protocol(String),
-    /// An error the server reported inside a stream that has an HTTP
-    /// status of its own when reported before one (Anthropic's
-    /// `overloaded_error` is 529). Becomes
+    /// An error the server reported inside a stream (or a 200 body) that
+    /// stands for an HTTP status on any API (an overload is 529, a rate
+    /// limit 429, a server error 500: `rules::server_error`). Becomes
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
     Status { status: u16, message: String },

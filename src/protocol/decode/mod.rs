@@ -30,8 +30,11 @@
 //!   call's, in which case it starts a new call after the highest index.
 //!   Calls without an id get `call_<index>`. The message lists calls by
 //!   index. `arguments` sent as a JSON object (some servers) is serialized.
-//! - `finish_reason` is kept verbatim, the last non-empty one. `model` is the
-//!   first non-empty one. `usage` is taken from any chunk that has it (the
+//!   Two calls under one id, or a call without a name, refuse the answer
+//!   (the shared [identity rule](super::rules#identity)).
+//! - The last non-empty `finish_reason` is mapped to a
+//!   [`FinishReason`](crate::FinishReason) (`rules::chat_finish`). `model`
+//!   is the first non-empty one (bounded). `usage` is taken from any chunk that has it (the
 //!   last wins); see [`Usage`] for how OpenAI's figures are split.
 //! - Provider fields are kept verbatim to be sent back (see
 //!   [`ProviderData`]): OpenRouter's `reasoning_details` (a list; in a
@@ -48,8 +51,10 @@
 //!   only then is the text read again for them (`shapes::OpaqueBody`), so
 //!   streams without them decode as fast as before.
 //! - `data: [DONE]` ends the stream; data after it is ignored.
-//! - A chunk with an `error` member is a [`DecodeError::Protocol`]
-//!   (`server error in stream: ...`). A chunk that is not JSON is a
+//! - A chunk with an `error` member is read by the shared
+//!   [in-stream error rule](super::rules#in-stream-errors)
+//!   (`server error in stream: ...`, an HTTP status when its type or code
+//!   names one). A chunk that is not JSON is a
 //!   [`DecodeError::Protocol`] quoting at most 200 characters of it. A chunk that
 //!   is JSON of another shape (no `choices`, a keep-alive object, a member
 //!   of an unexpected type) is skipped with a `warn` log line.
