@@ -672,3 +672,56 @@ fn each_stream_maps_its_own_end_to_a_finish_reason() {
         assert_eq!(c.finish(), crate::FinishReason::ToolCalls, "{api:?}");
     }
 }
+
+#[test]
+fn floats_deep_nesting_and_lone_surrogates() {
+    for api in APIS {
+        // A float where an integer belongs: the figure is dropped or the
+        // event skipped, the answer stands.
+        let mut s = Script::new(api).text("a");
+        s.push(match api {
+            Api::ChatCompletions => {
+                json!({"choices": [], "usage": {"prompt_tokens": 1.5, "completion_tokens": -3}})
+            }
+            Api::AnthropicMessages => json!({"type": "message_delta", "delta": {},
+                "usage": {"input_tokens": 1.5, "output_tokens": -3}}),
+            _ => json!({"type": "response.in_progress", "response": {"usage": {"input_tokens": 1.5}}}),
+        });
+        assert_eq!(s.end().run().1.unwrap().message.content, "a", "{api:?}");
+        // JSON nested 100,000 deep, where a member is read as any JSON:
+        // the parser's depth limit refuses it (or the event is skipped),
+        // never a stack overflow, and nothing of it lands in the answer.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let deep = match api {
+            Api::ChatCompletions => format!(r#"{{"choices":[],"extra":{deep}}}"#),
+            Api::AnthropicMessages => format!(r#"{{"type":"error","error":{deep}}}"#),
+            _ => format!(r#"{{"type":"response.output_item.added","item":{deep}}}"#),
+        };
+        let (_, r) = Script::new(api).raw(&deep).end().run();
+        match r {
+            Err(DecodeError::Protocol(_)) => {}
+            Ok(c) => assert_eq!(c.message.content, "", "{api:?}"),
+            other => panic!("{api:?}: {other:?}"),
+        }
+        // A lone surrogate escape in a text: skipped or refused, never a
+        // panic, and never in the answer.
+        let text = match api {
+            Api::ChatCompletions => r#"{"choices":[{"index":0,"delta":{"content":"\ud800"}}]}"#,
+            Api::AnthropicMessages => {
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\ud800"}}"#
+            }
+            _ => r#"{"type":"response.output_text.delta","item_id":"m","delta":"\ud800"}"#,
+        };
+        let mut s = Script::new(api);
+        if api == Api::AnthropicMessages {
+            s.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}));
+        }
+        let (_, r) = s.raw(text).end().run();
+        match r {
+            Err(DecodeError::Protocol(_)) => {}
+            Ok(c) => assert_eq!(c.message.content, "", "{api:?}"),
+            other => panic!("{api:?}: {other:?}"),
+        }
+    }
+}
