@@ -11,6 +11,15 @@ use crate::Api;
 use crate::protocol::stream::{StreamOptions, read_stream};
 use crate::protocol::{Completion, wire};
 
+/// A sink that counts progress.
+struct Count(u64);
+
+impl crate::protocol::sink::Sink for Count {
+    fn progress(&mut self) {
+        self.0 += 1;
+    }
+}
+
 const APIS: [Api; 3] = [
     Api::ChatCompletions,
     Api::AnthropicMessages,
@@ -199,15 +208,9 @@ impl Script {
             split_think: false,
             secret: None,
         };
-        let mut progress = 0;
-        let result = read_stream(
-            body.as_bytes(),
-            &options,
-            &mut || progress += 1,
-            &mut |_| {},
-            &mut || {},
-        );
-        (progress, result)
+        let mut count = Count(0);
+        let result = read_stream(body.as_bytes(), &options, &mut count);
+        (count.0, result)
     }
 }
 
