@@ -249,6 +249,19 @@ fn text_calls_and_the_end_are_progress() {
         assert!(call > none, "{api:?}: a call");
         assert!(end > none, "{api:?}: the end");
     }
+    // A Responses message or reasoning item whose text comes only with
+    // the finished item (no deltas) is progress too.
+    for item in [
+        json!({"type": "message", "id": "m", "content": [{"type": "output_text", "text": "hi"}]}),
+        json!({"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "hm"}]}),
+    ] {
+        let (none, _) = Script::new(Api::OpenAiResponses).run();
+        let done = json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+        let (with, _) = Script::new(Api::OpenAiResponses)
+            .raw(&done.to_string())
+            .run();
+        assert!(with > none, "{item}");
+    }
 }
 
 // ---- identity ----

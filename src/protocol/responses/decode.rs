@@ -405,6 +405,7 @@ impl Decoder {
                     };
                     self.refused |= refusal;
                     if !streamed && let Some(text) = text.and_then(Value::as_str) {
+                        self.progress.text(text);
                         self.push_text(text, on_fragment);
                     }
                 }
@@ -418,6 +419,7 @@ impl Decoder {
                         texts = texts_of(&item, "content");
                     }
                     for text in texts {
+                        self.progress.text(text);
                         self.push_reasoning(true, text, on_fragment);
                     }
                 }
