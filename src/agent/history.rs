@@ -250,3 +250,33 @@ fn validate(messages: &[Message]) -> std::result::Result<(), String> {
     // for approval: valid, and answered before anything is sent.
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ToolCall;
+
+    /// Issue 36: the agent's export applies the check `parse` applies, so
+    /// an invalid history is caught where it is made (in debug builds, a
+    /// panic), not when the file is loaded again.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "duplicate tool call id `dup`")]
+    fn from_agent_applies_the_parse_check() {
+        let calls = vec![
+            ToolCall::new("dup", "f", "{}"),
+            ToolCall::new("dup", "g", "{}"),
+        ];
+        let _ = History::from_agent(vec![
+            Message::user("go"),
+            Message::assistant_tool_calls("", calls),
+        ]);
+    }
+
+    #[test]
+    fn from_agent_keeps_a_valid_history() {
+        let messages = vec![Message::user("hi"), Message::assistant("hello")];
+        let h = History::from_agent(messages.clone());
+        assert_eq!(History::parse(&h.to_json()).unwrap().messages(), messages);
+    }
+}
