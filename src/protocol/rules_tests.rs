@@ -264,6 +264,45 @@ fn text_calls_and_the_end_are_progress() {
     }
 }
 
+#[test]
+fn a_call_repeated_without_news_is_not_progress() {
+    // The same call announced, finished, or given its whole arguments
+    // again says nothing new: a server repeating it holds no run.
+    let item = json!({"type": "function_call", "id": "fc", "call_id": "c", "name": "f",
+        "arguments": "{}"});
+    let added = json!({"type": "response.output_item.added", "output_index": 0, "item": item});
+    let done = json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+    let args = json!({"type": "response.function_call_arguments.done", "item_id": "fc",
+        "arguments": "{}"});
+    let once = Script::new(Api::OpenAiResponses)
+        .raw(&added.to_string())
+        .raw(&done.to_string())
+        .end()
+        .run();
+    let mut again = Script::new(Api::OpenAiResponses)
+        .raw(&added.to_string())
+        .raw(&done.to_string());
+    for _ in 0..20 {
+        again = again
+            .raw(&added.to_string())
+            .raw(&args.to_string())
+            .raw(&done.to_string());
+    }
+    let again = again.end().run();
+    assert_eq!(again.1.unwrap().message.tool_calls.len(), 1);
+    assert_eq!(again.0, once.0);
+    // Anthropic: the same stop reason again is not news either.
+    let stop = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}});
+    let (base, _) = Script::new(Api::AnthropicMessages)
+        .raw(&stop.to_string())
+        .run();
+    let mut s = Script::new(Api::AnthropicMessages);
+    for _ in 0..20 {
+        s = s.raw(&stop.to_string());
+    }
+    assert_eq!(s.run().0, base);
+}
+
 // ---- identity ----
 
 #[test]

@@ -139,19 +139,18 @@ impl Decoder {
             }
             "response.output_item.added" => {
                 if let Some(item) = &event.item {
-                    // A call's id and name are part of the answer; an
-                    // empty item of another kind is not yet.
-                    if is_call(item) {
+                    // A new call's id and name are part of the answer; an
+                    // empty item of another kind, or one announced again,
+                    // is not.
+                    let before = self.items.len();
+                    self.added(item, event.output_index);
+                    if is_call(item) && self.items.len() > before {
                         self.progress.made();
                     }
-                    self.added(item, event.output_index);
                 }
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item {
-                    if is_call(&item) {
-                        self.progress.made();
-                    }
                     self.item_done(item, event.output_index, on_fragment);
                 }
             }
@@ -303,8 +302,11 @@ impl Decoder {
                 self.progress.text(delta);
                 arguments.push_str(delta);
             }
-        } else if let Some(all) = &event.arguments {
-            // The whole arguments: they win over the pieces.
+        } else if let Some(all) = &event.arguments
+            && **all != **arguments
+        {
+            // The whole arguments: they win over the pieces (progress
+            // only when they say something the pieces did not).
             self.progress.made();
             all.as_ref().clone_into(arguments);
         }
@@ -388,7 +390,9 @@ impl Decoder {
         index: Option<u64>,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) {
+        let before = self.items.len();
         let at = self.added(&item, index);
+        let new = self.items.len() > before;
         match &mut self.items[at].kind {
             Kind::Message { streamed } => {
                 let streamed = std::mem::replace(streamed, true);
@@ -432,14 +436,23 @@ impl Decoder {
                 name,
                 arguments,
             } => {
+                // A new call, or one whose fields changed, is progress; the
+                // same call finished again is not.
+                let mut changed = new;
                 for (field, slot) in [
                     ("call_id", call_id),
                     ("name", name),
                     ("arguments", arguments),
                 ] {
-                    if let Some(v) = item.get(field).and_then(Value::as_str) {
+                    if let Some(v) = item.get(field).and_then(Value::as_str)
+                        && v != slot.as_str()
+                    {
+                        changed = true;
                         v.clone_into(slot);
                     }
+                }
+                if changed {
+                    self.progress.made();
                 }
             }
             Kind::Other => {}
