@@ -301,6 +301,16 @@ fn a_call_repeated_without_news_is_not_progress() {
         s = s.raw(&stop.to_string());
     }
     assert_eq!(s.run().0, base);
+    // Chat completions: the same finish reason again.
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let (base, _) = Script::new(Api::ChatCompletions)
+        .raw(&finish.to_string())
+        .run();
+    let mut s = Script::new(Api::ChatCompletions);
+    for _ in 0..20 {
+        s = s.raw(&finish.to_string());
+    }
+    assert_eq!(s.run().0, base);
 }
 
 // ---- identity ----

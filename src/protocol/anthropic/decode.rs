@@ -102,11 +102,12 @@ impl Decoder {
             "message_delta" => {
                 // A stop reason is progress (once: a repeated one is not
                 // news); usage is, when it changed.
-                if let Some(reason) = event.delta.and_then(|d| d.stop_reason)
-                    && self.stop_reason.as_deref() != Some(&*reason)
-                {
-                    self.progress.made();
-                    self.stop_reason = Some(rules::bounded(&reason, rules::MAX_LABEL).into_owned());
+                if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
+                    let reason = rules::bounded(&reason, rules::MAX_LABEL);
+                    if self.stop_reason.as_deref() != Some(&*reason) {
+                        self.progress.made();
+                        self.stop_reason = Some(reason.into_owned());
+                    }
                 }
                 if let Some(u) = event.usage {
                     self.report_usage(u.to_usage(), on_fragment);

@@ -173,10 +173,15 @@ impl Accumulator {
             if let Some(Str(reason)) = &choice.finish_reason
                 && !reason.is_empty()
             {
-                self.progress.made();
+                // The same reason again is not news (a server repeating
+                // it would otherwise hold the run past the idle bound).
                 // Some servers send `""` mid-stream; only a real reason
                 // ends the content, and releases text held for a tag.
-                self.finish_reason = Some(reason.to_string());
+                let reason = rules::bounded(reason, rules::MAX_LABEL);
+                if self.finish_reason.as_deref() != Some(&*reason) {
+                    self.progress.made();
+                    self.finish_reason = Some(reason.into_owned());
+                }
                 self.release_held(on_fragment);
             }
         }
