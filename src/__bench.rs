@@ -7,7 +7,7 @@
 use std::io::BufRead;
 
 use crate::listener::ListenerList;
-use crate::protocol::{Fragment, StreamOptions, decode_error, read_stream};
+use crate::protocol::{Fragment, Fragments, StreamOptions, decode_error, read_stream};
 use crate::{Event, HttpConfig, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
@@ -35,7 +35,7 @@ pub fn decode_stream_of<R: BufRead>(
         split_think: false,
         secret: None,
     };
-    read_stream(reader, &options, &mut || {}, &mut on, &mut || {})
+    read_stream(reader, &options, &mut Fragments(&mut on))
         .map(|c| c.message)
         .map_err(|e| decode_error(e, &cfg, None, None))
 }

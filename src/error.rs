@@ -40,7 +40,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Server`](ErrorKind::Server) | any other 5xx ([`Error::Http`]) | later, or on another server |
 /// | [`Rejected`](ErrorKind::Rejected) | any other non-success status: a 4xx, a redirect ([`Error::Http`]) | no |
 /// | [`Protocol`](ErrorKind::Protocol) | the server sent something that is not the protocol ([`Error::Protocol`]) | rarely |
-/// | [`Truncated`](ErrorKind::Truncated) | a stream ended before `[DONE]` ([`Error::Truncated`]) | yes |
+/// | [`Truncated`](ErrorKind::Truncated) | a stream ended before its end event ([`Error::Truncated`]) | yes |
 /// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
 /// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
@@ -149,7 +149,9 @@ pub enum Error {
         /// the error came from a server reached over HTTP.
         url: Option<String>,
     },
-    /// The stream ended before `[DONE]` and before a `finish_reason`.
+    /// The stream ended before its end event: chat completions' `[DONE]`
+    /// or `finish_reason`, Anthropic's `message_stop`, Responses'
+    /// `response.completed` or `response.incomplete`.
     Truncated,
     /// The [`Cancellable`](crate::Cancellable) was cancelled during the run.
     Cancelled,
@@ -270,7 +272,7 @@ pub enum ErrorKind {
     Rejected,
     /// The server broke the protocol.
     Protocol,
-    /// A stream ended before `[DONE]`.
+    /// A stream ended before its end event.
     Truncated,
     /// The run was cancelled.
     Cancelled,
@@ -624,7 +626,7 @@ impl fmt::Display for Error {
                 ),
                 None => write!(f, "protocol error: {}", sanitize(message)),
             },
-            Error::Truncated => f.write_str("stream truncated before [DONE]"),
+            Error::Truncated => f.write_str("stream truncated before the end of the answer"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),

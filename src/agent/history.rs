@@ -144,10 +144,18 @@ impl History {
         &self.messages
     }
 
-    /// The agent's own history, not checked again: it is valid by [the
-    /// loop's rule](crate::Agent#the-history-is-always-valid), which the
-    /// tests pin.
+    /// The agent's own history, checked by the same rules as
+    /// [`parse`](History::parse), so that what an agent exports always
+    /// loads again. It is valid by [the loop's
+    /// rule](crate::Agent#the-history-is-always-valid) (the decoders refuse
+    /// an answer whose calls break it); a breach is a pikuri bug, reported
+    /// as an `error` log line (and a panic in debug builds) rather than
+    /// hidden until the file is loaded.
     pub(crate) fn from_agent(messages: Vec<Message>) -> History {
+        if let Err(why) = validate(&messages) {
+            log::error!("the agent's own history breaks a history rule: {why}");
+            debug_assert!(false, "the agent's own history is invalid: {why}");
+        }
         History {
             version: version_for(&messages),
             messages,
@@ -241,4 +249,34 @@ fn validate(messages: &[Message]) -> std::result::Result<(), String> {
     // Calls still open here are the trailing batch of a turn that stopped
     // for approval: valid, and answered before anything is sent.
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ToolCall;
+
+    /// Issue 36: the agent's export applies the check `parse` applies, so
+    /// an invalid history is caught where it is made (in debug builds, a
+    /// panic), not when the file is loaded again.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "duplicate tool call id `dup`")]
+    fn from_agent_applies_the_parse_check() {
+        let calls = vec![
+            ToolCall::new("dup", "f", "{}"),
+            ToolCall::new("dup", "g", "{}"),
+        ];
+        let _ = History::from_agent(vec![
+            Message::user("go"),
+            Message::assistant_tool_calls("", calls),
+        ]);
+    }
+
+    #[test]
+    fn from_agent_keeps_a_valid_history() {
+        let messages = vec![Message::user("hi"), Message::assistant("hello")];
+        let h = History::from_agent(messages.clone());
+        assert_eq!(History::parse(&h.to_json()).unwrap().messages(), messages);
+    }
 }

@@ -590,9 +590,9 @@ impl Agent {
             .map(|m| m.content.clone())
     }
 
-    /// The conversation as a [`History`] value. Not checked again: the
-    /// agent's own history is valid by [the loop's
-    /// rule](crate::Agent#the-history-is-always-valid), which the tests pin.
+    /// The conversation as a [`History`] value, checked by the rules of
+    /// [`History::parse`] (it is valid by [the loop's
+    /// rule](crate::Agent#the-history-is-always-valid), so it loads again).
     pub fn export_history(&self) -> History {
         History::from_agent(self.messages.clone())
     }

@@ -37,7 +37,7 @@ use super::outcome::Outcome;
 use super::recover;
 use super::shared::Nesting;
 use crate::journal::{HistoryCause, Record};
-use crate::protocol::{Completion, Fragment, Request, RetryNotice, is_sendable};
+use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::{
     ChatTransport, Error, Event, FinishReason, Image, Message, OnExhausted, Result, Role,
     StopReason, Tool, ToolCall,
@@ -290,27 +290,29 @@ impl Agent {
         let result = shared.client.chat(
             &req,
             &mut buf,
-            &mut |n: &RetryNotice| {
-                shared.emit(Event::Retrying {
-                    agent: Arc::clone(agent),
-                    attempt: n.attempt,
-                    error: n.error.clone(),
-                    wait_ms: u64::try_from(n.wait.as_millis()).unwrap_or(u64::MAX),
-                });
+            &mut Callbacks {
+                on_retry: &mut |n: &RetryNotice| {
+                    shared.emit(Event::Retrying {
+                        agent: Arc::clone(agent),
+                        attempt: n.attempt,
+                        error: n.error.clone(),
+                        wait_ms: u64::try_from(n.wait.as_millis()).unwrap_or(u64::MAX),
+                    });
+                },
+                on_fragment: &mut |f: Fragment<'_>| match f {
+                    Fragment::Content(s) if !s.is_empty() => {
+                        shared.listeners.emit_delta(agent, false, s);
+                        partial.push_str(s);
+                    }
+                    Fragment::Reasoning(s) if !s.is_empty() => {
+                        shared.listeners.emit_delta(agent, true, s);
+                    }
+                    Fragment::Usage(u) => partial_usage = Some(u),
+                    _ => {}
+                },
+                // So before each read of the stream.
+                before_read: &mut || shared.listeners.hand_over(),
             },
-            &mut |f: Fragment<'_>| match f {
-                Fragment::Content(s) if !s.is_empty() => {
-                    shared.listeners.emit_delta(agent, false, s);
-                    partial.push_str(s);
-                }
-                Fragment::Reasoning(s) if !s.is_empty() => {
-                    shared.listeners.emit_delta(agent, true, s);
-                }
-                Fragment::Usage(u) => partial_usage = Some(u),
-                _ => {}
-            },
-            // So before each read of the stream.
-            &mut || shared.listeners.hand_over(),
         );
         // The agent works on the answer: its events wait for the next wait.
         shared.listeners.hold();

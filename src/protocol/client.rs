@@ -63,6 +63,7 @@ use super::decode::{Completion, Fragment};
 use super::error::DecodeError;
 use super::request::Request;
 use super::retry::{self, RETRYABLE, RetryNotice};
+use super::sink::Sink;
 use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
@@ -136,16 +137,13 @@ impl Client {
 
     /// One chat completion, with retries: `req` is encoded into `buf` (a
     /// buffer the caller reuses between requests), sent, and its answer
-    /// decoded; `on_retry` hears of each retry, `on_fragment` gets text as
-    /// it streams in, and `before_read` runs before each read of a stream
-    /// (what was read is decoded; the next read may wait for the network).
+    /// decoded; `sink` hears of each retry, gets text as it streams in, and
+    /// is told before each read of a stream that may wait (see [`Sink`]).
     pub(crate) fn chat(
         &self,
         req: &Request<'_>,
         buf: &mut Vec<u8>,
-        on_retry: &mut dyn FnMut(&RetryNotice),
-        on_fragment: &mut dyn FnMut(Fragment<'_>),
-        before_read: &mut dyn FnMut(),
+        sink: &mut dyn Sink,
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         wire::encode(req, buf, cfg.include_usage)?;
@@ -217,14 +215,7 @@ impl Client {
                         started.elapsed().as_millis()
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(
-                            resp,
-                            req,
-                            &deadline,
-                            &shown,
-                            on_fragment,
-                            before_read,
-                        );
+                        return self.read_success(resp, req, &deadline, &shown, sink);
                     }
                     self.rejected(resp, status, req, &shown)?
                 }
@@ -244,7 +235,7 @@ impl Client {
                 "attempt {attempt} failed ({err}); retrying in {} ms",
                 wait.as_millis()
             );
-            on_retry(&RetryNotice {
+            sink.retrying(&RetryNotice {
                 attempt,
                 error: err.to_string(),
                 wait,
@@ -317,8 +308,7 @@ impl Client {
         req: &Request<'_>,
         deadline: &Deadline,
         url: &str,
-        on_fragment: &mut dyn FnMut(Fragment<'_>),
-        before_read: &mut dyn FnMut(),
+        sink: &mut dyn Sink,
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
         let key = req.transport.api_key();
@@ -359,29 +349,12 @@ impl Client {
                 split_think: req.split_think,
                 secret: key,
             };
-            let done = read_stream(
-                &mut reader,
-                &options,
-                &mut || watch.progress(),
-                on_fragment,
-                // A read that filled the whole buffer left the rest of what
-                // arrived for the next read, which then returns at once: no
-                // wait follows it, so there is nothing to hand over yet. The
-                // next short read (what had arrived is all consumed, so the
-                // read after it may wait) or the answer's end hands over
-                // everything, so text is late by at most that much, never
-                // kept while the agent waits (but for the one case of a
-                // server that sent exactly a buffer's worth, then paused).
-                // Decided by the data, not a clock: a model generating live
-                // fills no buffer, and gets every read handed over; a
-                // replayed or cached stream arrives in full buffers, and its
-                // listeners wake once per short read instead of every 8 KiB.
-                &mut || {
-                    if !filled.get() {
-                        before_read();
-                    }
-                },
-            );
+            let mut watching = Watching {
+                inner: &mut *sink,
+                watch: &watch,
+                filled: &filled,
+            };
+            let done = read_stream(&mut reader, &options, &mut watching);
             if done.is_ok() && framed {
                 drain_after_done(&mut reader);
             }
@@ -404,10 +377,10 @@ impl Client {
                             if let Some(r) =
                                 c.message.reasoning.as_deref().filter(|r| !r.is_empty())
                             {
-                                on_fragment(Fragment::Reasoning(r));
+                                sink.fragment(Fragment::Reasoning(r));
                             }
                             if !c.message.content.is_empty() {
-                                on_fragment(Fragment::Content(&c.message.content));
+                                sink.fragment(Fragment::Content(&c.message.content));
                             }
                         }
                     })
@@ -555,6 +528,44 @@ impl<'a> Watch<'a> {
 
     fn expired(&self) -> Option<Duration> {
         self.expired.get()
+    }
+}
+
+/// The caller's sink, with progress going to the idle bound's watch and
+/// the hand-over before a read held back after a read that filled the
+/// whole buffer.
+struct Watching<'a, 's> {
+    inner: &'s mut dyn Sink,
+    watch: &'a Watch<'a>,
+    /// Whether the last read filled all the room it was given.
+    filled: &'a Cell<bool>,
+}
+
+impl Sink for Watching<'_, '_> {
+    fn progress(&mut self) {
+        self.watch.progress();
+        self.inner.progress();
+    }
+
+    fn fragment(&mut self, fragment: Fragment<'_>) {
+        self.inner.fragment(fragment);
+    }
+
+    fn before_read(&mut self) {
+        // A read that filled the whole buffer left the rest of what
+        // arrived for the next read, which then returns at once: no wait
+        // follows it, so there is nothing to hand over yet. The next short
+        // read (what had arrived is all consumed, so the read after it may
+        // wait) or the answer's end hands over everything, so text is late
+        // by at most that much, never kept while the agent waits (but for
+        // the one case of a server that sent exactly a buffer's worth, then
+        // paused). Decided by the data, not a clock: a model generating
+        // live fills no buffer, and gets every read handed over; a replayed
+        // or cached stream arrives in full buffers, and its listeners wake
+        // once per short read instead of every 8 KiB.
+        if !self.filled.get() {
+            self.inner.before_read();
+        }
     }
 }
 

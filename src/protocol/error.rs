@@ -13,14 +13,15 @@ pub(crate) enum DecodeError {
     /// body that is not the expected JSON, a server `error` object, a size
     /// limit passed. Becomes [`Error::Protocol`](crate::Error::Protocol).
     Protocol(String),
-    /// An error the server reported inside a stream that has an HTTP
-    /// status of its own when reported before one (Anthropic's
-    /// `overloaded_error` is 529). Becomes
+    /// An error the server reported inside a stream (or a 200 body) that
+    /// stands for an HTTP status on any API (an overload is 529, a rate
+    /// limit 429, a server error 500: `rules::server_error`). Becomes
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
     Status { status: u16, message: String },
-    /// The stream ended before `[DONE]` and before a `finish_reason`, or
-    /// the body was cut mid-frame. Becomes
+    /// The stream ended before its API's end event (`[DONE]` or a
+    /// `finish_reason`, `message_stop`, `response.completed` or
+    /// `.incomplete`), or the body was cut mid-frame. Becomes
     /// [`Error::Truncated`](crate::Error::Truncated).
     Truncated,
     /// A read of the body timed out. Becomes
@@ -50,7 +51,7 @@ impl fmt::Display for DecodeError {
         match self {
             DecodeError::Protocol(m) => f.write_str(m),
             DecodeError::Status { message, .. } => f.write_str(message),
-            DecodeError::Truncated => f.write_str("stream truncated before [DONE]"),
+            DecodeError::Truncated => f.write_str("stream truncated before the end of the answer"),
             DecodeError::TimedOut => f.write_str("read timed out"),
             DecodeError::Io(e) => write!(f, "read failed: {e}"),
         }

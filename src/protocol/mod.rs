@@ -29,6 +29,8 @@
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chat completions: chunk accumulation, `<think>` splitting, bodies; the shared [`Completion`] and [`Fragment`] |
+//! | `sink.rs` | `Sink`: what a chat request reports while it runs (retries, progress, fragments, before a read) |
+//! | `rules.rs` | the rules all three decoders apply, written once: progress, call identity, in-stream errors, bounds, finish reasons |
 //! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
@@ -53,7 +55,9 @@ mod probe;
 mod request;
 mod responses;
 mod retry;
+mod rules;
 mod settings;
+mod sink;
 mod sse;
 mod stream;
 mod transport;
@@ -69,6 +73,9 @@ pub(crate) use decode::{Completion, Fragment};
 pub(crate) use error::DecodeError;
 pub(crate) use request::{Request, ResponseSchema, ToolSpecs, is_sendable};
 pub(crate) use retry::RetryNotice;
+pub(crate) use sink::Callbacks;
+#[cfg(feature = "_bench")]
+pub(crate) use sink::Fragments;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
 pub use settings::{ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "mcp")]

@@ -2,10 +2,12 @@
 //! the transport's [`Api`] until its end event. Its own file so that each
 //! decoder stays ignorant of the others and of the SSE reader.
 
+use std::cell::RefCell;
 use std::io::BufRead;
 
 use super::decode::{Accumulator, Completion, Fragment};
 use super::error::DecodeError;
+use super::sink::Sink;
 use super::sse::{Flow, read_sse};
 use super::{anthropic, responses};
 use crate::Api;
@@ -95,18 +97,16 @@ impl Decoder {
     }
 }
 
-/// Decode a streamed body: SSE events into the decoder, fragments to
-/// `on_fragment`, until the end event or EOF; `on_progress` hears of each
-/// event that carried part of the answer, and `before_read` runs when what
-/// was read is decoded, before the next read, which may wait for the
+/// Decode a streamed body: SSE events into the decoder, fragments to the
+/// sink, until the end event or EOF; the sink hears of each event that
+/// carried part of the answer (`progress`), and `before_read` runs when
+/// what was read is decoded, before the next read, which may wait for the
 /// network. The whole streaming path after the socket (the benches drive it
 /// through `crate::__bench`).
 pub(crate) fn read_stream<R: BufRead>(
     reader: R,
     options: &StreamOptions<'_>,
-    on_progress: &mut dyn FnMut(),
-    on_fragment: &mut dyn FnMut(Fragment<'_>),
-    before_read: &mut dyn FnMut(),
+    sink: &mut dyn Sink,
 ) -> Result<Completion, DecodeError> {
     let StreamOptions {
         max_line, max_body, ..
@@ -115,6 +115,9 @@ pub(crate) fn read_stream<R: BufRead>(
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;
+    // The SSE reader takes its two hooks as two closures, both the sink's;
+    // they never run at once (`before_read` runs between reads).
+    let sink = RefCell::new(sink);
     read_sse(
         reader,
         max_line,
@@ -126,9 +129,10 @@ pub(crate) fn read_stream<R: BufRead>(
                 )));
             }
             let before = decoder.progress();
-            decoder.push_data(data, on_fragment)?;
+            let mut sink = sink.borrow_mut();
+            decoder.push_data(data, &mut |f| sink.fragment(f))?;
             if decoder.progress() != before {
-                on_progress();
+                sink.progress();
             }
             // Stop at the end event: anything after it is ignored. The
             // client reads the rest of a framed body itself, within its
@@ -140,7 +144,7 @@ pub(crate) fn read_stream<R: BufRead>(
                 Flow::Continue
             })
         },
-        before_read,
+        &mut || sink.borrow_mut().before_read(),
     )
     .and_then(|()| decoder.finish())
 }

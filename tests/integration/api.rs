@@ -119,7 +119,10 @@ fn error_display_is_short_and_lowercase() {
             },
             "protocol error from http://h/v1/chat/completions: bad chunk",
         ),
-        (Error::Truncated, "stream truncated before [DONE]"),
+        (
+            Error::Truncated,
+            "stream truncated before the end of the answer",
+        ),
         (Error::Cancelled, "cancelled"),
         (
             Error::StepLimitExceeded { max: 3 },

@@ -9,6 +9,7 @@ mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
 mod controls; // step limit, synthesizer, cancellation, interloper
+mod decoder_rules; // issue 36: the decoder rules on all three APIs (progress, identity, errors, bounds)
 mod errors; // the fault matrix: HTTP, transport and stream faults
 mod extensions; // extension hooks, sub-agents, history
 mod faithful; // issue 29 item 4: provider fields echoed to their own model only, cached tokens

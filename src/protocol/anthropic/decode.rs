@@ -1,10 +1,13 @@
 //! A streamed Messages response, one SSE event's data at a time, into one
 //! [`Completion`] (see the [module docs](super#streaming) for the rules).
 
+use std::collections::HashMap;
+
 use super::response::Parts;
 use super::shapes::{self, Event};
 use crate::protocol::decode::{Completion, Fragment};
 use crate::protocol::error::DecodeError;
+use crate::protocol::rules::{self, Progress};
 use crate::{ToolCall, Usage};
 
 /// A content block being streamed.
@@ -31,13 +34,13 @@ enum Open {
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
     parts: Parts,
-    /// Open and closed blocks by index, in the order they started (so
-    /// almost always the last one is the one a delta is for).
-    blocks: Vec<(u64, Option<Open>)>,
+    /// Open blocks (`Some`) and stopped ones (`None`) by their index: one
+    /// lookup per event, however many blocks a server starts.
+    blocks: HashMap<u64, Option<Open>>,
     usage: Option<Usage>,
     model: Option<String>,
     stop_reason: Option<String>,
-    progress: u64,
+    progress: Progress,
     started: bool,
     done: bool,
     secret: Option<String>,
@@ -56,7 +59,7 @@ impl Decoder {
 
     /// How many events carried part of the answer.
     pub(crate) fn progress(&self) -> u64 {
-        self.progress
+        self.progress.count()
     }
 
     /// Whether `message_stop` arrived.
@@ -89,7 +92,7 @@ impl Decoder {
             "message_start" => {
                 self.started = true;
                 if let Some(head) = event.message {
-                    self.model = head.model.filter(|m| !m.is_empty());
+                    self.model = head.model.as_deref().and_then(rules::model_name);
                     if let Some(u) = head.usage {
                         self.report_usage(u.to_usage(), on_fragment);
                     }
@@ -97,9 +100,14 @@ impl Decoder {
                 Ok(())
             }
             "message_delta" => {
-                self.progress += 1;
+                // A stop reason is progress (once: a repeated one is not
+                // news); usage is, when it changed.
                 if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
-                    self.stop_reason = Some(reason.into_owned());
+                    let reason = rules::bounded(&reason, rules::MAX_LABEL);
+                    if self.stop_reason.as_deref() != Some(&*reason) {
+                        self.progress.made();
+                        self.stop_reason = Some(reason.into_owned());
+                    }
                 }
                 if let Some(u) = event.usage {
                     self.report_usage(u.to_usage(), on_fragment);
@@ -108,9 +116,10 @@ impl Decoder {
             }
             "message_stop" => {
                 self.done = true;
+                self.progress.made();
                 Ok(())
             }
-            "error" => Err(shapes::stream_error(event.error.as_deref())),
+            "error" => Err(rules::server_error("in stream", event.error.as_deref())),
             // `ping` keeps the connection alive; event types added later
             // are not pikuri's to read.
             _ => Ok(()),
@@ -124,17 +133,21 @@ impl Decoder {
         }
         // A block left open at `message_stop` is closed as if its stop had
         // come: what it holds is all there is.
-        let open: Vec<u64> = self
+        let mut open: Vec<u64> = self
             .blocks
             .iter()
             .filter(|(_, b)| b.is_some())
             .map(|(i, _)| *i)
             .collect();
+        // In index order: a thinking block's text joins the reasoning in
+        // the order the blocks stand in the message.
+        open.sort_unstable();
         for index in open {
             self.stop(Some(index))?;
         }
-        let finish = self.stop_reason.as_deref().map(shapes::finish_reason);
-        Ok(self.parts.into_completion(finish, self.usage, self.model))
+        let finish =
+            rules::anthropic_finish(self.stop_reason.as_deref(), !self.parts.calls.is_empty());
+        self.parts.into_completion(finish, self.usage, self.model)
     }
 
     /// Data that is not an event of this shape: not JSON at all is a
@@ -155,7 +168,10 @@ impl Decoder {
     fn report_usage(&mut self, u: Usage, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
         let merged = shapes::merge_usage(self.usage, u);
         self.usage = Some(merged);
-        on_fragment(Fragment::Usage(merged));
+        // Repeated figures are neither progress nor news to the listeners.
+        if self.progress.usage(merged) {
+            on_fragment(Fragment::Usage(merged));
+        }
     }
 
     fn start(&mut self, event: Event<'_>) -> Result<(), DecodeError> {
@@ -167,33 +183,44 @@ impl Decoder {
                 "content_block_start before message_start".to_string(),
             ));
         }
-        if self.blocks.iter().any(|(i, _)| *i == index) {
+        if self.blocks.contains_key(&index) {
             return Err(DecodeError::Protocol(format!(
                 "content block {index} started twice"
             )));
         }
-        self.progress += 1;
         let block = event.content_block.map(|b| *b);
         let kind = block.as_ref().and_then(|b| b.kind.as_deref());
         let open = match (kind, block.as_ref()) {
             (Some("text"), Some(b)) => {
                 // A start may carry text already (it usually is empty).
-                self.parts.content.push_str(b.text.as_deref().unwrap_or(""));
+                let text = b.text.as_deref().unwrap_or("");
+                self.progress.text(text);
+                self.parts.content.push_str(text);
                 Open::Text
             }
-            (Some("thinking"), Some(b)) => Open::Thinking {
-                text: b.thinking.clone().unwrap_or_default(),
-                signature: b.signature.clone().filter(|s| !s.is_empty()),
-            },
+            (Some("thinking"), Some(b)) => {
+                let text = b.thinking.clone().unwrap_or_default();
+                self.progress.text(&text);
+                Open::Thinking {
+                    text,
+                    signature: b.signature.clone().filter(|s| !s.is_empty()),
+                }
+            }
             (Some("redacted_thinking"), Some(b)) => {
+                self.progress.made();
                 self.parts
                     .items
                     .push(shapes::redacted_item(b.data.as_deref().unwrap_or("")));
                 Open::Redacted
             }
             (Some("tool_use"), Some(b)) => {
+                // A new call is part of the answer (its name and id).
+                self.progress.made();
                 let call = self.parts.calls.len();
-                let id = b.id.clone().unwrap_or_else(|| format!("call_{call}"));
+                let id =
+                    b.id.clone()
+                        .filter(|id| !id.is_empty())
+                        .unwrap_or_else(|| format!("call_{call}"));
                 self.parts.calls.push(ToolCall::new(
                     id,
                     b.name.clone().unwrap_or_default(),
@@ -207,7 +234,7 @@ impl Decoder {
             }
             _ => Open::Other,
         };
-        self.blocks.push((index, Some(open)));
+        self.blocks.insert(index, Some(open));
         Ok(())
     }
 
@@ -222,30 +249,37 @@ impl Decoder {
         let Some(delta) = &event.delta else {
             return Ok(());
         };
-        self.progress += 1;
-        let open = self.open_block(index, "content_block_delta")?;
+        let Decoder {
+            blocks,
+            parts,
+            progress,
+            ..
+        } = self;
+        let open = open_block(blocks, index, "content_block_delta")?;
+        // Only a delta of a known kind with something in it is progress.
+        let piece = delta.text.as_deref().unwrap_or("");
         match (open, delta.kind.as_deref()) {
             (Open::Text, Some("text_delta")) => {
-                if let Some(t) = delta.text.as_deref().filter(|t| !t.is_empty()) {
-                    self.parts.content.push_str(t);
-                    on_fragment(Fragment::Content(t));
+                if !piece.is_empty() {
+                    progress.text(piece);
+                    parts.content.push_str(piece);
+                    on_fragment(Fragment::Content(piece));
                 }
             }
             (Open::Thinking { text, .. }, Some("thinking_delta")) => {
-                if let Some(t) = delta.text.as_deref().filter(|t| !t.is_empty()) {
-                    text.push_str(t);
-                    on_fragment(Fragment::Reasoning(t));
+                if !piece.is_empty() {
+                    progress.text(piece);
+                    text.push_str(piece);
+                    on_fragment(Fragment::Reasoning(piece));
                 }
             }
             (Open::Thinking { signature, .. }, Some("signature_delta")) => {
-                if let Some(s) = delta.text.as_deref() {
-                    signature.get_or_insert_with(String::new).push_str(s);
-                }
+                progress.text(piece);
+                signature.get_or_insert_with(String::new).push_str(piece);
             }
             (Open::Tool { json, .. }, Some("input_json_delta")) => {
-                if let Some(p) = delta.text.as_deref() {
-                    json.push_str(p);
-                }
+                progress.text(piece);
+                json.push_str(piece);
             }
             // Citations and delta kinds added later; a delta of another
             // block's kind (a server bug) is not worth the answer.
@@ -254,32 +288,13 @@ impl Decoder {
         Ok(())
     }
 
-    /// The open block at `index`; an error when none started there or it
-    /// already stopped (out-of-order events).
-    fn open_block(&mut self, index: u64, what: &str) -> Result<&mut Open, DecodeError> {
-        match self.blocks.iter_mut().rev().find(|(i, _)| *i == index) {
-            Some((_, Some(open))) => Ok(open),
-            Some((_, None)) => Err(DecodeError::Protocol(format!(
-                "{what} for content block {index}, which already stopped"
-            ))),
-            None => Err(DecodeError::Protocol(format!(
-                "{what} for content block {index}, which never started"
-            ))),
-        }
-    }
-
     fn stop(&mut self, index: Option<u64>) -> Result<(), DecodeError> {
         let index = index.ok_or_else(|| {
             DecodeError::Protocol("content_block_stop without an index".to_string())
         })?;
-        self.open_block(index, "content_block_stop")?;
-        let slot = self
-            .blocks
-            .iter_mut()
-            .rev()
-            .find(|(i, _)| *i == index)
-            .map(|(_, b)| b.take());
-        match slot.flatten() {
+        open_block(&mut self.blocks, index, "content_block_stop")?;
+        let slot = self.blocks.get_mut(&index).and_then(Option::take);
+        match slot {
             Some(Open::Thinking { text, signature }) => {
                 self.parts
                     .items
@@ -305,5 +320,23 @@ impl Decoder {
             Some(Open::Text | Open::Redacted | Open::Other) | None => {}
         }
         Ok(())
+    }
+}
+
+/// The open block at `index`; an error when none started there or it
+/// already stopped (out-of-order events).
+fn open_block<'b>(
+    blocks: &'b mut HashMap<u64, Option<Open>>,
+    index: u64,
+    what: &str,
+) -> Result<&'b mut Open, DecodeError> {
+    match blocks.get_mut(&index) {
+        Some(Some(open)) => Ok(open),
+        Some(None) => Err(DecodeError::Protocol(format!(
+            "{what} for content block {index}, which already stopped"
+        ))),
+        None => Err(DecodeError::Protocol(format!(
+            "{what} for content block {index}, which never started"
+        ))),
     }
 }

@@ -66,10 +66,14 @@
 //!   with their signature, the provider data (with `redacted_thinking`
 //!   blocks, verbatim, in order); `tool_use` blocks the tool calls. Other
 //!   block kinds (server tools, citations) are skipped.
-//! - `stop_reason` is reported as the chat-completions `finish_reason`:
-//!   `end_turn`, `stop_sequence` → `stop`; `tool_use` → `tool_calls`;
-//!   `max_tokens` → `length`; `refusal` → `content_filter`; `pause_turn`
-//!   (only server tools pause) → `stop`, the message kept as the answer.
+//! - `stop_reason` is mapped to a [`FinishReason`](crate::FinishReason)
+//!   (`rules::anthropic_finish`): `end_turn`, `stop_sequence` → `Complete`
+//!   (`ToolCalls` when calls came); `tool_use` → `ToolCalls`; `max_tokens`,
+//!   `model_context_window_exceeded` → `Length`; `refusal` → `Filtered`;
+//!   `pause_turn` (only server tools pause) → `Complete`, the message kept
+//!   as the answer; any other → `ServerCut`.
+//! - A `tool_use` block without a name, or two under one id, refuse the
+//!   answer (the shared [identity rule](super::rules#identity)).
 //! - Usage: `input_tokens` → input, `output_tokens` → output,
 //!   `cache_read_input_tokens` → cached, `cache_creation_input_tokens` →
 //!   cache creation (Anthropic's slices are already exclusive). A figure
@@ -84,16 +88,18 @@
 //! `content_block_stop`, `message_delta` (stop reason, cumulative usage:
 //! its figures replace those before), `message_stop` (the end; anything
 //! after is ignored). `ping` and unknown event types, delta kinds and
-//! members are skipped.
+//! members are skipped, and are not [progress](super::rules#progress) for
+//! the idle bound (nor is a `message_delta` with nothing new).
 //!
 //! Bad streams:
-//! - an `error` event says `server error in stream: <message> (<type>)`;
-//!   one the API also answers with a status before a stream
-//!   (`overloaded_error` 529, `rate_limit_error` 429, `api_error` 500,
-//!   `timeout_error` 504) is an HTTP error of that status (so it is
-//!   classified, and a fallback transport takes over, as then), any other
-//!   a protocol error. It is not retried: its text already reached the
-//!   listeners;
+//! - an `error` event (and an error body that came with a 200) is read by
+//!   the shared [in-stream error rule](super::rules#in-stream-errors):
+//!   `server error in stream: <message> (<type>)`; one the API also
+//!   answers with a status before a stream (`overloaded_error` 529,
+//!   `rate_limit_error` 429, `api_error` 500, `timeout_error` 504) is an
+//!   HTTP error of that status (so it is classified, and a fallback
+//!   transport takes over, as then), any other a protocol error. It is not
+//!   retried: its text already reached the listeners;
 //! - a stream that ends without `message_stop` is `Truncated`;
 //! - a delta or stop for a block that never started or already stopped, a
 //!   block started twice or before `message_start`, data that is not JSON:

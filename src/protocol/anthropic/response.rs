@@ -5,7 +5,8 @@ use serde_json::Value;
 use super::shapes::{self, Response};
 use crate::protocol::decode::Completion;
 use crate::protocol::error::DecodeError;
-use crate::{Api, Message, ProviderData, ToolCall, Usage};
+use crate::protocol::rules;
+use crate::{Api, FinishReason, Message, ProviderData, ToolCall, Usage};
 
 /// Decode a non-streamed response body (see the
 /// [module docs](super) for the rules).
@@ -18,11 +19,8 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             crate::util::excerpt(&String::from_utf8_lossy(body), 200)
         ))
     })?;
-    if let Some(error) = &r.error {
-        return Err(DecodeError::Protocol(format!(
-            "server error: {}",
-            shapes::error_text(error)
-        )));
+    if let Some(error) = r.error.as_ref().filter(|e| !e.is_null()) {
+        return Err(rules::server_error("in response", Some(error)));
     }
     if r.content.is_none() && r.kind.as_deref() != Some("message") {
         return Err(DecodeError::Protocol(
@@ -48,6 +46,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             Some("tool_use") => {
                 let id = block
                     .id
+                    .filter(|id| !id.is_empty())
                     .unwrap_or_else(|| format!("call_{}", parts.calls.len()));
                 parts.calls.push(ToolCall::new(
                     id,
@@ -61,8 +60,9 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
         }
     }
     let usage = r.usage.as_ref().map(shapes::WireUsage::to_usage);
-    let finish = r.stop_reason.as_deref().map(shapes::finish_reason);
-    Ok(parts.into_completion(finish, usage, r.model))
+    let finish = rules::anthropic_finish(r.stop_reason.as_deref(), !parts.calls.is_empty());
+    let model = r.model.as_deref().and_then(rules::model_name);
+    parts.into_completion(finish, usage, model)
 }
 
 /// What the blocks of one message add up to, streamed or not.
@@ -81,10 +81,10 @@ impl Parts {
     /// request went.
     pub(super) fn into_completion(
         self,
-        finish_reason: Option<String>,
+        finish: FinishReason,
         usage: Option<Usage>,
         model: Option<String>,
-    ) -> Completion {
+    ) -> Result<Completion, DecodeError> {
         let mut message = Message::assistant_tool_calls(self.content, self.calls);
         message.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
         message.usage = usage;
@@ -97,11 +97,6 @@ impl Parts {
                 self.items,
             ));
         }
-        Completion {
-            message,
-            finish_reason,
-            usage,
-            model,
-        }
+        Completion::new(message, finish, usage, model)
     }
 }

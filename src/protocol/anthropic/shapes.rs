@@ -9,7 +9,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Usage;
-use crate::protocol::error::DecodeError;
 
 /// A string borrowed from the input when it has no escapes.
 pub(super) type Str<'a> = Cow<'a, str>;
@@ -151,24 +150,6 @@ pub(super) fn merge_usage(older: Option<Usage>, newer: Usage) -> Usage {
     )
 }
 
-/// An Anthropic `stop_reason` as the chat-completions `finish_reason` the
-/// agent reads: `end_turn` and `stop_sequence` → `stop`, `tool_use` →
-/// `tool_calls`, `max_tokens` and `model_context_window_exceeded` →
-/// `length`, `refusal` → `content_filter`. `pause_turn` (a server-side
-/// tool's long turn paused) → `stop`: pikuri declares no server tools, so
-/// the paused message is kept as the answer. Any other reason is kept
-/// verbatim.
-pub(super) fn finish_reason(stop_reason: &str) -> String {
-    match stop_reason {
-        "end_turn" | "stop_sequence" | "pause_turn" => "stop",
-        "tool_use" => "tool_calls",
-        "max_tokens" | "model_context_window_exceeded" => "length",
-        "refusal" => "content_filter",
-        other => other,
-    }
-    .to_string()
-}
-
 /// A tool call's arguments as pikuri keeps them (a JSON text) from a
 /// block's `input` object.
 pub(super) fn arguments_of(input: Option<&Value>) -> String {
@@ -200,38 +181,4 @@ pub(super) fn thinking_item(thinking: &str, signature: Option<&str>) -> Option<V
 /// The provider item for a `redacted_thinking` block.
 pub(super) fn redacted_item(data: &str) -> Value {
     serde_json::json!({ "type": "redacted_thinking", "data": data })
-}
-
-/// The message of an `error` object (`{type, message}`), with its type.
-pub(super) fn error_text(error: &Value) -> String {
-    let kind = error.get("type").and_then(Value::as_str);
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map_or_else(|| error.to_string(), str::to_string);
-    let message = crate::util::excerpt(&message, 500).into_owned();
-    match kind {
-        Some(k) => format!("{message} ({k})"),
-        None => message,
-    }
-}
-
-/// A stream's `error` event: the errors the API also answers with a status
-/// before a stream starts (`overloaded_error` 529, `rate_limit_error` 429,
-/// `api_error` 500, `timeout_error` 504) become that status, so they are
-/// classified, and fall back, as they would have been then; any other is a
-/// protocol error. Both say `server error in stream: <message> (<type>)`.
-pub(super) fn stream_error(error: Option<&Value>) -> DecodeError {
-    let message = format!(
-        "server error in stream: {}",
-        error.map_or_else(|| "(no details)".to_string(), error_text)
-    );
-    let status = match error.and_then(|e| e.get("type")).and_then(Value::as_str) {
-        Some("overloaded_error") => 529,
-        Some("rate_limit_error") => 429,
-        Some("api_error") => 500,
-        Some("timeout_error") => 504,
-        _ => return DecodeError::Protocol(message),
-    };
-    DecodeError::Status { status, message }
 }

@@ -242,7 +242,7 @@ fn parses_a_response_with_thinking_tools_and_usage() {
                  "cache_creation_input_tokens":7}
     });
     let c = parse_response(body.to_string().as_bytes(), false).unwrap();
-    assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(c.finish(), crate::FinishReason::ToolCalls);
     assert_eq!(c.model.as_deref(), Some("claude-x"));
     assert_eq!(
         c.usage,
@@ -274,17 +274,18 @@ fn parses_a_response_with_thinking_tools_and_usage() {
 #[test]
 fn stop_reasons_map_to_finish_reasons() {
     for (stop, finish) in [
-        ("end_turn", "stop"),
-        ("stop_sequence", "stop"),
-        ("pause_turn", "stop"),
-        ("tool_use", "tool_calls"),
-        ("max_tokens", "length"),
-        ("refusal", "content_filter"),
-        ("something_new", "something_new"),
+        ("end_turn", crate::FinishReason::Complete),
+        ("stop_sequence", crate::FinishReason::Complete),
+        ("pause_turn", crate::FinishReason::Complete),
+        ("tool_use", crate::FinishReason::ToolCalls),
+        ("max_tokens", crate::FinishReason::Length),
+        ("model_context_window_exceeded", crate::FinishReason::Length),
+        ("refusal", crate::FinishReason::Filtered),
+        ("something_new", crate::FinishReason::ServerCut),
     ] {
         let body = json!({"type":"message","content":[],"stop_reason":stop});
         let c = parse_response(body.to_string().as_bytes(), false).unwrap();
-        assert_eq!(c.finish_reason.as_deref(), Some(finish), "{stop}");
+        assert_eq!(c.finish(), finish, "{stop}");
     }
 }
 
@@ -295,7 +296,15 @@ fn error_bodies_and_other_json_are_protocol_errors() {
         false,
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "server error: Overloaded (overloaded_error)");
+    // The shared rule: an overload in a 200 body is the 529 it stands for.
+    assert!(
+        matches!(e, DecodeError::Status { status: 529, .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "server error in response: Overloaded (overloaded_error)"
+    );
     assert!(matches!(
         parse_response(br#"{"choices":[]}"#, false),
         Err(DecodeError::Protocol(_))
@@ -366,7 +375,7 @@ fn decodes_a_stream_with_thinking_text_and_a_tool() {
             "u:Some(12)/Some(9)"
         ]
     );
-    assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(c.finish(), crate::FinishReason::ToolCalls);
     assert_eq!(c.model.as_deref(), Some("claude-x"));
     assert_eq!(
         c.usage,
@@ -459,7 +468,7 @@ fn unfinished_tool_json_is_kept_raw_and_blocks_left_open_close() {
     ];
     events.extend(stop_events("max_tokens"));
     let c = stream(&events).0.unwrap();
-    assert_eq!(c.finish_reason.as_deref(), Some("length"));
+    assert_eq!(c.finish(), crate::FinishReason::Length);
     assert_eq!(c.message.tool_calls[0].arguments, r#"{"x":"#);
     // A call with no input deltas has `{}`.
     let mut events = vec![

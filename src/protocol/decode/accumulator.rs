@@ -7,10 +7,9 @@ use std::collections::HashMap;
 use super::shapes::OpaqueDelta;
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
 use super::think::ThinkSplitter;
-use super::{
-    Completion, Fragment, Opaque, call_data, completion, error_message, excerpt, opaque_of,
-};
+use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
 use crate::protocol::error::DecodeError;
+use crate::protocol::rules::{self, Progress};
 use crate::{ToolCall, Usage};
 
 /// Turns streamed chunks into one assistant message. See the
@@ -37,7 +36,7 @@ pub(crate) struct Accumulator {
     model: Option<String>,
     done: bool,
     /// Chunks that carried part of the answer (see [`Accumulator::progress`]).
-    progress: u64,
+    progress: Progress,
     /// Redacted from chunks quoted in log lines (the API key).
     secret: Option<Box<str>>,
 }
@@ -89,7 +88,7 @@ impl Accumulator {
     /// Keep-alive chunks (no `choices`, empty deltas) do not count; the
     /// client's idle bound is reset by this count only.
     pub(crate) fn progress(&self) -> u64 {
-        self.progress
+        self.progress.count()
     }
 
     /// Feed one event's data (a JSON chunk or `[DONE]`), reporting each new
@@ -106,7 +105,7 @@ impl Accumulator {
         }
         if data.trim_ascii() == "[DONE]" {
             self.done = true;
-            self.progress += 1;
+            self.progress.made();
             self.release_held(on_fragment);
             return Ok(());
         }
@@ -133,27 +132,20 @@ impl Accumulator {
         // Servers report a failure after the 200 status as an `error`
         // chunk (OpenAI, vLLM, OpenRouter): the answer will not come.
         if let Some(error) = &chunk.error {
-            return Err(DecodeError::Protocol(format!(
-                "server error in stream: {}",
-                error_message(error)
-            )));
+            return Err(rules::server_error("in stream", Some(error)));
         }
         // The first model named wins: routers may name a different backend
         // in later chunks, and the request went to the first.
         if self.model.is_none()
             && let Some(Str(model)) = &chunk.model
-            && !model.is_empty()
         {
-            self.model = Some(model.to_string());
+            self.model = rules::model_name(model);
         }
         if let Some(usage) = &chunk.usage {
-            let usage = Some(usage.to_usage());
-            if usage != self.usage {
-                self.usage = usage;
-                self.progress += 1;
-                if let Some(u) = usage {
-                    on_fragment(Fragment::Usage(u));
-                }
+            let usage = usage.to_usage();
+            if self.progress.usage(usage) {
+                self.usage = Some(usage);
+                on_fragment(Fragment::Usage(usage));
             }
         }
         // By reference: the choice structs are large, moving them costs.
@@ -174,17 +166,22 @@ impl Accumulator {
                     matches!(&o.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
                 });
                 if details || carries_something(delta) {
-                    self.progress += 1;
+                    self.progress.made();
                 }
                 self.apply_delta(delta, opaque.as_ref(), on_fragment);
             }
             if let Some(Str(reason)) = &choice.finish_reason
                 && !reason.is_empty()
             {
-                self.progress += 1;
+                // The same reason again is not news (a server repeating
+                // it would otherwise hold the run past the idle bound).
                 // Some servers send `""` mid-stream; only a real reason
                 // ends the content, and releases text held for a tag.
-                self.finish_reason = Some(reason.to_string());
+                let reason = rules::bounded(reason, rules::MAX_LABEL);
+                if self.finish_reason.as_deref() != Some(&*reason) {
+                    self.progress.made();
+                    self.finish_reason = Some(reason.into_owned());
+                }
                 self.release_held(on_fragment);
             }
         }
@@ -228,15 +225,15 @@ impl Accumulator {
                 call
             })
             .collect();
-        Ok(completion(
+        completion(
             self.content,
             self.reasoning,
             calls,
             self.opaque,
-            self.finish_reason,
+            self.finish_reason.as_deref(),
             self.usage,
             self.model,
-        ))
+        )
     }
 
     fn apply_delta(
@@ -503,7 +500,7 @@ mod tests {
             m.model = Some("m".into());
             m
         });
-        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(c.finish(), crate::FinishReason::Complete);
         assert_eq!(c.model.as_deref(), Some("m"));
         assert_eq!(c.usage, None);
     }
@@ -539,7 +536,7 @@ mod tests {
             ]
         );
         assert_eq!(c.message.content, "");
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.finish(), crate::FinishReason::ToolCalls);
     }
 
     #[test]
@@ -694,7 +691,7 @@ mod tests {
         let (frags, c) = ok(false, &chunks);
         assert_eq!(concat(&frags, false), "ab");
         assert_eq!(c.message.content, "ab");
-        assert_eq!(c.finish_reason.as_deref(), Some("eos_custom"));
+        assert_eq!(c.finish(), crate::FinishReason::ServerCut);
     }
 
     #[test]
@@ -714,11 +711,14 @@ mod tests {
     fn finish_reason_without_done_and_done_without_finish_reason() {
         let (_, c) = ok(false, &[text("x"), finish("length")]);
         assert_eq!(
-            (c.message.content.as_str(), c.finish_reason.as_deref()),
-            ("x", Some("length"))
+            (c.message.content.as_str(), c.finish()),
+            ("x", crate::FinishReason::Length)
         );
         let (_, c) = ok(false, &[text("x"), done()]);
-        assert_eq!((c.message.content.as_str(), c.finish_reason), ("x", None));
+        assert_eq!(
+            (c.message.content.as_str(), c.finish()),
+            ("x", crate::FinishReason::Complete)
+        );
     }
 
     #[test]
@@ -745,7 +745,12 @@ mod tests {
         )
         .1
         .unwrap_err();
-        assert_eq!(protocol_message(err), "server error in stream: overloaded");
+        // A status-like code is that status (the shared rule).
+        assert!(
+            matches!(&err, DecodeError::Status { status: 529, message }
+                if message == "server error in stream: overloaded (529)"),
+            "{err:?}"
+        );
         let err = run(false, &[json!({"error": "boom"}).to_string()])
             .1
             .unwrap_err();
@@ -755,7 +760,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             protocol_message(err),
-            "server error in stream: {\"code\":1}"
+            "server error in stream: {\"code\":1} (1)"
         );
     }
 

@@ -30,8 +30,11 @@
 //!   call's, in which case it starts a new call after the highest index.
 //!   Calls without an id get `call_<index>`. The message lists calls by
 //!   index. `arguments` sent as a JSON object (some servers) is serialized.
-//! - `finish_reason` is kept verbatim, the last non-empty one. `model` is the
-//!   first non-empty one. `usage` is taken from any chunk that has it (the
+//!   Two calls under one id, or a call without a name, refuse the answer
+//!   (the shared [identity rule](super::rules#identity)).
+//! - The last non-empty `finish_reason` is mapped to a
+//!   [`FinishReason`](crate::FinishReason) (`rules::chat_finish`). `model`
+//!   is the first non-empty one (bounded). `usage` is taken from any chunk that has it (the
 //!   last wins); see [`Usage`] for how OpenAI's figures are split.
 //! - Provider fields are kept verbatim to be sent back (see
 //!   [`ProviderData`]): OpenRouter's `reasoning_details` (a list; in a
@@ -48,8 +51,10 @@
 //!   only then is the text read again for them (`shapes::OpaqueBody`), so
 //!   streams without them decode as fast as before.
 //! - `data: [DONE]` ends the stream; data after it is ignored.
-//! - A chunk with an `error` member is a [`DecodeError::Protocol`]
-//!   (`server error in stream: ...`). A chunk that is not JSON is a
+//! - A chunk with an `error` member is read by the shared
+//!   [in-stream error rule](super::rules#in-stream-errors)
+//!   (`server error in stream: ...`, an HTTP status when its type or code
+//!   names one). A chunk that is not JSON is a
 //!   [`DecodeError::Protocol`] quoting at most 200 characters of it. A chunk that
 //!   is JSON of another shape (no `choices`, a keep-alive object, a member
 //!   of an unexpected type) is skipped with a `warn` log line.
@@ -82,6 +87,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
+use super::error::DecodeError;
 use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 pub(crate) use accumulator::Accumulator;
@@ -106,9 +112,9 @@ pub(crate) struct Completion {
     /// The assistant message, with `reasoning`, `usage` and `model` set when
     /// known.
     pub(crate) message: Message,
-    /// The server's `finish_reason`, verbatim (`stop`, `tool_calls`,
-    /// `length`, ...).
-    pub(crate) finish_reason: Option<String>,
+    /// Why the answer ended, mapped from the API's own reason by its
+    /// decoder (`rules::chat_finish` and its siblings).
+    pub(crate) finish: crate::FinishReason,
     /// Token usage, when the server reported it.
     pub(crate) usage: Option<Usage>,
     /// The model the server named.
@@ -116,23 +122,27 @@ pub(crate) struct Completion {
 }
 
 impl Completion {
-    /// Why the answer ended, in the one vocabulary above the protocol. The
-    /// decoders report chat-completions finish strings (Anthropic's and
-    /// Responses' reasons are mapped to them); this is the one place they
-    /// become a [`FinishReason`](crate::FinishReason). No reason at all is
-    /// a complete answer only when the stream's end event arrived, which
-    /// the decoders check before they return a completion.
+    /// The completion of `message`, once its calls pass the
+    /// [identity rule](super::rules#identity): the one door every decoder,
+    /// streamed or not, builds its answer through.
+    pub(crate) fn new(
+        message: Message,
+        finish: crate::FinishReason,
+        usage: Option<Usage>,
+        model: Option<String>,
+    ) -> Result<Completion, super::error::DecodeError> {
+        super::rules::check_calls(&message.tool_calls)?;
+        Ok(Completion {
+            message,
+            finish,
+            usage,
+            model,
+        })
+    }
+
+    /// Why the answer ended, in the one vocabulary above the protocol.
     pub(crate) fn finish(&self) -> crate::FinishReason {
-        use crate::FinishReason;
-        match self.finish_reason.as_deref() {
-            // Some servers say `stop` (or nothing) after a batch of calls.
-            Some("stop") | None if !self.message.tool_calls.is_empty() => FinishReason::ToolCalls,
-            Some("stop") | None => FinishReason::Complete,
-            Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
-            Some("length") => FinishReason::Length,
-            Some("content_filter") => FinishReason::Filtered,
-            Some(_) => FinishReason::ServerCut,
-        }
+        self.finish
     }
 }
 
@@ -224,22 +234,18 @@ pub(super) fn completion(
     reasoning: String,
     calls: Vec<ToolCall>,
     opaque: Opaque,
-    finish_reason: Option<String>,
+    finish_reason: Option<&str>,
     usage: Option<Usage>,
     model: Option<String>,
-) -> Completion {
+) -> Result<Completion, DecodeError> {
     let provider_data = opaque.into_provider_data(&calls);
+    let finish = super::rules::chat_finish(finish_reason, !calls.is_empty());
     let mut message = Message::assistant_tool_calls(content, calls);
     message.provider_data = provider_data;
     message.reasoning = (!reasoning.is_empty()).then_some(reasoning);
     message.usage = usage;
     message.model.clone_from(&model);
-    Completion {
-        message,
-        finish_reason,
-        usage,
-        model,
-    }
+    Completion::new(message, finish, usage, model)
 }
 
 /// At most 200 characters of `text`, for error messages.
@@ -249,17 +255,4 @@ pub(crate) fn excerpt(text: &str) -> Cow<'_, str> {
         Some((end, _)) => Cow::Owned(format!("{}...", &text[..end])),
         None => Cow::Borrowed(text),
     }
-}
-
-/// The text of an `error` member: a string, or an object's `message`.
-pub(crate) fn error_message(error: &serde_json::Value) -> String {
-    let text = match error {
-        serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),
-        serde_json::Value::Object(map) => match map.get("message") {
-            Some(serde_json::Value::String(s)) => Cow::Borrowed(s.as_str()),
-            _ => Cow::Owned(error.to_string()),
-        },
-        other => Cow::Owned(other.to_string()),
-    };
-    excerpt(&text).into_owned()
 }

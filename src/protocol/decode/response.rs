@@ -3,11 +3,10 @@
 
 use super::shapes::{Body, ResponseChoice, Str, WireUsage};
 use super::think::ThinkSplitter;
-use super::{
-    Completion, Fragment, Opaque, call_data, completion, error_message, excerpt, opaque_of,
-};
+use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
 use crate::ToolCall;
 use crate::protocol::error::DecodeError;
+use crate::protocol::rules;
 
 /// Parse a non-streamed chat-completions response body.
 pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completion, DecodeError> {
@@ -22,10 +21,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
         })?;
     if let Some(error) = &response.error {
-        return Err(DecodeError::Protocol(format!(
-            "server error in response: {}",
-            error_message(error)
-        )));
+        return Err(rules::server_error("in response", Some(error)));
     }
     // Only choice 0 is read (`n > 1` is not requested); a missing index
     // means 0, as some servers omit it.
@@ -107,18 +103,15 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             tool_call
         })
         .collect();
-    Ok(completion(
+    completion(
         content,
         reasoning,
         calls,
         opaque,
-        choice.finish_reason.map(|s| s.0.into_owned()),
+        choice.finish_reason.as_ref().map(|s| &*s.0),
         response.usage.as_deref().map(WireUsage::to_usage),
-        response
-            .model
-            .map(|s| s.0.into_owned())
-            .filter(|m| !m.is_empty()),
-    ))
+        response.model.and_then(|s| rules::model_name(&s.0)),
+    )
 }
 
 #[cfg(test)]
@@ -142,7 +135,7 @@ mod tests {
         m.usage = Some(Usage::from_parts(Some(10), Some(3), None, None, None));
         m.model = Some("qwen3".into());
         assert_eq!(c.message, m);
-        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(c.finish(), crate::FinishReason::Complete);
         assert_eq!(c.usage, m.usage);
         assert_eq!(c.model.as_deref(), Some("qwen3"));
     }
@@ -170,7 +163,7 @@ mod tests {
                 ToolCall::new("call_2", "noargs", ""),
             ]
         );
-        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(c.finish(), crate::FinishReason::ToolCalls);
         assert_eq!((c.usage, c.model), (None, None));
     }
 
@@ -206,7 +199,7 @@ mod tests {
         );
         assert_eq!(
             msg(br#"{"error":{"message":"bad key","type":"auth"}}"#),
-            "server error in response: bad key"
+            "server error in response: bad key (auth)"
         );
         let long = vec![b'x'; 10_000];
         assert!(msg(&long).len() < 300);

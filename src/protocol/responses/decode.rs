@@ -1,11 +1,14 @@
 //! Responses events and bodies → one [`Completion`], under the
 //! [rules](super#decoding) of the module docs.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::shapes::{Event, Response};
-use crate::protocol::decode::{Completion, Fragment, ThinkSplitter, error_message, excerpt};
+use crate::protocol::decode::{Completion, Fragment, ThinkSplitter, excerpt};
 use crate::protocol::error::DecodeError;
+use crate::protocol::rules::{self, Progress};
 use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 /// One output item, as far as it has arrived.
@@ -13,8 +16,6 @@ use crate::{Api, Message, ProviderData, ToolCall, Usage};
 struct Item {
     /// The item's `id`, when the server gave one.
     id: Option<String>,
-    /// Its `output_index`, when the server gave one.
-    index: Option<u64>,
     kind: Kind,
 }
 
@@ -48,9 +49,13 @@ pub(crate) struct Decoder {
     think: Option<ThinkSplitter>,
     secret: Option<Box<str>>,
     items: Vec<Item>,
+    /// The newest item with each id, and with each output index: one
+    /// lookup per event, however many items a server names.
+    by_id: HashMap<String, usize>,
+    by_index: HashMap<u64, usize>,
     content: String,
     reasoning: String,
-    progress: u64,
+    progress: Progress,
     done: bool,
     model: Option<String>,
     usage: Option<Usage>,
@@ -76,7 +81,7 @@ impl Decoder {
     /// How many events carried part of the answer (deltas, items, the end
     /// event); lifecycle and unknown events do not count.
     pub(crate) fn progress(&self) -> u64 {
-        self.progress
+        self.progress.count()
     }
 
     /// Whether `response.completed` or `response.incomplete` arrived.
@@ -96,31 +101,7 @@ impl Decoder {
         }
         let event: Event<'_> = match serde_json::from_str(data) {
             Ok(event) => event,
-            // Valid JSON of another shape: skipped like an unknown event,
-            // unless it claims to be the end of the answer, whose loss
-            // would only surface later as a misleading `Truncated`.
-            Err(e) if e.is_data() => {
-                let kind = serde_json::from_str::<Value>(data)
-                    .ok()
-                    .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
-                if let Some(kind) = kind.filter(|k| is_terminal(k)) {
-                    return Err(DecodeError::Protocol(format!(
-                        "malformed {kind} event ({e}): {}",
-                        excerpt(data)
-                    )));
-                }
-                log::warn!(
-                    "skipping stream event of unexpected shape ({e}): {}",
-                    crate::util::redact(&excerpt(data), self.secret.as_deref())
-                );
-                return Ok(());
-            }
-            Err(e) => {
-                return Err(DecodeError::Protocol(format!(
-                    "malformed stream event ({e}): {}",
-                    excerpt(data)
-                )));
-            }
+            Err(e) => return self.unreadable(data, &e),
         };
         let Some(kind) = event.kind.as_deref() else {
             log::warn!(
@@ -136,16 +117,19 @@ impl Decoder {
                     *streamed = true;
                 }
                 if let Some(delta) = event.delta.as_deref() {
+                    self.progress.text(delta);
                     self.push_text(delta, on_fragment);
                 }
-                self.progress += 1;
             }
             "response.refusal.delta" => {
-                self.refused = true;
+                if !self.refused {
+                    self.refused = true;
+                    self.progress.made();
+                }
                 if let Some(delta) = event.delta.as_deref() {
+                    self.progress.text(delta);
                     self.push_text(delta, on_fragment);
                 }
-                self.progress += 1;
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 self.reasoning_delta(&event, on_fragment);
@@ -155,19 +139,24 @@ impl Decoder {
             }
             "response.output_item.added" => {
                 if let Some(item) = &event.item {
+                    // A new call's id and name are part of the answer; an
+                    // empty item of another kind, or one announced again,
+                    // is not.
+                    let before = self.items.len();
                     self.added(item, event.output_index);
+                    if is_call(item) && self.items.len() > before {
+                        self.progress.made();
+                    }
                 }
-                self.progress += 1;
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item {
                     self.item_done(item, event.output_index, on_fragment);
                 }
-                self.progress += 1;
             }
             "response.created" | "response.in_progress" => {
                 if let Some(model) = event.response.and_then(|r| r.model) {
-                    self.name_model(model);
+                    self.name_model(&model);
                 }
             }
             "response.completed" | "response.incomplete" => {
@@ -182,14 +171,42 @@ impl Decoder {
                     self.release(on_fragment);
                 }
                 self.done = true;
-                self.progress += 1;
+                self.progress.made();
             }
-            "response.failed" | "error" => return Err(failure(event, data, on_fragment)),
+            "response.failed" | "error" => return Err(failure(event, on_fragment)),
             // Every other event (content_part.added, output_text.done,
             // annotations, a built-in tool's progress, ...) repeats what
             // the deltas and items carry, or is not for this crate.
             _ => {}
         }
+        Ok(())
+    }
+
+    /// Data that is not an event of the expected shape. Valid JSON of
+    /// another shape is skipped like an unknown event, unless it claims to
+    /// be the end of the answer, whose loss would only surface later as a
+    /// misleading `Truncated`; data that is not JSON is a protocol error.
+    fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
+        if !e.is_data() {
+            return Err(DecodeError::Protocol(format!(
+                "malformed stream event ({e}): {}",
+                excerpt(data)
+            )));
+        }
+        let kind = serde_json::from_str::<Value>(data)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
+        if let Some(kind) = kind.filter(|k| is_terminal(k)) {
+            return Err(DecodeError::Protocol(format!(
+                "malformed {} event ({e}): {}",
+                rules::bounded(&kind, rules::MAX_LABEL),
+                excerpt(data)
+            )));
+        }
+        log::warn!(
+            "skipping stream event of unexpected shape ({e}): {}",
+            crate::util::redact(&excerpt(data), self.secret.as_deref())
+        );
         Ok(())
     }
 
@@ -226,15 +243,12 @@ impl Decoder {
                 _ => {}
             }
         }
-        let finish_reason = match self.status.as_deref() {
-            Some("incomplete") => match self.incomplete.as_deref() {
-                Some("max_output_tokens") | None => "length".to_string(),
-                Some(other) => other.to_string(),
-            },
-            _ if self.refused => "content_filter".to_string(),
-            _ if !calls.is_empty() => "tool_calls".to_string(),
-            _ => "stop".to_string(),
-        };
+        let finish = rules::responses_finish(
+            self.status.as_deref(),
+            self.incomplete.as_deref(),
+            self.refused,
+            !calls.is_empty(),
+        );
         let mut message = Message::assistant_tool_calls(self.content, calls);
         message.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
         message.usage = self.usage;
@@ -243,12 +257,7 @@ impl Decoder {
         // transport (`wire::stamp_origin`).
         message.provider_data =
             (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
-        Ok(Completion {
-            message,
-            finish_reason: Some(finish_reason),
-            usage: self.usage,
-            model: self.model,
-        })
+        Completion::new(message, finish, self.usage, self.model)
     }
 
     /// A reasoning summary or text delta.
@@ -267,9 +276,9 @@ impl Decoder {
             _ => false,
         };
         if let Some(delta) = event.delta.as_deref() {
+            self.progress.text(delta);
             self.push_reasoning(first, delta, on_fragment);
         }
-        self.progress += 1;
     }
 
     /// `response.function_call_arguments.delta` or `.done`.
@@ -290,13 +299,17 @@ impl Decoder {
         };
         if kind == "response.function_call_arguments.delta" {
             if let Some(delta) = event.delta.as_deref() {
+                self.progress.text(delta);
                 arguments.push_str(delta);
             }
-        } else if let Some(all) = &event.arguments {
-            // The whole arguments: they win over the pieces.
+        } else if let Some(all) = &event.arguments
+            && **all != **arguments
+        {
+            // The whole arguments: they win over the pieces (progress
+            // only when they say something the pieces did not).
+            self.progress.made();
             all.as_ref().clone_into(arguments);
         }
-        self.progress += 1;
         Ok(())
     }
 
@@ -307,22 +320,33 @@ impl Decoder {
         if let Some(at) = self.find(event.item_id.as_deref(), event.output_index) {
             return at;
         }
-        self.items.push(Item {
-            id: event.item_id.as_deref().map(str::to_string),
-            index: event.output_index,
-            kind: kind(),
-        });
-        self.items.len() - 1
+        self.push_item(event.item_id.as_deref(), event.output_index, kind())
     }
 
-    /// The item with this id, else with this index, else (neither given)
-    /// the last one. Searched from the end: deltas are for the newest item.
-    fn find(&self, id: Option<&str>, index: Option<u64>) -> Option<usize> {
+    /// A new item, indexed by its id and output index.
+    fn push_item(&mut self, id: Option<&str>, index: Option<u64>, kind: Kind) -> usize {
+        let at = self.items.len();
         if let Some(id) = id {
-            return self.items.iter().rposition(|i| i.id.as_deref() == Some(id));
+            self.by_id.insert(id.to_string(), at);
         }
         if let Some(index) = index {
-            return self.items.iter().rposition(|i| i.index == Some(index));
+            self.by_index.insert(index, at);
+        }
+        self.items.push(Item {
+            id: id.map(str::to_string),
+            kind,
+        });
+        at
+    }
+
+    /// The newest item with this id, else with this index, else (neither
+    /// given) the last one.
+    fn find(&self, id: Option<&str>, index: Option<u64>) -> Option<usize> {
+        if let Some(id) = id {
+            return self.by_id.get(id).copied();
+        }
+        if let Some(index) = index {
+            return self.by_index.get(&index).copied();
         }
         self.items.len().checked_sub(1)
     }
@@ -355,12 +379,7 @@ impl Decoder {
             }
             return at;
         }
-        self.items.push(Item {
-            id: id.map(str::to_string),
-            index,
-            kind,
-        });
-        self.items.len() - 1
+        self.push_item(id, index, kind)
     }
 
     /// A finished item: what it says wins over what its deltas said, and
@@ -371,7 +390,9 @@ impl Decoder {
         index: Option<u64>,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) {
+        let before = self.items.len();
         let at = self.added(&item, index);
+        let new = self.items.len() > before;
         match &mut self.items[at].kind {
             Kind::Message { streamed } => {
                 let streamed = std::mem::replace(streamed, true);
@@ -388,6 +409,7 @@ impl Decoder {
                     };
                     self.refused |= refusal;
                     if !streamed && let Some(text) = text.and_then(Value::as_str) {
+                        self.progress.text(text);
                         self.push_text(text, on_fragment);
                     }
                 }
@@ -401,6 +423,7 @@ impl Decoder {
                         texts = texts_of(&item, "content");
                     }
                     for text in texts {
+                        self.progress.text(text);
                         self.push_reasoning(true, text, on_fragment);
                     }
                 }
@@ -413,14 +436,23 @@ impl Decoder {
                 name,
                 arguments,
             } => {
+                // A new call, or one whose fields changed, is progress; the
+                // same call finished again is not.
+                let mut changed = new;
                 for (field, slot) in [
                     ("call_id", call_id),
                     ("name", name),
                     ("arguments", arguments),
                 ] {
-                    if let Some(v) = item.get(field).and_then(Value::as_str) {
+                    if let Some(v) = item.get(field).and_then(Value::as_str)
+                        && v != slot.as_str()
+                    {
+                        changed = true;
                         v.clone_into(slot);
                     }
+                }
+                if changed {
+                    self.progress.made();
                 }
             }
             Kind::Other => {}
@@ -431,13 +463,15 @@ impl Decoder {
     /// stream sent none of its own (a server that answers a stream with
     /// the end event alone).
     fn end(&mut self, response: Response, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
-        if let Some(model) = response.model {
+        if let Some(model) = &response.model {
             self.name_model(model);
         }
         if let Some(usage) = &response.usage {
             let usage = usage.to_usage();
             self.usage = Some(usage);
-            on_fragment(Fragment::Usage(usage));
+            if self.progress.usage(usage) {
+                on_fragment(Fragment::Usage(usage));
+            }
         }
         self.status = response.status;
         self.incomplete = response.incomplete_details.and_then(|d| d.reason);
@@ -450,9 +484,9 @@ impl Decoder {
     }
 
     /// The first model named wins, as in chat completions.
-    fn name_model(&mut self, model: String) {
-        if self.model.is_none() && !model.is_empty() {
-            self.model = Some(model);
+    fn name_model(&mut self, model: &str) {
+        if self.model.is_none() {
+            self.model = rules::model_name(model);
         }
     }
 
@@ -502,26 +536,38 @@ impl Decoder {
     }
 }
 
-/// `response.failed` or an `error` event: the server's message (and code)
-/// as a protocol error, after reporting what the failed request still cost.
-fn failure(event: Event<'_>, data: &str, on_fragment: &mut dyn FnMut(Fragment<'_>)) -> DecodeError {
+/// `response.failed` or an `error` event: the server's error under the
+/// [shared rule](crate::protocol::rules#in-stream-errors), after reporting
+/// what the failed request still cost.
+fn failure(event: Event<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) -> DecodeError {
     if let Some(response) = event.response {
         if let Some(usage) = &response.usage {
             on_fragment(Fragment::Usage(usage.to_usage()));
         }
-        let message = response
+        let error = response
             .error
-            .map_or_else(|| "response failed".to_string(), |e| error_message(&e));
-        return DecodeError::Protocol(format!("server error in stream: {message}"));
+            .filter(|e| !e.is_null())
+            .unwrap_or_else(|| Value::from("response failed"));
+        return rules::server_error("in stream", Some(&error));
     }
-    let mut message = event
-        .message
-        .as_deref()
-        .map_or_else(|| excerpt(data).into_owned(), |m| excerpt(m).into_owned());
-    if let Some(Value::String(code)) = &event.code {
-        message = format!("{message} ({code})");
+    // An `error` event: `{code, message}` at the top (OpenAI), or an
+    // `error` object (some compatible servers).
+    if let Some(error) = event.error.filter(|e| !e.is_null()) {
+        return rules::server_error("in stream", Some(&error));
     }
-    DecodeError::Protocol(format!("server error in stream: {message}"))
+    let mut error = serde_json::Map::new();
+    if let Some(message) = event.message {
+        error.insert("message".into(), Value::String(message));
+    }
+    if let Some(code) = event.code.filter(|c| !c.is_null()) {
+        error.insert("code".into(), code);
+    }
+    rules::server_error("in stream", Some(&Value::Object(error)))
+}
+
+/// Whether an output item is a function call.
+fn is_call(item: &Value) -> bool {
+    item.get("type").and_then(Value::as_str) == Some("function_call")
 }
 
 fn collect(content: &mut String, reasoning: &mut String, f: Fragment<'_>) {
@@ -569,10 +615,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
         DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
     })?;
     if let Some(error) = response.error.as_ref().filter(|e| !e.is_null()) {
-        return Err(DecodeError::Protocol(format!(
-            "server error in response: {}",
-            error_message(error)
-        )));
+        return Err(rules::server_error("in response", Some(error)));
     }
     match response.status.as_deref() {
         Some("completed" | "incomplete") | None => {}

@@ -55,11 +55,14 @@
 //!   message's [`ProviderData`](crate::ProviderData), stamped with the
 //!   transport's API base and model by the client); `function_call` (a
 //!   [`ToolCall`](crate::ToolCall) with the `call_id`, else the item id).
-//!   Other item types (built-in tools) are skipped.
-//! - Finish reason, in chat-completions terms for the agent: `completed`
-//!   is `tool_calls` when calls came, else `stop`; `incomplete` is
-//!   `length` for `max_output_tokens` (or no reason) and the reason itself
-//!   otherwise (`content_filter`).
+//!   Other item types (built-in tools) are skipped. Two calls under one
+//!   `call_id`, or a call without a name, refuse the answer (the shared
+//!   [identity rule](super::rules#identity)).
+//! - Finish reason, a [`FinishReason`](crate::FinishReason)
+//!   (`rules::responses_finish`): `completed` is `Filtered` after a
+//!   refusal, `ToolCalls` when calls came, else `Complete`; `incomplete`
+//!   is `Length` for `max_output_tokens` (or no reason), `Filtered` for
+//!   `content_filter`, `ServerCut` otherwise.
 //! - Usage: `input_tokens` minus `input_tokens_details.cached_tokens` and
 //!   `cache_write_tokens` (where a server such as OpenRouter reports cache
 //!   writes) is the input, the cached ones `cached` and the written ones
@@ -74,7 +77,10 @@
 //!   `.done` replaces them with the whole. A finished item wins over its
 //!   deltas for calls and kept reasoning; its text is reported only when
 //!   no delta carried it. Deltas find their item by `item_id`, else by
-//!   `output_index` (llama.cpp sends only the id), else the last item.
+//!   `output_index` (llama.cpp sends only the id), else the last item
+//!   (a hash lookup: constant time however many items a server names).
+//!   Empty deltas, lifecycle and unknown events are not
+//!   [progress](super::rules#progress) for the idle bound.
 //!   `response.completed` or `response.incomplete` ends the stream (with
 //!   the usage); its `output` is read when the stream sent no items.
 //! - Bad input: a text or reasoning delta for an unknown item starts a new
@@ -83,8 +89,11 @@
 //!   a name cannot run). Arguments whose JSON never completes are kept as
 //!   sent: the agent answers the call with an error observation and keeps
 //!   `{}` in its history (see [`ToolCall::arguments`](crate::ToolCall::arguments)).
-//!   `response.failed` and `error` events are protocol errors quoting the
-//!   server's message (`server error in stream: ...`); data that is not
+//!   `response.failed` and `error` events (and a body's `error`) are read
+//!   by the shared [in-stream error rule](super::rules#in-stream-errors):
+//!   `server error in stream: <message> (<code>)`, the HTTP status a
+//!   `server_error` (500) or `rate_limit_exceeded` (429) stands for, so a
+//!   fallback transport takes over; other codes are protocol errors. Data that is not
 //!   JSON is a protocol error; JSON of an unexpected shape is skipped with
 //!   a `warn` line, except for an end event, which is a protocol error.
 //!   Unknown event types are skipped. A stream without its end event is

@@ -40,6 +40,8 @@ pub(super) struct Event<'a> {
     pub(super) message: Option<String>,
     /// The code of an `error` event.
     pub(super) code: Option<Value>,
+    /// The error object of an `error` event that nests one.
+    pub(super) error: Option<Box<Value>>,
 }
 
 /// A response object: the body of a non-streamed answer, or the

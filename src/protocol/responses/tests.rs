@@ -49,18 +49,34 @@ fn finish_reasons_in_chat_completions_terms() {
         json!({"type": "response.incomplete",
                "response": {"status": "incomplete", "incomplete_details": {"reason": reason}}})
     };
-    let reason = |events: &[Value]| run(events, false).1.unwrap().finish_reason.unwrap();
-    assert_eq!(reason(&[delta("m", "a"), completed(&json!({}))]), "stop");
-    assert_eq!(reason(&[incomplete("max_output_tokens")]), "length");
-    assert_eq!(reason(&[incomplete("content_filter")]), "content_filter");
+    let reason = |events: &[Value]| run(events, false).1.unwrap().finish();
+    assert_eq!(
+        reason(&[delta("m", "a"), completed(&json!({}))]),
+        crate::FinishReason::Complete
+    );
+    assert_eq!(
+        reason(&[incomplete("max_output_tokens")]),
+        crate::FinishReason::Length
+    );
+    assert_eq!(
+        reason(&[incomplete("content_filter")]),
+        crate::FinishReason::Filtered
+    );
+    assert_eq!(
+        reason(&[incomplete("something_new")]),
+        crate::FinishReason::ServerCut
+    );
     let call = json!({"type": "response.output_item.done",
         "item": {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}});
-    assert_eq!(reason(&[call, completed(&json!({}))]), "tool_calls");
+    assert_eq!(
+        reason(&[call, completed(&json!({}))]),
+        crate::FinishReason::ToolCalls
+    );
     let refusal = json!({"type": "response.output_item.done",
         "item": {"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}});
     let (text, c) = run(&[refusal, completed(&json!({}))], false);
     assert_eq!(text, "No.");
-    assert_eq!(c.unwrap().finish_reason.as_deref(), Some("content_filter"));
+    assert_eq!(c.unwrap().finish(), crate::FinishReason::Filtered);
 }
 
 #[test]
@@ -148,7 +164,7 @@ fn arguments_that_never_complete_are_kept_as_sent() {
                "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}}),
     ];
     let c = run(&events, false).1.unwrap();
-    assert_eq!(c.finish_reason.as_deref(), Some("length"));
+    assert_eq!(c.finish(), crate::FinishReason::Length);
     assert_eq!(
         c.message.tool_calls,
         vec![ToolCall::new("c", "f", "{\"a\": ")]

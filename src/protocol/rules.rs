@@ -1,0 +1,273 @@
+//! The rules every decoder applies, written once: the chat-completions
+//! accumulator (`decode/`), Anthropic Messages (`anthropic/`) and OpenAI
+//! Responses (`responses/`) each read their own JSON, and call these for
+//! what must mean the same on every wire format. The shared rule table in
+//! `rules_tests.rs` runs the same cases through all three.
+//!
+//! # Progress
+//!
+//! A stream's idle bound ([`HttpConfig::with_idle_timeout`](crate::HttpConfig::with_idle_timeout))
+//! is reset only by an event that carries part of the answer: new text or
+//! reasoning, a piece of a tool call (its id, name or arguments), a stop
+//! reason or the end event, or usage figures that differ from the last
+//! ones. Pings, comments, empty deltas, unknown event or delta kinds,
+//! lifecycle events and repeated usage do not count ([`Progress`]), so a
+//! server that sends only those ends at the idle bound on every API.
+//!
+//! # Identity
+//!
+//! Every tool call of one answer has a non-empty name and an id no other
+//! call of the answer has ([`check_calls`]); an answer that breaks this is
+//! refused as a protocol error (nothing reaches the history). The other
+//! possible rule, making ids unique by renaming, was not chosen: a nameless
+//! call cannot be repaired at all, so one rule for both means refusing;
+//! a renamed id is one the server never issued, which a provider that
+//! checks its own ids (Anthropic's `tool_use` ids) may reject later, far
+//! from the cause; and two calls under one id are a server bug the host
+//! should see, not a guess made silently. Ids the decoders make up for
+//! calls that came without one (`call_<n>`) fall under the same check.
+//!
+//! # In-stream errors
+//!
+//! A server that fails after its `200` status reports it in the stream (an
+//! Anthropic `error` event, a Responses `error` or `response.failed`
+//! event, a chat-completions `{"error": {...}}` chunk) or, rarely, in a
+//! `200` body. [`server_error`] reads such an error object the same way
+//! on every API: when its `type`, `code` or `status` names a failure the
+//! API also answers with an HTTP status (overloaded 529, rate limit 429,
+//! server error 500, timeout 504, or a number from 400 to 599), it becomes
+//! that status ([`DecodeError::Status`] → [`Error::Http`](crate::Error::Http)),
+//! so retry classification and fallback treat it as they would have before
+//! the stream; any other is a protocol error.
+//!
+//! # Bounds
+//!
+//! Every string a server supplies that is copied into an error, an event
+//! or the history other than the answer itself is bounded: error messages
+//! to [`MAX_MESSAGE`] characters, error codes and types to [`MAX_LABEL`],
+//! model names to [`MAX_LABEL`] ([`bounded`]).
+//!
+//! # Finish reasons
+//!
+//! Each decoder maps its own native reason straight to a
+//! [`FinishReason`] here ([`chat_finish`], [`anthropic_finish`],
+//! [`responses_finish`]); an unknown reason is
+//! [`ServerCut`](FinishReason::ServerCut).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::error::DecodeError;
+use crate::{FinishReason, ToolCall, Usage};
+
+/// The longest server error message kept, in characters.
+pub(crate) const MAX_MESSAGE: usize = 500;
+/// The longest error code, error type or model name kept, in characters.
+pub(crate) const MAX_LABEL: usize = 100;
+
+/// `text` cut to at most `max` characters (with `…` when cut).
+pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+    crate::util::excerpt(text, max)
+}
+
+/// A model name as kept in the completion, its events and the history:
+/// non-empty, at most [`MAX_LABEL`] characters.
+pub(crate) fn model_name(name: &str) -> Option<String> {
+    (!name.is_empty()).then(|| bounded(name, MAX_LABEL).into_owned())
+}
+
+/// What of a stream counted as progress (see the [rule](self#progress)).
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    count: u64,
+    usage: Option<Usage>,
+}
+
+impl Progress {
+    /// How many events carried part of the answer.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Text or reasoning arrived: progress when not empty.
+    pub(crate) fn text(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.count += 1;
+        }
+    }
+
+    /// A piece of a call, a stop reason or the end event arrived.
+    pub(crate) fn made(&mut self) {
+        self.count += 1;
+    }
+
+    /// Usage figures arrived: progress, and `true`, when they differ from
+    /// the last ones.
+    pub(crate) fn usage(&mut self, usage: Usage) -> bool {
+        if self.usage == Some(usage) {
+            return false;
+        }
+        self.usage = Some(usage);
+        self.count += 1;
+        true
+    }
+}
+
+/// The [identity rule](self#identity): every call has a non-empty name and
+/// an id of its own within the answer.
+pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
+    let mut seen = HashSet::with_capacity(calls.len());
+    for call in calls {
+        let id = bounded(&call.id, MAX_LABEL);
+        if call.id.is_empty() {
+            return Err(DecodeError::Protocol(
+                "a tool call without an id".to_string(),
+            ));
+        }
+        if call.name.is_empty() {
+            return Err(DecodeError::Protocol(format!(
+                "tool call `{id}` has no name"
+            )));
+        }
+        if !seen.insert(call.id.as_str()) {
+            return Err(DecodeError::Protocol(format!(
+                "duplicate tool call id `{id}` in one answer"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The HTTP status an error's `type` or `code` stands for, on any of the
+/// three APIs.
+fn status_of(label: &str) -> Option<u16> {
+    Some(match label {
+        "overloaded_error" | "overloaded" | "server_overloaded" => 529,
+        "rate_limit_error" | "rate_limit_exceeded" | "rate_limited" | "too_many_requests" => 429,
+        "api_error" | "server_error" | "internal_error" | "internal_server_error" => 500,
+        "service_unavailable" | "service_unavailable_error" => 503,
+        "timeout_error" | "timeout" | "gateway_timeout" => 504,
+        _ => return None,
+    })
+}
+
+/// A status carried as a number (OpenRouter's `"code": 502`) or a numeric
+/// string; only 400 to 599 count.
+fn numeric_status(v: &Value) -> Option<u16> {
+    let n = match v {
+        Value::Number(n) => n.as_u64()?,
+        Value::String(s) => s.parse().ok()?,
+        _ => return None,
+    };
+    u16::try_from(n).ok().filter(|s| (400..=599).contains(s))
+}
+
+/// An error the server reported in place of the answer (`where_`: "in
+/// stream" or "in response"), read the same way on every API (see
+/// [the rule](self#in-stream-errors)). `error` is the error object (or a
+/// string); the message is `server error <where_>: <message> (<code>)`,
+/// each part bounded.
+pub(crate) fn server_error(where_: &str, error: Option<&Value>) -> DecodeError {
+    let message = match error {
+        None | Some(Value::Null) => "(no details)".to_string(),
+        Some(Value::String(s)) => bounded(s, MAX_MESSAGE).into_owned(),
+        Some(v @ Value::Object(map)) => match map.get("message") {
+            Some(Value::String(s)) => bounded(s, MAX_MESSAGE).into_owned(),
+            _ => bounded(&v.to_string(), MAX_MESSAGE).into_owned(),
+        },
+        Some(other) => bounded(&other.to_string(), MAX_MESSAGE).into_owned(),
+    };
+    let field = |name: &str| error.and_then(|e| e.get(name)).filter(|v| !v.is_null());
+    let labels = [field("type"), field("code")];
+    let label = labels.iter().flatten().find_map(|v| v.as_str());
+    let status = labels
+        .iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .find_map(status_of)
+        .or_else(|| {
+            [field("code"), field("status")]
+                .into_iter()
+                .flatten()
+                .find_map(numeric_status)
+        });
+    let message = match (label, field("code")) {
+        (Some(l), _) => format!(
+            "server error {where_}: {message} ({})",
+            bounded(l, MAX_LABEL)
+        ),
+        (None, Some(code)) => format!(
+            "server error {where_}: {message} ({})",
+            bounded(&code.to_string(), MAX_LABEL)
+        ),
+        (None, None) => format!("server error {where_}: {message}"),
+    };
+    match status {
+        Some(status) => DecodeError::Status { status, message },
+        None => DecodeError::Protocol(message),
+    }
+}
+
+/// A chat-completions `finish_reason` (absent only when `[DONE]` came):
+/// `stop` (or none) is `ToolCalls` when calls came (some servers say `stop`
+/// after a batch), else `Complete`; `tool_calls` and `function_call` are
+/// `ToolCalls`; `length` is `Length`; `content_filter` is `Filtered`.
+pub(crate) fn chat_finish(reason: Option<&str>, has_calls: bool) -> FinishReason {
+    match reason {
+        Some("stop") | None if has_calls => FinishReason::ToolCalls,
+        Some("stop") | None => FinishReason::Complete,
+        Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
+        Some("length") => FinishReason::Length,
+        Some("content_filter") => FinishReason::Filtered,
+        Some(_) => FinishReason::ServerCut,
+    }
+}
+
+/// An Anthropic `stop_reason` (absent only when `message_stop` came
+/// without one): `end_turn`, `stop_sequence` and `pause_turn` (a server
+/// tool's paused turn; pikuri declares none, so the message is the answer)
+/// are `Complete` (`ToolCalls` when calls came); `tool_use` is `ToolCalls`;
+/// `max_tokens` and `model_context_window_exceeded` are `Length`;
+/// `refusal` is `Filtered`.
+pub(crate) fn anthropic_finish(stop_reason: Option<&str>, has_calls: bool) -> FinishReason {
+    match stop_reason {
+        Some("end_turn" | "stop_sequence" | "pause_turn") | None if has_calls => {
+            FinishReason::ToolCalls
+        }
+        Some("end_turn" | "stop_sequence" | "pause_turn") | None => FinishReason::Complete,
+        Some("tool_use") => FinishReason::ToolCalls,
+        Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
+        Some("refusal") => FinishReason::Filtered,
+        Some(_) => FinishReason::ServerCut,
+    }
+}
+
+/// A Responses `status` and `incomplete_details.reason`: `completed` (or
+/// none) is `Filtered` after a refusal part, else `ToolCalls` when calls
+/// came, else `Complete`; `incomplete` is `Length` for `max_output_tokens`
+/// (or no reason), `Filtered` for `content_filter`, else `ServerCut`; any
+/// other status is `ServerCut`.
+pub(crate) fn responses_finish(
+    status: Option<&str>,
+    incomplete: Option<&str>,
+    refused: bool,
+    has_calls: bool,
+) -> FinishReason {
+    match status {
+        Some("completed") | None if refused => FinishReason::Filtered,
+        Some("completed") | None if has_calls => FinishReason::ToolCalls,
+        Some("completed") | None => FinishReason::Complete,
+        Some("incomplete") => match incomplete {
+            Some("max_output_tokens") | None => FinishReason::Length,
+            Some("content_filter") => FinishReason::Filtered,
+            Some(_) => FinishReason::ServerCut,
+        },
+        Some(_) => FinishReason::ServerCut,
+    }
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;
