@@ -5,7 +5,7 @@
 //! cargo run --example chat -- -p "What is 17*23?"           # one turn, answer on stdout
 //! OPENAI_BASE_URL=http://127.0.0.1:8080/v1 cargo run --example chat   # llama.cpp, Ollama…
 //! scripts/chat-local.sh                                     # llama.cpp + SmolLM2, built here
-//! ANTHROPIC_API_KEY=... cargo run --example chat -- --api anthropic --model claude-sonnet-4-5
+//! ANTHROPIC_API_KEY=... ANTHROPIC_MODEL=claude-sonnet-4-5 cargo run --example chat
 //! cargo run --example chat -- --image photo.png -p "What is in this picture?"
 //! cargo run --example chat -- --help                        # every option, exit codes
 //! ```
@@ -15,7 +15,14 @@
 //! answers arithmetic, time and file questions with the matching tool), so
 //! the example runs on a machine with no model server. Without `--model` (or
 //! `OPENAI_MODEL`) the first model the server lists is used
-//! ([`ChatTransport::list_models`]).
+//! ([`ChatTransport::list_models`]). The environment is read as
+//! [`ChatTransport::from_env`] reads it: the `ANTHROPIC_*` variables alone
+//! mean Anthropic's Messages API ([`args`]).
+//!
+//! `--session FILE` keeps the conversation in a journal; a start that finds
+//! its last turn cut off finishes that turn first, as a turn like any other
+//! (in the REPL after the banner, its approval prompts answerable; with
+//! `-p` and the same question, that turn is the answer).
 //!
 //! # Files
 //!

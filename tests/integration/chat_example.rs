@@ -1740,3 +1740,41 @@ fn anthropic_variables_alone_choose_anthropic_as_from_env_does() {
     assert_eq!(requests[1].path, "/v1/messages");
     assert_eq!(requests[1].body.as_ref().unwrap()["model"], "claude-test");
 }
+
+/// Item 8: the resume notice names the cut-off question on one line, its
+/// control characters made harmless and its length bounded.
+#[cfg(unix)]
+#[test]
+fn resume_notice_names_the_question_sanitized_and_bounded() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    server.push(Reply::text("Done."));
+    let dir = fresh_dir("session-notice");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let question = format!("line one\nline two \x1b[31mred {}", "x".repeat(500));
+    let args = against(
+        &base,
+        &["--session", session, "--tools", "none", "-p", &question],
+    );
+    let mut chat = Chat::spawn(&args);
+    wait_for_requests(&server, 1);
+    chat.child.kill().expect("SIGKILL the chat");
+    chat.wait();
+
+    let out = run(&args);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+    let notice = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("cut off: finishing it"))
+        .expect("the notice");
+    assert!(notice.contains("(\"line one line two "), "{notice}");
+    assert!(!notice.contains('\x1b'), "{notice}");
+    assert!(notice.contains("xxx…\")"), "{notice}");
+    assert!(notice.chars().count() < 200, "{notice}");
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
