@@ -219,7 +219,7 @@ impl Options {
                 "-y" | "--yes" => o.yes = true,
                 "--subagents" => o.subagents = true,
                 "--searxng" => o.searxng = Some(http_url(&flag, &value()?)?),
-                "--fallback" => o.fallbacks.push(fallback(&value()?)?),
+                "--fallback" => o.fallbacks.push(fallback(&flag, &value()?)?),
                 "--base-url" => o.base_url = Some(http_url(&flag, &value()?)?),
                 "--model" => o.model = Some(non_blank(&flag, value()?)?),
                 "--api-key" => o.api_key = Some(non_blank(&flag, value()?)?),
@@ -264,7 +264,7 @@ impl Options {
                 .split([' ', ';', '\n'])
                 .filter(|e| !e.trim().is_empty())
             {
-                o.fallbacks.push(fallback(entry)?);
+                o.fallbacks.push(fallback("OPENAI_FALLBACK_URLS", entry)?);
             }
         }
         Ok(Some(o))
@@ -369,7 +369,7 @@ fn session(text: &str) -> Result<PathBuf, Failure> {
             crate::bounded(&dir.display().to_string(), 200)
         )));
     }
-    Ok(dir.join(format!("{run}.journal")))
+    Ok(path.with_file_name(format!("{run}.journal")))
 }
 
 /// `chat`, `anthropic` or `responses` (the long names too).
@@ -405,7 +405,7 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
 }
 
 /// `URL[,MODEL]`.
-fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
+fn fallback(what: &str, text: &str) -> Result<(String, Option<String>), Failure> {
     let (url, model) = match text.split_once(',') {
         Some((u, m)) => (
             u.trim(),
@@ -416,7 +416,7 @@ fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
     // The library's own check, the one `build` applies.
     if let Err(e) = ChatTransport::default().with_api_base(url).check() {
         return Err(usage(format!(
-            "--fallback needs URL[,MODEL] with an http(s) URL, got `{text}`: {e}"
+            "{what} needs URL[,MODEL] with an http(s) URL, got `{text}`: {e}"
         )));
     }
     Ok((url.trim_end_matches('/').to_string(), model))

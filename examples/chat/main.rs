@@ -87,8 +87,8 @@ use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Api, Cancellable, ChatTransport, FinishReason, Image, Interloper, Message, Role,
-    StepLimit, StopReason, Tool,
+    Agent, Api, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper, Message,
+    Role, StepLimit, StopReason, Tool,
 };
 
 use crate::args::{HELP, Options};
@@ -179,7 +179,7 @@ fn run() -> Result<u8, Failure> {
         ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
         let (out, printed) = AnswerOut::new();
         let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
-        let mut agent = agent.add_listener(out).build()?;
+        let mut agent = build(&opts, agent.add_listener(out))?;
         let message = Message::user_with_images(prompt.clone(), load_images(&opts.images)?);
         if let Some(question) = cut_off_question(&agent) {
             // The same `-p` run again after a crash: finishing the cut-off
@@ -199,11 +199,11 @@ fn run() -> Result<u8, Failure> {
         return one_shot(&mut agent, |a| a.run_loop_message(message), &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
-    let agent = configure(&opts, backend.transport.clone(), &cancellable)?
+    let cfg = configure(&opts, backend.transport.clone(), &cancellable)?
         .interloper(interloper.clone())
         // The conversation on stdout, the token readout on stderr.
-        .add_listener(Console::new())
-        .build()?;
+        .add_listener(Console::new());
+    let agent = build(&opts, cfg)?;
     let images = load_images(&opts.images)?;
     Repl::run(
         agent,
@@ -361,12 +361,28 @@ fn session(cfg: pikuri::Configurator, path: &Path) -> Result<pikuri::Configurato
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_string();
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     let store = FileStore::new(dir)?;
     Ok(if store.read(&run)?.is_empty() {
         cfg.journal(store, run)
     } else {
         cfg.resume(store, run)
+    })
+}
+
+/// The agent; a session another chat holds is said in the user's terms.
+fn build(opts: &Options, cfg: pikuri::Configurator) -> Result<Agent, Failure> {
+    cfg.build().map_err(|e| match &opts.session {
+        Some(path) if e.kind() == ErrorKind::RunLocked => Failure::Other(format!(
+            "--session {} is in use by another chat (it holds the lock file {} beside it); \
+             try again when that chat has ended",
+            bounded(&path.display().to_string(), 200),
+            bounded(&path.with_extension("lock").display().to_string(), 200),
+        )),
+        _ => e.into(),
     })
 }
 

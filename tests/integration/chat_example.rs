@@ -1670,6 +1670,8 @@ fn every_bad_flag_value_exits_2_naming_the_flag() {
         ("OPENAI_BASE_URL", "127.0.0.1:8080/v1"),
         ("ANTHROPIC_BASE_URL", "127.0.0.1:8080"),
         ("PIKURI_API", "soap"),
+        ("OPENAI_FALLBACK_URLS", "127.0.0.1:1"),
+        ("SEARXNG_URL", "searx.local"),
     ] {
         let out = command(&["-p", "hi"])
             .env(var, value)
@@ -1776,5 +1778,34 @@ fn resume_notice_names_the_question_sanitized_and_bounded() {
     assert!(notice.contains("xxx…\")"), "{notice}");
     assert!(notice.chars().count() < 200, "{notice}");
     server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 8: a session another chat has open is refused in the user's
+/// terms: the flag, the lock file, what to do.
+#[test]
+fn session_held_by_another_chat_names_the_lock_file() {
+    let server = FakeServer::start();
+    let dir = fresh_dir("session-locked");
+    let base = server.base_url();
+    let mut first = Chat::spawn_in(Some(&dir), &against(&base, &["--session", "talk"]));
+    first.wait_prompt(1);
+    let second = Chat::spawn_in(
+        Some(&dir),
+        &against(&base, &["--session", "talk", "-p", "hi"]),
+    )
+    .finish();
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("--session talk.journal is in use by another chat"),
+        "{}",
+        second.stderr
+    );
+    assert!(second.stderr.contains("talk.lock"), "{}", second.stderr);
+    let out = first.finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(server.chat_requests().is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
