@@ -1809,3 +1809,43 @@ fn session_held_by_another_chat_names_the_lock_file() {
     assert!(server.chat_requests().is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Item 7 with stdin closed: no answer can come, so the re-asked approval
+/// is denied (the model is told), nothing is written, and the chat ends.
+#[cfg(unix)]
+#[test]
+fn session_repl_restarted_with_stdin_closed_denies_the_re_asked_approval() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "hello there"}),
+    ));
+    server.push(Reply::text("Not written."));
+    let dir = fresh_dir("session-approval-eof");
+    let base = server.base_url();
+    let args = against(&base, &["--session", "talk", "--tools", "write_file"]);
+    let mut chat = Chat::spawn_in(Some(&dir), &args);
+    chat.wait_prompt(1);
+    chat.send("Write hello there to notes.txt");
+    chat.wait_stderr("the approval prompt", |err| {
+        err.contains("Allow write_file")
+    });
+    chat.child.kill().expect("SIGKILL the chat");
+    chat.wait();
+
+    let out = Chat::spawn_in(Some(&dir), &args).finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(!dir.join("notes.txt").exists(), "{}", out.stderr);
+    assert!(out.stdout.contains("Not written."), "{}", out.stdout);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 2, "{}", out.stderr);
+    let results: Vec<Value> = requests[1]
+        .messages()
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    let result = results[0]["content"].as_str().unwrap_or_default();
+    assert!(result.contains("end of input"), "{result}");
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
