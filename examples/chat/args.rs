@@ -346,6 +346,9 @@ fn session(text: &str) -> Result<PathBuf, Failure> {
     let Some(name) = path.file_name() else {
         return Err(bad("names no file"));
     };
+    if path.is_dir() {
+        return Err(bad("is a folder: name a file in it, e.g. `FOLDER/talk`"));
+    }
     let name = name.to_str().unwrap_or("\u{fffd}");
     let run = name.strip_suffix(".journal").unwrap_or(name);
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');

@@ -1616,6 +1616,10 @@ fn session_in_a_missing_folder_is_refused_and_not_created() {
     assert!(out.stderr.contains("--session"), "{}", out.stderr);
     assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
     assert!(!missing.exists(), "created a folder the user did not make");
+    // A folder named as the session: refused, not `<folder>.journal`.
+    let out = run(&["--session", dir.to_str().unwrap(), "-p", "hi"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("is a folder"), "{}", out.stderr);
     // A file where the folder should be: refused the same way.
     std::fs::write(&missing, "").unwrap();
     let out = run(&[
