@@ -1853,3 +1853,35 @@ fn session_repl_restarted_with_stdin_closed_denies_the_re_asked_approval() {
     server.assert_all_used();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// ATTACKS.md, the command line: file names with a space, non-ASCII and a
+/// leading dot work for the flags that take any file (`--events`,
+/// `--image`). A guard: they worked before issue 38 too.
+#[test]
+fn file_flags_take_names_with_spaces_non_ascii_and_a_leading_dot() {
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel."));
+    let dir = fresh_dir("odd-names");
+    let events = dir.join(".my évents.jsonl");
+    let gif = dir.join(".a pïxel.gif");
+    std::fs::write(&gif, b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").unwrap();
+    let base = server.base_url();
+    let out = run(&against(
+        &base,
+        &[
+            "--events",
+            events.to_str().unwrap(),
+            "--image",
+            gif.to_str().unwrap(),
+            "-p",
+            "What is it?",
+        ],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "A pixel.\n");
+    let lines = std::fs::read_to_string(&events).expect("the events file");
+    assert!(lines.lines().count() > 1, "{lines}");
+    let sent = &server.chat_requests()[0].messages()[1];
+    assert_eq!(sent["content"][1]["type"], "image_url");
+    std::fs::remove_dir_all(&dir).ok();
+}
