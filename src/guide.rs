@@ -435,6 +435,12 @@
 //! What is guaranteed, and what is not (a tool cut off mid-call, a request
 //! in flight), is listed once, in [`journal`](crate::journal#guarantees-and-their-limits).
 //!
+//! The chat example's `--session NAME` is this pattern as a user meets it:
+//! `NAME.journal` and its lock `NAME.lock` in a folder that must exist; a
+//! start after a crash finishes the cut-off turn first, its question named on
+//! stderr (the same `-p` question is not asked again, a pending approval is
+//! asked again); its `--help` says the rest.
+//!
 //! # Testing your agent
 //!
 //! [`testing`](crate::testing) runs whole agent loops without a model:

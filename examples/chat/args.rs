@@ -14,20 +14,26 @@ Usage: chat [OPTIONS]              interactive chat
        chat [OPTIONS] -p TEXT      one turn: the answer alone on stdout
 
 Options:
-      --base-url URL        OpenAI-compatible API base, e.g. http://127.0.0.1:8080/v1
-                            [env: OPENAI_BASE_URL]; without one, a built-in
+      --base-url URL        the API base, e.g. http://127.0.0.1:8080/v1
+                            [env: OPENAI_BASE_URL, or for anthropic
+                            ANTHROPIC_BASE_URL, the server's root: /v1 is added
+                            unless it ends with it]; without one, a built-in
                             demo model answers (it calls the tools for arithmetic,
                             time and file questions; scripts/chat-local.sh runs
                             a real local model instead)
-      --model NAME          model id [env: OPENAI_MODEL]; default: the first id
-                            listed at <base-url>/models
+      --model NAME          model id [env: OPENAI_MODEL, or ANTHROPIC_MODEL for
+                            anthropic]; default: the first id listed at
+                            <base-url>/models
       --api-key KEY         sent as a bearer token (x-api-key for anthropic)
-                            [env: OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic]
+                            [env: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
+                            anthropic; that key alone means Anthropic's own API]
       --api API             the wire format: chat (chat completions), anthropic
                             (Anthropic Messages) or responses (OpenAI Responses)
-                            [env: PIKURI_API] [default: chat]; with anthropic,
-                            ANTHROPIC_BASE_URL is read first, and
-                            ANTHROPIC_API_KEY alone means Anthropic's own API
+                            [env: PIKURI_API] [default: anthropic when an
+                            ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set and
+                            no OPENAI_BASE_URL or OPENAI_API_KEY, else chat:
+                            the environment is read as ChatTransport::from_env
+                            reads it]
       --image FILE          attach a PNG, JPEG, GIF or WebP image (at most 20 MiB)
                             to the first message (-p or the first line);
                             repeatable
@@ -49,9 +55,17 @@ Options:
       --events FILE         write every event to FILE, one JSON object per line
       --session FILE        keep the conversation in a crash-safe journal at
                             FILE (`.journal` is added when missing) and go on
-                            with it at the next start, finishing a turn that a
-                            crash or a second Ctrl+C cut off; start it again
-                            with the same flags (model, tools, --system)
+                            with it at the next start; start it again with the
+                            same flags (model, tools, --system). The name is 1
+                            to 128 letters, digits, `.`, `_` or `-`, not
+                            starting with a dot, in a folder that exists (none
+                            is created); a lock file NAME.lock beside it keeps
+                            a second chat off the session while one runs (it
+                            stays, empty, after the chat ends). A turn that a
+                            crash or a second Ctrl+C cut off is finished first,
+                            its question named on stderr: with -p and that same
+                            question, it is answered once and not asked again;
+                            an approval it was waiting for is asked again
       --tools LIST          comma-separated built-in tools, or `none` [default:
                             calculator,current_time,read_file,list_dir,write_file]
                             the file tools see the current directory only
@@ -95,7 +109,8 @@ Interactive chat:
 Exit status:
   0     success; /quit or end of input
   1     error: HTTP, connection, protocol, file, or an empty answer
-  2     usage error: unknown option or bad value
+  2     usage error: unknown option or bad value (an option's file
+        too: --session, --image, --events), naming the option
   3     step limit exceeded (with --on-exhausted raise)
   130   cancelled with Ctrl+C
   129, 143  ended by SIGHUP or SIGTERM (open agents closed first)
@@ -204,18 +219,18 @@ impl Options {
                 "-y" | "--yes" => o.yes = true,
                 "--subagents" => o.subagents = true,
                 "--searxng" => o.searxng = Some(http_url(&flag, &value()?)?),
-                "--fallback" => o.fallbacks.push(fallback(&value()?)?),
-                "--base-url" => o.base_url = Some(value()?),
-                "--model" => o.model = Some(value()?),
-                "--api-key" => o.api_key = Some(value()?),
+                "--fallback" => o.fallbacks.push(fallback(&flag, &value()?)?),
+                "--base-url" => o.base_url = Some(http_url(&flag, &value()?)?),
+                "--model" => o.model = Some(non_blank(&flag, value()?)?),
+                "--api-key" => o.api_key = Some(non_blank(&flag, value()?)?),
                 "--api" => api = Some(parse_api(&flag, &value()?)?),
-                "--image" => o.images.push(PathBuf::from(value()?)),
+                "--image" => o.images.push(PathBuf::from(non_blank(&flag, value()?)?)),
                 "--system" => o.system = value()?,
                 "--max-steps" => o.max_steps = positive(&flag, &value()?)?,
                 "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
                 "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
-                "--events" => o.events = Some(PathBuf::from(value()?)),
-                "--session" => o.session = Some(PathBuf::from(value()?)),
+                "--events" => o.events = Some(PathBuf::from(non_blank(&flag, value()?)?)),
+                "--session" => o.session = Some(session(&value()?)?),
                 "--tools" => o.tools = tool_list(&value()?)?,
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
@@ -231,21 +246,12 @@ impl Options {
         }
         o.api = match api {
             Some(api) => api,
-            None => env("PIKURI_API")
-                .map_or(Ok(Api::ChatCompletions), |v| parse_api("PIKURI_API", &v))?,
+            None => match env("PIKURI_API") {
+                Some(v) => parse_api("PIKURI_API", &v)?,
+                None => api_from_env(),
+            },
         };
-        // Anthropic's SDK variables first when speaking its API; its key
-        // alone means its own endpoint.
-        if o.api == Api::AnthropicMessages {
-            o.api_key = o.api_key.or_else(|| env("ANTHROPIC_API_KEY"));
-            o.base_url = o.base_url.or_else(|| env("ANTHROPIC_BASE_URL"));
-            if o.base_url.is_none() && o.api_key.is_some() {
-                o.base_url = Some("https://api.anthropic.com/v1".to_string());
-            }
-        }
-        o.base_url = o.base_url.or_else(|| env("OPENAI_BASE_URL"));
-        o.model = o.model.or_else(|| env("OPENAI_MODEL"));
-        o.api_key = o.api_key.or_else(|| env("OPENAI_API_KEY"));
+        o.read_env()?;
         if o.searxng.is_none()
             && let Some(url) = env("SEARXNG_URL")
         {
@@ -258,11 +264,115 @@ impl Options {
                 .split([' ', ';', '\n'])
                 .filter(|e| !e.trim().is_empty())
             {
-                o.fallbacks.push(fallback(entry)?);
+                o.fallbacks.push(fallback("OPENAI_FALLBACK_URLS", entry)?);
             }
         }
         Ok(Some(o))
     }
+}
+
+impl Options {
+    /// The provider's variables for what the flags left unset, as
+    /// [`ChatTransport::from_env`] reads them: Anthropic's SDK variables
+    /// (`ANTHROPIC_BASE_URL` the server's root, `/v1` added unless it ends
+    /// with it; its key alone means Anthropic's own API) when speaking its
+    /// API, the `OPENAI_*` ones otherwise.
+    fn read_env(&mut self) -> Result<(), Failure> {
+        let (base, model, key) = if self.api == Api::AnthropicMessages {
+            ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_API_KEY")
+        } else {
+            ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
+        };
+        self.model = self.model.take().or_else(|| env(model));
+        self.api_key = self.api_key.take().or_else(|| env(key));
+        if self.base_url.is_none()
+            && let Some(url) = env(base)
+        {
+            let url = http_url(base, &url)?;
+            self.base_url = Some(if base == "ANTHROPIC_BASE_URL" && !url.ends_with("/v1") {
+                format!("{url}/v1")
+            } else {
+                url
+            });
+        }
+        if self.api == Api::AnthropicMessages && self.base_url.is_none() && self.api_key.is_some() {
+            self.base_url = Some("https://api.anthropic.com/v1".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// The API when neither `--api` nor `PIKURI_API` names one, as
+/// [`ChatTransport::from_env`] picks it: Anthropic Messages when an
+/// `ANTHROPIC_API_KEY` or `ANTHROPIC_BASE_URL` is set and neither
+/// `OPENAI_BASE_URL` nor `OPENAI_API_KEY` is.
+fn api_from_env() -> Api {
+    let set = |names: [&str; 2]| names.iter().any(|n| env(n).is_some());
+    if set(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"])
+        && !set(["OPENAI_BASE_URL", "OPENAI_API_KEY"])
+    {
+        Api::AnthropicMessages
+    } else {
+        Api::ChatCompletions
+    }
+}
+
+/// `text`, unless it is blank.
+fn non_blank(flag: &str, text: String) -> Result<String, Failure> {
+    if text.trim().is_empty() {
+        Err(usage(format!("{flag} needs a non-blank value")))
+    } else {
+        Ok(text)
+    }
+}
+
+/// The longest `--session` name, as a journal's run id allows it.
+const MAX_SESSION_NAME: usize = 128;
+
+/// `--session FILE`: the journal's path, `.journal` added when missing.
+///
+/// The file name (without `.journal`) is the journal's run id, so it is 1
+/// to 128 letters, digits, `.`, `_` or `-`, not starting with a dot; the
+/// lock file `NAME.lock` goes beside it. The folder must exist: a folder
+/// the user did not make is never created.
+fn session(text: &str) -> Result<PathBuf, Failure> {
+    let path = PathBuf::from(text);
+    let bad = |why: &str| {
+        usage(format!(
+            "--session `{}` {why}",
+            crate::bounded(text, MAX_SESSION_NAME + 32)
+        ))
+    };
+    let Some(name) = path.file_name() else {
+        return Err(bad("names no file"));
+    };
+    if path.is_dir() {
+        return Err(bad("is a folder: name a file in it, e.g. `FOLDER/talk`"));
+    }
+    let name = name.to_str().unwrap_or("\u{fffd}");
+    let run = name.strip_suffix(".journal").unwrap_or(name);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if run.is_empty()
+        || run.len() > MAX_SESSION_NAME
+        || run.starts_with('.')
+        || !run.chars().all(allowed)
+    {
+        return Err(bad(
+            "is not a session name: use 1 to 128 letters, digits, `.`, `_` or `-`, not \
+             starting with a dot (e.g. `my-chat`)",
+        ));
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(bad(&format!(
+            "is in a folder that does not exist ({}); it is not created: make it first",
+            crate::bounded(&dir.display().to_string(), 200)
+        )));
+    }
+    Ok(path.with_file_name(format!("{run}.journal")))
 }
 
 /// `chat`, `anthropic` or `responses` (the long names too).
@@ -298,7 +408,7 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
 }
 
 /// `URL[,MODEL]`.
-fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
+fn fallback(what: &str, text: &str) -> Result<(String, Option<String>), Failure> {
     let (url, model) = match text.split_once(',') {
         Some((u, m)) => (
             u.trim(),
@@ -309,7 +419,7 @@ fn fallback(text: &str) -> Result<(String, Option<String>), Failure> {
     // The library's own check, the one `build` applies.
     if let Err(e) = ChatTransport::default().with_api_base(url).check() {
         return Err(usage(format!(
-            "--fallback needs URL[,MODEL] with an http(s) URL, got `{text}`: {e}"
+            "{what} needs URL[,MODEL] with an http(s) URL, got `{text}`: {e}"
         )));
     }
     Ok((url.trim_end_matches('/').to_string(), model))
@@ -345,7 +455,7 @@ fn tool_list(text: &str) -> Result<Vec<String>, Failure> {
         if !TOOL_NAMES.contains(&name) {
             let known = TOOL_NAMES.join(", ");
             return Err(usage(format!(
-                "unknown tool `{name}` (known: {known}, or none)"
+                "--tools: unknown tool `{name}` (known: {known}, or none)"
             )));
         }
         if !names.iter().any(|n| n == name) {

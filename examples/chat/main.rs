@@ -5,7 +5,7 @@
 //! cargo run --example chat -- -p "What is 17*23?"           # one turn, answer on stdout
 //! OPENAI_BASE_URL=http://127.0.0.1:8080/v1 cargo run --example chat   # llama.cpp, Ollama…
 //! scripts/chat-local.sh                                     # llama.cpp + SmolLM2, built here
-//! ANTHROPIC_API_KEY=... cargo run --example chat -- --api anthropic --model claude-sonnet-4-5
+//! ANTHROPIC_API_KEY=... ANTHROPIC_MODEL=claude-sonnet-4-5 cargo run --example chat
 //! cargo run --example chat -- --image photo.png -p "What is in this picture?"
 //! cargo run --example chat -- --help                        # every option, exit codes
 //! ```
@@ -15,7 +15,14 @@
 //! answers arithmetic, time and file questions with the matching tool), so
 //! the example runs on a machine with no model server. Without `--model` (or
 //! `OPENAI_MODEL`) the first model the server lists is used
-//! ([`ChatTransport::list_models`]).
+//! ([`ChatTransport::list_models`]). The environment is read as
+//! [`ChatTransport::from_env`] reads it: the `ANTHROPIC_*` variables alone
+//! mean Anthropic's Messages API ([`args`]).
+//!
+//! `--session FILE` keeps the conversation in a journal; a start that finds
+//! its last turn cut off finishes that turn first, as a turn like any other
+//! (in the REPL after the banner, its approval prompts answerable; with
+//! `-p` and the same question, that turn is the answer).
 //!
 //! # Files
 //!
@@ -80,8 +87,8 @@ use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Api, Cancellable, ChatTransport, FinishReason, Image, Interloper, Message, StepLimit,
-    StopReason, Tool,
+    Agent, Api, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper, Message,
+    Role, StepLimit, StopReason, Tool,
 };
 
 use crate::args::{HELP, Options};
@@ -172,18 +179,31 @@ fn run() -> Result<u8, Failure> {
         ctrlc::set_handler(move || c.cancel()).map_err(|e| Failure::Other(e.to_string()))?;
         let (out, printed) = AnswerOut::new();
         let agent = configure(&opts, backend.transport.clone(), &cancellable)?;
-        let mut agent = agent.add_listener(out).build()?;
-        finish_interrupted(&mut agent)?;
+        let mut agent = build(&opts, agent.add_listener(out))?;
         let message = Message::user_with_images(prompt.clone(), load_images(&opts.images)?);
-        return one_shot(&mut agent, message, &printed).map(|()| 0);
+        if let Some(question) = cut_off_question(&agent) {
+            // The same `-p` run again after a crash: finishing the cut-off
+            // turn answers it; asking again would pay for it twice.
+            let same = question.trim() == prompt.trim();
+            let again = if same {
+                "; it is this question, so it is not asked again"
+            } else {
+                ""
+            };
+            eprintln!("{}{again}", resume_notice(&question));
+            one_shot(&mut agent, Agent::resume_run, &printed)?;
+            if same {
+                return Ok(0);
+            }
+        }
+        return one_shot(&mut agent, |a| a.run_loop_message(message), &printed).map(|()| 0);
     }
     let interloper = Interloper::new();
-    let mut agent = configure(&opts, backend.transport.clone(), &cancellable)?
+    let cfg = configure(&opts, backend.transport.clone(), &cancellable)?
         .interloper(interloper.clone())
         // The conversation on stdout, the token readout on stderr.
-        .add_listener(Console::new())
-        .build()?;
-    finish_interrupted(&mut agent)?;
+        .add_listener(Console::new());
+    let agent = build(&opts, cfg)?;
     let images = load_images(&opts.images)?;
     Repl::run(
         agent,
@@ -319,8 +339,9 @@ fn configure(
         cfg = session(cfg, path)?;
     }
     if let Some(path) = &opts.events {
-        let log = JsonLines::create(path)
-            .map_err(|e| Failure::Other(format!("cannot create {}: {e}", path.display())))?;
+        let log = JsonLines::create(path).map_err(|e| {
+            Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
+        })?;
         cfg = cfg.add_listener(log);
     }
     #[cfg(feature = "otel")]
@@ -330,14 +351,19 @@ fn configure(
     Ok(cfg)
 }
 
-/// `--session FILE`: the journal `<dir>/<name>.journal`, the run `<name>`;
-/// a new run when the file holds nothing yet, else the run resumed.
+/// `--session FILE`: the journal `<dir>/<name>.journal` (the path
+/// [`args`] checked: a valid name in a folder that exists), the run
+/// `<name>`; a new run when the file holds nothing yet, else the run
+/// resumed.
 fn session(cfg: pikuri::Configurator, path: &Path) -> Result<pikuri::Configurator, Failure> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let run = name.strip_suffix(".journal").unwrap_or(name).to_string();
+    let run = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
     let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     };
     let store = FileStore::new(dir)?;
     Ok(if store.read(&run)?.is_empty() {
@@ -347,14 +373,53 @@ fn session(cfg: pikuri::Configurator, path: &Path) -> Result<pikuri::Configurato
     })
 }
 
-/// A session whose last turn a crash (or a second Ctrl+C) cut off: finish
-/// that turn first, from where its journal stops.
-fn finish_interrupted(agent: &mut Agent) -> Result<(), Failure> {
-    if agent.interrupted() {
-        eprintln!("the last turn of this session was cut off: finishing it");
-        agent.resume_run()?;
+/// The agent; a session another chat holds is said in the user's terms.
+fn build(opts: &Options, cfg: pikuri::Configurator) -> Result<Agent, Failure> {
+    cfg.build().map_err(|e| match &opts.session {
+        Some(path) if e.kind() == ErrorKind::RunLocked => Failure::Other(format!(
+            "--session {} is in use by another chat (it holds the lock file {} beside it); \
+             try again when that chat has ended",
+            bounded(&path.display().to_string(), 200),
+            bounded(&path.with_extension("lock").display().to_string(), 200),
+        )),
+        _ => e.into(),
+    })
+}
+
+/// The question of the turn a crash (or a second Ctrl+C) cut off, when
+/// this session's journal ends with one: that turn is finished first, from
+/// where its journal stops ([`Agent::resume_run`]).
+pub(crate) fn cut_off_question(agent: &Agent) -> Option<String> {
+    agent.interrupted().then(|| {
+        agent
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default()
+    })
+}
+
+/// What stderr says before the cut-off turn is finished: which question.
+pub(crate) fn resume_notice(question: &str) -> String {
+    format!(
+        "the last turn of this session was cut off: finishing it (\"{}\")",
+        bounded(question, 80)
+    )
+}
+
+/// `text` on one line for a notice: sanitized, its whitespace runs one
+/// space, at most `max` characters (`…` marks a cut).
+pub(crate) fn bounded(text: &str, max: usize) -> String {
+    let clean = sanitize(text);
+    let line = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
     }
-    Ok(())
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 /// The provider hint for an API.
@@ -370,7 +435,7 @@ fn provider(api: Api) -> &'static str {
 pub(crate) fn load_images(paths: &[PathBuf]) -> Result<Vec<Image>, Failure> {
     paths
         .iter()
-        .map(|p| Image::from_file(p).map_err(|e| Failure::Other(e.to_string())))
+        .map(|p| Image::from_file(p).map_err(|e| Failure::Usage(format!("--image: {e}"))))
         .collect()
 }
 
@@ -383,12 +448,19 @@ fn chosen_tools(names: &[String], root: &Path) -> Vec<Arc<dyn Tool>> {
         .collect()
 }
 
-/// `-p`: one turn, the answer alone on stdout. [`AnswerOut`] streamed it
-/// already; this ends its line, or prints it when nothing was streamed.
-fn one_shot(agent: &mut Agent, message: Message, printed: &Mutex<Printed>) -> Result<(), Failure> {
-    let result = agent.run_loop_message(message);
+/// `-p`: one turn (`turn`: a new message, or the cut-off turn finished),
+/// the answer alone on stdout. [`AnswerOut`] streamed it already; this ends
+/// its line, or prints it when nothing was streamed.
+fn one_shot(
+    agent: &mut Agent,
+    turn: impl FnOnce(&mut Agent) -> pikuri::Result<pikuri::Outcome>,
+    printed: &Mutex<Printed>,
+) -> Result<(), Failure> {
+    let result = turn(agent);
     // `run_loop` returned: every listener has handled every event.
-    let printed = printed.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut printed = printed.lock().unwrap_or_else(PoisonError::into_inner);
+    // The next turn (after a finished cut-off one) starts on a clean line.
+    let printed = &std::mem::take(&mut *printed);
     let mut out = io::stdout().lock();
     let outcome = match result {
         Ok(outcome) => outcome,

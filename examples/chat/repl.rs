@@ -71,6 +71,7 @@ impl Repl {
             agent.transport(),
             agent.tools().len()
         );
+        let cut_off = crate::cut_off_question(&agent);
         let mut repl = Repl {
             agent: Some(agent),
             transport,
@@ -85,6 +86,12 @@ impl Repl {
             prompted: false,
             images,
         };
+        if let Some(question) = cut_off {
+            // A turn like any other: its approval prompts read the lines
+            // typed, Ctrl+C cancels it, lines typed meanwhile are queued.
+            eprintln!("{}", crate::resume_notice(&question));
+            repl.start_resume();
+        }
         loop {
             repl.show_prompt();
             // `repl.tx` keeps the channel open, so `recv` cannot fail.
@@ -204,6 +211,20 @@ impl Repl {
         let message = Message::user_with_images(message, std::mem::take(&mut self.images));
         thread::spawn(move || {
             let result = agent.run_loop_message_with(message, transport);
+            let _ = tx.send(Input::TurnDone(Box::new(agent), result));
+        });
+    }
+
+    /// Finish the turn a crash cut off ([`Agent::resume_run`]) on the
+    /// worker thread, as [`start_turn`](Repl::start_turn) runs a new one.
+    fn start_resume(&mut self) {
+        let Some(mut agent) = self.agent.take() else {
+            return;
+        };
+        let tx = self.tx.clone();
+        self.answers.set_turn(true);
+        thread::spawn(move || {
+            let result = agent.resume_run();
             let _ = tx.send(Input::TurnDone(Box::new(agent), result));
         });
     }

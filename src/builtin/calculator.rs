@@ -61,6 +61,8 @@ pub fn calculator() -> FnTool {
                 .map_err(ToolError::new)
         },
     )
+    // A pure function of its arguments: a resumed run computes it again.
+    .idempotent_calls()
 }
 
 /// Evaluate an expression; the error is the message for the model.

@@ -36,6 +36,9 @@ pub fn current_time() -> FnTool {
             Ok(describe_time(seconds))
         },
     )
+    // Reads the clock and changes nothing: a resumed run asks it again (and
+    // gets the time of the resume, which is the time the model wants).
+    .idempotent_calls()
 }
 
 const WEEKDAYS: [&str; 7] = [

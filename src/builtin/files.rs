@@ -131,6 +131,11 @@ impl Tool for ReadFile {
         true
     }
 
+    /// A read: running it again changes nothing.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "read_file"
     }
@@ -240,6 +245,11 @@ impl ListDir {
 
 impl Tool for ListDir {
     fn reads_private_data(&self) -> bool {
+        true
+    }
+
+    /// A read: running it again changes nothing.
+    fn idempotent(&self) -> bool {
         true
     }
 

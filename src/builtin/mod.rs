@@ -24,6 +24,11 @@
 //! # Ok::<(), pikuri::ToolError>(())
 //! ```
 //!
+//! Every tool here declares [`Tool::idempotent`]: each is a pure function,
+//! a read, or (the web tools) a GET, so a [journaled](crate::journal) run
+//! that a crash cut off while one ran runs that call again on resume rather
+//! than telling the model it was interrupted.
+//!
 //! # Confinement of the file tools
 //!
 //! [`read_file`] and [`list_dir`] see only the tree under the `root` they

@@ -517,3 +517,54 @@ fn all_has_the_four_tools_with_valid_schemas() {
         assert!(!tool.description().is_empty());
     }
 }
+
+// Issue 38, item 9: a journaled run cut off while one of these ran runs the
+// call again on resume (`Tool::idempotent`) instead of telling the model it
+// was interrupted. Each is a read or a pure function; the web tools send a
+// GET, which is harmless to send again.
+
+#[test]
+fn calculator_is_idempotent() {
+    assert!(calculator().idempotent());
+}
+
+#[test]
+fn current_time_is_idempotent() {
+    assert!(current_time().idempotent());
+}
+
+#[test]
+fn read_file_is_idempotent() {
+    assert!(read_file(std::env::temp_dir()).idempotent());
+}
+
+#[test]
+fn list_dir_is_idempotent() {
+    assert!(list_dir(std::env::temp_dir()).idempotent());
+}
+
+#[test]
+fn every_tool_of_all_is_idempotent() {
+    for tool in all(std::env::temp_dir()) {
+        assert!(tool.idempotent(), "{}", tool.name());
+    }
+}
+
+#[cfg(feature = "web")]
+#[test]
+fn fetch_is_idempotent() {
+    assert!(fetch().idempotent());
+}
+
+#[cfg(feature = "web")]
+#[test]
+fn web_scrape_is_idempotent() {
+    assert!(web_scrape().idempotent());
+}
+
+#[cfg(feature = "web")]
+#[test]
+fn web_search_is_idempotent() {
+    let search = WebSearch::new(SearXng::new("http://127.0.0.1:9"));
+    assert!(search.idempotent());
+}

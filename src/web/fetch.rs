@@ -223,6 +223,11 @@ impl Tool for Fetch {
         true
     }
 
+    /// A GET (a search is one too): harmless to send again on a resume.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "fetch"
     }
@@ -290,6 +295,11 @@ impl From<Fetch> for WebScrape {
 
 impl Tool for WebScrape {
     fn reaches_network(&self) -> bool {
+        true
+    }
+
+    /// A GET (a search is one too): harmless to send again on a resume.
+    fn idempotent(&self) -> bool {
         true
     }
 

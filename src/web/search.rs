@@ -141,6 +141,11 @@ impl Tool for WebSearch {
         true
     }
 
+    /// A GET (a search is one too): harmless to send again on a resume.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "web_search"
     }

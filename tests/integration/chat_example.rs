@@ -72,6 +72,7 @@ fn command(args: &[&str]) -> Command {
         .env_remove("PIKURI_API")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("ANTHROPIC_MODEL")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -1131,7 +1132,7 @@ fn session_keeps_the_conversation_in_a_journal_across_runs() {
     let server = FakeServer::start();
     server.push(Reply::text("Hi, Ada."));
     server.push(Reply::text("You are Ada."));
-    let dir = temp_path("session");
+    let dir = fresh_dir("session");
     let session = dir.join("talk");
     let session = session.to_str().unwrap();
     let base = server.base_url();
@@ -1178,7 +1179,7 @@ fn session_killed_mid_stream_finishes_the_turn_at_the_next_start() {
     server.push(Reply::text(answer).with_chunk_chars(6).hang_after(2));
     server.push(Reply::text(answer));
     server.push(Reply::text("You asked for 6*7."));
-    let dir = temp_path("session-kill");
+    let dir = fresh_dir("session-kill");
     let session = dir.join("talk");
     let session = session.to_str().unwrap();
     let base = server.base_url();
@@ -1241,7 +1242,7 @@ fn session_repl_killed_mid_request_answers_that_line_at_the_next_start() {
     server.push(Reply::hang());
     server.push(Reply::text("Hello, Ada."));
     server.push(Reply::text("Your name is Ada."));
-    let dir = temp_path("session-repl-kill");
+    let dir = fresh_dir("session-repl-kill");
     let session = dir.join("talk");
     let session = session.to_str().unwrap();
     let base = server.base_url();
@@ -1313,7 +1314,9 @@ fn image_flag_attaches_to_the_message() {
         &["--image", text.to_str().unwrap(), "-p", "x"],
     ));
     std::fs::remove_file(&text).ok();
-    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    // A bad value of a flag: a usage error (issue 38, item 8).
+    assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("--image"), "{}", out.stderr);
     assert!(out.stderr.contains("not an image"), "{}", out.stderr);
     assert_eq!(server.chat_requests().len(), 1);
 }
@@ -1438,4 +1441,447 @@ fn scripted_tool_round_on_anthropic_and_responses() {
         assert_eq!(results[0]["content"], "42", "{api}");
         server.assert_all_used();
     }
+}
+
+// Issue 38, items 6 to 8 and 19: `--session` and the command line tried as
+// a user would.
+
+/// Item 6: the same `-p` question run again after a crash: finishing the
+/// cut-off turn answers it, once; it is not asked a second time (no third
+/// request, the answer printed once, the question once in the history).
+#[cfg(unix)]
+#[test]
+fn session_same_prompt_after_a_crash_is_answered_once() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    server.push(Reply::text("It is 42."));
+    server.push(Reply::text("You asked for 6*7."));
+    let dir = fresh_dir("session-same-prompt");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let args = against(
+        &base,
+        &[
+            "--session",
+            session,
+            "--tools",
+            "none",
+            "-p",
+            "What is 6*7?",
+        ],
+    );
+
+    let mut chat = Chat::spawn(&args);
+    wait_for_requests(&server, 1);
+    chat.child.kill().expect("SIGKILL the chat");
+    let out = chat.wait();
+    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
+
+    let out = run(&args);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "It is 42.\n");
+    assert!(
+        out.stderr
+            .contains("the last turn of this session was cut off: finishing it (\"What is 6*7?\")"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("not asked again"), "{}", out.stderr);
+    assert_eq!(server.chat_requests().len(), 2);
+
+    // The next question sees the first one once, answered once.
+    let out = run(&against(
+        &base,
+        &[
+            "--session",
+            session,
+            "--tools",
+            "none",
+            "-p",
+            "What did I ask?",
+        ],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "You asked for 6*7.\n");
+    assert!(!out.stderr.contains("cut off"), "{}", out.stderr);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 3);
+    let want = [
+        ("user", "What is 6*7?"),
+        ("assistant", "It is 42."),
+        ("user", "What did I ask?"),
+    ];
+    let got = turns(&requests[2].messages());
+    let got: Vec<(&str, &str)> = got.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+    assert_eq!(got, want);
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 7 and item 8's banner and notice: the REPL killed at an approval
+/// prompt and started again asks that approval again, answerable like any
+/// other (the `y` goes to the prompt, not to the model); the banner comes
+/// first, then the notice naming the question.
+#[cfg(unix)]
+#[test]
+fn session_repl_killed_at_an_approval_prompt_asks_it_again() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "hello there"}),
+    ));
+    server.push(Reply::text("Written."));
+    let dir = fresh_dir("session-approval");
+    let base = server.base_url();
+    let args = against(&base, &["--session", "talk", "--tools", "write_file"]);
+    let asks = "Allow write_file {\"content\":\"hello there\",\"path\":\"notes.txt\"}? [y]es";
+
+    let mut chat = Chat::spawn_in(Some(&dir), &args);
+    chat.wait_prompt(1);
+    chat.send("Write hello there to notes.txt");
+    chat.wait_stderr("the approval prompt", |err| err.contains(asks));
+    chat.child.kill().expect("SIGKILL the chat");
+    let out = chat.wait();
+    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
+    assert!(!dir.join("notes.txt").exists());
+
+    let mut chat = Chat::spawn_in(Some(&dir), &args);
+    chat.wait_stderr("the approval prompt again", |err| err.contains(asks));
+    chat.send("y");
+    chat.wait_prompt(1);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let written = std::fs::read_to_string(dir.join("notes.txt"));
+    assert_eq!(
+        written.as_deref().ok(),
+        Some("hello there"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("Written."), "{}", out.stdout);
+    assert!(!out.stderr.contains("(queued: y)"), "{}", out.stderr);
+    assert!(!out.stderr.contains("end of input"), "{}", out.stderr);
+    let banner = out.stderr.find("chatting with").expect("the banner");
+    let notice = out
+        .stderr
+        .find("cut off: finishing it (\"Write hello there to notes.txt\")")
+        .expect("the notice naming the question");
+    assert!(banner < notice, "{}", out.stderr);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 2, "{}", out.stderr);
+    let results: Vec<Value> = requests[1]
+        .messages()
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results[0]["content"], "wrote 11 bytes to notes.txt");
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 8: a `--session` name the journal cannot use (a space, non-ASCII,
+/// a leading dot, no file at all) is a usage error naming `--session`, and
+/// nothing is written.
+#[test]
+fn session_names_a_journal_cannot_use_are_usage_errors() {
+    let dir = fresh_dir("session-names");
+    for name in ["my chat", "sessión", ".hidden", "..", "x/.journal"] {
+        let out = Chat::spawn_in(Some(&dir), &["--session", name, "-p", "hi"]).finish();
+        assert_eq!(out.code, Some(2), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains("--session"), "{name}: {}", out.stderr);
+        assert!(!out.stderr.contains("run id"), "{name}: {}", out.stderr);
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A name it can use, with `.journal` or without, in the current folder.
+    for name in ["my-chat_1.2", "other.journal"] {
+        let out = Chat::spawn_in(Some(&dir), &["--session", name, "-p", "What is 2+2?"]).finish();
+        assert_eq!(out.code, Some(0), "{name}: {}", out.stderr);
+    }
+    assert!(dir.join("my-chat_1.2.journal").is_file());
+    assert!(dir.join("other.journal").is_file());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 8: a `--session` in a folder that does not exist is refused (exit
+/// 2, naming the flag); the folder is not created.
+#[test]
+fn session_in_a_missing_folder_is_refused_and_not_created() {
+    let dir = fresh_dir("session-missing-parent");
+    let missing = dir.join("missing");
+    let path = missing.join("deeper").join("talk");
+    let out = run(&["--session", path.to_str().unwrap(), "-p", "hi"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--session"), "{}", out.stderr);
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+    assert!(!missing.exists(), "created a folder the user did not make");
+    // A folder named as the session: refused, not `<folder>.journal`.
+    let out = run(&["--session", dir.to_str().unwrap(), "-p", "hi"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("is a folder"), "{}", out.stderr);
+    // A file where the folder should be: refused the same way.
+    std::fs::write(&missing, "").unwrap();
+    let out = run(&[
+        "--session",
+        missing.join("talk").to_str().unwrap(),
+        "-p",
+        "hi",
+    ]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 8 (ATTACKS.md, the command line): every bad flag value exits 2
+/// with a message naming the flag, as `--help` promises; so does a bad
+/// value in a variable the flag falls back on.
+#[test]
+fn every_bad_flag_value_exits_2_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--base-url", "127.0.0.1:8080/v1"], "--base-url"),
+        (&["--base-url", "ftp://example.com"], "--base-url"),
+        (&["--model", " "], "--model"),
+        (&["--api-key", ""], "--api-key"),
+        (&["--api", "soap"], "--api"),
+        (&["--image", "/nonexistent/pikuri.png"], "--image"),
+        (&["--max-steps", "0"], "--max-steps"),
+        (&["--on-exhausted", "panic"], "--on-exhausted"),
+        (&["--context-window", "lots"], "--context-window"),
+        (&["--fallback", "127.0.0.1:1"], "--fallback"),
+        (
+            &["--events", "/nonexistent/pikuri/events.jsonl"],
+            "--events",
+        ),
+        (&["--session", "my chat"], "--session"),
+        (&["--tools", "shell"], "--tools"),
+        (&["--searxng", "searx.local"], "--searxng"),
+        (&["--mcp", ""], "--mcp"),
+        (&["--mcp-url", "localhost:1/mcp"], "--mcp-url"),
+        (&["-p", "hi", "--model"], "--model"),
+    ];
+    for (flags, flag) in cases {
+        let mut args = flags.to_vec();
+        if args[0] != "-p" {
+            args.extend(["-p", "hi"]);
+        }
+        let out = run(&args);
+        assert_eq!(out.code, Some(2), "{flags:?}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{flags:?}: {}", out.stderr);
+    }
+    let out = run(&["-p", " "]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    for (var, value) in [
+        ("OPENAI_BASE_URL", "127.0.0.1:8080/v1"),
+        ("ANTHROPIC_BASE_URL", "127.0.0.1:8080"),
+        ("PIKURI_API", "soap"),
+        ("OPENAI_FALLBACK_URLS", "127.0.0.1:1"),
+        ("SEARXNG_URL", "searx.local"),
+    ] {
+        let out = command(&["-p", "hi"])
+            .env(var, value)
+            .output()
+            .expect("run the chat example");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {stderr}");
+        assert!(stderr.contains(var), "{var}: {stderr}");
+    }
+}
+
+/// Item 8: `--help` tells what a session leaves on disk and which names
+/// it takes, and what a restart does with `-p` and a pending approval.
+#[test]
+fn help_describes_the_session_files_and_restarts() {
+    let out = run(&["--help"]);
+    assert_eq!(out.code, Some(0));
+    for words in [
+        "NAME.lock",
+        "not\n                            starting with a dot",
+        "none\n                            is created",
+        "not asked again",
+        "approval it was waiting for is asked again",
+    ] {
+        assert!(out.stdout.contains(words), "{words}: {}", out.stdout);
+    }
+}
+
+/// Item 19: the README's line `ANTHROPIC_API_KEY=... ANTHROPIC_MODEL=...
+/// cargo run --example chat` speaks Anthropic's API with that model, as
+/// `ChatTransport::from_env` reads the variables, instead of the demo
+/// model. `ANTHROPIC_BASE_URL` is the server's root, as the SDK takes it.
+#[test]
+fn anthropic_variables_alone_choose_anthropic_as_from_env_does() {
+    let server = FakeServer::start();
+    server.set_strict(true);
+    server.push(Reply::text("Hello from Claude."));
+    server.push(Reply::text("Again."));
+    let base = server.base_url();
+    let root = base.strip_suffix("/v1").expect("a /v1 base");
+    let out = command(&["-p", "hi"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_MODEL", "claude-test")
+        .env("ANTHROPIC_BASE_URL", root)
+        .output()
+        .expect("run the chat example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("demo model"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Hello from Claude.\n");
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].body.as_ref().unwrap()["model"], "claude-test");
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    // With an OpenAI variable set too, chat completions stays the default
+    // (as `from_env` decides), and `PIKURI_API` picks Anthropic all the same.
+    let out = command(&["-p", "hi"])
+        .env("ANTHROPIC_MODEL", "claude-test")
+        .env("ANTHROPIC_BASE_URL", root)
+        .env("OPENAI_BASE_URL", &base)
+        .env("OPENAI_MODEL", "fake-model")
+        .env("PIKURI_API", "anthropic")
+        .output()
+        .expect("run the chat example");
+    assert_eq!(out.status.code(), Some(0));
+    let requests = server.chat_requests();
+    assert_eq!(requests[1].path, "/v1/messages");
+    assert_eq!(requests[1].body.as_ref().unwrap()["model"], "claude-test");
+}
+
+/// Item 8: the resume notice names the cut-off question on one line, its
+/// control characters made harmless and its length bounded.
+#[cfg(unix)]
+#[test]
+fn resume_notice_names_the_question_sanitized_and_bounded() {
+    let server = FakeServer::start();
+    server.push(Reply::hang());
+    server.push(Reply::text("Done."));
+    let dir = fresh_dir("session-notice");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let base = server.base_url();
+    let question = format!("line one\nline two \x1b[31mred {}", "x".repeat(500));
+    let args = against(
+        &base,
+        &["--session", session, "--tools", "none", "-p", &question],
+    );
+    let mut chat = Chat::spawn(&args);
+    wait_for_requests(&server, 1);
+    chat.child.kill().expect("SIGKILL the chat");
+    chat.wait();
+
+    let out = run(&args);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+    let notice = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("cut off: finishing it"))
+        .expect("the notice");
+    assert!(notice.contains("(\"line one line two "), "{notice}");
+    assert!(!notice.contains('\x1b'), "{notice}");
+    assert!(notice.contains("xxx…\")"), "{notice}");
+    assert!(notice.chars().count() < 200, "{notice}");
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 8: a session another chat has open is refused in the user's
+/// terms: the flag, the lock file, what to do.
+#[test]
+fn session_held_by_another_chat_names_the_lock_file() {
+    let server = FakeServer::start();
+    let dir = fresh_dir("session-locked");
+    let base = server.base_url();
+    let mut first = Chat::spawn_in(Some(&dir), &against(&base, &["--session", "talk"]));
+    first.wait_prompt(1);
+    let second = Chat::spawn_in(
+        Some(&dir),
+        &against(&base, &["--session", "talk", "-p", "hi"]),
+    )
+    .finish();
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    assert!(
+        second
+            .stderr
+            .contains("--session talk.journal is in use by another chat"),
+        "{}",
+        second.stderr
+    );
+    assert!(second.stderr.contains("talk.lock"), "{}", second.stderr);
+    let out = first.finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(server.chat_requests().is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Item 7 with stdin closed: no answer can come, so the re-asked approval
+/// is denied (the model is told), nothing is written, and the chat ends.
+#[cfg(unix)]
+#[test]
+fn session_repl_restarted_with_stdin_closed_denies_the_re_asked_approval() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "hello there"}),
+    ));
+    server.push(Reply::text("Not written."));
+    let dir = fresh_dir("session-approval-eof");
+    let base = server.base_url();
+    let args = against(&base, &["--session", "talk", "--tools", "write_file"]);
+    let mut chat = Chat::spawn_in(Some(&dir), &args);
+    chat.wait_prompt(1);
+    chat.send("Write hello there to notes.txt");
+    chat.wait_stderr("the approval prompt", |err| {
+        err.contains("Allow write_file")
+    });
+    chat.child.kill().expect("SIGKILL the chat");
+    chat.wait();
+
+    let out = Chat::spawn_in(Some(&dir), &args).finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(!dir.join("notes.txt").exists(), "{}", out.stderr);
+    assert!(out.stdout.contains("Not written."), "{}", out.stdout);
+    let requests = server.chat_requests();
+    assert_eq!(requests.len(), 2, "{}", out.stderr);
+    let results: Vec<Value> = requests[1]
+        .messages()
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    let result = results[0]["content"].as_str().unwrap_or_default();
+    assert!(result.contains("end of input"), "{result}");
+    server.assert_all_used();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, the command line: file names with a space, non-ASCII and a
+/// leading dot work for the flags that take any file (`--events`,
+/// `--image`). A guard: they worked before issue 38 too.
+#[test]
+fn file_flags_take_names_with_spaces_non_ascii_and_a_leading_dot() {
+    let server = FakeServer::start();
+    server.push(Reply::text("A pixel."));
+    let dir = fresh_dir("odd-names");
+    let events = dir.join(".my évents.jsonl");
+    let gif = dir.join(".a pïxel.gif");
+    std::fs::write(&gif, b"GIF89a\x01\x00\x01\x00\x00\x00\x00;").unwrap();
+    let base = server.base_url();
+    let out = run(&against(
+        &base,
+        &[
+            "--events",
+            events.to_str().unwrap(),
+            "--image",
+            gif.to_str().unwrap(),
+            "-p",
+            "What is it?",
+        ],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "A pixel.\n");
+    let lines = std::fs::read_to_string(&events).expect("the events file");
+    assert!(lines.lines().count() > 1, "{lines}");
+    let sent = &server.chat_requests()[0].messages()[1];
+    assert_eq!(sent["content"][1]["type"], "image_url");
+    std::fs::remove_dir_all(&dir).ok();
 }
