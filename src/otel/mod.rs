@@ -88,13 +88,17 @@
 //! [`OtlpConfig::with_export_interval`] (1 s), or at once when a batch of
 //! 512 waits, so a busy agent's turns share requests. Past the bound, spans are
 //! dropped and counted ([`OtlpHandle::dropped_spans`], with one `warn` log
-//! line). Each export has a timeout; 408, 429, 502, 503, 504 and transport
-//! errors are retried with exponential backoff and jitter, honouring
+//! line). Each export has a timeout; 429, 502, 503, 504 (the statuses
+//! OTLP lets a client retry) and transport errors are retried with exponential backoff and jitter, honouring
 //! `Retry-After`; other failures drop the batch (counted). Closing the agent
 //! sends what waits, within [`OtlpConfig::with_close_timeout`]. Header
 //! values (`OTEL_EXPORTER_OTLP_HEADERS` may carry credentials) appear in no
 //! log line, error, event or `Debug` output; URLs in logs have their user
-//! info and query values redacted.
+//! info and query values redacted. ureq, the HTTP library, writes each
+//! request at `debug` with the URL's path and query hidden, but in full
+//! (and the raw request bytes, headers included) when its own target
+//! (`ureq`) logs at `trace`: keep `ureq` below `trace` where the collector's
+//! URL or headers carry a credential.
 //!
 //! # Trace context
 //!
