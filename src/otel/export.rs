@@ -156,30 +156,28 @@ impl Export {
         let Some(handle) = self.thread.take() else {
             return;
         };
-        match self
+        if self
             .done
             .recv_timeout(self.close_timeout + Duration::from_millis(100))
+            .is_ok()
         {
-            Ok(()) => {
-                let _ = handle.join();
-            }
-            Err(_) => {
-                // What is still queued or in a request now is dropped, and
-                // counted now: a stuck request may end much later, or
-                // never (the process exits).
-                let lost = {
-                    let mut q = self.queue.lock();
-                    q.abandoned = true;
-                    let lost = q.in_flight + q.spans as u64;
-                    q.items.clear();
-                    q.spans = 0;
-                    q.in_flight = 0;
-                    lost
-                };
-                self.context.dropped.fetch_add(lost, Ordering::Relaxed);
-                log::warn!("otlp: close timed out; {lost} unsent spans dropped");
-            }
+            let _ = handle.join();
+            return;
         }
+        // What is still queued or in a request now is dropped, and counted
+        // now: a stuck request may end much later, or never (the process
+        // exits).
+        let lost = {
+            let mut q = self.queue.lock();
+            q.abandoned = true;
+            let lost = q.in_flight + q.spans as u64;
+            q.items.clear();
+            q.spans = 0;
+            q.in_flight = 0;
+            lost
+        };
+        self.context.dropped.fetch_add(lost, Ordering::Relaxed);
+        log::warn!("otlp: close timed out; {lost} unsent spans dropped");
     }
 }
 
