@@ -244,7 +244,9 @@ impl OtlpConfig {
     }
 
     /// How long closing the exporter may take to send what waits (default
-    /// 5 s); what is not sent by then is dropped and counted.
+    /// 5 s); what is not sent by then is dropped and counted before the
+    /// close returns, a batch still in a request included (its late
+    /// answer changes no counter).
     #[must_use]
     pub fn with_close_timeout(mut self, d: Duration) -> OtlpConfig {
         self.close_timeout = d;

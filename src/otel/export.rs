@@ -73,7 +73,9 @@ impl Export {
             context: Arc::clone(&context),
             deadline: Arc::clone(&deadline),
             // Every status is read: 429 and 5xx go through the retries.
-            agent: AgentSetup::new().agent(),
+            // No redirect is followed: ureq would send the headers (API
+            // keys) to whatever origin the `Location` names, as a GET.
+            agent: AgentSetup::new().without_redirects().agent(),
             failing: false,
             chats: Vec::new(),
             chats_since: now_nanos(),

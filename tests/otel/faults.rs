@@ -173,3 +173,19 @@ fn a_batch_in_flight_when_the_close_times_out_is_counted_as_dropped() {
     // stuck request ends.
     assert_eq!((handle.exported_spans(), handle.dropped_spans()), (0, 2));
 }
+
+#[test]
+fn a_redirect_is_not_followed_with_the_headers() {
+    // The collector sends the export to another origin: the credential
+    // header must not follow (ureq strips only `Authorization`).
+    let elsewhere = Collector::start(Answer::Ok);
+    let c = Collector::start(Answer::Redirect(format!("{}/v1/traces", elsewhere.url())));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_header("x-api-key", "s3cret")
+            .with_max_retries(0),
+    );
+    assert!(c.requests("/v1/traces") >= 1);
+    assert_eq!(elsewhere.received.lock().len(), 0, "followed the redirect");
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (0, SPANS));
+}
