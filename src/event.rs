@@ -339,6 +339,23 @@ pub enum Event {
         /// How long the client waits before the next attempt.
         wait_ms: u64,
     },
+    /// A model request failed, after its retries: an error status, a
+    /// transport failure, a body that did not decode, or a cancel while it
+    /// was in flight. Once per failed request, before what follows it (the
+    /// run's end, an [`Event::ModelFallback`], a compaction and a second
+    /// try). An addition over pikuri.
+    RequestFailed {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The HTTP status the server answered with, if it answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// The failure's [`ErrorKind`](crate::ErrorKind) in snake_case
+        /// (`auth`, `timeout`, `cancelled`, `model_not_found`, ...).
+        kind: String,
+        /// The failure, as the error displays it.
+        error: String,
+    },
     /// The conversation was compacted: automatically before a request, after
     /// the server rejected one as too long, or by
     /// [`Agent::compact`](crate::Agent::compact). With the `Summarize`
@@ -413,6 +430,7 @@ impl Event {
             | Event::SystemInjected { agent, .. }
             | Event::Domain { agent, .. }
             | Event::Retrying { agent, .. }
+            | Event::RequestFailed { agent, .. }
             | Event::Compacted { agent, .. }
             | Event::ModelFallback { agent, .. }
             | Event::Stopped { agent, .. } => agent,
@@ -441,6 +459,7 @@ impl Event {
             Event::SystemInjected { .. } => "system_injected",
             Event::Domain { .. } => "domain",
             Event::Retrying { .. } => "retrying",
+            Event::RequestFailed { .. } => "request_failed",
             Event::Compacted { .. } => "compacted",
             Event::ModelFallback { .. } => "model_fallback",
             Event::Stopped { .. } => "stopped",

@@ -330,6 +330,13 @@ impl Agent {
             if e.is_cancelled() {
                 self.partial_answer = partial;
             }
+            // One event per failed request (traces give it a failed span).
+            self.emit(Event::RequestFailed {
+                agent: self.agent_id(),
+                status: e.status(),
+                kind: snake_case(&format!("{:?}", e.kind())),
+                error: e.to_string(),
+            });
         }
         result
     }
@@ -814,4 +821,17 @@ impl Agent {
         self.emit(done.event(self.agent_id()));
         Ok(true)
     }
+}
+
+/// `ModelNotFound` as `model_not_found` (an [`ErrorKind`](crate::ErrorKind)
+/// name in [`Event::RequestFailed`]).
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }

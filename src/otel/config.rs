@@ -16,7 +16,8 @@ use crate::codec::percent::{self, Plus};
 /// | variable | use |
 /// |---|---|
 /// | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` | the traces URL, used as is |
-/// | `OTEL_EXPORTER_OTLP_ENDPOINT` | a base URL: `/v1/traces` is appended (`/v1/metrics` for metrics) |
+/// | `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` | the metrics URL, used as is (it alone does not turn export on) |
+/// | `OTEL_EXPORTER_OTLP_ENDPOINT` | a base URL: `/v1/traces` is added to its path, before any query (`/v1/metrics` for metrics) |
 /// | `OTEL_EXPORTER_OTLP_HEADERS` | `key=value` pairs separated by commas, each percent-decoded |
 /// | `OTEL_SERVICE_NAME` | `service.name` (wins over the one in the next variable) |
 /// | `OTEL_RESOURCE_ATTRIBUTES` | `key=value` pairs separated by commas, each percent-decoded |
@@ -60,12 +61,22 @@ pub struct OtlpConfig {
 impl OtlpConfig {
     /// Export to the collector at `endpoint`, a base URL (such as
     /// `http://localhost:4318`): spans go to `{endpoint}/v1/traces`, as
-    /// with `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    /// with `OTEL_EXPORTER_OTLP_ENDPOINT`. The path goes before a query
+    /// (`http://c:4318/otlp?tenant=a` posts to
+    /// `http://c:4318/otlp/v1/traces?tenant=a`).
+    ///
+    /// ```
+    /// use pikuri::otel::OtlpConfig;
+    ///
+    /// let config = OtlpConfig::new("http://c:4318/otlp/?key=s3cret");
+    /// assert_eq!(config.traces_endpoint(), "http://c:4318/otlp/v1/traces?key=s3cret");
+    /// assert_eq!(config.metrics_endpoint(), Some("http://c:4318/otlp/v1/metrics?key=s3cret"));
+    /// ```
     pub fn new(endpoint: impl AsRef<str>) -> OtlpConfig {
-        let base = endpoint.as_ref().trim_end_matches('/');
+        let base = endpoint.as_ref();
         OtlpConfig {
-            traces_endpoint: format!("{base}/v1/traces"),
-            metrics_endpoint: Some(format!("{base}/v1/metrics")),
+            traces_endpoint: signal_url(base, "/v1/traces"),
+            metrics_endpoint: Some(signal_url(base, "/v1/metrics")),
             headers: Vec::new(),
             service_name: None,
             resource: Vec::new(),
@@ -126,6 +137,9 @@ impl OtlpConfig {
         if let Some(t) = traces {
             // The signal-specific variable is used as is: no path appended.
             config.traces_endpoint = t.trim().to_string();
+        }
+        if let Some(m) = get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+            config.metrics_endpoint = Some(m.trim().to_string());
         }
         if let Some(h) = get("OTEL_EXPORTER_OTLP_HEADERS") {
             config
@@ -210,7 +224,8 @@ impl OtlpConfig {
     }
 
     /// Retries of a failed export (default 3): after a transport error,
-    /// 408, 429, 502, 503 or 504, waiting `Retry-After` when the collector
+    /// 429, 502, 503 or 504 (the statuses OTLP lets a client retry),
+    /// waiting `Retry-After` when the collector
     /// sends one (capped by [`with_retry_backoff`](OtlpConfig::with_retry_backoff)'s
     /// cap), else an exponential backoff with jitter.
     #[must_use]
@@ -229,7 +244,9 @@ impl OtlpConfig {
     }
 
     /// How long closing the exporter may take to send what waits (default
-    /// 5 s); what is not sent by then is dropped and counted.
+    /// 5 s); what is not sent by then is dropped and counted before the
+    /// close returns, a batch still in a request included (its late
+    /// answer changes no counter).
     #[must_use]
     pub fn with_close_timeout(mut self, d: Duration) -> OtlpConfig {
         self.close_timeout = d;
@@ -324,6 +341,23 @@ impl fmt::Debug for OtlpConfig {
     }
 }
 
+/// The URL of a signal (`/v1/traces`) under the base URL `base`: the path
+/// is added to the base's path, before its query; a fragment is dropped
+/// (it is never sent).
+fn signal_url(base: &str, path: &str) -> String {
+    let base = base.split('#').next().unwrap_or("");
+    let (before, query) = match base.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (base, None),
+    };
+    let mut out = format!("{}{path}", before.trim_end_matches('/'));
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
 /// `k1=v1,k2=v2` with each key and value trimmed and percent-decoded (the
 /// W3C Baggage form the OTel spec uses for these variables). A pair
 /// without `=` or with an empty key is skipped, with a warning that names
@@ -367,6 +401,48 @@ mod tests {
         let c = OtlpConfig::from_env_with(only).unwrap();
         assert_eq!(c.traces_endpoint(), "http://b:9/t");
         assert_eq!(c.metrics_endpoint(), None);
+    }
+
+    #[test]
+    fn the_signal_path_goes_before_the_query() {
+        let c = OtlpConfig::new("https://c.example:4318/otlp/?key=s3cret&x=1#frag");
+        assert_eq!(
+            c.traces_endpoint(),
+            "https://c.example:4318/otlp/v1/traces?key=s3cret&x=1"
+        );
+        assert_eq!(
+            c.metrics_endpoint(),
+            Some("https://c.example:4318/otlp/v1/metrics?key=s3cret&x=1")
+        );
+        assert_eq!(
+            OtlpConfig::new("http://c:4318").traces_endpoint(),
+            "http://c:4318/v1/traces"
+        );
+    }
+
+    #[test]
+    fn the_metrics_endpoint_variable_is_used_as_is() {
+        let env = |k: &str| match k {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://a:4318".to_string()),
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" => Some(" http://m:9/my/metrics ".to_string()),
+            _ => None,
+        };
+        let c = OtlpConfig::from_env_with(env).unwrap();
+        assert_eq!(c.traces_endpoint(), "http://a:4318/v1/traces");
+        assert_eq!(c.metrics_endpoint(), Some("http://m:9/my/metrics"));
+        // With a traces endpoint alone, metrics go where it says too.
+        let env = |k: &str| match k {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some("http://t:1/t".to_string()),
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" => Some("http://m:9/m".to_string()),
+            _ => None,
+        };
+        let c = OtlpConfig::from_env_with(env).unwrap();
+        assert_eq!(c.metrics_endpoint(), Some("http://m:9/m"));
+        // It alone does not turn export on.
+        let env = |k: &str| {
+            (k == "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").then(|| "http://m:9/m".to_string())
+        };
+        assert!(OtlpConfig::from_env_with(env).is_none());
     }
 
     #[test]

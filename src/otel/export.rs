@@ -33,6 +33,12 @@ struct Queue {
     items: VecDeque<Item>,
     /// The spans among `items`.
     spans: usize,
+    /// The spans of the batch the export thread is sending (taken from
+    /// `items`, not counted yet).
+    in_flight: u64,
+    /// The close timed out: what waited and what was in flight is counted
+    /// as dropped already, and the thread counts nothing more.
+    abandoned: bool,
 }
 
 /// The handle the listener keeps: push, and close.
@@ -67,7 +73,9 @@ impl Export {
             context: Arc::clone(&context),
             deadline: Arc::clone(&deadline),
             // Every status is read: 429 and 5xx go through the retries.
-            agent: AgentSetup::new().agent(),
+            // No redirect is followed: ureq would send the headers (API
+            // keys) to whatever origin the `Location` names, as a GET.
+            agent: AgentSetup::new().without_redirects().agent(),
             failing: false,
             chats: Vec::new(),
             chats_since: now_nanos(),
@@ -150,15 +158,28 @@ impl Export {
         let Some(handle) = self.thread.take() else {
             return;
         };
-        match self
+        if self
             .done
             .recv_timeout(self.close_timeout + Duration::from_millis(100))
+            .is_ok()
         {
-            Ok(()) => {
-                let _ = handle.join();
-            }
-            Err(_) => log::warn!("otlp: close timed out; unsent spans are dropped"),
+            let _ = handle.join();
+            return;
         }
+        // What is still queued or in a request now is dropped, and counted
+        // now: a stuck request may end much later, or never (the process
+        // exits).
+        let lost = {
+            let mut q = self.queue.lock();
+            q.abandoned = true;
+            let lost = q.in_flight + q.spans as u64;
+            q.items.clear();
+            q.spans = 0;
+            q.in_flight = 0;
+            lost
+        };
+        self.context.dropped.fetch_add(lost, Ordering::Relaxed);
+        log::warn!("otlp: close timed out; {lost} unsent spans dropped");
     }
 }
 
@@ -217,6 +238,7 @@ impl Worker {
             }
         }
         q.spans -= spans.len();
+        q.in_flight = spans.len() as u64;
         (!spans.is_empty()).then_some(spans)
     }
 
@@ -246,12 +268,7 @@ impl Worker {
                         log::info!("otlp: export to {} works again", redact_url(&url));
                     }
                     self.failing = false;
-                    self.context
-                        .exported
-                        .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
-                    self.context
-                        .dropped
-                        .fetch_add(rejected.min(spans), Ordering::Relaxed);
+                    self.settle(spans.saturating_sub(rejected), rejected.min(spans), false);
                     return;
                 }
                 Err(Failure::Final(why)) => break why,
@@ -266,8 +283,10 @@ impl Worker {
                 break format!("{why}; closing");
             }
         };
-        self.context.failed_exports.fetch_add(1, Ordering::Relaxed);
-        self.context.dropped.fetch_add(spans, Ordering::Relaxed);
+        if !self.settle(0, spans, true) {
+            // The close counted this batch already.
+            return;
+        }
         if !self.failing {
             log::warn!(
                 "otlp: export to {} failed ({failure}); {spans} spans dropped",
@@ -275,6 +294,23 @@ impl Worker {
             );
         }
         self.failing = true;
+    }
+
+    /// Count the batch just sent: `exported` and `dropped` spans, and a
+    /// failed export. False (nothing counted) when the close timed out
+    /// meanwhile and counted the batch as dropped.
+    fn settle(&self, exported: u64, dropped: u64, failed: bool) -> bool {
+        let mut q = self.queue.lock();
+        if q.abandoned {
+            return false;
+        }
+        q.in_flight = 0;
+        self.context.exported.fetch_add(exported, Ordering::Relaxed);
+        self.context.dropped.fetch_add(dropped, Ordering::Relaxed);
+        if failed {
+            self.context.failed_exports.fetch_add(1, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Wait `d` before a retry; false when closing leaves no time for it.
@@ -347,7 +383,9 @@ impl Worker {
                     return (Ok(rejected(&text)), None);
                 }
                 let why = format!("http status {status}: {}", excerpt(text.trim(), 120));
-                let failure = if matches!(status, 408 | 429 | 502 | 503 | 504) {
+                // OTLP/HTTP: only these may be retried; any other status
+                // (408 and 500 included) drops the batch.
+                let failure = if matches!(status, 429 | 502 | 503 | 504) {
                     Failure::Retry(why)
                 } else {
                     Failure::Final(why)

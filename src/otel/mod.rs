@@ -39,9 +39,13 @@
 //!   tokens included, as the conventions count them),
 //!   `gen_ai.usage.output_tokens`, `gen_ai.usage.cache_read.input_tokens`,
 //!   `gen_ai.usage.cache_creation.input_tokens`,
-//!   `gen_ai.usage.reasoning.output_tokens`; `error.type` (the HTTP status,
-//!   `timeout`, `cancelled` or `_OTHER`) when it failed; a `pikuri.retry`
-//!   event per retry.
+//!   `gen_ai.usage.reasoning.output_tokens`; `error.type` when it failed
+//!   (after its retries, or cut by a cancel, streamed or not): the
+//!   provider's HTTP status (`401`, `500`), else the crate's
+//!   [`ErrorKind`](crate::ErrorKind) in snake_case (`timeout`, `connect`,
+//!   `protocol`, `cancelled`, ...), as the conventions ask, from
+//!   [`Event::RequestFailed`]; a `pikuri.retry` event per retry. Every
+//!   model request is one `chat` span, whatever happens to it.
 //! - `execute_tool {name}`: `gen_ai.tool.name`, `gen_ai.tool.call.id`,
 //!   `gen_ai.tool.type` (`function`), and only when the host opts in
 //!   ([`OtlpConfig::with_capture_content`]) `gen_ai.tool.call.arguments`
@@ -88,13 +92,19 @@
 //! [`OtlpConfig::with_export_interval`] (1 s), or at once when a batch of
 //! 512 waits, so a busy agent's turns share requests. Past the bound, spans are
 //! dropped and counted ([`OtlpHandle::dropped_spans`], with one `warn` log
-//! line). Each export has a timeout; 408, 429, 502, 503, 504 and transport
-//! errors are retried with exponential backoff and jitter, honouring
-//! `Retry-After`; other failures drop the batch (counted). Closing the agent
+//! line). Each export has a timeout; 429, 502, 503, 504 (the statuses
+//! OTLP lets a client retry) and transport errors are retried with exponential backoff and jitter, honouring
+//! `Retry-After`; other failures drop the batch (counted), a redirect
+//! among them (it is not followed: the headers would go to the origin it
+//! names). Closing the agent
 //! sends what waits, within [`OtlpConfig::with_close_timeout`]. Header
 //! values (`OTEL_EXPORTER_OTLP_HEADERS` may carry credentials) appear in no
 //! log line, error, event or `Debug` output; URLs in logs have their user
-//! info and query values redacted.
+//! info and query values redacted. ureq, the HTTP library, writes each
+//! request at `debug` with the URL's path and query hidden, but in full
+//! (and the raw request bytes, headers included) when its own target
+//! (`ureq`) logs at `trace`: keep `ureq` below `trace` where the collector's
+//! URL or headers carry a credential.
 //!
 //! # Trace context
 //!

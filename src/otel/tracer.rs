@@ -114,6 +114,8 @@ struct Run {
     mark: u64,
     first_chunk: Option<u64>,
     chat_events: Vec<SpanEvent>,
+    /// The `error.type` of the last failed request, for the
+    /// `pikuri.model_fallback` event that follows it.
     last_error: Option<String>,
     /// The last response's span, held until the next event tells why the
     /// response finished (a tool call follows, or not).
@@ -339,7 +341,21 @@ impl Tracer {
                     time: now,
                     attrs: a,
                 });
-                run.last_error = Some(error.clone());
+            }
+            Event::RequestFailed {
+                status,
+                kind,
+                error,
+                ..
+            } => {
+                // One failed chat span per failed request, whatever the
+                // failure: the provider's status, else the crate's kind.
+                let kind = status.map_or_else(|| kind.clone(), |s| s.to_string());
+                let mut chat = chat_span(run, &self.model, &self.conversation, now);
+                chat.fail(&kind, crate::util::excerpt(error, 200).into_owned());
+                self.done.push(chat);
+                run.last_error = Some(kind);
+                run.mark = now;
             }
             Event::Tokens {
                 input,
@@ -506,13 +522,30 @@ impl Tracer {
             Event::ModelFallback {
                 from, to, reason, ..
             } => {
-                // The request that failed is a chat span of its own.
-                let mut chat = chat_span(run, &ModelInfo::of(from), &self.conversation, now);
-                chat.fail(
-                    &error_type(reason),
-                    crate::util::excerpt(reason, 200).into_owned(),
-                );
-                self.done.push(chat);
+                // The request that failed is a chat span of its own
+                // (`RequestFailed`, just before): the old transport's,
+                // named now when the exporter had no model to go by.
+                let old = ModelInfo::of(from);
+                if let Some(chat) = self
+                    .done
+                    .iter_mut()
+                    .rev()
+                    .find(|s| s.op == "chat" && s.parent == Some(run.span.id))
+                    && chat.target.is_none()
+                {
+                    chat.target.clone_from(&old.model);
+                    chat.attrs
+                        .set("gen_ai.provider.name", Attr::Str(old.provider.clone()));
+                    if let Some(m) = &old.model {
+                        chat.attrs.set("gen_ai.request.model", Attr::Str(m.clone()));
+                    }
+                    if let Some(h) = &old.address {
+                        chat.attrs.set("server.address", Attr::Str(h.clone()));
+                    }
+                    if let Some(p) = old.port {
+                        chat.attrs.set("server.port", u64::from(p));
+                    }
+                }
                 let mut a = Attrs::default();
                 if let Some(m) = from.model() {
                     a.set("pikuri.fallback.from", m);
@@ -520,7 +553,8 @@ impl Tracer {
                 if let Some(m) = to.model() {
                     a.set("pikuri.fallback.to", m);
                 }
-                a.set("error.type", error_type(reason));
+                let kind = run.last_error.take().unwrap_or_else(|| error_type(reason));
+                a.set("error.type", kind);
                 run.span.event("pikuri.model_fallback", now, a);
                 self.model = ModelInfo::of(to);
                 run.mark = now;
@@ -531,13 +565,9 @@ impl Tracer {
                     "pikuri.cancel.partial_chars",
                     partial_answer.chars().count() as u64,
                 );
+                // A request the cancel cut short (streamed or not) is a
+                // failed chat span already (`RequestFailed`).
                 run.span.event("pikuri.cancel", now, a);
-                // A stream the cancel cut short is a request of its own.
-                if run.first_chunk.is_some() {
-                    let mut chat = chat_span(run, &self.model, &self.conversation, now);
-                    chat.fail("cancelled", "cancelled");
-                    self.done.push(chat);
-                }
             }
             Event::Stopped { reason, .. } => {
                 let reason = *reason;
@@ -618,19 +648,6 @@ impl Tracer {
                 .set("gen_ai.response.finish_reasons", Attr::StaticArray(reason));
             self.done.push(chat);
         }
-        if reason == StopReason::Error {
-            // The run failed in a request (HTTP, transport, protocol).
-            let mut chat = chat_span(&mut run, &self.model, &self.conversation, now);
-            let msg = run
-                .last_error
-                .take()
-                .unwrap_or_else(|| "request failed".into());
-            chat.fail(
-                &error_type(&msg),
-                crate::util::excerpt(&msg, 200).into_owned(),
-            );
-            self.done.push(chat);
-        }
         for mut t in run.tools.drain(..) {
             t.span.end = now;
             // Deferred by an approver: waiting, not failed.
@@ -706,7 +723,6 @@ fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64
             .push("gen_ai.response.time_to_first_chunk", Attr::Double(secs));
     }
     s.events = std::mem::take(&mut run.chat_events);
-    run.last_error = None;
     s
 }
 
@@ -948,6 +964,12 @@ mod tests {
                 attempt: 1,
                 error: "http status 503: busy".into(),
                 wait_ms: 5,
+            },
+            Event::RequestFailed {
+                agent: a.clone(),
+                status: Some(503),
+                kind: "server".into(),
+                error: "http status 503: busy".into(),
             },
             Event::ModelFallback {
                 agent: a.clone(),

@@ -23,6 +23,8 @@ pub(crate) enum Answer {
     Slow(Duration),
     /// Read the request and never answer (the connection stays open).
     Silent,
+    /// `302 Found` to this URL (ureq follows it as a GET).
+    Redirect(String),
 }
 
 /// One request the collector received.
@@ -151,6 +153,7 @@ fn serve(
             Answer::Ok => (200, String::new()),
             Answer::Status(s) => (s, String::new()),
             Answer::RetryAfter(s, secs) => (s, format!("Retry-After: {secs}\r\n")),
+            Answer::Redirect(to) => (302, format!("Location: {to}\r\n")),
             Answer::Slow(d) => {
                 std::thread::sleep(d);
                 (200, String::new())

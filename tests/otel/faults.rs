@@ -61,6 +61,28 @@ fn server_errors_are_not_retried_and_unavailable_is() {
 }
 
 #[test]
+fn only_the_statuses_otlp_names_are_retried() {
+    // OTLP/HTTP: 429, 502, 503 and 504 may be retried; 408 may not.
+    let c = Collector::start(Answer::Status(408));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_max_retries(3)
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(5)),
+    );
+    assert_eq!(c.requests("/v1/traces"), 1, "408 is final in OTLP");
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (0, SPANS));
+    for status in [429, 502, 504] {
+        let c = Collector::start(Answer::Status(status));
+        turn(
+            OtlpConfig::new(c.url())
+                .with_max_retries(1)
+                .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(5)),
+        );
+        assert_eq!(c.requests("/v1/traces"), 2, "{status} is retried");
+    }
+}
+
+#[test]
 fn retry_after_is_honoured() {
     // The backoff alone would wait at least 30 s, past the close timeout:
     // only the collector's `Retry-After: 0` lets the retry go out in time.
@@ -118,4 +140,52 @@ fn a_full_queue_drops_and_counts() {
     assert_eq!(h.dropped_spans(), SPANS - 3);
     assert_eq!(h.exported_spans(), 3);
     assert_eq!(c.spans().len(), 3);
+}
+
+#[test]
+fn a_batch_in_flight_when_the_close_times_out_is_counted_as_dropped() {
+    // The collector takes the request and never answers; the request's own
+    // timeout (10 minutes) is far past the close timeout.
+    let c = Collector::start(Answer::Silent);
+    let server = FakeServer::start();
+    server.push(pikuri::testing::Reply::text("hi"));
+    let exporter = OtlpExporter::new(
+        OtlpConfig::new(c.url())
+            .with_timeout(Duration::from_secs(600))
+            .with_export_interval(Duration::from_millis(10))
+            .with_close_timeout(Duration::from_millis(300)),
+    );
+    let handle = exporter.handle();
+    let mut agent = pikuri::Agent::builder(server.transport())
+        .add_listener(exporter)
+        .build()
+        .unwrap();
+    agent.run_loop("hello").unwrap();
+    // Wait until the turn's batch is in the collector's hands.
+    let mut waited = 0;
+    while c.requests("/v1/traces") == 0 {
+        assert!(waited < 3000, "the batch never went out");
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    agent.close();
+    // invoke_agent and chat: counted as the close returns, not when the
+    // stuck request ends.
+    assert_eq!((handle.exported_spans(), handle.dropped_spans()), (0, 2));
+}
+
+#[test]
+fn a_redirect_is_not_followed_with_the_headers() {
+    // The collector sends the export to another origin: the credential
+    // header must not follow (ureq strips only `Authorization`).
+    let elsewhere = Collector::start(Answer::Ok);
+    let c = Collector::start(Answer::Redirect(format!("{}/v1/traces", elsewhere.url())));
+    let h = turn(
+        OtlpConfig::new(c.url())
+            .with_header("x-api-key", "s3cret")
+            .with_max_retries(0),
+    );
+    assert!(c.requests("/v1/traces") >= 1);
+    assert_eq!(elsewhere.received.lock().len(), 0, "followed the redirect");
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (0, SPANS));
 }

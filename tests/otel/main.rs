@@ -6,5 +6,6 @@
 
 mod collector; // the scripted fake collector and the span reader
 mod faults; // down, slow, 5xx, 429, silent: the turn is unaffected
+mod logs; // no credential in any log line, the HTTP library's included
 mod receiver; // a real receiver (rotel), skipped unless installed
 mod spans; // the spans of a turn with a tool and a sub-agent

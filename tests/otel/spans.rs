@@ -331,3 +331,86 @@ fn a_streamed_request_records_its_time_to_first_chunk() {
         .expect("time to first chunk");
     assert!(ttfc["value"]["doubleValue"].as_f64().unwrap() >= 0.0);
 }
+
+/// The chat spans a run with `configure` and `reply` exports, its
+/// `run_loop` failing (no retries).
+fn failed_run_chats(
+    reply: pikuri::testing::Reply,
+    configure: impl FnOnce(pikuri::Configurator) -> pikuri::Configurator,
+    during: impl FnOnce(&FakeServer) + Send + 'static,
+) -> (pikuri::Error, Vec<Value>) {
+    let collector = Collector::start(Answer::Ok);
+    let server = std::sync::Arc::new(FakeServer::start());
+    server.push(reply);
+    let exporter = OtlpExporter::new(OtlpConfig::new(collector.url()));
+    let builder = pikuri::Agent::builder(server.transport())
+        .http(pikuri::HttpConfig::default().with_max_retries(0))
+        .add_listener(exporter);
+    let mut agent = configure(builder).build().unwrap();
+    let s = std::sync::Arc::clone(&server);
+    let helper = std::thread::spawn(move || during(&s));
+    let err = agent.run_loop("hi").unwrap_err();
+    helper.join().unwrap();
+    agent.close();
+    let chats = collector
+        .spans()
+        .into_iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("chat"))
+        .collect();
+    (err, chats)
+}
+
+#[test]
+fn a_request_failed_without_retry_names_its_status_or_kind() {
+    use pikuri::testing::Reply;
+    let cases = [
+        (Reply::status(400, "bad request"), "400"),
+        (Reply::status(401, "invalid api key"), "401"),
+        (Reply::status(404, "page not found"), "404"),
+        (Reply::status(500, "boom"), "500"),
+        (
+            Reply::raw_body(200, "application/json", "{not json"),
+            "protocol",
+        ),
+    ];
+    for (reply, want) in cases {
+        let (err, chats) = failed_run_chats(reply, |c| c, |_| {});
+        assert_eq!(chats.len(), 1, "{err}: {chats:#?}");
+        assert_eq!(chats[0]["status"]["code"], 2, "{err}");
+        assert_eq!(
+            attr(&chats[0], "error.type").as_deref(),
+            Some(want),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_request_cancelled_in_flight_is_one_chat_span_streamed_or_not() {
+    use pikuri::testing::Reply;
+    for streaming in [false, true] {
+        let cancel = pikuri::Cancellable::new();
+        let c2 = cancel.clone();
+        let (err, chats) = failed_run_chats(
+            Reply::hang(),
+            |c| c.cancellable(cancel).streaming(streaming),
+            move |server| {
+                // Cancel once the request is with the server.
+                let mut waited = 0;
+                while server.chat_requests().is_empty() {
+                    assert!(waited < 3000, "the request never went out");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    waited += 1;
+                }
+                c2.cancel();
+            },
+        );
+        assert!(err.is_cancelled(), "{err}");
+        assert_eq!(chats.len(), 1, "streaming {streaming}: {chats:#?}");
+        assert_eq!(
+            attr(&chats[0], "error.type").as_deref(),
+            Some("cancelled"),
+            "streaming {streaming}"
+        );
+    }
+}
