@@ -376,7 +376,7 @@
 //!   [`Extension`](extension::Extension) protocol.
 //!
 //! Additions over pikuri: call ids and tool names on `ToolCall`/`ToolResult`,
-//! [`Event::Retrying`], [`Event::Stopped`] with a [`StopReason`] and the
+//! [`Event::Retrying`], [`Event::RequestFailed`] (a failed model request, after its retries or cut by a cancel), [`Event::Stopped`] with a [`StopReason`] and the
 //! run's [`Usage`], cancellation that interrupts requests in flight,
 //! deferred approval ([`Decision::Defer`](approval::Decision::Defer),
 //! [`Agent::resume`]), [`Agent::retry_turn`], per-turn token totals
