@@ -53,7 +53,7 @@ use crate::util::{Secrets, instant_after};
 
 mod handshake;
 
-pub(super) use handshake::{InitInfo, init_params, parse_init};
+pub(super) use handshake::{DISCOVER_FAILED, INIT_FAILED, InitInfo, init_params, parse_init};
 
 /// How many notices wait for the notice thread before more are dropped.
 pub(super) const NOTICE_QUEUE: usize = 1024;
