@@ -51,22 +51,31 @@ impl Conn {
             cancel: None,
             progress: None,
         };
+        let deadline = instant_after(timeout);
         let result = self.request("initialize", init_params(self.asker.is_some()), &opts)?;
-        self.initialized(&result, accepted)
+        self.initialized(&result, accepted, deadline, timeout)
     }
 
     /// Read `initialize`'s `result` and tell the server the handshake is
-    /// done.
+    /// done. The handshake is complete when the server has
+    /// `notifications/initialized`, not when it was handed over: over
+    /// HTTP, a request posted before the notification's 202 may reach a
+    /// server that is not yet initialized (the SDK's answers -32602).
+    /// `deadline` ends the wait, `timeout` names it in the error.
     fn initialized(
         self: &Arc<Self>,
         result: &Value,
         accepted: &[&str],
+        deadline: Instant,
+        timeout: Duration,
     ) -> Result<InitInfo, RpcError> {
         let info = parse_init(result, accepted)?;
-        if let Some(wire) = self.wire.get() {
-            wire.set_protocol_version(&info.protocol_version);
-        }
-        self.send(jsonrpc::notification("notifications/initialized", None))?;
+        let Some(wire) = self.wire.get() else {
+            return Err(RpcError::Closed("not connected".into()));
+        };
+        wire.set_protocol_version(&info.protocol_version);
+        let note = jsonrpc::notification("notifications/initialized", None);
+        wire.notify_delivered(self, note, deadline, timeout)?;
         Ok(info)
     }
 
@@ -176,7 +185,8 @@ impl Conn {
                     match answer(got) {
                         Ok(result) => {
                             self.forget(probe_id);
-                            return (self.initialized(&result, accepted), INIT_FAILED);
+                            let shaken = self.initialized(&result, accepted, deadline, startup);
+                            return (shaken, INIT_FAILED);
                         }
                         Err(e @ RpcError::Closed(_)) => {
                             self.forget(probe_id);
