@@ -394,7 +394,8 @@ impl Http {
         if is_sse {
             let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
                 match serde_json::from_str::<Value>(data) {
-                    Ok(m) => {
+                    Ok(mut m) => {
+                        super::input::keep_field_order(data.as_bytes(), &mut m);
                         if id.is_some() && on_msg(m) == id {
                             return Ok(Flow::Stop);
                         }
@@ -442,7 +443,11 @@ impl Http {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        match crate::util::json_from_slice::<Value>(&bytes) {
+        let parsed = crate::util::json_from_slice::<Value>(&bytes).map(|mut msg| {
+            super::input::keep_field_order(&bytes, &mut msg);
+            msg
+        });
+        match parsed {
             Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
                 on_msg(m);
             }),
