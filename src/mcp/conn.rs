@@ -53,7 +53,7 @@ use crate::util::{Secrets, instant_after};
 
 mod handshake;
 
-pub(super) use handshake::{InitInfo, init_params, parse_init};
+pub(super) use handshake::{DISCOVER_FAILED, INIT_FAILED, InitInfo, init_params, parse_init};
 
 /// How many notices wait for the notice thread before more are dropped.
 pub(super) const NOTICE_QUEUE: usize = 1024;
@@ -116,6 +116,22 @@ pub(super) trait Wire: Send + Sync {
         id: Option<u64>,
         bound: Option<&Bound<'_>>,
     ) -> Result<(), RpcError>;
+    /// Hand a notification to the server and return once the server has
+    /// it, waiting until `deadline` at most (`timeout` names that bound in
+    /// the error). By default the same as `send`: a transport that keeps
+    /// the order (a pipe) has delivered it before anything sent later.
+    /// HTTP posts each message on its own, so it waits for the POST's
+    /// answer (the 202).
+    fn notify_delivered(
+        &self,
+        conn: &Arc<Conn>,
+        msg: Value,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        let _ = (deadline, timeout);
+        self.send(conn, msg, None, None)
+    }
     /// The protocol version `initialize` agreed on. Only HTTP needs it
     /// (every later request carries it as a header).
     fn set_protocol_version(&self, _version: &str) {}

@@ -7,7 +7,10 @@
 //! reads to [`Conn::dispatch`], so the caller waits on its channel like over
 //! stdio, and a cancel never waits for a socket. The `Mcp-Session-Id` the
 //! server assigns is kept and sent; `MCP-Protocol-Version` is sent after
-//! the handshake. A 404 to a request that carried a session id means the
+//! the handshake, which ends when the server answered
+//! `notifications/initialized` (the one message whose POST is waited for:
+//! a request posted before that answer may reach a server that is not yet
+//! initialized). A 404 to a request that carried a session id means the
 //! session expired: the worker runs the handshake again (once, shared by
 //! concurrent workers through a generation counter) and retries. On close
 //! the session is DELETEd and the HTTP agent shut down, which fails reads
@@ -25,8 +28,9 @@
 use std::io::{BufReader, Read};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crossbeam_channel::{at, bounded, select};
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -181,19 +185,57 @@ impl Http {
         }
     }
 
-    fn deliver(&self, conn: &Arc<Conn>, msg: &Value, id: Option<u64>) {
-        let seen = *self.generation.lock();
-        let mut result = self.post(conn, msg, id, &mut |m| conn.dispatch(m));
-        if let Err(PostError::Unauthorized { sent, challenge }) = &result {
-            result = self.renew_and_retry(
+    /// POST the notification `msg` on a worker thread and wait until
+    /// the server answered it (its 202), or `deadline`.
+    fn notify_delivered(
+        self: &Arc<Self>,
+        conn: &Arc<Conn>,
+        msg: Value,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        let (tx, rx) = bounded(1);
+        let http = Arc::clone(self);
+        let worker_conn = Arc::clone(conn);
+        thread::Builder::new()
+            .name(format!("mcp-{}-http", conn.name))
+            .spawn(move || {
+                let posted = http.post_renewing(&worker_conn, &msg, None);
+                let _ = tx.send(posted.map_err(PostError::into_rpc));
+            })
+            .map_err(|e| RpcError::Transport(format!("could not start an HTTP worker: {e}")))?;
+        select! {
+            recv(rx) -> posted => posted.unwrap_or_else(|_| {
+                Err(RpcError::Transport("the HTTP worker ended without an answer".into()))
+            }),
+            recv(at(deadline)) -> _ => Err(RpcError::Timeout(timeout)),
+        }
+    }
+
+    /// One POST, sent again once after a 401 that OAuth could renew.
+    fn post_renewing(
+        &self,
+        conn: &Arc<Conn>,
+        msg: &Value,
+        id: Option<u64>,
+    ) -> Result<(), PostError> {
+        let result = self.post(conn, msg, id, &mut |m| conn.dispatch(m));
+        match &result {
+            Err(PostError::Unauthorized { sent, challenge }) => self.renew_and_retry(
                 conn,
                 msg,
                 id,
                 sent.as_deref(),
                 challenge.as_deref(),
                 &mut |m| conn.dispatch(m),
-            );
+            ),
+            _ => result,
         }
+    }
+
+    fn deliver(&self, conn: &Arc<Conn>, msg: &Value, id: Option<u64>) {
+        let seen = *self.generation.lock();
+        let mut result = self.post_renewing(conn, msg, id);
         let is_init = msg["method"] == "initialize";
         if matches!(result, Err(PostError::Expired)) && !is_init {
             log::info!(target: "pikuri::mcp", "[{}] session expired; initializing again", conn.name);
@@ -352,7 +394,8 @@ impl Http {
         if is_sse {
             let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
                 match serde_json::from_str::<Value>(data) {
-                    Ok(m) => {
+                    Ok(mut m) => {
+                        super::input::keep_field_order(data.as_bytes(), &mut m);
                         if id.is_some() && on_msg(m) == id {
                             return Ok(Flow::Stop);
                         }
@@ -400,7 +443,11 @@ impl Http {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        match crate::util::json_from_slice::<Value>(&bytes) {
+        let parsed = crate::util::json_from_slice::<Value>(&bytes).map(|mut msg| {
+            super::input::keep_field_order(&bytes, &mut msg);
+            msg
+        });
+        match parsed {
             Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| {
                 on_msg(m);
             }),
@@ -509,6 +556,15 @@ impl Wire for Arc<Http> {
         // the request on `conn`, so handing it over always succeeds.
         Http::send(self, conn, msg, id);
         Ok(())
+    }
+    fn notify_delivered(
+        &self,
+        conn: &Arc<Conn>,
+        msg: Value,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        Http::notify_delivered(self, conn, msg, deadline, timeout)
     }
     fn set_protocol_version(&self, version: &str) {
         Http::set_protocol_version(self, version);

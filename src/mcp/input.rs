@@ -95,6 +95,7 @@ pub struct InputRequest {
     server: String,
     message: String,
     schema: Value,
+    fields: Vec<String>,
     problem: Option<String>,
     cancel: Option<Cancellable>,
 }
@@ -104,10 +105,12 @@ impl InputRequest {
     /// server's `message` and requested JSON `schema`; for tests and custom
     /// providers.
     pub fn new(server: impl Into<String>, message: impl Into<String>, schema: Value) -> Self {
+        let fields = field_names(&schema);
         InputRequest {
             server: server.into(),
             message: message.into(),
             schema,
+            fields,
             problem: None,
             cancel: None,
         }
@@ -129,6 +132,17 @@ impl InputRequest {
     /// The JSON schema the answer must match (an object of simple fields).
     pub fn schema(&self) -> &Value {
         &self.schema
+    }
+
+    /// The names of the schema's fields, in the order the server's schema
+    /// lists them (a form asks them in this order). [`schema`] is a
+    /// `serde_json` value, whose objects are sorted by key; a request
+    /// from a server keeps the order of the JSON text it sent, one made
+    /// with [`InputRequest::new`] has its schema's key order.
+    ///
+    /// [`schema`]: InputRequest::schema
+    pub fn fields(&self) -> &[String] {
+        &self.fields
     }
 
     /// Why the previous answer was rejected, when asking again.
@@ -231,6 +245,9 @@ pub(super) fn elicit(
     };
     let message = params["message"].as_str().unwrap_or_default();
     let mut request = InputRequest::new(server, excerpt(message, MAX_MESSAGE_CHARS), schema);
+    if let Some(order) = sent_order(params, &request.fields) {
+        request.fields = order;
+    }
     request.cancel = cancel.cloned();
     if cancel.is_some_and(Cancellable::is_cancelled) {
         return Err(RpcError::Cancelled);
@@ -284,9 +301,234 @@ pub(super) fn elicit(
     }
 }
 
+/// The key under which [`keep_field_order`] puts, beside a
+/// `requestedSchema`, its field names in the order of the text (a NUL
+/// starts it: no schema a server means has such a key).
+const FIELD_ORDER: &str = "\u{0}pikuri/fieldOrder";
+
+/// The `properties` keys of `schema`, in its map's order.
+fn field_names(schema: &Value) -> Vec<String> {
+    schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The order [`keep_field_order`] found for `params`' schema, if it names
+/// exactly the schema's `fields`.
+fn sent_order(params: &Value, fields: &[String]) -> Option<Vec<String>> {
+    let order: Vec<String> = params
+        .get(FIELD_ORDER)?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(String::from))
+        .collect::<Option<_>>()?;
+    let same = order.len() == fields.len() && fields.iter().all(|f| order.contains(f));
+    same.then_some(order)
+}
+
+/// Keep the order of the fields a server's form lists: `serde_json` sorts
+/// an object's keys (the `preserve_order` feature would change every map
+/// of the crate), so the readers hand the message's JSON text `raw` here
+/// with the parsed `msg`, and every object of `msg` with a
+/// `requestedSchema` gets the schema's field names in the text's order
+/// beside it ([`FIELD_ORDER`]), which [`elicit`] takes. Costs a scan of
+/// the text only when it names a `requestedSchema`.
+pub(super) fn keep_field_order(raw: &[u8], msg: &mut Value) {
+    const NEEDLE: &[u8] = b"requestedSchema";
+    if !raw.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return;
+    }
+    let mut orders = Vec::new();
+    let mut pos = 0;
+    // `raw` parsed, so it is well-formed and nests at most 128 deep; a
+    // scan that fails anyway leaves the sorted order.
+    if skim(raw, &mut pos, &mut orders).is_err() {
+        return;
+    }
+    mark(msg, &orders);
+}
+
+/// Put the order of `orders` that has exactly a schema's keys beside each
+/// `requestedSchema` in `v`.
+fn mark(v: &mut Value, orders: &[Vec<String>]) {
+    match v {
+        Value::Object(map) => {
+            let found = map
+                .get("requestedSchema")
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object)
+                .and_then(|props| {
+                    orders
+                        .iter()
+                        .find(|o| o.len() == props.len() && o.iter().all(|k| props.contains_key(k)))
+                });
+            if let Some(order) = found {
+                map.insert(FIELD_ORDER.into(), json!(order));
+            }
+            map.values_mut().for_each(|x| mark(x, orders));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| mark(x, orders)),
+        _ => {}
+    }
+}
+
+/// Skip the JSON value at `pos` in `raw`, pushing the keys of every
+/// `properties` object in it (in the text's order) to `out`; an object's
+/// own keys are returned. `Err` on text that is not JSON.
+fn skim(
+    raw: &[u8],
+    pos: &mut usize,
+    out: &mut Vec<Vec<String>>,
+) -> Result<Option<Vec<String>>, ()> {
+    let skip_ws = |pos: &mut usize| {
+        while raw.get(*pos).is_some_and(u8::is_ascii_whitespace) {
+            *pos += 1;
+        }
+    };
+    skip_ws(pos);
+    match raw.get(*pos).ok_or(())? {
+        b'{' => {
+            *pos += 1;
+            let mut keys = Vec::new();
+            loop {
+                skip_ws(pos);
+                match raw.get(*pos).ok_or(())? {
+                    b'}' => {
+                        *pos += 1;
+                        return Ok(Some(keys));
+                    }
+                    b',' => *pos += 1,
+                    b'"' => {
+                        let key = string(raw, pos)?;
+                        skip_ws(pos);
+                        if raw.get(*pos) != Some(&b':') {
+                            return Err(());
+                        }
+                        *pos += 1;
+                        let inner = skim(raw, pos, out)?;
+                        if key == "properties"
+                            && let Some(inner) = inner
+                        {
+                            out.push(inner);
+                        }
+                        keys.push(key);
+                    }
+                    _ => return Err(()),
+                }
+            }
+        }
+        b'[' => {
+            *pos += 1;
+            loop {
+                skip_ws(pos);
+                match raw.get(*pos).ok_or(())? {
+                    b']' => {
+                        *pos += 1;
+                        return Ok(None);
+                    }
+                    b',' => *pos += 1,
+                    _ => {
+                        skim(raw, pos, out)?;
+                    }
+                }
+            }
+        }
+        b'"' => string(raw, pos).map(|_| None),
+        _ => {
+            // A number, `true`, `false` or `null`: up to the next delimiter.
+            let start = *pos;
+            while raw.get(*pos).is_some_and(|b| {
+                !matches!(b, b',' | b'}' | b']' | b':') && !b.is_ascii_whitespace()
+            }) {
+                *pos += 1;
+            }
+            if *pos == start { Err(()) } else { Ok(None) }
+        }
+    }
+}
+
+/// The JSON string at `pos` (at its opening quote), decoded; `pos` ends
+/// after its closing quote.
+fn string(raw: &[u8], pos: &mut usize) -> Result<String, ()> {
+    let start = *pos;
+    let mut i = start + 1;
+    loop {
+        match raw.get(i).ok_or(())? {
+            b'"' => break,
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    *pos = i + 1;
+    serde_json::from_slice(&raw[start..=i]).map_err(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `keep_field_order` gives `elicit` for the request at `path`.
+    fn order_of(raw: &str, path: &[&str]) -> Vec<String> {
+        let mut msg: Value = serde_json::from_str(raw).unwrap();
+        keep_field_order(raw.as_bytes(), &mut msg);
+        let params = path.iter().fold(&msg, |v, k| match k.parse::<usize>() {
+            Ok(i) => &v[i],
+            Err(_) => &v[*k],
+        });
+        let fields = field_names(&params["requestedSchema"]);
+        sent_order(params, &fields).unwrap_or(fields)
+    }
+
+    #[test]
+    fn the_field_order_is_read_from_the_text() {
+        // 2025: one request; a nested `properties` in a field and escaped
+        // keys do not confuse the scan.
+        let raw = r#"{"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {
+            "message": "x", "requestedSchema": {"type": "object", "properties": {
+                "zip": {"type": "string", "description": "a \"properties\": {\"a\": 1} text"},
+                "n\u00e4me": {"type": "string"},
+                "age": {"type": "integer", "x": [1, 2.5e3, true, null, {"properties": {"q": 1, "p": 2}}]}
+            }}}}"#;
+        assert_eq!(order_of(raw, &["params"]), ["zip", "näme", "age"]);
+        // 2026: two requests in one result, each with its own order; in a
+        // batch.
+        let raw = r#"[{"jsonrpc": "2.0", "id": 2, "result": {"inputRequests": {
+            "b": {"method": "elicitation/create", "params": {"requestedSchema":
+                {"type": "object", "properties": {"y": {}, "x": {}}}}},
+            "a": {"method": "elicitation/create", "params": {"requestedSchema":
+                {"type": "object", "properties": {"c": {}, "b": {}, "a": {}}}}}
+        }}}]"#;
+        assert_eq!(
+            order_of(raw, &["0", "result", "inputRequests", "b", "params"]),
+            ["y", "x"]
+        );
+        assert_eq!(
+            order_of(raw, &["0", "result", "inputRequests", "a", "params"]),
+            ["c", "b", "a"]
+        );
+        // Duplicate keys (the parse keeps the last): the sorted order.
+        let raw = r#"{"params": {"requestedSchema": {"properties": {"b": {}, "a": {}, "b": {}}}}}"#;
+        assert_eq!(order_of(raw, &["params"]), ["a", "b"]);
+        // A server's own order key that does not name the fields is ignored.
+        let params =
+            json!({FIELD_ORDER: ["q"], "requestedSchema": {"properties": {"b": {}, "a": {}}}});
+        assert_eq!(sent_order(&params, &["a".into(), "b".into()]), None);
+    }
+
+    #[test]
+    fn text_that_is_not_json_leaves_the_message_as_it_is() {
+        for raw in [
+            &b"{\"requestedSchema\": "[..],
+            b"[1, :]requestedSchema",
+            b"\"requestedSchema",
+        ] {
+            let mut msg = json!({"requestedSchema": {"properties": {"b": {}, "a": {}}}});
+            let before = msg.clone();
+            keep_field_order(raw, &mut msg);
+            assert_eq!(msg, before);
+        }
+    }
 
     #[test]
     fn nested_huge_or_url_requests_are_not_put_to_the_user() {

@@ -38,6 +38,9 @@ pub struct Server {
     pub(super) transport: Transport,
     pub(super) timeout: Duration,
     pub(super) startup_timeout: Duration,
+    /// How long the `server/discover` probe is waited for alone before
+    /// `initialize` is asked too ([`PROBE_TIMEOUT`]; shorter in tests).
+    pub(super) probe_timeout: Duration,
     pub(super) description: Option<String>,
     pub(super) sub_agent_only: bool,
     pub(super) optional: bool,
@@ -67,6 +70,10 @@ pub(super) enum Transport {
 
 /// Default per-request timeout.
 pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the `server/discover` probe is waited for alone: a server that
+/// has not answered by then is either slow to start or a 2025 one that
+/// ignores unknown methods (`conn/handshake.rs` says what follows).
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on one stdio line or one SSE event (4 MiB).
 pub(super) const DEFAULT_MAX_MESSAGE: usize = 4 << 20;
 
@@ -76,6 +83,7 @@ impl Server {
             transport,
             timeout: DEFAULT_TIMEOUT,
             startup_timeout: DEFAULT_TIMEOUT,
+            probe_timeout: PROBE_TIMEOUT,
             description: None,
             sub_agent_only: false,
             optional: false,

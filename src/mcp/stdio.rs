@@ -243,7 +243,11 @@ fn read_stdout(
                 let Some(conn) = conn.upgrade() else {
                     return "the client was dropped".to_string();
                 };
-                match serde_json::from_str::<Value>(text) {
+                let parsed = serde_json::from_str::<Value>(text).map(|mut msg| {
+                    super::input::keep_field_order(text.as_bytes(), &mut msg);
+                    msg
+                });
+                match parsed {
                     Ok(Value::Array(batch)) => {
                         for msg in batch {
                             conn.dispatch(msg);

@@ -18,7 +18,8 @@ use crate::sanitize::sanitize;
 /// descriptions) goes through [`sanitize`](crate::listeners::sanitize)
 /// before it is shown, so escape sequences cannot drive the terminal.
 /// The first line answers `y` (fill in the fields), `n` (decline) or
-/// anything else (cancel); each field then takes one line: text as typed,
+/// anything else (cancel); each field, in the order the server listed
+/// them ([`InputRequest::fields`]), then takes one line: text as typed,
 /// a number, `y`/`n` for a boolean, one of the listed choices, and an
 /// empty line leaves an optional field out. End of input cancels.
 ///
@@ -107,7 +108,9 @@ impl InputProvider for TerminalInput {
             .filter_map(Value::as_str)
             .collect();
         let mut content = Map::new();
-        for (name, field) in schema["properties"].as_object().into_iter().flatten() {
+        // The server's order, not the sorted keys of `schema`.
+        for name in request.fields() {
+            let field = &schema["properties"][name.as_str()];
             if request.is_cancelled() {
                 return InputAnswer::Cancel;
             }

@@ -12,6 +12,7 @@
 
 mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
 mod fake; // the fault matrix against the misbehaving Python server
+mod handshake; // the 2025 handshake over HTTP ends when the server has notifications/initialized
 mod hostile; // servers that stop reading, flood, die, daemonize or echo secrets
 mod modern; // both generations, resources, prompts, input requests, bad input
 mod names; // tool names from servers: valid, unique, mapped back; 10,000 tools

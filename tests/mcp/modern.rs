@@ -575,3 +575,34 @@ fn a_tool_list_change_on_the_http_listen_stream_refreshes_the_next_turn() {
     assert!(fake.log.text().contains("subscriptions/listen"));
     agent.close();
 }
+
+/// A form's fields are asked in the order the server's schema lists them
+/// (zip, name, age), not sorted, on both generations.
+#[test]
+fn a_form_asks_its_fields_in_the_servers_order() {
+    for args in [["--asks", "--survey"], ["--modern", "--survey"]] {
+        let Some((server, _log)) = stdio(&args) else {
+            return;
+        };
+        let screen = Shared::default();
+        let typed = b"y\n12345\nada\n36\n".to_vec();
+        let terminal = TerminalInput::new(std::io::Cursor::new(typed), screen.clone());
+        let client = Client::connect("fake", &server.with_input_provider(terminal)).unwrap();
+        assert_eq!(
+            client.call_tool("ask", &json!({}), &cx()).unwrap(),
+            "hello ada",
+            "{args:?}"
+        );
+        let shown = String::from_utf8(screen.0.lock().unwrap().clone()).unwrap();
+        let at = |label: &str| {
+            shown
+                .find(label)
+                .unwrap_or_else(|| panic!("{label} not asked: {shown}"))
+        };
+        assert!(
+            at("Zip code") < at("Login") && at("Login") < at("Age"),
+            "{args:?}: {shown}"
+        );
+        client.close();
+    }
+}

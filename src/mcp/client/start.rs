@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::{Client, Inner, State, listen_filter, rpc_error};
-use crate::mcp::conn::{Conn, InitInfo, Observer};
+use crate::mcp::conn::{Conn, DISCOVER_FAILED, INIT_FAILED, InitInfo, Observer};
 use crate::mcp::http::Http;
 use crate::mcp::input::Asker;
 use crate::mcp::jsonrpc::{HTTP_VERSIONS, STDIO_VERSIONS};
@@ -19,10 +18,6 @@ use crate::mcp::server::{Server, Transport};
 use crate::mcp::stdio;
 use crate::util::Secrets;
 use crate::{Error, Result};
-
-/// The longest wait for an answer to the `server/discover` probe before
-/// taking the server for a 2025 one (some do not answer unknown methods).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Client {
     /// `connect`, with an observer of the server's notices and `secrets`
@@ -192,14 +187,19 @@ fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> 
     } else {
         HTTP_VERSIONS
     };
-    let probe = server.startup_timeout.min(PROBE_TIMEOUT);
-    let (shaken, what) = match conn.discover(probe) {
-        Ok(Some(info)) => (Ok(info), ""),
-        Ok(None) => (
-            conn.initialize(server.startup_timeout, versions),
-            "initialize failed: ",
-        ),
-        Err(e) => (Err(e), "server/discover failed: "),
+    let probe = server.startup_timeout.min(server.probe_timeout);
+    let (shaken, what) = if server.is_stdio() {
+        // A pipe keeps the order: see `discover_in_order`.
+        conn.discover_in_order(probe, server.startup_timeout, versions)
+    } else {
+        match conn.discover(probe) {
+            Ok(Some(info)) => (Ok(info), ""),
+            Ok(None) => (
+                conn.initialize(server.startup_timeout, versions),
+                INIT_FAILED,
+            ),
+            Err(e) => (Err(e), DISCOVER_FAILED),
+        }
     };
     match shaken {
         Ok(info) => {
@@ -214,5 +214,67 @@ fn handshake(name: &str, server: &Server, conn: &Arc<Conn>) -> Result<InitInfo> 
             conn.close();
             Err(rpc_error(name, server, e, what))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::mcp::jsonrpc::MODERN_VERSION;
+
+    /// The misbehaving fake (`tests/fixtures/mcp_fake.py`) with `args`, or
+    /// `None` without python3.
+    fn fake(args: &[&str]) -> Option<Server> {
+        let ok = std::process::Command::new("python3")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("skipped: python3 not found");
+            return None;
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp_fake.py");
+        let mut line = vec![script];
+        line.extend(args);
+        Some(Server::stdio("python3", line))
+    }
+
+    /// A server that reads its stdin only after the probe's bound (a first
+    /// `npx -y`/`uvx` run) connects, in its own generation: the probe is
+    /// not abandoned, so a 2026 server does not refuse the `initialize`
+    /// queued behind it, and a 2025 one is still initialized.
+    #[test]
+    fn a_server_slower_than_the_probe_bound_connects_on_either_generation() {
+        for modern in [true, false] {
+            let mut args = vec!["--slow-start", "0.5"];
+            if modern {
+                args.push("--modern");
+            }
+            let Some(mut server) = fake(&args) else {
+                return;
+            };
+            server.probe_timeout = Duration::from_millis(50);
+            let client = Client::connect_with("slow", &server, None, &Secrets::default())
+                .unwrap_or_else(|e| panic!("modern={modern}: {e}"));
+            assert_eq!(client.protocol_version() == MODERN_VERSION, modern);
+            let tools = client.list_tools().unwrap();
+            assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+            client.close();
+        }
+    }
+
+    /// A 2025 server that never answers an unknown method is initialized
+    /// once the probe's bound has passed (the probe is left unanswered).
+    #[test]
+    fn a_server_that_ignores_the_probe_is_initialized_after_its_bound() {
+        let Some(mut server) = fake(&["--ignore-unknown"]) else {
+            return;
+        };
+        server.probe_timeout = Duration::from_millis(50);
+        let client = Client::connect_with("deaf", &server, None, &Secrets::default()).unwrap();
+        assert_ne!(client.protocol_version(), MODERN_VERSION);
+        client.close();
     }
 }

@@ -6,13 +6,14 @@
 //! read.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, bounded};
+use crossbeam_channel::{Receiver, at, bounded, never, select};
 use serde_json::{Value, json};
 
-use super::{Conn, Opts, merge_meta};
+use super::{Bound, Conn, Opts, merge_meta};
 use crate::mcp::jsonrpc::{self, LATEST_VERSION, MODERN_ERRORS, MODERN_VERSION, RpcError};
+use crate::util::instant_after;
 
 /// What `initialize` (or `server/discover`) told us about the server.
 #[derive(Clone, Debug, Default)]
@@ -24,6 +25,18 @@ pub(in crate::mcp) struct InitInfo {
     pub(in crate::mcp) title: Option<String>,
     pub(in crate::mcp) version: Option<String>,
     pub(in crate::mcp) instructions: Option<String>,
+}
+
+/// The prefix of an error of the `server/discover` probe.
+pub(in crate::mcp) const DISCOVER_FAILED: &str = "server/discover failed: ";
+/// The prefix of an error of the `initialize` handshake.
+pub(in crate::mcp) const INIT_FAILED: &str = "initialize failed: ";
+
+/// An answer slot's outcome: a dropped slot is a dropped connection.
+fn answer(
+    got: Result<Result<Value, RpcError>, crossbeam_channel::RecvError>,
+) -> Result<Value, RpcError> {
+    got.unwrap_or_else(|_| Err(RpcError::Closed("connection dropped".into())))
 }
 
 impl Conn {
@@ -38,12 +51,31 @@ impl Conn {
             cancel: None,
             progress: None,
         };
+        let deadline = instant_after(timeout);
         let result = self.request("initialize", init_params(self.asker.is_some()), &opts)?;
-        let info = parse_init(&result, accepted)?;
-        if let Some(wire) = self.wire.get() {
-            wire.set_protocol_version(&info.protocol_version);
-        }
-        self.send(jsonrpc::notification("notifications/initialized", None))?;
+        self.initialized(&result, accepted, deadline, timeout)
+    }
+
+    /// Read `initialize`'s `result` and tell the server the handshake is
+    /// done. The handshake is complete when the server has
+    /// `notifications/initialized`, not when it was handed over: over
+    /// HTTP, a request posted before the notification's 202 may reach a
+    /// server that is not yet initialized (the SDK's answers -32602).
+    /// `deadline` ends the wait, `timeout` names it in the error.
+    fn initialized(
+        self: &Arc<Self>,
+        result: &Value,
+        accepted: &[&str],
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<InitInfo, RpcError> {
+        let info = parse_init(result, accepted)?;
+        let Some(wire) = self.wire.get() else {
+            return Err(RpcError::Closed("not connected".into()));
+        };
+        wire.set_protocol_version(&info.protocol_version);
+        let note = jsonrpc::notification("notifications/initialized", None);
+        wire.notify_delivered(self, note, deadline, timeout)?;
         Ok(info)
     }
 
@@ -61,12 +93,137 @@ impl Conn {
             cancel: None,
             progress: None,
         };
+        let (params, meta) = self.discover_params();
+        let got = self.request("server/discover", params, &opts);
+        self.judge_discover(got, meta)
+    }
+
+    /// The handshake over a transport that keeps the order (stdio): the
+    /// probe; when it is not answered within `probe`, `initialize` is
+    /// queued behind it and both are waited for until `startup` ends.
+    ///
+    /// A server that has not answered within `probe` is either slow to
+    /// start (the first `npx -y` or `uvx` downloads before the server
+    /// runs) or a 2025 one that ignores unknown methods. Abandoning the
+    /// probe would refuse the first kind: it reads the queued probe once
+    /// it runs, takes the client for a modern one and refuses the
+    /// `initialize` that follows. So the probe stays pending, and a pipe
+    /// delivers both in order: a discover result makes the connection
+    /// modern (a late answer to `initialize`, refused or not, is dropped;
+    /// `initialize` is never cancelled, as the specification asks); a
+    /// legacy answer to the probe, or an answer to `initialize` that comes
+    /// first, makes it a 2025 one. An `initialize` refused while the probe
+    /// is still pending waits for the probe (a server that answers out of
+    /// order). Returns the prefix for an error.
+    pub(in crate::mcp) fn discover_in_order(
+        self: &Arc<Self>,
+        probe: Duration,
+        startup: Duration,
+        accepted: &[&str],
+    ) -> (Result<InitInfo, RpcError>, &'static str) {
+        let deadline = instant_after(startup);
+        let (params, meta) = self.discover_params();
+        let (probe_id, probe_rx) = match self.begin("server/discover", params, deadline, startup) {
+            Ok(sent) => sent,
+            Err(e) => return (Err(e), DISCOVER_FAILED),
+        };
+        let alone = instant_after(probe).min(deadline);
+        select! {
+            recv(probe_rx) -> got => {
+                return match self.judge_discover(answer(got), meta) {
+                    Ok(Some(info)) => (Ok(info), ""),
+                    Ok(None) => {
+                        let left = deadline.saturating_duration_since(std::time::Instant::now());
+                        (self.initialize(left, accepted), INIT_FAILED)
+                    }
+                    Err(e) => (Err(e), DISCOVER_FAILED),
+                };
+            }
+            recv(at(alone)) -> _ => {}
+        }
+        log::debug!(
+            target: "pikuri::mcp",
+            "[{}] no answer to server/discover within {} s; asking initialize too",
+            self.name,
+            probe.as_secs_f64()
+        );
+        let init = init_params(self.asker.is_some());
+        let (init_id, init_rx) = match self.begin("initialize", init, deadline, startup) {
+            Ok(sent) => sent,
+            Err(e) => {
+                self.forget(probe_id);
+                return (Err(e), INIT_FAILED);
+            }
+        };
+        let (mut probe_rx, mut init_rx) = (Some(probe_rx), Some(init_rx));
+        // `initialize`'s refusal, kept while the probe may still say modern.
+        let mut refused = None;
+        loop {
+            let waiting_probe = probe_rx.clone().unwrap_or_else(never);
+            let waiting_init = init_rx.clone().unwrap_or_else(never);
+            select! {
+                recv(waiting_probe) -> got => {
+                    probe_rx = None;
+                    match self.judge_discover(answer(got), meta.clone()) {
+                        Ok(Some(info)) => {
+                            self.forget(init_id);
+                            return (Ok(info), "");
+                        }
+                        Ok(None) => {
+                            if let Some(e) = refused.take() {
+                                return (Err(e), INIT_FAILED);
+                            }
+                        }
+                        Err(e) => {
+                            self.forget(init_id);
+                            return (Err(e), DISCOVER_FAILED);
+                        }
+                    }
+                }
+                recv(waiting_init) -> got => {
+                    init_rx = None;
+                    match answer(got) {
+                        Ok(result) => {
+                            self.forget(probe_id);
+                            let shaken = self.initialized(&result, accepted, deadline, startup);
+                            return (shaken, INIT_FAILED);
+                        }
+                        Err(e @ RpcError::Closed(_)) => {
+                            self.forget(probe_id);
+                            return (Err(e), INIT_FAILED);
+                        }
+                        Err(e) if probe_rx.is_some() => refused = Some(e),
+                        Err(e) => return (Err(e), INIT_FAILED),
+                    }
+                }
+                recv(at(deadline)) -> _ => {
+                    self.forget(probe_id);
+                    self.forget(init_id);
+                    return (Err(RpcError::Timeout(startup)), INIT_FAILED);
+                }
+            }
+        }
+    }
+
+    /// The probe's params (with the modern `_meta`) and that `_meta`; the
+    /// transport is told the modern version for the probe.
+    fn discover_params(&self) -> (Value, Value) {
         let meta = modern_meta(self.asker.is_some());
         if let Some(wire) = self.wire.get() {
             wire.set_protocol_version(MODERN_VERSION);
         }
         let mut params = json!({});
         merge_meta(&mut params, &meta);
+        (params, meta)
+    }
+
+    /// What the probe's answer says: modern (the connection keeps `meta`),
+    /// legacy (`Ok(None)`), or a failure.
+    fn judge_discover(
+        &self,
+        got: Result<Value, RpcError>,
+        meta: Value,
+    ) -> Result<Option<InitInfo>, RpcError> {
         let legacy = |why: &dyn std::fmt::Display| {
             log::debug!(target: "pikuri::mcp", "[{}] server/discover: {why}; trying initialize", self.name);
             if let Some(wire) = self.wire.get() {
@@ -74,7 +231,7 @@ impl Conn {
             }
             Ok(None)
         };
-        let result = match self.request("server/discover", params, &opts) {
+        let result = match got {
             Ok(result) => result,
             Err(RpcError::Remote { code, message }) if MODERN_ERRORS.contains(&code) => {
                 return Err(RpcError::Transport(format!(
@@ -98,6 +255,45 @@ impl Conn {
         };
         *self.modern.lock() = Some(meta);
         Ok(Some(info))
+    }
+
+    /// Hand a request to the transport without waiting for its answer:
+    /// its id and its answer slot. Handing over waits until `deadline` at
+    /// most; `timeout` names that bound in the error.
+    fn begin(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(u64, Receiver<Result<Value, RpcError>>), RpcError> {
+        let id = self.next_id();
+        let (tx, rx) = bounded(1);
+        self.pending.lock().insert(id, tx);
+        // Never cancelled: the sender lives until the hand-over is done.
+        let (_never_cancelled, cancel) = bounded::<()>(1);
+        let bound = Bound {
+            deadline,
+            timeout,
+            cancel: &cancel,
+            failed: &rx,
+        };
+        let sent = match self.wire.get() {
+            Some(wire) => wire.send(
+                self,
+                jsonrpc::request(id, method, params),
+                Some(id),
+                Some(&bound),
+            ),
+            None => Err(RpcError::Closed("not connected".into())),
+        };
+        match sent {
+            Ok(()) => Ok((id, rx)),
+            Err(e) => {
+                self.forget(id);
+                Err(e)
+            }
+        }
     }
 
     /// Open a `subscriptions/listen` stream asking for `filter` (the

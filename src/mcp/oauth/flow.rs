@@ -468,8 +468,8 @@ pub(super) fn login(
         Some(id) => (id.clone(), config.client_secret.clone()),
         None => register(config, &found.meta, &redirect, found.scope.as_deref())?,
     };
-    let pkce = Pkce::new();
-    let state = pkce::random_state();
+    let pkce = Pkce::new()?;
+    let state = pkce::random_state()?;
     let mut query = vec![
         ("response_type", "code"),
         ("client_id", client_id.as_str()),

@@ -4,7 +4,10 @@
 //! [`crate::codec::base64`]), the PKCE pair (RFC 7636, method `S256`
 //! only) and random `state` values. Forms are [`crate::codec::percent`]'s.
 
+use std::hash::{BuildHasher, RandomState};
 use std::io::Read;
+
+use super::AuthError;
 
 use crate::codec::base64::{self, Alphabet, Padding};
 
@@ -157,24 +160,71 @@ pub(super) fn base64url_decode(text: &str) -> Option<Vec<u8>> {
     base64::decode(text, &[Alphabet::Url, Alphabet::Standard])
 }
 
-/// `n` random bytes from the system (`/dev/urandom`); where there is none,
-/// bytes derived from the clock, the process id and addresses, hashed.
-pub(super) fn random_bytes(n: usize) -> Vec<u8> {
+/// Where random bytes come from: a seam, so that a test can take a source
+/// away. [`SYSTEM`] is the real one.
+///
+/// # Why `RandomState`, and its limits
+///
+/// The first source is `/dev/urandom` (every Unix). Where there is none
+/// (every Windows host, and sandboxes without `/dev`), the crate may not
+/// add a dependency such as `getrandom`, so it takes std's
+/// [`RandomState`]: std seeds its 128-bit SipHash keys from the operating
+/// system's generator once per thread (`getrandom`/`arc4random` on Unix,
+/// `ProcessPrng` or `BCryptGenRandom` on Windows) and gives each new
+/// `RandomState` of that thread the next key (the first half plus one).
+/// Hashing a counter under fresh states and stretching the outputs with
+/// SHA-256 yields bytes no one predicts without those keys. The limits:
+/// the secret is at most the 128 bits of one thread's keys (the states of
+/// one thread share half of them), SipHash-1-3 is built against
+/// hash flooding, not as a published random generator, and std does not
+/// promise any of this in its API. And on a target where std has no
+/// generator (some WebAssembly and UEFI targets) the keys are constants:
+/// two fresh threads then hash alike, which [`random_bytes_from`] checks,
+/// refusing with [`AuthError::Local`] rather than handing out guessable
+/// values. The clock, the process id and addresses are never used.
+pub(super) struct Sources {
+    /// Fill the buffer from the system's random device.
+    pub(super) device: fn(&mut [u8]) -> std::io::Result<()>,
+    /// Hash `n` under a fresh hasher keyed by the operating system.
+    pub(super) keyed: fn(u64) -> u64,
+}
+
+/// The system's sources: `/dev/urandom`, then std's [`RandomState`].
+pub(super) const SYSTEM: Sources = Sources {
+    device: |buf| std::fs::File::open("/dev/urandom")?.read_exact(buf),
+    keyed: |n| RandomState::new().hash_one(n),
+};
+
+/// `n` random bytes from the system's sources; see [`Sources`].
+pub(super) fn random_bytes(n: usize) -> Result<Vec<u8>, AuthError> {
+    random_bytes_from(&SYSTEM, n)
+}
+
+/// `n` random bytes from `sources`: the device, else the OS-keyed hasher
+/// (after checking that its keys are not constants), else an error.
+pub(super) fn random_bytes_from(sources: &Sources, n: usize) -> Result<Vec<u8>, AuthError> {
     let mut out = vec![0u8; n];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut out))
-        .is_ok()
-    {
-        return out;
+    if (sources.device)(&mut out).is_ok() {
+        return Ok(out);
     }
-    // Fallback (no /dev/urandom): weaker, never reused within a process.
-    let mut seed = Vec::new();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    seed.extend_from_slice(&now.as_nanos().to_le_bytes());
-    seed.extend_from_slice(&std::process::id().to_le_bytes());
-    seed.extend_from_slice(&(std::ptr::from_ref(&seed) as usize).to_le_bytes());
+    // Constant keys hash alike on two fresh threads (a thread's first
+    // state has its thread's seed); seeded ones differ but once in 2^64.
+    let keyed = sources.keyed;
+    let fresh = || std::thread::spawn(move || keyed(0)).join().ok();
+    let (a, b) = (fresh(), fresh());
+    if a.is_none() || a == b {
+        return Err(AuthError::Local(
+            "this platform offers no random source seeded by the operating system \
+             (no /dev/urandom, and std's hasher keys are constants): \
+             a PKCE verifier or state would be guessable"
+                .into(),
+        ));
+    }
+    // 256 bits of hasher output from four fresh states, stretched.
+    let mut seed = Vec::with_capacity(32);
+    for i in 0..4u64 {
+        seed.extend_from_slice(&keyed(i).to_le_bytes());
+    }
     let mut block = sha256(&seed);
     out.clear();
     while out.len() < n {
@@ -182,7 +232,7 @@ pub(super) fn random_bytes(n: usize) -> Vec<u8> {
         block = sha256(&block);
     }
     out.truncate(n);
-    out
+    Ok(out)
 }
 
 /// A PKCE verifier (43 characters from 32 random bytes) and its `S256`
@@ -193,8 +243,8 @@ pub(super) struct Pkce {
 }
 
 impl Pkce {
-    pub(super) fn new() -> Pkce {
-        Pkce::from_verifier(base64url(&random_bytes(32)))
+    pub(super) fn new() -> Result<Pkce, AuthError> {
+        Ok(Pkce::from_verifier(base64url(&random_bytes(32)?)))
     }
 
     pub(super) fn from_verifier(verifier: String) -> Pkce {
@@ -207,8 +257,8 @@ impl Pkce {
 }
 
 /// A random `state` value.
-pub(super) fn random_state() -> String {
-    base64url(&random_bytes(24))
+pub(super) fn random_state() -> Result<String, AuthError> {
+    Ok(base64url(&random_bytes(24)?))
 }
 
 #[cfg(test)]
@@ -266,9 +316,56 @@ mod tests {
             pkce.challenge,
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
-        let fresh = Pkce::new();
+        let fresh = Pkce::new().unwrap();
         assert_eq!(fresh.verifier.len(), 43);
-        assert_ne!(fresh.verifier, Pkce::new().verifier);
+        assert_ne!(fresh.verifier, Pkce::new().unwrap().verifier);
+    }
+
+    fn no_device(_: &mut [u8]) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::NotFound.into())
+    }
+
+    /// Without a random device (Windows), the bytes come from std's
+    /// OS-keyed hasher: unpredictable, not a function of the clock and
+    /// the process.
+    #[test]
+    fn without_a_device_the_bytes_come_from_the_os_keyed_hasher() {
+        let windows = Sources {
+            device: no_device,
+            keyed: SYSTEM.keyed,
+        };
+        let draws: Vec<Vec<u8>> = (0..8)
+            .map(|_| random_bytes_from(&windows, 32).unwrap())
+            .collect();
+        for (i, a) in draws.iter().enumerate() {
+            assert_eq!(a.len(), 32);
+            assert!(draws[i + 1..].iter().all(|b| b != a), "a repeated draw");
+        }
+    }
+
+    /// A platform whose std hasher has constant keys (no OS generator) is
+    /// refused with a typed error, never given guessable values.
+    #[test]
+    fn a_hasher_with_constant_keys_is_refused() {
+        let unseeded = Sources {
+            device: no_device,
+            keyed: |n| {
+                std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(n)
+            },
+        };
+        match random_bytes_from(&unseeded, 32) {
+            Err(AuthError::Local(why)) => assert!(why.contains("no random source"), "{why}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // With a device, the device's bytes are taken as they are.
+        let device = Sources {
+            device: |buf| {
+                buf.fill(7);
+                Ok(())
+            },
+            keyed: unseeded.keyed,
+        };
+        assert_eq!(random_bytes_from(&device, 4).unwrap(), vec![7; 4]);
     }
 
     #[test]
