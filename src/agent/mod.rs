@@ -45,7 +45,9 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use crate::approval::PendingApproval;
-use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, Record, fnv1a};
+use crate::journal::Record;
+#[cfg(feature = "journal")]
+use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, fnv1a};
 use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, Interloper, Message, Result, Role, StepLimit,
@@ -197,6 +199,7 @@ pub struct Agent {
     fallbacks: Fallbacks,
     /// Where a crash cut off the run a journal was resumed from, until
     /// [`resume_run`](Agent::resume_run) finishes it.
+    #[cfg(feature = "journal")]
     interrupted: Option<Cut>,
 }
 
@@ -306,6 +309,7 @@ impl Configurator {
             compactor: Compactor::new(cfg.compaction.take()),
             tool_limit: cfg.tool_result_limit,
             fallbacks: Fallbacks::new(std::mem::take(&mut cfg.fallbacks)),
+            #[cfg(feature = "journal")]
             interrupted: None,
         };
         agent.assemble_system_prompt();
@@ -329,6 +333,7 @@ impl Configurator {
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
         // Last: the fingerprint covers the tools and prompt bind added.
+        #[cfg(feature = "journal")]
         if let Some((store, run, how)) = cfg.journal.take()
             && let Err(e) = agent.open_journal(store, &run, how)
         {
@@ -356,6 +361,7 @@ fn bind_error(name: &str, e: Error) -> Error {
 impl Agent {
     /// Open the configured journal: a new run's header, or a resumed run's
     /// conversation (loaded whole or not at all).
+    #[cfg(feature = "journal")]
     fn open_journal(&mut self, store: Box<dyn JournalStore>, run: &str, how: Open) -> Result<()> {
         let (journal, replayed) = Journal::open(store, run, &self.fingerprint(), how)?;
         if let Some(model) = replayed.model {
@@ -377,6 +383,7 @@ impl Agent {
 
     /// What a journal checks a resuming agent against: the model, the tool
     /// names, and a digest of the system prompt and the tools' schemas.
+    #[cfg(feature = "journal")]
     fn fingerprint(&self) -> Fingerprint {
         let tools = self.tools();
         let schemas: Vec<String> = tools
@@ -402,6 +409,7 @@ impl Agent {
     /// Whether this agent was [resumed](Configurator::resume) from a
     /// journal whose last run a crash cut off, and
     /// [`resume_run`](Agent::resume_run) has not finished it yet.
+    #[cfg(feature = "journal")]
     pub fn interrupted(&self) -> bool {
         self.interrupted.is_some()
     }
@@ -648,7 +656,10 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
-        self.interrupted = None;
+        #[cfg(feature = "journal")]
+        {
+            self.interrupted = None;
+        }
         // A failed write is kept by the journal: the next run reports it.
         let _ = self.journal(&Record::History {
             cause: "cleared".into(),

@@ -150,6 +150,7 @@ impl Client {
         on_fragment: &mut dyn FnMut(Fragment<'_>),
         before_read: &mut dyn FnMut(),
     ) -> Result<Completion> {
+        wire::check_built(req.transport.api())?;
         let cfg = &self.shared.config;
         wire::encode(req, buf, cfg.include_usage);
         let body = &buf[..];

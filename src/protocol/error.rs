@@ -18,6 +18,13 @@ pub(crate) enum DecodeError {
     /// `overloaded_error` is 529). Becomes
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
+    #[cfg_attr(
+        not(all(feature = "anthropic", feature = "responses")),
+        allow(
+            dead_code,
+            reason = "reported by the other APIs' decoders, which are features"
+        )
+    )]
     Status { status: u16, message: String },
     /// The stream ended before `[DONE]` and before a `finish_reason`, or
     /// the body was cut mid-frame. Becomes

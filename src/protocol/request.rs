@@ -89,11 +89,16 @@ impl ToolSpecs {
 
     /// Specs as given (tests of the other APIs' encoders).
     #[cfg(test)]
+    #[cfg_attr(
+        not(all(feature = "anthropic", feature = "responses")),
+        allow(dead_code, reason = "used by those tests, which are features")
+    )]
     pub(crate) fn from_values(specs: Vec<Value>) -> ToolSpecs {
         ToolSpecs(specs)
     }
 
     /// The specs, in chat-completions shape (other APIs reshape them).
+    #[cfg(any(feature = "anthropic", feature = "responses"))]
     pub(crate) fn specs(&self) -> &[Value] {
         &self.0
     }
