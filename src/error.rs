@@ -162,7 +162,10 @@ pub enum Error {
     },
     /// An argument or configuration was invalid: a blank user message, a zero
     /// step budget, duplicate tool names, an unknown persona tool,
-    /// [`Agent::retry_turn`](crate::Agent::retry_turn) with nothing to retry.
+    /// [`Agent::retry_turn`](crate::Agent::retry_turn) with nothing to retry,
+    /// a request on an [`Api`](crate::Api) this build leaves out (its Cargo
+    /// feature, `anthropic` or `responses`, is off: nothing is sent, and
+    /// the message names the feature).
     InvalidInput(String),
     /// A history was invalid: the JSON did not parse, had another version,
     /// or broke a rule of [`History`](crate::History#validity) (an unanswered
@@ -284,7 +287,9 @@ pub enum ErrorKind {
     History,
     /// A typed answer stayed invalid.
     InvalidAnswer,
-    /// A run journal could not be written or read.
+    /// A run journal could not be written or read. This kind and the three
+    /// below it exist in every build, so the enum has one shape; without the
+    /// `journal` feature they never occur.
     JournalIo,
     /// A run journal does not read (damaged, edited, unknown version).
     JournalCorrupt,

@@ -147,12 +147,26 @@
 //! # Features
 //!
 //! All on by default. `default-features = false` is the core alone: the
-//! agent loop, the protocol, tool schemas and typed tools, controls,
-//! events, the [`Listener`] trait and its delivery, history, compaction,
-//! structured output, sub-agents and the [`Approver`](approval::Approver) seam, over plain
-//! HTTP. Each feature adds one piece of the periphery and no direct
-//! dependency (`rustls` and `web` turn on features of ureq):
+//! agent loop, OpenAI chat completions, tool schemas and typed tools,
+//! controls, events, the [`Listener`] trait and its delivery, history,
+//! compaction, structured output, sub-agents and the
+//! [`Approver`](approval::Approver) seam, over plain HTTP. Each feature
+//! adds one piece of the periphery and no direct dependency (`rustls` and
+//! `web` turn on features of ureq):
 //!
+//! - `anthropic`: Anthropic's Messages API ([`Api::AnthropicMessages`]).
+//! - `responses`: OpenAI's Responses API ([`Api::OpenAiResponses`]).
+//!   [`Api`] has every variant in every build (a history or journal
+//!   written by a full build names them, and a lean build loads it); a
+//!   request on an API whose feature is off fails at once, before anything
+//!   is sent, with [`Error::InvalidInput`] (kind
+//!   [`ErrorKind::InvalidInput`]) naming the feature.
+//! - `journal`: [`journal`], the crash-safe run journal, with
+//!   [`Configurator::journal`] and [`Configurator::resume`],
+//!   [`Agent::resume_run`] and [`Agent::interrupted`]. Without it no
+//!   journal is written; the `ErrorKind::Journal*` kinds (and
+//!   [`ErrorKind::RunLocked`]) stay in every build, so [`ErrorKind`] has one
+//!   shape, and never occur.
 //! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
 //!   plain HTTP only, enough for local servers, with a smaller binary that
 //!   needs no C toolchain (so it links statically for musl as is).
@@ -431,7 +445,13 @@ pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
 pub mod guide;
+#[cfg(feature = "journal")]
 pub mod journal;
+// Without the feature, the agent's boundaries call a no-op stand-in of the
+// same crate-private seam (`Record`, `Journal`).
+#[cfg(not(feature = "journal"))]
+#[path = "journal_off.rs"]
+mod journal;
 pub mod listeners;
 #[cfg(feature = "mcp")]
 pub mod mcp;

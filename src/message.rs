@@ -80,6 +80,13 @@ impl std::fmt::Display for FinishReason {
 /// depend on it. What only one API has (Anthropic's thinking signatures,
 /// OpenAI's encrypted reasoning items) travels in [`ProviderData`].
 ///
+/// Chat completions is always built; the other two are Cargo features
+/// (`anthropic`, `responses`, both on by default). Every variant exists in
+/// every build, since histories and journals name them; a request on an
+/// API whose feature is off fails at once with
+/// [`Error::InvalidInput`](crate::Error::InvalidInput)
+/// ([`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)).
+///
 /// # Examples
 ///
 /// ```

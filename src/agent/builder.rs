@@ -18,6 +18,7 @@ use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
 use crate::approval::Approver;
+#[cfg(feature = "journal")]
 use crate::journal::{JournalStore, Open};
 use crate::listener::ListenerList;
 use crate::protocol::Client;
@@ -83,6 +84,7 @@ pub struct Configurator {
     pub(super) tool_result_limit: ToolResultLimit,
     pub(super) fallbacks: Vec<ChatTransport>,
     /// The run journal to open at the end of `build`.
+    #[cfg(feature = "journal")]
     pub(super) journal: Option<(Box<dyn JournalStore>, String, Open)>,
 }
 
@@ -110,6 +112,7 @@ impl Configurator {
             compaction: None,
             tool_result_limit: ToolResultLimit::default(),
             fallbacks: Vec::new(),
+            #[cfg(feature = "journal")]
             journal: None,
         }
     }
@@ -143,6 +146,7 @@ impl Configurator {
     /// Keep a crash-survivable journal of a **new** run `run` in `store`
     /// (see [`journal`](crate::journal) for what is recorded and the
     /// guarantees). The agent holds the run's lock until it is dropped.
+    /// Feature `journal`.
     ///
     /// # Errors
     ///
@@ -152,6 +156,7 @@ impl Configurator {
     /// [`Error::JournalIo`] when the store cannot write,
     /// [`Error::InvalidInput`] for a run id that is not 1 to 128 characters
     /// of `[A-Za-z0-9._-]`.
+    #[cfg(feature = "journal")]
     pub fn journal(mut self, store: impl JournalStore, run: impl Into<String>) -> Configurator {
         self.journal = Some((Box::new(store), run.into(), Open::New));
         self
@@ -163,6 +168,7 @@ impl Configurator {
     /// [`Agent::resume_run`](crate::Agent::resume_run) finishes it. The
     /// configuration (model, tools, system prompt) must be the one that
     /// wrote the run. The agent holds the run's lock until it is dropped.
+    /// Feature `journal`.
     ///
     /// # Errors
     ///
@@ -173,6 +179,7 @@ impl Configurator {
     /// when a record before the last is damaged or the sequence is one no
     /// run writes (a hand edit); [`Error::JournalIo`] when it cannot be
     /// read.
+    #[cfg(feature = "journal")]
     pub fn resume(mut self, store: impl JournalStore, run: impl Into<String>) -> Configurator {
         self.journal = Some((Box::new(store), run.into(), Open::Resume));
         self

@@ -44,7 +44,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::approval::PendingApproval;
-use crate::journal::{Cut, Fingerprint, HistoryCause, Journal, JournalStore, Open, Record, fnv1a};
+#[cfg(feature = "journal")]
+use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, fnv1a};
+use crate::journal::{HistoryCause, Record};
 use crate::protocol::Client;
 use crate::{
     Cancellable, ChatTransport, Error, Event, FinishReason, Interloper, Message, Result, Role,
@@ -196,6 +198,7 @@ pub struct Agent {
     fallbacks: Fallbacks,
     /// Where a crash cut off the run a journal was resumed from, until
     /// [`resume_run`](Agent::resume_run) finishes it.
+    #[cfg(feature = "journal")]
     interrupted: Option<Cut>,
 }
 
@@ -305,6 +308,7 @@ impl Configurator {
             compactor: Compactor::new(cfg.compaction.take()),
             tool_limit: cfg.tool_result_limit,
             fallbacks: Fallbacks::new(std::mem::take(&mut cfg.fallbacks)),
+            #[cfg(feature = "journal")]
             interrupted: None,
         };
         agent.assemble_system_prompt();
@@ -328,6 +332,7 @@ impl Configurator {
         agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
         // Last: the fingerprint covers the tools and prompt bind added.
+        #[cfg(feature = "journal")]
         if let Some((store, run, how)) = cfg.journal.take()
             && let Err(e) = agent.open_journal(store, &run, how)
         {
@@ -355,6 +360,7 @@ fn bind_error(name: &str, e: Error) -> Error {
 impl Agent {
     /// Open the configured journal: a new run's header, or a resumed run's
     /// conversation (loaded whole or not at all).
+    #[cfg(feature = "journal")]
     fn open_journal(&mut self, store: Box<dyn JournalStore>, run: &str, how: Open) -> Result<()> {
         let (journal, replayed) = Journal::open(store, run, &self.fingerprint(), how)?;
         if let Some(model) = replayed.model {
@@ -376,6 +382,7 @@ impl Agent {
 
     /// What a journal checks a resuming agent against: the model, the tool
     /// names, and a digest of the system prompt and the tools' schemas.
+    #[cfg(feature = "journal")]
     fn fingerprint(&self) -> Fingerprint {
         let tools = self.tools();
         let schemas: Vec<String> = tools
@@ -401,6 +408,7 @@ impl Agent {
     /// Whether this agent was [resumed](Configurator::resume) from a
     /// journal whose last run a crash cut off, and
     /// [`resume_run`](Agent::resume_run) has not finished it yet.
+    #[cfg(feature = "journal")]
     pub fn interrupted(&self) -> bool {
         self.interrupted.is_some()
     }
@@ -653,7 +661,10 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
-        self.interrupted = None;
+        #[cfg(feature = "journal")]
+        {
+            self.interrupted = None;
+        }
         // A failed write is kept by the journal: the next run reports it.
         let _ = self.journal(&Record::History {
             cause: HistoryCause::Cleared,

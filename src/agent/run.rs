@@ -14,7 +14,9 @@ use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use super::turn::{End, Run};
 use super::{Agent, TypedRequest};
 use crate::approval::Decision;
-use crate::journal::{Cut, Record};
+#[cfg(feature = "journal")]
+use crate::journal::Cut;
+use crate::journal::Record;
 use crate::tool::JsonSchema;
 use crate::{ChatTransport, Error, Event, Message, Result, Role, ToolCall};
 
@@ -350,6 +352,7 @@ impl Agent {
     /// [`Error::InvalidInput`] when nothing was cut off
     /// ([`interrupted`](Agent::interrupted) is false); otherwise as
     /// [`run_loop`](Agent::run_loop).
+    #[cfg(feature = "journal")]
     pub fn resume_run(&mut self) -> Result<Outcome> {
         self.ensure_open()?;
         let Some(cut) = self.interrupted.take() else {
@@ -594,6 +597,7 @@ impl Agent {
     }
 
     /// The resumed run, from where `cut` says the crash stopped it.
+    #[cfg(feature = "journal")]
     pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
         let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
             .into_iter()

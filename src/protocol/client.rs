@@ -145,6 +145,7 @@ impl Client {
         buf: &mut Vec<u8>,
         sink: &mut dyn Sink,
     ) -> Result<Completion> {
+        wire::check_built(req.transport.api())?;
         let cfg = &self.shared.config;
         wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];

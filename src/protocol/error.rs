@@ -18,6 +18,13 @@ pub(crate) enum DecodeError {
     /// limit 429, a server error 500: `rules::server_error`). Becomes
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
+    #[cfg_attr(
+        not(all(feature = "anthropic", feature = "responses")),
+        allow(
+            dead_code,
+            reason = "reported by the other APIs' decoders, which are features"
+        )
+    )]
     Status { status: u16, message: String },
     /// The stream ended before its API's end event (`[DONE]` or a
     /// `finish_reason`, `message_stop`, `response.completed` or

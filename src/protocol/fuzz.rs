@@ -2,8 +2,11 @@
 //! only then are they re-exported at the crate root). Not part of the API;
 //! the unit tests run them too.
 
+#[cfg(feature = "anthropic")]
 use super::anthropic;
-use super::decode::{Accumulator, Fragment, parse_response};
+#[cfg(feature = "responses")]
+use super::decode::Fragment;
+use super::decode::{Accumulator, parse_response};
 use super::sse::{Flow, SseParser, read_sse};
 
 /// Feeds `data` through the SSE parser whole and in pieces, and through
@@ -81,6 +84,7 @@ pub fn __fuzz_accumulate(data: &[u8]) {
 /// Errors are expected; a panic is a bug, and so is a finished message
 /// whose text or reasoning differs from the fragments reported for it, or
 /// a `finish` that fails after the end event.
+#[cfg(feature = "responses")]
 pub fn __fuzz_responses(data: &[u8]) {
     let Some((&first, data)) = data.split_first() else {
         return;
@@ -126,6 +130,7 @@ pub fn __fuzz_responses(data: &[u8]) {
 /// history of a Messages request, which must be valid JSON. Errors are
 /// expected; a panic, a failing `finish` after `message_stop` or an
 /// invalid request body is a bug.
+#[cfg(feature = "anthropic")]
 pub fn __fuzz_anthropic(data: &[u8]) {
     let Some((&first, data)) = data.split_first() else {
         return;
@@ -199,10 +204,14 @@ mod tests {
                 .collect();
             __fuzz_sse(&data);
             __fuzz_accumulate(&data);
+            #[cfg(feature = "responses")]
             __fuzz_responses(&data);
+            #[cfg(feature = "anthropic")]
             __fuzz_anthropic(&data);
         }
+        #[cfg(feature = "anthropic")]
         __fuzz_anthropic(b"");
+        #[cfg(feature = "anthropic")]
         __fuzz_anthropic(
             b"\x00{\"type\":\"message_start\",\"message\":{}}\n\
               {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"signature\":\"s\"}}\n\
@@ -211,7 +220,9 @@ mod tests {
         __fuzz_sse(b"");
         __fuzz_sse(b"\x10\x03data: a\r\n\r\ndata: b");
         __fuzz_accumulate(b"");
+        #[cfg(feature = "responses")]
         __fuzz_responses(b"");
+        #[cfg(feature = "responses")]
         __fuzz_responses(
             b"\x01{\"type\":\"response.output_text.delta\",\"delta\":\"<think>a\"}\n\
               {\"type\":\"response.completed\"}",

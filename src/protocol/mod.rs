@@ -39,6 +39,7 @@
 //! Decoding fails with its own `DecodeError`; `client::decode_error` turns
 //! it into the public [`Error`](crate::Error), once.
 
+#[cfg(feature = "anthropic")]
 mod anthropic;
 mod body;
 mod client;
@@ -53,6 +54,7 @@ pub(crate) mod fuzz;
 mod models;
 mod probe;
 mod request;
+#[cfg(feature = "responses")]
 mod responses;
 mod retry;
 mod rules;
@@ -62,6 +64,9 @@ mod sse;
 mod stream;
 mod transport;
 mod wire;
+// A request on an API whose feature is off, and histories that name it.
+#[cfg(test)]
+mod unbuilt_tests;
 
 pub(crate) use client::Client;
 #[cfg(feature = "mcp")]

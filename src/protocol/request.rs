@@ -79,6 +79,10 @@ pub(crate) struct Request<'a> {
     /// Place prompt-cache breakpoints (Anthropic; the other APIs cache
     /// without them): the transport's
     /// [`prompt_caching`](ChatTransport::prompt_caching).
+    #[cfg_attr(
+        not(feature = "anthropic"),
+        allow(dead_code, reason = "read by the Anthropic encoder only")
+    )]
     pub(crate) prompt_caching: bool,
     /// Move `<think>` blocks in the content to the reasoning.
     pub(crate) split_think: bool,
@@ -150,6 +154,13 @@ impl ToolSpecs {
 
     /// Specs from chat-shaped values (tests of the other APIs' encoders).
     #[cfg(test)]
+    #[cfg_attr(
+        not(all(feature = "anthropic", feature = "responses")),
+        allow(
+            dead_code,
+            reason = "used by those encoders' tests, which are features"
+        )
+    )]
     pub(crate) fn from_values(specs: &[Value]) -> ToolSpecs {
         let text = |f: &Value, k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         ToolSpecs(
@@ -170,7 +181,8 @@ impl ToolSpecs {
         )
     }
 
-    /// The specs.
+    /// The specs (the Anthropic and Responses encoders shape them).
+    #[cfg(any(feature = "anthropic", feature = "responses"))]
     pub(crate) fn specs(&self) -> &[ToolSpec] {
         &self.0
     }

@@ -5,11 +5,14 @@
 use std::cell::RefCell;
 use std::io::BufRead;
 
+#[cfg(feature = "anthropic")]
+use super::anthropic;
 use super::decode::{Accumulator, Completion, Fragment};
 use super::error::DecodeError;
+#[cfg(feature = "responses")]
+use super::responses;
 use super::sink::Sink;
 use super::sse::{Flow, read_sse};
-use super::{anthropic, responses};
 use crate::Api;
 
 /// The limits and settings of one streamed body.
@@ -41,7 +44,9 @@ pub(crate) struct StreamOptions<'a> {
 )]
 enum Decoder {
     Chat(Accumulator),
+    #[cfg(feature = "anthropic")]
     Anthropic(anthropic::Decoder),
+    #[cfg(feature = "responses")]
     Responses(responses::Decoder),
 }
 
@@ -51,12 +56,17 @@ impl Decoder {
             Api::ChatCompletions => {
                 Decoder::Chat(Accumulator::new(options.split_think).redacting(options.secret))
             }
+            #[cfg(feature = "anthropic")]
             Api::AnthropicMessages => {
                 Decoder::Anthropic(anthropic::Decoder::new(options.split_think, options.secret))
             }
+            #[cfg(feature = "responses")]
             Api::OpenAiResponses => {
                 Decoder::Responses(responses::Decoder::new(options.split_think, options.secret))
             }
+            #[cfg(not(all(feature = "anthropic", feature = "responses")))]
+            #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+            api => super::wire::not_built(api),
         }
     }
 
@@ -67,7 +77,9 @@ impl Decoder {
     ) -> Result<(), DecodeError> {
         match self {
             Decoder::Chat(d) => d.push_data(data, on_fragment),
+            #[cfg(feature = "anthropic")]
             Decoder::Anthropic(d) => d.push_data(data, on_fragment),
+            #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.push_data(data, on_fragment),
         }
     }
@@ -75,7 +87,9 @@ impl Decoder {
     fn progress(&self) -> u64 {
         match self {
             Decoder::Chat(d) => d.progress(),
+            #[cfg(feature = "anthropic")]
             Decoder::Anthropic(d) => d.progress(),
+            #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.progress(),
         }
     }
@@ -83,7 +97,9 @@ impl Decoder {
     fn is_done(&self) -> bool {
         match self {
             Decoder::Chat(d) => d.is_done(),
+            #[cfg(feature = "anthropic")]
             Decoder::Anthropic(d) => d.is_done(),
+            #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.is_done(),
         }
     }
@@ -91,7 +107,9 @@ impl Decoder {
     fn finish(self) -> Result<Completion, DecodeError> {
         match self {
             Decoder::Chat(d) => d.finish(),
+            #[cfg(feature = "anthropic")]
             Decoder::Anthropic(d) => d.finish(),
+            #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.finish(),
         }
     }

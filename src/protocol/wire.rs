@@ -8,11 +8,38 @@
 //! protocol knows which API answered.
 
 use super::ChatTransport;
+#[cfg(feature = "anthropic")]
+use super::anthropic;
 use super::decode::{self, Completion};
 use super::error::DecodeError;
 use super::request::Request;
-use super::{anthropic, responses};
-use crate::Api;
+#[cfg(feature = "responses")]
+use super::responses;
+use crate::{Api, Error};
+
+/// Refuse `api` when this build leaves its wire format out (its Cargo
+/// feature is off): [`Error::InvalidInput`] naming the feature, before
+/// anything is encoded or sent. The client calls it first, so the other
+/// functions of this file only ever see an API that is built.
+pub(crate) fn check_built(api: Api) -> crate::Result<()> {
+    let feature = match api {
+        Api::ChatCompletions => return Ok(()),
+        Api::AnthropicMessages if cfg!(feature = "anthropic") => return Ok(()),
+        Api::OpenAiResponses if cfg!(feature = "responses") => return Ok(()),
+        Api::AnthropicMessages => "anthropic",
+        Api::OpenAiResponses => "responses",
+    };
+    Err(Error::InvalidInput(format!(
+        "the transport speaks {api}, which this build of pikuri leaves out: enable the Cargo feature `{feature}`"
+    )))
+}
+
+/// An API whose feature is off reached a dispatch point: `check_built`
+/// refuses it before that, so this is a bug in the crate.
+#[cfg(not(all(feature = "anthropic", feature = "responses")))]
+pub(crate) fn not_built(api: Api) -> ! {
+    unreachable!("{api} is not built, and check_built refuses it first")
+}
 
 /// The path after the API base that chats go to.
 pub(crate) fn path(api: Api) -> &'static str {
@@ -27,7 +54,10 @@ pub(crate) fn path(api: Api) -> &'static str {
 /// asks for one), as `(name, value)` pairs.
 pub(crate) fn auth_headers(api: Api, key: Option<&str>) -> Vec<(&'static str, String)> {
     match api {
+        #[cfg(feature = "anthropic")]
         Api::AnthropicMessages => anthropic::headers(key),
+        #[cfg(not(feature = "anthropic"))]
+        Api::AnthropicMessages => not_built(api),
         Api::ChatCompletions | Api::OpenAiResponses => key
             .map(|k| ("Authorization", format!("Bearer {k}")))
             .into_iter()
@@ -56,8 +86,13 @@ pub(crate) fn encode(
     }
     match api {
         Api::ChatCompletions => req.write_to(buf, include_usage),
+        #[cfg(feature = "anthropic")]
         Api::AnthropicMessages => anthropic::write_body(req, buf),
+        #[cfg(feature = "responses")]
         Api::OpenAiResponses => responses::write_body(req, buf),
+        #[cfg(not(all(feature = "anthropic", feature = "responses")))]
+        #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+        api => not_built(api),
     }
     Ok(())
 }
@@ -70,8 +105,13 @@ pub(crate) fn parse_response(
 ) -> Result<Completion, DecodeError> {
     match api {
         Api::ChatCompletions => decode::parse_response(body, split_think),
+        #[cfg(feature = "anthropic")]
         Api::AnthropicMessages => anthropic::parse_response(body, split_think),
+        #[cfg(feature = "responses")]
         Api::OpenAiResponses => responses::parse_response(body, split_think),
+        #[cfg(not(all(feature = "anthropic", feature = "responses")))]
+        #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+        api => not_built(api),
     }
 }
 

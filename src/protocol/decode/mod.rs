@@ -92,6 +92,13 @@ use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 pub(crate) use accumulator::Accumulator;
 pub(crate) use response::parse_response;
+#[cfg_attr(
+    not(all(feature = "anthropic", feature = "responses")),
+    allow(
+        unused_imports,
+        reason = "for the other APIs' decoders, which are features"
+    )
+)]
 pub(crate) use think::ThinkSplitter;
 
 /// A fragment reported while streaming.
