@@ -145,6 +145,7 @@ use structured::TypedSpec;
 ///  │    │                                         └──► Synthesize: FallbackNotice,
 ///  │    │                                              tools-free pass (Synthesized)
 ///  │    │   check fails ─► answer the rest "cancelled" ─► Cancelled, Err(Cancelled)
+///  │    │   (a stopped batch drains the Interloper too, before either exit)
 ///  │    ▼                                                               │
 ///  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
 ///  └────┴───────────────────────────────────────────────────────────────┘

@@ -32,8 +32,8 @@ impl Agent {
     /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
     /// | [`Error::InvalidInput`] (the agent was [closed](Agent::close)) | unchanged, no event, no request | build a new agent (its listeners are stopped) |
     /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
-    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
-    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
+    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run, then what the [`Interloper`](crate::Interloper) held when a cancel stopped a tool batch; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
+    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget, then what the `Interloper` held | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
     ///
     /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
@@ -91,9 +91,13 @@ impl Agent {
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
-    /// emitted and the context window is detected again. The same
-    /// endpoint and model with other [model settings](crate::ModelSettings)
-    /// is no switch: only its settings apply from this turn on.
+    /// emitted and the context window is detected again. Another model or
+    /// endpoint is always a switch, and so is another explicit
+    /// [context window](ChatTransport::with_context_window), or none where
+    /// the current transport has one (the window is detected again). The
+    /// same endpoint and model with other [model settings](crate::ModelSettings),
+    /// neither transport with an explicit window, is no switch: the
+    /// detected cap stays and only its settings apply from this turn on.
     pub fn run_loop_with(
         &mut self,
         user_message: &str,
