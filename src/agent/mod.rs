@@ -363,9 +363,8 @@ impl Agent {
             self.shared.state.lock().transport = to;
         }
         self.turn_start = replayed
-            .messages
-            .iter()
-            .rposition(|m| m.role == Role::User)
+            .turn_start
+            .or_else(|| replayed.messages.iter().rposition(|m| m.role == Role::User))
             .unwrap_or(0);
         self.messages = replayed.messages;
         self.interrupted = replayed.cut;
