@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use pikuri::approval::{ApprovalRequest, Decision};
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore, RunLock};
+use pikuri::listeners::InMemoryEventList as Events;
 use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
@@ -151,7 +152,7 @@ fn kill_store(first: bool, kill: &str, dir: String) -> KillAfter {
 
 /// Not a test of its own: the body of a child process, run only when the
 /// harness sets `PJ_MODE` (`new`: run the question; `resume`: finish the
-/// run). Prints the final history on a `HISTORY:` line.
+/// run). Prints the final history and its events ([`report`]).
 #[test]
 fn child() {
     let Ok(mode) = std::env::var("PJ_MODE") else {
@@ -213,8 +214,7 @@ fn child() {
             die();
         }
     };
-    // What this process's listeners see, printed for the harness.
-    let seen = pikuri::listeners::InMemoryEventList::new();
+    let seen = Events::new();
     let store = kill_store(first, &env("PJ_KILL"), env("PJ_DIR"));
     let variant = std::env::var("PJ_VARIANT").unwrap_or_default();
     let compacting = variant == "compaction";
@@ -254,6 +254,12 @@ fn child() {
         assert!(agent.interrupted(), "the journal shows no cut-off run");
         agent.resume_run().expect("resume_run");
     }
+    report(&agent, &seen);
+}
+
+/// The final history on a `HISTORY:` line, and the main agent's events
+/// (what this process's listener saw) on an `EVENTS:` line.
+fn report(agent: &Agent, seen: &Events) {
     let history: Value = serde_json::from_str(&agent.export_history().to_json()).expect("JSON");
     println!("\nHISTORY:{history}");
     let events: Vec<Event> = seen
@@ -261,10 +267,8 @@ fn child() {
         .into_iter()
         .filter(|e| e.agent().is_empty())
         .collect();
-    println!(
-        "\nEVENTS:{}",
-        serde_json::to_string(&events).expect("events JSON")
-    );
+    let events = serde_json::to_string(&events).expect("events JSON");
+    println!("\nEVENTS:{events}");
 }
 
 // ------------------------------------------------------------ the harness
