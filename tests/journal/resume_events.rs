@@ -218,3 +218,55 @@ fn a_resumed_turn_renders_from_the_new_process_events_alone() {
         let _ = std::fs::remove_dir_all(store.path("r").parent().unwrap());
     }
 }
+
+#[test]
+fn the_replay_starts_at_the_question_not_at_a_message_injected_mid_turn() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("resume-injected")).unwrap();
+    let q = pikuri::Interloper::new();
+    let injecting = {
+        let q = q.clone();
+        FnTool::new("lookup", "Looks up.", Parameters::empty(), move |_, _| {
+            q.inject_user_message("and cc alice").unwrap();
+            Ok("value of k".into())
+        })
+    };
+    let build = |lookup: FnTool| {
+        let send = FnTool::new("send", "Sends.", Parameters::empty(), |_, _| {
+            Ok("sent to bob".into())
+        })
+        .state_changing();
+        Agent::builder(server.transport())
+            .system_prompt("You look things up and send them.")
+            .add_tool(lookup.idempotent_calls())
+            .add_tool(send)
+            .interloper(q.clone())
+    };
+    // Two rounds, the injection delivered between them.
+    server.push(Reply::tool_call("lookup", json!({})));
+    server.push(Reply::tool_call("send", json!({})));
+    server.push(Reply::text("Done: sent."));
+    let mut first = build(injecting.clone())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    first.run_loop(QUESTION).unwrap();
+    drop(first);
+    cut_after(&store, "r", "tool_result", 1);
+
+    server.push(Reply::text("Done: sent."));
+    let rec = InMemoryEventList::new();
+    let mut agent = build(injecting)
+        .add_listener(rec.clone())
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap();
+    agent.resume_run().unwrap();
+    let events = main_events(&rec);
+    assert_renderable(&events, agent.messages(), "injected");
+    assert!(events.iter().any(|e| matches!(e,
+        Event::UserTurn { content, mid_loop: true, .. } if content == "and cc alice")));
+    drop(agent);
+    let _ = std::fs::remove_dir_all(store.path("r").parent().unwrap());
+}
