@@ -114,6 +114,9 @@ impl std::fmt::Display for StopReason {
 ///   "not run" with a `ToolResult` alone).
 /// - Mid-loop injections arrive as [`Event::UserTurn`] with `mid_loop: true`
 ///   after the tool results of the batch they were delivered in.
+/// - A run a crash cut off, finished by [`Agent::resume_run`](crate::Agent::resume_run),
+///   starts with [`Event::Resumed`] and the replay of the stored turn it
+///   counts: there too each `ToolCall` comes before its `ToolResult`.
 /// - Every [`run_loop`](crate::Agent::run_loop) ends with exactly one
 ///   [`Event::Stopped`] for the agent that ran it.
 ///
@@ -389,6 +392,26 @@ pub enum Event {
         /// The failure, as the error displays it.
         reason: String,
     },
+    /// [`Agent::resume_run`](crate::Agent::resume_run) finishes a run a
+    /// crash cut off: the next `replayed` events of this agent re-announce
+    /// what the journal holds of the cut-off turn, so a listener of the new
+    /// process alone can render the whole turn. They are, in history
+    /// order: [`Event::UserTurn`] for its user messages (`mid_loop: true`
+    /// for all but the first), [`Event::SystemInjected`] for its system
+    /// messages, for each stored answer [`Event::Thinking`] and
+    /// [`Event::Assistant`] (when non-empty) and an [`Event::ToolCall`] per
+    /// call, and an [`Event::ToolResult`] per stored result. Not replayed:
+    /// deltas, [`Event::Tokens`] (the usage was counted in the first
+    /// process), approvals, and the `ToolCall` of a call the resumed run
+    /// reviews or runs again (it gets its `ToolCall` then, as in any run).
+    /// A listener that saw the first process (one that outlived it) may
+    /// skip the replayed events.
+    Resumed {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// How many events follow that replay the stored turn.
+        replayed: usize,
+    },
     /// The run ended; the last event of every `run_loop`.
     Stopped {
         /// Emitting agent.
@@ -433,6 +456,7 @@ impl Event {
             | Event::RequestFailed { agent, .. }
             | Event::Compacted { agent, .. }
             | Event::ModelFallback { agent, .. }
+            | Event::Resumed { agent, .. }
             | Event::Stopped { agent, .. } => agent,
         }
     }
@@ -462,6 +486,7 @@ impl Event {
             Event::RequestFailed { .. } => "request_failed",
             Event::Compacted { .. } => "compacted",
             Event::ModelFallback { .. } => "model_fallback",
+            Event::Resumed { .. } => "resumed",
             Event::Stopped { .. } => "stopped",
         }
     }

@@ -105,7 +105,7 @@
 //! | before each tool call (after [`Event::ToolCall`]) | 1. `tick()` | 2. `check()` | — | 4. `review()`, after 3. the arguments validate |
 //! | while the approver decides | — | `cancel()` ends the wait at once | — | the late decision is dropped |
 //! | during a tool | — | visible through [`ToolContext`] | — | — |
-//! | after each tool batch | — | — | `drain()` | — |
+//! | after each tool batch (one the budget or a cancel stopped too, before the synthesizer) | — | — | `drain()` | — |
 //! | the model answers with no tool call | — | — | `drain()`; if anything was pending the loop goes on | — |
 //! | mid-loop injection | never reset | never reset | — | — |
 //!

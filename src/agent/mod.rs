@@ -147,6 +147,7 @@ use structured::TypedSpec;
 ///  │    │                                         └──► Synthesize: FallbackNotice,
 ///  │    │                                              tools-free pass (Synthesized)
 ///  │    │   check fails ─► answer the rest "cancelled" ─► Cancelled, Err(Cancelled)
+///  │    │   (a stopped batch drains the Interloper too, before either exit)
 ///  │    ▼                                                               │
 ///  │  Drain Interloper: append each, UserTurn{mid_loop:true}            │
 ///  └────┴───────────────────────────────────────────────────────────────┘
@@ -368,9 +369,8 @@ impl Agent {
             self.shared.state.lock().transport = to;
         }
         self.turn_start = replayed
-            .messages
-            .iter()
-            .rposition(|m| m.role == Role::User)
+            .turn_start
+            .or_else(|| replayed.messages.iter().rposition(|m| m.role == Role::User))
             .unwrap_or(0);
         self.messages = replayed.messages;
         self.interrupted = replayed.cut;

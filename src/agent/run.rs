@@ -18,7 +18,7 @@ use crate::approval::Decision;
 use crate::journal::Cut;
 use crate::journal::Record;
 use crate::tool::JsonSchema;
-use crate::{ChatTransport, Error, Event, Message, Result, Role, ToolCall};
+use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, ToolCall};
 
 impl Agent {
     /// Run one user turn to completion; see the [turn diagram](crate::Agent#a-turn)
@@ -34,8 +34,8 @@ impl Agent {
     /// | [`Error::InvalidInput`] (blank message) | unchanged, no event | fix the message |
     /// | [`Error::InvalidInput`] (the agent was [closed](Agent::close)) | unchanged, no event, no request | build a new agent (its listeners are stopped) |
     /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
-    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
-    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
+    /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run, then what the [`Interloper`](crate::Interloper) held when a cancel stopped a tool batch; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
+    /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget, then what the `Interloper` held | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
     ///
     /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
@@ -93,9 +93,13 @@ impl Agent {
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
     /// when it differs structurally from the current one: the history
     /// survives, [`Event::ModelSwitched`] then [`Event::ContextCap`] are
-    /// emitted and the context window is detected again. The same
-    /// endpoint and model with other [model settings](crate::ModelSettings)
-    /// is no switch: only its settings apply from this turn on.
+    /// emitted and the context window is detected again. Another model or
+    /// endpoint is always a switch, and so is another explicit
+    /// [context window](ChatTransport::with_context_window), or none where
+    /// the current transport has one (the window is detected again). The
+    /// same endpoint and model with other [model settings](crate::ModelSettings),
+    /// neither transport with an explicit window, is no switch: the
+    /// detected cap stays and only its settings apply from this turn on.
     pub fn run_loop_with(
         &mut self,
         user_message: &str,
@@ -285,6 +289,22 @@ impl Agent {
     /// A run of its own, as [`retry_turn`](Agent::retry_turn): fresh
     /// controls, [`Event::Stopped`] at the end, its own [`Outcome`].
     ///
+    /// # What listeners see
+    ///
+    /// The first process may have died before its listeners got the last
+    /// events (a result is stored right after its [`Event::ToolResult`] is
+    /// emitted, and delivered later), and this process's listeners saw none
+    /// of the turn. So the run starts with [`Event::Resumed`], then replays
+    /// the cut-off turn as the journal stored it: its user messages, its
+    /// answers, each stored result preceded by its call's
+    /// [`Event::ToolCall`] (and the `ToolCall` of an interrupted call). Then
+    /// the run goes on as usual: a call run or reviewed again gets its
+    /// `ToolCall` then, an interrupted one its `ToolResult`. A listener of
+    /// this process alone thus sees every call of the turn with its result;
+    /// one that outlived the first process may skip the replayed events
+    /// (their count is on `Resumed`). Usage ([`Event::Tokens`]) is not
+    /// replayed: it was counted in the first process.
+    ///
     /// # Examples
     ///
     /// ```
@@ -361,6 +381,7 @@ impl Agent {
             ));
         };
         self.begin_run();
+        self.replay_cut(&cut);
         let question = self.last_user_message();
         let mut run = Run::default();
         let result = self.resume_cut(&cut, &mut run);
@@ -596,6 +617,125 @@ impl Agent {
             .unwrap_or_default()
     }
 
+    /// The ids of the `pending` calls a resume answers "interrupted"
+    /// instead of running them: started without a result, they may have
+    /// had their effect. Only a tool that says a second run is harmless
+    /// runs again.
+    fn interrupted_calls(&self, cut: &Cut, pending: &[ToolCall]) -> Vec<String> {
+        let tools = self.tools();
+        pending
+            .iter()
+            .filter(|call| {
+                cut.started.contains(&call.id)
+                    && !tools
+                        .iter()
+                        .any(|t| t.name() == call.name && t.idempotent())
+            })
+            .map(|call| call.id.clone())
+            .collect()
+    }
+
+    /// Announce the cut-off turn as the journal stored it, after an
+    /// [`Event::Resumed`] that counts the replayed events (what is and is
+    /// not replayed is on that event). The first process may have died
+    /// before its listeners got these events, a stored tool result's
+    /// included; this process's listeners never got them.
+    fn replay_cut(&mut self, cut: &Cut) {
+        let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
+            .into_iter()
+            .cloned()
+            .collect();
+        let interrupted = self.interrupted_calls(cut, &pending);
+        // A pending call gets its `ToolCall` when the resumed batch
+        // reviews or runs it, except an interrupted one, which is answered
+        // with a `ToolResult` alone.
+        let announced_later =
+            |id: &str| pending.iter().any(|c| c.id == id) && !interrupted.iter().any(|i| i == id);
+        let agent = self.agent_id();
+        let turn = &self.messages[self.turn_start.min(self.messages.len())..];
+        let last_answer = turn.iter().rposition(|m| m.role == Role::Assistant);
+        // The calls of the latest answer not yet announced: each goes out
+        // just before its stored result, as a batch run in order shows it.
+        let mut calls: Vec<&ToolCall> = Vec::new();
+        let mut events = Vec::new();
+        let call_event = |c: &ToolCall| Event::ToolCall {
+            agent: Arc::clone(&agent),
+            id: c.id.clone(),
+            name: c.name.clone(),
+            arguments: approval::parse_arguments(&c.arguments),
+        };
+        for (i, m) in turn.iter().enumerate() {
+            let agent = Arc::clone(&agent);
+            match m.role {
+                Role::User => events.push(Event::UserTurn {
+                    agent,
+                    content: m.content.clone(),
+                    mid_loop: i > 0,
+                }),
+                Role::System => events.push(Event::SystemInjected {
+                    agent,
+                    content: m.content.clone(),
+                }),
+                Role::Assistant => {
+                    if let Some(r) = m.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                        events.push(Event::Thinking {
+                            agent: Arc::clone(&agent),
+                            content: r.to_string(),
+                        });
+                    }
+                    if !m.content.is_empty() {
+                        // The journal keeps the last answer's finish; an
+                        // earlier answer of the turn was followed by more
+                        // rounds.
+                        let finish = if last_answer == Some(i) {
+                            cut.finish
+                        } else if m.tool_calls.is_empty() {
+                            FinishReason::Complete
+                        } else {
+                            FinishReason::ToolCalls
+                        };
+                        events.push(Event::Assistant {
+                            agent,
+                            content: m.content.clone(),
+                            finish,
+                        });
+                    }
+                    calls = m.tool_calls.iter().collect();
+                }
+                Role::Tool => {
+                    let id = m.tool_call_id.clone().unwrap_or_default();
+                    let mut name = String::new();
+                    if let Some(at) = calls.iter().position(|c| c.id == id) {
+                        let c = calls.remove(at);
+                        name.clone_from(&c.name);
+                        events.push(call_event(c));
+                    }
+                    events.push(Event::ToolResult {
+                        agent,
+                        id,
+                        name,
+                        content: m.content.clone(),
+                    });
+                }
+            }
+        }
+        // Left: the pending calls. An interrupted one is answered without
+        // a `ToolCall` of its own: it is announced here.
+        events.extend(
+            calls
+                .into_iter()
+                .filter(|c| !announced_later(&c.id))
+                .map(call_event),
+        );
+        self.emit(Event::Resumed {
+            agent,
+            replayed: events.len(),
+        });
+        for e in events {
+            self.emit(e);
+        }
+    }
+
     /// The resumed run, from where `cut` says the crash stopped it.
     #[cfg(feature = "journal")]
     pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
@@ -622,19 +762,8 @@ impl Agent {
             // was never journaled): it is made again.
             return self.rounds(run);
         }
-        let tools = self.tools();
-        // Started without a result: it may have had its effect. Only a
-        // tool that says a second run is harmless runs again.
-        let interrupted: Vec<&str> = pending
-            .iter()
-            .filter(|call| {
-                cut.started.contains(&call.id)
-                    && !tools
-                        .iter()
-                        .any(|t| t.name() == call.name && t.idempotent())
-            })
-            .map(|call| call.id.as_str())
-            .collect();
+        let interrupted = self.interrupted_calls(cut, &pending);
+        let interrupted: Vec<&str> = interrupted.iter().map(String::as_str).collect();
         // The calls not started (a pending approval is asked again) and
         // the idempotent ones run as the batch would have run them; the
         // interrupted ones are answered in their place (a parallel batch

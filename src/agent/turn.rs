@@ -448,6 +448,11 @@ impl Agent {
             match verdict {
                 Err(e) => {
                     self.stop_batch(gated, call, &calls[i + 1..], interrupted, &e);
+                    // What the user typed while the batch ran enters where
+                    // a whole batch would have put it: before the
+                    // synthesizer reads the evidence, not after the next
+                    // turn's first answer.
+                    self.after_batch();
                     return Err(e);
                 }
                 // The calls approved before it still run; it and the rest
@@ -741,16 +746,23 @@ impl Agent {
 impl Agent {
     /// Switch to `to` when it differs structurally from the current
     /// transport (a model switch: the history survives).
+    ///
+    /// Another model or endpoint is always a switch, and so is another
+    /// explicit context window, or none where the current transport had
+    /// one (the host drops its override: the window is detected again).
+    /// The same endpoint and model, neither with an explicit window, is no
+    /// switch: the detected cap stays (no second probe) and `to` is used
+    /// from now on (its model settings, its prompt caching).
     fn apply_transport(&mut self, to: ChatTransport) {
         let from = self.transport();
         if from == to {
             return;
         }
-        // The same endpoint without an explicit window is the same model
-        // as far as the conversation goes: no switch, no second probe; its
-        // model settings apply from now on.
-        if from.same_endpoint(&to) && to.context_window().is_none() {
-            self.shared.state.lock().transport = from.with_settings(to.settings().clone());
+        if from.same_endpoint(&to)
+            && to.context_window().is_none()
+            && from.context_window().is_none()
+        {
+            self.shared.state.lock().transport = to;
             return;
         }
         self.shared.state.lock().transport = to.clone();

@@ -60,6 +60,12 @@
 //!   `turn_end` is journaled, [`Agent::interrupted`](crate::Agent::interrupted)
 //!   is false, and [`Agent::retry_turn`](crate::Agent::retry_turn) goes on
 //!   as usual (journaled too).
+//! - **Listeners see the whole turn again.** The resumed run starts with
+//!   [`Event::Resumed`](crate::Event::Resumed) and replays the cut-off
+//!   turn's stored messages as events (a stored result with its call's
+//!   `ToolCall` and its `ToolResult`), so a listener of the new process can
+//!   render the turn and shows no call pending for ever; see
+//!   [`Agent::resume_run`](crate::Agent::resume_run), "What listeners see".
 //! - The resumed run gets a fresh [`StepLimit`](crate::StepLimit) budget
 //!   and its own [`Outcome`](crate::Outcome); [`Agent::total_usage`](crate::Agent::total_usage)
 //!   starts from zero.

@@ -185,6 +185,10 @@ pub(crate) struct Replayed {
     pub(crate) step: u64,
     /// The model of the latest switch to a named model, if any.
     pub(crate) model: Option<String>,
+    /// Where the last run's turn starts in `messages`: its user message
+    /// (not one the [`Interloper`](crate::Interloper) added mid-run), or,
+    /// after a replaced history, its last user message.
+    pub(crate) turn_start: Option<usize>,
     /// `None` when the last run ended (a `TurnEnd`, or nothing after the
     /// header); otherwise where it was cut off.
     pub(crate) cut: Option<Cut>,
@@ -292,6 +296,11 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             }
             Record::User { content } => {
                 closed("a user message")?;
+                // After a run's end, a user message starts a turn; during a
+                // run, it is an injection.
+                if ended {
+                    out.turn_start = Some(out.messages.len());
+                }
                 out.messages.push(Message::user(content));
                 ended = false;
             }
@@ -371,6 +380,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 closed("a replaced history")?;
                 open = super::order::open_after(&messages);
                 out.messages = messages.into_owned();
+                out.turn_start = out.messages.iter().rposition(|m| m.role == Role::User);
             }
             Record::ModelSwitched { model } => {
                 if let Some(model) = model {

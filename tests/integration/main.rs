@@ -39,3 +39,4 @@ mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wi
 mod util; // shared helpers
 mod web; // fetch, web_scrape, web_search against local HTTP servers
 mod web_html; // the HTML extractor: hostile input, entities, real files, linear work
+mod work_kept; // issue 38 item 25: injected messages and a dropped window no longer lost

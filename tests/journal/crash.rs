@@ -10,7 +10,9 @@
 //! - the server got no request twice, except the one in flight when the
 //!   process died (sent, or half streamed), which is re-issued;
 //! - the non-idempotent `send` ran at most once, the idempotent `lookup`
-//!   at least once, with the same idempotency key each time.
+//!   at least once, with the same idempotency key each time;
+//! - the resumed child's listener alone saw every call of the turn with
+//!   its result, after `Event::Resumed` (issue 38 item 5).
 //!
 //! Boundaries covered: after the user message is journaled (before the
 //! request is sent), after a request is sent (the server kills the
@@ -38,6 +40,7 @@ use std::time::{Duration, Instant};
 use pikuri::approval::{ApprovalRequest, Decision};
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore, RunLock};
+use pikuri::listeners::InMemoryEventList as Events;
 use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
@@ -149,7 +152,7 @@ fn kill_store(first: bool, kill: &str, dir: String) -> KillAfter {
 
 /// Not a test of its own: the body of a child process, run only when the
 /// harness sets `PJ_MODE` (`new`: run the question; `resume`: finish the
-/// run). Prints the final history on a `HISTORY:` line.
+/// run). Prints the final history and its events ([`report`]).
 #[test]
 fn child() {
     let Ok(mode) = std::env::var("PJ_MODE") else {
@@ -211,6 +214,7 @@ fn child() {
             die();
         }
     };
+    let seen = Events::new();
     let store = kill_store(first, &env("PJ_KILL"), env("PJ_DIR"));
     let variant = std::env::var("PJ_VARIANT").unwrap_or_default();
     let compacting = variant == "compaction";
@@ -220,6 +224,7 @@ fn child() {
         .add_tool(send)
         .approver(approver)
         .add_listener(listener)
+        .add_listener(seen.clone())
         .streaming(true);
     if variant == "subagent" {
         let helper = Persona::new("helper", "Sends values.", HELPER, 3).with_tools(&["send"]);
@@ -249,8 +254,21 @@ fn child() {
         assert!(agent.interrupted(), "the journal shows no cut-off run");
         agent.resume_run().expect("resume_run");
     }
+    report(&agent, &seen);
+}
+
+/// The final history on a `HISTORY:` line, and the main agent's events
+/// (what this process's listener saw) on an `EVENTS:` line.
+fn report(agent: &Agent, seen: &Events) {
     let history: Value = serde_json::from_str(&agent.export_history().to_json()).expect("JSON");
     println!("\nHISTORY:{history}");
+    let events: Vec<Event> = seen
+        .events()
+        .into_iter()
+        .filter(|e| e.agent().is_empty())
+        .collect();
+    let events = serde_json::to_string(&events).expect("events JSON");
+    println!("\nEVENTS:{events}");
 }
 
 // ------------------------------------------------------------ the harness
@@ -447,6 +465,60 @@ fn history(stdout: &str) -> Vec<Value> {
     v["messages"].as_array().expect("messages").clone()
 }
 
+/// The main agent's events the resumed child's listener saw.
+fn events(stdout: &str) -> Vec<Event> {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("EVENTS:"))
+        .unwrap_or_else(|| panic!("no events in:\n{stdout}"));
+    serde_json::from_str(line).expect("events JSON")
+}
+
+/// A listener of the resumed process alone can render the turn (issue 38
+/// item 5): each call of the final history announced once, before its
+/// result, and each result announced, the resume marker first.
+fn assert_renderable(kill: &str, events: &[Event], got: &[Value]) {
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    let first = kinds.iter().find(|k| **k != "context_cap");
+    assert_eq!(first, Some(&"resumed"), "{kill}: {kinds:?}");
+    let mut called: Vec<&str> = Vec::new();
+    let mut answered: Vec<&str> = Vec::new();
+    for e in events {
+        match e {
+            Event::ToolCall { id, .. } => {
+                assert!(
+                    !called.contains(&id.as_str()),
+                    "{kill}: {id} twice: {kinds:?}"
+                );
+                called.push(id);
+            }
+            Event::ToolResult { id, .. } => {
+                assert!(
+                    called.contains(&id.as_str()),
+                    "{kill}: {id} before its call: {kinds:?}"
+                );
+                answered.push(id);
+            }
+            _ => {}
+        }
+    }
+    called.sort_unstable();
+    answered.sort_unstable();
+    assert_eq!(called, answered, "{kill}: a call left pending: {kinds:?}");
+    // The turn's results: the messages after its question.
+    let question = got
+        .iter()
+        .rposition(|m| m["role"] == "user" && m["content"] == QUESTION)
+        .unwrap_or_else(|| panic!("{kill}: no question in {got:?}"));
+    for m in got[question..].iter().filter(|m| m["role"] == "tool") {
+        let id = m["tool_call_id"].as_str().unwrap_or("");
+        assert!(
+            answered.contains(&id),
+            "{kill}: result {id} never announced: {kinds:?}"
+        );
+    }
+}
+
 /// Histories equal apart from the content of an "interrupted" observation.
 fn same_history(got: &[Value], want: &[Value]) -> bool {
     got.len() == want.len()
@@ -540,6 +612,7 @@ fn killed_at_each_boundary_the_run_resumes_without_repeating_work() {
 
         let (_, out) = w.run("resume", kill);
         let got = history(&out);
+        assert_renderable(kill, &events(&out), &got);
         assert!(
             same_history(&got, want),
             "{kill}:\n{got:#?}\nwant\n{want:#?}"

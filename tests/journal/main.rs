@@ -9,6 +9,7 @@
 mod crash;
 mod damage;
 mod errors;
+mod resume_events;
 mod vocabulary;
 
 use std::path::PathBuf;
