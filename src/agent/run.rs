@@ -13,12 +13,14 @@ use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use super::turn::{End, Run};
 use super::{Agent, TypedRequest};
+#[cfg(feature = "journal")]
+use crate::FinishReason;
 use crate::approval::Decision;
 #[cfg(feature = "journal")]
 use crate::journal::Cut;
 use crate::journal::Record;
 use crate::tool::JsonSchema;
-use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, ToolCall};
+use crate::{ChatTransport, Error, Event, Message, Result, Role, ToolCall};
 
 impl Agent {
     /// Run one user turn to completion; see the [turn diagram](crate::Agent#a-turn)
@@ -621,6 +623,7 @@ impl Agent {
     /// instead of running them: started without a result, they may have
     /// had their effect. Only a tool that says a second run is harmless
     /// runs again.
+    #[cfg(feature = "journal")]
     fn interrupted_calls(&self, cut: &Cut, pending: &[ToolCall]) -> Vec<String> {
         let tools = self.tools();
         pending
@@ -640,6 +643,7 @@ impl Agent {
     /// not replayed is on that event). The first process may have died
     /// before its listeners got these events, a stored tool result's
     /// included; this process's listeners never got them.
+    #[cfg(feature = "journal")]
     fn replay_cut(&mut self, cut: &Cut) {
         let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
             .into_iter()
