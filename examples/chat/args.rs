@@ -26,7 +26,8 @@ Options:
       --api API             the wire format: chat (chat completions), anthropic
                             (Anthropic Messages) or responses (OpenAI Responses)
                             [env: PIKURI_API] [default: chat]; with anthropic,
-                            ANTHROPIC_BASE_URL is read first, and
+                            ANTHROPIC_BASE_URL (the server's root: /v1 is
+                            appended) is read first, and
                             ANTHROPIC_API_KEY alone means Anthropic's own API
       --image FILE          attach a PNG, JPEG, GIF or WebP image (at most 20 MiB)
                             to the first message (-p or the first line);
@@ -238,7 +239,17 @@ impl Options {
         // alone means its own endpoint.
         if o.api == Api::AnthropicMessages {
             o.api_key = o.api_key.or_else(|| env("ANTHROPIC_API_KEY"));
-            o.base_url = o.base_url.or_else(|| env("ANTHROPIC_BASE_URL"));
+            // The server's root, as from_env reads it: the API base is it plus /v1.
+            o.base_url = o.base_url.or_else(|| {
+                env("ANTHROPIC_BASE_URL").map(|b| {
+                    let b = b.trim().trim_end_matches('/');
+                    if b.ends_with("/v1") {
+                        b.to_string()
+                    } else {
+                        format!("{b}/v1")
+                    }
+                })
+            });
             if o.base_url.is_none() && o.api_key.is_some() {
                 o.base_url = Some("https://api.anthropic.com/v1".to_string());
             }
