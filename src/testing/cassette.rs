@@ -195,6 +195,22 @@ impl Cassette {
         std::fs::write(path, text)
     }
 
+    /// The model the recording's first model request named (a `POST` to
+    /// `…/chat/completions`, `…/messages` or `…/responses` with a `model`
+    /// string): what a replaying server's transport names.
+    pub(super) fn recorded_model(&self) -> Option<&str> {
+        self.interactions
+            .iter()
+            .filter(|i| i.method.eq_ignore_ascii_case("POST"))
+            .filter(|i| {
+                let path = i.path.split('?').next().unwrap_or("");
+                ["/chat/completions", "/messages", "/responses"]
+                    .iter()
+                    .any(|p| path.ends_with(p))
+            })
+            .find_map(|i| i.request.get("model")?.as_str())
+    }
+
     /// `request` as compared: ignored fields dropped, object keys sorted at
     /// every level, pretty-printed so a diff reads line by line.
     fn canonical(&self, request: &Value) -> String {

@@ -253,13 +253,14 @@
 //!
 //! // Step 2: record.
 //! let recorder = Recorder::start(&real.base_url());
-//! let mut agent = Agent::builder(recorder.transport_for("fake-model"))
+//! let mut agent = Agent::builder(recorder.transport_for("qwen3-8b"))
 //!     .streaming(true)
 //!     .build()?;
 //! agent.run_loop("Capital of France?")?;
 //! let json = recorder.cassette().to_json(); // step 3: `recorder.save(path)`
 //!
-//! // Step 4: replay, with the same configuration.
+//! // Step 4: replay, with the same configuration (the replaying server's
+//! // transport names the recorded model).
 //! let server = FakeServer::from_cassette(Cassette::parse(&json).unwrap());
 //! let mut agent = Agent::builder(server.transport()).streaming(true).build()?;
 //! let out = agent.run_loop("Capital of France?")?;
