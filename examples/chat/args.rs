@@ -239,17 +239,9 @@ impl Options {
         // alone means its own endpoint.
         if o.api == Api::AnthropicMessages {
             o.api_key = o.api_key.or_else(|| env("ANTHROPIC_API_KEY"));
-            // The server's root, as from_env reads it: the API base is it plus /v1.
-            o.base_url = o.base_url.or_else(|| {
-                env("ANTHROPIC_BASE_URL").map(|b| {
-                    let b = b.trim().trim_end_matches('/');
-                    if b.ends_with("/v1") {
-                        b.to_string()
-                    } else {
-                        format!("{b}/v1")
-                    }
-                })
-            });
+            o.base_url = o
+                .base_url
+                .or_else(|| env("ANTHROPIC_BASE_URL").as_deref().map(anthropic_base));
             if o.base_url.is_none() && o.api_key.is_some() {
                 o.base_url = Some("https://api.anthropic.com/v1".to_string());
             }
@@ -364,4 +356,15 @@ fn tool_list(text: &str) -> Result<Vec<String>, Failure> {
         }
     }
     Ok(names)
+}
+
+/// `ANTHROPIC_BASE_URL` is the server's root, as `ChatTransport::from_env`
+/// reads it: the API base is that root plus `/v1`.
+fn anthropic_base(root: &str) -> String {
+    let root = root.trim().trim_end_matches('/');
+    if root.ends_with("/v1") {
+        root.to_string()
+    } else {
+        format!("{root}/v1")
+    }
 }
