@@ -206,9 +206,17 @@ fn a_changing_note_keeps_the_prefix_through_the_last_breakpoint() {
     let second = body_bytes(&msgs, Some("Note: 1 tool call remains."), &tools);
     let first = String::from_utf8(first).unwrap();
     let second = String::from_utf8(second).unwrap();
-    // Through the first request's last breakpoint: everything before its
-    // `cache_control` marker (the marker itself moves on to the new end).
+    // The API caches tools, then system, then messages; the tools are
+    // the same, and `system` and `messages` come first in the body:
+    // through the first request's last breakpoint in the messages,
+    // everything before its `cache_control` marker (the marker itself
+    // moves on to the new end) is a prefix of the second body.
+    let tools_of = |b: &str| serde_json::from_str::<Value>(b).unwrap()["tools"].clone();
+    assert_eq!(tools_of(&first), tools_of(&second));
+    assert!(first.find(r#""system""#) < first.find(r#""messages""#));
+    assert!(first.find(r#""messages""#) < first.find(r#""tools""#));
     let cut = first.rfind(r#","cache_control""#).unwrap();
+    assert!(cut < first.find(r#""tools""#).unwrap());
     assert!(
         second.starts_with(&first[..cut]),
         "prefix differs:\n{}\n{}",
