@@ -738,7 +738,10 @@
 //! let server = FakeServer::start();
 //! server.push(Reply::text("Paris."));
 //!
-//! // In production: `OtlpExporter::from_env()` (None when no endpoint is set).
+//! // In production: `OtlpExporter::from_env()` (None when no endpoint is
+//! // set), and with `.with_transport(&transport)` too: without it, spans
+//! // carry no model (request model, provider, server) until a switch or a
+//! // fallback names one.
 //! let config = OtlpConfig::new("http://127.0.0.1:9") // nothing listens: export fails quietly
 //!     .with_service_name("geo-bot")
 //!     .with_max_retries(0);

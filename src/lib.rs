@@ -169,7 +169,9 @@
 //!   shape, and never occur.
 //! - `rustls`: HTTPS through ureq's rustls. Without it the crate speaks
 //!   plain HTTP only, enough for local servers, with a smaller binary that
-//!   needs no C toolchain (so it links statically for musl as is).
+//!   needs no C toolchain (so it links statically for musl as is). With
+//!   it, a musl build compiles ring's C code: install a musl C compiler
+//!   (`musl-tools` on Debian and Ubuntu, which provides `musl-gcc`).
 //! - `mcp`: [`mcp`], Model Context Protocol servers (stdio and Streamable
 //!   HTTP, with an OAuth 2.1 login for remote servers that ask): tools,
 //!   resources, prompts, input requests (`mcp::TerminalInput` also needs

@@ -468,7 +468,8 @@ impl Configurator {
     }
 
     /// When at most `last_steps` tool calls remain in the budget, tell the
-    /// model so in a short system note on each request. Off by default.
+    /// model so in a short note at the end of each request (after the
+    /// history, so the cached prefix stays the same). Off by default.
     pub fn wind_down(mut self, last_steps: u32) -> Configurator {
         self.options.wind_down = Some(last_steps);
         self

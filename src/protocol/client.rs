@@ -266,6 +266,12 @@ impl Client {
         if is_cancelled(req.cancel) {
             return Err(Error::Cancelled);
         }
+        let mut message = message;
+        if status == 404
+            && let Some(hint) = version_hint(req.transport)
+        {
+            message.push_str(&hint);
+        }
         let err = Error::Http {
             status,
             message,
@@ -763,6 +769,39 @@ fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> Stri
     error_message(&body)
 }
 
+/// For a 404: when the API base has no version segment (`/v1`, `/v1beta`,
+/// `/v4`...), every API pikuri speaks expects one (`/v1/messages`,
+/// `/v1/chat/completions`, `/v1/responses`), and a server root given as
+/// the base (`http://127.0.0.1:8080`, what `ANTHROPIC_BASE_URL` holds) is
+/// the usual cause: say so, with the base to try.
+fn version_hint(transport: &ChatTransport) -> Option<String> {
+    let base = transport.base_or_default();
+    let path = base
+        .split_once("://")
+        .map_or(base, |(_, rest)| rest)
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("");
+    let versioned = path.split('/').skip(1).any(|seg| {
+        let mut chars = seg.chars();
+        matches!(chars.next(), Some('v' | 'V')) && chars.next().is_some_and(|c| c.is_ascii_digit())
+    });
+    if versioned {
+        return None;
+    }
+    let root = base
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/');
+    Some(format!(
+        " (hint: the API base has no `/v1`, and servers answer `/v1{}`: \
+         an API base ends with the version, e.g. `{}/v1`)",
+        wire::path(transport.api()),
+        crate::util::redact_url(root)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,6 +832,45 @@ mod tests {
         assert!(matches!(e, Error::Transport { .. }));
         assert_eq!(e.to_string(), "connection to http://h/v1 failed: boom");
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    /// Issue 38, item 20: a server root given as the API base (what
+    /// `ANTHROPIC_BASE_URL` holds) 404s on `/messages`; the error says the
+    /// base lacks its `/v1`. A versioned base's 404 gets no hint.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_404_on_a_base_without_a_version_says_so() {
+        use crate::testing::{FakeServer, Reply};
+        use crate::{Agent, Api, ChatTransport};
+        let server = FakeServer::start();
+        let run = |base: &str, api: Api| {
+            server.push(Reply::status(404, "Not Found"));
+            let t = ChatTransport::new("m").with_api(api).with_api_base(base);
+            let mut agent = Agent::builder(t).build().unwrap();
+            agent.run_loop("hi").unwrap_err()
+        };
+        let root = server.root_url();
+        let err = run(&root, Api::AnthropicMessages);
+        assert_eq!(err.status(), Some(404));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "http status 404 from {root}/messages: Not Found (hint: the API base has no \
+                 `/v1`, and servers answer `/v1/messages`: an API base ends with the version, \
+                 e.g. `{root}/v1`)"
+            )
+        );
+        let err = run(&format!("{root}/"), Api::ChatCompletions);
+        assert!(
+            err.to_string()
+                .ends_with(&format!("answer `/v1/chat/completions`: an API base ends with the version, e.g. `{root}/v1`)")),
+            "{err}"
+        );
+        for base in [server.base_url(), format!("{root}/v1beta/openai")] {
+            let err = run(&base, Api::ChatCompletions);
+            assert_eq!(err.status(), Some(404));
+            assert!(!err.to_string().contains("hint"), "{err}");
+        }
     }
 
     #[test]

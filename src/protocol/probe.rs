@@ -43,8 +43,8 @@ impl ChatTransport {
     /// # Probe count
     ///
     /// No probe runs when the transport has no `api_base` (OpenAI's API) or
-    /// its host is a hosted API that reports no runtime window
-    /// (`api.openai.com`, `openrouter.ai`, `api.groq.com`, `api.mistral.ai`,
+    /// its host is a hosted API that reports no runtime window, whatever
+    /// the [`Api`](crate::Api) (`api.openai.com`, `api.anthropic.com`, `openrouter.ai`, `api.groq.com`, `api.mistral.ai`,
     /// `api.deepseek.com`, `api.together.xyz`, `api.fireworks.ai`,
     /// `api.x.ai`, `generativelanguage.googleapis.com`). A llama.cpp server
     /// costs one request (two in router mode); a server that answers none
@@ -167,6 +167,22 @@ fn finish_probe(
 }
 
 fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
+    let key = transport.api_key();
+    let timeout = client.config().probe_timeout;
+    probe(
+        transport,
+        |url| client.get_json(url, key, timeout),
+        |url, body| client.post_json(url, body, timeout),
+    )
+}
+
+/// The probing order of [`ChatTransport::detect_context_window`], over any
+/// `GET` and `POST` (the seam the tests count requests through).
+fn probe(
+    transport: &ChatTransport,
+    get: impl Fn(&str) -> Option<Value>,
+    post: impl Fn(&str, &Value) -> Option<Value>,
+) -> Option<u64> {
     if let Some(n) = transport.context_window() {
         return Some(n);
     }
@@ -179,10 +195,7 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
     }
     // The native endpoints (`/props`, `/api/*`) sit beside `/v1`.
     let root = base.strip_suffix("/v1").unwrap_or(base);
-    let key = transport.api_key();
-    let timeout = client.config().probe_timeout;
     let model = transport.model();
-    let get = |url: &str| client.get_json(url, key, timeout);
 
     let found = (|| {
         let props = get(&format!("{root}/props"));
@@ -219,10 +232,9 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
         // `/api/ps` first: the loaded model's runtime window beats the
         // configured one from `/api/show`.
         ollama_ps(get(&format!("{root}/api/ps")).as_ref(), m).or_else(|| {
-            let show = client.post_json(
+            let show = post(
                 &format!("{root}/api/show"),
                 &serde_json::json!({ "model": m }),
-                timeout,
             );
             ollama_show(show.as_ref())
         })
@@ -233,8 +245,9 @@ fn detect(client: &Client, transport: &ChatTransport) -> Option<u64> {
 
 /// Hosts of hosted APIs that report no runtime window: probing them would
 /// only cost requests (and 404s in their logs).
-const HOSTED: [&str; 9] = [
+const HOSTED: [&str; 10] = [
     "api.openai.com",
+    "api.anthropic.com",
     "openrouter.ai",
     "api.groq.com",
     "api.mistral.ai",
@@ -392,6 +405,56 @@ mod tests {
                 Some("zz")
             ),
             Some(2048)
+        );
+    }
+
+    /// The URLs `probe` asks for `transport`, every server answering
+    /// nothing.
+    fn probes_sent(transport: &ChatTransport) -> Vec<String> {
+        let sent = std::cell::RefCell::new(Vec::new());
+        let found = probe(
+            transport,
+            |url| {
+                sent.borrow_mut().push(url.to_string());
+                None
+            },
+            |url, _| {
+                sent.borrow_mut().push(url.to_string());
+                None
+            },
+        );
+        assert_eq!(found, None);
+        sent.into_inner()
+    }
+
+    /// Issue 38, item 24: an explicit base of a hosted API sends no probe,
+    /// on every API (Anthropic's got three 404s).
+    #[test]
+    fn hosted_bases_are_never_probed_on_any_api() {
+        use crate::Api;
+        for base in [
+            "https://api.anthropic.com",
+            "https://api.anthropic.com/v1",
+            "https://api.openai.com/v1",
+        ] {
+            for api in [
+                Api::AnthropicMessages,
+                Api::ChatCompletions,
+                Api::OpenAiResponses,
+            ] {
+                let t = ChatTransport::new("m").with_api(api).with_api_base(base);
+                assert_eq!(probes_sent(&t), Vec::<String>::new(), "{base} {api:?}");
+            }
+        }
+        // A local server that answers nothing gets the three probes.
+        let local = ChatTransport::new("m").with_api_base("http://127.0.0.1:8080/v1");
+        assert_eq!(
+            probes_sent(&local),
+            [
+                "http://127.0.0.1:8080/props",
+                "http://127.0.0.1:8080/v1/props",
+                "http://127.0.0.1:8080/v1/models"
+            ]
         );
     }
 

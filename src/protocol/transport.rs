@@ -157,9 +157,13 @@ impl ChatTransport {
     /// `ANTHROPIC_BASE_URL` is set and neither `OPENAI_BASE_URL` nor
     /// `OPENAI_API_KEY` is, else chat completions. Anthropic reads the
     /// variables its SDK reads: `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`
-    /// (the server's root, as the SDK takes it: `/v1` is appended unless it
-    /// ends with it; unset, `https://api.anthropic.com/v1`), and
-    /// `ANTHROPIC_MODEL` for the model.
+    /// (the server's root, as the SDK takes it, e.g. `http://127.0.0.1:8080`
+    /// for llama.cpp: the API base is that root with `/v1` appended, unless
+    /// it already ends with it; unset, `https://api.anthropic.com/v1`), and
+    /// `ANTHROPIC_MODEL` for the model. `ANTHROPIC_BASE_URL` has that one
+    /// meaning wherever pikuri reads it (the chat example too); an API base
+    /// given in code ([`with_api_base`](ChatTransport::with_api_base)) is
+    /// used as given.
     ///
     /// Without `OPENAI_BASE_URL` the transport talks to OpenAI's hosted API
     /// (`https://api.openai.com/v1`), which needs `OPENAI_API_KEY`; without
@@ -342,7 +346,8 @@ impl ChatTransport {
     pub fn provider(&self) -> Option<&str> {
         self.provider.as_deref()
     }
-    /// The API base, e.g. `http://127.0.0.1:8080/v1`.
+    /// The API base, e.g. `http://127.0.0.1:8080/v1` (see
+    /// [`with_api_base`](ChatTransport::with_api_base)).
     pub fn api_base(&self) -> Option<&str> {
         self.api_base.as_deref()
     }
@@ -367,7 +372,13 @@ impl ChatTransport {
         self.provider = Some(provider.into());
         self
     }
-    /// A copy with another API base (a trailing `/` is removed).
+    /// A copy with another API base, used as given (a trailing `/` is
+    /// removed): the URL the API's paths follow, ending with the version
+    /// on every API (`http://127.0.0.1:8080/v1`,
+    /// `https://api.anthropic.com/v1`). `ANTHROPIC_BASE_URL` is not an API
+    /// base but the server's root, as Anthropic's SDK takes it;
+    /// [`from_env`](ChatTransport::from_env) appends the `/v1`. A 404 from
+    /// a base without a version segment says the `/v1` may be missing.
     #[must_use]
     pub fn with_api_base(mut self, api_base: impl Into<String>) -> ChatTransport {
         let mut base: String = api_base.into();
@@ -377,7 +388,24 @@ impl ChatTransport {
         self.api_base = Some(base);
         self
     }
-    /// A copy with an API key, sent as `Authorization: Bearer`.
+    /// A copy with an API key, sent as the transport's [`Api`] asks:
+    /// `Authorization: Bearer <key>` for chat completions and Responses,
+    /// `x-api-key: <key>` (with `anthropic-version`) for
+    /// [`Api::AnthropicMessages`]. Context-window probes of a local server
+    /// send it as a bearer token.
+    ///
+    /// ```
+    /// use pikuri::{Api, ChatTransport};
+    /// use pikuri::testing::{FakeServer, Reply};
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("hi"));
+    /// let t = server.transport().with_api(Api::AnthropicMessages).with_api_key("sk-test");
+    /// pikuri::Agent::builder(t).build()?.run_loop("hello")?;
+    /// let sent = &server.chat_requests()[0];
+    /// assert_eq!(sent.header("x-api-key"), Some("sk-test"));
+    /// assert_eq!(sent.header("authorization"), None);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
     #[must_use]
     pub fn with_api_key(mut self, api_key: impl Into<String>) -> ChatTransport {
         self.api_key = Some(api_key.into());

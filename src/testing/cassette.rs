@@ -12,6 +12,12 @@ use serde_json::{Map, Value};
 use super::diff::{common_lines, line_diff};
 use super::request::RecordedRequest;
 
+/// A cassette file that cannot be read or written, as the crate's error
+/// (as [`Image::from_file`](crate::Image::from_file) reports its file).
+fn file_error(path: &Path, e: &io::Error) -> crate::Error {
+    crate::Error::InvalidInput(format!("cassette {}: {e}", path.display()))
+}
+
 /// The format version written by [`Cassette::to_json`].
 const VERSION: u32 = 1;
 /// Unchanged lines shown around each changed one in a mismatch diff.
@@ -51,7 +57,7 @@ const DIFF_CONTEXT: usize = 2;
 /// assert_eq!(cassette.interactions()[0].status, 200);
 /// assert_eq!(cassette.ignored_fields(), ["temperature"]);
 /// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), std::io::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cassette {
@@ -158,19 +164,16 @@ impl Cassette {
     ///
     /// # Errors
     ///
-    /// [`io::ErrorKind::InvalidData`] if `json` is not a cassette, or one of
-    /// a format version this pikuri does not read.
-    pub fn parse(json: &str) -> io::Result<Cassette> {
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) if `json` is not
+    /// a cassette, or one of a format version this pikuri does not read.
+    pub fn parse(json: &str) -> crate::Result<Cassette> {
         let cassette: Cassette = serde_json::from_str(json)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("cassette: {e}")))?;
+            .map_err(|e| crate::Error::InvalidInput(format!("cassette: {e}")))?;
         if cassette.version != VERSION {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "cassette: format version {} is not supported (this pikuri reads {VERSION})",
-                    cassette.version
-                ),
-            ));
+            return Err(crate::Error::InvalidInput(format!(
+                "cassette: format version {} is not supported (this pikuri reads {VERSION})",
+                cassette.version
+            )));
         }
         Ok(cassette)
     }
@@ -179,20 +182,47 @@ impl Cassette {
     ///
     /// # Errors
     ///
-    /// The file's I/O error, or [`io::ErrorKind::InvalidData`] as for
-    /// [`parse`](Cassette::parse) (the message names the file).
-    pub fn load(path: impl AsRef<Path>) -> io::Result<Cassette> {
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the file,
+    /// when it cannot be read (with the I/O error) or, as for
+    /// [`parse`](Cassette::parse), is not a cassette.
+    pub fn load(path: impl AsRef<Path>) -> crate::Result<Cassette> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)?;
-        Cassette::parse(&text)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(path, &e))?;
+        Cassette::parse(&text).map_err(|e| match e {
+            crate::Error::InvalidInput(m) => {
+                crate::Error::InvalidInput(format!("{}: {m}", path.display()))
+            }
+            other => other,
+        })
     }
 
     /// Write the cassette to `path` as pretty JSON, replacing the file.
-    pub fn save(&self, path: impl AsRef<Path>) -> io::Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the file
+    /// and the I/O error when it cannot be written.
+    pub fn save(&self, path: impl AsRef<Path>) -> crate::Result<()> {
+        let path = path.as_ref();
         let mut text = self.to_json();
         text.push('\n');
-        std::fs::write(path, text)
+        std::fs::write(path, text).map_err(|e| file_error(path, &e))
+    }
+
+    /// The model the recording's first model request named (a `POST` to
+    /// `…/chat/completions`, `…/messages` or `…/responses` with a `model`
+    /// string): what a replaying server's transport names.
+    pub(super) fn recorded_model(&self) -> Option<&str> {
+        self.interactions
+            .iter()
+            .filter(|i| i.method.eq_ignore_ascii_case("POST"))
+            .filter(|i| {
+                let path = i.path.split('?').next().unwrap_or("");
+                ["/chat/completions", "/messages", "/responses"]
+                    .iter()
+                    .any(|p| path.ends_with(p))
+            })
+            .find_map(|i| i.request.get("model")?.as_str())
     }
 
     /// `request` as compared: ignored fields dropped, object keys sorted at
@@ -510,11 +540,34 @@ mod tests {
     #[test]
     fn parse_rejects_garbage_and_other_versions() {
         let e = Cassette::parse("{").unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
         let e = Cassette::parse(r#"{"version": 2, "interactions": []}"#).unwrap_err();
         assert!(e.to_string().contains("version 2"), "{e}");
         let c = Cassette::parse(r#"{"version": 1, "interactions": []}"#).unwrap();
         assert_eq!(c, Cassette::new());
         assert_eq!(Cassette::parse(&c.to_json()).unwrap(), c);
+    }
+
+    /// Issue 38, item 21: `save` and `load` answer `pikuri::Result`, so
+    /// `?` works in a test returning it; a file error names the file.
+    #[test]
+    fn save_and_load_answer_the_crates_result() -> crate::Result<()> {
+        let dir = std::env::temp_dir().join(format!("pikuri-cassette-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.json");
+        let c = Cassette::new().ignore_field("seed");
+        c.save(&path)?;
+        assert_eq!(Cassette::load(&path)?, c);
+        let missing = dir.join("missing.json");
+        let e = Cassette::load(&missing).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("missing.json"), "{e}");
+        std::fs::write(&path, "{").unwrap();
+        let e = Cassette::load(&path).unwrap_err();
+        assert!(e.to_string().contains("c.json: cassette:"), "{e}");
+        let e = c.save(dir.join("no-such-dir").join("c.json")).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        std::fs::remove_dir_all(&dir).unwrap();
+        Ok(())
     }
 }

@@ -86,7 +86,8 @@ impl FakeServer {
     }
 
     /// A transport to this server: the server's model id (`fake-model`
-    /// unless [`set_model_id`](FakeServer::set_model_id) changed it), API
+    /// unless [`set_model_id`](FakeServer::set_model_id) or a
+    /// [loaded cassette](FakeServer::load_cassette) changed it), API
     /// base [`base_url`](FakeServer::base_url), no key.
     pub fn transport(&self) -> ChatTransport {
         let model = self.script.state.lock().model_id.clone();
@@ -274,7 +275,11 @@ impl FakeServer {
     /// before. A request is served the recorded response of the first unused
     /// interaction with the same method, target and canonical body; see the
     /// [module docs](super#record-and-replay) for the rules, mismatches and
-    /// what falls through to the usual routes.
+    /// what falls through to the usual routes. The server's model id
+    /// becomes the recorded one (the `model` of the cassette's first model
+    /// request), so [`transport`](FakeServer::transport) sends what the
+    /// recording sent; its API is still chat completions: replaying an
+    /// Anthropic or Responses session takes `.with_api(..)`.
     ///
     /// ```
     /// use pikuri::Agent;
@@ -283,17 +288,24 @@ impl FakeServer {
     /// let upstream = FakeServer::start();
     /// upstream.push(Reply::text("Recorded answer."));
     /// let recorder = Recorder::start(&upstream.base_url());
-    /// Agent::builder(recorder.transport_for("fake-model")).build()?.run_loop("Hi")?;
+    /// Agent::builder(recorder.transport_for("qwen3-8b")).build()?.run_loop("Hi")?;
     ///
     /// let replay = FakeServer::start();
     /// replay.load_cassette(recorder.cassette());
+    /// assert_eq!(replay.transport().model(), Some("qwen3-8b"));
     /// let out = Agent::builder(replay.transport()).build()?.run_loop("Hi")?;
     /// assert_eq!(out.answer.as_deref(), Some("Recorded answer."));
     /// replay.assert_all_used();
     /// # Ok::<(), pikuri::Error>(())
     /// ```
     pub fn load_cassette(&self, cassette: Cassette) {
-        self.script.state.lock().replay = Some(Replay::new(cassette));
+        let mut st = self.script.state.lock();
+        // The recorded requests name the recorded model: so does
+        // `transport()`, or every replayed request would mismatch.
+        if let Some(model) = cassette.recorded_model() {
+            st.model_id = model.to_string();
+        }
+        st.replay = Some(Replay::new(cassette));
     }
 
     /// The messages of the requests that matched no cassette interaction

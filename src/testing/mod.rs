@@ -253,21 +253,22 @@
 //!
 //! // Step 2: record.
 //! let recorder = Recorder::start(&real.base_url());
-//! let mut agent = Agent::builder(recorder.transport_for("fake-model"))
+//! let mut agent = Agent::builder(recorder.transport_for("qwen3-8b"))
 //!     .streaming(true)
 //!     .build()?;
 //! agent.run_loop("Capital of France?")?;
 //! let json = recorder.cassette().to_json(); // step 3: `recorder.save(path)`
 //!
-//! // Step 4: replay, with the same configuration.
-//! let server = FakeServer::from_cassette(Cassette::parse(&json).unwrap());
+//! // Step 4: replay, with the same configuration (the replaying server's
+//! // transport names the recorded model).
+//! let server = FakeServer::from_cassette(Cassette::parse(&json)?);
 //! let mut agent = Agent::builder(server.transport()).streaming(true).build()?;
 //! let out = agent.run_loop("Capital of France?")?;
 //! assert_eq!(out.answer.as_deref(), Some("The capital of France is Paris."));
 //! server.assert_all_used();
 //!
 //! // A request the recording never saw fails loudly, with a diff.
-//! let server = FakeServer::from_cassette(Cassette::parse(&json).unwrap());
+//! let server = FakeServer::from_cassette(Cassette::parse(&json)?);
 //! let mut agent = Agent::builder(server.transport())
 //!     .streaming(true)
 //!     .http(HttpConfig::default().with_max_retries(0))

@@ -290,7 +290,12 @@ impl Recorder {
     }
 
     /// Save what was recorded so far to `path` (see [`Cassette::save`]).
-    pub fn save(&self, path: impl AsRef<Path>) -> io::Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Cassette::save`]: [`Error::InvalidInput`](crate::Error::InvalidInput)
+    /// naming the file and the I/O error.
+    pub fn save(&self, path: impl AsRef<Path>) -> crate::Result<()> {
         self.cassette().save(path)
     }
 }

@@ -934,3 +934,37 @@ fn respond_with_answers_after_the_script_and_survives_a_panic() {
     assert_eq!(server.unexpected_requests(), 0);
     server.assert_all_used();
 }
+
+/// Issue 38, item 21: a cassette recorded with a real model replays
+/// through `FakeServer::transport()` with no step of the test's own: the
+/// transport names the recorded model, not `fake-model`.
+#[test]
+fn a_cassette_replays_through_the_servers_own_transport() {
+    use super::{Cassette, Recorder};
+    use crate::Agent;
+    let upstream = FakeServer::start();
+    upstream.push(Reply::text("Recorded answer."));
+    let recorder = Recorder::start(&upstream.base_url());
+    let out = Agent::builder(recorder.transport_for("qwen3-8b"))
+        .build()
+        .unwrap()
+        .run_loop("Hi")
+        .unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Recorded answer."));
+    let cassette = Cassette::parse(&recorder.cassette().to_json()).unwrap();
+    assert_eq!(cassette.recorded_model(), Some("qwen3-8b"));
+
+    let replay = FakeServer::from_cassette(cassette);
+    assert_eq!(replay.transport().model(), Some("qwen3-8b"));
+    let out = Agent::builder(replay.transport())
+        .build()
+        .unwrap()
+        .run_loop("Hi")
+        .unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Recorded answer."));
+    assert!(replay.mismatches().is_empty());
+    replay.assert_all_used();
+    // A cassette without a model request leaves the model id alone.
+    let empty = FakeServer::from_cassette(Cassette::new());
+    assert_eq!(empty.transport().model(), Some("fake-model"));
+}

@@ -110,8 +110,12 @@ impl<'a> Body<'a> {
         if req.prompt_caching {
             mark_breakpoints(&mut system, &mut turns, &mut tools);
         }
+        // The per-request note goes after the last breakpoint, as the last
+        // block of the last user turn: in `system`, which the API caches
+        // before the messages, each change of the note would miss the
+        // cache for the whole history.
         if let Some(note) = req.trailing_system.filter(|s| !s.is_empty()) {
-            system.push(piece(Block::Text(note)));
+            turn(&mut turns, true).push(piece(Block::Text(note)));
         }
         Body {
             req,
@@ -122,9 +126,9 @@ impl<'a> Body<'a> {
     }
 }
 
-/// The breakpoints pikuri places: after the tools, after the system prompt
-/// (before a per-request note), and after the conversation's last block,
-/// the moving end. Three of the API's four.
+/// The breakpoints pikuri places: after the tools, after the system prompt,
+/// and after the conversation's last block, the moving end (before a
+/// per-request note). Three of the API's four.
 fn mark_breakpoints(system: &mut [Piece<'_>], turns: &mut [Turn<'_>], tools: &mut [Value]) {
     if let Some(Value::Object(last)) = tools.last_mut() {
         last.insert(

@@ -11,9 +11,8 @@
 //!
 //! # The request
 //!
-//! - `system`: the system prompt, then the history's system messages, then
-//!   the request's per-request note (the remaining-steps note), each a text
-//!   block.
+//! - `system`: the system prompt, then the history's system messages, each
+//!   a text block.
 //! - `messages`: user and assistant messages of content blocks;
 //!   consecutive messages of one role are merged into one (the API wants
 //!   the roles to alternate), so the tool results of one batch are one user
@@ -21,6 +20,10 @@
 //!   joins it. Empty texts are left out. Images go as `image` blocks
 //!   (`base64` or `url` sources) after the text, in user messages and
 //!   inside tool results.
+//! - The request's per-request note (the remaining-steps note) is the last
+//!   text block of the last user message, after the conversation's cache
+//!   breakpoint, so a note that changes from one request to the next never
+//!   changes the cached prefix.
 //! - An assistant message sends, in order: the `thinking` and
 //!   `redacted_thinking` blocks of its [`ProviderData`](crate::ProviderData)
 //!   when that data is for this API, API base and model (the API requires
@@ -54,9 +57,9 @@
 //!
 //! Unless [`ChatTransport::with_prompt_caching`](crate::ChatTransport::with_prompt_caching)
 //! turned it off, three `cache_control: {"type": "ephemeral"}` breakpoints
-//! of the API's four are placed: on the last tool, on the last system block
-//! before the per-request note, and on the conversation's last block (the
-//! moving end: each request reads the prefix the one before wrote). To
+//! of the API's four are placed: on the last tool, on the last system
+//! block, and on the conversation's last block before the per-request note
+//! (the moving end: each request reads the prefix the one before wrote). To
 //! place its own, a host turns the automatic ones off and sends `system`
 //! and `tools` with its breakpoints as request fields.
 //!

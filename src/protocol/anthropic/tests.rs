@@ -143,19 +143,142 @@ fn caching_marks_tools_system_and_end_and_can_be_turned_off() {
                {"name":"b","description":"B","input_schema":{"type":"object"},
                 "cache_control":{"type":"ephemeral"}}])
     );
-    // The per-request note comes after the system breakpoint.
     assert_eq!(
         v["system"],
-        json!([{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}},
-               {"type":"text","text":"note"}])
+        json!([{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}])
     );
+    // The per-request note comes after the conversation's breakpoint.
     assert_eq!(
-        v["messages"][0]["content"][0]["cache_control"],
-        json!({"type":"ephemeral"})
+        v["messages"],
+        json!([{"role":"user","content":[
+            {"type":"text","text":"q","cache_control":{"type":"ephemeral"}},
+            {"type":"text","text":"note"}]}])
     );
     let off = transport().with_prompt_caching(false);
     let v = encode_with(&off, &msgs, &Map::new(), None, &tools);
     assert!(!v.to_string().contains("cache_control"), "{v}");
+}
+
+/// The bytes of a request body with caching on.
+fn body_bytes(msgs: &[Message], note: Option<&str>, tools: &ToolSpecs) -> Vec<u8> {
+    let t = transport();
+    let extra = Map::new();
+    let req = Request {
+        transport: &t,
+        system: Some("sys"),
+        messages: msgs,
+        trailing_system: note,
+        tools,
+        settings: &crate::protocol::settings::NONE,
+        response_schema: None,
+        stream: true,
+        replay_reasoning: false,
+        prompt_caching: true,
+        split_think: false,
+        extra: &extra,
+        cancel: None,
+        traceparent: None,
+    };
+    let mut buf = Vec::new();
+    write_body(&req, &mut buf);
+    buf
+}
+
+/// Issue 38, item 22: the wind-down note changes from one request to the
+/// next; the bytes through the earlier request's last breakpoint must not,
+/// or the whole history misses the provider's cache.
+#[test]
+fn a_changing_note_keeps_the_prefix_through_the_last_breakpoint() {
+    let tools = ToolSpecs::from_values(&[
+        json!({"type":"function","function":{"name":"a","description":"A","parameters":{"type":"object"}}}),
+    ]);
+    let mut msgs = vec![
+        Message::user("q"),
+        Message::assistant_tool_calls("", vec![ToolCall::new("t1", "a", "{}")]),
+        Message::tool("t1", "one"),
+    ];
+    let first = body_bytes(&msgs, Some("Note: 2 tool calls remain."), &tools);
+    msgs.push(Message::assistant_tool_calls(
+        "",
+        vec![ToolCall::new("t2", "a", "{}")],
+    ));
+    msgs.push(Message::tool("t2", "two"));
+    let second = body_bytes(&msgs, Some("Note: 1 tool call remains."), &tools);
+    let first = String::from_utf8(first).unwrap();
+    let second = String::from_utf8(second).unwrap();
+    // The API caches tools, then system, then messages; the tools are
+    // the same, and `system` and `messages` come first in the body:
+    // through the first request's last breakpoint in the messages,
+    // everything before its `cache_control` marker (the marker itself
+    // moves on to the new end) is a prefix of the second body.
+    let tools_of = |b: &str| serde_json::from_str::<Value>(b).unwrap()["tools"].clone();
+    assert_eq!(tools_of(&first), tools_of(&second));
+    assert!(first.find(r#""system""#) < first.find(r#""messages""#));
+    assert!(first.find(r#""messages""#) < first.find(r#""tools""#));
+    let cut = first.rfind(r#","cache_control""#).unwrap();
+    assert!(cut < first.find(r#""tools""#).unwrap());
+    assert!(
+        second.starts_with(&first[..cut]),
+        "prefix differs:\n{}\n{}",
+        &first[..cut],
+        second
+    );
+    // The note is the last block, after the moving breakpoint, in both.
+    for body in [&first, &second] {
+        let v: Value = serde_json::from_str(body).unwrap();
+        let last = v["messages"].as_array().unwrap().last().unwrap().clone();
+        let blocks = last["content"].as_array().unwrap();
+        let n = blocks.len();
+        assert_eq!(last["role"], "user");
+        assert!(blocks[n - 1]["text"].as_str().unwrap().starts_with("Note:"));
+        assert!(blocks[n - 1].get("cache_control").is_none());
+        assert_eq!(blocks[n - 2]["cache_control"], json!({"type":"ephemeral"}));
+        assert_eq!(v["system"].as_array().unwrap().len(), 1);
+    }
+}
+
+/// Issue 38, item 23: a tool's schema goes as its `Value` holds it, on
+/// every API: each keyword and value unchanged (arrays in their order),
+/// an object's keys in serde_json's `Map` order, alphabetical (pikuri does
+/// not enable `preserve_order`), whatever order the text gave.
+#[test]
+fn a_tool_schema_is_sent_with_its_keys_in_map_order() {
+    let given = r#"{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}},"required":["zeta","alpha"]}"#;
+    let schema: Value = serde_json::from_str(given).unwrap();
+    let tools = ToolSpecs::from_values(&[
+        json!({"type":"function","function":{"name":"a","description":"A","parameters":schema}}),
+    ]);
+    let sorted = r#"{"properties":{"alpha":{"type":"number"},"zeta":{"type":"string"}},"required":["zeta","alpha"],"type":"object"}"#;
+    let extra = Map::new();
+    let msgs = [Message::user("q")];
+    for api in [
+        Api::ChatCompletions,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ] {
+        let t = transport().with_api(api);
+        let req = Request {
+            transport: &t,
+            system: None,
+            messages: &msgs,
+            trailing_system: None,
+            tools: &tools,
+            settings: &crate::protocol::settings::NONE,
+            response_schema: None,
+            stream: false,
+            replay_reasoning: false,
+            prompt_caching: false,
+            split_think: false,
+            extra: &extra,
+            cancel: None,
+            traceparent: None,
+        };
+        let mut buf = Vec::new();
+        crate::protocol::wire::encode(&req, &mut buf, false).unwrap();
+        let body = String::from_utf8(buf).unwrap();
+        assert!(body.contains(sorted), "{api:?}: {body}");
+        assert!(!body.contains(given), "{api:?}: {body}");
+    }
 }
 
 #[test]

@@ -210,8 +210,12 @@ pub struct SchemaError {
 impl Parameters {
     /// A JSON Schema given as is, checked and compiled for validation.
     ///
-    /// The schema is sent to the model exactly as given. The root must be an
-    /// object schema; see [JSON Schema support](Parameters#json-schema-support)
+    /// The schema is sent to the model as the [`Value`] holds it: every
+    /// keyword and value unchanged, arrays in their order, but an object's
+    /// keys in `serde_json::Map` order, which is alphabetical (pikuri does
+    /// not enable serde_json's `preserve_order` feature; a build that does,
+    /// through any crate, keeps the order the value was built in). The
+    /// root must be an object schema; see [JSON Schema support](Parameters#json-schema-support)
     /// for what is enforced and what is passed through.
     ///
     /// # Examples
@@ -312,7 +316,9 @@ impl Parameters {
     /// The builder's schema is always an object schema with `properties`,
     /// `required` (both present even when empty) and
     /// `"additionalProperties": false`; a schema given as is comes back
-    /// exactly as given.
+    /// as given (the same [`Value`]; see
+    /// [`from_json_schema`](Parameters::from_json_schema) for the order of
+    /// its keys on the wire).
     ///
     /// # Examples
     ///
