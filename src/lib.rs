@@ -351,6 +351,40 @@
 //!   [`Outcome::finish`] says which ([`FinishReason`]), so a truncated
 //!   answer is never taken for a whole one. The answer is still returned
 //!   and kept in the history.
+//! - **A resumed run re-announces its cut-off turn**
+//!   ([`Event::Resumed`], then the stored turn as events): pikuri has no
+//!   journal, and a listener here may belong to a process that saw none of
+//!   the turn.
+//! - **The model defaults to the server's `/models`** when the transport
+//!   names none; pikuri uses a configured default name. A local server
+//!   (llama.cpp, Ollama) serves the one model it loaded, under a name the
+//!   host rarely knows; a hosted API needs a named model anyway.
+//! - **`fetch` converts HTML to Markdown unless `raw`, and its cache is off
+//!   by default**; pikuri returns the page and caches it. Markdown costs a
+//!   fraction of the HTML's tokens, and a cache on by default would serve
+//!   stale pages to a long-running host that never asked for one.
+//! - **A call the budget or a cancel stops gets a `ToolResult` event** (its
+//!   "not run" or "cancelled" observation) when its `ToolCall` was
+//!   announced; pikuri emits none, and a listener would show the call as
+//!   running for ever.
+//! - **A child agent never resets the shared [`Cancellable`]** at its
+//!   start, where pikuri's nested agents reset it like any run: a reset
+//!   would swallow a cancel given while the parent spawned the child.
+//! - **Not ported, each for its reason:** the `Subprocess` chokepoint and
+//!   `cleanup!` (processes are started only by MCP's stdio transport, which
+//!   restarts and kills its own; tools that run commands are the host's);
+//!   the per-tool sharing classification (a persona names its tools and
+//!   each child gets its own instances from the one child constructor);
+//!   `for_sub_agent` on [`Interloper`] and [`Cancellable`] (a child shares
+//!   the parent's token, which is what pikuri's returns, and has no
+//!   interloper, which is what pikuri's `nil` means); `Mcp::Verifier` (the
+//!   host's approver screens calls to the servers it configured);
+//!   `assume_model_exists` (no pre-check: a missing model fails the first
+//!   request with the server's own error).
+//! - **Wire formats other than chat completions, and the run journal, are
+//!   Cargo features** (`anthropic`, `responses`, `journal`, on by default):
+//!   pikuri loads everything; a small static tool here pays only for the
+//!   format it speaks.
 //! - **Wire formats are named, not inferred.** pikuri reaches each provider
 //!   through ruby_llm, which picks the provider's native API from the
 //!   provider; here a [`ChatTransport`] names its [`Api`] (chat completions
