@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use pikuri::builtin;
 use pikuri::{
-    Agent, Api, ChatTransport, Configurator, Error, ErrorKind, Event, History, HttpConfig, Message,
-    ModelSettings, OnExhausted, StepLimit, StopReason, ToolCall, ToolChoice,
+    Agent, Api, ChatTransport, Configurator, Error, ErrorKind, Event, FinishReason, History,
+    HttpConfig, Message, ModelSettings, OnExhausted, StepLimit, StopReason, ToolCall, ToolChoice,
     listeners::InMemoryEventList,
 };
 use serde_json::json;
@@ -946,7 +946,10 @@ fn typed_settings_on(api: Api) {
     let out = agent
         .run_loop("Count from one to one hundred, in words.")
         .unwrap();
-    assert!(out.answer.is_some_and(|a| !a.is_empty()), "{api:?}");
+    assert!(
+        out.answer.as_deref().is_some_and(|a| !a.is_empty()),
+        "{api:?}"
+    );
     let output = out.usage.output.expect("the server reports output tokens");
     assert!(
         output <= 8,
@@ -961,6 +964,39 @@ fn typed_settings_on(api: Api) {
         let err = seeded.run_loop("Hi").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{api:?}: {err}");
     }
+}
+
+/// An answer cut by `max_output_tokens` ends the run `Incomplete` with
+/// `FinishReason::Length`, as the server says it: `length` on chat
+/// completions, `max_tokens` on Messages. (llama-server's Responses
+/// endpoint reports `completed` for a cut answer: it sends no
+/// `incomplete` status, so the crate can only repeat what it said.)
+fn a_cut_answer_is_incomplete_on(api: Api) {
+    let rec = InMemoryEventList::new();
+    let Some(c) = builder_on(&rec, api) else {
+        return;
+    };
+    let mut agent = c.settings(typed(4)).build().unwrap();
+    let out = agent
+        .run_loop("Write a poem of twenty lines about the sea.")
+        .unwrap();
+    assert_eq!(out.usage.output, Some(4), "{api:?}: {:?}", out.answer);
+    assert_eq!(out.finish, FinishReason::Length, "{api:?}");
+    assert_eq!(out.stop_reason, StopReason::Incomplete, "{api:?}");
+    // The cut answer is kept, and the next turn goes on.
+    assert!(out.answer.is_some_and(|a| !a.is_empty()), "{api:?}");
+    let next = agent.run_loop("Thanks.").unwrap();
+    assert!(next.requests >= 1, "{api:?}");
+}
+
+#[test]
+fn a_cut_answer_is_incomplete_on_chat_completions() {
+    a_cut_answer_is_incomplete_on(Api::ChatCompletions);
+}
+
+#[test]
+fn a_cut_answer_is_incomplete_on_anthropic_messages() {
+    a_cut_answer_is_incomplete_on(Api::AnthropicMessages);
 }
 
 #[test]
