@@ -837,7 +837,7 @@ mod tests {
     /// Issue 38, item 20: a server root given as the API base (what
     /// `ANTHROPIC_BASE_URL` holds) 404s on `/messages`; the error says the
     /// base lacks its `/v1`. A versioned base's 404 gets no hint.
-    #[cfg(feature = "testing")]
+    #[cfg(all(feature = "testing", feature = "anthropic"))]
     #[test]
     fn a_404_on_a_base_without_a_version_says_so() {
         use crate::testing::{FakeServer, Reply};
