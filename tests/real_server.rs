@@ -18,8 +18,8 @@ use std::time::Duration;
 use pikuri::builtin;
 use pikuri::{
     Agent, Api, ChatTransport, Configurator, Error, ErrorKind, Event, FinishReason, History,
-    HttpConfig, Message, ModelSettings, OnExhausted, StepLimit, StopReason, ToolCall, ToolChoice,
-    listeners::InMemoryEventList,
+    HttpConfig, Message, ModelSettings, OnExhausted, Outcome, StepLimit, StopReason, ToolCall,
+    ToolChoice, listeners::InMemoryEventList,
 };
 use serde_json::json;
 
@@ -78,6 +78,26 @@ fn builder_on(rec: &InMemoryEventList, api: Api) -> Option<Configurator> {
     Some(c)
 }
 
+/// The turn ended with an answer: a whole one, a synthesized one, or one
+/// the test's own `max_output_tokens` bound cut (SmolLM2 may ramble past
+/// the small bounds these tests set to stay fast; such a run is honestly
+/// `Incomplete` with `FinishReason::Length`, which is not what these
+/// tests are about).
+fn assert_answered(out: &Outcome) {
+    let cut_at_the_bound =
+        out.stop_reason == StopReason::Incomplete && out.finish == FinishReason::Length;
+    assert!(
+        matches!(
+            out.stop_reason,
+            StopReason::Completed | StopReason::Synthesized
+        ) || cut_at_the_bound,
+        "{:?} ({:?}): {:?}",
+        out.stop_reason,
+        out.finish,
+        out.answer
+    );
+}
+
 fn tokens(rec: &InMemoryEventList) -> Vec<(Option<u64>, Option<u64>)> {
     rec.events()
         .iter()
@@ -96,7 +116,7 @@ fn non_streamed_answer_on(api: Api, rec: &InMemoryEventList) -> Option<Agent> {
     let out = agent
         .run_loop("What is the capital of France? Answer in one word.")
         .unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert_answered(&out);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
     let t = tokens(rec);
     assert_eq!(t.len(), 1);
@@ -116,7 +136,7 @@ fn streamed_answer_on(api: Api) {
     };
     let mut agent = c.streaming(true).build().unwrap();
     let out = agent.run_loop("Say hello.").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert_answered(&out);
     let kinds = rec.kinds();
     let first_delta = kinds
         .iter()
@@ -206,10 +226,7 @@ fn tool_loop_on(api: Api, streaming: bool) -> Option<(Agent, Vec<&'static str>)>
         .unwrap();
     agent.load_history(example_exchange()).unwrap();
     let out = agent.run_loop("What is 17*23?").unwrap();
-    assert!(matches!(
-        out.stop_reason,
-        StopReason::Completed | StopReason::Synthesized
-    ));
+    assert_answered(&out);
     let events = rec.events();
     let calls: Vec<&serde_json::Value> = events
         .iter()
@@ -429,7 +446,7 @@ fn an_overflow_provoked_on_purpose_recovers_by_itself() {
     }
     agent.load_history(History::new(history).unwrap()).unwrap();
     let out = agent.run_loop("Which parcel did I mention last?").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert_answered(&out);
     let compactions = rec
         .events()
         .iter()
@@ -577,10 +594,7 @@ fn typed_tool_with_nested_parameters_round_trips() {
     }
     agent.load_history(History::new(history).unwrap()).unwrap();
     let out = agent.run_loop("Order 2 large coffee(s).").unwrap();
-    assert!(matches!(
-        out.stop_reason,
-        StopReason::Completed | StopReason::Synthesized
-    ));
+    assert_answered(&out);
     let results: Vec<String> = rec
         .events()
         .iter()
@@ -827,7 +841,7 @@ fn responses_cancel_mid_stream_then_next_turn() {
     assert!(cancel.is_cancelled());
     // The next turn re-arms the token and completes.
     let out = agent.run_loop("Say hello.").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert_answered(&out);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
 }
 
@@ -923,7 +937,7 @@ fn anthropic_cancel_mid_stream_then_the_next_turn_works() {
     // The cancel is reset at the next turn start, and the history the
     // cancel left is valid for the server.
     let out = agent.run_loop("Say hello.").unwrap();
-    assert_eq!(out.stop_reason, StopReason::Completed);
+    assert_answered(&out);
     assert!(!out.answer.unwrap_or_default().trim().is_empty());
 }
 
