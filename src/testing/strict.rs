@@ -166,24 +166,7 @@ fn anthropic_settings(body: &Body) -> Result<(), String> {
 
 fn responses_settings(body: &Body) -> Result<(), String> {
     positive(body, "max_output_tokens")?;
-    match body.get("tool_choice") {
-        None => {}
-        Some(Value::String(_)) => {
-            one_of(
-                "tool_choice",
-                body.get("tool_choice"),
-                &["auto", "none", "required"],
-            )?;
-        }
-        Some(c)
-            if c.get("type") == Some(&Value::from("function"))
-                && c.get("name").is_some_and(Value::is_string) => {}
-        Some(c) => {
-            return Err(format!(
-                "`tool_choice` must be auto, none, required or {{\"type\":\"function\",\"name\":..}}, got {c}"
-            ));
-        }
-    }
+    openai_tool_choice(body, "/name", r#"{"type":"function","name":..}"#)?;
     if let Some(r) = body.get("reasoning") {
         one_of("reasoning.effort", r.get("effort"), &EFFORTS)?;
     }
@@ -223,24 +206,11 @@ fn chat_settings(body: &Body) -> Result<(), String> {
     {
         return Err(format!("`seed` must be an integer, got {v}"));
     }
-    match body.get("tool_choice") {
-        None => {}
-        Some(Value::String(_)) => {
-            one_of(
-                "tool_choice",
-                body.get("tool_choice"),
-                &["auto", "none", "required"],
-            )?;
-        }
-        Some(c)
-            if c.get("type") == Some(&Value::from("function"))
-                && c.pointer("/function/name").is_some_and(Value::is_string) => {}
-        Some(c) => {
-            return Err(format!(
-                "`tool_choice` must be auto, none, required or {{\"type\":\"function\",\"function\":{{\"name\":..}}}}, got {c}"
-            ));
-        }
-    }
+    openai_tool_choice(
+        body,
+        "/function/name",
+        r#"{"type":"function","function":{"name":..}}"#,
+    )?;
     one_of("reasoning_effort", body.get("reasoning_effort"), &EFFORTS)?;
     if let Some(f) = body.get("response_format") {
         let ok = match f.get("type").and_then(Value::as_str) {
@@ -257,6 +227,27 @@ fn chat_settings(body: &Body) -> Result<(), String> {
 
 /// What Anthropic refuses beside extended thinking: a forced tool
 /// (`any`, `tool`), a temperature other than 1, a `top_p` below 0.95.
+/// OpenAI's `tool_choice` (chat completions and Responses): `auto`,
+/// `none`, `required`, or a named function, whose name sits at `name_at`
+/// (`named` is that shape, for the error).
+fn openai_tool_choice(body: &Body, name_at: &str, named: &str) -> Result<(), String> {
+    match body.get("tool_choice") {
+        None => Ok(()),
+        Some(choice @ Value::String(_)) => {
+            one_of("tool_choice", Some(choice), &["auto", "none", "required"])
+        }
+        Some(c)
+            if c.get("type") == Some(&Value::from("function"))
+                && c.pointer(name_at).is_some_and(Value::is_string) =>
+        {
+            Ok(())
+        }
+        Some(c) => Err(format!(
+            "`tool_choice` must be auto, none, required or {named}, got {c}"
+        )),
+    }
+}
+
 fn thinking_rules(body: &Body) -> Result<(), String> {
     let forced = body
         .get("tool_choice")
