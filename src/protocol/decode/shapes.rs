@@ -16,6 +16,8 @@ use crate::Usage;
 #[derive(Deserialize)]
 pub(super) struct Body<'a> {
     #[serde(borrow)]
+    pub(super) id: Option<Str<'a>>,
+    #[serde(borrow)]
     pub(super) model: Option<Str<'a>>,
     #[serde(borrow)]
     pub(super) choices: Option<Vec<Choice<'a>>>,
