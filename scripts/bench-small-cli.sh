@@ -72,6 +72,8 @@ for _ in $(seq "$runs"); do
     times[$p]+="$(awk "BEGIN{print $t1-$t0}") "
     cpus[$p]+="$(echo "$cpu" | awk '{print $1+$2}') "
     sizes[$p]+="$(stat -c %s "$fresh/release/small-cli-$p") "
+    # Each build as it ends, on stderr: a long run shows its progress.
+    echo "$p: wall $(awk "BEGIN{print $t1-$t0}") s, CPU $(echo "$cpu" | awk '{print $1+$2}') s, $(stat -c %s "$fresh/release/small-cli-$p") bytes" >&2
     rm -rf "$fresh"
   done
 done
