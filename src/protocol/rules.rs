@@ -1,8 +1,9 @@
 //! The rules every decoder applies, written once: the chat-completions
-//! accumulator (`decode/`), Anthropic Messages (`anthropic/`) and OpenAI
-//! Responses (`responses/`) each read their own JSON, and call these for
-//! what must mean the same on every wire format. The shared rule table in
-//! `rules_tests.rs` runs the same cases through all three.
+//! accumulator (`decode/`), Anthropic Messages (`anthropic/`), OpenAI
+//! Responses (`responses/`) and Gemini (`gemini/`) each read their own
+//! JSON, and call these for what must mean the same on every wire format.
+//! The shared rule table in `rules_tests.rs` runs the same cases through
+//! all four.
 //!
 //! # Progress
 //!
@@ -51,7 +52,7 @@
 //!
 //! Each decoder maps its own native reason straight to a
 //! [`FinishReason`] here ([`chat_finish`], [`anthropic_finish`],
-//! [`responses_finish`]); an unknown reason is
+//! [`responses_finish`], [`gemini_finish`]); an unknown reason is
 //! [`ServerCut`](FinishReason::ServerCut).
 
 use std::borrow::Cow;
@@ -93,7 +94,7 @@ impl Progress {
 
     /// Text or reasoning arrived: progress when not empty.
     #[cfg_attr(
-        not(any(feature = "anthropic", feature = "responses")),
+        not(any(feature = "anthropic", feature = "responses", feature = "gemini")),
         allow(dead_code, reason = "the chat decoder counts its own deltas")
     )]
     pub(crate) fn text(&mut self, text: &str) {
@@ -286,8 +287,30 @@ pub(crate) fn responses_finish(
     }
 }
 
-// The shared rule table runs every case on the three decoders, so it
-// needs all three built (the default; `.ci/run`'s lean builds skip it).
-#[cfg(all(test, feature = "anthropic", feature = "responses"))]
+/// A Gemini `finishReason` (absent only for a blocked prompt): `STOP` is
+/// `Complete` (`ToolCalls` when calls came); `MAX_TOKENS` is `Length`; a
+/// blocked prompt (`promptFeedback.blockReason`), `SAFETY`, `RECITATION`,
+/// `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII` and `IMAGE_SAFETY` are
+/// `Filtered`.
+#[cfg_attr(
+    not(feature = "gemini"),
+    allow(dead_code, reason = "read by the Gemini decoder and the rule tests")
+)]
+pub(crate) fn gemini_finish(reason: Option<&str>, blocked: bool, has_calls: bool) -> FinishReason {
+    match reason {
+        _ if blocked => FinishReason::Filtered,
+        Some("STOP") if has_calls => FinishReason::ToolCalls,
+        Some("STOP") => FinishReason::Complete,
+        Some("MAX_TOKENS") => FinishReason::Length,
+        Some(
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY",
+        ) => FinishReason::Filtered,
+        _ => FinishReason::ServerCut,
+    }
+}
+
+// The shared rule table runs every case on the four decoders, so it
+// needs all of them built (the default; `.ci/run`'s lean builds skip it).
+#[cfg(all(test, feature = "anthropic", feature = "responses", feature = "gemini"))]
 #[path = "rules_tests.rs"]
 mod tests;

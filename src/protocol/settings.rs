@@ -350,6 +350,13 @@ impl ModelSettings {
                     .or(self.thinking_budget.map(|_| "thinking_budget")),
                 "OpenAI Responses",
             ),
+            // Gemini calls tools in parallel as it sees fit: no switch.
+            Api::Gemini => (
+                self.parallel_tool_calls
+                    .filter(|p| !p)
+                    .map(|_| "parallel_tool_calls"),
+                "Gemini",
+            ),
         };
         name.map(|n| {
             format!(
