@@ -92,3 +92,5 @@ pub(crate) use sse::{Flow, read_sse};
 pub(crate) use stream::{StreamOptions, read_stream};
 pub(crate) use transport::check_http_url;
 pub use transport::{ChatTransport, HttpConfig};
+#[cfg(feature = "gemini")]
+pub use gemini::{CachedContent, ContextCache};

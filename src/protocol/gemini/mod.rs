@@ -115,6 +115,7 @@
 //! - More than one candidate; the model's own image output.
 //! - `split_think` has no effect (thoughts come as parts of their own).
 
+mod cache;
 mod decode;
 mod encode;
 mod shapes;
@@ -122,6 +123,8 @@ mod shapes;
 #[cfg(test)]
 mod tests;
 
+pub use cache::{CachedContent, ContextCache};
+pub(crate) use cache::{apply_cache, expired_hint};
 pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
 pub(crate) use shapes::retry_delay;
