@@ -55,8 +55,9 @@ fn a_gemini_request_without_the_feature_fails_at_once_naming_it() {
     let (err, sent) = refused(Api::Gemini);
     assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
     assert!(
-        err.to_string()
-            .ends_with("gemini, which this build of pikuri leaves out: enable the Cargo feature `gemini`"),
+        err.to_string().ends_with(
+            "gemini, which this build of pikuri leaves out: enable the Cargo feature `gemini`"
+        ),
         "{err}"
     );
     assert_eq!(sent, 0, "nothing is sent");

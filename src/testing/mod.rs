@@ -351,6 +351,7 @@ mod request;
 mod strict;
 mod strict_anthropic;
 mod strict_common;
+mod strict_gemini;
 mod strict_responses;
 mod view;
 
@@ -358,6 +359,7 @@ mod http;
 mod render;
 mod render_anthropic;
 mod render_any;
+mod render_gemini;
 mod render_responses;
 
 mod conn;

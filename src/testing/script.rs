@@ -295,6 +295,7 @@ fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answe
     let id = match api {
         Api::AnthropicMessages => format!("msg_fake_{n}"),
         Api::OpenAiResponses => format!("resp_fake_{n}"),
+        Api::Gemini => format!("gemini_fake_{n}"),
         _ => format!("chatcmpl-fake-{n}"),
     };
     let meta = Meta {
