@@ -8,6 +8,7 @@ mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred 
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
+mod context_cache; // issue 37: Gemini's context caches: create, use, expire, delete
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod decoder_rules; // issue 36: the decoder rules on all three APIs (progress, identity, errors, bounds)
 mod errors; // the fault matrix: HTTP, transport and stream faults
