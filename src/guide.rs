@@ -21,6 +21,7 @@
 //! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
 //! 13. [One agent, three APIs](#one-agent-three-apis)
 //! 14. [Model settings](#model-settings)
+//! 15. [Context caching (Gemini)](#context-caching-gemini)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -992,5 +993,72 @@
 //! let err = seeded.run_loop("Hi").unwrap_err();
 //! assert!(err.to_string().contains("`seed`"));
 //! assert_eq!(server.chat_requests().len(), 1);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! # Context caching (Gemini)
+//!
+//! Gemini can hold a long shared prefix (a handbook, a code base, the
+//! system instruction and the tools) on the server, so each request names
+//! it instead of sending it again and pays less for the tokens read from
+//! it. It is optional and explicit: create the cache once with
+//! [`ChatTransport::create_cache`](crate::ChatTransport::create_cache)
+//! (a [`ContextCache`](crate::ContextCache): the system instruction, the
+//! first messages, the tools, a `ttl`), then name it on the transport with
+//! [`with_cached_content`](crate::ChatTransport::with_cached_content).
+//! Requests on that transport send `cachedContent` and neither the system
+//! prompt nor the tools (Gemini reads them from the cache, and refuses a
+//! request that repeats them), so create the cache with the agent's own.
+//! The tokens read from the cache come back as
+//! [`Usage::cached`](crate::Usage::cached).
+//!
+//! A cache belongs to one model and lives until its `ttl` runs out
+//! ([`update_cache_ttl`](crate::ChatTransport::update_cache_ttl) moves
+//! that) or it is deleted
+//! ([`delete_cache`](crate::ChatTransport::delete_cache)); the server
+//! bills what it holds meanwhile. A turn naming a cache that is gone
+//! fails with [`ErrorKind::CacheExpired`](crate::ErrorKind::CacheExpired),
+//! its message naming the cache: create it again and go on (the history is
+//! intact).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::{Agent, Api, ContextCache, ErrorKind, Message, Tool};
+//!
+//! let server = FakeServer::start();
+//! # // The scripted server plays Gemini here: with a real key,
+//! # // `ChatTransport::new("gemini-2.5-flash").with_api(Api::Gemini)`.
+//! let transport = server.transport().with_api(Api::Gemini);
+//! let system = "Answer from the handbook.";
+//! let clock: Arc<dyn Tool> = Arc::new(FnTool::new("clock", "The time.", Parameters::empty(), |_, _| {
+//!     Ok("noon".to_string())
+//! }));
+//!
+//! let cache = transport.create_cache(
+//!     &ContextCache::new(Duration::from_secs(3600))
+//!         .with_system(system)
+//!         .with_tool(clock.clone())
+//!         .with_message(Message::user("The handbook: lunch is at noon. ...")),
+//! )?;
+//! let cached = transport.clone().with_cached_content(Some(cache.name()));
+//! let mut agent = Agent::builder(cached)
+//!     .system_prompt(system)
+//!     .add_tool(clock)
+//!     .build()?;
+//! # server.push(Reply::text("At noon."));
+//! let out = agent.run_loop("When is lunch?")?;
+//! assert_eq!(out.usage.cached, cache.token_count());
+//! let body = server.chat_requests()[0].body.clone().unwrap();
+//! assert_eq!(body["cachedContent"], cache.name());
+//! assert!(body.get("systemInstruction").is_none() && body.get("tools").is_none());
+//!
+//! // Once it is gone, a turn says so.
+//! transport.delete_cache(cache.name())?;
+//! let err = agent.run_loop("And dinner?").unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::CacheExpired);
+//! assert!(err.to_string().contains(cache.name()));
 //! # Ok::<(), pikuri::Error>(())
 //! ```
