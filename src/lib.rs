@@ -518,9 +518,9 @@ pub use crate::listener::Listener;
 pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
-pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "gemini")]
 pub use crate::protocol::{CachedContent, ContextCache};
+pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;
 

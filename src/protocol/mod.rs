@@ -85,6 +85,8 @@ pub(crate) use sink::Callbacks;
 #[cfg(feature = "_bench")]
 pub(crate) use sink::Fragments;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
+#[cfg(feature = "gemini")]
+pub use gemini::{CachedContent, ContextCache};
 pub use settings::{ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};
@@ -92,5 +94,3 @@ pub(crate) use sse::{Flow, read_sse};
 pub(crate) use stream::{StreamOptions, read_stream};
 pub(crate) use transport::check_http_url;
 pub use transport::{ChatTransport, HttpConfig};
-#[cfg(feature = "gemini")]
-pub use gemini::{CachedContent, ContextCache};

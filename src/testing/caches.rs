@@ -211,7 +211,9 @@ fn ttl_of(body: &Value) -> Result<u64, String> {
     ttl.strip_suffix('s')
         .and_then(|n| n.split('.').next())
         .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| format!("Invalid value at 'cached_content.ttl' (google.protobuf.Duration), \"{ttl}\""))
+        .ok_or_else(|| {
+            format!("Invalid value at 'cached_content.ttl' (google.protobuf.Duration), \"{ttl}\"")
+        })
 }
 
 fn ok(body: Value) -> Answer {

@@ -59,11 +59,17 @@ fn a_cache_is_created_with_the_prefix_in_geminis_shapes() {
     assert!(cache.name().starts_with("cachedContents/"), "{cache:?}");
     assert_eq!(cache.model(), "models/fake-model");
     assert_eq!(cache.display_name(), Some("handbook"));
-    assert!(cache.expire_time().is_some_and(|t| t.ends_with('Z')), "{cache:?}");
+    assert!(
+        cache.expire_time().is_some_and(|t| t.ends_with('Z')),
+        "{cache:?}"
+    );
     assert!(cache.token_count().is_some_and(|n| n > 100), "{cache:?}");
     let reqs = server.requests();
     let req = reqs.last().unwrap();
-    assert_eq!((req.method.as_str(), req.path.as_str()), ("POST", "/v1/cachedContents"));
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("POST", "/v1/cachedContents")
+    );
     let body = req.body.as_ref().unwrap();
     assert_eq!(body["model"], "models/fake-model");
     assert_eq!(body["ttl"], "600s");
@@ -73,7 +79,12 @@ fn a_cache_is_created_with_the_prefix_in_geminis_shapes() {
         "Answer from the handbook."
     );
     assert_eq!(body["contents"][0]["role"], "user");
-    assert!(body["contents"][0]["parts"][0]["text"].as_str().unwrap().starts_with("The handbook: "));
+    assert!(
+        body["contents"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("The handbook: ")
+    );
     assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "clock");
     // The key goes as Gemini's header.
     let keyed = FakeServer::start();
@@ -101,7 +112,10 @@ fn a_turn_on_a_cache_names_it_and_reports_its_tokens_as_cached() {
     let body = chat[0].body.as_ref().unwrap();
     assert_eq!(body["cachedContent"], cache.name());
     for held in ["systemInstruction", "tools", "toolConfig"] {
-        assert!(body.get(held).is_none(), "{held} sent beside the cache: {body}");
+        assert!(
+            body.get(held).is_none(),
+            "{held} sent beside the cache: {body}"
+        );
     }
     assert_eq!(body["contents"][0]["parts"][0]["text"], "When is lunch?");
     assert_eq!(out.usage.cached, cache.token_count());
@@ -116,12 +130,18 @@ fn an_expired_cache_fails_the_turn_naming_it() {
     let mut agent = agent_on(gemini(&server).with_cached_content(Some(cache.name())));
     let err = agent.run_loop("When is lunch?").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::CacheExpired, "{err}");
-    let Error::Http { status, message, .. } = &err else {
+    let Error::Http {
+        status, message, ..
+    } = &err
+    else {
         panic!("{err:?}")
     };
     assert_eq!(*status, 403);
     assert!(message.contains("CachedContent not found"), "{message}");
-    assert!(message.contains(&format!("`{}`", cache.name())), "{message}");
+    assert!(
+        message.contains(&format!("`{}`", cache.name())),
+        "{message}"
+    );
     assert!(message.contains("create_cache"), "{message}");
     // A 403 is not retried: one request.
     assert_eq!(server.chat_requests().len(), 1);
@@ -136,7 +156,10 @@ fn a_cache_lives_longer_when_asked_and_is_gone_once_deleted() {
         .update_cache_ttl(cache.name(), Duration::from_secs(7200))
         .unwrap();
     assert_eq!(later.name(), cache.name());
-    assert!(later.expire_time() > cache.expire_time(), "{later:?} {cache:?}");
+    assert!(
+        later.expire_time() > cache.expire_time(),
+        "{later:?} {cache:?}"
+    );
     let patch = server.requests().pop().unwrap();
     assert_eq!(patch.method, "PATCH");
     assert_eq!(patch.path, format!("/v1/{}?updateMask=ttl", cache.name()));
@@ -154,8 +177,16 @@ fn a_cache_lives_longer_when_asked_and_is_gone_once_deleted() {
 fn caches_are_geminis_only() {
     let server = FakeServer::start();
     let cache = ContextCache::new(Duration::from_secs(60)).with_system("s");
-    for api in [Api::ChatCompletions, Api::AnthropicMessages, Api::OpenAiResponses] {
-        let err = server.transport().with_api(api).create_cache(&cache).unwrap_err();
+    for api in [
+        Api::ChatCompletions,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ] {
+        let err = server
+            .transport()
+            .with_api(api)
+            .create_cache(&cache)
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
         assert!(err.to_string().contains("Gemini"), "{err}");
         // A turn on another API naming a cache fails before it is sent.

@@ -471,7 +471,11 @@ fn ttl_text(ttl: Duration) -> String {
 /// [`Error::InvalidInput`] for one that is not a cache's.
 fn resource_path(name: &str) -> Result<String> {
     let id = name.strip_prefix("cachedContents/").unwrap_or(name);
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
         return Err(Error::InvalidInput(format!(
             "`{}` is not a context cache's name (`cachedContents/{{id}}`)",
             crate::util::excerpt(name, 80)
@@ -528,7 +532,9 @@ mod tests {
     #[test]
     fn a_gone_cache_is_told_apart_from_a_refused_key() {
         let gone = "CachedContent not found (or permission denied)";
-        assert!(expired_hint(403, "API key not valid. Please pass a valid API key.", None).is_none());
+        assert!(
+            expired_hint(403, "API key not valid. Please pass a valid API key.", None).is_none()
+        );
         assert!(expired_hint(500, gone, None).is_none());
         let hint = expired_hint(403, gone, Some("cachedContents/abc?updateMask=ttl")).unwrap();
         assert!(hint.contains("`cachedContents/abc`"), "{hint}");
