@@ -213,3 +213,47 @@ fn caches_are_geminis_only() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert_eq!(sent(&server), 0);
 }
+
+#[test]
+fn a_hostile_cache_server_gets_bounded_clear_errors_and_never_the_key() {
+    let spec = ContextCache::new(Duration::from_secs(60)).with_system("s");
+    // Refused: nothing listens.
+    let port = super::util::closed_port();
+    let err = ChatTransport::new("m")
+        .with_api(Api::Gemini)
+        .with_api_base(format!("http://127.0.0.1:{port}/v1beta"))
+        .create_cache(&spec)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err}");
+    let server = FakeServer::start();
+    let keyed = gemini(&server).with_api_key("g-secret-key");
+    let create = |status, body| {
+        server.set_route("POST", "/v1/cachedContents", status, body);
+        keyed.create_cache(&spec).unwrap_err()
+    };
+    // An answer that is not a CachedContent, or over a MiB.
+    let err = create(200, json!({"data": []}));
+    assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+    let err = create(200, json!("<html>cached</html>"));
+    assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+    let err = create(200, json!({"name": "x".repeat(2 << 20)}));
+    assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+    assert!(err.to_string().contains("over"), "{err}");
+    // A redirect is not followed (the key would go along): the 3xx is the
+    // error.
+    let err = create(302, json!({}));
+    let Error::Http { status: 302, .. } = &err else {
+        panic!("{err:?}")
+    };
+    // A refusal that echoes the key does not show it.
+    let err = create(
+        400,
+        json!({"error": {"code": 400, "message": "bad key g-secret-key", "status": "INVALID_ARGUMENT"}}),
+    );
+    assert_eq!(err.kind(), ErrorKind::Rejected, "{err}");
+    assert!(
+        !format!("{err} {err:?}").contains("g-secret-key"),
+        "{err:?}"
+    );
+    assert!(!format!("{keyed:?}").contains("g-secret-key"));
+}
