@@ -151,15 +151,17 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
 fn status_of(label: &str) -> Option<u16> {
     Some(match label {
         "overloaded_error" | "overloaded" | "server_overloaded" => 529,
-        "rate_limit_error" | "rate_limit_exceeded" | "rate_limited" | "too_many_requests" => 429,
-        "api_error" | "server_error" | "internal_error" | "internal_server_error" => 500,
-        "service_unavailable" | "service_unavailable_error" => 503,
-        "timeout_error" | "timeout" | "gateway_timeout" => 504,
-        // Google's `google.rpc` status names (Gemini's `error.status`).
-        "RESOURCE_EXHAUSTED" => 429,
-        "INTERNAL" => 500,
-        "UNAVAILABLE" => 503,
-        "DEADLINE_EXCEEDED" => 504,
+        // With Google's `google.rpc` status names (Gemini's `error.status`).
+        "rate_limit_error"
+        | "rate_limit_exceeded"
+        | "rate_limited"
+        | "too_many_requests"
+        | "RESOURCE_EXHAUSTED" => 429,
+        "api_error" | "server_error" | "internal_error" | "internal_server_error" | "INTERNAL" => {
+            500
+        }
+        "service_unavailable" | "service_unavailable_error" | "UNAVAILABLE" => 503,
+        "timeout_error" | "timeout" | "gateway_timeout" | "DEADLINE_EXCEEDED" => 504,
         _ => return None,
     })
 }

@@ -28,7 +28,7 @@ const APIS: [Api; 4] = [
 ];
 
 /// A Gemini chunk of candidate 0 with these parts.
-fn gemini_parts(parts: Value) -> Value {
+fn gemini_parts(parts: &Value) -> Value {
     json!({"candidates": [{"index": 0, "content": {"role": "model", "parts": parts}}]})
 }
 
@@ -84,7 +84,7 @@ impl Script {
                     "delta": {"type": "text_delta", "text": text}}));
                 self.push(json!({"type": "content_block_stop", "index": i}));
             }
-            Api::Gemini => self.push(gemini_parts(json!([{"text": text}]))),
+            Api::Gemini => self.push(gemini_parts(&json!([{"text": text}]))),
             _ => {
                 let i = self.next;
                 self.next += 1;
@@ -113,7 +113,7 @@ impl Script {
             Api::Gemini => {
                 let args: Value = serde_json::from_str(args).unwrap_or(Value::Null);
                 self.push(gemini_parts(
-                    json!([{"functionCall": {"id": id, "name": name, "args": args}}]),
+                    &json!([{"functionCall": {"id": id, "name": name, "args": args}}]),
                 ));
             }
             _ => {
@@ -157,8 +157,8 @@ impl Script {
                 ]
             }
             Api::Gemini => vec![
-                gemini_parts(json!([])),
-                gemini_parts(json!([{"text": ""}])),
+                gemini_parts(&json!([])),
+                gemini_parts(&json!([{"text": ""}])),
                 json!({"candidates": []}),
                 json!({"candidates": [{"index": 1, "content": {"parts": [{"text": "other"}]}}]}),
                 json!({"x_future_member": {"a": 1}}),
