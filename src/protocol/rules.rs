@@ -32,11 +32,12 @@
 //!
 //! A server that fails after its `200` status reports it in the stream (an
 //! Anthropic `error` event, a Responses `error` or `response.failed`
-//! event, a chat-completions `{"error": {...}}` chunk) or, rarely, in a
+//! event, a chat-completions or Gemini `{"error": {...}}` chunk) or, rarely, in a
 //! `200` body. [`server_error`] reads such an error object the same way
 //! on every API: when its `type`, `code` or `status` names a failure the
 //! API also answers with an HTTP status (overloaded 529, rate limit 429,
-//! server error 500, timeout 504, or a number from 400 to 599), it becomes
+//! server error 500, timeout 504, Google's `RESOURCE_EXHAUSTED` 429 and
+//! `UNAVAILABLE` 503, or a number from 400 to 599), it becomes
 //! that status ([`DecodeError::Status`] → [`Error::Http`](crate::Error::Http)),
 //! so retry classification and fallback treat it as they would have before
 //! the stream; any other is a protocol error.
@@ -145,15 +146,22 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The HTTP status an error's `type` or `code` stands for, on any of the
-/// three APIs.
+/// The HTTP status an error's `type`, `code` or string `status` stands
+/// for, on any of the four APIs.
 fn status_of(label: &str) -> Option<u16> {
     Some(match label {
         "overloaded_error" | "overloaded" | "server_overloaded" => 529,
-        "rate_limit_error" | "rate_limit_exceeded" | "rate_limited" | "too_many_requests" => 429,
-        "api_error" | "server_error" | "internal_error" | "internal_server_error" => 500,
-        "service_unavailable" | "service_unavailable_error" => 503,
-        "timeout_error" | "timeout" | "gateway_timeout" => 504,
+        // With Google's `google.rpc` status names (Gemini's `error.status`).
+        "rate_limit_error"
+        | "rate_limit_exceeded"
+        | "rate_limited"
+        | "too_many_requests"
+        | "RESOURCE_EXHAUSTED" => 429,
+        "api_error" | "server_error" | "internal_error" | "internal_server_error" | "INTERNAL" => {
+            500
+        }
+        "service_unavailable" | "service_unavailable_error" | "UNAVAILABLE" => 503,
+        "timeout_error" | "timeout" | "gateway_timeout" | "DEADLINE_EXCEEDED" => 504,
         _ => return None,
     })
 }
@@ -185,7 +193,8 @@ pub(crate) fn server_error(where_: &str, error: Option<&Value>) -> DecodeError {
         Some(other) => bounded(&other.to_string(), MAX_MESSAGE).into_owned(),
     };
     let field = |name: &str| error.and_then(|e| e.get(name)).filter(|v| !v.is_null());
-    let labels = [field("type"), field("code")];
+    // Gemini's label is its string `status` (its `code` is the number).
+    let labels = [field("type"), field("code"), field("status")];
     let label = labels.iter().flatten().find_map(|v| v.as_str());
     let status = labels
         .iter()
