@@ -11,7 +11,7 @@
 //!
 //! A request that names a cache sends neither `systemInstruction` nor
 //! `tools` nor `toolConfig`: Gemini takes them from the cache and refuses
-//! a request that repeats them. [`encode_with_cache`] applies that to the
+//! a request that repeats them. [`apply_cache`] applies that to the
 //! encoded body at the wire seam, so the encoder knows nothing of caches.
 //!
 //! A request naming a cache that expired or was deleted fails with
