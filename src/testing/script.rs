@@ -254,7 +254,9 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
             body: render_any::error_body(api, 400, &msg),
         });
     }
-    if let Err(answer) = st.caches.check(req.body.as_ref()) {
+    if api == Api::Gemini
+        && let Err(answer) = st.caches.check(req.body.as_ref())
+    {
         return Routed::Answer(answer);
     }
     if let Some(reply) = st.replies.pop_front() {
@@ -276,7 +278,9 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
 /// `n`: call ids assigned, metadata filled in.
 fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answer {
     let reply = match st.caches.check(req.body.as_ref()) {
-        Ok(Some(tokens)) => caches::with_cached_tokens(reply, tokens),
+        Ok(Some(tokens)) if req.api() == Some(Api::Gemini) => {
+            caches::with_cached_tokens(reply, tokens)
+        }
         _ => reply,
     };
     let mut call_ids = Vec::new();
