@@ -20,6 +20,7 @@
 //! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
 //! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
 //! 13. [One agent, three APIs](#one-agent-three-apis)
+//!    - [Gemini](#gemini)
 //! 14. [Model settings](#model-settings)
 //! 15. [Context caching (Gemini)](#context-caching-gemini)
 //!
@@ -914,9 +915,75 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
-//! The chat example speaks all three: `--api chat|anthropic|responses` (or
-//! `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
+//! The chat example speaks all four: `--api chat|anthropic|responses|gemini`
+//! (or `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
 //! `/image` to attach a picture.
+//!
+//! # Gemini
+//!
+//! Google's own API ([`Api::Gemini`](crate::Api::Gemini), feature
+//! `gemini`, on by default) is a fourth wire format: `generateContent`,
+//! and `streamGenerateContent?alt=sse` when streaming, at
+//! `https://generativelanguage.googleapis.com/v1beta` unless an API base
+//! is set, the key in `x-goog-api-key`.
+//! [`ChatTransport::from_env`](crate::ChatTransport::from_env) picks it
+//! from `GEMINI_API_KEY` (or `GOOGLE_API_KEY`, `GOOGLE_GEMINI_BASE_URL`,
+//! `GEMINI_MODEL`, `PIKURI_API=gemini`). Over it come what Gemini's
+//! OpenAI-compatible endpoint leaves out: thinking settings
+//! (`thinkingConfig`), thought signatures on every part (sent back to the
+//! model that wrote them, and to no other), a response schema together
+//! with tools, cached and thought tokens, and why an answer was withheld
+//! (`SAFETY`, `RECITATION`, a blocked prompt: [`FinishReason::Filtered`](crate::FinishReason::Filtered)).
+//! A 429 or 503 is retried after the `retryDelay` Google puts in the error
+//! body. Tool schemas and response schemas go as JSON Schema
+//! (`parametersJsonSchema`, `responseJsonSchema`), as given.
+//!
+//! ```
+//! use pikuri::{Agent, Api, ChatTransport, FinishReason, ModelSettings, ReasoningEffort, builtin};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(
+//!     Reply::tool_call("calculator", json!({"expression": "2^16"}))
+//!         .with_reasoning("A power of two.")
+//!         .with_signature("c2ln"),
+//! );
+//! server.push(Reply::text("65536").with_usage(900, 12).with_cached_tokens(800));
+//! let gemini = ChatTransport::new("gemini-2.5-flash")
+//!     .with_api(Api::Gemini)
+//! #   .with_api_base(server.base_url())
+//!     .with_api_key(std::env::var("GEMINI_API_KEY").unwrap_or_default());
+//! let mut agent = Agent::builder(gemini)
+//!     .add_tool(builtin::calculator())
+//!     .settings(ModelSettings::new().with_reasoning_effort(ReasoningEffort::Low))
+//!     .streaming(true)
+//!     .build()?;
+//! let out = agent.run_loop("What is 2^16?")?;
+//! assert_eq!(out.answer.as_deref(), Some("65536"));
+//! assert_eq!((out.finish, out.usage.cached), (FinishReason::Complete, Some(800)));
+//!
+//! let sent = server.chat_requests();
+//! assert!(sent[0].path.ends_with("/models/gemini-2.5-flash:streamGenerateContent?alt=sse"));
+//! let body = sent[0].body.clone().unwrap();
+//! assert_eq!(
+//!     body["generationConfig"]["thinkingConfig"],
+//!     json!({"thinkingLevel": "low", "includeThoughts": true})
+//! );
+//! // The call goes back to the same model with its thought signature.
+//! let second = sent[1].body.clone().unwrap();
+//! assert_eq!(second["contents"][1]["parts"][0]["thoughtSignature"], "c2ln");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! Most Gemini models give a function call no id: pikuri names such a call
+//! `gemini_call_<n>` in the history and answers it by name, in order (a
+//! call's id goes back only when the server gave one). Calls written by
+//! another model or API go to Gemini without their ids and, on the first
+//! call of a turn, with the `skip_thought_signature_validator` signature
+//! Google documents for them. Not supported yet: explicit context caching
+//! beyond a `cachedContent` request field, the Files API, server tools
+//! (code execution, Search grounding), more than one candidate.
 //!
 //! # Model settings
 //!
@@ -928,18 +995,18 @@
 //! setting as its own field; unset, the field is left out and the server's
 //! default applies.
 //!
-//! | setting | chat completions | Anthropic Messages | OpenAI Responses |
-//! |---|---|---|---|
-//! | `temperature` | `temperature` | `temperature` (0 to 1) | `temperature` |
-//! | `top_p` | `top_p` | `top_p` | `top_p` |
-//! | `max_output_tokens` | `max_tokens`; `max_completion_tokens` on `api.openai.com` | `max_tokens` | `max_output_tokens` |
-//! | `stop` | `stop` | `stop_sequences` | error |
-//! | `seed` | `seed` | error | error |
-//! | `tool_choice` | `"auto"`, `"none"`, `"required"`, `{"type":"function","function":{"name"}}` | `{"type": "auto"/"none"/"any"/"tool", "name"?}` | `"auto"`, `"none"`, `"required"`, `{"type":"function","name"}` |
-//! | `parallel_tool_calls` | `parallel_tool_calls` | `false`: `tool_choice.disable_parallel_tool_use: true` | `parallel_tool_calls` |
-//! | `reasoning_effort` | `reasoning_effort` | `output_config.effort` (`minimal` as `low`) | `reasoning.effort` |
-//! | `thinking_budget` | error | `thinking: {"type":"enabled","budget_tokens"}` | error |
-//! | structured output ([typed answers](#typed-answers)) | `response_format` (and `format` to Ollama) | `output_config.format` | `text.format` |
+//! | setting | chat completions | Anthropic Messages | OpenAI Responses | Gemini (`generationConfig.`) |
+//! |---|---|---|---|---|
+//! | `temperature` | `temperature` | `temperature` (0 to 1) | `temperature` | `temperature` |
+//! | `top_p` | `top_p` | `top_p` | `top_p` | `topP` |
+//! | `max_output_tokens` | `max_tokens`; `max_completion_tokens` on `api.openai.com` | `max_tokens` | `max_output_tokens` | `maxOutputTokens` |
+//! | `stop` | `stop` | `stop_sequences` | error | `stopSequences` |
+//! | `seed` | `seed` | error | error | `seed` |
+//! | `tool_choice` | `"auto"`, `"none"`, `"required"`, `{"type":"function","function":{"name"}}` | `{"type": "auto"/"none"/"any"/"tool", "name"?}` | `"auto"`, `"none"`, `"required"`, `{"type":"function","name"}` | top-level `toolConfig.functionCallingConfig`: `AUTO`, `NONE`, `ANY`, `ANY` with `allowedFunctionNames` |
+//! | `parallel_tool_calls` | `parallel_tool_calls` | `false`: `tool_choice.disable_parallel_tool_use: true` | `parallel_tool_calls` | `false`: error |
+//! | `reasoning_effort` | `reasoning_effort` | `output_config.effort` (`minimal` as `low`) | `reasoning.effort` | `thinkingConfig.thinkingLevel` |
+//! | `thinking_budget` | error | `thinking: {"type":"enabled","budget_tokens"}` | error | `thinkingConfig.thinkingBudget` |
+//! | structured output ([typed answers](#typed-answers)) | `response_format` (and `format` to Ollama) | `output_config.format` | `text.format` | `responseMimeType` and `responseJsonSchema` |
 //!
 //! "error": the request fails before it is sent, with
 //! [`Error::InvalidInput`](crate::Error::InvalidInput) naming the setting
@@ -956,7 +1023,9 @@
 //! ([`ToolChoice::Required`](crate::ToolChoice::Required) or `Tool`), a
 //! temperature of 1 only and a `top_p` of 0.95 or more. Responses sends
 //! `store: false` and asks for the encrypted reasoning back
-//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)).
+//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)). Gemini thinks
+//! by its model's default until a level or budget is set; either adds
+//! `includeThoughts: true`, so the thoughts come back as reasoning.
 //!
 //! For anything else, [`Configurator::request_field`](crate::Configurator::request_field)
 //! sets a raw field of the API's own request body, written last: it
