@@ -981,9 +981,9 @@
 //! call's id goes back only when the server gave one). Calls written by
 //! another model or API go to Gemini without their ids and, on the first
 //! call of a turn, with the `skip_thought_signature_validator` signature
-//! Google documents for them. Not supported yet: explicit context caching
-//! beyond a `cachedContent` request field, the Files API, server tools
-//! (code execution, Search grounding), more than one candidate.
+//! Google documents for them. Explicit context caching has [its own
+//! chapter](#context-caching-gemini). Not supported yet: the Files API,
+//! server tools (code execution, Search grounding), more than one candidate.
 //!
 //! # Model settings
 //!

@@ -106,9 +106,8 @@
 //!
 //! # Not supported yet
 //!
-//! - Explicit context caching (`cachedContents`) beyond sending a
-//!   `cachedContent` request field; the Files API (`fileData` with a
-//!   Files API URI works when the host has one).
+//! - The Files API (`fileData` with a Files API URI works when the host
+//!   has one). (Explicit context caching is `cache.rs`.)
 //! - Code execution, Google Search grounding and URL context (server
 //!   tools): never declared, their parts skipped; grounding and citation
 //!   metadata and safety ratings are not read.
