@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::listener::SubAgentListener;
+use crate::listener::{Delivery, SubAgentListener};
 use crate::{Event, Listener};
 
 /// Wraps a listener so that it receives at most `max_per_second` delta
@@ -190,6 +190,11 @@ impl<L: Listener> Listener for RateLimited<L> {
         self.inner.close();
     }
 
+    /// The inner listener's.
+    fn delivery(&self) -> Delivery {
+        self.inner.delivery()
+    }
+
     fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
         match self.inner.for_sub_agent(id) {
             SubAgentListener::Replace(child) => SubAgentListener::Replace(Box::new(
@@ -226,6 +231,9 @@ impl Listener for Boxed {
     }
     fn close(&mut self) {
         self.0.close();
+    }
+    fn delivery(&self) -> Delivery {
+        self.0.delivery()
     }
     fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
         self.0.for_sub_agent(id)
