@@ -42,8 +42,13 @@
 //!
 //! # The flush
 //!
-//! `flush` sends each listener the batch with a ticket of one countdown,
-//! and blocks on a channel. A ticket counts when dropped: after
+//! `flush` sends each listener the batch and a request to run
+//! `Listener::flush`. Each `Delivery::Barrier` listener's request carries
+//! a ticket of one countdown, and `flush` blocks on a channel until the
+//! countdown ends; a `Delivery::HandOff` listener's carries none, so an
+//! agent whose listeners all hand off returns without waiting
+//! (`flush_all`, behind `Agent::flush_listeners`, gives every listener a
+//! ticket). A ticket counts when dropped: after
 //! `Listener::flush` ran, or undelivered when the thread has stopped, so a
 //! flush never waits for a listener that is gone. The last ticket sends
 //! the flushing thread its acknowledgement.
