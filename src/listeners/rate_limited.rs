@@ -250,6 +250,30 @@ mod tests {
     use super::*;
     use crate::listeners::InMemoryEventList;
 
+    /// The wrapper keeps its inner listener's delivery, a replaced child's
+    /// too: a hand-off listener limited stays a hand-off listener.
+    #[test]
+    fn delivery_is_the_inner_listeners() {
+        struct HandOff;
+        impl Listener for HandOff {
+            fn on_event(&mut self, _: &Event) {}
+            fn delivery(&self) -> Delivery {
+                Delivery::HandOff
+            }
+            fn for_sub_agent(&mut self, _: &str) -> SubAgentListener {
+                SubAgentListener::Replace(Box::new(HandOff))
+            }
+        }
+        let mut limited = RateLimited::new(HandOff, 10);
+        assert_eq!(limited.delivery(), Delivery::HandOff);
+        let SubAgentListener::Replace(child) = limited.for_sub_agent("c") else {
+            panic!("replaced");
+        };
+        assert_eq!(child.delivery(), Delivery::HandOff);
+        let barrier = RateLimited::new(InMemoryEventList::new(), 10);
+        assert_eq!(barrier.delivery(), Delivery::Barrier);
+    }
+
     /// A clock the test moves by hand, in milliseconds.
     #[derive(Clone)]
     struct FakeClock {
