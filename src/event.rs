@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChatTransport, FinishReason, Usage};
+use crate::spend::Limit;
+use crate::{ChatTransport, FinishReason, Spend, Usage};
 
 /// How older turns are removed by a
 /// [`Compaction`](crate::compaction::Compaction).
@@ -62,6 +63,9 @@ pub enum StopReason {
     Synthesized,
     /// The step budget ran out under the `Raise` policy.
     StepLimit,
+    /// A [`Budget`](crate::Budget) limit was reached under the `Raise`
+    /// policy ([`Error::BudgetExceeded`](crate::Error::BudgetExceeded) names it).
+    Budget,
     /// The run was cancelled.
     Cancelled,
     /// The run failed (HTTP, transport, protocol error).
@@ -81,6 +85,7 @@ impl StopReason {
             StopReason::Incomplete => "incomplete",
             StopReason::Synthesized => "synthesized",
             StopReason::StepLimit => "step_limit",
+            StopReason::Budget => "budget",
             StopReason::Cancelled => "cancelled",
             StopReason::Error => "error",
             StopReason::ApprovalPending => "approval_pending",
@@ -412,6 +417,17 @@ pub enum Event {
         /// How many events follow that replay the stored turn.
         replayed: usize,
     },
+    /// A [`Budget`](crate::Budget) limit was reached: a request was not
+    /// sent, or a tool call not run. The policy decides what follows
+    /// ([`Event::FallbackNotice`] and the synthesizer, or the run's end).
+    BudgetExceeded {
+        /// Emitting agent (a sub-agent when its request tripped it).
+        agent: Arc<str>,
+        /// The limit reached.
+        limit: Limit,
+        /// What the run had spent, its whole tree's.
+        spend: Spend,
+    },
     /// The run ended; the last event of every `run_loop`.
     Stopped {
         /// Emitting agent.
@@ -457,6 +473,7 @@ impl Event {
             | Event::Compacted { agent, .. }
             | Event::ModelFallback { agent, .. }
             | Event::Resumed { agent, .. }
+            | Event::BudgetExceeded { agent, .. }
             | Event::Stopped { agent, .. } => agent,
         }
     }
@@ -487,6 +504,7 @@ impl Event {
             Event::Compacted { .. } => "compacted",
             Event::ModelFallback { .. } => "model_fallback",
             Event::Resumed { .. } => "resumed",
+            Event::BudgetExceeded { .. } => "budget_exceeded",
             Event::Stopped { .. } => "stopped",
         }
     }

@@ -467,6 +467,7 @@ mod message;
 mod net;
 mod protocol;
 mod sanitize;
+mod spend;
 mod util;
 #[cfg(feature = "web")]
 mod web;
@@ -509,7 +510,7 @@ mod test_util;
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+    Agent, Budget, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
@@ -519,11 +520,24 @@ pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
 pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
+pub use crate::spend::Spend;
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;
 
 // Namespaces that only re-export: the types live in the private `agent`
 // module (and `event`, `listener`), and are named here once.
+
+pub mod budget {
+    //! Spending limits: a [`Budget`](crate::Budget) on requests, tokens,
+    //! tool calls, wall time and money, the [`PriceTable`] its cost comes
+    //! from, and the values a budget stop reports.
+    //!
+    //! The rules are documented on [`Budget`](crate::Budget); what a run
+    //! spent is its [`Spend`](crate::Spend) ([`Outcome::spend`](crate::Outcome::spend)).
+
+    pub use crate::agent::{Price, PriceTable};
+    pub use crate::spend::{Cost, Limit};
+}
 
 pub mod compaction {
     //! Keeping a conversation inside the context window: [`Compaction`]

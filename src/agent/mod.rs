@@ -9,6 +9,7 @@
 //! (`scripts/check-cycles.py --graph agent`).
 
 mod approval;
+mod budget;
 mod builder;
 mod child;
 mod compact;
@@ -27,6 +28,7 @@ mod tool_limit;
 mod trifecta;
 mod turn;
 
+pub use budget::{Budget, Price, PriceTable};
 pub use builder::{Configurator, Extension};
 pub use compact::Compaction;
 pub use extension::ExtensionContext;
@@ -288,6 +290,10 @@ impl Configurator {
             approver: cfg.approver.take(),
             tally: Arc::new(Mutex::new(Tally::default())),
             parent_tally: cfg.parent_tally.take(),
+            meter: cfg
+                .meter
+                .take()
+                .unwrap_or_else(|| Arc::new(budget::Meter::new(cfg.budget.clone()))),
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
