@@ -313,6 +313,18 @@ impl Budget {
         self.prices.as_ref()?.get(model?)
     }
 
+    /// Whether anything is limited or priced.
+    fn is_set(&self) -> bool {
+        self.prices.is_some()
+            || self.requests.is_some()
+            || self.input.is_some()
+            || self.output.is_some()
+            || self.total.is_some()
+            || self.tool_calls.is_some()
+            || self.wall.is_some()
+            || self.cost.is_some()
+    }
+
     /// Whether a check needs the request's input estimate.
     fn needs_estimate(&self) -> bool {
         self.input.is_some() || self.total.is_some() || self.cost.is_some()
@@ -522,6 +534,21 @@ impl Agent {
         match self.shared.meter.tool_call() {
             Some(limit) => Err(self.budget_trip(limit)),
             None => Ok(()),
+        }
+    }
+
+    /// What a journaled response records: the run's spend, when the agent
+    /// has a budget (a limit or prices) to keep across a resume.
+    pub(super) fn budget_record(&self) -> Option<Spend> {
+        let meter = &self.shared.meter;
+        meter.budget().is_set().then(|| meter.spend())
+    }
+
+    /// A run resumed from its journal goes on from what it had spent.
+    #[cfg(feature = "journal")]
+    pub(super) fn budget_resume(&self, spent: Option<Spend>) {
+        if let Some(spent) = spent {
+            self.shared.meter.restore(spent);
         }
     }
 

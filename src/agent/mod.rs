@@ -736,7 +736,7 @@ impl Agent {
     /// Journal a completed response (the next step).
     fn journal_response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         match self.shared.journal.get() {
-            Some(j) => j.response(message, finish),
+            Some(j) => j.response(message, finish, self.budget_record()),
             None => Ok(()),
         }
     }

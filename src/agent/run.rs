@@ -383,6 +383,7 @@ impl Agent {
             ));
         };
         self.begin_run();
+        self.budget_resume(cut.spent);
         self.replay_cut(&cut);
         let question = self.last_user_message();
         let mut run = Run::default();

@@ -322,3 +322,88 @@ fn synthesize_answers_with_one_request_past_the_limit() {
     )));
     assert_valid_history(agent.messages());
 }
+
+/// A journal store in memory that refuses tool results while `refuse` is
+/// set: the run stops there, as a crash would leave it.
+#[derive(Clone, Default)]
+struct Memory {
+    records: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl pikuri::journal::JournalStore for Memory {
+    fn append(&self, run: &str, record: &str) -> pikuri::Result<()> {
+        if self.refuse.load(std::sync::atomic::Ordering::SeqCst)
+            && record.contains(r#""type":"tool_result""#)
+        {
+            return Err(Error::JournalIo {
+                run: run.to_string(),
+                message: "refused".into(),
+            });
+        }
+        self.records.lock().unwrap().push(record.to_string());
+        Ok(())
+    }
+    fn read(&self, _run: &str) -> pikuri::Result<Vec<String>> {
+        Ok(self.records.lock().unwrap().clone())
+    }
+    fn runs(&self) -> pikuri::Result<Vec<String>> {
+        Ok(vec!["r".to_string()])
+    }
+    fn lock(&self, _run: &str) -> pikuri::Result<pikuri::journal::RunLock> {
+        Ok(pikuri::journal::RunLock::new(()))
+    }
+}
+
+#[test]
+fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
+    let server = FakeServer::start();
+    server.push(calc("1+1").with_usage(100, 10));
+    server.push(calc("2+2").with_usage(200, 10));
+    server.push(Reply::text("never"));
+    let store = Memory::default();
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let budget = || Budget::new().max_requests(2).prices(table());
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert_eq!(
+        a.run_loop("sums").unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(a);
+    store
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let spent: Vec<String> = store
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.contains(r#""spent""#))
+        .cloned()
+        .collect();
+    assert_eq!(spent.len(), 1, "one response, its spend recorded with it");
+
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert!(a.interrupted());
+    // One request was spent before the crash: one more is allowed, not two.
+    let spend = tripped(a.resume_run(), Limit::Requests);
+    assert_eq!(spend.requests, 2);
+    assert_eq!(spend.usage.context_used(), 300);
+    assert_eq!(
+        spend.cost,
+        Some(Cost::from_micro_usd(300 * 5 / 2 + 20 * 10))
+    );
+    assert_eq!(server.chat_requests().len(), 2);
+}
