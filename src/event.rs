@@ -428,6 +428,16 @@ pub enum Event {
         /// What the run had spent, its whole tree's.
         spend: Spend,
     },
+    /// What the run spent, just before its [`Event::Stopped`]: from the
+    /// agent the host called (not a sub-agent: the count is the whole
+    /// tree's), and only when it has a [`Budget`](crate::Budget) with a
+    /// limit or prices (as [`Outcome::spend`](crate::Outcome::spend)).
+    Spent {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The run's spend, its money included with a price table.
+        spend: Spend,
+    },
     /// The run ended; the last event of every `run_loop`.
     Stopped {
         /// Emitting agent.
@@ -474,6 +484,7 @@ impl Event {
             | Event::ModelFallback { agent, .. }
             | Event::Resumed { agent, .. }
             | Event::BudgetExceeded { agent, .. }
+            | Event::Spent { agent, .. }
             | Event::Stopped { agent, .. } => agent,
         }
     }
@@ -505,6 +516,7 @@ impl Event {
             Event::ModelFallback { .. } => "model_fallback",
             Event::Resumed { .. } => "resumed",
             Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::Spent { .. } => "spent",
             Event::Stopped { .. } => "stopped",
         }
     }

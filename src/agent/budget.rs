@@ -537,6 +537,20 @@ impl Agent {
         }
     }
 
+    /// The run's end: its spend, announced ([`Event::Spent`]) by the
+    /// host's agent when the budget limits or prices anything.
+    pub(super) fn budget_end(&self) -> Spend {
+        let spend = self.shared.meter.spend();
+        let main = !self.shared.options.nesting.is_child();
+        if main && self.shared.meter.budget().is_set() {
+            self.emit(Event::Spent {
+                agent: self.agent_id(),
+                spend,
+            });
+        }
+        spend
+    }
+
     /// What a journaled response records: the run's spend, when the agent
     /// has a budget (a limit or prices) to keep across a resume.
     pub(super) fn budget_record(&self) -> Option<Spend> {

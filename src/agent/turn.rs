@@ -718,6 +718,7 @@ impl Agent {
         self.last_stop = Some(reason);
         let tally = self.shared.settle_tally();
         self.total_usage += tally.usage;
+        let spend = self.budget_end();
         self.emit(Event::Stopped {
             agent: self.agent_id(),
             reason,
@@ -732,7 +733,7 @@ impl Agent {
             steps,
             usage: tally.usage,
             requests: tally.requests,
-            spend: self.shared.meter.spend(),
+            spend,
             pending_approvals: if stop_reason == StopReason::ApprovalPending {
                 self.pending_approvals()
             } else {
