@@ -407,3 +407,66 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
     );
     assert_eq!(server.chat_requests().len(), 2);
 }
+
+/// The chat example's `--max-tokens` and `--max-cost`: what tripped is
+/// printed plainly, and the request past it is never sent.
+#[test]
+fn the_chat_example_stops_on_max_tokens_and_max_cost() {
+    let bin = {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().and_then(std::path::Path::parent).unwrap();
+        dir.join("examples")
+            .join(format!("chat{}", std::env::consts::EXE_SUFFIX))
+    };
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let run = |args: &[&str]| {
+        std::process::Command::new(&bin)
+            .args([
+                "--base-url",
+                &base,
+                "--model",
+                "fake-model",
+                "--on-exhausted",
+                "raise",
+            ])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("PIKURI_API")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run `cargo build --examples` first")
+    };
+    // Nothing else is scripted: a request past the limit would fail.
+    server.push(calc("1+1").with_usage(1_000, 100));
+    let out = run(&["--max-tokens", "1500", "-p", "go"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("budget exceeded: total_tokens limit reached"),
+        "{stderr}"
+    );
+    assert_eq!(server.chat_requests().len(), 1);
+
+    // Nothing else is scripted: a request past the limit would fail.
+    server.push(calc("1+1").with_usage(1_000, 100));
+    let out = run(&["--max-cost", "0.004", "--price", "2.5,10", "-p", "go"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("budget exceeded: cost limit reached"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("$0.0035"), "the spend is shown: {stderr}");
+    assert_eq!(server.chat_requests().len(), 2);
+
+    // A cost limit on a model without a price is a usage mistake.
+    let out = run(&["--max-cost", "0.004", "-p", "go"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr.contains("price"), "{stderr}");
+}
