@@ -177,7 +177,7 @@ impl fmt::Display for Limit {
 ///
 /// let server = FakeServer::start();
 /// server.push(Reply::text("hi").with_usage(1_000, 100));
-/// let prices = PriceTable::new().with("test-model", Price::per_million_usd(2.5, 10.0));
+/// let prices = PriceTable::new().with("fake-model", Price::per_million_usd(2.5, 10.0));
 /// let mut agent = Agent::builder(server.transport()).budget(Budget::new().prices(prices)).build()?;
 /// let spend = agent.run_loop("hello")?.spend;
 /// assert_eq!((spend.requests, spend.input_tokens(), spend.output_tokens()), (1, 1_000, 100));
