@@ -1,10 +1,9 @@
 //! Spending limits: [`Budget`], its [`PriceTable`], and the `Meter` that
 //! counts a run's [`Spend`] for the whole tree of agents.
 //!
-//! The rules are written once, on [`Budget`]; the loop calls the hooks at
-//! the end of this file at its boundaries (`turn.rs`: the run's start,
-//! before each request, each answered request, each tool call, the run's
-//! end).
+//! The rules are written once, on [`Budget`]; the loop calls the hooks in
+//! `metering.rs` at its boundaries (`turn.rs`: the run's start, before
+//! each request, each answered request, each tool call, the run's end).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +11,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::Agent;
-use super::compact::Conversation;
 use crate::spend::{Cost, Limit, micros};
-use crate::{Error, Event, OnExhausted, Result, Spend, Usage};
+use crate::{OnExhausted, Spend, Usage};
 
 /// What a model costs: microdollars per million tokens, for fresh input,
 /// cached input, cache writes and output.
@@ -314,7 +311,7 @@ impl Budget {
     }
 
     /// Whether anything is limited or priced.
-    fn is_set(&self) -> bool {
+    pub(super) fn is_set(&self) -> bool {
         self.prices.is_some()
             || self.requests.is_some()
             || self.input.is_some()
@@ -441,6 +438,7 @@ impl Meter {
 
     /// A resumed run: what its journal recorded was spent, the wall time
     /// included.
+    #[cfg(feature = "journal")]
     pub(crate) fn restore(&self, spent: Spend) {
         let mut st = self.state.lock();
         st.spend = spent;
@@ -481,7 +479,11 @@ impl Meter {
     }
 
     /// Before a request: the limit that refuses it.
-    fn before_request(&self, model: Option<&str>, estimate: impl FnOnce() -> u64) -> Option<Limit> {
+    pub(super) fn before_request(
+        &self,
+        model: Option<&str>,
+        estimate: impl FnOnce() -> u64,
+    ) -> Option<Limit> {
         if std::mem::take(&mut self.state.lock().grace) {
             return None;
         }
@@ -494,123 +496,12 @@ impl Meter {
     }
 
     /// Before a tool call: count it; the limit that stops it.
-    fn tool_call(&self) -> Option<Limit> {
+    pub(super) fn tool_call(&self) -> Option<Limit> {
         {
             let mut st = self.state.lock();
             st.spend.tool_calls = st.spend.tool_calls.saturating_add(1);
         }
         self.budget.passed(&self.spend())
-    }
-}
-
-// ------------------------------------------------------------ the loop's hooks
-
-impl Agent {
-    /// The run's start: the host's agent starts a fresh count; a child
-    /// counts into its parent's.
-    pub(super) fn budget_begin(&self) {
-        if !self.shared.options.nesting.is_child() {
-            self.shared.meter.reset();
-        }
-    }
-
-    /// Before a request (after compaction): refuse it when the budget
-    /// says so.
-    pub(super) fn budget_before_request(&mut self) -> Result<()> {
-        let model = self.transport().model().map(str::to_string);
-        let meter = Arc::clone(&self.shared.meter);
-        let refused = meter.before_request(model.as_deref(), || self.request_estimate());
-        refused.map_or(Ok(()), |limit| Err(self.budget_trip(limit)))
-    }
-
-    /// A request answered with `usage` (or a failed one's usage).
-    pub(super) fn budget_count(&self, usage: Option<Usage>, completed: bool) {
-        let transport = self.transport();
-        self.shared.meter.count(transport.model(), usage, completed);
-    }
-
-    /// Before a tool call: count it, stop it when a limit is passed.
-    pub(super) fn budget_tool_call(&self) -> Result<()> {
-        match self.shared.meter.tool_call() {
-            Some(limit) => Err(self.budget_trip(limit)),
-            None => Ok(()),
-        }
-    }
-
-    /// The run's end: its spend, announced ([`Event::Spent`]) by the
-    /// host's agent when the budget limits or prices anything.
-    pub(super) fn budget_end(&self) -> Spend {
-        let spend = self.shared.meter.spend();
-        let main = !self.shared.options.nesting.is_child();
-        if main && self.shared.meter.budget().is_set() {
-            self.emit(Event::Spent {
-                agent: self.agent_id(),
-                spend,
-            });
-        }
-        spend
-    }
-
-    /// What a journaled response records: the run's spend, when the agent
-    /// has a budget (a limit or prices) to keep across a resume.
-    pub(super) fn budget_record(&self) -> Option<Spend> {
-        let meter = &self.shared.meter;
-        meter.budget().is_set().then(|| meter.spend())
-    }
-
-    /// A run resumed from its journal goes on from what it had spent.
-    #[cfg(feature = "journal")]
-    pub(super) fn budget_resume(&self, spent: Option<Spend>) {
-        if let Some(spent) = spent {
-            self.shared.meter.restore(spent);
-        }
-    }
-
-    /// Whether `err` ends the run in the synthesizer (a tripped limit
-    /// under [`OnExhausted::Synthesize`], of the step limit or the budget).
-    pub(super) fn synthesizes(&self, err: &Error) -> bool {
-        match err {
-            Error::StepLimitExceeded { .. } => self
-                .shared
-                .step_limit
-                .as_ref()
-                .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize),
-            Error::BudgetExceeded { .. } => {
-                self.shared.meter.budget().policy() == OnExhausted::Synthesize
-            }
-            _ => false,
-        }
-    }
-
-    /// The tripped `limit` announced, as the run's error.
-    fn budget_trip(&self, limit: Limit) -> Error {
-        let spend = self.shared.meter.spend();
-        self.emit(Event::BudgetExceeded {
-            agent: self.agent_id(),
-            limit,
-            spend,
-        });
-        Error::BudgetExceeded {
-            limit,
-            spend: Box::new(spend),
-        }
-    }
-
-    /// The next request's input, in tokens, as compaction estimates it.
-    fn request_estimate(&mut self) -> u64 {
-        let tools = self.tools();
-        let mut none = |_: &str, _: &str| Ok(String::new());
-        let conversation = Conversation {
-            messages: &mut self.messages,
-            system_prompt: self
-                .typed
-                .as_ref()
-                .map_or(&self.system_prompt, |t| &t.system_prompt),
-            tools: &tools,
-            window: None,
-            summarize: &mut none,
-        };
-        self.compactor.estimate(&conversation)
     }
 }
 

@@ -16,6 +16,7 @@ mod compact;
 mod extension;
 mod fallback;
 mod history;
+mod metering;
 mod outcome;
 mod recover;
 mod registry;

@@ -68,7 +68,8 @@ pub struct Outcome {
     /// time and, with a [`PriceTable`](crate::budget::PriceTable), money:
     /// this run's, a per-turn figure (see [`Budget`](crate::Budget#what-counts)).
     /// A sub-agent's outcome shows the count of the whole run so far.
-    pub spend: Spend,
+    /// Boxed, so an `Outcome` stays small to move.
+    pub spend: Box<Spend>,
     /// With [`StopReason::ApprovalPending`], the calls awaiting the host's
     /// decision ([`Agent::pending_approvals`](crate::Agent::pending_approvals)); empty otherwise.
     pub pending_approvals: Vec<PendingApproval>,

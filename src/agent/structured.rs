@@ -297,7 +297,7 @@ impl TypedTurn {
                     u
                 },
                 requests: total.requests + outcome.requests,
-                spend: total.spend.merged(&outcome.spend),
+                spend: Box::new(total.spend.merged(&outcome.spend)),
                 pending_approvals: outcome.pending_approvals,
             },
         };
@@ -374,7 +374,7 @@ mod tests {
             steps,
             usage: crate::Usage::new().with_input(10),
             requests: 1,
-            spend: crate::Spend::default(),
+            spend: Box::default(),
             pending_approvals: Vec::new(),
         }
     }

@@ -733,7 +733,7 @@ impl Agent {
             steps,
             usage: tally.usage,
             requests: tally.requests,
-            spend,
+            spend: Box::new(spend),
             pending_approvals: if stop_reason == StopReason::ApprovalPending {
                 self.pending_approvals()
             } else {

@@ -380,7 +380,7 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
     store
         .refuse
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    let spent: Vec<String> = store
+    let recorded: Vec<String> = store
         .records
         .lock()
         .unwrap()
@@ -388,7 +388,11 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
         .filter(|r| r.contains(r#""spent""#))
         .cloned()
         .collect();
-    assert_eq!(spent.len(), 1, "one response, its spend recorded with it");
+    assert_eq!(
+        recorded.len(),
+        1,
+        "one response, its spend recorded with it"
+    );
 
     let mut a = Agent::builder(server.transport())
         .add_tool(builtin::calculator())
