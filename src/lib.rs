@@ -119,6 +119,12 @@
 //! parent's `Cancellable` (one cancel stops the tree) and `Approver`, and has
 //! no `Interloper`.
 //!
+//! A [`Budget`] is no signal but a configuration; its count is reset at the
+//! turn start (not in a child, which counts into its parent's run), checked
+//! before each request (after compaction), added to after each response,
+//! and checked before each tool call between `tick()` and `check()`; see
+//! [`Budget`](Budget#when-it-is-checked).
+//!
 //! # Errors
 //!
 //! One error type, [`Error`], for what aborts a run: HTTP statuses (with the

@@ -234,15 +234,18 @@ impl Spend {
 }
 
 impl fmt::Display for Spend {
-    /// `3 requests, 1200 in, 80 out, 2 tool calls, $0.0035`.
+    /// `3 requests, 1200 in, 80 out, 1 tool call, $0.0035`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = |n: u64| if n == 1 { "" } else { "s" };
         write!(
             f,
-            "{} requests, {} in, {} out, {} tool calls",
+            "{} request{}, {} in, {} out, {} tool call{}",
             self.requests,
+            s(self.requests),
             self.input_tokens(),
             self.output_tokens(),
-            self.tool_calls
+            self.tool_calls,
+            s(self.tool_calls)
         )?;
         match self.cost {
             Some(c) => write!(f, ", {c}"),
@@ -264,6 +267,28 @@ mod tests {
             Cost::from_pico_usd(u64::MAX).to_string(),
             "$18446744.073709551615"
         );
+    }
+
+    #[test]
+    fn spend_and_its_error_display() {
+        let spend = Spend {
+            requests: 1,
+            usage: Usage::new().with_input(1_000).with_output(100),
+            tool_calls: 1,
+            cost: Some(Cost::from_micro_usd(3_500)),
+            elapsed_ms: 7,
+        };
+        let err = crate::Error::BudgetExceeded {
+            limit: Limit::Cost,
+            spend: Box::new(spend),
+        };
+        assert_eq!(
+            err.to_string(),
+            "budget exceeded: cost limit reached after 1 request, 1000 in, 100 out, 1 tool call, $0.0035"
+        );
+        assert_eq!(err.kind(), crate::ErrorKind::Budget);
+        let none = Spend::default();
+        assert_eq!(none.to_string(), "0 requests, 0 in, 0 out, 0 tool calls");
     }
 
     #[test]

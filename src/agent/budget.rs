@@ -186,11 +186,11 @@ impl PriceTable {
 ///
 /// # When it trips
 ///
-/// [`Event::BudgetExceeded`] names the limit and what was spent, then, as
+/// [`Event::BudgetExceeded`](crate::Event::BudgetExceeded) names the limit and what was spent, then, as
 /// the step limit does, the [policy](Budget::on_exhausted) decides:
-/// [`OnExhausted::Raise`] ends the run with [`Error::BudgetExceeded`]
+/// [`OnExhausted::Raise`] ends the run with [`Error::BudgetExceeded`](crate::Error::BudgetExceeded)
 /// ([`StopReason::Budget`](crate::StopReason::Budget) on
-/// [`Event::Stopped`]); [`OnExhausted::Synthesize`] lets the synthesizer
+/// [`Event::Stopped`](crate::Event::Stopped)); [`OnExhausted::Synthesize`] lets the synthesizer
 /// answer from what was gathered, with **one** more request past the
 /// limit (counted in the spend) and the outcome's stop reason
 /// [`Synthesized`](crate::StopReason::Synthesized). The history is valid
@@ -200,7 +200,7 @@ impl PriceTable {
 ///
 /// With a [`max_cost`](Budget::max_cost), the price table must price the
 /// agent's model ([`Configurator::build`](crate::Configurator::build)
-/// fails with [`Error::InvalidInput`] otherwise). A request to a model the
+/// fails with [`Error::InvalidInput`](crate::Error::InvalidInput) otherwise). A request to a model the
 /// table does not price (a fallback, a switched model) is then not sent:
 /// the run stops on [`Limit::Cost`], as the cost could not be bounded.
 /// Without a cost limit such a request is sent and

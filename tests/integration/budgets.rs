@@ -164,7 +164,7 @@ fn the_cost_is_exact_for_a_known_price_table() {
     // 1000 prompt tokens of which 400 cached, 100 out; then 2000 fresh, 50 out.
     server.push(calc("1+1").with_usage(1_000, 100).with_cached_tokens(400));
     server.push(Reply::text("2").with_usage(2_000, 50));
-    let (mut agent, _rec) = agent_with(&server, |c| {
+    let (mut agent, rec) = agent_with(&server, |c| {
         c.add_tool(builtin::calculator())
             .budget(Budget::new().prices(table()))
     });
@@ -175,6 +175,14 @@ fn the_cost_is_exact_for_a_known_price_table() {
     assert_eq!(out.spend.cost.unwrap().to_string(), "$0.0085");
     assert_eq!((out.spend.requests, out.spend.tool_calls), (2, 1));
     assert_eq!(out.spend.total_tokens(), 3_150);
+    // Announced just before `Stopped`, for the host and the tracer.
+    let kinds = rec.kinds();
+    assert_eq!(&kinds[kinds.len() - 2..], ["spent", "stopped"]);
+    let spent = rec.events().into_iter().find_map(|e| match e {
+        Event::Spent { spend, .. } => Some(spend),
+        _ => None,
+    });
+    assert_eq!(spent.map(|s| s.cost), Some(out.spend.cost));
 }
 
 #[test]
