@@ -14,7 +14,7 @@
 //!   (pikuri discovers `.pikuri/skills`, `.claude/skills`, ...; here the host
 //!   passes the folders), keeps their front matter, and lists what it
 //!   refused and why ([`Catalog::rejected`]).
-//! - [`Skills`] is the [`Extension`](crate::extension::Extension) that adds
+//! - [`Skills`] is the [`Extension`] that adds
 //!   the block and the tool to an agent.
 //! - A sub-agent or a persona gets a subset: [`Catalog::subset`], its own
 //!   tool ([`Catalog::tool`], under another name) in the sub-agent pool and
