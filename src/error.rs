@@ -17,6 +17,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::sanitize::sanitize;
+use crate::spend::{Limit, Spend};
 
 /// A specialized `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -44,6 +45,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Truncated`](ErrorKind::Truncated) | a stream ended before its end event ([`Error::Truncated`]) | yes |
 /// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
 /// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
+/// | [`Budget`](ErrorKind::Budget) | a spending limit was reached ([`Error::BudgetExceeded`]) | with a larger budget |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
@@ -160,6 +162,15 @@ pub enum Error {
     StepLimitExceeded {
         /// The budget that ran out.
         max: u32,
+    },
+    /// A [`Budget`](crate::Budget) limit was reached under the `Raise`
+    /// policy (a request refused before it was sent, or a tool call not
+    /// run): which one, and what the run had spent.
+    BudgetExceeded {
+        /// The limit reached.
+        limit: Limit,
+        /// What the run had spent when it stopped.
+        spend: Box<Spend>,
     },
     /// An argument or configuration was invalid: a blank user message, a zero
     /// step budget, duplicate tool names, an unknown persona tool,
@@ -284,6 +295,8 @@ pub enum ErrorKind {
     Cancelled,
     /// The step budget ran out.
     StepLimit,
+    /// A [`Budget`](crate::Budget) limit was reached.
+    Budget,
     /// An argument or setting was invalid.
     InvalidInput,
     /// A history was invalid.
@@ -335,6 +348,7 @@ impl Error {
             Error::Truncated => ErrorKind::Truncated,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::StepLimitExceeded { .. } => ErrorKind::StepLimit,
+            Error::BudgetExceeded { .. } => ErrorKind::Budget,
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::History(_) => ErrorKind::History,
             Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
@@ -474,6 +488,11 @@ impl Error {
             Error::StepLimitExceeded { max } => f
                 .debug_struct("StepLimitExceeded")
                 .field("max", max)
+                .finish(),
+            Error::BudgetExceeded { limit, spend } => f
+                .debug_struct("BudgetExceeded")
+                .field("limit", limit)
+                .field("spend", spend)
                 .finish(),
             Error::InvalidInput(m) => f.debug_tuple("InvalidInput").field(m).finish(),
             Error::History(m) => f.debug_tuple("History").field(m).finish(),
@@ -656,6 +675,9 @@ impl fmt::Display for Error {
             Error::Truncated => f.write_str("stream truncated before the end of the answer"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
+            Error::BudgetExceeded { limit, spend } => {
+                write!(f, "budget exceeded: {limit} limit reached after {spend}")
+            }
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
             Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
             Error::InvalidAnswer { problems, .. } => {

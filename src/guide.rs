@@ -24,6 +24,7 @@
 //!    - [Gemini](#gemini)
 //! 15. [Model settings](#model-settings)
 //! 16. [Context caching (Gemini)](#context-caching-gemini)
+//! 17. [Budgets](#budgets)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -1193,3 +1194,57 @@
 //! assert!(err.to_string().contains(cache.name()));
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! # Budgets
+//!
+//! A [`StepLimit`](crate::StepLimit) caps one agent's tool calls; a
+//! [`Budget`](crate::Budget) caps what a whole run may spend: requests,
+//! input, output and total tokens, tool calls, wall time, and money from a
+//! [`PriceTable`](crate::budget::PriceTable) you supply. Sub-agents, the
+//! synthesizer and the compactor count into their parent's run and are
+//! stopped by it. A request whose input alone would pass a limit is never
+//! sent; a tripped limit ends the run as the step limit does (an error, or
+//! a synthesized answer under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)),
+//! and every outcome says what the run spent
+//! ([`Outcome::spend`](crate::Outcome::spend)), its cost exact to the
+//! picodollar.
+//!
+//! ```
+//! use pikuri::budget::{Cost, Limit, Price, PriceTable};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::{Agent, Budget, Error, builtin};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! server.push(Reply::text("42").with_usage(1_100, 5));
+//! let prices = PriceTable::new().with("fake-model", Price::per_million_usd(2.5, 10.0));
+//! let budget = Budget::new().prices(prices).max_cost(Cost::from_usd(0.01));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.clone())
+//!     .build()?;
+//! let spend = agent.run_loop("6*7?")?.spend;
+//! assert_eq!((spend.requests, spend.tool_calls, spend.total_tokens()), (2, 1, 2_125));
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(5_250 + 250))); // 2100 in, 25 out
+//! assert_eq!(spend.cost.unwrap().to_string(), "$0.0055");
+//!
+//! // A tighter budget: the second request would pass $0.005 on its input
+//! // alone, so it is not sent.
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.max_cost(Cost::from_usd(0.005)))
+//!     .build()?;
+//! let err = agent.run_loop("6*7?").unwrap_err();
+//! let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+//! assert_eq!(*limit, Limit::Cost);
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(2_700)));
+//! assert_eq!(server.chat_requests().len(), 3);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! A budget is per run: the next `run_loop` starts from nothing (a run
+//! resumed from its journal goes on from what it had spent). For a limit
+//! over an agent's lifetime, sum the outcomes' spend in the host. The
+//! chat example takes `--max-tokens`, `--max-cost` and `--price`.
