@@ -73,6 +73,10 @@ impl ToolCallRecord {
 /// only) the case's input and the events. Evaluators judge it; reports
 /// keep all but the input, the metadata and the events.
 ///
+/// Two runs are equal when what a report keeps of them is: the input,
+/// expected output, metadata and events are left out, so a report read
+/// back equals the one saved.
+///
 /// # Examples
 ///
 /// ```
@@ -85,7 +89,7 @@ impl ToolCallRecord {
 /// assert_eq!(run.output_text(), "4");
 /// assert_eq!(run.tool_names(), ["calculator"]);
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Run {
     /// The case's name.
@@ -130,6 +134,21 @@ pub struct Run {
     /// [`MAX_EVENTS`] (not saved in reports).
     #[serde(skip)]
     pub events: Vec<Event>,
+}
+
+impl PartialEq for Run {
+    fn eq(&self, other: &Run) -> bool {
+        self.case == other.case
+            && self.repeat == other.repeat
+            && self.status == other.status
+            && self.output == other.output
+            && self.error == other.error
+            && self.tool_calls == other.tool_calls
+            && self.usage == other.usage
+            && self.requests == other.requests
+            && self.duration_ms == other.duration_ms
+            && self.cost == other.cost
+    }
 }
 
 impl Run {
