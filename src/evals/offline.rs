@@ -53,7 +53,7 @@ use crate::{ChatTransport, Error, Result};
 /// replay.finish()?;
 /// assert_eq!(replayed.without_timings(), recorded.without_timings());
 /// std::fs::remove_dir_all(&dir)?;
-/// # Ok::<(), pikuri::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Offline {
     path: PathBuf,
