@@ -630,17 +630,41 @@ fn junit_escapes_everything_and_a_real_parser_reads_it() {
         xml.contains(r#"<testsuite name="d&lt;&amp;&gt;" tests="2" failures="1" errors="0""#),
         "{xml}"
     );
-    // Python's XML parser, where there is one, reads it back.
-    let script = "import sys, xml.etree.ElementTree as ET\n\
-                  root = ET.fromstring(sys.stdin.read())\n\
-                  cases = root.findall('./testsuite/testcase')\n\
-                  print(cases[0].get('name')); print(len(cases[0].findall('failure')), len(cases[1].findall('failure')))";
-    let child = std::process::Command::new("python3")
+    // A real JUnit consumer reads it back: junitparser (PyPI) from the venv
+    // of scripts/evals-junit.sh when PIKURI_JUNIT_PYTHON names it, else
+    // Python's own XML parser where there is a python3.
+    let junit_python = std::env::var("PIKURI_JUNIT_PYTHON").ok();
+    let required = std::env::var("PIKURI_REQUIRE_JUNIT").is_ok_and(|v| v == "1");
+    let script = if junit_python.is_some() {
+        "import sys\n\
+         from junitparser import JUnitXml, Failure\n\
+         xml = JUnitXml.fromstring(sys.stdin.read())\n\
+         cases = [c for s in xml for c in s]\n\
+         print(cases[0].name); print(sum(isinstance(r, Failure) for r in cases[0].result), len(cases[1].result))"
+    } else {
+        "import sys, xml.etree.ElementTree as ET\n\
+         root = ET.fromstring(sys.stdin.read())\n\
+         cases = root.findall('./testsuite/testcase')\n\
+         print(cases[0].get('name')); print(len(cases[0].findall('failure')), len(cases[1].findall('failure')))"
+    };
+    let python = junit_python.as_deref().unwrap_or("python3");
+    let child = std::process::Command::new(python)
         .args(["-c", script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn();
-    let Ok(mut child) = child else { return };
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            assert!(
+                !required,
+                "PIKURI_REQUIRE_JUNIT=1 but {python} does not run: {e}"
+            );
+            eprintln!("skipped the parse: {python}: {e}");
+            return;
+        }
+    };
     child
         .stdin
         .take()
