@@ -1,6 +1,7 @@
 //! [`Diff`]: a report against its baseline, case by case, and the helper
 //! that fails a test on a regression.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::report::{CaseReport, Report, shown};
@@ -126,8 +127,15 @@ impl Report {
             tolerance.max(0.0)
         };
         let mut diff = Diff::default();
+        // By name, in constant time per case: a dataset may be large.
+        let before_by_name: HashMap<&str, &CaseReport> = baseline
+            .cases
+            .iter()
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        let now_names: HashSet<&str> = self.cases.iter().map(|c| c.name.as_str()).collect();
         for now in &self.cases {
-            let Some(before) = baseline.case(&now.name) else {
+            let Some(&before) = before_by_name.get(now.name.as_str()) else {
                 diff.added.push(now.name.clone());
                 continue;
             };
@@ -144,7 +152,7 @@ impl Report {
             }
         }
         for before in &baseline.cases {
-            if self.case(&before.name).is_none() {
+            if !now_names.contains(before.name.as_str()) {
                 diff.removed.push(before.name.clone());
             }
         }

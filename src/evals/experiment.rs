@@ -333,9 +333,12 @@ impl Experiment {
     }
 }
 
+/// The most characters of a task's error or panic message a run keeps.
+const MAX_ERROR_CHARS: usize = 4000;
+
 fn finished(mut run: Run, status: RunStatus, error: Option<String>) -> Run {
     run.status = status;
-    run.error = error;
+    run.error = error.map(|e| crate::util::excerpt(&e, MAX_ERROR_CHARS).into_owned());
     run
 }
 

@@ -12,8 +12,14 @@ use crate::{Error, Result};
 /// directory at `path`. `what` names the file in errors ("report").
 pub(super) fn write_atomic(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
     let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
-    if path.is_dir() {
-        return Err(at("is a directory".into()));
+    // A device, a FIFO or a socket is never replaced by a file (as root,
+    // the rename would succeed even in /dev); a link is replaced itself.
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return Err(at("is a directory".into())),
+        Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
+            return Err(at("not a regular file".into()));
+        }
+        _ => {}
     }
     let name = path
         .file_name()

@@ -821,3 +821,61 @@ fn a_recorded_dataset_replays_to_the_same_report_twice() {
         "{e}"
     );
 }
+
+#[test]
+fn saving_never_replaces_a_fifo_or_a_directory_and_bounds_hold() {
+    let dir = temp_dir("save");
+    let report = Experiment::new("x")
+        .timeout(Duration::MAX) // no limit, not an overflow
+        .run(
+            &Dataset::new("d").case(Case::new("a", "x")),
+            |_: &mut TaskContext| Err::<Value, _>("e".repeat(1_000_000)),
+        );
+    let error = report.cases[0].runs[0].run.error.clone().unwrap();
+    assert_eq!(error.chars().count(), 4001, "bounded, with an ellipsis");
+    assert!(
+        report
+            .save(&dir)
+            .unwrap_err()
+            .to_string()
+            .contains("is a directory")
+    );
+    let fifo = dir.join("fifo.json");
+    if std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let e = report.save(&fifo).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let dataset = Dataset::new("d").case(Case::new("a", "x"));
+        assert!(
+            dataset
+                .save(&fifo)
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
+        use std::os::unix::fs::FileTypeExt as _;
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+    }
+    // A missing folder is not created.
+    let e = report
+        .save(dir.join("missing/report.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing/report.json"), "{e}");
+    assert!(!dir.join("missing").exists());
+    // No temporary file is left behind by a failed or a good save.
+    report.save(dir.join("ok.json")).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains(".tmp")), "{names:?}");
+}
