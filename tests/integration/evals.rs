@@ -8,6 +8,7 @@
 #![allow(clippy::float_cmp, clippy::too_many_lines)]
 
 use std::io::Write as _;
+use std::os::unix::fs::FileTypeExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -856,7 +857,6 @@ fn saving_never_replaces_a_fifo_or_a_directory_and_bounds_hold() {
                 .to_string()
                 .contains("not a regular file")
         );
-        use std::os::unix::fs::FileTypeExt as _;
         assert!(
             std::fs::symlink_metadata(&fifo)
                 .unwrap()
