@@ -382,3 +382,76 @@ impl Listener for Collector {
         "evals::Collector".to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tokens() -> Event {
+        Event::Tokens {
+            agent: "".into(),
+            input: Some(u64::MAX),
+            output: Some(1),
+            cached: None,
+            cache_creation: None,
+            thinking: None,
+            model_id: None,
+            response_id: None,
+        }
+    }
+
+    #[test]
+    fn the_collector_keeps_at_most_max_events_but_counts_them_all() {
+        let cx = TaskContext::new(Run::empty("c".into(), 0));
+        let mut listener = cx.listener();
+        for _ in 0..MAX_EVENTS + 10 {
+            listener.on_event(&tokens());
+        }
+        listener.on_event(&Event::AssistantDelta {
+            agent: "".into(),
+            content: "x".into(),
+        });
+        let mut run = Run::empty("c".into(), 0);
+        cx.collected.lock().fill(&mut run);
+        assert_eq!(run.events.len(), MAX_EVENTS);
+        assert_eq!(run.requests as usize, MAX_EVENTS + 10);
+        // Saturating sums: u64::MAX many times is still u64::MAX.
+        assert_eq!(run.usage.input, Some(u64::MAX));
+    }
+
+    #[test]
+    fn results_find_their_call_by_agent_and_id_and_strays_are_ignored() {
+        let cx = TaskContext::new(Run::empty("c".into(), 0));
+        let mut listener = cx.listener();
+        let call = |agent: &str, id: &str| Event::ToolCall {
+            agent: agent.into(),
+            id: id.into(),
+            name: "t".into(),
+            arguments: json!({"id": id}),
+        };
+        let result = |agent: &str, id: &str, content: &str| Event::ToolResult {
+            agent: agent.into(),
+            id: id.into(),
+            name: "t".into(),
+            content: content.into(),
+        };
+        listener.on_event(&call("", "1"));
+        listener.on_event(&call("child", "1")); // the same id in a sub-agent
+        listener.on_event(&result("child", "1", "from child"));
+        listener.on_event(&result("", "never-called", "stray"));
+        listener.on_event(&result("", "1", "from top"));
+        listener.on_event(&result("", "1", "again")); // a repeat changes nothing
+        let mut run = Run::empty("c".into(), 0);
+        cx.collected.lock().fill(&mut run);
+        let results: Vec<_> = run
+            .tool_calls
+            .iter()
+            .map(|c| (c.agent.as_str(), c.result.as_deref()))
+            .collect();
+        assert_eq!(
+            results,
+            [("", Some("from top")), ("child", Some("from child"))]
+        );
+    }
+}
