@@ -14,6 +14,7 @@
 //! 6. [Persisting sessions](#persisting-sessions)
 //!    - [Surviving a crash](#surviving-a-crash)
 //! 7. [Testing your agent](#testing-your-agent)
+//!    - [Evals](#evals)
 //! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
 //! 9. [Tools from MCP servers](#tools-from-mcp-servers)
 //! 10. [Many tools and skills](#many-tools-and-skills)
@@ -487,6 +488,69 @@
 //! server.assert_all_used();
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! ## Evals
+//!
+//! A test asserts one conversation; an eval tells whether a change to the
+//! prompt, the model or a tool made the agent better or worse over many.
+//! [`evals`](crate::evals) (feature `evals`) runs a
+//! [`Dataset`](crate::evals::Dataset) of cases through your agent, judges
+//! each run with checks (the answer, the tools called and their
+//! arguments, limits on calls, tokens, cost and time, a
+//! [`Judge`](crate::evals::Judge) model with a rubric), and compares the
+//! [`Report`](crate::evals::Report) with a baseline you keep. Record the
+//! model's answers once with [`Offline::record`](crate::evals::Offline::record)
+//! and CI replays them ([`Offline::replay`](crate::evals::Offline::replay)):
+//! no model, and the same report every time.
+//!
+//! ```
+//! use pikuri::{Agent, builtin};
+//! use pikuri::evals::{Dataset, Experiment, TaskContext};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use serde_json::json;
+//!
+//! // Usually `Dataset::load("evals/arithmetic.json")`.
+//! let dataset = Dataset::from_json(r#"{
+//!   "name": "arithmetic",
+//!   "checks": [{"type": "max_requests", "max": 3}],
+//!   "cases": [
+//!     {"name": "product", "input": "What is 6 times 7?", "expected": "42",
+//!      "checks": [{"type": "equals"},
+//!                 {"type": "arguments", "tool": "calculator", "arguments": {"expression": "6*7"}}]},
+//!     {"name": "greeting", "input": "Hi!", "checks": [{"type": "max_tool_calls", "max": 0}]}
+//!   ]}"#)?;
+//!
+//! // The model under test; `Offline::replay(path)?.transport()` in CI.
+//! let server = FakeServer::start();
+//! server.respond_with(|req| match req.messages().last().unwrap()["role"].as_str() {
+//!     Some("tool") => Reply::text("42"),
+//!     _ if req.messages().last().unwrap()["content"] == "Hi!" => Reply::text("Hello!"),
+//!     _ => Reply::tool_call("calculator", json!({"expression": "6*7"})),
+//! });
+//! let transport = server.transport();
+//! let report = Experiment::new("new prompt").repeats(3).threads(2).run(&dataset, move |cx: &mut TaskContext| {
+//!     let mut agent = Agent::builder(transport.clone())
+//!         .system_prompt("You do arithmetic with the calculator.")
+//!         .add_tool(builtin::calculator())
+//!         .add_listener(cx.listener()) // the kit sees the tool calls and usage
+//!         .cancellable(cx.cancellable()) // and can stop a run that hangs
+//!         .build()?;
+//!     Ok::<_, pikuri::Error>(agent.run_loop(cx.input())?.answer)
+//! });
+//! assert_eq!(report.pass_rate(), 1.0);
+//! print!("{}", report.table()); // one line per case, failures under it
+//!
+//! // Keep a report as the baseline (`report.save(path)`), and fail the
+//! // test when a case falls behind it by more than a tolerance.
+//! let baseline = pikuri::evals::Report::from_json(&report.to_json())?;
+//! report.assert_no_regressions(&baseline, 0.0);
+//! // For the CI's test view: JUnit XML, one <testcase> per case.
+//! assert!(report.to_junit().contains(r#"<testcase name="product" classname="arithmetic""#));
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! `cargo run --example evals` runs a ten-case dataset this way against its
+//! committed recording and baseline.
 //!
 //! # Asking before a tool runs
 //!

@@ -89,6 +89,7 @@
 //! | [`otel`] | OpenTelemetry export over OTLP/HTTP: [`OtlpExporter`](otel::OtlpExporter), [`OtlpConfig`](otel::OtlpConfig) |
 //! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
+//! | [`evals`] | datasets, evaluators, runs, reports and baselines |
 //! | [`guide`] | documentation only |
 //!
 //! # Controls
@@ -204,6 +205,8 @@
 //! - `otel`: [`otel`], the [`OtlpExporter`](otel::OtlpExporter) listener:
 //!   each run as OpenTelemetry GenAI spans (and metrics) over OTLP/HTTP
 //!   JSON, configured in code or from the `OTEL_*` variables.
+//! - `evals` (turns on `testing`): [`evals`], datasets, evaluators,
+//!   repeated runs, reports and baselines, offline from cassettes.
 //!
 //! Doc tests run with the default features only: the examples of core
 //! items use [`testing::FakeServer`] and often a built-in tool or
@@ -506,6 +509,8 @@ pub mod journal;
 pub mod skill;
 // Without the feature, the agent's boundaries call a no-op stand-in of the
 // same crate-private seam (`Record`, `Journal`).
+#[cfg(feature = "evals")]
+pub mod evals;
 #[cfg(not(feature = "journal"))]
 #[path = "journal_off.rs"]
 mod journal;

@@ -211,6 +211,18 @@ impl FakeServer {
         self.script.state.lock().rejections.clone()
     }
 
+    /// The cassette interactions not served yet, described (`evals`).
+    #[cfg(feature = "evals")]
+    pub(crate) fn unused_interactions(&self) -> Vec<String> {
+        self.script
+            .state
+            .lock()
+            .replay
+            .as_ref()
+            .map(super::cassette::Replay::unused)
+            .unwrap_or_default()
+    }
+
     /// Check that every scripted reply was served and, when replaying a
     /// [`Cassette`], that every request matched an interaction and every
     /// interaction was served.

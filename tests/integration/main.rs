@@ -13,6 +13,7 @@ mod context_cache; // issue 37: Gemini's context caches: create, use, expire, de
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod decoder_rules; // issue 36: the decoder rules on all three APIs (progress, identity, errors, bounds)
 mod errors; // the fault matrix: HTTP, transport and stream faults
+mod evals; // issue 41: datasets, evaluators, runs, reports, baselines, replayed cassettes
 mod extensions; // extension hooks, sub-agents, history
 mod faithful; // issue 29 item 4: provider fields echoed to their own model only, cached tokens
 mod fake_apis; // issue 29: FakeServer on /messages and /responses, strict mode, cassettes

@@ -1,0 +1,68 @@
+//! Writing the kit's files (datasets, reports): whole or not at all.
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Write `bytes` to `path` through a new temporary file beside it, renamed
+/// over `path` once complete: a reader (or a crash) never sees half a file,
+/// and a symbolic link at `path` is replaced, never written through. A
+/// missing parent folder is an error (never created), and so is a
+/// directory at `path`. `what` names the file in errors ("report").
+pub(super) fn write_atomic(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+    let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
+    // A device, a FIFO or a socket is never replaced by a file (as root,
+    // the rename would succeed even in /dev); a link is replaced itself.
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return Err(at("is a directory".into())),
+        Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
+            return Err(at("not a regular file".into()));
+        }
+        _ => {}
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| at("has no file name".into()))?
+        .to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| at(format!("{}: {e}", tmp.display())))?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        // Only the temporary file this call created is removed.
+        let _ = std::fs::remove_file(&tmp);
+        at(e.to_string())
+    })
+}
+
+/// The text of the regular file at `path`, refused when over `max` bytes,
+/// not a regular file (a FIFO would block the read, a device never end) or
+/// not UTF-8.
+pub(super) fn read_bounded(path: &Path, max: u64) -> Result<String> {
+    let at = |msg: String| Error::InvalidInput(format!("{}: {msg}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(at("not a regular file".into()));
+    }
+    if meta.len() > max {
+        return Err(at(format!("{} bytes, over the limit of {max}", meta.len())));
+    }
+    let file = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
+    let mut bytes = Vec::new();
+    // The file may have grown since `metadata`: read one byte past the limit.
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| at(e.to_string()))?;
+    if bytes.len() as u64 > max {
+        return Err(at(format!("over the limit of {max} bytes")));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| at(format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to())))
+}

@@ -1,0 +1,404 @@
+//! [`Report`]: what an experiment found, per case and per run; its JSON
+//! form (a baseline to keep) and its terminal table.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::capture::{Run, RunStatus};
+use super::dataset::Dataset;
+use super::file;
+use super::verdict::{Verdict, round6};
+use crate::Result;
+
+/// The largest report file [`Report::load`] reads (256 MiB).
+pub const MAX_REPORT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The format version [`Report::to_json`] writes.
+const VERSION: u32 = 1;
+
+/// How a set of scores spread: mean, smallest, largest and standard
+/// deviation (population), each rounded to six decimals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Spread {
+    /// The mean.
+    pub mean: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// The standard deviation.
+    pub stddev: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (all zero for none).
+    pub fn of(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        Spread {
+            mean: round6(mean),
+            min: round6(values.iter().copied().fold(f64::INFINITY, f64::min)),
+            max: round6(values.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+            stddev: round6(var.sqrt()),
+        }
+    }
+}
+
+/// One run in a report: what was captured, the verdicts, and whether it
+/// passed (it completed and every verdict passed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunResult {
+    /// What the kit captured.
+    #[serde(flatten)]
+    pub run: Run,
+    /// Each evaluator's verdict, in the order they ran.
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
+    /// Whether the run passed.
+    pub pass: bool,
+    /// The mean of the verdicts' scores (1.0 with none; 0.0 for a run that
+    /// did not complete).
+    pub score: f64,
+}
+
+impl RunResult {
+    pub(super) fn judged(run: Run, verdicts: Vec<Verdict>) -> RunResult {
+        let completed = run.is_completed();
+        let pass = completed && verdicts.iter().all(|v| v.pass);
+        let score = if !completed {
+            0.0
+        } else if verdicts.is_empty() {
+            1.0
+        } else {
+            round6(verdicts.iter().map(|v| v.score).sum::<f64>() / verdicts.len() as f64)
+        };
+        RunResult {
+            run,
+            verdicts,
+            pass,
+            score,
+        }
+    }
+}
+
+/// One evaluator's results over the runs of a case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct EvaluatorSummary {
+    /// The evaluator's name.
+    pub name: String,
+    /// The share of its verdicts that passed.
+    pub pass_rate: f64,
+    /// Its scores.
+    pub score: Spread,
+}
+
+/// One case in a report: its runs and what they add up to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CaseReport {
+    /// The case's name.
+    pub name: String,
+    /// The share of runs that passed.
+    pub pass_rate: f64,
+    /// The runs' scores.
+    pub score: Spread,
+    /// Per evaluator, in the order they ran.
+    #[serde(default)]
+    pub evaluators: Vec<EvaluatorSummary>,
+    /// Every run, in repeat order.
+    pub runs: Vec<RunResult>,
+}
+
+impl CaseReport {
+    fn of(name: String, runs: Vec<RunResult>) -> CaseReport {
+        let passed = runs.iter().filter(|r| r.pass).count();
+        let pass_rate = if runs.is_empty() {
+            0.0
+        } else {
+            round6(passed as f64 / runs.len() as f64)
+        };
+        let scores: Vec<f64> = runs.iter().map(|r| r.score).collect();
+        let mut evaluators: Vec<EvaluatorSummary> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        for v in runs.iter().flat_map(|r| &r.verdicts) {
+            if !names.contains(&v.evaluator.as_str()) {
+                names.push(&v.evaluator);
+            }
+        }
+        for name in names {
+            let verdicts: Vec<&Verdict> = runs
+                .iter()
+                .flat_map(|r| &r.verdicts)
+                .filter(|v| v.evaluator == name)
+                .collect();
+            let passed = verdicts.iter().filter(|v| v.pass).count();
+            let scores: Vec<f64> = verdicts.iter().map(|v| v.score).collect();
+            evaluators.push(EvaluatorSummary {
+                name: name.to_string(),
+                pass_rate: round6(passed as f64 / verdicts.len() as f64),
+                score: Spread::of(&scores),
+            });
+        }
+        CaseReport {
+            name,
+            pass_rate,
+            score: Spread::of(&scores),
+            evaluators,
+            runs,
+        }
+    }
+
+    /// The reasons of the failing runs, one line each (`run 2: contains
+    /// "Paris": "Paris" not in "Lyon"`), for tables and diffs.
+    pub fn failures(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for r in self.runs.iter().filter(|r| !r.pass) {
+            if let Some(e) = &r.run.error {
+                lines.push(format!("run {}: {:?}: {e}", r.run.repeat + 1, r.run.status));
+            }
+            for v in r.verdicts.iter().filter(|v| !v.pass) {
+                lines.push(format!(
+                    "run {}: {}: {}",
+                    r.run.repeat + 1,
+                    v.evaluator,
+                    v.reason
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// What an [`Experiment`](super::Experiment) found: per case, the runs,
+/// their verdicts, pass rates and score spreads.
+///
+/// Keep one as a baseline ([`save`](Report::save), JSON) and compare each
+/// new report with it ([`diff`](Report::diff),
+/// [`assert_no_regressions`](Report::assert_no_regressions)); show it on a
+/// terminal ([`table`](Report::table)) or to a CI system
+/// ([`to_junit`](Report::to_junit)).
+///
+/// # Examples
+///
+/// ```
+/// use pikuri::evals::{Case, Check, Dataset, Experiment, Report};
+///
+/// let dataset = Dataset::new("d").case(Case::new("echo", "hi").check(Check::equals("hi")));
+/// let report = Experiment::new("x").repeats(3).run(&dataset, |cx: &mut pikuri::evals::TaskContext| {
+///     Ok::<_, String>(cx.input().to_string())
+/// });
+/// assert_eq!(report.pass_rate(), 1.0);
+/// assert_eq!(report.cases[0].runs.len(), 3);
+/// let back = Report::from_json(&report.to_json())?;
+/// assert_eq!(back, report);
+/// assert!(report.table().contains("echo"));
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// The format version.
+    #[serde(default)]
+    pub version: u32,
+    /// The experiment's name.
+    pub name: String,
+    /// The dataset's name.
+    pub dataset: String,
+    /// Runs per case.
+    pub repeats: u32,
+    /// Per case, in the dataset's order.
+    pub cases: Vec<CaseReport>,
+}
+
+impl Report {
+    pub(super) fn from_runs(
+        name: &str,
+        dataset: &Dataset,
+        repeats: u32,
+        runs: Vec<RunResult>,
+    ) -> Report {
+        let mut per_case: Vec<Vec<RunResult>> =
+            dataset.cases().iter().map(|_| Vec::new()).collect();
+        let index: std::collections::HashMap<&str, usize> = dataset
+            .cases()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name(), i))
+            .collect();
+        for r in runs {
+            if let Some(&i) = index.get(r.run.case.as_str()) {
+                per_case[i].push(r);
+            }
+        }
+        let cases = dataset
+            .cases()
+            .iter()
+            .zip(per_case)
+            .map(|(c, mut runs)| {
+                runs.sort_by_key(|r| r.run.repeat);
+                CaseReport::of(c.name().to_string(), runs)
+            })
+            .collect();
+        Report {
+            version: VERSION,
+            name: name.to_string(),
+            dataset: dataset.name().to_string(),
+            repeats,
+            cases,
+        }
+    }
+
+    /// The share of all runs that passed.
+    pub fn pass_rate(&self) -> f64 {
+        let runs: Vec<&RunResult> = self.cases.iter().flat_map(|c| &c.runs).collect();
+        if runs.is_empty() {
+            return 0.0;
+        }
+        round6(runs.iter().filter(|r| r.pass).count() as f64 / runs.len() as f64)
+    }
+
+    /// The mean score of all runs.
+    pub fn score(&self) -> f64 {
+        let scores: Vec<f64> = self
+            .cases
+            .iter()
+            .flat_map(|c| &c.runs)
+            .map(|r| r.score)
+            .collect();
+        Spread::of(&scores).mean
+    }
+
+    /// The case named `name`.
+    pub fn case(&self, name: &str) -> Option<&CaseReport> {
+        self.cases.iter().find(|c| c.name == name)
+    }
+
+    /// This report with every time set to zero: what stays the same when
+    /// the same runs are replayed (compare two replays with `==` on this).
+    #[must_use]
+    pub fn without_timings(&self) -> Report {
+        let mut r = self.clone();
+        for run in r.cases.iter_mut().flat_map(|c| &mut c.runs) {
+            run.run.duration_ms = 0;
+            // A time limit's reason names the time.
+            for v in run
+                .verdicts
+                .iter_mut()
+                .filter(|v| v.evaluator == "max_millis")
+            {
+                v.reason.clear();
+            }
+        }
+        r
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Parse the JSON form.
+    pub fn from_json(text: &str) -> Result<Report> {
+        serde_json::from_str(text).map_err(|e| crate::Error::InvalidInput(format!("report: {e}")))
+    }
+
+    /// Write the JSON form to `path`, whole or not at all.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        file::write_atomic(path.as_ref(), self.to_json().as_bytes(), "report")
+    }
+
+    /// Read a report written by [`save`](Report::save); a file that is not
+    /// a regular file, over [`MAX_REPORT_BYTES`] or not a report is an
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming it.
+    pub fn load(path: impl AsRef<Path>) -> Result<Report> {
+        let path = path.as_ref();
+        let text = file::read_bounded(path, MAX_REPORT_BYTES)?;
+        Report::from_json(&text).map_err(|e| match e {
+            crate::Error::InvalidInput(m) => {
+                crate::Error::InvalidInput(format!("{}: {m}", path.display()))
+            }
+            other => other,
+        })
+    }
+
+    /// A table for a terminal: one row per case (pass rate, mean score and
+    /// spread, tool calls, requests and tokens per run, time per run), the
+    /// failures' reasons under it, and a total line. Text from the cases
+    /// and the model is sanitized (no terminal escapes) and cut short.
+    pub fn table(&self) -> String {
+        let name_width = self
+            .cases
+            .iter()
+            .map(|c| shown(&c.name, 40).chars().count())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let mut out = format!(
+            "{} on {} ({} run(s) per case)\n{:<name_width$}  {:>6}  {:>13}  {:>5}  {:>4}  {:>7}  {:>8}\n",
+            shown(&self.name, 60),
+            shown(&self.dataset, 60),
+            self.repeats,
+            "case",
+            "pass",
+            "score (sd)",
+            "tools",
+            "reqs",
+            "tokens",
+            "ms",
+        );
+        for c in &self.cases {
+            let n = c.runs.len().max(1) as f64;
+            let mean = |f: &dyn Fn(&RunResult) -> f64| c.runs.iter().map(f).sum::<f64>() / n;
+            let _ = writeln!(
+                out,
+                "{:<name_width$}  {:>5.0}%  {:>6.2} ({:.2})  {:>5.1}  {:>4.1}  {:>7.0}  {:>8.0}",
+                shown(&c.name, 40),
+                c.pass_rate * 100.0,
+                c.score.mean,
+                c.score.stddev,
+                mean(&|r| r.run.tool_calls.len() as f64),
+                mean(&|r| f64::from(r.run.requests)),
+                mean(&|r| r.run.usage.total() as f64),
+                mean(&|r| r.run.duration_ms as f64),
+            );
+            for line in c.failures().iter().take(5) {
+                let _ = writeln!(out, "    {}", shown(line, 160));
+            }
+        }
+        let failing = self.cases.iter().filter(|c| c.pass_rate < 1.0).count();
+        let _ = writeln!(
+            out,
+            "{} case(s): pass rate {:.0}%, mean score {:.2}; {failing} case(s) with a failing run",
+            self.cases.len(),
+            self.pass_rate() * 100.0,
+            self.score()
+        );
+        out
+    }
+
+    /// Whether any run did not complete (failed, panicked, timed out or was
+    /// cancelled), as opposed to completing and failing a check.
+    pub fn has_errors(&self) -> bool {
+        self.cases
+            .iter()
+            .flat_map(|c| &c.runs)
+            .any(|r| r.run.status != RunStatus::Completed)
+    }
+}
+
+/// `text` sanitized for a terminal, on one line, at most `max` characters.
+pub(super) fn shown(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    crate::util::excerpt(&crate::sanitize::sanitize(&one_line), max).into_owned()
+}
