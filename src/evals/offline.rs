@@ -63,7 +63,7 @@ pub struct Offline {
 enum Mode {
     Record {
         recorder: Box<Recorder>,
-        transport: ChatTransport,
+        transport: Box<ChatTransport>,
     },
     Replay(FakeServer),
 }
@@ -96,7 +96,7 @@ impl Offline {
             path: path.as_ref().to_path_buf(),
             mode: Mode::Record {
                 recorder: Box::new(recorder),
-                transport,
+                transport: Box::new(transport),
             },
         })
     }
@@ -135,7 +135,7 @@ impl Offline {
     /// The transport to build the task's agents on.
     pub fn transport(&self) -> ChatTransport {
         match &self.mode {
-            Mode::Record { transport, .. } => transport.clone(),
+            Mode::Record { transport, .. } => (**transport).clone(),
             Mode::Replay(server) => server.transport(),
         }
     }
