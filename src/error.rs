@@ -43,6 +43,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Truncated`](ErrorKind::Truncated) | a stream ended before its end event ([`Error::Truncated`]) | yes |
 /// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
 /// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
+/// | [`Guardrail`](ErrorKind::Guardrail) | a [guard](crate::guard) stopped the run ([`Error::Guardrail`]) | not as is: the guard decided |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
@@ -159,6 +160,15 @@ pub enum Error {
     StepLimitExceeded {
         /// The budget that ran out.
         max: u32,
+    },
+    /// A [guard](crate::guard) stopped the run: its verdict was a stop, or
+    /// it panicked, failed or overran its time bound (see
+    /// [what the history holds](crate::guard#what-the-history-holds)).
+    Guardrail {
+        /// The name the guard was registered under.
+        guard: String,
+        /// Why: the guard's own reason, or what went wrong with it.
+        reason: String,
     },
     /// An argument or configuration was invalid: a blank user message, a zero
     /// step budget, duplicate tool names, an unknown persona tool,
@@ -281,6 +291,8 @@ pub enum ErrorKind {
     Cancelled,
     /// The step budget ran out.
     StepLimit,
+    /// A guard stopped the run.
+    Guardrail,
     /// An argument or setting was invalid.
     InvalidInput,
     /// A history was invalid.
@@ -328,6 +340,7 @@ impl Error {
             Error::Truncated => ErrorKind::Truncated,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::StepLimitExceeded { .. } => ErrorKind::StepLimit,
+            Error::Guardrail { .. } => ErrorKind::Guardrail,
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::History(_) => ErrorKind::History,
             Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
@@ -467,6 +480,11 @@ impl Error {
             Error::StepLimitExceeded { max } => f
                 .debug_struct("StepLimitExceeded")
                 .field("max", max)
+                .finish(),
+            Error::Guardrail { guard, reason } => f
+                .debug_struct("Guardrail")
+                .field("guard", guard)
+                .field("reason", reason)
                 .finish(),
             Error::InvalidInput(m) => f.debug_tuple("InvalidInput").field(m).finish(),
             Error::History(m) => f.debug_tuple("History").field(m).finish(),
@@ -634,6 +652,12 @@ impl fmt::Display for Error {
             Error::Truncated => f.write_str("stream truncated before the end of the answer"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
+            Error::Guardrail { guard, reason } => write!(
+                f,
+                "stopped by guard {}: {}",
+                sanitize(guard),
+                sanitize(reason)
+            ),
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
             Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
             Error::InvalidAnswer { problems, .. } => {

@@ -480,6 +480,7 @@ mod web;
 pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
+pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;

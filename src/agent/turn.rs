@@ -58,6 +58,8 @@ pub(super) enum End {
     Answered(FinishReason),
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
+    /// An input guard answered the message (`guarded.rs`).
+    Blocked,
 }
 
 /// One run's state (a turn, a retry, a resume, a typed turn's repair).
@@ -82,7 +84,7 @@ impl Agent {
         let user_message = message.content.clone();
         self.turn_start(message, transport)?;
         let mut run = Run::default();
-        let result = self.rounds(&mut run);
+        let result = self.guarded_rounds(&mut run);
         self.turn_end(result, run.steps, &user_message)
     }
 
@@ -99,6 +101,7 @@ impl Agent {
         if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
+        let message = self.guard_input(message);
         let user_message = message.content.clone();
         let user_message = user_message.as_str();
         if let Some(t) = transport {
@@ -133,6 +136,7 @@ impl Agent {
         // The run's events wait for the agent's first wait (`listener::hub`).
         self.shared.listeners.hold();
         self.synth_answer = None;
+        self.guarding.reset();
         self.partial_answer.clear();
         if let Some(s) = &self.shared.step_limit {
             s.reset();
@@ -156,7 +160,7 @@ impl Agent {
         loop {
             self.before_request()?;
             let completion = self.request()?;
-            let (message, finish) = self.answer(completion);
+            let (message, finish) = self.answer(completion)?;
             let truncated = finish == FinishReason::Length;
             // Stored before any of its tools runs: a resume never asks
             // the model for it again.
@@ -165,7 +169,7 @@ impl Agent {
                 self.messages.push(message);
                 // Input typed while the model answered is a new question in
                 // the same turn: one more round answers it.
-                if self.after_batch() {
+                if self.guard_retry()? | self.after_batch() {
                     continue;
                 }
                 return Ok(End::Answered(finish));
@@ -359,8 +363,9 @@ impl Agent {
     /// message gets its model stamp and the tool calls recovered from its
     /// text, and is announced (`Thinking`, `Assistant`, `Tokens`). Also
     /// why it ended (cut at the length limit, a call's arguments may be cut
-    /// too, which its observation says).
-    fn answer(&mut self, completion: Completion) -> (Message, FinishReason) {
+    /// too, which its observation says). Last, the output guards
+    /// (`guarded.rs`), whose stop is the error.
+    fn answer(&mut self, completion: Completion) -> Result<(Message, FinishReason)> {
         self.shared.tally.lock().count(completion.usage);
         let mut finish = completion.finish();
         let Completion {
@@ -410,7 +415,7 @@ impl Agent {
             thinking: u.thinking,
             model_id: model,
         });
-        (message, finish)
+        self.guard_output((message, finish))
     }
 
     /// The answer's tool calls, each through [`tool_call`](Agent::tool_call).
@@ -473,7 +478,8 @@ impl Agent {
             }
         }
         self.run_gated(gated);
-        Ok(End::Answered(FinishReason::ToolCalls))
+        self.guard_stopped()
+            .map(|()| End::Answered(FinishReason::ToolCalls))
     }
 
     /// Boundary 5, one tool call: announced ([`Event::ToolCall`], and the
@@ -503,7 +509,8 @@ impl Agent {
             c.check()?;
         }
         run.steps += 1;
-        run.gate.review(&self.shared, tools, call, truncated)
+        self.guard_tool_input(call)?
+            .map_or_else(|| run.gate.review(&self.shared, tools, call, truncated), Ok)
     }
 
     /// A batch stopped at `call` by `err` (the budget or a cancel): every
@@ -518,10 +525,10 @@ impl Agent {
         interrupted: &[&str],
         err: &Error,
     ) {
-        let note = if err.is_cancelled() {
-            NOT_RUN_CANCELLED
-        } else {
-            NOT_RUN_BUDGET
+        let note = match err {
+            Error::Cancelled => NOT_RUN_CANCELLED,
+            Error::Guardrail { .. } => "Error: not run: stopped by a guard",
+            _ => NOT_RUN_BUDGET,
         };
         // Calls already gated in parallel mode have not run either; a
         // denied one keeps its denial.
@@ -586,6 +593,7 @@ impl Agent {
     ) {
         // The call is done: the agent works again (see `begin_run`).
         self.shared.listeners.hold();
+        let content = self.guard_tool_output(call, content);
         let content = self.tool_limit.apply(content, self.context_window_cap());
         if emit {
             self.emit(Event::ToolResult {
@@ -675,6 +683,7 @@ impl Agent {
         let result = match result {
             Ok(End::Answered(finish)) => Ok(ended(finish, StopReason::Completed)),
             Ok(End::Pending) => Ok((StopReason::ApprovalPending, FinishReason::ToolCalls)),
+            Ok(End::Blocked) => Ok((StopReason::Guardrail, FinishReason::Complete)),
             // The budget is spent but the host asked for an answer anyway:
             // a tools-free child writes it from the evidence.
             Err(Error::StepLimitExceeded { max })
@@ -713,6 +722,7 @@ impl Agent {
                 StopReason::Cancelled
             }
             Err(Error::StepLimitExceeded { .. }) => StopReason::StepLimit,
+            Err(Error::Guardrail { .. }) => StopReason::Guardrail,
             Err(_) => StopReason::Error,
         };
         self.last_stop = Some(reason);

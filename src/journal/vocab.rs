@@ -101,6 +101,7 @@ vocabulary! {
         StepLimit = "step_limit",
         Cancelled = "cancelled",
         Error = "error",
+        Guardrail = "guardrail",
     }
 }
 
@@ -155,6 +156,7 @@ impl Ended {
             Ok((reason, _)) => (Ended::from_stop(*reason), None),
             Err(Error::Cancelled) => (Ended::Cancelled, None),
             Err(Error::StepLimitExceeded { .. }) => (Ended::StepLimit, None),
+            Err(e @ Error::Guardrail { .. }) => (Ended::Guardrail, Some(e.to_string())),
             Err(e) => (Ended::Error, Some(e.to_string())),
         }
     }
@@ -169,6 +171,7 @@ impl Ended {
             StopReason::StepLimit => Ended::StepLimit,
             StopReason::Cancelled => Ended::Cancelled,
             StopReason::Error => Ended::Error,
+            StopReason::Guardrail => Ended::Guardrail,
         }
     }
 
@@ -186,6 +189,7 @@ impl Ended {
             Ended::StepLimit => StopReason::StepLimit,
             Ended::Cancelled => StopReason::Cancelled,
             Ended::Error => StopReason::Error,
+            Ended::Guardrail => StopReason::Guardrail,
         }
     }
 }
@@ -299,6 +303,7 @@ mod tests {
                     "step_limit",
                     "cancelled",
                     "error",
+                    "guardrail",
                 ],
             ),
             (
