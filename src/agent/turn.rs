@@ -101,9 +101,6 @@ impl Agent {
         if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
-        let message = self.guard_input(message);
-        let user_message = message.content.clone();
-        let user_message = user_message.as_str();
         if let Some(t) = transport {
             t.check()?;
             self.apply_transport(t);
@@ -113,6 +110,9 @@ impl Agent {
         // answer first: a new message is not a decision, and the request
         // must not carry unanswered calls.
         self.answer_stale_pending();
+        let message = self.guard_input(message);
+        let user_message = message.content.clone();
+        let user_message = user_message.as_str();
         self.journal(&Record::User {
             content: user_message.into(),
         })?;

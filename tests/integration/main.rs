@@ -17,6 +17,7 @@ mod fake_apis; // issue 29: FakeServer on /messages and /responses, strict mode,
 mod fidelity; // issue 28 class 10: differences from pikuri, fixed
 mod finish; // issue 36: why an answer ended, a cut answer never `Completed`, on all three APIs
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
+mod guards; // issue 39: guardrails at the four points, chains, failing guards, the judge
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model
 mod hosts; // events pulled through ChannelListener, turn usage
