@@ -45,7 +45,7 @@ use crate::{ChatTransport, HttpConfig, Message, ToolCall};
 ///     judge.check("Try AcmeCorp instead.").unwrap(),
 ///     OutputVerdict::Retry("it names a competitor".into())
 /// );
-/// let sent = &server.requests()[0].body;
+/// let sent = server.chat_requests()[0].body.clone().unwrap();
 /// assert_eq!(sent["response_format"]["json_schema"]["name"], "guard_verdict");
 /// ```
 #[derive(Clone)]

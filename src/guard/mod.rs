@@ -37,7 +37,7 @@
 //! assert_eq!(blocked.answer.as_deref(), Some("I can't do your homework."));
 //! let outcome = agent.run_loop("who do I write to?")?;
 //! assert_eq!(outcome.answer.as_deref(), Some("Write to [redacted email]"));
-//! assert_eq!(server.requests().len(), 1); // the blocked message cost no request
+//! assert_eq!(server.chat_requests().len(), 1); // the blocked message cost no request
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
