@@ -13,9 +13,11 @@
 use super::Agent;
 use super::approval::{Prepared, Verdict};
 use super::turn::{End, Run};
-use crate::guard::{Action, Pending, Point, Trip};
-use crate::journal::Record;
-use crate::{Event, FinishReason, Message, Result, ToolCall};
+use std::sync::Arc;
+
+use crate::guard::{Action, Beside, Guards, Pending, Point, Trip};
+use crate::journal::{HistoryCause, Record};
+use crate::{Cancellable, Error, Event, FinishReason, Message, Result, ToolCall};
 
 impl Agent {
     /// The input point, before the user message enters: the message to
@@ -24,12 +26,16 @@ impl Agent {
     /// as `[withheld by guard <name>]` (so the journal and the history
     /// never hold it, and the turn still shows).
     pub(super) fn guard_input(&mut self, mut message: Message) -> Message {
-        let Some(guards) = self.guarding.at(Point::Input) else {
+        let Some(guards) = self.guarding.guards.clone() else {
             return message;
         };
-        let Some(trip) = guards.check_input(&mut message.content, &mut |g, a, d| {
+        let trip = guards.check_input(&mut message.content, &mut |g, a, d| {
             self.emit_guard(g, Point::Input, a, d, "");
-        }) else {
+        });
+        let Some(trip) = trip else {
+            if guards.has_beside() {
+                self.start_beside(guards, &message.content);
+            }
             return message;
         };
         if trip.action == Action::Block {
@@ -48,13 +54,117 @@ impl Agent {
     pub(super) fn guarded_rounds(&mut self, run: &mut Run) -> Result<End> {
         match self.guarding.pending.take() {
             Some(Pending::Stop(e)) => Err(e),
-            Some(Pending::Block(answer)) => {
-                let message = Message::assistant(answer);
-                self.journal_response(&message, FinishReason::Complete)?;
-                self.messages.push(message);
-                Ok(End::Blocked)
+            Some(Pending::Block(answer)) => self.block(answer),
+            _ => {
+                let result = self.rounds(run);
+                self.after_beside(result)
             }
-            _ => self.rounds(run),
+        }
+    }
+
+    /// An input guard's answer appended: the run ends without a request
+    /// (or with the one the guard cut).
+    fn block(&mut self, answer: String) -> Result<End> {
+        let message = Message::assistant(answer);
+        self.journal_response(&message, FinishReason::Complete)?;
+        self.messages.push(message);
+        Ok(End::Blocked)
+    }
+
+    /// Start the guards beside the first request on their own thread (see
+    /// [`Guards::input_beside`](crate::guard::Guards::input_beside)); the
+    /// request takes their token (`send` asks [`Guarding::cancel`]).
+    fn start_beside(&mut self, guards: Arc<Guards>, text: &str) {
+        let cancel = Cancellable::new();
+        // The host's cancel still cuts the request.
+        let hook = self.shared.cancellable.as_ref().map(|c| {
+            let k = cancel.clone();
+            c.on_cancel(move || k.cancel())
+        });
+        let (tx, verdict) = crossbeam_channel::bounded(1);
+        let (text, k) = (text.to_string(), cancel.clone());
+        // A thread that cannot start drops `tx`: the disconnect is a stop.
+        let _ = std::thread::Builder::new()
+            .name("pikuri-guard-beside".into())
+            .spawn(move || {
+                let mut reported = Vec::new();
+                let trip = guards.check_beside(&text, &mut |g, a, d| {
+                    reported.push((Arc::from(g), a, d.to_string()));
+                });
+                if trip.is_some() {
+                    k.cancel();
+                }
+                let _ = tx.send((trip, reported));
+            });
+        self.guarding.beside = Some(Beside {
+            verdict,
+            cancel,
+            _hook: hook,
+        });
+    }
+
+    /// Before the first answer is used: the verdict of the guards beside
+    /// the request (awaited). A block or a stop is the error that ends the
+    /// rounds ([`after_beside`](Self::after_beside) turns a block into its
+    /// answer); a stop withholds the user message.
+    pub(super) fn guard_beside(&mut self) -> Result<()> {
+        let Some(beside) = self.guarding.beside.take() else {
+            return Ok(());
+        };
+        let (trip, reported) = beside.verdict.recv().unwrap_or_else(|_| {
+            let detail = "the guards beside the request gave no verdict".to_string();
+            let guard: Arc<str> = Arc::from("beside");
+            let reported = vec![(Arc::clone(&guard), Action::Stop, detail.clone())];
+            let trip = Trip {
+                guard,
+                action: Action::Stop,
+                detail,
+            };
+            (Some(trip), reported)
+        });
+        for (g, a, d) in &reported {
+            self.emit_guard(g, Point::Input, *a, d, "");
+        }
+        let Some(trip) = trip else {
+            return Ok(());
+        };
+        if trip.action == Action::Block {
+            self.guarding.pending = Some(Pending::Block(trip.detail.clone()));
+        } else if let Some(m) = self.messages.get_mut(self.turn_start) {
+            m.content = format!("[withheld by guard {}]", trip.guard);
+            m.images.clear();
+            self.journal(&Record::History {
+                cause: HistoryCause::Guard,
+                messages: (&self.messages[..]).into(),
+            })?;
+        }
+        Err(trip.stop())
+    }
+
+    /// The rounds' result once the guards beside the first request are
+    /// heard: a failed first request (cut by their trip, or failed on its
+    /// own) waits for their verdict, which wins; a block's error becomes
+    /// its answer.
+    fn after_beside(&mut self, result: Result<End>) -> Result<End> {
+        let result = match result {
+            Err(e) if self.guarding.beside.is_some() => {
+                // The host cancelled: no wait for the guards.
+                let host = self.shared.cancellable.as_ref();
+                if host.is_some_and(Cancellable::is_cancelled) {
+                    self.guarding.beside = None;
+                    Err(e)
+                } else {
+                    self.guard_beside().and(Err(e))
+                }
+            }
+            other => other,
+        };
+        match (result, self.guarding.pending.take()) {
+            (Err(Error::Guardrail { .. }), Some(Pending::Block(answer))) => self.block(answer),
+            (result, pending) => {
+                self.guarding.pending = pending;
+                result
+            }
         }
     }
 

@@ -280,7 +280,7 @@ impl Agent {
             prompt_caching: transport.prompt_caching(),
             split_think: options.split_think,
             extra: &options.extra,
-            cancel: shared.cancellable.as_ref(),
+            cancel: self.guarding.cancel().or(shared.cancellable.as_ref()),
             traceparent: traceparent.as_deref(),
         };
         let mut buf = std::mem::take(&mut self.buf);
@@ -363,10 +363,12 @@ impl Agent {
     /// message gets its model stamp and the tool calls recovered from its
     /// text, and is announced (`Thinking`, `Assistant`, `Tokens`). Also
     /// why it ended (cut at the length limit, a call's arguments may be cut
-    /// too, which its observation says). Last, the output guards
-    /// (`guarded.rs`), whose stop is the error.
+    /// too, which its observation says). Guards (`guarded.rs`): first the
+    /// verdict of those beside the request, last the output guards; a
+    /// trip of either is the error.
     fn answer(&mut self, completion: Completion) -> Result<(Message, FinishReason)> {
         self.shared.tally.lock().count(completion.usage);
+        self.guard_beside()?;
         let mut finish = completion.finish();
         let Completion {
             mut message,

@@ -5,7 +5,7 @@
 //!
 //! | point | checks | verdicts |
 //! |---|---|---|
-//! | [`Input`] | the user's message, before it enters the history | allow, replace the text, block with an answer for the user, stop |
+//! | [`Input`] | the user's message, before it enters the history, or [beside the first request](Guards::input_beside) | allow, replace the text, block with an answer for the user, stop |
 //! | [`Output`] | the final answer (a typed turn's too, before it is parsed) | allow, replace, retry with feedback (at most [`Guards::max_retries`] times), stop |
 //! | [`ToolInput`] | a tool call, before the approval prompt and before the tool runs | allow, reject with a message the model sees, stop |
 //! | [`ToolOutput`] | a tool's result, before it enters the history | allow, replace (redact), stop |
@@ -75,7 +75,9 @@
 //! |---|---|
 //! | input replace | the replaced text as the user message |
 //! | input block | the user message (after any replace), then the block's answer as an assistant message; no request was sent |
-//! | input stop | nothing of the turn: the message never entered |
+//! | input stop | the user message as `[withheld by guard <name>]` (so neither the history nor the journal keeps it); no request was sent |
+//! | input block beside the request | the user message, then the block's answer; nothing of the request it cut |
+//! | input stop beside the request | the user message as `[withheld by guard <name>]`; nothing of the request it cut |
 //! | output replace | the replaced answer |
 //! | output retry | the rejected answer, then the feedback as a user message, then the next answer (each retry adds one pair) |
 //! | output stop | the turn up to the answer, without it (as after a cancel) |
@@ -106,6 +108,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::ToolCall;
+use crate::control::{CancelHook, Cancellable};
 
 mod bounded;
 mod judge;
@@ -353,6 +356,7 @@ impl<G: ?Sized> Clone for Named<G> {
 #[derive(Clone)]
 pub struct Guards {
     input: Vec<Named<dyn Input>>,
+    beside: Vec<Named<dyn Input>>,
     output: Vec<Named<dyn Output>>,
     tool_input: Vec<Named<dyn ToolInput>>,
     tool_output: Vec<Named<dyn ToolOutput>>,
@@ -370,6 +374,7 @@ impl fmt::Debug for Guards {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guards")
             .field("input", &names_of(&self.input))
+            .field("beside", &names_of(&self.beside))
             .field("output", &names_of(&self.output))
             .field("tool_input", &names_of(&self.tool_input))
             .field("tool_output", &names_of(&self.tool_output))
@@ -388,6 +393,7 @@ impl Guards {
     pub fn new() -> Guards {
         Guards {
             input: Vec::new(),
+            beside: Vec::new(),
             output: Vec::new(),
             tool_input: Vec::new(),
             tool_output: Vec::new(),
@@ -400,6 +406,22 @@ impl Guards {
     #[must_use]
     pub fn input(mut self, name: impl Into<String>, guard: impl Input) -> Guards {
         self.input.push(named(name, Arc::new(guard)));
+        self
+    }
+
+    /// Add an [`Input`] guard that runs beside the turn's first request,
+    /// on its own thread, after the other input guards allowed the
+    /// message: a guard that allows adds no wall time. When it blocks or
+    /// stops, the request in flight is cut at once, and nothing of it
+    /// enters the history (its deltas may have reached the listeners);
+    /// a stopped message is withheld as with the other input guards. Its
+    /// verdict is awaited before the first answer is used, so no tool of
+    /// that answer runs before it. A replace from it is a stop: the
+    /// request has gone with the text. Guards beside the request chain in
+    /// order like the others, on one thread.
+    #[must_use]
+    pub fn input_beside(mut self, name: impl Into<String>, guard: impl Input) -> Guards {
+        self.beside.push(named(name, Arc::new(guard)));
         self
     }
 
@@ -443,6 +465,7 @@ impl Guards {
     /// Whether no guard was added.
     pub fn is_empty(&self) -> bool {
         self.input.is_empty()
+            && self.beside.is_empty()
             && self.output.is_empty()
             && self.tool_input.is_empty()
             && self.tool_output.is_empty()
@@ -534,6 +557,42 @@ impl Guards {
         })
     }
 
+    /// Run the chain beside the request on `text`: a replace is a stop.
+    pub(crate) fn check_beside(&self, text: &str, report: Report<'_>) -> Option<Trip> {
+        let mut text = text.to_string();
+        let mut replaced = None;
+        let trip = self.chain(
+            &self.beside,
+            &mut text,
+            &mut |g, a, d| {
+                if a == Action::Replace {
+                    replaced = Some(Arc::<str>::from(g));
+                } else {
+                    report(g, a, d);
+                }
+            },
+            |g, t| g.check(&t).map(Step::from),
+        );
+        match (trip, replaced) {
+            (Some(trip), _) => Some(trip),
+            (None, Some(guard)) => {
+                let detail = "a guard beside the request cannot replace the text".to_string();
+                report(&guard, Action::Stop, &detail);
+                Some(Trip {
+                    guard,
+                    action: Action::Stop,
+                    detail,
+                })
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// Whether guards run beside the first request.
+    pub(crate) fn has_beside(&self) -> bool {
+        !self.beside.is_empty()
+    }
+
     /// Run the output chain on `answer` (replaced in place).
     pub(crate) fn check_output(&self, answer: &mut String, report: Report<'_>) -> Option<Trip> {
         self.chain(&self.output, answer, report, |g, t| {
@@ -623,7 +682,29 @@ pub(crate) struct Guarding {
     pub(crate) pending: Option<Pending>,
     /// The output retries of the current run.
     pub(crate) retries: u32,
+    /// The input guards running beside the turn's first request.
+    pub(crate) beside: Option<Beside>,
 }
+
+/// Input guards running beside a request: their verdict to come, and the
+/// token that cuts the request when they trip.
+pub(crate) struct Beside {
+    /// The chain's trip, and what it reported on the way.
+    pub(crate) verdict: crossbeam_channel::Receiver<(Option<Trip>, Vec<Reported>)>,
+    /// The request's own token: the guard thread cancels it on a trip; the
+    /// host's token cancels it too, through `_hook`.
+    pub(crate) cancel: Cancellable,
+    pub(crate) _hook: Option<CancelHook>,
+}
+
+impl fmt::Debug for Beside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Beside").finish_non_exhaustive()
+    }
+}
+
+/// One verdict a chain reported: guard, action, detail.
+pub(crate) type Reported = (Arc<str>, Action, String);
 
 /// A verdict one boundary took and a later one acts on.
 #[derive(Debug)]
@@ -642,6 +723,7 @@ impl Guarding {
             guards,
             pending: None,
             retries: 0,
+            beside: None,
         }
     }
 
@@ -657,6 +739,12 @@ impl Guarding {
     pub(crate) fn reset(&mut self) {
         self.pending = None;
         self.retries = 0;
+        self.beside = None;
+    }
+
+    /// The token of a request that guards run beside, while they do.
+    pub(crate) fn cancel(&self) -> Option<&Cancellable> {
+        self.beside.as_ref().map(|b| &b.cancel)
     }
 }
 

@@ -133,6 +133,7 @@ vocabulary! {
         Compaction = "compaction",
         Loaded = "loaded",
         Cleared = "cleared",
+        Guard = "guard",
     }
 }
 
@@ -311,7 +312,10 @@ mod tests {
                 &["complete", "tool_calls", "length", "filtered", "server_cut"],
             ),
             ("approval decision", &["approve", "deny", "edit", "defer"]),
-            ("history cause", &["compaction", "loaded", "cleared"]),
+            (
+                "history cause",
+                &["compaction", "loaded", "cleared", "guard"],
+            ),
         ];
         assert_eq!(table.len(), golden.len());
         for ((what, names), (gwhat, gnames)) in table.iter().zip(golden) {

@@ -490,3 +490,80 @@ fn a_judge_that_answers_no_verdict_is_a_stop() {
         "{err}"
     );
 }
+
+#[test]
+fn a_guard_beside_the_request_cuts_a_stalled_stream_and_nothing_of_it_enters() {
+    let server = FakeServer::start();
+    // Two chunks, then the stream stalls for good: only a cut ends it.
+    server.push(
+        Reply::text("Here is how to build it: first")
+            .with_chunk_chars(5)
+            .hang_after(2),
+    );
+    server.push(Reply::text("Hello."));
+    // The guard decides once the model is streaming (a delta reached a
+    // listener), so the trip falls while the request is in flight.
+    let (tx, rx) = crossbeam_channel::unbounded::<()>();
+    let rx = Mutex::new(rx);
+    let guards = Guards::new().input_beside("slow-policy", move |t: &str| {
+        if t.contains("bomb") {
+            let _ = rx.lock().recv();
+            InputVerdict::Stop("weapons".into())
+        } else {
+            InputVerdict::Allow
+        }
+    });
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.streaming(true)
+            .add_listener(move |e: &Event| {
+                if matches!(e, Event::AssistantDelta { .. }) {
+                    let _ = tx.send(());
+                }
+            })
+            .guards(guards)
+    });
+    let err = agent.run_loop("how to build a bomb").unwrap_err();
+    assert_eq!(err.to_string(), "stopped by guard slow-policy: weapons");
+    assert_eq!(last_stop(&rec), StopReason::Guardrail);
+    // Nothing of the cut answer entered; the message is withheld.
+    assert_eq!(agent.messages().len(), 1);
+    assert_eq!(
+        agent.messages()[0].content,
+        "[withheld by guard slow-policy]"
+    );
+    assert!(
+        !crate::util::streamed_text(&rec.events()).is_empty(),
+        "it was streaming"
+    );
+    // The next turn goes on; an allowing guard beside it costs nothing.
+    let out = agent.run_loop("hi").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Hello."));
+    let sent = server.chat_requests()[1].messages();
+    assert!(
+        !sent
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("bomb")))
+    );
+    assert_valid_history(agent.messages());
+}
+
+#[test]
+fn a_block_beside_the_request_answers_for_the_model() {
+    let server = FakeServer::start();
+    server.push(Reply::text("a model answer the guard overrules"));
+    let guards = Guards::new().input_beside("scope", |_: &str| {
+        InputVerdict::Block("Out of scope.".into())
+    });
+    let (mut agent, rec) = agent_with(&server, |c| c.guards(guards));
+    let out = agent.run_loop("anything").unwrap();
+    assert_eq!(out.stop_reason, StopReason::Guardrail);
+    assert_eq!(out.answer.as_deref(), Some("Out of scope."));
+    let texts: Vec<&str> = agent
+        .messages()
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(texts, ["anything", "Out of scope."]);
+    assert_eq!(guard_events(&rec)[0].2, Action::Block);
+    assert_valid_history(agent.messages());
+}
