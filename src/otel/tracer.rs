@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::{ChatTransport, Event, FinishReason, StopReason};
 
 use super::context::Context;
+use super::guard::guard_attrs;
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
 
 /// What the current transport says about the requests (request model,
@@ -498,6 +499,9 @@ impl Tracer {
                 }
                 run.mark = now;
             }
+            Event::Guard { .. } => run
+                .span
+                .event("pikuri.guard", now, guard_attrs(event, capture)),
             Event::FallbackNotice { .. } => {
                 run.span.event("pikuri.fallback", now, Attrs::default());
                 run.mark = now;
@@ -668,6 +672,7 @@ impl Tracer {
             StopReason::Incomplete => s.fail("incomplete", "the final answer was cut short"),
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
+            StopReason::Guardrail => s.fail("guardrail", "a guard ended the run"),
             _ => s.fail("error", "the run failed"),
         }
         // The run is over: its span moves out, uncopied.
