@@ -39,6 +39,7 @@ impl Agent {
     /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run, then what the [`Interloper`](crate::Interloper) held when a cancel stopped a tool batch; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
     /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget, then what the `Interloper` held | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
+    /// | [`Error::Guardrail`] (a [guard](crate::guard) stopped the run) | per point, as tabled in [What the history holds](crate::guard#what-the-history-holds): a withheld message, an answer left out, calls answered "not run" or "withheld" | a new `run_loop` (a `retry_turn` asks the model about the same history again) |
     ///
     /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
     /// [`run_typed`](Agent::run_typed) and [`compact`](Agent::compact) refuse

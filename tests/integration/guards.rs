@@ -567,3 +567,47 @@ fn a_block_beside_the_request_answers_for_the_model() {
     assert_eq!(guard_events(&rec)[0].2, Action::Block);
     assert_valid_history(agent.messages());
 }
+
+#[test]
+fn tool_output_guards_check_every_result_of_a_parallel_batch() {
+    let server = FakeServer::start();
+    server.push(Reply::tool_calls(vec![
+        ("lookup", json!({})),
+        ("lookup", json!({})),
+    ]));
+    server.push(Reply::text("after"));
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.add_tool(secret_tool())
+            .parallel_tool_calls(true)
+            .guards(Guards::new().tool_output("dlp", |_: &ToolCall, out: &str| {
+                if out.contains("sk-") {
+                    ToolOutputVerdict::Stop("a key in a tool result".into())
+                } else {
+                    ToolOutputVerdict::Allow
+                }
+            }))
+    });
+    let err = agent.run_loop("look").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Guardrail);
+    // Both ran together; neither result entered: the first tripped the
+    // guard, the second is withheld unread.
+    let results: Vec<&str> = agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "Error: withheld by guard dlp",
+            "Error: withheld: a guard stopped the run"
+        ]
+    );
+    assert_eq!(server.chat_requests().len(), 1, "no request after the stop");
+    assert_valid_history(agent.messages());
+    assert_eq!(
+        agent.run_loop("hi").unwrap().answer.as_deref(),
+        Some("after")
+    );
+}
