@@ -39,7 +39,10 @@ impl Agent {
             return message;
         };
         if trip.action == Action::Block {
-            self.guarding.pending = Some(Pending::Block(trip.detail));
+            self.guarding.pending = Some(Pending::Block {
+                guard: trip.guard,
+                answer: trip.detail,
+            });
         } else {
             message.content = format!("[withheld by guard {}]", trip.guard);
             message.images.clear();
@@ -53,8 +56,11 @@ impl Agent {
     /// sent.
     pub(super) fn guarded_rounds(&mut self, run: &mut Run) -> Result<End> {
         match self.guarding.pending.take() {
-            Some(Pending::Stop(e)) => Err(e),
-            Some(Pending::Block(answer)) => self.block(answer),
+            Some(Pending::Stop(e)) => Err(self.journal_trip(e)),
+            Some(Pending::Block { guard, answer }) => {
+                self.journal_block(&guard, &answer)?;
+                self.block(answer)
+            }
             _ => {
                 let result = self.rounds(run);
                 self.after_beside(result)
@@ -129,7 +135,11 @@ impl Agent {
             return Ok(());
         };
         if trip.action == Action::Block {
-            self.guarding.pending = Some(Pending::Block(trip.detail.clone()));
+            self.journal_block(&trip.guard, &trip.detail)?;
+            self.guarding.pending = Some(Pending::Block {
+                guard: Arc::clone(&trip.guard),
+                answer: trip.detail.clone(),
+            });
         } else if let Some(m) = self.messages.get_mut(self.turn_start) {
             m.content = format!("[withheld by guard {}]", trip.guard);
             m.images.clear();
@@ -138,7 +148,10 @@ impl Agent {
                 messages: (&self.messages[..]).into(),
             })?;
         }
-        Err(trip.stop())
+        if trip.action == Action::Block {
+            return Err(trip.stop());
+        }
+        Err(self.journal_trip(trip.stop()))
     }
 
     /// The rounds' result once the guards beside the first request are
@@ -160,7 +173,9 @@ impl Agent {
             other => other,
         };
         match (result, self.guarding.pending.take()) {
-            (Err(Error::Guardrail { .. }), Some(Pending::Block(answer))) => self.block(answer),
+            (Err(Error::Guardrail { .. }), Some(Pending::Block { answer, .. })) => {
+                self.block(answer)
+            }
             (result, pending) => {
                 self.guarding.pending = pending;
                 result
@@ -189,13 +204,13 @@ impl Agent {
             return Ok((message, finish));
         };
         if trip.action != Action::Retry {
-            return Err(trip.stop());
+            return Err(self.journal_trip(trip.stop()));
         }
         self.guarding.retries += 1;
         let max = guards.retries();
         if self.guarding.retries > max {
             let detail = format!("still refused after {max} retries: {}", trip.detail);
-            return Err(Trip { detail, ..trip }.stop());
+            return Err(self.journal_trip(Trip { detail, ..trip }.stop()));
         }
         self.guarding.pending = Some(Pending::Retry(trip.detail));
         Ok((message, finish))
@@ -233,7 +248,7 @@ impl Agent {
         if trip.action == Action::Reject {
             return Ok(Some(Verdict::Go(Prepared::Done(trip.detail))));
         }
-        Err(trip.stop())
+        Err(self.journal_trip(trip.stop()))
     }
 
     /// The tool output point, before a result enters: the content to
@@ -253,7 +268,8 @@ impl Agent {
             return content;
         };
         let note = format!("Error: withheld by guard {}", trip.guard);
-        self.guarding.pending = Some(Pending::Stop(trip.stop()));
+        let stop = self.journal_trip(trip.stop());
+        self.guarding.pending = Some(Pending::Stop(stop));
         note
     }
 
@@ -266,6 +282,50 @@ impl Agent {
                 Ok(())
             }
         }
+    }
+
+    /// Store a guard's stop before the loop acts on it (a resume of a run
+    /// cut off here ends it the same way); the stop, to return. A failed
+    /// write is kept by the journal and reported at the run's end.
+    fn journal_trip(&self, stop: Error) -> Error {
+        if let Error::Guardrail { guard, reason } = &stop {
+            let _ = self.journal(&Record::Guard {
+                guard: guard.as_str().into(),
+                reason: reason.as_str().into(),
+                block: false,
+            });
+        }
+        stop
+    }
+
+    /// Store an input guard's block before its answer is appended.
+    fn journal_block(&self, guard: &str, answer: &str) -> Result<()> {
+        self.journal(&Record::Guard {
+            guard: guard.into(),
+            reason: answer.into(),
+            block: true,
+        })
+    }
+
+    /// A run a crash cut off after a guard ended it: ended the same way,
+    /// no guard and no model asked (the calls a stop left open are
+    /// answered "not run").
+    #[cfg(feature = "journal")]
+    pub(super) fn resume_guarded(&mut self, g: &crate::journal::Guarded) -> Result<End> {
+        if g.block {
+            return self.block(g.reason.clone());
+        }
+        let open: Vec<ToolCall> = super::approval::unanswered(&self.messages)
+            .into_iter()
+            .cloned()
+            .collect();
+        for call in &open {
+            self.answer_call(call, crate::guard::NOT_RUN.to_string(), true);
+        }
+        Err(Error::Guardrail {
+            guard: g.guard.clone(),
+            reason: g.reason.clone(),
+        })
     }
 
     /// Announce one verdict ([`Event::Guard`]).

@@ -744,6 +744,9 @@ impl Agent {
     /// The resumed run, from where `cut` says the crash stopped it.
     #[cfg(feature = "journal")]
     pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
+        if let Some(g) = &cut.guarded {
+            return self.resume_guarded(g);
+        }
         let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
             .into_iter()
             .cloned()

@@ -529,7 +529,7 @@ impl Agent {
     ) {
         let note = match err {
             Error::Cancelled => NOT_RUN_CANCELLED,
-            Error::Guardrail { .. } => "Error: not run: stopped by a guard",
+            Error::Guardrail { .. } => crate::guard::NOT_RUN,
             _ => NOT_RUN_BUDGET,
         };
         // Calls already gated in parallel mode have not run either; a
@@ -581,7 +581,7 @@ impl Agent {
 
     /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
-    fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
+    pub(super) fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
         self.answer_call_with(call, content, Vec::new(), emit);
     }
 

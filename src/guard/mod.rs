@@ -122,6 +122,9 @@ pub use shape::Shape;
 /// What a guard returns when it fails (any error converts with `?`).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The observation of a call a guard's stop left unanswered.
+pub(crate) const NOT_RUN: &str = "Error: not run: stopped by a guard";
+
 /// The time a guard gets when [`Guards::timeout`] sets none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The retries an output guard gets when [`Guards::max_retries`] sets none.
@@ -710,7 +713,7 @@ pub(crate) type Reported = (Arc<str>, Action, String);
 #[derive(Debug)]
 pub(crate) enum Pending {
     /// An input guard's answer, for the user message just appended.
-    Block(String),
+    Block { guard: Arc<str>, answer: String },
     /// An output guard's feedback, for the answer just appended.
     Retry(String),
     /// A stop (an input guard's, or a tool output guard's in a batch).
