@@ -229,24 +229,29 @@ impl Agent {
         Ok(true)
     }
 
-    /// The tool input point, before the approval review: a rejection as
-    /// the call's observation, or `None` to go on to the review.
+    /// The tool input point, before the approval `review`: a rejection as
+    /// the call's observation, or the review's verdict.
     ///
     /// # Errors
     ///
-    /// A stop (this guard's, or a tool output guard's earlier in the batch).
-    pub(super) fn guard_tool_input(&mut self, call: &ToolCall) -> Result<Option<Verdict>> {
+    /// A stop (this guard's, or a tool output guard's earlier in the
+    /// batch), or the review's error.
+    pub(super) fn guard_tool_input(
+        &mut self,
+        call: &ToolCall,
+        review: impl FnOnce(&Agent) -> Result<Verdict>,
+    ) -> Result<Verdict> {
         self.guard_stopped()?;
         let Some(guards) = self.guarding.at(Point::ToolInput) else {
-            return Ok(None);
+            return review(self);
         };
         let Some(trip) = guards.check_tool_input(call, &mut |g, a, d| {
             self.emit_guard(g, Point::ToolInput, a, d, &call.id);
         }) else {
-            return Ok(None);
+            return review(self);
         };
         if trip.action == Action::Reject {
-            return Ok(Some(Verdict::Go(Prepared::Done(trip.detail))));
+            return Ok(Verdict::Go(Prepared::Done(trip.detail)));
         }
         Err(self.journal_trip(trip.stop()))
     }

@@ -374,6 +374,7 @@ impl Agent {
             mut message,
             usage,
             model,
+            id: response_id,
             ..
         } = completion;
         // Some servers do not name the model in the answer: the one asked
@@ -416,6 +417,7 @@ impl Agent {
             cache_creation: u.cache_creation,
             thinking: u.thinking,
             model_id: model,
+            response_id,
         });
         self.guard_output((message, finish))
     }
@@ -511,8 +513,7 @@ impl Agent {
             c.check()?;
         }
         run.steps += 1;
-        self.guard_tool_input(call)?
-            .map_or_else(|| run.gate.review(&self.shared, tools, call, truncated), Ok)
+        self.guard_tool_input(call, |a| run.gate.review(&a.shared, tools, call, truncated))
     }
 
     /// A batch stopped at `call` by `err` (the budget or a cancel): every

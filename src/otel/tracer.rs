@@ -365,6 +365,7 @@ impl Tracer {
                 cache_creation,
                 thinking,
                 model_id,
+                response_id,
                 ..
             } => {
                 let mut chat = chat_span(run, &self.model, &self.conversation, now);
@@ -394,6 +395,9 @@ impl Tracer {
                 let response_model = model_id.as_deref().map(Attr::from);
                 if let Some(m) = &response_model {
                     a.push("gen_ai.response.model", m.clone());
+                }
+                if let Some(id) = response_id {
+                    a.push("gen_ai.response.id", Attr::from(id.as_str()));
                 }
                 self.chats.push(ChatRecord {
                     attrs: metric_attrs(&self.model, response_model),
@@ -827,6 +831,7 @@ mod tests {
                 cache_creation: None,
                 thinking: None,
                 model_id: None,
+                response_id: None,
             });
             if i + 1 < answers.len() {
                 let id = format!("c{i}");
@@ -990,6 +995,7 @@ mod tests {
                 cache_creation: None,
                 thinking: None,
                 model_id: None,
+                response_id: None,
             },
             Event::ToolCall {
                 agent: a.clone(),

@@ -34,6 +34,8 @@ pub(crate) struct Accumulator {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
+    /// The answer's id: the first chunk that names one.
+    id: Option<String>,
     done: bool,
     /// Chunks that carried part of the answer (see [`Accumulator::progress`]).
     progress: Progress,
@@ -141,6 +143,11 @@ impl Accumulator {
         {
             self.model = rules::model_name(model);
         }
+        if self.id.is_none()
+            && let Some(Str(id)) = &chunk.id
+        {
+            self.id = rules::response_id(id);
+        }
         if let Some(usage) = &chunk.usage {
             let usage = usage.to_usage();
             if self.progress.usage(usage) {
@@ -233,6 +240,7 @@ impl Accumulator {
             self.finish_reason.as_deref(),
             self.usage,
             self.model,
+            self.id,
         )
     }
 

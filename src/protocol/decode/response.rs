@@ -111,6 +111,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
         choice.finish_reason.as_ref().map(|s| &*s.0),
         response.usage.as_deref().map(WireUsage::to_usage),
         response.model.and_then(|s| rules::model_name(&s.0)),
+        response.id.and_then(|s| rules::response_id(&s.0)),
     )
 }
 

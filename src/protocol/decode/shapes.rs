@@ -16,6 +16,8 @@ use crate::Usage;
 #[serde(bound(deserialize = "C: Deserialize<'de>"))]
 pub(super) struct Body<'a, C> {
     #[serde(borrow)]
+    pub(super) id: Option<Str<'a>>,
+    #[serde(borrow)]
     pub(super) model: Option<Str<'a>>,
     pub(super) choices: Option<Vec<C>>,
     /// Boxed: usually absent, and large enough to slow every chunk down.
