@@ -158,6 +158,7 @@
 //!
 //! - `anthropic`: Anthropic's Messages API ([`Api::AnthropicMessages`]).
 //! - `responses`: OpenAI's Responses API ([`Api::OpenAiResponses`]).
+//! - `gemini`: Google's Gemini API, `generateContent` ([`Api::Gemini`]).
 //!   [`Api`] has every variant in every build (a history or journal
 //!   written by a full build names them, and a lean build loads it); a
 //!   request on an API whose feature is off fails at once, before anything
@@ -228,7 +229,9 @@
 //! Messages API ([`Api::AnthropicMessages`]: thinking blocks, prompt-cache
 //! breakpoints) and OpenAI's Responses API ([`Api::OpenAiResponses`]: input
 //! items, reasoning items carried across tool rounds without server-side
-//! storage, structured output as `text.format`), each streamed and not, tool
+//! storage, structured output as `text.format`) and Google's Gemini API
+//! ([`Api::Gemini`]: thought signatures, thinking settings, safety
+//! finishes), each streamed and not, tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
 //! Ollama and vLLM, images in user messages and tool results, a crash-safe
@@ -531,6 +534,8 @@ pub use crate::listener::Listener;
 pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
+#[cfg(feature = "gemini")]
+pub use crate::protocol::{CachedContent, ContextCache};
 pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;

@@ -17,21 +17,29 @@ Options:
       --base-url URL        the API base, e.g. http://127.0.0.1:8080/v1
                             [env: OPENAI_BASE_URL, or for anthropic
                             ANTHROPIC_BASE_URL, the server's root: /v1 is added
-                            unless it ends with it]; without one, a built-in
+                            unless it ends with it; for gemini
+                            GOOGLE_GEMINI_BASE_URL, the root: /v1beta is added
+                            unless it ends with a version]; without one, a built-in
                             demo model answers (it calls the tools for arithmetic,
                             time and file questions; scripts/chat-local.sh runs
                             a real local model instead)
       --model NAME          model id [env: OPENAI_MODEL, or ANTHROPIC_MODEL for
-                            anthropic]; default: the first id listed at
+                            anthropic, GEMINI_MODEL for gemini]; default: the
+                            first id listed at
                             <base-url>/models
-      --api-key KEY         sent as a bearer token (x-api-key for anthropic)
-                            [env: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
-                            anthropic; that key alone means Anthropic's own API]
+      --api-key KEY         sent as a bearer token (x-api-key for anthropic,
+                            x-goog-api-key for gemini) [env: OPENAI_API_KEY, or
+                            ANTHROPIC_API_KEY for anthropic, GOOGLE_API_KEY or
+                            GEMINI_API_KEY for gemini; that key alone means the
+                            provider's own API]
       --api API             the wire format: chat (chat completions), anthropic
-                            (Anthropic Messages) or responses (OpenAI Responses)
-                            [env: PIKURI_API] [default: anthropic when an
-                            ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set and
-                            no OPENAI_BASE_URL or OPENAI_API_KEY, else chat:
+                            (Anthropic Messages), responses (OpenAI Responses)
+                            or gemini (Google Gemini) [env: PIKURI_API]
+                            [default: anthropic when an ANTHROPIC_API_KEY or
+                            ANTHROPIC_BASE_URL is set and no OPENAI_BASE_URL or
+                            OPENAI_API_KEY, gemini when a GEMINI_API_KEY or
+                            GOOGLE_GEMINI_BASE_URL is set and none of those,
+                            else chat:
                             the environment is read as ChatTransport::from_env
                             reads it]
       --image FILE          attach a PNG, JPEG, GIF or WebP image (at most 20 MiB)
@@ -99,7 +107,7 @@ Interactive chat:
   Ctrl+C cancels the running turn. Pressed a second time with nothing typed
   in between (after a cancel, or twice at the prompt), it exits.
   /model NAME   use model NAME from the next turn on (the conversation stays)
-  /api API      speak chat, anthropic or responses from the next turn on
+  /api API      speak chat, anthropic, responses or gemini from the next turn on
   /image FILE   attach an image to the next message
   /reset        clear the conversation
   /compact      summarize the older turns now
@@ -124,7 +132,7 @@ Exit status:
 
 pub(crate) const COMMANDS: &str = "\
 /model NAME   use model NAME from the next turn on
-/api API      speak chat, anthropic or responses from the next turn on
+/api API      speak chat, anthropic, responses or gemini from the next turn on
 /image FILE   attach an image to the next message
 /reset        clear the conversation
 /compact      summarize the older turns now
@@ -289,25 +297,44 @@ impl Options {
     /// with it; its key alone means Anthropic's own API) when speaking its
     /// API, the `OPENAI_*` ones otherwise.
     fn read_env(&mut self) -> Result<(), Failure> {
-        let (base, model, key) = if self.api == Api::AnthropicMessages {
-            ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_API_KEY")
-        } else {
-            ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
+        let (base, model, key) = match self.api {
+            Api::AnthropicMessages => {
+                ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_API_KEY")
+            }
+            Api::Gemini => ("GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_API_KEY"),
+            _ => ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"),
         };
         self.model = self.model.take().or_else(|| env(model));
         self.api_key = self.api_key.take().or_else(|| env(key));
+        if self.api == Api::Gemini {
+            // The google-genai SDK's order: GOOGLE_API_KEY, then GEMINI_API_KEY.
+            self.api_key = self.api_key.take().or_else(|| env("GEMINI_API_KEY"));
+        }
         if self.base_url.is_none()
             && let Some(url) = env(base)
         {
             let url = http_url(base, &url)?;
-            self.base_url = Some(if base == "ANTHROPIC_BASE_URL" && !url.ends_with("/v1") {
-                format!("{url}/v1")
-            } else {
-                url
+            let url = url.trim_end_matches('/').to_string();
+            let versioned = url.rsplit('/').next().is_some_and(|s| {
+                s.starts_with('v') && s[1..].starts_with(|c: char| c.is_ascii_digit())
+            });
+            self.base_url = Some(match base {
+                "ANTHROPIC_BASE_URL" if !url.ends_with("/v1") => format!("{url}/v1"),
+                "GOOGLE_GEMINI_BASE_URL" if !versioned => format!("{url}/v1beta"),
+                _ => url,
             });
         }
-        if self.api == Api::AnthropicMessages && self.base_url.is_none() && self.api_key.is_some() {
-            self.base_url = Some("https://api.anthropic.com/v1".to_string());
+        if self.base_url.is_none() && self.api_key.is_some() {
+            match self.api {
+                Api::AnthropicMessages => {
+                    self.base_url = Some("https://api.anthropic.com/v1".to_string());
+                }
+                Api::Gemini => {
+                    self.base_url =
+                        Some("https://generativelanguage.googleapis.com/v1beta".to_string());
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -319,10 +346,12 @@ impl Options {
 /// `OPENAI_BASE_URL` nor `OPENAI_API_KEY` is.
 fn api_from_env() -> Api {
     let set = |names: [&str; 2]| names.iter().any(|n| env(n).is_some());
-    if set(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"])
-        && !set(["OPENAI_BASE_URL", "OPENAI_API_KEY"])
-    {
+    let openai = set(["OPENAI_BASE_URL", "OPENAI_API_KEY"]);
+    let anthropic = set(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]);
+    if anthropic && !openai {
         Api::AnthropicMessages
+    } else if set(["GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"]) && !openai && !anthropic {
+        Api::Gemini
     } else {
         Api::ChatCompletions
     }
@@ -386,14 +415,15 @@ fn session(text: &str) -> Result<PathBuf, Failure> {
     Ok(path.with_file_name(format!("{run}.journal")))
 }
 
-/// `chat`, `anthropic` or `responses` (the long names too).
+/// `chat`, `anthropic`, `responses` or `gemini` (the long names too).
 pub(crate) fn parse_api(what: &str, text: &str) -> Result<Api, Failure> {
     match text.trim() {
         "chat" | "chat_completions" => Ok(Api::ChatCompletions),
         "anthropic" | "anthropic_messages" => Ok(Api::AnthropicMessages),
         "responses" | "openai_responses" => Ok(Api::OpenAiResponses),
+        "gemini" => Ok(Api::Gemini),
         _ => Err(usage(format!(
-            "{what} is chat, anthropic or responses, got `{text}`"
+            "{what} is chat, anthropic, responses or gemini, got `{text}`"
         ))),
     }
 }

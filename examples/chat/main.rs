@@ -429,10 +429,10 @@ pub(crate) fn bounded(text: &str, max: usize) -> String {
 
 /// The provider hint for an API.
 fn provider(api: Api) -> &'static str {
-    if api == Api::AnthropicMessages {
-        "anthropic"
-    } else {
-        "openai"
+    match api {
+        Api::AnthropicMessages => "anthropic",
+        Api::Gemini => "gemini",
+        _ => "openai",
     }
 }
 

@@ -697,6 +697,15 @@ impl Agent {
         self.shared.listeners.flush();
     }
 
+    /// Wait until every listener, [`HandOff`](crate::listeners::Delivery::HandOff)
+    /// ones too, handled every event emitted so far and ran its
+    /// [`flush`](crate::Listener::flush). A turn waits only for the
+    /// [`Barrier`](crate::listeners::Delivery::Barrier) ones; see
+    /// [`Delivery`](crate::listeners::Delivery) for an example.
+    pub fn flush_listeners(&self) {
+        self.shared.listeners.flush_all();
+    }
+
     /// Release the agent: run the on-close handlers (last registered first;
     /// a panicking one is logged at `warn` and the rest still run), then stop
     /// and join the listener threads. Idempotent; `Drop` calls it.

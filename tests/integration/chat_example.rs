@@ -1334,7 +1334,7 @@ fn api_flag_and_environment() {
     let out = run(&against(&base, &["--api", "soap", "-p", "hi"]));
     assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
     assert!(
-        out.stderr.contains("chat, anthropic or responses"),
+        out.stderr.contains("chat, anthropic, responses or gemini"),
         "{}",
         out.stderr
     );
@@ -1385,10 +1385,11 @@ fn repl_image_and_api_commands() {
 }
 
 /// The demo model answers over each API's own wire format: the same
-/// calculator round and answer with `--api anthropic` and `--api responses`.
+/// calculator round and answer with `--api anthropic`, `--api responses`
+/// and `--api gemini`.
 #[test]
 fn demo_speaks_anthropic_and_responses() {
-    for api in ["anthropic", "responses"] {
+    for api in ["anthropic", "responses", "gemini"] {
         let (out, calls) = ask_demo(
             None,
             &format!("demo-api-{api}.jsonl"),
@@ -1412,6 +1413,10 @@ fn scripted_tool_round_on_anthropic_and_responses() {
     for (api, route) in [
         ("anthropic", "/v1/messages"),
         ("responses", "/v1/responses"),
+        (
+            "gemini",
+            "/v1/models/fake-model:streamGenerateContent?alt=sse",
+        ),
     ] {
         let server = FakeServer::start();
         server.set_strict(true);

@@ -8,6 +8,7 @@ mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred 
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
+mod context_cache; // issue 37: Gemini's context caches: create, use, expire, delete
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod decoder_rules; // issue 36: the decoder rules on all three APIs (progress, identity, errors, bounds)
 mod errors; // the fault matrix: HTTP, transport and stream faults
@@ -17,7 +18,9 @@ mod fake_apis; // issue 29: FakeServer on /messages and /responses, strict mode,
 mod fidelity; // issue 28 class 10: differences from pikuri, fixed
 mod finish; // issue 36: why an answer ended, a cut answer never `Completed`, on all three APIs
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
+mod gemini; // issue 37: Google Gemini's own API on the strict FakeServer
 mod guards; // issue 39: guardrails at the four points, chains, failing guards, the judge
+mod hand_off; // issue 42: listeners that opt out of the end-of-turn barrier
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model
 mod hosts; // events pulled through ChannelListener, turn usage

@@ -226,11 +226,22 @@ impl Opaque {
 #[cold]
 #[inline(never)]
 fn opaque_of(text: &str) -> Option<shapes::OpaqueDelta> {
-    let body: shapes::OpaqueBody = serde_json::from_str(text).ok()?;
-    body.choices?
-        .into_iter()
-        .find(|c| c.index.unwrap_or(0) == 0)?
-        .delta
+    let mut body: Value = serde_json::from_str(text).ok()?;
+    let choice = body
+        .get_mut("choices")?
+        .as_array_mut()?
+        .iter_mut()
+        // A missing (or null) index means 0, as in the first reading.
+        .find(|c| match c.get("index") {
+            None | Some(Value::Null) => true,
+            Some(index) => index.as_u64() == Some(0),
+        })?;
+    // `delta` in a chunk, `message` in a response.
+    let delta = match choice.get_mut("delta") {
+        Some(delta) => delta.take(),
+        None => choice.get_mut("message")?.take(),
+    };
+    delta.is_object().then_some(shapes::OpaqueDelta(delta))
 }
 
 /// A tool call's provider fields as kept in [`ToolCall::provider_data`].
