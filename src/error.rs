@@ -46,6 +46,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
 /// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
 /// | [`Budget`](ErrorKind::Budget) | a spending limit was reached ([`Error::BudgetExceeded`]) | with a larger budget |
+/// | [`Guardrail`](ErrorKind::Guardrail) | a [guard](crate::guard) stopped the run ([`Error::Guardrail`]) | not as is: the guard decided |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
@@ -172,6 +173,15 @@ pub enum Error {
         /// What the run had spent when it stopped.
         spend: Box<Spend>,
     },
+    /// A [guard](crate::guard) stopped the run: its verdict was a stop, or
+    /// it panicked, failed or overran its time bound (see
+    /// [what the history holds](crate::guard#what-the-history-holds)).
+    Guardrail {
+        /// The name the guard was registered under.
+        guard: String,
+        /// Why: the guard's own reason, or what went wrong with it.
+        reason: String,
+    },
     /// An argument or configuration was invalid: a blank user message, a zero
     /// step budget, duplicate tool names, an unknown persona tool,
     /// [`Agent::retry_turn`](crate::Agent::retry_turn) with nothing to retry,
@@ -297,6 +307,8 @@ pub enum ErrorKind {
     StepLimit,
     /// A [`Budget`](crate::Budget) limit was reached.
     Budget,
+    /// A guard stopped the run.
+    Guardrail,
     /// An argument or setting was invalid.
     InvalidInput,
     /// A history was invalid.
@@ -349,6 +361,7 @@ impl Error {
             Error::Cancelled => ErrorKind::Cancelled,
             Error::StepLimitExceeded { .. } => ErrorKind::StepLimit,
             Error::BudgetExceeded { .. } => ErrorKind::Budget,
+            Error::Guardrail { .. } => ErrorKind::Guardrail,
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::History(_) => ErrorKind::History,
             Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
@@ -493,6 +506,11 @@ impl Error {
                 .debug_struct("BudgetExceeded")
                 .field("limit", limit)
                 .field("spend", spend)
+                .finish(),
+            Error::Guardrail { guard, reason } => f
+                .debug_struct("Guardrail")
+                .field("guard", guard)
+                .field("reason", reason)
                 .finish(),
             Error::InvalidInput(m) => f.debug_tuple("InvalidInput").field(m).finish(),
             Error::History(m) => f.debug_tuple("History").field(m).finish(),
@@ -678,6 +696,12 @@ impl fmt::Display for Error {
             Error::BudgetExceeded { limit, spend } => {
                 write!(f, "budget exceeded: {limit} limit reached after {spend}")
             }
+            Error::Guardrail { guard, reason } => write!(
+                f,
+                "stopped by guard {}: {}",
+                sanitize(guard),
+                sanitize(reason)
+            ),
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
             Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
             Error::InvalidAnswer { problems, .. } => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::guard::{Action, Point};
 use crate::spend::Limit;
 use crate::{ChatTransport, FinishReason, Spend, Usage};
 
@@ -75,6 +76,10 @@ pub enum StopReason {
     /// ([`Outcome::pending_approvals`](crate::Outcome::pending_approvals),
     /// [`Agent::resume`](crate::Agent::resume)).
     ApprovalPending,
+    /// A [guard](crate::guard) ended the run: an input guard blocked the
+    /// message with its own answer ([`Outcome`](crate::Outcome) carries
+    /// it), or a guard stopped the run ([`Error::Guardrail`](crate::Error::Guardrail)).
+    Guardrail,
 }
 
 impl StopReason {
@@ -89,6 +94,7 @@ impl StopReason {
             StopReason::Cancelled => "cancelled",
             StopReason::Error => "error",
             StopReason::ApprovalPending => "approval_pending",
+            StopReason::Guardrail => "guardrail",
         }
     }
 }
@@ -238,6 +244,27 @@ pub enum Event {
         name: String,
         /// The arguments the tool runs on (validated, normalized).
         arguments: Value,
+    },
+    /// A [guard](crate::guard) returned a verdict other than allow (or
+    /// failed, which is a stop). Emitted before the loop acts on it: a
+    /// replaced text, a blocked message, a retried answer, a rejected call
+    /// or a stop ([`Event::Stopped`] with [`StopReason::Guardrail`]
+    /// follows).
+    Guard {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The name the guard was registered under.
+        guard: String,
+        /// Where it ran.
+        point: Point,
+        /// What it decided.
+        action: Action,
+        /// The guard's text for the action: the answer of a block, the
+        /// feedback of a retry, the message of a reject, the reason of a
+        /// stop; empty for a replace (the replaced text may be a secret).
+        detail: String,
+        /// The tool call's id at the tool points; empty at the others.
+        call_id: String,
     },
     /// Token usage of one assistant message; emitted for every one, including
     /// pure tool-call messages. `None` means not reported.
@@ -475,6 +502,7 @@ impl Event {
             | Event::ToolResult { agent, .. }
             | Event::ToolDenied { agent, .. }
             | Event::ToolEdited { agent, .. }
+            | Event::Guard { agent, .. }
             | Event::Tokens { agent, .. }
             | Event::FallbackNotice { agent, .. }
             | Event::Cancelled { agent, .. }
@@ -506,6 +534,7 @@ impl Event {
             Event::ToolCall { .. } => "tool_call",
             Event::ToolResult { .. } => "tool_result",
             Event::ToolDenied { .. } => "tool_denied",
+            Event::Guard { .. } => "guard",
             Event::ToolEdited { .. } => "tool_edited",
             Event::Tokens { .. } => "tokens",
             Event::FallbackNotice { .. } => "fallback_notice",

@@ -26,6 +26,7 @@
 //! 15. [Model settings](#model-settings)
 //! 16. [Context caching (Gemini)](#context-caching-gemini)
 //! 17. [Budgets](#budgets)
+//! 18. [Guardrails](#guardrails)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -1312,3 +1313,104 @@
 //! resumed from its journal goes on from what it had spent). For a limit
 //! over an agent's lifetime, sum the outcomes' spend in the host. The
 //! chat example takes `--max-tokens`, `--max-cost` and `--price`.
+//!
+//! # Guardrails
+//!
+//! A [guard](crate::guard) checks what goes in, what comes out and what
+//! runs, at four points: the user's message, the final answer, a tool call
+//! (before the approval prompt) and a tool's result (before it enters the
+//! history). Each is a closure or a type implementing the point's trait;
+//! the loop acts on its verdict and announces it as an
+//! [`Event::Guard`](crate::Event::Guard). Here a redactor keeps a tool's
+//! secrets out of the history (and so out of every later request), a tool
+//! guard refuses a call before anyone is asked to approve it, and an input
+//! guard answers a message itself:
+//!
+//! ```
+//! use pikuri::{Agent, Role, StopReason, ToolCall};
+//! use pikuri::guard::{Guards, InputVerdict, Redactor, ToolInputVerdict};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("whois", json!({"domain": "example.com"})));
+//! server.push(Reply::tool_call("whois", json!({"domain": "internal.corp"})));
+//! server.push(Reply::text("It belongs to Jo; the other one is off limits."));
+//! let whois = FnTool::new(
+//!     "whois",
+//!     "Who owns a domain.",
+//!     Parameters::builder().required_string("domain", "The domain.").build(),
+//!     |_, _| Ok("owner: jo@example.com".into()),
+//! );
+//! let guards = Guards::new()
+//!     .input("scope", |text: &str| {
+//!         if text.contains("password") {
+//!             InputVerdict::Block("I can't help with passwords.".into())
+//!         } else {
+//!             InputVerdict::Allow
+//!         }
+//!     })
+//!     .tool_input("internal", |call: &ToolCall| {
+//!         if call.arguments.contains(".corp") {
+//!             ToolInputVerdict::Reject("Error: internal domains are off limits".into())
+//!         } else {
+//!             ToolInputVerdict::Allow
+//!         }
+//!     })
+//!     .tool_output("redact", Redactor::new());
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(whois)
+//!     .guards(guards)
+//!     .build()?;
+//! let outcome = agent.run_loop("Who owns example.com and internal.corp?")?;
+//! assert_eq!(outcome.stop_reason, StopReason::Completed);
+//! let results: Vec<&str> = agent.messages().iter()
+//!     .filter(|m| m.role == Role::Tool)
+//!     .map(|m| m.content.as_str())
+//!     .collect();
+//! assert_eq!(results, ["owner: [redacted email]", "Error: internal domains are off limits"]);
+//!
+//! // A blocked message is answered by the guard: no request, and the next
+//! // turn goes on from a valid history.
+//! let blocked = agent.run_loop("What is Jo's password?")?;
+//! assert_eq!(blocked.stop_reason, StopReason::Guardrail);
+//! assert_eq!(blocked.answer.as_deref(), Some("I can't help with passwords."));
+//! assert_eq!(server.chat_requests().len(), 3);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! An output guard may send the model back with feedback, at most
+//! [`max_retries`](crate::guard::Guards::max_retries) times; past that, and
+//! on any stop, the run ends with [`Error::Guardrail`](crate::Error::Guardrail)
+//! naming the guard. A guard that panics, fails or overruns its
+//! [`timeout`](crate::guard::Guards::timeout) is a stop too, never a silent
+//! allow. [`Shape`](crate::guard::Shape) bounds an answer's length and
+//! shape; [`Judge`](crate::guard::Judge) asks a model (any transport) to
+//! decide against a rubric:
+//!
+//! ```
+//! use pikuri::{Agent, ErrorKind};
+//! use pikuri::guard::{Guards, Judge, Shape};
+//! use pikuri::testing::{FakeServer, Reply};
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::text("Sure! Here is a very long story about everything..."));
+//! server.push(Reply::text("Fine."));
+//! let judge_server = FakeServer::start();
+//! judge_server.push(Reply::text(r#"{"allow": false, "reason": "the answer is rude"}"#));
+//! let guards = Guards::new()
+//!     .output("short", Shape::new().max_chars(20))
+//!     .output("polite", Judge::new(judge_server.transport(), "Answers are polite."))
+//!     .max_retries(1);
+//! let mut agent = Agent::builder(server.transport()).guards(guards).build()?;
+//! // The long answer goes back with the shape guard's feedback; the judge
+//! // then refuses the short one, and the one retry is used up.
+//! let err = agent.run_loop("Tell me a story.").unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::Guardrail);
+//! assert!(err.to_string().starts_with("stopped by guard polite"), "{err}");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! What the history holds after each trip is tabled in the
+//! [guard module](crate::guard#what-the-history-holds).

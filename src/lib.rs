@@ -78,6 +78,7 @@
 //! |---|---|
 //! | [`tool`] | helpers for writing tools: [`FnTool`](tool::FnTool), [`TypedTool`](tool::TypedTool), [`Parameters`](tool::Parameters), [`schema_type!`](tool::schema_type), [`TrifectaPolicy`](tool::TrifectaPolicy) |
 //! | [`approval`] | hosts that review tool calls: [`Approver`](approval::Approver), [`Decision`](approval::Decision), the built-in approvers |
+//! | [`guard`] | guardrails on what goes in, comes out and runs: [`Guards`](guard::Guards), the ready-made [`Redactor`](guard::Redactor), [`Shape`](guard::Shape), [`Judge`](guard::Judge) |
 //! | [`journal`] | runs that survive a crash: [`JournalStore`](journal::JournalStore), [`FileStore`](journal::FileStore) |
 //! | [`compaction`] | fitting the context window: [`Compaction`](compaction::Compaction), [`ToolResultLimit`](compaction::ToolResultLimit) |
 //! | [`structured`] | typed answers: [`StructuredOutput`](structured::StructuredOutput) |
@@ -502,6 +503,7 @@ mod web;
 pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
+pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;

@@ -269,6 +269,19 @@ pub(crate) fn redact_url_in<'a>(text: &'a str, url: &str) -> Cow<'a, str> {
     Cow::Owned(out)
 }
 
+/// `ModelNotFound` as `model_not_found` (an [`ErrorKind`](crate::ErrorKind)
+/// name in [`Event::RequestFailed`]).
+pub(crate) fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

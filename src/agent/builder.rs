@@ -19,6 +19,7 @@ use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
 use crate::approval::Approver;
+use crate::guard::Guards;
 #[cfg(feature = "journal")]
 use crate::journal::{JournalStore, Open};
 use crate::listener::ListenerList;
@@ -87,6 +88,7 @@ pub struct Configurator {
     pub(super) compaction: Option<Compaction>,
     pub(super) tool_result_limit: ToolResultLimit,
     pub(super) fallbacks: Vec<ChatTransport>,
+    pub(super) guards: Option<Arc<Guards>>,
     /// The run journal to open at the end of `build`.
     #[cfg(feature = "journal")]
     pub(super) journal: Option<(Box<dyn JournalStore>, String, Open)>,
@@ -118,6 +120,7 @@ impl Configurator {
             compaction: None,
             tool_result_limit: ToolResultLimit::default(),
             fallbacks: Vec::new(),
+            guards: None,
             #[cfg(feature = "journal")]
             journal: None,
         }
@@ -423,6 +426,14 @@ impl Configurator {
     /// ```
     pub fn add_fallback(mut self, transport: ChatTransport) -> Configurator {
         self.fallbacks.push(transport);
+        self
+    }
+
+    /// The [guards](crate::guard) the loop asks at their points (replacing
+    /// any set before); the agent's own, not its sub-agents'. An empty
+    /// [`Guards`] is none: a run without guards pays nothing for them.
+    pub fn guards(mut self, guards: Guards) -> Configurator {
+        self.guards = (!guards.is_empty()).then(|| Arc::new(guards));
         self
     }
 

@@ -15,6 +15,7 @@ mod child;
 mod compact;
 mod extension;
 mod fallback;
+mod guarded;
 mod history;
 mod metering;
 mod outcome;
@@ -47,6 +48,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::approval::PendingApproval;
+use crate::guard::Guarding;
 #[cfg(feature = "journal")]
 use crate::journal::{Cut, Fingerprint, Journal, JournalStore, Open, fnv1a};
 use crate::journal::{HistoryCause, Record};
@@ -200,6 +202,8 @@ pub struct Agent {
     tool_limit: ToolResultLimit,
     /// The transports a failing request falls back to (`fallback.rs`).
     fallbacks: Fallbacks,
+    /// The guards and what their verdicts left to do (`guarded.rs`).
+    guarding: Guarding,
     /// Where a crash cut off the run a journal was resumed from, until
     /// [`resume_run`](Agent::resume_run) finishes it.
     #[cfg(feature = "journal")]
@@ -316,6 +320,7 @@ impl Configurator {
             compactor: Compactor::new(cfg.compaction.take()),
             tool_limit: cfg.tool_result_limit,
             fallbacks: Fallbacks::new(std::mem::take(&mut cfg.fallbacks)),
+            guarding: Guarding::new(cfg.guards.take()),
             #[cfg(feature = "journal")]
             interrupted: None,
         };

@@ -31,8 +31,9 @@ use crate::{FinishReason, Spend, StopReason, Usage};
 pub struct Outcome {
     /// Why the run stopped: [`StopReason::Completed`],
     /// [`StopReason::Incomplete`] (the final answer was cut short),
-    /// [`StopReason::Synthesized`] or [`StopReason::ApprovalPending`] (the
-    /// others arrive as errors).
+    /// [`StopReason::Synthesized`], [`StopReason::ApprovalPending`] or
+    /// [`StopReason::Guardrail`] (an input guard blocked the message: the
+    /// answer is the guard's) (the others arrive as errors).
     pub stop_reason: StopReason,
     /// Why the final answer ended (the synthesizer's, when it wrote it;
     /// [`FinishReason::ToolCalls`] with [`StopReason::ApprovalPending`]).

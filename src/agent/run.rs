@@ -40,6 +40,7 @@ impl Agent {
     /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget, then what the `Interloper` held | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
     /// | [`Error::BudgetExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise), after [`Event::BudgetExceeded`]) | as for the step limit (a "not run" observation for each call the budget stopped); nothing of the request refused before it was sent | `run_loop` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
+    /// | [`Error::Guardrail`] (a [guard](crate::guard) stopped the run) | per point, as tabled in [What the history holds](crate::guard#what-the-history-holds): a withheld message, an answer left out, calls answered "not run" or "withheld" | a new `run_loop` (a `retry_turn` asks the model about the same history again) |
     ///
     /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
     /// [`run_typed`](Agent::run_typed) and [`compact`](Agent::compact) refuse
@@ -745,6 +746,9 @@ impl Agent {
     /// The resumed run, from where `cut` says the crash stopped it.
     #[cfg(feature = "journal")]
     pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
+        if let Some(g) = &cut.guarded {
+            return self.resume_guarded(g);
+        }
         let pending: Vec<ToolCall> = approval::unanswered(&self.messages)
             .into_iter()
             .cloned()

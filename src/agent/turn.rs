@@ -58,6 +58,8 @@ pub(super) enum End {
     Answered(FinishReason),
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
+    /// An input guard answered the message (`guarded.rs`).
+    Blocked,
 }
 
 /// One run's state (a turn, a retry, a resume, a typed turn's repair).
@@ -82,7 +84,7 @@ impl Agent {
         let user_message = message.content.clone();
         self.turn_start(message, transport)?;
         let mut run = Run::default();
-        let result = self.rounds(&mut run);
+        let result = self.guarded_rounds(&mut run);
         self.turn_end(result, run.steps, &user_message)
     }
 
@@ -99,8 +101,6 @@ impl Agent {
         if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
-        let user_message = message.content.clone();
-        let user_message = user_message.as_str();
         if let Some(t) = transport {
             t.check()?;
             self.apply_transport(t);
@@ -110,6 +110,9 @@ impl Agent {
         // answer first: a new message is not a decision, and the request
         // must not carry unanswered calls.
         self.answer_stale_pending();
+        let message = self.guard_input(message);
+        let user_message = message.content.clone();
+        let user_message = user_message.as_str();
         self.journal(&Record::User {
             content: user_message.into(),
         })?;
@@ -133,6 +136,7 @@ impl Agent {
         // The run's events wait for the agent's first wait (`listener::hub`).
         self.shared.listeners.hold();
         self.synth_answer = None;
+        self.guarding.reset();
         self.partial_answer.clear();
         if let Some(s) = &self.shared.step_limit {
             s.reset();
@@ -157,7 +161,7 @@ impl Agent {
         loop {
             self.before_request()?;
             let completion = self.request()?;
-            let (message, finish) = self.answer(completion);
+            let (message, finish) = self.answer(completion)?;
             let truncated = finish == FinishReason::Length;
             // Stored before any of its tools runs: a resume never asks
             // the model for it again.
@@ -166,7 +170,7 @@ impl Agent {
                 self.messages.push(message);
                 // Input typed while the model answered is a new question in
                 // the same turn: one more round answers it.
-                if self.after_batch() {
+                if self.guard_retry()? | self.after_batch() {
                     continue;
                 }
                 return Ok(End::Answered(finish));
@@ -277,7 +281,7 @@ impl Agent {
             prompt_caching: transport.prompt_caching(),
             split_think: options.split_think,
             extra: &options.extra,
-            cancel: shared.cancellable.as_ref(),
+            cancel: self.guarding.cancel().or(shared.cancellable.as_ref()),
             traceparent: traceparent.as_deref(),
         };
         let mut buf = std::mem::take(&mut self.buf);
@@ -336,7 +340,7 @@ impl Agent {
             self.emit(Event::RequestFailed {
                 agent: self.agent_id(),
                 status: e.status(),
-                kind: snake_case(&format!("{:?}", e.kind())),
+                kind: crate::util::snake_case(&format!("{:?}", e.kind())),
                 error: e.to_string(),
             });
         }
@@ -361,10 +365,13 @@ impl Agent {
     /// message gets its model stamp and the tool calls recovered from its
     /// text, and is announced (`Thinking`, `Assistant`, `Tokens`). Also
     /// why it ended (cut at the length limit, a call's arguments may be cut
-    /// too, which its observation says).
-    fn answer(&mut self, completion: Completion) -> (Message, FinishReason) {
+    /// too, which its observation says). Guards (`guarded.rs`): first the
+    /// verdict of those beside the request, last the output guards; a
+    /// trip of either is the error.
+    fn answer(&mut self, completion: Completion) -> Result<(Message, FinishReason)> {
         self.shared.tally.lock().count(completion.usage);
         self.budget_count(completion.usage, true);
+        self.guard_beside()?;
         let mut finish = completion.finish();
         let Completion {
             mut message,
@@ -415,7 +422,7 @@ impl Agent {
             model_id: model,
             response_id,
         });
-        (message, finish)
+        self.guard_output((message, finish))
     }
 
     /// The answer's tool calls, each through [`tool_call`](Agent::tool_call).
@@ -478,7 +485,8 @@ impl Agent {
             }
         }
         self.run_gated(gated);
-        Ok(End::Answered(FinishReason::ToolCalls))
+        self.guard_stopped()
+            .map(|()| End::Answered(FinishReason::ToolCalls))
     }
 
     /// Boundary 5, one tool call: announced ([`Event::ToolCall`], and the
@@ -509,7 +517,7 @@ impl Agent {
             c.check()?;
         }
         run.steps += 1;
-        run.gate.review(&self.shared, tools, call, truncated)
+        self.guard_tool_input(call, |a| run.gate.review(&a.shared, tools, call, truncated))
     }
 
     /// A batch stopped at `call` by `err` (the budget or a cancel): every
@@ -524,12 +532,11 @@ impl Agent {
         interrupted: &[&str],
         err: &Error,
     ) {
-        let note = if err.is_cancelled() {
-            NOT_RUN_CANCELLED
-        } else if err.kind() == crate::ErrorKind::Budget {
-            "Error: not run: budget exhausted"
-        } else {
-            NOT_RUN_BUDGET
+        let note = match err {
+            e if e.is_cancelled() => NOT_RUN_CANCELLED,
+            Error::Guardrail { .. } => crate::guard::NOT_RUN,
+            e if e.kind() == crate::ErrorKind::Budget => "Error: not run: budget exhausted",
+            _ => NOT_RUN_BUDGET,
         };
         // Calls already gated in parallel mode have not run either; a
         // denied one keeps its denial.
@@ -580,7 +587,7 @@ impl Agent {
 
     /// Append a call's tool message, cut to the [`ToolResultLimit`](crate::compaction::ToolResultLimit);
     /// `emit`: announce it as [`Event::ToolResult`].
-    fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
+    pub(super) fn answer_call(&mut self, call: &ToolCall, content: String, emit: bool) {
         self.answer_call_with(call, content, Vec::new(), emit);
     }
 
@@ -594,6 +601,7 @@ impl Agent {
     ) {
         // The call is done: the agent works again (see `begin_run`).
         self.shared.listeners.hold();
+        let content = self.guard_tool_output(call, content);
         let content = self.tool_limit.apply(content, self.context_window_cap());
         if emit {
             self.emit(Event::ToolResult {
@@ -683,6 +691,7 @@ impl Agent {
         let result = match result {
             Ok(End::Answered(finish)) => Ok(ended(finish, StopReason::Completed)),
             Ok(End::Pending) => Ok((StopReason::ApprovalPending, FinishReason::ToolCalls)),
+            Ok(End::Blocked) => Ok((StopReason::Guardrail, FinishReason::Complete)),
             // The budget is spent but the host asked for an answer anyway:
             // a tools-free child writes it from the evidence.
             Err(e) if self.synthesizes(&e) => self
@@ -715,6 +724,7 @@ impl Agent {
             }
             Err(Error::StepLimitExceeded { .. }) => StopReason::StepLimit,
             Err(Error::BudgetExceeded { .. }) => StopReason::Budget,
+            Err(Error::Guardrail { .. }) => StopReason::Guardrail,
             Err(_) => StopReason::Error,
         };
         self.last_stop = Some(reason);
@@ -837,17 +847,4 @@ impl Agent {
         self.emit(done.event(self.agent_id()));
         Ok(true)
     }
-}
-
-/// `ModelNotFound` as `model_not_found` (an [`ErrorKind`](crate::ErrorKind)
-/// name in [`Event::RequestFailed`]).
-fn snake_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
 }

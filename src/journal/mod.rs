@@ -150,7 +150,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 pub use file::FileStore;
-pub(crate) use record::{Cut, Fingerprint, Record, Replayed, fnv1a, replay};
+pub(crate) use record::{Cut, Fingerprint, Guarded, Record, Replayed, fnv1a, replay};
 pub(crate) use vocab::HistoryCause;
 
 use crate::{Error, FinishReason, Message, Result, Spend};

@@ -90,6 +90,16 @@ pub(crate) enum Record<'a> {
     Synthesizing { max: u32 },
     /// The agent switched models (a `run_loop_with`).
     ModelSwitched { model: Option<Cow<'a, str>> },
+    /// A [guard](crate::guard) ended the run, stored before the loop acts:
+    /// a stop (the reason; the run's error follows), or with `block` an
+    /// input block (the reason is the guard's answer, stored next as a
+    /// response).
+    Guard {
+        guard: Cow<'a, str>,
+        reason: Cow<'a, str>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        block: bool,
+    },
     /// A run (a turn, a retry, a resume) ended: why, the error's message
     /// when it failed, and why its final answer ended when it has one.
     TurnEnd {
@@ -212,6 +222,18 @@ pub(crate) struct Cut {
     pub(crate) synthesizing: Option<u32>,
     /// What the run had spent at its last journaled response.
     pub(crate) spent: Option<Spend>,
+    /// The run was cut off after a guard ended it, before the end was
+    /// stored: the resume ends it the same way, asking no one again.
+    pub(crate) guarded: Option<Guarded>,
+}
+
+/// A guard's end a cut-off run had reached ([`Record::Guard`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Guarded {
+    pub(crate) guard: String,
+    /// The stop's reason, or the block's answer.
+    pub(crate) reason: String,
+    pub(crate) block: bool,
 }
 
 impl Cut {
@@ -241,6 +263,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
     let mut finish = FinishReason::Complete;
     let mut synthesizing = None;
     let mut spent = None;
+    let mut guarded = None;
     let mut ended = true;
     for (i, json) in records.iter().enumerate() {
         let record: Record<'_> = serde_json::from_str(json).map_err(|e| {
@@ -294,6 +317,15 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
         // run's end).
         if !matches!(record, Record::Synthesizing { .. }) {
             synthesizing = None;
+        }
+        // A guard's end holds until the run's end, a new message or an
+        // answer (a block's); the "not run" results of a stopped batch
+        // come after it.
+        if matches!(
+            record,
+            Record::User { .. } | Record::Response { .. } | Record::TurnEnd { .. }
+        ) {
+            guarded = None;
         }
         match record {
             Record::Header { .. } => return Err(corrupt(i, "a second header".into())),
@@ -392,6 +424,18 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 out.messages = messages.into_owned();
                 out.turn_start = out.messages.iter().rposition(|m| m.role == Role::User);
             }
+            Record::Guard {
+                guard,
+                reason,
+                block,
+            } => {
+                guarded = Some(Guarded {
+                    guard: guard.into_owned(),
+                    reason: reason.into_owned(),
+                    block,
+                });
+                ended = false;
+            }
             Record::ModelSwitched { model } => {
                 if let Some(model) = model {
                     out.model = Some(model.into_owned());
@@ -410,6 +454,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             finish,
             synthesizing,
             spent,
+            guarded,
         });
     }
     Ok(out)

@@ -102,6 +102,7 @@ vocabulary! {
         Budget = "budget",
         Cancelled = "cancelled",
         Error = "error",
+        Guardrail = "guardrail",
     }
 }
 
@@ -133,6 +134,7 @@ vocabulary! {
         Compaction = "compaction",
         Loaded = "loaded",
         Cleared = "cleared",
+        Guard = "guard",
     }
 }
 
@@ -157,6 +159,7 @@ impl Ended {
             Err(Error::Cancelled) => (Ended::Cancelled, None),
             Err(Error::StepLimitExceeded { .. }) => (Ended::StepLimit, None),
             Err(Error::BudgetExceeded { .. }) => (Ended::Budget, None),
+            Err(e @ Error::Guardrail { .. }) => (Ended::Guardrail, Some(e.to_string())),
             Err(e) => (Ended::Error, Some(e.to_string())),
         }
     }
@@ -172,6 +175,7 @@ impl Ended {
             StopReason::Budget => Ended::Budget,
             StopReason::Cancelled => Ended::Cancelled,
             StopReason::Error => Ended::Error,
+            StopReason::Guardrail => Ended::Guardrail,
         }
     }
 
@@ -190,6 +194,7 @@ impl Ended {
             Ended::Budget => StopReason::Budget,
             Ended::Cancelled => StopReason::Cancelled,
             Ended::Error => StopReason::Error,
+            Ended::Guardrail => StopReason::Guardrail,
         }
     }
 }
@@ -304,6 +309,7 @@ mod tests {
                     "budget",
                     "cancelled",
                     "error",
+                    "guardrail",
                 ],
             ),
             (
@@ -311,7 +317,10 @@ mod tests {
                 &["complete", "tool_calls", "length", "filtered", "server_cut"],
             ),
             ("approval decision", &["approve", "deny", "edit", "defer"]),
-            ("history cause", &["compaction", "loaded", "cleared"]),
+            (
+                "history cause",
+                &["compaction", "loaded", "cleared", "guard"],
+            ),
         ];
         assert_eq!(table.len(), golden.len());
         for ((what, names), (gwhat, gnames)) in table.iter().zip(golden) {

@@ -381,6 +381,29 @@ fn parse_pairs(text: &str, var: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Host and port of a URL (the port defaulted from the scheme).
+pub(super) fn host_port(url: &str) -> (Option<String>, Option<u16>) {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // User info is a credential: never part of an attribute.
+    let hostport = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
+        (h, after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    let port = port.and_then(|p| p.parse().ok()).or(match scheme {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    });
+    ((!host.is_empty()).then(|| host.to_string()), port)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

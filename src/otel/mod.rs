@@ -57,11 +57,14 @@
 //!   (the synthesizer takes over), `pikuri.model_fallback` (the next
 //!   transport takes over; the failed request is a failed `chat` span),
 //!   `pikuri.steering` (a message from the
-//!   [`Interloper`](crate::Interloper)), `pikuri.cancel`.
+//!   [`Interloper`](crate::Interloper)), `pikuri.cancel`, `pikuri.guard`
+//!   (a [guard](crate::guard)'s verdict other than allow: its name, point
+//!   and action; the conventions define no guardrail span yet, see
+//!   `otel/guard.rs`).
 //! - Status: unset for a completed, synthesized or approval-pending run;
 //!   error with `error.type` `incomplete` (the final answer was cut
 //!   short: [`StopReason::Incomplete`](crate::StopReason::Incomplete)),
-//!   `cancelled`, `step_limit` or `error` otherwise. pikuri never sets `Ok`, which the conventions leave to the
+//!   `cancelled`, `step_limit`, `guardrail` or `error` otherwise. pikuri never sets `Ok`, which the conventions leave to the
 //!   application.
 //! - Resource: `service.name`, the host's attributes, and
 //!   `telemetry.sdk.{name,language,version}`.
@@ -146,6 +149,7 @@
 mod config;
 mod context;
 mod export;
+mod guard;
 mod metrics;
 mod span;
 mod tracer;

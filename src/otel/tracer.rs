@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use crate::{ChatTransport, Event, FinishReason, StopReason};
 
+use super::config::host_port;
 use super::context::Context;
+use super::guard::guard_attrs;
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
 
 /// What the current transport says about the requests (request model,
@@ -73,29 +75,6 @@ fn finish_reasons(finish: Option<FinishReason>, call_follows: bool) -> &'static 
         Some(FinishReason::Complete) | None if call_follows => &["tool_calls"],
         Some(FinishReason::Complete) | None => &["stop"],
     }
-}
-
-/// Host and port of a URL (the port defaulted from the scheme).
-fn host_port(url: &str) -> (Option<String>, Option<u16>) {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    // User info is a credential: never part of an attribute.
-    let hostport = authority.rsplit('@').next().unwrap_or("");
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
-        (h, after.strip_prefix(':'))
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    let port = port.and_then(|p| p.parse().ok()).or(match scheme {
-        "https" => Some(443),
-        "http" => Some(80),
-        _ => None,
-    });
-    ((!host.is_empty()).then(|| host.to_string()), port)
 }
 
 /// A tool call in flight.
@@ -502,6 +481,9 @@ impl Tracer {
                 }
                 run.mark = now;
             }
+            Event::Guard { .. } => run
+                .span
+                .event("pikuri.guard", now, guard_attrs(event, capture)),
             Event::FallbackNotice { .. } => {
                 run.span.event("pikuri.fallback", now, Attrs::default());
                 run.mark = now;
@@ -674,6 +656,7 @@ impl Tracer {
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
             StopReason::Budget => s.fail("budget", "a budget limit was reached"),
+            StopReason::Guardrail => s.fail("guardrail", "a guard ended the run"),
             _ => s.fail("error", "the run failed"),
         }
         // The run is over: its span moves out, uncopied.

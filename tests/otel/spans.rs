@@ -416,3 +416,50 @@ fn a_request_cancelled_in_flight_is_one_chat_span_streamed_or_not() {
         );
     }
 }
+
+#[test]
+fn a_guard_verdict_is_an_event_on_the_turn_span() {
+    use pikuri::guard::{Guards, InputVerdict};
+    let collector = Collector::start(Answer::Ok);
+    let server = FakeServer::start();
+    let events = pikuri::listeners::InMemoryEventList::new();
+    let guards = Guards::new().input("scope", |_: &str| InputVerdict::Stop("off topic".into()));
+    let mut agent = pikuri::Agent::builder(server.transport())
+        .add_listener(events.clone())
+        .guards(guards)
+        .build()
+        .unwrap();
+    assert!(agent.run_loop("hi").is_err());
+    agent.close();
+    let mut exporter = OtlpExporter::new(OtlpConfig::new(collector.url()));
+    for e in events.events() {
+        exporter.on_event(&e);
+    }
+    exporter.close();
+    let spans = collector.spans();
+    let main = named(&spans, "invoke_agent agent")[0];
+    assert_eq!(attr(main, "error.type").as_deref(), Some("guardrail"));
+    assert_eq!(
+        attr(main, "pikuri.stop_reason").as_deref(),
+        Some("guardrail")
+    );
+    let event = main["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "pikuri.guard")
+        .expect("a pikuri.guard event");
+    let value = |key: &str| {
+        event["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"]["stringValue"].clone())
+    };
+    assert_eq!(value("pikuri.guard.name"), Some("scope".into()));
+    assert_eq!(value("pikuri.guard.point"), Some("input".into()));
+    assert_eq!(value("pikuri.guard.action"), Some("stop".into()));
+    // No content without the opt-in.
+    assert_eq!(value("pikuri.guard.detail"), None);
+}
