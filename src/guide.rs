@@ -16,11 +16,15 @@
 //! 7. [Testing your agent](#testing-your-agent)
 //! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
 //! 9. [Tools from MCP servers](#tools-from-mcp-servers)
-//! 10. [Conversations longer than the window](#conversations-longer-than-the-window)
-//! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
-//! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
-//! 13. [One agent, three APIs](#one-agent-three-apis)
-//! 14. [Model settings](#model-settings)
+//! 10. [Many tools and skills](#many-tools-and-skills)
+//! 11. [Conversations longer than the window](#conversations-longer-than-the-window)
+//! 12. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
+//! 13. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
+//! 14. [One agent, three APIs](#one-agent-three-apis)
+//!    - [Gemini](#gemini)
+//! 15. [Model settings](#model-settings)
+//! 16. [Context caching (Gemini)](#context-caching-gemini)
+//! 17. [Budgets](#budgets)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -667,6 +671,67 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
+//! # Many tools and skills
+//!
+//! Agent Skills are folders of instructions (a `SKILL.md` with a `name` and
+//! a `description`, then the body, and any files beside it). The
+//! [`Skills`](crate::skill::Skills) extension puts only the names and
+//! descriptions in the system prompt (`<available_skills>`), and gives the
+//! model a `skill` tool that reads a body, or a file of the skill, when a
+//! task needs it. Reads stay inside the skill's folder and are bounded; a
+//! skill that does not load is left out and listed with its reason.
+//!
+//! ```
+//! use pikuri::skill::{Catalog, Skills};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::{Agent, Role};
+//!
+//! let root = std::env::temp_dir().join(format!("pikuri-guide-skills-{}", std::process::id()));
+//! std::fs::create_dir_all(root.join("sql-review/references"))?;
+//! std::fs::write(
+//!     root.join("sql-review/SKILL.md"),
+//!     "---\nname: sql-review\ndescription: Reviews SQL for injection.\n---\nRead references/rules.md first.\n",
+//! )?;
+//! std::fs::write(root.join("sql-review/references/rules.md"), "Bind every parameter.")?;
+//! std::fs::create_dir_all(root.join("broken"))?;
+//! std::fs::write(root.join("broken/SKILL.md"), "no front matter")?;
+//!
+//! let catalog = Catalog::discover(&[&root])?;
+//! assert_eq!(catalog.names(), ["sql-review"]);
+//! assert!(catalog.rejected()[0].1.contains("line 1"));
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("skill", serde_json::json!({"name": "sql-review"})));
+//! server.push(Reply::tool_call(
+//!     "skill",
+//!     serde_json::json!({"name": "sql-review", "path": "references/rules.md"}),
+//! ));
+//! server.push(Reply::tool_call(
+//!     "skill",
+//!     serde_json::json!({"name": "sql-review", "path": "../../etc/passwd"}),
+//! ));
+//! server.push(Reply::text("Bind the parameter."));
+//! let mut agent = Agent::builder(server.transport()).add_extension(Skills::new(catalog)).build()?;
+//! agent.run_loop("Review: SELECT * FROM t WHERE id = '$id'")?;
+//! let seen: Vec<&str> = agent
+//!     .messages()
+//!     .iter()
+//!     .filter(|m| m.role == Role::Tool)
+//!     .map(|m| m.content.as_str())
+//!     .collect();
+//! assert!(seen[0].contains("Read references/rules.md first."));
+//! assert_eq!(seen[1], "Bind every parameter.");
+//! assert!(seen[2].contains("`..` is not allowed"));
+//! std::fs::remove_dir_all(&root)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A sub-agent gets a subset: [`Catalog::subset`](crate::skill::Catalog::subset)
+//! names the skills, [`Catalog::tool`](crate::skill::Catalog::tool) makes
+//! their tool under a name of its own for the sub-agent pool, and
+//! [`Catalog::snippet`](crate::skill::Catalog::snippet) is the block for the
+//! persona's system prompt.
+//!
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them
@@ -913,9 +978,75 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
-//! The chat example speaks all three: `--api chat|anthropic|responses` (or
-//! `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
+//! The chat example speaks all four: `--api chat|anthropic|responses|gemini`
+//! (or `PIKURI_API`), `/api` to switch mid-conversation, `--image` and
 //! `/image` to attach a picture.
+//!
+//! # Gemini
+//!
+//! Google's own API ([`Api::Gemini`](crate::Api::Gemini), feature
+//! `gemini`, on by default) is a fourth wire format: `generateContent`,
+//! and `streamGenerateContent?alt=sse` when streaming, at
+//! `https://generativelanguage.googleapis.com/v1beta` unless an API base
+//! is set, the key in `x-goog-api-key`.
+//! [`ChatTransport::from_env`](crate::ChatTransport::from_env) picks it
+//! from `GEMINI_API_KEY` (or `GOOGLE_API_KEY`, `GOOGLE_GEMINI_BASE_URL`,
+//! `GEMINI_MODEL`, `PIKURI_API=gemini`). Over it come what Gemini's
+//! OpenAI-compatible endpoint leaves out: thinking settings
+//! (`thinkingConfig`), thought signatures on every part (sent back to the
+//! model that wrote them, and to no other), a response schema together
+//! with tools, cached and thought tokens, and why an answer was withheld
+//! (`SAFETY`, `RECITATION`, a blocked prompt: [`FinishReason::Filtered`](crate::FinishReason::Filtered)).
+//! A 429 or 503 is retried after the `retryDelay` Google puts in the error
+//! body. Tool schemas and response schemas go as JSON Schema
+//! (`parametersJsonSchema`, `responseJsonSchema`), as given.
+//!
+//! ```
+//! use pikuri::{Agent, Api, ChatTransport, FinishReason, ModelSettings, ReasoningEffort, builtin};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(
+//!     Reply::tool_call("calculator", json!({"expression": "2^16"}))
+//!         .with_reasoning("A power of two.")
+//!         .with_signature("c2ln"),
+//! );
+//! server.push(Reply::text("65536").with_usage(900, 12).with_cached_tokens(800));
+//! let gemini = ChatTransport::new("gemini-2.5-flash")
+//!     .with_api(Api::Gemini)
+//! #   .with_api_base(server.base_url())
+//!     .with_api_key(std::env::var("GEMINI_API_KEY").unwrap_or_default());
+//! let mut agent = Agent::builder(gemini)
+//!     .add_tool(builtin::calculator())
+//!     .settings(ModelSettings::new().with_reasoning_effort(ReasoningEffort::Low))
+//!     .streaming(true)
+//!     .build()?;
+//! let out = agent.run_loop("What is 2^16?")?;
+//! assert_eq!(out.answer.as_deref(), Some("65536"));
+//! assert_eq!((out.finish, out.usage.cached), (FinishReason::Complete, Some(800)));
+//!
+//! let sent = server.chat_requests();
+//! assert!(sent[0].path.ends_with("/models/gemini-2.5-flash:streamGenerateContent?alt=sse"));
+//! let body = sent[0].body.clone().unwrap();
+//! assert_eq!(
+//!     body["generationConfig"]["thinkingConfig"],
+//!     json!({"thinkingLevel": "low", "includeThoughts": true})
+//! );
+//! // The call goes back to the same model with its thought signature.
+//! let second = sent[1].body.clone().unwrap();
+//! assert_eq!(second["contents"][1]["parts"][0]["thoughtSignature"], "c2ln");
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! Most Gemini models give a function call no id: pikuri names such a call
+//! `gemini_call_<n>` in the history and answers it by name, in order (a
+//! call's id goes back only when the server gave one). Calls written by
+//! another model or API go to Gemini without their ids and, on the first
+//! call of a turn, with the `skip_thought_signature_validator` signature
+//! Google documents for them. Explicit context caching has [its own
+//! chapter](#context-caching-gemini). Not supported yet: the Files API,
+//! server tools (code execution, Search grounding), more than one candidate.
 //!
 //! # Model settings
 //!
@@ -927,18 +1058,18 @@
 //! setting as its own field; unset, the field is left out and the server's
 //! default applies.
 //!
-//! | setting | chat completions | Anthropic Messages | OpenAI Responses |
-//! |---|---|---|---|
-//! | `temperature` | `temperature` | `temperature` (0 to 1) | `temperature` |
-//! | `top_p` | `top_p` | `top_p` | `top_p` |
-//! | `max_output_tokens` | `max_tokens`; `max_completion_tokens` on `api.openai.com` | `max_tokens` | `max_output_tokens` |
-//! | `stop` | `stop` | `stop_sequences` | error |
-//! | `seed` | `seed` | error | error |
-//! | `tool_choice` | `"auto"`, `"none"`, `"required"`, `{"type":"function","function":{"name"}}` | `{"type": "auto"/"none"/"any"/"tool", "name"?}` | `"auto"`, `"none"`, `"required"`, `{"type":"function","name"}` |
-//! | `parallel_tool_calls` | `parallel_tool_calls` | `false`: `tool_choice.disable_parallel_tool_use: true` | `parallel_tool_calls` |
-//! | `reasoning_effort` | `reasoning_effort` | `output_config.effort` (`minimal` as `low`) | `reasoning.effort` |
-//! | `thinking_budget` | error | `thinking: {"type":"enabled","budget_tokens"}` | error |
-//! | structured output ([typed answers](#typed-answers)) | `response_format` (and `format` to Ollama) | `output_config.format` | `text.format` |
+//! | setting | chat completions | Anthropic Messages | OpenAI Responses | Gemini (`generationConfig.`) |
+//! |---|---|---|---|---|
+//! | `temperature` | `temperature` | `temperature` (0 to 1) | `temperature` | `temperature` |
+//! | `top_p` | `top_p` | `top_p` | `top_p` | `topP` |
+//! | `max_output_tokens` | `max_tokens`; `max_completion_tokens` on `api.openai.com` | `max_tokens` | `max_output_tokens` | `maxOutputTokens` |
+//! | `stop` | `stop` | `stop_sequences` | error | `stopSequences` |
+//! | `seed` | `seed` | error | error | `seed` |
+//! | `tool_choice` | `"auto"`, `"none"`, `"required"`, `{"type":"function","function":{"name"}}` | `{"type": "auto"/"none"/"any"/"tool", "name"?}` | `"auto"`, `"none"`, `"required"`, `{"type":"function","name"}` | top-level `toolConfig.functionCallingConfig`: `AUTO`, `NONE`, `ANY`, `ANY` with `allowedFunctionNames` |
+//! | `parallel_tool_calls` | `parallel_tool_calls` | `false`: `tool_choice.disable_parallel_tool_use: true` | `parallel_tool_calls` | `false`: error |
+//! | `reasoning_effort` | `reasoning_effort` | `output_config.effort` (`minimal` as `low`) | `reasoning.effort` | `thinkingConfig.thinkingLevel` |
+//! | `thinking_budget` | error | `thinking: {"type":"enabled","budget_tokens"}` | error | `thinkingConfig.thinkingBudget` |
+//! | structured output ([typed answers](#typed-answers)) | `response_format` (and `format` to Ollama) | `output_config.format` | `text.format` | `responseMimeType` and `responseJsonSchema` |
 //!
 //! "error": the request fails before it is sent, with
 //! [`Error::InvalidInput`](crate::Error::InvalidInput) naming the setting
@@ -955,7 +1086,9 @@
 //! ([`ToolChoice::Required`](crate::ToolChoice::Required) or `Tool`), a
 //! temperature of 1 only and a `top_p` of 0.95 or more. Responses sends
 //! `store: false` and asks for the encrypted reasoning back
-//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)).
+//! ([`Api::OpenAiResponses`](crate::Api::OpenAiResponses)). Gemini thinks
+//! by its model's default until a level or budget is set; either adds
+//! `includeThoughts: true`, so the thoughts come back as reasoning.
 //!
 //! For anything else, [`Configurator::request_field`](crate::Configurator::request_field)
 //! sets a raw field of the API's own request body, written last: it
@@ -994,3 +1127,124 @@
 //! assert_eq!(server.chat_requests().len(), 1);
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! # Context caching (Gemini)
+//!
+//! Gemini can hold a long shared prefix (a handbook, a code base, the
+//! system instruction and the tools) on the server, so each request names
+//! it instead of sending it again and pays less for the tokens read from
+//! it. It is optional and explicit: create the cache once with
+//! [`ChatTransport::create_cache`](crate::ChatTransport::create_cache)
+//! (a [`ContextCache`](crate::ContextCache): the system instruction, the
+//! first messages, the tools, a `ttl`), then name it on the transport with
+//! [`with_cached_content`](crate::ChatTransport::with_cached_content).
+//! Requests on that transport send `cachedContent` and neither the system
+//! prompt nor the tools (Gemini reads them from the cache, and refuses a
+//! request that repeats them), so create the cache with the agent's own.
+//! The tokens read from the cache come back as
+//! [`Usage::cached`](crate::Usage::cached).
+//!
+//! A cache belongs to one model and lives until its `ttl` runs out
+//! ([`update_cache_ttl`](crate::ChatTransport::update_cache_ttl) moves
+//! that) or it is deleted
+//! ([`delete_cache`](crate::ChatTransport::delete_cache)); the server
+//! bills what it holds meanwhile. A turn naming a cache that is gone
+//! fails with [`ErrorKind::CacheExpired`](crate::ErrorKind::CacheExpired),
+//! its message naming the cache: create it again and go on (the history is
+//! intact).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::{Agent, Api, ContextCache, ErrorKind, Message, Tool};
+//!
+//! let server = FakeServer::start();
+//! # // The scripted server plays Gemini here: with a real key,
+//! # // `ChatTransport::new("gemini-2.5-flash").with_api(Api::Gemini)`.
+//! let transport = server.transport().with_api(Api::Gemini);
+//! let system = "Answer from the handbook.";
+//! let clock: Arc<dyn Tool> = Arc::new(FnTool::new("clock", "The time.", Parameters::empty(), |_, _| {
+//!     Ok("noon".to_string())
+//! }));
+//!
+//! let cache = transport.create_cache(
+//!     &ContextCache::new(Duration::from_secs(3600))
+//!         .with_system(system)
+//!         .with_tool(clock.clone())
+//!         .with_message(Message::user("The handbook: lunch is at noon. ...")),
+//! )?;
+//! let cached = transport.clone().with_cached_content(Some(cache.name()));
+//! let mut agent = Agent::builder(cached)
+//!     .system_prompt(system)
+//!     .add_tool(clock)
+//!     .build()?;
+//! # server.push(Reply::text("At noon."));
+//! let out = agent.run_loop("When is lunch?")?;
+//! assert_eq!(out.usage.cached, cache.token_count());
+//! let body = server.chat_requests()[0].body.clone().unwrap();
+//! assert_eq!(body["cachedContent"], cache.name());
+//! assert!(body.get("systemInstruction").is_none() && body.get("tools").is_none());
+//!
+//! // Once it is gone, a turn says so.
+//! transport.delete_cache(cache.name())?;
+//! let err = agent.run_loop("And dinner?").unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::CacheExpired);
+//! assert!(err.to_string().contains(cache.name()));
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! # Budgets
+//!
+//! A [`StepLimit`](crate::StepLimit) caps one agent's tool calls; a
+//! [`Budget`](crate::Budget) caps what a whole run may spend: requests,
+//! input, output and total tokens, tool calls, wall time, and money from a
+//! [`PriceTable`](crate::budget::PriceTable) you supply. Sub-agents, the
+//! synthesizer and the compactor count into their parent's run and are
+//! stopped by it. A request whose input alone would pass a limit is never
+//! sent; a tripped limit ends the run as the step limit does (an error, or
+//! a synthesized answer under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)),
+//! and every outcome says what the run spent
+//! ([`Outcome::spend`](crate::Outcome::spend)), its cost exact to the
+//! picodollar.
+//!
+//! ```
+//! use pikuri::budget::{Cost, Limit, Price, PriceTable};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::{Agent, Budget, Error, builtin};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! server.push(Reply::text("42").with_usage(1_100, 5));
+//! let prices = PriceTable::new().with("fake-model", Price::per_million_usd(2.5, 10.0));
+//! let budget = Budget::new().prices(prices).max_cost(Cost::from_usd(0.01));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.clone())
+//!     .build()?;
+//! let spend = agent.run_loop("6*7?")?.spend;
+//! assert_eq!((spend.requests, spend.tool_calls, spend.total_tokens()), (2, 1, 2_125));
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(5_250 + 250))); // 2100 in, 25 out
+//! assert_eq!(spend.cost.unwrap().to_string(), "$0.0055");
+//!
+//! // A tighter budget: the second request would pass $0.005 on its input
+//! // alone, so it is not sent.
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.max_cost(Cost::from_usd(0.005)))
+//!     .build()?;
+//! let err = agent.run_loop("6*7?").unwrap_err();
+//! let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+//! assert_eq!(*limit, Limit::Cost);
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(2_700)));
+//! assert_eq!(server.chat_requests().len(), 3);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! A budget is per run: the next `run_loop` starts from nothing (a run
+//! resumed from its journal goes on from what it had spent). For a limit
+//! over an agent's lifetime, sum the outcomes' spend in the host. The
+//! chat example takes `--max-tokens`, `--max-cost` and `--price`.

@@ -85,6 +85,7 @@
 //! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
 //! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
 //! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
+//! | [`skill`] | Agent Skills read on demand: [`Catalog`](skill::Catalog), the [`Skills`](skill::Skills) extension |
 //! | [`otel`] | OpenTelemetry export over OTLP/HTTP: [`OtlpExporter`](otel::OtlpExporter), [`OtlpConfig`](otel::OtlpConfig) |
 //! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
@@ -118,6 +119,12 @@
 //! A sub-agent or the synthesizer gets its own `StepLimit`, shares the
 //! parent's `Cancellable` (one cancel stops the tree) and `Approver`, and has
 //! no `Interloper`.
+//!
+//! A [`Budget`] is no signal but a configuration; its count is reset at the
+//! turn start (not in a child, which counts into its parent's run), checked
+//! before each request (after compaction), added to after each response,
+//! and checked before each tool call between `tick()` and `check()`; see
+//! [`Budget`](Budget#when-it-is-checked).
 //!
 //! # Errors
 //!
@@ -156,6 +163,7 @@
 //!
 //! - `anthropic`: Anthropic's Messages API ([`Api::AnthropicMessages`]).
 //! - `responses`: OpenAI's Responses API ([`Api::OpenAiResponses`]).
+//! - `gemini`: Google's Gemini API, `generateContent` ([`Api::Gemini`]).
 //!   [`Api`] has every variant in every build (a history or journal
 //!   written by a full build names them, and a lean build loads it); a
 //!   request on an API whose feature is off fails at once, before anything
@@ -226,7 +234,9 @@
 //! Messages API ([`Api::AnthropicMessages`]: thinking blocks, prompt-cache
 //! breakpoints) and OpenAI's Responses API ([`Api::OpenAiResponses`]: input
 //! items, reasoning items carried across tool rounds without server-side
-//! storage, structured output as `text.format`), each streamed and not, tool
+//! storage, structured output as `text.format`) and Google's Gemini API
+//! ([`Api::Gemini`]: thought signatures, thinking settings, safety
+//! finishes), each streamed and not, tool
 //! calling, reasoning fields (`reasoning_content`, `reasoning`, `<think>`),
 //! sub-agents, history persistence, context-window detection for llama.cpp,
 //! Ollama and vLLM, images in user messages and tool results, a crash-safe
@@ -256,6 +266,7 @@
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event`, `for_sub_agent(id:)` | [`Listener::on_event`], [`Listener::for_sub_agent`] → [`SubAgentListener`](subagent::SubAgentListener) |
 //! | `SubAgent::Extension` | [`SubAgents`](subagent::SubAgents) |
+//! | `Skill::Catalog`, `Skill::Extension.new(catalog:, root:)` (pikuri-skills) | [`skill::Catalog`] ([`Catalog::discover`](skill::Catalog::discover) takes the folders; pikuri searches `.pikuri/skills`, `.claude/skills`, ... itself), [`skill::Skills`] (the extension: `<available_skills>` and the `skill` tool) |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
 //! | `load_history!`, `History.parse`, `#to_json` | [`Agent::load_history`] (returns `Result`), [`History::parse`], [`History::to_json`] |
 //! | `Finalizers.register(agent)` (in `Agent.new`), `Finalizers.register { ... }`, `unregister`, `run!` | agents register at build; [`register_close`], [`CloseRegistration::unregister`], [`close_all`] (called from the host's exit path and signal handlers) |
@@ -286,6 +297,13 @@
 //!   far; a budget of zero steps is a programmer error that panics
 //!   ([`StepLimit::try_new`] for values read at run time). An extension's
 //!   failed `bind` fails the build with its own error and kind.
+//! - **Skills.** pikuri-skills' `Catalog` searches `.pikuri/skills`,
+//!   `.claude/skills` and more on its own; [`skill::Catalog::discover`]
+//!   reads only the folders the host names (a library does not read
+//!   folders nobody asked it to). A skill that does not load is left out and
+//!   listed with its reason ([`skill::Catalog::rejected`]) rather than
+//!   failing the others, and the `skill` tool reads only inside the skill's
+//!   folder, bounded, and never runs a skill's scripts.
 //! - **Listener delivery.** pikuri calls every listener on the run thread,
 //!   inside the callback that emits (a streamed chunk inside the read of the
 //!   stream), so a slow listener slows the loop and every chunk is one
@@ -421,7 +439,7 @@
 //!   itself and refuses binary content; converting PDF or office documents
 //!   needs parsers or external processes beyond the crate's six
 //!   dependencies. A host wraps its converter as a [`Tool`].
-//! - pikuri-tasks, -memory, -vectordb, -skills, -code and the CLIs other
+//! - pikuri-tasks, -memory, -vectordb, -code and the CLIs other
 //!   than the chat example: toolkits on top of the core, built on the same
 //!   [`Extension`](extension::Extension) protocol.
 //!
@@ -467,6 +485,7 @@ mod message;
 mod net;
 mod protocol;
 mod sanitize;
+mod spend;
 mod util;
 #[cfg(feature = "web")]
 mod web;
@@ -483,6 +502,8 @@ pub mod builtin;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;
+#[cfg(feature = "skills")]
+pub mod skill;
 // Without the feature, the agent's boundaries call a no-op stand-in of the
 // same crate-private seam (`Record`, `Journal`).
 #[cfg(not(feature = "journal"))]
@@ -509,7 +530,7 @@ mod test_util;
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+    Agent, Budget, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
@@ -518,12 +539,27 @@ pub use crate::listener::Listener;
 pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
+#[cfg(feature = "gemini")]
+pub use crate::protocol::{CachedContent, ContextCache};
 pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
+pub use crate::spend::Spend;
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;
 
 // Namespaces that only re-export: the types live in the private `agent`
 // module (and `event`, `listener`), and are named here once.
+
+pub mod budget {
+    //! Spending limits: a [`Budget`](crate::Budget) on requests, tokens,
+    //! tool calls, wall time and money, the [`PriceTable`] its cost comes
+    //! from, and the values a budget stop reports.
+    //!
+    //! The rules are documented on [`Budget`](crate::Budget); what a run
+    //! spent is its [`Spend`](crate::Spend) ([`Outcome::spend`](crate::Outcome::spend)).
+
+    pub use crate::agent::{Price, PriceTable};
+    pub use crate::spend::{Cost, Limit};
+}
 
 pub mod compaction {
     //! Keeping a conversation inside the context window: [`Compaction`]

@@ -80,8 +80,8 @@ impl std::fmt::Display for FinishReason {
 /// depend on it. What only one API has (Anthropic's thinking signatures,
 /// OpenAI's encrypted reasoning items) travels in [`ProviderData`].
 ///
-/// Chat completions is always built; the other two are Cargo features
-/// (`anthropic`, `responses`, both on by default). Every variant exists in
+/// Chat completions is always built; the others are Cargo features
+/// (`anthropic`, `responses`, `gemini`, all on by default). Every variant exists in
 /// every build, since histories and journals name them; a request on an
 /// API whose feature is off fails at once with
 /// [`Error::InvalidInput`](crate::Error::InvalidInput)
@@ -108,16 +108,20 @@ pub enum Api {
     AnthropicMessages,
     /// OpenAI's Responses API, `POST {base}/responses`.
     OpenAiResponses,
+    /// Google's Gemini API, `POST {base}/models/{model}:generateContent`
+    /// (`:streamGenerateContent?alt=sse` streamed).
+    Gemini,
 }
 
 impl Api {
-    /// A short stable name: `chat_completions`, `anthropic_messages` or
-    /// `openai_responses` (as in the history format).
+    /// A short stable name: `chat_completions`, `anthropic_messages`,
+    /// `openai_responses` or `gemini` (as in the history format).
     pub fn as_str(self) -> &'static str {
         match self {
             Api::ChatCompletions => "chat_completions",
             Api::AnthropicMessages => "anthropic_messages",
             Api::OpenAiResponses => "openai_responses",
+            Api::Gemini => "gemini",
         }
     }
 }
@@ -138,6 +142,9 @@ impl std::fmt::Display for Api {
 ///   content blocks, with their signatures, in the order they came;
 /// - [`Api::OpenAiResponses`]: the `reasoning` output items (with
 ///   `encrypted_content`);
+/// - [`Api::Gemini`]: the `thoughtSignature` of the answer's text, as
+///   `{"thoughtSignature": ..}` (a call's signature, and the id the
+///   server gave it, are in [`ToolCall::provider_data`]);
 /// - [`Api::ChatCompletions`]: provider fields of the message, such as
 ///   OpenRouter's `reasoning_details`, as one object
 ///   (per-call fields such as Gemini's thought signatures are in

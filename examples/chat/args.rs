@@ -17,21 +17,29 @@ Options:
       --base-url URL        the API base, e.g. http://127.0.0.1:8080/v1
                             [env: OPENAI_BASE_URL, or for anthropic
                             ANTHROPIC_BASE_URL, the server's root: /v1 is added
-                            unless it ends with it]; without one, a built-in
+                            unless it ends with it; for gemini
+                            GOOGLE_GEMINI_BASE_URL, the root: /v1beta is added
+                            unless it ends with a version]; without one, a built-in
                             demo model answers (it calls the tools for arithmetic,
                             time and file questions; scripts/chat-local.sh runs
                             a real local model instead)
       --model NAME          model id [env: OPENAI_MODEL, or ANTHROPIC_MODEL for
-                            anthropic]; default: the first id listed at
+                            anthropic, GEMINI_MODEL for gemini]; default: the
+                            first id listed at
                             <base-url>/models
-      --api-key KEY         sent as a bearer token (x-api-key for anthropic)
-                            [env: OPENAI_API_KEY, or ANTHROPIC_API_KEY for
-                            anthropic; that key alone means Anthropic's own API]
+      --api-key KEY         sent as a bearer token (x-api-key for anthropic,
+                            x-goog-api-key for gemini) [env: OPENAI_API_KEY, or
+                            ANTHROPIC_API_KEY for anthropic, GOOGLE_API_KEY or
+                            GEMINI_API_KEY for gemini; that key alone means the
+                            provider's own API]
       --api API             the wire format: chat (chat completions), anthropic
-                            (Anthropic Messages) or responses (OpenAI Responses)
-                            [env: PIKURI_API] [default: anthropic when an
-                            ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set and
-                            no OPENAI_BASE_URL or OPENAI_API_KEY, else chat:
+                            (Anthropic Messages), responses (OpenAI Responses)
+                            or gemini (Google Gemini) [env: PIKURI_API]
+                            [default: anthropic when an ANTHROPIC_API_KEY or
+                            ANTHROPIC_BASE_URL is set and no OPENAI_BASE_URL or
+                            OPENAI_API_KEY, gemini when a GEMINI_API_KEY or
+                            GOOGLE_GEMINI_BASE_URL is set and none of those,
+                            else chat:
                             the environment is read as ChatTransport::from_env
                             reads it]
       --image FILE          attach a PNG, JPEG, GIF or WebP image (at most 20 MiB)
@@ -42,6 +50,16 @@ Options:
       --max-steps N         tool calls allowed per turn [default: 20]
       --on-exhausted WHAT   when those run out: raise (stop with an error) or
                             synthesize (answer from what was found) [default: synthesize]
+      --max-tokens N        tokens (input and output, sub-agents' included)
+                            allowed per turn; a request whose input alone
+                            would pass it is not sent
+      --max-cost USD        money allowed per turn, e.g. 0.05; needs the
+                            model's price (--price), built in for the demo
+                            model only ($1 in, $2 out per million tokens)
+      --price IN,OUT        the model's price in USD per million input and
+                            output tokens, e.g. 2.5,10; the cost of each turn
+                            is then counted (what tripped a limit is printed;
+                            --on-exhausted says what follows)
       --context-window N    context window in tokens [default: ask the server]
       --no-compact          do not summarize older turns when the context window
                             fills up (on by default: at 80% of the window, the
@@ -86,6 +104,11 @@ Options:
                             asks for OAuth gets a login in the browser, tokens
                             kept in ~/.config/pikuri/mcp-tokens.json
                             [env: PIKURI_CHAT_TOKENS overrides the file]
+      --skills DIR          Agent Skills: a folder of skill folders (each with a
+                            SKILL.md), or one skill's folder; the model sees
+                            their names and descriptions and reads a skill
+                            with the `skill` tool when a task needs it;
+                            repeatable
   -p, --prompt TEXT         run one turn, stream the answer to stdout, exit
   -h, --help                print this help
 
@@ -94,13 +117,14 @@ Interactive chat:
   Ctrl+C cancels the running turn. Pressed a second time with nothing typed
   in between (after a cancel, or twice at the prompt), it exits.
   /model NAME   use model NAME from the next turn on (the conversation stays)
-  /api API      speak chat, anthropic or responses from the next turn on
+  /api API      speak chat, anthropic, responses or gemini from the next turn on
   /image FILE   attach an image to the next message
   /reset        clear the conversation
   /compact      summarize the older turns now
   /usage        tokens of the last turn and of the whole conversation
   /resources [SERVER URI]   list the MCP resources, or read one
   /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
+  /skills       list the skills (--skills) the model can read
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -118,7 +142,7 @@ Exit status:
 
 pub(crate) const COMMANDS: &str = "\
 /model NAME   use model NAME from the next turn on
-/api API      speak chat, anthropic or responses from the next turn on
+/api API      speak chat, anthropic, responses or gemini from the next turn on
 /image FILE   attach an image to the next message
 /reset        clear the conversation
 /compact      summarize the older turns now
@@ -126,6 +150,7 @@ pub(crate) const COMMANDS: &str = "\
 /resources [SERVER URI]  list the MCP servers' resources, or read one
 /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
               as the next message
+/skills       list the skills (--skills) the model can read
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";
@@ -151,6 +176,12 @@ pub(crate) struct Options {
     pub(crate) stream: bool,
     pub(crate) max_steps: u32,
     pub(crate) on_exhausted: OnExhausted,
+    /// `--max-tokens`: total tokens per turn.
+    pub(crate) max_tokens: Option<u64>,
+    /// `--max-cost`: dollars per turn.
+    pub(crate) max_cost: Option<f64>,
+    /// `--price`: dollars per million input and output tokens.
+    pub(crate) price: Option<(f64, f64)>,
     pub(crate) context_window: Option<u64>,
     pub(crate) events: Option<PathBuf>,
     pub(crate) session: Option<PathBuf>,
@@ -170,6 +201,8 @@ pub(crate) struct Options {
     pub(crate) api: Api,
     /// `--image`: files attached to the first message.
     pub(crate) images: Vec<PathBuf>,
+    /// `--skills`: folders of Agent Skills.
+    pub(crate) skills: Vec<PathBuf>,
 }
 
 impl Options {
@@ -185,6 +218,9 @@ impl Options {
             stream: true,
             max_steps: 20,
             on_exhausted: OnExhausted::Synthesize,
+            max_tokens: None,
+            max_cost: None,
+            price: None,
             context_window: None,
             events: None,
             session: None,
@@ -198,6 +234,7 @@ impl Options {
             fallbacks: Vec::new(),
             api: Api::ChatCompletions,
             images: Vec::new(),
+            skills: Vec::new(),
         };
         let mut api = None;
         let mut args = args.into_iter();
@@ -229,11 +266,15 @@ impl Options {
                 "--max-steps" => o.max_steps = positive(&flag, &value()?)?,
                 "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
                 "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
+                "--max-tokens" => o.max_tokens = Some(positive(&flag, &value()?)?),
+                "--max-cost" => o.max_cost = Some(dollars(&flag, &value()?)?),
+                "--price" => o.price = Some(price(&flag, &value()?)?),
                 "--events" => o.events = Some(PathBuf::from(non_blank(&flag, value()?)?)),
                 "--session" => o.session = Some(session(&value()?)?),
                 "--tools" => o.tools = tool_list(&value()?)?,
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
+                "--skills" => o.skills.push(PathBuf::from(non_blank(&flag, value()?)?)),
                 "-p" | "--prompt" => o.prompt = Some(value()?),
                 other if other.starts_with('-') => {
                     return Err(usage(format!("unknown option `{other}`")));
@@ -278,25 +319,44 @@ impl Options {
     /// with it; its key alone means Anthropic's own API) when speaking its
     /// API, the `OPENAI_*` ones otherwise.
     fn read_env(&mut self) -> Result<(), Failure> {
-        let (base, model, key) = if self.api == Api::AnthropicMessages {
-            ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_API_KEY")
-        } else {
-            ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY")
+        let (base, model, key) = match self.api {
+            Api::AnthropicMessages => {
+                ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_API_KEY")
+            }
+            Api::Gemini => ("GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_API_KEY"),
+            _ => ("OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"),
         };
         self.model = self.model.take().or_else(|| env(model));
         self.api_key = self.api_key.take().or_else(|| env(key));
+        if self.api == Api::Gemini {
+            // The google-genai SDK's order: GOOGLE_API_KEY, then GEMINI_API_KEY.
+            self.api_key = self.api_key.take().or_else(|| env("GEMINI_API_KEY"));
+        }
         if self.base_url.is_none()
             && let Some(url) = env(base)
         {
             let url = http_url(base, &url)?;
-            self.base_url = Some(if base == "ANTHROPIC_BASE_URL" && !url.ends_with("/v1") {
-                format!("{url}/v1")
-            } else {
-                url
+            let url = url.trim_end_matches('/').to_string();
+            let versioned = url.rsplit('/').next().is_some_and(|s| {
+                s.starts_with('v') && s[1..].starts_with(|c: char| c.is_ascii_digit())
+            });
+            self.base_url = Some(match base {
+                "ANTHROPIC_BASE_URL" if !url.ends_with("/v1") => format!("{url}/v1"),
+                "GOOGLE_GEMINI_BASE_URL" if !versioned => format!("{url}/v1beta"),
+                _ => url,
             });
         }
-        if self.api == Api::AnthropicMessages && self.base_url.is_none() && self.api_key.is_some() {
-            self.base_url = Some("https://api.anthropic.com/v1".to_string());
+        if self.base_url.is_none() && self.api_key.is_some() {
+            match self.api {
+                Api::AnthropicMessages => {
+                    self.base_url = Some("https://api.anthropic.com/v1".to_string());
+                }
+                Api::Gemini => {
+                    self.base_url =
+                        Some("https://generativelanguage.googleapis.com/v1beta".to_string());
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -308,10 +368,12 @@ impl Options {
 /// `OPENAI_BASE_URL` nor `OPENAI_API_KEY` is.
 fn api_from_env() -> Api {
     let set = |names: [&str; 2]| names.iter().any(|n| env(n).is_some());
-    if set(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"])
-        && !set(["OPENAI_BASE_URL", "OPENAI_API_KEY"])
-    {
+    let openai = set(["OPENAI_BASE_URL", "OPENAI_API_KEY"]);
+    let anthropic = set(["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]);
+    if anthropic && !openai {
         Api::AnthropicMessages
+    } else if set(["GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"]) && !openai && !anthropic {
+        Api::Gemini
     } else {
         Api::ChatCompletions
     }
@@ -375,14 +437,15 @@ fn session(text: &str) -> Result<PathBuf, Failure> {
     Ok(path.with_file_name(format!("{run}.journal")))
 }
 
-/// `chat`, `anthropic` or `responses` (the long names too).
+/// `chat`, `anthropic`, `responses` or `gemini` (the long names too).
 pub(crate) fn parse_api(what: &str, text: &str) -> Result<Api, Failure> {
     match text.trim() {
         "chat" | "chat_completions" => Ok(Api::ChatCompletions),
         "anthropic" | "anthropic_messages" => Ok(Api::AnthropicMessages),
         "responses" | "openai_responses" => Ok(Api::OpenAiResponses),
+        "gemini" => Ok(Api::Gemini),
         _ => Err(usage(format!(
-            "{what} is chat, anthropic or responses, got `{text}`"
+            "{what} is chat, anthropic, responses or gemini, got `{text}`"
         ))),
     }
 }
@@ -403,6 +466,30 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
         Ok(n) if n > N::default() => Ok(n),
         _ => Err(usage(format!(
             "{flag} needs a positive whole number, got `{text}`"
+        ))),
+    }
+}
+
+/// A positive amount of dollars (`0.05`).
+fn dollars(flag: &str, text: &str) -> Result<f64, Failure> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(usage(format!(
+            "{flag} needs a positive amount of dollars, got `{text}`"
+        ))),
+    }
+}
+
+/// `IN,OUT`: dollars per million input and output tokens.
+fn price(flag: &str, text: &str) -> Result<(f64, f64), Failure> {
+    let parse = |t: &str| match t.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Some(n),
+        _ => None,
+    };
+    match text.split_once(',').map(|(i, o)| (parse(i), parse(o))) {
+        Some((Some(i), Some(o))) => Ok((i, o)),
+        _ => Err(usage(format!(
+            "{flag} needs IN,OUT dollars per million tokens, got `{text}`"
         ))),
     }
 }

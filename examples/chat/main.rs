@@ -32,6 +32,7 @@
 //! - [`delegate`]: `--subagents` (researcher, file_miner).
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
+//! - [`skills`]: `--skills` (Agent Skills read on demand) and `/skills`.
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
 //! - [`repl`]: the interactive chat.
 //!
@@ -75,20 +76,22 @@ mod delegate;
 mod demo;
 mod mcp;
 mod repl;
+mod skills;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use pikuri::budget::{Cost, Price, PriceTable};
 use pikuri::builtin;
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Api, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper, Message,
-    Role, StepLimit, StopReason, Tool,
+    Agent, Api, Budget, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper,
+    Message, Role, StepLimit, StopReason, Tool,
 };
 
 use crate::args::{HELP, Options};
@@ -103,7 +106,8 @@ use crate::repl::Repl;
 enum Failure {
     /// A bad option or value (exit 2).
     Usage(String),
-    /// The step budget ran out under `--on-exhausted raise` (exit 3).
+    /// The step budget, `--max-tokens` or `--max-cost` ran out under
+    /// `--on-exhausted raise` (exit 3).
     StepLimit(String),
     /// Ctrl+C (exit 130).
     Cancelled,
@@ -134,7 +138,7 @@ impl From<pikuri::Error> for Failure {
     fn from(e: pikuri::Error) -> Failure {
         if e.is_cancelled() {
             Failure::Cancelled
-        } else if e.is_step_limit() {
+        } else if e.is_step_limit() || e.kind() == ErrorKind::Budget {
             Failure::StepLimit(e.to_string())
         } else {
             Failure::Other(e.to_string())
@@ -287,6 +291,30 @@ impl Backend {
 // ---------------------------------------------------------------------------
 // The agent
 
+/// The demo model's made-up price, dollars per million input and output
+/// tokens (so `--max-cost` works without a real model).
+const DEMO_PRICE: (f64, f64) = (1.0, 2.0);
+
+/// The per-turn budget of `--max-tokens`, `--max-cost` and `--price`; a
+/// limit trips as `--on-exhausted` says.
+fn budget(opts: &Options, model: Option<&str>) -> Budget {
+    let mut budget = Budget::new().on_exhausted(opts.on_exhausted);
+    let limited = opts.max_tokens.is_some() || opts.max_cost.is_some();
+    let demo = opts.base_url.is_none() && limited;
+    let price = opts.price.or_else(|| demo.then_some(DEMO_PRICE));
+    if let (Some((input, output)), Some(model)) = (price, model) {
+        let table = PriceTable::new().with(model, Price::per_million_usd(input, output));
+        budget = budget.prices(table);
+    }
+    if let Some(n) = opts.max_tokens {
+        budget = budget.max_total_tokens(n);
+    }
+    if let Some(usd) = opts.max_cost {
+        budget = budget.max_cost(Cost::from_usd(usd));
+    }
+    budget
+}
+
 /// The agent's configuration, common to both modes.
 fn configure(
     opts: &Options,
@@ -315,7 +343,9 @@ fn configure(
     // set: every turn goes to that collector as OpenTelemetry spans.
     #[cfg(feature = "otel")]
     let exporter = pikuri::otel::OtlpExporter::from_env().map(|e| e.with_transport(&transport));
+    let budget = budget(opts, transport.model());
     let mut cfg = Agent::builder(transport)
+        .budget(budget)
         .fallback(fallbacks)
         .system_prompt(opts.system.clone())
         .step_limit(limit)
@@ -334,6 +364,9 @@ fn configure(
     // Started at build; dropping or closing the agent shuts them down.
     if let Some(registry) = mcp::registry(&opts.mcp, approve::input_provider(opts)) {
         cfg = cfg.add_extension(registry);
+    }
+    if let Some(skills) = skills::extension(&opts.skills)? {
+        cfg = cfg.add_extension(skills);
     }
     if let Some(path) = &opts.session {
         cfg = session(cfg, path)?;
@@ -424,10 +457,10 @@ pub(crate) fn bounded(text: &str, max: usize) -> String {
 
 /// The provider hint for an API.
 fn provider(api: Api) -> &'static str {
-    if api == Api::AnthropicMessages {
-        "anthropic"
-    } else {
-        "openai"
+    match api {
+        Api::AnthropicMessages => "anthropic",
+        Api::Gemini => "gemini",
+        _ => "openai",
     }
 }
 

@@ -238,7 +238,7 @@ impl Repl {
         }
         let cancelled = matches!(result, Err(e) if e.is_cancelled());
         match result {
-            Err(e) if e.is_step_limit() => {
+            Err(e) if e.is_step_limit() || e.kind() == pikuri::ErrorKind::Budget => {
                 eprintln!("error: {e}; say \"continue\" to let the agent go on");
             }
             // The terminal listener already printed "cancelled".
@@ -293,6 +293,7 @@ impl Repl {
             )),
             ("compact", Some(agent)) => compact(agent),
             ("resources", _) => crate::mcp::resources(arg),
+            ("skills", _) => Ok(crate::skills::list()),
             ("prompts", _) if arg.is_empty() => crate::mcp::prompts(),
             // The prompt's text is the next message.
             ("prompts", Some(_)) => match crate::mcp::prompt(arg) {

@@ -150,7 +150,7 @@ impl Client {
         wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];
         let transport = req.transport;
-        let (url, shown) = self.chat_url(transport);
+        let (url, shown) = self.chat_url(transport, req.stream);
         let deadline = Deadline::new(cfg);
         let mut attempt = 0u32;
         loop {
@@ -255,12 +255,10 @@ impl Client {
         shown: &str,
     ) -> Result<(Error, Option<Duration>)> {
         let cfg = &self.shared.config;
-        let retry_after = retry::retry_after(resp.headers());
-        let message = redact(
-            &read_error_body(resp, cfg.max_line_bytes),
-            req.transport.api_key(),
-        )
-        .into_owned();
+        let header_hint = retry::retry_after(resp.headers());
+        let (message, body_hint) = read_error_body(resp, cfg.max_line_bytes, req.transport.api());
+        let retry_after = header_hint.or(body_hint);
+        let message = redact(&message, req.transport.api_key()).into_owned();
         // A cancel while the error body was read cut it short: the message
         // would be partial, and the user asked to stop anyway.
         if is_cancelled(req.cancel) {
@@ -269,6 +267,12 @@ impl Client {
         let mut message = message;
         if status == 404
             && let Some(hint) = version_hint(req.transport)
+        {
+            message.push_str(&hint);
+        }
+        #[cfg(feature = "gemini")]
+        if let Some(hint) =
+            super::gemini::expired_hint(status, &message, req.transport.cached_content())
         {
             message.push_str(&hint);
         }
@@ -291,11 +295,11 @@ impl Client {
 
     /// The URL a chat goes to, and what errors, retry notices and logs
     /// show of it (user info, query values and the key redacted).
-    fn chat_url(&self, transport: &ChatTransport) -> (String, String) {
+    fn chat_url(&self, transport: &ChatTransport, stream: bool) -> (String, String) {
         let url = format!(
             "{}{}",
             transport.base_or_default(),
-            wire::path(transport.api())
+            wire::path(transport, stream)
         );
         let shown = redact(&redact_url(&url), transport.api_key()).into_owned();
         if transport.api_base().is_none()
@@ -759,14 +763,18 @@ pub(crate) fn connection_error(e: ureq::Error, raw: &str, shown: &str) -> Error 
 
 /// The server's own message (see [`error_message`]), from at most `limit`
 /// bytes of the body.
-fn read_error_body(resp: ureq::http::Response<ureq::Body>, limit: usize) -> String {
+fn read_error_body(
+    resp: ureq::http::Response<ureq::Body>,
+    limit: usize,
+    api: crate::Api,
+) -> (String, Option<Duration>) {
     let mut body = Vec::new();
     let _ = resp
         .into_body()
         .into_reader()
         .take(limit as u64)
         .read_to_end(&mut body);
-    error_message(&body)
+    (error_message(&body), wire::retry_hint(api, &body))
 }
 
 /// For a 404: when the API base has no version segment (`/v1`, `/v1beta`,
@@ -797,7 +805,7 @@ fn version_hint(transport: &ChatTransport) -> Option<String> {
     Some(format!(
         " (hint: the API base has no `/v1`, and servers answer `/v1{}`: \
          an API base ends with the version, e.g. `{}/v1`)",
-        wire::path(transport.api()),
+        wire::path(transport, false),
         crate::util::redact_url(root)
     ))
 }

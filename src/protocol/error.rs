@@ -19,7 +19,7 @@ pub(crate) enum DecodeError {
     /// [`Error::Http`](crate::Error::Http) with that status, so it is
     /// classified (and falls back) like the same error before the stream.
     #[cfg_attr(
-        not(all(feature = "anthropic", feature = "responses")),
+        not(all(feature = "anthropic", feature = "responses", feature = "gemini")),
         allow(
             dead_code,
             reason = "reported by the other APIs' decoders, which are features"

@@ -1,5 +1,5 @@
 //! The wire protocols (OpenAI chat completions, Anthropic Messages, OpenAI
-//! Responses): everything between the agent loop and the socket. Its HTTP
+//! Responses, Google Gemini): everything between the agent loop and the socket. Its HTTP
 //! agent comes from the crate's one HTTP setup, [`crate::net`].
 //!
 //! The loop describes a call as a [`Request`] and gets a [`Completion`]
@@ -11,7 +11,7 @@
 //!                            client.rs    POST, status, cancel, retry.rs
 //!                            sse.rs       bytes → event data (sans-IO)
 //!                            stream.rs    event data → the API's decoder
-//!                            decode/      (or anthropic/, responses/) → Completion
+//!                            decode/      (or anthropic/, responses/, gemini/) → Completion
 //!  agent loop ◀─ Completion ─┘
 //! ```
 //!
@@ -23,6 +23,7 @@
 //! | `settings.rs` | the public [`ModelSettings`], [`ToolChoice`], [`ReasoningEffort`] |
 //! | `anthropic/` | Anthropic Messages: encoder, body and stream decoders |
 //! | `responses/` | OpenAI Responses: encoder, body and stream decoders |
+//! | `gemini/` | Google Gemini: encoder, body and stream decoders |
 //! | `stream.rs` | a streamed body: SSE events into the API's decoder |
 //! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
 //! | `body.rs` | an error body in one bounded line: message, code and type, or a summary |
@@ -30,7 +31,7 @@
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chat completions: chunk accumulation, `<think>` splitting, bodies; the shared [`Completion`] and [`Fragment`] |
 //! | `sink.rs` | `Sink`: what a chat request reports while it runs (retries, progress, fragments, before a read) |
-//! | `rules.rs` | the rules all three decoders apply, written once: progress, call identity, in-stream errors, bounds, finish reasons |
+//! | `rules.rs` | the rules all four decoders apply, written once: progress, call identity, in-stream errors, bounds, finish reasons |
 //! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
@@ -51,6 +52,8 @@ mod error;
     reason = "re-exported at the crate root under cfg(fuzzing)"
 )]
 pub(crate) mod fuzz;
+#[cfg(feature = "gemini")]
+mod gemini;
 mod models;
 mod probe;
 mod request;
@@ -82,6 +85,8 @@ pub(crate) use sink::Callbacks;
 #[cfg(feature = "_bench")]
 pub(crate) use sink::Fragments;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
+#[cfg(feature = "gemini")]
+pub use gemini::{CachedContent, ContextCache};
 pub use settings::{ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};

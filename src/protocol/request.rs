@@ -155,7 +155,7 @@ impl ToolSpecs {
     /// Specs from chat-shaped values (tests of the other APIs' encoders).
     #[cfg(test)]
     #[cfg_attr(
-        not(all(feature = "anthropic", feature = "responses")),
+        not(all(feature = "anthropic", feature = "responses", feature = "gemini")),
         allow(
             dead_code,
             reason = "used by those encoders' tests, which are features"
@@ -181,8 +181,8 @@ impl ToolSpecs {
         )
     }
 
-    /// The specs (the Anthropic and Responses encoders shape them).
-    #[cfg(any(feature = "anthropic", feature = "responses"))]
+    /// The specs (the Anthropic, Responses and Gemini encoders shape them).
+    #[cfg(any(feature = "anthropic", feature = "responses", feature = "gemini"))]
     pub(crate) fn specs(&self) -> &[ToolSpec] {
         &self.0
     }

@@ -1,8 +1,9 @@
 //! The rules every decoder applies, written once: the chat-completions
-//! accumulator (`decode/`), Anthropic Messages (`anthropic/`) and OpenAI
-//! Responses (`responses/`) each read their own JSON, and call these for
-//! what must mean the same on every wire format. The shared rule table in
-//! `rules_tests.rs` runs the same cases through all three.
+//! accumulator (`decode/`), Anthropic Messages (`anthropic/`), OpenAI
+//! Responses (`responses/`) and Gemini (`gemini/`) each read their own
+//! JSON, and call these for what must mean the same on every wire format.
+//! The shared rule table in `rules_tests.rs` runs the same cases through
+//! all four.
 //!
 //! # Progress
 //!
@@ -31,11 +32,12 @@
 //!
 //! A server that fails after its `200` status reports it in the stream (an
 //! Anthropic `error` event, a Responses `error` or `response.failed`
-//! event, a chat-completions `{"error": {...}}` chunk) or, rarely, in a
+//! event, a chat-completions or Gemini `{"error": {...}}` chunk) or, rarely, in a
 //! `200` body. [`server_error`] reads such an error object the same way
 //! on every API: when its `type`, `code` or `status` names a failure the
 //! API also answers with an HTTP status (overloaded 529, rate limit 429,
-//! server error 500, timeout 504, or a number from 400 to 599), it becomes
+//! server error 500, timeout 504, Google's `RESOURCE_EXHAUSTED` 429 and
+//! `UNAVAILABLE` 503, or a number from 400 to 599), it becomes
 //! that status ([`DecodeError::Status`] → [`Error::Http`](crate::Error::Http)),
 //! so retry classification and fallback treat it as they would have before
 //! the stream; any other is a protocol error.
@@ -51,7 +53,7 @@
 //!
 //! Each decoder maps its own native reason straight to a
 //! [`FinishReason`] here ([`chat_finish`], [`anthropic_finish`],
-//! [`responses_finish`]); an unknown reason is
+//! [`responses_finish`], [`gemini_finish`]); an unknown reason is
 //! [`ServerCut`](FinishReason::ServerCut).
 
 use std::borrow::Cow;
@@ -100,7 +102,7 @@ impl Progress {
 
     /// Text or reasoning arrived: progress when not empty.
     #[cfg_attr(
-        not(any(feature = "anthropic", feature = "responses")),
+        not(any(feature = "anthropic", feature = "responses", feature = "gemini")),
         allow(dead_code, reason = "the chat decoder counts its own deltas")
     )]
     pub(crate) fn text(&mut self, text: &str) {
@@ -151,15 +153,22 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The HTTP status an error's `type` or `code` stands for, on any of the
-/// three APIs.
+/// The HTTP status an error's `type`, `code` or string `status` stands
+/// for, on any of the four APIs.
 fn status_of(label: &str) -> Option<u16> {
     Some(match label {
         "overloaded_error" | "overloaded" | "server_overloaded" => 529,
-        "rate_limit_error" | "rate_limit_exceeded" | "rate_limited" | "too_many_requests" => 429,
-        "api_error" | "server_error" | "internal_error" | "internal_server_error" => 500,
-        "service_unavailable" | "service_unavailable_error" => 503,
-        "timeout_error" | "timeout" | "gateway_timeout" => 504,
+        // With Google's `google.rpc` status names (Gemini's `error.status`).
+        "rate_limit_error"
+        | "rate_limit_exceeded"
+        | "rate_limited"
+        | "too_many_requests"
+        | "RESOURCE_EXHAUSTED" => 429,
+        "api_error" | "server_error" | "internal_error" | "internal_server_error" | "INTERNAL" => {
+            500
+        }
+        "service_unavailable" | "service_unavailable_error" | "UNAVAILABLE" => 503,
+        "timeout_error" | "timeout" | "gateway_timeout" | "DEADLINE_EXCEEDED" => 504,
         _ => return None,
     })
 }
@@ -191,7 +200,8 @@ pub(crate) fn server_error(where_: &str, error: Option<&Value>) -> DecodeError {
         Some(other) => bounded(&other.to_string(), MAX_MESSAGE).into_owned(),
     };
     let field = |name: &str| error.and_then(|e| e.get(name)).filter(|v| !v.is_null());
-    let labels = [field("type"), field("code")];
+    // Gemini's label is its string `status` (its `code` is the number).
+    let labels = [field("type"), field("code"), field("status")];
     let label = labels.iter().flatten().find_map(|v| v.as_str());
     let status = labels
         .iter()
@@ -293,8 +303,30 @@ pub(crate) fn responses_finish(
     }
 }
 
-// The shared rule table runs every case on the three decoders, so it
-// needs all three built (the default; `.ci/run`'s lean builds skip it).
-#[cfg(all(test, feature = "anthropic", feature = "responses"))]
+/// A Gemini `finishReason` (absent only for a blocked prompt): `STOP` is
+/// `Complete` (`ToolCalls` when calls came); `MAX_TOKENS` is `Length`; a
+/// blocked prompt (`promptFeedback.blockReason`), `SAFETY`, `RECITATION`,
+/// `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII` and `IMAGE_SAFETY` are
+/// `Filtered`.
+#[cfg_attr(
+    not(feature = "gemini"),
+    allow(dead_code, reason = "read by the Gemini decoder and the rule tests")
+)]
+pub(crate) fn gemini_finish(reason: Option<&str>, blocked: bool, has_calls: bool) -> FinishReason {
+    match reason {
+        _ if blocked => FinishReason::Filtered,
+        Some("STOP") if has_calls => FinishReason::ToolCalls,
+        Some("STOP") => FinishReason::Complete,
+        Some("MAX_TOKENS") => FinishReason::Length,
+        Some(
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY",
+        ) => FinishReason::Filtered,
+        _ => FinishReason::ServerCut,
+    }
+}
+
+// The shared rule table runs every case on the four decoders, so it
+// needs all of them built (the default; `.ci/run`'s lean builds skip it).
+#[cfg(all(test, feature = "anthropic", feature = "responses", feature = "gemini"))]
 #[path = "rules_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 //! steps, rendered into each API's stream events (and bodies where they
 //! apply) and run through the whole streaming path (`stream::read_stream`:
 //! SSE framing, the API's decoder, the progress count the idle bound
-//! reads). A case that holds on one decoder must hold on all three.
+//! reads). A case that holds on one decoder must hold on all four.
 
 use serde_json::{Value, json};
 
@@ -20,11 +20,17 @@ impl crate::protocol::sink::Sink for Count {
     }
 }
 
-const APIS: [Api; 3] = [
+const APIS: [Api; 4] = [
     Api::ChatCompletions,
     Api::AnthropicMessages,
     Api::OpenAiResponses,
+    Api::Gemini,
 ];
+
+/// A Gemini chunk of candidate 0 with these parts.
+fn gemini_parts(parts: &Value) -> Value {
+    json!({"candidates": [{"index": 0, "content": {"role": "model", "parts": parts}}]})
+}
 
 /// Renders API-neutral steps into one API's event data.
 struct Script {
@@ -48,6 +54,8 @@ impl Script {
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1}})),
             Api::AnthropicMessages => s.push(json!({"type": "message_start",
                 "message": {"model": "m", "usage": {"input_tokens": 1, "output_tokens": 1}}})),
+            Api::Gemini => s.push(json!({"modelVersion": "m",
+                "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}})),
             _ => s.push(json!({"type": "response.created", "response": {"model": "m"}})),
         }
         s
@@ -76,6 +84,7 @@ impl Script {
                     "delta": {"type": "text_delta", "text": text}}));
                 self.push(json!({"type": "content_block_stop", "index": i}));
             }
+            Api::Gemini => self.push(gemini_parts(&json!([{"text": text}]))),
             _ => {
                 let i = self.next;
                 self.next += 1;
@@ -99,6 +108,13 @@ impl Script {
                 self.push(json!({"type": "content_block_delta", "index": i,
                     "delta": {"type": "input_json_delta", "partial_json": args}}));
                 self.push(json!({"type": "content_block_stop", "index": i}));
+            }
+            // Gemini sends a call whole, its arguments an object.
+            Api::Gemini => {
+                let args: Value = serde_json::from_str(args).unwrap_or(Value::Null);
+                self.push(gemini_parts(
+                    &json!([{"functionCall": {"id": id, "name": name, "args": args}}]),
+                ));
             }
             _ => {
                 let item = json!({"type": "function_call", "id": format!("fc_{i}"),
@@ -140,6 +156,14 @@ impl Script {
                     json!({"type": "a_future_event"}),
                 ]
             }
+            Api::Gemini => vec![
+                gemini_parts(&json!([])),
+                gemini_parts(&json!([{"text": ""}])),
+                json!({"candidates": []}),
+                json!({"candidates": [{"index": 1, "content": {"parts": [{"text": "other"}]}}]}),
+                json!({"x_future_member": {"a": 1}}),
+                json!({"usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}}),
+            ],
             _ => vec![
                 json!({"type": "response.in_progress", "response": {"model": "m"}}),
                 json!({"type": "response.output_text.delta", "item_id": "msg_idle",
@@ -164,6 +188,7 @@ impl Script {
             }
             Api::AnthropicMessages => self.push(json!({"type": "error",
                 "error": {"type": label, "message": message}})),
+            Api::Gemini => self.push(json!({"error": {"status": label, "message": message}})),
             _ => self.push(json!({"type": "error", "code": label, "message": message})),
         }
         self
@@ -186,6 +211,9 @@ impl Script {
                 );
                 self.push(json!({"type": "message_stop"}));
             }
+            Api::Gemini => self.push(json!({"candidates": [{"index": 0,
+                "content": {"role": "model", "parts": []}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 2}})),
             _ => self.push(json!({"type": "response.completed", "response":
                 {"status": "completed", "usage": {"input_tokens": 1, "output_tokens": 2}}})),
         }
@@ -366,6 +394,12 @@ fn bodies_follow_the_identity_rule() {
                 {"type": "function_call", "id": "fc1", "call_id": "dup", "name": "f", "arguments": "{}"},
                 {"type": "function_call", "id": "fc2", "call_id": "dup", "name": "g", "arguments": "{}"}]}),
         ),
+        (
+            Api::Gemini,
+            json!({"candidates": [{"finishReason": "STOP", "content": {"parts": [
+                {"functionCall": {"id": "dup", "name": "f", "args": {}}},
+                {"functionCall": {"id": "dup", "name": "g", "args": {}}}]}}]}),
+        ),
     ];
     for (api, body) in bodies {
         let r = wire::parse_response(api, body.to_string().as_bytes(), false);
@@ -435,6 +469,10 @@ fn errors_in_bodies_follow_the_same_rule() {
             Api::OpenAiResponses,
             json!({"error": {"code": "server_error", "message": "busy"}}),
         ),
+        (
+            Api::Gemini,
+            json!({"error": {"code": 500, "message": "busy", "status": "INTERNAL"}}),
+        ),
     ];
     for (api, body) in bodies {
         let r = wire::parse_response(api, body.to_string().as_bytes(), false);
@@ -481,6 +519,7 @@ fn model_names_are_bounded() {
             Api::AnthropicMessages => {
                 json!({"type": "message_start", "message": {"model": huge}})
             }
+            Api::Gemini => json!({"modelVersion": huge}),
             _ => json!({"type": "response.created", "response": {"model": huge}}),
         });
         let c = s.text("a").end().run().1.unwrap();
@@ -514,6 +553,9 @@ fn absurd_usage_figures_cost_nothing() {
                 "usage": {"prompt_tokens": max, "completion_tokens": max, "total_tokens": max}}),
             Api::AnthropicMessages => json!({"type": "message_delta", "delta": {},
                 "usage": {"input_tokens": max, "output_tokens": max}}),
+            Api::Gemini => json!({"usageMetadata": {"promptTokenCount": max,
+                "candidatesTokenCount": max, "cachedContentTokenCount": max,
+                "thoughtsTokenCount": max}}),
             _ => json!({"type": "response.in_progress"}),
         });
         let s = match api {
@@ -542,6 +584,10 @@ fn strings_where_integers_belong_do_not_break_the_answer() {
                 json!({"type": "content_block_start", "index": "7",
                     "content_block": {"type": "text", "text": ""}}),
                 json!({"type": "message_delta", "delta": {}, "usage": {"output_tokens": "9"}}),
+            ],
+            Api::Gemini => vec![
+                json!({"candidates": [{"index": "0", "content": {"parts": [{"text": "x"}]}}]}),
+                json!({"usageMetadata": {"promptTokenCount": "1"}}),
             ],
             _ => vec![
                 json!({"type": "response.output_text.delta", "item_id": "m",
@@ -578,6 +624,8 @@ fn huge_negative_and_out_of_order_indices() {
                 [{"index": -1, "id": "n", "function": {"name": "f", "arguments": "{}"}}]}}]}),
             Api::AnthropicMessages => json!({"type": "content_block_start", "index": -1,
                 "content_block": {"type": "tool_use", "id": "n", "name": "f"}}),
+            Api::Gemini => json!({"candidates": [{"index": -1, "content": {"parts":
+                [{"functionCall": {"id": "n", "name": "f", "args": {}}}]}}]}),
             _ => json!({"type": "response.output_item.added", "output_index": -1,
                 "item": {"type": "function_call", "id": "n", "call_id": "n", "name": "f"}}),
         });
@@ -654,6 +702,13 @@ fn many_distinct_items_finish() {
     }
     let c = s.end().run().1.unwrap();
     assert_eq!(c.message.content.len(), N / 3);
+    // Gemini: calls under distinct ids (the identity check is one pass).
+    let mut s = Script::new(Api::Gemini);
+    for i in 0..N / 3 {
+        s = s.call(&format!("c{i}"), "f", "{}");
+    }
+    let c = s.end().run().1.unwrap();
+    assert_eq!(c.message.tool_calls.len(), N / 3);
 }
 
 // ---- finish reasons ----
@@ -729,6 +784,29 @@ fn finish_reasons_per_api() {
 }
 
 #[test]
+fn gemini_finish_reasons() {
+    use crate::FinishReason as F;
+    for (reason, blocked, calls, want) in [
+        (Some("STOP"), false, false, F::Complete),
+        (Some("STOP"), false, true, F::ToolCalls),
+        (Some("MAX_TOKENS"), false, false, F::Length),
+        (Some("SAFETY"), false, false, F::Filtered),
+        (Some("RECITATION"), false, false, F::Filtered),
+        (Some("PROHIBITED_CONTENT"), false, false, F::Filtered),
+        (None, true, false, F::Filtered),
+        (Some("STOP"), true, false, F::Filtered),
+        (Some("MALFORMED_FUNCTION_CALL"), false, true, F::ServerCut),
+        (Some("A_NEW_REASON"), false, false, F::ServerCut),
+    ] {
+        assert_eq!(
+            gemini_finish(reason, blocked, calls),
+            want,
+            "gemini {reason:?} {blocked}"
+        );
+    }
+}
+
+#[test]
 fn each_stream_maps_its_own_end_to_a_finish_reason() {
     for api in APIS {
         let c = Script::new(api).text("a").end().run().1.unwrap();
@@ -750,6 +828,8 @@ fn floats_deep_nesting_and_lone_surrogates() {
             }
             Api::AnthropicMessages => json!({"type": "message_delta", "delta": {},
                 "usage": {"input_tokens": 1.5, "output_tokens": -3}}),
+            Api::Gemini => json!({"usageMetadata": {"promptTokenCount": 1.5,
+                "candidatesTokenCount": -3}}),
             _ => json!({"type": "response.in_progress", "response": {"usage": {"input_tokens": 1.5}}}),
         });
         assert_eq!(s.end().run().1.unwrap().message.content, "a", "{api:?}");
@@ -760,6 +840,7 @@ fn floats_deep_nesting_and_lone_surrogates() {
         let deep = match api {
             Api::ChatCompletions => format!(r#"{{"choices":[],"extra":{deep}}}"#),
             Api::AnthropicMessages => format!(r#"{{"type":"error","error":{deep}}}"#),
+            Api::Gemini => format!(r#"{{"error":{deep}}}"#),
             _ => format!(r#"{{"type":"response.output_item.added","item":{deep}}}"#),
         };
         let (_, r) = Script::new(api).raw(&deep).end().run();
@@ -775,6 +856,7 @@ fn floats_deep_nesting_and_lone_surrogates() {
             Api::AnthropicMessages => {
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\ud800"}}"#
             }
+            Api::Gemini => r#"{"candidates":[{"content":{"parts":[{"text":"\ud800"}]}}]}"#,
             _ => r#"{"type":"response.output_text.delta","item_id":"m","delta":"\ud800"}"#,
         };
         let mut s = Script::new(api);

@@ -98,7 +98,8 @@ impl ReasoningEffort {
 /// Each API's encoder writes each setting as its own field (the table is
 /// in the [guide](crate::guide#model-settings)). A setting an API has no
 /// field for (`seed` on Anthropic and Responses, `stop` on Responses,
-/// `thinking_budget` on chat completions and Responses) fails the request
+/// `thinking_budget` on chat completions and Responses,
+/// `parallel_tool_calls(false)` on Gemini) fails the request
 /// before it is sent, with [`Error::InvalidInput`](crate::Error::InvalidInput)
 /// naming the setting and the API: it is never dropped silently. So does a
 /// temperature or `top_p` that is not finite (NaN, infinity).
@@ -349,6 +350,13 @@ impl ModelSettings {
                     .or(self.stop.as_ref().map(|_| "stop"))
                     .or(self.thinking_budget.map(|_| "thinking_budget")),
                 "OpenAI Responses",
+            ),
+            // Gemini calls tools in parallel as it sees fit: no switch.
+            Api::Gemini => (
+                self.parallel_tool_calls
+                    .filter(|p| !p)
+                    .map(|_| "parallel_tool_calls"),
+                "Gemini",
             ),
         };
         name.map(|n| {

@@ -9,6 +9,8 @@ use std::io::BufRead;
 use super::anthropic;
 use super::decode::{Accumulator, Completion, Fragment};
 use super::error::DecodeError;
+#[cfg(feature = "gemini")]
+use super::gemini;
 #[cfg(feature = "responses")]
 use super::responses;
 use super::sink::Sink;
@@ -48,6 +50,8 @@ enum Decoder {
     Anthropic(anthropic::Decoder),
     #[cfg(feature = "responses")]
     Responses(responses::Decoder),
+    #[cfg(feature = "gemini")]
+    Gemini(gemini::Decoder),
 }
 
 impl Decoder {
@@ -64,8 +68,12 @@ impl Decoder {
             Api::OpenAiResponses => {
                 Decoder::Responses(responses::Decoder::new(options.split_think, options.secret))
             }
-            #[cfg(not(all(feature = "anthropic", feature = "responses")))]
-            #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+            #[cfg(feature = "gemini")]
+            Api::Gemini => {
+                Decoder::Gemini(gemini::Decoder::new(options.split_think, options.secret))
+            }
+            #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
+            #[allow(unreachable_patterns, reason = "some of the APIs are built")]
             api => super::wire::not_built(api),
         }
     }
@@ -81,6 +89,8 @@ impl Decoder {
             Decoder::Anthropic(d) => d.push_data(data, on_fragment),
             #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.push_data(data, on_fragment),
+            #[cfg(feature = "gemini")]
+            Decoder::Gemini(d) => d.push_data(data, on_fragment),
         }
     }
 
@@ -91,6 +101,8 @@ impl Decoder {
             Decoder::Anthropic(d) => d.progress(),
             #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.progress(),
+            #[cfg(feature = "gemini")]
+            Decoder::Gemini(d) => d.progress(),
         }
     }
 
@@ -101,6 +113,8 @@ impl Decoder {
             Decoder::Anthropic(d) => d.is_done(),
             #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.is_done(),
+            #[cfg(feature = "gemini")]
+            Decoder::Gemini(d) => d.is_done(),
         }
     }
 
@@ -111,6 +125,8 @@ impl Decoder {
             Decoder::Anthropic(d) => d.finish(),
             #[cfg(feature = "responses")]
             Decoder::Responses(d) => d.finish(),
+            #[cfg(feature = "gemini")]
+            Decoder::Gemini(d) => d.finish(),
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct ChatTransport {
     /// The model settings of every request on this transport.
     #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     settings: ModelSettings,
+    /// The Gemini context cache each request names (`gemini/cache.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cached_content: Option<String>,
 }
 
 #[allow(
@@ -71,6 +74,10 @@ pub(crate) const DEFAULT_API_BASE: &str = "https://api.openai.com/v1";
 /// The API base used for [`Api::AnthropicMessages`] when a transport names
 /// none.
 pub(crate) const DEFAULT_ANTHROPIC_BASE: &str = "https://api.anthropic.com/v1";
+
+/// Google's Gemini API base (its `v1beta` version, which has every field
+/// pikuri sends).
+pub(crate) const DEFAULT_GEMINI_BASE: &str = "https://generativelanguage.googleapis.com/v1beta";
 
 // A plain history written before the `api` field existed reads as chat
 // completions, and one on chat completions is written as before.
@@ -165,6 +172,15 @@ impl ChatTransport {
     /// given in code ([`with_api_base`](ChatTransport::with_api_base)) is
     /// used as given.
     ///
+    /// Gemini ([`Api::Gemini`]: `PIKURI_API=gemini`, or unset when
+    /// `GEMINI_API_KEY` or `GOOGLE_GEMINI_BASE_URL` is set and none of the
+    /// OpenAI and Anthropic variables is) reads what the `google-genai`
+    /// SDK reads: the key from `GOOGLE_API_KEY`, else `GEMINI_API_KEY`;
+    /// the server's root from `GOOGLE_GEMINI_BASE_URL` (the API base is
+    /// that root with `/v1beta` appended, unless it already ends with a
+    /// version; unset, `https://generativelanguage.googleapis.com/v1beta`);
+    /// and `GEMINI_MODEL` for the model.
+    ///
     /// Without `OPENAI_BASE_URL` the transport talks to OpenAI's hosted API
     /// (`https://api.openai.com/v1`), which needs `OPENAI_API_KEY`; without
     /// `OPENAI_MODEL` the server's only model is taken at
@@ -204,8 +220,12 @@ impl ChatTransport {
                 let anthropic =
                     var("ANTHROPIC_API_KEY").is_some() || var("ANTHROPIC_BASE_URL").is_some();
                 let openai = var("OPENAI_API_KEY").is_some() || var("OPENAI_BASE_URL").is_some();
+                let gemini =
+                    var("GEMINI_API_KEY").is_some() || var("GOOGLE_GEMINI_BASE_URL").is_some();
                 if anthropic && !openai {
                     Api::AnthropicMessages
+                } else if gemini && !openai && !anthropic {
+                    Api::Gemini
                 } else {
                     Api::ChatCompletions
                 }
@@ -213,14 +233,18 @@ impl ChatTransport {
             Some("chat" | "chat_completions") => Api::ChatCompletions,
             Some("responses" | "openai_responses") => Api::OpenAiResponses,
             Some("anthropic" | "anthropic_messages") => Api::AnthropicMessages,
+            Some("gemini") => Api::Gemini,
             Some(other) => {
                 return Err(crate::Error::InvalidInput(format!(
-                    "PIKURI_API `{other}` is not an API: use chat, responses or anthropic"
+                    "PIKURI_API `{other}` is not an API: use chat, responses, anthropic or gemini"
                 )));
             }
         };
         if api == Api::AnthropicMessages {
             return ChatTransport::anthropic_from_vars(var);
+        }
+        if api == Api::Gemini {
+            return ChatTransport::gemini_from_vars(var);
         }
         let t = ChatTransport {
             api,
@@ -231,6 +255,7 @@ impl ChatTransport {
             context_window: None,
             no_auto_cache: false,
             settings: ModelSettings::default(),
+            cached_content: None,
         };
         log::debug!(
             "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
@@ -270,6 +295,7 @@ impl ChatTransport {
             context_window: None,
             no_auto_cache: false,
             settings: ModelSettings::default(),
+            cached_content: None,
         };
         log::debug!(
             "transport from env: ANTHROPIC_BASE_URL={:?} ANTHROPIC_MODEL={:?} ANTHROPIC_API_KEY={}",
@@ -282,6 +308,48 @@ impl ChatTransport {
                 "no endpoint in the environment: set ANTHROPIC_BASE_URL to your server's root \
                  (e.g. http://127.0.0.1:8080 for llama.cpp), or ANTHROPIC_API_KEY for \
                  Anthropic's hosted API; ANTHROPIC_MODEL picks the model"
+                    .to_string(),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// The Gemini half of [`from_vars`](ChatTransport::from_vars).
+    fn gemini_from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
+        // The SDK's base is the server's root, and it appends the version.
+        let api_base = var("GOOGLE_GEMINI_BASE_URL").map(|b| {
+            let b = b.trim().trim_end_matches('/');
+            let last = b.rsplit('/').next().unwrap_or("");
+            let versioned =
+                last.starts_with('v') && last[1..].starts_with(|c: char| c.is_ascii_digit());
+            if versioned {
+                b.to_string()
+            } else {
+                format!("{b}/v1beta")
+            }
+        });
+        let t = ChatTransport {
+            api: Api::Gemini,
+            model: var("GEMINI_MODEL"),
+            provider: Some("gemini".to_string()),
+            api_base,
+            api_key: var("GOOGLE_API_KEY").or_else(|| var("GEMINI_API_KEY")),
+            context_window: None,
+            no_auto_cache: false,
+            settings: ModelSettings::default(),
+            cached_content: None,
+        };
+        log::debug!(
+            "transport from env: GOOGLE_GEMINI_BASE_URL={:?} GEMINI_MODEL={:?} API key {}",
+            t.api_base,
+            t.model,
+            if t.api_key.is_some() { "set" } else { "unset" }
+        );
+        if t.api_base.is_none() && t.api_key.is_none() {
+            return Err(crate::Error::InvalidInput(
+                "no endpoint in the environment: set GEMINI_API_KEY (or GOOGLE_API_KEY) for \
+                 Google's hosted API, or GOOGLE_GEMINI_BASE_URL to your server's root; \
+                 GEMINI_MODEL picks the model"
                     .to_string(),
             ));
         }
@@ -472,6 +540,7 @@ impl ChatTransport {
         self.api_base.as_deref().unwrap_or(match self.api {
             Api::AnthropicMessages => DEFAULT_ANTHROPIC_BASE,
             Api::ChatCompletions | Api::OpenAiResponses => DEFAULT_API_BASE,
+            Api::Gemini => DEFAULT_GEMINI_BASE,
         })
     }
 
@@ -501,6 +570,9 @@ impl fmt::Debug for ChatTransport {
         }
         if !self.settings.is_empty() {
             d.field("settings", &self.settings);
+        }
+        if let Some(name) = &self.cached_content {
+            d.field("cached_content", name);
         }
         d.finish()
     }
@@ -803,6 +875,43 @@ mod tests {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.clone())
         }
+    }
+
+    #[test]
+    fn the_environment_picks_gemini() {
+        // Only Gemini's key: Gemini, on Google's API base.
+        let t = ChatTransport::from_vars(vars(&[
+            ("GEMINI_API_KEY", "g-1"),
+            ("GEMINI_MODEL", "gemini-2.5-flash"),
+        ]))
+        .unwrap();
+        assert_eq!(t.api(), Api::Gemini);
+        assert_eq!(t.api_key(), Some("g-1"));
+        assert_eq!(t.model(), Some("gemini-2.5-flash"));
+        assert_eq!(t.base_or_default(), DEFAULT_GEMINI_BASE);
+        // The SDK's precedence: GOOGLE_API_KEY over GEMINI_API_KEY; the
+        // root gets the version, a versioned base is kept.
+        let t = ChatTransport::from_vars(vars(&[
+            ("PIKURI_API", "gemini"),
+            ("GEMINI_API_KEY", "g-1"),
+            ("GOOGLE_API_KEY", "g-2"),
+            ("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:9/"),
+        ]))
+        .unwrap();
+        assert_eq!(t.api_key(), Some("g-2"));
+        assert_eq!(t.api_base(), Some("http://127.0.0.1:9/v1beta"));
+        let t =
+            ChatTransport::from_vars(vars(&[("GOOGLE_GEMINI_BASE_URL", "http://h/v1")])).unwrap();
+        assert_eq!((t.api(), t.api_base()), (Api::Gemini, Some("http://h/v1")));
+        // OpenAI's variables win the guess; nothing set is an error.
+        let t = ChatTransport::from_vars(vars(&[
+            ("GEMINI_API_KEY", "g"),
+            ("OPENAI_BASE_URL", "http://h/v1"),
+        ]))
+        .unwrap();
+        assert_eq!(t.api(), Api::ChatCompletions);
+        let e = ChatTransport::from_vars(vars(&[("PIKURI_API", "gemini")])).unwrap_err();
+        assert!(e.to_string().contains("GEMINI_API_KEY"), "{e}");
     }
 
     #[test]

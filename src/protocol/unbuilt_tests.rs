@@ -1,4 +1,5 @@
-//! The wire formats behind Cargo features (`anthropic`, `responses`): a
+//! The wire formats behind Cargo features (`anthropic`, `responses`,
+//! `gemini`): a
 //! build without one refuses a request on its API at once, with a typed
 //! error naming the feature, and still reads histories that name it.
 //! The `cfg(not(feature))` tests run in `.ci/run`'s "each feature alone"
@@ -9,7 +10,7 @@ use crate::{Agent, Api, History, Message, ProviderData};
 
 /// A turn on `api` against a server that would answer it: the error, and
 /// how many requests reached the server.
-#[cfg(not(all(feature = "anthropic", feature = "responses")))]
+#[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
 fn refused(api: Api) -> (crate::Error, usize) {
     let server = FakeServer::start();
     server.push(Reply::text("hello"));
@@ -48,6 +49,20 @@ fn a_responses_request_without_the_feature_fails_at_once_naming_it() {
     assert_eq!(sent, 0, "nothing is sent");
 }
 
+#[cfg(not(feature = "gemini"))]
+#[test]
+fn a_gemini_request_without_the_feature_fails_at_once_naming_it() {
+    let (err, sent) = refused(Api::Gemini);
+    assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+    assert!(
+        err.to_string().ends_with(
+            "gemini, which this build of pikuri leaves out: enable the Cargo feature `gemini`"
+        ),
+        "{err}"
+    );
+    assert_eq!(sent, 0, "nothing is sent");
+}
+
 /// Every build checks the API first: chat completions always passes, and
 /// an API passes exactly when its feature is on.
 #[test]
@@ -56,6 +71,7 @@ fn check_built_follows_the_features() {
     assert!(built(Api::ChatCompletions));
     assert_eq!(built(Api::AnthropicMessages), cfg!(feature = "anthropic"));
     assert_eq!(built(Api::OpenAiResponses), cfg!(feature = "responses"));
+    assert_eq!(built(Api::Gemini), cfg!(feature = "gemini"));
 }
 
 /// `Api` is data: a history written by a full build (naming every API in
@@ -64,7 +80,7 @@ fn check_built_follows_the_features() {
 #[test]
 fn a_history_naming_every_api_loads_in_any_build() {
     let mut messages = vec![Message::user("q")];
-    for api in [Api::AnthropicMessages, Api::OpenAiResponses] {
+    for api in [Api::AnthropicMessages, Api::OpenAiResponses, Api::Gemini] {
         let mut answer = Message::assistant("a");
         answer.provider_data = Some(ProviderData::new(api, "http://x/v1", "m", vec![]));
         messages.extend([answer, Message::user("q")]);
@@ -75,7 +91,8 @@ fn a_history_naming_every_api_loads_in_any_build() {
     // case, not `Api::as_str`'s `openai_responses`.)
     assert!(
         json.contains(r#""api": "anthropic_messages""#)
-            && json.contains(r#""api": "open_ai_responses""#),
+            && json.contains(r#""api": "open_ai_responses""#)
+            && json.contains(r#""api": "gemini""#),
         "{json}"
     );
     let history = History::parse(&json).unwrap();

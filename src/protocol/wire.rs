@@ -3,15 +3,20 @@
 //! path, the headers, the request body and the non-streamed decoder;
 //! `stream.rs` picks the streamed decoder. Each API's encoder and decoders
 //! live in their own module (`decode/` and `request.rs` for chat
-//! completions, `anthropic/`, `responses/`) and produce the same
+//! completions, `anthropic/`, `responses/`, `gemini/`) and produce the same
 //! [`Completion`] and [`Fragment`](super::Fragment)s, so nothing above the
 //! protocol knows which API answered.
+
+use std::borrow::Cow;
+use std::time::Duration;
 
 use super::ChatTransport;
 #[cfg(feature = "anthropic")]
 use super::anthropic;
 use super::decode::{self, Completion};
 use super::error::DecodeError;
+#[cfg(feature = "gemini")]
+use super::gemini;
 use super::request::Request;
 #[cfg(feature = "responses")]
 use super::responses;
@@ -26,8 +31,10 @@ pub(crate) fn check_built(api: Api) -> crate::Result<()> {
         Api::ChatCompletions => return Ok(()),
         Api::AnthropicMessages if cfg!(feature = "anthropic") => return Ok(()),
         Api::OpenAiResponses if cfg!(feature = "responses") => return Ok(()),
+        Api::Gemini if cfg!(feature = "gemini") => return Ok(()),
         Api::AnthropicMessages => "anthropic",
         Api::OpenAiResponses => "responses",
+        Api::Gemini => "gemini",
     };
     Err(Error::InvalidInput(format!(
         "the transport speaks {api}, which this build of pikuri leaves out: enable the Cargo feature `{feature}`"
@@ -36,17 +43,49 @@ pub(crate) fn check_built(api: Api) -> crate::Result<()> {
 
 /// An API whose feature is off reached a dispatch point: `check_built`
 /// refuses it before that, so this is a bug in the crate.
-#[cfg(not(all(feature = "anthropic", feature = "responses")))]
+#[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
 pub(crate) fn not_built(api: Api) -> ! {
     unreachable!("{api} is not built, and check_built refuses it first")
 }
 
-/// The path after the API base that chats go to.
-pub(crate) fn path(api: Api) -> &'static str {
+/// The path after the API base that chats go to; Gemini's names the
+/// model and whether the answer is streamed.
+pub(crate) fn path(transport: &ChatTransport, stream: bool) -> Cow<'static, str> {
+    match transport.api() {
+        Api::ChatCompletions => "/chat/completions".into(),
+        Api::AnthropicMessages => "/messages".into(),
+        Api::OpenAiResponses => "/responses".into(),
+        Api::Gemini => gemini_path(transport.model().unwrap_or_default(), stream).into(),
+    }
+}
+
+/// `/models/{model}:generateContent`, or `:streamGenerateContent?alt=sse`
+/// (a model that names its collection, `tunedModels/x`, keeps it). Not
+/// behind the feature: a 404 hint names it in any build.
+fn gemini_path(model: &str, stream: bool) -> String {
+    let method = if stream {
+        "streamGenerateContent?alt=sse"
+    } else {
+        "generateContent"
+    };
+    if model.contains('/') {
+        format!("/{model}:{method}")
+    } else {
+        format!("/models/{model}:{method}")
+    }
+}
+
+/// The server's own retry hint in an error body, where the API puts one
+/// there (Gemini's `google.rpc.RetryInfo` `retryDelay`); the client
+/// prefers a `Retry-After` header.
+pub(crate) fn retry_hint(api: Api, body: &[u8]) -> Option<Duration> {
     match api {
-        Api::ChatCompletions => "/chat/completions",
-        Api::AnthropicMessages => "/messages",
-        Api::OpenAiResponses => "/responses",
+        #[cfg(feature = "gemini")]
+        Api::Gemini => gemini::retry_delay(body),
+        _ => {
+            let _ = body;
+            None
+        }
     }
 }
 
@@ -58,6 +97,10 @@ pub(crate) fn auth_headers(api: Api, key: Option<&str>) -> Vec<(&'static str, St
         Api::AnthropicMessages => anthropic::headers(key),
         #[cfg(not(feature = "anthropic"))]
         Api::AnthropicMessages => not_built(api),
+        #[cfg(feature = "gemini")]
+        Api::Gemini => gemini::headers(key),
+        #[cfg(not(feature = "gemini"))]
+        Api::Gemini => not_built(api),
         Api::ChatCompletions | Api::OpenAiResponses => key
             .map(|k| ("Authorization", format!("Bearer {k}")))
             .into_iter()
@@ -84,15 +127,27 @@ pub(crate) fn encode(
     if let Some(why) = req.settings.problem(api) {
         return Err(crate::Error::InvalidInput(why));
     }
+    if req.transport.cached_content.is_some() && api != Api::Gemini {
+        return Err(crate::Error::InvalidInput(format!(
+            "the transport names a context cache, which only Gemini has, and speaks {api}: \
+             drop it with `with_cached_content(None)`"
+        )));
+    }
     match api {
         Api::ChatCompletions => req.write_to(buf, include_usage),
         #[cfg(feature = "anthropic")]
         Api::AnthropicMessages => anthropic::write_body(req, buf),
         #[cfg(feature = "responses")]
         Api::OpenAiResponses => responses::write_body(req, buf),
-        #[cfg(not(all(feature = "anthropic", feature = "responses")))]
-        #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+        #[cfg(feature = "gemini")]
+        Api::Gemini => gemini::write_body(req, buf),
+        #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
+        #[allow(unreachable_patterns, reason = "some of the APIs are built")]
         api => not_built(api),
+    }
+    #[cfg(feature = "gemini")]
+    if api == Api::Gemini {
+        gemini::apply_cache(req, buf)?;
     }
     Ok(())
 }
@@ -109,8 +164,10 @@ pub(crate) fn parse_response(
         Api::AnthropicMessages => anthropic::parse_response(body, split_think),
         #[cfg(feature = "responses")]
         Api::OpenAiResponses => responses::parse_response(body, split_think),
-        #[cfg(not(all(feature = "anthropic", feature = "responses")))]
-        #[allow(unreachable_patterns, reason = "one of the two APIs is built")]
+        #[cfg(feature = "gemini")]
+        Api::Gemini => gemini::parse_response(body, split_think),
+        #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
+        #[allow(unreachable_patterns, reason = "some of the APIs are built")]
         api => not_built(api),
     }
 }

@@ -48,10 +48,12 @@
 //! | `POST …/chat/completions` | the next scripted [`Reply`] (FIFO), else the [`respond_with`](FakeServer::respond_with) function's reply; JSON, or SSE if the body has `"stream": true` |
 //! | `POST …/messages` | the same, as an Anthropic Messages response (see [Other APIs](#other-apis)) |
 //! | `POST …/responses` | the same, as an OpenAI Responses response (see [Other APIs](#other-apis)) |
+//! | `POST …/models/{model}:generateContent`, `…:streamGenerateContent` | the same, as a Gemini response, SSE for the second (see [Gemini](#gemini)) |
 //! | `GET /props`, `GET /props?model=…` | llama.cpp shape: `{"default_generation_settings":{"n_ctx":N,…},"total_slots":1,"model_alias":…}`; 404 if the context size is `None` |
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
 //! | `POST …/messages/count_tokens` | Anthropic's shape: `{"input_tokens":N}`, N the body's characters / 4 + 1 |
+//! | `POST …/cachedContents`; `GET`, `PATCH` (`ttl`), `DELETE …/cachedContents/{id}` | Gemini's context caches: a `CachedContent` (`name`, `model`, times, `usageMetadata.totalTokenCount`, N the cached fields' characters / 4 + 1); 403 `PERMISSION_DENIED` for one expired ([`FakeServer::expire_caches`]) or deleted, as for a Gemini request naming it (`cachedContent`), whose usage then reports the cache's tokens as `cachedContentTokenCount` |
 //! | anything else | 404 with an OpenAI error body |
 //!
 //! Routes set with [`FakeServer::set_route`] come first, then a loaded
@@ -165,6 +167,42 @@
 //! before `[DONE]`. [`with_garbage`](Reply::with_garbage) adds comments and
 //! unknown event types. [`RecordedRequest::conversation`] reads any API's
 //! request as chat-completions messages.
+//!
+//! # Gemini
+//!
+//! `server.transport().with_api(Api::Gemini)` posts to
+//! `…/models/{model}:generateContent` (`:streamGenerateContent?alt=sse`
+//! streamed: the path, not the body, says it). The reply is a
+//! `GenerateContentResponse`: one candidate whose `content.parts` are the
+//! reasoning (`thought: true`), the text and one `functionCall` per call
+//! (`args` the arguments object; an `id` only when the script named the
+//! call with [`Reply::with_id`], as most Gemini models give none), the
+//! `finishReason` (`STOP`, `MAX_TOKENS` for `length`, `SAFETY` for
+//! `content_filter`, others as scripted, e.g. `RECITATION`), and
+//! `usageMetadata` (`promptTokenCount` including `cachedContentTokenCount`;
+//! with reasoning a quarter of the output as `thoughtsTokenCount`). The
+//! thought signature ([`Reply::with_signature`], else a fake one of the
+//! reasoning or the call) is on the first call, else on the text when
+//! there is reasoning. `with_finish_reason("prompt_blocked")` answers with
+//! no candidate and `promptFeedback.blockReason: "SAFETY"`. A stream is
+//! chunks of the same shape, the last (with the finish reason and usage)
+//! counted like an end event; [`Reply::status`] is `{"error": {"code",
+//! "message", "status"}}` (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, …), and
+//! [`error_after`](Reply::error_after) a chunk with a 503 `UNAVAILABLE`
+//! error.
+//!
+//! Strict mode answers 400 when the body has a field Gemini does not
+//! (`model`, `messages`, …), `contents` is missing or empty, a role is not
+//! `user` or `model`, a content has no parts or a part has not exactly one
+//! of `text`, `inlineData`, `fileData`, `functionCall`, `functionResponse`,
+//! a model turn's calls are not answered in the next turn by as many
+//! function responses of the same names (and ids, where the call had
+//! one), a `generationConfig` field is unknown or out of range
+//! (`temperature` 0 to 2, `topP` 0 to 1, an int32 `seed`, at most 5
+//! `stopSequences`, a `thinkingLevel` of `minimal`, `low`, `medium` or
+//! `high`), a response schema comes without `responseMimeType:
+//! "application/json"`, or `allowedFunctionNames` names no declared
+//! function.
 //!
 //! # Usage
 //!
@@ -341,6 +379,7 @@
 //   `recorder` (`Recorder`, the recording proxy) with `forward` (its
 //   upstream client).
 mod buffer;
+mod caches;
 mod cassette;
 mod diff;
 mod events;
@@ -349,6 +388,7 @@ mod request;
 mod strict;
 mod strict_anthropic;
 mod strict_common;
+mod strict_gemini;
 mod strict_responses;
 mod view;
 
@@ -356,6 +396,7 @@ mod http;
 mod render;
 mod render_anthropic;
 mod render_any;
+mod render_gemini;
 mod render_responses;
 
 mod conn;

@@ -56,14 +56,15 @@ impl RecordedRequest {
     }
 
     /// The `messages` array of a chat or Anthropic request, the `input`
-    /// items of a Responses request, as sent (empty if there is none). For
+    /// items of a Responses request, the `contents` of a Gemini request,
+    /// as sent (empty if there is none). For
     /// the same view whatever the API, see
     /// [`conversation`](RecordedRequest::conversation).
     pub fn messages(&self) -> Vec<Value> {
-        let field = if self.api() == Some(Api::OpenAiResponses) {
-            "input"
-        } else {
-            "messages"
+        let field = match self.api() {
+            Some(Api::OpenAiResponses) => "input",
+            Some(Api::Gemini) => "contents",
+            _ => "messages",
         };
         self.body
             .as_ref()
@@ -73,8 +74,12 @@ impl RecordedRequest {
             .unwrap_or_default()
     }
 
-    /// Whether the body has `"stream": true`.
+    /// Whether the body has `"stream": true` (or, on Gemini, whose
+    /// body does not say it, the path is `…:streamGenerateContent`).
     pub fn is_stream(&self) -> bool {
+        if self.api() == Some(Api::Gemini) {
+            return self.route().ends_with(":streamGenerateContent");
+        }
         self.body
             .as_ref()
             .and_then(|b| b.get("stream"))
@@ -99,8 +104,10 @@ impl RecordedRequest {
     }
 
     /// The API of a model request, from its path: `POST …/chat/completions`,
-    /// `…/messages` (Anthropic Messages) or `…/responses` (OpenAI
-    /// Responses); `None` for any other request (probes, `count_tokens`).
+    /// `…/messages` (Anthropic Messages), `…/responses` (OpenAI
+    /// Responses) or `…/models/{model}:generateContent` and
+    /// `…:streamGenerateContent` (Gemini); `None` for any other request
+    /// (probes, `count_tokens`).
     ///
     /// ```
     /// use pikuri::Api;
@@ -115,6 +122,7 @@ impl RecordedRequest {
     /// assert_eq!(req("POST", "/v1/messages").api(), Some(Api::AnthropicMessages));
     /// assert_eq!(req("POST", "/v1/responses").api(), Some(Api::OpenAiResponses));
     /// assert_eq!(req("POST", "/v1/chat/completions").api(), Some(Api::ChatCompletions));
+    /// assert_eq!(req("POST", "/v1beta/models/g:generateContent").api(), Some(Api::Gemini));
     /// assert_eq!(req("POST", "/v1/messages/count_tokens").api(), None);
     /// assert_eq!(req("GET", "/v1/messages").api(), None);
     /// ```
@@ -129,6 +137,8 @@ impl RecordedRequest {
             Some(Api::AnthropicMessages)
         } else if route.ends_with("/responses") {
             Some(Api::OpenAiResponses)
+        } else if route.ends_with(":generateContent") || route.ends_with(":streamGenerateContent") {
+            Some(Api::Gemini)
         } else {
             None
         }

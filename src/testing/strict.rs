@@ -1,8 +1,8 @@
 //! Strict-mode validation of a request body: the checks a strict server
 //! (OpenAI, Anthropic themselves) makes on the conversation's shape, so a
 //! test fails when the agent sends a history a real server would reject.
-//! Chat completions here; the other APIs in `strict_anthropic.rs` and
-//! `strict_responses.rs`.
+//! Chat completions here; the other APIs in `strict_anthropic.rs`,
+//! `strict_responses.rs` and `strict_gemini.rs`.
 
 use std::collections::HashSet;
 
@@ -13,6 +13,10 @@ use crate::Api;
 
 /// `Ok` if a strict server of `api` would accept `body`; otherwise why not.
 pub(super) fn validate(api: Api, body: Option<&Value>) -> Result<(), String> {
+    // Gemini's settings are its own (`generationConfig`), checked there.
+    if api == Api::Gemini {
+        return super::strict_gemini::validate(body);
+    }
     match api {
         Api::AnthropicMessages => super::strict_anthropic::validate(body),
         Api::OpenAiResponses => super::strict_responses::validate(body),

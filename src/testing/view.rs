@@ -42,6 +42,7 @@ pub(super) fn conversation(api: Api, body: &Value) -> Vec<Value> {
     match api {
         Api::AnthropicMessages => anthropic(body),
         Api::OpenAiResponses => responses(body),
+        Api::Gemini => gemini(body),
         _ => body["messages"].as_array().cloned().unwrap_or_default(),
     }
 }
@@ -93,6 +94,60 @@ fn anthropic(body: &Value) -> Vec<Value> {
         }
         if let Some(text) = text_of(&m["content"]) {
             out.push(json!({ "role": role, "content": text }));
+        }
+    }
+    out
+}
+
+/// The texts of Gemini `parts` (thoughts when `thought`), joined.
+fn gemini_text(parts: &[Value], thought: bool) -> Option<String> {
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter(|p| p["thought"].as_bool().unwrap_or(false) == thought)
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    (!texts.is_empty()).then(|| texts.concat())
+}
+
+fn gemini(body: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    let empty = Vec::new();
+    let system = body["systemInstruction"]["parts"]
+        .as_array()
+        .unwrap_or(&empty);
+    if let Some(text) = gemini_text(system, false) {
+        out.push(json!({ "role": "system", "content": text }));
+    }
+    for m in body["contents"].as_array().into_iter().flatten() {
+        let parts = m["parts"].as_array().unwrap_or(&empty);
+        // A call without an id is named by its name, as Gemini matches it.
+        let id = |f: &Value| f.get("id").cloned().unwrap_or_else(|| f["name"].clone());
+        if m["role"] == "model" {
+            let mut msg = json!({ "role": "assistant",
+                "content": gemini_text(parts, false).map_or(Value::Null, Value::String) });
+            if let Some(r) = gemini_text(parts, true) {
+                msg["reasoning_content"] = json!(r);
+            }
+            let calls: Vec<Value> = parts
+                .iter()
+                .filter_map(|p| p.get("functionCall"))
+                .map(|f| tool_call(&id(f), &f["name"], &f["args"].to_string()))
+                .collect();
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+            continue;
+        }
+        for f in parts.iter().filter_map(|p| p.get("functionResponse")) {
+            let r = &f["response"];
+            let content = r["result"]
+                .as_str()
+                .map_or_else(|| r.to_string(), str::to_string);
+            out.push(json!({ "role": "tool", "tool_call_id": id(f), "content": content }));
+        }
+        if let Some(text) = gemini_text(parts, false) {
+            out.push(json!({ "role": "user", "content": text }));
         }
     }
     out
@@ -176,20 +231,22 @@ fn responses(body: &Value) -> Vec<Value> {
     out
 }
 
-/// The names of the tools offered: `function.name` (chat completions) or
-/// `name` (Anthropic, Responses function tools).
+/// The names of the tools offered: `function.name` (chat completions),
+/// `name` (Anthropic, Responses function tools) or the names of each
+/// tool's `functionDeclarations` (Gemini).
 pub(super) fn tool_names(body: &Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| {
-            t.pointer("/function/name")
-                .or_else(|| t.get("name"))
-                .and_then(Value::as_str)
-        })
-        .map(str::to_string)
-        .collect()
+    let tools = body["tools"].as_array().into_iter().flatten();
+    let flat = tools.flat_map(|t| match t.get("functionDeclarations") {
+        Some(Value::Array(decls)) => decls.iter().collect(),
+        _ => vec![t],
+    });
+    flat.filter_map(|t| {
+        t.pointer("/function/name")
+            .or_else(|| t.get("name"))
+            .and_then(Value::as_str)
+    })
+    .map(str::to_string)
+    .collect()
 }
 
 #[cfg(test)]
@@ -217,9 +274,21 @@ mod tests {
                 {"type": "function_call_output", "call_id": "t1", "output": "42"},
             ],
         });
+        let g = json!({
+            "systemInstruction": {"parts": [{"text": "Be brief."}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": "6*7?"}]},
+                {"role": "model", "parts": [
+                    {"text": "mult", "thought": true},
+                    {"functionCall": {"id": "t1", "name": "calc", "args": {"e": "6*7"}}}]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"id": "t1", "name": "calc", "response": {"result": "42"}}}]},
+            ],
+        });
         for conv in [
             conversation(Api::AnthropicMessages, &a),
             conversation(Api::OpenAiResponses, &r),
+            conversation(Api::Gemini, &g),
         ] {
             assert_eq!(conv.len(), 4, "{conv:?}");
             assert_eq!(conv[0], json!({"role": "system", "content": "Be brief."}));

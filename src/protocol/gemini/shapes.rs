@@ -1,0 +1,140 @@
+//! The JSON shapes of Gemini's responses (a streamed chunk is one too),
+//! the usage mapping and the retry hint of an error body. Every member is
+//! optional and unknown members are ignored; strings are borrowed from the
+//! input when they have no escapes.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::Usage;
+
+/// A string borrowed from the input when it has no escapes.
+pub(super) type Str<'a> = Cow<'a, str>;
+
+/// A `GenerateContentResponse`: a whole body, or one streamed chunk.
+#[derive(Deserialize)]
+pub(super) struct Chunk<'a> {
+    #[serde(borrow)]
+    pub(super) candidates: Option<Vec<Candidate<'a>>>,
+    #[serde(rename = "promptFeedback")]
+    pub(super) prompt_feedback: Option<Box<Feedback>>,
+    #[serde(rename = "usageMetadata")]
+    pub(super) usage: Option<Box<WireUsage>>,
+    #[serde(rename = "modelVersion", borrow)]
+    pub(super) model: Option<Str<'a>>,
+    pub(super) error: Option<Box<Value>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Candidate<'a> {
+    #[serde(borrow)]
+    pub(super) content: Option<Content<'a>>,
+    #[serde(rename = "finishReason", borrow)]
+    pub(super) finish: Option<Str<'a>>,
+    pub(super) index: Option<u64>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Content<'a> {
+    #[serde(borrow)]
+    pub(super) parts: Option<Vec<Part<'a>>>,
+}
+
+/// One part: text (a thought when `thought` is true), a function call, or
+/// a kind pikuri does not read; any may carry a signature.
+#[derive(Deserialize)]
+pub(super) struct Part<'a> {
+    #[serde(borrow)]
+    pub(super) text: Option<Str<'a>>,
+    pub(super) thought: Option<bool>,
+    #[serde(rename = "thoughtSignature", borrow)]
+    pub(super) signature: Option<Str<'a>>,
+    #[serde(rename = "functionCall")]
+    pub(super) call: Option<Box<Call>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Call {
+    pub(super) name: Option<String>,
+    pub(super) args: Option<Value>,
+    pub(super) id: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Feedback {
+    #[serde(rename = "blockReason")]
+    pub(super) block_reason: Option<String>,
+}
+
+/// Gemini's usage figures; each read leniently (see [`figure`]).
+#[derive(Deserialize, Default)]
+pub(super) struct WireUsage {
+    #[serde(rename = "promptTokenCount")]
+    prompt: Option<Value>,
+    #[serde(rename = "candidatesTokenCount")]
+    candidates: Option<Value>,
+    #[serde(rename = "cachedContentTokenCount")]
+    cached: Option<Value>,
+    #[serde(rename = "thoughtsTokenCount")]
+    thoughts: Option<Value>,
+}
+
+/// The largest token figure taken as real.
+const MAX_FIGURE: u64 = 1 << 40;
+
+/// A usage figure: a non-negative integer up to [`MAX_FIGURE`]; anything
+/// else is dropped with a `warn` line, as if not reported.
+fn figure(name: &str, v: Option<&Value>) -> Option<u64> {
+    let v = v.filter(|v| !v.is_null())?;
+    match v.as_u64() {
+        Some(n) if n <= MAX_FIGURE => Some(n),
+        _ => {
+            log::warn!("gemini usage: ignoring {name} = {v} (not a plausible token count)");
+            None
+        }
+    }
+}
+
+impl WireUsage {
+    /// The figures into pikuri's exclusive slices: the prompt count
+    /// includes the cached tokens; the output is the candidates and the
+    /// thoughts.
+    pub(super) fn to_usage(&self) -> Usage {
+        let prompt = figure("promptTokenCount", self.prompt.as_ref());
+        let cached = figure("cachedContentTokenCount", self.cached.as_ref());
+        let candidates = figure("candidatesTokenCount", self.candidates.as_ref());
+        let thoughts = figure("thoughtsTokenCount", self.thoughts.as_ref());
+        let output = match (candidates, thoughts) {
+            (None, None) => None,
+            (c, t) => Some(c.unwrap_or(0) + t.unwrap_or(0)),
+        };
+        Usage::from_parts(
+            prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
+            output,
+            cached,
+            None,
+            thoughts,
+        )
+    }
+}
+
+/// The `retryDelay` of a `google.rpc.RetryInfo` in an error body's
+/// `error.details` (`"30s"`, `"1.5s"`); `None` when there is none or it
+/// does not read as seconds.
+pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
+    let v: Value = crate::util::json_from_slice(body).ok()?;
+    let details = v.get("error")?.get("details")?.as_array()?;
+    let delay = details
+        .iter()
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| d.get("retryDelay")?.as_str())?;
+    let secs: f64 = delay.strip_suffix('s')?.trim().parse().ok()?;
+    Duration::try_from_secs_f64(secs).ok()
+}

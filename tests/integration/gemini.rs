@@ -1,0 +1,612 @@
+//! Issue 37: Google Gemini's own API (`generateContent`,
+//! `streamGenerateContent?alt=sse`) through the public API, on the strict
+//! `FakeServer`: answers, tools, thought signatures, structured output,
+//! images, usage, finish reasons, errors, retries, fallback, switches to
+//! and from the other APIs, and the decoder attacks.
+
+use std::time::Duration;
+
+use pikuri::listeners::InMemoryEventList;
+use pikuri::structured::StructuredOutput;
+use pikuri::testing::{FakeServer, RecordedRequest, Reply};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{
+    Agent, Api, ChatTransport, Configurator, ErrorKind, Event, FinishReason, Image, Message,
+    ModelSettings, ReasoningEffort, ToolChoice,
+};
+use serde_json::{Value, json};
+
+use crate::util::{assert_valid_history, fast_http, streamed_text};
+
+fn strict_server() -> FakeServer {
+    let server = FakeServer::start();
+    server.set_strict(true);
+    server
+}
+
+fn gemini(server: &FakeServer) -> ChatTransport {
+    server.transport().with_api(Api::Gemini)
+}
+
+fn agent_on(
+    transport: ChatTransport,
+    f: impl FnOnce(Configurator) -> Configurator,
+) -> (Agent, InMemoryEventList) {
+    let rec = InMemoryEventList::new();
+    let cfg = Agent::builder(transport)
+        .system_prompt("You are a test agent.")
+        .http(fast_http().with_max_retries(0))
+        .add_listener(rec.clone());
+    (f(cfg).build().expect("agent builds"), rec)
+}
+
+fn add() -> FnTool {
+    FnTool::new(
+        "add",
+        "Adds two integers.",
+        Parameters::builder()
+            .required_integer("a", "first")
+            .required_integer("b", "second")
+            .build(),
+        |args, _| {
+            let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
+            Ok((a + b).to_string())
+        },
+    )
+}
+
+fn assert_clean(server: &FakeServer) {
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    server.assert_all_used();
+}
+
+fn body(req: &RecordedRequest) -> Value {
+    req.body.clone().expect("a JSON body")
+}
+
+/// The parts of the model turns of a Gemini request.
+fn model_parts(req: &RecordedRequest) -> Vec<Value> {
+    body(req)["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["role"] == "model")
+        .flat_map(|c| c["parts"].as_array().unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn plain_and_streamed_answers_go_to_generate_content() {
+    for streaming in [false, true] {
+        let server = strict_server();
+        server.push(
+            Reply::text("Hello from Gemini.")
+                .with_chunk_chars(4)
+                .with_garbage(),
+        );
+        let (mut agent, rec) = agent_on(gemini(&server).with_api_key("g-key"), |c| {
+            c.streaming(streaming)
+        });
+        let out = agent.run_loop("hi").unwrap();
+        assert_eq!(out.answer.as_deref(), Some("Hello from Gemini."));
+        assert_eq!(out.finish, FinishReason::Complete);
+        let req = &server.chat_requests()[0];
+        let method = if streaming {
+            ":streamGenerateContent"
+        } else {
+            ":generateContent"
+        };
+        assert!(
+            req.path.ends_with(&format!(
+                "/models/{}{method}{}",
+                server.transport().model().unwrap(),
+                if streaming { "?alt=sse" } else { "" }
+            )),
+            "{}",
+            req.path
+        );
+        assert_eq!(req.api(), Some(Api::Gemini));
+        assert_eq!(req.is_stream(), streaming);
+        assert_eq!(req.header("x-goog-api-key"), Some("g-key"));
+        assert_eq!(req.header("authorization"), None);
+        assert_eq!(req.system().as_deref(), Some("You are a test agent."));
+        if streaming {
+            assert_eq!(streamed_text(&rec.events()), "Hello from Gemini.");
+        }
+        assert_clean(&server);
+    }
+}
+
+#[test]
+fn parallel_tool_calls_round_trip_their_ids_and_thought_signatures() {
+    for streaming in [false, true] {
+        let server = strict_server();
+        // One call the server named (`fc-1`), one it did not.
+        server.push(
+            Reply::tool_calls(vec![
+                ("add", json!({"a": 1, "b": 2})),
+                ("add", json!({"a": 3, "b": 4})),
+            ])
+            .with_reasoning("Two sums.")
+            .with_signature("sig-g"),
+        );
+        server.push(Reply::text("3 and 7"));
+        let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(streaming).add_tool(add()));
+        let out = agent.run_loop("sums").unwrap();
+        assert_eq!(out.answer.as_deref(), Some("3 and 7"));
+        let answer = agent
+            .messages()
+            .iter()
+            .find(|m| !m.tool_calls.is_empty())
+            .unwrap();
+        assert_eq!(answer.reasoning.as_deref(), Some("Two sums."));
+        let ids: Vec<&str> = answer.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert!(
+            ids[0] != ids[1] && ids.iter().all(|i| i.starts_with("gemini_call_")),
+            "{ids:?}"
+        );
+        let reqs = server.chat_requests();
+        let parts = model_parts(&reqs[1]);
+        assert_eq!(parts[0]["functionCall"]["args"], json!({"a": 1, "b": 2}));
+        assert_eq!(parts[0]["thoughtSignature"], "sig-g");
+        assert!(parts[1].get("thoughtSignature").is_none(), "{parts:?}");
+        // The made-up ids never reach Gemini; results go by name, in order.
+        assert!(
+            !reqs[1].raw_body.contains("gemini_call_"),
+            "{}",
+            reqs[1].raw_body
+        );
+        let results: Vec<(String, String)> = reqs[1]
+            .conversation()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["tool_call_id"].as_str().unwrap().into(),
+                    m["content"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            results,
+            [("add".into(), "3".into()), ("add".into(), "7".into())]
+        );
+        assert_valid_history(agent.messages());
+        assert_clean(&server);
+    }
+}
+
+#[test]
+fn a_call_id_the_server_gave_is_kept_and_answered() {
+    let server = strict_server();
+    server.push(Reply::tool_call("add", json!({"a": 2, "b": 2})).with_id("fc-1"));
+    server.push(Reply::text("4"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.add_tool(add()));
+    agent.run_loop("2+2").unwrap();
+    assert_eq!(agent.messages()[1].tool_calls[0].id, "fc-1");
+    let b = body(&server.chat_requests()[1]);
+    let contents = b["contents"].as_array().unwrap();
+    assert_eq!(contents[1]["parts"][0]["functionCall"]["id"], "fc-1");
+    assert_eq!(
+        contents[2]["parts"][0]["functionResponse"],
+        json!({"name": "add", "id": "fc-1", "response": {"result": "4"}})
+    );
+    assert_clean(&server);
+}
+
+/// Gemini → `to` → Gemini in one conversation: the other API gets the
+/// whole conversation and none of Gemini's signatures; back on Gemini
+/// (another model first) the signatures go only to the model that wrote
+/// them.
+fn switch_from_gemini(to: Api) {
+    let server = strict_server();
+    server.push(
+        Reply::tool_call("add", json!({"a": 1, "b": 2}))
+            .with_reasoning("Think.")
+            .with_signature("sig-gem"),
+    );
+    server.push(Reply::text("3").with_signature("sig-text"));
+    server.push(Reply::text("second answer"));
+    server.push(Reply::text("third answer"));
+    server.push(Reply::text("fourth answer"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.add_tool(add()));
+    agent.run_loop("first").unwrap();
+    let other = server.transport().with_api(to).with_model("other-model");
+    agent.run_loop_with("second", other).unwrap();
+    let gemini_other = gemini(&server).with_model("gemini-other");
+    agent.run_loop_with("third", gemini_other).unwrap();
+    agent.run_loop_with("fourth", gemini(&server)).unwrap();
+    assert_valid_history(agent.messages());
+    let reqs = server.chat_requests();
+    assert_eq!(reqs[2].api(), Some(to));
+    for r in [&reqs[2], &reqs[3]] {
+        assert!(
+            !r.raw_body.contains("sig-gem") && !r.raw_body.contains("sig-text"),
+            "{}",
+            r.raw_body
+        );
+        let users: Vec<String> = r
+            .conversation()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(users[..2], ["first", "second"]);
+    }
+    // Another Gemini model: the documented skip value on the call.
+    assert_eq!(
+        model_parts(&reqs[3])[0]["thoughtSignature"],
+        "skip_thought_signature_validator"
+    );
+    // The model that signed: its signatures, on the call and the text.
+    let parts = model_parts(&reqs[4]);
+    assert_eq!(parts[0]["thoughtSignature"], "sig-gem");
+    assert_eq!(
+        parts[1],
+        json!({"text": "3", "thoughtSignature": "sig-text"})
+    );
+    assert_clean(&server);
+}
+
+/// `from` → Gemini → `from`: Gemini gets the other API's conversation,
+/// its calls without ids and with the skip value; back on `from`, a valid
+/// conversation.
+fn switch_to_gemini(from: Api) {
+    let server = strict_server();
+    server.push(
+        Reply::tool_call("add", json!({"a": 1, "b": 2}))
+            .with_id("c1")
+            .with_reasoning("Think.")
+            .with_signature("sig-s"),
+    );
+    server.push(Reply::text("3"));
+    server.push(Reply::text("second answer"));
+    server.push(Reply::text("third answer"));
+    let (mut agent, _) = agent_on(server.transport().with_api(from), |c| c.add_tool(add()));
+    agent.run_loop("first").unwrap();
+    let out = agent.run_loop_with("second", gemini(&server)).unwrap();
+    assert_eq!(out.answer.as_deref(), Some("second answer"));
+    let out = agent
+        .run_loop_with("third", server.transport().with_api(from))
+        .unwrap();
+    assert_eq!(out.answer.as_deref(), Some("third answer"));
+    assert_valid_history(agent.messages());
+    let reqs = server.chat_requests();
+    assert_eq!(reqs[2].api(), Some(Api::Gemini));
+    assert!(!reqs[2].raw_body.contains("sig-s") && !reqs[2].raw_body.contains("\"c1\""));
+    let parts = model_parts(&reqs[2]);
+    assert_eq!(
+        parts[0]["functionCall"],
+        json!({"name": "add", "args": {"a": 1, "b": 2}})
+    );
+    assert_eq!(
+        parts[0]["thoughtSignature"],
+        "skip_thought_signature_validator"
+    );
+    assert_eq!(reqs[3].api(), Some(from));
+    assert_clean(&server);
+}
+
+#[test]
+fn a_switch_from_and_to_each_other_api_keeps_signatures_home() {
+    for api in [
+        Api::ChatCompletions,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ] {
+        switch_from_gemini(api);
+        switch_to_gemini(api);
+    }
+}
+
+pikuri::tool::schema_type! {
+    /// A verdict.
+    #[derive(PartialEq)]
+    struct Verdict {
+        /// Whether it is good.
+        good: bool,
+        /// How sure, 0 to 10.
+        score: u8,
+    }
+}
+
+#[test]
+fn structured_output_with_tools_uses_response_json_schema() {
+    for streaming in [false, true] {
+        let server = strict_server();
+        server.push(Reply::tool_call("add", json!({"a": 3, "b": 4})));
+        server.push(Reply::text(r#"{"good": true, "score": 7}"#).with_chunk_chars(5));
+        // Gemini takes a response schema together with tools: the tool
+        // rounds are constrained too.
+        let both = StructuredOutput::default().with_constrained_tool_rounds(true);
+        let (mut agent, _) = agent_on(gemini(&server), |c| {
+            c.streaming(streaming)
+                .add_tool(add())
+                .structured_output(both)
+        });
+        let typed = agent.run_typed::<Verdict>("judge").unwrap();
+        assert_eq!(
+            typed.value,
+            Verdict {
+                good: true,
+                score: 7
+            }
+        );
+        for req in server.chat_requests() {
+            let b = body(&req);
+            let config = &b["generationConfig"];
+            assert_eq!(config["responseMimeType"], "application/json");
+            assert_eq!(
+                config["responseJsonSchema"]["properties"]["score"]["type"],
+                "integer"
+            );
+            assert_eq!(b["tools"][0]["functionDeclarations"][0]["name"], "add");
+            assert!(b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"].is_object());
+        }
+        assert_clean(&server);
+    }
+}
+
+#[test]
+fn settings_map_to_generation_and_tool_config() {
+    let server = strict_server();
+    server.push(Reply::text("ok"));
+    let settings = ModelSettings::new()
+        .with_temperature(0.3)
+        .with_top_p(0.8)
+        .with_max_output_tokens(256)
+        .with_stop(["END"])
+        .with_seed(11)
+        .with_tool_choice(ToolChoice::Required)
+        .with_reasoning_effort(ReasoningEffort::High);
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.add_tool(add()).settings(settings));
+    agent.run_loop("go").unwrap();
+    let b = body(&server.chat_requests()[0]);
+    assert_eq!(
+        b["generationConfig"],
+        json!({"temperature": 0.3, "topP": 0.8, "maxOutputTokens": 256, "stopSequences": ["END"],
+               "seed": 11, "thinkingConfig": {"thinkingLevel": "high", "includeThoughts": true}})
+    );
+    assert_eq!(
+        b["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY"}})
+    );
+    assert_clean(&server);
+    // Gemini has no switch for parallel calls: refused before sending.
+    let serial = ModelSettings::new().with_parallel_tool_calls(false);
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.add_tool(add()).settings(serial));
+    let err = agent.run_loop("go").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("parallel_tool_calls") && err.to_string().contains("Gemini"));
+    assert_eq!(server.chat_requests().len(), 1);
+}
+
+#[test]
+fn images_go_as_inline_data() {
+    let server = strict_server();
+    server.push(Reply::text("a red pixel"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c);
+    let png =
+        Image::from_bytes(&[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]).unwrap();
+    agent
+        .run_loop_message(Message::user_with_images("what is it?", vec![png]))
+        .unwrap();
+    let b = body(&server.chat_requests()[0]);
+    let parts = &b["contents"][0]["parts"];
+    assert_eq!(parts[0], json!({"text": "what is it?"}));
+    assert_eq!(parts[1]["inlineData"]["mimeType"], "image/png");
+    assert!(
+        parts[1]["inlineData"]["data"]
+            .as_str()
+            .unwrap()
+            .starts_with("iVBORw0KGgo")
+    );
+    assert_clean(&server);
+}
+
+#[test]
+fn usage_counts_cached_and_thought_tokens() {
+    for streaming in [false, true] {
+        let server = strict_server();
+        server.push(
+            Reply::text("ok")
+                .with_reasoning("hmm")
+                .with_usage(1000, 40)
+                .with_cached_tokens(600),
+        );
+        let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(streaming));
+        let out = agent.run_loop("go").unwrap();
+        let u = out.usage;
+        assert_eq!(
+            (u.input, u.cached, u.output, u.thinking),
+            (Some(400), Some(600), Some(40), Some(10))
+        );
+        assert_eq!(agent.messages()[1].reasoning.as_deref(), Some("hmm"));
+        assert_clean(&server);
+    }
+}
+
+#[test]
+fn each_finish_reason_maps() {
+    for streaming in [false, true] {
+        for (scripted, want) in [
+            ("stop", FinishReason::Complete),
+            ("length", FinishReason::Length),
+            ("SAFETY", FinishReason::Filtered),
+            ("RECITATION", FinishReason::Filtered),
+            ("prompt_blocked", FinishReason::Filtered),
+            ("OTHER", FinishReason::ServerCut),
+        ] {
+            let server = strict_server();
+            server.push(Reply::text("partial").with_finish_reason(scripted));
+            let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(streaming));
+            let out = agent.run_loop("go").unwrap();
+            assert_eq!(out.finish, want, "{scripted} streaming={streaming}");
+        }
+    }
+}
+
+#[test]
+fn errors_mid_stream_are_typed_and_the_next_turn_works() {
+    let server = strict_server();
+    server.push(
+        Reply::text("Hello there")
+            .with_chunk_chars(2)
+            .error_after(2, "overloaded"),
+    );
+    // A cut stream (no finish reason) is a truncation.
+    server.push(Reply::text("Hello there").with_chunk_chars(2).cut_after(2));
+    server.push(Reply::text("recovered"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+    let err = agent.run_loop("go").unwrap_err();
+    match &err {
+        pikuri::Error::Http {
+            status, message, ..
+        } => {
+            assert_eq!(*status, 503);
+            assert!(message.contains("overloaded"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = agent.run_loop("again").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Truncated, "{err}");
+    let out = agent.run_loop("once more").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("recovered"));
+    assert_valid_history(agent.messages());
+}
+
+#[test]
+fn rate_limits_and_unavailable_are_retried_with_the_servers_hint() {
+    let server = strict_server();
+    let retry_info = json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED",
+        "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.05s"}]}});
+    server.push(Reply::raw_body(
+        429,
+        "application/json",
+        retry_info.to_string(),
+    ));
+    server.push(Reply::status(503, "The model is overloaded.").with_retry_after(0));
+    server.push(Reply::text("finally"));
+    let rec = InMemoryEventList::new();
+    let mut agent = Agent::builder(gemini(&server))
+        .http(
+            fast_http()
+                .with_max_retries(3)
+                .with_retry_base(Duration::from_secs(30)),
+        )
+        .add_listener(rec.clone())
+        .build()
+        .unwrap();
+    let out = agent.run_loop("go").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("finally"));
+    let waits: Vec<u64> = rec
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
+            _ => None,
+        })
+        .collect();
+    // The body's RetryInfo, then the header: never the 30 s backoff.
+    assert_eq!(waits, [50, 0]);
+    // The error shows Gemini's status name.
+    let server2 = strict_server();
+    server2.push(Reply::status(400, "bad field"));
+    let (mut agent, _) = agent_on(gemini(&server2), |c| c);
+    let err = agent.run_loop("go").unwrap_err();
+    assert!(err.to_string().contains("bad field"), "{err}");
+}
+
+#[test]
+fn a_failing_gemini_falls_back_to_another_api() {
+    let server = strict_server();
+    server.push(Reply::status(503, "unavailable"));
+    server.push(Reply::text("from the fallback"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| {
+        c.add_fallback(server.transport().with_api(Api::AnthropicMessages))
+    });
+    let out = agent.run_loop("go").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("from the fallback"));
+    let apis: Vec<_> = server
+        .chat_requests()
+        .iter()
+        .map(RecordedRequest::api)
+        .collect();
+    assert_eq!(apis, [Some(Api::Gemini), Some(Api::AnthropicMessages)]);
+}
+
+/// The decoder attacks of ATTACKS.md: garbage, truncated and endless
+/// streams, huge numbers and strings, duplicate ids.
+#[test]
+fn hostile_streams_are_refused_or_bounded() {
+    let sse = |chunks: &[Value]| {
+        chunks.iter().fold(String::new(), |mut out, c| {
+            out.push_str("data: ");
+            out.push_str(&c.to_string());
+            out.push_str("\n\n");
+            out
+        })
+    };
+    let done = |parts: Value| json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
+    let cases: Vec<(String, &str)> = vec![
+        ("data: {not json\n\n".into(), "not a Gemini answer"),
+        (
+            sse(&[json!({"candidates": [{"content": {"parts": [{"text": "cut"}]}}]})]),
+            "truncated",
+        ),
+        (
+            sse(&[done(
+                json!([{"functionCall": {"name": "add", "args": {}, "id": "x"}},
+                              {"functionCall": {"name": "add", "args": {}, "id": "x"}}]),
+            )]),
+            "duplicate tool call id",
+        ),
+        (
+            sse(&[done(json!([{"functionCall": {"args": {}}}]))]),
+            "has no name",
+        ),
+    ];
+    for (raw, want) in cases {
+        let server = FakeServer::start();
+        server.push(Reply::raw_sse(raw.clone()));
+        let (mut agent, _) = agent_on(gemini(&server), |c| c.add_tool(add()));
+        let err = agent.run_loop("go").unwrap_err();
+        assert!(
+            err.to_string()
+                .to_lowercase()
+                .contains(&want.to_lowercase()),
+            "{raw}: {err}"
+        );
+        assert_eq!(agent.messages().len(), 1, "no half answer kept");
+    }
+    // Huge numbers are dropped from usage; a huge model name is bounded.
+    let server = FakeServer::start();
+    let huge = "m".repeat(100_000);
+    server.push(Reply::raw_sse(sse(&[json!({
+        "candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 1e300, "candidatesTokenCount": u64::MAX},
+        "modelVersion": huge,
+    })])));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c);
+    let out = agent.run_loop("go").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("ok"));
+    assert_eq!((out.usage.input, out.usage.output), (None, None));
+    assert!(agent.messages()[1].model.as_ref().unwrap().chars().count() <= 101);
+    // An endless stream of chunks that carry nothing ends at the body cap.
+    let server = FakeServer::start();
+    let empty = format!(
+        "data: {}\n\n",
+        json!({"candidates": [{"content": {"parts": []}}]})
+    );
+    server.push(Reply::raw_sse(empty.repeat(20_000)));
+    let mut agent = Agent::builder(gemini(&server))
+        .http(
+            fast_http()
+                .with_max_retries(0)
+                .with_max_body_bytes(64 * 1024),
+        )
+        .build()
+        .unwrap();
+    let err = agent.run_loop("go").unwrap_err();
+    assert!(err.to_string().contains("exceeds"), "{err}");
+}
