@@ -663,6 +663,7 @@ fn otlp_listener_cost() {
             cache_creation: None,
             thinking: None,
             model_id: Some(MODEL.into()),
+            response_id: None,
         });
         events.push(Event::Stopped {
             agent: agent.clone(),

@@ -13,6 +13,12 @@
 #        PIKURI_BEFORE=/path/to/other/checkout scripts/bench-small-cli.sh
 #   also builds the pikuri program against that checkout ("before"), in the
 #   same alternation, to compare two versions of the crate.
+#        PROFILE=small scripts/bench-small-cli.sh
+#   builds both programs with the size knobs a small-CLI author adds to the
+#   release profile (`lto = true`, `codegen-units = 1`; see
+#   benches/small-cli/README.md for why not `panic = "abort"` or
+#   `opt-level = "z"`). The default is the plain release profile + strip,
+#   the one the issue's targets were set on.
 # Builds use cargo's default job count (the cores). On a shared machine the
 # times are noisy: the alternation puts both programs under the same load.
 set -euo pipefail
@@ -38,6 +44,13 @@ if [ -n "${PIKURI_BEFORE:-}" ]; then
   manifest() { if [ "$1" = before ]; then echo "$before/Cargo.toml"; else echo "benches/small-cli/$1/Cargo.toml"; fi; }
 fi
 
+knobs=()
+case "${PROFILE:-release}" in
+  release) ;;
+  small) knobs=(--config profile.release.lto=true --config profile.release.codegen-units=1) ;;
+  *) echo "PROFILE is release or small" >&2; exit 2 ;;
+esac
+
 # Resolve and download once, outside the timed builds.
 for p in $programs; do
   cargo fetch -q --manifest-path "$(manifest "$p")"
@@ -50,7 +63,7 @@ for _ in $(seq "$runs"); do
     fresh=$(mktemp -d)
     t0=$(now)
     cpu=$( { time CARGO_TARGET_DIR=$fresh cargo build -q --offline --release \
-      --manifest-path "$(manifest "$p")" 2>"$fresh.err"; } 2>&1 ) || {
+      "${knobs[@]}" --manifest-path "$(manifest "$p")" 2>"$fresh.err"; } 2>&1 ) || {
       cat "$fresh.err" >&2
       exit 1
     }
@@ -59,11 +72,13 @@ for _ in $(seq "$runs"); do
     times[$p]+="$(awk "BEGIN{print $t1-$t0}") "
     cpus[$p]+="$(echo "$cpu" | awk '{print $1+$2}') "
     sizes[$p]+="$(stat -c %s "$fresh/release/small-cli-$p") "
+    # Each build as it ends, on stderr: a long run shows its progress.
+    echo "$p: wall $(awk "BEGIN{print $t1-$t0}") s, CPU $(echo "$cpu" | awk '{print $1+$2}') s, $(stat -c %s "$fresh/release/small-cli-$p") bytes" >&2
     rm -rf "$fresh"
   done
 done
 
-echo "# small CLI from clean, release: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs=$runs, alternating"
+echo "# small CLI from clean, release (profile: ${PROFILE:-release}): $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs=$runs, alternating"
 echo "| program | build, wall (median) | build, CPU (median) | stripped binary (median) | wall runs (s) |"
 echo "|---|---:|---:|---:|---|"
 for p in $programs; do

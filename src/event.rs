@@ -251,6 +251,12 @@ pub enum Event {
         thinking: Option<u64>,
         /// The model id the server reported (or the requested one).
         model_id: Option<String>,
+        /// The id the server gave this answer (chat completions' `id`,
+        /// Anthropic's message `id`, the Responses `response.id`; at most
+        /// 100 characters), when it gave one. Traces report it as
+        /// `gen_ai.response.id`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
     },
     /// The step budget ran out and the synthesizer is about to answer.
     FallbackNotice {

@@ -16,12 +16,13 @@
 //! 7. [Testing your agent](#testing-your-agent)
 //! 8. [Asking before a tool runs](#asking-before-a-tool-runs)
 //! 9. [Tools from MCP servers](#tools-from-mcp-servers)
-//! 10. [Conversations longer than the window](#conversations-longer-than-the-window)
-//! 11. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
-//! 12. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
-//! 13. [One agent, three APIs](#one-agent-three-apis)
+//! 10. [Many tools and skills](#many-tools-and-skills)
+//! 11. [Conversations longer than the window](#conversations-longer-than-the-window)
+//! 12. [Seeing a run in a tracing backend](#seeing-a-run-in-a-tracing-backend)
+//! 13. [Running against llama.cpp or Ollama](#running-against-llamacpp-or-ollama)
+//! 14. [One agent, three APIs](#one-agent-three-apis)
 //!    - [Gemini](#gemini)
-//! 14. [Model settings](#model-settings)
+//! 15. [Model settings](#model-settings)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -667,6 +668,67 @@
 //! # let _ = (agent, next);
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! # Many tools and skills
+//!
+//! Agent Skills are folders of instructions (a `SKILL.md` with a `name` and
+//! a `description`, then the body, and any files beside it). The
+//! [`Skills`](crate::skill::Skills) extension puts only the names and
+//! descriptions in the system prompt (`<available_skills>`), and gives the
+//! model a `skill` tool that reads a body, or a file of the skill, when a
+//! task needs it. Reads stay inside the skill's folder and are bounded; a
+//! skill that does not load is left out and listed with its reason.
+//!
+//! ```
+//! use pikuri::skill::{Catalog, Skills};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::{Agent, Role};
+//!
+//! let root = std::env::temp_dir().join(format!("pikuri-guide-skills-{}", std::process::id()));
+//! std::fs::create_dir_all(root.join("sql-review/references"))?;
+//! std::fs::write(
+//!     root.join("sql-review/SKILL.md"),
+//!     "---\nname: sql-review\ndescription: Reviews SQL for injection.\n---\nRead references/rules.md first.\n",
+//! )?;
+//! std::fs::write(root.join("sql-review/references/rules.md"), "Bind every parameter.")?;
+//! std::fs::create_dir_all(root.join("broken"))?;
+//! std::fs::write(root.join("broken/SKILL.md"), "no front matter")?;
+//!
+//! let catalog = Catalog::discover(&[&root])?;
+//! assert_eq!(catalog.names(), ["sql-review"]);
+//! assert!(catalog.rejected()[0].1.contains("line 1"));
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("skill", serde_json::json!({"name": "sql-review"})));
+//! server.push(Reply::tool_call(
+//!     "skill",
+//!     serde_json::json!({"name": "sql-review", "path": "references/rules.md"}),
+//! ));
+//! server.push(Reply::tool_call(
+//!     "skill",
+//!     serde_json::json!({"name": "sql-review", "path": "../../etc/passwd"}),
+//! ));
+//! server.push(Reply::text("Bind the parameter."));
+//! let mut agent = Agent::builder(server.transport()).add_extension(Skills::new(catalog)).build()?;
+//! agent.run_loop("Review: SELECT * FROM t WHERE id = '$id'")?;
+//! let seen: Vec<&str> = agent
+//!     .messages()
+//!     .iter()
+//!     .filter(|m| m.role == Role::Tool)
+//!     .map(|m| m.content.as_str())
+//!     .collect();
+//! assert!(seen[0].contains("Read references/rules.md first."));
+//! assert_eq!(seen[1], "Bind every parameter.");
+//! assert!(seen[2].contains("`..` is not allowed"));
+//! std::fs::remove_dir_all(&root)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A sub-agent gets a subset: [`Catalog::subset`](crate::skill::Catalog::subset)
+//! names the skills, [`Catalog::tool`](crate::skill::Catalog::tool) makes
+//! their tool under a name of its own for the sub-agent pool, and
+//! [`Catalog::snippet`](crate::skill::Catalog::snippet) is the block for the
+//! persona's system prompt.
 //!
 //! # Conversations longer than the window
 //!

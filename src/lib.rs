@@ -85,6 +85,7 @@
 //! | [`extension`] | [`Extension`](extension::Extension), [`ExtensionContext`](extension::ExtensionContext) |
 //! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
 //! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
+//! | [`skill`] | Agent Skills read on demand: [`Catalog`](skill::Catalog), the [`Skills`](skill::Skills) extension |
 //! | [`otel`] | OpenTelemetry export over OTLP/HTTP: [`OtlpExporter`](otel::OtlpExporter), [`OtlpConfig`](otel::OtlpConfig) |
 //! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
@@ -259,6 +260,7 @@
 //! | domain events, `Transient` | [`Event::Domain`] with `transient` |
 //! | `Listener::Base#on_event`, `for_sub_agent(id:)` | [`Listener::on_event`], [`Listener::for_sub_agent`] → [`SubAgentListener`](subagent::SubAgentListener) |
 //! | `SubAgent::Extension` | [`SubAgents`](subagent::SubAgents) |
+//! | `Skill::Catalog`, `Skill::Extension.new(catalog:, root:)` (pikuri-skills) | [`skill::Catalog`] ([`Catalog::discover`](skill::Catalog::discover) takes the folders; pikuri searches `.pikuri/skills`, `.claude/skills`, ... itself), [`skill::Skills`] (the extension: `<available_skills>` and the `skill` tool) |
 //! | `Mcp::Registry`, `Mcp::Servers`, `Mcp::Extension` | [`mcp::Registry`] (declares, connects and is the extension), [`mcp::Server`], [`mcp::Client`] |
 //! | `load_history!`, `History.parse`, `#to_json` | [`Agent::load_history`] (returns `Result`), [`History::parse`], [`History::to_json`] |
 //! | `Finalizers.register(agent)` (in `Agent.new`), `Finalizers.register { ... }`, `unregister`, `run!` | agents register at build; [`register_close`], [`CloseRegistration::unregister`], [`close_all`] (called from the host's exit path and signal handlers) |
@@ -289,6 +291,13 @@
 //!   far; a budget of zero steps is a programmer error that panics
 //!   ([`StepLimit::try_new`] for values read at run time). An extension's
 //!   failed `bind` fails the build with its own error and kind.
+//! - **Skills.** pikuri-skills' `Catalog` searches `.pikuri/skills`,
+//!   `.claude/skills` and more on its own; [`skill::Catalog::discover`]
+//!   reads only the folders the host names (a library does not read
+//!   folders nobody asked it to). A skill that does not load is left out and
+//!   listed with its reason ([`skill::Catalog::rejected`]) rather than
+//!   failing the others, and the `skill` tool reads only inside the skill's
+//!   folder, bounded, and never runs a skill's scripts.
 //! - **Listener delivery.** pikuri calls every listener on the run thread,
 //!   inside the callback that emits (a streamed chunk inside the read of the
 //!   stream), so a slow listener slows the loop and every chunk is one
@@ -424,7 +433,7 @@
 //!   itself and refuses binary content; converting PDF or office documents
 //!   needs parsers or external processes beyond the crate's six
 //!   dependencies. A host wraps its converter as a [`Tool`].
-//! - pikuri-tasks, -memory, -vectordb, -skills, -code and the CLIs other
+//! - pikuri-tasks, -memory, -vectordb, -code and the CLIs other
 //!   than the chat example: toolkits on top of the core, built on the same
 //!   [`Extension`](extension::Extension) protocol.
 //!
@@ -486,6 +495,8 @@ pub mod builtin;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;
+#[cfg(feature = "skills")]
+pub mod skill;
 // Without the feature, the agent's boundaries call a no-op stand-in of the
 // same crate-private seam (`Record`, `Journal`).
 #[cfg(not(feature = "journal"))]

@@ -94,6 +94,11 @@ Options:
                             asks for OAuth gets a login in the browser, tokens
                             kept in ~/.config/pikuri/mcp-tokens.json
                             [env: PIKURI_CHAT_TOKENS overrides the file]
+      --skills DIR          Agent Skills: a folder of skill folders (each with a
+                            SKILL.md), or one skill's folder; the model sees
+                            their names and descriptions and reads a skill
+                            with the `skill` tool when a task needs it;
+                            repeatable
   -p, --prompt TEXT         run one turn, stream the answer to stdout, exit
   -h, --help                print this help
 
@@ -109,6 +114,7 @@ Interactive chat:
   /usage        tokens of the last turn and of the whole conversation
   /resources [SERVER URI]   list the MCP resources, or read one
   /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
+  /skills       list the skills (--skills) the model can read
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -134,6 +140,7 @@ pub(crate) const COMMANDS: &str = "\
 /resources [SERVER URI]  list the MCP servers' resources, or read one
 /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
               as the next message
+/skills       list the skills (--skills) the model can read
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";
@@ -178,6 +185,8 @@ pub(crate) struct Options {
     pub(crate) api: Api,
     /// `--image`: files attached to the first message.
     pub(crate) images: Vec<PathBuf>,
+    /// `--skills`: folders of Agent Skills.
+    pub(crate) skills: Vec<PathBuf>,
 }
 
 impl Options {
@@ -206,6 +215,7 @@ impl Options {
             fallbacks: Vec::new(),
             api: Api::ChatCompletions,
             images: Vec::new(),
+            skills: Vec::new(),
         };
         let mut api = None;
         let mut args = args.into_iter();
@@ -242,6 +252,7 @@ impl Options {
                 "--tools" => o.tools = tool_list(&value()?)?,
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
+                "--skills" => o.skills.push(PathBuf::from(non_blank(&flag, value()?)?)),
                 "-p" | "--prompt" => o.prompt = Some(value()?),
                 other if other.starts_with('-') => {
                     return Err(usage(format!("unknown option `{other}`")));

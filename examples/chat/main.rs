@@ -32,6 +32,7 @@
 //! - [`delegate`]: `--subagents` (researcher, file_miner).
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
+//! - [`skills`]: `--skills` (Agent Skills read on demand) and `/skills`.
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
 //! - [`repl`]: the interactive chat.
 //!
@@ -75,6 +76,7 @@ mod delegate;
 mod demo;
 mod mcp;
 mod repl;
+mod skills;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -334,6 +336,9 @@ fn configure(
     // Started at build; dropping or closing the agent shuts them down.
     if let Some(registry) = mcp::registry(&opts.mcp, approve::input_provider(opts)) {
         cfg = cfg.add_extension(registry);
+    }
+    if let Some(skills) = skills::extension(&opts.skills)? {
+        cfg = cfg.add_extension(skills);
     }
     if let Some(path) = &opts.session {
         cfg = session(cfg, path)?;

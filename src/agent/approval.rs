@@ -13,6 +13,7 @@ use super::shared::Shared;
 use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
 use crate::journal::Record;
+use crate::protocol::Wake;
 use crate::tool;
 use crate::{Cancellable, Error, Event, Image, Message, Result, Role, Tool, ToolCall};
 
@@ -276,32 +277,31 @@ fn consult(
         return Ok(review_guarded(&**approver, &request));
     };
     cancel.check()?;
-    // Room for the decision and one wake-up from the hook: neither sender
-    // ever blocks, whoever comes first.
-    let (tx, rx) = crossbeam_channel::bounded::<Option<Decision>>(2);
-    let wake = tx.clone();
-    let _hook = cancel.on_cancel(move || {
-        let _ = wake.try_send(None);
-    });
+    // The decision or the hook's wake-up, whichever comes first; neither
+    // side ever blocks on the other.
+    let wake = Wake::<Option<Decision>>::new();
+    let hook_wake = wake.clone();
+    let _hook = cancel.on_cancel(move || hook_wake.put(None));
     let approver = Arc::clone(approver);
+    let decided = wake.clone();
     let spawned = std::thread::Builder::new()
         .name("pikuri-approver".to_string())
         .spawn(move || {
             let decision = review_guarded(&*approver, &request);
-            let _ = tx.send(Some(decision));
+            decided.put(Some(decision));
         });
     if let Err(e) = spawned {
         log::error!("could not start the approver thread: {e}");
         return Ok(Decision::deny("the approver could not be started"));
     }
-    match rx.recv() {
-        Ok(Some(decision)) => {
+    match wake.wait() {
+        Some(decision) => {
             // A cancel that raced with the decision still wins: the tool
             // must not start after the host cancelled.
             cancel.check()?;
             Ok(decision)
         }
-        _ => Err(Error::Cancelled),
+        None => Err(Error::Cancelled),
     }
 }
 

@@ -367,6 +367,7 @@ impl Agent {
             mut message,
             usage,
             model,
+            id: response_id,
             ..
         } = completion;
         // Some servers do not name the model in the answer: the one asked
@@ -409,6 +410,7 @@ impl Agent {
             cache_creation: u.cache_creation,
             thinking: u.thinking,
             model_id: model,
+            response_id,
         });
         (message, finish)
     }

@@ -174,6 +174,7 @@ mod tests {
                 cache_creation: None,
                 thinking: Some(0),
                 model_id: Some("qwen".into()),
+                response_id: Some("chatcmpl-1".into()),
             },
             Event::ContextCap {
                 agent: "".into(),

@@ -738,6 +738,7 @@ mod tests {
             cache_creation: None,
             thinking: None,
             model_id: None,
+            response_id: None,
         }
     }
     fn domain(name: &str, payload: Value, transient: bool) -> Event {

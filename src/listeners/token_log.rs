@@ -32,6 +32,7 @@ use crate::{Event, Listener};
 ///     cache_creation: None,
 ///     thinking: None,
 ///     model_id: None,
+///     response_id: None,
 /// });
 /// assert_eq!(log.ctx_used(), 12_210);
 /// let out = buf.text();
@@ -302,6 +303,7 @@ mod tests {
             cache_creation: None,
             thinking: None,
             model_id: Some("m".into()),
+            response_id: None,
         }
     }
 
@@ -339,6 +341,7 @@ mod tests {
             cache_creation: Some(1000),
             thinking: Some(40),
             model_id: None,
+            response_id: None,
         });
         assert_eq!(
             buf.take(),

@@ -31,6 +31,7 @@
 //!   `gen_ai.provider.name`, `gen_ai.request.model`, `server.address`,
 //!   `server.port`, `pikuri.agent.id`, `pikuri.stop_reason`.
 //! - `chat {model}`: the same request attributes, `gen_ai.response.model`,
+//!   `gen_ai.response.id` (the id the server gave the answer, when it gave one),
 //!   `gen_ai.response.finish_reasons` (`stop`, `tool_calls`, `length`,
 //!   `content_filter` or `server_cut`, from the answer's
 //!   [`FinishReason`](crate::FinishReason)),

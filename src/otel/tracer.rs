@@ -364,6 +364,7 @@ impl Tracer {
                 cache_creation,
                 thinking,
                 model_id,
+                response_id,
                 ..
             } => {
                 let mut chat = chat_span(run, &self.model, &self.conversation, now);
@@ -393,6 +394,9 @@ impl Tracer {
                 let response_model = model_id.as_deref().map(Attr::from);
                 if let Some(m) = &response_model {
                     a.push("gen_ai.response.model", m.clone());
+                }
+                if let Some(id) = response_id {
+                    a.push("gen_ai.response.id", Attr::from(id.as_str()));
                 }
                 self.chats.push(ChatRecord {
                     attrs: metric_attrs(&self.model, response_model),
@@ -822,6 +826,7 @@ mod tests {
                 cache_creation: None,
                 thinking: None,
                 model_id: None,
+                response_id: None,
             });
             if i + 1 < answers.len() {
                 let id = format!("c{i}");
@@ -985,6 +990,7 @@ mod tests {
                 cache_creation: None,
                 thinking: None,
                 model_id: None,
+                response_id: None,
             },
             Event::ToolCall {
                 agent: a.clone(),

@@ -27,7 +27,7 @@
 //! | `stream.rs` | a streamed body: SSE events into the API's decoder |
 //! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
 //! | `body.rs` | an error body in one bounded line: message, code and type, or a summary |
-//! | `retry.rs` | which failures are retried, backoff, a cancellable wait |
+//! | `retry.rs` | which failures are retried, backoff, a cancellable wait (`Wake`, also the approval gate's) |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
 //! | `decode/` | chat completions: chunk accumulation, `<think>` splitting, bodies; the shared [`Completion`] and [`Fragment`] |
 //! | `sink.rs` | `Sink`: what a chat request reports while it runs (retries, progress, fragments, before a read) |
@@ -80,7 +80,7 @@ pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
 pub(crate) use request::{Request, ResponseSchema, ToolSpecs, is_sendable};
-pub(crate) use retry::RetryNotice;
+pub(crate) use retry::{RetryNotice, Wake};
 pub(crate) use sink::Callbacks;
 #[cfg(feature = "_bench")]
 pub(crate) use sink::Fragments;

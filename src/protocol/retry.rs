@@ -2,7 +2,10 @@
 //! wait, and a wait that a cancel cuts short. See the
 //! [client docs](super::client#retries).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::{Cancellable, Result};
 
@@ -80,12 +83,78 @@ pub(super) fn sleep(d: Duration, cancel: Option<&Cancellable>) -> Result<()> {
         std::thread::sleep(d);
         return Ok(());
     };
-    let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-    let _hook = cancel.on_cancel(move || {
-        let _ = tx.try_send(());
-    });
-    let _ = rx.recv_timeout(d);
+    let wake = Wake::new();
+    let hook_wake = wake.clone();
+    let _hook = cancel.on_cancel(move || hook_wake.put(()));
+    let _ = wake.wait_timeout(d);
     cancel.check()
+}
+
+/// A one-shot hand-over between threads: the first [`put`](Wake::put) wins
+/// and wakes the waiter; later ones are dropped. What the loop's timed
+/// wake-ups need (the retry wait above, the approval gate's wait for a
+/// decision or a cancel), on a `parking_lot` mutex and condition variable.
+///
+/// Not a channel on purpose: a `crossbeam_channel` per value type compiles
+/// its three flavors for that type (about 17 KB of binary each, see
+/// BENCHMARKS.md, "the small CLI"), for what is one slot and one wake-up.
+pub(crate) struct Wake<T>(Arc<(Mutex<Option<T>>, Condvar)>);
+
+impl<T> Clone for Wake<T> {
+    fn clone(&self) -> Self {
+        Wake(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Wake<T> {
+    pub(crate) fn new() -> Self {
+        Wake(Arc::new((Mutex::new(None), Condvar::new())))
+    }
+
+    /// Fill the slot unless it is full, and wake the waiter. Never blocks
+    /// for longer than the waiter holds the lock.
+    pub(crate) fn put(&self, value: T) {
+        let (slot, ready) = &*self.0;
+        let mut slot = slot.lock();
+        if slot.is_none() {
+            *slot = Some(value);
+            ready.notify_all();
+        }
+    }
+
+    /// Wait until the slot is filled, and take its value.
+    pub(crate) fn wait(&self) -> T {
+        let (slot, ready) = &*self.0;
+        let mut slot = slot.lock();
+        loop {
+            if let Some(value) = slot.take() {
+                return value;
+            }
+            ready.wait(&mut slot);
+        }
+    }
+
+    /// As [`wait`](Wake::wait), giving up after `d`: `None` when nothing
+    /// came in time.
+    pub(crate) fn wait_timeout(&self, d: Duration) -> Option<T> {
+        let (slot, ready) = &*self.0;
+        let deadline = Instant::now().checked_add(d);
+        let mut slot = slot.lock();
+        loop {
+            if let Some(value) = slot.take() {
+                return Some(value);
+            }
+            match deadline {
+                Some(deadline) => {
+                    if ready.wait_until(&mut slot, deadline).timed_out() {
+                        return slot.take();
+                    }
+                }
+                // Beyond what `Instant` can hold: as good as forever.
+                None => ready.wait(&mut slot),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +180,37 @@ mod tests {
             }
         }
         assert!(backoff(Duration::MAX, 3) >= Duration::from_secs(u64::MAX / 2));
+    }
+
+    #[test]
+    fn wake_hands_over_the_first_value_only() {
+        let wake = Wake::new();
+        wake.put(1);
+        wake.put(2);
+        assert_eq!(wake.wait(), 1);
+        // Taken: the slot is empty again, and the second put was dropped.
+        assert_eq!(wake.wait_timeout(Duration::ZERO), None);
+    }
+
+    #[test]
+    fn wake_wakes_a_waiter_on_another_thread() {
+        let wake = Wake::new();
+        let sender = wake.clone();
+        let t = std::thread::spawn(move || sender.put("done"));
+        // No timed assertion: a wait that never woke would hang the test.
+        assert_eq!(wake.wait(), "done");
+        t.join().unwrap();
+        let late = Wake::<()>::new();
+        let sender = late.clone();
+        let t = std::thread::spawn(move || sender.put(()));
+        assert_eq!(late.wait_timeout(Duration::MAX), Some(()));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn wake_times_out_empty() {
+        let wake = Wake::<u8>::new();
+        assert_eq!(wake.wait_timeout(Duration::from_millis(1)), None);
     }
 
     #[test]

@@ -47,7 +47,7 @@
 //! Every string a server supplies that is copied into an error, an event
 //! or the history other than the answer itself is bounded: error messages
 //! to [`MAX_MESSAGE`] characters, error codes and types to [`MAX_LABEL`],
-//! model names to [`MAX_LABEL`] ([`bounded`]).
+//! model names and response ids to [`MAX_LABEL`] ([`bounded`]).
 //!
 //! # Finish reasons
 //!
@@ -78,6 +78,13 @@ pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
 /// non-empty, at most [`MAX_LABEL`] characters.
 pub(crate) fn model_name(name: &str) -> Option<String> {
     (!name.is_empty()).then(|| bounded(name, MAX_LABEL).into_owned())
+}
+
+/// The id a server gave an answer, as kept in the completion and its
+/// `Tokens` event: the same rule as [`model_name`] (non-empty, at most
+/// [`MAX_LABEL`] characters), and the first one named wins.
+pub(crate) fn response_id(id: &str) -> Option<String> {
+    model_name(id)
 }
 
 /// What of a stream counted as progress (see the [rule](self#progress)).

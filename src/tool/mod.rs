@@ -27,7 +27,7 @@ pub(crate) mod base;
 pub(crate) mod context;
 mod exec;
 mod json_schema;
-mod name;
+pub(crate) mod name;
 mod schema;
 mod trifecta;
 mod typed;

@@ -1890,3 +1890,61 @@ fn file_flags_take_names_with_spaces_non_ascii_and_a_leading_dot() {
     assert_eq!(sent["content"][1]["type"], "image_url");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 40: `--skills DIR` gives the model the skills' names and
+/// descriptions and the `skill` tool; a broken skill is named on stderr and
+/// left out; `/skills` lists them; a missing folder is a usage error.
+#[test]
+fn skills_flag_and_command() {
+    let dir = temp_path("skills");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("haiku")).unwrap();
+    std::fs::write(
+        dir.join("haiku/SKILL.md"),
+        "---\nname: haiku\ndescription: Writes haiku.\n---\nFive, seven, five.\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("broken")).unwrap();
+    std::fs::write(dir.join("broken/SKILL.md"), "no front matter\n").unwrap();
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "haiku"})));
+    server.push(Reply::text("An old silent pond."));
+    let base = server.base_url();
+    let skills = dir.display().to_string();
+
+    let out = run(&against(
+        &base,
+        &["--skills", &skills, "--tools", "none", "-p", "A haiku?"],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "An old silent pond.\n");
+    assert!(
+        out.stderr.contains("warning: skill left out:"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("broken"), "{}", out.stderr);
+    let requests = server.chat_requests();
+    let system = requests[0].system().unwrap();
+    assert!(system.contains("- haiku: Writes haiku."), "{system}");
+    assert_eq!(requests[0].tool_names(), ["skill"]);
+    let read = requests[1].messages().last().unwrap()["content"].clone();
+    assert!(
+        read.as_str().unwrap().contains("Five, seven, five."),
+        "{read}"
+    );
+
+    let mut chat = Chat::spawn(&against(&base, &["--skills", &skills, "--tools", "none"]));
+    chat.wait_prompt(1);
+    chat.send("/skills");
+    chat.wait_stderr("the skill list", |e| e.contains("haiku: Writes haiku."));
+    assert!(chat.stderr().contains("(left out: "), "{}", chat.stderr());
+    chat.send("/quit");
+    assert_eq!(chat.finish().code, Some(0));
+
+    let missing = dir.join("missing").display().to_string();
+    let out = run(&against(&base, &["--skills", &missing, "-p", "hi"]));
+    assert_eq!(out.code, Some(2), "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("--skills"), "{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}

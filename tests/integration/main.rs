@@ -32,6 +32,7 @@ mod responses; // issue 29: OpenAI Responses against a raw scripted server
 mod sdk; // issue 29: the official Python SDKs parse what FakeServer serves
 mod security; // secrets, redirects, size limits, terminal escapes, file confinement
 mod settings; // issue 36: typed model settings on every API, overrides, request fields
+mod skills; // issue 40 part 3: Agent Skills read on demand, confined and bounded
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod structured; // issue 14: typed answers, response_format, repairs, InvalidAnswer
 mod three_apis; // issue 29 end to end: one script through the agent on all three APIs, switches

@@ -171,6 +171,77 @@ fn plain_and_streamed_answers_with_cache_figures_on_every_api() {
     }
 }
 
+/// The ids of the `Tokens` events in `events`, in order.
+fn response_ids(events: &[pikuri::Event]) -> Vec<Option<String>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            pikuri::Event::Tokens { response_id, .. } => Some(response_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_response_id_is_reported_on_every_api_plain_and_streamed() {
+    for api in APIS {
+        let prefix = match api {
+            Api::AnthropicMessages => "msg_fake_",
+            Api::OpenAiResponses => "resp_fake_",
+            _ => "chatcmpl-fake-",
+        };
+        for streaming in [false, true] {
+            let server = strict_server();
+            server.push(Reply::tool_call("add", json!({"a": 1, "b": 2})));
+            server.push(Reply::text("3").with_chunk_chars(1));
+            let (mut agent, rec) =
+                agent_on(&server, api, |c| c.streaming(streaming).add_tool(add()));
+            agent.run_loop("add").unwrap();
+            let ids = response_ids(&rec.events());
+            assert_eq!(ids.len(), 2, "{api:?} streaming={streaming}");
+            for id in &ids {
+                let id = id.as_deref().unwrap_or_else(|| panic!("{api:?}: no id"));
+                assert!(
+                    id.starts_with(prefix),
+                    "{api:?} streaming={streaming}: {id}"
+                );
+            }
+            // One id per answer: the two requests' ids differ.
+            assert_ne!(ids[0], ids[1], "{api:?} streaming={streaming}");
+        }
+    }
+}
+
+#[test]
+fn a_huge_response_id_is_bounded_and_a_missing_one_is_none() {
+    let server = FakeServer::start();
+    let huge = "x".repeat(100_000);
+    let body = json!({
+        "id": huge, "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                     "finish_reason": "stop"}]
+    });
+    server.push(Reply::raw_body(200, "application/json", body.to_string()));
+    let no_id = json!({
+        "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                     "finish_reason": "stop"}]
+    });
+    server.push(Reply::raw_body(200, "application/json", no_id.to_string()));
+    let (mut agent, rec) = agent_on(&server, Api::ChatCompletions, |c| c.streaming(false));
+    agent.run_loop("one").unwrap();
+    agent.run_loop("two").unwrap();
+    let ids = response_ids(&rec.events());
+    let first = ids[0].as_deref().expect("the first answer has an id");
+    assert!(
+        first.chars().count() <= 101,
+        "bounded: {} chars",
+        first.len()
+    );
+    assert!(first.starts_with("xxxx"));
+    assert_eq!(ids[1], None, "no id, no invented one");
+}
+
 #[test]
 fn parallel_tool_calls_with_reasoning_sent_back_on_every_api() {
     for api in APIS {

@@ -11,39 +11,15 @@ use std::path::Path;
 
 use pikuri::journal::{FileStore, JournalStore};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, Configurator, Error, ErrorKind};
+use pikuri::{Error, ErrorKind};
 use serde_json::json;
 
-use super::{no_spawn, temp_dir};
+use super::{agent, finished_run, no_spawn, temp_dir};
 
 const RECORD: &str = r#"{"type":"user","content":"x"}"#;
 
 /// What a program's file looks like: text lines, newline-terminated.
 const PASSWD: &[u8] = b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/:/usr/sbin/nologin\n";
-
-fn echo() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes.",
-        Parameters::builder().required_string("s", "Text.").build(),
-        |a, _| Ok(a["s"].as_str().unwrap_or("").to_string()),
-    )
-}
-
-fn agent(server: &FakeServer) -> Configurator {
-    Agent::builder(server.transport())
-        .system_prompt("You echo.")
-        .add_tool(echo())
-}
-
-/// A finished run of one tool round, journaled as `run`.
-fn finished_run(server: &FakeServer, store: &FileStore, run: &str) {
-    server.push(Reply::tool_call("echo", json!({"s": "hi"})));
-    server.push(Reply::text("Echoed."));
-    let mut a = agent(server).journal(store.clone(), run).build().unwrap();
-    a.run_loop("echo hi").unwrap();
-}
 
 /// `err` is of `kind` and names `path`.
 #[track_caller]

@@ -9,33 +9,10 @@ use pikuri::approval::Decision;
 use pikuri::journal::{FileStore, JournalStore, SyncMode};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, Configurator, ErrorKind, StopReason};
+use pikuri::{Agent, ErrorKind, StopReason};
 use serde_json::json;
 
-use super::{no_spawn, temp_dir};
-
-fn echo() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes.",
-        Parameters::builder().required_string("s", "Text.").build(),
-        |a, _| Ok(a["s"].as_str().unwrap_or("").to_string()),
-    )
-}
-
-fn agent(server: &FakeServer) -> Configurator {
-    Agent::builder(server.transport())
-        .system_prompt("You echo.")
-        .add_tool(echo())
-}
-
-/// A finished run of one tool round, journaled in `dir` as `run`.
-fn finished_run(server: &FakeServer, store: &FileStore, run: &str) {
-    server.push(Reply::tool_call("echo", json!({"s": "hi"})));
-    server.push(Reply::text("Echoed."));
-    let mut a = agent(server).journal(store.clone(), run).build().unwrap();
-    a.run_loop("echo hi").unwrap();
-}
+use super::{agent, echo, finished_run, no_spawn, temp_dir};
 
 #[test]
 fn a_finished_run_resumes_whole_and_a_new_run_id_must_be_free() {

@@ -16,6 +16,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use pikuri::journal::FileStore;
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{Agent, Configurator};
+use serde_json::json;
+
 /// A fresh, empty directory for one test.
 pub(crate) fn temp_dir(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -37,4 +43,29 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
 pub(crate) fn no_spawn() -> MutexGuard<'static, ()> {
     static SPAWN: Mutex<()> = Mutex::new(());
     SPAWN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The one tool of `errors`, `damage` and `vocabulary`: returns its `s`.
+pub(crate) fn echo() -> FnTool {
+    FnTool::new(
+        "echo",
+        "Echoes.",
+        Parameters::builder().required_string("s", "Text.").build(),
+        |a, _| Ok(a["s"].as_str().unwrap_or("").to_string()),
+    )
+}
+
+/// An agent with [`echo`] on `server`, the setup those tests journal.
+pub(crate) fn agent(server: &FakeServer) -> Configurator {
+    Agent::builder(server.transport())
+        .system_prompt("You echo.")
+        .add_tool(echo())
+}
+
+/// A finished run of one tool round, journaled in `store` as `run`.
+pub(crate) fn finished_run(server: &FakeServer, store: &FileStore, run: &str) {
+    server.push(Reply::tool_call("echo", json!({"s": "hi"})));
+    server.push(Reply::text("Echoed."));
+    let mut a = agent(server).journal(store.clone(), run).build().unwrap();
+    a.run_loop("echo hi").unwrap();
 }

@@ -12,9 +12,10 @@ use std::sync::{Arc, Mutex};
 use pikuri::approval::{ApprovalRequest, Decision};
 use pikuri::journal::{JournalStore, RunLock};
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, Configurator, ErrorKind, FinishReason, StopReason};
+use pikuri::{ErrorKind, FinishReason, StopReason};
 use serde_json::{Value, json};
+
+use super::agent;
 
 /// A journal store in memory, whose records a test can read and rewrite,
 /// and which can be told to refuse the records of one type (a crash at
@@ -83,21 +84,6 @@ impl JournalStore for Memory {
     fn lock(&self, _run: &str) -> pikuri::Result<RunLock> {
         Ok(RunLock::new(()))
     }
-}
-
-fn echo() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes.",
-        Parameters::builder().required_string("s", "Text.").build(),
-        |a, _| Ok(a["s"].as_str().unwrap_or("").to_string()),
-    )
-}
-
-fn agent(server: &FakeServer) -> Configurator {
-    Agent::builder(server.transport())
-        .system_prompt("You echo.")
-        .add_tool(echo())
 }
 
 /// A run with every stored name in it: a denied call, an approved one, a

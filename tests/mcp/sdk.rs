@@ -144,3 +144,68 @@ fn the_official_sdk_over_streamable_http() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The 2025 generation's SDK (`mcp` 1.12, FastMCP) over Streamable HTTP,
+/// from `scripts/mcp-servers.sh install` (`PIKURI_MCP_SDK1` is its venv).
+/// That server refuses a request that arrives before
+/// `notifications/initialized` (-32602): ten fresh connections in a row,
+/// each listing and calling at once, must all be served (issue 38, item
+/// 16: 3 of 10 failed when the notification went on a thread of its own).
+#[test]
+fn the_2025_sdk_over_streamable_http_serves_ten_fresh_connections() {
+    let dir = std::env::var("PIKURI_MCP_SDK1").unwrap_or_default();
+    let python = PathBuf::from(&dir).join("bin/python");
+    if dir.trim().is_empty() || !python.is_file() {
+        skip("PIKURI_MCP_SDK1 not set or not installed");
+        return;
+    }
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_sdk1_server.py");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(python)
+        .arg(&script)
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = eventually(Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let result = std::panic::catch_unwind(|| {
+        assert!(up, "the 1.12 SDK server did not listen on {port}");
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let cx = ToolContext::detached();
+        for round in 0..10 {
+            let client = Client::connect("sdk1", &Server::http(url.clone()))
+                .unwrap_or_else(|e| panic!("connection {round}: {e}"));
+            assert!(
+                client.protocol_version().starts_with("2025-"),
+                "{}",
+                client.protocol_version()
+            );
+            assert_eq!(client.server_name(), "pikuri-sdk1-test");
+            let tools: Vec<String> = client
+                .list_tools()
+                .unwrap_or_else(|e| panic!("connection {round}: tools/list: {e}"))
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            assert!(tools.contains(&"add".to_string()), "{tools:?}");
+            let sum = client
+                .call_tool("add", &json!({"a": 2, "b": round}), &cx)
+                .unwrap_or_else(|e| panic!("connection {round}: tools/call: {e}"));
+            assert!(sum.contains(&(2 + round).to_string()), "{sum}");
+            client.close();
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}

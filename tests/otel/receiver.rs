@@ -261,6 +261,12 @@ fn receiver_gets_the_turn() {
                 .is_some_and(|v| v.starts_with("Int(")),
             "{c:?}"
         );
+        assert!(
+            c.attrs
+                .get("gen_ai.response.id")
+                .is_some_and(|v| v.starts_with("Str(chatcmpl-")),
+            "{c:?}"
+        );
     }
     assert_eq!(
         add.attrs.get("gen_ai.tool.name").map(String::as_str),

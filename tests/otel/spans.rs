@@ -181,6 +181,8 @@ fn check_chats(spans: &[Value], main: &Value, clerk: &Value, model: &str) {
         assert_eq!(attr(c, "server.address").as_deref(), Some("127.0.0.1"));
         assert!(attr(c, "server.port").is_some());
         assert!(attr(c, "gen_ai.response.model").is_some());
+        let id = attr(c, "gen_ai.response.id").expect("gen_ai.response.id");
+        assert!(id.starts_with("chatcmpl-fake-"), "{id}");
         assert!(
             c["startTimeUnixNano"]
                 .as_str()

@@ -39,6 +39,8 @@ pub(crate) struct Decoder {
     blocks: HashMap<u64, Option<Open>>,
     usage: Option<Usage>,
     model: Option<String>,
+    /// The message's id, from `message_start`.
+    id: Option<String>,
     stop_reason: Option<String>,
     progress: Progress,
     started: bool,
@@ -93,6 +95,7 @@ impl Decoder {
                 self.started = true;
                 if let Some(head) = event.message {
                     self.model = head.model.as_deref().and_then(rules::model_name);
+                    self.id = head.id.as_deref().and_then(rules::response_id);
                     if let Some(u) = head.usage {
                         self.report_usage(u.to_usage(), on_fragment);
                     }
@@ -147,7 +150,9 @@ impl Decoder {
         }
         let finish =
             rules::anthropic_finish(self.stop_reason.as_deref(), !self.parts.calls.is_empty());
-        self.parts.into_completion(finish, self.usage, self.model)
+        self.parts
+            .into_completion(finish, self.usage, self.model)
+            .map(|c| c.with_id(self.id))
     }
 
     /// Data that is not an event of this shape: not JSON at all is a

@@ -62,7 +62,10 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     let usage = r.usage.as_ref().map(shapes::WireUsage::to_usage);
     let finish = rules::anthropic_finish(r.stop_reason.as_deref(), !parts.calls.is_empty());
     let model = r.model.as_deref().and_then(rules::model_name);
-    parts.into_completion(finish, usage, model)
+    let id = r.id.as_deref().and_then(rules::response_id);
+    parts
+        .into_completion(finish, usage, model)
+        .map(|c| c.with_id(id))
 }
 
 /// What the blocks of one message add up to, streamed or not.

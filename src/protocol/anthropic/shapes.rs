@@ -59,6 +59,7 @@ pub(super) struct Delta<'a> {
 /// The `message` of a `message_start`.
 #[derive(Deserialize)]
 pub(super) struct Head {
+    pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) usage: Option<WireUsage>,
 }
@@ -83,6 +84,7 @@ pub(super) struct Block {
 pub(super) struct Response {
     #[serde(rename = "type")]
     pub(super) kind: Option<String>,
+    pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) content: Option<Vec<Block>>,
     pub(super) stop_reason: Option<String>,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::shapes::OpaqueDelta;
-use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str, StreamChoice};
+use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str};
 use super::think::ThinkSplitter;
 use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
 use crate::protocol::error::DecodeError;
@@ -34,6 +34,8 @@ pub(crate) struct Accumulator {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
+    /// The answer's id: the first chunk that names one.
+    id: Option<String>,
     done: bool,
     /// Chunks that carried part of the answer (see [`Accumulator::progress`]).
     progress: Progress,
@@ -109,7 +111,7 @@ impl Accumulator {
             self.release_held(on_fragment);
             return Ok(());
         }
-        let chunk: Body<'_, StreamChoice<'_>> = match serde_json::from_str(data) {
+        let chunk: Body<'_> = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             // Valid JSON of another shape (a keep-alive object, a member of
             // an unexpected type): servers add such chunks, and failing the
@@ -141,6 +143,11 @@ impl Accumulator {
         {
             self.model = rules::model_name(model);
         }
+        if self.id.is_none()
+            && let Some(Str(id)) = &chunk.id
+        {
+            self.id = rules::response_id(id);
+        }
         if let Some(usage) = &chunk.usage {
             let usage = usage.to_usage();
             if self.progress.usage(usage) {
@@ -163,7 +170,7 @@ impl Accumulator {
                     None
                 };
                 let details = opaque.as_ref().is_some_and(|o| {
-                    matches!(&o.reasoning_details, Some(serde_json::Value::Array(a)) if !a.is_empty())
+                    matches!(o.reasoning_details(), Some(serde_json::Value::Array(a)) if !a.is_empty())
                 });
                 if details || carries_something(delta) {
                     self.progress.made();
@@ -233,6 +240,7 @@ impl Accumulator {
             self.finish_reason.as_deref(),
             self.usage,
             self.model,
+            self.id,
         )
     }
 
@@ -277,8 +285,7 @@ impl Accumulator {
             }
         }
         if let Some(o) = opaque {
-            self.opaque
-                .add(o.reasoning_details.as_ref(), o.extra_content.as_ref());
+            self.opaque.add(o.reasoning_details(), o.extra_content());
         }
         for (i, call) in delta.tool_calls.iter().flatten().enumerate() {
             self.apply_call(call, opaque.and_then(|o| o.call_extra(i)));

@@ -126,6 +126,10 @@ pub(crate) struct Completion {
     pub(crate) usage: Option<Usage>,
     /// The model the server named.
     pub(crate) model: Option<String>,
+    /// The id the server gave this answer (chat completions' `id`,
+    /// Anthropic's message `id`, the Responses `response.id`), bounded by
+    /// [`rules::response_id`](super::rules::response_id).
+    pub(crate) id: Option<String>,
 }
 
 impl Completion {
@@ -144,7 +148,14 @@ impl Completion {
             finish,
             usage,
             model,
+            id: None,
         })
+    }
+
+    /// The completion with the id the server gave the answer.
+    pub(crate) fn with_id(mut self, id: Option<String>) -> Completion {
+        self.id = id;
+        self
     }
 
     /// Why the answer ended, in the one vocabulary above the protocol.
@@ -215,11 +226,22 @@ impl Opaque {
 #[cold]
 #[inline(never)]
 fn opaque_of(text: &str) -> Option<shapes::OpaqueDelta> {
-    let body: shapes::OpaqueBody = serde_json::from_str(text).ok()?;
-    body.choices?
-        .into_iter()
-        .find(|c| c.index.unwrap_or(0) == 0)?
-        .delta
+    let mut body: Value = serde_json::from_str(text).ok()?;
+    let choice = body
+        .get_mut("choices")?
+        .as_array_mut()?
+        .iter_mut()
+        // A missing (or null) index means 0, as in the first reading.
+        .find(|c| match c.get("index") {
+            None | Some(Value::Null) => true,
+            Some(index) => index.as_u64() == Some(0),
+        })?;
+    // `delta` in a chunk, `message` in a response.
+    let delta = match choice.get_mut("delta") {
+        Some(delta) => delta.take(),
+        None => choice.get_mut("message")?.take(),
+    };
+    delta.is_object().then_some(shapes::OpaqueDelta(delta))
 }
 
 /// A tool call's provider fields as kept in [`ToolCall::provider_data`].
@@ -244,6 +266,7 @@ pub(super) fn completion(
     finish_reason: Option<&str>,
     usage: Option<Usage>,
     model: Option<String>,
+    id: Option<String>,
 ) -> Result<Completion, DecodeError> {
     let provider_data = opaque.into_provider_data(&calls);
     let finish = super::rules::chat_finish(finish_reason, !calls.is_empty());
@@ -252,7 +275,7 @@ pub(super) fn completion(
     message.reasoning = (!reasoning.is_empty()).then_some(reasoning);
     message.usage = usage;
     message.model.clone_from(&model);
-    Completion::new(message, finish, usage, model)
+    Completion::new(message, finish, usage, model).map(|c| c.with_id(id))
 }
 
 /// At most 200 characters of `text`, for error messages.

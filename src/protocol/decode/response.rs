@@ -1,7 +1,7 @@
 //! A non-streamed chat-completions response body → one [`Completion`],
 //! under the same [rules](super#rules) as the stream.
 
-use super::shapes::{Body, ResponseChoice, Str, WireUsage};
+use super::shapes::{Body, Str, WireUsage};
 use super::think::ThinkSplitter;
 use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
 use crate::ToolCall;
@@ -13,13 +13,12 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     // Quoted in errors: the first KiB is enough to show what the server
     // sent instead (an HTML error page, a proxy's message).
     let body_text = || String::from_utf8_lossy(&body[..body.len().min(1024)]);
-    let response: Body<'_, ResponseChoice<'_>> =
-        crate::util::json_from_slice(body).map_err(|e| {
-            // A web page is summarized by its title, not quoted as markup.
-            let sent = crate::protocol::body::html_summary(body)
-                .unwrap_or_else(|| excerpt(&body_text()).into_owned());
-            DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
-        })?;
+    let response: Body<'_> = crate::util::json_from_slice(body).map_err(|e| {
+        // A web page is summarized by its title, not quoted as markup.
+        let sent = crate::protocol::body::html_summary(body)
+            .unwrap_or_else(|| excerpt(&body_text()).into_owned());
+        DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
+    })?;
     if let Some(error) = &response.error {
         return Err(rules::server_error("in response", Some(error)));
     }
@@ -36,7 +35,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
             excerpt(&body_text())
         )));
     };
-    let Some(message) = choice.message else {
+    let Some(message) = choice.message.map(|m| *m) else {
         return Err(DecodeError::Protocol(format!(
             "response choice has no message: {}",
             excerpt(&body_text())
@@ -53,7 +52,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     };
     let mut opaque = Opaque::default();
     if let Some(o) = &extras {
-        opaque.add(o.reasoning_details.as_ref(), o.extra_content.as_ref());
+        opaque.add(o.reasoning_details(), o.extra_content());
     }
     let reasoning_content = message.reasoning_content.map(|s| s.0);
     if let Some(r) = &reasoning_content {
@@ -111,6 +110,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
         choice.finish_reason.as_ref().map(|s| &*s.0),
         response.usage.as_deref().map(WireUsage::to_usage),
         response.model.and_then(|s| rules::model_name(&s.0)),
+        response.id.and_then(|s| rules::response_id(&s.0)),
     )
 }
 

@@ -10,33 +10,33 @@ use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 
 use crate::Usage;
 
-/// A chunk of a streamed completion (`C` = [`StreamChoice`]), or a whole
-/// response (`C` = [`ResponseChoice`]).
+/// A chunk of a streamed completion, or a whole response: one shape for
+/// both, so that serde compiles one deserializer (the binary carries each
+/// shape's code once, see BENCHMARKS.md, "the small CLI").
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "C: Deserialize<'de>"))]
-pub(super) struct Body<'a, C> {
+pub(super) struct Body<'a> {
+    #[serde(borrow)]
+    pub(super) id: Option<Str<'a>>,
     #[serde(borrow)]
     pub(super) model: Option<Str<'a>>,
-    pub(super) choices: Option<Vec<C>>,
+    #[serde(borrow)]
+    pub(super) choices: Option<Vec<Choice<'a>>>,
     /// Boxed: usually absent, and large enough to slow every chunk down.
     pub(super) usage: Option<Box<WireUsage>>,
     pub(super) error: Option<serde_json::Value>,
 }
 
+/// A choice of a chunk (its `delta`) or of a response (its `message`).
+/// Each reader reads its own member and ignores the other, as an unknown
+/// member would be.
 #[derive(Deserialize)]
-pub(super) struct StreamChoice<'a> {
+pub(super) struct Choice<'a> {
     pub(super) index: Option<u64>,
     #[serde(borrow)]
     pub(super) delta: Option<Delta<'a>>,
+    /// Boxed: a chunk never has one, and every chunk moves this struct.
     #[serde(borrow)]
-    pub(super) finish_reason: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct ResponseChoice<'a> {
-    pub(super) index: Option<u64>,
-    #[serde(borrow)]
-    pub(super) message: Option<Delta<'a>>,
+    pub(super) message: Option<Box<Delta<'a>>>,
     #[serde(borrow)]
     pub(super) finish_reason: Option<Str<'a>>,
 }
@@ -283,44 +283,30 @@ impl Delta<'_> {
     }
 }
 
-/// The provider fields of a chunk or a response (see the
-/// [rules](super#rules)), read in a second pass, only from a text whose
-/// first reading [`Seen`] one of them: the shapes above, read for every
-/// delta, stay as small and fast as they were (most streams never carry
-/// these).
-#[derive(Deserialize)]
-pub(super) struct OpaqueBody {
-    pub(super) choices: Option<Vec<OpaqueChoice>>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct OpaqueChoice {
-    pub(super) index: Option<u64>,
-    /// `delta` in a chunk, `message` in a response.
-    #[serde(alias = "message")]
-    pub(super) delta: Option<OpaqueDelta>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct OpaqueDelta {
-    /// OpenRouter's reasoning blocks (a list; in a stream, each delta's
-    /// list continues the last).
-    pub(super) reasoning_details: Option<serde_json::Value>,
-    /// Gemini's provider fields on the message.
-    pub(super) extra_content: Option<serde_json::Value>,
-    /// In the order of the delta's (or message's) `tool_calls`.
-    pub(super) tool_calls: Option<Vec<OpaqueCall>>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct OpaqueCall {
-    /// Gemini's provider fields on a call (`google.thought_signature`).
-    pub(super) extra_content: Option<serde_json::Value>,
-}
+/// The provider fields of choice 0's delta (or message), read in a second
+/// pass, only from a text whose first reading [`Seen`] one of them: the
+/// shapes above, read for every delta, stay as small and fast as they were
+/// (most streams never carry these). A plain [`Value`](serde_json::Value)
+/// rather than shapes of its own: this rare path needs no speed, and each
+/// derived shape is code in every binary (see BENCHMARKS.md, "the small
+/// CLI").
+pub(super) struct OpaqueDelta(pub(super) serde_json::Value);
 
 impl OpaqueDelta {
-    /// The `extra_content` of the `i`-th tool call.
+    /// OpenRouter's reasoning blocks (a list; in a stream, each delta's
+    /// list continues the last).
+    pub(super) fn reasoning_details(&self) -> Option<&serde_json::Value> {
+        self.0.get("reasoning_details")
+    }
+
+    /// Gemini's provider fields on the message.
+    pub(super) fn extra_content(&self) -> Option<&serde_json::Value> {
+        self.0.get("extra_content")
+    }
+
+    /// The `extra_content` of the `i`-th tool call (`google.thought_signature`),
+    /// in the order of the delta's (or message's) `tool_calls`.
     pub(super) fn call_extra(&self, i: usize) -> Option<&serde_json::Value> {
-        self.tool_calls.as_ref()?.get(i)?.extra_content.as_ref()
+        self.0.get("tool_calls")?.get(i)?.get("extra_content")
     }
 }

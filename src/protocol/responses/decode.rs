@@ -58,6 +58,8 @@ pub(crate) struct Decoder {
     progress: Progress,
     done: bool,
     model: Option<String>,
+    /// The response's id: the first lifecycle event that names one.
+    id: Option<String>,
     usage: Option<Usage>,
     /// `response.status` of the end event.
     status: Option<String>,
@@ -155,8 +157,8 @@ impl Decoder {
                 }
             }
             "response.created" | "response.in_progress" => {
-                if let Some(model) = event.response.and_then(|r| r.model) {
-                    self.name_model(&model);
+                if let Some(response) = event.response {
+                    self.name(response.model.as_deref(), response.id.as_deref());
                 }
             }
             "response.completed" | "response.incomplete" => {
@@ -257,7 +259,7 @@ impl Decoder {
         // transport (`wire::stamp_origin`).
         message.provider_data =
             (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
-        Completion::new(message, finish, self.usage, self.model)
+        Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
     }
 
     /// A reasoning summary or text delta.
@@ -463,9 +465,7 @@ impl Decoder {
     /// stream sent none of its own (a server that answers a stream with
     /// the end event alone).
     fn end(&mut self, response: Response, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
-        if let Some(model) = &response.model {
-            self.name_model(model);
-        }
+        self.name(response.model.as_deref(), response.id.as_deref());
         if let Some(usage) = &response.usage {
             let usage = usage.to_usage();
             self.usage = Some(usage);
@@ -483,10 +483,14 @@ impl Decoder {
         self.release(on_fragment);
     }
 
-    /// The first model named wins, as in chat completions.
-    fn name_model(&mut self, model: &str) {
+    /// The first model and the first response id named win, as in chat
+    /// completions.
+    fn name(&mut self, model: Option<&str>, id: Option<&str>) {
         if self.model.is_none() {
-            self.model = rules::model_name(model);
+            self.model = model.and_then(rules::model_name);
+        }
+        if self.id.is_none() {
+            self.id = id.and_then(rules::response_id);
         }
     }
 

@@ -48,6 +48,7 @@ pub(super) struct Event<'a> {
 /// `response` of a lifecycle event.
 #[derive(Deserialize)]
 pub(super) struct Response {
+    pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) status: Option<String>,
     #[serde(default)]

@@ -1,0 +1,422 @@
+//! Issue 40, part 3: Agent Skills read on demand. A folder of three skills
+//! behind the `Skills` extension, on the strict scripted server: the block
+//! in the system prompt, the body and a file read only when the model asks,
+//! and traversal, links, huge files, special files and broken front matter
+//! refused with clear errors (the turn goes on; the next turn works).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use pikuri::skill::{Catalog, Skill, Skills};
+use pikuri::subagent::{Persona, SubAgents};
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::{Agent, ErrorKind, Role};
+use serde_json::json;
+
+use crate::util::assert_valid_history;
+
+/// A fresh folder under the temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "pikuri-skills-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn skill_md(name: &str, description: &str, body: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+}
+
+/// Three skills: `release-notes` (with a reference file), `sql-review` and
+/// `travel-plans` (with metadata and allowed tools).
+fn three_skills() -> TempDir {
+    let t = TempDir::new("three");
+    let root = &t.0;
+    write(
+        &root.join("release-notes/SKILL.md"),
+        &skill_md(
+            "release-notes",
+            "Writes release notes from a changelog.",
+            "Group the changes by kind. See references/style.md.",
+        ),
+    );
+    write(
+        &root.join("release-notes/references/style.md"),
+        "One line per change, past tense.",
+    );
+    write(
+        &root.join("sql-review/SKILL.md"),
+        &skill_md(
+            "sql-review",
+            "Reviews SQL queries for injection and speed.",
+            "Check every WHERE.",
+        ),
+    );
+    write(
+        &root.join("travel-plans/SKILL.md"),
+        "---\nname: travel-plans\ndescription: >\n  Plans trips:\n  trains first.\nlicense: MIT\n\
+         metadata:\n  author: pikuri\nallowed-tools: web_search fetch\n---\nPrefer trains.\n",
+    );
+    t
+}
+
+fn tool_results(agent: &Agent) -> Vec<String> {
+    agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+#[test]
+fn a_catalog_of_three_skills_reads_the_front_matter_only() {
+    let t = three_skills();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert_eq!(
+        catalog.names(),
+        ["release-notes", "sql-review", "travel-plans"]
+    );
+    assert!(catalog.rejected().is_empty(), "{:?}", catalog.rejected());
+    let travel = catalog.get("travel-plans").unwrap();
+    assert_eq!(travel.description(), "Plans trips: trains first.");
+    assert_eq!(travel.license(), Some("MIT"));
+    assert_eq!(travel.metadata()["author"], "pikuri");
+    assert_eq!(travel.allowed_tools(), ["web_search", "fetch"]);
+    // One skill folder given as a root is that skill.
+    let one = Catalog::discover(&[t.0.join("sql-review")]).unwrap();
+    assert_eq!(one.names(), ["sql-review"]);
+    assert_eq!(
+        Skill::load(t.0.join("sql-review")).unwrap().name(),
+        "sql-review"
+    );
+}
+
+#[test]
+fn the_model_reads_a_skill_and_its_file_on_demand_and_the_next_turn_works() {
+    let t = three_skills();
+    let server = FakeServer::start();
+    server.set_strict(true);
+    server.push(Reply::tool_call("skill", json!({"name": "release-notes"})));
+    server.push(Reply::tool_call(
+        "skill",
+        json!({"name": "release-notes", "path": "references/style.md"}),
+    ));
+    server.push(Reply::text("Notes written."));
+    server.push(Reply::text("Second turn."));
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    let mut agent = Agent::builder(server.transport())
+        .system_prompt("You help.")
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap();
+    let out = agent.run_loop("Write the release notes.").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Notes written."));
+
+    let reqs = server.chat_requests();
+    // Every request carries the names and descriptions, never a body.
+    let system = reqs[0].system().unwrap();
+    assert!(system.starts_with("You help."), "{system}");
+    assert!(system.contains("<available_skills>"));
+    assert!(system.contains("- sql-review: Reviews SQL queries for injection and speed."));
+    assert!(system.contains("- travel-plans: Plans trips: trains first."));
+    assert!(
+        !system.contains("Group the changes"),
+        "bodies stay out of the prompt"
+    );
+    assert_eq!(reqs[0].tool_names(), ["skill"]);
+
+    let results = tool_results(&agent);
+    assert!(
+        results[0].starts_with("# Skill: release-notes"),
+        "{}",
+        results[0]
+    );
+    assert!(results[0].contains("Group the changes by kind."));
+    assert!(
+        results[0].contains("- references/style.md (32 bytes)"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        !results[0].contains("name: release-notes"),
+        "no front matter in the body"
+    );
+    assert_eq!(results[1], "One line per change, past tense.");
+
+    agent.run_loop("again").unwrap();
+    assert_valid_history(agent.messages());
+}
+
+/// One call of the skill tool with `args`; the tool's observation.
+fn observe(root: &Path, args: serde_json::Value) -> String {
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", args));
+    server.push(Reply::text("ok"));
+    let catalog = Catalog::discover(&[root]).unwrap();
+    let mut agent = Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog).with_max_bytes(1024))
+        .build()
+        .unwrap();
+    agent.run_loop("go").unwrap();
+    assert_valid_history(agent.messages());
+    tool_results(&agent).remove(0)
+}
+
+#[test]
+fn reads_stay_inside_the_skill_folder() {
+    let t = three_skills();
+    write(&t.0.join("secret.txt"), "TOP SECRET");
+    let cases = [
+        ("../secret.txt", "`..` is not allowed"),
+        ("references/../../secret.txt", "`..` is not allowed"),
+        ("/etc/passwd", "absolute path"),
+        ("missing.md", "no such file"),
+        ("references", "not a regular file"),
+    ];
+    for (path, expected) in cases {
+        let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
+        assert!(seen.contains(expected), "{path}: {seen}");
+        assert!(!seen.contains("TOP SECRET"), "{path}: {seen}");
+    }
+    let unknown = observe(&t.0, json!({"name": "nope"}));
+    assert!(!unknown.contains("Group the changes"), "{unknown}");
+}
+
+#[cfg(unix)]
+#[test]
+fn links_out_special_files_huge_and_binary_files_are_refused() {
+    let t = three_skills();
+    let skill = t.0.join("release-notes");
+    write(&t.0.join("outside.txt"), "OUTSIDE");
+    std::os::unix::fs::symlink(t.0.join("outside.txt"), skill.join("out.md")).unwrap();
+    std::os::unix::fs::symlink("/etc", skill.join("etc")).unwrap();
+    // A link that stays inside is read.
+    std::os::unix::fs::symlink("references/style.md", skill.join("style-link.md")).unwrap();
+    write(&skill.join("huge.md"), &"x".repeat(5000));
+    fs::write(skill.join("blob.bin"), [0xff, 0xfe, 0x00, 0x80]).unwrap();
+    let fifo = skill.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let cases = [
+        ("out.md", "leads out of the skill's folder"),
+        ("etc/passwd", "leads out of the skill's folder"),
+        ("huge.md", "5000 bytes, more than the 1024 read"),
+        ("blob.bin", "not UTF-8 text"),
+        ("style-link.md", "One line per change"),
+    ];
+    for (path, expected) in cases {
+        let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
+        assert!(seen.contains(expected), "{path}: {seen}");
+        assert!(
+            !seen.contains("OUTSIDE") && !seen.contains("root:"),
+            "{path}: {seen}"
+        );
+    }
+    if made.is_ok_and(|s| s.success()) {
+        // A FIFO would block a reader for ever: refused before opening.
+        let seen = observe(&t.0, json!({"name": "release-notes", "path": "pipe"}));
+        assert!(seen.contains("not a regular file"), "{seen}");
+    }
+    // The listing names the regular files only, and follows no link.
+    let listing = observe(&t.0, json!({"name": "release-notes"}));
+    assert!(listing.contains("huge.md (5000 bytes)"), "{listing}");
+    assert!(
+        !listing.contains("out.md") && !listing.contains("passwd"),
+        "{listing}"
+    );
+    // A skill folder that is a link out of the root is not discovered.
+    let other = TempDir::new("linked");
+    write(
+        &other.0.join("linked/SKILL.md"),
+        &skill_md("linked", "Lives elsewhere.", "x"),
+    );
+    std::os::unix::fs::symlink(other.0.join("linked"), t.0.join("linked")).unwrap();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert!(catalog.get("linked").is_none());
+}
+
+#[test]
+fn broken_skills_are_left_out_with_the_file_and_line() {
+    let t = three_skills();
+    let broken = [
+        ("no-front", "just text\n", "starts with a `---` line"),
+        ("unclosed", "---\nname: unclosed\n", "no closing `---`"),
+        (
+            "twice",
+            "---\nname: twice\nname: twice\n---\n",
+            "line 3: `name` is given twice",
+        ),
+        ("no-desc", "---\nname: no-desc\n---\n", "no `description`"),
+        (
+            "wrong-name",
+            "---\nname: other\ndescription: d\n---\n",
+            "not the folder's name",
+        ),
+        (
+            "Bad_Name",
+            "---\nname: Bad_Name\ndescription: d\n---\n",
+            "lowercase letters",
+        ),
+        (
+            "tabbed",
+            "---\nname: tabbed\n\tdescription: d\n---\n",
+            "line 3: a tab",
+        ),
+    ];
+    for (dir, text, _) in broken {
+        write(&t.0.join(dir).join("SKILL.md"), text);
+    }
+    let long = format!(
+        "---\nname: long-desc\ndescription: {}\n---\n",
+        "d".repeat(1025)
+    );
+    write(&t.0.join("long-desc/SKILL.md"), &long);
+    fs::write(t.0.join("binary/SKILL.md").tap_dir(), [0xff, 0x00]).unwrap();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert_eq!(
+        catalog.names(),
+        ["release-notes", "sql-review", "travel-plans"]
+    );
+    let rejected = catalog.rejected();
+    assert_eq!(rejected.len(), broken.len() + 2, "{rejected:?}");
+    for (dir, _, expected) in broken {
+        let (path, reason) = rejected.iter().find(|(p, _)| p.ends_with(dir)).unwrap();
+        assert!(reason.contains(expected), "{dir}: {reason}");
+        assert!(
+            reason.contains(&path.join("SKILL.md").display().to_string()),
+            "{reason}"
+        );
+    }
+    let reason = |dir: &str| &rejected.iter().find(|(p, _)| p.ends_with(dir)).unwrap().1;
+    assert!(reason("long-desc").contains("longer than 1024"));
+    assert!(reason("binary").contains("not UTF-8"));
+    // Loading one directly is the same error, typed.
+    let e = Skill::load(t.0.join("twice")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("line 3"), "{e}");
+    // A root that is not a folder is an error, not an empty catalog.
+    let e = Catalog::discover(&[t.0.join("missing")]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+/// `fs::write` to a file whose folder may not exist yet.
+trait TapDir {
+    fn tap_dir(self) -> Self;
+}
+
+impl TapDir for PathBuf {
+    fn tap_dir(self) -> PathBuf {
+        fs::create_dir_all(self.parent().unwrap()).unwrap();
+        self
+    }
+}
+
+#[test]
+fn a_huge_skill_file_and_a_huge_front_matter_are_refused_not_read() {
+    let t = TempDir::new("huge");
+    let mut big = skill_md("big", "Big.", "");
+    big.push_str(&"x".repeat(2 * 1024 * 1024));
+    write(&t.0.join("big/SKILL.md"), &big);
+    let front = format!(
+        "---\nname: wide\ndescription: {}\n---\n",
+        "w".repeat(70 * 1024)
+    );
+    write(&t.0.join("wide/SKILL.md"), &front);
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert!(catalog.is_empty());
+    let reasons: Vec<&str> = catalog.rejected().iter().map(|(_, r)| r.as_str()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("more than the 1048576 read")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("longer than")),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn an_empty_catalog_adds_no_tool_and_no_block() {
+    let server = FakeServer::start();
+    server.push(Reply::text("hi"));
+    let mut agent = Agent::builder(server.transport())
+        .system_prompt("Base.")
+        .add_extension(Skills::new(Catalog::new()))
+        .build()
+        .unwrap();
+    assert_eq!(agent.system_prompt(), "Base.");
+    agent.run_loop("hi").unwrap();
+    assert!(server.chat_requests()[0].tool_names().is_empty());
+    assert!(Catalog::new().tool("skill").is_err());
+    let e = Agent::builder(server.transport())
+        .add_extension(Skills::new(Catalog::new()).with_tool_name("bad name"))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn a_sub_agent_gets_a_subset_of_the_skills() {
+    let t = three_skills();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    let sql = catalog.subset(&["sql-review"]).unwrap();
+    assert!(catalog.subset(&["nope"]).is_err());
+    let server = FakeServer::start();
+    // Parent delegates; the child reads its one skill and answers.
+    server.push(Reply::tool_call(
+        "agent",
+        json!({"name": "reviewer", "task": "Review it."}),
+    ));
+    server.push(Reply::tool_call("sql_skill", json!({"name": "sql-review"})));
+    server.push(Reply::text("Looks safe."));
+    server.push(Reply::text("The reviewer says it looks safe."));
+    let persona = Persona::new(
+        "reviewer",
+        "Reviews SQL.",
+        format!("You review SQL.\n{}", sql.snippet("sql_skill")),
+        5,
+    )
+    .with_tools(&["sql_skill"]);
+    let mut agent = Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .add_sub_agent_tool(sql.tool("sql_skill").unwrap())
+        .add_extension(SubAgents::new(vec![persona]).unwrap())
+        .build()
+        .unwrap();
+    agent.run_loop("Review my query.").unwrap();
+    let reqs = server.chat_requests();
+    let child = &reqs[1];
+    let system = child.system().unwrap();
+    assert!(system.contains("- sql-review: Reviews SQL"), "{system}");
+    assert!(!system.contains("release-notes"), "{system}");
+    assert_eq!(child.tool_names(), ["sql_skill"]);
+    // The child's tool reads its own subset only: its schema names one skill.
+    let body = child.body.as_ref().unwrap();
+    let names = &body["tools"][0]["function"]["parameters"]["properties"]["name"]["enum"];
+    assert_eq!(names, &json!(["sql-review"]));
+    // The parent still lists all three.
+    assert!(reqs[0].system().unwrap().contains("travel-plans"));
+}
