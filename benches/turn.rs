@@ -6,7 +6,9 @@
 //! against the same replay server: a typed serde request (the same growing
 //! conversation), `ureq::Agent::post(..).send(..)`, the answer parsed into
 //! typed serde structs (a JSON body, or every `data:` line of a stream).
-//! pikuri runs with zero, one and four no-op listeners. The bare client,
+//! pikuri runs with zero, one and four no-op listeners, each waiting at the
+//! end of a turn (closures: `Delivery::Barrier`), and with one and four that
+//! hand off (`Delivery::HandOff`, issue 42). The bare client,
 //! the conversation and the measurement are in `common/turns.rs`, shared
 //! with the async-openai comparison (`scripts/bench-compare.sh`).
 //!
@@ -23,6 +25,8 @@
 //! plainest way to hand a turn to a listener thread and wait for it. Its
 //! ratio to bare is the floor under pikuri's one-listener ratio on the
 //! machine at hand; pikuri's ratio to it is what pikuri adds on top.
+//! "bare + hand-off thread, no wait" is the same without the
+//! acknowledgement: the floor under a listener that hands off (issue 42).
 //!
 //! Shapes: a non-streamed answer; streams of 50 (a short chat answer),
 //! 20,000 and 200,000 deltas (chunked, one HTTP chunk per event). The
@@ -56,8 +60,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use pikuri::listeners::Delivery;
 use pikuri::tool::Parameters;
-use pikuri::{Agent, ChatTransport, Event, HttpConfig, Tool, ToolContext, ToolError};
+use pikuri::{Agent, ChatTransport, Event, HttpConfig, Listener, Tool, ToolContext, ToolError};
 
 use common::turns::{ANSWER, ANSWER_TEXT, Bare, MODEL, PerTurn, QUESTION, measure};
 use common::{
@@ -69,7 +74,15 @@ use common::{
 enum Subject {
     Bare,
     Handoff,
+    /// The hand-off baseline whose turn does not wait for its consumer:
+    /// the floor of a listener that hands off (issue 42).
+    HandoffNoWait,
+    /// pikuri with that many no-op listeners (closures: each waits at the
+    /// end of a turn, `Delivery::Barrier`).
     Pikuri(usize),
+    /// pikuri with that many no-op listeners that hand off
+    /// (`Delivery::HandOff`, issue 42).
+    PikuriHandOff(usize),
     /// pikuri with one listener, the OTLP exporter, posting to a collector
     /// on 127.0.0.1 that answers (`true`) or accepts and never answers.
     Otlp(bool),
@@ -80,7 +93,9 @@ impl Subject {
         match self {
             Subject::Bare => "bare ureq + serde".to_string(),
             Subject::Handoff => "bare + hand-off thread".to_string(),
+            Subject::HandoffNoWait => "bare + hand-off thread, no wait".to_string(),
             Subject::Pikuri(n) => format!("pikuri, {n} listener(s)"),
+            Subject::PikuriHandOff(n) => format!("pikuri, {n} hand-off listener(s)"),
             Subject::Otlp(true) => "pikuri, OTLP exporter, answering collector".to_string(),
             Subject::Otlp(false) => "pikuri, OTLP exporter, silent collector".to_string(),
         }
@@ -207,7 +222,20 @@ fn collector_here(answer: bool) -> String {
     url
 }
 
-fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
+/// A no-op listener that hands off (`Delivery::HandOff`).
+struct NoOpHandOff;
+
+impl Listener for NoOpHandOff {
+    fn on_event(&mut self, event: &Event) {
+        std::hint::black_box(event);
+    }
+    fn delivery(&self) -> Delivery {
+        Delivery::HandOff
+    }
+}
+
+/// pikuri with `listeners` no-op listeners, handing off if `hand_off`.
+fn pikuri_agent(base: &str, stream: bool, listeners: usize, hand_off: bool) -> Agent {
     let transport = ChatTransport::new(MODEL)
         .with_api_base(base)
         .with_context_window(Some(32_768));
@@ -215,7 +243,11 @@ fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
         .streaming(stream)
         .http(HttpConfig::default().with_max_retries(0));
     for _ in 0..listeners {
-        cfg = cfg.add_listener(|_: &Event| {});
+        cfg = if hand_off {
+            cfg.add_listener(NoOpHandOff)
+        } else {
+            cfg.add_listener(|_: &Event| {})
+        };
     }
     cfg.build().expect("agent builds")
 }
@@ -223,10 +255,13 @@ fn pikuri_agent(base: &str, stream: bool, listeners: usize) -> Agent {
 /// `turns` turns of `subject` (see [`measure`]).
 fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) -> PerTurn {
     match subject {
-        Subject::Bare | Subject::Handoff => {
+        Subject::Bare | Subject::Handoff | Subject::HandoffNoWait => {
             let mut plain = Bare::new(base, stream);
             if subject == Subject::Handoff {
                 plain.handoff = Some(common::Handoff::new());
+            }
+            if subject == Subject::HandoffNoWait {
+                plain.handoff = Some(common::Handoff::without_wait());
             }
             let client = std::cell::RefCell::new(plain);
             measure(
@@ -238,7 +273,7 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
                 },
             )
         }
-        Subject::Pikuri(_) | Subject::Otlp(_) => {
+        Subject::Pikuri(_) | Subject::PikuriHandOff(_) | Subject::Otlp(_) => {
             // Outlives the agent: its close flushes to the collector.
             let collector = match subject {
                 Subject::Otlp(answer) => Some(Collector::start(answer)),
@@ -262,7 +297,8 @@ fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) 
                         .build()
                         .expect("agent builds")
                 }
-                Subject::Pikuri(listeners) => pikuri_agent(base, stream, listeners),
+                Subject::Pikuri(listeners) => pikuri_agent(base, stream, listeners, false),
+                Subject::PikuriHandOff(listeners) => pikuri_agent(base, stream, listeners, true),
                 _ => unreachable!("matched above"),
             };
             let agent = std::cell::RefCell::new(agent);
@@ -506,7 +542,7 @@ fn rss_child(subject: &str, base: &str) {
             }
         }
         "pikuri" => {
-            let mut agent = pikuri_agent(base, true, 1);
+            let mut agent = pikuri_agent(base, true, 1, false);
             for _ in 0..5 {
                 let out = agent.run_loop(QUESTION).expect("turn");
                 assert_eq!(out.answer.map_or(0, |a| a.len()), expect);
@@ -701,6 +737,9 @@ fn turn_table() {
         Subject::Pikuri(4),
         Subject::Otlp(true),
         Subject::Otlp(false),
+        Subject::HandoffNoWait,
+        Subject::PikuriHandOff(1),
+        Subject::PikuriHandOff(4),
     ];
     println!(
         "| shape | client | us/turn | wall ratio to bare | wall ratio to hand-off | CPU us/turn (client threads) | CPU ratio to bare | CPU ratio to hand-off | CPU us/turn (/proc/self/stat, whole run) | ctx switches/turn (client threads) | calling thread |"
@@ -724,7 +763,7 @@ fn turn_table() {
         let mut cpu_bare: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut cpu_hand: Vec<Vec<f64>> = vec![Vec::new(); n];
         for r in 0..runs() {
-            let mut this = [PerTurn::default(); 7];
+            let mut this = [PerTurn::default(); 10];
             for k in 0..n {
                 // Rotate the order each run so drift hits every subject alike.
                 let i = (k + r) % n;

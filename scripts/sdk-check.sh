@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Check that the official Python SDKs parse every shape pikuri's FakeServer
-# serves (chat completions, Anthropic Messages, OpenAI Responses).
+# serves (chat completions, Anthropic Messages, OpenAI Responses, Gemini).
 #
 # Everything comes from PyPI only, pinned below:
 #   * openai     (the OpenAI Python SDK: chat completions and Responses)
 #   * anthropic  (the Anthropic Python SDK: Messages)
+#   * google-genai (Google's Gen AI Python SDK: Gemini generateContent,
+#                  streamGenerateContent and cachedContents)
 #
 # Usage:
-#   scripts/sdk-check.sh install   create the venv in the cache and pip install both (idempotent)
+#   scripts/sdk-check.sh install   create the venv in the cache and pip install all three (idempotent)
 #   scripts/sdk-check.sh python    print the venv's python (what PIKURI_SDK_PYTHON is set to)
 #   scripts/sdk-check.sh test      install, then run the `sdk` tests of the integration
 #                                  target with PIKURI_SDK_PYTHON set and PIKURI_REQUIRE_SDK=1
@@ -16,7 +18,8 @@
 #   PIKURI_CACHE   cache root (default: $HOME/.cache/pikuri)
 #   PYTHON         python used for the venv (default: python3)
 #
-# Cache layout (<dir> = $PIKURI_CACHE/sdk-openai-<version>-anthropic-<version>):
+# Cache layout (<dir> = $PIKURI_CACHE/sdk-openai-<version>-anthropic-<version>-genai-<version>;
+# a pin change names a new directory, so an old venv is never reused):
 #   venv/bin/python
 #   .installed (stamp)
 #
@@ -31,11 +34,12 @@ source "$(dirname "$0")/lib/cache.sh"
 
 readonly OPENAI_VERSION="3.51.0"
 readonly ANTHROPIC_VERSION="2.10.0"
+readonly GENAI_VERSION="3.6.1"
 
 CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
-PREFIX="${CACHE_ROOT}/sdk-openai-${OPENAI_VERSION}-anthropic-${ANTHROPIC_VERSION}"
+PREFIX="${CACHE_ROOT}/sdk-openai-${OPENAI_VERSION}-anthropic-${ANTHROPIC_VERSION}-genai-${GENAI_VERSION}"
 STAMP="${PREFIX}/.installed"
-STAMP_CONTENT="openai=${OPENAI_VERSION} anthropic=${ANTHROPIC_VERSION}"
+STAMP_CONTENT="openai=${OPENAI_VERSION} anthropic=${ANTHROPIC_VERSION} google-genai=${GENAI_VERSION}"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[sdk-check.sh] %s\n' "$*" >&2; }
@@ -59,8 +63,9 @@ cmd_install() {
     cache_lock "${PREFIX}/.lock"
     if is_installed; then return 0; fi
     rm -f "$STAMP"
-    log "venv + pip install openai==${OPENAI_VERSION} anthropic==${ANTHROPIC_VERSION}"
-    pip_venv "${PREFIX}/venv" "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}"
+    log "venv + pip install openai==${OPENAI_VERSION} anthropic==${ANTHROPIC_VERSION} google-genai==${GENAI_VERSION}"
+    pip_venv "${PREFIX}/venv" "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}" \
+        "google-genai==${GENAI_VERSION}"
     printf '%s' "$STAMP_CONTENT" >"$STAMP"
     is_installed || die "install finished but the venv is not where expected"
     log "installed into ${PREFIX}"

@@ -1,5 +1,9 @@
 """Have the official Python SDKs parse every shape a pikuri FakeServer serves.
 
+The SDKs: `openai` (chat completions, Responses), `anthropic` (Messages) and
+`google-genai` (Gemini's generateContent, streamGenerateContent and
+cachedContents).
+
 Run by tests/integration/sdk.rs (through scripts/sdk-check.sh test) as
 `python scripts/sdk_check.py http://127.0.0.1:PORT`. The server answers each
 request by the `case:NAME` word in its last user message (see the test for
@@ -14,9 +18,13 @@ import json
 import sys
 
 import anthropic
+import urllib.error
 import urllib.request
 import openai
 from anthropic.types import Message, RawMessageStreamEvent
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as gtypes
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -28,6 +36,12 @@ an = anthropic.Anthropic(base_url=ROOT, api_key="k", max_retries=0)
 CHUNK = TypeAdapter(ChatCompletionChunk)
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
 RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)
+# The SDK's types forbid unknown fields: a misspelled or invented field of a
+# served body fails their validation.
+gm = genai.Client(api_key="k", http_options=gtypes.HttpOptions(
+    base_url=ROOT, api_version="v1beta",
+    retry_options=gtypes.HttpRetryOptions(attempts=1)))
+GEMINI = "/v1beta/models/" + MODEL
 
 
 def ok(name):
@@ -39,11 +53,26 @@ def expect(cond, what):
         raise AssertionError(what)
 
 
+def post(path, body, method="POST"):
+    """Send `body` as JSON and return (status, parsed JSON answer)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(ROOT + path, data=data, method=method,
+                                 headers={"content-type": "application/json",
+                                          "x-goog-api-key": "k"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, (json.loads(text) if text else {})
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode())
+
+
 def sse(path, body):
     """POST `body` and return the SSE events as (event name, data text)."""
     events = []
     req = urllib.request.Request(ROOT + path, data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
+                                 headers={"content-type": "application/json",
+                                          "x-goog-api-key": "k"})
     with urllib.request.urlopen(req, timeout=30) as r:
         expect(r.status == 200, f"{path}: status {r.status}")
         expect(r.headers["content-type"].startswith("text/event-stream"), "content type")
@@ -275,9 +304,171 @@ def responses_all():
     ok("responses errors: 429, mid-stream error + response.failed")
 
 
+# ---- Gemini ------------------------------------------------------------------
+
+def gm_contents(case):
+    return [{"role": "user", "parts": [{"text": "case:" + case}]}]
+
+
+def gm_raw(case, **extra):
+    """The plain answer's raw body, validated by the SDK's own type."""
+    status, body = post(GEMINI + ":generateContent", {"contents": gm_contents(case), **extra})
+    expect(status == 200, f"{case}: status {status}: {body}")
+    # JSON mode, as the stream's events: bytes fields (thought signatures)
+    # must be base64 there.
+    return gtypes.GenerateContentResponse.model_validate_json(json.dumps(body))
+
+
+def gm_stream_raw(case):
+    """The streamed answer's events, each validated by the SDK's own type."""
+    events = sse(GEMINI + ":streamGenerateContent?alt=sse", {"contents": gm_contents(case)})
+    expect(events, f"{case}: no events")
+    return [gtypes.GenerateContentResponse.model_validate_json(d) for _, d in events]
+
+
+def gm_both(case, **config):
+    """The answer through the SDK's client, plain and streamed (the chunks
+    joined as the SDK's users join them): [(text, calls, parts, last)]."""
+    cfg = gtypes.GenerateContentConfig(**config) if config else None
+    out = []
+    r = gm.models.generate_content(model=MODEL, contents="case:" + case, config=cfg)
+    out.append((r.text, r.function_calls or [], r.candidates[0].content.parts, r))
+    chunks = list(gm.models.generate_content_stream(
+        model=MODEL, contents="case:" + case, config=cfg))
+    expect(chunks, f"{case}: no chunks")
+    parts = [p for c in chunks if c.candidates and c.candidates[0].content
+             and c.candidates[0].content.parts for p in c.candidates[0].content.parts]
+    text = "".join(p.text for p in parts if p.text and not p.thought) or None
+    calls = [p.function_call for p in parts if p.function_call]
+    out.append((text, calls, parts, chunks[-1]))
+    return out
+
+
+def gemini_plain():
+    r = gm_raw("text")
+    c = r.candidates[0]
+    expect(c.content.role == "model" and c.content.parts[0].text == "Hello from the fake!", r)
+    expect(c.finish_reason == gtypes.FinishReason.STOP, c)
+    u = r.usage_metadata
+    expect((u.prompt_token_count, u.candidates_token_count, u.cached_content_token_count)
+           == (100, 7, 60), u)
+    for text, calls, _, last in gm_both("text"):
+        expect(text == "Hello from the fake!" and not calls, text)
+        expect(last.candidates[0].finish_reason == gtypes.FinishReason.STOP, last)
+        u = last.usage_metadata
+        expect((u.prompt_token_count, u.candidates_token_count, u.cached_content_token_count)
+               == (100, 7, 60), u)
+    chunks = gm_stream_raw("text")
+    expect(all(c.candidates[0].finish_reason is None for c in chunks[:-1]
+               if c.candidates), chunks)
+    ok("gemini plain and stream + usage (cached)")
+
+
+def gemini_tools():
+    r = gm_raw("tools")
+    calls = [p.function_call for p in r.candidates[0].content.parts if p.function_call]
+    expect([(c.name, c.args) for c in calls]
+           == [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})], calls)
+    gm_stream_raw("tools")
+    for _, calls, _, last in gm_both("tools"):
+        expect([(c.name, c.args) for c in calls]
+               == [("get_weather", {"city": "Oslo"}), ("get_time", {"tz": "CET"})], calls)
+        expect(last.candidates[0].finish_reason == gtypes.FinishReason.STOP, last)
+    ok("gemini parallel function calls, plain and stream")
+
+
+def gemini_thinking():
+    gm_raw("think_tools")
+    gm_stream_raw("think_tools")
+    for _, calls, parts, last in gm_both("think_tools"):
+        thoughts = [p for p in parts if p.thought]
+        expect("".join(p.text for p in thoughts) == "Six times seven.", parts)
+        expect([(c.name, c.args) for c in calls] == [("calculator", {"expression": "6*7"})],
+               parts)
+        # The signature is bytes to the SDK: the served base64 decodes.
+        signed = [p for p in parts if p.thought_signature]
+        expect(signed and all(isinstance(p.thought_signature, bytes) for p in signed), parts)
+        expect(last.usage_metadata is None or last.usage_metadata.thoughts_token_count is None
+               or last.usage_metadata.thoughts_token_count >= 0, last)
+    ok("gemini thought parts and thought signatures, plain and stream")
+
+
+def gemini_finish_reasons():
+    for case, reason in (("length", gtypes.FinishReason.MAX_TOKENS),
+                         ("safety", gtypes.FinishReason.SAFETY)):
+        for r in [gm_raw(case)] + gm_stream_raw(case)[-1:]:
+            expect(r.candidates[0].finish_reason == reason, (case, r))
+    for r in [gm_raw("blocked")] + gm_stream_raw("blocked")[-1:]:
+        expect(not r.candidates, r)
+        expect(r.prompt_feedback.block_reason == gtypes.BlockedReason.SAFETY, r)
+    ok("gemini finish reasons: MAX_TOKENS, SAFETY, a blocked prompt")
+
+
+def gemini_errors():
+    try:
+        gm.models.generate_content(model=MODEL, contents="case:error")
+        raise AssertionError("no error raised")
+    except genai_errors.ClientError as e:
+        expect(e.code == 429 and e.status == "RESOURCE_EXHAUSTED", e)
+        expect(e.message == "slow down", e)
+    try:
+        gm.models.generate_content(model=MODEL, contents="case:unavailable")
+        raise AssertionError("no error raised")
+    except genai_errors.ServerError as e:
+        expect(e.code == 503 and e.status == "UNAVAILABLE", e)
+    try:
+        for _ in gm.models.generate_content_stream(model=MODEL, contents="case:midstream"):
+            pass
+        raise AssertionError("no mid-stream error raised")
+    except genai_errors.APIError as e:
+        expect("boom" in str(e), e)
+    ok("gemini errors: 429, 503, mid-stream")
+
+
+def gemini_caches():
+    cache = gm.caches.create(model=MODEL, config=gtypes.CreateCachedContentConfig(
+        display_name="sdk-check", system_instruction="You are terse.",
+        contents=[gtypes.Content(role="user", parts=[gtypes.Part(text="A long shared prefix.")])],
+        tools=[gtypes.Tool(function_declarations=[gtypes.FunctionDeclaration(
+            name="get_time", description="The time.",
+            parameters_json_schema={"type": "object", "properties": {}})])],
+        ttl="600s"))
+    expect(cache.name.startswith("cachedContents/"), cache)
+    expect(cache.model == "models/" + MODEL and cache.display_name == "sdk-check", cache)
+    expect(cache.expire_time is not None and cache.usage_metadata.total_token_count > 0, cache)
+    status, raw = post("/v1beta/" + cache.name, None, method="GET")
+    expect(status == 200, raw)
+    gtypes.CachedContent.model_validate_json(json.dumps(raw))
+    got = gm.caches.get(name=cache.name)
+    expect(got.name == cache.name and got.expire_time == cache.expire_time, got)
+    later = gm.caches.update(name=cache.name,
+                             config=gtypes.UpdateCachedContentConfig(ttl="7200s"))
+    expect(later.expire_time > cache.expire_time, (later, cache))
+    r = gm.models.generate_content(model=MODEL, contents="case:plain",
+                                   config=gtypes.GenerateContentConfig(cached_content=cache.name))
+    expect(r.usage_metadata.cached_content_token_count
+           == cache.usage_metadata.total_token_count, (r.usage_metadata, cache))
+    gm.caches.delete(name=cache.name)
+    try:
+        gm.models.generate_content(model=MODEL, contents="case:plain",
+                                   config=gtypes.GenerateContentConfig(cached_content=cache.name))
+        raise AssertionError("a deleted cache was used")
+    except genai_errors.ClientError as e:
+        expect(e.code == 403 and e.status == "PERMISSION_DENIED", e)
+        expect("CachedContent not found" in e.message, e)
+    try:
+        gm.caches.get(name=cache.name)
+        raise AssertionError("a deleted cache was found")
+    except genai_errors.ClientError as e:
+        expect(e.code in (403, 404), e)
+    ok("gemini cachedContents: create, get, update ttl, use (cached tokens), delete")
+
+
 def main():
     for check in (chat_plain, chat_stream, chat_tools, chat_errors,
-                  anthropic_plain, anthropic_streams, anthropic_errors, responses_all):
+                  anthropic_plain, anthropic_streams, anthropic_errors, responses_all,
+                  gemini_plain, gemini_tools, gemini_thinking, gemini_finish_reasons,
+                  gemini_errors, gemini_caches):
         check()
     print("all SDK checks passed", flush=True)
 

@@ -47,5 +47,5 @@ pub fn emit(list: &ListenerList, event: Event) {
 
 /// Wait until every listener handled every event emitted so far.
 pub fn flush(list: &ListenerList) {
-    list.flush();
+    list.flush_all();
 }

@@ -17,6 +17,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::sanitize::sanitize;
+use crate::spend::{Limit, Spend};
 
 /// A specialized `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -33,6 +34,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Transport`](ErrorKind::Transport) | the connection failed once made: reset, closed early; an MCP server's process or pipe failed ([`Error::Transport`]) | yes ([`Agent::retry_turn`](crate::Agent::retry_turn)) |
 /// | [`Timeout`](ErrorKind::Timeout) | a connect, read, idle or deadline bound expired ([`Error::Timeout`]) | yes |
 /// | [`Auth`](ErrorKind::Auth) | HTTP 401 or 403 ([`Error::Http`]) | no: fix the key |
+/// | [`CacheExpired`](ErrorKind::CacheExpired) | the Gemini context cache a request named expired or was deleted (Gemini's 403 `CachedContent not found`; the message names the cache) ([`Error::Http`]) | after creating it again ([`ChatTransport::create_cache`](crate::ChatTransport::create_cache)) |
 /// | [`RateLimit`](ErrorKind::RateLimit) | HTTP 429 ([`Error::Http`]) | later: the client already waited and retried |
 /// | [`ModelNotFound`](ErrorKind::ModelNotFound) | a 4xx whose message says the model does not exist (OpenAI's `model_not_found`, Ollama's `model "x" not found`) ([`Error::Http`]) | no: pick another model |
 /// | [`ImageUnsupported`](ErrorKind::ImageUnsupported) | a 4xx (or a 500, as llama-server sends it; not retried) whose message says the model takes no images (llama-server without a vision projector, OpenAI's `image_url is only supported by certain models`, vLLM's `not a multimodal model`) ([`Error::Http`]) | not as is: another model, or the question without its images |
@@ -43,6 +45,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Truncated`](ErrorKind::Truncated) | a stream ended before its end event ([`Error::Truncated`]) | yes |
 /// | [`Cancelled`](ErrorKind::Cancelled) | the [`Cancellable`](crate::Cancellable) fired ([`Error::Cancelled`]) | when the host wants to |
 /// | [`StepLimit`](ErrorKind::StepLimit) | the step budget ran out ([`Error::StepLimitExceeded`]) | with a larger budget |
+/// | [`Budget`](ErrorKind::Budget) | a spending limit was reached ([`Error::BudgetExceeded`]) | with a larger budget |
 /// | [`InvalidInput`](ErrorKind::InvalidInput) | an argument or setting was invalid ([`Error::InvalidInput`]) | no |
 /// | [`History`](ErrorKind::History) | a history did not parse or broke a rule ([`Error::History`]) | no |
 /// | [`InvalidAnswer`](ErrorKind::InvalidAnswer) | a typed answer stayed invalid ([`Error::InvalidAnswer`]) | perhaps: the model may answer otherwise |
@@ -160,6 +163,15 @@ pub enum Error {
         /// The budget that ran out.
         max: u32,
     },
+    /// A [`Budget`](crate::Budget) limit was reached under the `Raise`
+    /// policy (a request refused before it was sent, or a tool call not
+    /// run): which one, and what the run had spent.
+    BudgetExceeded {
+        /// The limit reached.
+        limit: Limit,
+        /// What the run had spent when it stopped.
+        spend: Box<Spend>,
+    },
     /// An argument or configuration was invalid: a blank user message, a zero
     /// step budget, duplicate tool names, an unknown persona tool,
     /// [`Agent::retry_turn`](crate::Agent::retry_turn) with nothing to retry,
@@ -261,6 +273,8 @@ pub enum ErrorKind {
     Timeout,
     /// The server refused the credentials (401, 403).
     Auth,
+    /// The Gemini context cache the request named expired or was deleted.
+    CacheExpired,
     /// The server asked to slow down (429).
     RateLimit,
     /// The server does not have the model asked for.
@@ -281,6 +295,8 @@ pub enum ErrorKind {
     Cancelled,
     /// The step budget ran out.
     StepLimit,
+    /// A [`Budget`](crate::Budget) limit was reached.
+    Budget,
     /// An argument or setting was invalid.
     InvalidInput,
     /// A history was invalid.
@@ -310,6 +326,10 @@ impl Error {
     ///     url: "http://127.0.0.1:8080/v1/chat/completions".into(),
     /// };
     /// assert_eq!(http(403, "forbidden").kind(), ErrorKind::Auth);
+    /// assert_eq!(
+    ///     http(403, "CachedContent not found (or permission denied)").kind(),
+    ///     ErrorKind::CacheExpired
+    /// );
     /// assert_eq!(http(429, "slow down").kind(), ErrorKind::RateLimit);
     /// assert_eq!(http(404, r#"model "qwen9" not found, try pulling it first"#).kind(), ErrorKind::ModelNotFound);
     /// assert_eq!(http(503, "loading model").kind(), ErrorKind::Server);
@@ -328,6 +348,7 @@ impl Error {
             Error::Truncated => ErrorKind::Truncated,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::StepLimitExceeded { .. } => ErrorKind::StepLimit,
+            Error::BudgetExceeded { .. } => ErrorKind::Budget,
             Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::History(_) => ErrorKind::History,
             Error::InvalidAnswer { .. } => ErrorKind::InvalidAnswer,
@@ -468,6 +489,11 @@ impl Error {
                 .debug_struct("StepLimitExceeded")
                 .field("max", max)
                 .finish(),
+            Error::BudgetExceeded { limit, spend } => f
+                .debug_struct("BudgetExceeded")
+                .field("limit", limit)
+                .field("spend", spend)
+                .finish(),
             Error::InvalidInput(m) => f.debug_tuple("InvalidInput").field(m).finish(),
             Error::History(m) => f.debug_tuple("History").field(m).finish(),
             Error::InvalidAnswer { problems, raw } => f
@@ -501,6 +527,7 @@ impl Error {
 /// because servers send both as a plain 400 or 404.
 fn http_kind(status: u16, message: &str) -> ErrorKind {
     match status {
+        _ if is_cache_gone(status, message) => ErrorKind::CacheExpired,
         401 | 403 => ErrorKind::Auth,
         429 => ErrorKind::RateLimit,
         _ if is_context_overflow(status, message) => ErrorKind::ContextOverflow,
@@ -509,6 +536,20 @@ fn http_kind(status: u16, message: &str) -> ErrorKind {
         500..=599 => ErrorKind::Server,
         _ => ErrorKind::Rejected,
     }
+}
+
+/// Whether a refusal says a Gemini context cache is gone: Gemini answers a
+/// request naming a cache that expired or was deleted with 403
+/// `PERMISSION_DENIED`, "CachedContent not found (or permission denied)"
+/// (404 on some paths). Before the 403 of a refused key.
+pub(crate) fn is_cache_gone(status: u16, message: &str) -> bool {
+    if !matches!(status, 403 | 404) {
+        return false;
+    }
+    let m = message.to_ascii_lowercase();
+    m.contains("cachedcontent not found")
+        || m.contains("cached content not found")
+        || (m.contains("cachedcontent") && m.contains("expired"))
 }
 
 /// See [`Error::is_context_overflow`] for the forms recognized.
@@ -634,6 +675,9 @@ impl fmt::Display for Error {
             Error::Truncated => f.write_str("stream truncated before the end of the answer"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
+            Error::BudgetExceeded { limit, spend } => {
+                write!(f, "budget exceeded: {limit} limit reached after {spend}")
+            }
             Error::InvalidInput(m) => write!(f, "invalid input: {}", sanitize(m)),
             Error::History(m) => write!(f, "invalid history: {}", sanitize(m)),
             Error::InvalidAnswer { problems, .. } => {
@@ -778,6 +822,13 @@ mod tests {
             ErrorKind::ModelNotFound
         );
         assert_eq!(http(401, "invalid api key").kind(), ErrorKind::Auth);
+        // Gemini's answer for a context cache that expired or was deleted is
+        // a 403, but no key was refused.
+        let gone = "CachedContent not found (or permission denied)";
+        assert_eq!(http(403, gone).kind(), ErrorKind::CacheExpired);
+        assert_eq!(http(404, gone).kind(), ErrorKind::CacheExpired);
+        assert_eq!(http(403, "API key not valid").kind(), ErrorKind::Auth);
+        assert_eq!(http(400, gone).kind(), ErrorKind::Rejected);
         assert_eq!(
             http(503, "maximum context length").kind(),
             ErrorKind::Server

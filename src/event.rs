@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChatTransport, FinishReason, Usage};
+use crate::spend::Limit;
+use crate::{ChatTransport, FinishReason, Spend, Usage};
 
 /// How older turns are removed by a
 /// [`Compaction`](crate::compaction::Compaction).
@@ -62,6 +63,9 @@ pub enum StopReason {
     Synthesized,
     /// The step budget ran out under the `Raise` policy.
     StepLimit,
+    /// A [`Budget`](crate::Budget) limit was reached under the `Raise`
+    /// policy ([`Error::BudgetExceeded`](crate::Error::BudgetExceeded) names it).
+    Budget,
     /// The run was cancelled.
     Cancelled,
     /// The run failed (HTTP, transport, protocol error).
@@ -81,6 +85,7 @@ impl StopReason {
             StopReason::Incomplete => "incomplete",
             StopReason::Synthesized => "synthesized",
             StopReason::StepLimit => "step_limit",
+            StopReason::Budget => "budget",
             StopReason::Cancelled => "cancelled",
             StopReason::Error => "error",
             StopReason::ApprovalPending => "approval_pending",
@@ -418,6 +423,27 @@ pub enum Event {
         /// How many events follow that replay the stored turn.
         replayed: usize,
     },
+    /// A [`Budget`](crate::Budget) limit was reached: a request was not
+    /// sent, or a tool call not run. The policy decides what follows
+    /// ([`Event::FallbackNotice`] and the synthesizer, or the run's end).
+    BudgetExceeded {
+        /// Emitting agent (a sub-agent when its request tripped it).
+        agent: Arc<str>,
+        /// The limit reached.
+        limit: Limit,
+        /// What the run had spent, its whole tree's.
+        spend: Spend,
+    },
+    /// What the run spent, just before its [`Event::Stopped`]: from the
+    /// agent the host called (not a sub-agent: the count is the whole
+    /// tree's), and only when it has a [`Budget`](crate::Budget) with a
+    /// limit or prices (as [`Outcome::spend`](crate::Outcome::spend)).
+    Spent {
+        /// Emitting agent.
+        agent: Arc<str>,
+        /// The run's spend, its money included with a price table.
+        spend: Spend,
+    },
     /// The run ended; the last event of every `run_loop`.
     Stopped {
         /// Emitting agent.
@@ -463,6 +489,8 @@ impl Event {
             | Event::Compacted { agent, .. }
             | Event::ModelFallback { agent, .. }
             | Event::Resumed { agent, .. }
+            | Event::BudgetExceeded { agent, .. }
+            | Event::Spent { agent, .. }
             | Event::Stopped { agent, .. } => agent,
         }
     }
@@ -493,6 +521,8 @@ impl Event {
             Event::Compacted { .. } => "compacted",
             Event::ModelFallback { .. } => "model_fallback",
             Event::Resumed { .. } => "resumed",
+            Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::Spent { .. } => "spent",
             Event::Stopped { .. } => "stopped",
         }
     }

@@ -23,6 +23,8 @@
 //! 14. [One agent, three APIs](#one-agent-three-apis)
 //!    - [Gemini](#gemini)
 //! 15. [Model settings](#model-settings)
+//! 16. [Context caching (Gemini)](#context-caching-gemini)
+//! 17. [Budgets](#budgets)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -1042,9 +1044,9 @@
 //! call's id goes back only when the server gave one). Calls written by
 //! another model or API go to Gemini without their ids and, on the first
 //! call of a turn, with the `skip_thought_signature_validator` signature
-//! Google documents for them. Not supported yet: explicit context caching
-//! beyond a `cachedContent` request field, the Files API, server tools
-//! (code execution, Search grounding), more than one candidate.
+//! Google documents for them. Explicit context caching has [its own
+//! chapter](#context-caching-gemini). Not supported yet: the Files API,
+//! server tools (code execution, Search grounding), more than one candidate.
 //!
 //! # Model settings
 //!
@@ -1125,3 +1127,124 @@
 //! assert_eq!(server.chat_requests().len(), 1);
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! # Context caching (Gemini)
+//!
+//! Gemini can hold a long shared prefix (a handbook, a code base, the
+//! system instruction and the tools) on the server, so each request names
+//! it instead of sending it again and pays less for the tokens read from
+//! it. It is optional and explicit: create the cache once with
+//! [`ChatTransport::create_cache`](crate::ChatTransport::create_cache)
+//! (a [`ContextCache`](crate::ContextCache): the system instruction, the
+//! first messages, the tools, a `ttl`), then name it on the transport with
+//! [`with_cached_content`](crate::ChatTransport::with_cached_content).
+//! Requests on that transport send `cachedContent` and neither the system
+//! prompt nor the tools (Gemini reads them from the cache, and refuses a
+//! request that repeats them), so create the cache with the agent's own.
+//! The tokens read from the cache come back as
+//! [`Usage::cached`](crate::Usage::cached).
+//!
+//! A cache belongs to one model and lives until its `ttl` runs out
+//! ([`update_cache_ttl`](crate::ChatTransport::update_cache_ttl) moves
+//! that) or it is deleted
+//! ([`delete_cache`](crate::ChatTransport::delete_cache)); the server
+//! bills what it holds meanwhile. A turn naming a cache that is gone
+//! fails with [`ErrorKind::CacheExpired`](crate::ErrorKind::CacheExpired),
+//! its message naming the cache: create it again and go on (the history is
+//! intact).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::{Agent, Api, ContextCache, ErrorKind, Message, Tool};
+//!
+//! let server = FakeServer::start();
+//! # // The scripted server plays Gemini here: with a real key,
+//! # // `ChatTransport::new("gemini-2.5-flash").with_api(Api::Gemini)`.
+//! let transport = server.transport().with_api(Api::Gemini);
+//! let system = "Answer from the handbook.";
+//! let clock: Arc<dyn Tool> = Arc::new(FnTool::new("clock", "The time.", Parameters::empty(), |_, _| {
+//!     Ok("noon".to_string())
+//! }));
+//!
+//! let cache = transport.create_cache(
+//!     &ContextCache::new(Duration::from_secs(3600))
+//!         .with_system(system)
+//!         .with_tool(clock.clone())
+//!         .with_message(Message::user("The handbook: lunch is at noon. ...")),
+//! )?;
+//! let cached = transport.clone().with_cached_content(Some(cache.name()));
+//! let mut agent = Agent::builder(cached)
+//!     .system_prompt(system)
+//!     .add_tool(clock)
+//!     .build()?;
+//! # server.push(Reply::text("At noon."));
+//! let out = agent.run_loop("When is lunch?")?;
+//! assert_eq!(out.usage.cached, cache.token_count());
+//! let body = server.chat_requests()[0].body.clone().unwrap();
+//! assert_eq!(body["cachedContent"], cache.name());
+//! assert!(body.get("systemInstruction").is_none() && body.get("tools").is_none());
+//!
+//! // Once it is gone, a turn says so.
+//! transport.delete_cache(cache.name())?;
+//! let err = agent.run_loop("And dinner?").unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::CacheExpired);
+//! assert!(err.to_string().contains(cache.name()));
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! # Budgets
+//!
+//! A [`StepLimit`](crate::StepLimit) caps one agent's tool calls; a
+//! [`Budget`](crate::Budget) caps what a whole run may spend: requests,
+//! input, output and total tokens, tool calls, wall time, and money from a
+//! [`PriceTable`](crate::budget::PriceTable) you supply. Sub-agents, the
+//! synthesizer and the compactor count into their parent's run and are
+//! stopped by it. A request whose input alone would pass a limit is never
+//! sent; a tripped limit ends the run as the step limit does (an error, or
+//! a synthesized answer under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)),
+//! and every outcome says what the run spent
+//! ([`Outcome::spend`](crate::Outcome::spend)), its cost exact to the
+//! picodollar.
+//!
+//! ```
+//! use pikuri::budget::{Cost, Limit, Price, PriceTable};
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::{Agent, Budget, Error, builtin};
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! server.push(Reply::text("42").with_usage(1_100, 5));
+//! let prices = PriceTable::new().with("fake-model", Price::per_million_usd(2.5, 10.0));
+//! let budget = Budget::new().prices(prices).max_cost(Cost::from_usd(0.01));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.clone())
+//!     .build()?;
+//! let spend = agent.run_loop("6*7?")?.spend;
+//! assert_eq!((spend.requests, spend.tool_calls, spend.total_tokens()), (2, 1, 2_125));
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(5_250 + 250))); // 2100 in, 25 out
+//! assert_eq!(spend.cost.unwrap().to_string(), "$0.0055");
+//!
+//! // A tighter budget: the second request would pass $0.005 on its input
+//! // alone, so it is not sent.
+//! server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})).with_usage(1_000, 20));
+//! let mut agent = Agent::builder(server.transport())
+//!     .add_tool(builtin::calculator())
+//!     .budget(budget.max_cost(Cost::from_usd(0.005)))
+//!     .build()?;
+//! let err = agent.run_loop("6*7?").unwrap_err();
+//! let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+//! assert_eq!(*limit, Limit::Cost);
+//! assert_eq!(spend.cost, Some(Cost::from_micro_usd(2_700)));
+//! assert_eq!(server.chat_requests().len(), 3);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! A budget is per run: the next `run_loop` starts from nothing (a run
+//! resumed from its journal goes on from what it had spent). For a limit
+//! over an agent's lifetime, sum the outcomes' spend in the host. The
+//! chat example takes `--max-tokens`, `--max-cost` and `--price`.

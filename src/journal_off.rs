@@ -62,7 +62,12 @@ impl Journal {
         match *self {}
     }
 
-    pub(crate) fn response(&self, _message: &Message, _finish: FinishReason) -> Result<()> {
+    pub(crate) fn response(
+        &self,
+        _message: &Message,
+        _finish: FinishReason,
+        _spent: Option<crate::Spend>,
+    ) -> Result<()> {
         match *self {}
     }
 }

@@ -120,6 +120,12 @@
 //! parent's `Cancellable` (one cancel stops the tree) and `Approver`, and has
 //! no `Interloper`.
 //!
+//! A [`Budget`] is no signal but a configuration; its count is reset at the
+//! turn start (not in a child, which counts into its parent's run), checked
+//! before each request (after compaction), added to after each response,
+//! and checked before each tool call between `tick()` and `check()`; see
+//! [`Budget`](Budget#when-it-is-checked).
+//!
 //! # Errors
 //!
 //! One error type, [`Error`], for what aborts a run: HTTP statuses (with the
@@ -479,6 +485,7 @@ mod message;
 mod net;
 mod protocol;
 mod sanitize;
+mod spend;
 mod util;
 #[cfg(feature = "web")]
 mod web;
@@ -523,7 +530,7 @@ mod test_util;
 pub mod __bench;
 
 pub use crate::agent::{
-    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+    Agent, Budget, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
@@ -532,12 +539,27 @@ pub use crate::listener::Listener;
 pub use crate::message::{
     Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
 };
+#[cfg(feature = "gemini")]
+pub use crate::protocol::{CachedContent, ContextCache};
 pub use crate::protocol::{ChatTransport, HttpConfig, ModelSettings, ReasoningEffort, ToolChoice};
+pub use crate::spend::Spend;
 pub use crate::tool::base::{Tool, ToolError};
 pub use crate::tool::context::ToolContext;
 
 // Namespaces that only re-export: the types live in the private `agent`
 // module (and `event`, `listener`), and are named here once.
+
+pub mod budget {
+    //! Spending limits: a [`Budget`](crate::Budget) on requests, tokens,
+    //! tool calls, wall time and money, the [`PriceTable`] its cost comes
+    //! from, and the values a budget stop reports.
+    //!
+    //! The rules are documented on [`Budget`](crate::Budget); what a run
+    //! spent is its [`Spend`](crate::Spend) ([`Outcome::spend`](crate::Outcome::spend)).
+
+    pub use crate::agent::{Price, PriceTable};
+    pub use crate::spend::{Cost, Limit};
+}
 
 pub mod compaction {
     //! Keeping a conversation inside the context window: [`Compaction`]

@@ -923,6 +923,9 @@ enum Hand {
 /// channel that takes every text it is sent and acknowledges a flush, the
 /// plainest form of a listener on a thread of its own.
 pub(crate) struct Handoff {
+    /// Whether `flush` waits for the consumer (the default); without, the
+    /// "no wait" floor of a listener that hands off (issue 42).
+    waits: bool,
     tx: Option<crossbeam_channel::Sender<Hand>>,
     ack: crossbeam_channel::Receiver<()>,
     thread: Option<std::thread::JoinHandle<usize>>,
@@ -943,6 +946,7 @@ impl Handoff {
             bytes
         });
         Handoff {
+            waits: true,
             tx: Some(tx),
             ack,
             thread: Some(thread),
@@ -962,8 +966,19 @@ impl Handoff {
         self.send(Hand::Text(t.to_owned()));
     }
 
-    /// Wait until the consumer has taken everything sent so far.
+    /// The consumer of [`Handoff::new`], whose `flush` does not wait.
+    pub(crate) fn without_wait() -> Handoff {
+        let mut h = Handoff::new();
+        h.waits = false;
+        h
+    }
+
+    /// Wait until the consumer has taken everything sent so far (nothing,
+    /// without wait).
     pub(crate) fn flush(&self) {
+        if !self.waits {
+            return;
+        }
         self.send(Hand::Flush);
         self.ack.recv().expect("consumer acknowledges");
     }

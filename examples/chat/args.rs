@@ -50,6 +50,16 @@ Options:
       --max-steps N         tool calls allowed per turn [default: 20]
       --on-exhausted WHAT   when those run out: raise (stop with an error) or
                             synthesize (answer from what was found) [default: synthesize]
+      --max-tokens N        tokens (input and output, sub-agents' included)
+                            allowed per turn; a request whose input alone
+                            would pass it is not sent
+      --max-cost USD        money allowed per turn, e.g. 0.05; needs the
+                            model's price (--price), built in for the demo
+                            model only ($1 in, $2 out per million tokens)
+      --price IN,OUT        the model's price in USD per million input and
+                            output tokens, e.g. 2.5,10; the cost of each turn
+                            is then counted (what tripped a limit is printed;
+                            --on-exhausted says what follows)
       --context-window N    context window in tokens [default: ask the server]
       --no-compact          do not summarize older turns when the context window
                             fills up (on by default: at 80% of the window, the
@@ -166,6 +176,12 @@ pub(crate) struct Options {
     pub(crate) stream: bool,
     pub(crate) max_steps: u32,
     pub(crate) on_exhausted: OnExhausted,
+    /// `--max-tokens`: total tokens per turn.
+    pub(crate) max_tokens: Option<u64>,
+    /// `--max-cost`: dollars per turn.
+    pub(crate) max_cost: Option<f64>,
+    /// `--price`: dollars per million input and output tokens.
+    pub(crate) price: Option<(f64, f64)>,
     pub(crate) context_window: Option<u64>,
     pub(crate) events: Option<PathBuf>,
     pub(crate) session: Option<PathBuf>,
@@ -202,6 +218,9 @@ impl Options {
             stream: true,
             max_steps: 20,
             on_exhausted: OnExhausted::Synthesize,
+            max_tokens: None,
+            max_cost: None,
+            price: None,
             context_window: None,
             events: None,
             session: None,
@@ -247,6 +266,9 @@ impl Options {
                 "--max-steps" => o.max_steps = positive(&flag, &value()?)?,
                 "--on-exhausted" => o.on_exhausted = policy(&value()?)?,
                 "--context-window" => o.context_window = Some(positive(&flag, &value()?)?),
+                "--max-tokens" => o.max_tokens = Some(positive(&flag, &value()?)?),
+                "--max-cost" => o.max_cost = Some(dollars(&flag, &value()?)?),
+                "--price" => o.price = Some(price(&flag, &value()?)?),
                 "--events" => o.events = Some(PathBuf::from(non_blank(&flag, value()?)?)),
                 "--session" => o.session = Some(session(&value()?)?),
                 "--tools" => o.tools = tool_list(&value()?)?,
@@ -444,6 +466,30 @@ fn positive<N: std::str::FromStr + PartialOrd + Default>(
         Ok(n) if n > N::default() => Ok(n),
         _ => Err(usage(format!(
             "{flag} needs a positive whole number, got `{text}`"
+        ))),
+    }
+}
+
+/// A positive amount of dollars (`0.05`).
+fn dollars(flag: &str, text: &str) -> Result<f64, Failure> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(usage(format!(
+            "{flag} needs a positive amount of dollars, got `{text}`"
+        ))),
+    }
+}
+
+/// `IN,OUT`: dollars per million input and output tokens.
+fn price(flag: &str, text: &str) -> Result<(f64, f64), Failure> {
+    let parse = |t: &str| match t.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Some(n),
+        _ => None,
+    };
+    match text.split_once(',').map(|(i, o)| (parse(i), parse(o))) {
+        Some((Some(i), Some(o))) => Ok((i, o)),
+        _ => Err(usage(format!(
+            "{flag} needs IN,OUT dollars per million tokens, got `{text}`"
         ))),
     }
 }

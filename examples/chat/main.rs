@@ -83,14 +83,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use pikuri::budget::{Cost, Price, PriceTable};
 use pikuri::builtin;
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore};
 use pikuri::listeners::{JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{
-    Agent, Api, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper, Message,
-    Role, StepLimit, StopReason, Tool,
+    Agent, Api, Budget, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper,
+    Message, Role, StepLimit, StopReason, Tool,
 };
 
 use crate::args::{HELP, Options};
@@ -105,7 +106,8 @@ use crate::repl::Repl;
 enum Failure {
     /// A bad option or value (exit 2).
     Usage(String),
-    /// The step budget ran out under `--on-exhausted raise` (exit 3).
+    /// The step budget, `--max-tokens` or `--max-cost` ran out under
+    /// `--on-exhausted raise` (exit 3).
     StepLimit(String),
     /// Ctrl+C (exit 130).
     Cancelled,
@@ -136,7 +138,7 @@ impl From<pikuri::Error> for Failure {
     fn from(e: pikuri::Error) -> Failure {
         if e.is_cancelled() {
             Failure::Cancelled
-        } else if e.is_step_limit() {
+        } else if e.is_step_limit() || e.kind() == ErrorKind::Budget {
             Failure::StepLimit(e.to_string())
         } else {
             Failure::Other(e.to_string())
@@ -289,6 +291,30 @@ impl Backend {
 // ---------------------------------------------------------------------------
 // The agent
 
+/// The demo model's made-up price, dollars per million input and output
+/// tokens (so `--max-cost` works without a real model).
+const DEMO_PRICE: (f64, f64) = (1.0, 2.0);
+
+/// The per-turn budget of `--max-tokens`, `--max-cost` and `--price`; a
+/// limit trips as `--on-exhausted` says.
+fn budget(opts: &Options, model: Option<&str>) -> Budget {
+    let mut budget = Budget::new().on_exhausted(opts.on_exhausted);
+    let limited = opts.max_tokens.is_some() || opts.max_cost.is_some();
+    let demo = opts.base_url.is_none() && limited;
+    let price = opts.price.or_else(|| demo.then_some(DEMO_PRICE));
+    if let (Some((input, output)), Some(model)) = (price, model) {
+        let table = PriceTable::new().with(model, Price::per_million_usd(input, output));
+        budget = budget.prices(table);
+    }
+    if let Some(n) = opts.max_tokens {
+        budget = budget.max_total_tokens(n);
+    }
+    if let Some(usd) = opts.max_cost {
+        budget = budget.max_cost(Cost::from_usd(usd));
+    }
+    budget
+}
+
 /// The agent's configuration, common to both modes.
 fn configure(
     opts: &Options,
@@ -317,7 +343,9 @@ fn configure(
     // set: every turn goes to that collector as OpenTelemetry spans.
     #[cfg(feature = "otel")]
     let exporter = pikuri::otel::OtlpExporter::from_env().map(|e| e.with_transport(&transport));
+    let budget = budget(opts, transport.model());
     let mut cfg = Agent::builder(transport)
+        .budget(budget)
         .fallback(fallbacks)
         .system_prompt(opts.system.clone())
         .step_limit(limit)

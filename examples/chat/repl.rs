@@ -238,7 +238,7 @@ impl Repl {
         }
         let cancelled = matches!(result, Err(e) if e.is_cancelled());
         match result {
-            Err(e) if e.is_step_limit() => {
+            Err(e) if e.is_step_limit() || e.kind() == pikuri::ErrorKind::Budget => {
                 eprintln!("error: {e}; say \"continue\" to let the agent go on");
             }
             // The terminal listener already printed "cancelled".

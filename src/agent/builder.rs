@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use parking_lot::Mutex;
 
+use super::budget::{Budget, Meter};
 use super::compact::Compaction;
 use super::extension::ExtensionContext;
 use super::shared::{CloseHandler, LoopOptions, Tally, TraceSource, run_close_handlers};
@@ -80,6 +81,9 @@ pub struct Configurator {
     pub(super) errors: Vec<String>,
     pub(super) approver: Option<Arc<dyn Approver>>,
     pub(super) parent_tally: Option<Arc<Mutex<Tally>>>,
+    pub(super) budget: Budget,
+    /// A child's: its parent's meter.
+    pub(super) meter: Option<Arc<Meter>>,
     pub(super) compaction: Option<Compaction>,
     pub(super) tool_result_limit: ToolResultLimit,
     pub(super) fallbacks: Vec<ChatTransport>,
@@ -109,6 +113,8 @@ impl Configurator {
             errors: Vec::new(),
             approver: None,
             parent_tally: None,
+            budget: Budget::default(),
+            meter: None,
             compaction: None,
             tool_result_limit: ToolResultLimit::default(),
             fallbacks: Vec::new(),
@@ -126,6 +132,16 @@ impl Configurator {
     /// The step budget (none by default: the agent may loop indefinitely).
     pub fn step_limit(mut self, limit: StepLimit) -> Configurator {
         self.step_limit = Some(limit);
+        self
+    }
+
+    /// The spending limits of each run (none by default: a run counts its
+    /// [`Spend`](crate::Spend) and never stops for it); see [`Budget`].
+    pub fn budget(mut self, budget: Budget) -> Configurator {
+        if let Some(problem) = budget.misconfigured(self.transport.model()) {
+            self.errors.push(problem);
+        }
+        self.budget = budget;
         self
     }
 

@@ -12,6 +12,7 @@
 //! | [`Cancellable`](crate::Cancellable) | the same instance, never reset by the child: one cancel stops the whole tree |
 //! | [`Approver`](crate::approval::Approver) | the same instance: the child's tool calls are reviewed like the parent's (a deferral denies: a child cannot pause) |
 //! | usage accounting | its own per run; at the end of each run the child adds its tally (tokens, requests) to the parent's running turn |
+//! | [`Budget`](crate::Budget) | the parent's count, live: the child's requests and tool calls count into the parent's run and are stopped by its limits |
 //! | listeners | derived for the child's id ([`Listener::for_sub_agent`](crate::Listener::for_sub_agent)) |
 //! | loop options (streaming, think tags, reasoning replay, tool-call recovery, wind-down, parallel tools, [`TrifectaPolicy`](crate::tool::TrifectaPolicy)) | as the parent; the trifecta check runs on the child's own tools; its nesting says it is a sub-agent (it announces its own cancel) or a helper (it leaves that to the parent) |
 //! | model settings, raw request fields | as the parent (a request without tools leaves the tool-steering ones out: servers reject them there) |
@@ -26,7 +27,7 @@ use super::Agent;
 use super::builder::Configurator;
 use super::shared::{Nesting, Shared};
 use crate::journal::Record;
-use crate::{Event, FinishReason, Message, OnExhausted, Result, StepLimit, Tool};
+use crate::{Error, Event, FinishReason, Message, OnExhausted, Result, StepLimit, Tool};
 
 /// What differs between children: everything else is inherited by the table
 /// in the module doc.
@@ -70,6 +71,7 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     cfg.cancellable.clone_from(&parent.cancellable);
     cfg.approver.clone_from(&parent.approver);
     cfg.parent_tally = Some(Arc::clone(&parent.tally));
+    cfg.meter = Some(Arc::clone(&parent.meter));
     cfg.options = parent.options.clone();
     // A child must not reset the shared Cancellable at its turn start: that
     // would swallow a cancel that raced with the spawn.
@@ -111,13 +113,20 @@ impl Agent {
     /// The step-exhaustion rescue: a tools-free child answers from the
     /// evidence; its answer, when it wrote one, is appended and becomes the
     /// turn's answer.
-    pub(super) fn synthesize(&mut self, question: &str, max: u32) -> Result<FinishReason> {
+    pub(super) fn synthesize(&mut self, question: &str, err: &Error) -> Result<FinishReason> {
+        let (max, spent) = match err {
+            Error::StepLimitExceeded { max } => (*max, format!("step budget of {max} tool calls")),
+            // The synthesizer's one request past the limit (`Budget`).
+            Error::BudgetExceeded { limit, .. } => {
+                self.shared.meter.grant_one();
+                (0, format!("budget ({limit} limit)"))
+            }
+            _ => (0, "budget".to_string()),
+        };
         // A resume after a crash from here writes the answer again, not
         // a new round with a fresh budget.
         self.journal(&Record::Synthesizing { max })?;
-        let reason = format!(
-            "step budget of {max} tool calls exhausted; answering from the evidence gathered"
-        );
+        let reason = format!("{spent} exhausted; answering from the evidence gathered");
         self.emit(Event::FallbackNotice {
             agent: self.agent_id(),
             reason,

@@ -339,7 +339,7 @@ impl Compactor {
 
     /// The tokens the next request would carry (see
     /// [The estimate](Compaction#the-estimate)).
-    fn estimate(&self, c: &Conversation<'_>) -> u64 {
+    pub(crate) fn estimate(&self, c: &Conversation<'_>) -> u64 {
         self.estimate_of(c, &c.messages[..])
     }
 

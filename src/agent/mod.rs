@@ -9,12 +9,14 @@
 //! (`scripts/check-cycles.py --graph agent`).
 
 mod approval;
+mod budget;
 mod builder;
 mod child;
 mod compact;
 mod extension;
 mod fallback;
 mod history;
+mod metering;
 mod outcome;
 mod recover;
 mod registry;
@@ -27,6 +29,7 @@ mod tool_limit;
 mod trifecta;
 mod turn;
 
+pub use budget::{Budget, Price, PriceTable};
 pub use builder::{Configurator, Extension};
 pub use compact::Compaction;
 pub use extension::ExtensionContext;
@@ -288,6 +291,10 @@ impl Configurator {
             approver: cfg.approver.take(),
             tally: Arc::new(Mutex::new(Tally::default())),
             parent_tally: cfg.parent_tally.take(),
+            meter: cfg
+                .meter
+                .take()
+                .unwrap_or_else(|| Arc::new(budget::Meter::new(cfg.budget.clone()))),
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
@@ -692,6 +699,15 @@ impl Agent {
         self.shared.listeners.flush();
     }
 
+    /// Wait until every listener, [`HandOff`](crate::listeners::Delivery::HandOff)
+    /// ones too, handled every event emitted so far and ran its
+    /// [`flush`](crate::Listener::flush). A turn waits only for the
+    /// [`Barrier`](crate::listeners::Delivery::Barrier) ones; see
+    /// [`Delivery`](crate::listeners::Delivery) for an example.
+    pub fn flush_listeners(&self) {
+        self.shared.listeners.flush_all();
+    }
+
     /// Release the agent: run the on-close handlers (last registered first;
     /// a panicking one is logged at `warn` and the rest still run), then stop
     /// and join the listener threads. Idempotent; `Drop` calls it.
@@ -730,7 +746,7 @@ impl Agent {
     /// Journal a completed response (the next step).
     fn journal_response(&self, message: &Message, finish: FinishReason) -> Result<()> {
         match self.shared.journal.get() {
-            Some(j) => j.response(message, finish),
+            Some(j) => j.response(message, finish, self.budget_record()),
             None => Ok(()),
         }
     }

@@ -1,7 +1,7 @@
 //! What a run reports: [`Outcome`].
 
 use crate::approval::PendingApproval;
-use crate::{FinishReason, StopReason, Usage};
+use crate::{FinishReason, Spend, StopReason, Usage};
 
 /// What a finished [`run_loop`](crate::Agent::run_loop) (or
 /// [`resume`](crate::Agent::resume)) reports.
@@ -64,6 +64,12 @@ pub struct Outcome {
     /// How many requests were answered in the run, sub-agents' and the
     /// synthesizer's included.
     pub requests: u32,
+    /// What the run spent, in tokens, tool calls (sub-agents' included),
+    /// time and, with a [`PriceTable`](crate::budget::PriceTable), money:
+    /// this run's, a per-turn figure (see [`Budget`](crate::Budget#what-counts)).
+    /// A sub-agent's outcome shows the count of the whole run so far.
+    /// Boxed, so an `Outcome` stays small to move.
+    pub spend: Box<Spend>,
     /// With [`StopReason::ApprovalPending`], the calls awaiting the host's
     /// decision ([`Agent::pending_approvals`](crate::Agent::pending_approvals)); empty otherwise.
     pub pending_approvals: Vec<PendingApproval>,

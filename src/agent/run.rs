@@ -38,6 +38,7 @@ impl Agent {
     /// | [`Error::Http`], [`Error::Connect`], [`Error::Transport`], [`Error::Timeout`], [`Error::Protocol`], [`Error::Truncated`] | the user message, then every round completed before the failure (assistant messages, tool results, system injections); nothing of the failed request | [`retry_turn`](Agent::retry_turn): the same question, sent once |
     /// | [`Error::Cancelled`] (after [`Event::Cancelled`]) | as above, plus a "cancelled" observation for each call not run, then what the [`Interloper`](crate::Interloper) held when a cancel stopped a tool batch; the text of an answer the cancel cut short is not kept (it is in the event's `partial_answer`) | a new `run_loop`, or `retry_turn` to resume |
     /// | [`Error::StepLimitExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise)) | as above, plus a "not run" observation for each call over budget, then what the `Interloper` held | `run_loop("continue")` or `retry_turn`: either gets a fresh budget |
+    /// | [`Error::BudgetExceeded`] (under [`OnExhausted::Raise`](crate::OnExhausted::Raise), after [`Event::BudgetExceeded`]) | as for the step limit (a "not run" observation for each call the budget stopped); nothing of the request refused before it was sent | `run_loop` or `retry_turn`: either gets a fresh budget |
     /// | any of these from the synthesizer (under [`OnExhausted::Synthesize`](crate::OnExhausted::Synthesize)) | as for the step limit: the synthesizer's own exchange is not part of it | `retry_turn` |
     ///
     /// [`retry_turn`](Agent::retry_turn), [`resume`](Agent::resume),
@@ -383,6 +384,7 @@ impl Agent {
             ));
         };
         self.begin_run();
+        self.budget_resume(cut.spent);
         self.replay_cut(&cut);
         let question = self.last_user_message();
         let mut run = Run::default();

@@ -112,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) tally: Arc<Mutex<Tally>>,
     /// A child's run adds its tally here: the parent's.
     pub(crate) parent_tally: Option<Arc<Mutex<Tally>>>,
+    /// The run's spend and its budget: a child shares its parent's.
+    pub(crate) meter: Arc<super::budget::Meter>,
     /// The run journal, opened at the end of `build` (its fingerprint
     /// needs the tools extensions bind); never inherited by children.
     pub(crate) journal: std::sync::OnceLock<Journal>,

@@ -39,8 +39,8 @@ use super::shared::Nesting;
 use crate::journal::{HistoryCause, Record};
 use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, is_sendable};
 use crate::{
-    ChatTransport, Error, Event, FinishReason, Image, Message, OnExhausted, Result, Role,
-    StopReason, Tool, ToolCall,
+    ChatTransport, Error, Event, FinishReason, Image, Message, Result, Role, StopReason, Tool,
+    ToolCall,
 };
 
 /// Observation for calls left unanswered when the budget ran out.
@@ -148,6 +148,7 @@ impl Agent {
             c.reset();
         }
         self.shared.tally.lock().clear();
+        self.budget_begin();
     }
 
     /// Boundaries 2 to 6, round after round, until the model answers
@@ -198,7 +199,7 @@ impl Agent {
         self.messages
             .extend(pending.into_iter().map(Message::system));
         self.compacting(Compactor::before_request)?;
-        Ok(())
+        self.budget_before_request()
     }
 
     /// Boundary 3, the request: on a failure worth another server, the
@@ -323,6 +324,7 @@ impl Agent {
             // request does not count as completed.
             if let Some(u) = partial_usage {
                 self.shared.tally.lock().usage += u;
+                self.budget_count(Some(u), false);
             }
             // The text the listeners saw before a cancel is not kept in the
             // history (a cancel leaves no partial state there); the
@@ -362,6 +364,7 @@ impl Agent {
     /// too, which its observation says).
     fn answer(&mut self, completion: Completion) -> (Message, FinishReason) {
         self.shared.tally.lock().count(completion.usage);
+        self.budget_count(completion.usage, true);
         let mut finish = completion.finish();
         let Completion {
             mut message,
@@ -501,6 +504,7 @@ impl Agent {
         if let Some(s) = &self.shared.step_limit {
             s.tick()?;
         }
+        self.budget_tool_call()?;
         if let Some(c) = &self.shared.cancellable {
             c.check()?;
         }
@@ -522,6 +526,8 @@ impl Agent {
     ) {
         let note = if err.is_cancelled() {
             NOT_RUN_CANCELLED
+        } else if err.kind() == crate::ErrorKind::Budget {
+            "Error: not run: budget exhausted"
         } else {
             NOT_RUN_BUDGET
         };
@@ -679,16 +685,9 @@ impl Agent {
             Ok(End::Pending) => Ok((StopReason::ApprovalPending, FinishReason::ToolCalls)),
             // The budget is spent but the host asked for an answer anyway:
             // a tools-free child writes it from the evidence.
-            Err(Error::StepLimitExceeded { max })
-                if self
-                    .shared
-                    .step_limit
-                    .as_ref()
-                    .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize) =>
-            {
-                self.synthesize(question, max)
-                    .map(|finish| ended(finish, StopReason::Synthesized))
-            }
+            Err(e) if self.synthesizes(&e) => self
+                .synthesize(question, &e)
+                .map(|finish| ended(finish, StopReason::Synthesized)),
             Err(e) => Err(e),
         };
         // A run that could not keep its journal fails, even when the model
@@ -715,11 +714,13 @@ impl Agent {
                 StopReason::Cancelled
             }
             Err(Error::StepLimitExceeded { .. }) => StopReason::StepLimit,
+            Err(Error::BudgetExceeded { .. }) => StopReason::Budget,
             Err(_) => StopReason::Error,
         };
         self.last_stop = Some(reason);
         let tally = self.shared.settle_tally();
         self.total_usage += tally.usage;
+        let spend = self.budget_end();
         self.emit(Event::Stopped {
             agent: self.agent_id(),
             reason,
@@ -734,6 +735,7 @@ impl Agent {
             steps,
             usage: tally.usage,
             requests: tally.requests,
+            spend: Box::new(spend),
             pending_approvals: if stop_reason == StopReason::ApprovalPending {
                 self.pending_approvals()
             } else {

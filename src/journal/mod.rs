@@ -153,7 +153,7 @@ pub use file::FileStore;
 pub(crate) use record::{Cut, Fingerprint, Record, Replayed, fnv1a, replay};
 pub(crate) use vocab::HistoryCause;
 
-use crate::{Error, FinishReason, Message, Result};
+use crate::{Error, FinishReason, Message, Result, Spend};
 
 /// When a [`FileStore`] makes a record durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -416,12 +416,18 @@ impl Journal {
         Arc::from(format!("{}/{}/{call_id}", self.run, self.step()))
     }
 
-    pub(crate) fn response(&self, message: &Message, finish: FinishReason) -> Result<()> {
+    pub(crate) fn response(
+        &self,
+        message: &Message,
+        finish: FinishReason,
+        spent: Option<Spend>,
+    ) -> Result<()> {
         self.append(&Record::Response {
             step: self.next_step(),
             message: Cow::Borrowed(message),
             finish: Some(vocab::Finish::from_public(finish)),
             truncated: false,
+            spent,
         })
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::vocab::{Decided, Ended, Finish, HistoryCause};
 use crate::approval::Decision;
-use crate::{Error, FinishReason, Image, Message, Result, Role, StopReason};
+use crate::{Error, FinishReason, Image, Message, Result, Role, Spend, StopReason};
 
 /// The format version this crate writes. A reader reads every version up
 /// to its own (versions only ever add record types and optional fields;
@@ -50,6 +50,11 @@ pub(crate) enum Record<'a> {
         /// limit, before `finish` said so.
         #[serde(default, skip_serializing)]
         truncated: bool,
+        /// What the run had spent with this response counted, when the
+        /// agent has a [`Budget`](crate::Budget) (a resumed run goes on
+        /// from it); an optional field, as version 1 allows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<Spend>,
     },
     /// A tool call is about to run (approved, validated).
     ToolStart { step: u64, call_id: Cow<'a, str> },
@@ -205,6 +210,8 @@ pub(crate) struct Cut {
     /// The run was cut off while the synthesizer wrote the answer (the
     /// budget it exhausted).
     pub(crate) synthesizing: Option<u32>,
+    /// What the run had spent at its last journaled response.
+    pub(crate) spent: Option<Spend>,
 }
 
 impl Cut {
@@ -233,6 +240,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
     let mut started: Vec<String> = Vec::new();
     let mut finish = FinishReason::Complete;
     let mut synthesizing = None;
+    let mut spent = None;
     let mut ended = true;
     for (i, json) in records.iter().enumerate() {
         let record: Record<'_> = serde_json::from_str(json).map_err(|e| {
@@ -314,6 +322,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 message,
                 finish: stored,
                 truncated,
+                spent: stored_spent,
             } => {
                 closed("a response")?;
                 if step != out.step + 1 {
@@ -336,6 +345,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                     .unwrap_or_else(|| Finish::legacy(truncated, !message.tool_calls.is_empty()))
                     .public();
                 out.messages.push(message);
+                spent = stored_spent.or(spent);
                 ended = false;
             }
             Record::ToolStart { step, call_id } => {
@@ -390,6 +400,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             Record::TurnEnd { .. } => {
                 // A turn paused for approval ends with its calls open.
                 ended = true;
+                spent = None;
             }
         }
     }
@@ -398,6 +409,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             started,
             finish,
             synthesizing,
+            spent,
         });
     }
     Ok(out)

@@ -99,6 +99,7 @@ vocabulary! {
         Synthesized = "synthesized",
         ApprovalPending = "approval_pending",
         StepLimit = "step_limit",
+        Budget = "budget",
         Cancelled = "cancelled",
         Error = "error",
     }
@@ -155,6 +156,7 @@ impl Ended {
             Ok((reason, _)) => (Ended::from_stop(*reason), None),
             Err(Error::Cancelled) => (Ended::Cancelled, None),
             Err(Error::StepLimitExceeded { .. }) => (Ended::StepLimit, None),
+            Err(Error::BudgetExceeded { .. }) => (Ended::Budget, None),
             Err(e) => (Ended::Error, Some(e.to_string())),
         }
     }
@@ -167,6 +169,7 @@ impl Ended {
             StopReason::Synthesized => Ended::Synthesized,
             StopReason::ApprovalPending => Ended::ApprovalPending,
             StopReason::StepLimit => Ended::StepLimit,
+            StopReason::Budget => Ended::Budget,
             StopReason::Cancelled => Ended::Cancelled,
             StopReason::Error => Ended::Error,
         }
@@ -184,6 +187,7 @@ impl Ended {
             Ended::Synthesized => StopReason::Synthesized,
             Ended::ApprovalPending => StopReason::ApprovalPending,
             Ended::StepLimit => StopReason::StepLimit,
+            Ended::Budget => StopReason::Budget,
             Ended::Cancelled => StopReason::Cancelled,
             Ended::Error => StopReason::Error,
         }
@@ -297,6 +301,7 @@ mod tests {
                     "synthesized",
                     "approval_pending",
                     "step_limit",
+                    "budget",
                     "cancelled",
                     "error",
                 ],

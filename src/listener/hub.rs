@@ -42,8 +42,13 @@
 //!
 //! # The flush
 //!
-//! `flush` sends each listener the batch with a ticket of one countdown,
-//! and blocks on a channel. A ticket counts when dropped: after
+//! `flush` sends each listener the batch and a request to run
+//! `Listener::flush`. Each `Delivery::Barrier` listener's request carries
+//! a ticket of one countdown, and `flush` blocks on a channel until the
+//! countdown ends; a `Delivery::HandOff` listener's carries none, so an
+//! agent whose listeners all hand off returns without waiting
+//! (`flush_all`, behind `Agent::flush_listeners`, gives every listener a
+//! ticket). A ticket counts when dropped: after
 //! `Listener::flush` ran, or undelivered when the thread has stopped, so a
 //! flush never waits for a listener that is gone. The last ticket sends
 //! the flushing thread its acknowledgement.
@@ -57,7 +62,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
 
-use super::SubAgentListener;
+use super::{Delivery, SubAgentListener};
 use crate::{Event, Listener};
 
 /// Batches a listener's channel holds; see the module docs on backpressure.
@@ -72,11 +77,22 @@ const BATCH: usize = 32;
 const JOINED: usize = 64 * 1024;
 
 enum Msg {
-    /// Events in emission order, then, with a ticket, the flush.
-    Batch(Arc<Vec<Event>>, Option<Ticket>),
+    /// Events in emission order, then what ends the batch.
+    Batch(Arc<Vec<Event>>, Tail),
     /// Boxed: the rare message keeps every channel slot small.
     Derive(Box<(String, Sender<SubAgentListener>)>),
     Stop,
+}
+
+/// What a listener's thread does after a batch's events.
+enum Tail {
+    /// Nothing: more of the turn may follow.
+    Open,
+    /// Run `Listener::flush`; nobody waits for it (a hand-off listener at
+    /// the end of a turn, see the module docs on the flush).
+    Flush,
+    /// Run `Listener::flush`, then count down the flush that waits.
+    Wait(Ticket),
 }
 
 /// A flush's countdown of listeners not done yet, and where the last one
@@ -85,6 +101,9 @@ struct Gate {
     left: AtomicUsize,
     done: Sender<()>,
 }
+
+/// A flush's gate and which listeners get a ticket of it.
+type Pick<'a> = (&'a Arc<Gate>, &'a dyn Fn(&Slot) -> bool);
 
 /// One listener's place in a flush's countdown: it counts when dropped,
 /// whether the listener's thread handled it or the message was dropped
@@ -105,6 +124,8 @@ impl Drop for Ticket {
 /// gone.
 struct Slot {
     name: String,
+    /// The listener's [`Delivery`], read once when it was added.
+    delivery: Delivery,
     tx: Sender<Msg>,
     /// Whether `Stop` is not sent yet. Every message is sent under this
     /// lock, so each is either queued before the `Stop`, and handled, or
@@ -119,6 +140,7 @@ struct Slot {
 impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
+        let delivery = listener.delivery();
         let (tx, rx) = bounded(QUEUE);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
@@ -126,6 +148,7 @@ impl Slot {
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
+            delivery,
             tx,
             open: Mutex::new(true),
             thread: Mutex::new(Some(thread)),
@@ -202,14 +225,20 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
     let name = listener.name();
     for msg in rx {
         match msg {
-            Msg::Batch(events, flush) => {
+            Msg::Batch(events, tail) => {
                 for event in events.iter() {
                     guarded(&name, "on_event", || listener.on_event(event));
                 }
-                if let Some(ticket) = flush {
-                    guarded(&name, "flush", || listener.flush());
-                    // Last: the flush returns once every ticket counted.
-                    drop(ticket);
+                match tail {
+                    Tail::Open => {}
+                    Tail::Flush => {
+                        guarded(&name, "flush", || listener.flush());
+                    }
+                    Tail::Wait(ticket) => {
+                        guarded(&name, "flush", || listener.flush());
+                        // Last: the flush returns once every ticket counted.
+                        drop(ticket);
+                    }
                 }
             }
             Msg::Derive(derive) => {
@@ -336,7 +365,7 @@ impl ListenerList {
             p.events.push(event);
         }
         if !p.held || p.is_full() {
-            self.send(&mut p, None);
+            self.send(&mut p, None, false);
         }
     }
 
@@ -354,7 +383,7 @@ impl ListenerList {
         {
             last.append_delta(text);
             if p.is_full() {
-                self.send(&mut p, None);
+                self.send(&mut p, None, false);
             }
             return;
         }
@@ -365,7 +394,7 @@ impl ListenerList {
             Event::AssistantDelta { agent, content }
         });
         if p.is_full() {
-            self.send(&mut p, None);
+            self.send(&mut p, None, false);
         }
     }
 
@@ -387,43 +416,72 @@ impl ListenerList {
         let mut p = self.pending.lock();
         p.held = false;
         if !p.events.is_empty() {
-            self.send(&mut p, None);
+            self.send(&mut p, None, false);
         }
     }
 
-    /// Wait until every listener handled every event emitted so far, then
-    /// flushed.
+    /// The end of a turn: hand every listener what was emitted so far with
+    /// a flush, and wait until each [`Delivery::Barrier`] listener handled
+    /// it and flushed; the [`Delivery::HandOff`] ones are not waited for.
     pub(crate) fn flush(&self) {
+        self.flush_for(false);
+    }
+
+    /// Like [`flush`](ListenerList::flush), waiting for every listener,
+    /// hand-off ones too.
+    pub(crate) fn flush_all(&self) {
+        self.flush_for(true);
+    }
+
+    fn flush_for(&self, all: bool) {
         if self.slots.is_empty() {
             return;
         }
-        let (done, finished) = bounded(1);
-        let gate = Arc::new(Gate {
-            left: AtomicUsize::new(self.slots.len()),
-            done,
+        let waited = |slot: &Slot| all || slot.delivery == Delivery::Barrier;
+        let count = self.slots.iter().filter(|s| waited(s)).count();
+        let gate = (count > 0).then(|| {
+            let (done, finished) = bounded(1);
+            let gate = Arc::new(Gate {
+                left: AtomicUsize::new(count),
+                done,
+            });
+            (gate, finished)
         });
         {
             let mut p = self.pending.lock();
             p.held = false;
-            self.send(&mut p, Some(&gate));
+            let picked = gate
+                .as_ref()
+                .map(|(g, _)| (g, &waited as &dyn Fn(&Slot) -> bool));
+            self.send(&mut p, picked, true);
         }
-        drop(gate);
-        // The last ticket sends before it drops its handle to `done`.
-        let _ = finished.recv();
+        if let Some((gate, finished)) = gate {
+            drop(gate);
+            // The last ticket sends before it drops its handle to `done`.
+            let _ = finished.recv();
+        }
     }
 
-    /// Send the pending batch (with a ticket of `gate` each, for a flush)
-    /// to every listener, in order after what was sent before; see the
-    /// module docs on backpressure. Called under the `pending` lock, which
-    /// keeps concurrent emitters' batches in one order for every listener.
-    fn send(&self, p: &mut Pending, gate: Option<&Arc<Gate>>) {
+    /// Send the pending batch to every listener, in order after what was
+    /// sent before; see the module docs on backpressure. With `flush`, the
+    /// batch ends with a flush, and each listener `gate` picks gets a
+    /// ticket of it. Called under the `pending` lock, which keeps
+    /// concurrent emitters' batches in one order for every listener.
+    fn send(&self, p: &mut Pending, gate: Option<Pick<'_>>, flush: bool) {
         let batch = Arc::new(std::mem::take(&mut p.events));
-        let msg = || Msg::Batch(Arc::clone(&batch), gate.map(|g| Ticket(Arc::clone(g))));
+        let msg = |slot: &Slot| {
+            let tail = match gate {
+                Some((gate, waited)) if waited(slot) => Tail::Wait(Ticket(Arc::clone(gate))),
+                _ if flush => Tail::Flush,
+                _ => Tail::Open,
+            };
+            Msg::Batch(Arc::clone(&batch), tail)
+        };
         // Every listener with room first: one that is behind holds up the
         // others only while the agent waits for it.
         let mut behind = Vec::new();
         for slot in &self.slots {
-            if let Err(msg) = slot.send(msg(), false) {
+            if let Err(msg) = slot.send(msg(slot), false) {
                 behind.push((slot, msg));
             }
         }

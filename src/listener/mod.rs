@@ -1,5 +1,5 @@
-//! Event delivery: the [`Listener`] trait, [`SubAgentListener`] and
-//! [`ListenerList`] (the fan-out that gives each listener its own thread).
+//! Event delivery: the [`Listener`] trait, [`Delivery`], [`SubAgentListener`]
+//! and [`ListenerList`] (the fan-out that gives each listener its own thread).
 //! The listeners the crate ships live in the public [`listeners`](crate::listeners)
 //! namespace. The push model is documented once, on [`Listener`].
 
@@ -8,6 +8,60 @@ mod hub;
 pub use hub::ListenerList;
 
 use crate::Event;
+
+/// Whether [`Agent::run_loop`](crate::Agent::run_loop) waits for a listener
+/// at the end of each turn; see [`Listener::delivery`] and the guarantees
+/// per kind in the [`Listener`] docs.
+///
+/// # Examples
+///
+/// A counter that nobody reads before the agent closes needs no barrier:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use pikuri::{Agent, Event, Listener};
+/// use pikuri::listeners::Delivery;
+/// use pikuri::testing::{FakeServer, Reply};
+///
+/// struct Count(Arc<AtomicUsize>);
+/// impl Listener for Count {
+///     fn on_event(&mut self, _: &Event) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+///     fn delivery(&self) -> Delivery {
+///         Delivery::HandOff
+///     }
+/// }
+///
+/// let server = FakeServer::start();
+/// server.push(Reply::text("hi"));
+/// let seen = Arc::new(AtomicUsize::new(0));
+/// let mut agent = Agent::builder(server.transport())
+///     .add_listener(Count(Arc::clone(&seen)))
+///     .build()?;
+/// agent.run_loop("hello")?; // returns without waiting for `Count`
+/// agent.flush_listeners(); // now it has caught up
+/// assert_eq!(seen.load(Ordering::Relaxed), 5); // context_cap … stopped
+/// # Ok::<(), pikuri::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Delivery {
+    /// `run_loop` (and every other call that ends a turn) returns only
+    /// after this listener handled every event emitted so far and ran its
+    /// [`flush`](Listener::flush): what a terminal prints is whole before
+    /// the host prints its prompt. The default.
+    #[default]
+    Barrier,
+    /// The agent hands the events over and goes on: `run_loop` returns
+    /// without waiting for this listener, which catches up on its own
+    /// thread. For counters, log files, trace exporters. A host that must
+    /// know it caught up calls
+    /// [`Agent::flush_listeners`](crate::Agent::flush_listeners) (or
+    /// closes the agent).
+    HandOff,
+}
 
 /// What a listener wants for a sub-agent's events; see [`Listener::for_sub_agent`].
 #[non_exhaustive]
@@ -47,12 +101,51 @@ impl std::fmt::Debug for SubAgentListener {
 /// - a listener that panics is isolated: the panic is logged at `error`, the
 ///   event is skipped for that listener only, and it keeps receiving later
 ///   events;
-/// - [`Agent::run_loop`](crate::Agent::run_loop) returns only after every
-///   listener has handled every event of the turn (and
-///   [`Listener::flush`] ran), so a REPL never prints its prompt into the
-///   middle of an answer.
+/// - at the end of a turn, every listener's [`Listener::flush`] runs on its
+///   thread after the turn's last event; whether
+///   [`Agent::run_loop`](crate::Agent::run_loop) waits for that depends on
+///   the listener's [`Delivery`] (next section).
 ///
-/// Threads are joined when the agent closes (or drops).
+/// Threads are joined when the agent closes (or drops), after they handled
+/// every event: once [`Agent::close`](crate::Agent::close) returns, every
+/// listener has seen everything.
+///
+/// # Guarantees per kind
+///
+/// A listener says which it needs with [`Listener::delivery`], read once
+/// when it is added.
+///
+/// | | [`Barrier`](Delivery::Barrier) (the default) | [`HandOff`](Delivery::HandOff) |
+/// |---|---|---|
+/// | order | emission order | emission order |
+/// | every event delivered | yes | yes, none dropped |
+/// | events reach it | at the agent's waits (below) | at the same points |
+/// | `run_loop` returns | after it handled the turn and flushed | at once after the hand-over |
+/// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners) or [`Agent::close`](crate::Agent::close) |
+/// | own thread, own bounded channel | yes | yes |
+/// | a panic | contained, logged at `error` | contained, logged at `error` |
+/// | memory | bounded (*Backpressure*) | bounded, the same way |
+/// | a whole channel behind | the agent waits at its next hand-over | the agent waits at its next hand-over |
+///
+/// The barrier costs two wake-ups per turn on the agent's path (the agent
+/// sleeps until the last barrier listener acknowledges); an agent whose
+/// listeners all hand off never sleeps for them while they keep up. The
+/// ready-made listeners choose: [`Terminal`](crate::listeners::Terminal),
+/// [`TokenLog`](crate::listeners::TokenLog),
+/// [`InMemoryEventList`](crate::listeners::InMemoryEventList) and
+/// [`ChannelListener`](crate::listeners::ChannelListener) keep the barrier
+/// (what they hold is read right after the turn); a
+/// [`JsonLines`](crate::listeners::JsonLines) log file hands off;
+/// [`RateLimited`](crate::listeners::RateLimited) takes its inner
+/// listener's kind. Closures keep the default.
+///
+/// Differences from lossy telemetry queues (an OpenTelemetry batch
+/// processor, a non-blocking log appender): those drop what does not fit
+/// and count it. A hand-off listener here loses nothing: when it is a whole
+/// channel behind, the agent waits for room at its next hand-over, so what
+/// a listener sees never depends on the scheduler. A listener that must
+/// never hold the agent up keeps up on average, or queues (and drops) on
+/// its own.
 ///
 /// Delivery follows the agent's waits. While the agent works (starts a
 /// turn, decodes what one read of a stream brought, takes in an answer or
@@ -122,9 +215,18 @@ pub trait Listener: Send + 'static {
     /// Handle one event.
     fn on_event(&mut self, event: &Event);
 
-    /// Called after the last event of each turn, before `run_loop` returns;
-    /// flush buffered output here. Default: nothing.
+    /// Called after the last event of each turn; flush buffered output
+    /// here. Before `run_loop` returns for a [`Delivery::Barrier`]
+    /// listener; a [`Delivery::HandOff`] one may run it later. Default:
+    /// nothing.
     fn flush(&mut self) {}
+
+    /// Whether `run_loop` waits for this listener at the end of each turn
+    /// (see *Guarantees per kind* above). Read once, when the listener is
+    /// added. Default: [`Delivery::Barrier`].
+    fn delivery(&self) -> Delivery {
+        Delivery::Barrier
+    }
 
     /// Called once when the listener's thread stops (the agent closed).
     /// Default: nothing.
@@ -154,6 +256,9 @@ impl Listener for Box<dyn Listener> {
     }
     fn flush(&mut self) {
         (**self).flush();
+    }
+    fn delivery(&self) -> Delivery {
+        (**self).delivery()
     }
     fn close(&mut self) {
         (**self).close();

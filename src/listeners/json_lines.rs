@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::listener::Delivery;
 use crate::{Event, Listener};
 
 /// Writes every event as one JSON object per line (the [event JSON
@@ -42,6 +43,17 @@ use crate::{Event, Listener};
 /// written with a single `write_all`, so a failure never leaves half an
 /// object followed by the next one on the same line from this listener.
 ///
+/// # Delivery
+///
+/// A log file ([`create`](JsonLines::create)) hands off
+/// ([`Delivery::HandOff`]): a turn does not wait for its writes, and the
+/// file is whole after [`Agent::flush_listeners`](crate::Agent::flush_listeners)
+/// or [`Agent::close`](crate::Agent::close). Standard error and any other
+/// writer ([`stderr`](JsonLines::stderr), [`new`](JsonLines::new)) keep
+/// the barrier ([`Delivery::Barrier`]): they may share a screen with the
+/// host's prompt, or be read right after the turn. Change it with
+/// [`with_delivery`](JsonLines::with_delivery).
+///
 /// # Sub-agents
 ///
 /// Shared (the default): sub-agents' events go to the same writer, and each
@@ -50,6 +62,7 @@ pub struct JsonLines {
     writer: Box<dyn Write + Send>,
     line: Vec<u8>,
     failed: bool,
+    delivery: Delivery,
 }
 
 impl JsonLines {
@@ -59,10 +72,28 @@ impl JsonLines {
             writer: Box::new(writer),
             line: Vec::new(),
             failed: false,
+            delivery: Delivery::Barrier,
         }
     }
 
-    /// Write to a new file at `path` (truncating an existing one).
+    /// Whether a turn waits for this log (see *Delivery* above).
+    ///
+    /// ```
+    /// use pikuri::Listener;
+    /// use pikuri::listeners::{Delivery, JsonLines};
+    ///
+    /// let log = JsonLines::new(std::io::sink()).with_delivery(Delivery::HandOff);
+    /// assert_eq!(log.delivery(), Delivery::HandOff);
+    /// assert_eq!(JsonLines::stderr().delivery(), Delivery::Barrier);
+    /// ```
+    #[must_use]
+    pub fn with_delivery(mut self, delivery: Delivery) -> JsonLines {
+        self.delivery = delivery;
+        self
+    }
+
+    /// Write to a new file at `path` (truncating an existing one), handing
+    /// off ([`Delivery::HandOff`]).
     ///
     /// # Examples
     ///
@@ -75,11 +106,12 @@ impl JsonLines {
     /// log.on_event(&Event::Reset { agent: "".into() });
     /// let text = std::fs::read_to_string(&path)?;
     /// assert_eq!(text, "{\"type\":\"reset\",\"agent\":\"\"}\n");
+    /// assert_eq!(log.delivery(), pikuri::listeners::Delivery::HandOff);
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn create(path: impl AsRef<Path>) -> io::Result<JsonLines> {
-        Ok(JsonLines::new(File::create(path)?))
+        Ok(JsonLines::new(File::create(path)?).with_delivery(Delivery::HandOff))
     }
 
     /// Write to standard error.
@@ -118,6 +150,10 @@ impl Listener for JsonLines {
 
     fn close(&mut self) {
         Listener::flush(self);
+    }
+
+    fn delivery(&self) -> Delivery {
+        self.delivery
     }
 
     fn name(&self) -> String {

@@ -43,7 +43,7 @@ mod terminal;
 #[cfg(feature = "listeners")]
 mod token_log;
 
-pub use crate::listener::ListenerList;
+pub use crate::listener::{Delivery, ListenerList};
 pub use crate::sanitize::{Hazard, Sanitized, sanitize, sanitize_report};
 #[cfg(feature = "listeners")]
 pub use channel::{ChannelListener, RecvTimeoutError, Subscription, TryRecvError};

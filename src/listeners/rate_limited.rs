@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::listener::SubAgentListener;
+use crate::listener::{Delivery, SubAgentListener};
 use crate::{Event, Listener};
 
 /// Wraps a listener so that it receives at most `max_per_second` delta
@@ -190,6 +190,11 @@ impl<L: Listener> Listener for RateLimited<L> {
         self.inner.close();
     }
 
+    /// The inner listener's.
+    fn delivery(&self) -> Delivery {
+        self.inner.delivery()
+    }
+
     fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
         match self.inner.for_sub_agent(id) {
             SubAgentListener::Replace(child) => SubAgentListener::Replace(Box::new(
@@ -227,6 +232,9 @@ impl Listener for Boxed {
     fn close(&mut self) {
         self.0.close();
     }
+    fn delivery(&self) -> Delivery {
+        self.0.delivery()
+    }
     fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {
         self.0.for_sub_agent(id)
     }
@@ -241,6 +249,30 @@ mod tests {
 
     use super::*;
     use crate::listeners::InMemoryEventList;
+
+    /// The wrapper keeps its inner listener's delivery, a replaced child's
+    /// too: a hand-off listener limited stays a hand-off listener.
+    #[test]
+    fn delivery_is_the_inner_listeners() {
+        struct HandOff;
+        impl Listener for HandOff {
+            fn on_event(&mut self, _: &Event) {}
+            fn delivery(&self) -> Delivery {
+                Delivery::HandOff
+            }
+            fn for_sub_agent(&mut self, _: &str) -> SubAgentListener {
+                SubAgentListener::Replace(Box::new(HandOff))
+            }
+        }
+        let mut limited = RateLimited::new(HandOff, 10);
+        assert_eq!(limited.delivery(), Delivery::HandOff);
+        let SubAgentListener::Replace(child) = limited.for_sub_agent("c") else {
+            panic!("replaced");
+        };
+        assert_eq!(child.delivery(), Delivery::HandOff);
+        let barrier = RateLimited::new(InMemoryEventList::new(), 10);
+        assert_eq!(barrier.delivery(), Delivery::Barrier);
+    }
 
     /// A clock the test moves by hand, in milliseconds.
     #[derive(Clone)]

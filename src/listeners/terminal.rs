@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::listener::SubAgentListener;
+use crate::listener::{Delivery, SubAgentListener};
 use crate::sanitize::sanitize;
 use crate::{Event, FinishReason, Listener};
 
@@ -611,6 +611,12 @@ impl Listener for Terminal {
 
     fn name(&self) -> String {
         "Terminal".to_string()
+    }
+
+    /// The barrier: the answer is on screen before the host prints its
+    /// prompt.
+    fn delivery(&self) -> Delivery {
+        Delivery::Barrier
     }
 }
 

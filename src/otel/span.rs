@@ -216,6 +216,14 @@ fn same_key(a: &str, b: &str) -> bool {
 pub(super) struct Attrs(pub(super) Vec<(Cow<'static, str>, Attr)>);
 
 impl Attrs {
+    /// The run's cost, when it is known, as `pikuri.usage.cost_usd` (the
+    /// GenAI semantic conventions define no cost attribute).
+    pub(super) fn set_cost(&mut self, spend: &crate::Spend) {
+        if let Some(cost) = spend.cost {
+            self.set("pikuri.usage.cost_usd", Attr::Double(cost.usd()));
+        }
+    }
+
     /// Set `key` (a `&'static str` costs no allocation).
     pub(super) fn set(&mut self, key: impl Into<Cow<'static, str>>, value: impl Into<Attr>) {
         let (key, value) = (key.into(), value.into());

@@ -573,6 +573,7 @@ impl Tracer {
                 // failed chat span already (`RequestFailed`).
                 run.span.event("pikuri.cancel", now, a);
             }
+            Event::Spent { spend, .. } => run.span.attrs.set_cost(spend),
             Event::Stopped { reason, .. } => {
                 let reason = *reason;
                 let run = self.runs.remove(agent).expect("open above");
@@ -672,6 +673,7 @@ impl Tracer {
             StopReason::Incomplete => s.fail("incomplete", "the final answer was cut short"),
             StopReason::Cancelled => s.fail("cancelled", "cancelled"),
             StopReason::StepLimit => s.fail("step_limit", "the step budget ran out"),
+            StopReason::Budget => s.fail("budget", "a budget limit was reached"),
             _ => s.fail("error", "the run failed"),
         }
         // The run is over: its span moves out, uncopied.
@@ -1121,5 +1123,44 @@ mod tests {
         assert_eq!(error_type("HTTP 429"), "429");
         assert_eq!(error_type("request timed out after 3 s"), "timeout");
         assert_eq!(error_type("connection refused"), "_OTHER");
+    }
+
+    #[test]
+    fn the_agent_span_carries_the_runs_cost_and_a_budget_stop() {
+        let mut t = Tracer::new(false, "a".into(), Arc::new(Context::default()));
+        let a: Arc<str> = "".into();
+        let spend = crate::Spend {
+            cost: Some(crate::budget::Cost::from_micro_usd(8_500)),
+            ..crate::Spend::default()
+        };
+        for e in [
+            Event::UserTurn {
+                agent: a.clone(),
+                content: "q".into(),
+                mid_loop: false,
+            },
+            Event::Spent {
+                agent: a.clone(),
+                spend,
+            },
+            Event::Stopped {
+                agent: a.clone(),
+                reason: StopReason::Budget,
+                usage: crate::Usage::new(),
+            },
+        ] {
+            t.on_event(&e);
+        }
+        let spans = std::mem::take(&mut t.done);
+        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let Some(Attr::Double(usd)) = main.attrs.get("pikuri.usage.cost_usd") else {
+            panic!("no cost on {:?}", main.attrs);
+        };
+        assert!((usd - 0.0085).abs() < 1e-12, "{usd}");
+        assert!(matches!(
+            main.attrs.get("pikuri.stop_reason"),
+            Some(Attr::Static("budget"))
+        ));
+        assert_ne!(main.status, super::super::span::Status::Unset);
     }
 }

@@ -270,6 +270,12 @@ impl Client {
         {
             message.push_str(&hint);
         }
+        #[cfg(feature = "gemini")]
+        if let Some(hint) =
+            super::gemini::expired_hint(status, &message, req.transport.cached_content())
+        {
+            message.push_str(&hint);
+        }
         let err = Error::Http {
             status,
             message,

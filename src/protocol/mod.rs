@@ -85,6 +85,8 @@ pub(crate) use sink::Callbacks;
 #[cfg(feature = "_bench")]
 pub(crate) use sink::Fragments;
 // The MCP client reads its Streamable HTTP replies with the same SSE reader.
+#[cfg(feature = "gemini")]
+pub use gemini::{CachedContent, ContextCache};
 pub use settings::{ModelSettings, ReasoningEffort, ToolChoice};
 #[cfg(feature = "mcp")]
 pub(crate) use sse::{Flow, read_sse};

@@ -54,6 +54,9 @@ pub struct ChatTransport {
     /// The model settings of every request on this transport.
     #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     settings: ModelSettings,
+    /// The Gemini context cache each request names (`gemini/cache.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cached_content: Option<String>,
 }
 
 #[allow(
@@ -252,6 +255,7 @@ impl ChatTransport {
             context_window: None,
             no_auto_cache: false,
             settings: ModelSettings::default(),
+            cached_content: None,
         };
         log::debug!(
             "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
@@ -291,6 +295,7 @@ impl ChatTransport {
             context_window: None,
             no_auto_cache: false,
             settings: ModelSettings::default(),
+            cached_content: None,
         };
         log::debug!(
             "transport from env: ANTHROPIC_BASE_URL={:?} ANTHROPIC_MODEL={:?} ANTHROPIC_API_KEY={}",
@@ -332,6 +337,7 @@ impl ChatTransport {
             context_window: None,
             no_auto_cache: false,
             settings: ModelSettings::default(),
+            cached_content: None,
         };
         log::debug!(
             "transport from env: GOOGLE_GEMINI_BASE_URL={:?} GEMINI_MODEL={:?} API key {}",
@@ -564,6 +570,9 @@ impl fmt::Debug for ChatTransport {
         }
         if !self.settings.is_empty() {
             d.field("settings", &self.settings);
+        }
+        if let Some(name) = &self.cached_content {
+            d.field("cached_content", name);
         }
         d.finish()
     }

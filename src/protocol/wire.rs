@@ -127,6 +127,12 @@ pub(crate) fn encode(
     if let Some(why) = req.settings.problem(api) {
         return Err(crate::Error::InvalidInput(why));
     }
+    if req.transport.cached_content.is_some() && api != Api::Gemini {
+        return Err(crate::Error::InvalidInput(format!(
+            "the transport names a context cache, which only Gemini has, and speaks {api}: \
+             drop it with `with_cached_content(None)`"
+        )));
+    }
     match api {
         Api::ChatCompletions => req.write_to(buf, include_usage),
         #[cfg(feature = "anthropic")]
@@ -138,6 +144,10 @@ pub(crate) fn encode(
         #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
         #[allow(unreachable_patterns, reason = "some of the APIs are built")]
         api => not_built(api),
+    }
+    #[cfg(feature = "gemini")]
+    if api == Api::Gemini {
+        gemini::apply_cache(req, buf)?;
     }
     Ok(())
 }

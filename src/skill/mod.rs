@@ -14,7 +14,7 @@
 //!   (pikuri discovers `.pikuri/skills`, `.claude/skills`, ...; here the host
 //!   passes the folders), keeps their front matter, and lists what it
 //!   refused and why ([`Catalog::rejected`]).
-//! - [`Skills`] is the [`Extension`](crate::extension::Extension) that adds
+//! - [`Skills`] is the [`Extension`] that adds
 //!   the block and the tool to an agent.
 //! - A sub-agent or a persona gets a subset: [`Catalog::subset`], its own
 //!   tool ([`Catalog::tool`], under another name) in the sub-agent pool and
@@ -71,15 +71,15 @@ use serde_json::Value as Json;
 
 use crate::extension::{Extension, ExtensionContext};
 use crate::tool::Parameters;
-use crate::{Error, Result, ToolContext, ToolError};
-
-pub use read::SkillTool;
+use crate::{Error, Result, Tool, ToolContext, ToolError};
 
 /// The most skills a catalog holds; more are listed in
 /// [`Catalog::rejected`] rather than read.
 pub const MAX_SKILLS: usize = 1000;
 /// The largest `SKILL.md` read (front matter and body).
 const MAX_SKILL_FILE: u64 = 1024 * 1024;
+/// The largest file the tool reads by default.
+const DEFAULT_MAX_BYTES: u64 = 256 * 1024;
 
 /// One skill: its front matter and its folder. The body is read when the
 /// model asks for it, not here.
@@ -467,6 +467,80 @@ impl Extension for Skills {
     }
 }
 
+/// The model-facing tool that reads a [`Catalog`]'s skills: `name` gives
+/// the skill's instructions (its `SKILL.md` body, read at the call, so an
+/// edit shows at once) and the list of the files in its folder; `name` and
+/// `path` give one of those files. See the [module](self) for what it
+/// refuses. Idempotent, reads no private data (skills are instructions the
+/// host installed), reaches no network.
+#[derive(Debug)]
+pub struct SkillTool {
+    catalog: Catalog,
+    name: String,
+    description: String,
+    parameters: Parameters,
+    max_bytes: u64,
+}
+
+impl SkillTool {
+    fn new(catalog: Catalog, name: &str) -> Result<SkillTool> {
+        crate::tool::name::check_name(name).map_err(Error::invalid)?;
+        if catalog.is_empty() {
+            return Err(Error::invalid(format!(
+                "the `{name}` tool needs at least one skill in its catalog"
+            )));
+        }
+        Ok(SkillTool {
+            parameters: parameters(&catalog),
+            catalog,
+            name: name.to_string(),
+            description: "Read a skill: its instructions, or a file in its folder. The skills \
+                          are listed in <available_skills>."
+                .into(),
+            max_bytes: DEFAULT_MAX_BYTES,
+        })
+    }
+
+    /// Refuse files larger than `max_bytes` (256 KiB by default; the
+    /// `SKILL.md` body too).
+    #[must_use]
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> SkillTool {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The skills it reads.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+}
+
+impl Tool for SkillTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> &Parameters {
+        &self.parameters
+    }
+
+    fn call(&self, args: &Json, cx: &ToolContext) -> std::result::Result<String, ToolError> {
+        call(self, args, cx)
+    }
+
+    fn idempotent(&self) -> bool {
+        true
+    }
+}
+
 /// The tool's parameters for `catalog`'s names.
 fn parameters(catalog: &Catalog) -> Parameters {
     let names = catalog.names();
@@ -496,7 +570,7 @@ fn call(
         .and_then(Json::as_str)
         .filter(|p| !p.trim().is_empty())
     {
-        None => read::instructions(skill, tool.max_bytes()),
-        Some(path) => read::file(skill, path, tool.max_bytes()),
+        None => read::instructions(&skill.name, &skill.dir, tool.max_bytes()),
+        Some(path) => read::file(&skill.dir, path, tool.max_bytes()),
     }
 }

@@ -6,95 +6,16 @@ use std::fs;
 use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::Value as Json;
+use super::front;
+use crate::ToolError;
 
-use super::{Catalog, Skill, front};
-use crate::tool::Parameters;
-use crate::{Error, Result, Tool, ToolContext, ToolError};
-
-/// The largest file the tool reads by default.
-const DEFAULT_MAX_BYTES: u64 = 256 * 1024;
 /// The most files listed under a skill, and how deep the listing goes.
 const MAX_LISTED: usize = 200;
 const MAX_DEPTH: usize = 4;
 
-/// The model-facing tool that reads a [`Catalog`]'s skills: `name` gives
-/// the skill's instructions (its `SKILL.md` body, read at the call, so an
-/// edit shows at once) and the list of the files in its folder; `name` and
-/// `path` give one of those files. See the [module](super) for what it
-/// refuses. Idempotent, reads no private data (skills are instructions the
-/// host installed), reaches no network.
-#[derive(Debug)]
-pub struct SkillTool {
-    catalog: Catalog,
-    name: String,
-    description: String,
-    parameters: Parameters,
-    max_bytes: u64,
-}
-
-impl SkillTool {
-    pub(super) fn new(catalog: Catalog, name: &str) -> Result<SkillTool> {
-        crate::tool::name::check_name(name).map_err(Error::invalid)?;
-        if catalog.is_empty() {
-            return Err(Error::invalid(format!(
-                "the `{name}` tool needs at least one skill in its catalog"
-            )));
-        }
-        Ok(SkillTool {
-            parameters: super::parameters(&catalog),
-            catalog,
-            name: name.to_string(),
-            description: "Read a skill: its instructions, or a file in its folder. The skills \
-                          are listed in <available_skills>."
-                .into(),
-            max_bytes: DEFAULT_MAX_BYTES,
-        })
-    }
-
-    /// Refuse files larger than `max_bytes` (256 KiB by default; the
-    /// `SKILL.md` body too).
-    #[must_use]
-    pub fn with_max_bytes(mut self, max_bytes: u64) -> SkillTool {
-        self.max_bytes = max_bytes;
-        self
-    }
-
-    /// The skills it reads.
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-
-    pub(super) fn max_bytes(&self) -> u64 {
-        self.max_bytes
-    }
-}
-
-impl Tool for SkillTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> &Parameters {
-        &self.parameters
-    }
-
-    fn call(&self, args: &Json, cx: &ToolContext) -> std::result::Result<String, ToolError> {
-        super::call(self, args, cx)
-    }
-
-    fn idempotent(&self) -> bool {
-        true
-    }
-}
-
 /// The text of the regular file `path`, refused over `max` bytes or when
 /// not UTF-8.
-pub(super) fn bounded_text(path: &Path, max: u64) -> std::result::Result<String, String> {
+pub(super) fn bounded_text(path: &Path, max: u64) -> Result<String, String> {
     let meta = fs::metadata(path).map_err(|e| e.to_string())?;
     // Why check before opening: a FIFO or a device would block or never
     // end.
@@ -115,15 +36,16 @@ pub(super) fn bounded_text(path: &Path, max: u64) -> std::result::Result<String,
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
 }
 
-/// The skill's instructions (the body of its `SKILL.md`) and its files.
-pub(super) fn instructions(skill: &Skill, max: u64) -> std::result::Result<String, ToolError> {
-    let text = bounded_text(&skill.dir.join("SKILL.md"), max)
-        .map_err(|e| ToolError::new(format!("SKILL.md of {:?}: {e}", skill.name)))?;
+/// The instructions of skill `name` in folder `dir` (the body of its
+/// `SKILL.md`) and its files.
+pub(super) fn instructions(name: &str, dir: &Path, max: u64) -> Result<String, ToolError> {
+    let text = bounded_text(&dir.join("SKILL.md"), max)
+        .map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?;
     let body = front::parse(&text)
-        .map_err(|e| ToolError::new(format!("SKILL.md of {:?}: {e}", skill.name)))?
+        .map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?
         .body;
-    let mut out = format!("# Skill: {}\n\n{}", skill.name, body.trim());
-    let files = list(&skill.dir);
+    let mut out = format!("# Skill: {name}\n\n{}", body.trim());
+    let files = list(dir);
     if !files.is_empty() {
         out.push_str("\n\nFiles in this skill's folder (read one with `path`):\n");
         for line in files {
@@ -133,17 +55,16 @@ pub(super) fn instructions(skill: &Skill, max: u64) -> std::result::Result<Strin
     Ok(out)
 }
 
-/// One file of the skill, by its path relative to the skill's folder.
-pub(super) fn file(skill: &Skill, path: &str, max: u64) -> std::result::Result<String, ToolError> {
+/// One file of the skill in `dir`, by its path relative to that folder.
+pub(super) fn file(dir: &Path, path: &str, max: u64) -> Result<String, ToolError> {
     let shown = crate::util::excerpt(path, 120);
-    let target =
-        confined(&skill.dir, path).map_err(|e| ToolError::new(format!("`{shown}`: {e}")))?;
+    let target = confined(dir, path).map_err(|e| ToolError::new(format!("`{shown}`: {e}")))?;
     bounded_text(&target, max).map_err(|e| ToolError::new(format!("`{shown}`: {e}")))
 }
 
 /// `path` under `dir`, when it stays there: relative, without `..`, and
 /// not leading out through a link.
-pub(super) fn confined(dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+pub(super) fn confined(dir: &Path, path: &str) -> Result<PathBuf, String> {
     for c in Path::new(path).components() {
         match c {
             Component::Prefix(_) | Component::RootDir => {

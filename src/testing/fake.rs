@@ -334,6 +334,35 @@ impl FakeServer {
         self.script.state.lock().model_id = id.to_string();
     }
 
+    /// Expire every Gemini context cache created on this server so far: a
+    /// request naming one is then answered as Gemini answers it, 403
+    /// `PERMISSION_DENIED` "CachedContent not found (or permission
+    /// denied)". (The server's clock does not expire them: a cache lives
+    /// until this, or its `DELETE`.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pikuri::testing::FakeServer;
+    /// use pikuri::{Api, ContextCache, ErrorKind, Message};
+    ///
+    /// let server = FakeServer::start();
+    /// let transport = server.transport().with_api(Api::Gemini);
+    /// let cache = transport.create_cache(
+    ///     &ContextCache::new(Duration::from_secs(60)).with_message(Message::user("doc")),
+    /// )?;
+    /// server.expire_caches();
+    /// let err = transport
+    ///     .update_cache_ttl(cache.name(), Duration::from_secs(600))
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::CacheExpired);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn expire_caches(&self) {
+        self.script.state.lock().caches.expire_all();
+    }
+
     /// Turn strict request validation on or off (default on). See the
     /// [module docs](super#strict-mode).
     pub fn set_strict(&self, on: bool) {

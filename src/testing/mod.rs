@@ -53,6 +53,7 @@
 //! | `GET /v1/models` | `{"object":"list","data":[{"id":…,"object":"model","owned_by":"fake","meta":{"n_ctx_train":N,"n_ctx":N}}]}` |
 //! | `GET /health` | `{"status":"ok"}` |
 //! | `POST …/messages/count_tokens` | Anthropic's shape: `{"input_tokens":N}`, N the body's characters / 4 + 1 |
+//! | `POST …/cachedContents`; `GET`, `PATCH` (`ttl`), `DELETE …/cachedContents/{id}` | Gemini's context caches: a `CachedContent` (`name`, `model`, times, `usageMetadata.totalTokenCount`, N the cached fields' characters / 4 + 1); 403 `PERMISSION_DENIED` for one expired ([`FakeServer::expire_caches`]) or deleted, as for a Gemini request naming it (`cachedContent`), whose usage then reports the cache's tokens as `cachedContentTokenCount` |
 //! | anything else | 404 with an OpenAI error body |
 //!
 //! Routes set with [`FakeServer::set_route`] come first, then a loaded
@@ -378,6 +379,7 @@
 //   `recorder` (`Recorder`, the recording proxy) with `forward` (its
 //   upstream client).
 mod buffer;
+mod caches;
 mod cassette;
 mod diff;
 mod events;

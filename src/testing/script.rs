@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::caches::{self, Caches};
 use super::cassette::{self, Replay};
 use super::conn::{Answer, Scripted};
 use super::render::{self, Meta};
@@ -50,6 +51,8 @@ pub(super) struct State {
     pub(super) replay: Option<Replay>,
     /// Answers chat requests once `replies` is empty (`respond_with`).
     pub(super) fallback: Option<Fallback>,
+    /// Gemini's `cachedContents`.
+    pub(super) caches: Caches,
 }
 
 /// A function computing a chat reply from the request, set with
@@ -86,6 +89,7 @@ impl Script {
                 routes: Vec::new(),
                 replay: None,
                 fallback: None,
+                caches: Caches::default(),
             }),
         }
     }
@@ -144,6 +148,9 @@ fn route(st: &mut State, req: &RecordedRequest, number: usize) -> Routed {
         });
     }
     if let Some(answer) = replay(st, req, number) {
+        return Routed::Answer(answer);
+    }
+    if let Some(answer) = st.caches.route(req) {
         return Routed::Answer(answer);
     }
     if req.is_chat() {
@@ -247,6 +254,11 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
             body: render_any::error_body(api, 400, &msg),
         });
     }
+    if api == Api::Gemini
+        && let Err(answer) = st.caches.check(req.body.as_ref())
+    {
+        return Routed::Answer(answer);
+    }
     if let Some(reply) = st.replies.pop_front() {
         return Routed::Answer(serve(st, req, reply, n));
     }
@@ -265,6 +277,12 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
 /// `reply`, ready to be written as the answer to `req`, chat request number
 /// `n`: call ids assigned, metadata filled in.
 fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answer {
+    let reply = match st.caches.check(req.body.as_ref()) {
+        Ok(Some(tokens)) if req.api() == Some(Api::Gemini) => {
+            caches::with_cached_tokens(reply, tokens)
+        }
+        _ => reply,
+    };
     let mut call_ids = Vec::new();
     let mut model = None;
     if let Kind::Completion(c) = &reply.kind {

@@ -5,9 +5,11 @@ mod agent_loop; // rounds, tools, streaming, events, model switch, close
 mod anthropic; // issue 29: Anthropic Messages against a raw scripted server
 mod api; // Send/Sync bounds, pinned Debug and Display
 mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred turns
+mod budgets; // issue 39 part 3: budgets, limits, spend and cost
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
 mod compaction; // issue 17: compaction, overflow recovery, oversized results, fallback
+mod context_cache; // issue 37: Gemini's context caches: create, use, expire, delete
 mod controls; // step limit, synthesizer, cancellation, interloper
 mod decoder_rules; // issue 36: the decoder rules on all three APIs (progress, identity, errors, bounds)
 mod errors; // the fault matrix: HTTP, transport and stream faults
@@ -18,6 +20,7 @@ mod fidelity; // issue 28 class 10: differences from pikuri, fixed
 mod finish; // issue 36: why an answer ended, a cut answer never `Completed`, on all three APIs
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
 mod gemini; // issue 37: Google Gemini's own API on the strict FakeServer
+mod hand_off; // issue 42: listeners that opt out of the end-of-turn barrier
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model
 mod hosts; // events pulled through ChannelListener, turn usage

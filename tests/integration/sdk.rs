@@ -1,7 +1,8 @@
-//! The official Python SDKs (`openai`, `anthropic`, from PyPI) parse every
-//! shape `FakeServer` serves, on all three APIs: `scripts/sdk_check.py`
-//! validates each body and SSE event against the SDKs' own types and
-//! parses it through their clients and stream helpers.
+//! The official Python SDKs (`openai`, `anthropic`, `google-genai`, from
+//! PyPI) parse every shape `FakeServer` serves, on all four APIs (and
+//! Gemini's `cachedContents`): `scripts/sdk_check.py` validates each body
+//! and SSE event against the SDKs' own types and parses it through their
+//! clients and stream helpers.
 //!
 //! The SDKs come from `scripts/sdk-check.sh install` (a venv under
 //! `~/.cache/pikuri`); `scripts/sdk-check.sh test` runs these tests with
@@ -23,6 +24,9 @@ fn reply_for(case: &str) -> Reply {
             .with_usage(100, 7)
             .with_cached_tokens(60)
             .with_cache_creation_tokens(30),
+        // No usage set: on a Gemini request naming a context cache the
+        // server reports the cache's tokens as cached.
+        "plain" => Reply::text("Hello from the fake!"),
         "tools" => Reply::tool_calls(vec![
             ("get_weather", json!({"city": "Oslo"})),
             ("get_time", json!({"tz": "CET"})),
@@ -30,11 +34,14 @@ fn reply_for(case: &str) -> Reply {
         "think_tools" => Reply::tool_call("calculator", json!({"expression": "6*7"}))
             .with_reasoning("Six times seven."),
         "length" => Reply::text("cut").with_finish_reason("length"),
+        "safety" => Reply::text("I cannot").with_finish_reason("content_filter"),
+        "blocked" => Reply::text("").with_finish_reason("prompt_blocked"),
         "redacted" => Reply::text("ok")
             .with_redacted_thinking("opaque-data")
             .with_reasoning("Visible."),
         "error" => Reply::status(429, "slow down"),
         "overloaded" => Reply::status(529, "Overloaded"),
+        "unavailable" => Reply::status(503, "The model is overloaded."),
         "midstream" => Reply::text("a partial answer").error_after(3, "boom"),
         other => Reply::status(400, &format!("sdk test: unknown case {other:?}")),
     }
@@ -93,12 +100,23 @@ fn official_sdks_parse_every_shape_served() {
     assert!(stdout.contains("all SDK checks passed"), "{stdout}");
     eprint!("{stdout}");
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    // Gemini's context caches were created, read, updated and deleted.
+    let cache_calls: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("cachedContents"))
+        .map(|r| r.method.clone())
+        .collect();
+    for method in ["POST", "GET", "PATCH", "DELETE"] {
+        assert!(cache_calls.iter().any(|m| m == method), "{cache_calls:?}");
+    }
     // Every API was asked, streamed and not.
     let requests = server.chat_requests();
     for api in [
         Api::ChatCompletions,
         Api::AnthropicMessages,
         Api::OpenAiResponses,
+        Api::Gemini,
     ] {
         let of_api: Vec<_> = requests.iter().filter(|r| r.api() == Some(api)).collect();
         assert!(of_api.iter().any(|r| r.is_stream()), "{api:?}");

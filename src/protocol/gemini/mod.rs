@@ -108,15 +108,15 @@
 //!
 //! # Not supported yet
 //!
-//! - Explicit context caching (`cachedContents`) beyond sending a
-//!   `cachedContent` request field; the Files API (`fileData` with a
-//!   Files API URI works when the host has one).
+//! - The Files API (`fileData` with a Files API URI works when the host
+//!   has one). (Explicit context caching is `cache.rs`.)
 //! - Code execution, Google Search grounding and URL context (server
 //!   tools): never declared, their parts skipped; grounding and citation
 //!   metadata and safety ratings are not read.
 //! - More than one candidate; the model's own image output.
 //! - `split_think` has no effect (thoughts come as parts of their own).
 
+mod cache;
 mod decode;
 mod encode;
 mod shapes;
@@ -124,6 +124,8 @@ mod shapes;
 #[cfg(test)]
 mod tests;
 
+pub use cache::{CachedContent, ContextCache};
+pub(crate) use cache::{apply_cache, expired_hint};
 pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
 pub(crate) use shapes::retry_delay;
