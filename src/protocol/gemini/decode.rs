@@ -43,6 +43,8 @@ pub(crate) struct Decoder {
     signature: Option<String>,
     usage: Option<Usage>,
     model: Option<String>,
+    /// The `responseId`, the first one given.
+    id: Option<String>,
     finish: Option<String>,
     blocked: bool,
     progress: Progress,
@@ -97,6 +99,9 @@ impl Decoder {
         }
         if self.model.is_none() {
             self.model = chunk.model.as_deref().and_then(rules::model_name);
+        }
+        if self.id.is_none() {
+            self.id = chunk.id.as_deref().and_then(rules::response_id);
         }
         let candidate = chunk
             .candidates
@@ -200,7 +205,7 @@ impl Decoder {
                 .unwrap_or_default();
             message.provider_data = Some(ProviderData::new(Api::Gemini, "", "", items));
         }
-        Completion::new(message, finish, self.usage, self.model)
+        Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
     }
 
     /// Data that is not a chunk of this shape: not JSON at all is a

@@ -85,6 +85,8 @@
 //!   counts reasoning), `thoughtsTokenCount` → thinking. A figure that is
 //!   not a non-negative integer up to 2^40 is dropped with a `warn` line.
 //!   In a stream each chunk's figures replace the last.
+//! - `responseId` is the answer's id (the first one given, bounded);
+//!   `modelVersion` the model.
 //!
 //! # Streaming
 //!

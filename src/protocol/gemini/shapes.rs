@@ -25,6 +25,8 @@ pub(super) struct Chunk<'a> {
     pub(super) usage: Option<Box<WireUsage>>,
     #[serde(rename = "modelVersion", borrow)]
     pub(super) model: Option<Str<'a>>,
+    #[serde(rename = "responseId", borrow)]
+    pub(super) id: Option<Str<'a>>,
     pub(super) error: Option<Box<Value>>,
 }
 

@@ -223,7 +223,7 @@ fn a_stream_decodes_text_thoughts_calls_and_usage() {
     let chunk = |parts: Value, finish: Option<&str>, usage: Value| {
         json!({"candidates": [{"content": {"role": "model", "parts": parts},
                "finishReason": finish, "index": 0}],
-               "usageMetadata": usage, "modelVersion": "gemini-x-001"})
+               "usageMetadata": usage, "modelVersion": "gemini-x-001", "responseId": "resp-1"})
     };
     let (c, seen) = stream(&[
         chunk(
@@ -260,6 +260,7 @@ fn a_stream_decodes_text_thoughts_calls_and_usage() {
     assert_eq!(c.message.reasoning.as_deref(), Some("think"));
     assert_eq!(c.finish, FinishReason::ToolCalls);
     assert_eq!(c.model.as_deref(), Some("gemini-x-001"));
+    assert_eq!(c.id.as_deref(), Some("resp-1"));
     assert_eq!(
         c.usage,
         Some(Usage::from_parts(Some(6), Some(8), Some(4), None, Some(3)))
