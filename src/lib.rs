@@ -317,8 +317,12 @@
 //!   does not stall the stream or the tools, and memory stays bounded.
 //!   Neighbouring deltas may therefore reach a listener joined, with the
 //!   same text. What pikuri's synchronous calls guarantee is kept: order,
-//!   and a `run_loop` that returns only after every listener handled every
-//!   event of the turn.
+//!   and, for a [`Delivery::Barrier`](listeners::Delivery) listener (the
+//!   default), a `run_loop` that returns only after it handled every event
+//!   of the turn. A listener that returns
+//!   [`Delivery::HandOff`](listeners::Delivery) (a counter, a log file, a
+//!   trace exporter) is handed the events and not waited for;
+//!   [`Agent::flush_listeners`] waits until it has caught up.
 //! - **Tool results are capped.** A result over a quarter of the context
 //!   window (or 100,000 characters when the window is unknown) is cut, with
 //!   a note saying so ([`ToolResultLimit`](compaction::ToolResultLimit));
@@ -464,9 +468,15 @@
 //! prompt-cache breakpoints, OpenAI Responses with reasoning items carried
 //! across tool rounds), runs that survive a crash ([`journal`]:
 //! [`Configurator::resume`], [`Agent::resume_run`]), OpenTelemetry spans
-//! and metrics over OTLP ([`otel`]), and, in [`mcp`], the 2026-07-28
+//! and metrics over OTLP ([`otel`]), in [`mcp`], the 2026-07-28
 //! protocol, resources, prompts, input requests and OAuth 2.1 (pikuri-mcp
-//! uses servers' tools only).
+//! uses servers' tools only), a fourth wire format, Google Gemini's own
+//! `generateContent` ([`Api::Gemini`]; pikuri reaches Gemini only through
+//! its OpenAI-compatible endpoint) with explicit context caches
+//! ([`ContextCache`]), guardrails at four points ([`guard`]), budgets in
+//! tokens, requests, time and money ([`Budget`], [`Spend`] on
+//! [`Outcome::spend`]), and an evals kit ([`evals`]: datasets, evaluators,
+//! reports and baselines, modelled on pydantic-evals).
 //!
 //! # MSRV
 //!
