@@ -211,18 +211,28 @@ impl Cassette {
 
     /// The model the recording's first model request named (a `POST` to
     /// `…/chat/completions`, `…/messages` or `…/responses` with a `model`
-    /// string): what a replaying server's transport names.
+    /// string, or to Gemini's `…/models/{model}:generateContent` or
+    /// `:streamGenerateContent`, whose body names none): what a replaying
+    /// server's transport names.
     pub(super) fn recorded_model(&self) -> Option<&str> {
         self.interactions
             .iter()
             .filter(|i| i.method.eq_ignore_ascii_case("POST"))
-            .filter(|i| {
+            .find_map(|i| {
                 let path = i.path.split('?').next().unwrap_or("");
-                ["/chat/completions", "/messages", "/responses"]
+                if ["/chat/completions", "/messages", "/responses"]
                     .iter()
                     .any(|p| path.ends_with(p))
+                {
+                    return i.request.get("model")?.as_str();
+                }
+                // Gemini names the model in the path only.
+                let (_, tail) = path.rsplit_once("/models/")?;
+                let (model, method) = tail.split_once(':')?;
+                matches!(method, "generateContent" | "streamGenerateContent")
+                    .then_some(model)
+                    .filter(|m| !m.is_empty())
             })
-            .find_map(|i| i.request.get("model")?.as_str())
     }
 
     /// `request` as compared: ignored fields dropped, object keys sorted at

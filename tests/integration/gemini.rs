@@ -610,3 +610,33 @@ fn hostile_streams_are_refused_or_bounded() {
     let err = agent.run_loop("go").unwrap_err();
     assert!(err.to_string().contains("exceeds"), "{err}");
 }
+
+/// A Gemini session recorded through `Recorder` replays from its cassette:
+/// Gemini names the model only in the path, and the replaying server's
+/// transport names the recorded one, so the same agent run is served
+/// again, plain and streamed, with no mismatch.
+#[test]
+fn a_recorded_gemini_session_replays_from_its_cassette() {
+    use pikuri::testing::{Cassette, Recorder};
+    for streaming in [false, true] {
+        let upstream = FakeServer::start();
+        upstream.set_model_id("gemini-rec-1");
+        upstream.push(Reply::tool_call("add", serde_json::json!({"a": 2, "b": 3})));
+        upstream.push(Reply::text("5"));
+        let recorder = Recorder::start(&upstream.base_url());
+        let transport = ChatTransport::new("gemini-rec-1")
+            .with_api_base(recorder.base_url())
+            .with_api(Api::Gemini);
+        let (mut agent, _) = agent_on(transport, |c| c.streaming(streaming).add_tool(add()));
+        let first = agent.run_loop("2+3?").unwrap();
+        let cassette = Cassette::parse(&recorder.cassette().to_json()).unwrap();
+
+        let replay = FakeServer::from_cassette(cassette);
+        let (mut again, _) = agent_on(gemini(&replay), |c| c.streaming(streaming).add_tool(add()));
+        let second = again.run_loop("2+3?").unwrap();
+        assert_eq!(second.answer, first.answer, "streaming={streaming}");
+        assert_eq!(second.answer.as_deref(), Some("5"));
+        assert!(replay.mismatches().is_empty(), "{:?}", replay.mismatches());
+        replay.assert_all_used();
+    }
+}
