@@ -60,6 +60,18 @@ Options:
                             output tokens, e.g. 2.5,10; the cost of each turn
                             is then counted (what tripped a limit is printed;
                             --on-exhausted says what follows)
+      --no-redact           let secrets and personal data in tool results reach
+                            the model (by default keys, bearer tokens, emails
+                            and card numbers are redacted first)
+      --block-input WORD    answer a message that contains WORD with a notice,
+                            without asking the model; repeatable
+      --deny-tool NAME      refuse calls of tool NAME (before any approval
+                            prompt; the model is told why); repeatable
+      --max-answer-chars N  send an answer longer than N characters back to
+                            the model with the limit (at most twice)
+      --judge RUBRIC        have the model check each answer against RUBRIC
+                            and send it back with its reason when it fails
+                            (what a guard did is printed on stderr)
       --context-window N    context window in tokens [default: ask the server]
       --no-compact          do not summarize older turns when the context window
                             fills up (on by default: at 80% of the window, the
@@ -203,10 +215,21 @@ pub(crate) struct Options {
     pub(crate) images: Vec<PathBuf>,
     /// `--skills`: folders of Agent Skills.
     pub(crate) skills: Vec<PathBuf>,
+    /// `--no-redact`: tool results reach the model unredacted.
+    pub(crate) no_redact: bool,
+    /// `--block-input`: words whose messages the input guard answers.
+    pub(crate) block_input: Vec<String>,
+    /// `--deny-tool`: tools the tool-input guard refuses.
+    pub(crate) deny_tools: Vec<String>,
+    /// `--max-answer-chars`: the output shape guard's bound.
+    pub(crate) max_answer_chars: Option<usize>,
+    /// `--judge`: the output judge's rubric.
+    pub(crate) judge: Option<String>,
 }
 
 impl Options {
     /// Parse the arguments; `None` means `--help`.
+    #[allow(clippy::too_many_lines, reason = "one match arm per flag reads best")]
     pub(crate) fn parse(
         args: impl IntoIterator<Item = String>,
     ) -> Result<Option<Options>, Failure> {
@@ -235,6 +258,11 @@ impl Options {
             api: Api::ChatCompletions,
             images: Vec::new(),
             skills: Vec::new(),
+            no_redact: false,
+            block_input: Vec::new(),
+            deny_tools: Vec::new(),
+            max_answer_chars: None,
+            judge: None,
         };
         let mut api = None;
         let mut args = args.into_iter();
@@ -275,6 +303,13 @@ impl Options {
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
                 "--skills" => o.skills.push(PathBuf::from(non_blank(&flag, value()?)?)),
+                "--no-redact" => o.no_redact = true,
+                "--block-input" => o.block_input.push(non_blank(&flag, value()?)?),
+                "--deny-tool" => o.deny_tools.push(non_blank(&flag, value()?)?),
+                "--max-answer-chars" => {
+                    o.max_answer_chars = Some(positive::<usize>(&flag, &value()?)?);
+                }
+                "--judge" => o.judge = Some(non_blank(&flag, value()?)?),
                 "-p" | "--prompt" => o.prompt = Some(value()?),
                 other if other.starts_with('-') => {
                     return Err(usage(format!("unknown option `{other}`")));

@@ -33,6 +33,8 @@
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
 //! - [`skills`]: `--skills` (Agent Skills read on demand) and `/skills`.
+//! - [`guards`]: `--no-redact`, `--block-input`, `--deny-tool`,
+//!   `--max-answer-chars`, `--judge` (a guard of each kind).
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
 //! - [`repl`]: the interactive chat.
 //!
@@ -74,6 +76,7 @@ mod args;
 mod console;
 mod delegate;
 mod demo;
+mod guards;
 mod mcp;
 mod repl;
 mod skills;
@@ -344,6 +347,7 @@ fn configure(
     #[cfg(feature = "otel")]
     let exporter = pikuri::otel::OtlpExporter::from_env().map(|e| e.with_transport(&transport));
     let budget = budget(opts, transport.model());
+    let guards = guards::guards(opts, &transport);
     let mut cfg = Agent::builder(transport)
         .budget(budget)
         .fallback(fallbacks)
@@ -367,6 +371,13 @@ fn configure(
     }
     if let Some(skills) = skills::extension(&opts.skills)? {
         cfg = cfg.add_extension(skills);
+    }
+    if let Some(g) = guards {
+        cfg = cfg.guards(g).on_event(|e| {
+            if let Some(line) = guards::tripped(e) {
+                eprintln!("{line}");
+            }
+        });
     }
     if let Some(path) = &opts.session {
         cfg = session(cfg, path)?;

@@ -1948,3 +1948,114 @@ fn skills_flag_and_command() {
     assert!(out.stderr.contains("--skills"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 39: a guard of each kind from the command line. Tool results are
+/// redacted by default (`--no-redact` turns it off), `--block-input`
+/// answers a message itself, `--deny-tool` refuses a call before it runs,
+/// `--max-answer-chars` sends a long answer back; what tripped is on
+/// stderr.
+#[test]
+fn guard_flags_redact_block_deny_and_bound_the_answer() {
+    let dir = temp_path("guards");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("note.txt"), "write to jo@example.com").unwrap();
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let read = || Reply::tool_call("read_file", json!({"path": "note.txt"}));
+    let tool_result = |n: usize| {
+        server.chat_requests()[n].messages().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // Redacted by default.
+    server.push(read()).push(Reply::text("Noted."));
+    let out = Chat::spawn_in(Some(&dir), &against(&base, &["-p", "read note.txt"])).finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        tool_result(1).contains("[redacted email]"),
+        "{}",
+        tool_result(1)
+    );
+    assert!(
+        out.stderr
+            .contains("(guard redact at tool_output: replaced"),
+        "{}",
+        out.stderr
+    );
+    // Not with --no-redact.
+    server.push(read()).push(Reply::text("Noted."));
+    let out = Chat::spawn_in(
+        Some(&dir),
+        &against(&base, &["--no-redact", "-p", "read note.txt"]),
+    )
+    .finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        tool_result(3).contains("jo@example.com"),
+        "{}",
+        tool_result(3)
+    );
+
+    // A blocked message costs no request.
+    let before = server.chat_requests().len();
+    let out = run(&against(
+        &base,
+        &["--block-input", "password", "-p", "My PASSWORD is x"],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.contains("blocked by --block-input"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("(guard block-input at input: answered"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.chat_requests().len(), before);
+
+    // A denied tool never runs; the model is told why.
+    server
+        .push(Reply::tool_call("calculator", json!({"expression": "1+1"})))
+        .push(Reply::text("I may not calculate."));
+    let out = run(&against(
+        &base,
+        &["--deny-tool", "calculator", "-p", "1+1?"],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let n = server.chat_requests().len() - 1;
+    assert!(
+        tool_result(n).contains("does not allow the tool `calculator`"),
+        "{}",
+        tool_result(n)
+    );
+    assert!(
+        out.stderr
+            .contains("(guard deny-tool at tool_input: refused"),
+        "{}",
+        out.stderr
+    );
+
+    // A long answer goes back with the bound; the short one is printed.
+    server
+        .push(Reply::text("This answer is far too long."))
+        .push(Reply::text("Short."));
+    let out = run(&against(
+        &base,
+        &["--max-answer-chars", "10", "--no-stream", "-p", "hi"],
+    ));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(out.stdout, "Short.\n");
+    assert!(
+        out.stderr
+            .contains("(guard max-answer-chars at output: sent the answer back"),
+        "{}",
+        out.stderr
+    );
+    server.assert_all_used();
+    let _ = std::fs::remove_dir_all(&dir);
+}
