@@ -90,7 +90,7 @@ use pikuri::budget::{Cost, Price, PriceTable};
 use pikuri::builtin;
 use pikuri::compaction::Compaction;
 use pikuri::journal::{FileStore, JournalStore};
-use pikuri::listeners::{JsonLines, sanitize};
+use pikuri::listeners::{Delivery, JsonLines, sanitize};
 use pikuri::testing::FakeServer;
 use pikuri::{
     Agent, Api, Budget, Cancellable, ChatTransport, ErrorKind, FinishReason, Image, Interloper,
@@ -386,7 +386,10 @@ fn configure(
         let log = JsonLines::create(path).map_err(|e| {
             Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
         })?;
-        cfg = cfg.add_listener(log);
+        // Why the barrier for a file that would hand off: the chat exits on
+        // SIGTERM right after `close_all`, which does not wait for hand-off
+        // listeners; with the barrier the file is whole at every prompt.
+        cfg = cfg.add_listener(log.with_delivery(Delivery::Barrier));
     }
     #[cfg(feature = "otel")]
     if let Some(exporter) = exporter {

@@ -167,6 +167,13 @@ enum Task {
 /// A [`Configurator`](crate::Configurator) not yet built is not an open
 /// agent: its armed handlers run when it is dropped.
 ///
+/// It does not wait for listeners: a
+/// [`Delivery::HandOff`](crate::listeners::Delivery) listener may still be
+/// writing the last turn's events when it returns. A host about to exit
+/// calls [`Agent::flush_listeners`](crate::Agent::flush_listeners) (or
+/// [`Agent::close`](crate::Agent::close)) first, or keeps such a listener
+/// on the barrier.
+///
 /// # Examples
 ///
 /// ```
