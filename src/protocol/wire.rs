@@ -140,14 +140,10 @@ pub(crate) fn encode(
         #[cfg(feature = "responses")]
         Api::OpenAiResponses => responses::write_body(req, buf),
         #[cfg(feature = "gemini")]
-        Api::Gemini => gemini::write_body(req, buf),
+        Api::Gemini => gemini::write_body(req, buf)?,
         #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
         #[allow(unreachable_patterns, reason = "some of the APIs are built")]
         api => not_built(api),
-    }
-    #[cfg(feature = "gemini")]
-    if api == Api::Gemini {
-        gemini::apply_cache(req, buf)?;
     }
     Ok(())
 }

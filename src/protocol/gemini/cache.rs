@@ -11,8 +11,8 @@
 //!
 //! A request that names a cache sends neither `systemInstruction` nor
 //! `tools` nor `toolConfig`: Gemini takes them from the cache and refuses
-//! a request that repeats them. [`apply_cache`] applies that to the
-//! encoded body at the wire seam, so the encoder knows nothing of caches.
+//! a request that repeats them. The encoder leaves them out and writes
+//! the cache's name (`encode::resource_path`) when the transport names one.
 //!
 //! A request naming a cache that expired or was deleted fails with
 //! [`ErrorKind::CacheExpired`](crate::ErrorKind::CacheExpired), its
@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::encode::resource_path;
 use crate::net::AgentSetup;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::util::{redact, redact_url};
@@ -328,7 +329,7 @@ impl ChatTransport {
             return Err(Error::InvalidInput(why));
         }
         let mut buf = Vec::new();
-        super::write_body(&req, &mut buf);
+        super::write_body(&req, &mut buf)?;
         let Ok(Value::Object(encoded)) = serde_json::from_slice(&buf) else {
             unreachable!("the Gemini encoder writes a JSON object")
         };
@@ -467,23 +468,6 @@ fn ttl_text(ttl: Duration) -> String {
     format!("{}s", ttl.as_secs().max(1))
 }
 
-/// `cachedContents/{id}` from a name with or without the collection, or
-/// [`Error::InvalidInput`] for one that is not a cache's.
-fn resource_path(name: &str) -> Result<String> {
-    let id = name.strip_prefix("cachedContents/").unwrap_or(name);
-    if id.is_empty()
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        return Err(Error::InvalidInput(format!(
-            "`{}` is not a context cache's name (`cachedContents/{{id}}`)",
-            crate::util::excerpt(name, 80)
-        )));
-    }
-    Ok(format!("cachedContents/{id}"))
-}
-
 /// The hint a refusal of a gone cache gets, naming it and what to do.
 pub(crate) fn expired_hint(status: u16, message: &str, cache: Option<&str>) -> Option<String> {
     if !crate::error::is_cache_gone(status, message) {
@@ -498,30 +482,6 @@ pub(crate) fn expired_hint(status: u16, message: &str, cache: Option<&str>) -> O
          ChatTransport::create_cache, or drop it from the transport with \
          with_cached_content(None))"
     ))
-}
-
-/// Encode `req` for Gemini into `buf`, then, when its transport names a
-/// cache, have the body name it (`cachedContent`) in place of the system
-/// instruction, tools and tool config the cache holds.
-///
-/// # Errors
-///
-/// `wire::encode`'s, for a name that is not a cache's.
-pub(crate) fn apply_cache(req: &Request<'_>, buf: &mut Vec<u8>) -> Result<()> {
-    let Some(name) = req.transport.cached_content() else {
-        return Ok(());
-    };
-    let name = resource_path(name)?;
-    let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(buf) else {
-        unreachable!("the Gemini encoder writes a JSON object")
-    };
-    for field in ["systemInstruction", "tools", "toolConfig"] {
-        body.remove(field);
-    }
-    body.insert("cachedContent".into(), Value::String(name));
-    buf.clear();
-    serde_json::to_writer(&mut *buf, &Value::Object(body)).expect("a JSON value serializes");
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,14 +16,44 @@ use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
 /// endpoint signed (written by another model or API).
 pub(super) const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
-/// Serialize `req` into `buf` (cleared first).
-pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
+/// Serialize `req` into `buf` (cleared first). When the transport names a
+/// context cache, the body names it (`cachedContent`) and leaves out what
+/// the cache holds (see [`cache`](super::cache)).
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) for a cache name
+/// that is not a cache's; nothing is written.
+pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) -> crate::Result<()> {
     buf.clear();
-    let body = Body::new(req);
+    let cache = req
+        .transport
+        .cached_content()
+        .map(resource_path)
+        .transpose()?;
+    let body = Body::new(req, cache);
     let mut ser = serde_json::Serializer::new(&mut *buf);
     // Serializing plain data into a Vec cannot fail.
     body.serialize(&mut ser)
         .expect("request serialization cannot fail");
+    Ok(())
+}
+
+/// `cachedContents/{id}` from a name with or without the collection, or
+/// [`Error::InvalidInput`](crate::Error::InvalidInput) for one that is not a cache's.
+pub(super) fn resource_path(name: &str) -> crate::Result<String> {
+    let id = name.strip_prefix("cachedContents/").unwrap_or(name);
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(crate::Error::InvalidInput(format!(
+            "`{}` is not a context cache's name (`cachedContents/{{id}}`)",
+            crate::util::excerpt(name, 80)
+        )));
+    }
+    Ok(format!("cachedContents/{id}"))
 }
 
 /// One part, borrowed from the history.
@@ -46,6 +76,8 @@ struct Body<'a> {
     req: &'a Request<'a>,
     system: Vec<&'a str>,
     turns: Vec<Turn<'a>>,
+    /// The context cache the request reads (`cachedContents/{id}`).
+    cache: Option<String>,
 }
 
 /// A string member of a call's provider data.
@@ -54,7 +86,7 @@ fn call_field<'a>(call: &'a ToolCall, key: &str) -> Option<&'a str> {
 }
 
 impl<'a> Body<'a> {
-    fn new(req: &'a Request<'a>) -> Body<'a> {
+    fn new(req: &'a Request<'a>, cache: Option<String>) -> Body<'a> {
         let t = req.transport;
         let (endpoint, model) = (t.base_or_default(), t.model().unwrap_or_default());
         let mut system: Vec<&'a str> = req.system.filter(|s| !s.is_empty()).into_iter().collect();
@@ -110,7 +142,12 @@ impl<'a> Body<'a> {
         }
         // The API rejects a turn without parts.
         turns.retain(|t| !t.parts.is_empty());
-        Body { req, system, turns }
+        Body {
+            req,
+            system,
+            turns,
+            cache,
+        }
     }
 }
 
@@ -184,15 +221,25 @@ impl Serialize for Body<'_> {
         let extra = req.extra;
         // A field the caller set in `extra` replaces pikuri's own.
         let ours = |k: &str| !extra.contains_key(k);
+        // Why a cache drops these, raw ones too: Gemini takes the system
+        // instruction, tools and tool config from the cache and refuses a
+        // request that repeats them; the cache's name is pikuri's.
+        let held = |k: &str| {
+            self.cache.is_some()
+                && matches!(
+                    k,
+                    "systemInstruction" | "tools" | "toolConfig" | "cachedContent"
+                )
+        };
         let mut map = s.serialize_map(None)?;
         if ours("contents") {
             map.serialize_entry("contents", &Turns(&self.turns))?;
         }
-        if ours("systemInstruction") && !self.system.is_empty() {
+        if ours("systemInstruction") && !held("systemInstruction") && !self.system.is_empty() {
             map.serialize_entry("systemInstruction", &System(&self.system))?;
         }
         let steer = !req.tools.specs().is_empty();
-        if ours("tools") && steer {
+        if ours("tools") && !held("tools") && steer {
             let decls: Vec<Value> = req
                 .tools
                 .specs()
@@ -207,7 +254,9 @@ impl Serialize for Body<'_> {
                 .collect();
             map.serialize_entry("tools", &[json!({ "functionDeclarations": decls })])?;
         }
-        if let Some(tc) = tool_config(req.settings).filter(|_| steer && ours("toolConfig")) {
+        if let Some(tc) =
+            tool_config(req.settings).filter(|_| steer && ours("toolConfig") && !held("toolConfig"))
+        {
             map.serialize_entry("toolConfig", &tc)?;
         }
         if let Some(gc) = generation_config(req).filter(|_| ours("generationConfig")) {
@@ -215,9 +264,12 @@ impl Serialize for Body<'_> {
         }
         // The raw fields, Gemini's own, as given, last.
         for (k, v) in extra {
-            if raw_field_sent(k, steer) {
+            if raw_field_sent(k, steer) && !held(k) {
                 map.serialize_entry(k, v)?;
             }
+        }
+        if let Some(name) = &self.cache {
+            map.serialize_entry("cachedContent", name)?;
         }
         map.end()
     }

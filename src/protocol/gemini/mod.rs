@@ -124,8 +124,8 @@ mod shapes;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use cache::expired_hint;
 pub use cache::{CachedContent, ContextCache};
-pub(crate) use cache::{apply_cache, expired_hint};
 pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
 pub(crate) use shapes::retry_delay;

@@ -44,7 +44,7 @@ fn encode_full(
         traceparent: None,
     };
     let mut buf = Vec::new();
-    write_body(&req, &mut buf);
+    write_body(&req, &mut buf).unwrap();
     serde_json::from_slice(&buf).unwrap()
 }
 
