@@ -517,6 +517,8 @@ pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;
+#[cfg(feature = "tool-search")]
+pub mod tool_search;
 #[cfg(feature = "skills")]
 pub mod skill;
 // Without the feature, the agent's boundaries call a no-op stand-in of the

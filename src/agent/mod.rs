@@ -290,6 +290,7 @@ impl Configurator {
                 cfg.transport.clone(),
                 std::mem::take(&mut cfg.tools),
                 std::mem::take(&mut cfg.sub_agent_tools),
+                std::mem::take(&mut cfg.deferred_tools),
             )),
             on_close: Mutex::new(on_close),
             approver: cfg.approver.take(),
