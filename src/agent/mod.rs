@@ -494,6 +494,20 @@ impl Agent {
         self.shared.state.lock().sub_agent_tools.clone()
     }
 
+    /// The deferred tools (see [`tool_search`](crate::tool_search)), found
+    /// or not, in the order they were added.
+    #[cfg(feature = "tool-search")]
+    pub fn deferred_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().deferred.clone()
+    }
+
+    /// The names of the deferred tools the model has found so far, in the
+    /// order it found them (they are sent from then on).
+    #[cfg(feature = "tool-search")]
+    pub fn found_tools(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The system prompt actually sent: the base plus extensions' snippets.
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
