@@ -108,7 +108,9 @@ impl std::fmt::Debug for SubAgentListener {
 ///
 /// Threads are joined when the agent closes (or drops), after they handled
 /// every event: once [`Agent::close`](crate::Agent::close) returns, every
-/// listener has seen everything.
+/// listener has seen everything and ran its [`close`](Listener::close);
+/// [`close_all`](crate::close_all), a host's exit path, does the same for
+/// every open agent.
 ///
 /// # Guarantees per kind
 ///
@@ -121,21 +123,24 @@ impl std::fmt::Debug for SubAgentListener {
 /// | every event delivered | yes | yes, none dropped |
 /// | events reach it | at the agent's waits (below) | at the same points |
 /// | `run_loop` returns | after it handled the turn and flushed | at once after the hand-over |
-/// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners) or [`Agent::close`](crate::Agent::close) |
+/// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners), [`Agent::close`](crate::Agent::close) or [`close_all`](crate::close_all) |
 /// | own thread, own bounded channel | yes | yes |
 /// | a panic | contained, logged at `error` | contained, logged at `error` |
 /// | memory | bounded (*Backpressure*) | bounded, the same way |
 /// | a whole channel behind | the agent waits at its next hand-over | the agent waits at its next hand-over |
 ///
-/// The barrier costs two wake-ups per turn on the agent's path (the agent
-/// sleeps until the last barrier listener acknowledges); an agent whose
-/// listeners all hand off never sleeps for them while they keep up. The
+/// The barrier costs at most one wake-up per turn on the agent's path,
+/// however many barrier listeners there are (the agent checks a shared
+/// countdown briefly, then sleeps until the last barrier listener counts
+/// down); an agent whose listeners all hand off never sleeps for them
+/// while they keep up. The
 /// ready-made listeners choose: [`Terminal`](crate::listeners::Terminal),
 /// [`TokenLog`](crate::listeners::TokenLog),
 /// [`InMemoryEventList`](crate::listeners::InMemoryEventList) and
 /// [`ChannelListener`](crate::listeners::ChannelListener) keep the barrier
 /// (what they hold is read right after the turn); a
-/// [`JsonLines`](crate::listeners::JsonLines) log file hands off;
+/// [`JsonLines`](crate::listeners::JsonLines) log file and the
+/// `OtlpExporter` (feature `otel`) hand off;
 /// [`RateLimited`](crate::listeners::RateLimited) takes its inner
 /// listener's kind. Closures keep the default.
 ///
