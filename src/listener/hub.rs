@@ -43,43 +43,23 @@
 //! # The flush
 //!
 //! `flush` sends each listener the batch and a request to run
-//! `Listener::flush`, in one message: the last of the turn carries the
-//! completion signal. Each `Delivery::Barrier` listener's request carries
-//! a ticket of one countdown shared by all of them; a `Delivery::HandOff`
-//! listener's carries none, so an agent whose listeners all hand off
-//! returns without waiting (`flush_all`, behind `Agent::flush_listeners`,
-//! gives every listener a ticket). A ticket counts when dropped: after
+//! `Listener::flush`. Each `Delivery::Barrier` listener's request carries
+//! a ticket of one countdown, and `flush` blocks on a channel until the
+//! countdown ends; a `Delivery::HandOff` listener's carries none, so an
+//! agent whose listeners all hand off returns without waiting
+//! (`flush_all`, behind `Agent::flush_listeners`, gives every listener a
+//! ticket). A ticket counts when dropped: after
 //! `Listener::flush` ran, or undelivered when the thread has stopped, so a
-//! flush never waits for a listener that is gone.
-//!
-//! # Wake-ups
-//!
-//! A listener's thread takes messages with `try_recv` and, when its
-//! channel is empty, checks it `SPIN` times more, says it sleeps (a flag)
-//! and parks; a sender unparks it after queueing a message only if the
-//! flag is up, so a thread still awake is never woken, and one wake-up
-//! takes every message queued meanwhile. (A blocking `recv` would back off
-//! with four `sched_yield`s and register with the channel before each
-//! park, twice per quick turn.) The flag and the queue are ordered by a
-//! `SeqCst` fence on each side: either the sender sees the flag or the
-//! thread sees the message; an unpark that comes before the park is kept.
-//!
-//! # The flush's wait
-//!
-//! The flushing thread checks the countdown `SPIN` times, then parks; the
-//! last ticket unparks it. So a flush costs the agent one wake-up however
-//! many barrier listeners there are, and none when they finish within the
-//! spin; an unpark of a thread that is not parked is an atomic store. (A
-//! flush used to wait on a channel made for it: an allocation per flush,
-//! and crossbeam's back-off, four `sched_yield`s, before parking.)
+//! flush never waits for a listener that is gone. The last ticket sends
+//! the flushing thread its acknowledgement.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
-use std::thread::{JoinHandle, Thread};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
 
 use super::{Delivery, SubAgentListener};
@@ -95,10 +75,6 @@ const BATCH: usize = 32;
 /// Bytes of joined delta text a held batch reaches before it goes out; see
 /// the module docs on backpressure.
 const JOINED: usize = 64 * 1024;
-
-/// Times a flush checks its countdown before it parks; see the module docs
-/// on the flush.
-const SPIN: usize = 64;
 
 enum Msg {
     /// Events in emission order, then what ends the batch.
@@ -119,30 +95,11 @@ enum Tail {
     Wait(Ticket),
 }
 
-/// A flush's countdown of listeners not done yet, and the thread that
-/// waits for it, which the last one unparks (see the module docs on the
-/// flush).
+/// A flush's countdown of listeners not done yet, and where the last one
+/// says so.
 struct Gate {
     left: AtomicUsize,
-    waiter: Thread,
-}
-
-impl Gate {
-    /// Block until the countdown reaches zero: check it `SPIN` times, then
-    /// park until the last ticket unparks this thread. A park may return
-    /// early (a spurious wake, or an unpark meant for an earlier flush), so
-    /// it is a loop on the countdown.
-    fn wait(&self) {
-        for _ in 0..SPIN {
-            if self.left.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            std::hint::spin_loop();
-        }
-        while self.left.load(Ordering::Acquire) != 0 {
-            std::thread::park();
-        }
-    }
+    done: Sender<()>,
 }
 
 /// A flush's gate and which listeners get a ticket of it.
@@ -156,7 +113,7 @@ struct Ticket(Arc<Gate>);
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.0.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.waiter.unpark();
+            let _ = self.0.done.send(());
         }
     }
 }
@@ -170,9 +127,6 @@ struct Slot {
     /// The listener's [`Delivery`], read once when it was added.
     delivery: Delivery,
     tx: Sender<Msg>,
-    /// How a message wakes the thread (see the module docs on wake-ups).
-    bell: Arc<Bell>,
-    waker: Thread,
     /// Whether `Stop` is not sent yet. Every message is sent under this
     /// lock, so each is either queued before the `Stop`, and handled, or
     /// not sent at all (which answers a flush ticket).
@@ -183,99 +137,19 @@ struct Slot {
     sent: AtomicUsize,
 }
 
-/// A listener thread's doorbell: the thread takes messages with
-/// `try_recv`, and parks when its channel is empty; a sender unparks it
-/// only if it said it sleeps (see the module docs on wake-ups).
-#[derive(Default)]
-struct Bell {
-    /// Set by the thread before it parks, cleared when it runs again.
-    asleep: AtomicBool,
-    /// Set when the `Slot` (the only sender) is gone: the thread ends once
-    /// its channel is empty.
-    gone: AtomicBool,
-    /// Wake-ups sent, for the tests that count them.
-    #[cfg(test)]
-    rung: AtomicUsize,
-}
-
-impl Bell {
-    /// The next message, blocking until one comes; `None` once the sender
-    /// is gone and everything sent was taken.
-    fn next(&self, rx: &Receiver<Msg>) -> Option<Msg> {
-        loop {
-            match rx.try_recv() {
-                Ok(msg) => return Some(msg),
-                Err(TryRecvError::Disconnected) => return None,
-                Err(TryRecvError::Empty) => {}
-            }
-            for _ in 0..SPIN {
-                if !rx.is_empty() {
-                    break;
-                }
-                std::hint::spin_loop();
-            }
-            // `gone` first: it is set after the last send, so once it
-            // reads true, an empty channel stays empty.
-            let gone = self.gone.load(Ordering::Acquire);
-            if !rx.is_empty() {
-                continue;
-            }
-            if gone {
-                return None;
-            }
-            self.asleep.store(true, Ordering::Relaxed);
-            // Pairs with the fence in `ring`: either the sender sees
-            // `asleep`, or this thread sees its message.
-            fence(Ordering::SeqCst);
-            if rx.is_empty() && !self.gone.load(Ordering::Acquire) {
-                // An unpark between the fence and here is kept: this
-                // returns at once.
-                std::thread::park();
-            }
-            self.asleep.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// After a message was queued: wake the thread if it sleeps. A thread
-    /// that is awake will find the message without a wake-up.
-    fn ring(&self, thread: &Thread) {
-        fence(Ordering::SeqCst);
-        if self.asleep.load(Ordering::Relaxed) {
-            #[cfg(test)]
-            self.rung.fetch_add(1, Ordering::Relaxed);
-            thread.unpark();
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        // The thread may sleep on an empty channel: it ends when it finds
-        // `gone` (every message it was sent is still handled first).
-        self.bell.gone.store(true, Ordering::Release);
-        self.waker.unpark();
-    }
-}
-
 impl Slot {
     fn spawn(listener: Box<dyn Listener>) -> Arc<Slot> {
         let name = listener.name();
         let delivery = listener.delivery();
         let (tx, rx) = bounded(QUEUE);
-        let bell = Arc::new(Bell::default());
-        let thread = {
-            let bell = Arc::clone(&bell);
-            std::thread::Builder::new()
-                .name(format!("pikuri-listener-{name}"))
-                .spawn(move || run(listener, &rx, &bell))
-                .expect("failed to spawn a listener thread")
-        };
+        let thread = std::thread::Builder::new()
+            .name(format!("pikuri-listener-{name}"))
+            .spawn(move || run(listener, &rx))
+            .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
             delivery,
             tx,
-            bell,
-            waker: thread.thread().clone(),
             open: Mutex::new(true),
             thread: Mutex::new(Some(thread)),
             #[cfg(test)]
@@ -297,9 +171,6 @@ impl Slot {
             Err(TrySendError::Full(msg)) => self.tx.send(msg).is_ok(),
             Err(TrySendError::Disconnected(_)) => false,
         };
-        if sent {
-            self.bell.ring(&self.waker);
-        }
         #[cfg(test)]
         self.sent.fetch_add(usize::from(sent), Ordering::Relaxed);
         Ok(sent)
@@ -311,9 +182,7 @@ impl Slot {
             let mut open = self.open.lock();
             if *open {
                 *open = false;
-                if self.tx.send(Msg::Stop).is_ok() {
-                    self.bell.ring(&self.waker);
-                }
+                let _ = self.tx.send(Msg::Stop);
             }
         }
         // A list dropped on its own listener's thread cannot join it.
@@ -352,9 +221,9 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
 
 /// A listener's thread: handle messages in order until `Stop`, or until
 /// every sender is gone.
-fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, bell: &Bell) {
+fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
     let name = listener.name();
-    while let Some(msg) = bell.next(rx) {
+    for msg in rx {
         match msg {
             Msg::Batch(events, tail) => {
                 for event in events.iter() {
@@ -571,21 +440,25 @@ impl ListenerList {
         let waited = |slot: &Slot| all || slot.delivery == Delivery::Barrier;
         let count = self.slots.iter().filter(|s| waited(s)).count();
         let gate = (count > 0).then(|| {
-            Arc::new(Gate {
+            let (done, finished) = bounded(1);
+            let gate = Arc::new(Gate {
                 left: AtomicUsize::new(count),
-                waiter: std::thread::current(),
-            })
+                done,
+            });
+            (gate, finished)
         });
         {
             let mut p = self.pending.lock();
             p.held = false;
             let picked = gate
                 .as_ref()
-                .map(|g| (g, &waited as &dyn Fn(&Slot) -> bool));
+                .map(|(g, _)| (g, &waited as &dyn Fn(&Slot) -> bool));
             self.send(&mut p, picked, true);
         }
-        if let Some(gate) = gate {
-            gate.wait();
+        if let Some((gate, finished)) = gate {
+            drop(gate);
+            // The last ticket sends before it drops its handle to `done`.
+            let _ = finished.recv();
         }
     }
 
@@ -933,38 +806,6 @@ mod tests {
         producer.join().unwrap();
         assert_eq!(texts(&stalled_rec), numbers(n));
         assert_eq!(texts(&rec), numbers(n));
-    }
-
-    /// A thread busy with a message is not woken for the next ones: it
-    /// takes them when it is done, without a wake-up (see the module docs
-    /// on wake-ups).
-    #[test]
-    fn a_busy_listener_thread_is_not_woken_again() {
-        let (entered_tx, entered) = bounded::<()>(1);
-        let (release, held) = bounded::<()>(0);
-        let rec = InMemoryEventList::new();
-        let mut seen = rec.clone();
-        let mut first = true;
-        let mut list = ListenerList::new();
-        list.add(move |e: &Event| {
-            if std::mem::take(&mut first) {
-                entered_tx.send(()).unwrap();
-                let _ = held.recv();
-            }
-            seen.on_event(e);
-        });
-        list.emit(turn(0));
-        entered.recv().unwrap();
-        let rung = || list.slots[0].bell.rung.load(Ordering::Relaxed);
-        let before = rung();
-        for i in 1..6 {
-            list.emit(turn(i));
-        }
-        assert_eq!(sent(&list), 6);
-        assert_eq!(rung(), before, "a busy thread was woken");
-        drop(release);
-        list.flush();
-        assert_eq!(texts(&rec), numbers(6));
     }
 
     #[test]

@@ -129,11 +129,9 @@ impl std::fmt::Debug for SubAgentListener {
 /// | memory | bounded (*Backpressure*) | bounded, the same way |
 /// | a whole channel behind | the agent waits at its next hand-over | the agent waits at its next hand-over |
 ///
-/// The barrier costs at most one wake-up per turn on the agent's path,
-/// however many barrier listeners there are (the agent checks a shared
-/// countdown briefly, then sleeps until the last barrier listener counts
-/// down); an agent whose listeners all hand off never sleeps for them
-/// while they keep up. The
+/// The barrier costs two wake-ups per turn on the agent's path (the agent
+/// sleeps until the last barrier listener acknowledges); an agent whose
+/// listeners all hand off never sleeps for them while they keep up. The
 /// ready-made listeners choose: [`Terminal`](crate::listeners::Terminal),
 /// [`TokenLog`](crate::listeners::TokenLog),
 /// [`InMemoryEventList`](crate::listeners::InMemoryEventList) and
