@@ -842,17 +842,17 @@ mod tests {
     fn a_spent_batch_is_reused_for_the_next() {
         let (mut list, rec) = recorded();
         list.add(|_: &Event| {});
-        let last = |list: &ListenerList| list.pending.lock().last.as_ref().map(Arc::as_ptr);
+        let kept = |list: &ListenerList| list.pending.lock().last.as_ref().map(Arc::as_ptr);
         list.hold();
         list.emit(turn(0));
         list.flush();
-        let first = last(&list).expect("sent");
+        let first = kept(&list).expect("sent");
         // Both listeners dropped the batch before the flush returned.
         for i in 1..4 {
             list.hold();
             list.emit(turn(i));
             list.flush();
-            assert_eq!(last(&list), Some(first), "turn {i}");
+            assert_eq!(kept(&list), Some(first), "turn {i}");
         }
         assert_eq!(texts(&rec), numbers(4));
         assert_eq!(
