@@ -22,8 +22,8 @@ use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
 use crate::{
-    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit, Tool,
-    Usage,
+    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit,
+    Tool, Usage,
 };
 
 /// A handler run once when the agent closes.
@@ -295,6 +295,9 @@ impl Shared {
         st.deferred.retain(|t| !gone.contains(t.name()));
         if st.deferred.len() != before {
             st.deferred_changed();
+            // A withdrawn tool is no longer found: back under its name
+            // (perhaps with another schema), it is searched for again.
+            st.deferral.found.retain(|n| !gone.contains(n.as_str()));
         }
         for name in &gone {
             st.names.remove(*name);
@@ -337,7 +340,10 @@ pub(crate) fn check_search_name(
 }
 
 #[cfg(not(feature = "tool-search"))]
-#[allow(clippy::unnecessary_wraps, reason = "the feature's twin returns errors")]
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the feature's twin returns errors"
+)]
 fn check_search_name(_: &HashSet<String>, _: &str, _: Pool, _: bool) -> Result<()> {
     Ok(())
 }
