@@ -136,6 +136,8 @@ mod response;
 mod shapes;
 
 #[cfg(test)]
+mod search_tests;
+#[cfg(test)]
 mod tests;
 
 pub(crate) use decode::Decoder;

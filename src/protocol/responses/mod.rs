@@ -109,4 +109,6 @@ pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
 
 #[cfg(test)]
+mod search_tests;
+#[cfg(test)]
 mod tests;
