@@ -390,6 +390,7 @@ mod strict_anthropic;
 mod strict_common;
 mod strict_gemini;
 mod strict_responses;
+mod strict_search;
 mod view;
 
 mod http;
