@@ -45,8 +45,9 @@ pub struct Reply {
 /// What a reply sends.
 #[derive(Clone, Debug)]
 pub(super) enum Kind {
-    /// A normal completion, as JSON or as SSE.
-    Completion(Completion),
+    /// A normal completion, as JSON or as SSE (boxed: the other kinds are
+    /// small).
+    Completion(Box<Completion>),
     /// An HTTP error with an OpenAI-style error body.
     Status { code: u16, message: String },
     /// Read the request, then never answer.
@@ -143,7 +144,7 @@ impl Reply {
     }
 
     fn completion(c: Completion) -> Reply {
-        Reply::new(Kind::Completion(c))
+        Reply::new(Kind::Completion(Box::new(c)))
     }
 
     /// A plain text answer (`finish_reason: "stop"`).
