@@ -34,6 +34,10 @@ pub(crate) const MAX_FOUND: usize = 256;
 
 /// Whether a provider item is one of the API's tool-search blocks or
 /// items (see the [module docs](self)).
+#[cfg_attr(
+    not(any(feature = "anthropic", feature = "responses")),
+    allow(dead_code, reason = "the encoders and decoders of those APIs read it")
+)]
 pub(crate) fn is_search_item(item: &Value) -> bool {
     match item.get("type").and_then(Value::as_str) {
         Some("tool_search_tool_result" | "tool_search_call" | "tool_search_output") => true,
@@ -47,6 +51,10 @@ pub(crate) fn is_search_item(item: &Value) -> bool {
 
 /// Whether an Anthropic server tool's name is one of its tool searches
 /// (`tool_search_tool_bm25`, `tool_search_tool_regex`).
+#[cfg_attr(
+    not(any(feature = "anthropic", feature = "responses")),
+    allow(dead_code, reason = "the encoders and decoders of those APIs read it")
+)]
 pub(crate) fn is_search_tool_name(name: &str) -> bool {
     name.starts_with("tool_search_tool_")
 }
