@@ -512,8 +512,11 @@ impl Agent {
         self.shared.state.lock().deferred.clone()
     }
 
-    /// The names of the deferred tools the model has found so far, in the
-    /// order it found them (they are sent from then on).
+    /// The names of the deferred tools the model has found in this
+    /// conversation and still in the pool, in the order it found them
+    /// (they are sent from then on; see
+    /// [found for the conversation](crate::tool_search#found-for-the-conversation)
+    /// and the example there).
     #[cfg(feature = "tool-search")]
     pub fn found_tools(&self) -> Vec<String> {
         let st = self.shared.state.lock();

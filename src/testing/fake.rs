@@ -396,7 +396,8 @@ impl FakeServer {
     /// server.set_prefix_cache(true);
     /// server.push(Reply::text("One.")).push(Reply::text("Two."));
     /// let mut agent = Agent::builder(server.transport()).build()?;
-    /// assert_eq!(agent.run_loop("First question")?.usage.cached.unwrap_or(0), 0);
+    /// let first = "What was the weather like in Paris in the spring of 1900?";
+    /// assert_eq!(agent.run_loop(first)?.usage.cached.unwrap_or(0), 0);
     /// // The second request repeats the first one's conversation.
     /// assert!(agent.run_loop("Second question")?.usage.cached.unwrap_or(0) > 10);
     /// # Ok::<(), pikuri::Error>(())

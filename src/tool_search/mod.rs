@@ -81,7 +81,7 @@
 //! let mut agent = config.build()?;
 //! assert_eq!(agent.run_loop("Weather?")?.answer.as_deref(), Some("Sunny."));
 //! assert_eq!(agent.found_tools(), ["tool_7_weather"]);
-//! let sent = server.requests();
+//! let sent = server.chat_requests();
 //! assert_eq!(sent[0].tool_names(), ["search_tools"]);
 //! assert_eq!(sent[1].tool_names(), ["search_tools", "tool_7_weather"]);
 //! assert_eq!(agent.messages()[4].content, "ran 7");
