@@ -196,7 +196,7 @@ impl ToolSpecs {
                             .get("parameters")
                             .cloned()
                             .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-                        deferred: false,
+                        deferred: v.get("defer_loading").and_then(Value::as_bool) == Some(true),
                     }
                 })
                 .collect(),

@@ -617,7 +617,9 @@ fn native_search_sends_every_deferred_tool_and_runs_any() {
         )
     };
     let (names, ran) = run(true);
-    assert_eq!(names.len(), 142);
+    // The 142 tools and the API's own search tool (native forms).
+    assert_eq!(names.len(), 143);
+    assert_eq!(names[142], "tool_search_tool_bm25");
     assert!(!names.contains(&"search_tools".to_string()));
     assert_eq!(ran, 1);
     let (names, ran) = run(false);
