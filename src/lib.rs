@@ -517,10 +517,10 @@ pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
 pub mod journal;
-#[cfg(feature = "tool-search")]
-pub mod tool_search;
 #[cfg(feature = "skills")]
 pub mod skill;
+#[cfg(feature = "tool-search")]
+pub mod tool_search;
 // Without the feature, the agent's boundaries call a no-op stand-in of the
 // same crate-private seam (`Record`, `Journal`).
 #[cfg(feature = "evals")]
