@@ -216,7 +216,7 @@ fn an_ordinary_server_s_unchanged_tools_survive_a_refresh() {
     let tools = agent.tools();
     let echo_after = tools.iter().find(|t| t.name() == "fake__echo").unwrap();
     assert!(Arc::ptr_eq(&echo, echo_after));
-    assert_eq!(tools.last().map(|t| t.name()), Some("fake__extra"));
+    assert_eq!(tools.last().map(|t| Tool::name(&**t)), Some("fake__extra"));
     agent.close();
 }
 
