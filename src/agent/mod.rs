@@ -13,6 +13,7 @@ mod budget;
 mod builder;
 mod child;
 mod compact;
+mod deferred;
 mod extension;
 mod fallback;
 mod guarded;
@@ -303,6 +304,8 @@ impl Configurator {
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
+        #[cfg(feature = "tool-search")]
+        deferred::install(&shared);
         let mut agent = Agent {
             shared,
             system_base: std::mem::take(&mut cfg.system_prompt),
@@ -386,6 +389,7 @@ impl Agent {
             .or_else(|| replayed.messages.iter().rposition(|m| m.role == Role::User))
             .unwrap_or(0);
         self.messages = replayed.messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.interrupted = replayed.cut;
         // `set` fails only when a journal is already open, and `build`
         // opens one at most once.
@@ -505,7 +509,14 @@ impl Agent {
     /// order it found them (they are sent from then on).
     #[cfg(feature = "tool-search")]
     pub fn found_tools(&self) -> Vec<String> {
-        Vec::new()
+        let st = self.shared.state.lock();
+        let pool = &st.deferred;
+        st.deferral
+            .found
+            .iter()
+            .filter(|name| pool.iter().any(|t| t.name() == name.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.
@@ -674,6 +685,7 @@ impl Agent {
             messages: (&messages[..]).into(),
         })?;
         self.messages = messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.emit(Event::HistoryLoaded {
             agent: Arc::clone(&self.shared.id),
             messages: count,
@@ -688,6 +700,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.shared.state.lock().found_from(&[]);
         #[cfg(feature = "journal")]
         {
             self.interrupted = None;
