@@ -256,3 +256,135 @@ fn the_reference_server_s_tools_are_deferred() {
     assert_eq!(model.chat_requests()[0].tool_names(), offered);
     agent.close();
 }
+
+/// The reference server's tools above the threshold: the first request
+/// holds their schemas back behind `search_tools`; a scripted search
+/// reveals `everything__echo`, and its call reaches the real server.
+#[test]
+fn the_reference_server_s_tools_are_held_back_found_and_called() {
+    let Some((node, js)) = everything_server() else {
+        return;
+    };
+    let server = Server::stdio(node, [js.as_os_str(), "stdio".as_ref()])
+        .with_env("PIKURI_MCP_TAG", unique_tag("everything-found"));
+    let model = FakeServer::start();
+    model.push(Reply::tool_call(
+        "search_tools",
+        json!({"query": "echo a message back"}),
+    ));
+    model.push(Reply::tool_call(
+        "everything__echo",
+        json!({"message": "found and called"}),
+    ));
+    model.push(Reply::text("done"));
+    let mcp = Registry::new()
+        .defer_tools(true)
+        .server("everything", server);
+    let mut agent = Agent::builder(model.transport())
+        // Fewer than the server lists: deferral is active.
+        .tool_search(ToolSearch::new().threshold(Threshold::Count(3)))
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    let offered = mcp.tool_names("everything");
+    assert!(offered.len() > 3, "{offered:?}");
+    agent.run_loop("echo something").unwrap();
+
+    let reqs = model.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    // The first request: the search tool only, no deferred schema.
+    assert_eq!(reqs[0].tool_names(), ["search_tools"]);
+    // The search found the echo tool: sent, after the search tool.
+    let second = reqs[1].tool_names();
+    assert_eq!(second[0], "search_tools");
+    assert!(
+        second.contains(&"everything__echo".to_string()),
+        "{second:?}"
+    );
+    assert!(second.len() < offered.len() + 1, "{second:?}");
+    // The call reached the real server.
+    assert_eq!(
+        reqs[2].messages().last().unwrap()["content"],
+        "Echo: found and called"
+    );
+    assert!(
+        agent
+            .found_tools()
+            .contains(&"everything__echo".to_string()),
+        "{:?}",
+        agent.found_tools()
+    );
+    // The first request's size with and without deferral (issue 40).
+    let held_back = serde_json::to_vec(reqs[0].body.as_ref().unwrap())
+        .unwrap()
+        .len();
+    agent.close();
+
+    let Some((node, js)) = everything_server() else {
+        return;
+    };
+    let server = Server::stdio(node, [js.as_os_str(), "stdio".as_ref()]);
+    let model = FakeServer::start();
+    model.push(Reply::text("done"));
+    let mut agent = Agent::builder(model.transport())
+        .add_extension(Registry::new().server("everything", server))
+        .build()
+        .unwrap();
+    agent.run_loop("echo something").unwrap();
+    let all = serde_json::to_vec(model.chat_requests()[0].body.as_ref().unwrap())
+        .unwrap()
+        .len();
+    eprintln!("first request: {all} bytes with every schema, {held_back} bytes deferred");
+    assert!(held_back < all, "{held_back} < {all}");
+    agent.close();
+}
+
+/// A found tool the server withdraws is no longer sent, and a call to it
+/// is an unknown tool's; the rest stay deferred.
+#[test]
+fn a_found_tool_the_server_withdraws_is_gone() {
+    let Some(server) = fake() else { return };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call(
+        "search_tools",
+        json!({"query": "echo text"}),
+    ));
+    model.push(Reply::text("found"));
+    model.push(Reply::tool_call("fake__echo", json!({"text": "hi"})));
+    model.push(Reply::text("gone"));
+    let mcp = Registry::new().server("fake", server.with_deferred(true));
+    let mut agent = Agent::builder(model.transport())
+        .tool_search(ToolSearch::new().threshold(Threshold::Count(3)))
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    agent.run_loop("find echo").unwrap();
+    assert_eq!(
+        agent.found_tools()[0],
+        "fake__echo",
+        "{:?}",
+        agent.found_tools()
+    );
+    let said = mcp
+        .client("fake")
+        .unwrap()
+        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
+        .unwrap();
+    assert_eq!(said, "changed");
+    agent.run_loop("call echo").unwrap();
+
+    let reqs = model.chat_requests();
+    assert!(reqs[1].tool_names().contains(&"fake__echo".to_string()));
+    // The next turn's request: refreshed, the withdrawn tool not sent.
+    assert!(!reqs[2].tool_names().contains(&"fake__echo".to_string()));
+    assert!(!agent.found_tools().contains(&"fake__echo".to_string()));
+    let obs = reqs[3].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(obs.contains("unknown tool `fake__echo`"), "{obs}");
+    // The new tool joined the deferred pool, held back (not found).
+    assert!(names(&agent.deferred_tools()).contains(&"fake__extra".to_string()));
+    assert!(!reqs[3].tool_names().contains(&"fake__extra".to_string()));
+    agent.close();
+}
