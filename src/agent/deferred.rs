@@ -291,7 +291,9 @@ pub(crate) mod search {
         let mut out: Vec<String> = Vec::new();
         for m in messages {
             let ours = m.role == Role::Tool
-                && m.tool_call_id.as_deref().is_some_and(|id| calls.contains(id));
+                && m.tool_call_id
+                    .as_deref()
+                    .is_some_and(|id| calls.contains(id));
             if !ours {
                 continue;
             }

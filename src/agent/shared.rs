@@ -22,8 +22,8 @@ use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
 use crate::{
-    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit, Tool,
-    Usage,
+    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit,
+    Tool, Usage,
 };
 
 /// A handler run once when the agent closes.
@@ -337,7 +337,10 @@ pub(crate) fn check_search_name(
 }
 
 #[cfg(not(feature = "tool-search"))]
-#[allow(clippy::unnecessary_wraps, reason = "the feature's twin returns errors")]
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the feature's twin returns errors"
+)]
 fn check_search_name(_: &HashSet<String>, _: &str, _: Pool, _: bool) -> Result<()> {
     Ok(())
 }

@@ -164,10 +164,12 @@ impl ToolSpecs {
     )]
     pub(crate) fn with_deferred(tools: &[Arc<dyn Tool>], deferred: &[Arc<dyn Tool>]) -> ToolSpecs {
         let mut specs = ToolSpecs::new(tools);
-        specs.0.extend(ToolSpecs::new(deferred).0.into_iter().map(|mut s| {
-            s.deferred = true;
-            s
-        }));
+        specs
+            .0
+            .extend(ToolSpecs::new(deferred).0.into_iter().map(|mut s| {
+                s.deferred = true;
+                s
+            }));
         specs
     }
 

@@ -227,7 +227,9 @@ mod tests {
 
     fn with_params(name: &str, schema: Value) -> Arc<dyn Tool> {
         let params = Parameters::from_json_schema(schema).unwrap();
-        Arc::new(FnTool::new(name, "A tool.", params, |_, _| Ok(String::new())))
+        Arc::new(FnTool::new(name, "A tool.", params, |_, _| {
+            Ok(String::new())
+        }))
     }
 
     #[test]
@@ -235,7 +237,9 @@ mod tests {
         let w: Vec<String> = words("get_user-name.v2 getHTTPStatus ÉCOLE Straße").collect();
         assert_eq!(
             w,
-            ["get", "user", "name", "v2", "get", "http", "statu", "école", "straße"]
+            [
+                "get", "user", "name", "v2", "get", "http", "statu", "école", "straße"
+            ]
         );
         assert_eq!(words("files class").collect::<Vec<_>>(), ["file", "class"]);
     }
