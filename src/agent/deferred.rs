@@ -54,6 +54,7 @@ impl State {
     /// How the deferred pool goes in the next request (always with the
     /// others: the tool-search feature is off).
     #[cfg(not(feature = "tool-search"))]
+    #[allow(clippy::unused_self, reason = "the feature's twin reads the pool")]
     pub(crate) fn mode(&mut self) -> Mode {
         Mode::Off
     }
@@ -109,6 +110,10 @@ impl State {
 
     /// The observation of a call to a deferred tool not found yet (it
     /// does not run), or `None` for any other call.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(clippy::unused_self, reason = "the feature's")
+    )]
     pub(crate) fn not_found_yet(&mut self, name: &str) -> Option<String> {
         #[cfg(feature = "tool-search")]
         if self.mode() == Mode::Local

@@ -295,6 +295,9 @@ impl Shared {
         st.deferred.retain(|t| !gone.contains(t.name()));
         if st.deferred.len() != before {
             st.deferred_changed();
+            // A withdrawn tool is no longer found: back under its name
+            // (perhaps with another schema), it is searched for again.
+            st.deferral.found.retain(|n| !gone.contains(n.as_str()));
         }
         for name in &gone {
             st.names.remove(*name);

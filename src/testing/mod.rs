@@ -218,6 +218,10 @@
 //! `cache_creation_input_tokens`, with `input_tokens` the rest of the
 //! prompt; Responses as `input_tokens_details.cached_tokens` and
 //! `cache_write_tokens`, with `output_tokens_details.reasoning_tokens`.
+//! [`FakeServer::set_prefix_cache`] simulates a provider's automatic
+//! prompt cache: the cached tokens are then the bytes each request's
+//! prompt (tools, system prompt, conversation) shares from its start with
+//! the one before, / 4.
 //!
 //! # Strict mode
 //!

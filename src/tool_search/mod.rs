@@ -28,7 +28,7 @@
 //! not found yet does not run: the model gets an error observation telling
 //! it to search for the tool first (the history stays valid, the next
 //! request goes on). A found tool a server withdrew
-//! ([`ExtensionContext::remove_tools`](crate::extension::ExtensionContext::remove_tools))
+//! ([`ExtensionContext::remove_tool`](crate::extension::ExtensionContext::remove_tool))
 //! is no longer sent; a call to it gets the usual unknown-tool observation.
 //!
 //! # Native search
