@@ -101,13 +101,12 @@ impl Offered {
         tool::fnv1a(text.as_bytes())
     }
 
-    /// Whether the refreshed list still has this tool, unchanged.
-    fn listed_in(&self, listed: &[ToolInfo]) -> bool {
-        self.remote.as_ref().is_some_and(|remote| {
-            listed
-                .iter()
-                .any(|i| &i.name == remote && Offered::hash(i) == self.hash)
-        })
+    /// Whether the refreshed list (its names and hashes) still has this
+    /// tool, unchanged.
+    fn listed_in(&self, listed: &HashSet<(&str, u64)>) -> bool {
+        self.remote
+            .as_deref()
+            .is_some_and(|remote| listed.contains(&(remote, self.hash)))
     }
 }
 
@@ -226,14 +225,21 @@ impl Registry {
             // A tool listed unchanged stays where it is (its place in the
             // request, its pool, found or not); the rest go, in one pass
             // over the agent's pools, and the new or changed ones join.
+            // Hashed sets: a list of 10,000 tools is swapped in O(n).
+            let now: HashSet<(&str, u64)> = listed
+                .iter()
+                .map(|i| (i.name.as_str(), Offered::hash(i)))
+                .collect();
             let (kept, gone): (Vec<Offered>, Vec<Offered>) = std::mem::take(&mut entry.tools)
                 .into_iter()
-                .partition(|o| o.listed_in(&listed));
+                .partition(|o| o.listed_in(&now));
             let gone: Vec<&str> = gone.iter().map(|o| o.name.as_str()).collect();
             ctx.remove_tools(&gone);
+            let kept_remote: HashSet<&str> =
+                kept.iter().filter_map(|o| o.remote.as_deref()).collect();
             let fresh: Vec<ToolInfo> = listed
                 .into_iter()
-                .filter(|i| !kept.iter().any(|o| o.remote.as_ref() == Some(&i.name)))
+                .filter(|i| !kept_remote.contains(i.name.as_str()))
                 .collect();
             entry.tools = kept;
             let added = offer(&ctx, entry, pools, &client, fresh, self);
