@@ -334,7 +334,10 @@ fn the_reference_server_s_tools_are_held_back_found_and_called() {
     let all = serde_json::to_vec(model.chat_requests()[0].body.as_ref().unwrap())
         .unwrap()
         .len();
-    eprintln!("first request: {all} bytes with every schema, {held_back} bytes deferred");
+    eprintln!(
+        "first request: {all} bytes with every schema ({} tools), {held_back} bytes deferred",
+        offered.len()
+    );
     assert!(held_back < all, "{held_back} < {all}");
     agent.close();
 }
