@@ -797,6 +797,57 @@
 //! [`Catalog::snippet`](crate::skill::Catalog::snippet) is the block for the
 //! persona's system prompt.
 //!
+//! ## Deferred tools and tool search
+//!
+//! A hundred tools cost tens of thousands of tokens in every request
+//! before any work begins. Add them with
+//! [`add_deferred_tool`](crate::Configurator::add_deferred_tool) instead:
+//! above the [`ToolSearch`](crate::tool_search::ToolSearch) threshold (30
+//! tools by default, or an estimate of their schemas' tokens) they are not
+//! sent; the model gets a `search_tools` tool, and what a search finds is
+//! sent, and callable, from the next request on. Found tools are added
+//! after the ones already sent, so the provider's prompt cache keeps the
+//! request before. On Anthropic's Messages and OpenAI's Responses APIs the
+//! provider's own search is used instead. The details are in
+//! [`tool_search`](crate::tool_search).
+//!
+//! ```
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::Agent;
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.set_prefix_cache(true);
+//! server.push(Reply::tool_call("search_tools", json!({"query": "refund an order"})));
+//! server.push(Reply::tool_call("refund_order", json!({"order": "A-17"})));
+//! server.push(Reply::text("Refunded."));
+//! let mut config = Agent::builder(server.transport());
+//! for i in 0..200 {
+//!     let name = format!("shop_tool_{i}");
+//!     config = config.add_deferred_tool(FnTool::new(name, "A shop tool.", Parameters::empty(),
+//!         |_, _| Ok(String::new())));
+//! }
+//! let refund = FnTool::new(
+//!     "refund_order",
+//!     "Refunds an order to the customer's card.",
+//!     Parameters::builder().required_string("order", "The order id.").build(),
+//!     |args, _| Ok(format!("refunded {}", args["order"].as_str().unwrap_or("?"))),
+//! );
+//! let mut agent = config.add_deferred_tool(refund).build()?;
+//! agent.run_loop("Refund order A-17.")?;
+//! assert_eq!(agent.found_tools(), ["refund_order"]);
+//! assert_eq!(agent.messages()[4].content, "refunded A-17");
+//! let sent = server.chat_requests();
+//! assert_eq!(sent[0].tool_names(), ["search_tools"]);
+//! assert_eq!(sent[1].tool_names(), ["search_tools", "refund_order"]);
+//! assert!(sent[0].raw_body.len() < 2_000);
+//! // The found tool came after the search tool: the request before stayed cached.
+//! let cached = |i: usize| agent.messages()[i].usage.and_then(|u| u.cached).unwrap_or(0);
+//! assert!(cached(3) > 0);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
 //! ## MCP tools, deferred
 //!
 //! A server with dozens of tools can have them all deferred:

@@ -493,6 +493,13 @@ impl Agent {
         self.shared.state.lock().tools.clone()
     }
 
+    /// The tools the next request offers and a call may run: the
+    /// model-visible ones, then the search tool and the found or (below
+    /// the threshold, or searched natively) all deferred tools.
+    pub(crate) fn callable_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().callable()
+    }
+
     /// The sub-agent-only tools (never sent to this agent's model).
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared.state.lock().sub_agent_tools.clone()

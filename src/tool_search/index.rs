@@ -132,7 +132,10 @@ impl Index {
         }
         #[allow(clippy::cast_precision_loss, reason = "BM25 is approximate")]
         let n = self.lengths.len() as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        // Dense scores: a common word touches every tool, and adding into
+        // a slice costs less than hashing each one.
+        let mut scores = vec![0.0_f32; self.lengths.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for term in &terms {
             let Some(list) = self.postings.get(term) else {
                 continue;
@@ -143,13 +146,24 @@ impl Index {
             for &(doc, tf) in list {
                 let len = self.lengths[doc as usize];
                 let norm = K1 * (1.0 - B + B * len / self.average.max(f32::EPSILON));
-                *scores.entry(doc).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+                let score = &mut scores[doc as usize];
+                if *score <= 0.0 {
+                    touched.push(doc);
+                }
+                *score += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
+        let mut ranked: Vec<(u32, f32)> = touched
+            .into_iter()
+            .map(|doc| (doc, scores[doc as usize]))
+            .collect();
         // Best first; equal scores in the order the tools were given.
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(k);
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if k < ranked.len() {
+            ranked.select_nth_unstable_by(k, order);
+            ranked.truncate(k);
+        }
+        ranked.sort_unstable_by(order);
         ranked.into_iter().map(|(doc, _)| doc as usize).collect()
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use pikuri::extension::{Extension, ExtensionContext};
 use pikuri::journal::FileStore;
+use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::tool_search::{Threshold, ToolSearch};
@@ -622,4 +623,34 @@ fn native_search_sends_every_deferred_tool_and_runs_any() {
     let (names, ran) = run(false);
     assert_eq!(names, ["note", "clock", "search_tools"]);
     assert_eq!(ran, 0);
+}
+
+#[test]
+fn a_persona_naming_a_deferred_tool_gets_it_as_an_ordinary_tool() {
+    let server = FakeServer::start();
+    server
+        .push(Reply::tool_call(
+            "agent",
+            json!({"name": "fx", "task": "100 EUR in USD"}),
+        ))
+        .push(convert())
+        .push(Reply::text("108 USD"))
+        .push(Reply::text("It is 108 USD."));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let persona =
+        Persona::new("fx", "Converts money.", "You convert.", 5).with_tools(&["convert_currency"]);
+    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
+        .add_extension(SubAgents::new(vec![persona]).unwrap())
+        .build()
+        .unwrap();
+    agent.run_loop("100 EUR in USD?").unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let sent = server.chat_requests();
+    assert_eq!(
+        sent[0].tool_names(),
+        ["note", "clock", "agent", "search_tools"]
+    );
+    assert_eq!(sent[1].tool_names(), ["convert_currency"]);
+    // The parent found nothing: the child's tool is the persona's.
+    assert!(agent.found_tools().is_empty());
 }
