@@ -848,6 +848,49 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
+//! ## MCP tools, deferred
+//!
+//! A server with dozens of tools can have them all deferred:
+//! [`Server::with_deferred`](crate::mcp::Server::with_deferred) for one
+//! server, [`Registry::defer_tools`](crate::mcp::Registry::defer_tools) for
+//! every server that does not say (MCP tools are ordinary tools unless
+//! asked). They join the deferred pool, and the agent's
+//! [`ToolSearch`](crate::tool_search::ToolSearch) threshold decides, at each
+//! request, whether they are held back behind the search or sent as they
+//! are: a small server stays visible, a big one (or many) costs one tool
+//! until the model searches. When a server's list changes, a tool it still
+//! lists stays where it was (deferred, and found if it was), a withdrawn
+//! one leaves the pool, a new one joins it held back. This snippet needs
+//! `npx`, so it is not run here; `tests/mcp/deferred.rs` runs it against
+//! the reference server.
+//!
+//! ```no_run
+//! use pikuri::tool_search::{Threshold, ToolSearch};
+//! use pikuri::{Agent, ChatTransport, mcp};
+//!
+//! let mut agent = Agent::builder(ChatTransport::from_env()?)
+//!     .tool_search(ToolSearch::new().threshold(Threshold::Count(10)))
+//!     .add_extension(
+//!         mcp::Registry::new()
+//!             .defer_tools(true)
+//!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
+//!             // A server of two tools the model should always see.
+//!             .server("time", mcp::Server::stdio("uvx", ["mcp-server-time"]).with_deferred(false)),
+//!     )
+//!     .build()?;
+//! assert!(agent.deferred_tools().iter().any(|t| t.name() == "everything__echo"));
+//! assert!(agent.tools().iter().any(|t| t.name() == "time__get_current_time"));
+//! // The first request carries the time tools and `search_tools`; the
+//! // model searches, and `everything__echo` is sent from then on.
+//! agent.run_loop("Echo 'hello'.")?;
+//! println!("found: {:?}", agent.found_tools());
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! The chat example defers its `--mcp` servers' tools above
+//! `--defer-above N` (30 by default; `--no-tool-search` sends them all),
+//! and `/tools` lists the tools sent, the deferred ones and those found.
+//!
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them
