@@ -141,6 +141,29 @@ impl State {
         }
     }
 
+    /// Reveal what the API's own search found in `answer` (Anthropic's
+    /// `tool_search_tool_result`, a Responses `tool_search_output`): every
+    /// deferred tool is sent and callable in that form already, so this
+    /// only keeps [`Agent::found_tools`](crate::Agent::found_tools) true,
+    /// and the tools found if the conversation moves to an API searched
+    /// locally.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(clippy::unused_self, reason = "the feature's")
+    )]
+    pub(crate) fn found_natively(&mut self, answer: &Message) {
+        #[cfg(feature = "tool-search")]
+        if answer.provider_data.is_some() && !self.deferred.is_empty() {
+            let names = crate::protocol::found_tool_names(answer);
+            let known: Vec<String> = names
+                .into_iter()
+                .filter(|n| self.deferred.iter().any(|t| t.name() == n.as_str()))
+                .collect();
+            self.reveal(known);
+        }
+        let _ = answer;
+    }
+
     /// Forget the found tools and read them again from `messages` (a
     /// loaded history, a resumed journal, a cleared conversation).
     pub(crate) fn found_from(&mut self, messages: &[Message]) {
@@ -295,6 +318,17 @@ pub(crate) mod search {
             .collect();
         let mut out: Vec<String> = Vec::new();
         for m in messages {
+            // What an API's own search found (kept in the answer's
+            // provider data) counts as found too.
+            if m.role == Role::Assistant && m.provider_data.is_some() {
+                for name in crate::protocol::found_tool_names(m) {
+                    let known = pool.iter().any(|t| t.name() == name);
+                    if known && !out.contains(&name) {
+                        out.push(name);
+                    }
+                }
+                continue;
+            }
             let ours = m.role == Role::Tool
                 && m.tool_call_id
                     .as_deref()

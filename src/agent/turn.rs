@@ -397,6 +397,7 @@ impl Agent {
         }
         message.model.clone_from(&model);
         message.usage = usage;
+        self.shared.state.lock().found_natively(&message);
         let agent = self.agent_id();
         if let Some(r) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
             self.emit(Event::Thinking {

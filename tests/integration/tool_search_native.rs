@@ -158,6 +158,12 @@ fn the_api_searches_the_model_calls_what_it_found_and_the_search_goes_back() {
             assert_eq!(pd.api, api, "{case}");
             assert_eq!(pd.items, back, "{case}");
             assert_valid_history(agent.messages());
+            // Found by the API's search, and so after a reload too.
+            assert_eq!(agent.found_tools(), ["get_weather"], "{case}");
+            let kept = pikuri::History::new(agent.messages().to_vec()).unwrap();
+            let mut reloaded = self::agent(&server, api, stream, &calls);
+            reloaded.load_history(kept).unwrap();
+            assert_eq!(reloaded.found_tools(), ["get_weather"], "{case}");
             server.assert_all_used();
         }
     }
