@@ -539,14 +539,6 @@ fn a_failing_gemini_falls_back_to_another_api() {
 /// streams, huge numbers and strings, duplicate ids.
 #[test]
 fn hostile_streams_are_refused_or_bounded() {
-    let sse = |chunks: &[Value]| {
-        chunks.iter().fold(String::new(), |mut out, c| {
-            out.push_str("data: ");
-            out.push_str(&c.to_string());
-            out.push_str("\n\n");
-            out
-        })
-    };
     let done = |parts: Value| json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
     let cases: Vec<(String, &str)> = vec![
         ("data: {not json\n\n".into(), "not a Gemini answer"),
@@ -639,4 +631,137 @@ fn a_recorded_gemini_session_replays_from_its_cassette() {
         assert!(replay.mismatches().is_empty(), "{:?}", replay.mismatches());
         replay.assert_all_used();
     }
+}
+
+/// `data:` lines of `chunks`, for `Reply::raw_sse`.
+fn sse(chunks: &[Value]) -> String {
+    chunks.iter().fold(String::new(), |mut out, c| {
+        out.push_str("data: ");
+        out.push_str(&c.to_string());
+        out.push_str("\n\n");
+        out
+    })
+}
+
+/// ATTACKS.md, "Other servers": a `RetryInfo` delay that is negative or
+/// not a number falls back to the backoff; one past what a `Duration`
+/// holds is a long wait, cut to the retry cap (as a huge `Retry-After`
+/// is), never the short backoff that would hammer a server asking for
+/// time.
+#[test]
+fn absurd_retry_info_delays_fall_back_or_hit_the_cap() {
+    let server = strict_server();
+    let delays = ["-5s", "NaNs", "soon", "1e30s", "99999999999999999999s"];
+    for delay in delays {
+        let body = json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}]}});
+        server.push(Reply::raw_body(429, "application/json", body.to_string()));
+    }
+    server.push(Reply::text("finally"));
+    let rec = InMemoryEventList::new();
+    let mut agent = Agent::builder(gemini(&server))
+        .http(
+            fast_http()
+                .with_max_retries(5)
+                .with_retry_base(Duration::from_millis(1))
+                .with_retry_cap(Duration::from_millis(40)),
+        )
+        .add_listener(rec.clone())
+        .build()
+        .unwrap();
+    let out = agent.run_loop("go").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("finally"));
+    let waits: Vec<u64> = rec
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits.len(), delays.len(), "{waits:?}");
+    // The backoff of 1 ms base (at most 8 ms by the third attempt) for
+    // the three that do not read; the cap for the two huge ones.
+    assert!(waits[..3].iter().all(|w| *w < 40), "{waits:?}");
+    assert_eq!(waits[3..], [40, 40], "{waits:?}");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
+
+/// ATTACKS.md, "Streams and decoders": a safety block after some text,
+/// a candidate with no parts and one with no content at all end the turn
+/// with a typed finish, keep a history Gemini accepts again, and the next
+/// turn works.
+#[test]
+fn a_safety_block_mid_stream_and_empty_candidates_keep_the_history_valid() {
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Here is how to"}]}}]}),
+        json!({"candidates": [{"finishReason": "SAFETY", "index": 0}]}),
+    ])));
+    server.push(Reply::raw_sse(sse(&[json!({
+        "candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]
+    })])));
+    server.push(Reply::raw_sse(sse(&[json!({
+        "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": "12", "candidatesTokenCount": -3}
+    })])));
+    server.push(Reply::text("recovered"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+    let out = agent.run_loop("how?").unwrap();
+    assert_eq!(out.finish, FinishReason::Filtered);
+    let out = agent.run_loop("and now?").unwrap();
+    assert_eq!(out.answer.as_deref().unwrap_or(""), "");
+    let out = agent.run_loop("still?").unwrap();
+    assert_eq!(out.answer.as_deref().unwrap_or(""), "");
+    // A string and a negative number are not token counts.
+    assert_eq!((out.usage.input, out.usage.output), (None, None));
+    let out = agent.run_loop("once more").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("recovered"));
+    assert_valid_history(agent.messages());
+    // Every request, the last one with the empty answers in its history,
+    // passed the strict server.
+    assert_clean(&server);
+}
+
+/// ATTACKS.md, "Ids and indices": two calls under one id in two chunks of
+/// one stream refuse the answer as two in one chunk do, and nothing of it
+/// is kept; calls without ids get distinct ones, which never go back to
+/// Gemini.
+#[test]
+fn a_call_id_repeated_across_chunks_is_refused_and_the_next_turn_works() {
+    let call = |id: &str| {
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}, "id": id}}]}}]})
+    };
+    let stop = json!({"candidates": [{"finishReason": "STOP"}]});
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[call("c1"), call("c1"), stop.clone()])));
+    let unnamed = json!({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}},
+        {"functionCall": {"name": "add", "args": {"a": 3, "b": 4}}}]}}]});
+    server.push(Reply::raw_sse(sse(&[unnamed, stop])));
+    server.push(Reply::text("3 and 7"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true).add_tool(add()));
+    let err = agent.run_loop("add twice").unwrap_err();
+    assert!(err.to_string().contains("duplicate tool call id"), "{err}");
+    assert_eq!(agent.messages().len(), 1, "nothing of the refused answer");
+    let out = agent.run_loop("add twice").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("3 and 7"));
+    let ids: Vec<&str> = agent.messages()[2]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    // The made-up ids stayed home: the calls went without them.
+    let last = server.chat_requests().pop().unwrap();
+    for part in model_parts(&last) {
+        if let Some(call) = part.get("functionCall") {
+            assert!(call.get("id").is_none(), "{call}");
+        }
+    }
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
 }

@@ -359,6 +359,16 @@ fn the_retry_delay_is_read_from_retry_info() {
     ] {
         assert_eq!(retry_delay(bad.to_string().as_bytes()), None, "{bad}");
     }
+    // Past what a Duration holds: the longest wait, which the retry cap cuts.
+    for huge in ["1e30s", "99999999999999999999s", "infs"] {
+        let body = json!({"error": {"details": [
+            {"@type": "x.google.rpc.RetryInfo", "retryDelay": huge}]}});
+        assert_eq!(
+            retry_delay(body.to_string().as_bytes()),
+            Some(Duration::MAX),
+            "{huge}"
+        );
+    }
 }
 
 #[test]
