@@ -6,7 +6,8 @@
 //! `metadata` and `allowed-tools`), then a Markdown body; beside it, any
 //! files the body refers to (`references/`, `assets/`, `scripts/`, ...).
 //! Only the names and descriptions are in every request, as an
-//! `<available_skills>` block of the system prompt; the model reads a
+//! `<available_skills>` block of the system prompt (at most 32 KiB: see
+//! [`Catalog::snippet`]); the model reads a
 //! skill's body, and the files beside it, with the `skill` tool when a task
 //! matches (progressive disclosure).
 //!
@@ -76,6 +77,9 @@ use crate::{Error, Result, Tool, ToolContext, ToolError};
 /// The most skills a catalog holds; more are listed in
 /// [`Catalog::rejected`] rather than read.
 pub const MAX_SKILLS: usize = 1000;
+/// The largest `<available_skills>` block, in bytes (about 8,000 tokens):
+/// skills past it are counted, not listed (see [`Catalog::snippet`]).
+const MAX_BLOCK_BYTES: usize = 32 * 1024;
 /// The largest `SKILL.md` read (front matter and body).
 const MAX_SKILL_FILE: u64 = 1024 * 1024;
 /// The largest file the tool reads by default.
@@ -100,7 +104,8 @@ impl Skill {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] naming the file (and the line, for the front
-    /// matter): no `SKILL.md`, a file over 1 MiB or not UTF-8, a front
+    /// matter): no `SKILL.md`, one that is a link out of `dir`, a file over
+    /// 1 MiB or not UTF-8, a front
     /// matter the reader refuses, or a field the format forbids (a `name`
     /// that is not 1 to 64 lowercase letters, digits and single hyphens, or
     /// is not the folder's name; no `description`, or one over 1024
@@ -108,7 +113,7 @@ impl Skill {
     pub fn load(dir: impl AsRef<Path>) -> Result<Skill> {
         let dir = dir.as_ref();
         let file = dir.join("SKILL.md");
-        let text = read::bounded_text(&file, MAX_SKILL_FILE)
+        let text = read::skill_md(dir, MAX_SKILL_FILE)
             .map_err(|e| Error::invalid(format!("{}: {e}", file.display())))?;
         let parsed =
             front::parse(&text).map_err(|e| Error::invalid(format!("{}: {e}", file.display())))?;
@@ -363,15 +368,27 @@ impl Catalog {
     /// The `<available_skills>` block that tells the model about these
     /// skills and the tool (named `tool_name`) that reads them; empty for
     /// an empty catalog.
+    ///
+    /// The block is at most 32 KiB, however many skills there are and
+    /// however long their descriptions (up to [`MAX_SKILLS`] of up to 1024
+    /// characters would be a megabyte in every request): the skills are
+    /// listed in name order while they fit, and a last line counts the
+    /// rest, which the tool still reads by name (its `name` parameter
+    /// lists every skill).
     pub fn snippet(&self, tool_name: &str) -> String {
         if self.is_empty() {
             return String::new();
         }
+        // A tool name a provider accepts is short; this one is public.
+        let tool_name = crate::util::excerpt(tool_name, 64);
         let mut s = format!(
             "<available_skills>\nSkills are instructions for particular tasks. When a task \
              matches a skill's description, read the skill with the `{tool_name}` tool \
              (argument `name`) before you start, and the files it refers to with `path`.\n"
         );
+        // Room kept for the count line and the closing tag.
+        let room = MAX_BLOCK_BYTES - 512;
+        let mut unlisted = 0usize;
         for skill in self.skills() {
             // One line each: a description's own line breaks would read as
             // further entries.
@@ -380,7 +397,21 @@ impl Catalog {
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            let _ = writeln!(s, "- {}: {line}", skill.name);
+            let line = format!("- {}: {line}\n", skill.name);
+            // Once one does not fit, none after it is listed: the list
+            // stays a prefix of the names, in order.
+            if unlisted > 0 || s.len() + line.len() > room {
+                unlisted += 1;
+                continue;
+            }
+            s.push_str(&line);
+        }
+        if unlisted > 0 {
+            let _ = writeln!(
+                s,
+                "({unlisted} more skills are not listed here, for room; the `{tool_name}` \
+                 tool's `name` takes any of them.)"
+            );
         }
         s.push_str("</available_skills>");
         s

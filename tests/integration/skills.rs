@@ -420,3 +420,227 @@ fn a_sub_agent_gets_a_subset_of_the_skills() {
     // The parent still lists all three.
     assert!(reqs[0].system().unwrap().contains("travel-plans"));
 }
+
+/// ATTACKS.md, "Files and stores": every spelling of a way out of the
+/// skill's folder (encoded, backslashed, dotted, doubled slashes, a NUL)
+/// is refused or names no file, and never reads what lies outside.
+#[test]
+fn every_spelling_of_a_way_out_is_refused() {
+    let t = three_skills();
+    write(&t.0.join("secret.txt"), "TOP SECRET");
+    write(&t.0.join("release-notes/..%2fsecret.txt"), "decoy");
+    let cases = [
+        ("%2e%2e/secret.txt", "no such file"),
+        ("%2E%2E%2Fsecret.txt", "no such file"),
+        ("..\\secret.txt", "no such file"),
+        ("references\\..\\..\\secret.txt", "no such file"),
+        ("./../secret.txt", "`..` is not allowed"),
+        ("references/./../../secret.txt", "`..` is not allowed"),
+        ("//etc/passwd", "absolute path"),
+        ("secret.txt\0", "nul"),
+        // A file whose name only looks like a way out is inside: read.
+        ("..%2fsecret.txt", "decoy"),
+    ];
+    for (path, expected) in cases {
+        let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
+        assert!(
+            seen.to_lowercase().contains(&expected.to_lowercase()),
+            "{path:?}: {seen}"
+        );
+        assert!(!seen.contains("TOP SECRET"), "{path:?}: {seen}");
+    }
+}
+
+/// A link loop in a skill's folder is an error the model reads, and the
+/// listing (which follows no link) still ends.
+#[cfg(unix)]
+#[test]
+fn symlink_loops_end_in_an_error_not_a_hang() {
+    let t = three_skills();
+    let skill = t.0.join("release-notes");
+    std::os::unix::fs::symlink(skill.join("loop-b"), skill.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink(skill.join("loop-a"), skill.join("loop-b")).unwrap();
+    // A folder that links to its own parent: a cycle for a walker that
+    // followed links.
+    std::os::unix::fs::symlink(".", skill.join("again")).unwrap();
+    let seen = observe(&t.0, json!({"name": "release-notes", "path": "loop-a"}));
+    assert!(seen.contains("symbolic links"), "{seen}");
+    let deep = "again/".repeat(30) + "references/style.md";
+    let seen = observe(&t.0, json!({"name": "release-notes", "path": deep}));
+    assert!(seen.contains("One line per change"), "{seen}");
+    let listing = observe(&t.0, json!({"name": "release-notes"}));
+    assert!(listing.contains("references/style.md"), "{listing}");
+    assert!(!listing.contains("again"), "{listing}");
+    // A skills root that is a loop is an error, not a hang.
+    let root = TempDir::new("rootloop");
+    std::os::unix::fs::symlink(root.0.join("b"), root.0.join("a")).unwrap();
+    std::os::unix::fs::symlink(root.0.join("a"), root.0.join("b")).unwrap();
+    let e = Catalog::discover(&[root.0.join("a")]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+/// A `SKILL.md` that is (or becomes, after discovery) a link out of its
+/// folder is not read: neither when the catalog is built nor when the
+/// model asks for the skill's body.
+#[cfg(unix)]
+#[test]
+fn a_skill_md_linked_out_of_its_folder_is_not_read() {
+    let t = three_skills();
+    let outside = TempDir::new("outside");
+    write(
+        &outside.0.join("SKILL.md"),
+        &skill_md("release-notes", "Looks like one.", "OUTSIDE SECRET"),
+    );
+    // At discovery.
+    let linked = t.0.join("linked-out");
+    fs::create_dir_all(&linked).unwrap();
+    write(
+        &outside.0.join("other/SKILL.md"),
+        &skill_md("linked-out", "Lives elsewhere.", "OUTSIDE SECRET"),
+    );
+    std::os::unix::fs::symlink(outside.0.join("other/SKILL.md"), linked.join("SKILL.md")).unwrap();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert!(catalog.get("linked-out").is_none());
+    let (_, reason) = catalog
+        .rejected()
+        .iter()
+        .find(|(p, _)| p.ends_with("linked-out"))
+        .expect("refused");
+    assert!(
+        reason.contains("leads out of the skill's folder"),
+        "{reason}"
+    );
+    // After discovery: the file is swapped for a link between the
+    // catalog and the call.
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "release-notes"})));
+    server.push(Reply::text("ok"));
+    server.push(Reply::text("next"));
+    let mut agent = Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap();
+    let md = t.0.join("release-notes/SKILL.md");
+    fs::remove_file(&md).unwrap();
+    std::os::unix::fs::symlink(outside.0.join("SKILL.md"), &md).unwrap();
+    agent.run_loop("notes").unwrap();
+    let seen = tool_results(&agent).remove(0);
+    assert!(seen.contains("leads out of the skill's folder"), "{seen}");
+    assert!(!seen.contains("OUTSIDE SECRET"), "{seen}");
+    assert_valid_history(agent.messages());
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
+/// A skill folder removed between the catalog and the call is an error the
+/// model reads; two skills of one name keep the first; a name that differs
+/// from its folder is refused.
+#[test]
+fn a_removed_skill_a_repeated_name_and_a_foreign_name() {
+    let t = three_skills();
+    let other = TempDir::new("second-root");
+    write(
+        &other.0.join("sql-review/SKILL.md"),
+        &skill_md("sql-review", "The second one.", "SECOND"),
+    );
+    write(
+        &other.0.join("renamed/SKILL.md"),
+        &skill_md("sql-review", "Under another folder.", "THIRD"),
+    );
+    let catalog = Catalog::discover(&[&t.0, &other.0]).unwrap();
+    assert_eq!(
+        catalog.get("sql-review").unwrap().description(),
+        "Reviews SQL queries for injection and speed."
+    );
+    let reason = |dir: &str| {
+        catalog
+            .rejected()
+            .iter()
+            .find(|(p, _)| p.ends_with(dir))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        reason("sql-review").contains("was found first"),
+        "{:?}",
+        catalog.rejected()
+    );
+    assert!(
+        reason("renamed").contains("not the folder's name"),
+        "{:?}",
+        catalog.rejected()
+    );
+
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "travel-plans"})));
+    server.push(Reply::tool_call(
+        "skill",
+        json!({"name": "travel-plans", "path": "x.md"}),
+    ));
+    server.push(Reply::text("gone"));
+    server.push(Reply::text("next"));
+    let mut agent = Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap();
+    fs::remove_dir_all(t.0.join("travel-plans")).unwrap();
+    agent.run_loop("plan").unwrap();
+    let seen = tool_results(&agent);
+    assert_eq!(seen.len(), 2);
+    for s in &seen {
+        assert!(
+            s.contains("No such file") || s.contains("no such file"),
+            "{s}"
+        );
+        assert!(s.chars().count() < 400, "{s}");
+    }
+    assert_valid_history(agent.messages());
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
+/// Thousands of skills: the catalog holds `MAX_SKILLS`, and the block in
+/// every request stays under its cap however long the descriptions are
+/// (the tool's `name` still names every skill).
+#[test]
+fn thousands_of_skills_keep_the_prompt_bounded() {
+    use pikuri::skill::MAX_SKILLS;
+    let t = TempDir::new("many");
+    let long = "d".repeat(1000);
+    for i in 0..MAX_SKILLS + 5 {
+        let name = format!("skill-{i:04}");
+        write(
+            &t.0.join(&name).join("SKILL.md"),
+            &skill_md(&name, &format!("{long} {i}"), "body"),
+        );
+    }
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert_eq!(catalog.len(), MAX_SKILLS);
+    assert_eq!(catalog.rejected().len(), 5);
+    let block = catalog.snippet("skill");
+    assert!(block.len() <= 32 * 1024, "{} bytes", block.len());
+    assert!(block.contains("- skill-0000: ddd"), "{}", &block[..300]);
+    assert!(block.ends_with("</available_skills>"), "{block}");
+    let listed = block.lines().filter(|l| l.starts_with("- skill-")).count();
+    assert!(
+        block.contains(&format!("{} more skills", MAX_SKILLS - listed)),
+        "{}",
+        &block[block.len() - 400..]
+    );
+
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "skill-0999"})));
+    server.push(Reply::text("read"));
+    let mut agent = Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap();
+    assert!(agent.system_prompt().len() <= 33 * 1024);
+    agent.run_loop("go").unwrap();
+    // A skill past the listed ones is still read by name.
+    assert!(tool_results(&agent)[0].contains("# Skill: skill-0999"));
+}
