@@ -765,3 +765,117 @@ fn a_call_id_repeated_across_chunks_is_refused_and_the_next_turn_works() {
     assert_valid_history(agent.messages());
     assert_clean(&server);
 }
+
+/// ATTACKS.md, "Streams and decoders": chunks that carry nothing (an
+/// empty text, a candidate without content, usage repeated, a member of
+/// another shape) are not progress: a stream of them ends at the idle
+/// bound, as on the other APIs (`decoder_rules.rs`), and the next turn
+/// works.
+#[test]
+fn a_stream_of_empty_chunks_ends_at_the_idle_bound() {
+    let server = FakeServer::start();
+    let mut chunks =
+        vec![json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]})];
+    for _ in 0..200 {
+        chunks
+            .push(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}}]}));
+        chunks.push(json!({"candidates": [{"index": 0}]}));
+        chunks.push(json!({"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}}));
+        chunks.push(json!({"somethingNew": {"x": 1}}));
+    }
+    chunks.push(json!({"candidates": [{"finishReason": "STOP"}]}));
+    server.push(Reply::raw_sse(sse(&chunks)).with_chunk_delay(Duration::from_millis(20)));
+    server.push(Reply::text("next"));
+    let mut agent = Agent::builder(gemini(&server))
+        .http(
+            fast_http()
+                .with_max_retries(0)
+                .with_idle_timeout(Duration::from_secs(1)),
+        )
+        .streaming(true)
+        .build()
+        .unwrap();
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    assert_valid_history(agent.messages());
+    assert_eq!(agent.messages().len(), 1, "nothing of the cut answer");
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
+/// ATTACKS.md, "Streams and decoders": an error inside a Gemini stream is
+/// typed by what it stands for, as the same failure as an HTTP status is
+/// (a rate limit, a server error, an overload; Gemini's numeric `code`,
+/// its `status` name, or a code given as a string), so a fallback takes
+/// over; a huge status is bounded in the error.
+#[test]
+fn in_stream_errors_are_typed_as_their_status_and_fall_back() {
+    let cases = [
+        (
+            json!({"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": 500, "message": "boom", "status": "INTERNAL"}),
+            ErrorKind::Server,
+        ),
+        (
+            json!({"code": 503, "message": "busy", "status": "UNAVAILABLE"}),
+            ErrorKind::Server,
+        ),
+        (
+            json!({"message": "quota", "status": "RESOURCE_EXHAUSTED"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": "429", "message": "quota"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": 500, "message": "x", "status": "S".repeat(20_000)}),
+            ErrorKind::Server,
+        ),
+    ];
+    for (error, kind) in cases {
+        let partial =
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Par"}]}}]});
+        let raw = sse(&[partial, json!({ "error": error })]);
+        // Alone: the typed error, bounded, nothing kept.
+        let server = FakeServer::start();
+        server.push(Reply::raw_sse(raw.clone()));
+        let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+        let err = agent.run_loop("Hi").unwrap_err();
+        assert_eq!(err.kind(), kind, "{error}: {err:?}");
+        assert!(
+            err.to_string().len() < 1_500,
+            "{} bytes",
+            err.to_string().len()
+        );
+        assert_eq!(agent.messages().len(), 1);
+        // With a fallback: the backup answers.
+        let primary = FakeServer::start();
+        primary.push(Reply::raw_sse(raw));
+        let backup = strict_server();
+        backup.push(Reply::text("From the backup."));
+        let (mut agent, _) = agent_on(gemini(&primary), |c| {
+            c.streaming(true)
+                .add_fallback(gemini(&backup).with_model("backup"))
+        });
+        let out = agent
+            .run_loop("Hi")
+            .unwrap_or_else(|e| panic!("{error}: {e:?}"));
+        assert_eq!(out.answer.as_deref(), Some("From the backup."));
+        assert_clean(&backup);
+    }
+    // A cut stream's error names no end event Gemini does not have.
+    let server = FakeServer::start();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"parts": [{"text": "cut"}]}}]}),
+    ])));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+    let err = agent.run_loop("Hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Truncated);
+    assert!(!err.to_string().contains("[DONE]"), "{err}");
+}
