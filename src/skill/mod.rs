@@ -109,7 +109,8 @@ impl Skill {
     /// matter the reader refuses, or a field the format forbids (a `name`
     /// that is not 1 to 64 lowercase letters, digits and single hyphens, or
     /// is not the folder's name; no `description`, or one over 1024
-    /// characters; a `compatibility` over 500).
+    /// characters; a `compatibility` over 500; a control character other
+    /// than a tab or a line break in either).
     pub fn load(dir: impl AsRef<Path>) -> Result<Skill> {
         let dir = dir.as_ref();
         let file = dir.join("SKILL.md");
@@ -160,6 +161,24 @@ impl Skill {
         check_name(&skill.name, dir)?;
         if skill.description.trim().is_empty() {
             return Err("the front matter has no `description`".into());
+        }
+        // Why refuse: the description goes into every request's system
+        // prompt, and from there to any terminal that shows it; a NUL or an
+        // escape sequence is never part of what a skill means.
+        for (key, text) in [
+            ("description", Some(&skill.description)),
+            ("compatibility", skill.compatibility.as_ref()),
+        ] {
+            if let Some(c) = text
+                .into_iter()
+                .flat_map(|t| t.chars())
+                .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+            {
+                return Err(format!(
+                    "`{key}` has a control character (U+{:04X})",
+                    u32::from(c)
+                ));
+            }
         }
         if skill.description.chars().count() > 1024 {
             return Err("`description` is longer than 1024 characters".into());

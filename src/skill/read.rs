@@ -52,7 +52,11 @@ pub(super) fn instructions(name: &str, dir: &Path, max: u64) -> Result<String, T
     let body = front::parse(&text)
         .map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?
         .body;
-    let mut out = format!("# Skill: {name}\n\n{}", body.trim());
+    // Why normalise: the front matter reader takes CRLF files (written on
+    // Windows); their body's `\r`s would reach the model and any terminal
+    // that shows the result.
+    let body = body.trim().replace("\r\n", "\n");
+    let mut out = format!("# Skill: {name}\n\n{body}");
     let files = list(dir);
     if !files.is_empty() {
         out.push_str("\n\nFiles in this skill's folder (read one with `path`):\n");

@@ -644,3 +644,33 @@ fn thousands_of_skills_keep_the_prompt_bounded() {
     // A skill past the listed ones is still read by name.
     assert!(tool_results(&agent)[0].contains("# Skill: skill-0999"));
 }
+
+/// A `SKILL.md` written on Windows (a byte-order mark, CRLF line ends) is
+/// read as the same skill, its body without stray `\r`s; a control
+/// character in the description is refused.
+#[test]
+fn a_windows_skill_md_reads_the_same_and_control_bytes_are_refused() {
+    let t = TempDir::new("windows");
+    write(
+        &t.0.join("crlf/SKILL.md"),
+        "\u{feff}---\r\nname: crlf\r\ndescription: Written on Windows.\r\n---\r\nLine one.\r\nLine two.\r\n",
+    );
+    write(
+        &t.0.join("nul/SKILL.md"),
+        "---\nname: nul\ndescription: has a \0 in it\n---\nbody\n",
+    );
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert_eq!(
+        catalog.get("crlf").unwrap().description(),
+        "Written on Windows."
+    );
+    let seen = observe(&t.0, json!({"name": "crlf"}));
+    assert!(seen.contains("Line one.\nLine two."), "{seen:?}");
+    assert!(!seen.contains('\r'), "{seen:?}");
+    // A NUL (or an escape) in a description would reach every request's
+    // system prompt: the skill is left out, saying why.
+    assert!(catalog.get("nul").is_none());
+    let (_, reason) = &catalog.rejected()[0];
+    assert!(reason.contains("control character (U+0000)"), "{reason}");
+    assert!(!catalog.snippet("skill").contains('\0'));
+}
