@@ -474,14 +474,34 @@ impl Dataset {
     /// Write the dataset (JSON Lines when the name ends in `.jsonl`),
     /// through a temporary file renamed over `path`, so a reader never sees
     /// half a file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] naming the file: a directory, a FIFO or a
+    /// device at `path`, a missing parent folder (never created), a
+    /// non-empty file there that is not a dataset (never replaced), or the
+    /// write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let text = if is_jsonl(path) {
+        let jsonl = is_jsonl(path);
+        let text = if jsonl {
             self.to_jsonl()
         } else {
             self.to_json()
         };
-        file::write_atomic(path, text.as_bytes(), "dataset")
+        let is_one = |text: &str| {
+            if jsonl {
+                Dataset::from_jsonl(text, "").is_ok()
+            } else {
+                Dataset::from_json(text).is_ok()
+            }
+        };
+        let kind = file::Kind {
+            what: "dataset",
+            max: MAX_DATASET_BYTES,
+            is_one: &is_one,
+        };
+        file::write_atomic(path, text.as_bytes(), &kind)
     }
 
     fn push_unique(

@@ -5,12 +5,24 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
+/// What kind of file the kit writes, to tell one it may replace.
+pub(super) struct Kind<'a> {
+    /// Names the file in errors ("report").
+    pub(super) what: &'a str,
+    /// The largest file of this kind read.
+    pub(super) max: u64,
+    /// Whether a file's text is one of this kind.
+    pub(super) is_one: &'a dyn Fn(&str) -> bool,
+}
+
 /// Write `bytes` to `path` through a new temporary file beside it, renamed
 /// over `path` once complete: a reader (or a crash) never sees half a file,
 /// and a symbolic link at `path` is replaced, never written through. A
 /// missing parent folder is an error (never created), and so is a
-/// directory at `path`. `what` names the file in errors ("report").
-pub(super) fn write_atomic(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+/// directory at `path`, and a non-empty file that does not read as one of
+/// `kind` (the kit never replaces what it did not write).
+pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result<()> {
+    let what = kind.what;
     let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
     // A device, a FIFO or a socket is never replaced by a file (as root,
     // the rename would succeed even in /dev); a link is replaced itself.
@@ -18,6 +30,18 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8], what: &str) -> Result<()> 
         Ok(meta) if meta.is_dir() => return Err(at("is a directory".into())),
         Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
             return Err(at("not a regular file".into()));
+        }
+        // Why read it first: a report saved over the dataset (or a
+        // cassette over a report) by a mixed-up path would lose a file the
+        // user wrote by hand. One of this kind, even stale, is the kit's
+        // own to replace; anything else is left for the user to remove.
+        Ok(meta) if meta.is_file() && meta.len() > 0 => {
+            let ours = read_bounded(path, kind.max).is_ok_and(|t| (kind.is_one)(&t));
+            if !ours {
+                return Err(at(format!(
+                    "exists and is not a {what}: not replaced (remove it first)"
+                )));
+            }
         }
         _ => {}
     }

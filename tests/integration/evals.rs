@@ -1038,3 +1038,71 @@ fn a_judge_answering_garbage_huge_or_nothing_is_bounded() {
         v.reason
     );
 }
+
+/// ATTACKS.md, "Files and stores": the kit never replaces a non-empty file
+/// it did not write. A report, a dataset or a cassette saved over a path
+/// that holds something else (a mixed-up argument: the dataset, notes) is
+/// refused and the file left as it was; a file of the same kind, or an
+/// empty one, is replaced. A cassette is read as the kit's other files
+/// are: a FIFO refused before it is opened, a huge file from its size.
+#[test]
+fn saving_never_replaces_a_file_the_kit_did_not_write() {
+    let dir = temp_dir("foreign");
+    let dataset = Dataset::new("d").case(Case::new("a", "hi").check(Check::contains("o")));
+    let report = Experiment::new("x").run(&dataset, |_: &mut TaskContext| Ok::<_, String>("out"));
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "my notes").unwrap();
+    let cases = dir.join("cases.json");
+    dataset.save(&cases).unwrap();
+    let cases_text = std::fs::read_to_string(&cases).unwrap();
+    for path in [&notes, &cases] {
+        let e = report.save(path).unwrap_err().to_string();
+        assert!(e.contains("exists and is not a report"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes");
+    assert_eq!(std::fs::read_to_string(&cases).unwrap(), cases_text);
+    // Its own kind, or an empty file: replaced.
+    let baseline = dir.join("baseline.json");
+    report.save(&baseline).unwrap();
+    report.save(&baseline).unwrap();
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    report.save(&empty).unwrap();
+    dataset.save(&cases).unwrap();
+    let e = dataset.save(&baseline).unwrap_err().to_string();
+    assert!(e.contains("exists and is not a dataset"), "{e}");
+    let e = dataset.save(dir.join("notes.txt")).unwrap_err().to_string();
+    assert!(e.contains("not a dataset"), "{e}");
+    // A recording saved over the baseline is refused too.
+    let real = FakeServer::start();
+    let recording = Offline::record(&baseline, &real.transport()).unwrap();
+    let e = recording.finish().unwrap_err().to_string();
+    assert!(e.contains("exists and is not a cassette"), "{e}");
+    assert!(Report::load(&baseline).is_ok());
+    // Reading a cassette: a FIFO, a huge file, an empty one, the baseline.
+    let fifo = dir.join("fifo.cassette.json");
+    if std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let e = Offline::replay(&fifo).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+    let huge = dir.join("huge.cassette.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(256 * 1024 * 1024 + 1)
+        .unwrap();
+    let e = Offline::replay(&huge).unwrap_err().to_string();
+    assert!(e.contains("over the limit"), "{e}");
+    let blank = dir.join("blank.cassette.json");
+    std::fs::write(&blank, "").unwrap();
+    for path in [&blank, &baseline] {
+        let e = Offline::replay(path).unwrap_err();
+        assert_eq!(e.kind(), pikuri::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
