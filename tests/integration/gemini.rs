@@ -9,50 +9,16 @@ use std::time::Duration;
 use pikuri::listeners::InMemoryEventList;
 use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, RecordedRequest, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Api, ChatTransport, Configurator, ErrorKind, Event, FinishReason, Image, Message,
-    ModelSettings, ReasoningEffort, ToolChoice,
+    Agent, Api, ChatTransport, ErrorKind, Event, FinishReason, Image, Message, ModelSettings,
+    ReasoningEffort, ToolChoice,
 };
 use serde_json::{Value, json};
 
-use crate::util::{assert_valid_history, fast_http, streamed_text};
-
-fn strict_server() -> FakeServer {
-    let server = FakeServer::start();
-    server.set_strict(true);
-    server
-}
+use crate::util::{add, agent_on, assert_valid_history, fast_http, streamed_text, strict_server};
 
 fn gemini(server: &FakeServer) -> ChatTransport {
     server.transport().with_api(Api::Gemini)
-}
-
-fn agent_on(
-    transport: ChatTransport,
-    f: impl FnOnce(Configurator) -> Configurator,
-) -> (Agent, InMemoryEventList) {
-    let rec = InMemoryEventList::new();
-    let cfg = Agent::builder(transport)
-        .system_prompt("You are a test agent.")
-        .http(fast_http().with_max_retries(0))
-        .add_listener(rec.clone());
-    (f(cfg).build().expect("agent builds"), rec)
-}
-
-fn add() -> FnTool {
-    FnTool::new(
-        "add",
-        "Adds two integers.",
-        Parameters::builder()
-            .required_integer("a", "first")
-            .required_integer("b", "second")
-            .build(),
-        |args, _| {
-            let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
-            Ok((a + b).to_string())
-        },
-    )
 }
 
 fn assert_clean(server: &FakeServer) {
