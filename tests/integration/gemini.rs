@@ -26,6 +26,17 @@ fn assert_clean(server: &FakeServer) {
     server.assert_all_used();
 }
 
+/// The waits of the `Retrying` events `rec` saw, in milliseconds.
+fn retry_waits(rec: &InMemoryEventList) -> Vec<u64> {
+    rec.events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
+            _ => None,
+        })
+        .collect()
+}
+
 fn body(req: &RecordedRequest) -> Value {
     req.body.clone().expect("a JSON body")
 }
@@ -453,26 +464,16 @@ fn rate_limits_and_unavailable_are_retried_with_the_servers_hint() {
     ));
     server.push(Reply::status(503, "The model is overloaded.").with_retry_after(0));
     server.push(Reply::text("finally"));
-    let rec = InMemoryEventList::new();
-    let mut agent = Agent::builder(gemini(&server))
-        .http(
+    let (mut agent, rec) = agent_on(gemini(&server), |c| {
+        c.http(
             fast_http()
                 .with_max_retries(3)
                 .with_retry_base(Duration::from_secs(30)),
         )
-        .add_listener(rec.clone())
-        .build()
-        .unwrap();
+    });
     let out = agent.run_loop("go").unwrap();
     assert_eq!(out.answer.as_deref(), Some("finally"));
-    let waits: Vec<u64> = rec
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
-            _ => None,
-        })
-        .collect();
+    let waits = retry_waits(&rec);
     // The body's RetryInfo, then the header: never the 30 s backoff.
     assert_eq!(waits, [50, 0]);
     // The error shows Gemini's status name.
@@ -624,27 +625,17 @@ fn absurd_retry_info_delays_fall_back_or_hit_the_cap() {
         server.push(Reply::raw_body(429, "application/json", body.to_string()));
     }
     server.push(Reply::text("finally"));
-    let rec = InMemoryEventList::new();
-    let mut agent = Agent::builder(gemini(&server))
-        .http(
+    let (mut agent, rec) = agent_on(gemini(&server), |c| {
+        c.http(
             fast_http()
                 .with_max_retries(5)
                 .with_retry_base(Duration::from_millis(1))
                 .with_retry_cap(Duration::from_millis(40)),
         )
-        .add_listener(rec.clone())
-        .build()
-        .unwrap();
+    });
     let out = agent.run_loop("go").unwrap();
     assert_eq!(out.answer.as_deref(), Some("finally"));
-    let waits: Vec<u64> = rec
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
-            _ => None,
-        })
-        .collect();
+    let waits = retry_waits(&rec);
     assert_eq!(waits.len(), delays.len(), "{waits:?}");
     // The backoff of 1 ms base (at most 8 ms by the third attempt) for
     // the three that do not read; the cap for the two huge ones.
@@ -752,15 +743,13 @@ fn a_stream_of_empty_chunks_ends_at_the_idle_bound() {
     chunks.push(json!({"candidates": [{"finishReason": "STOP"}]}));
     server.push(Reply::raw_sse(sse(&chunks)).with_chunk_delay(Duration::from_millis(20)));
     server.push(Reply::text("next"));
-    let mut agent = Agent::builder(gemini(&server))
-        .http(
+    let (mut agent, _) = agent_on(gemini(&server), |c| {
+        c.streaming(true).http(
             fast_http()
                 .with_max_retries(0)
                 .with_idle_timeout(Duration::from_secs(1)),
         )
-        .streaming(true)
-        .build()
-        .unwrap();
+    });
     let err = agent.run_loop("hi").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
     assert_valid_history(agent.messages());

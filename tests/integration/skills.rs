@@ -81,6 +81,23 @@ fn three_skills() -> TempDir {
     t
 }
 
+/// An agent on `server` with the `Skills` extension of `catalog`.
+fn skills_agent(server: &FakeServer, catalog: Catalog) -> Agent {
+    Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap()
+}
+
+/// The history is valid and the next turn gets the scripted `next`.
+fn assert_next_turn_works(agent: &mut Agent) {
+    assert_valid_history(agent.messages());
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
 fn tool_results(agent: &Agent) -> Vec<String> {
     agent
         .messages()
@@ -184,21 +201,36 @@ fn observe(root: &Path, args: serde_json::Value) -> String {
     tool_results(&agent).remove(0)
 }
 
+/// ATTACKS.md, "Files and stores": every spelling of a way out of the
+/// skill's folder (dotted, absolute, encoded, backslashed, doubled
+/// slashes, a NUL) is refused or names no file, and never reads what lies
+/// outside.
 #[test]
 fn reads_stay_inside_the_skill_folder() {
     let t = three_skills();
     write(&t.0.join("secret.txt"), "TOP SECRET");
+    write(&t.0.join("release-notes/..%2fsecret.txt"), "decoy");
     let cases = [
         ("../secret.txt", "`..` is not allowed"),
         ("references/../../secret.txt", "`..` is not allowed"),
+        ("./../secret.txt", "`..` is not allowed"),
+        ("references/./../../secret.txt", "`..` is not allowed"),
         ("/etc/passwd", "absolute path"),
+        ("//etc/passwd", "absolute path"),
         ("missing.md", "no such file"),
         ("references", "not a regular file"),
+        ("%2e%2e/secret.txt", "no such file"),
+        ("%2E%2E%2Fsecret.txt", "no such file"),
+        ("..\\secret.txt", "no such file"),
+        ("references\\..\\..\\secret.txt", "no such file"),
+        ("secret.txt\0", "NUL byte"),
+        // A file whose name only looks like a way out is inside: read.
+        ("..%2fsecret.txt", "decoy"),
     ];
     for (path, expected) in cases {
         let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
-        assert!(seen.contains(expected), "{path}: {seen}");
-        assert!(!seen.contains("TOP SECRET"), "{path}: {seen}");
+        assert!(seen.contains(expected), "{path:?}: {seen}");
+        assert!(!seen.contains("TOP SECRET"), "{path:?}: {seen}");
     }
     let unknown = observe(&t.0, json!({"name": "nope"}));
     assert!(!unknown.contains("Group the changes"), "{unknown}");
@@ -421,36 +453,6 @@ fn a_sub_agent_gets_a_subset_of_the_skills() {
     assert!(reqs[0].system().unwrap().contains("travel-plans"));
 }
 
-/// ATTACKS.md, "Files and stores": every spelling of a way out of the
-/// skill's folder (encoded, backslashed, dotted, doubled slashes, a NUL)
-/// is refused or names no file, and never reads what lies outside.
-#[test]
-fn every_spelling_of_a_way_out_is_refused() {
-    let t = three_skills();
-    write(&t.0.join("secret.txt"), "TOP SECRET");
-    write(&t.0.join("release-notes/..%2fsecret.txt"), "decoy");
-    let cases = [
-        ("%2e%2e/secret.txt", "no such file"),
-        ("%2E%2E%2Fsecret.txt", "no such file"),
-        ("..\\secret.txt", "no such file"),
-        ("references\\..\\..\\secret.txt", "no such file"),
-        ("./../secret.txt", "`..` is not allowed"),
-        ("references/./../../secret.txt", "`..` is not allowed"),
-        ("//etc/passwd", "absolute path"),
-        ("secret.txt\0", "nul"),
-        // A file whose name only looks like a way out is inside: read.
-        ("..%2fsecret.txt", "decoy"),
-    ];
-    for (path, expected) in cases {
-        let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
-        assert!(
-            seen.to_lowercase().contains(&expected.to_lowercase()),
-            "{path:?}: {seen}"
-        );
-        assert!(!seen.contains("TOP SECRET"), "{path:?}: {seen}");
-    }
-}
-
 /// A link loop in a skill's folder is an error the model reads, and the
 /// listing (which follows no link) still ends.
 #[cfg(unix)]
@@ -516,10 +518,7 @@ fn a_skill_md_linked_out_of_its_folder_is_not_read() {
     server.push(Reply::tool_call("skill", json!({"name": "release-notes"})));
     server.push(Reply::text("ok"));
     server.push(Reply::text("next"));
-    let mut agent = Agent::builder(server.transport())
-        .add_extension(Skills::new(catalog))
-        .build()
-        .unwrap();
+    let mut agent = skills_agent(&server, catalog);
     let md = t.0.join("release-notes/SKILL.md");
     fs::remove_file(&md).unwrap();
     std::os::unix::fs::symlink(outside.0.join("SKILL.md"), &md).unwrap();
@@ -527,11 +526,7 @@ fn a_skill_md_linked_out_of_its_folder_is_not_read() {
     let seen = tool_results(&agent).remove(0);
     assert!(seen.contains("leads out of the skill's folder"), "{seen}");
     assert!(!seen.contains("OUTSIDE SECRET"), "{seen}");
-    assert_valid_history(agent.messages());
-    assert_eq!(
-        agent.run_loop("again").unwrap().answer.as_deref(),
-        Some("next")
-    );
+    assert_next_turn_works(&mut agent);
 }
 
 /// A skill folder removed between the catalog and the call is an error the
@@ -581,10 +576,7 @@ fn a_removed_skill_a_repeated_name_and_a_foreign_name() {
     ));
     server.push(Reply::text("gone"));
     server.push(Reply::text("next"));
-    let mut agent = Agent::builder(server.transport())
-        .add_extension(Skills::new(catalog))
-        .build()
-        .unwrap();
+    let mut agent = skills_agent(&server, catalog);
     fs::remove_dir_all(t.0.join("travel-plans")).unwrap();
     agent.run_loop("plan").unwrap();
     let seen = tool_results(&agent);
@@ -596,11 +588,7 @@ fn a_removed_skill_a_repeated_name_and_a_foreign_name() {
         );
         assert!(s.chars().count() < 400, "{s}");
     }
-    assert_valid_history(agent.messages());
-    assert_eq!(
-        agent.run_loop("again").unwrap().answer.as_deref(),
-        Some("next")
-    );
+    assert_next_turn_works(&mut agent);
 }
 
 /// Thousands of skills: the catalog holds `MAX_SKILLS`, and the block in
@@ -635,10 +623,7 @@ fn thousands_of_skills_keep_the_prompt_bounded() {
     let server = FakeServer::start();
     server.push(Reply::tool_call("skill", json!({"name": "skill-0999"})));
     server.push(Reply::text("read"));
-    let mut agent = Agent::builder(server.transport())
-        .add_extension(Skills::new(catalog))
-        .build()
-        .unwrap();
+    let mut agent = skills_agent(&server, catalog);
     assert!(agent.system_prompt().len() <= 33 * 1024);
     agent.run_loop("go").unwrap();
     // A skill past the listed ones is still read by name.
