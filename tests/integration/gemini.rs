@@ -834,3 +834,62 @@ fn in_stream_errors_are_typed_as_their_status_and_fall_back() {
     assert_eq!(err.kind(), ErrorKind::Truncated);
     assert!(!err.to_string().contains("[DONE]"), "{err}");
 }
+
+/// ATTACKS.md, "Ids and indices" on signatures: a fallback to another
+/// Gemini model on the same endpoint, in the middle of a tool round, sends
+/// the first model's call without its signature and id (the documented
+/// skip value instead, which the other model accepts), and the answer to
+/// it without the id; back on the first model, its own signature and id
+/// go again.
+#[test]
+fn a_fallback_to_another_gemini_model_sends_none_of_the_first_ones_signatures() {
+    let server = strict_server();
+    server.push(
+        Reply::tool_call("add", json!({"a": 2, "b": 2}))
+            .with_id("fc-1")
+            .with_signature("sig-a"),
+    );
+    server.push(Reply::status(503, "overloaded"));
+    server.push(Reply::text("4"));
+    server.push(Reply::text("still 4"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| {
+        c.add_tool(add())
+            .add_fallback(gemini(&server).with_model("gemini-other"))
+    });
+    assert_eq!(agent.run_loop("2+2").unwrap().answer.as_deref(), Some("4"));
+    let reqs = server.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        reqs[2].path.contains("/models/gemini-other:"),
+        "{}",
+        reqs[2].path
+    );
+    let call = &model_parts(&reqs[2])[0];
+    assert_eq!(call["thoughtSignature"], "skip_thought_signature_validator");
+    assert!(call["functionCall"].get("id").is_none(), "{call}");
+    assert!(!reqs[2].raw_body.contains("sig-a"), "{}", reqs[2].raw_body);
+    let contents = body(&reqs[2])["contents"].clone();
+    assert!(
+        contents[2]["parts"][0]["functionResponse"]
+            .get("id")
+            .is_none(),
+        "{contents}"
+    );
+    // The agent stays on the fallback; back on the first model (the host
+    // switches), its own signature and id go again.
+    assert_eq!(
+        agent
+            .run_loop_with("sure?", gemini(&server))
+            .unwrap()
+            .answer
+            .as_deref(),
+        Some("still 4")
+    );
+    let last = server.chat_requests().pop().unwrap();
+    assert!(!last.path.contains("gemini-other"), "{}", last.path);
+    let call = &model_parts(&last)[0];
+    assert_eq!(call["thoughtSignature"], "sig-a");
+    assert_eq!(call["functionCall"]["id"], "fc-1");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
