@@ -239,6 +239,37 @@ fn a_hostile_cache_server_gets_bounded_clear_errors_and_never_the_key() {
     let err = create(200, json!({"name": "x".repeat(2 << 20)}));
     assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
     assert!(err.to_string().contains("over"), "{err}");
+    // A name that is not a cache's (a way out of the collection, none, a
+    // bare id, a wrong type, half a megabyte) is refused where it arrives:
+    // it would go into every request and into an update's path.
+    for name in [
+        json!("cachedContents/../../models/x"),
+        json!("cachedContents/"),
+        json!("abc123"),
+        json!(42),
+        json!(format!("cachedContents/{}", "a".repeat(500_000))),
+    ] {
+        let err = create(200, json!({"name": name, "model": "models/fake-model"}));
+        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+        assert!(
+            err.to_string().len() < 500,
+            "{} bytes",
+            err.to_string().len()
+        );
+    }
+    // The other strings a server sends are cut.
+    server.set_route(
+        "POST",
+        "/v1/cachedContents",
+        200,
+        json!({"name": "cachedContents/ok-1", "displayName": "d".repeat(100_000),
+               "model": "m".repeat(100_000), "usageMetadata": {"totalTokenCount": -1}}),
+    );
+    let cache = keyed.create_cache(&spec).unwrap();
+    assert_eq!(cache.name(), "cachedContents/ok-1");
+    assert!(cache.display_name().unwrap().chars().count() <= 513);
+    assert!(cache.model().chars().count() <= 513);
+    assert_eq!(cache.token_count(), None);
     // A redirect is not followed (the key would go along): the 3xx is the
     // error.
     let err = create(302, json!({}));
