@@ -479,6 +479,7 @@ impl Dataset {
     ///
     /// [`Error::InvalidInput`] naming the file: a directory, a FIFO or a
     /// device at `path`, a missing parent folder (never created), a
+    /// dataset over [`MAX_DATASET_BYTES`] (it would not load again), a
     /// non-empty file there that is not a dataset (never replaced), or the
     /// write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
