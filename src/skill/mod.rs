@@ -230,6 +230,11 @@ impl Skill {
     }
 }
 
+/// Why a folder past [`MAX_SKILLS`] is left out.
+fn over_cap() -> String {
+    format!("more than {MAX_SKILLS} skills: the rest are not read")
+}
+
 /// `name` as the format requires it, and equal to the folder's name.
 fn check_name(name: &str, dir: &Path) -> std::result::Result<(), String> {
     if name.is_empty() {
@@ -304,27 +309,37 @@ impl Catalog {
                 catalog.offer(&dir);
             }
         }
+        // Why one line: a tree of thousands of skills past the cap would
+        // otherwise log a line per folder.
+        let reason = over_cap();
+        let over = catalog
+            .rejected
+            .iter()
+            .filter(|(_, r)| *r == reason)
+            .count();
+        if over > 0 {
+            log::warn!("{over} skill folders left out: {reason}");
+        }
         Ok(catalog)
     }
 
     /// Load the skill in `dir` into the catalog, or record why not.
     fn offer(&mut self, dir: &Path) {
-        let refused = if self.skills.len() >= MAX_SKILLS {
-            Err(format!(
-                "more than {MAX_SKILLS} skills: the rest are not read"
-            ))
-        } else {
-            Skill::load(dir)
-                .map_err(|e| e.to_string())
-                .and_then(|skill| {
-                    if self.skills.contains_key(skill.name()) {
-                        Err(format!("a skill named {:?} was found first", skill.name()))
-                    } else {
-                        self.skills.insert(skill.name.clone(), skill);
-                        Ok(())
-                    }
-                })
-        };
+        if self.skills.len() >= MAX_SKILLS {
+            // Not read, and logged once by `discover`.
+            self.rejected.push((dir.to_path_buf(), over_cap()));
+            return;
+        }
+        let refused = Skill::load(dir)
+            .map_err(|e| e.to_string())
+            .and_then(|skill| {
+                if self.skills.contains_key(skill.name()) {
+                    Err(format!("a skill named {:?} was found first", skill.name()))
+                } else {
+                    self.skills.insert(skill.name.clone(), skill);
+                    Ok(())
+                }
+            });
         if let Err(reason) = refused {
             log::warn!("skill {} left out: {reason}", dir.display());
             self.rejected.push((dir.to_path_buf(), reason));

@@ -606,9 +606,17 @@ fn thousands_of_skills_keep_the_prompt_bounded() {
             &skill_md(&name, &format!("{long} {i}"), "body"),
         );
     }
-    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    let (catalog, logs) = crate::security::capture_logs(|| Catalog::discover(&[&t.0]).unwrap());
     assert_eq!(catalog.len(), MAX_SKILLS);
     assert_eq!(catalog.rejected().len(), 5);
+    assert!(catalog.rejected()[0].1.contains("more than 1000 skills"));
+    // One log line for the folders past the cap, not one per folder.
+    let over: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("more than 1000 skills"))
+        .collect();
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(over[0].contains("5 skill folders left out"), "{over:?}");
     let block = catalog.snippet("skill");
     assert!(block.len() <= 32 * 1024, "{} bytes", block.len());
     assert!(block.contains("- skill-0000: ddd"), "{}", &block[..300]);
