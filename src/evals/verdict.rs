@@ -78,8 +78,6 @@ impl Verdict {
     }
 }
 
-/// `x` rounded to six decimals: a short decimal that JSON reads back to the
-/// same `f64`.
 /// `score` as a score: clamped to `0.0..=1.0` (NaN reads 0.0), rounded to
 /// six decimals. The experiment applies it to every verdict, since a
 /// host's evaluator may set [`Verdict::score`] to anything: a NaN would be
@@ -92,6 +90,8 @@ pub(super) fn unit_score(score: f64) -> f64 {
     })
 }
 
+/// `x` rounded to six decimals: a short decimal that JSON reads back to the
+/// same `f64`.
 pub(super) fn round6(x: f64) -> f64 {
     if x.is_finite() && x.abs() < 1e9 {
         (x * 1e6).round() / 1e6
