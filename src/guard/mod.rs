@@ -111,6 +111,7 @@ use crate::ToolCall;
 use crate::control::{CancelHook, Cancellable};
 
 mod bounded;
+pub(crate) use bounded::hand_over;
 mod judge;
 mod redact;
 mod shape;
