@@ -893,3 +893,32 @@ fn a_fallback_to_another_gemini_model_sends_none_of_the_first_ones_signatures() 
     assert_valid_history(agent.messages());
     assert_clean(&server);
 }
+
+/// Gemini 3 refuses a call of the current turn whose step's first call has
+/// no signature (the strict server checks it for `gemini-3*` models). A
+/// server that signed only the second call of a step (a quirk, or calls
+/// joined from chunks) gets the first sent with the documented skip value,
+/// the second with its own signature, and the turn goes on.
+#[test]
+fn a_step_signed_on_its_second_call_only_is_accepted_by_gemini_3() {
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}},
+            {"functionCall": {"name": "add", "args": {"a": 3, "b": 4}}, "thoughtSignature": "sig-2"}]}}]}),
+        json!({"candidates": [{"finishReason": "STOP"}]}),
+    ])));
+    server.push(Reply::text("3 and 7"));
+    let transport = gemini(&server).with_model("gemini-3-pro-preview");
+    let (mut agent, _) = agent_on(transport, |c| c.streaming(true).add_tool(add()));
+    let out = agent.run_loop("two sums").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("3 and 7"));
+    let parts = model_parts(&server.chat_requests()[1]);
+    assert_eq!(
+        parts[0]["thoughtSignature"],
+        "skip_thought_signature_validator"
+    );
+    assert_eq!(parts[1]["thoughtSignature"], "sig-2");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
