@@ -386,9 +386,8 @@ fn configure(
         let log = JsonLines::create(path).map_err(|e| {
             Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
         })?;
-        // Why the barrier for a file that would hand off: the chat exits on
-        // SIGTERM right after `close_all`, which does not wait for hand-off
-        // listeners; with the barrier the file is whole at every prompt.
+        // Why the barrier for a file that would hand off: the file is whole
+        // at every prompt (`close_all`, on SIGTERM, closes every listener).
         cfg = cfg.add_listener(log.with_delivery(Delivery::Barrier));
     }
     #[cfg(feature = "otel")]

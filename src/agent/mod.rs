@@ -119,7 +119,7 @@ use structured::TypedSpec;
 /// For those, call [`close_all`](crate::close_all) from the exit path and
 /// from the signal handler (e.g. the `ctrlc` crate's, or a thread waiting
 /// on `signal-hook`'s iterator): it runs the handlers of every agent still
-/// open in the process, and the host's own registered with
+/// open in the process (and closes its listeners), and the host's own registered with
 /// [`register_close`](crate::register_close), newest first: the counterpart
 /// of pikuri's `Finalizers`. The chat example does both: on its way out of
 /// `main` (a second Ctrl+C mid-turn) and on SIGTERM or SIGHUP, before it
