@@ -13,6 +13,7 @@ mod budget;
 mod builder;
 mod child;
 mod compact;
+mod deferred;
 mod extension;
 mod fallback;
 mod guarded;
@@ -303,6 +304,8 @@ impl Configurator {
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
+        #[cfg(feature = "tool-search")]
+        deferred::install(&shared);
         let mut agent = Agent {
             shared,
             system_base: std::mem::take(&mut cfg.system_prompt),
@@ -386,6 +389,7 @@ impl Agent {
             .or_else(|| replayed.messages.iter().rposition(|m| m.role == Role::User))
             .unwrap_or(0);
         self.messages = replayed.messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.interrupted = replayed.cut;
         // `set` fails only when a journal is already open, and `build`
         // opens one at most once.
@@ -489,6 +493,13 @@ impl Agent {
         self.shared.state.lock().tools.clone()
     }
 
+    /// The tools the next request offers and a call may run: the
+    /// model-visible ones, then the search tool and the found or (below
+    /// the threshold, or searched natively) all deferred tools.
+    pub(crate) fn callable_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().callable()
+    }
+
     /// The sub-agent-only tools (never sent to this agent's model).
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared.state.lock().sub_agent_tools.clone()
@@ -501,11 +512,21 @@ impl Agent {
         self.shared.state.lock().deferred.clone()
     }
 
-    /// The names of the deferred tools the model has found so far, in the
-    /// order it found them (they are sent from then on).
+    /// The names of the deferred tools the model has found in this
+    /// conversation and still in the pool, in the order it found them
+    /// (they are sent from then on; see
+    /// [found for the conversation](crate::tool_search#found-for-the-conversation)
+    /// and the example there).
     #[cfg(feature = "tool-search")]
     pub fn found_tools(&self) -> Vec<String> {
-        Vec::new()
+        let st = self.shared.state.lock();
+        let pool = &st.deferred;
+        st.deferral
+            .found
+            .iter()
+            .filter(|name| pool.iter().any(|t| t.name() == name.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.
@@ -674,6 +695,7 @@ impl Agent {
             messages: (&messages[..]).into(),
         })?;
         self.messages = messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.emit(Event::HistoryLoaded {
             agent: Arc::clone(&self.shared.id),
             messages: count,
@@ -688,6 +710,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.shared.state.lock().found_from(&[]);
         #[cfg(feature = "journal")]
         {
             self.interrupted = None;
