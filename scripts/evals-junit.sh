@@ -20,7 +20,7 @@
 # All diagnostics go to stderr.
 
 set -euo pipefail
-# cache_lock, pip_venv
+# venv_stamped, venv_install (and cache_lock, pip_venv under them)
 source "$(dirname "$0")/lib/cache.sh"
 
 readonly JUNITPARSER_VERSION="5.0.3"
@@ -38,25 +38,10 @@ usage() {
     sed -n '/^# Usage:/,/^# Environment:/p' "$0" | sed 's/^# \{0,1\}//' >&2
 }
 
-is_installed() {
-    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
-        && [ -x "${PREFIX}/venv/bin/python" ]
-}
+is_installed() { venv_stamped; }
 
 cmd_install() {
-    if is_installed; then
-        log "found in the cache: ${PREFIX}"
-        return 0
-    fi
-    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    cache_lock "${PREFIX}/.lock"
-    if is_installed; then return 0; fi
-    rm -f "$STAMP"
-    log "venv + pip install junitparser==${JUNITPARSER_VERSION}"
-    pip_venv "${PREFIX}/venv" "junitparser==${JUNITPARSER_VERSION}"
-    printf '%s' "$STAMP_CONTENT" >"$STAMP"
-    is_installed || die "install finished but the venv is not where expected"
-    log "installed into ${PREFIX}"
+    venv_install "junitparser==${JUNITPARSER_VERSION}"
 }
 
 cmd_test() {

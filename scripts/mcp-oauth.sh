@@ -25,7 +25,7 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
-# cache_lock, pip_venv
+# venv_stamped, venv_install (and cache_lock, pip_venv under them)
 source "$(dirname "$0")/lib/cache.sh"
 
 readonly MCP_VERSION="2.3.0"
@@ -44,24 +44,11 @@ usage() {
 }
 
 is_installed() {
-    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
-        && "${PREFIX}/venv/bin/python" -c 'import mcp.server.auth' >/dev/null 2>&1
+    venv_stamped && "${PREFIX}/venv/bin/python" -c 'import mcp.server.auth' >/dev/null 2>&1
 }
 
 cmd_install() {
-    if is_installed; then
-        log "found in the cache: ${PREFIX}"
-        return 0
-    fi
-    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    cache_lock "${PREFIX}/.lock"
-    if is_installed; then return 0; fi
-    rm -f "$STAMP"
-    log "venv + pip install mcp==${MCP_VERSION}"
-    pip_venv "${PREFIX}/venv" "mcp==${MCP_VERSION}"
-    printf '%s' "$STAMP_CONTENT" >"$STAMP"
-    is_installed || die "install finished but mcp.server.auth does not import"
-    log "installed into ${PREFIX}"
+    venv_install "mcp==${MCP_VERSION}"
 }
 
 cmd_test() {

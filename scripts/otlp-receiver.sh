@@ -21,7 +21,7 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
-# cache_lock, pip_venv
+# venv_stamped, venv_install (and cache_lock, pip_venv under them)
 source "$(dirname "$0")/lib/cache.sh"
 
 readonly ROTEL_VERSION="0.0.1a15"
@@ -29,6 +29,7 @@ readonly ROTEL_VERSION="0.0.1a15"
 CACHE_ROOT="${PIKURI_CACHE:-${HOME}/.cache/pikuri}"
 PREFIX="${CACHE_ROOT}/otlp-rotel-${ROTEL_VERSION}"
 STAMP="${PREFIX}/.installed"
+STAMP_CONTENT="rotel=${ROTEL_VERSION}"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[otlp-receiver.sh] %s\n' "$*" >&2; }
@@ -44,25 +45,12 @@ agent_bin() {
 }
 
 is_installed() {
-    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "rotel=${ROTEL_VERSION}" ] \
-        && [ -n "$(agent_bin)" ] && [ -x "$(agent_bin)" ]
+    venv_stamped && [ -n "$(agent_bin)" ] && [ -x "$(agent_bin)" ]
 }
 
 cmd_install() {
-    if is_installed; then
-        log "found in the cache: ${PREFIX}"
-        return 0
-    fi
-    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    cache_lock "${PREFIX}/.lock"
-    if is_installed; then return 0; fi
-    rm -f "$STAMP"
-    log "venv + pip install rotel==${ROTEL_VERSION}"
-    pip_venv "${PREFIX}/venv" "rotel==${ROTEL_VERSION}"
-    printf 'rotel=%s' "$ROTEL_VERSION" >"$STAMP"
-    is_installed || die "install finished but rotel-agent is not where expected"
+    venv_install "rotel==${ROTEL_VERSION}"
     "$(agent_bin)" --version >&2
-    log "installed into ${PREFIX}"
 }
 
 cmd_test() {

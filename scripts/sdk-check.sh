@@ -29,7 +29,7 @@
 # All diagnostics go to stderr; stdout carries only the requested value.
 
 set -euo pipefail
-# cache_lock, pip_venv
+# venv_stamped, venv_install (and cache_lock, pip_venv under them)
 source "$(dirname "$0")/lib/cache.sh"
 
 readonly OPENAI_VERSION="3.51.0"
@@ -49,26 +49,11 @@ usage() {
     sed -n '/^# Usage:/,/^# All diagnostics/p' "$0" | sed 's/^# \{0,1\}//' >&2
 }
 
-is_installed() {
-    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_CONTENT" ] \
-        && [ -x "${PREFIX}/venv/bin/python" ]
-}
+is_installed() { venv_stamped; }
 
 cmd_install() {
-    if is_installed; then
-        log "found in the cache: ${PREFIX}"
-        return 0
-    fi
-    command -v "$PYTHON" >/dev/null 2>&1 || die "${PYTHON} not found"
-    cache_lock "${PREFIX}/.lock"
-    if is_installed; then return 0; fi
-    rm -f "$STAMP"
-    log "venv + pip install openai==${OPENAI_VERSION} anthropic==${ANTHROPIC_VERSION} google-genai==${GENAI_VERSION}"
-    pip_venv "${PREFIX}/venv" "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}" \
+    venv_install "openai==${OPENAI_VERSION}" "anthropic==${ANTHROPIC_VERSION}" \
         "google-genai==${GENAI_VERSION}"
-    printf '%s' "$STAMP_CONTENT" >"$STAMP"
-    is_installed || die "install finished but the venv is not where expected"
-    log "installed into ${PREFIX}"
 }
 
 cmd_test() {

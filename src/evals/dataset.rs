@@ -238,7 +238,8 @@ impl Case {
 /// Lines (a path ending in `.jsonl`) holds one case per line, after an
 /// optional first line `{"dataset": NAME, "checks": [...]}`. Blank lines
 /// are skipped. Code evaluators are not saved. A file over
-/// [`MAX_DATASET_BYTES`], one that is not a regular file, a case without a
+/// [`MAX_DATASET_BYTES`], one that is not a regular file, an empty one
+/// (nothing but blanks: not a dataset of no cases), a case without a
 /// name or an input, an unknown field, a wrong type, or two cases of one
 /// name is an [`Error::InvalidInput`] naming the file, the case (its
 /// number from 1 and its name) and the field.
@@ -453,6 +454,12 @@ impl Dataset {
             Error::InvalidInput(msg) => invalid(format!("dataset {}: {msg}", path.display())),
             other => other,
         };
+        // Why refuse it here: an empty JSON Lines file parses as a dataset
+        // of no cases, and an experiment on it passes; a file emptied by a
+        // failed copy or a torn write is not a dataset.
+        if text.trim().is_empty() {
+            return Err(in_file(invalid("the file is empty".to_string())));
+        }
         if is_jsonl(path) {
             let stem = path
                 .file_stem()
@@ -467,14 +474,35 @@ impl Dataset {
     /// Write the dataset (JSON Lines when the name ends in `.jsonl`),
     /// through a temporary file renamed over `path`, so a reader never sees
     /// half a file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] naming the file: a directory, a FIFO or a
+    /// device at `path`, a missing parent folder (never created), a
+    /// dataset over [`MAX_DATASET_BYTES`] (it would not load again), a
+    /// non-empty file there that is not a dataset (never replaced), or the
+    /// write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let text = if is_jsonl(path) {
+        let jsonl = is_jsonl(path);
+        let text = if jsonl {
             self.to_jsonl()
         } else {
             self.to_json()
         };
-        file::write_atomic(path, text.as_bytes(), "dataset")
+        let is_one = |text: &str| {
+            if jsonl {
+                Dataset::from_jsonl(text, "").is_ok()
+            } else {
+                Dataset::from_json(text).is_ok()
+            }
+        };
+        let kind = file::Kind {
+            what: "dataset",
+            max: MAX_DATASET_BYTES,
+            is_one: &is_one,
+        };
+        file::write_atomic(path, text.as_bytes(), &kind)
     }
 
     fn push_unique(

@@ -361,6 +361,7 @@ fn judge(dataset: &Dataset, case: &Case, run: &Run) -> Vec<Verdict> {
                         .with_label("panicked")
                 });
             verdict.evaluator = name;
+            verdict.score = super::verdict::unit_score(verdict.score);
             verdict
         })
         .collect()

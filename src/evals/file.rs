@@ -5,19 +5,53 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
+/// What kind of file the kit writes, to tell one it may replace.
+pub(super) struct Kind<'a> {
+    /// Names the file in errors ("report").
+    pub(super) what: &'a str,
+    /// The largest file of this kind read.
+    pub(super) max: u64,
+    /// Whether a file's text is one of this kind.
+    pub(super) is_one: &'a dyn Fn(&str) -> bool,
+}
+
 /// Write `bytes` to `path` through a new temporary file beside it, renamed
 /// over `path` once complete: a reader (or a crash) never sees half a file,
 /// and a symbolic link at `path` is replaced, never written through. A
 /// missing parent folder is an error (never created), and so is a
-/// directory at `path`. `what` names the file in errors ("report").
-pub(super) fn write_atomic(path: &Path, bytes: &[u8], what: &str) -> Result<()> {
+/// directory at `path`, a non-empty file that does not read as one of
+/// `kind` (the kit never replaces what it did not write), and `bytes` over
+/// `kind.max` (they would not read back).
+pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result<()> {
+    let what = kind.what;
     let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
+    // Why refuse: a file over the limit its `load` reads would be written
+    // whole, and then refused at the next run (a baseline lost).
+    if bytes.len() as u64 > kind.max {
+        return Err(at(format!(
+            "{} bytes, over the limit of {} a {what} is read with: not written",
+            bytes.len(),
+            kind.max
+        )));
+    }
     // A device, a FIFO or a socket is never replaced by a file (as root,
     // the rename would succeed even in /dev); a link is replaced itself.
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => return Err(at("is a directory".into())),
         Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
             return Err(at("not a regular file".into()));
+        }
+        // Why read it first: a report saved over the dataset (or a
+        // cassette over a report) by a mixed-up path would lose a file the
+        // user wrote by hand. One of this kind, even stale, is the kit's
+        // own to replace; anything else is left for the user to remove.
+        Ok(meta) if meta.is_file() && meta.len() > 0 => {
+            let ours = read_bounded(path, kind.max).is_ok_and(|t| (kind.is_one)(&t));
+            if !ours {
+                return Err(at(format!(
+                    "exists and is not a {what}: not replaced (remove it first)"
+                )));
+            }
         }
         _ => {}
     }
@@ -65,4 +99,34 @@ pub(super) fn read_bounded(path: &Path, max: u64) -> Result<String> {
     }
     String::from_utf8(bytes)
         .map_err(|e| at(format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind() -> Kind<'static> {
+        Kind {
+            what: "report",
+            max: 16,
+            is_one: &|t| t.starts_with('{'),
+        }
+    }
+
+    #[test]
+    fn what_would_not_read_back_is_not_written() {
+        let dir = std::env::temp_dir().join(format!("pikuri-evals-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.json");
+        write_atomic(&path, b"{\"ok\": 1}", &kind()).unwrap();
+        let e = write_atomic(&path, &[b' '; 17], &kind()).unwrap_err();
+        assert!(
+            e.to_string().contains("17 bytes, over the limit of 16"),
+            "{e}"
+        );
+        // The old file is untouched, and no temporary file is left.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"ok\": 1}");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -8,12 +8,17 @@ use serde_json::{Value, json};
 use super::capture::Run;
 use super::verdict::{Evaluator, Verdict};
 use crate::tool::JsonSchema;
-use crate::{Agent, ChatTransport};
+use crate::{Agent, ChatTransport, HttpConfig};
 
 /// The most characters of the input, the expected and the actual output
 /// sent to the judge (each): a run that produced megabytes is still judged
 /// in one bounded request.
 const MAX_SHOWN: usize = 20_000;
+/// The most characters of the judge's reason kept in its verdict: the
+/// verdict goes into every report and baseline, which a judge answering
+/// megabytes per run would otherwise swell past what
+/// [`Report::load`](super::Report::load) reads back.
+const MAX_REASON: usize = 2000;
 
 /// The instructions every judge gets before its rubric.
 const SYSTEM: &str = "You grade the output of an AI assistant against a rubric. \
@@ -52,6 +57,9 @@ impl JsonSchema for Grade {
 /// when invalid, as `run_typed` does). A judge that fails (the server is
 /// down, the answer stays invalid) gives a failing verdict labelled
 /// `"judge_error"` with the error; its usage is not counted in the run's.
+/// The reason kept is at most 2000 characters. The judge talks HTTP with
+/// the default [`HttpConfig`] (a read timeout of 5 minutes) unless given
+/// its own with [`http`](Judge::http).
 ///
 /// # Examples
 ///
@@ -75,6 +83,7 @@ pub struct Judge {
     rubric: String,
     threshold: f64,
     name: String,
+    http: Option<HttpConfig>,
 }
 
 impl Judge {
@@ -86,6 +95,7 @@ impl Judge {
             rubric: rubric.into(),
             threshold: 0.5,
             name: "judge".into(),
+            http: None,
         }
     }
 
@@ -101,6 +111,16 @@ impl Judge {
     #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Judge {
         self.name = name.into();
+        self
+    }
+
+    /// Talk to the judge's model with `http` (timeouts, retries, limits)
+    /// instead of the defaults: a judge that hangs fails its verdict once
+    /// these run out (the experiment's [timeout](super::Experiment::timeout)
+    /// bounds the task, not its evaluators).
+    #[must_use]
+    pub fn http(mut self, http: HttpConfig) -> Judge {
+        self.http = Some(http);
         self
     }
 
@@ -130,13 +150,20 @@ impl Evaluator for Judge {
     }
 
     fn evaluate(&self, run: &Run) -> Verdict {
-        let graded = Agent::builder(self.transport.clone())
+        let mut agent = Agent::builder(self.transport.clone())
             .id("judge")
-            .system_prompt(SYSTEM)
+            .system_prompt(SYSTEM);
+        if let Some(http) = &self.http {
+            agent = agent.http(http.clone());
+        }
+        let graded = agent
             .build()
             .and_then(|mut agent| agent.run_typed::<Grade>(&self.prompt(run)));
         match graded {
-            Ok(typed) => Verdict::scored(typed.value.score, self.threshold, typed.value.reason),
+            Ok(typed) => {
+                let reason = crate::util::excerpt(&typed.value.reason, MAX_REASON).into_owned();
+                Verdict::scored(typed.value.score, self.threshold, reason)
+            }
             Err(e) => Verdict::fail(format!("the judge failed: {e}")).with_label("judge_error"),
         }
     }

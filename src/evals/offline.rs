@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use crate::testing::{Cassette, FakeServer, Recorder};
 use crate::{ChatTransport, Error, Result};
 
+/// The largest cassette read or replaced (a recording of a whole
+/// experiment may be large; a report has the same bound).
+const MAX_CASSETTE_BYTES: u64 = super::report::MAX_REPORT_BYTES;
+
 /// The model an experiment talks to: a real one through a recording proxy
 /// ([`record`](Offline::record)), or the recording replayed
 /// ([`replay`](Offline::replay)): no model, no network, the same answers
@@ -106,11 +110,20 @@ impl Offline {
     ///
     /// # Errors
     ///
-    /// As [`Cassette::load`].
+    /// [`Error::InvalidInput`] naming the file: not a regular file (a FIFO
+    /// is refused before it is opened), over 256 MiB, or not a cassette
+    /// ([`Cassette::parse`]).
     pub fn replay(path: impl AsRef<Path>) -> Result<Offline> {
-        let cassette = Cassette::load(path.as_ref())?;
+        let path = path.as_ref();
+        // Bounded, and refusing a FIFO or a device before opening it, as
+        // the kit's other files are read.
+        let text = super::file::read_bounded(path, MAX_CASSETTE_BYTES)?;
+        let cassette = Cassette::parse(&text).map_err(|e| match e {
+            Error::InvalidInput(m) => Error::InvalidInput(format!("{}: {m}", path.display())),
+            other => other,
+        })?;
         Ok(Offline {
-            path: path.as_ref().to_path_buf(),
+            path: path.to_path_buf(),
             mode: Mode::Replay(FakeServer::from_cassette(cassette)),
         })
     }
@@ -147,10 +160,20 @@ impl Offline {
     ///
     /// [`Error::InvalidInput`] listing the requests that matched nothing
     /// (each with a diff against the closest recording) and the answers
-    /// never asked for; or the cassette's write error.
+    /// never asked for; or the cassette's write error (a non-empty file at
+    /// the path that is not a cassette is never replaced).
     pub fn finish(self) -> Result<()> {
         match self.mode {
-            Mode::Record { recorder, .. } => recorder.save(&self.path),
+            Mode::Record { recorder, .. } => {
+                let mut text = recorder.cassette().to_json();
+                text.push('\n');
+                let kind = super::file::Kind {
+                    what: "cassette",
+                    max: MAX_CASSETTE_BYTES,
+                    is_one: &|text| Cassette::parse(text).is_ok(),
+                };
+                super::file::write_atomic(&self.path, text.as_bytes(), &kind)
+            }
             Mode::Replay(server) => {
                 let mismatches = server.mismatches();
                 let unused = server.unused_interactions();

@@ -314,8 +314,21 @@ impl Report {
     }
 
     /// Write the JSON form to `path`, whole or not at all.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the file:
+    /// a directory, a FIFO or a device at `path`, a missing parent folder
+    /// (never created), a report over [`MAX_REPORT_BYTES`] (it would not load
+    /// again), a non-empty file there that is not a report (never
+    /// replaced), or the write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        file::write_atomic(path.as_ref(), self.to_json().as_bytes(), "report")
+        let kind = file::Kind {
+            what: "report",
+            max: MAX_REPORT_BYTES,
+            is_one: &|text| Report::from_json(text).is_ok(),
+        };
+        file::write_atomic(path.as_ref(), self.to_json().as_bytes(), &kind)
     }
 
     /// Read a report written by [`save`](Report::save); a file that is not

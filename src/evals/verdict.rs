@@ -30,7 +30,8 @@ pub struct Verdict {
     pub evaluator: String,
     /// Whether the run passes this evaluator.
     pub pass: bool,
-    /// A score from 0.0 (worst) to 1.0 (best).
+    /// A score from 0.0 (worst) to 1.0 (best); the experiment clamps what
+    /// an evaluator sets to that range (NaN reads 0.0).
     pub score: f64,
     /// A category, if the evaluator gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,11 +56,7 @@ impl Verdict {
     /// `threshold`. The score is clamped to `0.0..=1.0` (NaN reads 0.0) and
     /// rounded to six decimals, so reports read back equal.
     pub fn scored(score: f64, threshold: f64, reason: impl Into<String>) -> Verdict {
-        let score = round6(if score.is_nan() {
-            0.0
-        } else {
-            score.clamp(0.0, 1.0)
-        });
+        let score = unit_score(score);
         Verdict::new(score >= threshold, score, reason.into())
     }
 
@@ -79,6 +76,18 @@ impl Verdict {
             reason,
         }
     }
+}
+
+/// `score` as a score: clamped to `0.0..=1.0` (NaN reads 0.0), rounded to
+/// six decimals. The experiment applies it to every verdict, since a
+/// host's evaluator may set [`Verdict::score`] to anything: a NaN would be
+/// written `null` in the report's JSON, which then would not load again.
+pub(super) fn unit_score(score: f64) -> f64 {
+    round6(if score.is_nan() {
+        0.0
+    } else {
+        score.clamp(0.0, 1.0)
+    })
 }
 
 /// `x` rounded to six decimals: a short decimal that JSON reads back to the

@@ -6,7 +6,8 @@
 //! `metadata` and `allowed-tools`), then a Markdown body; beside it, any
 //! files the body refers to (`references/`, `assets/`, `scripts/`, ...).
 //! Only the names and descriptions are in every request, as an
-//! `<available_skills>` block of the system prompt; the model reads a
+//! `<available_skills>` block of the system prompt (at most 32 KiB: see
+//! [`Catalog::snippet`]); the model reads a
 //! skill's body, and the files beside it, with the `skill` tool when a task
 //! matches (progressive disclosure).
 //!
@@ -76,6 +77,9 @@ use crate::{Error, Result, Tool, ToolContext, ToolError};
 /// The most skills a catalog holds; more are listed in
 /// [`Catalog::rejected`] rather than read.
 pub const MAX_SKILLS: usize = 1000;
+/// The largest `<available_skills>` block, in bytes (about 8,000 tokens):
+/// skills past it are counted, not listed (see [`Catalog::snippet`]).
+const MAX_BLOCK_BYTES: usize = 32 * 1024;
 /// The largest `SKILL.md` read (front matter and body).
 const MAX_SKILL_FILE: u64 = 1024 * 1024;
 /// The largest file the tool reads by default.
@@ -100,15 +104,17 @@ impl Skill {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] naming the file (and the line, for the front
-    /// matter): no `SKILL.md`, a file over 1 MiB or not UTF-8, a front
+    /// matter): no `SKILL.md`, one that is a link out of `dir`, a file over
+    /// 1 MiB or not UTF-8, a front
     /// matter the reader refuses, or a field the format forbids (a `name`
     /// that is not 1 to 64 lowercase letters, digits and single hyphens, or
     /// is not the folder's name; no `description`, or one over 1024
-    /// characters; a `compatibility` over 500).
+    /// characters; a `compatibility` over 500; a control character other
+    /// than a tab or a line break in either).
     pub fn load(dir: impl AsRef<Path>) -> Result<Skill> {
         let dir = dir.as_ref();
         let file = dir.join("SKILL.md");
-        let text = read::bounded_text(&file, MAX_SKILL_FILE)
+        let text = read::skill_md(dir, MAX_SKILL_FILE)
             .map_err(|e| Error::invalid(format!("{}: {e}", file.display())))?;
         let parsed =
             front::parse(&text).map_err(|e| Error::invalid(format!("{}: {e}", file.display())))?;
@@ -155,6 +161,24 @@ impl Skill {
         check_name(&skill.name, dir)?;
         if skill.description.trim().is_empty() {
             return Err("the front matter has no `description`".into());
+        }
+        // Why refuse: the description goes into every request's system
+        // prompt, and from there to any terminal that shows it; a NUL or an
+        // escape sequence is never part of what a skill means.
+        for (key, text) in [
+            ("description", Some(&skill.description)),
+            ("compatibility", skill.compatibility.as_ref()),
+        ] {
+            if let Some(c) = text
+                .into_iter()
+                .flat_map(|t| t.chars())
+                .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+            {
+                return Err(format!(
+                    "`{key}` has a control character (U+{:04X})",
+                    u32::from(c)
+                ));
+            }
         }
         if skill.description.chars().count() > 1024 {
             return Err("`description` is longer than 1024 characters".into());
@@ -204,6 +228,11 @@ impl Skill {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// Why a folder past [`MAX_SKILLS`] is left out.
+fn over_cap() -> String {
+    format!("more than {MAX_SKILLS} skills: the rest are not read")
 }
 
 /// `name` as the format requires it, and equal to the folder's name.
@@ -280,27 +309,37 @@ impl Catalog {
                 catalog.offer(&dir);
             }
         }
+        // Why one line: a tree of thousands of skills past the cap would
+        // otherwise log a line per folder.
+        let reason = over_cap();
+        let over = catalog
+            .rejected
+            .iter()
+            .filter(|(_, r)| *r == reason)
+            .count();
+        if over > 0 {
+            log::warn!("{over} skill folders left out: {reason}");
+        }
         Ok(catalog)
     }
 
     /// Load the skill in `dir` into the catalog, or record why not.
     fn offer(&mut self, dir: &Path) {
-        let refused = if self.skills.len() >= MAX_SKILLS {
-            Err(format!(
-                "more than {MAX_SKILLS} skills: the rest are not read"
-            ))
-        } else {
-            Skill::load(dir)
-                .map_err(|e| e.to_string())
-                .and_then(|skill| {
-                    if self.skills.contains_key(skill.name()) {
-                        Err(format!("a skill named {:?} was found first", skill.name()))
-                    } else {
-                        self.skills.insert(skill.name.clone(), skill);
-                        Ok(())
-                    }
-                })
-        };
+        if self.skills.len() >= MAX_SKILLS {
+            // Not read, and logged once by `discover`.
+            self.rejected.push((dir.to_path_buf(), over_cap()));
+            return;
+        }
+        let refused = Skill::load(dir)
+            .map_err(|e| e.to_string())
+            .and_then(|skill| {
+                if self.skills.contains_key(skill.name()) {
+                    Err(format!("a skill named {:?} was found first", skill.name()))
+                } else {
+                    self.skills.insert(skill.name.clone(), skill);
+                    Ok(())
+                }
+            });
         if let Err(reason) = refused {
             log::warn!("skill {} left out: {reason}", dir.display());
             self.rejected.push((dir.to_path_buf(), reason));
@@ -363,15 +402,27 @@ impl Catalog {
     /// The `<available_skills>` block that tells the model about these
     /// skills and the tool (named `tool_name`) that reads them; empty for
     /// an empty catalog.
+    ///
+    /// The block is at most 32 KiB, however many skills there are and
+    /// however long their descriptions (up to [`MAX_SKILLS`] of up to 1024
+    /// characters would be a megabyte in every request): the skills are
+    /// listed in name order while they fit, and a last line counts the
+    /// rest, which the tool still reads by name (its `name` parameter
+    /// lists every skill).
     pub fn snippet(&self, tool_name: &str) -> String {
         if self.is_empty() {
             return String::new();
         }
+        // A tool name a provider accepts is short; this one is public.
+        let tool_name = crate::util::excerpt(tool_name, 64);
         let mut s = format!(
             "<available_skills>\nSkills are instructions for particular tasks. When a task \
              matches a skill's description, read the skill with the `{tool_name}` tool \
              (argument `name`) before you start, and the files it refers to with `path`.\n"
         );
+        // Room kept for the count line and the closing tag.
+        let room = MAX_BLOCK_BYTES - 512;
+        let mut unlisted = 0usize;
         for skill in self.skills() {
             // One line each: a description's own line breaks would read as
             // further entries.
@@ -380,7 +431,21 @@ impl Catalog {
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            let _ = writeln!(s, "- {}: {line}", skill.name);
+            let line = format!("- {}: {line}\n", skill.name);
+            // Once one does not fit, none after it is listed: the list
+            // stays a prefix of the names, in order.
+            if unlisted > 0 || s.len() + line.len() > room {
+                unlisted += 1;
+                continue;
+            }
+            s.push_str(&line);
+        }
+        if unlisted > 0 {
+            let _ = writeln!(
+                s,
+                "({unlisted} more skills are not listed here, for room; the `{tool_name}` \
+                 tool's `name` takes any of them.)"
+            );
         }
         s.push_str("</available_skills>");
         s

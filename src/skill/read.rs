@@ -36,15 +36,27 @@ pub(super) fn bounded_text(path: &Path, max: u64) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into())
 }
 
+/// The text of the `SKILL.md` in `dir`, under the rules of any other file
+/// of the skill: why confined, a `SKILL.md` that is (or, after the catalog
+/// was built, becomes) a link out of the folder would hand the model a
+/// file the host never installed as a skill.
+pub(super) fn skill_md(dir: &Path, max: u64) -> Result<String, String> {
+    bounded_text(&confined(dir, "SKILL.md")?, max)
+}
+
 /// The instructions of skill `name` in folder `dir` (the body of its
 /// `SKILL.md`) and its files.
 pub(super) fn instructions(name: &str, dir: &Path, max: u64) -> Result<String, ToolError> {
-    let text = bounded_text(&dir.join("SKILL.md"), max)
-        .map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?;
+    let text =
+        skill_md(dir, max).map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?;
     let body = front::parse(&text)
         .map_err(|e| ToolError::new(format!("SKILL.md of {name:?}: {e}")))?
         .body;
-    let mut out = format!("# Skill: {name}\n\n{}", body.trim());
+    // Why normalise: the front matter reader takes CRLF files (written on
+    // Windows); their body's `\r`s would reach the model and any terminal
+    // that shows the result.
+    let body = body.trim().replace("\r\n", "\n");
+    let mut out = format!("# Skill: {name}\n\n{body}");
     let files = list(dir);
     if !files.is_empty() {
         out.push_str("\n\nFiles in this skill's folder (read one with `path`):\n");

@@ -248,7 +248,7 @@ fn chat(st: &mut State, req: &RecordedRequest) -> Routed {
     let n = st.chat_count;
     let api = req.api().unwrap_or(Api::ChatCompletions);
     if st.strict
-        && let Err(why) = strict::validate(api, req.body.as_ref())
+        && let Err(why) = strict::validate(api, req.body.as_ref(), &req.path)
     {
         let msg = format!("FakeServer (strict mode) rejected request #{n}: {why}");
         log::warn!("{msg}");

@@ -11,11 +11,13 @@ use serde_json::Value;
 use super::strict_common::{check_arguments, object_with_model};
 use crate::Api;
 
-/// `Ok` if a strict server of `api` would accept `body`; otherwise why not.
-pub(super) fn validate(api: Api, body: Option<&Value>) -> Result<(), String> {
-    // Gemini's settings are its own (`generationConfig`), checked there.
+/// `Ok` if a strict server of `api` would accept `body`, sent to `path`;
+/// otherwise why not.
+pub(super) fn validate(api: Api, body: Option<&Value>, path: &str) -> Result<(), String> {
+    // Gemini's settings are its own (`generationConfig`), checked there;
+    // its model is in the path.
     if api == Api::Gemini {
-        return super::strict_gemini::validate(body);
+        return super::strict_gemini::validate(body, path);
     }
     match api {
         Api::AnthropicMessages => super::strict_anthropic::validate(body),
@@ -447,6 +449,11 @@ fn assistant_calls(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The checks of a body sent to a path that names no model.
+    fn validate(api: Api, body: Option<&Value>) -> Result<(), String> {
+        super::validate(api, body, "")
+    }
 
     #[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
     fn check(messages: Value) -> Result<(), String> {

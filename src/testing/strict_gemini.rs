@@ -39,8 +39,9 @@ const CONFIG_FIELDS: [&str; 15] = [
     "mediaResolution",
 ];
 
-/// `Ok` if Gemini would accept `body`; otherwise why not.
-pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
+/// `Ok` if Gemini would accept `body`, sent to `path` (which names the
+/// model); otherwise why not.
+pub(super) fn validate(body: Option<&Value>, path: &str) -> Result<(), String> {
     let body = body
         .ok_or("request body is not valid JSON")?
         .as_object()
@@ -52,6 +53,9 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
         parts("systemInstruction", system)?;
     }
     contents(body)?;
+    if signs_calls(path) {
+        signed_calls(body)?;
+    }
     tools(body)?;
     if let Some(config) = body.get("generationConfig") {
         generation_config(config)?;
@@ -162,6 +166,48 @@ fn contents(body: &Body) -> Result<(), String> {
     }
     if !calls.is_empty() {
         return Err("the last turn's function calls are not answered".into());
+    }
+    Ok(())
+}
+
+/// Whether the model in `path` (`/models/{model}:...`) is one that
+/// requires signed calls: Gemini 3 and later.
+fn signs_calls(path: &str) -> bool {
+    path.split("/models/")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .is_some_and(|model| model.starts_with("gemini-3"))
+}
+
+/// Gemini 3's rule: in the current turn (the model turns after the last
+/// user turn that is not only function responses), the first call of each
+/// step carries a `thoughtSignature` (the model's, or the documented skip
+/// value for a call another model wrote). Earlier turns are not checked.
+fn signed_calls(body: &Body) -> Result<(), String> {
+    let contents = body["contents"].as_array().map_or(&[][..], Vec::as_slice);
+    let is_message = |c: &Value| {
+        c["role"] == "user"
+            && c["parts"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_none()))
+    };
+    let start = contents.iter().rposition(is_message).map_or(0, |i| i + 1);
+    for (i, c) in contents.iter().enumerate().skip(start) {
+        let first_call = c["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p.get("functionCall").is_some());
+        if let Some(p) = first_call
+            && p.get("thoughtSignature")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            return Err(format!(
+                "Function call is missing a thought_signature in functionCall parts \
+                 (contents[{i}]): required for the calls of the current turn"
+            ));
+        }
     }
     Ok(())
 }
@@ -297,7 +343,39 @@ mod tests {
     use serde_json::json;
 
     fn check(body: &Value) -> Result<(), String> {
-        validate(Some(body))
+        validate(Some(body), "/v1beta/models/m:generateContent")
+    }
+
+    #[test]
+    fn gemini_3_wants_the_current_turns_calls_signed() {
+        let user = json!({"role": "user", "parts": [{"text": "hi"}]});
+        let call = |sig: Option<&str>| {
+            let mut p = json!({"functionCall": {"name": "f", "args": {}}});
+            if let Some(s) = sig {
+                p["thoughtSignature"] = json!(s);
+            }
+            json!({"role": "model", "parts": [p, {"functionCall": {"name": "f", "args": {}}}]})
+        };
+        let answer = json!({"role": "user", "parts": [
+            {"functionResponse": {"name": "f", "response": {}}},
+            {"functionResponse": {"name": "f", "response": {}}}]});
+        let body = |first: Option<&str>, second: Option<&str>| json!({"contents": [user, call(first), answer, user, call(second), answer]});
+        let g3 = "/v1beta/models/gemini-3-pro-preview:streamGenerateContent?alt=sse";
+        let g25 = "/v1beta/models/gemini-2.5-flash:generateContent";
+        // An earlier turn's unsigned call is fine; the current turn's is not.
+        assert_eq!(validate(Some(&body(None, Some("s"))), g3), Ok(()));
+        assert_eq!(
+            validate(
+                Some(&body(None, Some("skip_thought_signature_validator"))),
+                g3
+            ),
+            Ok(())
+        );
+        let err = validate(Some(&body(Some("s"), None)), g3).unwrap_err();
+        assert!(err.contains("missing a thought_signature"), "{err}");
+        assert!(err.contains("contents[4]"), "{err}");
+        // Older models do not ask.
+        assert_eq!(validate(Some(&body(None, None)), g25), Ok(()));
     }
 
     #[test]

@@ -1896,8 +1896,7 @@ fn file_flags_take_names_with_spaces_non_ascii_and_a_leading_dot() {
 /// left out; `/skills` lists them; a missing folder is a usage error.
 #[test]
 fn skills_flag_and_command() {
-    let dir = temp_path("skills");
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_dir("skills");
     std::fs::create_dir_all(dir.join("haiku")).unwrap();
     std::fs::write(
         dir.join("haiku/SKILL.md"),
@@ -1956,9 +1955,7 @@ fn skills_flag_and_command() {
 /// stderr.
 #[test]
 fn guard_flags_redact_block_deny_and_bound_the_answer() {
-    let dir = temp_path("guards");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("guards");
     std::fs::write(dir.join("note.txt"), "write to jo@example.com").unwrap();
     let server = FakeServer::start();
     let base = server.base_url();

@@ -239,6 +239,37 @@ fn a_hostile_cache_server_gets_bounded_clear_errors_and_never_the_key() {
     let err = create(200, json!({"name": "x".repeat(2 << 20)}));
     assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
     assert!(err.to_string().contains("over"), "{err}");
+    // A name that is not a cache's (a way out of the collection, none, a
+    // bare id, a wrong type, half a megabyte) is refused where it arrives:
+    // it would go into every request and into an update's path.
+    for name in [
+        json!("cachedContents/../../models/x"),
+        json!("cachedContents/"),
+        json!("abc123"),
+        json!(42),
+        json!(format!("cachedContents/{}", "a".repeat(500_000))),
+    ] {
+        let err = create(200, json!({"name": name, "model": "models/fake-model"}));
+        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+        assert!(
+            err.to_string().len() < 500,
+            "{} bytes",
+            err.to_string().len()
+        );
+    }
+    // The other strings a server sends are cut.
+    server.set_route(
+        "POST",
+        "/v1/cachedContents",
+        200,
+        json!({"name": "cachedContents/ok-1", "displayName": "d".repeat(100_000),
+               "model": "m".repeat(100_000), "usageMetadata": {"totalTokenCount": -1}}),
+    );
+    let cache = keyed.create_cache(&spec).unwrap();
+    assert_eq!(cache.name(), "cachedContents/ok-1");
+    assert!(cache.display_name().unwrap().chars().count() <= 513);
+    assert!(cache.model().chars().count() <= 513);
+    assert_eq!(cache.token_count(), None);
     // A redirect is not followed (the key would go along): the 3xx is the
     // error.
     let err = create(302, json!({}));
@@ -256,4 +287,62 @@ fn a_hostile_cache_server_gets_bounded_clear_errors_and_never_the_key() {
         "{err:?}"
     );
     assert!(!format!("{keyed:?}").contains("g-secret-key"));
+}
+
+/// ATTACKS.md: a cache that expires in the middle of a run (between the
+/// round that asked for a tool and the round that reads its result)
+/// fails the turn as `CacheExpired` naming it, with the tool's result
+/// answered in the history; the next turn, on the transport without the
+/// cache, sends the whole prefix and works.
+#[test]
+fn a_cache_that_expires_mid_run_fails_the_round_and_the_next_turn_works() {
+    let server = Arc::new(FakeServer::start());
+    let cache = create(&server);
+    server.push(Reply::tool_call("expire", json!({})));
+    server.push(Reply::text("Lunch is at noon."));
+    let expirer = Arc::clone(&server);
+    let expire = FnTool::new(
+        "expire",
+        "Lets time pass.",
+        Parameters::builder().build(),
+        move |_args, _ctx| {
+            expirer.expire_caches();
+            Ok("an hour later".to_string())
+        },
+    );
+    let transport = gemini(&server).with_cached_content(Some(cache.name()));
+    let mut agent = Agent::builder(transport)
+        .system_prompt("Answer from the handbook.")
+        .http(fast_http().with_max_retries(0))
+        .add_tool(clock())
+        .add_tool(expire)
+        .build()
+        .unwrap();
+    let err = agent.run_loop("When is lunch?").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::CacheExpired, "{err}");
+    assert!(err.to_string().contains(cache.name()), "{err}");
+    let roles: Vec<_> = agent.messages().iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            pikuri::Role::User,
+            pikuri::Role::Assistant,
+            pikuri::Role::Tool
+        ]
+    );
+    super::util::assert_valid_history(agent.messages());
+    // The host drops the cache; the turn goes on from where it stopped.
+    let out = agent
+        .run_loop_with("And dinner?", gemini(&server).with_cached_content(None))
+        .unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Lunch is at noon."));
+    let last = server.chat_requests().pop().unwrap();
+    let body = last.body.unwrap();
+    assert!(body.get("cachedContent").is_none(), "{body}");
+    assert_eq!(
+        body["systemInstruction"]["parts"][0]["text"],
+        "Answer from the handbook."
+    );
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    server.assert_all_used();
 }

@@ -879,3 +879,230 @@ fn saving_never_replaces_a_fifo_or_a_directory_and_bounds_hold() {
         .collect();
     assert!(!names.iter().any(|n| n.contains(".tmp")), "{names:?}");
 }
+
+/// An evaluator that scores whatever it was made with.
+struct Fixed(f64);
+impl Evaluator for Fixed {
+    fn name(&self) -> String {
+        format!("fixed {}", self.0)
+    }
+    fn evaluate(&self, _: &Run) -> Verdict {
+        let mut v = Verdict::pass("as told");
+        v.score = self.0;
+        v
+    }
+}
+
+/// ATTACKS.md, "Numbers": an evaluator of the host's that scores NaN, an
+/// infinity, a negative or a huge number gets a score in 0..=1 (NaN reads
+/// 0), so the report's figures are numbers, its JSON loads again (JSON has
+/// no NaN: it would be written `null`) and a diff against it is finite.
+#[test]
+fn extreme_scores_are_read_as_scores_and_the_report_loads_again() {
+    let dataset = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -5.0, 1e308]
+        .into_iter()
+        .enumerate()
+        .fold(Dataset::new("extreme"), |d, (i, s)| {
+            d.case(Case::new(format!("c{i}"), "hi").evaluator(Fixed(s)))
+        });
+    let report = Experiment::new("x").run(&dataset, |_: &mut TaskContext| Ok::<_, String>("out"));
+    let scores: Vec<f64> = report
+        .cases
+        .iter()
+        .map(|c| c.runs[0].verdicts[0].score)
+        .collect();
+    assert_eq!(scores, [0.0, 1.0, 0.0, 0.0, 1.0]);
+    for c in &report.cases {
+        assert!(
+            c.score.mean.is_finite() && c.score.stddev.is_finite(),
+            "{c:?}"
+        );
+    }
+    let dir = temp_dir("extreme");
+    let path = dir.join("baseline.json");
+    report.save(&path).unwrap();
+    let again = Report::load(&path).unwrap();
+    assert_eq!(again.without_timings(), report.without_timings());
+    assert!(report.diff(&again, 0.0).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ATTACKS.md, "Files and stores": a damaged baseline (empty, zeros,
+/// garbage, torn, a directory, scores of the wrong type) is an error
+/// naming the file, never an empty report that every run "beats".
+#[test]
+fn a_damaged_baseline_is_a_clear_error() {
+    let dir = temp_dir("baseline");
+    let good = Experiment::new("x").run(
+        &Dataset::new("d").case(Case::new("a", "hi").check(Check::contains("o"))),
+        |_: &mut TaskContext| Ok::<_, String>("out"),
+    );
+    let text = good.to_json();
+    let torn = &text[..text.len() / 2];
+    let wrong = text.replacen("\"mean\": 1.0", "\"mean\": \"high\"", 1);
+    assert_ne!(wrong, text, "the report has a mean to spoil");
+    for (name, bytes) in [
+        ("empty.json", Vec::new()),
+        ("zeros.json", vec![0u8; 512]),
+        ("garbage.json", b"\x89PNG\r\n\x1a\n".to_vec()),
+        ("torn.json", torn.as_bytes().to_vec()),
+        ("wrong.json", wrong.into_bytes()),
+        ("deep.json", "[".repeat(100_000).into_bytes()),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let e = Report::load(&path).unwrap_err();
+        assert_eq!(e.kind(), pikuri::ErrorKind::InvalidInput, "{name}: {e}");
+        assert!(e.to_string().contains(name), "{name}: {e}");
+    }
+    let e = Report::load(&dir).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ATTACKS.md, "Files and stores": a JSON Lines dataset with a bad line, a
+/// huge line, a torn last line, or nothing at all is an error naming the
+/// file (and the line); an empty file is not a dataset of no cases.
+#[test]
+fn damaged_json_lines_datasets_are_clear_errors() {
+    let dir = temp_dir("jsonl");
+    let good = r#"{"name": "a", "input": "hi"}"#;
+    let huge = format!(
+        r#"{{"name": "b", "input": "{}"#,
+        "x".repeat(8 * 1024 * 1024)
+    );
+    for (name, text, expected) in [
+        (
+            "bad.jsonl",
+            format!("{good}\n{{nope\n"),
+            "line 2: not valid JSON",
+        ),
+        (
+            "huge.jsonl",
+            format!("{good}\n{huge}\n"),
+            "line 2: not valid JSON",
+        ),
+        ("torn.jsonl", format!("{good}\n{}", &good[..10]), "line 2"),
+        ("empty.jsonl", String::new(), "empty"),
+        ("blank.jsonl", "\n  \n\n".into(), "empty"),
+        ("empty.json", String::new(), "dataset"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, &text).unwrap();
+        let e = err(Dataset::load(&path));
+        assert!(e.contains(expected), "{name}: {e}");
+        assert!(e.contains(name), "{name}: {e}");
+        assert!(e.len() < 1000, "{name}: {} bytes", e.len());
+    }
+    // A header and no case is a dataset the host wrote: read.
+    let path = dir.join("header.jsonl");
+    std::fs::write(&path, "{\"dataset\": \"h\"}\n").unwrap();
+    assert_eq!(Dataset::load(&path).unwrap().cases().len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ATTACKS.md, "Other servers": a judge that answers garbage, a score out
+/// of range, a reason of megabytes, or never answers gives a failing or
+/// bounded verdict within the host's HTTP settings, never a hang.
+#[test]
+fn a_judge_answering_garbage_huge_or_nothing_is_bounded() {
+    let judge_model = FakeServer::start();
+    // A score past 1 is refused by the schema and repaired; then clamped.
+    judge_model.push(Reply::text(r#"{"score": 7, "reason": "great"}"#));
+    judge_model.push(Reply::text(r#"{"score": 1, "reason": "great"}"#));
+    let huge = "r".repeat(2 * 1024 * 1024);
+    judge_model.push(Reply::text(
+        json!({"score": 0.9, "reason": huge}).to_string(),
+    ));
+    judge_model.push(Reply::hang());
+    let http = pikuri::HttpConfig::default()
+        .with_max_retries(0)
+        .with_read_timeout(Duration::from_secs(3));
+    let judge = Judge::new(judge_model.transport(), "Is it good?").http(http);
+    let run = Run::from_output("out");
+    let v = judge.evaluate(&run);
+    assert_eq!((v.pass, v.score), (true, 1.0));
+    let v = judge.evaluate(&run);
+    assert_eq!(
+        (v.pass, v.score),
+        (true, 0.9),
+        "{}",
+        &v.reason[..v.reason.len().min(500)]
+    );
+    assert!(v.reason.chars().count() <= 2001, "{} chars", v.reason.len());
+    let v = judge.evaluate(&run);
+    assert_eq!((v.pass, v.label.as_deref()), (false, Some("judge_error")));
+    assert!(
+        v.reason.contains("timed out") || v.reason.contains("timeout"),
+        "{}",
+        v.reason
+    );
+}
+
+/// ATTACKS.md, "Files and stores": the kit never replaces a non-empty file
+/// it did not write. A report, a dataset or a cassette saved over a path
+/// that holds something else (a mixed-up argument: the dataset, notes) is
+/// refused and the file left as it was; a file of the same kind, or an
+/// empty one, is replaced. A cassette is read as the kit's other files
+/// are: a FIFO refused before it is opened, a huge file from its size.
+#[test]
+fn saving_never_replaces_a_file_the_kit_did_not_write() {
+    let dir = temp_dir("foreign");
+    let dataset = Dataset::new("d").case(Case::new("a", "hi").check(Check::contains("o")));
+    let report = Experiment::new("x").run(&dataset, |_: &mut TaskContext| Ok::<_, String>("out"));
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "my notes").unwrap();
+    let cases = dir.join("cases.json");
+    dataset.save(&cases).unwrap();
+    let cases_text = std::fs::read_to_string(&cases).unwrap();
+    for path in [&notes, &cases] {
+        let e = report.save(path).unwrap_err().to_string();
+        assert!(e.contains("exists and is not a report"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes");
+    assert_eq!(std::fs::read_to_string(&cases).unwrap(), cases_text);
+    // Its own kind, or an empty file: replaced.
+    let baseline = dir.join("baseline.json");
+    report.save(&baseline).unwrap();
+    report.save(&baseline).unwrap();
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    report.save(&empty).unwrap();
+    dataset.save(&cases).unwrap();
+    let e = dataset.save(&baseline).unwrap_err().to_string();
+    assert!(e.contains("exists and is not a dataset"), "{e}");
+    let e = dataset.save(dir.join("notes.txt")).unwrap_err().to_string();
+    assert!(e.contains("not a dataset"), "{e}");
+    // A recording saved over the baseline is refused too.
+    let real = FakeServer::start();
+    let recording = Offline::record(&baseline, &real.transport()).unwrap();
+    let e = recording.finish().unwrap_err().to_string();
+    assert!(e.contains("exists and is not a cassette"), "{e}");
+    assert!(Report::load(&baseline).is_ok());
+    // Reading a cassette: a FIFO, a huge file, an empty one, the baseline.
+    let fifo = dir.join("fifo.cassette.json");
+    if std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let e = Offline::replay(&fifo).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+    let huge = dir.join("huge.cassette.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(256 * 1024 * 1024 + 1)
+        .unwrap();
+    let e = Offline::replay(&huge).unwrap_err().to_string();
+    assert!(e.contains("over the limit"), "{e}");
+    let blank = dir.join("blank.cassette.json");
+    std::fs::write(&blank, "").unwrap();
+    for path in [&blank, &baseline] {
+        let e = Offline::replay(path).unwrap_err();
+        assert_eq!(e.kind(), pikuri::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,55 +9,32 @@ use std::time::Duration;
 use pikuri::listeners::InMemoryEventList;
 use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, RecordedRequest, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{
-    Agent, Api, ChatTransport, Configurator, ErrorKind, Event, FinishReason, Image, Message,
-    ModelSettings, ReasoningEffort, ToolChoice,
+    Agent, Api, ChatTransport, ErrorKind, Event, FinishReason, Image, Message, ModelSettings,
+    ReasoningEffort, ToolChoice,
 };
 use serde_json::{Value, json};
 
-use crate::util::{assert_valid_history, fast_http, streamed_text};
-
-fn strict_server() -> FakeServer {
-    let server = FakeServer::start();
-    server.set_strict(true);
-    server
-}
+use crate::util::{add, agent_on, assert_valid_history, fast_http, streamed_text, strict_server};
 
 fn gemini(server: &FakeServer) -> ChatTransport {
     server.transport().with_api(Api::Gemini)
 }
 
-fn agent_on(
-    transport: ChatTransport,
-    f: impl FnOnce(Configurator) -> Configurator,
-) -> (Agent, InMemoryEventList) {
-    let rec = InMemoryEventList::new();
-    let cfg = Agent::builder(transport)
-        .system_prompt("You are a test agent.")
-        .http(fast_http().with_max_retries(0))
-        .add_listener(rec.clone());
-    (f(cfg).build().expect("agent builds"), rec)
-}
-
-fn add() -> FnTool {
-    FnTool::new(
-        "add",
-        "Adds two integers.",
-        Parameters::builder()
-            .required_integer("a", "first")
-            .required_integer("b", "second")
-            .build(),
-        |args, _| {
-            let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
-            Ok((a + b).to_string())
-        },
-    )
-}
-
 fn assert_clean(server: &FakeServer) {
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
     server.assert_all_used();
+}
+
+/// The waits of the `Retrying` events `rec` saw, in milliseconds.
+fn retry_waits(rec: &InMemoryEventList) -> Vec<u64> {
+    rec.events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
+            _ => None,
+        })
+        .collect()
 }
 
 fn body(req: &RecordedRequest) -> Value {
@@ -487,26 +464,16 @@ fn rate_limits_and_unavailable_are_retried_with_the_servers_hint() {
     ));
     server.push(Reply::status(503, "The model is overloaded.").with_retry_after(0));
     server.push(Reply::text("finally"));
-    let rec = InMemoryEventList::new();
-    let mut agent = Agent::builder(gemini(&server))
-        .http(
+    let (mut agent, rec) = agent_on(gemini(&server), |c| {
+        c.http(
             fast_http()
                 .with_max_retries(3)
                 .with_retry_base(Duration::from_secs(30)),
         )
-        .add_listener(rec.clone())
-        .build()
-        .unwrap();
+    });
     let out = agent.run_loop("go").unwrap();
     assert_eq!(out.answer.as_deref(), Some("finally"));
-    let waits: Vec<u64> = rec
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            Event::Retrying { wait_ms, .. } => Some(*wait_ms),
-            _ => None,
-        })
-        .collect();
+    let waits = retry_waits(&rec);
     // The body's RetryInfo, then the header: never the 30 s backoff.
     assert_eq!(waits, [50, 0]);
     // The error shows Gemini's status name.
@@ -539,14 +506,6 @@ fn a_failing_gemini_falls_back_to_another_api() {
 /// streams, huge numbers and strings, duplicate ids.
 #[test]
 fn hostile_streams_are_refused_or_bounded() {
-    let sse = |chunks: &[Value]| {
-        chunks.iter().fold(String::new(), |mut out, c| {
-            out.push_str("data: ");
-            out.push_str(&c.to_string());
-            out.push_str("\n\n");
-            out
-        })
-    };
     let done = |parts: Value| json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
     let cases: Vec<(String, &str)> = vec![
         ("data: {not json\n\n".into(), "not a Gemini answer"),
@@ -639,4 +598,327 @@ fn a_recorded_gemini_session_replays_from_its_cassette() {
         assert!(replay.mismatches().is_empty(), "{:?}", replay.mismatches());
         replay.assert_all_used();
     }
+}
+
+/// `data:` lines of `chunks`, for `Reply::raw_sse`.
+fn sse(chunks: &[Value]) -> String {
+    chunks.iter().fold(String::new(), |mut out, c| {
+        out.push_str("data: ");
+        out.push_str(&c.to_string());
+        out.push_str("\n\n");
+        out
+    })
+}
+
+/// ATTACKS.md, "Other servers": a `RetryInfo` delay that is negative or
+/// not a number falls back to the backoff; one past what a `Duration`
+/// holds is a long wait, cut to the retry cap (as a huge `Retry-After`
+/// is), never the short backoff that would hammer a server asking for
+/// time.
+#[test]
+fn absurd_retry_info_delays_fall_back_or_hit_the_cap() {
+    let server = strict_server();
+    let delays = ["-5s", "NaNs", "soon", "1e30s", "99999999999999999999s"];
+    for delay in delays {
+        let body = json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}]}});
+        server.push(Reply::raw_body(429, "application/json", body.to_string()));
+    }
+    server.push(Reply::text("finally"));
+    let (mut agent, rec) = agent_on(gemini(&server), |c| {
+        c.http(
+            fast_http()
+                .with_max_retries(5)
+                .with_retry_base(Duration::from_millis(1))
+                .with_retry_cap(Duration::from_millis(40)),
+        )
+    });
+    let out = agent.run_loop("go").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("finally"));
+    let waits = retry_waits(&rec);
+    assert_eq!(waits.len(), delays.len(), "{waits:?}");
+    // The backoff of 1 ms base (at most 8 ms by the third attempt) for
+    // the three that do not read; the cap for the two huge ones.
+    assert!(waits[..3].iter().all(|w| *w < 40), "{waits:?}");
+    assert_eq!(waits[3..], [40, 40], "{waits:?}");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
+
+/// ATTACKS.md, "Streams and decoders": a safety block after some text,
+/// a candidate with no parts and one with no content at all end the turn
+/// with a typed finish, keep a history Gemini accepts again, and the next
+/// turn works.
+#[test]
+fn a_safety_block_mid_stream_and_empty_candidates_keep_the_history_valid() {
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Here is how to"}]}}]}),
+        json!({"candidates": [{"finishReason": "SAFETY", "index": 0}]}),
+    ])));
+    server.push(Reply::raw_sse(sse(&[json!({
+        "candidates": [{"content": {"role": "model"}, "finishReason": "STOP"}]
+    })])));
+    server.push(Reply::raw_sse(sse(&[json!({
+        "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": "12", "candidatesTokenCount": -3}
+    })])));
+    server.push(Reply::text("recovered"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+    let out = agent.run_loop("how?").unwrap();
+    assert_eq!(out.finish, FinishReason::Filtered);
+    let out = agent.run_loop("and now?").unwrap();
+    assert_eq!(out.answer.as_deref().unwrap_or(""), "");
+    let out = agent.run_loop("still?").unwrap();
+    assert_eq!(out.answer.as_deref().unwrap_or(""), "");
+    // A string and a negative number are not token counts.
+    assert_eq!((out.usage.input, out.usage.output), (None, None));
+    let out = agent.run_loop("once more").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("recovered"));
+    assert_valid_history(agent.messages());
+    // Every request, the last one with the empty answers in its history,
+    // passed the strict server.
+    assert_clean(&server);
+}
+
+/// ATTACKS.md, "Ids and indices": two calls under one id in two chunks of
+/// one stream refuse the answer as two in one chunk do, and nothing of it
+/// is kept; calls without ids get distinct ones, which never go back to
+/// Gemini.
+#[test]
+fn a_call_id_repeated_across_chunks_is_refused_and_the_next_turn_works() {
+    let call = |id: &str| {
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}, "id": id}}]}}]})
+    };
+    let stop = json!({"candidates": [{"finishReason": "STOP"}]});
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[call("c1"), call("c1"), stop.clone()])));
+    let unnamed = json!({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}},
+        {"functionCall": {"name": "add", "args": {"a": 3, "b": 4}}}]}}]});
+    server.push(Reply::raw_sse(sse(&[unnamed, stop])));
+    server.push(Reply::text("3 and 7"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true).add_tool(add()));
+    let err = agent.run_loop("add twice").unwrap_err();
+    assert!(err.to_string().contains("duplicate tool call id"), "{err}");
+    assert_eq!(agent.messages().len(), 1, "nothing of the refused answer");
+    let out = agent.run_loop("add twice").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("3 and 7"));
+    let ids: Vec<&str> = agent.messages()[2]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    // The made-up ids stayed home: the calls went without them.
+    let last = server.chat_requests().pop().unwrap();
+    for part in model_parts(&last) {
+        if let Some(call) = part.get("functionCall") {
+            assert!(call.get("id").is_none(), "{call}");
+        }
+    }
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
+
+/// ATTACKS.md, "Streams and decoders": chunks that carry nothing (an
+/// empty text, a candidate without content, usage repeated, a member of
+/// another shape) are not progress: a stream of them ends at the idle
+/// bound, as on the other APIs (`decoder_rules.rs`), and the next turn
+/// works.
+#[test]
+fn a_stream_of_empty_chunks_ends_at_the_idle_bound() {
+    let server = FakeServer::start();
+    let mut chunks =
+        vec![json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]})];
+    for _ in 0..200 {
+        chunks
+            .push(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}}]}));
+        chunks.push(json!({"candidates": [{"index": 0}]}));
+        chunks.push(json!({"usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}}));
+        chunks.push(json!({"somethingNew": {"x": 1}}));
+    }
+    chunks.push(json!({"candidates": [{"finishReason": "STOP"}]}));
+    server.push(Reply::raw_sse(sse(&chunks)).with_chunk_delay(Duration::from_millis(20)));
+    server.push(Reply::text("next"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| {
+        c.streaming(true).http(
+            fast_http()
+                .with_max_retries(0)
+                .with_idle_timeout(Duration::from_secs(1)),
+        )
+    });
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    assert_valid_history(agent.messages());
+    assert_eq!(agent.messages().len(), 1, "nothing of the cut answer");
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
+/// ATTACKS.md, "Streams and decoders": an error inside a Gemini stream is
+/// typed by what it stands for, as the same failure as an HTTP status is
+/// (a rate limit, a server error, an overload; Gemini's numeric `code`,
+/// its `status` name, or a code given as a string), so a fallback takes
+/// over; a huge status is bounded in the error.
+#[test]
+fn in_stream_errors_are_typed_as_their_status_and_fall_back() {
+    let cases = [
+        (
+            json!({"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": 500, "message": "boom", "status": "INTERNAL"}),
+            ErrorKind::Server,
+        ),
+        (
+            json!({"code": 503, "message": "busy", "status": "UNAVAILABLE"}),
+            ErrorKind::Server,
+        ),
+        (
+            json!({"message": "quota", "status": "RESOURCE_EXHAUSTED"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": "429", "message": "quota"}),
+            ErrorKind::RateLimit,
+        ),
+        (
+            json!({"code": 500, "message": "x", "status": "S".repeat(20_000)}),
+            ErrorKind::Server,
+        ),
+    ];
+    for (error, kind) in cases {
+        let partial =
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Par"}]}}]});
+        let raw = sse(&[partial, json!({ "error": error })]);
+        // Alone: the typed error, bounded, nothing kept.
+        let server = FakeServer::start();
+        server.push(Reply::raw_sse(raw.clone()));
+        let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+        let err = agent.run_loop("Hi").unwrap_err();
+        assert_eq!(err.kind(), kind, "{error}: {err:?}");
+        assert!(
+            err.to_string().len() < 1_500,
+            "{} bytes",
+            err.to_string().len()
+        );
+        assert_eq!(agent.messages().len(), 1);
+        // With a fallback: the backup answers.
+        let primary = FakeServer::start();
+        primary.push(Reply::raw_sse(raw));
+        let backup = strict_server();
+        backup.push(Reply::text("From the backup."));
+        let (mut agent, _) = agent_on(gemini(&primary), |c| {
+            c.streaming(true)
+                .add_fallback(gemini(&backup).with_model("backup"))
+        });
+        let out = agent
+            .run_loop("Hi")
+            .unwrap_or_else(|e| panic!("{error}: {e:?}"));
+        assert_eq!(out.answer.as_deref(), Some("From the backup."));
+        assert_clean(&backup);
+    }
+    // A cut stream's error names no end event Gemini does not have.
+    let server = FakeServer::start();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"parts": [{"text": "cut"}]}}]}),
+    ])));
+    let (mut agent, _) = agent_on(gemini(&server), |c| c.streaming(true));
+    let err = agent.run_loop("Hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Truncated);
+    assert!(!err.to_string().contains("[DONE]"), "{err}");
+}
+
+/// ATTACKS.md, "Ids and indices" on signatures: a fallback to another
+/// Gemini model on the same endpoint, in the middle of a tool round, sends
+/// the first model's call without its signature and id (the documented
+/// skip value instead, which the other model accepts), and the answer to
+/// it without the id; back on the first model, its own signature and id
+/// go again.
+#[test]
+fn a_fallback_to_another_gemini_model_sends_none_of_the_first_ones_signatures() {
+    let server = strict_server();
+    server.push(
+        Reply::tool_call("add", json!({"a": 2, "b": 2}))
+            .with_id("fc-1")
+            .with_signature("sig-a"),
+    );
+    server.push(Reply::status(503, "overloaded"));
+    server.push(Reply::text("4"));
+    server.push(Reply::text("still 4"));
+    let (mut agent, _) = agent_on(gemini(&server), |c| {
+        c.add_tool(add())
+            .add_fallback(gemini(&server).with_model("gemini-other"))
+    });
+    assert_eq!(agent.run_loop("2+2").unwrap().answer.as_deref(), Some("4"));
+    let reqs = server.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        reqs[2].path.contains("/models/gemini-other:"),
+        "{}",
+        reqs[2].path
+    );
+    let call = &model_parts(&reqs[2])[0];
+    assert_eq!(call["thoughtSignature"], "skip_thought_signature_validator");
+    assert!(call["functionCall"].get("id").is_none(), "{call}");
+    assert!(!reqs[2].raw_body.contains("sig-a"), "{}", reqs[2].raw_body);
+    let contents = body(&reqs[2])["contents"].clone();
+    assert!(
+        contents[2]["parts"][0]["functionResponse"]
+            .get("id")
+            .is_none(),
+        "{contents}"
+    );
+    // The agent stays on the fallback; back on the first model (the host
+    // switches), its own signature and id go again.
+    assert_eq!(
+        agent
+            .run_loop_with("sure?", gemini(&server))
+            .unwrap()
+            .answer
+            .as_deref(),
+        Some("still 4")
+    );
+    let last = server.chat_requests().pop().unwrap();
+    assert!(!last.path.contains("gemini-other"), "{}", last.path);
+    let call = &model_parts(&last)[0];
+    assert_eq!(call["thoughtSignature"], "sig-a");
+    assert_eq!(call["functionCall"]["id"], "fc-1");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
+}
+
+/// Gemini 3 refuses a call of the current turn whose step's first call has
+/// no signature (the strict server checks it for `gemini-3*` models). A
+/// server that signed only the second call of a step (a quirk, or calls
+/// joined from chunks) gets the first sent with the documented skip value,
+/// the second with its own signature, and the turn goes on.
+#[test]
+fn a_step_signed_on_its_second_call_only_is_accepted_by_gemini_3() {
+    let server = strict_server();
+    server.push(Reply::raw_sse(sse(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}},
+            {"functionCall": {"name": "add", "args": {"a": 3, "b": 4}}, "thoughtSignature": "sig-2"}]}}]}),
+        json!({"candidates": [{"finishReason": "STOP"}]}),
+    ])));
+    server.push(Reply::text("3 and 7"));
+    let transport = gemini(&server).with_model("gemini-3-pro-preview");
+    let (mut agent, _) = agent_on(transport, |c| c.streaming(true).add_tool(add()));
+    let out = agent.run_loop("two sums").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("3 and 7"));
+    let parts = model_parts(&server.chat_requests()[1]);
+    assert_eq!(
+        parts[0]["thoughtSignature"],
+        "skip_thought_signature_validator"
+    );
+    assert_eq!(parts[1]["thoughtSignature"], "sig-2");
+    assert_valid_history(agent.messages());
+    assert_clean(&server);
 }

@@ -81,6 +81,23 @@ fn three_skills() -> TempDir {
     t
 }
 
+/// An agent on `server` with the `Skills` extension of `catalog`.
+fn skills_agent(server: &FakeServer, catalog: Catalog) -> Agent {
+    Agent::builder(server.transport())
+        .add_extension(Skills::new(catalog))
+        .build()
+        .unwrap()
+}
+
+/// The history is valid and the next turn gets the scripted `next`.
+fn assert_next_turn_works(agent: &mut Agent) {
+    assert_valid_history(agent.messages());
+    assert_eq!(
+        agent.run_loop("again").unwrap().answer.as_deref(),
+        Some("next")
+    );
+}
+
 fn tool_results(agent: &Agent) -> Vec<String> {
     agent
         .messages()
@@ -184,21 +201,36 @@ fn observe(root: &Path, args: serde_json::Value) -> String {
     tool_results(&agent).remove(0)
 }
 
+/// ATTACKS.md, "Files and stores": every spelling of a way out of the
+/// skill's folder (dotted, absolute, encoded, backslashed, doubled
+/// slashes, a NUL) is refused or names no file, and never reads what lies
+/// outside.
 #[test]
 fn reads_stay_inside_the_skill_folder() {
     let t = three_skills();
     write(&t.0.join("secret.txt"), "TOP SECRET");
+    write(&t.0.join("release-notes/..%2fsecret.txt"), "decoy");
     let cases = [
         ("../secret.txt", "`..` is not allowed"),
         ("references/../../secret.txt", "`..` is not allowed"),
+        ("./../secret.txt", "`..` is not allowed"),
+        ("references/./../../secret.txt", "`..` is not allowed"),
         ("/etc/passwd", "absolute path"),
+        ("//etc/passwd", "absolute path"),
         ("missing.md", "no such file"),
         ("references", "not a regular file"),
+        ("%2e%2e/secret.txt", "no such file"),
+        ("%2E%2E%2Fsecret.txt", "no such file"),
+        ("..\\secret.txt", "no such file"),
+        ("references\\..\\..\\secret.txt", "no such file"),
+        ("secret.txt\0", "NUL byte"),
+        // A file whose name only looks like a way out is inside: read.
+        ("..%2fsecret.txt", "decoy"),
     ];
     for (path, expected) in cases {
         let seen = observe(&t.0, json!({"name": "release-notes", "path": path}));
-        assert!(seen.contains(expected), "{path}: {seen}");
-        assert!(!seen.contains("TOP SECRET"), "{path}: {seen}");
+        assert!(seen.contains(expected), "{path:?}: {seen}");
+        assert!(!seen.contains("TOP SECRET"), "{path:?}: {seen}");
     }
     let unknown = observe(&t.0, json!({"name": "nope"}));
     assert!(!unknown.contains("Group the changes"), "{unknown}");
@@ -419,4 +451,219 @@ fn a_sub_agent_gets_a_subset_of_the_skills() {
     assert_eq!(names, &json!(["sql-review"]));
     // The parent still lists all three.
     assert!(reqs[0].system().unwrap().contains("travel-plans"));
+}
+
+/// A link loop in a skill's folder is an error the model reads, and the
+/// listing (which follows no link) still ends.
+#[cfg(unix)]
+#[test]
+fn symlink_loops_end_in_an_error_not_a_hang() {
+    let t = three_skills();
+    let skill = t.0.join("release-notes");
+    std::os::unix::fs::symlink(skill.join("loop-b"), skill.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink(skill.join("loop-a"), skill.join("loop-b")).unwrap();
+    // A folder that links to its own parent: a cycle for a walker that
+    // followed links.
+    std::os::unix::fs::symlink(".", skill.join("again")).unwrap();
+    let seen = observe(&t.0, json!({"name": "release-notes", "path": "loop-a"}));
+    assert!(seen.contains("symbolic links"), "{seen}");
+    let deep = "again/".repeat(30) + "references/style.md";
+    let seen = observe(&t.0, json!({"name": "release-notes", "path": deep}));
+    assert!(seen.contains("One line per change"), "{seen}");
+    let listing = observe(&t.0, json!({"name": "release-notes"}));
+    assert!(listing.contains("references/style.md"), "{listing}");
+    assert!(!listing.contains("again"), "{listing}");
+    // A skills root that is a loop is an error, not a hang.
+    let root = TempDir::new("rootloop");
+    std::os::unix::fs::symlink(root.0.join("b"), root.0.join("a")).unwrap();
+    std::os::unix::fs::symlink(root.0.join("a"), root.0.join("b")).unwrap();
+    let e = Catalog::discover(&[root.0.join("a")]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+/// A `SKILL.md` that is (or becomes, after discovery) a link out of its
+/// folder is not read: neither when the catalog is built nor when the
+/// model asks for the skill's body.
+#[cfg(unix)]
+#[test]
+fn a_skill_md_linked_out_of_its_folder_is_not_read() {
+    let t = three_skills();
+    let outside = TempDir::new("outside");
+    write(
+        &outside.0.join("SKILL.md"),
+        &skill_md("release-notes", "Looks like one.", "OUTSIDE SECRET"),
+    );
+    // At discovery.
+    let linked = t.0.join("linked-out");
+    fs::create_dir_all(&linked).unwrap();
+    write(
+        &outside.0.join("other/SKILL.md"),
+        &skill_md("linked-out", "Lives elsewhere.", "OUTSIDE SECRET"),
+    );
+    std::os::unix::fs::symlink(outside.0.join("other/SKILL.md"), linked.join("SKILL.md")).unwrap();
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert!(catalog.get("linked-out").is_none());
+    let (_, reason) = catalog
+        .rejected()
+        .iter()
+        .find(|(p, _)| p.ends_with("linked-out"))
+        .expect("refused");
+    assert!(
+        reason.contains("leads out of the skill's folder"),
+        "{reason}"
+    );
+    // After discovery: the file is swapped for a link between the
+    // catalog and the call.
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "release-notes"})));
+    server.push(Reply::text("ok"));
+    server.push(Reply::text("next"));
+    let mut agent = skills_agent(&server, catalog);
+    let md = t.0.join("release-notes/SKILL.md");
+    fs::remove_file(&md).unwrap();
+    std::os::unix::fs::symlink(outside.0.join("SKILL.md"), &md).unwrap();
+    agent.run_loop("notes").unwrap();
+    let seen = tool_results(&agent).remove(0);
+    assert!(seen.contains("leads out of the skill's folder"), "{seen}");
+    assert!(!seen.contains("OUTSIDE SECRET"), "{seen}");
+    assert_next_turn_works(&mut agent);
+}
+
+/// A skill folder removed between the catalog and the call is an error the
+/// model reads; two skills of one name keep the first; a name that differs
+/// from its folder is refused.
+#[test]
+fn a_removed_skill_a_repeated_name_and_a_foreign_name() {
+    let t = three_skills();
+    let other = TempDir::new("second-root");
+    write(
+        &other.0.join("sql-review/SKILL.md"),
+        &skill_md("sql-review", "The second one.", "SECOND"),
+    );
+    write(
+        &other.0.join("renamed/SKILL.md"),
+        &skill_md("sql-review", "Under another folder.", "THIRD"),
+    );
+    let catalog = Catalog::discover(&[&t.0, &other.0]).unwrap();
+    assert_eq!(
+        catalog.get("sql-review").unwrap().description(),
+        "Reviews SQL queries for injection and speed."
+    );
+    let reason = |dir: &str| {
+        catalog
+            .rejected()
+            .iter()
+            .find(|(p, _)| p.ends_with(dir))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        reason("sql-review").contains("was found first"),
+        "{:?}",
+        catalog.rejected()
+    );
+    assert!(
+        reason("renamed").contains("not the folder's name"),
+        "{:?}",
+        catalog.rejected()
+    );
+
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "travel-plans"})));
+    server.push(Reply::tool_call(
+        "skill",
+        json!({"name": "travel-plans", "path": "x.md"}),
+    ));
+    server.push(Reply::text("gone"));
+    server.push(Reply::text("next"));
+    let mut agent = skills_agent(&server, catalog);
+    fs::remove_dir_all(t.0.join("travel-plans")).unwrap();
+    agent.run_loop("plan").unwrap();
+    let seen = tool_results(&agent);
+    assert_eq!(seen.len(), 2);
+    for s in &seen {
+        assert!(
+            s.contains("No such file") || s.contains("no such file"),
+            "{s}"
+        );
+        assert!(s.chars().count() < 400, "{s}");
+    }
+    assert_next_turn_works(&mut agent);
+}
+
+/// Thousands of skills: the catalog holds `MAX_SKILLS`, and the block in
+/// every request stays under its cap however long the descriptions are
+/// (the tool's `name` still names every skill).
+#[test]
+fn thousands_of_skills_keep_the_prompt_bounded() {
+    use pikuri::skill::MAX_SKILLS;
+    let t = TempDir::new("many");
+    let long = "d".repeat(1000);
+    for i in 0..MAX_SKILLS + 5 {
+        let name = format!("skill-{i:04}");
+        write(
+            &t.0.join(&name).join("SKILL.md"),
+            &skill_md(&name, &format!("{long} {i}"), "body"),
+        );
+    }
+    let (catalog, logs) = crate::security::capture_logs(|| Catalog::discover(&[&t.0]).unwrap());
+    assert_eq!(catalog.len(), MAX_SKILLS);
+    assert_eq!(catalog.rejected().len(), 5);
+    assert!(catalog.rejected()[0].1.contains("more than 1000 skills"));
+    // One log line for the folders past the cap, not one per folder.
+    let over: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("more than 1000 skills"))
+        .collect();
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(over[0].contains("5 skill folders left out"), "{over:?}");
+    let block = catalog.snippet("skill");
+    assert!(block.len() <= 32 * 1024, "{} bytes", block.len());
+    assert!(block.contains("- skill-0000: ddd"), "{}", &block[..300]);
+    assert!(block.ends_with("</available_skills>"), "{block}");
+    let listed = block.lines().filter(|l| l.starts_with("- skill-")).count();
+    assert!(
+        block.contains(&format!("{} more skills", MAX_SKILLS - listed)),
+        "{}",
+        &block[block.len() - 400..]
+    );
+
+    let server = FakeServer::start();
+    server.push(Reply::tool_call("skill", json!({"name": "skill-0999"})));
+    server.push(Reply::text("read"));
+    let mut agent = skills_agent(&server, catalog);
+    assert!(agent.system_prompt().len() <= 33 * 1024);
+    agent.run_loop("go").unwrap();
+    // A skill past the listed ones is still read by name.
+    assert!(tool_results(&agent)[0].contains("# Skill: skill-0999"));
+}
+
+/// A `SKILL.md` written on Windows (a byte-order mark, CRLF line ends) is
+/// read as the same skill, its body without stray `\r`s; a control
+/// character in the description is refused.
+#[test]
+fn a_windows_skill_md_reads_the_same_and_control_bytes_are_refused() {
+    let t = TempDir::new("windows");
+    write(
+        &t.0.join("crlf/SKILL.md"),
+        "\u{feff}---\r\nname: crlf\r\ndescription: Written on Windows.\r\n---\r\nLine one.\r\nLine two.\r\n",
+    );
+    write(
+        &t.0.join("nul/SKILL.md"),
+        "---\nname: nul\ndescription: has a \0 in it\n---\nbody\n",
+    );
+    let catalog = Catalog::discover(&[&t.0]).unwrap();
+    assert_eq!(
+        catalog.get("crlf").unwrap().description(),
+        "Written on Windows."
+    );
+    let seen = observe(&t.0, json!({"name": "crlf"}));
+    assert!(seen.contains("Line one.\nLine two."), "{seen:?}");
+    assert!(!seen.contains('\r'), "{seen:?}");
+    // A NUL (or an escape) in a description would reach every request's
+    // system prompt: the skill is left out, saying why.
+    assert!(catalog.get("nul").is_none());
+    let (_, reason) = &catalog.rejected()[0];
+    assert!(reason.contains("control character (U+0000)"), "{reason}");
+    assert!(!catalog.snippet("skill").contains('\0'));
 }

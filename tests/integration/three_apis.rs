@@ -8,58 +8,19 @@ use std::sync::{Arc, Mutex};
 
 use pikuri::approval::{ApprovalRequest, Decision};
 use pikuri::compaction::Compaction;
-use pikuri::listeners::InMemoryEventList;
 use pikuri::subagent::{Persona, SubAgents};
 use pikuri::testing::{FakeServer, RecordedRequest, Reply};
 use pikuri::tool::{FnTool, Parameters};
-use pikuri::{Agent, Api, Cancellable, ChatTransport, Configurator, ErrorKind, Role};
+use pikuri::{Api, Cancellable, ChatTransport, ErrorKind, Role};
 use serde_json::{Value, json};
 
-use crate::util::{assert_valid_history, fast_http, streamed_text};
+use crate::util::{add, agent_on, assert_valid_history, streamed_text, strict_server};
 
 const APIS: [Api; 3] = [
     Api::ChatCompletions,
     Api::AnthropicMessages,
     Api::OpenAiResponses,
 ];
-
-/// A strict `FakeServer` (it rejects a request its API would reject).
-fn strict_server() -> FakeServer {
-    let server = FakeServer::start();
-    server.set_strict(true);
-    server
-}
-
-/// An agent on `server` speaking `api`, with a recorder, no retries,
-/// configured further by `f`.
-fn agent_on(
-    server: &FakeServer,
-    api: Api,
-    f: impl FnOnce(Configurator) -> Configurator,
-) -> (Agent, InMemoryEventList) {
-    let rec = InMemoryEventList::new();
-    let cfg = Agent::builder(server.transport().with_api(api))
-        .system_prompt("You are a test agent.")
-        .http(fast_http().with_max_retries(0))
-        .add_listener(rec.clone());
-    (f(cfg).build().expect("agent builds"), rec)
-}
-
-/// `add(a, b)`: the sum, as text.
-fn add() -> FnTool {
-    FnTool::new(
-        "add",
-        "Adds two integers.",
-        Parameters::builder()
-            .required_integer("a", "first")
-            .required_integer("b", "second")
-            .build(),
-        |args, _| {
-            let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
-            Ok((a + b).to_string())
-        },
-    )
-}
 
 /// No request was rejected by the strict server.
 fn assert_clean(server: &FakeServer, api: Api) {
@@ -148,7 +109,8 @@ fn plain_and_streamed_answers_with_cache_figures_on_every_api() {
                     .with_cache_creation_tokens(30)
                     .with_chunk_chars(3),
             );
-            let (mut agent, rec) = agent_on(&server, api, |c| c.streaming(streaming));
+            let (mut agent, rec) =
+                agent_on(server.transport().with_api(api), |c| c.streaming(streaming));
             let out = agent.run_loop("hi").unwrap();
             assert_eq!(out.answer.as_deref(), Some("hello there"), "{api:?}");
             if streaming {
@@ -194,8 +156,9 @@ fn the_response_id_is_reported_on_every_api_plain_and_streamed() {
             let server = strict_server();
             server.push(Reply::tool_call("add", json!({"a": 1, "b": 2})));
             server.push(Reply::text("3").with_chunk_chars(1));
-            let (mut agent, rec) =
-                agent_on(&server, api, |c| c.streaming(streaming).add_tool(add()));
+            let (mut agent, rec) = agent_on(server.transport().with_api(api), |c| {
+                c.streaming(streaming).add_tool(add())
+            });
             agent.run_loop("add").unwrap();
             let ids = response_ids(&rec.events());
             assert_eq!(ids.len(), 2, "{api:?} streaming={streaming}");
@@ -228,7 +191,9 @@ fn a_huge_response_id_is_bounded_and_a_missing_one_is_none() {
                      "finish_reason": "stop"}]
     });
     server.push(Reply::raw_body(200, "application/json", no_id.to_string()));
-    let (mut agent, rec) = agent_on(&server, Api::ChatCompletions, |c| c.streaming(false));
+    let (mut agent, rec) = agent_on(server.transport().with_api(Api::ChatCompletions), |c| {
+        c.streaming(false)
+    });
     agent.run_loop("one").unwrap();
     agent.run_loop("two").unwrap();
     let ids = response_ids(&rec.events());
@@ -257,7 +222,9 @@ fn parallel_tool_calls_with_reasoning_sent_back_on_every_api() {
                 .with_chunk_chars(4),
             );
             server.push(Reply::text("3 and 7"));
-            let (mut agent, _) = agent_on(&server, api, |c| c.streaming(streaming).add_tool(add()));
+            let (mut agent, _) = agent_on(server.transport().with_api(api), |c| {
+                c.streaming(streaming).add_tool(add())
+            });
             let out = agent.run_loop("add both").unwrap();
             assert_eq!(out.answer.as_deref(), Some("3 and 7"), "{api:?}");
             assert_valid_history(agent.messages());
@@ -297,7 +264,7 @@ fn http_and_mid_stream_errors_are_typed_and_the_next_turn_works_on_every_api() {
         server.push(Reply::status(400, "bad request: messages"));
         server.push(Reply::text("abcdefgh").error_after(2, "boom"));
         server.push(Reply::text("back"));
-        let (mut agent, _) = agent_on(&server, api, |c| c.streaming(true));
+        let (mut agent, _) = agent_on(server.transport().with_api(api), |c| c.streaming(true));
         let err = agent.run_loop("one").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Rejected, "{api:?}: {err}");
         assert_eq!(err.status(), Some(400));
@@ -322,7 +289,7 @@ fn a_cancel_mid_stream_leaves_the_next_turn_working_on_every_api() {
         let server = strict_server();
         server.push(Reply::text("this never finishes").hang_after(2));
         let cancel = Cancellable::new();
-        let (mut agent, _) = agent_on(&server, api, |c| {
+        let (mut agent, _) = agent_on(server.transport().with_api(api), |c| {
             c.streaming(true).cancellable(cancel.clone())
         });
         let c2 = cancel.clone();
@@ -353,7 +320,7 @@ fn a_sub_agent_speaks_the_parents_api() {
         server.push(Reply::tool_call("add", json!({"a": 1, "b": 2})));
         server.push(Reply::text("it is 3"));
         server.push(Reply::text("the helper says 3"));
-        let (mut agent, _) = agent_on(&server, api, |c| {
+        let (mut agent, _) = agent_on(server.transport().with_api(api), |c| {
             c.add_sub_agent_tool(add()).add_extension(
                 SubAgents::new(vec![
                     Persona::new("helper", "Adds.", "You add.", 5).with_tools(&["add"]),
@@ -395,7 +362,7 @@ fn a_denied_call_is_answered_with_the_reason_on_every_api() {
                 Ok("3".into())
             },
         );
-        let (mut agent, _) = agent_on(&server, api, |c| {
+        let (mut agent, _) = agent_on(server.transport().with_api(api), |c| {
             c.add_tool(counting)
                 .approver(|_: &ApprovalRequest| Decision::deny("no sums today"))
         });
@@ -428,7 +395,7 @@ fn compaction_summarizes_on_every_api() {
         server.push(Reply::text("a2"));
         server.push(Reply::text("The user asked for a sum: 3."));
         server.push(Reply::text("a3"));
-        let (mut agent, _) = agent_on(&server, api, |c| {
+        let (mut agent, _) = agent_on(server.transport().with_api(api), |c| {
             c.add_tool(add())
                 .compaction(Compaction::summarize().with_keep_turns(1))
         });
@@ -481,7 +448,7 @@ fn fallback_to_another_apis_transport_translates_the_history() {
         // Turn 2: `from` is down; `to` answers.
         first.push(Reply::status(503, "overloaded"));
         second.push(Reply::text("from the fallback"));
-        let (mut agent, _) = agent_on(&first, from, |c| {
+        let (mut agent, _) = agent_on(first.transport().with_api(from), |c| {
             c.add_tool(add()).fallback(vec![
                 second.transport().with_api(to).with_model("other-model"),
             ])
@@ -541,7 +508,8 @@ fn structured_output_is_mapped_per_api() {
         for streaming in [false, true] {
             let server = strict_server();
             server.push(Reply::text(r#"{"good": true, "score": 7}"#).with_chunk_chars(5));
-            let (mut agent, _) = agent_on(&server, api, |c| c.streaming(streaming));
+            let (mut agent, _) =
+                agent_on(server.transport().with_api(api), |c| c.streaming(streaming));
             let typed = agent.run_typed::<Verdict>("judge").unwrap();
             assert_eq!(
                 typed.value,
@@ -582,7 +550,7 @@ fn switch(from: Api, to: Api) {
     server.push(Reply::text("3"));
     server.push(Reply::text("second answer"));
     server.push(Reply::text("third answer"));
-    let (mut agent, _) = agent_on(&server, from, |c| c.add_tool(add()));
+    let (mut agent, _) = agent_on(server.transport().with_api(from), |c| c.add_tool(add()));
     agent.run_loop("first").unwrap();
     let other: ChatTransport = server.transport().with_api(to).with_model("other-model");
     let out = agent.run_loop_with("second", other).unwrap();

@@ -6,7 +6,11 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use pikuri::testing::FakeServer;
-use pikuri::{Agent, Configurator, Event, HttpConfig, Message, Role, listeners::InMemoryEventList};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::{
+    Agent, ChatTransport, Configurator, Event, HttpConfig, Message, Role,
+    listeners::InMemoryEventList,
+};
 
 /// The assistant text streamed in `events`: every `AssistantDelta`'s
 /// content, in order (a listener that fell behind may have seen them
@@ -68,6 +72,43 @@ pub(crate) fn agent_with(
         .http(fast_http())
         .add_listener(rec.clone());
     (f(cfg).build().expect("agent builds"), rec)
+}
+
+/// A strict `FakeServer` (it rejects a request its API would reject).
+pub(crate) fn strict_server() -> FakeServer {
+    let server = FakeServer::start();
+    server.set_strict(true);
+    server
+}
+
+/// An agent on `transport` with a system prompt, a recorder and no
+/// retries, configured further by `f`.
+pub(crate) fn agent_on(
+    transport: ChatTransport,
+    f: impl FnOnce(Configurator) -> Configurator,
+) -> (Agent, InMemoryEventList) {
+    let rec = InMemoryEventList::new();
+    let cfg = Agent::builder(transport)
+        .system_prompt("You are a test agent.")
+        .http(fast_http().with_max_retries(0))
+        .add_listener(rec.clone());
+    (f(cfg).build().expect("agent builds"), rec)
+}
+
+/// `add(a, b)`: the sum, as text.
+pub(crate) fn add() -> FnTool {
+    FnTool::new(
+        "add",
+        "Adds two integers.",
+        Parameters::builder()
+            .required_integer("a", "first")
+            .required_integer("b", "second")
+            .build(),
+        |args, _| {
+            let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
+            Ok((a + b).to_string())
+        },
+    )
 }
 
 /// Every assistant tool call is answered before the next non-tool message,

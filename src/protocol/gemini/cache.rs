@@ -33,6 +33,9 @@ use crate::{Api, ChatTransport, Error, Message, ModelSettings, Result, Tool};
 
 /// The largest answer read from the `cachedContents` endpoints.
 const MAX_BODY: u64 = 1 << 20;
+/// The longest cache name taken from a server, in bytes (Gemini's are
+/// under 100), and the most characters kept of its other strings.
+const MAX_NAME: usize = 512;
 /// The time allowed for one cache request, connection included: a create
 /// uploads the whole prefix.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -176,11 +179,25 @@ impl CachedContent {
         self.token_count
     }
 
-    /// The resource from a `cachedContents` answer; `None` without a name.
+    /// The resource from a `cachedContents` answer; `None` without a name
+    /// that is a cache's (`cachedContents/{id}`, at most
+    /// [`MAX_NAME`] bytes). Why check here: the name goes into every
+    /// request's body and into the path of an update or a delete, so a
+    /// server's `../` or megabyte is refused where it arrives, not at the
+    /// next turn. The other strings are cut to [`MAX_NAME`] characters.
     fn from_json(v: &Value) -> Option<CachedContent> {
-        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .map(|s| crate::util::excerpt(s, MAX_NAME).into_owned())
+        };
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| n.len() <= MAX_NAME && n.starts_with("cachedContents/"))
+            .filter(|n| resource_path(n).is_ok())?;
         Some(CachedContent {
-            name: text("name")?,
+            name: name.to_string(),
             model: text("model").unwrap_or_default(),
             display_name: text("displayName"),
             expire_time: text("expireTime"),
@@ -205,7 +222,8 @@ impl ChatTransport {
     /// model); [`Error::Connect`], [`Error::Transport`] or
     /// [`Error::Timeout`] when the server cannot be reached in time (two
     /// minutes in all); [`Error::Protocol`] for an answer that is not a
-    /// `CachedContent`.
+    /// `CachedContent` (or names it with what is not a cache's name:
+    /// `cachedContents/` then letters, digits, `-` and `_`).
     ///
     /// # Examples
     ///

@@ -129,8 +129,12 @@ impl<'a> Body<'a> {
                             Some(_) => (call_field(c, "thoughtSignature"), call_field(c, "id")),
                             None => (None, None),
                         };
-                        // Only the first call of a step is signed.
-                        let sig = sig.or((i == 0 && same.is_none()).then_some(SKIP_SIGNATURE));
+                        // Only the first call of a step is signed, and Gemini 3
+                        // refuses the step when it is not: a first call without
+                        // a signature of this model (another model's, or a
+                        // server that signed a later call only) gets the skip
+                        // value.
+                        let sig = sig.or((i == 0).then_some(SKIP_SIGNATURE));
                         calls.insert(&c.id, (&c.name, id));
                         parts.push(Part::Call(c, sig, id));
                     }

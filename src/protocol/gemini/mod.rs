@@ -28,10 +28,10 @@
 //!   API, API base and model, the text part carries the answer's
 //!   `thoughtSignature`, each call its own, and `id` the id the server gave
 //!   the call (when it gave one); for any other model a call goes without
-//!   its id, and the first call of a message that has no signature for
-//!   this model carries `skip_thought_signature_validator`, the value
-//!   Google documents for calls written by another model (Gemini 3 refuses
-//!   calls of the current turn without a signature).
+//!   its id, and the first call of a message that has no signature of its
+//!   own for this model carries `skip_thought_signature_validator`, the
+//!   value Google documents for calls written by another model (Gemini 3
+//!   refuses calls of the current turn without a signature).
 //! - A tool result is `functionResponse: {name, response: {"result":
 //!   text}, id?}`: the name of the call it answers (looked up by id in the
 //!   history), and the id when the call's went.

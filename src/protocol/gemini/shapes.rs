@@ -125,7 +125,8 @@ impl WireUsage {
 
 /// The `retryDelay` of a `google.rpc.RetryInfo` in an error body's
 /// `error.details` (`"30s"`, `"1.5s"`); `None` when there is none or it
-/// does not read as seconds.
+/// does not read as a non-negative number of seconds. A delay past what a
+/// `Duration` holds is `Duration::MAX` (the client's retry cap applies).
 pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
     let v: Value = crate::util::json_from_slice(body).ok()?;
     let details = v.get("error")?.get("details")?.as_array()?;
@@ -138,5 +139,11 @@ pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
         })
         .find_map(|d| d.get("retryDelay")?.as_str())?;
     let secs: f64 = delay.strip_suffix('s')?.trim().parse().ok()?;
-    Duration::try_from_secs_f64(secs).ok()
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    // Why saturate: a server that asks for an absurdly long wait still asks
+    // for a long one; falling back to the short backoff would retry at
+    // once (a huge `Retry-After` saturates the same way).
+    Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
 }

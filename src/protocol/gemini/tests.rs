@@ -359,6 +359,16 @@ fn the_retry_delay_is_read_from_retry_info() {
     ] {
         assert_eq!(retry_delay(bad.to_string().as_bytes()), None, "{bad}");
     }
+    // Past what a Duration holds: the longest wait, which the retry cap cuts.
+    for huge in ["1e30s", "99999999999999999999s", "infs"] {
+        let body = json!({"error": {"details": [
+            {"@type": "x.google.rpc.RetryInfo", "retryDelay": huge}]}});
+        assert_eq!(
+            retry_delay(body.to_string().as_bytes()),
+            Some(Duration::MAX),
+            "{huge}"
+        );
+    }
 }
 
 #[test]
@@ -371,4 +381,44 @@ fn huge_and_negative_usage_figures_are_dropped() {
         c.usage,
         Some(Usage::from_parts(None, Some(2), None, None, Some(2)))
     );
+}
+
+/// ATTACKS.md, "Cost per event": 100,000 chunks, each a call under its
+/// own id or all under one id, decode in one pass (no search over what was
+/// seen per chunk): the distinct ones into one answer, the repeated ones
+/// refused once, at the end; and 100,000 empty chunks are no progress.
+#[test]
+fn a_hundred_thousand_chunks_decode_in_one_pass() {
+    const N: usize = 100_000;
+    let chunk = |id: &str| {
+        format!(
+            r#"{{"candidates":[{{"content":{{"parts":[{{"functionCall":{{"name":"f","args":{{}},"id":"{id}"}}}}]}}}}]}}"#
+        )
+    };
+    let stop = r#"{"candidates":[{"finishReason":"STOP"}]}"#;
+    let mut d = Decoder::new(false, None);
+    for i in 0..N {
+        d.push_data(&chunk(&format!("c{i}")), &mut |_| {}).unwrap();
+    }
+    d.push_data(stop, &mut |_| {}).unwrap();
+    assert_eq!(d.finish().unwrap().message.tool_calls.len(), N);
+
+    let mut d = Decoder::new(false, None);
+    let same = chunk("c");
+    for _ in 0..N {
+        d.push_data(&same, &mut |_| {}).unwrap();
+    }
+    d.push_data(stop, &mut |_| {}).unwrap();
+    assert!(matches!(d.finish(), Err(DecodeError::Protocol(m)) if m.contains("duplicate")));
+
+    let mut d = Decoder::new(false, None);
+    for _ in 0..N {
+        d.push_data(
+            r#"{"candidates":[{"content":{"parts":[{"text":""}]}}]}"#,
+            &mut |_| {},
+        )
+        .unwrap();
+    }
+    assert_eq!(d.progress(), 0);
+    assert!(!d.is_done());
 }
