@@ -1412,5 +1412,10 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
+//! A judge's requests count in the run's [budget](#budgets) like the
+//! agent's own: a request, its tokens, its cost at the judge's model's
+//! price; one the budget refuses is not sent, and the run stops on the
+//! budget ([Budgets](crate::guard::Judge#budgets)).
+//!
 //! What the history holds after each trip is tabled in the
 //! [guard module](crate::guard#what-the-history-holds).

@@ -166,8 +166,9 @@ impl PriceTable {
 /// [`resume`](crate::Agent::resume)): a budget is per run, like the
 /// [`StepLimit`](crate::StepLimit). A run resumed from a journal
 /// ([`resume_run`](crate::Agent::resume_run)) continues the count its
-/// journal recorded: a crash does not refill the budget. A model-backed
-/// guard's calls will count through the same seam (`Meter::count`).
+/// journal recorded: a crash does not refill the budget. A
+/// [`Judge`](crate::guard::Judge) guard's requests count too, and are
+/// refused as the loop's own ([Budgets](crate::guard::Judge#budgets)).
 ///
 /// # When it is checked
 ///
@@ -403,6 +404,8 @@ struct MeterState {
     start: Instant,
     /// One request allowed past a tripped limit: the synthesizer's.
     grace: bool,
+    /// The limit that refused a guard's request, for the loop to report.
+    refused: Option<Limit>,
 }
 
 impl Meter {
@@ -417,6 +420,7 @@ impl Meter {
                 },
                 start: Instant::now(),
                 grace: false,
+                refused: None,
             }),
         }
     }
@@ -434,6 +438,7 @@ impl Meter {
         };
         st.start = Instant::now();
         st.grace = false;
+        st.refused = None;
     }
 
     /// A resumed run: what its journal recorded was spent, the wall time
@@ -457,7 +462,7 @@ impl Meter {
 
     /// One request answered by `model` (`completed`), or the usage a
     /// failed stream reported. Every model call of the tree comes here,
-    /// the seam a model-backed guard will count through too.
+    /// the seam a model-backed guard counts through too (`Spender`).
     pub(crate) fn count(&self, model: Option<&str>, usage: Option<Usage>, completed: bool) {
         let price = self.budget.price(model);
         let mut st = self.state.lock();
@@ -495,6 +500,11 @@ impl Meter {
         self.budget.refuses(&self.spend(), model, input)
     }
 
+    /// The limit that refused a guard's request in this run, once.
+    pub(super) fn take_refused(&self) -> Option<Limit> {
+        self.state.lock().refused.take()
+    }
+
     /// Before a tool call: count it; the limit that stops it.
     pub(super) fn tool_call(&self) -> Option<Limit> {
         {
@@ -502,6 +512,20 @@ impl Meter {
             st.spend.tool_calls = st.spend.tool_calls.saturating_add(1);
         }
         self.budget.passed(&self.spend())
+    }
+}
+
+/// A model-backed guard's requests ([`Judge`](crate::guard::Judge)) are
+/// checked and counted as the loop's own (no synthesizer's grace).
+impl crate::guard::Spender for Meter {
+    fn refuses(&self, model: Option<&str>, input: u64) -> Option<Limit> {
+        let limit = self.budget.refuses(&self.spend(), model, input)?;
+        self.state.lock().refused = Some(limit);
+        Some(limit)
+    }
+
+    fn count(&self, model: Option<&str>, usage: Option<Usage>) {
+        Meter::count(self, model, usage, true);
     }
 }
 

@@ -15,7 +15,7 @@ use super::approval::{Prepared, Verdict};
 use super::turn::{End, Run};
 use std::sync::Arc;
 
-use crate::guard::{Action, Beside, Guards, Pending, Point, Trip};
+use crate::guard::{Action, Beside, Guards, Pending, Point, Spender, Trip};
 use crate::journal::{HistoryCause, Record};
 use crate::{Cancellable, Error, Event, FinishReason, Message, Result, ToolCall};
 
@@ -29,7 +29,8 @@ impl Agent {
         let Some(guards) = self.guarding.guards.clone() else {
             return message;
         };
-        let trip = guards.check_input(&mut message.content, &mut |g, a, d| {
+        let spender = self.spender();
+        let trip = guards.check_input(&mut message.content, Some(&spender), &mut |g, a, d| {
             self.emit_guard(g, Point::Input, a, d, "");
         });
         let Some(trip) = trip else {
@@ -43,6 +44,10 @@ impl Agent {
                 guard: trip.guard,
                 answer: trip.detail,
             });
+        } else if let Some(e) = self.guard_refused() {
+            // The guard could not ask its model: the message is not
+            // suspect, so it enters as it is.
+            self.guarding.pending = Some(Pending::Stop(e));
         } else {
             message.content = format!("[withheld by guard {}]", trip.guard);
             message.images.clear();
@@ -88,13 +93,13 @@ impl Agent {
             c.on_cancel(move || k.cancel())
         });
         let (tx, verdict) = crossbeam_channel::bounded(1);
-        let (text, k) = (text.to_string(), cancel.clone());
+        let (text, k, spender) = (text.to_string(), cancel.clone(), self.spender());
         // A thread that cannot start drops `tx`: the disconnect is a stop.
         let _ = std::thread::Builder::new()
             .name("pikuri-guard-beside".into())
             .spawn(move || {
                 let mut reported = Vec::new();
-                let trip = guards.check_beside(&text, &mut |g, a, d| {
+                let trip = guards.check_beside(&text, Some(&spender), &mut |g, a, d| {
                     reported.push((Arc::from(g), a, d.to_string()));
                 });
                 if trip.is_some() {
@@ -134,6 +139,12 @@ impl Agent {
         let Some(trip) = trip else {
             return Ok(());
         };
+        if let Some(e) = self
+            .guard_refused()
+            .filter(|_| trip.action != Action::Block)
+        {
+            return Err(e);
+        }
         if trip.action == Action::Block {
             self.journal_block(&trip.guard, &trip.detail)?;
             self.guarding.pending = Some(Pending::Block {
@@ -198,13 +209,16 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::Output).filter(|_| !pass) else {
             return Ok((message, finish));
         };
-        let Some(trip) = guards.check_output(&mut message.content, &mut |g, a, d| {
-            self.emit_guard(g, Point::Output, a, d, "");
-        }) else {
+        let spender = self.spender();
+        let Some(trip) =
+            guards.check_output(&mut message.content, Some(&spender), &mut |g, a, d| {
+                self.emit_guard(g, Point::Output, a, d, "");
+            })
+        else {
             return Ok((message, finish));
         };
         if trip.action != Action::Retry {
-            return Err(self.journal_trip(trip.stop()));
+            return Err(self.guard_error(trip));
         }
         self.guarding.retries += 1;
         let max = guards.retries();
@@ -245,7 +259,8 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::ToolInput) else {
             return review(self);
         };
-        let Some(trip) = guards.check_tool_input(call, &mut |g, a, d| {
+        let spender = self.spender();
+        let Some(trip) = guards.check_tool_input(call, Some(&spender), &mut |g, a, d| {
             self.emit_guard(g, Point::ToolInput, a, d, &call.id);
         }) else {
             return review(self);
@@ -253,7 +268,7 @@ impl Agent {
         if trip.action == Action::Reject {
             return Ok(Verdict::Go(Prepared::Done(trip.detail)));
         }
-        Err(self.journal_trip(trip.stop()))
+        Err(self.guard_error(trip))
     }
 
     /// The tool output point, before a result enters: the content to
@@ -267,13 +282,16 @@ impl Agent {
         if self.guarding.pending.is_some() {
             return "Error: withheld: a guard stopped the run".to_string();
         }
-        let Some(trip) = guards.check_tool_output(call, &mut content, &mut |g, a, d| {
-            self.emit_guard(g, Point::ToolOutput, a, d, &call.id);
-        }) else {
+        let spender = self.spender();
+        let Some(trip) =
+            guards.check_tool_output(call, &mut content, Some(&spender), &mut |g, a, d| {
+                self.emit_guard(g, Point::ToolOutput, a, d, &call.id);
+            })
+        else {
             return content;
         };
         let note = format!("Error: withheld by guard {}", trip.guard);
-        let stop = self.journal_trip(trip.stop());
+        let stop = self.guard_error(trip);
         self.guarding.pending = Some(Pending::Stop(stop));
         note
     }
@@ -287,6 +305,26 @@ impl Agent {
                 Ok(())
             }
         }
+    }
+
+    /// The run's budget as the guards' model calls spend through it.
+    fn spender(&self) -> Arc<dyn Spender> {
+        Arc::clone(&self.shared.meter) as Arc<dyn Spender>
+    }
+
+    /// The budget stop, when the budget refused a guard's request (the
+    /// guard failed for it): the run's error is the budget's, not the
+    /// guard's ([Budgets](crate::guard::Judge#budgets)).
+    fn guard_refused(&self) -> Option<Error> {
+        let limit = self.shared.meter.take_refused()?;
+        Some(self.budget_trip(limit))
+    }
+
+    /// The run's error for a chain's stop: the budget's when it refused
+    /// the guard's request, else the guard's, stored.
+    fn guard_error(&self, trip: Trip) -> Error {
+        self.guard_refused()
+            .unwrap_or_else(|| self.journal_trip(trip.stop()))
     }
 
     /// Store a guard's stop before the loop acts on it (a resume of a run

@@ -88,7 +88,7 @@ impl Agent {
     }
 
     /// The tripped `limit` announced, as the run's error.
-    fn budget_trip(&self, limit: Limit) -> Error {
+    pub(super) fn budget_trip(&self, limit: Limit) -> Error {
         let spend = self.shared.meter.spend();
         self.emit(Event::BudgetExceeded {
             agent: self.agent_id(),

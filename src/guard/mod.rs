@@ -115,6 +115,7 @@ mod judge;
 mod redact;
 mod shape;
 
+pub(crate) use bounded::Spender;
 pub use judge::Judge;
 pub use redact::Redactor;
 pub use shape::Shape;
@@ -552,21 +553,36 @@ impl From<ToolOutputVerdict> for Step {
 /// (`emit(guard, action, detail)`; a replace has an empty detail).
 pub(crate) type Report<'a> = &'a mut dyn FnMut(&str, Action, &str);
 
+/// The run's budget a chain's model-backed guards spend through (none:
+/// nothing is counted).
+pub(crate) type Spending<'a> = Option<&'a Arc<dyn Spender>>;
+
 impl Guards {
     /// Run the input chain on `text` (replaced in place).
-    pub(crate) fn check_input(&self, text: &mut String, report: Report<'_>) -> Option<Trip> {
-        self.chain(&self.input, text, report, |g, t| {
+    pub(crate) fn check_input(
+        &self,
+        text: &mut String,
+        spend: Spending<'_>,
+        report: Report<'_>,
+    ) -> Option<Trip> {
+        self.chain(&self.input, text, spend, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
 
     /// Run the chain beside the request on `text`: a replace is a stop.
-    pub(crate) fn check_beside(&self, text: &str, report: Report<'_>) -> Option<Trip> {
+    pub(crate) fn check_beside(
+        &self,
+        text: &str,
+        spend: Spending<'_>,
+        report: Report<'_>,
+    ) -> Option<Trip> {
         let mut text = text.to_string();
         let mut replaced = None;
         let trip = self.chain(
             &self.beside,
             &mut text,
+            spend,
             &mut |g, a, d| {
                 if a == Action::Replace {
                     replaced = Some(Arc::<str>::from(g));
@@ -597,18 +613,28 @@ impl Guards {
     }
 
     /// Run the output chain on `answer` (replaced in place).
-    pub(crate) fn check_output(&self, answer: &mut String, report: Report<'_>) -> Option<Trip> {
-        self.chain(&self.output, answer, report, |g, t| {
+    pub(crate) fn check_output(
+        &self,
+        answer: &mut String,
+        spend: Spending<'_>,
+        report: Report<'_>,
+    ) -> Option<Trip> {
+        self.chain(&self.output, answer, spend, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
 
     /// Run the tool input chain on `call`.
-    pub(crate) fn check_tool_input(&self, call: &ToolCall, report: Report<'_>) -> Option<Trip> {
+    pub(crate) fn check_tool_input(
+        &self,
+        call: &ToolCall,
+        spend: Spending<'_>,
+        report: Report<'_>,
+    ) -> Option<Trip> {
         // The chain's text is unused: no tool input verdict replaces.
         let mut unused = String::new();
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_input, &mut unused, report, move |g, _| {
+        self.chain(&self.tool_input, &mut unused, spend, report, move |g, _| {
             g.check(&call).map(Step::from)
         })
     }
@@ -619,10 +645,11 @@ impl Guards {
         &self,
         call: &ToolCall,
         output: &mut String,
+        spend: Spending<'_>,
         report: Report<'_>,
     ) -> Option<Trip> {
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_output, output, report, move |g, t| {
+        self.chain(&self.tool_output, output, spend, report, move |g, t| {
             g.check(&call, &t).map(Step::from)
         })
     }
@@ -643,6 +670,7 @@ impl Guards {
         &self,
         list: &[Named<G>],
         text: &mut String,
+        spend: Spending<'_>,
         report: Report<'_>,
         check: impl Fn(&G, String) -> Result<Step, BoxError> + Clone + Send + 'static,
     ) -> Option<Trip> {
@@ -650,7 +678,7 @@ impl Guards {
             let guard = Arc::clone(&n.guard);
             let input = text.clone();
             let check = check.clone();
-            let step = bounded::run(self.timeout, move || check(&guard, input));
+            let step = bounded::run(self.timeout, spend.cloned(), move || check(&guard, input));
             let (action, detail) = match step {
                 Ok(Step::Allow) => continue,
                 Ok(Step::Replace(t)) => {
