@@ -1302,7 +1302,7 @@
 //!     .budget(budget.max_cost(Cost::from_usd(0.005)))
 //!     .build()?;
 //! let err = agent.run_loop("6*7?").unwrap_err();
-//! let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+//! let Error::BudgetExceeded { limit, spend, .. } = &err else { panic!("{err}") };
 //! assert_eq!(*limit, Limit::Cost);
 //! assert_eq!(spend.cost, Some(Cost::from_micro_usd(2_700)));
 //! assert_eq!(server.chat_requests().len(), 3);
@@ -1310,8 +1310,12 @@
 //! ```
 //!
 //! A budget is per run: the next `run_loop` starts from nothing (a run
-//! resumed from its journal goes on from what it had spent). For a limit
-//! over an agent's lifetime, sum the outcomes' spend in the host. The
+//! resumed from its journal goes on from what it had spent). Limits over
+//! the agent's whole life go beside the run's with
+//! [`Budget::lifetime`](crate::Budget::lifetime): once one is reached,
+//! the run stops and every later one is refused before its first request,
+//! with an [`Error::BudgetExceeded`](crate::Error::BudgetExceeded) whose
+//! `lifetime` is true; the journal keeps that count across a restart. The
 //! chat example takes `--max-tokens`, `--max-cost` and `--price`.
 //!
 //! # Guardrails

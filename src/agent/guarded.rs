@@ -316,8 +316,8 @@ impl Agent {
     /// guard failed for it): the run's error is the budget's, not the
     /// guard's ([Budgets](crate::guard::Judge#budgets)).
     fn guard_refused(&self) -> Option<Error> {
-        let limit = self.shared.meter.take_refused()?;
-        Some(self.budget_trip(limit))
+        let refusal = self.shared.meter.take_refused()?;
+        Some(self.budget_trip(refusal))
     }
 
     /// The run's error for a chain's stop: the budget's when it refused

@@ -386,6 +386,7 @@ impl Agent {
             .unwrap_or(0);
         self.messages = replayed.messages;
         self.interrupted = replayed.cut;
+        self.budget_replayed(replayed.lifetime);
         // `set` fails only when a journal is already open, and `build`
         // opens one at most once.
         let _ = self.shared.journal.set(journal);
