@@ -429,7 +429,8 @@ impl Budget {
     /// Why a request to `model` carrying about `input` tokens must not be
     /// sent after `s`.
     fn refuses(&self, s: &Spend, model: Option<&str>, input: u64) -> Option<Limit> {
-        let at = |limit: Option<u64>, v: u64| limit.is_some_and(|m| v >= m);
+        // `u64::MAX` is no limit, even for counts saturated at it.
+        let at = |limit: Option<u64>, v: u64| limit.is_some_and(|m| m < u64::MAX && v >= m);
         let past = |limit: Option<u64>, v: u64| limit.is_some_and(|m| v.saturating_add(input) > m);
         if let Some(limit) = self.passed(s) {
             return Some(limit);
@@ -718,9 +719,14 @@ mod tests {
         let s = m.spend();
         assert_eq!(s.total_tokens(), u64::MAX);
         assert_eq!(s.cost, Some(Cost::from_pico_usd(u64::MAX)));
-        // u64::MAX is no limit: the saturated counts never pass it.
+        // u64::MAX is no limit: the saturated counts never pass it, nor
+        // reach it.
         assert_eq!(m.budget.passed(&s), None);
         assert_eq!(m.budget.refuses(&s, Some("m"), u64::MAX), None);
+        let at_max = Budget::new()
+            .max_requests(u64::MAX)
+            .max_output_tokens(u64::MAX);
+        assert_eq!(at_max.refuses(&s, Some("m"), 0), None);
         let tight = Budget::new().max_total_tokens(u64::MAX - 1);
         assert_eq!(tight.refuses(&s, Some("m"), 1), Some(Limit::TotalTokens));
     }

@@ -15,7 +15,7 @@ use super::approval::{Prepared, Verdict};
 use super::turn::{End, Run};
 use std::sync::Arc;
 
-use crate::guard::{Action, Beside, Guards, Pending, Point, Spender, Trip};
+use crate::guard::{Action, Beside, Guards, Pending, Point, Scope, Spender, Trip};
 use crate::journal::{HistoryCause, Record};
 use crate::{Cancellable, Error, Event, FinishReason, Message, Result, ToolCall};
 
@@ -29,8 +29,8 @@ impl Agent {
         let Some(guards) = self.guarding.guards.clone() else {
             return message;
         };
-        let spender = self.spender();
-        let trip = guards.check_input(&mut message.content, Some(&spender), &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let trip = guards.check_input(&mut message.content, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::Input, a, d, "");
         });
         let Some(trip) = trip else {
@@ -45,8 +45,8 @@ impl Agent {
                 answer: trip.detail,
             });
         } else if let Some(e) = self.guard_refused() {
-            // The guard could not ask its model: the message is not
-            // suspect, so it enters as it is.
+            // Cancelled, or the guard could not ask its model: the message
+            // is not suspect, so it enters as it is.
             self.guarding.pending = Some(Pending::Stop(e));
         } else {
             message.content = format!("[withheld by guard {}]", trip.guard);
@@ -93,13 +93,13 @@ impl Agent {
             c.on_cancel(move || k.cancel())
         });
         let (tx, verdict) = crossbeam_channel::bounded(1);
-        let (text, k, spender) = (text.to_string(), cancel.clone(), self.spender());
+        let (text, k, scope) = (text.to_string(), cancel.clone(), self.guard_scope());
         // A thread that cannot start drops `tx`: the disconnect is a stop.
         let _ = std::thread::Builder::new()
             .name("pikuri-guard-beside".into())
             .spawn(move || {
                 let mut reported = Vec::new();
-                let trip = guards.check_beside(&text, Some(&spender), &mut |g, a, d| {
+                let trip = guards.check_beside(&text, &scope, &mut |g, a, d| {
                     reported.push((Arc::from(g), a, d.to_string()));
                 });
                 if trip.is_some() {
@@ -209,12 +209,10 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::Output).filter(|_| !pass) else {
             return Ok((message, finish));
         };
-        let spender = self.spender();
-        let Some(trip) =
-            guards.check_output(&mut message.content, Some(&spender), &mut |g, a, d| {
-                self.emit_guard(g, Point::Output, a, d, "");
-            })
-        else {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_output(&mut message.content, &scope, &mut |g, a, d| {
+            self.emit_guard(g, Point::Output, a, d, "");
+        }) else {
             return Ok((message, finish));
         };
         if trip.action != Action::Retry {
@@ -259,8 +257,8 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::ToolInput) else {
             return review(self);
         };
-        let spender = self.spender();
-        let Some(trip) = guards.check_tool_input(call, Some(&spender), &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_tool_input(call, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::ToolInput, a, d, &call.id);
         }) else {
             return review(self);
@@ -282,12 +280,10 @@ impl Agent {
         if self.guarding.pending.is_some() {
             return "Error: withheld: a guard stopped the run".to_string();
         }
-        let spender = self.spender();
-        let Some(trip) =
-            guards.check_tool_output(call, &mut content, Some(&spender), &mut |g, a, d| {
-                self.emit_guard(g, Point::ToolOutput, a, d, &call.id);
-            })
-        else {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_tool_output(call, &mut content, &scope, &mut |g, a, d| {
+            self.emit_guard(g, Point::ToolOutput, a, d, &call.id);
+        }) else {
             return content;
         };
         let note = format!("Error: withheld by guard {}", trip.guard);
@@ -307,21 +303,29 @@ impl Agent {
         }
     }
 
-    /// The run's budget as the guards' model calls spend through it.
-    fn spender(&self) -> Arc<dyn Spender> {
-        Arc::clone(&self.shared.meter) as Arc<dyn Spender>
+    /// What the guards' threads get of the run: the budget their model
+    /// calls spend through, and the host's cancel.
+    fn guard_scope(&self) -> Scope {
+        Scope {
+            spender: Some(Arc::clone(&self.shared.meter) as Arc<dyn Spender>),
+            cancel: self.shared.cancellable.clone(),
+        }
     }
 
-    /// The budget stop, when the budget refused a guard's request (the
-    /// guard failed for it): the run's error is the budget's, not the
-    /// guard's ([Budgets](crate::guard::Judge#budgets)).
+    /// The run's error when a chain stopped for the run, not the guard:
+    /// the host cancelled while a guard ran, or the budget refused a
+    /// guard's request ([Budgets](crate::guard::Judge#budgets)).
     fn guard_refused(&self) -> Option<Error> {
+        let host = self.shared.cancellable.as_ref();
+        if host.is_some_and(Cancellable::is_cancelled) {
+            return Some(Error::Cancelled);
+        }
         let refusal = self.shared.meter.take_refused()?;
         Some(self.budget_trip(refusal))
     }
 
-    /// The run's error for a chain's stop: the budget's when it refused
-    /// the guard's request, else the guard's, stored.
+    /// The run's error for a chain's stop: the run's own (a cancel, the
+    /// budget), else the guard's, stored.
     fn guard_error(&self, trip: Trip) -> Error {
         self.guard_refused()
             .unwrap_or_else(|| self.journal_trip(trip.stop()))

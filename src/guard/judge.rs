@@ -123,9 +123,9 @@ impl Judge {
 
     /// Ask the model about `text`: `None` to allow, or its reason to refuse.
     fn decide(&self, text: &str) -> Result<Option<String>, BoxError> {
-        let spender = super::bounded::spender();
-        let model = self.transport.model();
-        if let Some(s) = &spender {
+        let scope = super::bounded::scope();
+        let (spender, model) = (&scope.spender, self.transport.model());
+        if let Some(s) = spender {
             let input = (self.system.chars().count() + text.chars().count()) as u64;
             if let Some(limit) = s.refuses(model, input.div_ceil(4) + 8) {
                 return Err(format!("not sent: the run's {limit} budget is exhausted").into());
@@ -148,11 +148,11 @@ impl Judge {
             prompt_caching: false,
             split_think: true,
             extra: &extra,
-            cancel: None,
+            cancel: scope.cancel.as_ref(),
             traceparent: None,
         };
         let completion = self.client.chat(&req, &mut Vec::new(), &mut ())?;
-        if let Some(s) = &spender {
+        if let Some(s) = spender {
             s.count(model, completion.usage);
         }
         let content = completion.message.content.trim();

@@ -55,6 +55,13 @@
 //! naming it), never a silent allow. A guard that overruns is left to
 //! finish on its thread; its verdict is dropped.
 //!
+//! The host's [`Cancellable`](crate::Cancellable) ends the wait for a
+//! guard at once: the run stops with
+//! [`Error::Cancelled`](crate::Error::Cancelled) (no guard event: the host
+//! stopped it, not the guard), and a [`Judge`]'s request in flight is cut
+//! by the same token. A [`Judge`]'s requests count in the run's budget
+//! ([Budgets](Judge#budgets)).
+//!
 //! # Events and stops
 //!
 //! Every verdict but allow is an [`Event::Guard`](crate::Event::Guard)
@@ -115,7 +122,7 @@ mod judge;
 mod redact;
 mod shape;
 
-pub(crate) use bounded::Spender;
+pub(crate) use bounded::{Scope, Spender};
 pub use judge::Judge;
 pub use redact::Redactor;
 pub use shape::Shape;
@@ -553,19 +560,15 @@ impl From<ToolOutputVerdict> for Step {
 /// (`emit(guard, action, detail)`; a replace has an empty detail).
 pub(crate) type Report<'a> = &'a mut dyn FnMut(&str, Action, &str);
 
-/// The run's budget a chain's model-backed guards spend through (none:
-/// nothing is counted).
-pub(crate) type Spending<'a> = Option<&'a Arc<dyn Spender>>;
-
 impl Guards {
     /// Run the input chain on `text` (replaced in place).
     pub(crate) fn check_input(
         &self,
         text: &mut String,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
-        self.chain(&self.input, text, spend, report, |g, t| {
+        self.chain(&self.input, text, scope, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
@@ -574,7 +577,7 @@ impl Guards {
     pub(crate) fn check_beside(
         &self,
         text: &str,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
         let mut text = text.to_string();
@@ -582,7 +585,7 @@ impl Guards {
         let trip = self.chain(
             &self.beside,
             &mut text,
-            spend,
+            scope,
             &mut |g, a, d| {
                 if a == Action::Replace {
                     replaced = Some(Arc::<str>::from(g));
@@ -616,10 +619,10 @@ impl Guards {
     pub(crate) fn check_output(
         &self,
         answer: &mut String,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
-        self.chain(&self.output, answer, spend, report, |g, t| {
+        self.chain(&self.output, answer, scope, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
@@ -628,13 +631,13 @@ impl Guards {
     pub(crate) fn check_tool_input(
         &self,
         call: &ToolCall,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
         // The chain's text is unused: no tool input verdict replaces.
         let mut unused = String::new();
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_input, &mut unused, spend, report, move |g, _| {
+        self.chain(&self.tool_input, &mut unused, scope, report, move |g, _| {
             g.check(&call).map(Step::from)
         })
     }
@@ -645,11 +648,11 @@ impl Guards {
         &self,
         call: &ToolCall,
         output: &mut String,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_output, output, spend, report, move |g, t| {
+        self.chain(&self.tool_output, output, scope, report, move |g, t| {
             g.check(&call, &t).map(Step::from)
         })
     }
@@ -670,7 +673,7 @@ impl Guards {
         &self,
         list: &[Named<G>],
         text: &mut String,
-        spend: Spending<'_>,
+        scope: &Scope,
         report: Report<'_>,
         check: impl Fn(&G, String) -> Result<Step, BoxError> + Clone + Send + 'static,
     ) -> Option<Trip> {
@@ -678,7 +681,7 @@ impl Guards {
             let guard = Arc::clone(&n.guard);
             let input = text.clone();
             let check = check.clone();
-            let step = bounded::run(self.timeout, spend.cloned(), move || check(&guard, input));
+            let step = bounded::run(self.timeout, scope, move || check(&guard, input));
             let (action, detail) = match step {
                 Ok(Step::Allow) => continue,
                 Ok(Step::Replace(t)) => {
@@ -687,8 +690,16 @@ impl Guards {
                     continue;
                 }
                 Ok(Step::End(action, detail)) => (action, detail),
+                // The host's cancel: the loop stops with it, unreported.
+                Err(bounded::NoVerdict::Cancelled) => {
+                    return Some(Trip {
+                        guard: Arc::clone(&n.name),
+                        action: Action::Stop,
+                        detail: "cancelled".into(),
+                    });
+                }
                 // A guard that could not decide is a stop.
-                Err(why) => (Action::Stop, why),
+                Err(bounded::NoVerdict::Failed(why)) => (Action::Stop, why),
             };
             report(&n.name, action, &detail);
             return Some(Trip {

@@ -6,7 +6,7 @@ use super::*;
 fn run_input(guards: &Guards, text: &str) -> (String, Option<Trip>, Vec<String>) {
     let mut text = text.to_string();
     let mut seen = Vec::new();
-    let trip = guards.check_input(&mut text, None, &mut |g, a, d| {
+    let trip = guards.check_input(&mut text, &Scope::default(), &mut |g, a, d| {
         seen.push(format!("{g}:{}:{d}", a.as_str()));
     });
     (text, trip, seen)
@@ -89,12 +89,12 @@ fn the_tool_points_see_the_call() {
             ToolOutputVerdict::Replace(format!("{}:{out}", c.id))
         });
     let trip = guards
-        .check_tool_input(&call, None, &mut |_, _, _| {})
+        .check_tool_input(&call, &Scope::default(), &mut |_, _, _| {})
         .unwrap();
     assert_eq!(trip.detail, "refused shell");
     let mut out = "done".to_string();
     assert_eq!(
-        guards.check_tool_output(&call, &mut out, None, &mut |_, _, _| {}),
+        guards.check_tool_output(&call, &mut out, &Scope::default(), &mut |_, _, _| {}),
         None
     );
     assert_eq!(out, "c1:done");

@@ -641,3 +641,55 @@ fn the_lifetime_count_survives_a_journal_resume() {
     assert_eq!(spend.requests, 3);
     assert_eq!(server.chat_requests().len(), 3);
 }
+
+#[test]
+fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
+    let server = FakeServer::start();
+    server.push(calc("1+1").with_usage(100, 10));
+    server.push(Reply::text("never"));
+    let budget = || {
+        Budget::new()
+            .max_requests(2)
+            .lifetime(Budget::new().max_requests(5))
+    };
+    let damaged = [
+        (r#""requests":1"#, r#""requests":-1"#),
+        (r#""requests":1"#, r#""requests":"1""#),
+        (r#""requests":1"#, r#""requests":18446744073709551616"#),
+        (r#""earlier":{"#, r#""earlier":[{"#),
+    ];
+    let store = Memory::default();
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert_eq!(
+        a.run_loop("sums").unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(a);
+    let records = store.records.lock().unwrap().clone();
+    let at = records
+        .iter()
+        .position(|r| r.contains(r#""earlier":{"#))
+        .expect("the response records the earlier runs' spend");
+    for (from, to) in damaged {
+        assert!(records[at].contains(from), "{}", records[at]);
+        let mut bad = records.clone();
+        bad[at] = bad[at].replacen(from, to, 1);
+        let tampered = Memory::default();
+        *tampered.records.lock().unwrap() = bad;
+        let err = Agent::builder(server.transport())
+            .add_tool(builtin::calculator())
+            .budget(budget())
+            .resume(tampered, "r")
+            .build()
+            .unwrap_err();
+        assert_eq!(err.kind(), pikuri::ErrorKind::JournalCorrupt, "{to}: {err}");
+    }
+}

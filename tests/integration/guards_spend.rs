@@ -168,3 +168,117 @@ fn a_tool_input_judge_past_the_limit_stops_the_batch_on_the_budget() {
     assert_eq!(last.content, "2");
     assert_valid_history(agent.messages());
 }
+
+// ------------------------------------------------------------ ATTACKS.md
+
+/// A judge on `server` with fast retries.
+fn judge_on(server: &FakeServer) -> Judge {
+    Judge::with_http(server.transport(), "Be kind.", crate::util::fast_http())
+}
+
+#[test]
+fn cancelling_while_a_judge_waits_on_its_server_stops_the_run_as_a_cancel() {
+    let judge_server = FakeServer::start();
+    judge_server.push(Reply::hang());
+    let server = FakeServer::start();
+    server.push(Reply::text("an answer"));
+    let cancel = pikuri::Cancellable::new();
+    // Only the cancel ends the wait early: without it, the run would stop
+    // at this bound as the guard's failure.
+    let guards = Guards::new()
+        .output("kind", judge_on(&judge_server))
+        .timeout(std::time::Duration::from_secs(20));
+    let (mut agent, rec) = agent_with(&server, |c| c.guards(guards).cancellable(cancel.clone()));
+    let err = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Once the judge's request is at its server, bounded.
+            for _ in 0..2_000 {
+                if !judge_server.chat_requests().is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            cancel.cancel();
+        });
+        agent.run_loop("hello").unwrap_err()
+    });
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(agent.last_stop_reason(), Some(StopReason::Cancelled));
+    // Not reported as the guard's verdict: the host stopped the run.
+    assert!(
+        !rec.events()
+            .iter()
+            .any(|e| matches!(e, Event::Guard { .. }))
+    );
+    // The unjudged answer did not enter.
+    assert_eq!(agent.messages().len(), 1);
+}
+
+#[test]
+fn a_judge_server_that_fails_answers_html_or_hangs_is_a_bounded_stop_naming_it() {
+    let huge_html = format!("<html><body>{}</body></html>", "x".repeat(1_000_000));
+    let cases = [
+        Reply::status(500, "internal error"),
+        Reply::status(429, "slow down").with_retry_after(100_000),
+        Reply::raw_body(200, "text/html", huge_html),
+        Reply::text(r#"{"allow": "maybe"}"#),
+        Reply::hang(),
+    ];
+    for reply in cases {
+        let judge_server = FakeServer::start();
+        judge_server.push(reply.repeat(4));
+        let server = FakeServer::start();
+        server.push(Reply::text("an answer"));
+        server.push(Reply::text("the next turn"));
+        let guards = Guards::new()
+            .output("kind", judge_on(&judge_server))
+            .timeout(std::time::Duration::from_millis(500));
+        let (mut agent, rec) = agent_with(&server, |c| c.guards(guards));
+        let err = agent.run_loop("hello").unwrap_err();
+        assert_eq!(err.kind(), pikuri::ErrorKind::Guardrail, "{err}");
+        let text = err.to_string();
+        assert!(text.starts_with("stopped by guard kind: "), "{text}");
+        assert!(text.len() < 2_000, "bounded: {} bytes", text.len());
+        assert_eq!(agent.last_stop_reason(), Some(StopReason::Guardrail));
+        assert!(rec.events().iter().any(|e| matches!(
+            e,
+            Event::Guard { action: Action::Stop, detail, .. } if detail.len() < 2_000
+        )));
+        // Never a silent allow; the history stays valid for the next turn.
+        assert_eq!(agent.messages().len(), 1);
+        assert_valid_history(agent.messages());
+    }
+}
+
+#[test]
+fn extreme_bounds_and_limits_are_no_limit_not_an_overflow() {
+    let judge_server = FakeServer::start();
+    judge_server.push(allow().with_usage(u64::MAX, u64::MAX));
+    let server = FakeServer::start();
+    server.push(Reply::text("an answer").with_usage(u64::MAX, u64::MAX));
+    let every = |b: Budget| {
+        b.max_requests(u64::MAX)
+            .max_input_tokens(u64::MAX)
+            .max_output_tokens(u64::MAX)
+            .max_total_tokens(u64::MAX)
+            .max_tool_calls(u64::MAX)
+            .max_wall_time(std::time::Duration::MAX)
+            .max_cost(Cost::from_usd(f64::INFINITY))
+    };
+    let budget = every(Budget::new())
+        .prices(PriceTable::new().with(
+            "fake-model",
+            Price::per_million_micro_usd(u64::MAX, u64::MAX),
+        ))
+        .lifetime(every(Budget::new()));
+    let guards = Guards::new()
+        .output("kind", judge_on(&judge_server))
+        .timeout(std::time::Duration::MAX)
+        .max_retries(u32::MAX);
+    let (mut agent, _rec) = agent_with(&server, |c| c.guards(guards).budget(budget));
+    let out = agent.run_loop("hello").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("an answer"));
+    assert_eq!(out.spend.requests, 2);
+    assert_eq!(out.spend.total_tokens(), u64::MAX, "saturated");
+    assert_eq!(out.spend.cost, Some(Cost::from_pico_usd(u64::MAX)));
+}
