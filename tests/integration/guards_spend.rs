@@ -282,3 +282,34 @@ fn extreme_bounds_and_limits_are_no_limit_not_an_overflow() {
     assert_eq!(out.spend.total_tokens(), u64::MAX, "saturated");
     assert_eq!(out.spend.cost, Some(Cost::from_pico_usd(u64::MAX)));
 }
+
+#[test]
+fn cancelling_while_any_guard_runs_ends_the_wait_at_once() {
+    let server = FakeServer::start();
+    server.push(Reply::text("an answer"));
+    let cancel = pikuri::Cancellable::new();
+    let token = cancel.clone();
+    // The guard cancels the run, then takes far longer than its bound:
+    // without the cancel watch the run would stop at the bound as the
+    // guard's failure.
+    let guards = Guards::new()
+        .output("slow", move |_: &str| {
+            token.cancel();
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            pikuri::guard::OutputVerdict::Allow
+        })
+        .timeout(std::time::Duration::from_secs(20));
+    let (mut agent, rec) = agent_with(&server, |c| c.guards(guards).cancellable(cancel));
+    let err = agent.run_loop("hello").unwrap_err();
+    assert!(err.is_cancelled(), "{err}");
+    assert_eq!(agent.last_stop_reason(), Some(StopReason::Cancelled));
+    // The wait ended with the cancel, not at the bound (which would have
+    // reported the guard's overrun).
+    let guard_events: Vec<_> = rec
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Guard { .. }))
+        .collect();
+    assert!(guard_events.is_empty(), "{guard_events:?}");
+    assert_eq!(agent.messages().len(), 1);
+}
