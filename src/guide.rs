@@ -1416,6 +1416,10 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
+//! A streamed answer reaches the listeners before the output guards see
+//! it; [`hold_deltas`](crate::guard::Guards::hold_deltas) holds it back
+//! until they let it through, at the cost of the live display.
+//!
 //! A judge's requests count in the run's [budget](#budgets) like the
 //! agent's own: a request, its tokens, its cost at the judge's model's
 //! price; one the budget refuses is not sent, and the run stops on the

@@ -213,6 +213,7 @@ impl Agent {
         let Some(trip) = guards.check_output(&mut message.content, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::Output, a, d, "");
         }) else {
+            self.show_held(&message, finish);
             return Ok((message, finish));
         };
         if trip.action != Action::Retry {
@@ -226,6 +227,25 @@ impl Agent {
         }
         self.guarding.pending = Some(Pending::Retry(trip.detail));
         Ok((message, finish))
+    }
+
+    /// Whether `message`'s `Assistant` event is emitted as it comes: not
+    /// when empty, nor a final answer held for the output guards.
+    pub(super) fn shows_now(&self, message: &Message) -> bool {
+        let held = self.guarding.holds() && message.tool_calls.is_empty();
+        !message.content.is_empty() && !held
+    }
+
+    /// A held answer the output guards let through, shown
+    /// ([`Guards::hold_deltas`](crate::guard::Guards::hold_deltas)).
+    fn show_held(&self, message: &Message, finish: FinishReason) {
+        if self.guarding.holds() && !message.content.is_empty() {
+            self.emit(Event::Assistant {
+                agent: self.agent_id(),
+                content: message.content.clone(),
+                finish,
+            });
+        }
     }
 
     /// After an answer is appended: an output guard's feedback enters as

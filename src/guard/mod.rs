@@ -98,9 +98,10 @@
 //! The guards see whole texts, after the fact: a streamed answer's
 //! [`Event::AssistantDelta`](crate::Event::AssistantDelta)s and its
 //! [`Event::Assistant`](crate::Event::Assistant) show the text before
-//! the output guards ran. Render the [`Outcome`](crate::Outcome) (or the
-//! [`Event::Guard`](crate::Event::Guard) that follows) when the answer
-//! must be guarded on screen too. [`Event::ToolResult`](crate::Event::ToolResult)
+//! the output guards ran. When the answer must be guarded on screen too,
+//! hold it back with [`Guards::hold_deltas`] (no text deltas; the
+//! `Assistant` event after the output guards, with what they let through),
+//! or render the [`Outcome`](crate::Outcome). [`Event::ToolResult`](crate::Event::ToolResult)
 //! carries the guarded result.
 //!
 //! # Sub-agents
@@ -373,6 +374,7 @@ pub struct Guards {
     tool_output: Vec<Named<dyn ToolOutput>>,
     timeout: Duration,
     max_retries: u32,
+    hold: bool,
 }
 
 impl Default for Guards {
@@ -391,6 +393,7 @@ impl fmt::Debug for Guards {
             .field("tool_output", &names_of(&self.tool_output))
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
+            .field("hold_deltas", &self.hold)
             .finish()
     }
 }
@@ -410,6 +413,7 @@ impl Guards {
             tool_output: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_retries: DEFAULT_RETRIES,
+            hold: false,
         }
     }
 
@@ -470,6 +474,48 @@ impl Guards {
     #[must_use]
     pub fn max_retries(mut self, n: u32) -> Guards {
         self.max_retries = n;
+        self
+    }
+
+    /// Hold the answer back from the listeners until the output guards
+    /// passed it (off unless set): with output guards, a streamed answer's
+    /// text deltas ([`Event::AssistantDelta`](crate::Event::AssistantDelta))
+    /// are not emitted (nor a cancelled answer's text, in
+    /// [`Event::Cancelled`](crate::Event::Cancelled)), and a final answer's
+    /// [`Event::Assistant`](crate::Event::Assistant) comes after the
+    /// output guards, with the text they let through (replaced, if they
+    /// replaced it); an answer they send back or stop is never shown.
+    /// Reasoning deltas and a tool-calling answer's text are shown as
+    /// usual. The cost: the answer no longer appears as it streams.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Event};
+    /// use pikuri::guard::{Guards, Redactor};
+    /// use pikuri::listeners::InMemoryEventList;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("Write to jo@example.com").with_chunk_chars(4));
+    /// let seen = InMemoryEventList::new();
+    /// let guards = Guards::new().output("redact", Redactor::new()).hold_deltas(true);
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .streaming(true)
+    ///     .guards(guards)
+    ///     .add_listener(seen.clone())
+    ///     .build()?;
+    /// agent.run_loop("who do I write to?")?;
+    /// let shown: Vec<String> = seen.events().into_iter().filter_map(|e| match e {
+    ///     Event::AssistantDelta { content, .. } | Event::Assistant { content, .. } => Some(content),
+    ///     _ => None,
+    /// }).collect();
+    /// assert_eq!(shown, ["Write to [redacted email]"]);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    #[must_use]
+    pub fn hold_deltas(mut self, hold: bool) -> Guards {
+        self.hold = hold;
         self
     }
 
@@ -767,6 +813,14 @@ impl Guarding {
             retries: 0,
             beside: None,
         }
+    }
+
+    /// Whether the answer is held back until the output guards passed it
+    /// ([`Guards::hold_deltas`] with output guards).
+    pub(crate) fn holds(&self) -> bool {
+        self.guards
+            .as_ref()
+            .is_some_and(|g| g.hold && g.has(Point::Output))
     }
 
     /// The guards, when `point` has any.
