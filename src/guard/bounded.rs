@@ -1,13 +1,26 @@
 //! One guard's check on a thread of its own, bounded in time and by the
 //! host's cancel: a panic, an error and an overrun each come back as the
-//! reason of a stop. The thread carries the run's [`Scope`]: the
+//! reason of a stop. The check runs in the run's [`Scope`]: the
 //! [`Spender`] through which a model-backed guard ([`Judge`](super::Judge))
 //! asks before a request and counts it, and the host's token, which cuts
 //! its request.
+//!
+//! The threads are kept: a check goes to an idle guard thread when there is
+//! one, and a thread starts only when none is idle. Starting a thread per
+//! check cost a turn with one blocking input guard several times the turn
+//! itself on a loaded machine (`benches/guards.rs`); handing the check to a
+//! waiting thread costs one wake-up. A thread idle for [`IDLE_FOR`] ends,
+//! and at most [`MAX_IDLE`] wait, so a host that stops using guards keeps
+//! none.
 
 use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use parking_lot::Mutex;
 
 use crate::Usage;
 use crate::control::Cancellable;
@@ -25,8 +38,8 @@ pub(crate) trait Spender: Send + Sync {
     fn count(&self, model: Option<&str>, usage: Option<Usage>);
 }
 
-/// What a run lends its guards' threads: its budget and the host's
-/// cancel (none of either outside a run).
+/// What a run lends its guards' checks: its budget and the host's cancel
+/// (none of either outside a run).
 #[derive(Clone, Default)]
 pub(crate) struct Scope {
     pub(crate) spender: Option<Arc<dyn Spender>>,
@@ -47,19 +60,33 @@ pub(super) fn scope() -> Scope {
 /// Why a guard gave no verdict.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum NoVerdict {
-    /// The host cancelled while it ran (its thread is left to finish).
+    /// The host cancelled while it ran (its thread finishes the check and
+    /// drops what it returns).
     Cancelled,
-    /// It failed (its error), panicked, or took longer than its bound (its
-    /// thread is left to finish; what it returns then is dropped).
+    /// It failed (its error), panicked, or took longer than its bound.
     Failed(String),
 }
 
-/// Run `check` on a new thread, `scope` in reach of it, and wait at most
-/// `timeout` for it, or until the scope's token is cancelled.
+/// A check handed to a guard thread.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+/// How long a guard thread waits for its next check before it ends.
+const IDLE_FOR: Duration = Duration::from_secs(30);
+/// The most guard threads kept waiting; more end after their check.
+const MAX_IDLE: usize = 8;
+
+/// The idle guard threads: each one's id and the sender of its checks.
+static IDLE: Mutex<Vec<(u64, Sender<Job>)>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Run `check` on a guard thread, in `scope`, and wait at most `timeout`
+/// for it, or until the scope's token is cancelled.
 ///
 /// # Errors
 ///
-/// Why the guard gave no verdict.
+/// Why the guard gave no verdict: the host cancelled, or it failed (its
+/// error), panicked, or took longer than `timeout` (its thread finishes
+/// the check, drops what it returns and goes back to waiting).
 pub(super) fn run<T, E>(
     timeout: Duration,
     scope: &Scope,
@@ -70,7 +97,7 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     // The host's cancel, on its own channel: the verdict's sender lives
-    // only on the guard's thread, so a panic still disconnects it.
+    // only in the job, so a panic still disconnects it.
     let (mut _hook, mut on_cancel) = (None, crossbeam_channel::never());
     if let Some(c) = &scope.cancel {
         let (cancelled, rx) = crossbeam_channel::bounded(1);
@@ -85,14 +112,17 @@ where
     }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let lent = scope.clone();
-    let spawned = std::thread::Builder::new()
-        .name("pikuri-guard".into())
-        // A panic drops `tx` unsent: the receiver sees the disconnect.
-        .spawn(move || {
-            SCOPE.with(|s| *s.borrow_mut() = lent);
-            let _ = tx.send(check());
-        });
-    if let Err(e) = spawned {
+    // A panic drops `tx` unsent: the receiver sees the disconnect. The
+    // thread is kept: the scope is lent for this check only.
+    let job: Job = Box::new(move || {
+        SCOPE.with(|s| *s.borrow_mut() = lent);
+        let verdict = catch_unwind(AssertUnwindSafe(check));
+        SCOPE.with(|s| *s.borrow_mut() = Scope::default());
+        if let Ok(v) = verdict {
+            let _ = tx.send(v);
+        }
+    });
+    if let Err(e) = hand_over(job) {
         return Err(NoVerdict::Failed(format!("the guard could not start: {e}")));
     }
     let failed = |why: String| Err(NoVerdict::Failed(why));
@@ -107,5 +137,158 @@ where
             "the guard took longer than {} ms",
             timeout.as_millis()
         )),
+    }
+}
+
+/// Give `job` to an idle guard thread, or to a new one (the agent runs the
+/// guards beside a request this way too).
+///
+/// # Errors
+///
+/// The thread could not start.
+pub(crate) fn hand_over(job: Job) -> std::io::Result<()> {
+    let idle = IDLE.lock().pop();
+    let job = match idle {
+        // A thread popped here is not waiting to end: `retire` found it
+        // gone from the list, so it waits for this job.
+        Some((_, worker)) => match worker.send(job) {
+            Ok(()) => return Ok(()),
+            // Its thread is gone (it cannot be, but a lost check would be
+            // a silent allow): start one.
+            Err(crossbeam_channel::SendError(job)) => job,
+        },
+        None => job,
+    };
+    let (tx, rx) = crossbeam_channel::bounded::<Job>(1);
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    tx.send(job).expect("the receiver is held here");
+    std::thread::Builder::new()
+        .name("pikuri-guard".into())
+        .spawn(move || serve(id, &tx, &rx))?;
+    Ok(())
+}
+
+/// A guard thread: run each check, then wait to be handed the next.
+fn serve(id: u64, tx: &Sender<Job>, rx: &crossbeam_channel::Receiver<Job>) {
+    loop {
+        match rx.recv_timeout(IDLE_FOR) {
+            Ok(job) => {
+                // The job's own channel reports the panic (its sender is
+                // dropped unsent); the thread stays usable.
+                let _ = catch_unwind(AssertUnwindSafe(job));
+                let mut idle = IDLE.lock();
+                if idle.len() >= MAX_IDLE {
+                    return;
+                }
+                idle.push((id, tx.clone()));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if retire(id) {
+                    return;
+                }
+                // Popped just now: its job is on the way.
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Take thread `id` off the idle list; false when a caller popped it first
+/// (and is handing it a job).
+fn retire(id: u64) -> bool {
+    let mut idle = IDLE.lock();
+    match idle.iter().position(|(i, _)| *i == id) {
+        Some(at) => {
+            idle.swap_remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_errors_panics_and_overruns_each_come_back() {
+        let none = &Scope::default();
+        let failed = |why: &str| Err(NoVerdict::Failed(why.to_string()));
+        assert_eq!(
+            run(Duration::from_secs(5), none, || Ok::<_, String>(7)),
+            Ok(7)
+        );
+        assert_eq!(
+            run(Duration::from_secs(5), none, || Err::<u8, _>(
+                "no".to_string()
+            )),
+            failed("the guard failed: no")
+        );
+        assert_eq!(
+            run(Duration::from_secs(5), none, || -> Result<u8, String> {
+                panic!("boom")
+            }),
+            failed("the guard panicked")
+        );
+        let (release, wait) = crossbeam_channel::bounded::<()>(0);
+        let slow = run(Duration::from_millis(1), none, move || {
+            let _ = wait.recv();
+            Ok::<_, String>(1)
+        });
+        assert_eq!(slow, failed("the guard took longer than 1 ms"));
+        drop(release);
+        // The threads are still good after a panic and an overrun.
+        assert_eq!(
+            run(Duration::from_secs(5), none, || Ok::<_, String>(8)),
+            Ok(8)
+        );
+    }
+
+    #[test]
+    fn many_checks_at_once_each_get_their_own_verdict() {
+        let handles: Vec<_> = (0..16u32)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    (0..50u32)
+                        .map(|j| {
+                            run(Duration::from_secs(10), &Scope::default(), move || {
+                                Ok::<_, String>(i * 1000 + j)
+                            })
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            let got = h.join().expect("no panic");
+            let want: Vec<_> = (0..50u32).map(|j| Ok(i as u32 * 1000 + j)).collect();
+            assert_eq!(got, want);
+        }
+        assert!(IDLE.lock().len() <= MAX_IDLE);
+    }
+
+    #[test]
+    fn a_check_sees_its_scope_and_a_kept_thread_forgets_it() {
+        let cancel = Cancellable::new();
+        let lent = Scope {
+            spender: None,
+            cancel: Some(cancel.clone()),
+        };
+        let seen = |s: &Scope| {
+            run(Duration::from_secs(5), s, || {
+                Ok::<_, String>(scope().cancel.is_some())
+            })
+        };
+        assert_eq!(seen(&lent), Ok(true));
+        assert_eq!(seen(&Scope::default()), Ok(false));
+        // A cancelled scope gives no verdict.
+        cancel.cancel();
+        assert_eq!(seen(&lent), Err(NoVerdict::Cancelled));
+    }
+
+    #[test]
+    fn a_thread_taken_off_the_idle_list_is_not_retired() {
+        // Park one id that is not in the list: retire must refuse.
+        assert!(!retire(u64::MAX));
     }
 }

@@ -119,6 +119,7 @@ use crate::ToolCall;
 use crate::control::{CancelHook, Cancellable};
 
 mod bounded;
+pub(crate) use bounded::hand_over;
 mod judge;
 mod redact;
 mod shape;

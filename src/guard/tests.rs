@@ -127,6 +127,6 @@ fn names_are_stable() {
             "{:?}",
             Guards::new().input("a", |_: &str| InputVerdict::Allow)
         ),
-        "Guards { input: [\"a\"], beside: [], output: [], tool_input: [], tool_output: [], timeout: 60s, max_retries: 2 }"
+        "Guards { input: [\"a\"], beside: [], output: [], tool_input: [], tool_output: [], timeout: 60s, max_retries: 2, hold_deltas: false }"
     );
 }
