@@ -55,7 +55,7 @@
 //! naming it), never a silent allow. A guard that overruns is left to
 //! finish on its thread; its verdict is dropped.
 //!
-//! The host's [`Cancellable`](crate::Cancellable) ends the wait for a
+//! The host's [`Cancellable`] ends the wait for a
 //! guard at once: the run stops with
 //! [`Error::Cancelled`](crate::Error::Cancelled) (no guard event: the host
 //! stopped it, not the guard), and a [`Judge`]'s request in flight is cut
