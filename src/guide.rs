@@ -797,6 +797,100 @@
 //! [`Catalog::snippet`](crate::skill::Catalog::snippet) is the block for the
 //! persona's system prompt.
 //!
+//! ## Deferred tools and tool search
+//!
+//! A hundred tools cost tens of thousands of tokens in every request
+//! before any work begins. Add them with
+//! [`add_deferred_tool`](crate::Configurator::add_deferred_tool) instead:
+//! above the [`ToolSearch`](crate::tool_search::ToolSearch) threshold (30
+//! tools by default, or an estimate of their schemas' tokens) they are not
+//! sent; the model gets a `search_tools` tool, and what a search finds is
+//! sent, and callable, from the next request on. Found tools are added
+//! after the ones already sent, so the provider's prompt cache keeps the
+//! request before. On Anthropic's Messages and OpenAI's Responses APIs the
+//! provider's own search is used instead. The details are in
+//! [`tool_search`](crate::tool_search).
+//!
+//! ```
+//! use pikuri::testing::{FakeServer, Reply};
+//! use pikuri::tool::{FnTool, Parameters};
+//! use pikuri::Agent;
+//! use serde_json::json;
+//!
+//! let server = FakeServer::start();
+//! server.set_prefix_cache(true);
+//! server.push(Reply::tool_call("search_tools", json!({"query": "refund an order"})));
+//! server.push(Reply::tool_call("refund_order", json!({"order": "A-17"})));
+//! server.push(Reply::text("Refunded."));
+//! let mut config = Agent::builder(server.transport());
+//! for i in 0..200 {
+//!     let name = format!("shop_tool_{i}");
+//!     config = config.add_deferred_tool(FnTool::new(name, "A shop tool.", Parameters::empty(),
+//!         |_, _| Ok(String::new())));
+//! }
+//! let refund = FnTool::new(
+//!     "refund_order",
+//!     "Refunds an order to the customer's card.",
+//!     Parameters::builder().required_string("order", "The order id.").build(),
+//!     |args, _| Ok(format!("refunded {}", args["order"].as_str().unwrap_or("?"))),
+//! );
+//! let mut agent = config.add_deferred_tool(refund).build()?;
+//! agent.run_loop("Refund order A-17.")?;
+//! assert_eq!(agent.found_tools(), ["refund_order"]);
+//! assert_eq!(agent.messages()[4].content, "refunded A-17");
+//! let sent = server.chat_requests();
+//! assert_eq!(sent[0].tool_names(), ["search_tools"]);
+//! assert_eq!(sent[1].tool_names(), ["search_tools", "refund_order"]);
+//! assert!(sent[0].raw_body.len() < 2_000);
+//! // The found tool came after the search tool: the request before stayed cached.
+//! let cached = |i: usize| agent.messages()[i].usage.and_then(|u| u.cached).unwrap_or(0);
+//! assert!(cached(3) > 0);
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! ## MCP tools, deferred
+//!
+//! A server with dozens of tools can have them all deferred:
+//! [`Server::with_deferred`](crate::mcp::Server::with_deferred) for one
+//! server, [`Registry::defer_tools`](crate::mcp::Registry::defer_tools) for
+//! every server that does not say (MCP tools are ordinary tools unless
+//! asked). They join the deferred pool, and the agent's
+//! [`ToolSearch`](crate::tool_search::ToolSearch) threshold decides, at each
+//! request, whether they are held back behind the search or sent as they
+//! are: a small server stays visible, a big one (or many) costs one tool
+//! until the model searches. When a server's list changes, a tool it still
+//! lists stays where it was (deferred, and found if it was), a withdrawn
+//! one leaves the pool, a new one joins it held back. This snippet needs
+//! `npx`, so it is not run here; `tests/mcp/deferred.rs` runs it against
+//! the reference server.
+//!
+//! ```no_run
+//! use pikuri::tool_search::{Threshold, ToolSearch};
+//! use pikuri::{Agent, ChatTransport, mcp};
+//!
+//! let mut agent = Agent::builder(ChatTransport::from_env()?)
+//!     .tool_search(ToolSearch::new().threshold(Threshold::Count(10)))
+//!     .add_extension(
+//!         mcp::Registry::new()
+//!             .defer_tools(true)
+//!             .server("everything", mcp::Server::stdio("npx", ["-y", "@modelcontextprotocol/server-everything"]))
+//!             // A server of two tools the model should always see.
+//!             .server("time", mcp::Server::stdio("uvx", ["mcp-server-time"]).with_deferred(false)),
+//!     )
+//!     .build()?;
+//! assert!(agent.deferred_tools().iter().any(|t| t.name() == "everything__echo"));
+//! assert!(agent.tools().iter().any(|t| t.name() == "time__get_current_time"));
+//! // The first request carries the time tools and `search_tools`; the
+//! // model searches, and `everything__echo` is sent from then on.
+//! agent.run_loop("Echo 'hello'.")?;
+//! println!("found: {:?}", agent.found_tools());
+//! # Ok::<(), pikuri::Error>(())
+//! ```
+//!
+//! The chat example defers its `--mcp` servers' tools above
+//! `--defer-above N` (30 by default; `--no-tool-search` sends them all),
+//! and `/tools` lists the tools sent, the deferred ones and those found.
+//!
 //! # Conversations longer than the window
 //!
 //! Local models have windows of 4k to 32k tokens, and tool results fill them

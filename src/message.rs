@@ -139,9 +139,11 @@ impl std::fmt::Display for Api {
 ///
 /// Which items an API keeps:
 /// - [`Api::AnthropicMessages`]: the `thinking` and `redacted_thinking`
-///   content blocks, with their signatures, in the order they came;
+///   content blocks, with their signatures, and the API's own tool search
+///   (`server_tool_use`, `tool_search_tool_result`), in the order they came;
 /// - [`Api::OpenAiResponses`]: the `reasoning` output items (with
-///   `encrypted_content`);
+///   `encrypted_content`) and the tool search's `tool_search_call` and
+///   `tool_search_output` items, in order;
 /// - [`Api::Gemini`]: the `thoughtSignature` of the answer's text, as
 ///   `{"thoughtSignature": ..}` (a call's signature, and the id the
 ///   server gave it, are in [`ToolCall::provider_data`]);

@@ -13,6 +13,10 @@
 //! schema-valid arguments, an answer arrived, events in order), never on
 //! wording.
 
+#[cfg(feature = "tool-search")]
+#[path = "real_server/deferred.rs"]
+mod deferred; // issue 40: 300 tools overflow the window, deferred they fit
+
 use std::time::Duration;
 
 use pikuri::builtin;

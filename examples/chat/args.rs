@@ -116,6 +116,12 @@ Options:
                             asks for OAuth gets a login in the browser, tokens
                             kept in ~/.config/pikuri/mcp-tokens.json
                             [env: PIKURI_CHAT_TOKENS overrides the file]
+      --defer-above N       MCP tools are deferred: while there are more than N
+                            of them, they are not sent until the model finds
+                            them with a search; N or fewer are sent as they are
+                            [default: 30]
+      --no-tool-search      send every MCP tool with every request (no
+                            deferral, no search)
       --skills DIR          Agent Skills: a folder of skill folders (each with a
                             SKILL.md), or one skill's folder; the model sees
                             their names and descriptions and reads a skill
@@ -137,6 +143,7 @@ Interactive chat:
   /resources [SERVER URI]   list the MCP resources, or read one
   /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
   /skills       list the skills (--skills) the model can read
+  /tools        list the tools sent, the deferred ones and those found
   /save FILE    save the conversation as JSON
   /load FILE    replace the conversation with a saved one
   /help         list these commands
@@ -163,12 +170,16 @@ pub(crate) const COMMANDS: &str = "\
 /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
               as the next message
 /skills       list the skills (--skills) the model can read
+/tools        list the tools sent, the deferred ones and those found
 /save FILE    save the conversation as JSON
 /load FILE    replace the conversation with a saved one
 /quit         exit";
 
 const DEFAULT_SYSTEM: &str = "You are a helpful assistant. Use the tools when they help, \
 and answer concisely.";
+/// `--defer-above`'s default: `ToolSearch`'s own.
+const DEFER_ABOVE: usize = 30;
+
 pub(crate) const TOOL_NAMES: [&str; 5] = [
     "calculator",
     "current_time",
@@ -199,6 +210,9 @@ pub(crate) struct Options {
     pub(crate) session: Option<PathBuf>,
     pub(crate) tools: Vec<String>,
     pub(crate) mcp: Vec<McpSpec>,
+    /// `--defer-above`: the deferred MCP tools are held back above this
+    /// many; `None` with `--no-tool-search` (MCP tools are ordinary).
+    pub(crate) defer_above: Option<usize>,
     pub(crate) prompt: Option<String>,
     pub(crate) compact: bool,
     /// `--yes`: approve every tool call.
@@ -249,6 +263,7 @@ impl Options {
             session: None,
             tools: TOOL_NAMES.iter().map(ToString::to_string).collect(),
             mcp: Vec::new(),
+            defer_above: Some(DEFER_ABOVE),
             prompt: None,
             compact: true,
             yes: false,
@@ -265,6 +280,8 @@ impl Options {
             judge: None,
         };
         let mut api = None;
+        // `--defer-above` and `--no-tool-search` both given: a usage error.
+        let (mut defer_given, mut no_search) = (false, false);
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let (flag, inline) = match arg.split_once('=') {
@@ -302,6 +319,16 @@ impl Options {
                 "--tools" => o.tools = tool_list(&value()?)?,
                 "--mcp" => o.mcp.push(mcp::stdio(&value()?, o.mcp.len())?),
                 "--mcp-url" => o.mcp.push(mcp::http(&value()?, o.mcp.len())?),
+                "--defer-above" => {
+                    let n = value()?;
+                    defer_given = true;
+                    o.defer_above = Some(n.trim().parse().map_err(|_| {
+                        usage(format!("--defer-above needs a whole number, got `{n}`"))
+                    })?);
+                }
+                "--no-tool-search" => {
+                    no_search = true;
+                }
                 "--skills" => o.skills.push(PathBuf::from(non_blank(&flag, value()?)?)),
                 "--no-redact" => o.no_redact = true,
                 "--block-input" => o.block_input.push(non_blank(&flag, value()?)?),
@@ -316,6 +343,14 @@ impl Options {
                 }
                 other => return Err(usage(format!("unexpected argument `{other}`"))),
             }
+        }
+        if no_search {
+            o.defer_above = None;
+        }
+        if no_search && defer_given {
+            return Err(usage(
+                "--defer-above and --no-tool-search contradict each other".to_string(),
+            ));
         }
         if o.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
             return Err(usage("-p needs a non-blank message".to_string()));

@@ -33,6 +33,8 @@
 //! - [`demo`]: the demo model.
 //! - [`mcp`]: `--mcp` and `--mcp-url` (MCP servers' tools).
 //! - [`skills`]: `--skills` (Agent Skills read on demand) and `/skills`.
+//! - [`tools`]: `--defer-above`, `--no-tool-search` (MCP tools deferred)
+//!   and `/tools`.
 //! - [`guards`]: `--no-redact`, `--block-input`, `--deny-tool`,
 //!   `--max-answer-chars`, `--judge` (a guard of each kind).
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
@@ -80,6 +82,7 @@ mod guards;
 mod mcp;
 mod repl;
 mod skills;
+mod tools;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -366,9 +369,11 @@ fn configure(
     }
     cfg = delegate::wire(cfg, opts, &root)?;
     // Started at build; dropping or closing the agent shuts them down.
-    if let Some(registry) = mcp::registry(&opts.mcp, approve::input_provider(opts)) {
+    let defer = opts.defer_above.is_some();
+    if let Some(registry) = mcp::registry(&opts.mcp, approve::input_provider(opts), defer) {
         cfg = cfg.add_extension(registry);
     }
+    cfg = tools::search(cfg, opts);
     if let Some(skills) = skills::extension(&opts.skills)? {
         cfg = cfg.add_extension(skills);
     }
@@ -386,9 +391,8 @@ fn configure(
         let log = JsonLines::create(path).map_err(|e| {
             Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
         })?;
-        // Why the barrier for a file that would hand off: the chat exits on
-        // SIGTERM right after `close_all`, which does not wait for hand-off
-        // listeners; with the barrier the file is whole at every prompt.
+        // Why the barrier for a file that would hand off: the file is whole
+        // at every prompt (`close_all`, on SIGTERM, closes every listener).
         cfg = cfg.add_listener(log.with_delivery(Delivery::Barrier));
     }
     #[cfg(feature = "otel")]

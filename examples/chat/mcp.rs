@@ -12,6 +12,10 @@
 //! tokens are kept in `mcp-tokens.json` (mode 0600) under the user's config
 //! directory ([`token_file`]), so the next run logs in without a browser
 //! until the refresh token is refused.
+//!
+//! The servers' tools are deferred tools (see [`crate::tools`]): above
+//! `--defer-above` of them they are sent only once the model found them;
+//! `--no-tool-search` makes them ordinary tools.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -115,17 +119,21 @@ pub(crate) fn token_file() -> Option<PathBuf> {
 static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
 /// The registry for the servers given, or `None` without any; servers
-/// that ask the user are answered by `input` (none: refused).
+/// that ask the user are answered by `input` (none: refused). With `defer`
+/// their tools are deferred tools (`--defer-above`, `/tools`).
 pub(crate) fn registry(
     specs: &[McpSpec],
     input: Option<Box<dyn InputProvider>>,
+    defer: bool,
 ) -> Option<Registry> {
     if specs.is_empty() {
         return None;
     }
-    let mut registry = specs.iter().fold(Registry::new(), |r, s| {
-        r.server(s.name.clone(), s.server.clone())
-    });
+    let mut registry = specs
+        .iter()
+        .fold(Registry::new().defer_tools(defer), |r, s| {
+            r.server(s.name.clone(), s.server.clone())
+        });
     if let Some(input) = input {
         registry = registry.input_provider(Boxed(input));
     }

@@ -294,6 +294,7 @@ impl Repl {
             ("compact", Some(agent)) => compact(agent),
             ("resources", _) => crate::mcp::resources(arg),
             ("skills", _) => Ok(crate::skills::list()),
+            ("tools", Some(agent)) => Ok(crate::tools::list(agent)),
             ("prompts", _) if arg.is_empty() => crate::mcp::prompts(),
             // The prompt's text is the next message.
             ("prompts", Some(_)) => match crate::mcp::prompt(arg) {

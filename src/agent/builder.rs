@@ -621,6 +621,13 @@ impl Configurator {
                 errors.push(format!("duplicate tool name `{}`", tool.name()));
             }
         }
+        #[cfg(feature = "tool-search")]
+        if !self.deferred_tools.is_empty() && seen.contains(crate::tool_search::SEARCH_TOOL) {
+            errors.push(format!(
+                "tool name `{}` is the tool search's, taken once there are deferred tools",
+                crate::tool_search::SEARCH_TOOL
+            ));
+        }
         if errors.is_empty() {
             Ok(())
         } else {

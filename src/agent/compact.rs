@@ -428,7 +428,7 @@ fn overhead(c: &Conversation<'_>) -> u64 {
 }
 
 /// Chars/4, rounded up.
-fn estimate_tokens(text: &str) -> u64 {
+pub(super) fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 

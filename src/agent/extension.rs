@@ -197,6 +197,14 @@ impl ExtensionContext {
             .unwrap_or_default()
     }
 
+    /// The deferred tools, found or not (a persona may name one).
+    pub(crate) fn deferred_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared
+            .upgrade()
+            .map(|s| s.state.lock().deferred.clone())
+            .unwrap_or_default()
+    }
+
     /// The sub-agent-only tools.
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared

@@ -123,7 +123,7 @@ impl Agent {
 
     /// The next request's input, in tokens, as compaction estimates it.
     fn request_estimate(&mut self) -> u64 {
-        let tools = self.tools();
+        let tools = self.callable_tools();
         let mut none = |_: &str, _: &str| Ok(String::new());
         let conversation = Conversation {
             messages: &mut self.messages,

@@ -13,6 +13,7 @@ mod budget;
 mod builder;
 mod child;
 mod compact;
+mod deferred;
 mod extension;
 mod fallback;
 mod guarded;
@@ -119,7 +120,7 @@ use structured::TypedSpec;
 /// For those, call [`close_all`](crate::close_all) from the exit path and
 /// from the signal handler (e.g. the `ctrlc` crate's, or a thread waiting
 /// on `signal-hook`'s iterator): it runs the handlers of every agent still
-/// open in the process, and the host's own registered with
+/// open in the process (and closes its listeners), and the host's own registered with
 /// [`register_close`](crate::register_close), newest first: the counterpart
 /// of pikuri's `Finalizers`. The chat example does both: on its way out of
 /// `main` (a second Ctrl+C mid-turn) and on SIGTERM or SIGHUP, before it
@@ -303,6 +304,8 @@ impl Configurator {
             journal: std::sync::OnceLock::new(),
         });
         registry::register(&shared);
+        #[cfg(feature = "tool-search")]
+        deferred::install(&shared);
         let mut agent = Agent {
             shared,
             system_base: std::mem::take(&mut cfg.system_prompt),
@@ -386,6 +389,7 @@ impl Agent {
             .or_else(|| replayed.messages.iter().rposition(|m| m.role == Role::User))
             .unwrap_or(0);
         self.messages = replayed.messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.interrupted = replayed.cut;
         self.budget_replayed(replayed.lifetime);
         // `set` fails only when a journal is already open, and `build`
@@ -490,6 +494,13 @@ impl Agent {
         self.shared.state.lock().tools.clone()
     }
 
+    /// The tools the next request offers and a call may run: the
+    /// model-visible ones, then the search tool and the found or (below
+    /// the threshold, or searched natively) all deferred tools.
+    pub(crate) fn callable_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().callable()
+    }
+
     /// The sub-agent-only tools (never sent to this agent's model).
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared.state.lock().sub_agent_tools.clone()
@@ -502,11 +513,21 @@ impl Agent {
         self.shared.state.lock().deferred.clone()
     }
 
-    /// The names of the deferred tools the model has found so far, in the
-    /// order it found them (they are sent from then on).
+    /// The names of the deferred tools the model has found in this
+    /// conversation and still in the pool, in the order it found them
+    /// (they are sent from then on; see
+    /// [found for the conversation](crate::tool_search#found-for-the-conversation)
+    /// and the example there).
     #[cfg(feature = "tool-search")]
     pub fn found_tools(&self) -> Vec<String> {
-        Vec::new()
+        let st = self.shared.state.lock();
+        let pool = &st.deferred;
+        st.deferral
+            .found
+            .iter()
+            .filter(|name| pool.iter().any(|t| t.name() == name.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.
@@ -675,6 +696,7 @@ impl Agent {
             messages: (&messages[..]).into(),
         })?;
         self.messages = messages;
+        self.shared.state.lock().found_from(&self.messages);
         self.emit(Event::HistoryLoaded {
             agent: Arc::clone(&self.shared.id),
             messages: count,
@@ -689,6 +711,7 @@ impl Agent {
     /// then run the extensions' reset hooks.
     pub fn clear_conversation(&mut self) {
         self.messages.clear();
+        self.shared.state.lock().found_from(&[]);
         #[cfg(feature = "journal")]
         {
             self.interrupted = None;

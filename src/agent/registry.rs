@@ -147,9 +147,15 @@ enum Task {
 /// panic is logged at `warn`), as [`Agent::close`](crate::Agent::close) runs
 /// them. Every handler runs at
 /// most once, whoever runs it first: `close_all` called twice, or an agent
-/// closed or dropped afterwards, runs nothing again. Listener threads are
-/// not joined (an agent may be mid-turn on another thread); the agents stay
-/// usable, and their `close` or `Drop` joins them as usual.
+/// closed or dropped afterwards, runs nothing again. Then each agent's
+/// listeners are closed as [`Agent::close`](crate::Agent::close) closes
+/// them: every event emitted before goes out, each listener's thread
+/// handles it, runs its [`close`](crate::Listener::close) (a file flushed,
+/// an [`OtlpExporter`](crate::otel::OtlpExporter)'s spans sent) and is
+/// joined, [`Delivery::HandOff`](crate::listeners::Delivery) listeners
+/// too: when `close_all` returns, everything was delivered. The agents
+/// stay usable (one may be mid-turn on another thread); what they emit
+/// afterwards reaches no listener.
 ///
 /// Returns the number of handlers run.
 ///
@@ -166,13 +172,6 @@ enum Task {
 ///
 /// A [`Configurator`](crate::Configurator) not yet built is not an open
 /// agent: its armed handlers run when it is dropped.
-///
-/// It does not wait for listeners: a
-/// [`Delivery::HandOff`](crate::listeners::Delivery) listener may still be
-/// writing the last turn's events when it returns. A host about to exit
-/// calls [`Agent::flush_listeners`](crate::Agent::flush_listeners) (or
-/// [`Agent::close`](crate::Agent::close)) first, or keeps such a listener
-/// on the barrier.
 ///
 /// # Examples
 ///
@@ -224,12 +223,18 @@ pub fn close_all() -> usize {
         // An agent's `Arc` drops at the end of its arm, outside every lock:
         // if the agent was dropped meanwhile, its shared state is freed on
         // this thread.
-        let handlers = match task {
-            Task::Agent(shared) => std::mem::take(&mut *shared.on_close.lock()),
-            Task::Handler(handler) => vec![handler],
+        let (handlers, agent) = match task {
+            Task::Agent(shared) => {
+                let handlers = std::mem::take(&mut *shared.on_close.lock());
+                (handlers, Some(shared))
+            }
+            Task::Handler(handler) => (vec![handler], None),
         };
         ran += handlers.len();
         run_close_handlers(handlers);
+        if let Some(shared) = agent {
+            shared.listeners.close();
+        }
     }
     ran
 }

@@ -628,7 +628,7 @@ impl Agent {
     /// runs again.
     #[cfg(feature = "journal")]
     fn interrupted_calls(&self, cut: &Cut, pending: &[ToolCall]) -> Vec<String> {
-        let tools = self.tools();
+        let tools = self.callable_tools();
         pending
             .iter()
             .filter(|call| {

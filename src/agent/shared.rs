@@ -22,8 +22,8 @@ use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
 use crate::{
-    Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit, Tool,
-    Usage,
+    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit,
+    Tool, Usage,
 };
 
 /// A handler run once when the agent closes.
@@ -175,10 +175,30 @@ pub(crate) struct State {
     pub(crate) system_prompt: String,
     /// The names in both pools: uniqueness is checked in O(1) per tool.
     names: HashSet<String>,
-    /// The encoded `tools` of a request, or `None` after a change: encoded
-    /// again at the next request, not at every add, so adding N tools (an
-    /// MCP server's list) costs O(N), not O(N²).
-    tool_specs: Option<Arc<ToolSpecs>>,
+    /// The encoded `tools` of a request and the API they were built for,
+    /// or `None` after a change: encoded again at the next request, not at
+    /// every add, so adding N tools (an MCP server's list) costs O(N), not
+    /// O(N²). Built in `deferred.rs`.
+    pub(super) tool_specs: Option<(Api, Arc<ToolSpecs>)>,
+    /// What the deferred pool has found and derived (`deferred.rs`).
+    pub(crate) deferral: Deferral,
+}
+
+/// The deferred pool's search state: the settings, the search tool, the
+/// index and the token estimate (both dropped when the pool changes), and
+/// the names found in this conversation, in the order found.
+#[derive(Default)]
+pub(crate) struct Deferral {
+    #[cfg(feature = "tool-search")]
+    pub(crate) config: crate::tool_search::ToolSearch,
+    /// The local search tool (it holds the agent's `Shared` weakly).
+    #[cfg(feature = "tool-search")]
+    pub(crate) tool: Option<Arc<dyn Tool>>,
+    #[cfg(feature = "tool-search")]
+    pub(crate) index: Option<Arc<crate::tool_search::Index>>,
+    /// The deferred schemas' estimated tokens.
+    pub(crate) tokens: Option<u64>,
+    pub(crate) found: Vec<String>,
 }
 
 impl State {
@@ -206,23 +226,18 @@ impl State {
             system_prompt: String::new(),
             names,
             tool_specs: None,
+            deferral: Deferral::default(),
         }
     }
 
-    /// The model-visible tools encoded for a request (built once per change).
-    ///
-    /// Deferred tools go after the others (so far always: the search that
-    /// holds them back is issue 40's).
-    pub(crate) fn tool_specs(&mut self) -> Arc<ToolSpecs> {
-        let (tools, deferred) = (&self.tools, &self.deferred);
-        Arc::clone(self.tool_specs.get_or_insert_with(|| {
-            if deferred.is_empty() {
-                Arc::new(ToolSpecs::new(tools))
-            } else {
-                let all: Vec<Arc<dyn Tool>> = tools.iter().chain(deferred).cloned().collect();
-                Arc::new(ToolSpecs::new(&all))
-            }
-        }))
+    /// The deferred pool changed: what was derived from it goes.
+    fn deferred_changed(&mut self) {
+        self.tool_specs = None;
+        self.deferral.tokens = None;
+        #[cfg(feature = "tool-search")]
+        {
+            self.deferral.index = None;
+        }
     }
 }
 
@@ -240,6 +255,7 @@ impl Shared {
         let mut st = self.state.lock();
         let name = tool.name();
         crate::tool::check_name(name).map_err(Error::invalid)?;
+        check_search_name(&st.names, name, pool, !st.deferred.is_empty())?;
         if !st.names.insert(name.to_string()) {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
@@ -251,7 +267,7 @@ impl Shared {
             }
             Pool::Deferred => {
                 st.deferred.push(tool);
-                st.tool_specs = None;
+                st.deferred_changed();
             }
         }
         Ok(())
@@ -278,7 +294,10 @@ impl Shared {
         let before = st.deferred.len();
         st.deferred.retain(|t| !gone.contains(t.name()));
         if st.deferred.len() != before {
-            st.tool_specs = None;
+            st.deferred_changed();
+            // A withdrawn tool is no longer found: back under its name
+            // (perhaps with another schema), it is searched for again.
+            st.deferral.found.retain(|n| !gone.contains(n.as_str()));
         }
         for name in &gone {
             st.names.remove(*name);
@@ -299,6 +318,34 @@ impl Shared {
         }
         tally
     }
+}
+
+/// The local search tool's name is taken once there are deferred tools.
+#[cfg(feature = "tool-search")]
+pub(crate) fn check_search_name(
+    names: &HashSet<String>,
+    name: &str,
+    pool: Pool,
+    have_deferred: bool,
+) -> Result<()> {
+    use crate::tool_search::SEARCH_TOOL;
+    if (name == SEARCH_TOOL && (have_deferred || pool == Pool::Deferred))
+        || (pool == Pool::Deferred && names.contains(SEARCH_TOOL))
+    {
+        return Err(Error::invalid(format!(
+            "tool name `{SEARCH_TOOL}` is the tool search's, taken once there are deferred tools"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "tool-search"))]
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the feature's twin returns errors"
+)]
+fn check_search_name(_: &HashSet<String>, _: &str, _: Pool, _: bool) -> Result<()> {
+    Ok(())
 }
 
 /// Run close handlers, last registered first, each isolated: a panicking

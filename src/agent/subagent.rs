@@ -34,7 +34,9 @@ pub struct Persona {
     pub name: String,
     /// One line in `<available_agents>`; the child never sees it.
     pub description: String,
-    /// Tools the child gets, from the parent's tools and sub-agent tools.
+    /// Tools the child gets, from the parent's tools, sub-agent tools and
+    /// deferred tools (found or not: the child gets a deferred one as an
+    /// ordinary tool; see [`tool_search`](crate::tool_search#sub-agents)).
     pub tool_names: Vec<String>,
     /// The child's system prompt (replaces the parent's).
     pub system_prompt: String,
@@ -229,6 +231,7 @@ impl Extension for SubAgents {
             .tools()
             .into_iter()
             .chain(ctx.sub_agent_tools())
+            .chain(ctx.deferred_tools())
             .collect();
         let known: HashSet<&str> = pool.iter().map(|t| Tool::name(t.as_ref())).collect();
         for p in self.personas.iter() {
@@ -300,6 +303,7 @@ impl AgentTool {
             .tools()
             .into_iter()
             .chain(self.ctx.sub_agent_tools())
+            .chain(self.ctx.deferred_tools())
             .collect();
         let tools = persona_tools(persona, &pool);
         child::spawn(

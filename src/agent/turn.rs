@@ -398,6 +398,7 @@ impl Agent {
         }
         message.model.clone_from(&model);
         message.usage = usage;
+        self.shared.state.lock().found_natively(&message);
         let agent = self.agent_id();
         if let Some(r) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
             self.emit(Event::Thinking {
@@ -449,7 +450,7 @@ impl Agent {
         truncated: bool,
         run: &mut Run,
     ) -> Result<End> {
-        let tools = self.tools();
+        let tools = self.callable_tools();
         let mut gated: Vec<(&ToolCall, Prepared)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             // Neither announced nor ticked again: it was, before the cut.
@@ -518,6 +519,10 @@ impl Agent {
             c.check()?;
         }
         run.steps += 1;
+        // A deferred tool not found yet does not run (`tool_search`).
+        if let Some(note) = self.shared.state.lock().not_found_yet(&call.name) {
+            return Ok(Verdict::Go(Prepared::Done(note)));
+        }
         self.guard_tool_input(call, |a| run.gate.review(&a.shared, tools, call, truncated))
     }
 
@@ -822,7 +827,7 @@ impl Agent {
         &mut self,
         step: impl FnOnce(&mut Compactor, &mut Conversation<'_>) -> Result<Option<Compacted>>,
     ) -> Result<bool> {
-        let tools = self.tools();
+        let tools = self.callable_tools();
         let window = self.context_window_cap();
         let shared = &self.shared;
         let mut summarize =

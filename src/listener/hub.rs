@@ -16,6 +16,13 @@
 //! read that filled the client's whole buffer cannot: what follows it has
 //! arrived already, see `protocol::client`).
 //!
+//! A batch is one `Arc<Vec<Event>>` shared by the listeners. The list
+//! keeps the last one: when every listener dropped its handle by the next
+//! send, that allocation carries the next batch, and the spent events are
+//! dropped on the agent's thread, not on a listener's (freeing into
+//! another thread's allocator arena is the costlier path). So a quick turn
+//! allocates no batch, and the list holds at most one spent batch.
+//!
 //! Events wait only while the agent works: from `hold` (a run starts, a
 //! request or a tool returned) to the next hand-over. Otherwise (the agent
 //! waits, or no run is going on) an event goes out as it is emitted, so
@@ -229,6 +236,9 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
                 for event in events.iter() {
                     guarded(&name, "on_event", || listener.on_event(event));
                 }
+                // Before the flush: the agent may reuse the batch once a
+                // flush that waited returns.
+                drop(events);
                 match tail {
                     Tail::Open => {}
                     Tail::Flush => {
@@ -286,9 +296,27 @@ struct Pending {
     events: Vec<Event>,
     /// Whether events wait for the next hand-over (see the module docs).
     held: bool,
+    /// The batch sent last, kept to be reused (see the module docs on
+    /// batches).
+    last: Option<Arc<Vec<Event>>>,
 }
 
 impl Pending {
+    /// The pending events as a batch to send. When every listener is done
+    /// with the batch sent last, its allocation is reused and its events
+    /// are dropped here, on the agent's thread (see the module docs on
+    /// batches).
+    fn take_batch(&mut self) -> Arc<Vec<Event>> {
+        match self.last.as_mut().and_then(Arc::get_mut) {
+            Some(spent) => {
+                spent.clear();
+                std::mem::swap(spent, &mut self.events);
+            }
+            None => self.last = Some(Arc::new(std::mem::take(&mut self.events))),
+        }
+        Arc::clone(self.last.as_ref().expect("just set"))
+    }
+
     /// Whether the held batch must go out now (see the module docs on
     /// backpressure): `BATCH` events, or a last delta of `JOINED` bytes (a
     /// stream read in full buffers is handed over late, `protocol::client`).
@@ -468,7 +496,7 @@ impl ListenerList {
     /// ticket of it. Called under the `pending` lock, which keeps
     /// concurrent emitters' batches in one order for every listener.
     fn send(&self, p: &mut Pending, gate: Option<Pick<'_>>, flush: bool) {
-        let batch = Arc::new(std::mem::take(&mut p.events));
+        let batch = p.take_batch();
         let msg = |slot: &Slot| {
             let tail = match gate {
                 Some((gate, waited)) if waited(slot) => Tail::Wait(Ticket(Arc::clone(gate))),
@@ -806,6 +834,32 @@ mod tests {
         producer.join().unwrap();
         assert_eq!(texts(&stalled_rec), numbers(n));
         assert_eq!(texts(&rec), numbers(n));
+    }
+
+    /// The batch's allocation is reused once every listener is done with
+    /// it, and the events it held are dropped on the emitting thread.
+    #[test]
+    fn a_spent_batch_is_reused_for_the_next() {
+        let (mut list, rec) = recorded();
+        list.add(|_: &Event| {});
+        let kept = |list: &ListenerList| list.pending.lock().last.as_ref().map(Arc::as_ptr);
+        list.hold();
+        list.emit(turn(0));
+        list.flush();
+        let first = kept(&list).expect("sent");
+        // Both listeners dropped the batch before the flush returned.
+        for i in 1..4 {
+            list.hold();
+            list.emit(turn(i));
+            list.flush();
+            assert_eq!(kept(&list), Some(first), "turn {i}");
+        }
+        assert_eq!(texts(&rec), numbers(4));
+        assert_eq!(
+            list.pending.lock().last.as_ref().map(|b| b.len()),
+            Some(1),
+            "only the last batch's events are kept"
+        );
     }
 
     #[test]

@@ -108,7 +108,9 @@ impl std::fmt::Debug for SubAgentListener {
 ///
 /// Threads are joined when the agent closes (or drops), after they handled
 /// every event: once [`Agent::close`](crate::Agent::close) returns, every
-/// listener has seen everything.
+/// listener has seen everything and ran its [`close`](Listener::close);
+/// [`close_all`](crate::close_all), a host's exit path, does the same for
+/// every open agent.
 ///
 /// # Guarantees per kind
 ///
@@ -121,7 +123,7 @@ impl std::fmt::Debug for SubAgentListener {
 /// | every event delivered | yes | yes, none dropped |
 /// | events reach it | at the agent's waits (below) | at the same points |
 /// | `run_loop` returns | after it handled the turn and flushed | at once after the hand-over |
-/// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners) or [`Agent::close`](crate::Agent::close) |
+/// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners), [`Agent::close`](crate::Agent::close) or [`close_all`](crate::close_all) |
 /// | own thread, own bounded channel | yes | yes |
 /// | a panic | contained, logged at `error` | contained, logged at `error` |
 /// | memory | bounded (*Backpressure*) | bounded, the same way |
@@ -135,7 +137,8 @@ impl std::fmt::Debug for SubAgentListener {
 /// [`InMemoryEventList`](crate::listeners::InMemoryEventList) and
 /// [`ChannelListener`](crate::listeners::ChannelListener) keep the barrier
 /// (what they hold is read right after the turn); a
-/// [`JsonLines`](crate::listeners::JsonLines) log file hands off;
+/// [`JsonLines`](crate::listeners::JsonLines) log file and the
+/// `OtlpExporter` (feature `otel`) hand off;
 /// [`RateLimited`](crate::listeners::RateLimited) takes its inner
 /// listener's kind. Closures keep the default.
 ///

@@ -160,6 +160,26 @@
 //! pool; add the registry before [`SubAgents`](crate::subagent::SubAgents), whose
 //! personas are checked against the tools present at its `bind`.
 //!
+//! # Deferred tools
+//!
+//! With the `tool-search` feature, a server's tools can join the agent's
+//! deferred pool (see [`tool_search`](crate::tool_search)) instead of the
+//! tools sent with every request: [`Server::with_deferred`] decides for
+//! one server, [`Registry::defer_tools`] for every server that does not
+//! say (off by default: MCP tools are ordinary tools unless asked). A
+//! deferred tool is held back only while the deferred tools pass the
+//! agent's [`ToolSearch`](crate::tool_search::ToolSearch) threshold (by
+//! default, more than 30 of them), so a small server's tools are still
+//! sent as they are; [`Agent::deferred_tools`](crate::Agent::deferred_tools)
+//! lists them either way. A sub-agent-only server's tools are never
+//! deferred. The names follow [Names](#names); one already taken in the
+//! deferred pool is passed over the same way.
+//!
+//! At a [refresh](#refresh-points) a deferred server's tools are swapped
+//! as deferred tools again: a tool the server still lists stays deferred,
+//! a tool it no longer lists leaves the deferred pool (found or not), and
+//! a new one joins it.
+//!
 //! # What the model sees
 //!
 //! Text content as is; images, audio, resource links and embedded binary

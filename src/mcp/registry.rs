@@ -61,6 +61,10 @@ struct Inner {
     secrets: crate::util::Secrets,
     /// The input provider of every server that has none of its own.
     input: Option<Arc<dyn InputProvider>>,
+    /// Whether the tools of a server without [`Server::with_deferred`] are
+    /// deferred ([`Registry::defer_tools`]).
+    #[cfg(feature = "tool-search")]
+    defer: bool,
 }
 
 struct Entry {
@@ -69,8 +73,41 @@ struct Entry {
     client: Option<Client>,
     /// One line for `<available_mcps>`.
     summary: String,
-    /// The agent-side names of the tools offered now.
-    tools: Vec<String>,
+    /// The tools offered now.
+    tools: Vec<Offered>,
+}
+
+/// One tool a server's entry offers to the agent.
+#[derive(Clone, PartialEq, Eq)]
+struct Offered {
+    /// The agent-side name.
+    name: String,
+    /// The server's name of the tool; `None` for the resource tool.
+    remote: Option<String>,
+    /// A hash of the listed description and schema: a refresh keeps a tool
+    /// whose hash did not change where it is (in its pool, found or not).
+    hash: u64,
+}
+
+impl Offered {
+    fn hash(info: &ToolInfo) -> u64 {
+        let text = format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}",
+            info.name,
+            info.title.as_deref().unwrap_or_default(),
+            info.description,
+            info.input_schema
+        );
+        tool::fnv1a(text.as_bytes())
+    }
+
+    /// Whether the refreshed list (its names and hashes) still has this
+    /// tool, unchanged.
+    fn listed_in(&self, listed: &HashSet<(&str, u64)>) -> bool {
+        self.remote
+            .as_deref()
+            .is_some_and(|remote| listed.contains(&(remote, self.hash)))
+    }
 }
 
 impl Registry {
@@ -96,6 +133,37 @@ impl Registry {
     /// [`InputProvider`]).
     pub fn input_provider(self, provider: impl InputProvider + 'static) -> Registry {
         self.inner.lock().input = Some(Arc::new(provider));
+        self
+    }
+
+    /// Add the tools of every server that has no [`Server::with_deferred`]
+    /// of its own as deferred tools (`true`), or as ordinary ones (`false`,
+    /// the default). See [Deferred tools](super#deferred-tools).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::mcp::{Registry, Server};
+    /// use pikuri::testing::FakeServer;
+    /// use pikuri::tool_search::{Threshold, ToolSearch};
+    ///
+    /// let mcp = Registry::new()
+    ///     .defer_tools(true)
+    ///     .server("small", Server::stdio("/nonexistent/mcp-server", [""; 0]).with_optional(true));
+    /// let model = FakeServer::start();
+    /// let agent = Agent::builder(model.transport())
+    ///     .tool_search(ToolSearch::new().threshold(Threshold::Count(40)))
+    ///     .add_extension(mcp)
+    ///     .build()?;
+    /// // The server is down, so nothing was deferred; a connected one's
+    /// // tools would be in `deferred_tools()`, not in `tools()`.
+    /// assert!(agent.deferred_tools().is_empty());
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    #[cfg(feature = "tool-search")]
+    pub fn defer_tools(self, yes: bool) -> Registry {
+        self.inner.lock().defer = yes;
         self
     }
 
@@ -127,7 +195,7 @@ impl Registry {
             .entries
             .iter()
             .find(|e| e.name == name)
-            .map(|e| e.tools.clone())
+            .map(|e| e.tools.iter().map(|o| o.name.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -136,6 +204,7 @@ impl Registry {
     fn refresh(&self, only: Option<&str>, cancel: Option<&crate::Cancellable>) {
         let mut inner = self.inner.lock();
         let Some(ctx) = inner.ctx.clone() else { return };
+        let pools = Pools::of(&inner);
         for entry in &mut inner.entries {
             if only.is_some_and(|n| n != entry.name) {
                 continue;
@@ -153,35 +222,146 @@ impl Registry {
                     continue;
                 }
             };
-            // One pass over the agent's pools for the whole list.
-            let old: Vec<&str> = entry.tools.iter().map(String::as_str).collect();
-            ctx.remove_tools(&old);
-            entry.tools.clear();
-            entry.tools = offer(&ctx, entry, &client, listed, self);
-            log::info!(target: "pikuri::mcp", "[{}] tool list refreshed: {} tools", entry.name, entry.tools.len());
+            // A tool listed unchanged stays where it is (its place in the
+            // request, its pool, found or not); the rest go, in one pass
+            // over the agent's pools, and the new or changed ones join.
+            // Hashed sets: a list of 10,000 tools is swapped in O(n).
+            let now: HashSet<(&str, u64)> = listed
+                .iter()
+                .map(|i| (i.name.as_str(), Offered::hash(i)))
+                .collect();
+            let (kept, gone): (Vec<Offered>, Vec<Offered>) = std::mem::take(&mut entry.tools)
+                .into_iter()
+                .partition(|o| o.listed_in(&now));
+            let gone: Vec<&str> = gone.iter().map(|o| o.name.as_str()).collect();
+            ctx.remove_tools(&gone);
+            let kept_remote: HashSet<&str> =
+                kept.iter().filter_map(|o| o.remote.as_deref()).collect();
+            let fresh: Vec<ToolInfo> = listed
+                .into_iter()
+                .filter(|i| !kept_remote.contains(i.name.as_str()))
+                .collect();
+            entry.tools = kept;
+            let added = offer(&ctx, entry, pools, &client, fresh, self);
+            entry.tools.extend(added);
+            let names: Vec<&str> = entry.tools.iter().map(|o| o.name.as_str()).collect();
+            log::info!(target: "pikuri::mcp", "[{}] tool list refreshed: {} tools", entry.name, names.len());
             ctx.emit_event(
                 "mcp.tools_refreshed",
-                json!({"server": entry.name, "tools": entry.tools}),
+                json!({"server": entry.name, "tools": names}),
                 false,
             );
         }
     }
 }
 
-/// Add `listed` to the agent under collision-free names; returns the names.
+/// Which pool a server's tools join: the registry's default for deferral.
+#[derive(Clone, Copy)]
+struct Pools {
+    #[cfg(feature = "tool-search")]
+    defer: bool,
+}
+
+/// A pool of the agent's tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pool {
+    Model,
+    SubAgent,
+    #[cfg(feature = "tool-search")]
+    Deferred,
+}
+
+impl Pools {
+    fn of(inner: &Inner) -> Pools {
+        #[cfg(not(feature = "tool-search"))]
+        let _ = inner;
+        Pools {
+            #[cfg(feature = "tool-search")]
+            defer: inner.defer,
+        }
+    }
+
+    /// The pool of `server`'s tools: sub-agent-only wins, then the
+    /// server's own choice, then the registry's.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(
+            clippy::unused_self,
+            reason = "the registry's default is read with the feature"
+        )
+    )]
+    fn of_server(self, server: &Server) -> Pool {
+        if server.sub_agent_only {
+            return Pool::SubAgent;
+        }
+        #[cfg(feature = "tool-search")]
+        if server.deferred.unwrap_or(self.defer) {
+            return Pool::Deferred;
+        }
+        Pool::Model
+    }
+}
+
+/// Most names tried for one tool when the pools the registry cannot list
+/// (another extension's deferred tools) hold the name it picked.
+const NAME_TRIES: usize = 8;
+
+/// Add the tool `make` builds under a collision-free name to `pool`;
+/// returns the name, or `None` after a `warn`.
+fn add_named(
+    ctx: &ExtensionContext,
+    server: &str,
+    remote: &str,
+    pool: Pool,
+    taken: &mut HashSet<String>,
+    make: impl Fn(String) -> Arc<dyn Tool>,
+) -> Option<String> {
+    for _ in 0..NAME_TRIES {
+        let name = tool_name(server, remote, taken);
+        let tool = make(name.clone());
+        let added = match pool {
+            Pool::Model => ctx.add_tool(tool),
+            Pool::SubAgent => ctx.add_sub_agent_tool(tool),
+            #[cfg(feature = "tool-search")]
+            Pool::Deferred => ctx.add_deferred_tool(tool),
+        };
+        match added {
+            Ok(()) => {
+                taken.insert(name.clone());
+                return Some(name);
+            }
+            // Taken in a pool `taken` does not list: pick the next name.
+            Err(e) if e.to_string().contains("duplicate tool name") => {
+                taken.insert(name);
+            }
+            Err(e) => {
+                log::warn!(target: "pikuri::mcp", "[{server}] skipped tool `{name}`: {e}");
+                return None;
+            }
+        }
+    }
+    log::warn!(target: "pikuri::mcp", "[{server}] skipped tool `{remote}`: no free name");
+    None
+}
+
+/// Add `listed` to the agent under collision-free names, and the resource
+/// tool if asked for; returns what was added.
 fn offer(
     ctx: &ExtensionContext,
     entry: &Entry,
+    pools: Pools,
     client: &Client,
     listed: Vec<ToolInfo>,
     registry: &Registry,
-) -> Vec<String> {
+) -> Vec<Offered> {
     let mut taken: HashSet<String> = ctx
         .tools()
         .iter()
         .chain(&ctx.sub_agent_tools())
         .map(|t| t.name().to_string())
+        .chain(entry.tools.iter().map(|o| o.name.clone()))
         .collect();
+    let pool = pools.of_server(&entry.server);
     let mut names = Vec::new();
     for info in listed {
         let params = match Parameters::from_json_schema(info.input_schema.clone()) {
@@ -191,7 +371,6 @@ fn offer(
                 continue;
             }
         };
-        let name = tool_name(&entry.name, &info.name, &taken);
         let description = if info.description.trim().is_empty() {
             info.title.clone().unwrap_or_else(|| {
                 format!("Tool `{}` of the MCP server `{}`.", info.name, entry.name)
@@ -199,43 +378,36 @@ fn offer(
         } else {
             info.description.clone()
         };
-        let tool = Arc::new(McpTool {
-            client: client.clone(),
-            registry: registry.clone(),
-            server: entry.name.clone(),
-            remote: info.name,
-            name: name.clone(),
-            description,
-            params,
-        });
-        let added = if entry.server.sub_agent_only {
-            ctx.add_sub_agent_tool(tool)
-        } else {
-            ctx.add_tool(tool)
+        let hash = Offered::hash(&info);
+        let make = |name: String| -> Arc<dyn Tool> {
+            Arc::new(McpTool {
+                client: client.clone(),
+                registry: registry.clone(),
+                server: entry.name.clone(),
+                remote: info.name.clone(),
+                name,
+                description: description.clone(),
+                params: params.clone(),
+            })
         };
-        match added {
-            Ok(()) => {
-                taken.insert(name.clone());
-                names.push(name);
-            }
-            Err(e) => {
-                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name);
-            }
+        if let Some(name) = add_named(ctx, &entry.name, &info.name, pool, &mut taken, make) {
+            names.push(Offered {
+                name,
+                remote: Some(info.name.clone()),
+                hash,
+            });
         }
     }
     if entry.server.resource_tool {
-        let name = tool_name(&entry.name, "read_resource", &taken);
-        let tool = Arc::new(ReadResource::new(client, &entry.name, name.clone()));
-        let added = if entry.server.sub_agent_only {
-            ctx.add_sub_agent_tool(tool)
-        } else {
-            ctx.add_tool(tool)
+        let make = |name: String| -> Arc<dyn Tool> {
+            Arc::new(ReadResource::new(client, &entry.name, name))
         };
-        match added {
-            Ok(()) => names.push(name),
-            Err(e) => {
-                log::warn!(target: "pikuri::mcp", "[{}] skipped tool `{name}`: {e}", entry.name);
-            }
+        if let Some(name) = add_named(ctx, &entry.name, "read_resource", pool, &mut taken, make) {
+            names.push(Offered {
+                name,
+                remote: None,
+                hash: 0,
+            });
         }
     }
     names
@@ -430,6 +602,7 @@ impl Extension for Registry {
                 .collect()
         });
         let mut inner = self.inner.lock();
+        let pools = Pools::of(&inner);
         let mut failure = None;
         for (entry, result) in inner.entries.iter_mut().zip(connected) {
             match result {
@@ -437,7 +610,7 @@ impl Extension for Registry {
                     let closing = client.clone();
                     ctx.on_close(move || closing.close())?;
                     entry.summary = summary(&entry.server, &client);
-                    entry.tools = offer(ctx, entry, &client, listed, self);
+                    entry.tools = offer(ctx, entry, pools, &client, listed, self);
                     entry.client = Some(client);
                 }
                 Err(e) if entry.server.optional => {

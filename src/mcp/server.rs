@@ -52,6 +52,10 @@ pub struct Server {
     pub(super) input: Option<Arc<dyn InputProvider>>,
     pub(super) input_timeout: Duration,
     pub(super) resource_tool: bool,
+    /// Whether the tools are deferred (`None`: the registry's default,
+    /// [`Registry::defer_tools`](super::Registry::defer_tools)).
+    #[cfg(feature = "tool-search")]
+    pub(super) deferred: Option<bool>,
 }
 
 #[derive(Clone)]
@@ -94,6 +98,8 @@ impl Server {
             input: None,
             input_timeout: Duration::from_secs(300),
             resource_tool: false,
+            #[cfg(feature = "tool-search")]
+            deferred: None,
         }
     }
 
@@ -236,6 +242,27 @@ impl Server {
         self
     }
 
+    /// Add this server's tools as deferred tools (`true`) or as ordinary
+    /// ones (`false`), whatever the registry's default
+    /// ([`Registry::defer_tools`](super::Registry::defer_tools)) says. A
+    /// deferred tool is sent only once the model found it with a search,
+    /// and only while the deferred tools pass the agent's
+    /// [`ToolSearch`](crate::tool_search::ToolSearch) threshold; see
+    /// [Deferred tools](super#deferred-tools). A sub-agent-only server's
+    /// tools are never deferred.
+    ///
+    /// ```
+    /// use pikuri::mcp::Server;
+    /// let big = Server::http("http://127.0.0.1:3001/mcp").with_deferred(true);
+    /// assert_eq!(big.is_deferred(), Some(true));
+    /// assert_eq!(Server::http("http://127.0.0.1:3001/mcp").is_deferred(), None);
+    /// ```
+    #[cfg(feature = "tool-search")]
+    pub fn with_deferred(mut self, yes: bool) -> Server {
+        self.deferred = Some(yes);
+        self
+    }
+
     /// A server that fails to connect at build is logged and left out,
     /// instead of failing [`Configurator::build`](crate::Configurator::build).
     pub fn with_optional(mut self, yes: bool) -> Server {
@@ -357,6 +384,13 @@ impl Server {
     /// Whether the tools go to the sub-agent-only pool.
     pub fn is_sub_agent_only(&self) -> bool {
         self.sub_agent_only
+    }
+
+    /// Whether the tools are deferred as set by [`Server::with_deferred`];
+    /// `None` when the registry's default decides.
+    #[cfg(feature = "tool-search")]
+    pub fn is_deferred(&self) -> Option<bool> {
+        self.deferred
     }
 }
 

@@ -160,7 +160,7 @@ use std::sync::atomic::Ordering;
 
 pub use config::OtlpConfig;
 
-use crate::listener::SubAgentListener;
+use crate::listener::{Delivery, SubAgentListener};
 use crate::{ChatTransport, Event, Listener};
 use context::Context;
 use export::{Export, Item};
@@ -279,6 +279,14 @@ impl Listener for OtlpExporter {
         self.tracer.abandon();
         self.ship(1);
         self.export.close();
+    }
+
+    /// Hands off: nothing a turn returns depends on the export, and the
+    /// agent's close (or [`close_all`](crate::close_all)) stops the
+    /// listener only after it took every event and sent what waits,
+    /// within [`OtlpConfig::with_close_timeout`].
+    fn delivery(&self) -> Delivery {
+        Delivery::HandOff
     }
 
     fn for_sub_agent(&mut self, id: &str) -> SubAgentListener {

@@ -33,6 +33,7 @@
 //! | `sink.rs` | `Sink`: what a chat request reports while it runs (retries, progress, fragments, before a read) |
 //! | `rules.rs` | the rules all four decoders apply, written once: progress, call identity, in-stream errors, bounds, finish reasons |
 //! | `error.rs` | `DecodeError`, what `sse.rs` and `decode/` fail with |
+//! | `found.rs` | the API's own tool search in the history: its blocks and items, `found_tool_names` |
 //! | `probe.rs` | context-window detection ([`ChatTransport::detect_context_window`]) |
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
 //! | `fuzz.rs` | hooks for `fuzz/` (`cfg(fuzzing)` and tests only) |
@@ -46,6 +47,7 @@ mod body;
 mod client;
 mod decode;
 mod error;
+mod found;
 #[cfg(any(fuzzing, test))]
 #[allow(
     unreachable_pub,
@@ -79,6 +81,11 @@ pub(crate) use client::decode_error;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
+#[allow(
+    unused_imports,
+    reason = "the agent's native tool search (issue 40) calls it"
+)]
+pub(crate) use found::found_tool_names;
 pub(crate) use request::{Request, ResponseSchema, ToolSpecs, is_sendable};
 pub(crate) use retry::{RetryNotice, Wake};
 pub(crate) use sink::Callbacks;

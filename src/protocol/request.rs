@@ -156,6 +156,23 @@ impl ToolSpecs {
         )
     }
 
+    /// `tools`, then `deferred` marked for the API's own tool search
+    /// (`pikuri::tool_search`'s native form).
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(dead_code, reason = "deferred tools need the tool-search feature")
+    )]
+    pub(crate) fn with_deferred(tools: &[Arc<dyn Tool>], deferred: &[Arc<dyn Tool>]) -> ToolSpecs {
+        let mut specs = ToolSpecs::new(tools);
+        specs
+            .0
+            .extend(ToolSpecs::new(deferred).0.into_iter().map(|mut s| {
+                s.deferred = true;
+                s
+            }));
+        specs
+    }
+
     /// Specs from chat-shaped values (tests of the other APIs' encoders).
     #[cfg(test)]
     #[cfg_attr(
@@ -179,7 +196,7 @@ impl ToolSpecs {
                             .get("parameters")
                             .cloned()
                             .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-                        deferred: false,
+                        deferred: v.get("defer_loading").and_then(Value::as_bool) == Some(true),
                     }
                 })
                 .collect(),

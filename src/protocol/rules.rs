@@ -9,7 +9,8 @@
 //!
 //! A stream's idle bound ([`HttpConfig::with_idle_timeout`](crate::HttpConfig::with_idle_timeout))
 //! is reset only by an event that carries part of the answer: new text or
-//! reasoning, a piece of a tool call (its id, name or arguments), a stop
+//! reasoning, a piece of a tool call (its id, name or arguments), a piece
+//! of the API's own tool search (its start, input, result), a stop
 //! reason or the end event, or usage figures that differ from the last
 //! ones. Pings, comments, empty deltas, unknown event or delta kinds,
 //! lifecycle events and repeated usage do not count ([`Progress`]), so a

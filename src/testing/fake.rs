@@ -375,6 +375,37 @@ impl FakeServer {
         self.script.state.lock().caches.expire_all();
     }
 
+    /// Simulate a provider's automatic prompt cache (default off): once
+    /// on, each scripted reply that sets no cached tokens of its own
+    /// reports as cached (`prompt_tokens_details.cached_tokens`, or the
+    /// API's field; see [Usage](super#usage)) the bytes its prompt shares
+    /// from its start with the previous chat request's, at four bytes a
+    /// token, rounded down (the first request: none). The prompt is read
+    /// in the order providers cache it: the `tools` array, then the system
+    /// prompt, then the conversation (`messages`, `input` or `contents`),
+    /// each as compact JSON. A change early in it (a reordered tool) loses
+    /// the rest.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::Agent;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.set_prefix_cache(true);
+    /// server.push(Reply::text("One.")).push(Reply::text("Two."));
+    /// let mut agent = Agent::builder(server.transport()).build()?;
+    /// let first = "What was the weather like in Paris in the spring of 1900?";
+    /// assert_eq!(agent.run_loop(first)?.usage.cached.unwrap_or(0), 0);
+    /// // The second request repeats the first one's conversation.
+    /// assert!(agent.run_loop("Second question")?.usage.cached.unwrap_or(0) > 10);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    pub fn set_prefix_cache(&self, on: bool) {
+        self.script.state.lock().prefix_cache = on.then(String::new);
+    }
+
     /// Turn strict request validation on or off (default on). See the
     /// [module docs](super#strict-mode).
     pub fn set_strict(&self, on: bool) {

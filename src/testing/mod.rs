@@ -161,7 +161,13 @@
 //! The signature and `encrypted_content` are [`Reply::with_signature`]'s,
 //! else `fakesig-` and a hash of the reasoning.
 //! [`Reply::with_redacted_thinking`] adds a `redacted_thinking` block (a
-//! reasoning item without summary) before them. Streams end without
+//! reasoning item without summary) before them.
+//! [`Reply::with_tool_search`] adds the API's own tool search after the
+//! reasoning, before the text: a `server_tool_use` block
+//! (`tool_search_tool_bm25`, its `input` streamed as `input_json_delta`)
+//! and its `tool_search_tool_result` (whole in its start); on Responses a
+//! `tool_search_call` and a `tool_search_output` item (each found tool as
+//! a `function` with its name), without deltas. Streams end without
 //! `[DONE]`; the fault modifiers count every event before the last
 //! (`ping` included), and a count past them lands before the last, as
 //! before `[DONE]`. [`with_garbage`](Reply::with_garbage) adds comments and
@@ -218,6 +224,10 @@
 //! `cache_creation_input_tokens`, with `input_tokens` the rest of the
 //! prompt; Responses as `input_tokens_details.cached_tokens` and
 //! `cache_write_tokens`, with `output_tokens_details.reasoning_tokens`.
+//! [`FakeServer::set_prefix_cache`] simulates a provider's automatic
+//! prompt cache: the cached tokens are then the bytes each request's
+//! prompt (tools, system prompt, conversation) shares from its start with
+//! the one before, / 4.
 //!
 //! # Strict mode
 //!
@@ -249,13 +259,25 @@
 //! the calls without its leading thinking block. It is also answered 400
 //! for chat completions' `response_format` (Anthropic's own field is
 //! `output_config.format`) and for an `output_config.format` that is not
-//! `{"type": "json_schema", "schema": {..}}`.
+//! `{"type": "json_schema", "schema": {..}}`. For the API's own tool
+//! search: a tool's `defer_loading` not a boolean, a deferred tool without
+//! a tool search tool (`tool_search_tool_bm25_*`, `_regex_*`) in
+//! `tools`, a deferred search tool, or a search sent back without the
+//! search tool, without a string `id` and object `input`, or without its
+//! `tool_search_tool_result` in the same message (whose `content` must be
+//! `tool_references` of `{type: tool_reference, tool_name}` or an error
+//! with its `error_code`).
 //!
 //! A Responses request is answered 400 when `model` or `input` is missing,
 //! a `function_call` lacks `call_id`, `name` or JSON-object `arguments`, a
 //! `function_call_output` answers no earlier `function_call` (unless
 //! `previous_response_id` is set) or answers one twice, or a call has no
-//! output.
+//! output; for the API's own tool search, when `defer_loading` is not a
+//! boolean or is on a tool other than a `function` or `namespace`, a
+//! deferred tool or a search sent back comes without a
+//! `{"type": "tool_search"}` tool, a `tool_search_call` has no
+//! `arguments`, or a `tool_search_output` has no `tools` (each with a
+//! `name`) or no search call before it.
 //!
 //! That way a test proves the agent always sends a history a real server
 //! accepts. Rejections are logged at `warn` and listed by
@@ -367,7 +389,7 @@
 //   with `view`: any API's request read as chat completions), `cassette`
 //   (+ `diff`), `strict` (request validation, dispatching to
 //   `strict_anthropic` and `strict_responses`, all three on
-//   `strict_common`), `buffer`;
+//   `strict_common`; the tool search's in `strict_search`), `buffer`;
 // - bytes: `http` (HTTP/1.1 framing), `render` (chat-completions JSON and
 //   SSE, and what the others share), `render_anthropic`,
 //   `render_responses`, and `render_any` picking one by the request's API;
@@ -390,6 +412,7 @@ mod strict_anthropic;
 mod strict_common;
 mod strict_gemini;
 mod strict_responses;
+mod strict_search;
 mod view;
 
 mod http;

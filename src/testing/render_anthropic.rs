@@ -71,6 +71,10 @@ fn blocks(c: &Completion, meta: &Meta) -> Vec<Value> {
             "signature": signature(c, thinking),
         }));
     }
+    for (i, (query, found)) in c.searches.iter().enumerate() {
+        out.push(search_use(meta, i, query, true));
+        out.push(search_result(meta, i, found));
+    }
     if let Some(text) = &c.content {
         out.push(json!({ "type": "text", "text": text }));
     }
@@ -83,6 +87,35 @@ fn blocks(c: &Completion, meta: &Meta) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// The id of the answer's `i`th tool search.
+fn search_id(meta: &Meta, i: usize) -> String {
+    format!("srvtoolu_{}_{i}", meta.id)
+}
+
+/// A tool search's `server_tool_use` block: with its `input`, or, as a
+/// stream starts it, with `{}`.
+fn search_use(meta: &Meta, i: usize, query: &str, whole: bool) -> Value {
+    json!({
+        "type": "server_tool_use",
+        "id": search_id(meta, i),
+        "name": "tool_search_tool_bm25",
+        "input": if whole { json!({ "query": query }) } else { json!({}) },
+    })
+}
+
+/// A tool search's `tool_search_tool_result`: a `tool_reference` per name.
+fn search_result(meta: &Meta, i: usize, found: &[String]) -> Value {
+    let refs: Vec<Value> = found
+        .iter()
+        .map(|n| json!({ "type": "tool_reference", "tool_name": n }))
+        .collect();
+    json!({
+        "type": "tool_search_tool_result",
+        "tool_use_id": search_id(meta, i),
+        "content": { "type": "tool_search_tool_search_result", "tool_references": refs },
+    })
 }
 
 fn message(c: &Completion, meta: &Meta, content: &[Value], stop: Option<&str>) -> Value {
@@ -155,6 +188,16 @@ pub(super) fn stream_frames(c: &Completion, meta: &Meta, opts: StreamOptions) ->
             json!({ "type": "thinking", "thinking": "", "signature": "" }),
             deltas,
         );
+    }
+    for (i, (query, found)) in c.searches.iter().enumerate() {
+        let input = json!({ "query": query }).to_string();
+        let deltas = pieces(&input, opts.chunk_chars)
+            .into_iter()
+            .map(|p| json!({ "type": "input_json_delta", "partial_json": p }))
+            .collect();
+        block(&mut events, search_use(meta, i, query, false), deltas);
+        // The result comes whole in its start, as the API streams it.
+        block(&mut events, search_result(meta, i, found), Vec::new());
     }
     if let Some(text) = &c.content {
         let deltas = pieces(text, opts.chunk_chars)

@@ -119,9 +119,45 @@ fn redacted_item(c: &Completion, meta: &Meta) -> Option<Value> {
     }))
 }
 
+/// The items of [`Reply::with_tool_search`](super::Reply::with_tool_search):
+/// a `tool_search_call` and its `tool_search_output` per search, run by the
+/// server; each found tool as a `function` with its name.
+fn search_items(c: &Completion, meta: &Meta, phase: Phase) -> Vec<Value> {
+    let state = if phase == Phase::Done {
+        "completed"
+    } else {
+        "in_progress"
+    };
+    let mut out = Vec::new();
+    for (i, (query, found)) in c.searches.iter().enumerate() {
+        out.push(json!({
+            "type": "tool_search_call",
+            "id": format!("tsc_{}_{i}", meta.id),
+            "call_id": null,
+            "execution": "server",
+            "status": state,
+            "arguments": { "query": query },
+        }));
+        let tools: Vec<Value> = found
+            .iter()
+            .map(|n| json!({ "type": "function", "name": n }))
+            .collect();
+        out.push(json!({
+            "type": "tool_search_output",
+            "id": format!("tso_{}_{i}", meta.id),
+            "call_id": null,
+            "execution": "server",
+            "status": state,
+            "tools": tools,
+        }));
+    }
+    out
+}
+
 fn items(c: &Completion, meta: &Meta, phase: Phase) -> Vec<Value> {
     let mut out: Vec<Value> = redacted_item(c, meta).into_iter().collect();
     out.extend(reasoning_item(c, meta, phase));
+    out.extend(search_items(c, meta, phase));
     out.extend(message_item(c, meta, phase));
     out.extend(call_items(c, meta, phase));
     out
@@ -238,6 +274,8 @@ fn item_events(
                 "type": "response.content_part.done", "content_index": 0, "part": part(text),
             })));
         }
+        // A tool search: its items alone, no deltas.
+        Some("tool_search_call" | "tool_search_output") => {}
         _ => {
             let arguments = full["arguments"].as_str().unwrap_or("");
             for p in pieces(arguments, opts.chunk_chars) {

@@ -45,8 +45,9 @@ pub struct Reply {
 /// What a reply sends.
 #[derive(Clone, Debug)]
 pub(super) enum Kind {
-    /// A normal completion, as JSON or as SSE.
-    Completion(Completion),
+    /// A normal completion, as JSON or as SSE (boxed: the other kinds are
+    /// small).
+    Completion(Box<Completion>),
     /// An HTTP error with an OpenAI-style error body.
     Status { code: u16, message: String },
     /// Read the request, then never answer.
@@ -82,6 +83,9 @@ pub(super) struct Completion {
     pub(super) redacted: Option<String>,
     pub(super) finish_reason: Option<String>,
     pub(super) model: Option<String>,
+    /// Searches of the API's own tool search, `(query, found tool names)`,
+    /// rendered before the text (Anthropic and Responses only).
+    pub(super) searches: Vec<(String, Vec<String>)>,
 }
 
 /// One scripted tool call. `id: None` gets `call_<n>` when served.
@@ -140,7 +144,7 @@ impl Reply {
     }
 
     fn completion(c: Completion) -> Reply {
-        Reply::new(Kind::Completion(c))
+        Reply::new(Kind::Completion(Box::new(c)))
     }
 
     /// A plain text answer (`finish_reason: "stop"`).
@@ -292,6 +296,36 @@ impl Reply {
     #[must_use]
     pub fn with_redacted_thinking(self, data: &str) -> Reply {
         self.map_completion(|c| c.redacted = Some(data.to_string()))
+    }
+
+    /// Begin the answer with a search of the API's own tool search for
+    /// `query` that finds the tools named `found` (chain it for several
+    /// searches): on Anthropic Messages a `server_tool_use` block
+    /// (`tool_search_tool_bm25`) and its `tool_search_tool_result` (one
+    /// `tool_reference` per name); on OpenAI Responses a
+    /// `tool_search_call` item and its `tool_search_output` (one `function`
+    /// per name, with its name only); nothing on chat completions and
+    /// Gemini, which have no such search. See
+    /// [`pikuri::tool_search`](crate::tool_search).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::testing::Reply;
+    /// use serde_json::json;
+    ///
+    /// let found = Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+    ///     .with_tool_search("weather", &["get_weather"]);
+    /// assert!(format!("{found:?}").contains("get_weather"));
+    /// ```
+    #[must_use]
+    pub fn with_tool_search(self, query: &str, found: &[&str]) -> Reply {
+        self.map_completion(|c| {
+            c.searches.push((
+                query.to_string(),
+                found.iter().map(|n| (*n).to_string()).collect(),
+            ));
+        })
     }
 
     /// Override the `finish_reason` (default `"stop"`, or `"tool_calls"` when

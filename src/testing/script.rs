@@ -53,6 +53,9 @@ pub(super) struct State {
     pub(super) fallback: Option<Fallback>,
     /// Gemini's `cachedContents`.
     pub(super) caches: Caches,
+    /// The simulated prompt cache (`FakeServer::set_prefix_cache`): the
+    /// previous chat request's body, once on.
+    pub(super) prefix_cache: Option<String>,
 }
 
 /// A function computing a chat reply from the request, set with
@@ -90,6 +93,7 @@ impl Script {
                 replay: None,
                 fallback: None,
                 caches: Caches::default(),
+                prefix_cache: None,
             }),
         }
     }
@@ -283,6 +287,21 @@ fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answe
         }
         _ => reply,
     };
+    // The simulated prompt cache: the bytes of the prompt shared from the
+    // start with the previous request's, at four bytes a token.
+    let reply = match &mut st.prefix_cache {
+        Some(previous) => {
+            let prompt = cached_prompt(req.body.as_ref());
+            let common = previous
+                .bytes()
+                .zip(prompt.bytes())
+                .take_while(|(a, b)| a == b)
+                .count();
+            *previous = prompt;
+            caches::with_cached_tokens(reply, common as u64 / 4)
+        }
+        None => reply,
+    };
     let mut call_ids = Vec::new();
     let mut model = None;
     if let Kind::Completion(c) = &reply.kind {
@@ -315,6 +334,26 @@ fn serve(st: &mut State, req: &RecordedRequest, reply: Reply, n: usize) -> Answe
         stream: req.is_stream(),
         include_usage: req.includes_usage(),
     }))
+}
+
+/// A request's prompt in the order providers cache it: the tools, then
+/// the system prompt, then the conversation (each API's field names), as
+/// compact JSON.
+fn cached_prompt(body: Option<&Value>) -> String {
+    const ORDER: [&str; 7] = [
+        "tools",
+        "system",
+        "instructions",
+        "systemInstruction",
+        "messages",
+        "input",
+        "contents",
+    ];
+    let mut out = String::new();
+    for v in ORDER.iter().filter_map(|k| body?.get(*k)) {
+        out.push_str(&v.to_string());
+    }
+    out
 }
 
 /// Seconds since the epoch, for `created` fields.

@@ -10,6 +10,7 @@ use super::strict_common::object_with_model;
 /// `Ok` if the Messages API would accept `body`; otherwise why not.
 pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
     let body = object_with_model(body)?;
+    super::strict_search::anthropic(body)?;
     match body.get("max_tokens") {
         Some(n) if n.as_u64().is_some_and(|n| n >= 1) => {}
         Some(_) => return Err("`max_tokens` must be a positive integer".into()),

@@ -10,6 +10,7 @@ use super::strict_common::{check_arguments, object_with_model};
 /// `Ok` if the Responses API would accept `body`; otherwise why not.
 pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
     let body = object_with_model(body)?;
+    super::strict_search::responses(body)?;
     let items = match body.get("input") {
         Some(Value::String(_)) => return Ok(()),
         Some(Value::Array(items)) if !items.is_empty() => items,

@@ -2059,3 +2059,62 @@ fn guard_flags_redact_block_deny_and_bound_the_answer() {
     server.assert_all_used();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 40: `/tools` lists the tools sent with every request (no MCP
+/// server here, so nothing is deferred); `--help` and `/help` name it and
+/// the deferral flags. tests/mcp/chat.rs drives it with MCP servers.
+#[test]
+fn repl_tools_lists_the_tools_sent() {
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let mut chat = Chat::spawn(&against(&base, &["--tools", "calculator,read_file"]));
+    chat.wait_prompt(1);
+    chat.send("/tools");
+    chat.wait_prompt(2);
+    chat.send("/help");
+    chat.wait_prompt(3);
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("sent (2): calculator, read_file"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("deferred ("), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("/tools        list the tools sent, the deferred ones and those found"),
+        "{}",
+        out.stderr
+    );
+    let help = run(&["--help"]);
+    for words in ["--defer-above N", "--no-tool-search", "/tools"] {
+        assert!(help.stdout.contains(words), "{words}: {}", help.stdout);
+    }
+}
+
+/// Issue 40: a bad `--defer-above`, or both deferral flags, is a usage
+/// error naming the flag.
+#[test]
+fn deferral_flags_are_checked() {
+    for (flags, says) in [
+        (
+            &["--defer-above", "many"][..],
+            "--defer-above needs a whole number",
+        ),
+        (
+            &["--defer-above", "-1"][..],
+            "--defer-above needs a whole number",
+        ),
+        (
+            &["--defer-above", "3", "--no-tool-search"][..],
+            "--defer-above and --no-tool-search contradict each other",
+        ),
+    ] {
+        let mut args = flags.to_vec();
+        args.extend(["-p", "hi"]);
+        let out = run(&args);
+        assert_eq!(out.code, Some(2), "{flags:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{flags:?}: {}", out.stderr);
+    }
+}

@@ -42,6 +42,10 @@ mod skills; // issue 40 part 3: Agent Skills read on demand, confined and bounde
 mod stress; // many threads: agents, cancel, interloper, listeners
 mod structured; // issue 14: typed answers, response_format, repairs, InvalidAnswer
 mod three_apis; // issue 29 end to end: one script through the agent on all three APIs, switches
+#[cfg(feature = "tool-search")]
+mod tool_search; // issue 40: deferred tools found by the local search, the cache kept, found after reload and resume
+#[cfg(all(feature = "tool-search", feature = "anthropic", feature = "responses"))]
+mod tool_search_native; // issue 40: the API's own tool search on Anthropic and Responses, strict, plain and streamed
 mod trifecta; // the lethal-trifecta rule, the bundled personas
 mod typed_tools; // TypedTool, schemas from types and raw JSON Schema, on the wire
 mod util; // shared helpers

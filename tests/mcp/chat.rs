@@ -245,3 +245,82 @@ fn chat_repl_lists_resources_and_prompts_sends_a_prompt_and_answers_an_input_req
         "Say hello to Ada."
     );
 }
+
+/// The fake with `--many 40` (52 tools) through the example: above
+/// `--defer-above`'s default of 30 its tools are held back, the model
+/// searches, finds `fake__echo` and calls it; `/tools` shows the pools
+/// before and after. With `--no-tool-search` every schema is sent.
+#[test]
+fn chat_example_defers_mcp_tools_above_the_threshold() {
+    use std::io::Write;
+    let Some((py, script)) = python() else { return };
+    let Some(bin) = chat_bin() else { return };
+    let spec = format!("fake={py} '{script}' --many 40");
+    let model = FakeServer::start();
+    model.push(Reply::tool_call(
+        "search_tools",
+        json!({"query": "echo text"}),
+    ));
+    model.push(Reply::tool_call("fake__echo", json!({"text": "hi"})));
+    model.respond_with(|req| {
+        let last = req.messages().last().cloned().unwrap_or_default();
+        Reply::text(format!(
+            "The tool said: {}",
+            last["content"].as_str().unwrap_or("?")
+        ))
+    });
+    let mut child = chat(&bin, &model)
+        .args(["--tools", "calculator", "--mcp", &spec])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A /command after a message waits for its turn to end.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"/tools\nEcho hi.\n/tools\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(stdout.contains("The tool said: echo: hi"), "{stdout}");
+    let reqs = model.chat_requests();
+    assert_eq!(reqs[0].tool_names(), ["calculator", "search_tools"]);
+    assert_eq!(
+        reqs[1].tool_names(),
+        ["calculator", "search_tools", "fake__echo"]
+    );
+    assert!(
+        stderr.contains("sent (1): calculator\ndeferred (52, held back until found: more than 30): fake__echo, fake__hang,"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("found (0): (none)"), "{stderr}");
+    assert!(stderr.contains("found (1): fake__echo"), "{stderr}");
+
+    // Every schema with --no-tool-search; a small server's sent as they
+    // are with the default.
+    for (args, sent) in [
+        (&["--mcp", spec.as_str(), "--no-tool-search"][..], 52),
+        (&["--mcp", spec.as_str(), "--defer-above", "52"][..], 52),
+    ] {
+        let model = FakeServer::start();
+        model.push(Reply::text("ok"));
+        let out = chat(&bin, &model)
+            .args(args)
+            .args(["--tools", "none", "-p", "hi"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let names = model.chat_requests()[0].tool_names();
+        assert_eq!(names.len(), sent, "{args:?}: {names:?}");
+        assert!(!names.contains(&"search_tools".to_string()), "{names:?}");
+    }
+}

@@ -11,6 +11,8 @@
 //! missing piece into a failure.
 
 mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
+#[cfg(feature = "tool-search")]
+mod deferred; // tools of a server as deferred tools (issue 40)
 mod fake; // the fault matrix against the misbehaving Python server
 mod handshake; // the 2025 handshake over HTTP ends when the server has notifications/initialized
 mod hostile; // servers that stop reading, flood, die, daemonize or echo secrets

@@ -25,8 +25,15 @@ enum Open {
         /// The `input` the block started with, used when no delta follows.
         initial: String,
     },
-    /// A kind pikuri does not read (server tools, ...): its deltas are
-    /// skipped.
+    /// The API's own tool search (`server_tool_use`): its item stands in
+    /// the provider data already (in block order), its `input` is set at
+    /// the stop from the deltas.
+    Search {
+        item: usize,
+        json: String,
+    },
+    /// A kind pikuri does not read (other server tools, ...): its deltas
+    /// are skipped.
     Other,
 }
 
@@ -237,6 +244,21 @@ impl Decoder {
                     initial: shapes::arguments_of(b.input.as_ref()),
                 }
             }
+            (Some("server_tool_use"), Some(b)) if b.is_search_use() => {
+                self.progress.made();
+                let input = shapes::search_input(b.input.as_ref());
+                self.parts.items.push(b.search_use_item(input));
+                Open::Search {
+                    item: self.parts.items.len() - 1,
+                    json: String::new(),
+                }
+            }
+            (Some("tool_search_tool_result"), Some(b)) => {
+                // Whole in its start, as the API streams it.
+                self.progress.made();
+                self.parts.items.push(b.search_result_item());
+                Open::Other
+            }
             _ => Open::Other,
         };
         self.blocks.insert(index, Some(open));
@@ -282,7 +304,7 @@ impl Decoder {
                 progress.text(piece);
                 signature.get_or_insert_with(String::new).push_str(piece);
             }
-            (Open::Tool { json, .. }, Some("input_json_delta")) => {
+            (Open::Tool { json, .. } | Open::Search { json, .. }, Some("input_json_delta")) => {
                 progress.text(piece);
                 json.push_str(piece);
             }
@@ -321,6 +343,22 @@ impl Decoder {
                     json
                 };
                 self.parts.calls[call].arguments = args;
+            }
+            Some(Open::Search { item, json }) => {
+                // The whole input, when the deltas made one JSON object;
+                // else the one the block started with (the API takes back
+                // only an object).
+                if !json.trim().is_empty() {
+                    match serde_json::from_str::<serde_json::Value>(&json) {
+                        Ok(input @ serde_json::Value::Object(_)) => {
+                            self.parts.items[item]["input"] = input;
+                        }
+                        _ => log::warn!(
+                            "anthropic stream: a tool search's input is not one JSON object; \
+                             kept as it started"
+                        ),
+                    }
+                }
             }
             Some(Open::Text | Open::Redacted | Open::Other) | None => {}
         }

@@ -5,9 +5,16 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
+use crate::protocol::found::is_search_item;
 use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
 use crate::protocol::settings::{ModelSettings, ReasoningEffort, ToolChoice};
 use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
+
+/// The `type` of the API's own tool search that pikuri sends (the BM25
+/// variant: natural-language queries, as pikuri's local search takes).
+pub(crate) const SEARCH_TOOL_TYPE: &str = "tool_search_tool_bm25_20251119";
+/// Its `name`, fixed by the API for that type.
+pub(crate) const SEARCH_TOOL_NAME: &str = "tool_search_tool_bm25";
 
 /// `max_tokens` (which the API requires) when no setting or request field
 /// sets it; with a thinking budget, added to the budget (the budget must
@@ -28,7 +35,7 @@ pub(crate) fn write_body(req: &Request<'_>, buf: &mut Vec<u8>) {
 enum Block<'a> {
     Text(&'a str),
     Image(&'a Image),
-    /// A `thinking` or `redacted_thinking` block, verbatim.
+    /// A `thinking`, `redacted_thinking` or tool-search block, verbatim.
     Item(&'a Value),
     ToolUse(&'a ToolCall),
     ToolResult(&'a Message),
@@ -64,6 +71,9 @@ impl<'a> Body<'a> {
             system.push(piece(Block::Text(s)));
         }
         let mut turns: Vec<Turn<'a>> = Vec::new();
+        // Whether a search of the API's own is sent back: its tool must
+        // then be in `tools` too.
+        let mut searched = false;
         for m in req.messages {
             match m.role {
                 // Anthropic has no system role in the conversation: the
@@ -94,6 +104,7 @@ impl<'a> Body<'a> {
                         .as_ref()
                         .filter(|pd| pd.is_for(Api::AnthropicMessages, endpoint, model))
                     {
+                        searched |= pd.items.iter().any(is_search_item);
                         pieces.extend(pd.items.iter().map(|i| piece(Block::Item(i))));
                     }
                     if !m.content.is_empty() {
@@ -106,7 +117,17 @@ impl<'a> Body<'a> {
         // The last message may have had nothing to send: the API rejects
         // empty content.
         turns.retain(|t| !t.pieces.is_empty());
-        let mut tools: Vec<Value> = req.tools.specs().iter().map(anthropic_tool).collect();
+        let specs = req.tools.specs();
+        let mut tools: Vec<Value> = specs.iter().map(anthropic_tool).collect();
+        // The API's own search over the deferred tools, last: never
+        // deferred itself, so the cache breakpoint on the last tool is on
+        // a tool that is always sent.
+        if searched || specs.iter().any(|t| t.deferred) {
+            tools.push(serde_json::json!({
+                "type": SEARCH_TOOL_TYPE,
+                "name": SEARCH_TOOL_NAME,
+            }));
+        }
         if req.prompt_caching {
             mark_breakpoints(&mut system, &mut turns, &mut tools);
         }
@@ -176,11 +197,15 @@ fn turn<'t, 'a>(turns: &'t mut Vec<Turn<'a>>, user: bool) -> &'t mut Vec<Piece<'
 /// A tool in Anthropic's shape, `{name, description, input_schema}` (a
 /// `Value`: the last one gets a cache breakpoint).
 fn anthropic_tool(spec: &ToolSpec) -> Value {
-    serde_json::json!({
+    let mut tool = serde_json::json!({
         "name": spec.name,
         "description": spec.description,
         "input_schema": spec.parameters,
-    })
+    });
+    if spec.deferred {
+        tool["defer_loading"] = Value::Bool(true);
+    }
+    tool
 }
 
 /// `max_tokens`: the setting, else the default (above the thinking budget).

@@ -24,8 +24,9 @@
 //!   text block of the last user message, after the conversation's cache
 //!   breakpoint, so a note that changes from one request to the next never
 //!   changes the cached prefix.
-//! - An assistant message sends, in order: the `thinking` and
-//!   `redacted_thinking` blocks of its [`ProviderData`](crate::ProviderData)
+//! - An assistant message sends, in order: the `thinking`,
+//!   `redacted_thinking` and tool-search blocks of its
+//!   [`ProviderData`](crate::ProviderData)
 //!   when that data is for this API, API base and model (the API requires
 //!   them back within a tool loop; another model's are dropped, as is
 //!   reasoning text that came without them, from another API), its text,
@@ -35,7 +36,14 @@
 //!   [`Configurator::replay_reasoning`](crate::Configurator::replay_reasoning)
 //!   says: the API requires it within a tool loop, and drops it itself from
 //!   earlier turns.
-//! - `tools`: `{name, description, input_schema}` each.
+//! - `tools`: `{name, description, input_schema}` each; a deferred tool
+//!   (the native form of [`tool_search`](crate::tool_search)) with
+//!   `defer_loading: true`. When any is deferred, or the history sends a
+//!   search back, the API's own search tool goes last,
+//!   `{"type": "tool_search_tool_bm25_20251119", "name":
+//!   "tool_search_tool_bm25"}` (never deferred, so it also carries the
+//!   tools' cache breakpoint). No beta header: the SDK has these types
+//!   outside its beta namespace.
 //! - `max_tokens`, which the API requires: the
 //!   [`ModelSettings`](crate::ModelSettings) bound, else
 //!   `DEFAULT_MAX_TOKENS` (4096), plus the thinking budget when one is set.
@@ -67,8 +75,13 @@
 //!
 //! - Text blocks make the content; `thinking` blocks the reasoning, and,
 //!   with their signature, the provider data (with `redacted_thinking`
-//!   blocks, verbatim, in order); `tool_use` blocks the tool calls. Other
-//!   block kinds (server tools, citations) are skipped.
+//!   blocks, verbatim, in order); `tool_use` blocks the tool calls. The
+//!   API's own tool search, a `server_tool_use` block named
+//!   `tool_search_tool_*` and its `tool_search_tool_result`, joins the
+//!   provider data in order, in the shape the API takes back (`id`,
+//!   `name`, `input`, `caller`; `tool_use_id`, `content`): never text,
+//!   never a client call ([`found`](super::found) reads what it found).
+//!   Other block kinds (other server tools, citations) are skipped.
 //! - `stop_reason` is mapped to a [`FinishReason`](crate::FinishReason)
 //!   (`rules::anthropic_finish`): `end_turn`, `stop_sequence` → `Complete`
 //!   (`ToolCalls` when calls came); `tool_use` → `ToolCalls`; `max_tokens`,
@@ -86,8 +99,9 @@
 //! # Streaming
 //!
 //! Events by their `type`: `message_start` (model, first usage),
-//! `content_block_start`, `content_block_delta` (`text_delta`,
-//! `thinking_delta`, `signature_delta`, `input_json_delta`),
+//! `content_block_start` (a `tool_search_tool_result` comes whole in
+//! it), `content_block_delta` (`text_delta`, `thinking_delta`,
+//! `signature_delta`, `input_json_delta`, also a tool search's input),
 //! `content_block_stop`, `message_delta` (stop reason, cumulative usage:
 //! its figures replace those before), `message_stop` (the end; anything
 //! after is ignored). `ping` and unknown event types, delta kinds and
@@ -111,7 +125,8 @@
 //! - a block still open at `message_stop` is closed as it stands;
 //! - `tool_use` input JSON that never completes is kept as the call's
 //!   arguments: the agent answers the call with an error observation and
-//!   the history sends `{}` back;
+//!   the history sends `{}` back; a tool search's input that never
+//!   completes as one object is kept as it started (`{}`);
 //! - a `thinking` block without a signature keeps its text as reasoning
 //!   but is not kept to send back (the API rejects unsigned thinking).
 //!
@@ -120,7 +135,8 @@
 //!
 //! # Not supported yet
 //!
-//! - Server tools (`server_tool_use`, web search results), citations,
+//! - Server tools other than the tool search (web search, code
+//!   execution), citations,
 //!   documents (PDF) and `search_result` blocks: skipped when received,
 //!   never sent.
 //! - Interleaved thinking: a message's thinking blocks are sent back before
@@ -135,6 +151,8 @@ mod encode;
 mod response;
 mod shapes;
 
+#[cfg(test)]
+mod search_tests;
 #[cfg(test)]
 mod tests;
 

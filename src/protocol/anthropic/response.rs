@@ -54,8 +54,15 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
                     shapes::arguments_of(block.input.as_ref()),
                 ));
             }
-            // Server-tool blocks, citations and kinds added later: not
-            // pikuri's to read.
+            // The API's own tool search: kept, in order, to send back
+            // (`protocol::found`); never text, never a client call.
+            Some("server_tool_use") if block.is_search_use() => {
+                let input = shapes::search_input(block.input.as_ref());
+                parts.items.push(block.search_use_item(input));
+            }
+            Some("tool_search_tool_result") => parts.items.push(block.search_result_item()),
+            // Other server-tool blocks, citations and kinds added later:
+            // not pikuri's to read.
             other => log::debug!("anthropic: skipping a content block of type {other:?}"),
         }
     }
@@ -74,7 +81,7 @@ pub(super) struct Parts {
     pub(super) content: String,
     pub(super) reasoning: String,
     pub(super) calls: Vec<ToolCall>,
-    /// `thinking` and `redacted_thinking` blocks, verbatim and in order.
+    /// `thinking`, `redacted_thinking` and tool-search blocks, in order.
     pub(super) items: Vec<Value>,
 }
 

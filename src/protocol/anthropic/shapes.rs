@@ -77,6 +77,58 @@ pub(super) struct Block {
     pub(super) id: Option<String>,
     pub(super) name: Option<String>,
     pub(super) input: Option<Value>,
+    /// A `server_tool_use` block's `caller` (kept to send back).
+    pub(super) caller: Option<Value>,
+    /// A `tool_search_tool_result`'s call id and `content`.
+    pub(super) tool_use_id: Option<String>,
+    pub(super) content: Option<Value>,
+}
+
+impl Block {
+    /// Whether this is the `server_tool_use` block of the API's own tool
+    /// search (other server tools are not pikuri's to read).
+    pub(super) fn is_search_use(&self) -> bool {
+        self.kind.as_deref() == Some("server_tool_use")
+            && self
+                .name
+                .as_deref()
+                .is_some_and(crate::protocol::found::is_search_tool_name)
+    }
+
+    /// The provider item for a tool-search `server_tool_use` block with
+    /// this `input`, in the shape the API takes back (`type`, `id`,
+    /// `name`, `input`, and `caller` when it came with one).
+    pub(super) fn search_use_item(&self, input: Value) -> Value {
+        let mut item = serde_json::json!({
+            "type": "server_tool_use",
+            "id": self.id.as_deref().unwrap_or(""),
+            "name": self.name.as_deref().unwrap_or(""),
+        });
+        item["input"] = input;
+        if let Some(caller) = self.caller.as_ref().filter(|c| !c.is_null()) {
+            item["caller"] = caller.clone();
+        }
+        item
+    }
+
+    /// The provider item for a `tool_search_tool_result` block, in the
+    /// shape the API takes back (`type`, `tool_use_id`, `content`).
+    pub(super) fn search_result_item(&self) -> Value {
+        serde_json::json!({
+            "type": "tool_search_tool_result",
+            "tool_use_id": self.tool_use_id.as_deref().unwrap_or(""),
+            "content": self.content.clone().unwrap_or(Value::Null),
+        })
+    }
+}
+
+/// A search's `input`: the object it came with, else `{}` (the API takes
+/// back only an object).
+pub(super) fn search_input(input: Option<&Value>) -> Value {
+    match input {
+        Some(v @ Value::Object(_)) => v.clone(),
+        _ => Value::Object(serde_json::Map::new()),
+    }
 }
 
 /// A non-streamed response (or an error body that came with a 200).

@@ -38,6 +38,9 @@ enum Kind {
         name: String,
         arguments: String,
     },
+    /// The API's own tool search: a `tool_search_call` or
+    /// `tool_search_output` item, kept whole once done (`protocol::found`).
+    Search { item: Option<Value> },
     /// Any other item type (a built-in tool's call, ...): skipped.
     Other,
 }
@@ -241,7 +244,11 @@ impl Decoder {
                 }
                 Kind::Reasoning {
                     item: Some(value), ..
-                } => kept.push(value),
+                }
+                | Kind::Search { item: Some(value) } => kept.push(value),
+                Kind::Search { item: None } => {
+                    log::warn!("responses: a tool search item never finished; not kept");
+                }
                 _ => {}
             }
         }
@@ -367,6 +374,7 @@ impl Decoder {
                 name: str_of(item, "name"),
                 arguments: str_of(item, "arguments"),
             },
+            Some("tool_search_call" | "tool_search_output") => Kind::Search { item: None },
             _ => Kind::Other,
         };
         if let Some(at) = self
@@ -455,6 +463,14 @@ impl Decoder {
                 }
                 if changed {
                     self.progress.made();
+                }
+            }
+            Kind::Search { item: kept } => {
+                // A finished search (or its output) is part of the answer;
+                // the same item finished again is not news.
+                if kept.as_ref() != Some(&item) {
+                    self.progress.made();
+                    *kept = Some(item);
                 }
             }
             Kind::Other => {}

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
+use crate::protocol::found::is_search_item;
 use crate::protocol::is_sendable;
 use crate::protocol::request::{Request, ToolSpec, raw_field_sent};
 use crate::protocol::settings::ToolChoice;
@@ -46,7 +47,13 @@ impl Serialize for Body<'_, '_> {
         }
         let tools = req.tools.specs();
         if !tools.is_empty() && own("tools") {
-            map.serialize_entry("tools", &Tools(tools))?;
+            map.serialize_entry(
+                "tools",
+                &Tools {
+                    specs: tools,
+                    search: tools.iter().any(|t| t.deferred) || replays_search(req),
+                },
+            )?;
         }
         if own("stream") {
             map.serialize_entry("stream", &req.stream)?;
@@ -115,29 +122,56 @@ fn tool_choice(choice: &ToolChoice) -> Value {
     }
 }
 
+/// Whether the history sends back a search of the API's own (its
+/// `tool_search_call` and `tool_search_output` items): the search tool
+/// must then be in `tools` too.
+fn replays_search(req: &Request<'_>) -> bool {
+    let endpoint = req.transport.base_or_default();
+    let model = req.transport.model().unwrap_or_default();
+    req.messages.iter().any(|m| {
+        m.provider_data.as_ref().is_some_and(|pd| {
+            pd.is_for(Api::OpenAiResponses, endpoint, model) && pd.items.iter().any(is_search_item)
+        })
+    })
+}
+
 /// The tools, flat: `{"type":"function", "name", "description",
-/// "parameters"}`.
-struct Tools<'a>(&'a [ToolSpec]);
+/// "parameters"}`, with `"defer_loading": true` for a deferred one; then,
+/// when any is deferred, the API's own search, `{"type":"tool_search"}`.
+struct Tools<'a> {
+    specs: &'a [ToolSpec],
+    search: bool,
+}
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for spec in self.0 {
+        let mut seq = s.serialize_seq(Some(self.specs.len() + usize::from(self.search)))?;
+        for spec in self.specs {
             seq.serialize_element(&Tool(spec))?;
+        }
+        if self.search {
+            seq.serialize_element(&json!({ "type": SEARCH_TOOL_TYPE }))?;
         }
         seq.end()
     }
 }
 
+/// The `type` of the API's own tool search (run by the server: no
+/// `execution`, `description` or `parameters`).
+pub(crate) const SEARCH_TOOL_TYPE: &str = "tool_search";
+
 struct Tool<'a>(&'a ToolSpec);
 
 impl Serialize for Tool<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(4))?;
+        let mut map = s.serialize_map(Some(5))?;
         map.serialize_entry("type", "function")?;
         map.serialize_entry("name", &self.0.name)?;
         map.serialize_entry("description", &self.0.description)?;
         map.serialize_entry("parameters", &self.0.parameters)?;
+        if self.0.deferred {
+            map.serialize_entry("defer_loading", &true)?;
+        }
         map.end()
     }
 }

@@ -16,8 +16,9 @@
 //! - User messages: `{"type":"message","role":"user","content":[..]}` with
 //!   an `input_text` part and an `input_image` part per image (a URL as
 //!   given, bytes as a `data:` URL).
-//! - Assistant messages: first the `reasoning` items of their
-//!   [`ProviderData`](crate::ProviderData), verbatim, when it names
+//! - Assistant messages: first the `reasoning` and tool-search items of
+//!   their [`ProviderData`](crate::ProviderData), verbatim and in order,
+//!   when it names
 //!   [`Api::OpenAiResponses`](crate::Api::OpenAiResponses) and the
 //!   transport's own API base and model (any other provider's items, and
 //!   reasoning text, are left out); then the text as an `output_text`
@@ -26,7 +27,11 @@
 //!   `{}`, as on chat completions.
 //! - Tool results: `function_call_output` (`call_id`, `output` the text;
 //!   with images, `output` is a list of `input_text` and `input_image`).
-//! - Tools: `{"type":"function","name","description","parameters"}`.
+//! - Tools: `{"type":"function","name","description","parameters"}`; a
+//!   deferred tool (the native form of [`tool_search`](crate::tool_search))
+//!   with `"defer_loading": true`. When any is deferred, or the history
+//!   sends a search back, the API's own search tool goes last:
+//!   `{"type":"tool_search"}` (run by the server).
 //! - `store: false` and `include: ["reasoning.encrypted_content"]` by
 //!   default: nothing is kept server-side, and reasoning survives tool
 //!   rounds in the request itself. A request field
@@ -55,7 +60,12 @@
 //!   message's [`ProviderData`](crate::ProviderData), stamped with the
 //!   transport's API base and model by the client); `function_call` (a
 //!   [`ToolCall`](crate::ToolCall) with the `call_id`, else the item id).
-//!   Other item types (built-in tools) are skipped. Two calls under one
+//!   `tool_search_call` and `tool_search_output` (the API's own tool
+//!   search) are kept whole, once done, in the provider data in output
+//!   order beside the reasoning items: never text, never calls
+//!   ([`found`](super::found) reads what they found; one that never
+//!   finished is dropped with a `warn` line). Other item types (built-in
+//!   tools) are skipped. Two calls under one
 //!   `call_id`, or a call without a name, refuse the answer (the shared
 //!   [identity rule](super::rules#identity)).
 //! - Finish reason, a [`FinishReason`](crate::FinishReason)
@@ -79,7 +89,8 @@
 //!   no delta carried it. Deltas find their item by `item_id`, else by
 //!   `output_index` (llama.cpp sends only the id), else the last item
 //!   (a hash lookup: constant time however many items a server names).
-//!   Empty deltas, lifecycle and unknown events are not
+//!   A finished tool-search item is progress; empty deltas, lifecycle
+//!   and unknown events are not
 //!   [progress](super::rules#progress) for the idle bound.
 //!   `response.completed` or `response.incomplete` ends the stream (with
 //!   the usage); its `output` is read when the stream sent no items.
@@ -108,5 +119,7 @@ mod shapes;
 pub(crate) use decode::{Decoder, parse_response};
 pub(crate) use encode::write_body;
 
+#[cfg(test)]
+mod search_tests;
 #[cfg(test)]
 mod tests;

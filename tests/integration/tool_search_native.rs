@@ -1,0 +1,268 @@
+//! Issue 40, the native forms: on Anthropic Messages and OpenAI Responses
+//! the deferred tools go with `defer_loading: true` beside the API's own
+//! search tool, the server searches (`Reply::with_tool_search`), the model
+//! calls what it found, and the next request sends the search back, all
+//! on the strict `FakeServer`, plain and streamed; then the attacks on
+//! the search blocks (ATTACKS.md: unknown names, a huge list, a cut
+//! stream, an error after the search).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::tool::{FnTool, Parameters};
+use pikuri::tool_search::{Threshold, ToolSearch};
+use pikuri::{Agent, Api, ErrorKind, Role};
+use serde_json::{Value, json};
+
+use crate::util::{assert_valid_history, fast_http};
+
+const APIS: [Api; 2] = [Api::AnthropicMessages, Api::OpenAiResponses];
+
+/// An agent on `server` speaking `api`: `clock` loaded, three tools
+/// deferred (past a threshold of one), the native search on; `calls`
+/// counts the runs of `get_weather`.
+fn agent(server: &FakeServer, api: Api, stream: bool, calls: &Arc<AtomicUsize>) -> Agent {
+    let counter = Arc::clone(calls);
+    let mut c = Agent::builder(server.transport().with_api(api))
+        .http(fast_http().with_max_retries(0))
+        .streaming(stream)
+        .add_tool(FnTool::new(
+            "clock",
+            "The current time.",
+            Parameters::empty(),
+            |_, _| Ok("noon".into()),
+        ))
+        .tool_search(ToolSearch::new().threshold(Threshold::Count(1)))
+        .add_deferred_tool(FnTool::new(
+            "get_weather",
+            "The weather in a city.",
+            Parameters::builder()
+                .required_string("city", "The city.")
+                .build(),
+            move |_, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok("sunny".into())
+            },
+        ));
+    for name in ["send_mail", "list_files"] {
+        c = c.add_deferred_tool(FnTool::new(
+            name,
+            "Another deferred tool.",
+            Parameters::empty(),
+            |_, _| Ok("done".into()),
+        ));
+    }
+    c.build().unwrap()
+}
+
+/// The tools of a request body, `(name or type, defer_loading)`.
+fn sent_tools(body: &Value) -> Vec<(String, bool)> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().or(t["type"].as_str()).unwrap();
+            (name.to_string(), t["defer_loading"] == true)
+        })
+        .collect()
+}
+
+/// The types of the search blocks (Anthropic) or items (Responses) a
+/// request body sends back.
+fn sent_searches(api: Api, body: &Value) -> Vec<Value> {
+    let all: Vec<&Value> = match api {
+        Api::AnthropicMessages => body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .collect(),
+        _ => body["input"].as_array().unwrap().iter().collect(),
+    };
+    all.into_iter()
+        .filter(|b| {
+            let t = b["type"].as_str().unwrap_or("");
+            t == "server_tool_use" || t.starts_with("tool_search")
+        })
+        .cloned()
+        .collect()
+}
+
+fn search_tool(api: Api) -> &'static str {
+    match api {
+        Api::AnthropicMessages => "tool_search_tool_bm25",
+        _ => "tool_search",
+    }
+}
+
+#[test]
+fn the_api_searches_the_model_calls_what_it_found_and_the_search_goes_back() {
+    for api in APIS {
+        for stream in [false, true] {
+            let server = FakeServer::start();
+            server
+                .push(
+                    Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+                        .with_tool_search("weather", &["get_weather"])
+                        .with_text("Found it."),
+                )
+                .push(Reply::text("Sunny in Oslo."));
+            let calls = Arc::new(AtomicUsize::new(0));
+            let mut agent = agent(&server, api, stream, &calls);
+            let out = agent.run_loop("Weather in Oslo?").unwrap();
+            let case = format!("{api:?} stream={stream}");
+            assert_eq!(out.answer.as_deref(), Some("Sunny in Oslo."), "{case}");
+            assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
+            assert!(
+                server.rejections().is_empty(),
+                "{case}: {:?}",
+                server.rejections()
+            );
+            let sent = server.chat_requests();
+            assert_eq!(sent.len(), 2, "{case}");
+            let first = sent[0].body.as_ref().unwrap();
+            let s = |n: &str, d: bool| (n.to_string(), d);
+            assert_eq!(
+                sent_tools(first),
+                [
+                    s("clock", false),
+                    s("get_weather", true),
+                    s("send_mail", true),
+                    s("list_files", true),
+                    s(search_tool(api), false),
+                ],
+                "{case}"
+            );
+            assert!(sent_searches(api, first).is_empty(), "{case}");
+            // The search goes back, whole, with the call it led to.
+            let second = sent[1].body.as_ref().unwrap();
+            let back = sent_searches(api, second);
+            assert_eq!(back.len(), 2, "{case}: {second}");
+            let found = match api {
+                Api::AnthropicMessages => &back[1]["content"]["tool_references"][0]["tool_name"],
+                _ => &back[1]["tools"][0]["name"],
+            };
+            assert_eq!(found, "get_weather", "{case}");
+            // The history: the search is neither text nor a call.
+            let answer = agent
+                .messages()
+                .iter()
+                .find(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+                .unwrap();
+            assert_eq!(answer.content, "Found it.", "{case}");
+            assert_eq!(answer.tool_calls.len(), 1, "{case}");
+            let pd = answer.provider_data.as_ref().unwrap();
+            assert_eq!(pd.api, api, "{case}");
+            assert_eq!(pd.items, back, "{case}");
+            assert_valid_history(agent.messages());
+            // Found by the API's search, and so after a reload too.
+            assert_eq!(agent.found_tools(), ["get_weather"], "{case}");
+            let kept = pikuri::History::new(agent.messages().to_vec()).unwrap();
+            let mut reloaded = self::agent(&server, api, stream, &calls);
+            reloaded.load_history(kept).unwrap();
+            assert_eq!(reloaded.found_tools(), ["get_weather"], "{case}");
+            server.assert_all_used();
+        }
+    }
+}
+
+#[test]
+fn a_search_naming_an_unknown_tool_or_a_huge_list_is_kept_and_the_next_turn_works() {
+    for api in APIS {
+        for stream in [false, true] {
+            let case = format!("{api:?} stream={stream}");
+            let many: Vec<String> = (0..3000).map(|i| format!("tool_{i}")).collect();
+            let many: Vec<&str> = many.iter().map(String::as_str).collect();
+            let server = FakeServer::start();
+            server
+                // The server names a tool nobody has, and the model calls it.
+                .push(Reply::tool_call("ghost", json!({})).with_tool_search("anything", &["ghost"]))
+                .push(Reply::text("No such tool."))
+                // A search that names thousands of tools.
+                .push(Reply::text("Too many.").with_tool_search("all", &many))
+                .push(
+                    Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+                        .with_tool_search("weather", &["get_weather"]),
+                )
+                .push(Reply::text("Sunny."));
+            let calls = Arc::new(AtomicUsize::new(0));
+            let mut agent = agent(&server, api, stream, &calls);
+            agent.run_loop("Use ghost.").unwrap();
+            let observation = agent
+                .messages()
+                .iter()
+                .find(|m| m.role == Role::Tool)
+                .unwrap()
+                .content
+                .clone();
+            assert!(observation.contains("ghost"), "{case}: {observation}");
+            assert!(
+                !agent.found_tools().contains(&"ghost".to_string()),
+                "{case}"
+            );
+            let out = agent.run_loop("List everything.").unwrap();
+            assert_eq!(out.answer.as_deref(), Some("Too many."), "{case}");
+            let out = agent.run_loop("Weather?").unwrap();
+            assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
+            assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
+            assert!(
+                server.rejections().is_empty(),
+                "{case}: {:?}",
+                server.rejections()
+            );
+            // Every search went back in the last request, well-formed.
+            let last = server.chat_requests().pop().unwrap();
+            assert_eq!(
+                sent_searches(api, last.body.as_ref().unwrap()).len(),
+                6,
+                "{case}"
+            );
+            assert_valid_history(agent.messages());
+        }
+    }
+}
+
+#[test]
+fn a_stream_cut_inside_a_search_or_failing_after_one_leaves_the_history_intact() {
+    for api in APIS {
+        // Events before the fault: Anthropic's `message_start`, `ping` and
+        // the search's start and input; Responses' lifecycle events and
+        // the search call added and done.
+        let (cut, after) = match api {
+            Api::AnthropicMessages => (4, 7),
+            _ => (4, 6),
+        };
+        let search = || {
+            Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+                .with_tool_search("weather", &["get_weather"])
+                .with_chunk_chars(1000)
+        };
+        let server = FakeServer::start();
+        server
+            .push(search().cut_after(cut))
+            .push(search().error_after(after, "boom"))
+            .push(search())
+            .push(Reply::text("Sunny."));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, true, &calls);
+        let e = agent.run_loop("Weather?").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Truncated, "{api:?}: {e}");
+        assert_eq!(agent.messages().len(), 1, "{api:?}: only the question");
+        let e = agent.retry_turn().unwrap_err();
+        assert!(e.to_string().contains("boom"), "{api:?}: {e}");
+        assert_eq!(agent.messages().len(), 1, "{api:?}");
+        let out = agent.retry_turn().unwrap();
+        assert_eq!(out.answer.as_deref(), Some("Sunny."), "{api:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{api:?}");
+        assert!(
+            server.rejections().is_empty(),
+            "{api:?}: {:?}",
+            server.rejections()
+        );
+        assert_valid_history(agent.messages());
+        server.assert_all_used();
+    }
+}
