@@ -170,8 +170,12 @@ pub enum Error {
     BudgetExceeded {
         /// The limit reached.
         limit: Limit,
-        /// What the run had spent when it stopped.
+        /// What the run had spent when it stopped (the agent's lifetime
+        /// spend when `lifetime`).
         spend: Box<Spend>,
+        /// Whether the limit is over the agent's lifetime
+        /// ([`Budget::lifetime`](crate::Budget::lifetime)), not the run's.
+        lifetime: bool,
     },
     /// A [guard](crate::guard) stopped the run: its verdict was a stop, or
     /// it panicked, failed or overran its time bound (see
@@ -502,10 +506,15 @@ impl Error {
                 .debug_struct("StepLimitExceeded")
                 .field("max", max)
                 .finish(),
-            Error::BudgetExceeded { limit, spend } => f
+            Error::BudgetExceeded {
+                limit,
+                spend,
+                lifetime,
+            } => f
                 .debug_struct("BudgetExceeded")
                 .field("limit", limit)
                 .field("spend", spend)
+                .field("lifetime", lifetime)
                 .finish(),
             Error::Guardrail { guard, reason } => f
                 .debug_struct("Guardrail")
@@ -693,8 +702,16 @@ impl fmt::Display for Error {
             Error::Truncated => f.write_str("stream truncated before the end of the answer"),
             Error::Cancelled => f.write_str("cancelled"),
             Error::StepLimitExceeded { max } => write!(f, "step limit of {max} exceeded"),
-            Error::BudgetExceeded { limit, spend } => {
-                write!(f, "budget exceeded: {limit} limit reached after {spend}")
+            Error::BudgetExceeded {
+                limit,
+                spend,
+                lifetime,
+            } => {
+                let scope = if *lifetime { "lifetime " } else { "" };
+                write!(
+                    f,
+                    "budget exceeded: {scope}{limit} limit reached after {spend}"
+                )
             }
             Error::Guardrail { guard, reason } => write!(
                 f,

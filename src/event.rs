@@ -458,8 +458,13 @@ pub enum Event {
         agent: Arc<str>,
         /// The limit reached.
         limit: Limit,
-        /// What the run had spent, its whole tree's.
+        /// What the run had spent, its whole tree's (the agent's lifetime
+        /// spend when `lifetime`).
         spend: Spend,
+        /// Whether the limit is over the agent's lifetime
+        /// ([`Budget::lifetime`](crate::Budget::lifetime)), not the run's.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lifetime: bool,
     },
     /// What the run spent, just before its [`Event::Stopped`]: from the
     /// agent the host called (not a sub-agent: the count is the whole

@@ -1396,7 +1396,7 @@
 //!     .budget(budget.max_cost(Cost::from_usd(0.005)))
 //!     .build()?;
 //! let err = agent.run_loop("6*7?").unwrap_err();
-//! let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+//! let Error::BudgetExceeded { limit, spend, .. } = &err else { panic!("{err}") };
 //! assert_eq!(*limit, Limit::Cost);
 //! assert_eq!(spend.cost, Some(Cost::from_micro_usd(2_700)));
 //! assert_eq!(server.chat_requests().len(), 3);
@@ -1404,8 +1404,12 @@
 //! ```
 //!
 //! A budget is per run: the next `run_loop` starts from nothing (a run
-//! resumed from its journal goes on from what it had spent). For a limit
-//! over an agent's lifetime, sum the outcomes' spend in the host. The
+//! resumed from its journal goes on from what it had spent). Limits over
+//! the agent's whole life go beside the run's with
+//! [`Budget::lifetime`](crate::Budget::lifetime): once one is reached,
+//! the run stops and every later one is refused before its first request,
+//! with an [`Error::BudgetExceeded`](crate::Error::BudgetExceeded) whose
+//! `lifetime` is true; the journal keeps that count across a restart. The
 //! chat example takes `--max-tokens`, `--max-cost` and `--price`.
 //!
 //! # Guardrails
@@ -1505,6 +1509,15 @@
 //! assert!(err.to_string().starts_with("stopped by guard polite"), "{err}");
 //! # Ok::<(), pikuri::Error>(())
 //! ```
+//!
+//! A streamed answer reaches the listeners before the output guards see
+//! it; [`hold_deltas`](crate::guard::Guards::hold_deltas) holds it back
+//! until they let it through, at the cost of the live display.
+//!
+//! A judge's requests count in the run's [budget](#budgets) like the
+//! agent's own: a request, its tokens, its cost at the judge's model's
+//! price; one the budget refuses is not sent, and the run stops on the
+//! budget ([Budgets](crate::guard::Judge#budgets)).
 //!
 //! What the history holds after each trip is tabled in the
 //! [guard module](crate::guard#what-the-history-holds).

@@ -66,7 +66,7 @@ impl Journal {
         &self,
         _message: &Message,
         _finish: FinishReason,
-        _spent: Option<crate::Spend>,
+        _spent: (Option<crate::Spend>, Option<crate::Spend>),
     ) -> Result<()> {
         match *self {}
     }

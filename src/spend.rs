@@ -281,6 +281,7 @@ mod tests {
         let err = crate::Error::BudgetExceeded {
             limit: Limit::Cost,
             spend: Box::new(spend),
+            lifetime: false,
         };
         assert_eq!(
             err.to_string(),

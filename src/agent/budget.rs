@@ -145,7 +145,7 @@ impl PriceTable {
 ///     .budget(Budget::new().max_requests(1))
 ///     .build()?;
 /// let err = agent.run_loop("what time is it?").unwrap_err();
-/// let Error::BudgetExceeded { limit, spend } = &err else { panic!("{err}") };
+/// let Error::BudgetExceeded { limit, spend, .. } = &err else { panic!("{err}") };
 /// assert_eq!(*limit, Limit::Requests);
 /// assert_eq!(spend.requests, 1);
 /// assert_eq!(server.chat_requests().len(), 1, "the second request was never sent");
@@ -164,10 +164,12 @@ impl PriceTable {
 /// afresh with each run ([`run_loop`](crate::Agent::run_loop),
 /// [`retry_turn`](crate::Agent::retry_turn),
 /// [`resume`](crate::Agent::resume)): a budget is per run, like the
-/// [`StepLimit`](crate::StepLimit). A run resumed from a journal
+/// [`StepLimit`](crate::StepLimit); limits over the agent's lifetime go
+/// beside it ([`Budget::lifetime`]). A run resumed from a journal
 /// ([`resume_run`](crate::Agent::resume_run)) continues the count its
-/// journal recorded: a crash does not refill the budget. A model-backed
-/// guard's calls will count through the same seam (`Meter::count`).
+/// journal recorded: a crash does not refill the budget. A
+/// [`Judge`](crate::guard::Judge) guard's requests count too, and are
+/// refused as the loop's own ([Budgets](crate::guard::Judge#budgets)).
 ///
 /// # When it is checked
 ///
@@ -216,6 +218,16 @@ pub struct Budget {
     cost: Option<Cost>,
     prices: Option<Arc<PriceTable>>,
     on_exhausted: OnExhausted,
+    /// The limits over the agent's lifetime, beside the run's.
+    lifetime: Option<Box<Budget>>,
+}
+
+/// Which limit refused a request or stopped a tool call: a run's, or the
+/// agent's lifetime's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) limit: Limit,
+    pub(crate) lifetime: bool,
 }
 
 impl Budget {
@@ -284,6 +296,52 @@ impl Budget {
         self
     }
 
+    /// Limits on what the agent spends over its lifetime, all its runs
+    /// together, beside this budget's per-run ones: `limits`' request,
+    /// token, tool call, wall time (the runs' own, summed) and cost limits
+    /// (priced by this budget's [`prices`](Budget::prices); `limits`' own
+    /// prices, policy and lifetime are ignored).
+    ///
+    /// A lifetime limit always ends the run with
+    /// [`Error::BudgetExceeded`](crate::Error::BudgetExceeded) whose
+    /// `lifetime` is true and whose spend is the lifetime's (no synthesis:
+    /// that would spend past it), and every later run is refused before
+    /// its first request the same way. The lifetime count survives a
+    /// [journal](crate::Configurator::journal) resume: each response's
+    /// record keeps what the earlier runs spent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Budget, Error};
+    /// use pikuri::budget::Limit;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("one").with_usage(100, 10));
+    /// server.push(Reply::text("two").with_usage(100, 10));
+    /// let budget = Budget::new()
+    ///     .max_requests(10) // per run
+    ///     .lifetime(Budget::new().max_requests(2)); // all runs
+    /// let mut agent = Agent::builder(server.transport()).budget(budget).build()?;
+    /// agent.run_loop("first")?;
+    /// agent.run_loop("second")?; // two requests in all: the lifetime is spent
+    /// let err = agent.run_loop("third").unwrap_err();
+    /// let Error::BudgetExceeded { limit, spend, lifetime } = &err else { panic!("{err}") };
+    /// assert_eq!((*limit, *lifetime), (Limit::Requests, true));
+    /// assert_eq!((spend.requests, spend.total_tokens()), (2, 220));
+    /// assert_eq!(server.chat_requests().len(), 2, "the third run sent nothing");
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    #[must_use]
+    pub fn lifetime(mut self, mut limits: Budget) -> Budget {
+        limits.prices = None;
+        limits.on_exhausted = OnExhausted::Raise;
+        limits.lifetime = None;
+        self.lifetime = Some(Box::new(limits));
+        self
+    }
+
     /// What a tripped limit does (default [`OnExhausted::Raise`]).
     #[must_use]
     pub fn on_exhausted(mut self, policy: OnExhausted) -> Budget {
@@ -296,9 +354,18 @@ impl Budget {
         self.on_exhausted
     }
 
+    /// Nothing spent, the cost zero when prices are set.
+    fn zero(&self) -> Spend {
+        Spend {
+            cost: self.prices.is_some().then_some(Cost::ZERO),
+            ..Spend::default()
+        }
+    }
+
     /// The configuration check: a cost limit needs a price for `model`.
     pub(crate) fn misconfigured(&self, model: Option<&str>) -> Option<String> {
-        (self.cost.is_some() && self.price(model).is_none()).then(|| {
+        let cost = self.cost.is_some() || self.lifetime.as_ref().is_some_and(|l| l.cost.is_some());
+        (cost && self.price(model).is_none()).then(|| {
             format!(
                 "a cost limit needs the price of model `{}` in the budget's price table",
                 model.unwrap_or("")
@@ -313,6 +380,7 @@ impl Budget {
     /// Whether anything is limited or priced.
     pub(super) fn is_set(&self) -> bool {
         self.prices.is_some()
+            || self.lifetime.is_some()
             || self.requests.is_some()
             || self.input.is_some()
             || self.output.is_some()
@@ -324,7 +392,15 @@ impl Budget {
 
     /// Whether a check needs the request's input estimate.
     fn needs_estimate(&self) -> bool {
-        self.input.is_some() || self.total.is_some() || self.cost.is_some()
+        self.input.is_some()
+            || self.total.is_some()
+            || self.cost.is_some()
+            || self.lifetime.as_ref().is_some_and(|l| l.needs_estimate())
+    }
+
+    /// Whether limits over the agent's lifetime are set.
+    pub(super) fn has_lifetime(&self) -> bool {
+        self.lifetime.is_some()
     }
 
     /// The first limit `spend` has passed.
@@ -353,7 +429,8 @@ impl Budget {
     /// Why a request to `model` carrying about `input` tokens must not be
     /// sent after `s`.
     fn refuses(&self, s: &Spend, model: Option<&str>, input: u64) -> Option<Limit> {
-        let at = |limit: Option<u64>, v: u64| limit.is_some_and(|m| v >= m);
+        // `u64::MAX` is no limit, even for counts saturated at it.
+        let at = |limit: Option<u64>, v: u64| limit.is_some_and(|m| m < u64::MAX && v >= m);
         let past = |limit: Option<u64>, v: u64| limit.is_some_and(|m| v.saturating_add(input) > m);
         if let Some(limit) = self.passed(s) {
             return Some(limit);
@@ -403,20 +480,32 @@ struct MeterState {
     start: Instant,
     /// One request allowed past a tripped limit: the synthesizer's.
     grace: bool,
+    /// The limit that refused a guard's request, for the loop to report.
+    refused: Option<Refusal>,
+    /// What the agent's earlier runs spent (their wall time summed).
+    earlier: Spend,
+    /// `earlier` before the last run joined it: a resumed run continues
+    /// that one (`restore`), so it leaves the earlier runs again.
+    prior: Spend,
 }
 
 impl Meter {
-    pub(crate) fn new(budget: Budget) -> Meter {
-        let cost = budget.prices.is_some().then_some(Cost::ZERO);
+    pub(crate) fn new(mut budget: Budget) -> Meter {
+        // The lifetime's cost is priced by the run's table.
+        let prices = budget.prices.clone();
+        if let Some(l) = &mut budget.lifetime {
+            l.prices = prices;
+        }
+        let zero = budget.zero();
         Meter {
             budget,
             state: Mutex::new(MeterState {
-                spend: Spend {
-                    cost,
-                    ..Spend::default()
-                },
+                spend: zero,
                 start: Instant::now(),
                 grace: false,
+                refused: None,
+                earlier: zero,
+                prior: zero,
             }),
         }
     }
@@ -425,15 +514,17 @@ impl Meter {
         &self.budget
     }
 
-    /// A new run: nothing spent.
+    /// A new run: nothing spent (what the last run spent joins the
+    /// lifetime's count).
     pub(crate) fn reset(&self) {
+        let last = self.spend();
         let mut st = self.state.lock();
-        st.spend = Spend {
-            cost: self.budget.prices.is_some().then_some(Cost::ZERO),
-            ..Spend::default()
-        };
+        st.prior = st.earlier;
+        st.earlier = st.earlier.merged(&last);
+        st.spend = self.budget.zero();
         st.start = Instant::now();
         st.grace = false;
+        st.refused = None;
     }
 
     /// A resumed run: what its journal recorded was spent, the wall time
@@ -441,10 +532,36 @@ impl Meter {
     #[cfg(feature = "journal")]
     pub(crate) fn restore(&self, spent: Spend) {
         let mut st = self.state.lock();
+        // The run resumed is the last one, not an earlier one.
+        st.earlier = st.prior;
         st.spend = spent;
         st.start = Instant::now()
             .checked_sub(Duration::from_millis(spent.elapsed_ms))
             .unwrap_or_else(Instant::now);
+    }
+
+    /// A journal's lifetime count, on opening it: what the runs before
+    /// its last one spent, and what that one spent (a new run adds it to
+    /// the earlier; a resumed one goes on from it).
+    #[cfg(feature = "journal")]
+    pub(crate) fn restore_lifetime(&self, earlier: Spend, last: Spend) {
+        {
+            let mut st = self.state.lock();
+            st.earlier = earlier;
+            st.prior = earlier;
+        }
+        self.restore(last);
+    }
+
+    /// What the agent's earlier runs spent (for the journal).
+    pub(crate) fn earlier(&self) -> Spend {
+        self.state.lock().earlier
+    }
+
+    /// What the agent spent over its lifetime, this run included.
+    pub(crate) fn lifetime_spend(&self) -> Spend {
+        let run = self.spend();
+        self.state.lock().earlier.merged(&run)
     }
 
     /// What the run spent so far.
@@ -457,7 +574,7 @@ impl Meter {
 
     /// One request answered by `model` (`completed`), or the usage a
     /// failed stream reported. Every model call of the tree comes here,
-    /// the seam a model-backed guard will count through too.
+    /// the seam a model-backed guard counts through too (`Spender`).
     pub(crate) fn count(&self, model: Option<&str>, usage: Option<Usage>, completed: bool) {
         let price = self.budget.price(model);
         let mut st = self.state.lock();
@@ -483,7 +600,7 @@ impl Meter {
         &self,
         model: Option<&str>,
         estimate: impl FnOnce() -> u64,
-    ) -> Option<Limit> {
+    ) -> Option<Refusal> {
         if std::mem::take(&mut self.state.lock().grace) {
             return None;
         }
@@ -492,16 +609,57 @@ impl Meter {
         } else {
             0
         };
-        self.budget.refuses(&self.spend(), model, input)
+        self.refuses(model, input)
+    }
+
+    /// The run's limit, then the lifetime's, that refuses a request to
+    /// `model` of about `input` tokens.
+    fn refuses(&self, model: Option<&str>, input: u64) -> Option<Refusal> {
+        self.check(|b, s| b.refuses(s, model, input))
+    }
+
+    /// `test` on the run's budget and spend, then on the lifetime's.
+    fn check(&self, test: impl Fn(&Budget, &Spend) -> Option<Limit>) -> Option<Refusal> {
+        let run = test(&self.budget, &self.spend()).map(|limit| Refusal {
+            limit,
+            lifetime: false,
+        });
+        run.or_else(|| {
+            let l = self.budget.lifetime.as_deref()?;
+            let limit = test(l, &self.lifetime_spend())?;
+            Some(Refusal {
+                limit,
+                lifetime: true,
+            })
+        })
+    }
+
+    /// The limit that refused a guard's request in this run, once.
+    pub(super) fn take_refused(&self) -> Option<Refusal> {
+        self.state.lock().refused.take()
     }
 
     /// Before a tool call: count it; the limit that stops it.
-    pub(super) fn tool_call(&self) -> Option<Limit> {
+    pub(super) fn tool_call(&self) -> Option<Refusal> {
         {
             let mut st = self.state.lock();
             st.spend.tool_calls = st.spend.tool_calls.saturating_add(1);
         }
-        self.budget.passed(&self.spend())
+        self.check(Budget::passed)
+    }
+}
+
+/// A model-backed guard's requests ([`Judge`](crate::guard::Judge)) are
+/// checked and counted as the loop's own (no synthesizer's grace).
+impl crate::guard::Spender for Meter {
+    fn refuses(&self, model: Option<&str>, input: u64) -> Option<Limit> {
+        let refusal = Meter::refuses(self, model, input)?;
+        self.state.lock().refused = Some(refusal);
+        Some(refusal.limit)
+    }
+
+    fn count(&self, model: Option<&str>, usage: Option<Usage>) {
+        Meter::count(self, model, usage, true);
     }
 }
 
@@ -561,9 +719,14 @@ mod tests {
         let s = m.spend();
         assert_eq!(s.total_tokens(), u64::MAX);
         assert_eq!(s.cost, Some(Cost::from_pico_usd(u64::MAX)));
-        // u64::MAX is no limit: the saturated counts never pass it.
+        // u64::MAX is no limit: the saturated counts never pass it, nor
+        // reach it.
         assert_eq!(m.budget.passed(&s), None);
         assert_eq!(m.budget.refuses(&s, Some("m"), u64::MAX), None);
+        let at_max = Budget::new()
+            .max_requests(u64::MAX)
+            .max_output_tokens(u64::MAX);
+        assert_eq!(at_max.refuses(&s, Some("m"), 0), None);
         let tight = Budget::new().max_total_tokens(u64::MAX - 1);
         assert_eq!(tight.refuses(&s, Some("m"), 1), Some(Limit::TotalTokens));
     }
@@ -602,6 +765,7 @@ mod tests {
         let m = Meter::new(Budget::new().max_requests(0));
         m.grant_one();
         assert_eq!(m.before_request(None, || 0), None);
-        assert_eq!(m.before_request(None, || 0), Some(Limit::Requests));
+        let refused = m.before_request(None, || 0).map(|r| r.limit);
+        assert_eq!(refused, Some(Limit::Requests));
     }
 }

@@ -15,7 +15,7 @@ use super::approval::{Prepared, Verdict};
 use super::turn::{End, Run};
 use std::sync::Arc;
 
-use crate::guard::{Action, Beside, Guards, Pending, Point, Trip};
+use crate::guard::{Action, Beside, Guards, Pending, Point, Scope, Spender, Trip};
 use crate::journal::{HistoryCause, Record};
 use crate::{Cancellable, Error, Event, FinishReason, Message, Result, ToolCall};
 
@@ -29,7 +29,8 @@ impl Agent {
         let Some(guards) = self.guarding.guards.clone() else {
             return message;
         };
-        let trip = guards.check_input(&mut message.content, &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let trip = guards.check_input(&mut message.content, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::Input, a, d, "");
         });
         let Some(trip) = trip else {
@@ -43,6 +44,10 @@ impl Agent {
                 guard: trip.guard,
                 answer: trip.detail,
             });
+        } else if let Some(e) = self.guard_refused() {
+            // Cancelled, or the guard could not ask its model: the message
+            // is not suspect, so it enters as it is.
+            self.guarding.pending = Some(Pending::Stop(e));
         } else {
             message.content = format!("[withheld by guard {}]", trip.guard);
             message.images.clear();
@@ -88,12 +93,12 @@ impl Agent {
             c.on_cancel(move || k.cancel())
         });
         let (tx, verdict) = crossbeam_channel::bounded(1);
-        let (text, k) = (text.to_string(), cancel.clone());
+        let (text, k, scope) = (text.to_string(), cancel.clone(), self.guard_scope());
         // On a kept guard thread (see `guard::bounded`). A thread that
         // cannot start drops `tx`: the disconnect is a stop.
         let _ = crate::guard::hand_over(Box::new(move || {
             let mut reported = Vec::new();
-            let trip = guards.check_beside(&text, &mut |g, a, d| {
+            let trip = guards.check_beside(&text, &scope, &mut |g, a, d| {
                 reported.push((Arc::from(g), a, d.to_string()));
             });
             if trip.is_some() {
@@ -133,6 +138,12 @@ impl Agent {
         let Some(trip) = trip else {
             return Ok(());
         };
+        if let Some(e) = self
+            .guard_refused()
+            .filter(|_| trip.action != Action::Block)
+        {
+            return Err(e);
+        }
         if trip.action == Action::Block {
             self.journal_block(&trip.guard, &trip.detail)?;
             self.guarding.pending = Some(Pending::Block {
@@ -197,13 +208,15 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::Output).filter(|_| !pass) else {
             return Ok((message, finish));
         };
-        let Some(trip) = guards.check_output(&mut message.content, &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_output(&mut message.content, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::Output, a, d, "");
         }) else {
+            self.show_held(&message, finish);
             return Ok((message, finish));
         };
         if trip.action != Action::Retry {
-            return Err(self.journal_trip(trip.stop()));
+            return Err(self.guard_error(trip));
         }
         self.guarding.retries += 1;
         let max = guards.retries();
@@ -213,6 +226,25 @@ impl Agent {
         }
         self.guarding.pending = Some(Pending::Retry(trip.detail));
         Ok((message, finish))
+    }
+
+    /// Whether `message`'s `Assistant` event is emitted as it comes: not
+    /// when empty, nor a final answer held for the output guards.
+    pub(super) fn shows_now(&self, message: &Message) -> bool {
+        let held = self.guarding.holds() && message.tool_calls.is_empty();
+        !message.content.is_empty() && !held
+    }
+
+    /// A held answer the output guards let through, shown
+    /// ([`Guards::hold_deltas`](crate::guard::Guards::hold_deltas)).
+    fn show_held(&self, message: &Message, finish: FinishReason) {
+        if self.guarding.holds() && !message.content.is_empty() {
+            self.emit(Event::Assistant {
+                agent: self.agent_id(),
+                content: message.content.clone(),
+                finish,
+            });
+        }
     }
 
     /// After an answer is appended: an output guard's feedback enters as
@@ -244,7 +276,8 @@ impl Agent {
         let Some(guards) = self.guarding.at(Point::ToolInput) else {
             return review(self);
         };
-        let Some(trip) = guards.check_tool_input(call, &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_tool_input(call, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::ToolInput, a, d, &call.id);
         }) else {
             return review(self);
@@ -252,7 +285,7 @@ impl Agent {
         if trip.action == Action::Reject {
             return Ok(Verdict::Go(Prepared::Done(trip.detail)));
         }
-        Err(self.journal_trip(trip.stop()))
+        Err(self.guard_error(trip))
     }
 
     /// The tool output point, before a result enters: the content to
@@ -266,13 +299,14 @@ impl Agent {
         if self.guarding.pending.is_some() {
             return "Error: withheld: a guard stopped the run".to_string();
         }
-        let Some(trip) = guards.check_tool_output(call, &mut content, &mut |g, a, d| {
+        let scope = self.guard_scope();
+        let Some(trip) = guards.check_tool_output(call, &mut content, &scope, &mut |g, a, d| {
             self.emit_guard(g, Point::ToolOutput, a, d, &call.id);
         }) else {
             return content;
         };
         let note = format!("Error: withheld by guard {}", trip.guard);
-        let stop = self.journal_trip(trip.stop());
+        let stop = self.guard_error(trip);
         self.guarding.pending = Some(Pending::Stop(stop));
         note
     }
@@ -286,6 +320,34 @@ impl Agent {
                 Ok(())
             }
         }
+    }
+
+    /// What the guards' threads get of the run: the budget their model
+    /// calls spend through, and the host's cancel.
+    fn guard_scope(&self) -> Scope {
+        Scope {
+            spender: Some(Arc::clone(&self.shared.meter) as Arc<dyn Spender>),
+            cancel: self.shared.cancellable.clone(),
+        }
+    }
+
+    /// The run's error when a chain stopped for the run, not the guard:
+    /// the host cancelled while a guard ran, or the budget refused a
+    /// guard's request ([Budgets](crate::guard::Judge#budgets)).
+    fn guard_refused(&self) -> Option<Error> {
+        let host = self.shared.cancellable.as_ref();
+        if host.is_some_and(Cancellable::is_cancelled) {
+            return Some(Error::Cancelled);
+        }
+        let refusal = self.shared.meter.take_refused()?;
+        Some(self.budget_trip(refusal))
+    }
+
+    /// The run's error for a chain's stop: the run's own (a cancel, the
+    /// budget), else the guard's, stored.
+    fn guard_error(&self, trip: Trip) -> Error {
+        self.guard_refused()
+            .unwrap_or_else(|| self.journal_trip(trip.stop()))
     }
 
     /// Store a guard's stop before the loop acts on it (a resume of a run

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::Agent;
+use super::budget::Refusal;
 use super::compact::Conversation;
-use crate::spend::Limit;
 use crate::{Error, Event, OnExhausted, Result, Spend, Usage};
 
 impl Agent {
@@ -25,7 +25,7 @@ impl Agent {
         let model = self.transport().model().map(str::to_string);
         let meter = Arc::clone(&self.shared.meter);
         let refused = meter.before_request(model.as_deref(), || self.request_estimate());
-        refused.map_or(Ok(()), |limit| Err(self.budget_trip(limit)))
+        refused.map_or(Ok(()), |r| Err(self.budget_trip(r)))
     }
 
     /// A request answered with `usage` (or a failed one's usage).
@@ -37,7 +37,7 @@ impl Agent {
     /// Before a tool call: count it, stop it when a limit is passed.
     pub(super) fn budget_tool_call(&self) -> Result<()> {
         match self.shared.meter.tool_call() {
-            Some(limit) => Err(self.budget_trip(limit)),
+            Some(r) => Err(self.budget_trip(r)),
             None => Ok(()),
         }
     }
@@ -57,10 +57,21 @@ impl Agent {
     }
 
     /// What a journaled response records: the run's spend, when the agent
-    /// has a budget (a limit or prices) to keep across a resume.
-    pub(super) fn budget_record(&self) -> Option<Spend> {
+    /// has a budget (a limit or prices) to keep across a resume, and what
+    /// the earlier runs spent, when it has lifetime limits.
+    pub(super) fn budget_record(&self) -> (Option<Spend>, Option<Spend>) {
         let meter = &self.shared.meter;
-        meter.budget().is_set().then(|| meter.spend())
+        let earlier = meter.budget().has_lifetime().then(|| meter.earlier());
+        (meter.budget().is_set().then(|| meter.spend()), earlier)
+    }
+
+    /// An opened journal's lifetime count (its last response's record of
+    /// the earlier runs' spend and its run's).
+    #[cfg(feature = "journal")]
+    pub(super) fn budget_replayed(&self, lifetime: Option<(Spend, Spend)>) {
+        if let Some((earlier, last)) = lifetime {
+            self.shared.meter.restore_lifetime(earlier, last);
+        }
     }
 
     /// A run resumed from its journal goes on from what it had spent.
@@ -80,24 +91,33 @@ impl Agent {
                 .step_limit
                 .as_ref()
                 .is_some_and(|s| s.on_exhausted() == OnExhausted::Synthesize),
-            Error::BudgetExceeded { .. } => {
-                self.shared.meter.budget().policy() == OnExhausted::Synthesize
+            // A lifetime limit is never synthesized past.
+            Error::BudgetExceeded { lifetime, .. } => {
+                !lifetime && self.shared.meter.budget().policy() == OnExhausted::Synthesize
             }
             _ => false,
         }
     }
 
-    /// The tripped `limit` announced, as the run's error.
-    fn budget_trip(&self, limit: Limit) -> Error {
-        let spend = self.shared.meter.spend();
+    /// The tripped limit announced, as the run's error (with the run's
+    /// spend, or the lifetime's for a lifetime limit).
+    pub(super) fn budget_trip(&self, Refusal { limit, lifetime }: Refusal) -> Error {
+        let meter = &self.shared.meter;
+        let spend = if lifetime {
+            meter.lifetime_spend()
+        } else {
+            meter.spend()
+        };
         self.emit(Event::BudgetExceeded {
             agent: self.agent_id(),
             limit,
             spend,
+            lifetime,
         });
         Error::BudgetExceeded {
             limit,
             spend: Box::new(spend),
+            lifetime,
         }
     }
 

@@ -391,6 +391,7 @@ impl Agent {
         self.messages = replayed.messages;
         self.shared.state.lock().found_from(&self.messages);
         self.interrupted = replayed.cut;
+        self.budget_replayed(replayed.lifetime);
         // `set` fails only when a journal is already open, and `build`
         // opens one at most once.
         let _ = self.shared.journal.set(journal);

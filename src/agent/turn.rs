@@ -265,6 +265,7 @@ impl Agent {
         let shared = &self.shared;
         let options = &shared.options;
         let traceparent = options.traceparent.as_ref().and_then(|s| (s.0)());
+        let hold = self.guarding.holds();
         // A typed turn sends its note and, once constrained, its schema.
         let typed = self.typed.as_ref();
         let settings = options.settings.over(transport.settings());
@@ -306,7 +307,7 @@ impl Agent {
                 },
                 on_fragment: &mut |f: Fragment<'_>| match f {
                     Fragment::Content(s) if !s.is_empty() => {
-                        shared.listeners.emit_delta(agent, false, s);
+                        (!hold).then(|| shared.listeners.emit_delta(agent, false, s));
                         partial.push_str(s);
                     }
                     Fragment::Reasoning(s) if !s.is_empty() => {
@@ -333,7 +334,7 @@ impl Agent {
             // The text the listeners saw before a cancel is not kept in the
             // history (a cancel leaves no partial state there); the
             // `Cancelled` event carries it.
-            if e.is_cancelled() {
+            if e.is_cancelled() && !hold {
                 self.partial_answer = partial;
             }
             // One event per failed request (traces give it a failed span).
@@ -405,7 +406,7 @@ impl Agent {
                 content: r.to_string(),
             });
         }
-        if !message.content.is_empty() {
+        if self.shows_now(&message) {
             self.emit(Event::Assistant {
                 agent: Arc::clone(&agent),
                 content: message.content.clone(),

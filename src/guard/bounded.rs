@@ -1,5 +1,9 @@
-//! One guard's check on a thread of its own, bounded in time: a panic, an
-//! error and an overrun each come back as the reason of a stop.
+//! One guard's check on a thread of its own, bounded in time and by the
+//! host's cancel: a panic, an error and an overrun each come back as the
+//! reason of a stop. The check runs in the run's [`Scope`]: the
+//! [`Spender`] through which a model-backed guard ([`Judge`](super::Judge))
+//! asks before a request and counts it, and the host's token, which cuts
+//! its request.
 //!
 //! The threads are kept: a check goes to an idle guard thread when there is
 //! one, and a thread starts only when none is idle. Starting a thread per
@@ -9,12 +13,59 @@
 //! and at most [`MAX_IDLE`] wait, so a host that stops using guards keeps
 //! none.
 
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use parking_lot::Mutex;
+
+use crate::Usage;
+use crate::control::Cancellable;
+use crate::spend::Limit;
+
+/// The run's budget as a guard's thread sees it (the agent's `Meter`,
+/// `agent/budget.rs`): a model-backed guard's requests are refused and
+/// counted like the loop's own.
+pub(crate) trait Spender: Send + Sync {
+    /// The limit that refuses a request to `model` of about `input`
+    /// tokens (remembered, so the loop reports the guard's failure as
+    /// that budget stop).
+    fn refuses(&self, model: Option<&str>, input: u64) -> Option<Limit>;
+    /// One request answered by `model`, with the usage it reported.
+    fn count(&self, model: Option<&str>, usage: Option<Usage>);
+}
+
+/// What a run lends its guards' checks: its budget and the host's cancel
+/// (none of either outside a run).
+#[derive(Clone, Default)]
+pub(crate) struct Scope {
+    pub(crate) spender: Option<Arc<dyn Spender>>,
+    pub(crate) cancel: Option<Cancellable>,
+}
+
+thread_local! {
+    /// The scope of the check running on this guard thread.
+    static SCOPE: RefCell<Scope> = RefCell::new(Scope::default());
+}
+
+/// The scope of the check running on this thread (empty outside a run: a
+/// guard called directly spends nothing the crate counts).
+pub(super) fn scope() -> Scope {
+    SCOPE.with(|s| s.borrow().clone())
+}
+
+/// Why a guard gave no verdict.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum NoVerdict {
+    /// The host cancelled while it ran (its thread finishes the check and
+    /// drops what it returns).
+    Cancelled,
+    /// It failed (its error), panicked, or took longer than its bound.
+    Failed(String),
+}
 
 /// A check handed to a guard thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
@@ -28,34 +79,61 @@ const MAX_IDLE: usize = 8;
 static IDLE: Mutex<Vec<(u64, Sender<Job>)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// Run `check` on a guard thread and wait at most `timeout` for it.
+/// Run `check` on a guard thread, in `scope`, and wait at most `timeout`
+/// for it, or until the scope's token is cancelled.
 ///
 /// # Errors
 ///
-/// Why the guard gave no verdict: it failed (its error), panicked, or took
-/// longer than `timeout` (its thread finishes the check, drops what it
-/// returns and goes back to waiting).
+/// Why the guard gave no verdict: the host cancelled, or it failed (its
+/// error), panicked, or took longer than `timeout` (its thread finishes
+/// the check, drops what it returns and goes back to waiting).
 pub(super) fn run<T, E>(
     timeout: Duration,
+    scope: &Scope,
     check: impl FnOnce() -> Result<T, E> + Send + 'static,
-) -> Result<T, String>
+) -> Result<T, NoVerdict>
 where
     T: Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
+    // The host's cancel, on its own channel: the verdict's sender lives
+    // only in the job, so a panic still disconnects it.
+    let (mut _hook, mut on_cancel) = (None, crossbeam_channel::never());
+    if let Some(c) = &scope.cancel {
+        let (cancelled, rx) = crossbeam_channel::bounded(1);
+        // The hook owns the sender: it lives as long as the wait.
+        _hook = Some(c.on_cancel(move || {
+            let _ = cancelled.try_send(());
+        }));
+        on_cancel = rx;
+    }
+    if on_cancel.try_recv().is_ok() {
+        return Err(NoVerdict::Cancelled);
+    }
     let (tx, rx) = crossbeam_channel::bounded(1);
-    // A panic drops `tx` unsent: the receiver sees the disconnect.
+    let lent = scope.clone();
+    // A panic drops `tx` unsent: the receiver sees the disconnect. The
+    // thread is kept: the scope is lent for this check only.
     let job: Job = Box::new(move || {
-        let _ = tx.send(check());
+        SCOPE.with(|s| *s.borrow_mut() = lent);
+        let verdict = catch_unwind(AssertUnwindSafe(check));
+        SCOPE.with(|s| *s.borrow_mut() = Scope::default());
+        if let Ok(v) = verdict {
+            let _ = tx.send(v);
+        }
     });
     if let Err(e) = hand_over(job) {
-        return Err(format!("the guard could not start: {e}"));
+        return Err(NoVerdict::Failed(format!("the guard could not start: {e}")));
     }
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("the guard failed: {e}")),
-        Err(RecvTimeoutError::Disconnected) => Err("the guard panicked".into()),
-        Err(RecvTimeoutError::Timeout) => Err(format!(
+    let failed = |why: String| Err(NoVerdict::Failed(why));
+    crossbeam_channel::select! {
+        recv(rx) -> got => match got {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => failed(format!("the guard failed: {e}")),
+            Err(_) => failed("the guard panicked".into()),
+        },
+        recv(on_cancel) -> _ => Err(NoVerdict::Cancelled),
+        default(timeout) => failed(format!(
             "the guard took longer than {} ms",
             timeout.as_millis()
         )),
@@ -134,26 +212,36 @@ mod tests {
 
     #[test]
     fn verdicts_errors_panics_and_overruns_each_come_back() {
-        assert_eq!(run(Duration::from_secs(5), || Ok::<_, String>(7)), Ok(7));
+        let none = &Scope::default();
+        let failed = |why: &str| Err(NoVerdict::Failed(why.to_string()));
         assert_eq!(
-            run(Duration::from_secs(5), || Err::<u8, _>("no".to_string())),
-            Err("the guard failed: no".to_string())
+            run(Duration::from_secs(5), none, || Ok::<_, String>(7)),
+            Ok(7)
         );
         assert_eq!(
-            run(Duration::from_secs(5), || -> Result<u8, String> {
+            run(Duration::from_secs(5), none, || Err::<u8, _>(
+                "no".to_string()
+            )),
+            failed("the guard failed: no")
+        );
+        assert_eq!(
+            run(Duration::from_secs(5), none, || -> Result<u8, String> {
                 panic!("boom")
             }),
-            Err("the guard panicked".to_string())
+            failed("the guard panicked")
         );
         let (release, wait) = crossbeam_channel::bounded::<()>(0);
-        let slow = run(Duration::from_millis(1), move || {
+        let slow = run(Duration::from_millis(1), none, move || {
             let _ = wait.recv();
             Ok::<_, String>(1)
         });
-        assert_eq!(slow, Err("the guard took longer than 1 ms".to_string()));
+        assert_eq!(slow, failed("the guard took longer than 1 ms"));
         drop(release);
         // The threads are still good after a panic and an overrun.
-        assert_eq!(run(Duration::from_secs(5), || Ok::<_, String>(8)), Ok(8));
+        assert_eq!(
+            run(Duration::from_secs(5), none, || Ok::<_, String>(8)),
+            Ok(8)
+        );
     }
 
     #[test]
@@ -163,7 +251,7 @@ mod tests {
                 std::thread::spawn(move || {
                     (0..50u32)
                         .map(|j| {
-                            run(Duration::from_secs(10), move || {
+                            run(Duration::from_secs(10), &Scope::default(), move || {
                                 Ok::<_, String>(i * 1000 + j)
                             })
                         })
@@ -177,6 +265,25 @@ mod tests {
             assert_eq!(got, want);
         }
         assert!(IDLE.lock().len() <= MAX_IDLE);
+    }
+
+    #[test]
+    fn a_check_sees_its_scope_and_a_kept_thread_forgets_it() {
+        let cancel = Cancellable::new();
+        let lent = Scope {
+            spender: None,
+            cancel: Some(cancel.clone()),
+        };
+        let seen = |s: &Scope| {
+            run(Duration::from_secs(5), s, || {
+                Ok::<_, String>(scope().cancel.is_some())
+            })
+        };
+        assert_eq!(seen(&lent), Ok(true));
+        assert_eq!(seen(&Scope::default()), Ok(false));
+        // A cancelled scope gives no verdict.
+        cancel.cancel();
+        assert_eq!(seen(&lent), Err(NoVerdict::Cancelled));
     }
 
     #[test]

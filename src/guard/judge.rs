@@ -29,8 +29,20 @@ use crate::{ChatTransport, HttpConfig, Message, ToolCall};
 /// | [`ToolOutput`] | [`ToolOutputVerdict::Stop`] with its reason |
 ///
 /// A failed request or an answer that is not the schema's JSON is an error
-/// (so a stop: a judge that cannot judge never allows). Its requests are
-/// not counted in the run's usage.
+/// (so a stop: a judge that cannot judge never allows).
+///
+/// # Budgets
+///
+/// In an agent's run, the judge's requests count in the run's
+/// [`Spend`](crate::Spend) (a request, its tokens, its cost at the judge's
+/// model's price) as the sub-agents' do, so a [`Budget`](crate::Budget)
+/// limit trips on them too: a request the budget refuses (checked as the
+/// loop's own are, its input estimated at four characters a token) is
+/// not sent, and the run stops with
+/// [`Error::BudgetExceeded`](crate::Error::BudgetExceeded), not a guard
+/// stop. With a cost limit, the price table must price the judge's model
+/// too (or its requests are refused: their cost could not be bounded).
+/// A judge called directly, outside a run, counts nowhere.
 ///
 /// # Examples
 ///
@@ -111,6 +123,14 @@ impl Judge {
 
     /// Ask the model about `text`: `None` to allow, or its reason to refuse.
     fn decide(&self, text: &str) -> Result<Option<String>, BoxError> {
+        let scope = super::bounded::scope();
+        let (spender, model) = (&scope.spender, self.transport.model());
+        if let Some(s) = spender {
+            let input = (self.system.chars().count() + text.chars().count()) as u64;
+            if let Some(limit) = s.refuses(model, input.div_ceil(4) + 8) {
+                return Err(format!("not sent: the run's {limit} budget is exhausted").into());
+            }
+        }
         let messages = [Message::user(text)];
         let settings = self.transport.settings().clone();
         let extra = Map::new();
@@ -128,10 +148,13 @@ impl Judge {
             prompt_caching: false,
             split_think: true,
             extra: &extra,
-            cancel: None,
+            cancel: scope.cancel.as_ref(),
             traceparent: None,
         };
         let completion = self.client.chat(&req, &mut Vec::new(), &mut ())?;
+        if let Some(s) = spender {
+            s.count(model, completion.usage);
+        }
         let content = completion.message.content.trim();
         // Some models fence their JSON even when asked for a schema.
         let content = content

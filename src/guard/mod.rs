@@ -55,6 +55,13 @@
 //! naming it), never a silent allow. A guard that overruns is left to
 //! finish on its thread; its verdict is dropped.
 //!
+//! The host's [`Cancellable`] ends the wait for a
+//! guard at once: the run stops with
+//! [`Error::Cancelled`](crate::Error::Cancelled) (no guard event: the host
+//! stopped it, not the guard), and a [`Judge`]'s request in flight is cut
+//! by the same token. A [`Judge`]'s requests count in the run's budget
+//! ([Budgets](Judge#budgets)).
+//!
 //! # Events and stops
 //!
 //! Every verdict but allow is an [`Event::Guard`](crate::Event::Guard)
@@ -91,9 +98,10 @@
 //! The guards see whole texts, after the fact: a streamed answer's
 //! [`Event::AssistantDelta`](crate::Event::AssistantDelta)s and its
 //! [`Event::Assistant`](crate::Event::Assistant) show the text before
-//! the output guards ran. Render the [`Outcome`](crate::Outcome) (or the
-//! [`Event::Guard`](crate::Event::Guard) that follows) when the answer
-//! must be guarded on screen too. [`Event::ToolResult`](crate::Event::ToolResult)
+//! the output guards ran. When the answer must be guarded on screen too,
+//! hold it back with [`Guards::hold_deltas`] (no text deltas; the
+//! `Assistant` event after the output guards, with what they let through),
+//! or render the [`Outcome`](crate::Outcome). [`Event::ToolResult`](crate::Event::ToolResult)
 //! carries the guarded result.
 //!
 //! # Sub-agents
@@ -116,6 +124,7 @@ mod judge;
 mod redact;
 mod shape;
 
+pub(crate) use bounded::{Scope, Spender};
 pub use judge::Judge;
 pub use redact::Redactor;
 pub use shape::Shape;
@@ -366,6 +375,7 @@ pub struct Guards {
     tool_output: Vec<Named<dyn ToolOutput>>,
     timeout: Duration,
     max_retries: u32,
+    hold: bool,
 }
 
 impl Default for Guards {
@@ -384,6 +394,7 @@ impl fmt::Debug for Guards {
             .field("tool_output", &names_of(&self.tool_output))
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
+            .field("hold_deltas", &self.hold)
             .finish()
     }
 }
@@ -403,6 +414,7 @@ impl Guards {
             tool_output: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_retries: DEFAULT_RETRIES,
+            hold: false,
         }
     }
 
@@ -463,6 +475,48 @@ impl Guards {
     #[must_use]
     pub fn max_retries(mut self, n: u32) -> Guards {
         self.max_retries = n;
+        self
+    }
+
+    /// Hold the answer back from the listeners until the output guards
+    /// passed it (off unless set): with output guards, a streamed answer's
+    /// text deltas ([`Event::AssistantDelta`](crate::Event::AssistantDelta))
+    /// are not emitted (nor a cancelled answer's text, in
+    /// [`Event::Cancelled`](crate::Event::Cancelled)), and a final answer's
+    /// [`Event::Assistant`](crate::Event::Assistant) comes after the
+    /// output guards, with the text they let through (replaced, if they
+    /// replaced it); an answer they send back or stop is never shown.
+    /// Reasoning deltas and a tool-calling answer's text are shown as
+    /// usual. The cost: the answer no longer appears as it streams.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Event};
+    /// use pikuri::guard::{Guards, Redactor};
+    /// use pikuri::listeners::InMemoryEventList;
+    /// use pikuri::testing::{FakeServer, Reply};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("Write to jo@example.com").with_chunk_chars(4));
+    /// let seen = InMemoryEventList::new();
+    /// let guards = Guards::new().output("redact", Redactor::new()).hold_deltas(true);
+    /// let mut agent = Agent::builder(server.transport())
+    ///     .streaming(true)
+    ///     .guards(guards)
+    ///     .add_listener(seen.clone())
+    ///     .build()?;
+    /// agent.run_loop("who do I write to?")?;
+    /// let shown: Vec<String> = seen.events().into_iter().filter_map(|e| match e {
+    ///     Event::AssistantDelta { content, .. } | Event::Assistant { content, .. } => Some(content),
+    ///     _ => None,
+    /// }).collect();
+    /// assert_eq!(shown, ["Write to [redacted email]"]);
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    #[must_use]
+    pub fn hold_deltas(mut self, hold: bool) -> Guards {
+        self.hold = hold;
         self
     }
 
@@ -555,19 +609,30 @@ pub(crate) type Report<'a> = &'a mut dyn FnMut(&str, Action, &str);
 
 impl Guards {
     /// Run the input chain on `text` (replaced in place).
-    pub(crate) fn check_input(&self, text: &mut String, report: Report<'_>) -> Option<Trip> {
-        self.chain(&self.input, text, report, |g, t| {
+    pub(crate) fn check_input(
+        &self,
+        text: &mut String,
+        scope: &Scope,
+        report: Report<'_>,
+    ) -> Option<Trip> {
+        self.chain(&self.input, text, scope, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
 
     /// Run the chain beside the request on `text`: a replace is a stop.
-    pub(crate) fn check_beside(&self, text: &str, report: Report<'_>) -> Option<Trip> {
+    pub(crate) fn check_beside(
+        &self,
+        text: &str,
+        scope: &Scope,
+        report: Report<'_>,
+    ) -> Option<Trip> {
         let mut text = text.to_string();
         let mut replaced = None;
         let trip = self.chain(
             &self.beside,
             &mut text,
+            scope,
             &mut |g, a, d| {
                 if a == Action::Replace {
                     replaced = Some(Arc::<str>::from(g));
@@ -598,18 +663,28 @@ impl Guards {
     }
 
     /// Run the output chain on `answer` (replaced in place).
-    pub(crate) fn check_output(&self, answer: &mut String, report: Report<'_>) -> Option<Trip> {
-        self.chain(&self.output, answer, report, |g, t| {
+    pub(crate) fn check_output(
+        &self,
+        answer: &mut String,
+        scope: &Scope,
+        report: Report<'_>,
+    ) -> Option<Trip> {
+        self.chain(&self.output, answer, scope, report, |g, t| {
             g.check(&t).map(Step::from)
         })
     }
 
     /// Run the tool input chain on `call`.
-    pub(crate) fn check_tool_input(&self, call: &ToolCall, report: Report<'_>) -> Option<Trip> {
+    pub(crate) fn check_tool_input(
+        &self,
+        call: &ToolCall,
+        scope: &Scope,
+        report: Report<'_>,
+    ) -> Option<Trip> {
         // The chain's text is unused: no tool input verdict replaces.
         let mut unused = String::new();
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_input, &mut unused, report, move |g, _| {
+        self.chain(&self.tool_input, &mut unused, scope, report, move |g, _| {
             g.check(&call).map(Step::from)
         })
     }
@@ -620,10 +695,11 @@ impl Guards {
         &self,
         call: &ToolCall,
         output: &mut String,
+        scope: &Scope,
         report: Report<'_>,
     ) -> Option<Trip> {
         let call = Arc::new(call.clone());
-        self.chain(&self.tool_output, output, report, move |g, t| {
+        self.chain(&self.tool_output, output, scope, report, move |g, t| {
             g.check(&call, &t).map(Step::from)
         })
     }
@@ -644,6 +720,7 @@ impl Guards {
         &self,
         list: &[Named<G>],
         text: &mut String,
+        scope: &Scope,
         report: Report<'_>,
         check: impl Fn(&G, String) -> Result<Step, BoxError> + Clone + Send + 'static,
     ) -> Option<Trip> {
@@ -651,7 +728,7 @@ impl Guards {
             let guard = Arc::clone(&n.guard);
             let input = text.clone();
             let check = check.clone();
-            let step = bounded::run(self.timeout, move || check(&guard, input));
+            let step = bounded::run(self.timeout, scope, move || check(&guard, input));
             let (action, detail) = match step {
                 Ok(Step::Allow) => continue,
                 Ok(Step::Replace(t)) => {
@@ -660,8 +737,16 @@ impl Guards {
                     continue;
                 }
                 Ok(Step::End(action, detail)) => (action, detail),
+                // The host's cancel: the loop stops with it, unreported.
+                Err(bounded::NoVerdict::Cancelled) => {
+                    return Some(Trip {
+                        guard: Arc::clone(&n.name),
+                        action: Action::Stop,
+                        detail: "cancelled".into(),
+                    });
+                }
                 // A guard that could not decide is a stop.
-                Err(why) => (Action::Stop, why),
+                Err(bounded::NoVerdict::Failed(why)) => (Action::Stop, why),
             };
             report(&n.name, action, &detail);
             return Some(Trip {
@@ -729,6 +814,14 @@ impl Guarding {
             retries: 0,
             beside: None,
         }
+    }
+
+    /// Whether the answer is held back until the output guards passed it
+    /// ([`Guards::hold_deltas`] with output guards).
+    pub(crate) fn holds(&self) -> bool {
+        self.guards
+            .as_ref()
+            .is_some_and(|g| g.hold && g.has(Point::Output))
     }
 
     /// The guards, when `point` has any.

@@ -6,7 +6,7 @@ use super::*;
 fn run_input(guards: &Guards, text: &str) -> (String, Option<Trip>, Vec<String>) {
     let mut text = text.to_string();
     let mut seen = Vec::new();
-    let trip = guards.check_input(&mut text, &mut |g, a, d| {
+    let trip = guards.check_input(&mut text, &Scope::default(), &mut |g, a, d| {
         seen.push(format!("{g}:{}:{d}", a.as_str()));
     });
     (text, trip, seen)
@@ -88,11 +88,13 @@ fn the_tool_points_see_the_call() {
         .tool_output("tag", |c: &ToolCall, out: &str| {
             ToolOutputVerdict::Replace(format!("{}:{out}", c.id))
         });
-    let trip = guards.check_tool_input(&call, &mut |_, _, _| {}).unwrap();
+    let trip = guards
+        .check_tool_input(&call, &Scope::default(), &mut |_, _, _| {})
+        .unwrap();
     assert_eq!(trip.detail, "refused shell");
     let mut out = "done".to_string();
     assert_eq!(
-        guards.check_tool_output(&call, &mut out, &mut |_, _, _| {}),
+        guards.check_tool_output(&call, &mut out, &Scope::default(), &mut |_, _, _| {}),
         None
     );
     assert_eq!(out, "c1:done");
@@ -125,6 +127,6 @@ fn names_are_stable() {
             "{:?}",
             Guards::new().input("a", |_: &str| InputVerdict::Allow)
         ),
-        "Guards { input: [\"a\"], beside: [], output: [], tool_input: [], tool_output: [], timeout: 60s, max_retries: 2 }"
+        "Guards { input: [\"a\"], beside: [], output: [], tool_input: [], tool_output: [], timeout: 60s, max_retries: 2, hold_deltas: false }"
     );
 }

@@ -420,7 +420,7 @@ impl Journal {
         &self,
         message: &Message,
         finish: FinishReason,
-        spent: Option<Spend>,
+        (spent, earlier): (Option<Spend>, Option<Spend>),
     ) -> Result<()> {
         self.append(&Record::Response {
             step: self.next_step(),
@@ -428,6 +428,7 @@ impl Journal {
             finish: Some(vocab::Finish::from_public(finish)),
             truncated: false,
             spent,
+            earlier,
         })
     }
 }

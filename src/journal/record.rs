@@ -55,6 +55,10 @@ pub(crate) enum Record<'a> {
         /// from it); an optional field, as version 1 allows.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spent: Option<Spend>,
+        /// What the agent's earlier runs had spent, when its budget has
+        /// lifetime limits (an optional field, as `spent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        earlier: Option<Spend>,
     },
     /// A tool call is about to run (approved, validated).
     ToolStart { step: u64, call_id: Cow<'a, str> },
@@ -207,6 +211,9 @@ pub(crate) struct Replayed {
     /// `None` when the last run ended (a `TurnEnd`, or nothing after the
     /// header); otherwise where it was cut off.
     pub(crate) cut: Option<Cut>,
+    /// The lifetime count of the last response that recorded one: what
+    /// the earlier runs had spent, and its own run.
+    pub(crate) lifetime: Option<(Spend, Spend)>,
 }
 
 /// Where a crash cut a run off.
@@ -355,6 +362,7 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                 finish: stored,
                 truncated,
                 spent: stored_spent,
+                earlier,
             } => {
                 closed("a response")?;
                 if step != out.step + 1 {
@@ -378,6 +386,9 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                     .public();
                 out.messages.push(message);
                 spent = stored_spent.or(spent);
+                if let (Some(e), Some(s)) = (earlier, stored_spent) {
+                    out.lifetime = Some((e, s));
+                }
                 ended = false;
             }
             Record::ToolStart { step, call_id } => {

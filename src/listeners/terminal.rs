@@ -92,7 +92,13 @@ const LINE_MAX: usize = 160;
 ///   [`Compacted`](Event::Compacted) a dim `compacted (summarize): 13
 ///   messages (~900 tokens) now 3 (~120 tokens)`,
 ///   [`ModelFallback`](Event::ModelFallback) `falling back to <transport>
-///   after <error>`, a
+///   after <error>`, [`Guard`](Event::Guard) `guard <name> at <point>:
+///   stopped the run: <reason>` (`sent the answer back: <feedback>`,
+///   `refused the tool call: <message>`, `answered the message: <answer>`,
+///   a dim `replaced part of the text`: never the replaced text),
+///   [`BudgetExceeded`](Event::BudgetExceeded) `budget exhausted: cost
+///   limit reached after <spend>` (`lifetime budget exhausted: …` for a
+///   [lifetime](crate::Budget::lifetime) limit), a
 ///   [`Domain`](Event::Domain) event `<name>: <payload>` (a string payload
 ///   unquoted, others as compact JSON). A *transient* domain event (a
 ///   progress report) rewrites the previous line of the same name in place
@@ -101,7 +107,7 @@ const LINE_MAX: usize = 160;
 ///   another event arrives or the turn ends.
 ///   The turn-start `UserTurn` (the person typed it), `Tokens`, `ContextCap`
 ///   (see [`TokenLog`](super::TokenLog)), `SystemInjected`, `Reset`,
-///   `HistoryLoaded`, `ModelSwitched` and `Stopped` print nothing.
+///   `HistoryLoaded`, `ModelSwitched`, `Spent` and `Stopped` print nothing.
 /// - **Safety.** Everything the model or a tool wrote (text, reasoning, tool
 ///   names and arguments, results, payloads) goes through
 ///   [`sanitize`](super::sanitize()) first, so an escape sequence is shown as
@@ -399,6 +405,7 @@ impl Terminal {
                 self.line(o, Style::Dim, &text);
             }
             e @ (Event::Compacted { .. } | Event::ModelFallback { .. }) => self.recovery(o, e),
+            e @ (Event::Guard { .. } | Event::BudgetExceeded { .. }) => self.tripped(o, e),
             Event::Domain {
                 name,
                 payload,
@@ -446,6 +453,43 @@ impl Terminal {
                     sanitize(&to.to_string()),
                     sanitize(&truncate(reason, ARGS_MAX))
                 );
+                self.line(o, Style::Yellow, &text);
+            }
+            _ => {}
+        }
+    }
+
+    /// A guard's verdict or a budget limit reached: what tripped, plainly.
+    fn tripped(&mut self, o: &mut Output, event: &Event) {
+        match event {
+            Event::Guard {
+                guard,
+                point,
+                action,
+                detail,
+                ..
+            } => {
+                let detail = truncate(detail, ARGS_MAX);
+                let detail = sanitize(&detail);
+                let (style, what) = match action.as_str() {
+                    "replace" => (Style::Dim, "replaced part of the text".to_string()),
+                    "block" => (Style::Yellow, format!("answered the message: {detail}")),
+                    "retry" => (Style::Yellow, format!("sent the answer back: {detail}")),
+                    "reject" => (Style::Yellow, format!("refused the tool call: {detail}")),
+                    "stop" => (Style::Yellow, format!("stopped the run: {detail}")),
+                    other => (Style::Yellow, format!("{other}: {detail}")),
+                };
+                let text = format!("guard {} at {}: {what}", sanitize(guard), point.as_str());
+                self.line(o, style, &text);
+            }
+            Event::BudgetExceeded {
+                limit,
+                spend,
+                lifetime,
+                ..
+            } => {
+                let scope = if *lifetime { "lifetime " } else { "" };
+                let text = format!("{scope}budget exhausted: {limit} limit reached after {spend}");
                 self.line(o, Style::Yellow, &text);
             }
             _ => {}
@@ -915,6 +959,63 @@ It is sunny; 2+2 is 4.
              note: saved\n\
              progress: 50%\n\
              cancelled\n"
+        );
+    }
+
+    #[test]
+    fn guard_verdicts_and_budget_stops_say_what_tripped() {
+        use crate::budget::{Cost, Limit};
+        use crate::guard::{Action, Point};
+        let guard = |name: &str, point, action, detail: &str| Event::Guard {
+            agent: A.into(),
+            guard: name.into(),
+            point,
+            action,
+            detail: detail.into(),
+            call_id: String::new(),
+        };
+        let spend = crate::Spend {
+            requests: 2,
+            cost: Some(Cost::from_micro_usd(3_500)),
+            ..crate::Spend::default()
+        };
+        let out = run(&[
+            guard("redact", Point::ToolOutput, Action::Replace, ""),
+            guard("no-rm", Point::ToolInput, Action::Reject, "Error: refused"),
+            guard("polite", Point::Output, Action::Retry, "it is rude"),
+            guard("scope", Point::Input, Action::Block, "Not here."),
+            guard(
+                "judge",
+                Point::Output,
+                Action::Stop,
+                "the guard \x1b[2Jpanicked",
+            ),
+            Event::BudgetExceeded {
+                agent: A.into(),
+                limit: Limit::Cost,
+                spend,
+                lifetime: false,
+            },
+            Event::BudgetExceeded {
+                agent: A.into(),
+                limit: Limit::Requests,
+                spend,
+                lifetime: true,
+            },
+            Event::Spent {
+                agent: A.into(),
+                spend,
+            },
+        ]);
+        assert_eq!(
+            out,
+            "guard redact at tool_output: replaced part of the text\n\
+             guard no-rm at tool_input: refused the tool call: Error: refused\n\
+             guard polite at output: sent the answer back: it is rude\n\
+             guard scope at input: answered the message: Not here.\n\
+             guard judge at output: stopped the run: the guard \\x1b[2Jpanicked\n\
+             budget exhausted: cost limit reached after 2 requests, 0 in, 0 out, 0 tool calls, $0.0035\n\
+             lifetime budget exhausted: requests limit reached after 2 requests, 0 in, 0 out, 0 tool calls, $0.0035\n"
         );
     }
 

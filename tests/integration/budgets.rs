@@ -20,7 +20,11 @@ fn calc(expr: &str) -> Reply {
 /// The run's error must be a budget stop on `limit`; its spend.
 fn tripped(result: pikuri::Result<pikuri::Outcome>, limit: Limit) -> Spend {
     match result {
-        Err(Error::BudgetExceeded { limit: l, spend }) => {
+        Err(Error::BudgetExceeded {
+            limit: l,
+            spend,
+            lifetime: false,
+        }) => {
             assert_eq!(l, limit);
             *spend
         }
@@ -481,4 +485,211 @@ fn the_chat_example_stops_on_max_tokens_and_max_cost() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains("price"), "{stderr}");
+}
+
+/// The run's error must be a lifetime budget stop on `limit`; the
+/// lifetime spend.
+fn lifetime_tripped(result: pikuri::Result<pikuri::Outcome>, limit: Limit) -> Spend {
+    match result {
+        Err(Error::BudgetExceeded {
+            limit: l,
+            spend,
+            lifetime: true,
+        }) => {
+            assert_eq!(l, limit);
+            *spend
+        }
+        other => panic!("expected a lifetime {limit} stop, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_lifetime_limit_trips_across_runs_and_refuses_every_later_turn() {
+    let server = FakeServer::start();
+    server.push(calc("1+1").with_usage(100, 10));
+    server.push(Reply::text("2").with_usage(100, 10));
+    server.push(calc("2+2").with_usage(100, 10));
+    server.push(Reply::text("never sent"));
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.add_tool(builtin::calculator()).budget(
+            Budget::new()
+                .max_requests(5)
+                .lifetime(Budget::new().max_requests(3)),
+        )
+    });
+    let first = agent.run_loop("1+1?").unwrap();
+    assert_eq!(first.spend.requests, 2, "the outcome's spend is the run's");
+    let err = agent.run_loop("2+2?").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "budget exceeded: lifetime requests limit reached after 3 requests, 300 in, 30 out, 2 tool calls"
+    );
+    let spend = lifetime_tripped(Err(err), Limit::Requests);
+    assert_eq!((spend.requests, spend.tool_calls), (3, 2));
+    assert_eq!(server.chat_requests().len(), 3);
+    assert_eq!(agent.last_stop_reason(), Some(StopReason::Budget));
+    assert!(rec.events().iter().any(|e| matches!(
+        e,
+        Event::BudgetExceeded { limit: Limit::Requests, lifetime: true, spend, .. }
+            if spend.requests == 3
+    )));
+    // Every later turn is refused before its first request, the same way.
+    let spend = lifetime_tripped(agent.run_loop("3+3?"), Limit::Requests);
+    assert_eq!(spend.requests, 3);
+    assert_eq!(server.chat_requests().len(), 3);
+    assert_valid_history(agent.messages());
+}
+
+#[test]
+fn a_lifetime_limit_is_never_synthesized_past() {
+    let server = FakeServer::start();
+    server.push(Reply::text("one").with_usage(100, 10));
+    server.push(Reply::text("never sent"));
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.budget(
+            Budget::new()
+                .on_exhausted(OnExhausted::Synthesize)
+                .lifetime(Budget::new().max_total_tokens(100)),
+        )
+    });
+    agent.run_loop("first").unwrap();
+    let spend = lifetime_tripped(agent.run_loop("second"), Limit::TotalTokens);
+    assert_eq!(spend.total_tokens(), 110);
+    assert_eq!(server.chat_requests().len(), 1, "no synthesizer's request");
+}
+
+#[test]
+fn a_lifetime_cost_limit_needs_the_models_price() {
+    let server = FakeServer::start();
+    let err = Agent::builder(server.transport())
+        .budget(Budget::new().lifetime(Budget::new().max_cost(Cost::from_usd(1.0))))
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), pikuri::ErrorKind::InvalidInput);
+    // Priced by the run's table (the lifetime's own is ignored).
+    let server = FakeServer::start();
+    server.push(Reply::text("one").with_usage(1_000, 100));
+    server.push(Reply::text("never sent"));
+    let mut agent = Agent::builder(server.transport())
+        .budget(
+            Budget::new()
+                .prices(table())
+                .lifetime(Budget::new().max_cost(Cost::from_micro_usd(3_000))),
+        )
+        .build()
+        .unwrap();
+    agent.run_loop("first").unwrap();
+    let spend = lifetime_tripped(agent.run_loop("second"), Limit::Cost);
+    assert_eq!(
+        spend.cost,
+        Some(Cost::from_micro_usd(1_000 * 5 / 2 + 100 * 10))
+    );
+}
+
+#[test]
+fn the_lifetime_count_survives_a_journal_resume() {
+    let server = FakeServer::start();
+    server.push(Reply::text("one").with_usage(100, 10));
+    server.push(calc("1+1").with_usage(100, 10));
+    server.push(Reply::text("2").with_usage(100, 10));
+    server.push(Reply::text("never sent"));
+    let store = Memory::default();
+    let budget = || Budget::new().lifetime(Budget::new().max_requests(3));
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    a.run_loop("first").unwrap();
+    // The second run is cut off after its first response, as by a crash.
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        a.run_loop("1+1?").unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(a);
+    store
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert!(a.interrupted());
+    // Two requests were spent before the crash, one in each run: the
+    // resumed run gets the third.
+    let out = a.resume_run().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("2"));
+    assert_eq!(out.spend.requests, 2, "the resumed run's own");
+    drop(a);
+
+    // A clean restart: the journal says the lifetime is spent.
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert!(!a.interrupted());
+    let spend = lifetime_tripped(a.run_loop("again"), Limit::Requests);
+    assert_eq!(spend.requests, 3);
+    assert_eq!(server.chat_requests().len(), 3);
+}
+
+#[test]
+fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
+    let server = FakeServer::start();
+    server.push(calc("1+1").with_usage(100, 10));
+    server.push(Reply::text("never"));
+    let budget = || {
+        Budget::new()
+            .max_requests(2)
+            .lifetime(Budget::new().max_requests(5))
+    };
+    let damaged = [
+        (r#""requests":1"#, r#""requests":-1"#),
+        (r#""requests":1"#, r#""requests":"1""#),
+        (r#""requests":1"#, r#""requests":18446744073709551616"#),
+        (r#""earlier":{"#, r#""earlier":[{"#),
+    ];
+    let store = Memory::default();
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert_eq!(
+        a.run_loop("sums").unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(a);
+    let records = store.records.lock().unwrap().clone();
+    let at = records
+        .iter()
+        .position(|r| r.contains(r#""earlier":{"#))
+        .expect("the response records the earlier runs' spend");
+    for (from, to) in damaged {
+        assert!(records[at].contains(from), "{}", records[at]);
+        let mut bad = records.clone();
+        bad[at] = bad[at].replacen(from, to, 1);
+        let tampered = Memory::default();
+        *tampered.records.lock().unwrap() = bad;
+        let err = Agent::builder(server.transport())
+            .add_tool(builtin::calculator())
+            .budget(budget())
+            .resume(tampered, "r")
+            .build()
+            .unwrap_err();
+        assert_eq!(err.kind(), pikuri::ErrorKind::JournalCorrupt, "{to}: {err}");
+    }
 }

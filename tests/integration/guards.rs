@@ -611,3 +611,58 @@ fn tool_output_guards_check_every_result_of_a_parallel_batch() {
         Some("after")
     );
 }
+
+/// The answer's text as the listeners saw it: every delta and bookend.
+fn shown(rec: &pikuri::listeners::InMemoryEventList) -> Vec<String> {
+    rec.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::AssistantDelta { content, .. } => Some(format!("delta {content}")),
+            Event::Assistant { content, .. } => Some(format!("answer {content}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn held_deltas_show_only_what_the_output_guards_let_through() {
+    let server = FakeServer::start();
+    server.push(Reply::text("Mail jo@example.com").with_chunk_chars(4));
+    server.push(Reply::text("You are wrong!").with_chunk_chars(4));
+    server.push(Reply::text("Happy to help.").with_chunk_chars(4));
+    let guards = Guards::new()
+        .output("redact", Redactor::new())
+        .output("polite", |a: &str| {
+            if a.contains('!') {
+                OutputVerdict::Retry("be polite".into())
+            } else {
+                OutputVerdict::Allow
+            }
+        })
+        .hold_deltas(true);
+    let (mut agent, rec) = agent_with(&server, |c| c.streaming(true).guards(guards));
+    let out = agent.run_loop("who?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Mail [redacted email]"));
+    // No delta, and the secret never reached a listener.
+    assert_eq!(shown(&rec), ["answer Mail [redacted email]"]);
+    let out = agent.run_loop("help").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Happy to help."));
+    // The answer sent back was never shown; the one let through once.
+    assert_eq!(
+        shown(&rec),
+        ["answer Mail [redacted email]", "answer Happy to help."]
+    );
+    assert_valid_history(agent.messages());
+}
+
+#[test]
+fn without_holding_the_deltas_show_the_answer_before_the_guards() {
+    let server = FakeServer::start();
+    server.push(Reply::text("Mail jo@example.com").with_chunk_chars(10));
+    let guards = Guards::new().output("redact", Redactor::new());
+    let (mut agent, rec) = agent_with(&server, |c| c.streaming(true).guards(guards));
+    let out = agent.run_loop("who?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Mail [redacted email]"));
+    // As documented: the stream shows the text the guards then replaced.
+    assert!(shown(&rec).iter().any(|s| s.starts_with("delta ")));
+}

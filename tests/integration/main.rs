@@ -22,6 +22,7 @@ mod finish; // issue 36: why an answer ended, a cut answer never `Completed`, on
 mod first_contact; // issue 28, classes 7-9: compaction bounds, error bodies, first-contact errors
 mod gemini; // issue 37: Google Gemini's own API on the strict FakeServer
 mod guards; // issue 39: guardrails at the four points, chains, failing guards, the judge
+mod guards_spend; // issue 39 leftovers: a judge's spend in the budget, lifetime budgets, attack classes
 mod hand_off; // issue 42: listeners that opt out of the end-of-turn barrier
 mod hardening; // issue 13: history validation, retry_turn, close_all, cancel events
 mod hostile; // issue 13: extreme numbers, echoed keys, media types, endless streams, probes, no model

@@ -3,7 +3,8 @@
 //! types (and answers 400 to what does not decode) and prints each span it
 //! decoded in its debug log. The test exports a turn with a tool and a
 //! sub-agent to it and reads the spans back from that log: names, ids,
-//! parent links, kinds, status and attributes.
+//! parent links, kinds, status and attributes; and a turn whose guard
+//! replaced a result, whose `pikuri.guard` span event it reads back.
 //!
 //! Skipped unless `PIKURI_OTLP_RECEIVER` names the binary; a failure when
 //! `PIKURI_REQUIRE_OTLP=1` (as `scripts/otlp-receiver.sh test` sets it).
@@ -277,4 +278,88 @@ fn receiver_gets_the_turn() {
         main.attrs.get("pikuri.stop_reason").map(String::as_str),
         Some("Str(completed)")
     );
+}
+
+/// The span events of the span named `span`, as the debug log printed
+/// them: each event's name and its attributes (`-> k: v` lines after its
+/// `-> Attributes::`); the list ends at the first line of another kind.
+fn span_events(text: &str, span: &str) -> Vec<(String, HashMap<String, String>)> {
+    let mut events: Vec<(String, HashMap<String, String>)> = Vec::new();
+    let (mut in_span, mut in_events, mut in_attrs) = (false, false, false);
+    for line in text.lines() {
+        let t = line.trim();
+        if in_events {
+            if t.starts_with("SpanEvent #") {
+                in_attrs = false;
+                continue;
+            }
+            let Some(kv) = t.strip_prefix("-> ") else {
+                (in_span, in_events) = (false, false);
+                continue;
+            };
+            if let Some(name) = kv.strip_prefix("Name: ") {
+                events.push((name.to_string(), HashMap::new()));
+            } else if kv == "Attributes::" {
+                in_attrs = true;
+            } else if in_attrs
+                && let (Some((k, v)), Some(e)) = (kv.split_once(": "), events.last_mut())
+            {
+                e.1.insert(k.to_string(), v.to_string());
+            }
+            continue;
+        }
+        if t.starts_with("Span #") {
+            in_span = false;
+        } else if let Some(name) = t
+            .strip_prefix("Name")
+            .and_then(|r| r.trim_start().strip_prefix(':'))
+        {
+            in_span = name.trim() == span;
+        } else if in_span && t == "Events:" {
+            in_events = true;
+        }
+    }
+    events
+}
+
+#[test]
+fn receiver_gets_the_guard_event() {
+    use pikuri::guard::{Guards, ToolOutputVerdict};
+    let Some(bin) = receiver() else { return };
+    let rotel = Rotel::start(&bin);
+    let server = FakeServer::start();
+    let config = OtlpConfig::new(format!("http://127.0.0.1:{}", rotel.port))
+        .with_service_name("pikuri-receiver-guard");
+    let exporter = OtlpExporter::new(config).with_transport(&server.transport());
+    let handle = exporter.handle();
+    // The delegation's result is replaced by a tool output guard: a
+    // `pikuri.guard` event on the turn's span.
+    let guards = Guards::new().tool_output("mark", |_: &pikuri::ToolCall, out: &str| {
+        ToolOutputVerdict::Replace(format!("checked: {out}"))
+    });
+    crate::collector::run_turn_with(&server, exporter, |c| c.guards(guards));
+    assert_eq!(handle.dropped_spans(), 0, "{}", rotel.text());
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        events = span_events(&rotel.text(), "invoke_agent agent");
+        if events.iter().any(|e| e.0 == "pikuri.guard") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = rotel.text();
+    let guard = events
+        .iter()
+        .find(|e| e.0 == "pikuri.guard")
+        .unwrap_or_else(|| panic!("no pikuri.guard event in:\n{text}"));
+    let attr = |k: &str| guard.1.get(k).map(String::as_str);
+    assert_eq!(attr("pikuri.guard.name"), Some("Str(mark)"), "{text}");
+    assert_eq!(attr("pikuri.guard.point"), Some("Str(tool_output)"));
+    assert_eq!(attr("pikuri.guard.action"), Some("Str(replace)"));
+    assert!(
+        attr("gen_ai.tool.call.id").is_some_and(|v| v.starts_with("Str(")),
+        "{guard:?}"
+    );
+    // No content capture: no detail.
+    assert_eq!(attr("pikuri.guard.detail"), None);
 }
