@@ -513,6 +513,12 @@ mod web;
 pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
+#[cfg(feature = "guard")]
+pub mod guard;
+// Without the feature, only the values events name (`Point`, `Action`) and
+// no-op stand-ins of the crate-private seam (`Guarding`).
+#[cfg(not(feature = "guard"))]
+#[path = "guard_off.rs"]
 pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
@@ -546,8 +552,10 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
+#[cfg(feature = "budgets")]
+pub use crate::agent::Budget;
 pub use crate::agent::{
-    Agent, Budget, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
@@ -574,6 +582,7 @@ pub mod budget {
     //! The rules are documented on [`Budget`](crate::Budget); what a run
     //! spent is its [`Spend`](crate::Spend) ([`Outcome::spend`](crate::Outcome::spend)).
 
+    #[cfg(feature = "budgets")]
     pub use crate::agent::{Price, PriceTable};
     pub use crate::spend::{Cost, Limit};
 }
