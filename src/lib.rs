@@ -208,6 +208,23 @@
 //!   JSON, configured in code or from the `OTEL_*` variables.
 //! - `evals` (turns on `testing`): [`evals`], datasets, evaluators,
 //!   repeated runs, reports and baselines, offline from cassettes.
+//! - `guard`: guardrails, [`guard`]'s [`Guards`](guard::Guards), point
+//!   traits and verdicts, [`Redactor`](guard::Redactor),
+//!   [`Shape`](guard::Shape) and [`Judge`](guard::Judge), with
+//!   [`Configurator::guards`]. Without it the loop asks no guard and
+//!   [`guard`] holds only [`Point`](guard::Point) and
+//!   [`Action`](guard::Action): [`Event::Guard`], [`Error::Guardrail`] and
+//!   [`StopReason::Guardrail`] stay in every build, as [`Api`]'s variants
+//!   do, and never occur (but in a run resumed from a journal a guard
+//!   ended).
+//! - `budgets`: spending limits, [`Budget`] with
+//!   [`Configurator::budget`], [`budget::Price`] and
+//!   [`budget::PriceTable`], and [`Outcome::spend`]. Without it nothing
+//!   counts a run's spend beyond [`Outcome::usage`] and
+//!   [`Outcome::requests`]; [`Spend`], [`budget::Cost`] and
+//!   [`budget::Limit`] stay, the values [`Event::BudgetExceeded`],
+//!   [`Event::Spent`] and [`Error::BudgetExceeded`] carry, which such a
+//!   build never emits.
 //!
 //! Doc tests run with the default features only: the examples of core
 //! items use [`testing::FakeServer`] and often a built-in tool or
