@@ -542,6 +542,8 @@ pub mod guide;
 pub mod journal;
 #[cfg(feature = "skills")]
 pub mod skill;
+#[cfg(feature = "tool-search")]
+pub mod tool_search;
 // Without the feature, the agent's boundaries call a no-op stand-in of the
 // same crate-private seam (`Record`, `Journal`).
 #[cfg(feature = "evals")]

@@ -481,6 +481,19 @@ pub(crate) enum Script {
     },
 }
 
+/// `PIKURI_BENCH_REPLAY_DELAY_US`: how long the replay server waits before
+/// each answer (a model's think time); zero when unset. Set in a child by
+/// [`ReplayChild::spawn_thinking`].
+const REPLAY_DELAY_ENV: &str = "PIKURI_BENCH_REPLAY_DELAY_US";
+
+fn reply_delay() -> Duration {
+    let us = std::env::var(REPLAY_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Duration::from_micros(us)
+}
+
 /// A loopback server thread answering every request with pre-built bytes.
 pub(crate) struct Replay {
     addr: SocketAddr,
@@ -558,8 +571,13 @@ fn serve(
     let mut writer = conn.try_clone()?;
     let mut reader = BufReader::with_capacity(256 * 1024, conn);
     let (mut line, mut body) = (Vec::new(), Vec::new());
+    let delay = reply_delay();
     while let Some(n) = read_request(&mut reader, &mut line, &mut body)? {
         request_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        // A model's think time, when a bench asks for one (`benches/guards.rs`).
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let count = requests.fetch_add(1, Ordering::Relaxed) + 1;
         let response = match script {
             Script::Fixed(r) => r,
@@ -670,9 +688,15 @@ pub(crate) struct ReplayChild {
 
 impl ReplayChild {
     pub(crate) fn spawn(script: &Script, close: bool) -> ReplayChild {
+        ReplayChild::spawn_thinking(script, close, Duration::ZERO)
+    }
+
+    /// [`spawn`](Self::spawn), the child waiting `think` before each answer.
+    pub(crate) fn spawn_thinking(script: &Script, close: bool, think: Duration) -> ReplayChild {
         use std::process::{Command, Stdio};
         let mut child = Command::new(std::env::current_exe().expect("bench executable"))
             .env(SERVE_ENV, "1")
+            .env(REPLAY_DELAY_ENV, think.as_micros().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -74,6 +74,8 @@ pub struct Configurator {
     pub(super) client: Option<Client>,
     pub(super) tools: Vec<Arc<dyn Tool>>,
     pub(super) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    /// Tools sent only once found (`pikuri::tool_search`).
+    pub(super) deferred_tools: Vec<Arc<dyn Tool>>,
     pub(super) listeners: ListenerList,
     pub(super) extensions: Vec<Box<dyn Extension>>,
     pub(super) on_close: Vec<CloseHandler>,
@@ -107,6 +109,7 @@ impl Configurator {
             client: None,
             tools: Vec::new(),
             sub_agent_tools: Vec::new(),
+            deferred_tools: Vec::new(),
             listeners: ListenerList::new(),
             extensions: Vec::new(),
             on_close: Vec::new(),
@@ -239,6 +242,24 @@ impl Configurator {
     /// Add a tool only sub-agent personas can use (see "Two tool pools").
     pub fn add_sub_agent_tool(mut self, tool: impl Tool) -> Configurator {
         self.sub_agent_tools.push(into_shared(tool));
+        self
+    }
+
+    /// Add a deferred tool: once the deferred tools pass the
+    /// [`ToolSearch`](crate::tool_search::ToolSearch) threshold, it is sent
+    /// only after the model found it with a search (see
+    /// [`tool_search`](crate::tool_search)); below it, it is sent like any
+    /// tool.
+    #[cfg(feature = "tool-search")]
+    pub fn add_deferred_tool(mut self, tool: impl Tool) -> Configurator {
+        self.deferred_tools.push(into_shared(tool));
+        self
+    }
+
+    /// How deferred tools are searched and when they are held back.
+    #[cfg(feature = "tool-search")]
+    pub fn tool_search(mut self, search: crate::tool_search::ToolSearch) -> Configurator {
+        self.options.tool_search = search;
         self
     }
 
@@ -590,7 +611,12 @@ impl Configurator {
             }
         }
         let mut seen = HashSet::new();
-        for tool in self.tools.iter().chain(&self.sub_agent_tools) {
+        for tool in self
+            .tools
+            .iter()
+            .chain(&self.sub_agent_tools)
+            .chain(&self.deferred_tools)
+        {
             if let Err(e) = crate::tool::check_name(tool.name()) {
                 errors.push(e);
             } else if !seen.insert(tool.name()) {
@@ -752,6 +778,7 @@ impl fmt::Debug for Configurator {
             .field("id", &self.id)
             .field("tools", &self.tools.len())
             .field("sub_agent_tools", &self.sub_agent_tools.len())
+            .field("deferred_tools", &self.deferred_tools.len())
             .field("listeners", &self.listeners)
             .finish_non_exhaustive()
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
-use super::shared::Shared;
+use super::shared::{Pool, Shared};
 use crate::listener::ListenerList;
 use crate::{Cancellable, ChatTransport, Error, Event, Interloper, Result, StepLimit, Tool};
 
@@ -69,7 +69,7 @@ impl ExtensionContext {
     ///
     /// [`Error::InvalidInput`] when the name is taken.
     pub fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
-        self.shared()?.add_tool(tool, false)
+        self.shared()?.add_tool(tool, Pool::Model)
     }
 
     /// Register a sub-agent-only tool at runtime (the pool of
@@ -81,7 +81,18 @@ impl ExtensionContext {
     ///
     /// [`Error::InvalidInput`] when the name is taken (in either pool).
     pub fn add_sub_agent_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
-        self.shared()?.add_tool(tool, true)
+        self.shared()?.add_tool(tool, Pool::SubAgent)
+    }
+
+    /// Register a deferred tool at runtime (see
+    /// [`Configurator::add_deferred_tool`](crate::Configurator::add_deferred_tool)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when the name is taken (in any pool).
+    #[cfg(feature = "tool-search")]
+    pub fn add_deferred_tool(&self, tool: Arc<dyn Tool>) -> Result<()> {
+        self.shared()?.add_tool(tool, Pool::Deferred)
     }
 
     /// Remove the tool called `name` from either pool (e.g. a tool a server

@@ -89,19 +89,18 @@ impl Agent {
         });
         let (tx, verdict) = crossbeam_channel::bounded(1);
         let (text, k) = (text.to_string(), cancel.clone());
-        // A thread that cannot start drops `tx`: the disconnect is a stop.
-        let _ = std::thread::Builder::new()
-            .name("pikuri-guard-beside".into())
-            .spawn(move || {
-                let mut reported = Vec::new();
-                let trip = guards.check_beside(&text, &mut |g, a, d| {
-                    reported.push((Arc::from(g), a, d.to_string()));
-                });
-                if trip.is_some() {
-                    k.cancel();
-                }
-                let _ = tx.send((trip, reported));
+        // On a kept guard thread (see `guard::bounded`). A thread that
+        // cannot start drops `tx`: the disconnect is a stop.
+        let _ = crate::guard::hand_over(Box::new(move || {
+            let mut reported = Vec::new();
+            let trip = guards.check_beside(&text, &mut |g, a, d| {
+                reported.push((Arc::from(g), a, d.to_string()));
             });
+            if trip.is_some() {
+                k.cancel();
+            }
+            let _ = tx.send((trip, reported));
+        }));
         self.guarding.beside = Some(Beside {
             verdict,
             cancel,

@@ -302,6 +302,7 @@ impl Configurator {
                 cfg.transport.clone(),
                 std::mem::take(&mut cfg.tools),
                 std::mem::take(&mut cfg.sub_agent_tools),
+                std::mem::take(&mut cfg.deferred_tools),
             )),
             on_close: Mutex::new(on_close),
             approver: cfg.approver.take(),
@@ -503,6 +504,20 @@ impl Agent {
     /// The sub-agent-only tools (never sent to this agent's model).
     pub fn sub_agent_tools(&self) -> Vec<Arc<dyn Tool>> {
         self.shared.state.lock().sub_agent_tools.clone()
+    }
+
+    /// The deferred tools (see [`tool_search`](crate::tool_search)), found
+    /// or not, in the order they were added.
+    #[cfg(feature = "tool-search")]
+    pub fn deferred_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.shared.state.lock().deferred.clone()
+    }
+
+    /// The names of the deferred tools the model has found so far, in the
+    /// order it found them (they are sent from then on).
+    #[cfg(feature = "tool-search")]
+    pub fn found_tools(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.

@@ -50,6 +50,9 @@ pub(crate) struct LoopOptions {
     pub(crate) trifecta: TrifectaPolicy,
     /// The settings of typed turns.
     pub(crate) structured: StructuredOutput,
+    /// How deferred tools are searched and held back.
+    #[cfg(feature = "tool-search")]
+    pub(crate) tool_search: crate::tool_search::ToolSearch,
     /// Asked for a `traceparent` header before each request.
     pub(crate) traceparent: Option<TraceSource>,
 }
@@ -119,6 +122,21 @@ pub(crate) struct Shared {
     pub(crate) journal: std::sync::OnceLock<Journal>,
 }
 
+/// The pool a tool joins: see [`Shared::add_tool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pool {
+    /// Sent to the model.
+    Model,
+    /// Only for sub-agent personas.
+    SubAgent,
+    /// Sent once found (`pikuri::tool_search`).
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(dead_code, reason = "added through the tool-search API")
+    )]
+    Deferred,
+}
+
 /// What a run cost so far: the tokens and the number of completed requests,
 /// its children's included.
 #[derive(Clone, Copy, Debug, Default)]
@@ -150,6 +168,8 @@ pub(crate) struct State {
     pub(crate) tools: Vec<Arc<dyn Tool>>,
     /// The sub-agent-only pool (never sent to this agent's model).
     pub(crate) sub_agent_tools: Vec<Arc<dyn Tool>>,
+    /// The deferred pool (`pikuri::tool_search`): sent once found.
+    pub(crate) deferred: Vec<Arc<dyn Tool>>,
     pub(crate) pending_system: Vec<String>,
     /// The system prompt as last assembled (base and extensions' snippets).
     pub(crate) system_prompt: String,
@@ -168,10 +188,12 @@ impl State {
         transport: ChatTransport,
         tools: Vec<Arc<dyn Tool>>,
         sub_agent_tools: Vec<Arc<dyn Tool>>,
+        deferred: Vec<Arc<dyn Tool>>,
     ) -> State {
         let names = tools
             .iter()
             .chain(&sub_agent_tools)
+            .chain(&deferred)
             .map(|t| t.name().to_string())
             .collect();
         State {
@@ -179,6 +201,7 @@ impl State {
             context_cap: None,
             tools,
             sub_agent_tools,
+            deferred,
             pending_system: Vec::new(),
             system_prompt: String::new(),
             names,
@@ -187,12 +210,19 @@ impl State {
     }
 
     /// The model-visible tools encoded for a request (built once per change).
+    ///
+    /// Deferred tools go after the others (so far always: the search that
+    /// holds them back is issue 40's).
     pub(crate) fn tool_specs(&mut self) -> Arc<ToolSpecs> {
-        let tools = &self.tools;
-        Arc::clone(
-            self.tool_specs
-                .get_or_insert_with(|| Arc::new(ToolSpecs::new(tools))),
-        )
+        let (tools, deferred) = (&self.tools, &self.deferred);
+        Arc::clone(self.tool_specs.get_or_insert_with(|| {
+            if deferred.is_empty() {
+                Arc::new(ToolSpecs::new(tools))
+            } else {
+                let all: Vec<Arc<dyn Tool>> = tools.iter().chain(deferred).cloned().collect();
+                Arc::new(ToolSpecs::new(&all))
+            }
+        }))
     }
 }
 
@@ -205,19 +235,24 @@ impl Shared {
         }
     }
 
-    /// Add a tool to the model-visible pool, or to the sub-agent-only one.
-    pub(crate) fn add_tool(&self, tool: Arc<dyn Tool>, sub_agent_only: bool) -> Result<()> {
+    /// Add a tool to one of the pools.
+    pub(crate) fn add_tool(&self, tool: Arc<dyn Tool>, pool: Pool) -> Result<()> {
         let mut st = self.state.lock();
         let name = tool.name();
         crate::tool::check_name(name).map_err(Error::invalid)?;
         if !st.names.insert(name.to_string()) {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
-        if sub_agent_only {
-            st.sub_agent_tools.push(tool);
-        } else {
-            st.tools.push(tool);
-            st.tool_specs = None;
+        match pool {
+            Pool::SubAgent => st.sub_agent_tools.push(tool),
+            Pool::Model => {
+                st.tools.push(tool);
+                st.tool_specs = None;
+            }
+            Pool::Deferred => {
+                st.deferred.push(tool);
+                st.tool_specs = None;
+            }
         }
         Ok(())
     }
@@ -240,6 +275,11 @@ impl Shared {
             st.tool_specs = None;
         }
         st.sub_agent_tools.retain(|t| !gone.contains(t.name()));
+        let before = st.deferred.len();
+        st.deferred.retain(|t| !gone.contains(t.name()));
+        if st.deferred.len() != before {
+            st.tool_specs = None;
+        }
         for name in &gone {
             st.names.remove(*name);
         }

@@ -109,6 +109,7 @@ use crate::ToolCall;
 use crate::control::{CancelHook, Cancellable};
 
 mod bounded;
+pub(crate) use bounded::hand_over;
 mod judge;
 mod point;
 mod redact;

@@ -131,6 +131,9 @@ pub(crate) struct ToolSpec {
     pub(crate) description: String,
     /// The JSON Schema of the arguments (an object schema).
     pub(crate) parameters: Value,
+    /// Sent for an API's own tool search only, not loaded until found
+    /// (`pikuri::tool_search`): Anthropic's and Responses' `defer_loading`.
+    pub(crate) deferred: bool,
 }
 
 /// The tools of a request, built once when the tool set changes rather
@@ -147,6 +150,7 @@ impl ToolSpecs {
                     name: t.name().to_string(),
                     description: t.description().to_string(),
                     parameters: t.parameters().to_json().clone(),
+                    deferred: false,
                 })
                 .collect(),
         )
@@ -175,6 +179,7 @@ impl ToolSpecs {
                             .get("parameters")
                             .cloned()
                             .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                        deferred: false,
                     }
                 })
                 .collect(),
