@@ -208,6 +208,23 @@
 //!   JSON, configured in code or from the `OTEL_*` variables.
 //! - `evals` (turns on `testing`): [`evals`], datasets, evaluators,
 //!   repeated runs, reports and baselines, offline from cassettes.
+//! - `guard`: guardrails, [`guard`]'s [`Guards`](guard::Guards), point
+//!   traits and verdicts, [`Redactor`](guard::Redactor),
+//!   [`Shape`](guard::Shape) and [`Judge`](guard::Judge), with
+//!   [`Configurator::guards`]. Without it the loop asks no guard and
+//!   [`guard`] holds only [`Point`](guard::Point) and
+//!   [`Action`](guard::Action): [`Event::Guard`], [`Error::Guardrail`] and
+//!   [`StopReason::Guardrail`] stay in every build, as [`Api`]'s variants
+//!   do, and never occur (but in a run resumed from a journal a guard
+//!   ended).
+//! - `budgets`: spending limits, [`Budget`] with
+//!   [`Configurator::budget`], [`budget::Price`] and
+//!   [`budget::PriceTable`], and [`Outcome::spend`]. Without it nothing
+//!   counts a run's spend beyond [`Outcome::usage`] and
+//!   [`Outcome::requests`]; [`Spend`], [`budget::Cost`] and
+//!   [`budget::Limit`] stay, the values [`Event::BudgetExceeded`],
+//!   [`Event::Spent`] and [`Error::BudgetExceeded`] carry, which such a
+//!   build never emits.
 //!
 //! Doc tests run with the default features only: the examples of core
 //! items use [`testing::FakeServer`] and often a built-in tool or
@@ -513,6 +530,12 @@ mod web;
 pub mod approval;
 #[cfg(any(feature = "builtin", feature = "web"))]
 pub mod builtin;
+#[cfg(feature = "guard")]
+pub mod guard;
+// Without the feature, only the values events name (`Point`, `Action`) and
+// no-op stand-ins of the crate-private seam (`Guarding`).
+#[cfg(not(feature = "guard"))]
+#[path = "guard_off.rs"]
 pub mod guard;
 pub mod guide;
 #[cfg(feature = "journal")]
@@ -548,8 +571,10 @@ mod test_util;
 #[doc(hidden)]
 pub mod __bench;
 
+#[cfg(feature = "budgets")]
+pub use crate::agent::Budget;
 pub use crate::agent::{
-    Agent, Budget, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
+    Agent, CloseRegistration, Configurator, History, Outcome, close_all, register_close,
 };
 pub use crate::control::{Cancellable, Interloper, OnExhausted, StepLimit};
 pub use crate::error::{Error, ErrorKind, Result};
@@ -576,6 +601,7 @@ pub mod budget {
     //! The rules are documented on [`Budget`](crate::Budget); what a run
     //! spent is its [`Spend`](crate::Spend) ([`Outcome::spend`](crate::Outcome::spend)).
 
+    #[cfg(feature = "budgets")]
     pub use crate::agent::{Price, PriceTable};
     pub use crate::spend::{Cost, Limit};
 }

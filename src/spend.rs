@@ -222,6 +222,7 @@ impl Spend {
 
     /// Two runs' spend together (a typed turn's repairs); the cost is
     /// unknown when either is.
+    #[cfg(feature = "budgets")]
     pub(crate) fn merged(&self, other: &Spend) -> Spend {
         Spend {
             requests: self.requests.saturating_add(other.requests),

@@ -635,6 +635,7 @@ impl Meter {
     }
 
     /// The limit that refused a guard's request in this run, once.
+    #[cfg(feature = "guard")]
     pub(super) fn take_refused(&self) -> Option<Refusal> {
         self.state.lock().refused.take()
     }
@@ -651,6 +652,7 @@ impl Meter {
 
 /// A model-backed guard's requests ([`Judge`](crate::guard::Judge)) are
 /// checked and counted as the loop's own (no synthesizer's grace).
+#[cfg(feature = "guard")]
 impl crate::guard::Spender for Meter {
     fn refuses(&self, model: Option<&str>, input: u64) -> Option<Limit> {
         let refusal = Meter::refuses(self, model, input)?;

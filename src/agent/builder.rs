@@ -143,6 +143,7 @@ impl Configurator {
 
     /// The spending limits of each run (none by default: a run counts its
     /// [`Spend`](crate::Spend) and never stops for it); see [`Budget`].
+    #[cfg(feature = "budgets")]
     pub fn budget(mut self, budget: Budget) -> Configurator {
         if let Some(problem) = budget.misconfigured(self.transport.model()) {
             self.errors.push(problem);
@@ -453,6 +454,7 @@ impl Configurator {
     /// The [guards](crate::guard) the loop asks at their points (replacing
     /// any set before); the agent's own, not its sub-agents'. An empty
     /// [`Guards`] is none: a run without guards pays nothing for them.
+    #[cfg(feature = "guard")]
     pub fn guards(mut self, guards: Guards) -> Configurator {
         self.guards = (!guards.is_empty()).then(|| Arc::new(guards));
         self

@@ -9,6 +9,12 @@
 //! (`scripts/check-cycles.py --graph agent`).
 
 mod approval;
+#[cfg(feature = "budgets")]
+mod budget;
+// Without the feature, a `Meter` that counts nothing and a crate-private
+// `Budget` that limits nothing, for the same hooks (`metering.rs`).
+#[cfg(not(feature = "budgets"))]
+#[path = "budget_off.rs"]
 mod budget;
 mod builder;
 mod child;
@@ -16,6 +22,11 @@ mod compact;
 mod deferred;
 mod extension;
 mod fallback;
+#[cfg(feature = "guard")]
+mod guarded;
+// Without the feature, the same hooks as no-ops (`Guarding` holds nothing).
+#[cfg(not(feature = "guard"))]
+#[path = "guarded_off.rs"]
 mod guarded;
 mod history;
 mod metering;
@@ -31,6 +42,7 @@ mod tool_limit;
 mod trifecta;
 mod turn;
 
+#[cfg(feature = "budgets")]
 pub use budget::{Budget, Price, PriceTable};
 pub use builder::{Configurator, Extension};
 pub use compact::Compaction;
@@ -913,5 +925,24 @@ mod tests {
             }
         }
         assert!(over.is_empty(), "over 650 code lines: {over:?}");
+    }
+
+    /// Issue 36, the small CLI: without the `guard` feature an agent holds
+    /// no guard state (no chain, no pending verdict, no thread beside a
+    /// request), so none of the guards' machinery is built.
+    #[cfg(not(feature = "guard"))]
+    #[test]
+    fn without_the_guard_feature_an_agent_holds_no_guard_state() {
+        assert_eq!(std::mem::size_of::<crate::guard::Guarding>(), 0);
+    }
+
+    /// Issue 36, the small CLI: without the `budgets` feature the run's
+    /// meter holds nothing (no lock, no clock, no spend, no budget), so no
+    /// accounting is built.
+    #[cfg(not(feature = "budgets"))]
+    #[test]
+    fn without_the_budgets_feature_the_meter_holds_nothing() {
+        assert_eq!(std::mem::size_of::<super::budget::Meter>(), 0);
+        assert_eq!(std::mem::size_of::<super::budget::Budget>(), 0);
     }
 }

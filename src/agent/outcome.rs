@@ -1,7 +1,9 @@
 //! What a run reports: [`Outcome`].
 
+#[cfg(feature = "budgets")]
+use crate::Spend;
 use crate::approval::PendingApproval;
-use crate::{FinishReason, Spend, StopReason, Usage};
+use crate::{FinishReason, StopReason, Usage};
 
 /// What a finished [`run_loop`](crate::Agent::run_loop) (or
 /// [`resume`](crate::Agent::resume)) reports.
@@ -69,7 +71,9 @@ pub struct Outcome {
     /// time and, with a [`PriceTable`](crate::budget::PriceTable), money:
     /// this run's, a per-turn figure (see [`Budget`](crate::Budget#what-counts)).
     /// A sub-agent's outcome shows the count of the whole run so far.
-    /// Boxed, so an `Outcome` stays small to move.
+    /// Boxed, so an `Outcome` stays small to move. Needs the `budgets`
+    /// feature (without it nothing counts a run's spend).
+    #[cfg(feature = "budgets")]
     pub spend: Box<Spend>,
     /// With [`StopReason::ApprovalPending`], the calls awaiting the host's
     /// decision ([`Agent::pending_approvals`](crate::Agent::pending_approvals)); empty otherwise.

@@ -297,6 +297,7 @@ impl TypedTurn {
                     u
                 },
                 requests: total.requests + outcome.requests,
+                #[cfg(feature = "budgets")]
                 spend: Box::new(total.spend.merged(&outcome.spend)),
                 pending_approvals: outcome.pending_approvals,
             },
@@ -374,6 +375,7 @@ mod tests {
             steps,
             usage: crate::Usage::new().with_input(10),
             requests: 1,
+            #[cfg(feature = "budgets")]
             spend: Box::default(),
             pending_approvals: Vec::new(),
         }

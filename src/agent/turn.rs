@@ -58,7 +58,9 @@ pub(super) enum End {
     Answered(FinishReason),
     /// An approver deferred a call: the trailing calls await the host.
     Pending,
-    /// An input guard answered the message (`guarded.rs`).
+    /// An input guard answered the message (`guarded.rs`; without the
+    /// `guard` feature, only the resume of a journal guards wrote).
+    #[cfg_attr(not(any(feature = "guard", feature = "journal")), allow(dead_code))]
     Blocked,
 }
 
@@ -736,6 +738,8 @@ impl Agent {
         self.last_stop = Some(reason);
         let tally = self.shared.settle_tally();
         self.total_usage += tally.usage;
+        // `Outcome::spend` needs the `budgets` feature.
+        #[cfg_attr(not(feature = "budgets"), allow(unused_variables))]
         let spend = self.budget_end();
         self.emit(Event::Stopped {
             agent: self.agent_id(),
@@ -751,6 +755,7 @@ impl Agent {
             steps,
             usage: tally.usage,
             requests: tally.requests,
+            #[cfg(feature = "budgets")]
             spend: Box::new(spend),
             pending_approvals: if stop_reason == StopReason::ApprovalPending {
                 self.pending_approvals()

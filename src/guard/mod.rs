@@ -113,90 +113,30 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::ToolCall;
 use crate::control::{CancelHook, Cancellable};
 
 mod bounded;
 pub(crate) use bounded::hand_over;
 mod judge;
+mod point;
 mod redact;
 mod shape;
 
 pub(crate) use bounded::{Scope, Spender};
 pub use judge::Judge;
+pub(crate) use point::NOT_RUN;
+pub use point::{Action, Point};
 pub use redact::Redactor;
 pub use shape::Shape;
 
 /// What a guard returns when it fails (any error converts with `?`).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The observation of a call a guard's stop left unanswered.
-pub(crate) const NOT_RUN: &str = "Error: not run: stopped by a guard";
-
 /// The time a guard gets when [`Guards::timeout`] sets none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The retries an output guard gets when [`Guards::max_retries`] sets none.
 const DEFAULT_RETRIES: u32 = 2;
-
-/// Where a guard runs (in [`Event::Guard`](crate::Event::Guard)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Point {
-    /// The user's message ([`Input`]).
-    Input,
-    /// The final answer ([`Output`]).
-    Output,
-    /// A tool call ([`ToolInput`]).
-    ToolInput,
-    /// A tool's result ([`ToolOutput`]).
-    ToolOutput,
-}
-
-impl Point {
-    /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Point::Input => "input",
-            Point::Output => "output",
-            Point::ToolInput => "tool_input",
-            Point::ToolOutput => "tool_output",
-        }
-    }
-}
-
-/// What a guard decided, when it did not allow (in
-/// [`Event::Guard`](crate::Event::Guard)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Action {
-    /// The text was replaced.
-    Replace,
-    /// The user's message was answered by the guard.
-    Block,
-    /// The model was asked again.
-    Retry,
-    /// The tool call was refused.
-    Reject,
-    /// The run stopped (a guard's verdict, or a guard that failed).
-    Stop,
-}
-
-impl Action {
-    /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Replace => "replace",
-            Action::Block => "block",
-            Action::Retry => "retry",
-            Action::Reject => "reject",
-            Action::Stop => "stop",
-        }
-    }
-}
 
 /// An [`Input`] guard's verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 mod crash;
 mod damage;
 mod errors;
+#[cfg(feature = "guard")]
 mod guards; // issue 39: a run cut off after a guard's verdict resumes to the same end
 mod resume_events;
 mod vocabulary;

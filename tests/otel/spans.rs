@@ -417,6 +417,7 @@ fn a_request_cancelled_in_flight_is_one_chat_span_streamed_or_not() {
     }
 }
 
+#[cfg(feature = "guard")]
 #[test]
 fn a_guard_verdict_is_an_event_on_the_turn_span() {
     use pikuri::guard::{Guards, InputVerdict};
