@@ -87,6 +87,7 @@
 //! | [`listeners`] | ready-made listeners, [`ListenerList`](listeners::ListenerList), the sanitizer |
 //! | [`builtin`] | the built-in tools (calculator, clock, files, web) |
 //! | [`skill`] | Agent Skills read on demand: [`Catalog`](skill::Catalog), the [`Skills`](skill::Skills) extension |
+//! | [`tool_search`] | deferred tools found on demand: [`ToolSearch`](tool_search::ToolSearch), [`Threshold`](tool_search::Threshold), the search [`Index`](tool_search::Index) |
 //! | [`otel`] | OpenTelemetry export over OTLP/HTTP: [`OtlpExporter`](otel::OtlpExporter), [`OtlpConfig`](otel::OtlpConfig) |
 //! | [`mcp`] | Model Context Protocol servers (2026-07-28 and 2025): their tools, resources, prompts, and questions to the user |
 //! | [`testing`] | the scripted server, record and replay |
@@ -206,6 +207,10 @@
 //! - `otel`: [`otel`], the [`OtlpExporter`](otel::OtlpExporter) listener:
 //!   each run as OpenTelemetry GenAI spans (and metrics) over OTLP/HTTP
 //!   JSON, configured in code or from the `OTEL_*` variables.
+//! - `tool-search`: [`tool_search`], deferred tools
+//!   ([`Configurator::add_deferred_tool`], MCP servers'
+//!   [`mcp::Server::with_deferred`]) held back above a threshold and found
+//!   by a search: a local `search_tools` tool, or the API's own search.
 //! - `evals` (turns on `testing`): [`evals`], datasets, evaluators,
 //!   repeated runs, reports and baselines, offline from cassettes.
 //! - `guard`: guardrails, [`guard`]'s [`Guards`](guard::Guards), point
@@ -490,10 +495,17 @@
 //! uses servers' tools only), a fourth wire format, Google Gemini's own
 //! `generateContent` ([`Api::Gemini`]; pikuri reaches Gemini only through
 //! its OpenAI-compatible endpoint) with explicit context caches
-//! ([`ContextCache`]), guardrails at four points ([`guard`]), budgets in
-//! tokens, requests, time and money ([`Budget`], [`Spend`] on
-//! [`Outcome::spend`]), and an evals kit ([`evals`]: datasets, evaluators,
-//! reports and baselines, modelled on pydantic-evals).
+//! ([`ContextCache`]), guardrails at four points ([`guard`], feature
+//! `guard`; [`Guards::hold_deltas`](guard::Guards::hold_deltas) holds a
+//! streamed answer until the output guards passed it), budgets in
+//! tokens, requests, time and money ([`Budget`], feature `budgets`,
+//! per run and over the agent's lifetime with [`Budget::lifetime`];
+//! [`Spend`] on [`Outcome::spend`]), deferred tools found on demand
+//! ([`tool_search`]: a local BM25 search tool, or the API's own search on
+//! Anthropic Messages and OpenAI Responses; MCP servers' tools deferred
+//! with [`mcp::Server::with_deferred`]), and an evals kit ([`evals`]:
+//! datasets, evaluators, reports and baselines, modelled on
+//! pydantic-evals).
 //!
 //! # MSRV
 //!
