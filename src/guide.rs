@@ -25,8 +25,7 @@
 //!    - [Gemini](#gemini)
 //! 15. [Model settings](#model-settings)
 //! 16. [Context caching (Gemini)](#context-caching-gemini)
-//! 17. [Budgets](#budgets)
-//! 18. [Guardrails](#guardrails)
+//! 17. [Guardrails and budgets](#guardrails-and-budgets)
 //!
 //! The chat example (`cargo run --example chat`) puts these chapters
 //! together in a terminal program; `scripts/chat-local.sh` runs it against a
@@ -1354,7 +1353,15 @@
 //! # Ok::<(), pikuri::Error>(())
 //! ```
 //!
-//! # Budgets
+//! # Guardrails and budgets
+//!
+//! Two ways to keep a run inside what you allow: a budget stops a run
+//! that would spend too much, and guardrails check what goes in, what
+//! comes out and what runs. Both are features on by default (`budgets`,
+//! `guard`); a run that uses neither pays for neither (`benches/turn.rs`,
+//! `benches/guards.rs`).
+//!
+//! ## Budgets
 //!
 //! A [`StepLimit`](crate::StepLimit) caps one agent's tool calls; a
 //! [`Budget`](crate::Budget) caps what a whole run may spend: requests,
@@ -1412,7 +1419,7 @@
 //! `lifetime` is true; the journal keeps that count across a restart. The
 //! chat example takes `--max-tokens`, `--max-cost` and `--price`.
 //!
-//! # Guardrails
+//! ## Guardrails
 //!
 //! A [guard](crate::guard) checks what goes in, what comes out and what
 //! runs, at four points: the user's message, the final answer, a tool call

@@ -45,7 +45,7 @@ pub(crate) fn approver(opts: &Options) -> Arc<dyn Approver> {
     match opts.prompt {
         None => Arc::new(StateChangingOnly::new(TerminalApprover::new(
             Answers::stdin().reader(),
-            io::stderr(),
+            Answers::stdin().prompt_out(),
         ))),
         Some(_) if io::stdin().is_terminal() => {
             Arc::new(StateChangingOnly::new(TerminalApprover::stdio()))
@@ -131,6 +131,18 @@ impl Answers {
         }
     }
 
+    /// Where the prompt writes its question: stderr, marking the prompt as
+    /// waiting before the question shows, so a line typed the moment it
+    /// shows is the answer (it went to the model as a queued message when
+    /// the mark came only as the prompt began to read). The approver
+    /// writes only right before it reads (the question, or a "please
+    /// answer" line and the question again), so the mark is never stale.
+    fn prompt_out(&self) -> PromptOut {
+        PromptOut {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// A prompt of the running turn waits for its answer.
     pub(crate) fn waiting(&self) -> bool {
         let s = &self.shared;
@@ -165,6 +177,23 @@ impl Answers {
             self.shared.generation.fetch_add(1, Ordering::SeqCst);
         }
         self.shared.turn.store(running, Ordering::SeqCst);
+    }
+}
+
+/// The approval prompt's stderr (see [`Answers::prompt_out`]).
+struct PromptOut {
+    shared: Arc<Shared>,
+}
+
+impl io::Write for PromptOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let generation = self.shared.generation.load(Ordering::SeqCst);
+        self.shared.waiting.store(generation, Ordering::SeqCst);
+        io::stderr().write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
     }
 }
 
