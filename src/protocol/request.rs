@@ -713,16 +713,15 @@ impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
     }
 }
 
+/// The encoders' tests' request: system `sys`, no settings, streamed,
+/// prompt caching on; a test sets what it varies with `..`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::settings::NONE;
-
-    fn req<'a>(
+impl<'a> Request<'a> {
+    pub(crate) fn for_test(
         transport: &'a ChatTransport,
         messages: &'a [Message],
         tools: &'a ToolSpecs,
-        extra: &'a serde_json::Map<String, Value>,
+        extra: &'a Map<String, Value>,
     ) -> Request<'a> {
         Request {
             transport,
@@ -730,7 +729,7 @@ mod tests {
             messages,
             trailing_system: None,
             tools,
-            settings: &NONE,
+            settings: &super::settings::NONE,
             response_schema: None,
             stream: true,
             replay_reasoning: false,
@@ -740,6 +739,20 @@ mod tests {
             cancel: None,
             traceparent: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(
+        transport: &'a ChatTransport,
+        messages: &'a [Message],
+        tools: &'a ToolSpecs,
+        extra: &'a serde_json::Map<String, Value>,
+    ) -> Request<'a> {
+        Request::for_test(transport, messages, tools, extra)
     }
 
     #[test]

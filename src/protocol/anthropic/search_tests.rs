@@ -22,20 +22,8 @@ fn encode(msgs: &[Message], tools: &ToolSpecs) -> Value {
     let t = transport();
     let extra = Map::new();
     let req = Request {
-        transport: &t,
-        system: Some("sys"),
-        messages: msgs,
-        trailing_system: None,
-        tools,
-        settings: &crate::protocol::settings::NONE,
-        response_schema: None,
         stream: false,
-        replay_reasoning: false,
-        prompt_caching: true,
-        split_think: false,
-        extra: &extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(&t, msgs, tools, &extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf);
