@@ -4,8 +4,11 @@
 //! - "A run with no guard pays nothing measurable": `benches/turn.rs`
 //!   A/B against a commit before guards (BENCHMARKS.md, issue 39).
 //! - "A blocking input guard that allows costs one call of the guard":
-//!   `blocking (instant)` against `no guard`, with the guard's calls
-//!   counted (one per turn, asserted).
+//!   `inline (instant)` (a guard that may run on the loop's thread, as
+//!   `Redactor` and `Shape` do) and `blocking (instant)` (a closure, on a
+//!   kept guard thread: the call plus a hand-off, the price of bounding
+//!   its time) against `no guard`, with the guard's calls counted (one per
+//!   turn, asserted).
 //! - "A parallel one adds no wall time when it allows": the server waits
 //!   [`THINK`] before each answer (a model's think time) and the guard
 //!   takes [`GUARD`], shorter; `beside (slow)` should take the time of
@@ -28,7 +31,7 @@ use std::time::Duration;
 
 use common::turns::{ANSWER, ANSWER_TEXT, MODEL, PerTurn, QUESTION, measure};
 use common::{ReplayChild, Script, Server, header, json_response, median, runs};
-use pikuri::guard::{Guards, InputVerdict};
+use pikuri::guard::{BoxError, Guards, Input, InputVerdict};
 use pikuri::{Agent, ChatTransport, HttpConfig};
 
 /// The server's wait before each answer.
@@ -40,14 +43,16 @@ const GUARD: Duration = Duration::from_millis(10);
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Subject {
     NoGuard,
+    InlineInstant,
     BlockingInstant,
     BlockingSlow,
     BesideSlow,
 }
 
 impl Subject {
-    const ALL: [Subject; 4] = [
+    const ALL: [Subject; 5] = [
         Subject::NoGuard,
+        Subject::InlineInstant,
         Subject::BlockingInstant,
         Subject::BlockingSlow,
         Subject::BesideSlow,
@@ -56,10 +61,28 @@ impl Subject {
     fn name(self) -> &'static str {
         match self {
             Subject::NoGuard => "no guard",
+            Subject::InlineInstant => "inline (instant)",
             Subject::BlockingInstant => "blocking (instant)",
             Subject::BlockingSlow => "blocking (slow)",
             Subject::BesideSlow => "beside (slow)",
         }
+    }
+}
+
+/// An instant guard that says it may run on the loop's thread
+/// (`Input::inline`), as the ready-made `Redactor` and `Shape` do.
+struct Inline {
+    calls: Arc<AtomicUsize>,
+}
+
+impl Input for Inline {
+    fn check(&self, _text: &str) -> Result<InputVerdict, BoxError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(InputVerdict::Allow)
+    }
+
+    fn inline(&self) -> bool {
+        true
     }
 }
 
@@ -81,6 +104,12 @@ fn agent(base: &str, subject: Subject, calls: &Arc<AtomicUsize>) -> Agent {
     };
     let cfg = match subject {
         Subject::NoGuard => cfg,
+        Subject::InlineInstant => cfg.guards(Guards::new().input(
+            "allow",
+            Inline {
+                calls: Arc::clone(calls),
+            },
+        )),
         Subject::BlockingInstant => cfg.guards(Guards::new().input("allow", counted(None))),
         Subject::BlockingSlow => cfg.guards(Guards::new().input("allow", counted(Some(GUARD)))),
         Subject::BesideSlow => {

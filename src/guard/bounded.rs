@@ -140,6 +140,19 @@ where
     }
 }
 
+/// Run `check` on this thread (a guard that says it may, see
+/// [`Input::inline`](super::Input::inline)): a panic or an error is still
+/// a stop; no bound in time, no scope.
+pub(super) fn run_inline<T, E: std::fmt::Display>(
+    check: impl FnOnce() -> Result<T, E>,
+) -> Result<T, NoVerdict> {
+    match catch_unwind(AssertUnwindSafe(check)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(NoVerdict::Failed(format!("the guard failed: {e}"))),
+        Err(_) => Err(NoVerdict::Failed("the guard panicked".into())),
+    }
+}
+
 /// Give `job` to an idle guard thread, or to a new one (the agent runs the
 /// guards beside a request this way too).
 ///

@@ -194,8 +194,9 @@ pub enum ToolOutputVerdict {
 ///
 /// # Thread safety
 ///
-/// Each check runs on a thread of its own (that is how its time is
-/// bounded), hence `Send + Sync + 'static`.
+/// Each check runs on a guard thread (that is how its time is bounded;
+/// the threads are kept), unless the guard says it may run
+/// [`inline`](Input::inline), hence `Send + Sync + 'static`.
 pub trait Input: Send + Sync + 'static {
     /// The verdict on `text`; an error stops the run.
     ///
@@ -203,6 +204,17 @@ pub trait Input: Send + Sync + 'static {
     ///
     /// Whatever kept the guard from deciding (a judge's failed request).
     fn check(&self, text: &str) -> Result<InputVerdict, BoxError>;
+
+    /// Whether the check may run on the loop's own thread, unbounded in
+    /// time and outside the run's budget and cancel: for a check that
+    /// cannot hang and asks no model (pure and linear in its input, as
+    /// [`Redactor`] and [`Shape`] are), which then costs one call and no
+    /// thread hand-off. False by default (closures too): the check runs on
+    /// a guard thread, bounded by [`Guards::timeout`]. A panic is a stop
+    /// either way.
+    fn inline(&self) -> bool {
+        false
+    }
 }
 
 /// Checks the final answer. A closure `Fn(&str) -> OutputVerdict` is one.
@@ -215,6 +227,17 @@ pub trait Output: Send + Sync + 'static {
     ///
     /// Whatever kept the guard from deciding.
     fn check(&self, answer: &str) -> Result<OutputVerdict, BoxError>;
+
+    /// Whether the check may run on the loop's own thread, unbounded in
+    /// time and outside the run's budget and cancel: for a check that
+    /// cannot hang and asks no model (pure and linear in its input, as
+    /// [`Redactor`] and [`Shape`] are), which then costs one call and no
+    /// thread hand-off. False by default (closures too): the check runs on
+    /// a guard thread, bounded by [`Guards::timeout`]. A panic is a stop
+    /// either way.
+    fn inline(&self) -> bool {
+        false
+    }
 }
 
 /// Checks a tool call before the approval prompt. A closure
@@ -229,6 +252,17 @@ pub trait ToolInput: Send + Sync + 'static {
     ///
     /// Whatever kept the guard from deciding.
     fn check(&self, call: &ToolCall) -> Result<ToolInputVerdict, BoxError>;
+
+    /// Whether the check may run on the loop's own thread, unbounded in
+    /// time and outside the run's budget and cancel: for a check that
+    /// cannot hang and asks no model (pure and linear in its input, as
+    /// [`Redactor`] and [`Shape`] are), which then costs one call and no
+    /// thread hand-off. False by default (closures too): the check runs on
+    /// a guard thread, bounded by [`Guards::timeout`]. A panic is a stop
+    /// either way.
+    fn inline(&self) -> bool {
+        false
+    }
 }
 
 /// Checks a tool's result before it enters the history. A closure
@@ -243,6 +277,17 @@ pub trait ToolOutput: Send + Sync + 'static {
     ///
     /// Whatever kept the guard from deciding.
     fn check(&self, call: &ToolCall, output: &str) -> Result<ToolOutputVerdict, BoxError>;
+
+    /// Whether the check may run on the loop's own thread, unbounded in
+    /// time and outside the run's budget and cancel: for a check that
+    /// cannot hang and asks no model (pure and linear in its input, as
+    /// [`Redactor`] and [`Shape`] are), which then costs one call and no
+    /// thread hand-off. False by default (closures too): the check runs on
+    /// a guard thread, bounded by [`Guards::timeout`]. A panic is a stop
+    /// either way.
+    fn inline(&self) -> bool {
+        false
+    }
 }
 
 impl<F: Fn(&str) -> InputVerdict + Send + Sync + 'static> Input for F {
@@ -273,6 +318,8 @@ impl<F: Fn(&ToolCall, &str) -> ToolOutputVerdict + Send + Sync + 'static> ToolOu
 struct Named<G: ?Sized> {
     name: Arc<str>,
     guard: Arc<G>,
+    /// The guard's [`Input::inline`] (or its point's twin).
+    inline: bool,
 }
 
 impl<G: ?Sized> Clone for Named<G> {
@@ -280,6 +327,7 @@ impl<G: ?Sized> Clone for Named<G> {
         Named {
             name: Arc::clone(&self.name),
             guard: Arc::clone(&self.guard),
+            inline: self.inline,
         }
     }
 }
@@ -361,7 +409,8 @@ impl Guards {
     /// Add an [`Input`] guard, after those added before.
     #[must_use]
     pub fn input(mut self, name: impl Into<String>, guard: impl Input) -> Guards {
-        self.input.push(named(name, Arc::new(guard)));
+        let inline = guard.inline();
+        self.input.push(named(name, Arc::new(guard), inline));
         self
     }
 
@@ -377,28 +426,32 @@ impl Guards {
     /// order like the others, on one thread.
     #[must_use]
     pub fn input_beside(mut self, name: impl Into<String>, guard: impl Input) -> Guards {
-        self.beside.push(named(name, Arc::new(guard)));
+        let inline = guard.inline();
+        self.beside.push(named(name, Arc::new(guard), inline));
         self
     }
 
     /// Add an [`Output`] guard, after those added before.
     #[must_use]
     pub fn output(mut self, name: impl Into<String>, guard: impl Output) -> Guards {
-        self.output.push(named(name, Arc::new(guard)));
+        let inline = guard.inline();
+        self.output.push(named(name, Arc::new(guard), inline));
         self
     }
 
     /// Add a [`ToolInput`] guard, after those added before.
     #[must_use]
     pub fn tool_input(mut self, name: impl Into<String>, guard: impl ToolInput) -> Guards {
-        self.tool_input.push(named(name, Arc::new(guard)));
+        let inline = guard.inline();
+        self.tool_input.push(named(name, Arc::new(guard), inline));
         self
     }
 
     /// Add a [`ToolOutput`] guard, after those added before.
     #[must_use]
     pub fn tool_output(mut self, name: impl Into<String>, guard: impl ToolOutput) -> Guards {
-        self.tool_output.push(named(name, Arc::new(guard)));
+        let inline = guard.inline();
+        self.tool_output.push(named(name, Arc::new(guard), inline));
         self
     }
 
@@ -475,10 +528,11 @@ impl Guards {
     }
 }
 
-fn named<G: ?Sized>(name: impl Into<String>, guard: Arc<G>) -> Named<G> {
+fn named<G: ?Sized>(name: impl Into<String>, guard: Arc<G>, inline: bool) -> Named<G> {
     Named {
         name: name.into().into(),
         guard,
+        inline,
     }
 }
 
@@ -668,7 +722,11 @@ impl Guards {
             let guard = Arc::clone(&n.guard);
             let input = text.clone();
             let check = check.clone();
-            let step = bounded::run(self.timeout, scope, move || check(&guard, input));
+            let step = if n.inline {
+                bounded::run_inline(move || check(&guard, input))
+            } else {
+                bounded::run(self.timeout, scope, move || check(&guard, input))
+            };
             let (action, detail) = match step {
                 Ok(Step::Allow) => continue,
                 Ok(Step::Replace(t)) => {

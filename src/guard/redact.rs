@@ -91,6 +91,11 @@ impl Input for Redactor {
             .redact(text)
             .map_or(InputVerdict::Allow, InputVerdict::Replace))
     }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
+    }
 }
 
 impl Output for Redactor {
@@ -99,6 +104,11 @@ impl Output for Redactor {
             .redact(answer)
             .map_or(OutputVerdict::Allow, OutputVerdict::Replace))
     }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
+    }
 }
 
 impl ToolOutput for Redactor {
@@ -106,6 +116,11 @@ impl ToolOutput for Redactor {
         Ok(self
             .redact(output)
             .map_or(ToolOutputVerdict::Allow, ToolOutputVerdict::Replace))
+    }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
     }
 }
 

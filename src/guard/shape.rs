@@ -105,6 +105,11 @@ impl Output for Shape {
             ))
         })
     }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
+    }
 }
 
 impl Input for Shape {
@@ -116,6 +121,11 @@ impl Input for Shape {
             InputVerdict::Block(format!("Your message was not accepted: {}.", p.join("; ")))
         })
     }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
+    }
 }
 
 impl ToolOutput for Shape {
@@ -126,6 +136,11 @@ impl ToolOutput for Shape {
         } else {
             ToolOutputVerdict::Replace(format!("Error: the result was withheld: {}", p.join("; ")))
         })
+    }
+
+    /// Pure and linear in the text: on the loop's thread, no hand-off.
+    fn inline(&self) -> bool {
+        true
     }
 }
 

@@ -666,3 +666,59 @@ fn without_holding_the_deltas_show_the_answer_before_the_guards() {
     // As documented: the stream shows the text the guards then replaced.
     assert!(shown(&rec).iter().any(|s| s.starts_with("delta ")));
 }
+
+/// A guard that says it may run inline, recording the thread it ran on.
+struct OnThread {
+    inline: bool,
+    seen: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    panics: bool,
+}
+
+impl pikuri::guard::Input for OnThread {
+    fn check(&self, _text: &str) -> Result<InputVerdict, BoxError> {
+        self.seen.lock().push(std::thread::current().id());
+        assert!(!self.panics, "the inline guard broke");
+        Ok(InputVerdict::Allow)
+    }
+
+    fn inline(&self) -> bool {
+        self.inline
+    }
+}
+
+/// A guard that says it may run inline runs on the loop's thread (no
+/// hand-off to a guard thread); any other runs on a guard thread; a
+/// panicking inline guard is still a stop, with a valid history and no
+/// request sent.
+#[test]
+fn an_inline_guard_runs_on_the_loop_s_thread_and_a_panic_is_still_a_stop() {
+    for inline in [true, false] {
+        let server = FakeServer::start();
+        server.push(Reply::text("ok"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let guard = OnThread {
+            inline,
+            seen: Arc::clone(&seen),
+            panics: false,
+        };
+        let (mut agent, _) = agent_with(&server, |c| c.guards(Guards::new().input("t", guard)));
+        agent.run_loop("hi").unwrap();
+        let here = std::thread::current().id();
+        assert_eq!(seen.lock().len(), 1);
+        assert_eq!(seen.lock()[0] == here, inline, "inline={inline}");
+    }
+    let server = FakeServer::start();
+    server.push(Reply::text("next"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let broken = OnThread {
+        inline: true,
+        seen,
+        panics: true,
+    };
+    let (mut agent, _) = agent_with(&server, |c| c.guards(Guards::new().input("broken", broken)));
+    let err = agent.run_loop("hi").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Guardrail, "{err}");
+    assert!(err.to_string().contains("panicked"), "{err}");
+    assert_valid_history(agent.messages());
+    assert_eq!(server.chat_requests().len(), 0);
+}
