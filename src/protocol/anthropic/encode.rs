@@ -272,10 +272,10 @@ impl Serialize for Body<'_> {
             map.serialize_entry("max_tokens", &max_tokens(req.settings))?;
         }
         if ours("system") && !self.system.is_empty() {
-            map.serialize_entry("system", &Pieces(&self.system))?;
+            map.serialize_entry("system", self.system.as_slice())?;
         }
         if ours("messages") {
-            map.serialize_entry("messages", &Turns(&self.turns))?;
+            map.serialize_entry("messages", self.turns.as_slice())?;
         }
         // An empty `tools` array is rejected by some servers: leave it out.
         if ours("tools") && !self.tools.is_empty() {
@@ -310,38 +310,14 @@ impl Serialize for Body<'_> {
     }
 }
 
-struct Turns<'r, 'a>(&'r [Turn<'a>]);
-
-impl Serialize for Turns<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for t in self.0 {
-            seq.serialize_element(&WireTurn(t))?;
-        }
-        seq.end()
-    }
-}
-
-struct WireTurn<'r, 'a>(&'r Turn<'a>);
-
-impl Serialize for WireTurn<'_, '_> {
+/// A turn goes as `{"role", "content"}`; a slice of them (and
+/// of their pieces) serializes as a sequence.
+impl Serialize for Turn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(2))?;
-        map.serialize_entry("role", if self.0.user { "user" } else { "assistant" })?;
-        map.serialize_entry("content", &Pieces(&self.0.pieces))?;
+        map.serialize_entry("role", if self.user { "user" } else { "assistant" })?;
+        map.serialize_entry("content", self.pieces.as_slice())?;
         map.end()
-    }
-}
-
-struct Pieces<'r, 'a>(&'r [Piece<'a>]);
-
-impl Serialize for Pieces<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for p in self.0 {
-            seq.serialize_element(p)?;
-        }
-        seq.end()
     }
 }
 

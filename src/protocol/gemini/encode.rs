@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::protocol::request::{Request, raw_field_sent};
@@ -237,7 +237,7 @@ impl Serialize for Body<'_> {
         };
         let mut map = s.serialize_map(None)?;
         if ours("contents") {
-            map.serialize_entry("contents", &Turns(&self.turns))?;
+            map.serialize_entry("contents", self.turns.as_slice())?;
         }
         if ours("systemInstruction") && !held("systemInstruction") && !self.system.is_empty() {
             map.serialize_entry("systemInstruction", &System(&self.system))?;
@@ -286,43 +286,19 @@ impl Serialize for System<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let parts: Vec<Part<'_>> = self.0.iter().map(|t| Part::Text(t, None)).collect();
         let mut map = s.serialize_map(Some(1))?;
-        map.serialize_entry("parts", &Parts(&parts))?;
+        map.serialize_entry("parts", parts.as_slice())?;
         map.end()
     }
 }
 
-struct Turns<'r, 'a>(&'r [Turn<'a>]);
-
-impl Serialize for Turns<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for t in self.0 {
-            seq.serialize_element(&WireTurn(t))?;
-        }
-        seq.end()
-    }
-}
-
-struct WireTurn<'r, 'a>(&'r Turn<'a>);
-
-impl Serialize for WireTurn<'_, '_> {
+/// A turn goes as `{"role", "parts"}`; a slice of them (and
+/// of their pieces) serializes as a sequence.
+impl Serialize for Turn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(2))?;
-        map.serialize_entry("role", if self.0.user { "user" } else { "model" })?;
-        map.serialize_entry("parts", &Parts(&self.0.parts))?;
+        map.serialize_entry("role", if self.user { "user" } else { "model" })?;
+        map.serialize_entry("parts", self.parts.as_slice())?;
         map.end()
-    }
-}
-
-struct Parts<'r, 'a>(&'r [Part<'a>]);
-
-impl Serialize for Parts<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for p in self.0 {
-            seq.serialize_element(p)?;
-        }
-        seq.end()
     }
 }
 
