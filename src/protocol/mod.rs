@@ -26,6 +26,7 @@
 //! | `gemini/` | Google Gemini: encoder, body and stream decoders |
 //! | `stream.rs` | a streamed body: SSE events into the API's decoder |
 //! | `client.rs` | the blocking HTTP client: cancellation, error mapping |
+//! | `connect.rs` | a ureq failure that is not a timeout as `Error::Connect` or `Error::Transport`: one mapping for the client, the model list and Gemini's caches |
 //! | `body.rs` | an error body in one bounded line: message, code and type, or a summary |
 //! | `retry.rs` | which failures are retried, backoff, a cancellable wait (`Wake`, also the approval gate's) |
 //! | `sse.rs` | the sans-IO SSE parser and its `BufRead` adapter |
@@ -45,6 +46,7 @@
 mod anthropic;
 mod body;
 mod client;
+mod connect;
 mod decode;
 mod error;
 mod found;
@@ -74,10 +76,10 @@ mod wire;
 mod unbuilt_tests;
 
 pub(crate) use client::Client;
-#[cfg(feature = "mcp")]
-pub(crate) use client::cannot_connect;
 #[cfg(feature = "_bench")]
 pub(crate) use client::decode_error;
+#[cfg(feature = "mcp")]
+pub(crate) use connect::cannot_connect;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::client::connection_error;
+use super::connect::connection_error;
 use crate::net::AgentSetup;
 use crate::util::{redact, redact_url};
 use crate::{ChatTransport, Error, Result};

@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 
 use super::encode::resource_path;
 use crate::net::AgentSetup;
+use crate::protocol::connect::connection_error;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::util::{redact, redact_url};
 use crate::{Api, ChatTransport, Error, Message, ModelSettings, Result, Tool};
@@ -407,7 +408,7 @@ impl ChatTransport {
                 after: TIMEOUT,
                 url: Some(shown.clone()),
             },
-            other => connection_error(&other, &url, &shown),
+            other => connection_error(other, &url, &shown),
         })?;
         let status = resp.status().as_u16();
         let mut answer = Vec::new();
@@ -438,35 +439,6 @@ impl ChatTransport {
             });
         }
         Ok(answer)
-    }
-}
-
-/// A ureq failure other than a timeout as [`Error::Connect`] (nothing
-/// reached the server) or [`Error::Transport`], naming `shown`, the
-/// redacted URL. (The model client's own mapping, in `client.rs`, sits
-/// above this module, which it imports.)
-fn connection_error(e: &ureq::Error, raw: &str, shown: &str) -> Error {
-    let source = crate::net::error_text(e, raw).into();
-    let io_connect = |io: &std::io::Error| {
-        use std::io::ErrorKind as K;
-        matches!(
-            io.kind(),
-            K::ConnectionRefused | K::HostUnreachable | K::NetworkUnreachable | K::AddrNotAvailable
-        )
-    };
-    let connect = match e {
-        ureq::Error::Io(io) => io_connect(io),
-        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound | ureq::Error::Tls(_) => true,
-        _ => false,
-    };
-    let url = shown.to_string();
-    if connect {
-        Error::Connect { url, source }
-    } else {
-        Error::Transport {
-            url: Some(url),
-            source,
-        }
     }
 }
 
