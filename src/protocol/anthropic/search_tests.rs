@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::found_tool_names;
 use crate::protocol::request::{Request, ToolSpecs};

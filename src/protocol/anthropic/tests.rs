@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::{Api, ChatTransport, Image, ImageSource, Message, ProviderData, ToolCall, Usage};

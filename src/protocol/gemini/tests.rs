@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ResponseSchema, ToolSpecs};
 use crate::protocol::settings::{ModelSettings, ReasoningEffort, ToolChoice};

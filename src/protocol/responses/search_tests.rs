@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Decoder, parse_response, write_body};
-use crate::protocol::decode::Completion;
+use crate::protocol::decode::{Completion, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::found_tool_names;
 use crate::protocol::request::{Request, ToolSpecs};

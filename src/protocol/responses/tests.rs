@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Decoder, parse_response, write_body};
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::{Api, ChatTransport, Image, ImageSource, Message, ProviderData, ToolCall};
