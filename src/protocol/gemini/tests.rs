@@ -28,20 +28,10 @@ fn encode_full(
     extra: &Map<String, Value>,
 ) -> Value {
     let req = Request {
-        transport: t,
-        system: Some("sys"),
-        messages: msgs,
         trailing_system: Some("note"),
-        tools,
         settings,
         response_schema: schema,
-        stream: true,
-        replay_reasoning: false,
-        prompt_caching: true,
-        split_think: false,
-        extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(t, msgs, tools, extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf).unwrap();
