@@ -115,6 +115,16 @@ struct Runs {
     subs: HashMap<String, Run>,
 }
 
+impl Run {
+    /// The open span of tool call `id`.
+    fn tool_span(&mut self, id: &str) -> Option<&mut Span> {
+        self.tools
+            .iter_mut()
+            .map(|t| &mut t.span)
+            .find(|s| span_call_id(s) == Some(id))
+    }
+}
+
 impl Runs {
     fn get(&self, agent: &str) -> Option<&Run> {
         if agent.is_empty() {
@@ -422,32 +432,16 @@ impl Tracer {
                 run.mark = now;
             }
             Event::ToolEdited { id, arguments, .. } => {
-                if let Some(t) = run
-                    .tools
-                    .iter_mut()
-                    .find(|t| span_call_id(&t.span) == Some(id))
-                {
-                    let mut a = Attrs::default();
-                    a.set("pikuri.approval.decision", "edited");
-                    if capture {
-                        a.set("gen_ai.tool.call.arguments", arguments.to_string());
-                    }
-                    t.span.event("pikuri.approval", now, a);
+                if let Some(span) = run.tool_span(id) {
+                    let private = || ("gen_ai.tool.call.arguments", arguments.to_string());
+                    approval(span, now, "edited", capture.then(private));
                 }
             }
             Event::ToolDenied { id, reason, .. } => {
-                if let Some(t) = run
-                    .tools
-                    .iter_mut()
-                    .find(|t| span_call_id(&t.span) == Some(id))
-                {
-                    let mut a = Attrs::default();
-                    a.set("pikuri.approval.decision", "denied");
-                    if capture {
-                        a.set("pikuri.approval.reason", reason.as_str());
-                    }
-                    t.span.event("pikuri.approval", now, a);
-                    t.span.attrs.set("pikuri.tool.denied", true);
+                if let Some(span) = run.tool_span(id) {
+                    let private = || ("pikuri.approval.reason", reason.clone());
+                    approval(span, now, "denied", capture.then(private));
+                    span.attrs.set("pikuri.tool.denied", true);
                 }
             }
             Event::ToolResult { id, content, .. } => {
@@ -681,6 +675,22 @@ impl Tracer {
     }
 }
 
+/// A `pikuri.approval` event on a tool's span: the decision, and its
+/// `private` attribute (arguments or reason) only when content is captured.
+fn approval(
+    span: &mut Span,
+    now: u64,
+    decision: &'static str,
+    private: Option<(&'static str, String)>,
+) {
+    let mut a = Attrs::default();
+    a.set("pikuri.approval.decision", decision);
+    if let Some((key, value)) = private {
+        a.set(key, value);
+    }
+    span.event("pikuri.approval", now, a);
+}
+
 fn span_call_id(s: &Span) -> Option<&str> {
     match s.attrs.get("gen_ai.tool.call.id") {
         Some(Attr::Str(id)) => Some(&**id),
@@ -898,6 +908,115 @@ mod tests {
         assert_eq!(chat_finishes(&spans), ["tool_calls", "stop"]);
         let main = main_span(&spans);
         assert_eq!(main.status, super::super::span::Status::Unset);
+    }
+
+    /// A call span's one event's attributes and its `pikuri.tool.denied`.
+    type Approval = (Vec<(String, Attr)>, Option<Attr>);
+
+    /// The `pikuri.approval` events of two calls, one edited, one denied,
+    /// in call order.
+    fn approvals(capture: bool) -> Vec<Approval> {
+        let mut t = Tracer::new(capture, "a".into(), Arc::new(Context::default()));
+        let agent: Arc<str> = "".into();
+        let call = |id: &str| Event::ToolCall {
+            agent: agent.clone(),
+            id: id.into(),
+            name: "w".into(),
+            arguments: serde_json::json!({"path": "/x"}),
+        };
+        let result = |id: &str| Event::ToolResult {
+            agent: agent.clone(),
+            id: id.into(),
+            name: "w".into(),
+            content: "ok".into(),
+        };
+        for e in [
+            Event::UserTurn {
+                agent: agent.clone(),
+                content: "q".into(),
+                mid_loop: false,
+            },
+            call("c1"),
+            call("c2"),
+            Event::ToolEdited {
+                agent: agent.clone(),
+                id: "c1".into(),
+                name: "w".into(),
+                arguments: serde_json::json!({"path": "/y"}),
+            },
+            Event::ToolDenied {
+                agent: agent.clone(),
+                id: "c2".into(),
+                name: "w".into(),
+                reason: "private reason".into(),
+            },
+            result("c1"),
+            result("c2"),
+            Event::Stopped {
+                agent: agent.clone(),
+                reason: StopReason::Completed,
+                usage: crate::Usage::new(),
+            },
+        ] {
+            t.on_event(&e);
+        }
+        let spans = std::mem::take(&mut t.done);
+        let mut tools: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.name() == "execute_tool w")
+            .collect();
+        tools.sort_by_key(|s| span_call_id(s).map(str::to_string));
+        tools
+            .into_iter()
+            .map(|s| {
+                assert_eq!(s.events.len(), 1, "{:?}", s.events);
+                assert_eq!(s.events[0].name, "pikuri.approval");
+                let attrs = s.events[0]
+                    .attrs
+                    .0
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect();
+                (attrs, s.attrs.get("pikuri.tool.denied").cloned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn approval_events_name_the_decision_and_keep_private_text_out_unless_captured() {
+        let decision = |d: &str| ("pikuri.approval.decision".to_string(), Attr::from(d));
+        assert_eq!(
+            approvals(false),
+            [
+                (vec![decision("edited")], None),
+                (vec![decision("denied")], Some(Attr::Bool(true))),
+            ]
+        );
+        assert_eq!(
+            approvals(true),
+            [
+                (
+                    vec![
+                        decision("edited"),
+                        (
+                            "gen_ai.tool.call.arguments".to_string(),
+                            Attr::from(r#"{"path":"/y"}"#)
+                        )
+                    ],
+                    None
+                ),
+                (
+                    vec![
+                        decision("denied"),
+                        (
+                            "pikuri.approval.reason".to_string(),
+                            Attr::from("private reason")
+                        )
+                    ],
+                    Some(Attr::Bool(true))
+                ),
+            ]
+        );
     }
 
     #[test]
