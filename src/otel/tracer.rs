@@ -1075,8 +1075,8 @@ mod tests {
             },
             Event::ModelFallback {
                 agent: a.clone(),
-                from,
-                to,
+                from: Box::new(from),
+                to: Box::new(to),
                 reason: "http status 503: busy".into(),
             },
             Event::Tokens {
