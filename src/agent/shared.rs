@@ -198,7 +198,9 @@ pub(crate) struct Deferral {
     pub(crate) index: Option<Arc<crate::tool_search::Index>>,
     /// The deferred schemas' estimated tokens.
     pub(crate) tokens: Option<u64>,
-    pub(crate) found: Vec<String>,
+    /// Each deferred tool's position by name (`deferred.rs`).
+    pub(crate) positions: Option<std::collections::HashMap<String, usize>>,
+    pub(crate) found: super::deferred::Found,
 }
 
 impl State {
@@ -234,6 +236,7 @@ impl State {
     fn deferred_changed(&mut self) {
         self.tool_specs = None;
         self.deferral.tokens = None;
+        self.deferral.positions = None;
         #[cfg(feature = "tool-search")]
         {
             self.deferral.index = None;
