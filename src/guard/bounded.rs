@@ -299,6 +299,45 @@ mod tests {
         assert_eq!(seen(&lent), Err(NoVerdict::Cancelled));
     }
 
+    /// A check that overran its bound is not waited for, but it keeps its
+    /// scope: what its request spends when it finishes is still counted.
+    #[test]
+    fn an_overrun_check_still_counts_through_its_scope() {
+        #[derive(Default)]
+        struct Tally(AtomicU64);
+        impl Spender for Tally {
+            fn refuses(&self, _: Option<&str>, _: u64) -> Option<Limit> {
+                None
+            }
+            fn count(&self, _: Option<&str>, _: Option<Usage>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let tally = Arc::new(Tally::default());
+        let lent = Scope {
+            spender: Some(Arc::clone(&tally) as Arc<dyn Spender>),
+            cancel: None,
+        };
+        let (release, wait) = crossbeam_channel::bounded::<()>(0);
+        let (finished, done) = crossbeam_channel::bounded::<()>(1);
+        let got = run(Duration::from_millis(1), &lent, move || {
+            let _ = wait.recv();
+            if let Some(s) = scope().spender {
+                s.count(None, None);
+            }
+            let _ = finished.send(());
+            Ok::<_, String>(1)
+        });
+        assert_eq!(
+            got,
+            Err(NoVerdict::Failed("the guard took longer than 1 ms".into()))
+        );
+        assert_eq!(tally.0.load(Ordering::SeqCst), 0);
+        drop(release);
+        done.recv().unwrap();
+        assert_eq!(tally.0.load(Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn a_thread_taken_off_the_idle_list_is_not_retired() {
         // Park one id that is not in the list: retire must refuse.
