@@ -128,11 +128,25 @@ impl State {
         let mode = self.mode();
         let specs = Arc::new(match mode {
             Mode::Off if self.deferred.is_empty() => ToolSpecs::new(&self.tools),
-            Mode::Native => ToolSpecs::with_deferred(&self.tools, &self.deferred),
+            Mode::Native => {
+                ToolSpecs::with_deferred(&self.tools, &self.deferred, self.native_regex())
+            }
             Mode::Off | Mode::Local => ToolSpecs::new(&self.callable_in(mode)),
         });
         self.tool_specs = Some((api, Arc::clone(&specs)));
         specs
+    }
+
+    /// Whether the API's own search is Anthropic's regex variant.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(clippy::unused_self, reason = "the feature's")
+    )]
+    fn native_regex(&self) -> bool {
+        #[cfg(feature = "tool-search")]
+        return self.deferral.config.regex;
+        #[cfg(not(feature = "tool-search"))]
+        false
     }
 
     /// The tools a call may run now: what the request offers (a native

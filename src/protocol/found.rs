@@ -9,7 +9,7 @@
 //!
 //! | API | the search | what it found |
 //! |---|---|---|
-//! | Anthropic Messages | `server_tool_use` named `tool_search_tool_bm25` (or `_regex`) | `tool_search_tool_result`: `content.tool_references[].tool_name` |
+//! | Anthropic Messages | `server_tool_use` named `tool_search_tool_bm25` (or `_regex`, with [`ToolSearch::regex`](crate::tool_search::ToolSearch::regex)) | `tool_search_tool_result`: `content.tool_references[].tool_name` |
 //! | OpenAI Responses | `tool_search_call` item | `tool_search_output` item: `tools[].name` (a `namespace`'s `tools` too) |
 //!
 //! Both decoders keep these in the message's

@@ -41,8 +41,11 @@
 //!   `defer_loading: true`. When any is deferred, or the history sends a
 //!   search back, the API's own search tool goes last,
 //!   `{"type": "tool_search_tool_bm25_20251119", "name":
-//!   "tool_search_tool_bm25"}` (never deferred, so it also carries the
-//!   tools' cache breakpoint). No beta header: the SDK has these types
+//!   "tool_search_tool_bm25"}`, or its regex variant
+//!   (`tool_search_tool_regex_20251119`) with
+//!   [`ToolSearch::regex`](crate::tool_search::ToolSearch::regex), and
+//!   each variant a search sent back names (never deferred, so it also
+//!   carries the tools' cache breakpoint). No beta header: the SDK has these types
 //!   outside its beta namespace.
 //! - `max_tokens`, which the API requires: the
 //!   [`ModelSettings`](crate::ModelSettings) bound, else
