@@ -478,6 +478,11 @@ pub(crate) struct Meter {
 struct MeterState {
     spend: Spend,
     start: Instant,
+    /// The wall time a resumed run had spent before `start` (its journal's
+    /// figure, kept as a number: on some platforms, Windows among them, an
+    /// `Instant` cannot go back past the machine's boot, and back-dating
+    /// `start` forgot the time of a run longer than the uptime).
+    before_ms: u64,
     /// One request allowed past a tripped limit: the synthesizer's.
     grace: bool,
     /// The limit that refused a guard's request, for the loop to report.
@@ -505,6 +510,7 @@ impl Meter {
             state: Mutex::new(MeterState {
                 spend: zero,
                 start: Instant::now(),
+                before_ms: 0,
                 grace: false,
                 refused: None,
                 earlier: zero,
@@ -527,6 +533,7 @@ impl Meter {
         st.earlier = st.earlier.merged(&last);
         st.spend = self.budget.zero();
         st.start = Instant::now();
+        st.before_ms = 0;
         st.grace = false;
         st.refused = None;
         st.run = st.run.wrapping_add(1);
@@ -540,9 +547,8 @@ impl Meter {
         // The run resumed is the last one, not an earlier one.
         st.earlier = st.prior;
         st.spend = spent;
-        st.start = Instant::now()
-            .checked_sub(Duration::from_millis(spent.elapsed_ms))
-            .unwrap_or_else(Instant::now);
+        st.start = Instant::now();
+        st.before_ms = spent.elapsed_ms;
     }
 
     /// A journal's lifetime count, on opening it: what the runs before
@@ -573,7 +579,8 @@ impl Meter {
     pub(crate) fn spend(&self) -> Spend {
         let st = self.state.lock();
         let mut s = st.spend;
-        s.elapsed_ms = u64::try_from(st.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = u64::try_from(st.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        s.elapsed_ms = st.before_ms.saturating_add(now);
         s
     }
 
