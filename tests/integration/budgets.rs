@@ -763,3 +763,38 @@ fn a_resumed_run_keeps_a_wall_time_longer_than_the_machines_uptime() {
         assert_valid_history(a.messages());
     }
 }
+
+/// A lifetime limit of zero, of each kind: the first request of the
+/// agent's first run is refused unsent, as a lifetime stop (never
+/// synthesized past), and so is every later turn's; the history keeps the
+/// user messages only.
+#[test]
+fn a_lifetime_limit_of_zero_refuses_the_first_request_of_every_run() {
+    let table = PriceTable::new().with("fake-model", Price::per_million_usd(1.0, 2.0));
+    let zero = Duration::ZERO;
+    let limits: [(Budget, Limit); 6] = [
+        (Budget::new().max_requests(0), Limit::Requests),
+        (Budget::new().max_input_tokens(0), Limit::InputTokens),
+        (Budget::new().max_output_tokens(0), Limit::OutputTokens),
+        (Budget::new().max_total_tokens(0), Limit::TotalTokens),
+        (Budget::new().max_wall_time(zero), Limit::WallTime),
+        (Budget::new().max_cost(Cost::from_usd(0.0)), Limit::Cost),
+    ];
+    for (lifetime, limit) in limits {
+        let server = FakeServer::start();
+        let (mut agent, _rec) = agent_with(&server, |c| {
+            c.budget(
+                Budget::new()
+                    .prices(table.clone())
+                    .on_exhausted(OnExhausted::Synthesize)
+                    .lifetime(lifetime),
+            )
+        });
+        for turn in ["one", "two"] {
+            let spend = lifetime_tripped(agent.run_loop(turn), limit);
+            assert_eq!(spend.requests, 0, "{limit}");
+        }
+        assert!(server.chat_requests().is_empty(), "{limit}");
+        assert_valid_history(agent.messages());
+    }
+}
