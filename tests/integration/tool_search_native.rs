@@ -344,3 +344,103 @@ fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
     assert!(server.rejections().is_empty(), "{:?}", server.rejections());
     assert_valid_history(bm25.messages());
 }
+
+/// A Messages body with `blocks`, then a call of `get_weather`.
+fn answer_with(model: &str, mut blocks: Vec<Value>) -> Reply {
+    blocks.push(
+        json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                       "input": {"city": "Oslo"}}),
+    );
+    let body = json!({
+        "id": "msg_b", "type": "message", "role": "assistant", "model": model,
+        "content": blocks, "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 5}
+    });
+    Reply::raw_body(200, "application/json", body.to_string())
+}
+
+/// Search blocks a server breaks (garbage or missing content, an empty,
+/// repeated or unknown id, a search never answered, an input that is no
+/// object): once kept, each was sent back with every later request, which
+/// the strict server (as the API) refuses, so the conversation could not
+/// go on. Now they are dropped; the call beside them runs, the next
+/// request is accepted, and the history reloads and goes on.
+#[test]
+fn broken_search_blocks_are_dropped_and_the_conversation_goes_on() {
+    let search = |id: &str| {
+        json!({"type": "server_tool_use", "id": id, "name": "tool_search_tool_bm25",
+               "input": {"query": "weather"}})
+    };
+    let found = |id: &str, content: Value| json!({"type": "tool_search_tool_result", "tool_use_id": id, "content": content});
+    let refs = json!({"type": "tool_search_tool_search_result",
+                      "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]});
+    let mut no_input = search("s1");
+    no_input["input"] = json!("weather");
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "garbage content",
+            vec![search("s1"), found("s1", json!("garbage"))],
+        ),
+        (
+            "no content",
+            vec![
+                search("s1"),
+                json!({"type": "tool_search_tool_result", "tool_use_id": "s1"}),
+            ],
+        ),
+        (
+            "bad references",
+            vec![
+                search("s1"),
+                found(
+                    "s1",
+                    json!({"type": "tool_search_tool_search_result", "tool_references": [{"tool_name": 7}]}),
+                ),
+            ],
+        ),
+        ("empty id", vec![search(""), found("", refs.clone())]),
+        (
+            "repeated id",
+            vec![
+                search("s1"),
+                found("s1", refs.clone()),
+                search("s1"),
+                found("s1", refs.clone()),
+            ],
+        ),
+        ("unknown id", vec![found("s9", refs.clone())]),
+        ("never answered", vec![search("s1")]),
+        ("input no object", vec![no_input, found("s1", refs.clone())]),
+    ];
+    let api = Api::AnthropicMessages;
+    for (what, blocks) in cases {
+        let server = FakeServer::start();
+        let model = server.transport().model().unwrap().to_string();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, false, &calls);
+        server
+            .push(answer_with(&model, blocks))
+            .push(Reply::text("Sunny."));
+        let out = agent.run_loop("weather in Oslo?");
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+        assert_valid_history(agent.messages());
+        // The history reloads and goes on, on the strict server.
+        let mut again = agent_searching(&server, api, false, &calls, ToolSearch::new());
+        again.load_history(agent.export_history()).unwrap();
+        server.push(Reply::text("Still sunny."));
+        again
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+    }
+}

@@ -84,6 +84,10 @@
 //!   provider data in order, in the shape the API takes back (`id`,
 //!   `name`, `input`, `caller`; `tool_use_id`, `content`): never text,
 //!   never a client call ([`found`](super::found) reads what it found).
+//!   Only whole searches are kept: a search block with garbage content,
+//!   an empty or repeated id, or without its pair is dropped with its
+//!   pair, since the API would refuse every later request that sent it
+//!   back.
 //!   Other block kinds (other server tools, citations) are skipped.
 //! - `stop_reason` is mapped to a [`FinishReason`](crate::FinishReason)
 //!   (`rules::anthropic_finish`): `end_turn`, `stop_sequence` → `Complete`
