@@ -182,6 +182,62 @@ pub(crate) fn whole_searches(items: Vec<Value>) -> Vec<Value> {
         .collect()
 }
 
+/// The Responses search items of one answer as the history keeps them:
+/// a `tool_search_call` with its `arguments`, and a `tool_search_output`
+/// whose `tools` each have a string `name`, answering the first search
+/// still open before it. A broken item (a call without arguments, an
+/// output of no open search or with garbage `tools`) would make every
+/// later request one the API refuses; it is dropped (an output with the
+/// call it answers), with a `warn` line.
+#[cfg_attr(
+    not(feature = "responses"),
+    allow(dead_code, reason = "the Responses decoder calls it")
+)]
+pub(crate) fn whole_responses_searches(items: Vec<Value>) -> Vec<Value> {
+    if !items.iter().any(is_search_item) {
+        return items;
+    }
+    let mut keep = vec![true; items.len()];
+    let mut open: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.get("type").and_then(Value::as_str) {
+            Some("tool_search_call") if item.get("arguments").is_some() => open.push_back(i),
+            Some("tool_search_call") => keep[i] = false,
+            Some("tool_search_output") => {
+                let whole = item
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|tools| {
+                        tools
+                            .iter()
+                            .all(|t| t.get("name").is_some_and(Value::is_string))
+                    });
+                match open.pop_front() {
+                    Some(_) if whole => {}
+                    Some(call) => {
+                        keep[call] = false;
+                        keep[i] = false;
+                    }
+                    None => keep[i] = false,
+                }
+            }
+            _ => {}
+        }
+    }
+    let dropped = keep.iter().filter(|k| !**k).count();
+    if dropped > 0 {
+        log::warn!(
+            "responses: dropping {dropped} tool-search item(s) that are no whole search \
+             (no arguments, garbage tools, or an output of no search)"
+        );
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(item, kept)| kept.then_some(item))
+        .collect()
+}
+
 /// Whether a `tool_search_tool_result`'s `content` is one the API takes
 /// back: a search result (`tool_references` of `{type: tool_reference,
 /// tool_name}`) or an error (a string `error_code`).

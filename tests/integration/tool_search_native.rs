@@ -444,3 +444,68 @@ fn broken_search_blocks_are_dropped_and_the_conversation_goes_on() {
         );
     }
 }
+
+/// The same for Responses search items: a call without arguments, an
+/// output with garbage `tools` or of no search.
+#[test]
+fn broken_responses_search_items_are_dropped_and_the_conversation_goes_on() {
+    let call = || {
+        json!({"type": "tool_search_call", "id": "tsc_1", "execution": "server",
+               "status": "completed", "arguments": {"query": "weather"}})
+    };
+    let output = |tools: Value| {
+        json!({"type": "tool_search_output", "id": "tso_1", "execution": "server",
+               "status": "completed", "tools": tools})
+    };
+    let good = json!([{"type": "function", "name": "get_weather"}]);
+    let mut no_arguments = call();
+    no_arguments.as_object_mut().unwrap().remove("arguments");
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("garbage tools", vec![call(), output(json!("garbage"))]),
+        (
+            "nameless tool",
+            vec![call(), output(json!([{"type": "function"}]))],
+        ),
+        ("output of no search", vec![output(good.clone())]),
+        (
+            "call without arguments",
+            vec![no_arguments, output(good.clone())],
+        ),
+    ];
+    let api = Api::OpenAiResponses;
+    for (what, mut items) in cases {
+        let server = FakeServer::start();
+        let model = server.transport().model().unwrap().to_string();
+        items.push(
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                          "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
+                          "status": "completed"}),
+        );
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+                          "model": model, "output": items,
+                          "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, false, &calls);
+        server
+            .push(Reply::raw_body(200, "application/json", body.to_string()))
+            .push(Reply::text("Sunny."));
+        let out = agent.run_loop("weather in Oslo?");
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+        assert_valid_history(agent.messages());
+        server.push(Reply::text("Still sunny."));
+        agent
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+    }
+}
