@@ -3,66 +3,12 @@
 //! may run, the local search tool, and the found set read back from a
 //! history.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::shared::State;
 use crate::protocol::ToolSpecs;
 use crate::{Message, Tool};
-
-/// The names found in this conversation, in the order found, with a set
-/// beside them: a reveal, a look-up and a reload each cost O(1) a name,
-/// so a history naming 100,000 found tools loads in linear time.
-#[derive(Debug, Default)]
-pub(crate) struct Found {
-    order: Vec<String>,
-    set: HashSet<String>,
-}
-
-impl Found {
-    /// Add `name` at the end; false when it was found before.
-    fn push(&mut self, name: String) -> bool {
-        if self.set.contains(&name) {
-            return false;
-        }
-        self.set.insert(name.clone());
-        self.order.push(name);
-        true
-    }
-
-    #[cfg_attr(
-        not(feature = "tool-search"),
-        allow(dead_code, reason = "the tool-search feature's")
-    )]
-    pub(crate) fn contains(&self, name: &str) -> bool {
-        self.set.contains(name)
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &String> {
-        self.order.iter()
-    }
-
-    fn clear(&mut self) {
-        self.order.clear();
-        self.set.clear();
-    }
-
-    /// Keep the names `keep` says yes to, in order.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&String) -> bool) {
-        let set = &mut self.set;
-        self.order.retain(|n| {
-            let kept = keep(n);
-            if !kept {
-                set.remove(n);
-            }
-            kept
-        });
-    }
-}
 
 /// How the deferred pool is sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
