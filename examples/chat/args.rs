@@ -60,6 +60,13 @@ Options:
                             output tokens, e.g. 2.5,10; the cost of each turn
                             is then counted (what tripped a limit is printed;
                             --on-exhausted says what follows)
+      --lifetime-tokens N   tokens allowed over the whole chat: every turn, and
+                            with --session the earlier runs' too; once spent,
+                            each later turn is refused before any request
+                            (never synthesized past, whatever --on-exhausted)
+      --lifetime-cost USD   money allowed over the whole chat, counted as
+                            --lifetime-tokens is; needs the model's price as
+                            --max-cost does
       --no-redact           let secrets and personal data in tool results reach
                             the model (by default keys, bearer tokens, emails
                             and card numbers are redacted first)
@@ -72,6 +79,9 @@ Options:
       --judge RUBRIC        have the model check each answer against RUBRIC
                             and send it back with its reason when it fails
                             (what a guard did is printed on stderr)
+      --hold-deltas         with --max-answer-chars or --judge, print an answer
+                            only once those guards passed it: an answer they
+                            send back is never shown, not even streamed
       --context-window N    context window in tokens [default: ask the server]
       --no-compact          do not summarize older turns when the context window
                             fills up (on by default: at 80% of the window, the
@@ -205,6 +215,10 @@ pub(crate) struct Options {
     pub(crate) max_cost: Option<f64>,
     /// `--price`: dollars per million input and output tokens.
     pub(crate) price: Option<(f64, f64)>,
+    /// `--lifetime-tokens`: total tokens over the whole chat.
+    pub(crate) lifetime_tokens: Option<u64>,
+    /// `--lifetime-cost`: dollars over the whole chat.
+    pub(crate) lifetime_cost: Option<f64>,
     pub(crate) context_window: Option<u64>,
     pub(crate) events: Option<PathBuf>,
     pub(crate) session: Option<PathBuf>,
@@ -239,6 +253,8 @@ pub(crate) struct Options {
     pub(crate) max_answer_chars: Option<usize>,
     /// `--judge`: the output judge's rubric.
     pub(crate) judge: Option<String>,
+    /// `--hold-deltas`: no streamed text before the output guards passed it.
+    pub(crate) hold_deltas: bool,
 }
 
 impl Options {
@@ -258,6 +274,8 @@ impl Options {
             max_tokens: None,
             max_cost: None,
             price: None,
+            lifetime_tokens: None,
+            lifetime_cost: None,
             context_window: None,
             events: None,
             session: None,
@@ -278,6 +296,7 @@ impl Options {
             deny_tools: Vec::new(),
             max_answer_chars: None,
             judge: None,
+            hold_deltas: false,
         };
         let mut api = None;
         // `--defer-above` and `--no-tool-search` both given: a usage error.
@@ -314,6 +333,9 @@ impl Options {
                 "--max-tokens" => o.max_tokens = Some(positive(&flag, &value()?)?),
                 "--max-cost" => o.max_cost = Some(dollars(&flag, &value()?)?),
                 "--price" => o.price = Some(price(&flag, &value()?)?),
+                "--lifetime-tokens" => o.lifetime_tokens = Some(positive(&flag, &value()?)?),
+                "--lifetime-cost" => o.lifetime_cost = Some(dollars(&flag, &value()?)?),
+                "--hold-deltas" => o.hold_deltas = true,
                 "--events" => o.events = Some(PathBuf::from(non_blank(&flag, value()?)?)),
                 "--session" => o.session = Some(session(&value()?)?),
                 "--tools" => o.tools = tool_list(&value()?)?,

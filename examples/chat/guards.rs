@@ -60,7 +60,7 @@ pub(crate) fn guards(opts: &Options, transport: &ChatTransport) -> Option<Guards
         g = g.output("judge", Judge::new(transport.clone(), rubric));
         any = true;
     }
-    any.then_some(g)
+    any.then_some(g.hold_deltas(opts.hold_deltas))
 }
 
 /// The stderr line for a guard's verdict, or `None` for other events.

@@ -36,7 +36,7 @@
 //! - [`tools`]: `--defer-above`, `--no-tool-search` (MCP tools deferred)
 //!   and `/tools`.
 //! - [`guards`]: `--no-redact`, `--block-input`, `--deny-tool`,
-//!   `--max-answer-chars`, `--judge` (a guard of each kind).
+//!   `--max-answer-chars`, `--judge` (a guard of each kind), `--hold-deltas`.
 //! - [`console`]: the listeners (REPL console, `-p` answer printer).
 //! - [`repl`]: the interactive chat.
 //!
@@ -113,7 +113,8 @@ enum Failure {
     /// A bad option or value (exit 2).
     Usage(String),
     /// The step budget, `--max-tokens` or `--max-cost` ran out under
-    /// `--on-exhausted raise` (exit 3).
+    /// `--on-exhausted raise`, or `--lifetime-tokens` or `--lifetime-cost`
+    /// ran out (exit 3).
     StepLimit(String),
     /// Ctrl+C (exit 130).
     Cancelled,
@@ -302,10 +303,14 @@ impl Backend {
 const DEMO_PRICE: (f64, f64) = (1.0, 2.0);
 
 /// The per-turn budget of `--max-tokens`, `--max-cost` and `--price`; a
-/// limit trips as `--on-exhausted` says.
+/// limit trips as `--on-exhausted` says. `--lifetime-tokens` and
+/// `--lifetime-cost` go beside it, over every turn.
 fn budget(opts: &Options, model: Option<&str>) -> Budget {
     let mut budget = Budget::new().on_exhausted(opts.on_exhausted);
-    let limited = opts.max_tokens.is_some() || opts.max_cost.is_some();
+    let limited = opts.max_tokens.is_some()
+        || opts.max_cost.is_some()
+        || opts.lifetime_tokens.is_some()
+        || opts.lifetime_cost.is_some();
     let demo = opts.base_url.is_none() && limited;
     let price = opts.price.or_else(|| demo.then_some(DEMO_PRICE));
     if let (Some((input, output)), Some(model)) = (price, model) {
@@ -317,6 +322,16 @@ fn budget(opts: &Options, model: Option<&str>) -> Budget {
     }
     if let Some(usd) = opts.max_cost {
         budget = budget.max_cost(Cost::from_usd(usd));
+    }
+    let mut lifetime = Budget::new();
+    if let Some(n) = opts.lifetime_tokens {
+        lifetime = lifetime.max_total_tokens(n);
+    }
+    if let Some(usd) = opts.lifetime_cost {
+        lifetime = lifetime.max_cost(Cost::from_usd(usd));
+    }
+    if opts.lifetime_tokens.is_some() || opts.lifetime_cost.is_some() {
+        budget = budget.lifetime(lifetime);
     }
     budget
 }

@@ -478,6 +478,11 @@ pub(crate) struct Meter {
 struct MeterState {
     spend: Spend,
     start: Instant,
+    /// The wall time a resumed run had spent before `start` (its journal's
+    /// figure, kept as a number: on some platforms, Windows among them, an
+    /// `Instant` cannot go back past the machine's boot, and back-dating
+    /// `start` forgot the time of a run longer than the uptime).
+    before_ms: u64,
     /// One request allowed past a tripped limit: the synthesizer's.
     grace: bool,
     /// The limit that refused a guard's request, for the loop to report.
@@ -487,6 +492,9 @@ struct MeterState {
     /// `earlier` before the last run joined it: a resumed run continues
     /// that one (`restore`), so it leaves the earlier runs again.
     prior: Spend,
+    /// Which run this is (one more at each `reset`): what a guard's check
+    /// spends after its run ended goes to the earlier runs, not this one.
+    run: u64,
 }
 
 impl Meter {
@@ -502,10 +510,12 @@ impl Meter {
             state: Mutex::new(MeterState {
                 spend: zero,
                 start: Instant::now(),
+                before_ms: 0,
                 grace: false,
                 refused: None,
                 earlier: zero,
                 prior: zero,
+                run: 0,
             }),
         }
     }
@@ -523,8 +533,10 @@ impl Meter {
         st.earlier = st.earlier.merged(&last);
         st.spend = self.budget.zero();
         st.start = Instant::now();
+        st.before_ms = 0;
         st.grace = false;
         st.refused = None;
+        st.run = st.run.wrapping_add(1);
     }
 
     /// A resumed run: what its journal recorded was spent, the wall time
@@ -535,9 +547,8 @@ impl Meter {
         // The run resumed is the last one, not an earlier one.
         st.earlier = st.prior;
         st.spend = spent;
-        st.start = Instant::now()
-            .checked_sub(Duration::from_millis(spent.elapsed_ms))
-            .unwrap_or_else(Instant::now);
+        st.start = Instant::now();
+        st.before_ms = spent.elapsed_ms;
     }
 
     /// A journal's lifetime count, on opening it: what the runs before
@@ -568,7 +579,8 @@ impl Meter {
     pub(crate) fn spend(&self) -> Spend {
         let st = self.state.lock();
         let mut s = st.spend;
-        s.elapsed_ms = u64::try_from(st.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = u64::try_from(st.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        s.elapsed_ms = st.before_ms.saturating_add(now);
         s
     }
 
@@ -576,9 +588,27 @@ impl Meter {
     /// failed stream reported. Every model call of the tree comes here,
     /// the seam a model-backed guard counts through too (`Spender`).
     pub(crate) fn count(&self, model: Option<&str>, usage: Option<Usage>, completed: bool) {
+        self.count_in(None, model, usage, completed);
+    }
+
+    /// [`count`](Self::count) for run `run` (`None`: the run going on):
+    /// into that run's spend while it goes on, else into the earlier runs'
+    /// (the lifetime's count), never into a later run's.
+    fn count_in(
+        &self,
+        run: Option<u64>,
+        model: Option<&str>,
+        usage: Option<Usage>,
+        completed: bool,
+    ) {
         let price = self.budget.price(model);
         let mut st = self.state.lock();
-        let s = &mut st.spend;
+        let st = &mut *st;
+        let s = if run.is_none_or(|r| r == st.run) {
+            &mut st.spend
+        } else {
+            &mut st.earlier
+        };
         if completed {
             s.requests = s.requests.saturating_add(1);
         }
@@ -650,18 +680,44 @@ impl Meter {
     }
 }
 
-/// A model-backed guard's requests ([`Judge`](crate::guard::Judge)) are
-/// checked and counted as the loop's own (no synthesizer's grace).
+/// One run's meter as lent to its guards' checks: a model-backed guard's
+/// requests ([`Judge`](crate::guard::Judge)) are checked and counted as the
+/// loop's own (no synthesizer's grace). A check that overran its bound is
+/// not waited for, but its request still completes and was paid for: what
+/// it spends counts in its run while that run goes on, and in the earlier
+/// runs' (the lifetime's) count once it has ended, never in a later run.
 #[cfg(feature = "guard")]
-impl crate::guard::Spender for Meter {
+struct Lent {
+    meter: Arc<Meter>,
+    run: u64,
+}
+
+#[cfg(feature = "guard")]
+impl Meter {
+    /// The meter as the run going on lends it to a guard's check.
+    pub(crate) fn lend(self: &Arc<Meter>) -> Arc<dyn crate::guard::Spender> {
+        let run = self.state.lock().run;
+        Arc::new(Lent {
+            meter: Arc::clone(self),
+            run,
+        })
+    }
+}
+
+#[cfg(feature = "guard")]
+impl crate::guard::Spender for Lent {
     fn refuses(&self, model: Option<&str>, input: u64) -> Option<Limit> {
-        let refusal = Meter::refuses(self, model, input)?;
-        self.state.lock().refused = Some(refusal);
+        let refusal = self.meter.refuses(model, input)?;
+        let mut st = self.meter.state.lock();
+        // Only the run that lent it reports the refusal as its stop.
+        if st.run == self.run {
+            st.refused = Some(refusal);
+        }
         Some(refusal.limit)
     }
 
     fn count(&self, model: Option<&str>, usage: Option<Usage>) {
-        Meter::count(self, model, usage, true);
+        self.meter.count_in(Some(self.run), model, usage, true);
     }
 }
 
@@ -769,5 +825,39 @@ mod tests {
         assert_eq!(m.before_request(None, || 0), None);
         let refused = m.before_request(None, || 0).map(|r| r.limit);
         assert_eq!(refused, Some(Limit::Requests));
+    }
+
+    /// A judge's check that overran its bound finishes after its run: its
+    /// request was paid for, so it counts, in the lifetime's count and not
+    /// in the run going on then; a refusal it meets is not that run's stop.
+    #[cfg(feature = "guard")]
+    #[test]
+    fn a_guards_spend_after_its_run_counts_in_the_lifetime_not_the_next_run() {
+        let priced = PriceTable::new().with("judge", Price::per_million_usd(1.0, 0.0));
+        let meter = Arc::new(Meter::new(
+            Budget::new()
+                .prices(priced)
+                .max_requests(1)
+                .lifetime(Budget::new().max_requests(100)),
+        ));
+        let in_time = meter.lend();
+        in_time.count(Some("judge"), Some(Usage::new().with_input(7)));
+        assert_eq!(meter.spend().requests, 1);
+        let late = meter.lend();
+        meter.reset();
+        late.count(Some("judge"), Some(Usage::new().with_input(5)));
+        let run = meter.spend();
+        assert_eq!((run.requests, run.input_tokens()), (0, 0));
+        let all = meter.lifetime_spend();
+        assert_eq!((all.requests, all.input_tokens()), (2, 12));
+        assert_eq!(all.cost, Some(Cost::from_micro_usd(12)));
+        // The late check's refusal (the run's one request is spent) is not
+        // the next run's stop; the next run's own check's is.
+        let now = meter.lend();
+        now.count(Some("judge"), None);
+        assert_eq!(late.refuses(Some("judge"), 1), Some(Limit::Requests));
+        assert_eq!(meter.take_refused(), None);
+        assert_eq!(now.refuses(Some("judge"), 1), Some(Limit::Requests));
+        assert_eq!(meter.take_refused().map(|r| r.limit), Some(Limit::Requests));
     }
 }

@@ -109,6 +109,14 @@ impl Meter {
     }
 }
 
+#[cfg(feature = "guard")]
+impl Meter {
+    /// The meter as a run lends it to a guard's check.
+    pub(crate) fn lend(self: &std::sync::Arc<Meter>) -> std::sync::Arc<dyn crate::guard::Spender> {
+        std::sync::Arc::clone(self) as _
+    }
+}
+
 /// A model-backed guard's requests: never refused, not counted.
 #[cfg(feature = "guard")]
 impl crate::guard::Spender for Meter {

@@ -3,6 +3,7 @@
 //! may run, the local search tool, and the found set read back from a
 //! history.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::shared::State;
@@ -73,11 +74,25 @@ impl State {
         let mode = self.mode();
         let specs = Arc::new(match mode {
             Mode::Off if self.deferred.is_empty() => ToolSpecs::new(&self.tools),
-            Mode::Native => ToolSpecs::with_deferred(&self.tools, &self.deferred),
+            Mode::Native => {
+                ToolSpecs::with_deferred(&self.tools, &self.deferred, self.native_regex())
+            }
             Mode::Off | Mode::Local => ToolSpecs::new(&self.callable_in(mode)),
         });
         self.tool_specs = Some((api, Arc::clone(&specs)));
         specs
+    }
+
+    /// Whether the API's own search is Anthropic's regex variant.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(clippy::unused_self, reason = "the feature's")
+    )]
+    fn native_regex(&self) -> bool {
+        #[cfg(feature = "tool-search")]
+        return self.deferral.config.regex;
+        #[cfg(not(feature = "tool-search"))]
+        false
     }
 
     /// The tools a call may run now: what the request offers (a native
@@ -87,7 +102,7 @@ impl State {
         self.callable_in(mode)
     }
 
-    fn callable_in(&self, mode: Mode) -> Vec<Arc<dyn Tool>> {
+    fn callable_in(&mut self, mode: Mode) -> Vec<Arc<dyn Tool>> {
         let mut all = self.tools.clone();
         match mode {
             Mode::Off | Mode::Native => all.extend(self.deferred.iter().cloned()),
@@ -100,12 +115,62 @@ impl State {
         all
     }
 
+    /// Each deferred tool's position by name (built once per change of
+    /// the pool: a look-up by name never scans it).
+    pub(crate) fn positions(&mut self) -> &HashMap<String, usize> {
+        let deferred = &self.deferred;
+        self.deferral.positions.get_or_insert_with(|| {
+            deferred
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name().to_string(), i))
+                .collect()
+        })
+    }
+
+    /// The found names still in the deferred pool, in the order found.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(dead_code, reason = "the tool-search feature's")
+    )]
+    pub(crate) fn found_names(&mut self) -> Vec<String> {
+        if self.deferral.found.is_empty() {
+            return Vec::new();
+        }
+        self.positions();
+        let (Some(positions), found) = (&self.deferral.positions, &self.deferral.found) else {
+            return Vec::new();
+        };
+        found
+            .iter()
+            .filter(|n| positions.contains_key(n.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether `name` is a deferred tool's.
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(dead_code, reason = "the tool-search feature's")
+    )]
+    pub(crate) fn is_deferred(&mut self, name: &str) -> bool {
+        !self.deferred.is_empty() && self.positions().contains_key(name)
+    }
+
     /// The found tools still in the deferred pool, in the order found.
-    fn found_pool(&self) -> impl Iterator<Item = Arc<dyn Tool>> + '_ {
+    fn found_pool(&mut self) -> Vec<Arc<dyn Tool>> {
+        if self.deferral.found.is_empty() {
+            return Vec::new();
+        }
+        self.positions();
+        let (Some(positions), deferred) = (&self.deferral.positions, &self.deferred) else {
+            return Vec::new();
+        };
         self.deferral
             .found
             .iter()
-            .filter_map(|name| self.deferred.iter().find(|t| t.name() == name).cloned())
+            .filter_map(|name| positions.get(name).map(|&i| Arc::clone(&deferred[i])))
+            .collect()
     }
 
     /// The observation of a call to a deferred tool not found yet (it
@@ -117,8 +182,8 @@ impl State {
     pub(crate) fn not_found_yet(&mut self, name: &str) -> Option<String> {
         #[cfg(feature = "tool-search")]
         if self.mode() == Mode::Local
-            && !self.deferral.found.iter().any(|f| f == name)
-            && self.deferred.iter().any(|t| t.name() == name)
+            && !self.deferral.found.contains(name)
+            && self.is_deferred(name)
         {
             return Some(crate::tool_search::not_found_note(name));
         }
@@ -134,8 +199,7 @@ impl State {
     )]
     pub(crate) fn reveal(&mut self, names: impl IntoIterator<Item = String>) {
         for name in names {
-            if !self.deferral.found.contains(&name) {
-                self.deferral.found.push(name);
+            if self.deferral.found.push(name) {
                 self.tool_specs = None;
             }
         }
@@ -155,10 +219,7 @@ impl State {
         #[cfg(feature = "tool-search")]
         if answer.provider_data.is_some() && !self.deferred.is_empty() {
             let names = crate::protocol::found_tool_names(answer);
-            let known: Vec<String> = names
-                .into_iter()
-                .filter(|n| self.deferred.iter().any(|t| t.name() == n.as_str()))
-                .collect();
+            let known: Vec<String> = names.into_iter().filter(|n| self.is_deferred(n)).collect();
             self.reveal(known);
         }
         let _ = answer;
@@ -173,7 +234,8 @@ impl State {
         }
         #[cfg(feature = "tool-search")]
         {
-            let names = search::found_in(messages, &self.deferred);
+            let positions = self.positions();
+            let names = search::found_in(messages, |name| positions.contains_key(name));
             self.reveal(names);
         }
         let _ = messages;
@@ -308,8 +370,9 @@ pub(crate) mod search {
 
     /// The deferred tools the search results in `messages` found, in the
     /// order found: the results of the search tool's calls that parse (a
-    /// damaged one reveals nothing) and name a tool of `pool`.
-    pub(crate) fn found_in(messages: &[Message], pool: &[Arc<dyn Tool>]) -> Vec<String> {
+    /// damaged one reveals nothing) and name a tool `known` says is in the
+    /// pool. Linear in the names read.
+    pub(crate) fn found_in(messages: &[Message], known: impl Fn(&str) -> bool) -> Vec<String> {
         let calls: HashSet<&str> = messages
             .iter()
             .flat_map(|m| &m.tool_calls)
@@ -317,15 +380,19 @@ pub(crate) mod search {
             .map(|c| c.id.as_str())
             .collect();
         let mut out: Vec<String> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut add = |name: &str| {
+            if known(name) && !seen.contains(name) {
+                seen.insert(name.to_string());
+                out.push(name.to_string());
+            }
+        };
         for m in messages {
             // What an API's own search found (kept in the answer's
             // provider data) counts as found too.
             if m.role == Role::Assistant && m.provider_data.is_some() {
                 for name in crate::protocol::found_tool_names(m) {
-                    let known = pool.iter().any(|t| t.name() == name);
-                    if known && !out.contains(&name) {
-                        out.push(name);
-                    }
+                    add(&name);
                 }
                 continue;
             }
@@ -346,10 +413,7 @@ pub(crate) mod search {
                 .flatten()
                 .filter_map(|f| f.get("name").and_then(Value::as_str));
             for name in names {
-                let known = pool.iter().any(|t| t.name() == name);
-                if known && !out.iter().any(|o| o == name) {
-                    out.push(name.to_string());
-                }
+                add(name);
             }
         }
         out

@@ -15,7 +15,7 @@ use super::approval::{Prepared, Verdict};
 use super::turn::{End, Run};
 use std::sync::Arc;
 
-use crate::guard::{Action, Beside, Guards, Pending, Point, Scope, Spender, Trip};
+use crate::guard::{Action, Beside, Guards, Pending, Point, Scope, Trip};
 use crate::journal::{HistoryCause, Record};
 use crate::{Cancellable, Error, Event, FinishReason, Message, Result, ToolCall};
 
@@ -326,7 +326,7 @@ impl Agent {
     /// calls spend through, and the host's cancel.
     fn guard_scope(&self) -> Scope {
         Scope {
-            spender: Some(Arc::clone(&self.shared.meter) as Arc<dyn Spender>),
+            spender: Some(self.shared.meter.lend()),
             cancel: self.shared.cancellable.clone(),
         }
     }

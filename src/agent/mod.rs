@@ -532,14 +532,7 @@ impl Agent {
     /// and the example there).
     #[cfg(feature = "tool-search")]
     pub fn found_tools(&self) -> Vec<String> {
-        let st = self.shared.state.lock();
-        let pool = &st.deferred;
-        st.deferral
-            .found
-            .iter()
-            .filter(|name| pool.iter().any(|t| t.name() == name.as_str()))
-            .cloned()
-            .collect()
+        self.shared.state.lock().found_names()
     }
 
     /// The system prompt actually sent: the base plus extensions' snippets.

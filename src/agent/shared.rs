@@ -198,7 +198,63 @@ pub(crate) struct Deferral {
     pub(crate) index: Option<Arc<crate::tool_search::Index>>,
     /// The deferred schemas' estimated tokens.
     pub(crate) tokens: Option<u64>,
-    pub(crate) found: Vec<String>,
+    /// Each deferred tool's position by name (`deferred.rs`).
+    pub(crate) positions: Option<std::collections::HashMap<String, usize>>,
+    pub(crate) found: Found,
+}
+
+/// The names found in this conversation, in the order found, with a set
+/// beside them: a reveal, a look-up and a reload each cost O(1) a name,
+/// so a history naming 100,000 found tools loads in linear time.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    order: Vec<String>,
+    set: HashSet<String>,
+}
+
+impl Found {
+    /// Add `name` at the end; false when it was found before.
+    pub(super) fn push(&mut self, name: String) -> bool {
+        if self.set.contains(&name) {
+            return false;
+        }
+        self.set.insert(name.clone());
+        self.order.push(name);
+        true
+    }
+
+    #[cfg_attr(
+        not(feature = "tool-search"),
+        allow(dead_code, reason = "the tool-search feature's")
+    )]
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.set.contains(name)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &String> {
+        self.order.iter()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.order.clear();
+        self.set.clear();
+    }
+
+    /// Keep the names `keep` says yes to, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&String) -> bool) {
+        let set = &mut self.set;
+        self.order.retain(|n| {
+            let kept = keep(n);
+            if !kept {
+                set.remove(n);
+            }
+            kept
+        });
+    }
 }
 
 impl State {
@@ -234,6 +290,7 @@ impl State {
     fn deferred_changed(&mut self) {
         self.tool_specs = None;
         self.deferral.tokens = None;
+        self.deferral.positions = None;
         #[cfg(feature = "tool-search")]
         {
             self.deferral.index = None;

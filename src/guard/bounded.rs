@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
@@ -75,6 +75,40 @@ const IDLE_FOR: Duration = Duration::from_secs(30);
 /// The most guard threads kept waiting; more end after their check.
 const MAX_IDLE: usize = 8;
 
+/// The most checks that may still run past their bound (or the host's
+/// cancel): a guard that never returns keeps its thread, one thread per
+/// check, so past this many no new check starts (it is a stop, naming
+/// why) and the threads stay bounded.
+const MAX_OVERRUNS: usize = 64;
+
+/// The checks still running that nobody waits for any more.
+pub(super) struct Overruns {
+    count: AtomicUsize,
+    max: usize,
+}
+
+impl Overruns {
+    pub(super) const fn new(max: usize) -> Overruns {
+        Overruns {
+            count: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// How many checks run past their bound now.
+    #[cfg(test)]
+    pub(super) fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+}
+
+static OVERRUNS: Overruns = Overruns::new(MAX_OVERRUNS);
+
+/// A check's state, shared by its job and its waiter.
+const RUNNING: u8 = 0;
+const FINISHED: u8 = 1;
+const ABANDONED: u8 = 2;
+
 /// The idle guard threads: each one's id and the sender of its checks.
 static IDLE: Mutex<Vec<(u64, Sender<Job>)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -88,6 +122,20 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// error), panicked, or took longer than `timeout` (its thread finishes
 /// the check, drops what it returns and goes back to waiting).
 pub(super) fn run<T, E>(
+    timeout: Duration,
+    scope: &Scope,
+    check: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, NoVerdict>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    run_counted(&OVERRUNS, timeout, scope, check)
+}
+
+/// [`run`], counting the checks left running in `overruns`.
+pub(super) fn run_counted<T, E>(
+    overruns: &'static Overruns,
     timeout: Duration,
     scope: &Scope,
     check: impl FnOnce() -> Result<T, E> + Send + 'static,
@@ -110,14 +158,26 @@ where
     if on_cancel.try_recv().is_ok() {
         return Err(NoVerdict::Cancelled);
     }
+    if overruns.count.load(Ordering::Acquire) >= overruns.max {
+        return Err(NoVerdict::Failed(format!(
+            "the guard was not started: {} guard checks still run past their bound",
+            overruns.max
+        )));
+    }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let lent = scope.clone();
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let job_state = Arc::clone(&state);
     // A panic drops `tx` unsent: the receiver sees the disconnect. The
     // thread is kept: the scope is lent for this check only.
     let job: Job = Box::new(move || {
         SCOPE.with(|s| *s.borrow_mut() = lent);
         let verdict = catch_unwind(AssertUnwindSafe(check));
         SCOPE.with(|s| *s.borrow_mut() = Scope::default());
+        // Abandoned by its waiter: it counted this check as running on.
+        if job_state.swap(FINISHED, Ordering::AcqRel) == ABANDONED {
+            overruns.count.fetch_sub(1, Ordering::AcqRel);
+        }
         if let Ok(v) = verdict {
             let _ = tx.send(v);
         }
@@ -126,17 +186,29 @@ where
         return Err(NoVerdict::Failed(format!("the guard could not start: {e}")));
     }
     let failed = |why: String| Err(NoVerdict::Failed(why));
+    // No longer waited for: counted as running on until its job ends.
+    // Counted first, so the job's decrement never comes before it.
+    let abandon = || {
+        overruns.count.fetch_add(1, Ordering::AcqRel);
+        let was = state.compare_exchange(RUNNING, ABANDONED, Ordering::AcqRel, Ordering::Acquire);
+        if was.is_err() {
+            overruns.count.fetch_sub(1, Ordering::AcqRel);
+        }
+    };
     crossbeam_channel::select! {
         recv(rx) -> got => match got {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => failed(format!("the guard failed: {e}")),
             Err(_) => failed("the guard panicked".into()),
         },
-        recv(on_cancel) -> _ => Err(NoVerdict::Cancelled),
-        default(timeout) => failed(format!(
-            "the guard took longer than {} ms",
-            timeout.as_millis()
-        )),
+        recv(on_cancel) -> _ => {
+            abandon();
+            Err(NoVerdict::Cancelled)
+        }
+        default(timeout) => {
+            abandon();
+            failed(format!("the guard took longer than {} ms", timeout.as_millis()))
+        }
     }
 }
 
@@ -297,6 +369,90 @@ mod tests {
         // A cancelled scope gives no verdict.
         cancel.cancel();
         assert_eq!(seen(&lent), Err(NoVerdict::Cancelled));
+    }
+
+    /// A check that overran its bound is not waited for, but it keeps its
+    /// scope: what its request spends when it finishes is still counted.
+    #[test]
+    fn an_overrun_check_still_counts_through_its_scope() {
+        #[derive(Default)]
+        struct Tally(AtomicU64);
+        impl Spender for Tally {
+            fn refuses(&self, _: Option<&str>, _: u64) -> Option<Limit> {
+                None
+            }
+            fn count(&self, _: Option<&str>, _: Option<Usage>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let tally = Arc::new(Tally::default());
+        let lent = Scope {
+            spender: Some(Arc::clone(&tally) as Arc<dyn Spender>),
+            cancel: None,
+        };
+        let (release, wait) = crossbeam_channel::bounded::<()>(0);
+        let (finished, done) = crossbeam_channel::bounded::<()>(1);
+        let got = run(Duration::from_millis(1), &lent, move || {
+            let _ = wait.recv();
+            if let Some(s) = scope().spender {
+                s.count(None, None);
+            }
+            let _ = finished.send(());
+            Ok::<_, String>(1)
+        });
+        assert_eq!(
+            got,
+            Err(NoVerdict::Failed("the guard took longer than 1 ms".into()))
+        );
+        assert_eq!(tally.0.load(Ordering::SeqCst), 0);
+        drop(release);
+        done.recv().unwrap();
+        assert_eq!(tally.0.load(Ordering::SeqCst), 1);
+    }
+
+    /// Guards that never return keep a thread each: past the bound on
+    /// such checks, a new one is not started (a stop, naming why), so the
+    /// threads stay bounded; once they end, checks start again.
+    #[test]
+    fn checks_running_past_their_bound_are_bounded_in_number() {
+        static STUCK: Overruns = Overruns::new(3);
+        let none = &Scope::default();
+        let (release, wait) = crossbeam_channel::bounded::<()>(0);
+        for _ in 0..3 {
+            let wait = wait.clone();
+            let got = run_counted(&STUCK, Duration::from_millis(1), none, move || {
+                let _ = wait.recv();
+                Ok::<_, String>(0)
+            });
+            assert_eq!(
+                got,
+                Err(NoVerdict::Failed("the guard took longer than 1 ms".into()))
+            );
+        }
+        assert_eq!(STUCK.count(), 3);
+        let ran = Arc::new(AtomicU8::new(0));
+        let r = Arc::clone(&ran);
+        let refused = run_counted(&STUCK, Duration::from_secs(5), none, move || {
+            r.store(1, Ordering::SeqCst);
+            Ok::<_, String>(1)
+        });
+        assert_eq!(
+            refused,
+            Err(NoVerdict::Failed(
+                "the guard was not started: 3 guard checks still run past their bound".into()
+            ))
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "never started");
+        drop((release, wait));
+        while STUCK.count() > 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            run_counted(&STUCK, Duration::from_secs(5), none, || Ok::<_, String>(2)),
+            Ok(2)
+        );
+        // A check that ends in time is never counted.
+        assert_eq!(STUCK.count(), 0);
     }
 
     #[test]

@@ -44,6 +44,13 @@ use crate::{ChatTransport, HttpConfig, Message, ToolCall};
 /// too (or its requests are refused: their cost could not be bounded).
 /// A judge called directly, outside a run, counts nowhere.
 ///
+/// A check that overruns [`Guards::timeout`](super::Guards::timeout) stops
+/// the run without waiting for it, but its request goes on to its end
+/// (only the host's cancel cuts it), and what it was paid for counts: in
+/// its run's spend while that run goes on, and once it has ended in the
+/// agent's lifetime count ([`Budget::lifetime`](crate::Budget::lifetime)),
+/// never in a later run's spend.
+///
 /// # Examples
 ///
 /// ```

@@ -53,7 +53,10 @@
 //! [`Guards::timeout`]. A guard that panics, returns an error or overruns
 //! the bound stops the run ([`Error::Guardrail`](crate::Error::Guardrail)
 //! naming it), never a silent allow. A guard that overruns is left to
-//! finish on its thread; its verdict is dropped.
+//! finish on its thread; its verdict is dropped. Such a thread is busy
+//! until the guard returns, so at most 64 checks of the whole process may
+//! run on past their bound (or a cancel): while that many still run, a
+//! new check is not started and stops its run the same way.
 //!
 //! The host's [`Cancellable`] ends the wait for a
 //! guard at once: the run stops with

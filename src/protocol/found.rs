@@ -9,7 +9,7 @@
 //!
 //! | API | the search | what it found |
 //! |---|---|---|
-//! | Anthropic Messages | `server_tool_use` named `tool_search_tool_bm25` (or `_regex`) | `tool_search_tool_result`: `content.tool_references[].tool_name` |
+//! | Anthropic Messages | `server_tool_use` named `tool_search_tool_bm25` (or `_regex`, with [`ToolSearch::regex`](crate::tool_search::ToolSearch::regex)) | `tool_search_tool_result`: `content.tool_references[].tool_name` |
 //! | OpenAI Responses | `tool_search_call` item | `tool_search_output` item: `tools[].name` (a `namespace`'s `tools` too) |
 //!
 //! Both decoders keep these in the message's
@@ -20,7 +20,7 @@
 //! which reveals those of its deferred tools (an unknown name is the
 //! agent's to ignore).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -116,6 +116,152 @@ pub(crate) fn found_tool_names(message: &Message) -> Vec<String> {
     names
 }
 
+/// The Anthropic search blocks of one answer as the history keeps them:
+/// only whole searches, each a `server_tool_use` with an id of its own
+/// and an object `input`, answered later in the answer by a
+/// `tool_search_tool_result` whose `content` is a search result or an
+/// error the API takes back. A block that breaks this (garbage content,
+/// an empty or repeated id, a result of no open search, a search never
+/// answered) would make every later request of the conversation one the
+/// API refuses; it is dropped with its pair, with a `warn` line. Other
+/// items pass as they are.
+#[cfg_attr(
+    not(feature = "anthropic"),
+    allow(dead_code, reason = "the Anthropic decoders call it")
+)]
+pub(crate) fn whole_searches(items: Vec<Value>) -> Vec<Value> {
+    if !items.iter().any(is_search_item) {
+        return items;
+    }
+    let mut keep = vec![true; items.len()];
+    let mut seen: HashSet<&str> = HashSet::new();
+    // An open search's id and its position.
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.get("type").and_then(Value::as_str) {
+            Some("server_tool_use") if is_search_item(item) => {
+                let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+                let whole = !id.is_empty() && item.get("input").is_some_and(Value::is_object);
+                if whole && seen.insert(id) {
+                    open.insert(id, i);
+                } else {
+                    keep[i] = false;
+                }
+            }
+            Some("tool_search_tool_result") => {
+                let id = item
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                match open.remove(id) {
+                    Some(_) if is_search_content(item.get("content")) => {}
+                    Some(search) => {
+                        keep[search] = false;
+                        keep[i] = false;
+                    }
+                    None => keep[i] = false,
+                }
+            }
+            _ => {}
+        }
+    }
+    for (_, search) in open {
+        keep[search] = false;
+    }
+    let dropped = keep.iter().filter(|k| !**k).count();
+    if dropped > 0 {
+        log::warn!(
+            "anthropic: dropping {dropped} tool-search block(s) that are no whole search \
+             (garbage content, an empty or repeated id, or a search without its result)"
+        );
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(item, kept)| kept.then_some(item))
+        .collect()
+}
+
+/// The Responses search items of one answer as the history keeps them:
+/// a `tool_search_call` with its `arguments`, and a `tool_search_output`
+/// whose `tools` each have a string `name`, answering the first search
+/// still open before it. A broken item (a call without arguments, an
+/// output of no open search or with garbage `tools`) would make every
+/// later request one the API refuses; it is dropped (an output with the
+/// call it answers), with a `warn` line.
+#[cfg_attr(
+    not(feature = "responses"),
+    allow(dead_code, reason = "the Responses decoder calls it")
+)]
+pub(crate) fn whole_responses_searches(items: Vec<Value>) -> Vec<Value> {
+    if !items.iter().any(is_search_item) {
+        return items;
+    }
+    let mut keep = vec![true; items.len()];
+    let mut open: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.get("type").and_then(Value::as_str) {
+            Some("tool_search_call") if item.get("arguments").is_some() => open.push_back(i),
+            Some("tool_search_call") => keep[i] = false,
+            Some("tool_search_output") => {
+                let whole = item
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|tools| {
+                        tools
+                            .iter()
+                            .all(|t| t.get("name").is_some_and(Value::is_string))
+                    });
+                match open.pop_front() {
+                    Some(_) if whole => {}
+                    Some(call) => {
+                        keep[call] = false;
+                        keep[i] = false;
+                    }
+                    None => keep[i] = false,
+                }
+            }
+            _ => {}
+        }
+    }
+    let dropped = keep.iter().filter(|k| !**k).count();
+    if dropped > 0 {
+        log::warn!(
+            "responses: dropping {dropped} tool-search item(s) that are no whole search \
+             (no arguments, garbage tools, or an output of no search)"
+        );
+    }
+    items
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(item, kept)| kept.then_some(item))
+        .collect()
+}
+
+/// Whether a `tool_search_tool_result`'s `content` is one the API takes
+/// back: a search result (`tool_references` of `{type: tool_reference,
+/// tool_name}`) or an error (a string `error_code`).
+fn is_search_content(content: Option<&Value>) -> bool {
+    let Some(content) = content else {
+        return false;
+    };
+    match content.get("type").and_then(Value::as_str) {
+        Some("tool_search_tool_search_result") => content
+            .get("tool_references")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter().all(|r| {
+                    r.get("type").and_then(Value::as_str) == Some("tool_reference")
+                        && r.get("tool_name").is_some_and(Value::is_string)
+                })
+            }),
+        Some("tool_search_tool_result_error") => {
+            content.get("error_code").is_some_and(Value::is_string)
+        }
+        _ => false,
+    }
+}
+
 /// The names a Responses `tool_search_output` tool stands for: a
 /// `function`'s name, or the names of a `namespace`'s tools.
 fn responses_tool_names(tool: &Value) -> Vec<&str> {
@@ -183,6 +329,45 @@ mod tests {
         let m = with(Api::OpenAiResponses, vec![refs(&["a"])]);
         assert!(found_tool_names(&m).is_empty());
         assert!(found_tool_names(&Message::assistant("no data")).is_empty());
+    }
+
+    #[test]
+    fn only_whole_searches_are_kept() {
+        let uses = |id: &str| {
+            json!({"type": "server_tool_use", "id": id, "name": "tool_search_tool_bm25",
+                   "input": {"query": "q"}})
+        };
+        let result = |id: &str| {
+            let mut r = refs(&["a"]);
+            r["tool_use_id"] = json!(id);
+            r
+        };
+        let thinking = json!({"type": "thinking", "thinking": "t", "signature": "s"});
+        let mut garbage = result("g");
+        garbage["content"] = json!("garbage");
+        let mut no_input = uses("n");
+        no_input["input"] = json!("text");
+        let items = vec![
+            thinking.clone(),
+            uses("ok"),
+            result("ok"),
+            uses(""),
+            result(""),
+            uses("ok"),
+            result("ok"),
+            uses("g"),
+            garbage,
+            no_input,
+            result("n"),
+            result("nobody"),
+            uses("never"),
+        ];
+        assert_eq!(
+            whole_searches(items),
+            vec![thinking.clone(), uses("ok"), result("ok")]
+        );
+        // Nothing to check: the items as they are.
+        assert_eq!(whole_searches(vec![thinking.clone()]), vec![thinking]);
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl Request<'_> {
             system: self.system,
             messages: self.messages,
             trailing_system: self.trailing_system,
-            tools: &self.tools.0,
+            tools: &self.tools.specs,
             stream: self.stream,
             include_usage,
             reasoning_for_model: self.replay_reasoning.then_some(model),
@@ -139,12 +139,17 @@ pub(crate) struct ToolSpec {
 /// The tools of a request, built once when the tool set changes rather
 /// than on every request.
 #[derive(Debug, Default)]
-pub(crate) struct ToolSpecs(Vec<ToolSpec>);
+pub(crate) struct ToolSpecs {
+    specs: Vec<ToolSpec>,
+    /// The API's own search is Anthropic's regex variant, not its BM25
+    /// one ([`ToolSearch::regex`](crate::tool_search::ToolSearch::regex)).
+    regex: bool,
+}
 
 impl ToolSpecs {
     pub(crate) fn new(tools: &[Arc<dyn Tool>]) -> ToolSpecs {
-        ToolSpecs(
-            tools
+        ToolSpecs {
+            specs: tools
                 .iter()
                 .map(|t| ToolSpec {
                     name: t.name().to_string(),
@@ -153,24 +158,37 @@ impl ToolSpecs {
                     deferred: false,
                 })
                 .collect(),
-        )
+            regex: false,
+        }
     }
 
     /// `tools`, then `deferred` marked for the API's own tool search
-    /// (`pikuri::tool_search`'s native form).
+    /// (`pikuri::tool_search`'s native form; Anthropic's `regex` variant
+    /// when asked).
     #[cfg_attr(
         not(feature = "tool-search"),
         allow(dead_code, reason = "deferred tools need the tool-search feature")
     )]
-    pub(crate) fn with_deferred(tools: &[Arc<dyn Tool>], deferred: &[Arc<dyn Tool>]) -> ToolSpecs {
+    pub(crate) fn with_deferred(
+        tools: &[Arc<dyn Tool>],
+        deferred: &[Arc<dyn Tool>],
+        regex: bool,
+    ) -> ToolSpecs {
         let mut specs = ToolSpecs::new(tools);
         specs
-            .0
-            .extend(ToolSpecs::new(deferred).0.into_iter().map(|mut s| {
+            .specs
+            .extend(ToolSpecs::new(deferred).specs.into_iter().map(|mut s| {
                 s.deferred = true;
                 s
             }));
+        specs.regex = regex;
         specs
+    }
+
+    /// Whether the API's own search is Anthropic's regex variant.
+    #[cfg(feature = "anthropic")]
+    pub(crate) fn regex(&self) -> bool {
+        self.regex
     }
 
     /// Specs from chat-shaped values (tests of the other APIs' encoders).
@@ -184,8 +202,8 @@ impl ToolSpecs {
     )]
     pub(crate) fn from_values(specs: &[Value]) -> ToolSpecs {
         let text = |f: &Value, k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        ToolSpecs(
-            specs
+        ToolSpecs {
+            specs: specs
                 .iter()
                 .map(|v| {
                     let f = v.get("function").unwrap_or(v);
@@ -200,13 +218,14 @@ impl ToolSpecs {
                     }
                 })
                 .collect(),
-        )
+            regex: false,
+        }
     }
 
     /// The specs (the Anthropic, Responses and Gemini encoders shape them).
     #[cfg(any(feature = "anthropic", feature = "responses", feature = "gemini"))]
     pub(crate) fn specs(&self) -> &[ToolSpec] {
-        &self.0
+        &self.specs
     }
 }
 

@@ -34,6 +34,8 @@ fn deferred(at: &str, tool: &Value) -> Result<bool, String> {
 pub(super) fn anthropic(body: &Body) -> Result<(), String> {
     let mut any_deferred = false;
     let mut search_tool = false;
+    // The search tools offered, by name: a search sent back names one.
+    let mut search_names: Vec<&str> = Vec::new();
     for (i, tool) in tools(body).iter().enumerate() {
         let at = format!("tools[{i}]");
         let deferred = deferred(&at, tool)?;
@@ -45,6 +47,9 @@ pub(super) fn anthropic(body: &Body) -> Result<(), String> {
             return Err(format!("{at}: the tool search tool cannot be deferred"));
         }
         search_tool |= is_search;
+        if is_search {
+            search_names.extend(tool.get("name").and_then(Value::as_str));
+        }
         any_deferred |= deferred;
     }
     if any_deferred && !search_tool {
@@ -67,9 +72,11 @@ pub(super) fn anthropic(body: &Body) -> Result<(), String> {
                         .and_then(Value::as_str)
                         .is_some_and(|n| n.starts_with("tool_search_tool_")) =>
                 {
-                    if !search_tool {
+                    let name = b.get("name").and_then(Value::as_str).unwrap_or("");
+                    if !search_tool || !search_names.contains(&name) {
                         return Err(format!(
-                            "{at}: a tool search sent back without a tool search tool in `tools`"
+                            "{at}: a tool search `{name}` sent back without that tool search \
+                             tool in `tools`"
                         ));
                     }
                     let Some(id) = b
@@ -247,7 +254,20 @@ mod tests {
         let body = |blocks: Value, tools: Value| json!({"tools": tools, "messages": [{"role": "assistant", "content": blocks}]});
         anthropic(obj(&body(json!([uses, result]), json!([g, search])))).unwrap();
         let e = anthropic(obj(&body(json!([uses, result]), json!([g])))).unwrap_err();
-        assert!(e.contains("without a tool search tool"), "{e}");
+        assert!(e.contains("without that tool search tool"), "{e}");
+        // A search sent back names the variant offered: the regex one's
+        // search is refused beside the BM25 tool alone.
+        let mut regex_use = uses.clone();
+        regex_use["name"] = json!("tool_search_tool_regex");
+        let e = anthropic(obj(&body(json!([regex_use, result]), json!([search])))).unwrap_err();
+        assert!(e.contains("`tool_search_tool_regex`"), "{e}");
+        let regex =
+            json!({"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"});
+        anthropic(obj(&body(
+            json!([regex_use, result]),
+            json!([search, regex]),
+        )))
+        .unwrap();
         let e = anthropic(obj(&body(json!([uses]), json!([search])))).unwrap_err();
         assert!(e.contains("without its tool_search_tool_result"), "{e}");
         let e = anthropic(obj(&body(json!([result]), json!([search])))).unwrap_err();

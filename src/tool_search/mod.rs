@@ -134,6 +134,7 @@ pub enum Threshold {
 pub struct ToolSearch {
     pub(crate) threshold: Threshold,
     pub(crate) native: bool,
+    pub(crate) regex: bool,
     pub(crate) max_results: usize,
 }
 
@@ -150,6 +151,7 @@ impl ToolSearch {
         ToolSearch {
             threshold: Threshold::Count(30),
             native: true,
+            regex: false,
             max_results: 5,
         }
     }
@@ -171,6 +173,42 @@ impl ToolSearch {
     #[must_use]
     pub fn native(mut self, on: bool) -> ToolSearch {
         self.native = on;
+        self
+    }
+
+    /// On Anthropic's Messages API, search with its regex variant
+    /// (`tool_search_tool_regex`: the model writes Python regular
+    /// expressions over tool names and descriptions) instead of its BM25
+    /// one (natural-language queries, the default). Off by default; no
+    /// effect on other APIs (OpenAI Responses has one search) or with
+    /// [`native`](Self::native) off. A conversation that switches keeps
+    /// sending the search tools its history used, so searches sent back
+    /// stay valid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pikuri::{Agent, Api};
+    /// use pikuri::testing::{FakeServer, Reply};
+    /// use pikuri::tool::{FnTool, Parameters};
+    /// use pikuri::tool_search::{Threshold, ToolSearch};
+    ///
+    /// let server = FakeServer::start();
+    /// server.push(Reply::text("ok"));
+    /// let search = ToolSearch::new().threshold(Threshold::Count(0)).regex(true);
+    /// let mut agent = Agent::builder(server.transport().with_api(Api::AnthropicMessages))
+    ///     .tool_search(search)
+    ///     .add_deferred_tool(FnTool::new("get_weather", "The weather.", Parameters::empty(),
+    ///         |_, _| Ok("sunny".into())))
+    ///     .build()?;
+    /// agent.run_loop("weather?")?;
+    /// let body = server.chat_requests()[0].raw_body.clone();
+    /// assert!(body.contains(r#""type":"tool_search_tool_regex_20251119""#));
+    /// # Ok::<(), pikuri::Error>(())
+    /// ```
+    #[must_use]
+    pub fn regex(mut self, on: bool) -> ToolSearch {
+        self.regex = on;
         self
     }
 

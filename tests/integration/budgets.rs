@@ -686,3 +686,108 @@ fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
         assert_eq!(err.kind(), pikuri::ErrorKind::JournalCorrupt, "{to}: {err}");
     }
 }
+
+/// `record` with the run's spend's `elapsed_ms` (the one after
+/// `"spent":{`) set to `ms`.
+fn with_run_elapsed(record: &str, ms: u64) -> String {
+    let at = record.find(r#""spent":{"#).expect("the run's spend") + 9;
+    let key = at
+        + record[at..]
+            .find(r#""elapsed_ms":"#)
+            .expect("its wall time")
+        + 13;
+    let digits = record[key..]
+        .find(|c: char| !c.is_ascii_digit())
+        .expect("a number");
+    format!("{}{ms}{}", &record[..key], &record[key + digits..])
+}
+
+/// A journal whose run had spent a century of wall time (more than any
+/// machine's uptime, which an `Instant` cannot go back past on Windows;
+/// Linux's can, so this passed there before too): the resumed run is past
+/// its wall-time limit, not given the time again; the most a journal can
+/// say saturates.
+#[test]
+fn a_resumed_run_keeps_a_wall_time_longer_than_the_machines_uptime() {
+    let server = FakeServer::start();
+    server.push(calc("1+1").with_usage(100, 10));
+    let budget = || {
+        Budget::new()
+            .max_wall_time(Duration::from_secs(3_600))
+            .on_exhausted(OnExhausted::Raise)
+            .lifetime(Budget::new().max_requests(100))
+    };
+    let store = Memory::default();
+    store
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut a = Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget())
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap();
+    assert_eq!(
+        a.run_loop("sums").unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(a);
+    let records = store.records.lock().unwrap().clone();
+    let at = records
+        .iter()
+        .position(|r| r.contains(r#""spent":{"#))
+        .expect("the response records the run's spend");
+    let century_ms: u64 = 100 * 365 * 24 * 3_600 * 1_000;
+    for ms in [century_ms, u64::MAX] {
+        let mut tampered = records.clone();
+        tampered[at] = with_run_elapsed(&tampered[at], ms);
+        let store = Memory::default();
+        *store.records.lock().unwrap() = tampered;
+        let mut a = Agent::builder(server.transport())
+            .add_tool(builtin::calculator())
+            .budget(budget())
+            .resume(store, "r")
+            .build()
+            .unwrap();
+        assert!(a.interrupted());
+        let spend = tripped(a.resume_run(), Limit::WallTime);
+        assert!(spend.elapsed_ms >= ms, "{ms}: {spend:?}");
+        assert_eq!(server.chat_requests().len(), 1, "nothing more sent");
+        assert_valid_history(a.messages());
+    }
+}
+
+/// A lifetime limit of zero, of each kind: the first request of the
+/// agent's first run is refused unsent, as a lifetime stop (never
+/// synthesized past), and so is every later turn's; the history keeps the
+/// user messages only.
+#[test]
+fn a_lifetime_limit_of_zero_refuses_the_first_request_of_every_run() {
+    let table = PriceTable::new().with("fake-model", Price::per_million_usd(1.0, 2.0));
+    let zero = Duration::ZERO;
+    let limits: [(Budget, Limit); 6] = [
+        (Budget::new().max_requests(0), Limit::Requests),
+        (Budget::new().max_input_tokens(0), Limit::InputTokens),
+        (Budget::new().max_output_tokens(0), Limit::OutputTokens),
+        (Budget::new().max_total_tokens(0), Limit::TotalTokens),
+        (Budget::new().max_wall_time(zero), Limit::WallTime),
+        (Budget::new().max_cost(Cost::from_usd(0.0)), Limit::Cost),
+    ];
+    for (lifetime, limit) in limits {
+        let server = FakeServer::start();
+        let (mut agent, _rec) = agent_with(&server, |c| {
+            c.budget(
+                Budget::new()
+                    .prices(table.clone())
+                    .on_exhausted(OnExhausted::Synthesize)
+                    .lifetime(lifetime),
+            )
+        });
+        for turn in ["one", "two"] {
+            let spend = lifetime_tripped(agent.run_loop(turn), limit);
+            assert_eq!(spend.requests, 0, "{limit}");
+        }
+        assert!(server.chat_requests().is_empty(), "{limit}");
+        assert_valid_history(agent.messages());
+    }
+}

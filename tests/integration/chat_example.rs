@@ -2065,6 +2065,90 @@ fn guard_flags_redact_block_deny_and_bound_the_answer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--lifetime-tokens` counts every turn of a `--session` across starts:
+/// once spent, the next turn is refused before any request (exit 3, the
+/// lifetime named). `--hold-deltas` keeps a streamed answer the output
+/// guard sends back off stdout. Bad values name the flag.
+#[test]
+fn lifetime_budget_and_hold_deltas_flags() {
+    let server = FakeServer::start();
+    let base = server.base_url();
+    let dir = fresh_dir("lifetime");
+    let session = dir.join("talk");
+    let session = session.to_str().unwrap();
+    let turn = |prompt: &'static str| {
+        run(&against(
+            &base,
+            &[
+                "--session",
+                session,
+                "--lifetime-tokens",
+                "1500",
+                "-p",
+                prompt,
+            ],
+        ))
+    };
+    server.push(Reply::text("First.").with_usage(1_000, 600));
+    let out = turn("one");
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let before = server.chat_requests().len();
+    let out = turn("two");
+    assert_eq!(out.code, Some(3), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("lifetime total_tokens limit"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.chat_requests().len(), before);
+    std::fs::remove_dir_all(&dir).ok();
+
+    // A streamed answer sent back by the guard is never shown with
+    // --hold-deltas; without it, its text was streamed already.
+    let long = || Reply::text("This answer is far too long.").with_chunk_chars(4);
+    let short = || Reply::text("Short.").with_chunk_chars(2);
+    for hold in [true, false] {
+        server.push(long()).push(short());
+        let mut args = vec!["--max-answer-chars", "10", "-p", "hi"];
+        if hold {
+            args.insert(0, "--hold-deltas");
+        }
+        let out = run(&against(&base, &args));
+        assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+        assert!(out.stdout.contains("Short."), "{}", out.stdout);
+        assert_eq!(
+            out.stdout.contains("far too long"),
+            !hold,
+            "hold {hold}: {}",
+            out.stdout
+        );
+    }
+    server.assert_all_used();
+
+    for (flag, value) in [
+        ("--lifetime-tokens", "0"),
+        ("--lifetime-tokens", "many"),
+        ("--lifetime-cost", "-1"),
+        ("--lifetime-cost", "free"),
+    ] {
+        let out = run(&against(&base, &[flag, value, "-p", "hi"]));
+        assert_eq!(out.code, Some(2), "{flag} {value}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{flag} {value}: {}", out.stderr);
+    }
+    // A lifetime cost needs the model's price, as --max-cost does.
+    let out = run(&against(&base, &["--lifetime-cost", "0.01", "-p", "hi"]));
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains("price"), "{}", out.stderr);
+    let help = run(&["--help"]);
+    for words in [
+        "--lifetime-tokens N",
+        "--lifetime-cost USD",
+        "--hold-deltas",
+    ] {
+        assert!(help.stdout.contains(words), "{words}: {}", help.stdout);
+    }
+}
+
 /// Issue 40: `/tools` lists the tools sent with every request (no MCP
 /// server here, so nothing is deferred); `--help` and `/help` name it and
 /// the deferral flags. tests/mcp/chat.rs drives it with MCP servers.

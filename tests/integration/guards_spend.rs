@@ -313,3 +313,74 @@ fn cancelling_while_any_guard_runs_ends_the_wait_at_once() {
     assert!(guard_events.is_empty(), "{guard_events:?}");
     assert_eq!(agent.messages().len(), 1);
 }
+
+/// Many agents on threads share one set of guards (a judge, a guard that
+/// panics on one word, the redactor) and the kept guard threads: each
+/// run's spend holds its own judge request only, at its own price (the
+/// thread lends each check its own run's meter), a panic stops only the
+/// run that met it, and its agent's next turn works. Bounded by the
+/// number of turns, not by time.
+#[test]
+fn many_agents_sharing_guards_each_count_their_own_judge_and_panic_alone() {
+    const AGENTS: usize = 6;
+    const TURNS: usize = 5;
+    let judge_server = FakeServer::start();
+    judge_server.push(allow().with_usage(10, 1).repeat(AGENTS * (TURNS - 1)));
+    let server = FakeServer::start();
+    server.push(
+        Reply::text("fine")
+            .with_usage(100, 5)
+            .repeat(AGENTS * (TURNS - 1)),
+    );
+    let judge = Judge::with_http(
+        judge_server.transport().with_model("judge-model"),
+        "Be kind.",
+        crate::util::fast_http(),
+    );
+    let guards = Guards::new()
+        .input("boom", |text: &str| {
+            assert!(!text.contains("boom"), "a guard that breaks");
+            pikuri::guard::InputVerdict::Allow
+        })
+        .input("kind", judge)
+        .tool_output("redact", pikuri::guard::Redactor::new());
+    let threads: Vec<_> = (0..AGENTS)
+        .map(|i| {
+            let (guards, transport) = (guards.clone(), server.transport());
+            std::thread::spawn(move || {
+                let mut agent = pikuri::Agent::builder(transport)
+                    .guards(guards)
+                    .budget(Budget::new().prices(prices()))
+                    .build()
+                    .unwrap();
+                (0..TURNS)
+                    .map(|t| {
+                        let word = if t == 2 { "boom" } else { "hello" };
+                        let out = agent.run_loop(&format!("agent {i} turn {t}: {word}"));
+                        assert_valid_history(agent.messages());
+                        out
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let judge_cost = Price::per_million_usd(10.0, 20.0)
+        .cost(&pikuri::Usage::new().with_input(10).with_output(1));
+    let model_cost =
+        Price::per_million_usd(1.0, 2.0).cost(&pikuri::Usage::new().with_input(100).with_output(5));
+    for t in threads {
+        for (turn, out) in t.join().expect("no agent panicked").into_iter().enumerate() {
+            if turn == 2 {
+                let err = out.unwrap_err();
+                assert_eq!(err.to_string(), "stopped by guard boom: the guard panicked");
+                continue;
+            }
+            let spend = out.unwrap().spend;
+            assert_eq!(spend.requests, 2, "turn {turn}: {spend:?}");
+            assert_eq!(spend.input_tokens(), 110, "turn {turn}: {spend:?}");
+            assert_eq!(spend.cost, Some(judge_cost.saturating_add(model_cost)));
+        }
+    }
+    server.assert_all_used();
+    judge_server.assert_all_used();
+}

@@ -23,6 +23,17 @@ const APIS: [Api; 2] = [Api::AnthropicMessages, Api::OpenAiResponses];
 /// deferred (past a threshold of one), the native search on; `calls`
 /// counts the runs of `get_weather`.
 fn agent(server: &FakeServer, api: Api, stream: bool, calls: &Arc<AtomicUsize>) -> Agent {
+    agent_searching(server, api, stream, calls, ToolSearch::new())
+}
+
+/// [`agent`] with `search`'s settings (its threshold set to one).
+fn agent_searching(
+    server: &FakeServer,
+    api: Api,
+    stream: bool,
+    calls: &Arc<AtomicUsize>,
+    search: ToolSearch,
+) -> Agent {
     let counter = Arc::clone(calls);
     let mut c = Agent::builder(server.transport().with_api(api))
         .http(fast_http().with_max_retries(0))
@@ -33,7 +44,7 @@ fn agent(server: &FakeServer, api: Api, stream: bool, calls: &Arc<AtomicUsize>) 
             Parameters::empty(),
             |_, _| Ok("noon".into()),
         ))
-        .tool_search(ToolSearch::new().threshold(Threshold::Count(1)))
+        .tool_search(search.threshold(Threshold::Count(1)))
         .add_deferred_tool(FnTool::new(
             "get_weather",
             "The weather in a city.",
@@ -264,5 +275,237 @@ fn a_stream_cut_inside_a_search_or_failing_after_one_leaves_the_history_intact()
         );
         assert_valid_history(agent.messages());
         server.assert_all_used();
+    }
+}
+
+/// A Messages body whose server searched with the tool search called
+/// `search` and found `get_weather`, which the model then calls.
+fn searched_with(search: &str, model: &str) -> Reply {
+    let body = json!({
+        "id": "msg_r", "type": "message", "role": "assistant", "model": model,
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_r", "name": search,
+             "input": {"pattern": "(?i)weather"}},
+            {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_r",
+             "content": {"type": "tool_search_tool_search_result",
+                         "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]}},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 5}
+    });
+    Reply::raw_body(200, "application/json", body.to_string())
+}
+
+/// `ToolSearch::regex`: Anthropic's regex search is offered in place of
+/// the BM25 one, its search is kept and sent back to the strict server,
+/// and a conversation that moves to an agent searching with BM25 sends
+/// both search tools (the history's search names the regex one, which
+/// the API requires in `tools`; only BM25 went before).
+#[test]
+fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
+    let server = FakeServer::start();
+    let model = server.transport().model().unwrap().to_string();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let api = Api::AnthropicMessages;
+    let mut agent = agent_searching(&server, api, false, &calls, ToolSearch::new().regex(true));
+    server
+        .push(searched_with("tool_search_tool_regex", &model))
+        .push(Reply::text("Sunny."));
+    agent.run_loop("weather in Oslo?").unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(agent.found_tools(), ["get_weather"]);
+    let sent = server.chat_requests();
+    let tools = sent_tools(sent[0].body.as_ref().unwrap());
+    assert!(
+        tools.contains(&("tool_search_tool_regex".to_string(), false)),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|(n, _)| n == "tool_search_tool_bm25"),
+        "{tools:?}"
+    );
+    assert_eq!(sent_searches(api, sent[1].body.as_ref().unwrap()).len(), 2);
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+
+    let mut bm25 = agent_searching(&server, api, false, &calls, ToolSearch::new());
+    bm25.load_history(agent.export_history()).unwrap();
+    assert_eq!(bm25.found_tools(), ["get_weather"]);
+    server.push(Reply::text("Still sunny."));
+    bm25.run_loop("and now?").unwrap();
+    let last = server.chat_requests().pop().unwrap();
+    let tools = sent_tools(last.body.as_ref().unwrap());
+    for name in ["tool_search_tool_bm25", "tool_search_tool_regex"] {
+        assert!(
+            tools.contains(&(name.to_string(), false)),
+            "{name}: {tools:?}"
+        );
+    }
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_valid_history(bm25.messages());
+}
+
+/// A Messages body with `blocks`, then a call of `get_weather`.
+fn answer_with(model: &str, mut blocks: Vec<Value>) -> Reply {
+    blocks.push(
+        json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                       "input": {"city": "Oslo"}}),
+    );
+    let body = json!({
+        "id": "msg_b", "type": "message", "role": "assistant", "model": model,
+        "content": blocks, "stop_reason": "tool_use",
+        "usage": {"input_tokens": 10, "output_tokens": 5}
+    });
+    Reply::raw_body(200, "application/json", body.to_string())
+}
+
+/// Search blocks a server breaks (garbage or missing content, an empty,
+/// repeated or unknown id, a search never answered, an input that is no
+/// object): once kept, each was sent back with every later request, which
+/// the strict server (as the API) refuses, so the conversation could not
+/// go on. Now they are dropped; the call beside them runs, the next
+/// request is accepted, and the history reloads and goes on.
+#[test]
+fn broken_search_blocks_are_dropped_and_the_conversation_goes_on() {
+    let search = |id: &str| {
+        json!({"type": "server_tool_use", "id": id, "name": "tool_search_tool_bm25",
+               "input": {"query": "weather"}})
+    };
+    let found = |id: &str, content: Value| json!({"type": "tool_search_tool_result", "tool_use_id": id, "content": content});
+    let refs = json!({"type": "tool_search_tool_search_result",
+                      "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]});
+    let mut no_input = search("s1");
+    no_input["input"] = json!("weather");
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "garbage content",
+            vec![search("s1"), found("s1", json!("garbage"))],
+        ),
+        (
+            "no content",
+            vec![
+                search("s1"),
+                json!({"type": "tool_search_tool_result", "tool_use_id": "s1"}),
+            ],
+        ),
+        (
+            "bad references",
+            vec![
+                search("s1"),
+                found(
+                    "s1",
+                    json!({"type": "tool_search_tool_search_result", "tool_references": [{"tool_name": 7}]}),
+                ),
+            ],
+        ),
+        ("empty id", vec![search(""), found("", refs.clone())]),
+        (
+            "repeated id",
+            vec![
+                search("s1"),
+                found("s1", refs.clone()),
+                search("s1"),
+                found("s1", refs.clone()),
+            ],
+        ),
+        ("unknown id", vec![found("s9", refs.clone())]),
+        ("never answered", vec![search("s1")]),
+        ("input no object", vec![no_input, found("s1", refs.clone())]),
+    ];
+    let api = Api::AnthropicMessages;
+    for (what, blocks) in cases {
+        let server = FakeServer::start();
+        let model = server.transport().model().unwrap().to_string();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, false, &calls);
+        server
+            .push(answer_with(&model, blocks))
+            .push(Reply::text("Sunny."));
+        let out = agent.run_loop("weather in Oslo?");
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+        assert_valid_history(agent.messages());
+        // The history reloads and goes on, on the strict server.
+        let mut again = agent_searching(&server, api, false, &calls, ToolSearch::new());
+        again.load_history(agent.export_history()).unwrap();
+        server.push(Reply::text("Still sunny."));
+        again
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+    }
+}
+
+/// The same for Responses search items: a call without arguments, an
+/// output with garbage `tools` or of no search.
+#[test]
+fn broken_responses_search_items_are_dropped_and_the_conversation_goes_on() {
+    let call = || {
+        json!({"type": "tool_search_call", "id": "tsc_1", "execution": "server",
+               "status": "completed", "arguments": {"query": "weather"}})
+    };
+    let output = |tools: Value| {
+        json!({"type": "tool_search_output", "id": "tso_1", "execution": "server",
+               "status": "completed", "tools": tools})
+    };
+    let good = json!([{"type": "function", "name": "get_weather"}]);
+    let mut no_arguments = call();
+    no_arguments.as_object_mut().unwrap().remove("arguments");
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("garbage tools", vec![call(), output(json!("garbage"))]),
+        (
+            "nameless tool",
+            vec![call(), output(json!([{"type": "function"}]))],
+        ),
+        ("output of no search", vec![output(good.clone())]),
+        (
+            "call without arguments",
+            vec![no_arguments, output(good.clone())],
+        ),
+    ];
+    let api = Api::OpenAiResponses;
+    for (what, mut items) in cases {
+        let server = FakeServer::start();
+        let model = server.transport().model().unwrap().to_string();
+        items.push(
+            json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                          "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
+                          "status": "completed"}),
+        );
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+                          "model": model, "output": items,
+                          "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, false, &calls);
+        server
+            .push(Reply::raw_body(200, "application/json", body.to_string()))
+            .push(Reply::text("Sunny."));
+        let out = agent.run_loop("weather in Oslo?");
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+        assert_valid_history(agent.messages());
+        server.push(Reply::text("Still sunny."));
+        agent
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
     }
 }

@@ -15,6 +15,11 @@ use crate::{Api, Image, ImageSource, Message, Role, ToolCall};
 pub(crate) const SEARCH_TOOL_TYPE: &str = "tool_search_tool_bm25_20251119";
 /// Its `name`, fixed by the API for that type.
 pub(crate) const SEARCH_TOOL_NAME: &str = "tool_search_tool_bm25";
+/// The regex variant's `type` and name
+/// ([`ToolSearch::regex`](crate::tool_search::ToolSearch::regex)).
+pub(crate) const REGEX_TOOL_TYPE: &str = "tool_search_tool_regex_20251119";
+/// The regex variant's name.
+pub(crate) const REGEX_TOOL_NAME: &str = "tool_search_tool_regex";
 
 /// `max_tokens` (which the API requires) when no setting or request field
 /// sets it; with a thinking budget, added to the budget (the budget must
@@ -71,9 +76,9 @@ impl<'a> Body<'a> {
             system.push(piece(Block::Text(s)));
         }
         let mut turns: Vec<Turn<'a>> = Vec::new();
-        // Whether a search of the API's own is sent back: its tool must
-        // then be in `tools` too.
-        let mut searched = false;
+        // The searches of the API's own sent back, by variant (BM25,
+        // regex): their tools must then be in `tools` too.
+        let mut searched = [false; 2];
         for m in req.messages {
             match m.role {
                 // Anthropic has no system role in the conversation: the
@@ -104,7 +109,10 @@ impl<'a> Body<'a> {
                         .as_ref()
                         .filter(|pd| pd.is_for(Api::AnthropicMessages, endpoint, model))
                     {
-                        searched |= pd.items.iter().any(is_search_item);
+                        for item in pd.items.iter().filter(|i| is_search_item(i)) {
+                            let name = item.get("name").and_then(serde_json::Value::as_str);
+                            searched[usize::from(name == Some(REGEX_TOOL_NAME))] |= name.is_some();
+                        }
                         pieces.extend(pd.items.iter().map(|i| piece(Block::Item(i))));
                     }
                     if !m.content.is_empty() {
@@ -122,11 +130,15 @@ impl<'a> Body<'a> {
         // The API's own search over the deferred tools, last: never
         // deferred itself, so the cache breakpoint on the last tool is on
         // a tool that is always sent.
-        if searched || specs.iter().any(|t| t.deferred) {
-            tools.push(serde_json::json!({
-                "type": SEARCH_TOOL_TYPE,
-                "name": SEARCH_TOOL_NAME,
-            }));
+        if specs.iter().any(|t| t.deferred) {
+            searched[usize::from(req.tools.regex())] = true;
+        }
+        let variants = [
+            (SEARCH_TOOL_TYPE, SEARCH_TOOL_NAME),
+            (REGEX_TOOL_TYPE, REGEX_TOOL_NAME),
+        ];
+        for (&(kind, name), _) in variants.iter().zip(searched).filter(|(_, s)| *s) {
+            tools.push(serde_json::json!({ "type": kind, "name": name }));
         }
         if req.prompt_caching {
             mark_breakpoints(&mut system, &mut turns, &mut tools);

@@ -41,8 +41,11 @@
 //!   `defer_loading: true`. When any is deferred, or the history sends a
 //!   search back, the API's own search tool goes last,
 //!   `{"type": "tool_search_tool_bm25_20251119", "name":
-//!   "tool_search_tool_bm25"}` (never deferred, so it also carries the
-//!   tools' cache breakpoint). No beta header: the SDK has these types
+//!   "tool_search_tool_bm25"}`, or its regex variant
+//!   (`tool_search_tool_regex_20251119`) with
+//!   [`ToolSearch::regex`](crate::tool_search::ToolSearch::regex), and
+//!   each variant a search sent back names (never deferred, so it also
+//!   carries the tools' cache breakpoint). No beta header: the SDK has these types
 //!   outside its beta namespace.
 //! - `max_tokens`, which the API requires: the
 //!   [`ModelSettings`](crate::ModelSettings) bound, else
@@ -81,6 +84,10 @@
 //!   provider data in order, in the shape the API takes back (`id`,
 //!   `name`, `input`, `caller`; `tool_use_id`, `content`): never text,
 //!   never a client call ([`found`](super::found) reads what it found).
+//!   Only whole searches are kept: a search block with garbage content,
+//!   an empty or repeated id, or without its pair is dropped with its
+//!   pair, since the API would refuse every later request that sent it
+//!   back.
 //!   Other block kinds (other server tools, citations) are skipped.
 //! - `stop_reason` is mapped to a [`FinishReason`](crate::FinishReason)
 //!   (`rules::anthropic_finish`): `end_turn`, `stop_sequence` → `Complete`

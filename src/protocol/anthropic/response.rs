@@ -99,12 +99,14 @@ impl Parts {
         message.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
         message.usage = usage;
         message.model.clone_from(&model);
-        if !self.items.is_empty() {
+        // Only whole searches: a broken one would poison the history.
+        let items = crate::protocol::found::whole_searches(self.items);
+        if !items.is_empty() {
             message.provider_data = Some(ProviderData::new(
                 Api::AnthropicMessages,
                 String::new(),
                 String::new(),
-                self.items,
+                items,
             ));
         }
         Completion::new(message, finish, usage, model)

@@ -228,6 +228,8 @@ impl StreamDecoder for Decoder {
         message.model.clone_from(&self.model);
         // Endpoint and model are stamped by the client, which knows the
         // transport (`wire::stamp_origin`).
+        // Only whole searches: a broken one would poison the history.
+        let kept = crate::protocol::found::whole_responses_searches(kept);
         message.provider_data =
             (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
         Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
