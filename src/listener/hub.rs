@@ -9,9 +9,10 @@
 //! at each `hand_over`, where the agent is about to wait (before a request,
 //! before each read of a stream, before a tool runs and its approval,
 //! before a sub-agent runs), and at the flush that ends a turn, in one
-//! message with the flush request. A quick turn is two messages per
-//! listener (the `UserTurn` before the request; the answer's events and
-//! the flush), each waking its thread at most once; a stream is one
+//! message with the flush request; the run's opening waits for the first
+//! response (below). A quick turn is one message per listener (the
+//! `UserTurn`, the answer's events and the flush), waking its thread at
+//! most once, as the plainest hand-off to a thread would; a stream is one
 //! message per read that brought text and could be followed by a wait (a
 //! read that filled the client's whole buffer cannot: what follows it has
 //! arrived already, see `protocol::client`).
@@ -23,12 +24,29 @@
 //! another thread's allocator arena is the costlier path). So a quick turn
 //! allocates no batch, and the list holds at most one spent batch.
 //!
-//! Events wait only while the agent works: from `hold` (a run starts, a
-//! request or a tool returned) to the next hand-over. Otherwise (the agent
-//! waits, or no run is going on) an event goes out as it is emitted, so
-//! what a tool, an approver or another thread emits meanwhile is not kept
-//! until the wait ends. Deltas always wait: they come from the agent's
-//! reads, each followed by a hand-over, or by a `hold` and the flush.
+//! Events wait only while the agent works: from `hold` (a request or a
+//! tool returned) or `open` (a run starts) to the next hand-over.
+//! Otherwise (the agent waits, or no run is going on) an event goes out as
+//! it is emitted, so what a tool, an approver or another thread emits
+//! meanwhile is not kept until the wait ends. Deltas always wait: they
+//! come from the agent's reads, each followed by a hand-over, or by a
+//! `hold` and the flush.
+//!
+//! # The opening
+//!
+//! What a run emits before its first request (the `UserTurn` of the
+//! host's own message, what extensions emit for it) is its opening, and
+//! the hand-over before that request (`hand_over_for_request`) keeps it:
+//! it goes out when the response is in (at the first read of a stream, or
+//! with the answer's events when the answer is read whole), or at any
+//! other hand-over first (a retry's back-off, a sub-agent, the end of the
+//! run). So it is late by at most the first request's round trip, never
+//! past a wait of another kind, and a quick turn wakes a listener once,
+//! not twice: the wake-up before the request came while the server needed
+//! the cores, and on a two-core machine a barrier listener's turn paid
+//! for it (`BENCHMARKS.md`, issue 42, session 12). What other threads emit
+//! during that first request waits with the opening. Any later request
+//! hands over first: a tool's result is shown while the model answers.
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
 //! flow, a listener's thread blocks on its channel, and a flush blocks
@@ -347,6 +365,9 @@ struct Pending {
     events: Vec<Event>,
     /// Whether events wait for the next hand-over (see the module docs).
     held: bool,
+    /// Whether what waits is a run's opening, kept past its first request
+    /// (see the module docs).
+    opening: bool,
     /// The batch sent last, kept to be reused (see the module docs on
     /// batches).
     last: Option<Arc<Vec<Event>>>,
@@ -484,7 +505,20 @@ impl ListenerList {
     /// module docs).
     pub(crate) fn hold(&self) {
         if !self.slots.is_empty() {
-            self.pending.lock().held = true;
+            let mut p = self.pending.lock();
+            p.held = true;
+            p.opening = false;
+        }
+    }
+
+    /// A run starts: what it emits waits, like [`hold`](Self::hold), and
+    /// until its first request is answered (see the module docs on the
+    /// opening).
+    pub(crate) fn open(&self) {
+        if !self.slots.is_empty() {
+            let mut p = self.pending.lock();
+            p.held = true;
+            p.opening = true;
         }
     }
 
@@ -497,9 +531,20 @@ impl ListenerList {
         }
         let mut p = self.pending.lock();
         p.held = false;
+        p.opening = false;
         if !p.events.is_empty() {
             self.send(&mut p, None, false);
         }
+    }
+
+    /// The agent sends a request and waits for its response:
+    /// [`hand_over`](Self::hand_over), but for a run's opening, which waits
+    /// for the response (see the module docs on the opening).
+    pub(crate) fn hand_over_for_request(&self) {
+        if self.slots.is_empty() || self.pending.lock().opening {
+            return;
+        }
+        self.hand_over();
     }
 
     /// The end of a turn: hand every listener what was emitted so far with
@@ -524,6 +569,7 @@ impl ListenerList {
         let gate = {
             let mut p = self.pending.lock();
             p.held = false;
+            p.opening = false;
             let gate = (count > 0).then(|| Gate::reuse(p.gate.take(), count));
             let picked = gate
                 .as_ref()
@@ -698,11 +744,12 @@ mod tests {
         assert_eq!(texts(&slow), numbers(50));
     }
 
-    /// A quick turn (a request, a plain answer) is two messages per
-    /// listener: the `UserTurn` before the request, the answer's events
-    /// with the flush. Each wakes the listener's thread at most once.
+    /// A quick turn (a request, a plain answer) is one message per
+    /// listener: the `UserTurn` waits for the answer (the run's opening),
+    /// and goes with the answer's events and the flush. It wakes the
+    /// listener's thread at most once.
     #[test]
-    fn a_quick_turn_is_two_messages_per_listener() {
+    fn a_quick_turn_is_one_message_per_listener() {
         use crate::testing::{FakeServer, Reply};
         let server = FakeServer::start();
         let (mut list, rec) = recorded();
@@ -723,7 +770,7 @@ mod tests {
             let before = sent();
             agent.run_loop("Hi").unwrap();
             let after: Vec<_> = sent().iter().zip(&before).map(|(a, b)| a - b).collect();
-            assert_eq!(after, [2, 2], "turn {turn}");
+            assert_eq!(after, [1, 1], "turn {turn}");
         }
         let kinds = rec.kinds();
         assert_eq!(
