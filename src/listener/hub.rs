@@ -43,10 +43,11 @@
 //! run). So it is late by at most the first request's round trip, never
 //! past a wait of another kind, and a quick turn wakes a listener once,
 //! not twice: the wake-up before the request came while the server needed
-//! the cores, and on a two-core machine a barrier listener's turn paid
-//! for it (`BENCHMARKS.md`, issue 42, session 12). What other threads emit
-//! during that first request waits with the opening. Any later request
-//! hands over first: a tool's result is shown while the model answers.
+//! the cores, and cost about 2,000 of a barrier listener's 8,500
+//! instructions a turn (`BENCHMARKS.md`, issue 42, session 12). What other
+//! threads emit during that first request waits with the opening. Any
+//! later request hands over first: a tool's result is shown while the
+//! model answers.
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
 //! flow, a listener's thread blocks on its channel, and a flush blocks
