@@ -456,18 +456,9 @@ fn bare_tool_turn(base: &str) -> (usize, usize) {
     };
     let mut reader = post(std::slice::from_ref(&user));
     let (mut id, mut name, mut arguments) = (String::new(), String::new(), String::new());
-    let mut line = Vec::with_capacity(1024);
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    common::apis::data_lines(&mut reader, |data| {
         if data == b"[DONE]" {
-            break;
+            return false;
         }
         let chunk: common::Chunk = serde_json::from_slice(data).expect("chunk");
         for c in chunk.choices {
@@ -486,7 +477,8 @@ fn bare_tool_turn(base: &str) -> (usize, usize) {
                 }
             }
         }
-    }
+        true
+    });
     let _ = std::io::copy(&mut reader, &mut std::io::sink());
     let args: WriteFileArgs = serde_json::from_str(&arguments).expect("arguments parse");
     let result = format!("wrote {} bytes", args.content.len());

@@ -913,19 +913,10 @@ pub(crate) fn sse_text<R: BufRead>(reader: &mut R) -> String {
 
 /// [`sse_text`], calling `each` with every delta's text as it is parsed.
 pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&str)) -> String {
-    let mut line = Vec::with_capacity(1024);
     let mut text = String::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    apis::data_lines(reader, |data| {
         if data == b"[DONE]" {
-            break;
+            return false;
         }
         let chunk: Chunk = serde_json::from_slice(data).expect("chunk");
         for c in chunk.choices {
@@ -934,7 +925,8 @@ pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&st
                 text.push_str(&t);
             }
         }
-    }
+        true
+    });
     text
 }
 
