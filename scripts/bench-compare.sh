@@ -9,10 +9,12 @@
 # from crates.io (its Cargo.lock pins the versions) into
 # $CARGO_TARGET_DIR/compare; the crate's own build never sees it.
 #
-# It measures its own bare client in the same run (alternating), so its
-# ratio is a same-run ratio; the `turn` bench's non-streamed rows (bare,
-# pikuri with 0, 1 and 4 listeners) run right after, and the last line
-# also divides async-openai's time by that run's bare client.
+# It measures its own bare client and pikuri (its core, with one barrier
+# and with one hand-off listener) in the same runs (rotating order), so
+# every ratio it prints is a same-run ratio; the `turn` bench's
+# non-streamed rows (bare, the hand-off floors, pikuri with 0, 1 and 4
+# listeners) run right after, and the last line also divides
+# async-openai's time by that run's bare client.
 #
 # Usage: scripts/bench-compare.sh
 #   RUNS=5   runs per figure (median); QUICK=1 smoke sizes;

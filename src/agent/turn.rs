@@ -135,8 +135,9 @@ impl Agent {
     /// What every run (a turn, a retry, a resume, a repair) does first:
     /// fresh controls, a zero tally.
     pub(super) fn begin_run(&mut self) {
-        // The run's events wait for the agent's first wait (`listener::hub`).
-        self.shared.listeners.hold();
+        // The run's events wait for the agent's first wait, its opening for
+        // the first response (`listener::hub`).
+        self.shared.listeners.open();
         self.synth_answer = None;
         self.guarding.reset();
         self.partial_answer.clear();
@@ -293,13 +294,17 @@ impl Agent {
         // `Cancelled` event) and the latest usage a chunk reported.
         let mut partial = String::new();
         let mut partial_usage = None;
-        // What the listeners are owed goes to them before the agent waits.
-        shared.listeners.hand_over();
+        // What the listeners are owed goes to them before the agent waits,
+        // but for the run's opening, which waits for the response.
+        shared.listeners.hand_over_for_request();
         let result = shared.client.chat(
             &req,
             &mut buf,
             &mut Callbacks {
                 on_retry: &mut |n: &RetryNotice| {
+                    // The agent sleeps before the next attempt: the
+                    // opening goes out now.
+                    shared.listeners.hand_over();
                     shared.emit(Event::Retrying {
                         agent: Arc::clone(agent),
                         attempt: n.attempt,

@@ -9,9 +9,10 @@
 //! at each `hand_over`, where the agent is about to wait (before a request,
 //! before each read of a stream, before a tool runs and its approval,
 //! before a sub-agent runs), and at the flush that ends a turn, in one
-//! message with the flush request. A quick turn is two messages per
-//! listener (the `UserTurn` before the request; the answer's events and
-//! the flush), each waking its thread at most once; a stream is one
+//! message with the flush request; the run's opening waits for the first
+//! response (below). A quick turn is one message per listener (the
+//! `UserTurn`, the answer's events and the flush), waking its thread at
+//! most once, as the plainest hand-off to a thread would; a stream is one
 //! message per read that brought text and could be followed by a wait (a
 //! read that filled the client's whole buffer cannot: what follows it has
 //! arrived already, see `protocol::client`).
@@ -23,12 +24,30 @@
 //! another thread's allocator arena is the costlier path). So a quick turn
 //! allocates no batch, and the list holds at most one spent batch.
 //!
-//! Events wait only while the agent works: from `hold` (a run starts, a
-//! request or a tool returned) to the next hand-over. Otherwise (the agent
-//! waits, or no run is going on) an event goes out as it is emitted, so
-//! what a tool, an approver or another thread emits meanwhile is not kept
-//! until the wait ends. Deltas always wait: they come from the agent's
-//! reads, each followed by a hand-over, or by a `hold` and the flush.
+//! Events wait only while the agent works: from `hold` (a request or a
+//! tool returned) or `open` (a run starts) to the next hand-over.
+//! Otherwise (the agent waits, or no run is going on) an event goes out as
+//! it is emitted, so what a tool, an approver or another thread emits
+//! meanwhile is not kept until the wait ends. Deltas always wait: they
+//! come from the agent's reads, each followed by a hand-over, or by a
+//! `hold` and the flush.
+//!
+//! # The opening
+//!
+//! What a run emits before its first request (the `UserTurn` of the
+//! host's own message, what extensions emit for it) is its opening, and
+//! the hand-over before that request (`hand_over_for_request`) keeps it:
+//! it goes out when the response is in (at the first read of a stream, or
+//! with the answer's events when the answer is read whole), or at any
+//! other hand-over first (a retry's back-off, a sub-agent, the end of the
+//! run). So it is late by at most the first request's round trip, never
+//! past a wait of another kind, and a quick turn wakes a listener once,
+//! not twice: the wake-up before the request came while the server needed
+//! the cores, and cost about 2,000 of a barrier listener's 8,500
+//! instructions a turn (`BENCHMARKS.md`, issue 42, session 12). What other
+//! threads emit during that first request waits with the opening. Any
+//! later request hands over first: a tool's result is shown while the
+//! model answers.
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
 //! flow, a listener's thread blocks on its channel, and a flush blocks
@@ -51,20 +70,26 @@
 //!
 //! `flush` sends each listener the batch and a request to run
 //! `Listener::flush`. Each `Delivery::Barrier` listener's request carries
-//! a ticket of one countdown, and `flush` blocks on a channel until the
-//! countdown ends; a `Delivery::HandOff` listener's carries none, so an
-//! agent whose listeners all hand off returns without waiting
-//! (`flush_all`, behind `Agent::flush_listeners`, gives every listener a
-//! ticket). A ticket counts when dropped: after
-//! `Listener::flush` ran, or undelivered when the thread has stopped, so a
-//! flush never waits for a listener that is gone. The last ticket sends
-//! the flushing thread its acknowledgement.
+//! a ticket of one countdown, and `flush` waits until the countdown ends;
+//! a `Delivery::HandOff` listener's carries none, so an agent whose
+//! listeners all hand off returns without waiting (`flush_all`, behind
+//! `Agent::flush_listeners`, gives every listener a ticket). A ticket
+//! counts when dropped: after `Listener::flush` ran, or undelivered when
+//! the thread has stopped, so a flush never waits for a listener that is
+//! gone. The last ticket unparks the flushing thread.
+//!
+//! The wait has the shape of a crossbeam receiver's: a short spin, a few
+//! `yield_now`, then `park` until the last ticket unparks it. It is no
+//! channel: the countdown is all a flush needs, and its one allocation is
+//! kept for the next flush once every ticket is gone (a channel per flush
+//! cost two allocations and the waker's registration; measured in
+//! `BENCHMARKS.md`, issue 42, session 12).
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
@@ -102,12 +127,57 @@ enum Tail {
     Wait(Ticket),
 }
 
-/// A flush's countdown of listeners not done yet, and where the last one
-/// says so.
+/// A flush's countdown of listeners not done yet, and the thread the last
+/// one unparks.
 struct Gate {
     left: AtomicUsize,
-    done: Sender<()>,
+    waiter: Thread,
 }
+
+impl Gate {
+    /// A gate for `count` tickets, waited on by this thread: `kept` when
+    /// no ticket of its last flush is left (see the module docs on the
+    /// flush), else a new one.
+    fn reuse(kept: Option<Arc<Gate>>, count: usize) -> Arc<Gate> {
+        if let Some(mut gate) = kept
+            && let Some(g) = Arc::get_mut(&mut gate)
+        {
+            *g.left.get_mut() = count;
+            g.waiter = std::thread::current();
+            return gate;
+        }
+        Arc::new(Gate {
+            left: AtomicUsize::new(count),
+            waiter: std::thread::current(),
+        })
+    }
+
+    /// Block until every ticket counted: spin, yield, then park (see the
+    /// module docs on the flush). A stray unpark (another flush's last
+    /// ticket, a crossbeam wake-up) only costs one more look.
+    fn wait(&self) {
+        let mut step = 0u32;
+        while self.left.load(Ordering::Acquire) != 0 {
+            if step <= SPIN_STEPS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+            } else if step <= YIELD_STEPS {
+                std::thread::yield_now();
+            } else {
+                std::thread::park();
+            }
+            step = step.saturating_add(1);
+        }
+    }
+}
+
+/// A flush's back-off, crossbeam's shape: spin `2^step` times for steps up
+/// to this one (127 spins in all)...
+const SPIN_STEPS: u32 = 6;
+
+/// ...then yield for steps up to this one (four `yield_now`), then park.
+const YIELD_STEPS: u32 = 10;
 
 /// A flush's gate and which listeners get a ticket of it.
 type Pick<'a> = (&'a Arc<Gate>, &'a dyn Fn(&Slot) -> bool);
@@ -120,7 +190,7 @@ struct Ticket(Arc<Gate>);
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.0.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _ = self.0.done.send(());
+            self.0.waiter.unpark();
         }
     }
 }
@@ -296,9 +366,15 @@ struct Pending {
     events: Vec<Event>,
     /// Whether events wait for the next hand-over (see the module docs).
     held: bool,
+    /// Whether what waits is a run's opening, kept past its first request
+    /// (see the module docs).
+    opening: bool,
     /// The batch sent last, kept to be reused (see the module docs on
     /// batches).
     last: Option<Arc<Vec<Event>>>,
+    /// The last flush's gate, kept to be reused (see the module docs on
+    /// the flush).
+    gate: Option<Arc<Gate>>,
 }
 
 impl Pending {
@@ -430,7 +506,20 @@ impl ListenerList {
     /// module docs).
     pub(crate) fn hold(&self) {
         if !self.slots.is_empty() {
-            self.pending.lock().held = true;
+            let mut p = self.pending.lock();
+            p.held = true;
+            p.opening = false;
+        }
+    }
+
+    /// A run starts: what it emits waits, like [`hold`](Self::hold), and
+    /// until its first request is answered (see the module docs on the
+    /// opening).
+    pub(crate) fn open(&self) {
+        if !self.slots.is_empty() {
+            let mut p = self.pending.lock();
+            p.held = true;
+            p.opening = true;
         }
     }
 
@@ -443,9 +532,20 @@ impl ListenerList {
         }
         let mut p = self.pending.lock();
         p.held = false;
+        p.opening = false;
         if !p.events.is_empty() {
             self.send(&mut p, None, false);
         }
+    }
+
+    /// The agent sends a request and waits for its response:
+    /// [`hand_over`](Self::hand_over), but for a run's opening, which waits
+    /// for the response (see the module docs on the opening).
+    pub(crate) fn hand_over_for_request(&self) {
+        if self.slots.is_empty() || self.pending.lock().opening {
+            return;
+        }
+        self.hand_over();
     }
 
     /// The end of a turn: hand every listener what was emitted so far with
@@ -467,26 +567,22 @@ impl ListenerList {
         }
         let waited = |slot: &Slot| all || slot.delivery == Delivery::Barrier;
         let count = self.slots.iter().filter(|s| waited(s)).count();
-        let gate = (count > 0).then(|| {
-            let (done, finished) = bounded(1);
-            let gate = Arc::new(Gate {
-                left: AtomicUsize::new(count),
-                done,
-            });
-            (gate, finished)
-        });
-        {
+        let gate = {
             let mut p = self.pending.lock();
             p.held = false;
+            p.opening = false;
+            let gate = (count > 0).then(|| Gate::reuse(p.gate.take(), count));
             let picked = gate
                 .as_ref()
-                .map(|(g, _)| (g, &waited as &dyn Fn(&Slot) -> bool));
+                .map(|g| (g, &waited as &dyn Fn(&Slot) -> bool));
             self.send(&mut p, picked, true);
-        }
-        if let Some((gate, finished)) = gate {
-            drop(gate);
-            // The last ticket sends before it drops its handle to `done`.
-            let _ = finished.recv();
+            gate
+        };
+        if let Some(gate) = gate {
+            gate.wait();
+            // Kept for the next flush; a ticket may still hold it (its
+            // count done, its unpark under way): then the next makes its own.
+            self.pending.lock().gate = Some(gate);
         }
     }
 
@@ -649,11 +745,12 @@ mod tests {
         assert_eq!(texts(&slow), numbers(50));
     }
 
-    /// A quick turn (a request, a plain answer) is two messages per
-    /// listener: the `UserTurn` before the request, the answer's events
-    /// with the flush. Each wakes the listener's thread at most once.
+    /// A quick turn (a request, a plain answer) is one message per
+    /// listener: the `UserTurn` waits for the answer (the run's opening),
+    /// and goes with the answer's events and the flush. It wakes the
+    /// listener's thread at most once.
     #[test]
-    fn a_quick_turn_is_two_messages_per_listener() {
+    fn a_quick_turn_is_one_message_per_listener() {
         use crate::testing::{FakeServer, Reply};
         let server = FakeServer::start();
         let (mut list, rec) = recorded();
@@ -674,7 +771,7 @@ mod tests {
             let before = sent();
             agent.run_loop("Hi").unwrap();
             let after: Vec<_> = sent().iter().zip(&before).map(|(a, b)| a - b).collect();
-            assert_eq!(after, [2, 2], "turn {turn}");
+            assert_eq!(after, [1, 1], "turn {turn}");
         }
         let kinds = rec.kinds();
         assert_eq!(
@@ -860,6 +957,59 @@ mod tests {
             Some(1),
             "only the last batch's events are kept"
         );
+    }
+
+    /// A flush waits on a countdown whose allocation serves the next
+    /// flush once its tickets are gone: a warm flush allocates nothing
+    /// (the channel per flush it replaced cost two allocations).
+    #[test]
+    fn a_flush_reuses_its_gate() {
+        let (mut list, rec) = recorded();
+        list.add(|_: &Event| {});
+        let kept = |list: &ListenerList| list.pending.lock().gate.as_ref().map(Arc::as_ptr);
+        assert_eq!(kept(&list), None);
+        list.flush();
+        let first = kept(&list).expect("kept");
+        for i in 0..50 {
+            list.hold();
+            list.emit(turn(i));
+            list.flush();
+            assert_eq!(rec.len(), i + 1, "flush {i} waited");
+            // A ticket may still hold the gate as the flush returns (its
+            // unpark under way); by the next flush it is gone.
+            eventually(|| {
+                list.pending
+                    .lock()
+                    .gate
+                    .as_ref()
+                    .is_some_and(|g| Arc::strong_count(g) == 1)
+            });
+        }
+        assert_eq!(kept(&list), Some(first));
+    }
+
+    /// Flushes from two threads at once each wait for their own tickets.
+    #[test]
+    fn concurrent_flushes_each_return() {
+        let (list, rec) = recorded();
+        let list = Arc::new(list);
+        let (done_tx, done) = bounded(2);
+        for _ in 0..2 {
+            let (list, done_tx) = (Arc::clone(&list), done_tx.clone());
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    list.emit(turn(i));
+                    list.flush();
+                }
+                done_tx.send(()).unwrap();
+            });
+        }
+        for _ in 0..2 {
+            // A bound against hangs, not a timing claim.
+            done.recv_timeout(Duration::from_secs(10))
+                .expect("a flush never returned");
+        }
+        assert_eq!(rec.len(), 400);
     }
 
     #[test]

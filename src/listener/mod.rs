@@ -121,7 +121,7 @@ impl std::fmt::Debug for SubAgentListener {
 /// |---|---|---|
 /// | order | emission order | emission order |
 /// | every event delivered | yes | yes, none dropped |
-/// | events reach it | at the agent's waits (below) | at the same points |
+/// | events reach it | at the agent's waits, the run's opening with the first response (below) | at the same points |
 /// | `run_loop` returns | after it handled the turn and flushed | at once after the hand-over |
 /// | caught up | when `run_loop` returns | after [`Agent::flush_listeners`](crate::Agent::flush_listeners), [`Agent::close`](crate::Agent::close) or [`close_all`](crate::close_all) |
 /// | own thread, own bounded channel | yes | yes |
@@ -159,8 +159,20 @@ impl std::fmt::Debug for SubAgentListener {
 /// an approver, an extension's own thread) or between turns goes out at
 /// once. So no text waits with the agent while the network or a tool is
 /// slow, a stream reaches a listener read by read, and a quick turn wakes
-/// a listener's thread at most twice. Nothing in the delivery depends on
-/// timing.
+/// a listener's thread once. Nothing in the delivery depends on timing.
+///
+/// One exception, the run's *opening*: what a run emits before its first
+/// request (the turn-start [`UserTurn`](Event::UserTurn), the host's own
+/// message, and what extensions emit for it) waits for that request's
+/// response instead of going out before it. It is handed over at the
+/// first read of a streamed answer (the response's headers are in, before
+/// any text), with the answer's own events when the answer is read whole,
+/// or before a retry's back-off, whichever comes first; what another
+/// thread emits during that first request waits with it. So the opening
+/// is late by at most the first request's round trip, always reaches a
+/// listener before the answer's text and events, and never waits past a
+/// tool call, a sub-agent or a back-off; every later request of the run
+/// hands over first (a tool's result is shown while the model answers).
 ///
 /// # Backpressure
 ///

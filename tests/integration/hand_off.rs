@@ -205,13 +205,13 @@ fn a_stalled_hand_off_listener_holds_the_agent_once_its_channel_is_full() {
             agent
         })
     };
-    // Turns go on while the channel has room (it holds 8 batches, a
-    // quick turn is two), then the agent waits.
+    // Turns go on while the channel has room (it holds 8 batches, the
+    // stalled listener one more, a quick turn is one), then the agent waits.
     eventually(|| turns.load(Ordering::SeqCst) >= 2);
     std::thread::sleep(Duration::from_millis(100));
     let held = turns.load(Ordering::SeqCst);
     assert!(
-        (2..=5).contains(&held),
+        (2..=9).contains(&held),
         "{held} turns with a stalled listener"
     );
     assert!(server.chat_requests().len() <= held + 1);

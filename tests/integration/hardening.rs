@@ -292,26 +292,33 @@ fn cancel_during_synthesis_emits_one_cancelled() {
         // until the cancel interrupts it. The next turn's answer is chosen
         // by its question, not queued: a server thread that reads the
         // abandoned request late (a loaded machine) must not take it.
-        server.respond_with(|req| {
+        // In flight: the cancel lands once the synthesizer's request reached
+        // the server (its `UserTurn` waits for the response, see the
+        // `Listener` docs on the run's opening).
+        let cancel = Cancellable::new();
+        let on_server = cancel.clone();
+        server.respond_with(move |req| {
             let last = req.messages().last().cloned().unwrap_or_default();
             if last["role"] == "user" && last["content"] == "again" {
                 Reply::text("fine")
             } else {
+                if in_flight {
+                    on_server.cancel();
+                }
                 Reply::hang()
             }
         });
-        let cancel = Cancellable::new();
         let c = cancel.clone();
         let (mut agent, rec) = agent_with(&server, |cfg| {
             cfg.add_tool(look())
                 .step_limit(StepLimit::with_policy(1, OnExhausted::Synthesize))
                 .cancellable(cancel.clone())
-                .on_event(move |e| match e {
-                    Event::FallbackNotice { .. } if !in_flight => c.cancel(),
-                    Event::UserTurn { agent, .. } if in_flight && &**agent == "synthesizer" => {
+                .on_event(move |e| {
+                    if let Event::FallbackNotice { .. } = e
+                        && !in_flight
+                    {
                         c.cancel();
                     }
-                    _ => {}
                 })
         });
         let err = agent.run_loop("what?").unwrap_err();

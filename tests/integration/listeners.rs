@@ -364,3 +364,120 @@ fn a_stream_that_is_already_there_reaches_a_listener_in_few_deltas() {
         deltas.len()
     );
 }
+
+/// A listener that signals `tx` when it sees the turn-start `UserTurn`.
+fn signals_user_turn(tx: crossbeam_channel::Sender<()>) -> impl Listener {
+    move |e: &Event| {
+        if let Event::UserTurn {
+            mid_loop: false, ..
+        } = e
+        {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The run's opening (the `UserTurn`) waits for the first response, not
+/// the request: while a non-streamed request is in flight a barrier
+/// listener has seen nothing of the turn, and it gets the opening first,
+/// with the answer, before `run_loop` returns.
+#[test]
+fn the_opening_waits_for_the_response_not_the_request() {
+    let server = FakeServer::start();
+    let turns = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&turns);
+    let in_flight = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&in_flight);
+    server.respond_with(move |_| {
+        let mut record = record.lock();
+        let before = record.len();
+        // Before the change the batch was in the listener's channel before
+        // the request was written; the bound only keeps this test short.
+        let deadline = std::time::Instant::now() + Duration::from_millis(200);
+        while counted.load(Ordering::SeqCst) == before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        record.push(counted.load(Ordering::SeqCst) > before);
+        Reply::text("hello")
+    });
+    let count = Arc::clone(&turns);
+    let (mut agent, rec) = agent_with(&server, |c| {
+        c.add_listener(move |e: &Event| {
+            if let Event::UserTurn { .. } = e {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    });
+    for turn in 0..2 {
+        assert_eq!(
+            agent.run_loop("hi").unwrap().answer.as_deref(),
+            Some("hello")
+        );
+        let kinds = rec.kinds();
+        assert_eq!(
+            kinds[kinds.len() - 4..],
+            ["user_turn", "assistant", "tokens", "stopped"],
+            "turn {turn}"
+        );
+        assert_eq!(turns.load(Ordering::SeqCst), turn + 1);
+    }
+    assert_eq!(
+        *in_flight.lock(),
+        [false, false],
+        "the opening went out before the request"
+    );
+}
+
+/// A stream hands the opening over at its first read: a listener sees the
+/// `UserTurn` while the stream stalls before any text (late by one round
+/// trip at most, never by the whole answer).
+#[test]
+fn a_stalled_stream_does_not_keep_the_opening() {
+    let server = FakeServer::start();
+    // The role chunk only, then silence.
+    server.push(Reply::text("never shown").hang_after(1));
+    let (tx, seen) = crossbeam_channel::bounded(8);
+    let cancel = pikuri::Cancellable::new();
+    let (mut agent, _rec) = agent_with(&server, |c| {
+        c.streaming(true)
+            .cancellable(cancel.clone())
+            .add_listener(signals_user_turn(tx))
+    });
+    let run = std::thread::spawn(move || agent.run_loop("hi").unwrap_err());
+    // A bound against hangs, not a timing claim: the stream stays silent
+    // until the cancel below.
+    let shown = seen.recv_timeout(Duration::from_secs(10)).is_ok();
+    cancel.cancel();
+    assert!(run.join().unwrap().is_cancelled());
+    assert!(shown, "the opening waited behind the stalled stream");
+}
+
+/// A retry's back-off hands the opening over: a listener has the
+/// `UserTurn` and the `Retrying` notice before the retried request is
+/// answered.
+#[test]
+fn a_retry_hands_the_opening_over() {
+    let server = FakeServer::start();
+    server.push(Reply::status(503, "busy"));
+    let (tx, seen) = crossbeam_channel::bounded(8);
+    let retried = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&retried);
+    let (mut agent, rec) = agent_with(&server, |c| c.add_listener(signals_user_turn(tx)));
+    server.respond_with(move |_| {
+        // A bound against hangs, not a timing claim.
+        *record.lock() = Some(seen.recv_timeout(Duration::from_secs(10)).is_ok());
+        Reply::text("hello")
+    });
+    assert_eq!(
+        agent.run_loop("hi").unwrap().answer.as_deref(),
+        Some("hello")
+    );
+    assert_eq!(
+        *retried.lock(),
+        Some(true),
+        "the opening waited past a back-off"
+    );
+    let kinds = rec.kinds();
+    let at = kinds.iter().position(|k| *k == "user_turn").unwrap();
+    assert_eq!(kinds[at..at + 2], ["user_turn", "retrying"]);
+}
