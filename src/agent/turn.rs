@@ -387,9 +387,8 @@ impl Agent {
         let model = model.or_else(|| self.transport().model().map(str::to_string));
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
-        if let Some(recover) = self.shared.options.recover_tool_calls
-            && message.tool_calls.is_empty()
-        {
+        let recover = self.shared.options.recover_tool_calls;
+        if let Some(recover) = recover.filter(|_| message.tool_calls.is_empty()) {
             let tools = self.tools();
             if let Some((content, calls)) = recover(&message.content, &tools) {
                 message.content = content;
