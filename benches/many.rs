@@ -20,16 +20,34 @@
 //! nothing itself). A child that runs past `PIKURI_BENCH_TIMEOUT_S` (default
 //! 120 s) is killed and reported.
 //!
+//! The server sends each stream in two halves: the second only once all
+//! `n` clients have had their first (`Script::Gather`). So the peak RSS is
+//! that of `n` streams in flight at once for every subject. (Before
+//! session 12 the server answered each request as it came: how many
+//! streams overlapped then depended on the scheduling, and a bare client
+//! often finished before the next started, while pikuri's, switching to
+//! its listener thread, overlapped more, so the RSS ratio measured the
+//! overlap more than the memory: 1.3x to 6.7x from the same build.)
+//!
 //! Figures: total deltas per second (all agents' deltas over the wall time
 //! from the start signal until every agent finished), CPU time of the
 //! streaming phase, peak RSS above the process's RSS before the clients were
 //! created, per agent, and threads per agent (counted once every client is
 //! built, before the start signal).
+//!
+//! Diagnostics: `PIKURI_MANY_TRACE=1` samples the RSS and prints, for its
+//! highest reading, how many clients were in their turn and the resident
+//! memory by kind (malloc arenas, thread stacks, ...; `common::rss_by_kind`);
+//! `PIKURI_BENCH_GATHER_HOLD_MS=300` holds the gathered streams that long,
+//! for the sampler to see them. `PIKURI_MANY_WRAP="heaptrack -o /tmp/x"`
+//! runs each child under a profiler.
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
 
 use std::io::BufReader;
+use std::sync::atomic::AtomicIsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -101,11 +119,18 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
     let threads0 = thread_count();
     let go = Arc::new(Barrier::new(n + 1));
     let ready = Arc::new(Barrier::new(n + 1));
+    // PIKURI_MANY_TRACE=1: a sampler follows the RSS and, at its peak,
+    // reports how many clients were in their turn and where the memory was.
+    let streaming = Arc::new(AtomicIsize::new(0));
+    let trace = std::env::var_os("PIKURI_MANY_TRACE")
+        .is_some()
+        .then(|| common::RssSampler::start(Arc::clone(&streaming)));
     let url = format!("{base}/chat/completions");
     let handles: Vec<_> = (0..n)
         .map(|_| {
             let (go, ready) = (Arc::clone(&go), Arc::clone(&ready));
             let (subject, base, url) = (subject.to_string(), base.to_string(), url.clone());
+            let streaming = Arc::clone(&streaming);
             std::thread::spawn(move || {
                 if subject == "bare" || subject == "handoff" {
                     let agent = ureq::Agent::config_builder()
@@ -115,7 +140,9 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
                     let handoff = (subject == "handoff").then(common::Handoff::new);
                     ready.wait();
                     go.wait();
+                    streaming.fetch_add(1, Relaxed);
                     assert_eq!(bare_stream(&agent, &url, handoff.as_ref()), expect);
+                    streaming.fetch_sub(1, Relaxed);
                     if let Some(h) = handoff {
                         // The flush: the consumer has taken every delta.
                         assert_eq!(h.finish(), expect);
@@ -132,7 +159,9 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
                         .expect("agent builds");
                     ready.wait();
                     go.wait();
+                    streaming.fetch_add(1, Relaxed);
                     let out = agent.run_loop("Go.").expect("turn");
+                    streaming.fetch_sub(1, Relaxed);
                     assert_eq!(out.answer.map_or(0, |a| a.len()), expect);
                     agent.close();
                 }
@@ -140,6 +169,7 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
         })
         .collect();
     ready.wait();
+    let built = proc_status_kib("VmRSS");
     let threads = thread_count() - threads0;
     let cpu0 = process_cpu();
     let t = Instant::now();
@@ -149,6 +179,16 @@ fn child(subject: &str, n: usize, base: &str, expect: usize) {
     }
     let wall = t.elapsed();
     let cpu = process_cpu().saturating_sub(cpu0);
+    if let Some(sampler) = trace {
+        let peak = sampler.finish();
+        eprintln!(
+            "{subject} x{n}: VmRSS {rss0} KiB at the start, {built} built, peak sample {} with {} in a turn",
+            peak.rss_kib, peak.count
+        );
+        for (kind, maps, kib) in peak.kinds {
+            eprintln!("{subject} x{n}:   {kind}: {maps} mappings, {kib} KiB");
+        }
+    }
     let hwm = proc_status_kib("VmHWM");
     println!(
         "{} {} {} {}",
@@ -166,7 +206,20 @@ fn in_child(subject: &str, n: usize, base: &str, expect: usize) -> Option<Figure
             .and_then(|v| v.parse().ok())
             .unwrap_or(120),
     );
-    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+    let exe = std::env::current_exe().expect("exe");
+    // PIKURI_MANY_WRAP="heaptrack -o /tmp/many": the child runs under a
+    // profiler (its own figures then include the profiler's).
+    let wrap = env("PIKURI_MANY_WRAP");
+    let mut words = wrap.split_whitespace();
+    let mut command = match words.next() {
+        Some(tool) => {
+            let mut c = std::process::Command::new(tool);
+            c.args(words).arg(&exe);
+            c
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let mut child = command
         .env("PIKURI_MANY_CHILD", subject)
         .env("PIKURI_MANY_N", n.to_string())
         .env("PIKURI_MANY_BASE", base)
@@ -201,6 +254,20 @@ fn in_child(subject: &str, n: usize, base: &str, expect: usize) -> Option<Figure
     })
 }
 
+/// A server that sends every client half its stream, then the rest once
+/// all `n` have had their half: the peak is `n` streams in flight at once
+/// (see the module docs).
+fn gathering(response: &[u8], n: usize) -> Server {
+    Server::start(
+        Script::Gather {
+            at: response.len() / 2,
+            n,
+            response: response.to_vec(),
+        },
+        false,
+    )
+}
+
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_default()
 }
@@ -222,8 +289,7 @@ fn main() {
     println!("# {}", common::server_placement());
     let body = sse_body(Payload::Text, DELTAS);
     let expect = common::baseline_decode(&body).delta_bytes;
-    let server = Server::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
-    let base = server.base_url();
+    let response = sse_response(&body, Framing::Chunked);
     let counts: &[usize] = if quick() {
         &[1, 10, 50]
     } else {
@@ -237,6 +303,8 @@ fn main() {
         if !common::selected(&format!("x{n}")) {
             continue;
         }
+        let server = gathering(&response, n);
+        let base = server.base_url();
         let mut figs: [Vec<Figures>; 3] = Default::default();
         // Per subject: ratios to bare (CPU, wall, RSS) and CPU to hand-off.
         let mut cpu_r: [Vec<f64>; 3] = Default::default();

@@ -47,7 +47,11 @@
 //! process (this binary re-executed), which streams the 20,000-delta answer
 //! five times (`rss`), or takes one tool-call turn whose call streams
 //! 200,000 argument deltas, runs the tool and streams the answer
-//! (`rss-tool`), from the replay server, and reports its `VmHWM`.
+//! (`rss-tool`), from the replay server, and reports its `VmHWM`; for
+//! `rss`, also `VmHWM - RssFile`: the peak less the pages of the binary
+//! and libraries the run touched (pikuri runs more code than the bare
+//! client, a cost per process, not per agent, shared through the page
+//! cache).
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
@@ -456,18 +460,9 @@ fn bare_tool_turn(base: &str) -> (usize, usize) {
     };
     let mut reader = post(std::slice::from_ref(&user));
     let (mut id, mut name, mut arguments) = (String::new(), String::new(), String::new());
-    let mut line = Vec::with_capacity(1024);
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    common::apis::data_lines(&mut reader, |data| {
         if data == b"[DONE]" {
-            break;
+            return false;
         }
         let chunk: common::Chunk = serde_json::from_slice(data).expect("chunk");
         for c in chunk.choices {
@@ -486,7 +481,8 @@ fn bare_tool_turn(base: &str) -> (usize, usize) {
                 }
             }
         }
-    }
+        true
+    });
     let _ = std::io::copy(&mut reader, &mut std::io::sink());
     let args: WriteFileArgs = serde_json::from_str(&arguments).expect("arguments parse");
     let result = format!("wrote {} bytes", args.content.len());
@@ -528,7 +524,8 @@ fn env_usize(name: &str) -> usize {
 /// Child mode for the RSS figures: `bare` and `pikuri` stream the text
 /// answer five times, `bare-tool` and `pikuri-tool` take the tool-call
 /// turn once (the call, the tool, the answer), all from
-/// `PIKURI_TURN_BASE`; prints `VmHWM` in KiB before and after.
+/// `PIKURI_TURN_BASE`; prints `VmHWM` in KiB before and after, and
+/// `RssFile` after (the binary's and libraries' pages the run touched).
 fn rss_child(subject: &str, base: &str) {
     let expect = env_usize("PIKURI_TURN_EXPECT");
     let content = env_usize("PIKURI_TURN_CONTENT");
@@ -576,10 +573,15 @@ fn rss_child(subject: &str, base: &str) {
         }
         other => panic!("unknown RSS child {other:?}"),
     }
-    println!("{start} {}", proc_status_kib("VmHWM"));
+    println!(
+        "{start} {} {}",
+        proc_status_kib("VmHWM"),
+        proc_status_kib("RssFile")
+    );
 }
 
-fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f64, f64) {
+/// `(VmHWM at the start, VmHWM at the end, RssFile at the end)`, KiB.
+fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f64, f64, f64) {
     let out = std::process::Command::new(std::env::current_exe().expect("exe"))
         .env("PIKURI_TURN_CHILD", subject)
         .env("PIKURI_TURN_BASE", base)
@@ -596,16 +598,22 @@ fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f6
     let mut it = text
         .split_whitespace()
         .filter_map(|v| v.parse::<f64>().ok());
-    (it.next().unwrap_or(0.0), it.next().unwrap_or(0.0))
+    let mut next = || it.next().unwrap_or(0.0);
+    (next(), next(), next())
 }
 
 /// Peak RSS of one streaming agent, each subject alone in a child process
-/// against `server`: (bare KiB, pikuri KiB, same-run ratio), medians.
-fn rss_pair(server: &Server, names: [&str; 2], expect: usize, content: usize) -> (f64, f64, f64) {
-    let (mut bare, mut pik, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+/// against `server`: (bare KiB, pikuri KiB, same-run ratio), medians, of
+/// `VmHWM`, then of `VmHWM - RssFile`, the peak less the binary's and
+/// libraries' pages (pikuri runs more code, so touches more of them).
+fn rss_pair(server: &Server, names: [&str; 2], expect: usize, content: usize) -> [[f64; 3]; 2] {
+    let mut v: [[Vec<f64>; 3]; 2] = Default::default();
     for r in 0..runs() {
         // Alternate the order run by run.
-        let one = |i: usize| rss_in_child(names[i], &server.base_url(), expect, content).1;
+        let one = |i: usize| {
+            let (_, hwm, file) = rss_in_child(names[i], &server.base_url(), expect, content);
+            [hwm, hwm - file]
+        };
         let (b, p) = if r % 2 == 0 {
             let b = one(0);
             (b, one(1))
@@ -613,11 +621,13 @@ fn rss_pair(server: &Server, names: [&str; 2], expect: usize, content: usize) ->
             let p = one(1);
             (one(0), p)
         };
-        bare.push(b);
-        pik.push(p);
-        ratio.push(p / b);
+        for k in 0..2 {
+            v[k][0].push(b[k]);
+            v[k][1].push(p[k]);
+            v[k][2].push(p[k] / b[k]);
+        }
     }
-    (median(&mut bare), median(&mut pik), median(&mut ratio))
+    v.map(|mut f| [median(&mut f[0]), median(&mut f[1]), median(&mut f[2])])
 }
 
 /// `Agent::build` against three servers: none needed (the context window
@@ -822,9 +832,13 @@ fn rss_figures() {
         let body = sse_body(Payload::Text, if quick() { 200 } else { 20_000 });
         let expect = common::baseline_decode(&body).delta_bytes;
         let server = Server::start(Script::Fixed(sse_response(&body, Framing::Chunked)), false);
-        let (bare, pik, ratio) = rss_pair(&server, ["bare", "pikuri"], expect, 0);
+        let [[bare, pik, ratio], [bare_anon, pik_anon, ratio_anon]] =
+            rss_pair(&server, ["bare", "pikuri"], expect, 0);
         println!(
             "| rss | one streaming agent (20,000 text deltas x5), peak VmHWM KiB: bare / pikuri 1 listener | {bare:.0} / {pik:.0} | {ratio:.2}x | | | | | | | |",
+        );
+        println!(
+            "| rss | the same, VmHWM - RssFile (less code and library pages) KiB: bare / pikuri 1 listener | {bare_anon:.0} / {pik_anon:.0} | {ratio_anon:.2}x | | | | | | | |",
         );
     }
     if selected("rss-tool") {
@@ -844,7 +858,8 @@ fn rss_figures() {
             },
             false,
         );
-        let (bare, pik, ratio) = rss_pair(&server, ["bare-tool", "pikuri-tool"], expect, content);
+        let [[bare, pik, ratio], _] =
+            rss_pair(&server, ["bare-tool", "pikuri-tool"], expect, content);
         println!(
             "| rss | one streaming agent, a {} tool-argument-delta call ({} KiB of arguments) then the answer, peak VmHWM KiB: bare / pikuri 1 listener | {bare:.0} / {pik:.0} | {ratio:.2}x | | | | | | | |",
             args.len().div_ceil(3),

@@ -327,13 +327,17 @@ pub enum Event {
         cap: Option<u64>,
     },
     /// The model changed (emitted just before the new [`Event::ContextCap`]).
+    ///
+    /// The transports are boxed: an event takes the room of the largest
+    /// variant wherever it is kept (a listener's queue, a recorded list),
+    /// and two transports inline made every event 600 bytes (now 144).
     ModelSwitched {
         /// Emitting agent.
         agent: Arc<str>,
         /// Previous transport (the API key is never serialized).
-        from: ChatTransport,
+        from: Box<ChatTransport>,
         /// New transport.
-        to: ChatTransport,
+        to: Box<ChatTransport>,
     },
     /// The conversation was cleared back to the system prompt.
     Reset {
@@ -424,9 +428,10 @@ pub enum Event {
         /// Emitting agent.
         agent: Arc<str>,
         /// The transport that failed (the API key is never serialized).
-        from: ChatTransport,
+        /// Boxed, as in [`Event::ModelSwitched`].
+        from: Box<ChatTransport>,
         /// The transport that takes over.
-        to: ChatTransport,
+        to: Box<ChatTransport>,
         /// The failure, as the error displays it.
         reason: String,
     },
@@ -627,5 +632,17 @@ impl Event {
         if let Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } = self {
             content.push_str(text);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An event takes the room of its largest variant wherever it is kept
+    /// (see [`Event::ModelSwitched`](super::Event::ModelSwitched)): a
+    /// variant that would grow it past this is boxed.
+    #[test]
+    fn an_event_is_small() {
+        let size = size_of::<super::Event>();
+        assert!(size <= 160, "{size} bytes");
     }
 }

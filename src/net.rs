@@ -16,7 +16,12 @@
 //!   environment (`ALL_PROXY`, `HTTPS_PROXY`, ...) unless a caller turns
 //!   them off;
 //! - an error's text has the secrets of the URL requested hidden (ureq's
-//!   `bad uri: ...` quotes the URL raw).
+//!   `bad uri: ...` quotes the URL raw);
+//! - each connection's buffers are [`INPUT_BUFFER`] and [`OUTPUT_BUFFER`]
+//!   bytes, not ureq's 128 KiB each: a connection holds them, touched, as
+//!   long as it lives, kept-alive in the pool between requests included,
+//!   so with many agents they were most of each one's memory
+//!   (`benches/many.rs`, BENCHMARKS.md, issue 42).
 //!
 //! What differs is a setter away: each caller names its timeouts, whether
 //! redirects are followed, and (the web tools) its own resolver.
@@ -27,6 +32,20 @@ use crate::util::{limit, redact_url_in};
 
 /// The `User-Agent` of every request the crate sends.
 pub(crate) const USER_AGENT: &str = concat!("pikuri/", env!("CARGO_PKG_VERSION"));
+
+/// The longest response head read: ureq's own limit, 64 KiB.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Bytes of a connection's input buffer. ureq reads a response head whole
+/// into it, so it is [`MAX_HEAD`] and a page: a head past the limit is
+/// then told as such (`LargeResponseHeader`), not as a connection that
+/// made no progress.
+pub(crate) const INPUT_BUFFER: usize = MAX_HEAD + 4096;
+
+/// Bytes of a connection's output buffer. ureq writes a request's head
+/// into it a line at a time and its body in pieces of it, so it bounds the
+/// longest head line: 32 KiB, four times the 8 KiB most servers accept.
+pub(crate) const OUTPUT_BUFFER: usize = 32 * 1024;
 
 /// The settings one `ureq::Agent` is built from; see the [module
 /// doc](self) for what every agent shares. [`AgentSetup::new`] sets no
@@ -122,6 +141,9 @@ impl AgentSetup {
             .timeout_recv_response(self.recv_response)
             .timeout_per_read(self.per_read)
             .timeout_global(self.global)
+            .input_buffer_size(INPUT_BUFFER)
+            .max_response_header_size(MAX_HEAD)
+            .output_buffer_size(OUTPUT_BUFFER)
             .user_agent(self.user_agent);
         if !self.follow_redirects {
             // No history either: nothing reads it.
@@ -180,6 +202,58 @@ mod tests {
         let t = c.timeouts();
         assert_eq!((t.connect, t.global), (None, None));
         assert_eq!(c.timeout_per_read(), None);
+    }
+
+    #[test]
+    fn a_connection_keeps_small_buffers() {
+        let agent = AgentSetup::new().agent();
+        let c = agent.config();
+        assert_eq!(c.input_buffer_size(), 68 * 1024);
+        assert_eq!(c.max_response_header_size(), 64 * 1024);
+        assert_eq!(c.output_buffer_size(), 32 * 1024);
+    }
+
+    /// One exchange with a loopback server answering `head` (a status line
+    /// and headers, without the blank line) and a 5-byte body: the request
+    /// head the server read, and what the agent made of the answer.
+    fn exchange(request_header: &str, head: String) -> (String, Result<String, ureq::Error>) {
+        use std::io::{BufRead, BufReader, Write};
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", server.local_addr().unwrap());
+        let answered = std::thread::spawn(move || {
+            let (conn, _) = server.accept().unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut seen = String::new();
+            while reader.read_line(&mut seen).unwrap() > 2 && !seen.ends_with("\r\n\r\n") {}
+            let mut conn = conn;
+            let _ = write!(conn, "{head}\r\ncontent-length: 5\r\n\r\nhello");
+            seen
+        });
+        let got = AgentSetup::new()
+            .agent()
+            .get(&url)
+            .header("x-long", request_header)
+            .call()
+            .and_then(|mut r| r.body_mut().read_to_string());
+        (answered.join().unwrap(), got)
+    }
+
+    #[test]
+    fn the_buffers_take_a_long_head_line_each_way() {
+        // Within the limits: a 30 KiB request header line and a response
+        // head of 60 KiB.
+        let long = "a".repeat(30 * 1024);
+        let head = format!("HTTP/1.1 200 OK\r\nx-big: {}", "b".repeat(60 * 1024));
+        let (seen, got) = exchange(&long, head);
+        assert!(seen.contains(&long));
+        assert_eq!(got.unwrap(), "hello");
+        // Past the input buffer: ureq's own header-limit error, not a hang.
+        let head = format!("HTTP/1.1 200 OK\r\nx-big: {}", "b".repeat(70 * 1024));
+        let (_, got) = exchange("x", head);
+        assert!(
+            matches!(got, Err(ureq::Error::LargeResponseHeader(..))),
+            "{got:?}"
+        );
     }
 
     #[test]

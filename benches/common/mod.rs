@@ -479,6 +479,44 @@ pub(crate) enum Script {
         then: Vec<u8>,
         every: u64,
     },
+    /// The same response to every request, in two parts: the first `at`
+    /// bytes, then, once `n` connections have been sent theirs (or after
+    /// a minute), the rest. So `n` clients are all in the middle of their
+    /// streams at once, whatever the scheduling (`benches/many.rs`).
+    Gather {
+        response: Vec<u8>,
+        at: usize,
+        n: usize,
+    },
+}
+
+/// Where the connections of a [`Script::Gather`] wait: how many have
+/// arrived in this round, and the round.
+static GATHER: (std::sync::Mutex<(usize, u64)>, std::sync::Condvar) =
+    (std::sync::Mutex::new((0, 0)), std::sync::Condvar::new());
+
+/// Wait until `n` connections (this one included) have called this in
+/// the current round, or a minute has passed.
+fn gather(n: usize) {
+    let (lock, turned) = &GATHER;
+    let mut state = lock.lock().expect("gather lock");
+    state.0 += 1;
+    if state.0 >= n {
+        // PIKURI_BENCH_GATHER_HOLD_MS: keep every client waiting a while,
+        // for a profiler to look (`PIKURI_MANY_TRACE`).
+        let hold = std::env::var("PIKURI_BENCH_GATHER_HOLD_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(hold));
+        *state = (0, state.1 + 1);
+        turned.notify_all();
+        return;
+    }
+    let round = state.1;
+    let _ = turned
+        .wait_timeout_while(state, Duration::from_secs(60), |s| s.1 == round)
+        .expect("gather lock");
 }
 
 /// `PIKURI_BENCH_REPLAY_DELAY_US`: how long the replay server waits before
@@ -581,6 +619,11 @@ fn serve(
         let count = requests.fetch_add(1, Ordering::Relaxed) + 1;
         let response = match script {
             Script::Fixed(r) => r,
+            Script::Gather { response, at, n } => {
+                writer.write_all(&response[..*at])?;
+                gather(*n);
+                &response[*at..]
+            }
             Script::Cycle { first, then, every } => {
                 if count.is_multiple_of(*every) {
                     then
@@ -719,6 +762,10 @@ impl ReplayChild {
                 .expect("script head");
                 vec![first, then]
             }
+            Script::Gather { response, at, n } => {
+                writeln!(stdin, "gather {close} {} {at} {n}", response.len()).expect("script head");
+                vec![response]
+            }
         };
         for p in parts {
             stdin.write_all(p).expect("script body");
@@ -787,6 +834,11 @@ pub(crate) fn serve_if_child() {
                 every,
             }
         }
+        "gather" => Script::Gather {
+            response: bytes(num(2)),
+            at: num(3),
+            n: num(4),
+        },
         other => panic!("unknown script kind {other:?}"),
     };
     let server = Replay::start(script, close);
@@ -913,19 +965,10 @@ pub(crate) fn sse_text<R: BufRead>(reader: &mut R) -> String {
 
 /// [`sse_text`], calling `each` with every delta's text as it is parsed.
 pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&str)) -> String {
-    let mut line = Vec::with_capacity(1024);
     let mut text = String::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
-            break;
-        }
-        let l = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(data) = l.strip_prefix(b"data: ") else {
-            continue;
-        };
+    apis::data_lines(reader, |data| {
         if data == b"[DONE]" {
-            break;
+            return false;
         }
         let chunk: Chunk = serde_json::from_slice(data).expect("chunk");
         for c in chunk.choices {
@@ -934,7 +977,8 @@ pub(crate) fn sse_text_each<R: BufRead>(reader: &mut R, mut each: impl FnMut(&st
                 text.push_str(&t);
             }
         }
-    }
+        true
+    });
     text
 }
 
@@ -1133,4 +1177,105 @@ fn ctx_in(status: &str) -> u64 {
         .filter(|l| l.contains("ctxt_switches:") && !(only_voluntary && l.starts_with("non")))
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .sum()
+}
+
+/// Resident memory of this process by kind of mapping, from
+/// `/proc/self/smaps`: `(kind, mappings with resident pages, KiB)`. The
+/// kinds: `heap` (the main arena, `[heap]`), `arenas` (glibc's other malloc
+/// arenas: anonymous mappings at a 64 MiB boundary, where glibc puts
+/// them), `stacks` (anonymous mappings right above a `---p` guard page, as
+/// thread stacks are), `anon` (other anonymous mappings: large
+/// allocations), `files` (the binary and libraries).
+pub(crate) fn rss_by_kind() -> Vec<(&'static str, usize, u64)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut kinds: Vec<(&'static str, usize, u64)> = ["heap", "arenas", "stacks", "anon", "files"]
+        .iter()
+        .map(|k| (*k, 0, 0))
+        .collect();
+    let (mut kind, mut prev_guard_end) = ("anon", 0u64);
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+        {
+            let perms = f.next().unwrap_or("");
+            let name = f.nth(3).unwrap_or("");
+            kind = if name == "[heap]" {
+                "heap"
+            } else if !name.is_empty() {
+                "files"
+            } else if start % (64 << 20) == 0 {
+                "arenas"
+            } else if start == prev_guard_end {
+                "stacks"
+            } else {
+                "anon"
+            };
+            // A guard is a page or a few: an arena's reserved tail is not.
+            prev_guard_end = if perms == "---p" && end - start <= 64 << 10 {
+                end
+            } else {
+                0
+            };
+        } else if first == "Rss:" {
+            let kib: u64 = f.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            if kib > 0
+                && let Some(k) = kinds.iter_mut().find(|k| k.0 == kind)
+            {
+                k.1 += 1;
+                k.2 += kib;
+            }
+        }
+    }
+    kinds
+}
+
+/// `PIKURI_MANY_TRACE=1`'s sampler: a thread that reads `VmRSS` every 2 ms
+/// and keeps, for the highest reading, `count` at that moment and
+/// [`rss_by_kind`]. A diagnostic: what it costs is in the figures of the
+/// run it samples.
+pub(crate) struct RssSampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<RssPeak>,
+}
+
+/// What an [`RssSampler`] saw at its highest reading.
+pub(crate) struct RssPeak {
+    pub(crate) rss_kib: u64,
+    pub(crate) count: isize,
+    pub(crate) kinds: Vec<(&'static str, usize, u64)>,
+}
+
+impl RssSampler {
+    pub(crate) fn start(count: Arc<std::sync::atomic::AtomicIsize>) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut peak = RssPeak {
+                rss_kib: 0,
+                count: 0,
+                kinds: Vec::new(),
+            };
+            while !stopped.load(Ordering::Relaxed) {
+                let rss = proc_status_kib("VmRSS");
+                // A MiB above the last peak: reading smaps is slow.
+                if rss > peak.rss_kib + 1024 {
+                    peak = RssPeak {
+                        rss_kib: rss,
+                        count: count.load(Ordering::Relaxed),
+                        kinds: rss_by_kind(),
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        });
+        RssSampler { stop, thread }
+    }
+
+    pub(crate) fn finish(self) -> RssPeak {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("sampler")
+    }
 }

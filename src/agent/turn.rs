@@ -246,8 +246,8 @@ impl Agent {
             self.shared.state.lock().transport = to.clone();
             self.emit(Event::ModelFallback {
                 agent: self.agent_id(),
-                from,
-                to,
+                from: Box::new(from),
+                to: Box::new(to),
                 reason: err.to_string(),
             });
             // The probe may wait on the network.
@@ -796,8 +796,8 @@ impl Agent {
         });
         self.emit(Event::ModelSwitched {
             agent: self.agent_id(),
-            from,
-            to,
+            from: Box::new(from),
+            to: Box::new(to),
         });
         self.detect_and_emit_context_cap();
     }

@@ -174,47 +174,32 @@ impl FileStore {
 /// does not block the open; a regular file ignores it). The values differ
 /// by architecture and the crate has no libc: elsewhere the flags are
 /// left out and the checks before and after the open stand alone.
-#[cfg(all(
-    any(target_os = "linux", target_os = "android"),
-    any(
+#[cfg(unix)]
+const OPEN_FLAGS: i32 = {
+    // `O_NONBLOCK` is 0o4000 on all of them; `O_NOFOLLOW` has two values.
+    let linux = cfg!(any(target_os = "linux", target_os = "android"));
+    if !linux {
+        0
+    } else if cfg!(any(
         target_arch = "x86",
         target_arch = "x86_64",
         target_arch = "riscv32",
         target_arch = "riscv64",
         target_arch = "s390x",
         target_arch = "loongarch64"
-    )
-))]
-const OPEN_FLAGS: i32 = 0o400_000 | 0o4000;
-#[cfg(all(
-    any(target_os = "linux", target_os = "android"),
-    any(
+    )) {
+        0o400_000 | 0o4000
+    } else if cfg!(any(
         target_arch = "arm",
         target_arch = "aarch64",
         target_arch = "powerpc",
         target_arch = "powerpc64"
-    )
-))]
-const OPEN_FLAGS: i32 = 0o100_000 | 0o4000;
-#[cfg(all(
-    unix,
-    not(all(
-        any(target_os = "linux", target_os = "android"),
-        any(
-            target_arch = "x86",
-            target_arch = "x86_64",
-            target_arch = "riscv32",
-            target_arch = "riscv64",
-            target_arch = "s390x",
-            target_arch = "loongarch64",
-            target_arch = "arm",
-            target_arch = "aarch64",
-            target_arch = "powerpc",
-            target_arch = "powerpc64"
-        )
-    ))
-))]
-const OPEN_FLAGS: i32 = 0;
+    )) {
+        0o100_000 | 0o4000
+    } else {
+        0
+    }
+};
 
 /// Open `path` with `options` only if it is a regular file (or missing,
 /// when `options` create it): never through a symbolic link, dangling or

@@ -243,8 +243,10 @@ mod tests {
             },
             Event::ModelFallback {
                 agent: "".into(),
-                from: crate::ChatTransport::new("a").with_api_base("http://127.0.0.1:1/v1"),
-                to: crate::ChatTransport::new("b").with_api_base("http://127.0.0.1:2/v1"),
+                from: Box::new(
+                    crate::ChatTransport::new("a").with_api_base("http://127.0.0.1:1/v1"),
+                ),
+                to: Box::new(crate::ChatTransport::new("b").with_api_base("http://127.0.0.1:2/v1")),
                 reason: "http status 503: overloaded".into(),
             },
             Event::Stopped {

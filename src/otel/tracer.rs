@@ -115,6 +115,16 @@ struct Runs {
     subs: HashMap<String, Run>,
 }
 
+impl Run {
+    /// The open span of tool call `id`.
+    fn tool_span(&mut self, id: &str) -> Option<&mut Span> {
+        self.tools
+            .iter_mut()
+            .map(|t| &mut t.span)
+            .find(|s| span_call_id(s) == Some(id))
+    }
+}
+
 impl Runs {
     fn get(&self, agent: &str) -> Option<&Run> {
         if agent.is_empty() {
@@ -422,32 +432,16 @@ impl Tracer {
                 run.mark = now;
             }
             Event::ToolEdited { id, arguments, .. } => {
-                if let Some(t) = run
-                    .tools
-                    .iter_mut()
-                    .find(|t| span_call_id(&t.span) == Some(id))
-                {
-                    let mut a = Attrs::default();
-                    a.set("pikuri.approval.decision", "edited");
-                    if capture {
-                        a.set("gen_ai.tool.call.arguments", arguments.to_string());
-                    }
-                    t.span.event("pikuri.approval", now, a);
+                if let Some(span) = run.tool_span(id) {
+                    let private = || ("gen_ai.tool.call.arguments", arguments.to_string());
+                    approval(span, now, "edited", capture.then(private));
                 }
             }
             Event::ToolDenied { id, reason, .. } => {
-                if let Some(t) = run
-                    .tools
-                    .iter_mut()
-                    .find(|t| span_call_id(&t.span) == Some(id))
-                {
-                    let mut a = Attrs::default();
-                    a.set("pikuri.approval.decision", "denied");
-                    if capture {
-                        a.set("pikuri.approval.reason", reason.as_str());
-                    }
-                    t.span.event("pikuri.approval", now, a);
-                    t.span.attrs.set("pikuri.tool.denied", true);
+                if let Some(span) = run.tool_span(id) {
+                    let private = || ("pikuri.approval.reason", reason.clone());
+                    approval(span, now, "denied", capture.then(private));
+                    span.attrs.set("pikuri.tool.denied", true);
                 }
             }
             Event::ToolResult { id, content, .. } => {
@@ -681,6 +675,22 @@ impl Tracer {
     }
 }
 
+/// A `pikuri.approval` event on a tool's span: the decision, and its
+/// `private` attribute (arguments or reason) only when content is captured.
+fn approval(
+    span: &mut Span,
+    now: u64,
+    decision: &'static str,
+    private: Option<(&'static str, String)>,
+) {
+    let mut a = Attrs::default();
+    a.set("pikuri.approval.decision", decision);
+    if let Some((key, value)) = private {
+        a.set(key, value);
+    }
+    span.event("pikuri.approval", now, a);
+}
+
 fn span_call_id(s: &Span) -> Option<&str> {
     match s.attrs.get("gen_ai.tool.call.id") {
         Some(Attr::Str(id)) => Some(&**id),
@@ -837,13 +847,22 @@ mod tests {
         std::mem::take(&mut t.done)
     }
 
-    /// The finish reasons of the chat spans, in order.
-    fn chat_finishes(spans: &[Span]) -> Vec<Option<Attr>> {
+    /// The finish reason of each chat span, in order (its attribute's
+    /// `Debug` when it is not one static name).
+    fn chat_finishes(spans: &[Span]) -> Vec<String> {
         spans
             .iter()
             .filter(|s| s.name().starts_with("chat"))
-            .map(|s| s.attrs.get("gen_ai.response.finish_reasons").cloned())
+            .map(|s| match s.attrs.get("gen_ai.response.finish_reasons") {
+                Some(Attr::StaticArray([one])) => (*one).to_string(),
+                other => format!("{other:?}"),
+            })
             .collect()
+    }
+
+    /// The main agent's span.
+    fn main_span(spans: &[Span]) -> &Span {
+        spans.iter().find(|s| s.name() == "invoke_agent a").unwrap()
     }
 
     #[test]
@@ -855,14 +874,8 @@ mod tests {
             ],
             StopReason::Incomplete,
         );
-        assert_eq!(
-            chat_finishes(&spans),
-            [
-                Some(Attr::StaticArray(&["tool_calls"])),
-                Some(Attr::StaticArray(&["length"]))
-            ]
-        );
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        assert_eq!(chat_finishes(&spans), ["tool_calls", "length"]);
+        let main = main_span(&spans);
         assert_eq!(
             main.attrs.get("pikuri.stop_reason"),
             Some(&Attr::Static("incomplete"))
@@ -876,17 +889,13 @@ mod tests {
             super::super::span::Status::Error("the final answer was cut short".into())
         );
         // A filtered answer and a server's cut, each in its own words.
-        let cut: [(FinishReason, &'static [&'static str]); 2] = [
-            (FinishReason::Filtered, &["content_filter"]),
-            (FinishReason::ServerCut, &["server_cut"]),
+        let cut = [
+            (FinishReason::Filtered, "content_filter"),
+            (FinishReason::ServerCut, "server_cut"),
         ];
         for (finish, name) in cut {
             let spans = answers(&[("Part", finish)], StopReason::Incomplete);
-            assert_eq!(
-                chat_finishes(&spans),
-                [Some(Attr::StaticArray(name))],
-                "{finish}"
-            );
+            assert_eq!(chat_finishes(&spans), [name], "{finish}");
         }
         // A whole answer after text and a call: `tool_calls`, then `stop`.
         let spans = answers(
@@ -896,15 +905,118 @@ mod tests {
             ],
             StopReason::Completed,
         );
+        assert_eq!(chat_finishes(&spans), ["tool_calls", "stop"]);
+        let main = main_span(&spans);
+        assert_eq!(main.status, super::super::span::Status::Unset);
+    }
+
+    /// A call span's one event's attributes and its `pikuri.tool.denied`.
+    type Approval = (Vec<(String, Attr)>, Option<Attr>);
+
+    /// The `pikuri.approval` events of two calls, one edited, one denied,
+    /// in call order.
+    fn approvals(capture: bool) -> Vec<Approval> {
+        let mut t = Tracer::new(capture, "a".into(), Arc::new(Context::default()));
+        let agent: Arc<str> = "".into();
+        let call = |id: &str| Event::ToolCall {
+            agent: agent.clone(),
+            id: id.into(),
+            name: "w".into(),
+            arguments: serde_json::json!({"path": "/x"}),
+        };
+        let result = |id: &str| Event::ToolResult {
+            agent: agent.clone(),
+            id: id.into(),
+            name: "w".into(),
+            content: "ok".into(),
+        };
+        for e in [
+            Event::UserTurn {
+                agent: agent.clone(),
+                content: "q".into(),
+                mid_loop: false,
+            },
+            call("c1"),
+            call("c2"),
+            Event::ToolEdited {
+                agent: agent.clone(),
+                id: "c1".into(),
+                name: "w".into(),
+                arguments: serde_json::json!({"path": "/y"}),
+            },
+            Event::ToolDenied {
+                agent: agent.clone(),
+                id: "c2".into(),
+                name: "w".into(),
+                reason: "private reason".into(),
+            },
+            result("c1"),
+            result("c2"),
+            Event::Stopped {
+                agent: agent.clone(),
+                reason: StopReason::Completed,
+                usage: crate::Usage::new(),
+            },
+        ] {
+            t.on_event(&e);
+        }
+        let spans = std::mem::take(&mut t.done);
+        let mut tools: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.name() == "execute_tool w")
+            .collect();
+        tools.sort_by_key(|s| span_call_id(s).map(str::to_string));
+        tools
+            .into_iter()
+            .map(|s| {
+                assert_eq!(s.events.len(), 1, "{:?}", s.events);
+                assert_eq!(s.events[0].name, "pikuri.approval");
+                let attrs = s.events[0]
+                    .attrs
+                    .0
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect();
+                (attrs, s.attrs.get("pikuri.tool.denied").cloned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn approval_events_name_the_decision_and_keep_private_text_out_unless_captured() {
+        let decision = |d: &str| ("pikuri.approval.decision".to_string(), Attr::from(d));
         assert_eq!(
-            chat_finishes(&spans),
+            approvals(false),
             [
-                Some(Attr::StaticArray(&["tool_calls"])),
-                Some(Attr::StaticArray(&["stop"]))
+                (vec![decision("edited")], None),
+                (vec![decision("denied")], Some(Attr::Bool(true))),
             ]
         );
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
-        assert_eq!(main.status, super::super::span::Status::Unset);
+        assert_eq!(
+            approvals(true),
+            [
+                (
+                    vec![
+                        decision("edited"),
+                        (
+                            "gen_ai.tool.call.arguments".to_string(),
+                            Attr::from(r#"{"path":"/y"}"#)
+                        )
+                    ],
+                    None
+                ),
+                (
+                    vec![
+                        decision("denied"),
+                        (
+                            "pikuri.approval.reason".to_string(),
+                            Attr::from("private reason")
+                        )
+                    ],
+                    Some(Attr::Bool(true))
+                ),
+            ]
+        );
     }
 
     #[test]
@@ -924,7 +1036,7 @@ mod tests {
         );
         let json = tool.to_json().to_string();
         assert!(!json.contains("secret"), "{json}");
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let main = main_span(&spans);
         assert_eq!(main.attrs.get("error.type"), Some(&Attr::from("cancelled")));
         assert!(main.events.iter().all(|e| e.name != "pikuri.cancel"));
 
@@ -963,8 +1075,8 @@ mod tests {
             },
             Event::ModelFallback {
                 agent: a.clone(),
-                from,
-                to,
+                from: Box::new(from),
+                to: Box::new(to),
                 reason: "http status 503: busy".into(),
             },
             Event::Tokens {
@@ -1021,7 +1133,7 @@ mod tests {
             t.on_event(&e);
         }
         let spans = std::mem::take(&mut t.done);
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let main = main_span(&spans);
         let names: Vec<_> = main.events.iter().map(|e| e.name).collect();
         assert_eq!(
             names,
@@ -1072,7 +1184,7 @@ mod tests {
         t.abandon();
         assert!(t.is_idle());
         let spans = std::mem::take(&mut t.done);
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let main = main_span(&spans);
         let sub = spans
             .iter()
             .find(|s| s.name() == "invoke_agent helper")
@@ -1135,7 +1247,7 @@ mod tests {
             t.on_event(&e);
         }
         let spans = std::mem::take(&mut t.done);
-        let main = spans.iter().find(|s| s.name() == "invoke_agent a").unwrap();
+        let main = main_span(&spans);
         let Some(Attr::Double(usd)) = main.attrs.get("pikuri.usage.cost_usd") else {
             panic!("no cost on {:?}", main.attrs);
         };

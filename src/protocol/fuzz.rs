@@ -6,7 +6,7 @@
 use super::anthropic;
 #[cfg(feature = "responses")]
 use super::decode::Fragment;
-use super::decode::{Accumulator, parse_response};
+use super::decode::{Accumulator, StreamDecoder, parse_response};
 use super::sse::{Flow, SseParser, read_sse};
 
 /// Feeds `data` through the SSE parser whole and in pieces, and through

@@ -73,6 +73,8 @@ mod transport;
 mod wire;
 // A request on an API whose feature is off, and histories that name it.
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod unbuilt_tests;
 
 pub(crate) use client::Client;

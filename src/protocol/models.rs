@@ -4,12 +4,11 @@
 //! transport's fields and `ureq`.)
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::connect::connection_error;
+use super::connect::small_answer;
 use crate::net::AgentSetup;
 use crate::util::{redact, redact_url};
 use crate::{ChatTransport, Error, Result};
@@ -62,39 +61,14 @@ impl ChatTransport {
         if let Some(key) = self.api_key() {
             req = req.header("Authorization", format!("Bearer {key}"));
         }
-        let resp = req.call().map_err(|e| match e {
-            ureq::Error::Timeout(_) => Error::Timeout {
-                after: TIMEOUT,
-                url: Some(shown.clone()),
-            },
-            other => connection_error(other, &url, &shown),
-        })?;
-        let status = resp.status().as_u16();
-        let mut body = Vec::new();
-        resp.into_body()
-            .into_reader()
-            .take(MAX_BODY + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| Error::Transport {
-                url: Some(shown.clone()),
-                source: Box::new(e),
-            })?;
-        if !(200..300).contains(&status) {
-            let message = super::body::error_message(&body);
-            // A server or proxy may echo the key back.
-            let message = redact(&message, self.api_key()).into_owned();
-            return Err(Error::Http {
-                status,
-                message,
-                url: shown,
-            });
-        }
-        if body.len() as u64 > MAX_BODY {
-            return Err(Error::Protocol {
-                message: format!("the model list is over {MAX_BODY} bytes"),
-                url: Some(shown),
-            });
-        }
+        let body = small_answer(
+            req.call(),
+            (&url, &shown),
+            (TIMEOUT, MAX_BODY),
+            self.api_key(),
+            |_, _| None,
+            "the model list is",
+        )?;
         parse(&body).ok_or_else(|| Error::Protocol {
             message: "not a model list (`{\"data\":[{\"id\":..}]}`)".to_string(),
             url: Some(shown),

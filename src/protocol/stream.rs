@@ -7,7 +7,7 @@ use std::io::BufRead;
 
 #[cfg(feature = "anthropic")]
 use super::anthropic;
-use super::decode::{Accumulator, Completion, Fragment};
+use super::decode::{Accumulator, Completion, StreamDecoder};
 use super::error::DecodeError;
 #[cfg(feature = "gemini")]
 use super::gemini;
@@ -32,105 +32,6 @@ pub(crate) struct StreamOptions<'a> {
     pub(crate) secret: Option<&'a str>,
 }
 
-/// One stream's decoder, by API. Every decoder has the same four
-/// operations (the contract `Accumulator` set): `push_data` takes one
-/// event's data and reports fragments, `progress` counts events that
-/// carried part of the answer (the client's idle bound resets on it),
-/// `is_done` says the end event arrived, and `finish` returns the message
-/// or `Truncated`.
-// One decoder lives on the stack per stream, so the size difference costs
-// nothing worth a box per request.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one per stream, on the stack; boxing would allocate per request"
-)]
-enum Decoder {
-    Chat(Accumulator),
-    #[cfg(feature = "anthropic")]
-    Anthropic(anthropic::Decoder),
-    #[cfg(feature = "responses")]
-    Responses(responses::Decoder),
-    #[cfg(feature = "gemini")]
-    Gemini(gemini::Decoder),
-}
-
-impl Decoder {
-    fn new(options: &StreamOptions<'_>) -> Decoder {
-        match options.api {
-            Api::ChatCompletions => {
-                Decoder::Chat(Accumulator::new(options.split_think).redacting(options.secret))
-            }
-            #[cfg(feature = "anthropic")]
-            Api::AnthropicMessages => {
-                Decoder::Anthropic(anthropic::Decoder::new(options.split_think, options.secret))
-            }
-            #[cfg(feature = "responses")]
-            Api::OpenAiResponses => {
-                Decoder::Responses(responses::Decoder::new(options.split_think, options.secret))
-            }
-            #[cfg(feature = "gemini")]
-            Api::Gemini => {
-                Decoder::Gemini(gemini::Decoder::new(options.split_think, options.secret))
-            }
-            #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
-            #[allow(unreachable_patterns, reason = "some of the APIs are built")]
-            api => super::wire::not_built(api),
-        }
-    }
-
-    fn push_data(
-        &mut self,
-        data: &str,
-        on_fragment: &mut dyn FnMut(Fragment<'_>),
-    ) -> Result<(), DecodeError> {
-        match self {
-            Decoder::Chat(d) => d.push_data(data, on_fragment),
-            #[cfg(feature = "anthropic")]
-            Decoder::Anthropic(d) => d.push_data(data, on_fragment),
-            #[cfg(feature = "responses")]
-            Decoder::Responses(d) => d.push_data(data, on_fragment),
-            #[cfg(feature = "gemini")]
-            Decoder::Gemini(d) => d.push_data(data, on_fragment),
-        }
-    }
-
-    fn progress(&self) -> u64 {
-        match self {
-            Decoder::Chat(d) => d.progress(),
-            #[cfg(feature = "anthropic")]
-            Decoder::Anthropic(d) => d.progress(),
-            #[cfg(feature = "responses")]
-            Decoder::Responses(d) => d.progress(),
-            #[cfg(feature = "gemini")]
-            Decoder::Gemini(d) => d.progress(),
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        match self {
-            Decoder::Chat(d) => d.is_done(),
-            #[cfg(feature = "anthropic")]
-            Decoder::Anthropic(d) => d.is_done(),
-            #[cfg(feature = "responses")]
-            Decoder::Responses(d) => d.is_done(),
-            #[cfg(feature = "gemini")]
-            Decoder::Gemini(d) => d.is_done(),
-        }
-    }
-
-    fn finish(self) -> Result<Completion, DecodeError> {
-        match self {
-            Decoder::Chat(d) => d.finish(),
-            #[cfg(feature = "anthropic")]
-            Decoder::Anthropic(d) => d.finish(),
-            #[cfg(feature = "responses")]
-            Decoder::Responses(d) => d.finish(),
-            #[cfg(feature = "gemini")]
-            Decoder::Gemini(d) => d.finish(),
-        }
-    }
-}
-
 /// Decode a streamed body: SSE events into the decoder, fragments to the
 /// sink, until the end event or EOF; the sink hears of each event that
 /// carried part of the answer (`progress`), and `before_read` runs when
@@ -143,9 +44,56 @@ pub(crate) fn read_stream<R: BufRead>(
     sink: &mut dyn Sink,
 ) -> Result<Completion, DecodeError> {
     let StreamOptions {
+        split_think,
+        secret,
+        ..
+    } = *options;
+    // One loop per decoder, monomorphized: the hot path calls its
+    // decoder directly.
+    match options.api {
+        Api::ChatCompletions => decode(
+            reader,
+            options,
+            sink,
+            Accumulator::new(split_think).redacting(secret),
+        ),
+        #[cfg(feature = "anthropic")]
+        Api::AnthropicMessages => decode(
+            reader,
+            options,
+            sink,
+            anthropic::Decoder::new(split_think, secret),
+        ),
+        #[cfg(feature = "responses")]
+        Api::OpenAiResponses => decode(
+            reader,
+            options,
+            sink,
+            responses::Decoder::new(split_think, secret),
+        ),
+        #[cfg(feature = "gemini")]
+        Api::Gemini => decode(
+            reader,
+            options,
+            sink,
+            gemini::Decoder::new(split_think, secret),
+        ),
+        #[cfg(not(all(feature = "anthropic", feature = "responses", feature = "gemini")))]
+        #[allow(unreachable_patterns, reason = "some of the APIs are built")]
+        api => super::wire::not_built(api),
+    }
+}
+
+/// [`read_stream`] with the API's decoder.
+fn decode<R: BufRead>(
+    reader: R,
+    options: &StreamOptions<'_>,
+    sink: &mut dyn Sink,
+    mut decoder: impl StreamDecoder,
+) -> Result<Completion, DecodeError> {
+    let StreamOptions {
         max_line, max_body, ..
     } = *options;
-    let mut decoder = Decoder::new(options);
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;

@@ -10,23 +10,7 @@ use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Error, Event, Role, StopReason, ToolError};
 use serde_json::json;
 
-use crate::util::{agent_with, assert_valid_history, deltas, main_kinds};
-
-fn echo_tool() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes its text.",
-        Parameters::builder()
-            .required_string("text", "What to echo")
-            .build(),
-        |args, _| {
-            Ok(format!(
-                "echo: {}",
-                args["text"].as_str().unwrap_or_default()
-            ))
-        },
-    )
-}
+use crate::util::{agent_with, assert_valid_history, deltas, echo_tool, main_kinds};
 
 #[test]
 fn text_answer_non_streamed() {

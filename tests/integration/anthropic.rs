@@ -8,11 +8,10 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use pikuri::testing::{FakeServer, Reply};
-use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Api, ChatTransport, ErrorKind, Event, Role};
 use serde_json::{Value, json};
 
-use crate::util::{assert_valid_history, fast_http, streamed_text};
+use crate::util::{assert_valid_history, echo_tool, fast_http, streamed_text};
 
 /// One scripted answer: status, content type, body.
 type Answer = (u16, &'static str, String);
@@ -175,22 +174,6 @@ fn text_block(parts: &[&str]) -> (Value, Vec<Value>) {
             .iter()
             .map(|t| json!({"type":"text_delta","text":t}))
             .collect(),
-    )
-}
-
-fn echo_tool() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes its text.",
-        Parameters::builder()
-            .required_string("text", "What to echo")
-            .build(),
-        |args, _| {
-            Ok(format!(
-                "echo: {}",
-                args["text"].as_str().unwrap_or_default()
-            ))
-        },
     )
 }
 

@@ -343,6 +343,24 @@ struct Memory {
     refuse: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
+impl Memory {
+    /// Refuse tool results from now on (`true`), or take them again.
+    fn set_refusing(&self, on: bool) {
+        self.refuse.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An agent on `server` with the calculator and `budget`, its run `r`
+/// journaled to `store`.
+fn journaled(server: &FakeServer, budget: Budget, store: &Memory) -> Agent {
+    Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget)
+        .journal(store.clone(), "r")
+        .build()
+        .unwrap()
+}
+
 impl pikuri::journal::JournalStore for Memory {
     fn append(&self, run: &str, record: &str) -> pikuri::Result<()> {
         if self.refuse.load(std::sync::atomic::Ordering::SeqCst)
@@ -374,24 +392,15 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
     server.push(calc("2+2").with_usage(200, 10));
     server.push(Reply::text("never"));
     let store = Memory::default();
-    store
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    store.set_refusing(true);
     let budget = || Budget::new().max_requests(2).prices(table());
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .journal(store.clone(), "r")
-        .build()
-        .unwrap();
+    let mut a = journaled(&server, budget(), &store);
     assert_eq!(
         a.run_loop("sums").unwrap_err().kind(),
         pikuri::ErrorKind::JournalIo
     );
     drop(a);
-    store
-        .refuse
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    store.set_refusing(false);
     let recorded: Vec<String> = store
         .records
         .lock()
@@ -595,25 +604,16 @@ fn the_lifetime_count_survives_a_journal_resume() {
     server.push(Reply::text("never sent"));
     let store = Memory::default();
     let budget = || Budget::new().lifetime(Budget::new().max_requests(3));
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .journal(store.clone(), "r")
-        .build()
-        .unwrap();
+    let mut a = journaled(&server, budget(), &store);
     a.run_loop("first").unwrap();
     // The second run is cut off after its first response, as by a crash.
-    store
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    store.set_refusing(true);
     assert_eq!(
         a.run_loop("1+1?").unwrap_err().kind(),
         pikuri::ErrorKind::JournalIo
     );
     drop(a);
-    store
-        .refuse
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    store.set_refusing(false);
 
     let mut a = Agent::builder(server.transport())
         .add_tool(builtin::calculator())
@@ -659,15 +659,8 @@ fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
         (r#""earlier":{"#, r#""earlier":[{"#),
     ];
     let store = Memory::default();
-    store
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .journal(store.clone(), "r")
-        .build()
-        .unwrap();
+    store.set_refusing(true);
+    let mut a = journaled(&server, budget(), &store);
     assert_eq!(
         a.run_loop("sums").unwrap_err().kind(),
         pikuri::ErrorKind::JournalIo

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pikuri::History;
 use pikuri::compaction::Compaction;
-use pikuri::testing::{FakeServer, Reply};
+use pikuri::testing::{FakeServer, RecordedRequest, Reply};
 use serde_json::{Value, json};
 
 /// How long a child may run before the test kills it and fails.
@@ -843,6 +843,42 @@ fn fallback_and_no_compact_flags() {
 // Approval of write_file, /usage, --subagents
 
 /// A fresh empty directory for one test.
+/// The model's call to write `hello there` to notes.txt.
+fn write_notes_call() -> Reply {
+    Reply::tool_call(
+        "write_file",
+        json!({"path": "notes.txt", "content": "hello there"}),
+    )
+}
+
+/// The approval prompt for [`write_notes_call`].
+#[cfg(unix)]
+const WRITE_NOTES_ASKS: &str =
+    "Allow write_file {\"content\":\"hello there\",\"path\":\"notes.txt\"}? [y]es";
+
+/// A REPL on `args` in `dir` asked to write notes.txt, SIGKILLed at the
+/// approval prompt: nothing is written.
+#[cfg(unix)]
+fn kill_at_the_write_approval(dir: &Path, args: &[&str]) {
+    let mut chat = Chat::spawn_in(Some(dir), args);
+    chat.wait_prompt(1);
+    chat.send("Write hello there to notes.txt");
+    chat.wait_stderr("the approval prompt", |err| err.contains(WRITE_NOTES_ASKS));
+    chat.child.kill().expect("SIGKILL the chat");
+    let out = chat.wait();
+    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
+    assert!(!dir.join("notes.txt").exists());
+}
+
+/// The tool messages of a recorded request, in order.
+fn tool_results(request: &RecordedRequest) -> Vec<Value> {
+    request
+        .messages()
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect()
+}
+
 fn fresh_dir(name: &str) -> PathBuf {
     let dir = temp_path(name);
     std::fs::remove_dir_all(&dir).ok();
@@ -1532,27 +1568,17 @@ fn session_same_prompt_after_a_crash_is_answered_once() {
 #[test]
 fn session_repl_killed_at_an_approval_prompt_asks_it_again() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call(
-        "write_file",
-        json!({"path": "notes.txt", "content": "hello there"}),
-    ));
+    server.push(write_notes_call());
     server.push(Reply::text("Written."));
     let dir = fresh_dir("session-approval");
     let base = server.base_url();
     let args = against(&base, &["--session", "talk", "--tools", "write_file"]);
-    let asks = "Allow write_file {\"content\":\"hello there\",\"path\":\"notes.txt\"}? [y]es";
+    kill_at_the_write_approval(&dir, &args);
 
     let mut chat = Chat::spawn_in(Some(&dir), &args);
-    chat.wait_prompt(1);
-    chat.send("Write hello there to notes.txt");
-    chat.wait_stderr("the approval prompt", |err| err.contains(asks));
-    chat.child.kill().expect("SIGKILL the chat");
-    let out = chat.wait();
-    assert_eq!(out.code, None, "killed by a signal: {}", out.stderr);
-    assert!(!dir.join("notes.txt").exists());
-
-    let mut chat = Chat::spawn_in(Some(&dir), &args);
-    chat.wait_stderr("the approval prompt again", |err| err.contains(asks));
+    chat.wait_stderr("the approval prompt again", |err| {
+        err.contains(WRITE_NOTES_ASKS)
+    });
     chat.send("y");
     chat.wait_prompt(1);
     let out = chat.finish();
@@ -1575,11 +1601,7 @@ fn session_repl_killed_at_an_approval_prompt_asks_it_again() {
     assert!(banner < notice, "{}", out.stderr);
     let requests = server.chat_requests();
     assert_eq!(requests.len(), 2, "{}", out.stderr);
-    let results: Vec<Value> = requests[1]
-        .messages()
-        .into_iter()
-        .filter(|m| m["role"] == "tool")
-        .collect();
+    let results = tool_results(&requests[1]);
     assert_eq!(results[0]["content"], "wrote 11 bytes to notes.txt");
     server.assert_all_used();
     std::fs::remove_dir_all(&dir).ok();
@@ -1825,22 +1847,12 @@ fn session_held_by_another_chat_names_the_lock_file() {
 #[test]
 fn session_repl_restarted_with_stdin_closed_denies_the_re_asked_approval() {
     let server = FakeServer::start();
-    server.push(Reply::tool_call(
-        "write_file",
-        json!({"path": "notes.txt", "content": "hello there"}),
-    ));
+    server.push(write_notes_call());
     server.push(Reply::text("Not written."));
     let dir = fresh_dir("session-approval-eof");
     let base = server.base_url();
     let args = against(&base, &["--session", "talk", "--tools", "write_file"]);
-    let mut chat = Chat::spawn_in(Some(&dir), &args);
-    chat.wait_prompt(1);
-    chat.send("Write hello there to notes.txt");
-    chat.wait_stderr("the approval prompt", |err| {
-        err.contains("Allow write_file")
-    });
-    chat.child.kill().expect("SIGKILL the chat");
-    chat.wait();
+    kill_at_the_write_approval(&dir, &args);
 
     let out = Chat::spawn_in(Some(&dir), &args).finish();
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
@@ -1848,11 +1860,7 @@ fn session_repl_restarted_with_stdin_closed_denies_the_re_asked_approval() {
     assert!(out.stdout.contains("Not written."), "{}", out.stdout);
     let requests = server.chat_requests();
     assert_eq!(requests.len(), 2, "{}", out.stderr);
-    let results: Vec<Value> = requests[1]
-        .messages()
-        .into_iter()
-        .filter(|m| m["role"] == "tool")
-        .collect();
+    let results = tool_results(&requests[1]);
     let result = results[0]["content"].as_str().unwrap_or_default();
     assert!(result.contains("end of input"), "{result}");
     server.assert_all_used();

@@ -10,23 +10,7 @@ use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Api, ErrorKind, History, Image, Message, Role};
 use serde_json::{Value, json};
 
-use crate::util::{agent_with, assert_valid_history};
-
-fn echo_tool() -> FnTool {
-    FnTool::new(
-        "echo",
-        "Echoes its text.",
-        Parameters::builder()
-            .required_string("text", "What to echo")
-            .build(),
-        |args, _| {
-            Ok(format!(
-                "echo: {}",
-                args["text"].as_str().unwrap_or_default()
-            ))
-        },
-    )
-}
+use crate::util::{agent_with, assert_valid_history, echo_tool};
 
 /// An SSE body of `chunks` (each a `choices[0].delta`), a finish reason
 /// and `[DONE]`.

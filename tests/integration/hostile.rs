@@ -531,11 +531,7 @@ fn media_types_are_parsed_case_insensitively_with_parameters() {
     ] {
         let server = FakeServer::start();
         server.push(Reply::raw_body(200, ct, stream_body()));
-        let mut agent = Agent::builder(server.transport())
-            .http(fast_http())
-            .streaming(true)
-            .build()
-            .unwrap();
+        let mut agent = streaming_agent(&server, fast_http());
         let out = agent
             .run_loop("hi")
             .unwrap_or_else(|e| panic!("{ct:?}: {e}"));
@@ -570,17 +566,10 @@ fn a_stream_of_only_comments_ends_at_the_idle_bound() {
     server.push(comments_forever(1200, Duration::from_millis(50)));
     server.push(Reply::text("next"));
     let idle = Duration::from_millis(300);
-    let mut agent = Agent::builder(server.transport())
-        .http(fast_http().with_idle_timeout(idle))
-        .streaming(true)
-        .build()
-        .unwrap();
+    let mut agent = streaming_agent(&server, fast_http().with_idle_timeout(idle));
     let started = Instant::now();
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(
-        matches!(err, Error::Timeout { after: d, .. } if d == idle),
-        "{err:?}"
-    );
+    assert_timeout(&err, idle);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_valid_history(agent.messages());
     assert_eq!(
@@ -598,16 +587,9 @@ fn keep_alive_events_do_not_reset_the_idle_bound() {
     server.push(Reply::raw_sse(ping).with_chunk_delay(Duration::from_millis(50)));
     server.push(Reply::text("next"));
     let idle = Duration::from_millis(300);
-    let mut agent = Agent::builder(server.transport())
-        .http(fast_http().with_idle_timeout(idle))
-        .streaming(true)
-        .build()
-        .unwrap();
+    let mut agent = streaming_agent(&server, fast_http().with_idle_timeout(idle));
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(
-        matches!(err, Error::Timeout { after: d, .. } if d == idle),
-        "{err:?}"
-    );
+    assert_timeout(&err, idle);
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -621,16 +603,9 @@ fn the_idle_bound_defaults_to_the_read_timeout() {
     let server = FakeServer::start();
     server.push(comments_forever(1200, Duration::from_millis(50)));
     let read = Duration::from_millis(400);
-    let mut agent = Agent::builder(server.transport())
-        .http(fast_http().with_read_timeout(read))
-        .streaming(true)
-        .build()
-        .unwrap();
+    let mut agent = streaming_agent(&server, fast_http().with_read_timeout(read));
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(
-        matches!(err, Error::Timeout { after: d, .. } if d == read),
-        "{err:?}"
-    );
+    assert_timeout(&err, read);
 }
 
 /// A slow but live model, one token well within the idle bound each time,
@@ -646,11 +621,10 @@ fn a_slow_live_stream_under_the_idle_bound_completes() {
             .with_garbage()
             .with_chunk_delay(Duration::from_millis(200)),
     );
-    let mut agent = Agent::builder(server.transport())
-        .http(fast_http().with_idle_timeout(Duration::from_secs(1)))
-        .streaming(true)
-        .build()
-        .unwrap();
+    let mut agent = streaming_agent(
+        &server,
+        fast_http().with_idle_timeout(Duration::from_secs(1)),
+    );
     assert_eq!(
         agent.run_loop("hi").unwrap().answer.as_deref(),
         Some("one two three four five six")
@@ -668,16 +642,9 @@ fn a_request_deadline_ends_a_live_stream() {
     );
     server.push(Reply::text("next"));
     let deadline = Duration::from_millis(500);
-    let mut agent = Agent::builder(server.transport())
-        .http(fast_http().with_request_deadline(deadline))
-        .streaming(true)
-        .build()
-        .unwrap();
+    let mut agent = streaming_agent(&server, fast_http().with_request_deadline(deadline));
     let err = agent.run_loop("hi").unwrap_err();
-    assert!(
-        matches!(err, Error::Timeout { after: d, .. } if d == deadline),
-        "{err:?}"
-    );
+    assert_timeout(&err, deadline);
     assert_valid_history(agent.messages());
     assert_eq!(
         agent.run_loop("again").unwrap().answer.as_deref(),
@@ -704,10 +671,7 @@ fn a_request_deadline_bounds_silence_and_retries() {
             .unwrap();
         let started = Instant::now();
         let err = agent.run_loop("hi").unwrap_err();
-        assert!(
-            matches!(err, Error::Timeout { after: d, .. } if d == deadline),
-            "{err:?}"
-        );
+        assert_timeout(&err, deadline);
         assert!(started.elapsed() < Duration::from_secs(20));
     }
     // The first agent's hanging request and the second's 503: once the
@@ -977,4 +941,21 @@ fn a_missing_model_with_several_or_none_on_offer_fails_at_build() {
     let err = Agent::builder(modelless(&server)).build().unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
     assert!(server.chat_requests().is_empty());
+}
+
+/// A streaming agent on `server` with `http`, no system prompt.
+fn streaming_agent(server: &FakeServer, http: HttpConfig) -> Agent {
+    Agent::builder(server.transport())
+        .http(http)
+        .streaming(true)
+        .build()
+        .unwrap()
+}
+
+/// `err` is the timeout of the bound `after`.
+fn assert_timeout(err: &Error, after: Duration) {
+    assert!(
+        matches!(err, Error::Timeout { after: d, .. } if *d == after),
+        "{err:?}"
+    );
 }

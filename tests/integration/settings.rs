@@ -8,13 +8,7 @@ use pikuri::tool::{FnTool, Parameters};
 use pikuri::{Agent, Api, ChatTransport, ErrorKind, ModelSettings, ReasoningEffort, ToolChoice};
 use serde_json::{Value, json};
 
-use crate::util::fast_http;
-
-fn strict_server() -> FakeServer {
-    let server = FakeServer::start();
-    server.set_strict(true);
-    server
-}
+use crate::util::{fast_http, strict_server};
 
 fn echo() -> FnTool {
     FnTool::new(

@@ -111,6 +111,23 @@ pub(crate) fn add() -> FnTool {
     )
 }
 
+/// `echo(text)`: `echo: <text>`.
+pub(crate) fn echo_tool() -> FnTool {
+    FnTool::new(
+        "echo",
+        "Echoes its text.",
+        Parameters::builder()
+            .required_string("text", "What to echo")
+            .build(),
+        |args, _| {
+            Ok(format!(
+                "echo: {}",
+                args["text"].as_str().unwrap_or_default()
+            ))
+        },
+    )
+}
+
 /// Every assistant tool call is answered before the next non-tool message,
 /// and every tool message answers an open call.
 pub(crate) fn assert_valid_history(messages: &[Message]) {

@@ -1,6 +1,5 @@
 //! The fault matrix against tests/fixtures/mcp_fake.py.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pikuri::listeners::InMemoryEventList;
@@ -9,32 +8,23 @@ use pikuri::testing::{FakeServer, Reply};
 use pikuri::{Agent, Cancellable, Event, ToolContext};
 use serde_json::json;
 
-use super::{assert_history_valid, eventually, processes_tagged, python, unique_tag};
+use super::{Log, assert_history_valid, eventually, http, processes_tagged, python, unique_tag};
 
 /// The file the fake server logs what it receives to; removed when the
 /// test is done with it.
-struct Log(PathBuf);
-
-impl Drop for Log {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// The fake server with `args`, logging what it receives to a fresh file.
 fn fake(args: &[&str]) -> Option<(Server, Log, String)> {
     let (py, script) = python()?;
     let tag = unique_tag("fake");
-    let log = std::env::temp_dir().join(format!("pikuri-mcp-{tag}.log"));
-    let _ = std::fs::remove_file(&log);
-    let mut command_line = vec![script, "--log".to_string(), log.display().to_string()];
+    let log = Log::new(&tag);
+    let mut command_line = vec![script, "--log".to_string(), log.0.display().to_string()];
     command_line.extend(args.iter().map(|s| (*s).to_string()));
     let server = Server::stdio(py, command_line).with_env("PIKURI_MCP_TAG", &tag);
-    Some((server, Log(log), tag))
+    Some((server, log, tag))
 }
 
 fn received(log: &Log) -> String {
-    std::fs::read_to_string(&log.0).unwrap_or_default()
+    log.text()
 }
 
 fn cx() -> ToolContext {
@@ -404,50 +394,9 @@ fn sub_agent_only_tools_stay_off_the_parent() {
     assert!(!agent.tools().iter().any(|t| t.name().starts_with("fake__")));
 }
 
-/// The fake in `--http` mode: the process (killed on drop) and its URL.
-struct HttpFake {
-    child: std::process::Child,
-    url: String,
-    log: Log,
-}
-
-impl Drop for HttpFake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_fake() -> Option<HttpFake> {
-    use std::io::BufRead;
-    let (py, script) = python()?;
-    let log = std::env::temp_dir().join(format!("pikuri-mcp-{}.log", unique_tag("http")));
-    let _ = std::fs::remove_file(&log);
-    let mut child = std::process::Command::new(py)
-        .args([
-            script.as_str(),
-            "--http",
-            "--log",
-            &log.display().to_string(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", line.trim());
-    Some(HttpFake {
-        child,
-        url,
-        log: Log(log),
-    })
-}
-
 #[test]
 fn http_json_and_sse_answers_headers_expiry_and_delete() {
-    let Some(fake) = http_fake() else { return };
+    let Some(fake) = http(&[]) else { return };
     let model = FakeServer::start();
     model.push(Reply::tool_call("web__echo", json!({"text": "over http"})));
     model.push(Reply::text("done"));

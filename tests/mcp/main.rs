@@ -83,6 +83,64 @@ fn unique_tag(prefix: &str) -> String {
     )
 }
 
+/// A file the fake server logs what it receives to, removed on drop.
+struct Log(PathBuf);
+
+impl Log {
+    /// A fresh log file named after `tag`.
+    fn new(tag: &str) -> Log {
+        let path = std::env::temp_dir().join(format!("pikuri-mcp-{tag}.log"));
+        let _ = std::fs::remove_file(&path);
+        Log(path)
+    }
+
+    /// What the server logged so far.
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.0).unwrap_or_default()
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The fake over HTTP (`--http`) with `args`: the process (killed on
+/// drop), its URL and its log.
+struct Http {
+    child: std::process::Child,
+    url: String,
+    log: Log,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The fake over HTTP with `args`, or `None` after a skip notice.
+fn http(args: &[&str]) -> Option<Http> {
+    use std::io::BufRead;
+    let (py, script) = python()?;
+    let log = Log::new(&unique_tag("http"));
+    let mut child = Command::new(py)
+        .arg(&script)
+        .args(["--http", "--log", &log.0.display().to_string()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", line.trim());
+    Some(Http { child, url, log })
+}
+
 /// How many live processes carry `PIKURI_MCP_TAG=<tag>` in their
 /// environment (Linux /proc; zombies excluded).
 fn processes_tagged(tag: &str) -> usize {

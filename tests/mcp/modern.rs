@@ -3,8 +3,6 @@
 //! prompts, input requests, and the bad input of issue 32, against
 //! tests/fixtures/mcp_fake.py (`--modern` for the 2026 generation).
 
-use std::io::BufRead;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -17,7 +15,7 @@ use pikuri::testing::{FakeServer, Reply};
 use pikuri::{Agent, Cancellable, Event, ToolContext};
 use serde_json::{Value, json};
 
-use super::{assert_history_valid, python, unique_tag};
+use super::{Log, assert_history_valid, http, python, unique_tag};
 
 const WATCHDOG: Duration = Duration::from_secs(120);
 
@@ -36,64 +34,13 @@ fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 's
 }
 
 /// The fake's log file, removed on drop.
-struct Log(PathBuf);
-
-impl Log {
-    fn new() -> Log {
-        let path = std::env::temp_dir().join(format!("pikuri-mcp-{}.log", unique_tag("modern")));
-        let _ = std::fs::remove_file(&path);
-        Log(path)
-    }
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.0).unwrap_or_default()
-    }
-}
-
-impl Drop for Log {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// The fake over stdio with `args`, logging to a fresh file.
 fn stdio(args: &[&str]) -> Option<(Server, Log)> {
     let (py, script) = python()?;
-    let log = Log::new();
+    let log = Log::new(&unique_tag("modern"));
     let mut line = vec![script, "--log".into(), log.0.display().to_string()];
     line.extend(args.iter().map(|s| (*s).to_string()));
     Some((Server::stdio(py, line), log))
-}
-
-/// The fake over HTTP with `args`: the process (killed on drop), its URL.
-struct Http {
-    child: std::process::Child,
-    url: String,
-    log: Log,
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http(args: &[&str]) -> Option<Http> {
-    let (py, script) = python()?;
-    let log = Log::new();
-    let mut child = std::process::Command::new(py)
-        .arg(&script)
-        .args(["--http", "--log", &log.0.display().to_string()])
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", line.trim());
-    Some(Http { child, url, log })
 }
 
 fn cx() -> ToolContext {

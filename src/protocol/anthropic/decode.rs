@@ -5,9 +5,9 @@ use std::collections::HashMap;
 
 use super::response::Parts;
 use super::shapes::{self, Event};
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder, StreamState};
 use crate::protocol::error::DecodeError;
-use crate::protocol::rules::{self, Progress};
+use crate::protocol::rules;
 use crate::{ToolCall, Usage};
 
 /// A content block being streamed.
@@ -49,10 +49,9 @@ pub(crate) struct Decoder {
     /// The message's id, from `message_start`.
     id: Option<String>,
     stop_reason: Option<String>,
-    progress: Progress,
+    /// Progress, `message_stop`, the secret redacted from quoted events.
+    stream: StreamState,
     started: bool,
-    done: bool,
-    secret: Option<String>,
 }
 
 impl Decoder {
@@ -61,31 +60,23 @@ impl Decoder {
     pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
         let _ = split_think;
         Decoder {
-            secret: secret.map(str::to_string),
+            stream: StreamState::new(secret),
             ..Decoder::default()
         }
     }
+}
 
-    /// How many events carried part of the answer.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress.count()
+/// The end event is `message_stop`.
+impl StreamDecoder for Decoder {
+    fn state(&self) -> &StreamState {
+        &self.stream
     }
 
-    /// Whether `message_stop` arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// Feed one event's data, reporting text, thinking and usage as they
-    /// arrive.
-    pub(crate) fn push_data(
+    fn event(
         &mut self,
         data: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<(), DecodeError> {
-        if self.done {
-            return Ok(());
-        }
         let event: Event<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(e) => return self.unreadable(data, &e),
@@ -115,7 +106,7 @@ impl Decoder {
                 if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
                     let reason = rules::bounded(&reason, rules::MAX_LABEL);
                     if self.stop_reason.as_deref() != Some(&*reason) {
-                        self.progress.made();
+                        self.stream.progress.made();
                         self.stop_reason = Some(reason.into_owned());
                     }
                 }
@@ -125,8 +116,7 @@ impl Decoder {
                 Ok(())
             }
             "message_stop" => {
-                self.done = true;
-                self.progress.made();
+                self.stream.end();
                 Ok(())
             }
             "error" => Err(rules::server_error("in stream", event.error.as_deref())),
@@ -137,8 +127,8 @@ impl Decoder {
     }
 
     /// The complete message, or `Truncated` when `message_stop` never came.
-    pub(crate) fn finish(mut self) -> Result<Completion, DecodeError> {
-        if !self.done {
+    fn finish(mut self) -> Result<Completion, DecodeError> {
+        if !self.stream.is_done() {
             return Err(DecodeError::Truncated);
         }
         // A block left open at `message_stop` is closed as if its stop had
@@ -161,12 +151,14 @@ impl Decoder {
             .into_completion(finish, self.usage, self.model)
             .map(|c| c.with_id(self.id))
     }
+}
 
+impl Decoder {
     /// Data that is not an event of this shape: not JSON at all is a
     /// protocol error; JSON of another shape (a member of an unexpected
     /// type) is skipped with a `warn` line.
     fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
-        let quoted = crate::util::redact(data, self.secret.as_deref());
+        let quoted = crate::util::redact(data, self.stream.secret());
         let quoted = crate::util::excerpt(&quoted, 200);
         if !e.is_data() {
             return Err(DecodeError::Protocol(format!(
@@ -181,7 +173,7 @@ impl Decoder {
         let merged = shapes::merge_usage(self.usage, u);
         self.usage = Some(merged);
         // Repeated figures are neither progress nor news to the listeners.
-        if self.progress.usage(merged) {
+        if self.stream.progress.usage(merged) {
             on_fragment(Fragment::Usage(merged));
         }
     }
@@ -206,20 +198,20 @@ impl Decoder {
             (Some("text"), Some(b)) => {
                 // A start may carry text already (it usually is empty).
                 let text = b.text.as_deref().unwrap_or("");
-                self.progress.text(text);
+                self.stream.progress.text(text);
                 self.parts.content.push_str(text);
                 Open::Text
             }
             (Some("thinking"), Some(b)) => {
                 let text = b.thinking.clone().unwrap_or_default();
-                self.progress.text(&text);
+                self.stream.progress.text(&text);
                 Open::Thinking {
                     text,
                     signature: b.signature.clone().filter(|s| !s.is_empty()),
                 }
             }
             (Some("redacted_thinking"), Some(b)) => {
-                self.progress.made();
+                self.stream.progress.made();
                 self.parts
                     .items
                     .push(shapes::redacted_item(b.data.as_deref().unwrap_or("")));
@@ -227,7 +219,7 @@ impl Decoder {
             }
             (Some("tool_use"), Some(b)) => {
                 // A new call is part of the answer (its name and id).
-                self.progress.made();
+                self.stream.progress.made();
                 let call = self.parts.calls.len();
                 let id =
                     b.id.clone()
@@ -245,7 +237,7 @@ impl Decoder {
                 }
             }
             (Some("server_tool_use"), Some(b)) if b.is_search_use() => {
-                self.progress.made();
+                self.stream.progress.made();
                 let input = shapes::search_input(b.input.as_ref());
                 self.parts.items.push(b.search_use_item(input));
                 Open::Search {
@@ -255,7 +247,7 @@ impl Decoder {
             }
             (Some("tool_search_tool_result"), Some(b)) => {
                 // Whole in its start, as the API streams it.
-                self.progress.made();
+                self.stream.progress.made();
                 self.parts.items.push(b.search_result_item());
                 Open::Other
             }
@@ -279,9 +271,10 @@ impl Decoder {
         let Decoder {
             blocks,
             parts,
-            progress,
+            stream,
             ..
         } = self;
+        let progress = &mut stream.progress;
         let open = open_block(blocks, index, "content_block_delta")?;
         // Only a delta of a known kind with something in it is progress.
         let piece = delta.text.as_deref().unwrap_or("");

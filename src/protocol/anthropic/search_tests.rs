@@ -1,13 +1,14 @@
 //! The API's own tool search on Anthropic Messages: deferred tools and the
 //! search tool in the request, the search blocks kept and sent back.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::found_tool_names;
-use crate::protocol::request::{Request, ToolSpecs};
+use crate::protocol::request::ToolSpecs;
+use crate::protocol::test_util::{encoded, search_tools as tools};
 use crate::{Api, ChatTransport, Message, ProviderData, ToolCall};
 
 const BASE: &str = "http://127.0.0.1:9/v1";
@@ -19,22 +20,7 @@ fn transport() -> ChatTransport {
 }
 
 fn encode(msgs: &[Message], tools: &ToolSpecs) -> Value {
-    let t = transport();
-    let extra = Map::new();
-    let req = Request {
-        stream: false,
-        ..Request::for_test(&t, msgs, tools, &extra)
-    };
-    let mut buf = Vec::new();
-    write_body(&req, &mut buf);
-    serde_json::from_slice(&buf).unwrap()
-}
-
-fn tools(deferred: bool) -> ToolSpecs {
-    ToolSpecs::from_values(&[
-        json!({"name": "calc", "description": "adds"}),
-        json!({"name": "get_weather", "description": "weather", "defer_loading": deferred}),
-    ])
+    encoded(&transport(), msgs, tools, write_body)
 }
 
 fn search_use() -> Value {

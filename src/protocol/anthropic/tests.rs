@@ -1,7 +1,7 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::{Api, ChatTransport, Image, ImageSource, Message, ProviderData, ToolCall, Usage};
@@ -26,20 +26,9 @@ fn encode_with(
     tools: &ToolSpecs,
 ) -> Value {
     let req = Request {
-        transport: t,
-        system: Some("sys"),
-        messages: msgs,
         trailing_system: note,
-        tools,
-        settings: &crate::protocol::settings::NONE,
-        response_schema: None,
-        stream: true,
-        replay_reasoning: false,
         prompt_caching: t.prompt_caching(),
-        split_think: false,
-        extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(t, msgs, tools, extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf);
@@ -164,20 +153,8 @@ fn body_bytes(msgs: &[Message], note: Option<&str>, tools: &ToolSpecs) -> Vec<u8
     let t = transport();
     let extra = Map::new();
     let req = Request {
-        transport: &t,
-        system: Some("sys"),
-        messages: msgs,
         trailing_system: note,
-        tools,
-        settings: &crate::protocol::settings::NONE,
-        response_schema: None,
-        stream: true,
-        replay_reasoning: false,
-        prompt_caching: true,
-        split_think: false,
-        extra: &extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(&t, msgs, tools, &extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf);
@@ -262,20 +239,10 @@ fn a_tool_schema_is_sent_with_its_keys_in_map_order() {
     for api in apis {
         let t = transport().with_api(api);
         let req = Request {
-            transport: &t,
             system: None,
-            messages: &msgs,
-            trailing_system: None,
-            tools: &tools,
-            settings: &crate::protocol::settings::NONE,
-            response_schema: None,
             stream: false,
-            replay_reasoning: false,
             prompt_caching: false,
-            split_think: false,
-            extra: &extra,
-            cancel: None,
-            traceparent: None,
+            ..Request::for_test(&t, &msgs, &tools, &extra)
         };
         let mut buf = Vec::new();
         crate::protocol::wire::encode(&req, &mut buf, false).unwrap();
@@ -295,21 +262,11 @@ fn request_fields_replace_pikuris_own() {
     let t = transport();
     // With a tool: a tool-less request leaves `tool_choice` out.
     let tools = ToolSpecs::from_values(&[json!({"name": "f"})]);
+    let msgs = [Message::user("q")];
     let req = Request {
-        transport: &t,
-        system: Some("sys"),
-        messages: &[Message::user("q")],
-        trailing_system: None,
-        tools: &tools,
-        settings: &crate::protocol::settings::NONE,
-        response_schema: None,
         stream: false,
-        replay_reasoning: false,
         prompt_caching: t.prompt_caching(),
-        split_think: false,
-        extra: &extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(&t, &msgs, &tools, &extra)
     };
     write_body(&req, &mut buf);
     let text = String::from_utf8(buf).unwrap();

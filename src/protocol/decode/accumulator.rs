@@ -7,9 +7,12 @@ use std::collections::HashMap;
 use super::shapes::OpaqueDelta;
 use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str};
 use super::think::ThinkSplitter;
-use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
+use super::{
+    Completion, Fragment, Opaque, StreamDecoder, StreamState, call_data, completion, excerpt,
+    opaque_of,
+};
 use crate::protocol::error::DecodeError;
-use crate::protocol::rules::{self, Progress};
+use crate::protocol::rules;
 use crate::{ToolCall, Usage};
 
 /// Turns streamed chunks into one assistant message. See the
@@ -36,11 +39,8 @@ pub(crate) struct Accumulator {
     model: Option<String>,
     /// The answer's id: the first chunk that names one.
     id: Option<String>,
-    done: bool,
-    /// Chunks that carried part of the answer (see [`Accumulator::progress`]).
-    progress: Progress,
-    /// Redacted from chunks quoted in log lines (the API key).
-    secret: Option<Box<str>>,
+    /// Progress, `[DONE]`, the secret redacted from quoted chunks.
+    stream: StreamState,
 }
 
 /// Whether a delta carries any part of the answer.
@@ -81,33 +81,26 @@ impl Accumulator {
 
     /// A copy that redacts `secret` from the chunks it quotes in log lines.
     pub(crate) fn redacting(mut self, secret: Option<&str>) -> Accumulator {
-        self.secret = secret.map(Box::from);
+        self.stream = StreamState::new(secret);
         self
     }
+}
 
-    /// How many chunks so far carried part of the answer: text, reasoning,
-    /// a tool-call piece, a finish reason, new usage figures, or `[DONE]`.
-    /// Keep-alive chunks (no `choices`, empty deltas) do not count; the
-    /// client's idle bound is reset by this count only.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress.count()
+/// Progress counts chunks with text, reasoning, a tool-call piece, a
+/// finish reason, new usage figures, or `[DONE]`, the end event.
+impl StreamDecoder for Accumulator {
+    fn state(&self) -> &StreamState {
+        &self.stream
     }
 
-    /// Feed one event's data (a JSON chunk or `[DONE]`), reporting each new
-    /// piece of content or reasoning to `on_fragment`.
-    pub(crate) fn push_data(
+    /// One event's data: a JSON chunk or `[DONE]`.
+    fn event(
         &mut self,
         data: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<(), DecodeError> {
-        // After `[DONE]` the message is complete; servers that keep
-        // talking (a trailing usage chunk, garbage) cannot change it.
-        if self.done {
-            return Ok(());
-        }
         if data.trim_ascii() == "[DONE]" {
-            self.done = true;
-            self.progress.made();
+            self.stream.end();
             self.release_held(on_fragment);
             return Ok(());
         }
@@ -119,7 +112,7 @@ impl Accumulator {
             Err(e) if e.is_data() => {
                 log::warn!(
                     "skipping stream chunk of unexpected shape ({e}): {}",
-                    crate::util::redact(&excerpt(data), self.secret.as_deref())
+                    crate::util::redact(&excerpt(data), self.stream.secret())
                 );
                 return Ok(());
             }
@@ -150,7 +143,7 @@ impl Accumulator {
         }
         if let Some(usage) = &chunk.usage {
             let usage = usage.to_usage();
-            if self.progress.usage(usage) {
+            if self.stream.progress.usage(usage) {
                 self.usage = Some(usage);
                 on_fragment(Fragment::Usage(usage));
             }
@@ -173,7 +166,7 @@ impl Accumulator {
                     matches!(o.reasoning_details(), Some(serde_json::Value::Array(a)) if !a.is_empty())
                 });
                 if details || carries_something(delta) {
-                    self.progress.made();
+                    self.stream.progress.made();
                 }
                 self.apply_delta(delta, opaque.as_ref(), on_fragment);
             }
@@ -186,7 +179,7 @@ impl Accumulator {
                 // ends the content, and releases text held for a tag.
                 let reason = rules::bounded(reason, rules::MAX_LABEL);
                 if self.finish_reason.as_deref() != Some(&*reason) {
-                    self.progress.made();
+                    self.stream.progress.made();
                     self.finish_reason = Some(reason.into_owned());
                 }
                 self.release_held(on_fragment);
@@ -195,17 +188,12 @@ impl Accumulator {
         Ok(())
     }
 
-    /// Whether `[DONE]` arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// The complete message; `Err(Truncated)` when neither `[DONE]` nor a
     /// finish reason arrived.
-    pub(crate) fn finish(mut self) -> Result<Completion, DecodeError> {
+    fn finish(mut self) -> Result<Completion, DecodeError> {
         // A `finish_reason` without `[DONE]` is complete (some servers omit
         // `[DONE]`); neither means the connection was cut.
-        if !self.done && self.finish_reason.is_none() {
+        if !self.stream.is_done() && self.finish_reason.is_none() {
             return Err(DecodeError::Truncated);
         }
         self.release_held(&mut |_| {});
@@ -243,7 +231,9 @@ impl Accumulator {
             self.id,
         )
     }
+}
 
+impl Accumulator {
     fn apply_delta(
         &mut self,
         delta: &Delta<'_>,

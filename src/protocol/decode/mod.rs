@@ -88,6 +88,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::error::DecodeError;
+use super::rules::Progress;
 use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 pub(crate) use accumulator::Accumulator;
@@ -111,6 +112,100 @@ pub(crate) enum Fragment<'a> {
     /// The usage figures a chunk reported (the latest replace the
     /// earlier): what a stream cut short still cost.
     Usage(crate::Usage),
+}
+
+/// One stream's decoder, whatever its API: the chat-completions
+/// [`Accumulator`], and the Anthropic, Responses and Gemini `Decoder`s.
+/// `stream.rs` drives every one through this trait, and the rules that
+/// must mean the same on every wire format are written here once, in the
+/// provided methods and in [`StreamState`]: an event that carried part of
+/// the answer is [progress](super::rules#progress) (the client's idle
+/// bound resets on it), the end event (`[DONE]`, `message_stop`,
+/// `response.completed`, a finish reason) is progress once and ends the
+/// stream, and data after it cannot change the answer.
+pub(crate) trait StreamDecoder {
+    /// The state every decoder keeps the same way.
+    fn state(&self) -> &StreamState;
+
+    /// Read one event's data (never called after the end event),
+    /// reporting text, reasoning and usage to `on_fragment` as they arrive.
+    fn event(
+        &mut self,
+        data: &str,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) -> Result<(), DecodeError>;
+
+    /// The complete message, or [`DecodeError::Truncated`] when the stream
+    /// ended before the answer did.
+    fn finish(self) -> Result<Completion, DecodeError>
+    where
+        Self: Sized;
+
+    /// Feed one event's data in order; data after the end event is ignored
+    /// (servers that keep talking, a trailing usage chunk or garbage,
+    /// cannot change a complete answer).
+    fn push_data(
+        &mut self,
+        data: &str,
+        on_fragment: &mut dyn FnMut(Fragment<'_>),
+    ) -> Result<(), DecodeError> {
+        if self.is_done() {
+            return Ok(());
+        }
+        self.event(data, on_fragment)
+    }
+
+    /// How many events so far carried part of the answer (the
+    /// [rule](super::rules#progress)): keep-alives, pings, empty deltas,
+    /// lifecycle events and repeated usage do not count.
+    fn progress(&self) -> u64 {
+        self.state().progress.count()
+    }
+
+    /// Whether the end event arrived.
+    fn is_done(&self) -> bool {
+        self.state().done
+    }
+}
+
+/// What every [`StreamDecoder`] keeps the same way: what counted as
+/// progress, whether the end event came, and the secret (the API key)
+/// redacted from the data its log lines quote.
+#[derive(Debug, Default)]
+pub(crate) struct StreamState {
+    /// What counted as [progress](super::rules#progress).
+    pub(crate) progress: Progress,
+    done: bool,
+    secret: Option<Box<str>>,
+}
+
+impl StreamState {
+    /// The state of a new stream whose log lines redact `secret`.
+    pub(crate) fn new(secret: Option<&str>) -> StreamState {
+        StreamState {
+            secret: secret.map(Box::from),
+            ..StreamState::default()
+        }
+    }
+
+    /// Whether the end event arrived.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The end event arrived: the stream is done, which counts as progress
+    /// once.
+    pub(crate) fn end(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.progress.made();
+        }
+    }
+
+    /// The secret redacted from quoted data.
+    pub(crate) fn secret(&self) -> Option<&str> {
+        self.secret.as_deref()
+    }
 }
 
 /// A complete assistant message and its metadata.

@@ -19,7 +19,6 @@
 //! message naming the cache ([`expired_hint`]).
 
 use std::fmt;
-use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use serde_json::{Map, Value};
 
 use super::encode::resource_path;
 use crate::net::AgentSetup;
-use crate::protocol::connect::connection_error;
+use crate::protocol::connect::small_answer;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::util::{redact, redact_url};
 use crate::{Api, ChatTransport, Error, Message, ModelSettings, Result, Tool};
@@ -403,42 +402,14 @@ impl ChatTransport {
                     .send(body.unwrap_or_default())
             }
         };
-        let resp = result.map_err(|e| match e {
-            ureq::Error::Timeout(_) => Error::Timeout {
-                after: TIMEOUT,
-                url: Some(shown.clone()),
-            },
-            other => connection_error(other, &url, &shown),
-        })?;
-        let status = resp.status().as_u16();
-        let mut answer = Vec::new();
-        resp.into_body()
-            .into_reader()
-            .take(MAX_BODY + 1)
-            .read_to_end(&mut answer)
-            .map_err(|e| Error::Transport {
-                url: Some(shown.clone()),
-                source: Box::new(e),
-            })?;
-        if !(200..300).contains(&status) {
-            let message = crate::protocol::body::error_message(&answer);
-            let mut message = redact(&message, self.api_key()).into_owned();
-            if let Some(hint) = expired_hint(status, &message, Some(path)) {
-                message.push_str(&hint);
-            }
-            return Err(Error::Http {
-                status,
-                message,
-                url: shown,
-            });
-        }
-        if answer.len() as u64 > MAX_BODY {
-            return Err(Error::Protocol {
-                message: format!("a cachedContents answer over {MAX_BODY} bytes"),
-                url: Some(shown),
-            });
-        }
-        Ok(answer)
+        small_answer(
+            result,
+            (&url, &shown),
+            (TIMEOUT, MAX_BODY),
+            self.api_key(),
+            |status, message| expired_hint(status, message, Some(path)),
+            "a cachedContents answer",
+        )
     }
 }
 
@@ -501,20 +472,12 @@ mod tests {
         let extra = Map::new();
         let messages = [Message::user("When is lunch?")];
         let req = Request {
-            transport,
             system: Some("Answer from the handbook."),
-            messages: &messages,
-            trailing_system: None,
-            tools: &tools,
             settings: &settings,
-            response_schema: None,
             stream: false,
             replay_reasoning: true,
             prompt_caching: false,
-            split_think: false,
-            extra: &extra,
-            cancel: None,
-            traceparent: None,
+            ..Request::for_test(transport, &messages, &tools, &extra)
         };
         let mut buf = Vec::new();
         wire::encode(&req, &mut buf, false)?;

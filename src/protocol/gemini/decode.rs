@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Map, Value};
 
 use super::shapes::{Chunk, Part};
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder, StreamState};
 use crate::protocol::error::DecodeError;
-use crate::protocol::rules::{self, Progress};
+use crate::protocol::rules;
 use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 /// The number of the next call that came without an id: unique in the
@@ -24,7 +24,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     let mut d = Decoder::new(split_think, None);
     d.whole = true;
     d.push_data(text, &mut |_| {})?;
-    if !d.done {
+    if !d.is_done() {
         return Err(DecodeError::Protocol(format!(
             "response is not a Gemini answer: no candidate with a finishReason: {}",
             crate::util::excerpt(text, 200)
@@ -47,11 +47,10 @@ pub(crate) struct Decoder {
     id: Option<String>,
     finish: Option<String>,
     blocked: bool,
-    progress: Progress,
-    done: bool,
+    /// Progress, the finish reason, the secret redacted from quoted chunks.
+    stream: StreamState,
     /// A whole body: data of another shape is an error, not skipped.
     whole: bool,
-    secret: Option<String>,
 }
 
 impl Decoder {
@@ -60,31 +59,23 @@ impl Decoder {
     pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
         let _ = split_think;
         Decoder {
-            secret: secret.map(str::to_string),
+            stream: StreamState::new(secret),
             ..Decoder::default()
         }
     }
+}
 
-    /// How many chunks carried part of the answer.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress.count()
+/// The end event is a chunk with a finish reason (or a blocked prompt).
+impl StreamDecoder for Decoder {
+    fn state(&self) -> &StreamState {
+        &self.stream
     }
 
-    /// Whether a finish reason (or a blocked prompt) arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// Feed one chunk's data, reporting text, thoughts and usage as they
-    /// arrive.
-    pub(crate) fn push_data(
+    fn event(
         &mut self,
         data: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<(), DecodeError> {
-        if self.done {
-            return Ok(());
-        }
         let chunk: Chunk<'_> = match serde_json::from_str(data) {
             Ok(c) => c,
             Err(e) => return self.unreadable(data, &e),
@@ -115,7 +106,7 @@ impl Decoder {
             }
             if let Some(reason) = c.finish.filter(|r| !r.is_empty()) {
                 self.finish = Some(rules::bounded(&reason, rules::MAX_LABEL).into_owned());
-                self.end();
+                self.stream.end();
             }
         }
         if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
@@ -124,29 +115,47 @@ impl Decoder {
                 rules::bounded(&reason, rules::MAX_LABEL)
             );
             self.blocked = true;
-            self.end();
+            self.stream.end();
         }
         if let Some(u) = chunk.usage {
             let u = u.to_usage();
             self.usage = Some(u);
-            if self.progress.usage(u) {
+            if self.stream.progress.usage(u) {
                 on_fragment(Fragment::Usage(u));
             }
         }
         Ok(())
     }
 
-    fn end(&mut self) {
-        if !self.done {
-            self.done = true;
-            self.progress.made();
+    /// The complete message, or `Truncated` when no finish reason came.
+    fn finish(self) -> Result<Completion, DecodeError> {
+        if !self.stream.is_done() {
+            return Err(DecodeError::Truncated);
         }
+        let finish =
+            rules::gemini_finish(self.finish.as_deref(), self.blocked, !self.calls.is_empty());
+        let signed = self.calls.iter().any(|c| c.provider_data.is_some());
+        let mut message = Message::assistant_tool_calls(self.content, self.calls);
+        message.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
+        message.usage = self.usage;
+        message.model.clone_from(&self.model);
+        if signed || self.signature.is_some() {
+            // Endpoint and model are stamped by the client (`wire::stamp_origin`).
+            let items = self
+                .signature
+                .map(|s| vec![serde_json::json!({ "thoughtSignature": s })])
+                .unwrap_or_default();
+            message.provider_data = Some(ProviderData::new(Api::Gemini, "", "", items));
+        }
+        Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
     }
+}
 
+impl Decoder {
     fn part(&mut self, part: Part<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
         let signature = part.signature.filter(|s| !s.is_empty());
         if let Some(call) = part.call {
-            self.progress.made();
+            self.stream.progress.made();
             let server_id = call.id.filter(|id| !id.is_empty());
             let mut data = Map::new();
             if let Some(sig) = &signature {
@@ -168,14 +177,14 @@ impl Decoder {
             return;
         }
         if let Some(sig) = signature {
-            self.progress.made();
+            self.stream.progress.made();
             self.signature = Some(sig.into_owned());
         }
         let text = part.text.as_deref().unwrap_or("");
         if text.is_empty() {
             return;
         }
-        self.progress.text(text);
+        self.stream.progress.text(text);
         if part.thought == Some(true) {
             self.reasoning.push_str(text);
             on_fragment(Fragment::Reasoning(text));
@@ -185,34 +194,11 @@ impl Decoder {
         }
     }
 
-    /// The complete message, or `Truncated` when no finish reason came.
-    pub(crate) fn finish(self) -> Result<Completion, DecodeError> {
-        if !self.done {
-            return Err(DecodeError::Truncated);
-        }
-        let finish =
-            rules::gemini_finish(self.finish.as_deref(), self.blocked, !self.calls.is_empty());
-        let signed = self.calls.iter().any(|c| c.provider_data.is_some());
-        let mut message = Message::assistant_tool_calls(self.content, self.calls);
-        message.reasoning = (!self.reasoning.is_empty()).then_some(self.reasoning);
-        message.usage = self.usage;
-        message.model.clone_from(&self.model);
-        if signed || self.signature.is_some() {
-            // Endpoint and model are stamped by the client (`wire::stamp_origin`).
-            let items = self
-                .signature
-                .map(|s| vec![serde_json::json!({ "thoughtSignature": s })])
-                .unwrap_or_default();
-            message.provider_data = Some(ProviderData::new(Api::Gemini, "", "", items));
-        }
-        Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
-    }
-
     /// Data that is not a chunk of this shape: not JSON at all is a
     /// protocol error; in a stream, JSON of another shape is skipped with
     /// a `warn` line.
     fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
-        let quoted = crate::util::redact(data, self.secret.as_deref());
+        let quoted = crate::util::redact(data, self.stream.secret());
         let quoted = crate::util::excerpt(&quoted, 200);
         if !e.is_data() || self.whole {
             return Err(DecodeError::Protocol(format!(

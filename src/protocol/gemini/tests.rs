@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ResponseSchema, ToolSpecs};
 use crate::protocol::settings::{ModelSettings, ReasoningEffort, ToolChoice};
@@ -28,20 +28,10 @@ fn encode_full(
     extra: &Map<String, Value>,
 ) -> Value {
     let req = Request {
-        transport: t,
-        system: Some("sys"),
-        messages: msgs,
         trailing_system: Some("note"),
-        tools,
         settings,
         response_schema: schema,
-        stream: true,
-        replay_reasoning: false,
-        prompt_caching: true,
-        split_think: false,
-        extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(t, msgs, tools, extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf).unwrap();

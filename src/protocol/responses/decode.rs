@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::shapes::{Event, Response};
-use crate::protocol::decode::{Completion, Fragment, ThinkSplitter, excerpt};
+use crate::protocol::decode::{
+    Completion, Fragment, StreamDecoder, StreamState, ThinkSplitter, excerpt,
+};
 use crate::protocol::error::DecodeError;
-use crate::protocol::rules::{self, Progress};
+use crate::protocol::rules;
 use crate::{Api, Message, ProviderData, ToolCall, Usage};
 
 /// One output item, as far as it has arrived.
@@ -50,7 +52,6 @@ enum Kind {
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
     think: Option<ThinkSplitter>,
-    secret: Option<Box<str>>,
     items: Vec<Item>,
     /// The newest item with each id, and with each output index: one
     /// lookup per event, however many items a server names.
@@ -58,8 +59,8 @@ pub(crate) struct Decoder {
     by_index: HashMap<u64, usize>,
     content: String,
     reasoning: String,
-    progress: Progress,
-    done: bool,
+    /// Progress, the end event, the secret redacted from quoted events.
+    stream: StreamState,
     model: Option<String>,
     /// The response's id: the first lifecycle event that names one.
     id: Option<String>,
@@ -78,32 +79,24 @@ impl Decoder {
     pub(crate) fn new(split_think: bool, secret: Option<&str>) -> Decoder {
         Decoder {
             think: split_think.then(ThinkSplitter::default),
-            secret: secret.map(Box::from),
+            stream: StreamState::new(secret),
             ..Decoder::default()
         }
     }
+}
 
-    /// How many events carried part of the answer (deltas, items, the end
-    /// event); lifecycle and unknown events do not count.
-    pub(crate) fn progress(&self) -> u64 {
-        self.progress.count()
+/// Progress counts deltas, items and the end event (`response.completed`
+/// or `response.incomplete`); lifecycle and unknown events do not count.
+impl StreamDecoder for Decoder {
+    fn state(&self) -> &StreamState {
+        &self.stream
     }
 
-    /// Whether `response.completed` or `response.incomplete` arrived.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// Feed one event's data, reporting text and reasoning to
-    /// `on_fragment` as it arrives.
-    pub(crate) fn push_data(
+    fn event(
         &mut self,
         data: &str,
         on_fragment: &mut dyn FnMut(Fragment<'_>),
     ) -> Result<(), DecodeError> {
-        if self.done {
-            return Ok(());
-        }
         let event: Event<'_> = match serde_json::from_str(data) {
             Ok(event) => event,
             Err(e) => return self.unreadable(data, &e),
@@ -111,7 +104,7 @@ impl Decoder {
         let Some(kind) = event.kind.as_deref() else {
             log::warn!(
                 "skipping stream event without a type: {}",
-                crate::util::redact(&excerpt(data), self.secret.as_deref())
+                crate::util::redact(&excerpt(data), self.stream.secret())
             );
             return Ok(());
         };
@@ -122,17 +115,17 @@ impl Decoder {
                     *streamed = true;
                 }
                 if let Some(delta) = event.delta.as_deref() {
-                    self.progress.text(delta);
+                    self.stream.progress.text(delta);
                     self.push_text(delta, on_fragment);
                 }
             }
             "response.refusal.delta" => {
                 if !self.refused {
                     self.refused = true;
-                    self.progress.made();
+                    self.stream.progress.made();
                 }
                 if let Some(delta) = event.delta.as_deref() {
-                    self.progress.text(delta);
+                    self.stream.progress.text(delta);
                     self.push_text(delta, on_fragment);
                 }
             }
@@ -150,7 +143,7 @@ impl Decoder {
                     let before = self.items.len();
                     self.added(item, event.output_index);
                     if is_call(item) && self.items.len() > before {
-                        self.progress.made();
+                        self.stream.progress.made();
                     }
                 }
             }
@@ -175,8 +168,7 @@ impl Decoder {
                     });
                     self.release(on_fragment);
                 }
-                self.done = true;
-                self.progress.made();
+                self.stream.end();
             }
             "response.failed" | "error" => return Err(failure(event, on_fragment)),
             // Every other event (content_part.added, output_text.done,
@@ -187,37 +179,9 @@ impl Decoder {
         Ok(())
     }
 
-    /// Data that is not an event of the expected shape. Valid JSON of
-    /// another shape is skipped like an unknown event, unless it claims to
-    /// be the end of the answer, whose loss would only surface later as a
-    /// misleading `Truncated`; data that is not JSON is a protocol error.
-    fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
-        if !e.is_data() {
-            return Err(DecodeError::Protocol(format!(
-                "malformed stream event ({e}): {}",
-                excerpt(data)
-            )));
-        }
-        let kind = serde_json::from_str::<Value>(data)
-            .ok()
-            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
-        if let Some(kind) = kind.filter(|k| is_terminal(k)) {
-            return Err(DecodeError::Protocol(format!(
-                "malformed {} event ({e}): {}",
-                rules::bounded(&kind, rules::MAX_LABEL),
-                excerpt(data)
-            )));
-        }
-        log::warn!(
-            "skipping stream event of unexpected shape ({e}): {}",
-            crate::util::redact(&excerpt(data), self.secret.as_deref())
-        );
-        Ok(())
-    }
-
     /// The complete message, or `Truncated` when the end event never came.
-    pub(crate) fn finish(mut self) -> Result<Completion, DecodeError> {
-        if !self.done {
+    fn finish(mut self) -> Result<Completion, DecodeError> {
+        if !self.stream.is_done() {
             return Err(DecodeError::Truncated);
         }
         if let Some(think) = &mut self.think {
@@ -268,6 +232,36 @@ impl Decoder {
             (!kept.is_empty()).then(|| ProviderData::new(Api::OpenAiResponses, "", "", kept));
         Completion::new(message, finish, self.usage, self.model).map(|c| c.with_id(self.id))
     }
+}
+
+impl Decoder {
+    /// Data that is not an event of the expected shape. Valid JSON of
+    /// another shape is skipped like an unknown event, unless it claims to
+    /// be the end of the answer, whose loss would only surface later as a
+    /// misleading `Truncated`; data that is not JSON is a protocol error.
+    fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
+        if !e.is_data() {
+            return Err(DecodeError::Protocol(format!(
+                "malformed stream event ({e}): {}",
+                excerpt(data)
+            )));
+        }
+        let kind = serde_json::from_str::<Value>(data)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string));
+        if let Some(kind) = kind.filter(|k| is_terminal(k)) {
+            return Err(DecodeError::Protocol(format!(
+                "malformed {} event ({e}): {}",
+                rules::bounded(&kind, rules::MAX_LABEL),
+                excerpt(data)
+            )));
+        }
+        log::warn!(
+            "skipping stream event of unexpected shape ({e}): {}",
+            crate::util::redact(&excerpt(data), self.stream.secret())
+        );
+        Ok(())
+    }
 
     /// A reasoning summary or text delta.
     fn reasoning_delta(&mut self, event: &Event<'_>, on_fragment: &mut dyn FnMut(Fragment<'_>)) {
@@ -285,7 +279,7 @@ impl Decoder {
             _ => false,
         };
         if let Some(delta) = event.delta.as_deref() {
-            self.progress.text(delta);
+            self.stream.progress.text(delta);
             self.push_reasoning(first, delta, on_fragment);
         }
     }
@@ -308,7 +302,7 @@ impl Decoder {
         };
         if kind == "response.function_call_arguments.delta" {
             if let Some(delta) = event.delta.as_deref() {
-                self.progress.text(delta);
+                self.stream.progress.text(delta);
                 arguments.push_str(delta);
             }
         } else if let Some(all) = &event.arguments
@@ -316,7 +310,7 @@ impl Decoder {
         {
             // The whole arguments: they win over the pieces (progress
             // only when they say something the pieces did not).
-            self.progress.made();
+            self.stream.progress.made();
             all.as_ref().clone_into(arguments);
         }
         Ok(())
@@ -419,7 +413,7 @@ impl Decoder {
                     };
                     self.refused |= refusal;
                     if !streamed && let Some(text) = text.and_then(Value::as_str) {
-                        self.progress.text(text);
+                        self.stream.progress.text(text);
                         self.push_text(text, on_fragment);
                     }
                 }
@@ -433,7 +427,7 @@ impl Decoder {
                         texts = texts_of(&item, "content");
                     }
                     for text in texts {
-                        self.progress.text(text);
+                        self.stream.progress.text(text);
                         self.push_reasoning(true, text, on_fragment);
                     }
                 }
@@ -462,14 +456,14 @@ impl Decoder {
                     }
                 }
                 if changed {
-                    self.progress.made();
+                    self.stream.progress.made();
                 }
             }
             Kind::Search { item: kept } => {
                 // A finished search (or its output) is part of the answer;
                 // the same item finished again is not news.
                 if kept.as_ref() != Some(&item) {
-                    self.progress.made();
+                    self.stream.progress.made();
                     *kept = Some(item);
                 }
             }
@@ -485,7 +479,7 @@ impl Decoder {
         if let Some(usage) = &response.usage {
             let usage = usage.to_usage();
             self.usage = Some(usage);
-            if self.progress.usage(usage) {
+            if self.stream.progress.usage(usage) {
                 on_fragment(Fragment::Usage(usage));
             }
         }
@@ -649,6 +643,6 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     }
     let mut decoder = Decoder::new(split_think, None);
     decoder.end(response, &mut |_| {});
-    decoder.done = true;
+    decoder.stream.end();
     decoder.finish()
 }

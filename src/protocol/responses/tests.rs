@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Decoder, parse_response, write_body};
-use crate::protocol::decode::{Completion, Fragment};
+use crate::protocol::decode::{Completion, Fragment, StreamDecoder};
 use crate::protocol::error::DecodeError;
 use crate::protocol::request::{Request, ToolSpecs};
 use crate::{Api, ChatTransport, Image, ImageSource, Message, ProviderData, ToolCall};
@@ -283,20 +283,8 @@ fn bodies_that_are_no_answer_are_errors() {
 fn encode(transport: &ChatTransport, messages: &[Message], extra: &Map<String, Value>) -> Value {
     let tools = ToolSpecs::default();
     let req = Request {
-        transport,
-        system: Some("sys"),
-        messages,
         trailing_system: Some("note"),
-        tools: &tools,
-        settings: &crate::protocol::settings::NONE,
-        response_schema: None,
-        stream: true,
-        replay_reasoning: false,
-        prompt_caching: true,
-        split_think: false,
-        extra,
-        cancel: None,
-        traceparent: None,
+        ..Request::for_test(transport, messages, &tools, extra)
     };
     let mut buf = Vec::new();
     write_body(&req, &mut buf);
