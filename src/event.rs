@@ -578,6 +578,10 @@ impl Event {
     /// The text of `next` if it continues this delta: a delta of the same
     /// kind from the same agent, which a listener that fell behind may get
     /// joined to this one (see [`Listener`](crate::Listener), "Backpressure").
+    #[cfg_attr(
+        not(feature = "hub"),
+        allow(dead_code, reason = "only the hub joins deltas")
+    )]
     pub(crate) fn continued_by<'e>(&self, next: &'e Event) -> Option<&'e str> {
         match next {
             Event::AssistantDelta { agent, content } => {
@@ -593,6 +597,10 @@ impl Event {
     /// Whether this is a delta of `agent`, of reasoning if `thinking`, else
     /// of the answer: one a delta of that kind from that agent may be
     /// joined to.
+    #[cfg_attr(
+        not(feature = "hub"),
+        allow(dead_code, reason = "only the hub joins deltas")
+    )]
     pub(crate) fn is_delta_of(&self, agent: &str, thinking: bool) -> bool {
         match self {
             Event::AssistantDelta { agent: a, .. } => !thinking && **a == *agent,
@@ -602,6 +610,10 @@ impl Event {
     }
 
     /// The length of this delta's content in bytes; 0 for other events.
+    #[cfg_attr(
+        not(feature = "hub"),
+        allow(dead_code, reason = "only the hub joins deltas")
+    )]
     pub(crate) fn delta_len(&self) -> usize {
         match self {
             Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } => {
@@ -612,6 +624,10 @@ impl Event {
     }
 
     /// Append `text` to this delta's content; nothing for other events.
+    #[cfg_attr(
+        not(feature = "hub"),
+        allow(dead_code, reason = "only the hub joins deltas")
+    )]
     pub(crate) fn append_delta(&mut self, text: &str) {
         if let Event::AssistantDelta { content, .. } | Event::ThinkingDelta { content, .. } = self {
             content.push_str(text);

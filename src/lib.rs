@@ -230,6 +230,11 @@
 //!   [`budget::Limit`] stay, the values [`Event::BudgetExceeded`],
 //!   [`Event::Spent`] and [`Error::BudgetExceeded`] carry, which such a
 //!   build never emits.
+//! - `hub`: each [`Listener`] on its own thread, fed over a bounded
+//!   channel (see its docs). Without it listeners are called on the
+//!   thread that emits, as each event is emitted (order, contained
+//!   panics, `flush` and `close` kept; a slow listener slows the agent),
+//!   and a program that adds no listener links no channel.
 //!
 //! Doc tests run with the default features only: the examples of core
 //! items use [`testing::FakeServer`] and often a built-in tool or

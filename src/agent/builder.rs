@@ -479,7 +479,7 @@ impl Configurator {
     /// when the name is an offered tool and the arguments validate. Off by
     /// default.
     pub fn recover_text_tool_calls(mut self, on: bool) -> Configurator {
-        self.options.recover_tool_calls = on;
+        self.options.recover_tool_calls = on.then_some(super::recover::recover);
         self
     }
 

@@ -22,6 +22,9 @@ use serde_json::Value;
 
 use crate::{Tool, ToolCall};
 
+/// What [`recover`] is, held by the loop's options when switched on.
+pub(crate) type Recover = fn(&str, &[Arc<dyn Tool>]) -> Option<(String, Vec<ToolCall>)>;
+
 /// The recovered calls and the remaining text, or `None`.
 pub(crate) fn recover(content: &str, tools: &[Arc<dyn Tool>]) -> Option<(String, Vec<ToolCall>)> {
     let (rest, candidates) = tagged(content, "<tool_call>", "</tool_call>", |inner| {

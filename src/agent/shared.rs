@@ -39,7 +39,9 @@ pub(crate) struct LoopOptions {
     pub(crate) streaming: bool,
     pub(crate) parallel_tools: bool,
     pub(crate) split_think: bool,
-    pub(crate) recover_tool_calls: bool,
+    /// Recovers tool calls written into text, when switched on: a pointer,
+    /// so a program that never switches it on does not link the parser.
+    pub(crate) recover_tool_calls: Option<super::recover::Recover>,
     pub(crate) wind_down: Option<u32>,
     pub(crate) replay_reasoning: bool,
     /// A host's agent, or which kind of child.

@@ -34,7 +34,6 @@ use super::approval::{self, Gate, NOT_APPROVED, Prepared, Verdict, run_prepared}
 use super::child;
 use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
-use super::recover;
 use super::shared::Nesting;
 use crate::journal::{HistoryCause, Record};
 use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, is_sendable};
@@ -393,9 +392,10 @@ impl Agent {
         let model = model.or_else(|| self.transport().model().map(str::to_string));
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
-        if self.shared.options.recover_tool_calls && message.tool_calls.is_empty() {
+        let recover = self.shared.options.recover_tool_calls;
+        if let Some(recover) = recover.filter(|_| message.tool_calls.is_empty()) {
             let tools = self.tools();
-            if let Some((content, calls)) = recover::recover(&message.content, &tools) {
+            if let Some((content, calls)) = recover(&message.content, &tools) {
                 message.content = content;
                 message.tool_calls = calls;
                 if finish == FinishReason::Complete {

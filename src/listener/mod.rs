@@ -3,6 +3,11 @@
 //! The listeners the crate ships live in the public [`listeners`](crate::listeners)
 //! namespace. The push model is documented once, on [`Listener`].
 
+#[cfg(feature = "hub")]
+mod hub;
+// Without the `hub` feature: listeners called on the emitting thread.
+#[cfg(not(feature = "hub"))]
+#[path = "hub_off.rs"]
 mod hub;
 
 pub use hub::ListenerList;
@@ -93,7 +98,8 @@ impl std::fmt::Debug for SubAgentListener {
 /// # The push model
 ///
 /// An agent pushes every [`Event`] to every listener. Each listener is moved
-/// onto **its own std thread**, fed by its own channel, so:
+/// onto **its own std thread**, fed by its own channel (the `hub` feature,
+/// on by default; without it each is called on the emitting thread), so:
 ///
 /// - a slow listener does not slow the agent loop or the other listeners
 ///   while it keeps up on average (see *Backpressure* below);

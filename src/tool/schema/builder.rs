@@ -385,7 +385,7 @@ impl ParametersBuilder {
                 .position(|p| p.name == *name)
                 .unwrap_or(usize::MAX)
         });
-        Parameters { schema, compiled }
+        Parameters::new(schema, compiled)
     }
 
     fn add(mut self, name: &str, schema: Value, required: bool) -> ParametersBuilder {

@@ -150,6 +150,22 @@ use validate::Validator;
 pub struct Parameters {
     schema: Value,
     compiled: Compiled,
+    /// The validator, reached through the schema that needs it (see
+    /// [`Checker`]).
+    checker: Checker,
+}
+
+/// The validator's entry points, which each [`Parameters`] holds. Calls go
+/// through these pointers, not to `validate.rs` by name, so the validator
+/// is linked into a program only with the constructors that store them: a
+/// program whose agent has no tool with a schema does not carry it (the
+/// small CLI of issue 36).
+#[derive(Clone, Copy)]
+struct Checker {
+    /// Every problem with arguments that are a JSON object.
+    problems: fn(&Compiled, &Value) -> Vec<String>,
+    /// Normalize arguments (a JSON object) that passed.
+    normalize: fn(&Compiled, &mut Value),
 }
 
 /// Why a tool's arguments were rejected: every problem found, and the schema.
@@ -208,6 +224,18 @@ pub struct SchemaError {
 }
 
 impl Parameters {
+    /// The one constructor: `compiled` is `schema` compiled.
+    fn new(schema: Value, compiled: Compiled) -> Parameters {
+        Parameters {
+            schema,
+            compiled,
+            checker: Checker {
+                problems: |c, args| Validator::new(c).problems(args),
+                normalize: |c, args| Validator::new(c).normalize(0, args, 0),
+            },
+        }
+    }
+
     /// A JSON Schema given as is, checked and compiled for validation.
     ///
     /// The schema is sent to the model as the [`Value`] holds it: every
@@ -257,7 +285,7 @@ impl Parameters {
     /// nesting deeper than 64 levels.
     pub fn from_json_schema(schema: Value) -> Result<Parameters, SchemaError> {
         match compile(&schema) {
-            Ok(compiled) => Ok(Parameters { schema, compiled }),
+            Ok(compiled) => Ok(Parameters::new(schema, compiled)),
             Err(problems) => Err(SchemaError { problems }),
         }
     }
@@ -414,7 +442,7 @@ impl Parameters {
     /// and optional properties sent as `null` are removed.
     pub(crate) fn normalize(&self, mut args: Value) -> Value {
         if args.is_object() {
-            Validator::new(&self.compiled).normalize(0, &mut args, 0);
+            (self.checker.normalize)(&self.compiled, &mut args);
         }
         args
     }
@@ -426,7 +454,7 @@ impl Parameters {
                 describe(args)
             )];
         }
-        Validator::new(&self.compiled).problems(args)
+        (self.checker.problems)(&self.compiled, args)
     }
 }
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What the small CLI of issue 36 (benches/small-cli/pikuri: one agent, one
+# question, `default-features = false`) links, and a check that it links
+# nothing it never uses: builds it once in release, unstripped, prints its
+# symbol bytes grouped by crate and pikuri module (`nm --size-sort -C -S`),
+# and fails when a symbol of a mechanism the program never reaches is in it.
+# Each of those is reached only through what a program configures (see
+# BENCHMARKS.md, issue 36, session 12), so a change that calls one by name
+# from the loop again shows up here, not only as bytes in the bench.
+#
+# Usage: scripts/small-cli-symbols.sh            (this checkout)
+#        scripts/small-cli-symbols.sh <checkout> (another checkout of pikuri)
+#        TOP=60 scripts/small-cli-symbols.sh     (longer table)
+# CARGO_TARGET_DIR is kept between runs (default target/small-cli-symbols),
+# so a second run rebuilds only pikuri.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+here=$(pwd)
+target=${CARGO_TARGET_DIR:-$here/target/small-cli-symbols}
+manifest=benches/small-cli/pikuri/Cargo.toml
+if [ $# -gt 0 ]; then
+  other=$(mktemp -d)
+  trap 'rm -rf "$other"' EXIT
+  cp -r benches/small-cli/pikuri/src benches/small-cli/pikuri/Cargo.lock "$other/"
+  sed -e "s|^pikuri = { path = \"../../..\"|pikuri = { path = \"$(cd "$1" && pwd)\"|" \
+    benches/small-cli/pikuri/Cargo.toml >"$other/Cargo.toml"
+  manifest=$other/Cargo.toml
+  target=$target-other
+fi
+CARGO_TARGET_DIR=$target cargo build -q --release --config profile.release.strip=false \
+  --manifest-path "$manifest"
+nm --size-sort -C -S "$target/release/small-cli-pikuri" | TOP=${TOP:-30} python3 -c '
+import collections, os, re, sys
+
+# Mechanisms the small CLI never reaches, and what reaches each.
+ABSENT = {
+    "crossbeam_channel::": "the listener hub (feature `hub`): no listener is added",
+    "pikuri::tool::schema::validate::": "the schema validator: no tool with a schema is built",
+    "pikuri::agent::recover::": "text tool-call recovery: not switched on",
+}
+
+def group(name):
+    if name.startswith("core::ptr::drop_in_place"):
+        return "drop glue"
+    m = re.match(r"<*&?(?:mut |dyn )?([A-Za-z_][\w]*)((?:::[A-Za-z_]\w*)*)", name)
+    if not m:
+        return "other"
+    if m.group(1) == "pikuri":
+        return "::".join(["pikuri"] + m.group(2).split("::")[1:3])
+    return m.group(1)
+
+sizes, found, total = collections.Counter(), collections.defaultdict(list), 0
+for line in sys.stdin:
+    f = line.split(None, 3)
+    if len(f) < 4:
+        continue
+    size, name = int(f[1], 16), f[3].strip()
+    total += size
+    sizes[group(name)] += size
+    for prefix in ABSENT:
+        if prefix in name:
+            found[prefix].append(name)
+print("| symbols of | bytes |")
+print("|---|---:|")
+for k, v in sizes.most_common(int(os.environ["TOP"])):
+    print("| %s | %d |" % (k, v))
+print("| all | %d |" % total)
+bad = 0
+for prefix, why in ABSENT.items():
+    if found[prefix]:
+        bad += 1
+        print("linked, though %s: %d symbols of %s, e.g. %s"
+              % (why, len(found[prefix]), prefix, found[prefix][0][:120]), file=sys.stderr)
+sys.exit(1 if bad else 0)
+'
