@@ -160,9 +160,17 @@ impl ListenerList {
     #[allow(clippy::unused_self, reason = "the hub's signature")]
     pub(crate) fn hold(&self) {}
 
+    /// A run starts: nothing is held here either.
+    #[allow(clippy::unused_self, reason = "the hub's signature")]
+    pub(crate) fn open(&self) {}
+
     /// Nothing waits here: events went out as they were emitted.
     #[allow(clippy::unused_self, reason = "the hub's signature")]
     pub(crate) fn hand_over(&self) {}
+
+    /// Nothing waits here, for a request as anywhere.
+    #[allow(clippy::unused_self, reason = "the hub's signature")]
+    pub(crate) fn hand_over_for_request(&self) {}
 
     /// The end of a turn: run every listener's `flush`, whatever its
     /// [`Delivery`](super::Delivery) (it saw every event already).
