@@ -349,7 +349,12 @@
 //!   of the turn. A listener that returns
 //!   [`Delivery::HandOff`](listeners::Delivery) (a counter, a log file, a
 //!   trace exporter) is handed the events and not waited for;
-//!   [`Agent::flush_listeners`] waits until it has caught up.
+//!   [`Agent::flush_listeners`] waits until it has caught up. A run's
+//!   opening (the `UserTurn` and what extensions emit before the first
+//!   request) reaches the listeners with that request's response, not
+//!   before it. Without the `hub` feature the delivery is pikuri's own: each
+//!   listener is called on the thread that emits, as each event is emitted
+//!   (a panic still contained).
 //! - **Tool results are capped.** A result over a quarter of the context
 //!   window (or 100,000 characters when the window is unknown) is cut, with
 //!   a note saying so ([`ToolResultLimit`](compaction::ToolResultLimit));
