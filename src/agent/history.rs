@@ -254,6 +254,8 @@ fn validate(messages: &[Message]) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Only the test that runs in debug builds uses it.
+    #[cfg(debug_assertions)]
     use crate::ToolCall;
 
     /// Issue 36: the agent's export applies the check `parse` applies, so
