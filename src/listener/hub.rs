@@ -271,18 +271,6 @@ impl Slot {
     }
 }
 
-/// A `Box<dyn Listener>` passed to [`ListenerList::add`] is used as is rather
-/// than boxed a second time.
-fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
-    let mut slot = Some(listener);
-    if let Some(boxed) =
-        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Box<dyn Listener>>>()
-    {
-        return boxed.take().expect("just set");
-    }
-    Box::new(slot.expect("just set"))
-}
-
 /// Run `f`, containing a panic: it is logged at `error` and costs the
 /// listener that one call.
 fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
@@ -410,7 +398,7 @@ impl ListenerList {
     /// Add a listener, starting its thread. A `Box<dyn Listener>` is a
     /// listener too.
     pub fn add(&mut self, listener: impl Listener) {
-        self.push(Slot::spawn(into_boxed(listener)), true);
+        self.push(Slot::spawn(super::into_boxed(listener)), true);
     }
 
     fn push(&mut self, slot: Arc<Slot>, owned: bool) {
@@ -634,14 +622,7 @@ impl Drop for ListenerList {
 
 impl fmt::Display for ListenerList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[")?;
-        for (i, slot) in self.slots.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(&slot.name)?;
-        }
-        f.write_str("]")
+        super::write_names(f, self.slots.iter().map(|slot| slot.name.as_str()))
     }
 }
 

@@ -48,18 +48,6 @@ impl Slot {
     }
 }
 
-/// A `Box<dyn Listener>` passed to [`ListenerList::add`] is used as is rather
-/// than boxed a second time.
-fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
-    let mut slot = Some(listener);
-    if let Some(boxed) =
-        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Box<dyn Listener>>>()
-    {
-        return boxed.take().expect("just set");
-    }
-    Box::new(slot.expect("just set"))
-}
-
 /// The listeners of one agent, each called on the thread that emits (the
 /// `hub` feature, on by default, gives each its own thread instead).
 ///
@@ -93,7 +81,7 @@ impl ListenerList {
 
     /// Add a listener. A `Box<dyn Listener>` is a listener too.
     pub fn add(&mut self, listener: impl Listener) {
-        let listener = into_boxed(listener);
+        let listener = super::into_boxed(listener);
         let slot = Slot {
             name: listener.name(),
             listener: Mutex::new(Some(listener)),
@@ -205,14 +193,7 @@ impl Drop for ListenerList {
 
 impl fmt::Display for ListenerList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[")?;
-        for (i, slot) in self.slots.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(&slot.name)?;
-        }
-        f.write_str("]")
+        super::write_names(f, self.slots.iter().map(|slot| slot.name.as_str()))
     }
 }
 

@@ -12,7 +12,38 @@ mod hub;
 
 pub use hub::ListenerList;
 
+use std::fmt;
+
 use crate::Event;
+
+// What both builds of `ListenerList` (`hub.rs`, `hub_off.rs`) share.
+
+/// A `Box<dyn Listener>` passed to [`ListenerList::add`] is used as is rather
+/// than boxed a second time.
+fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
+    let mut slot = Some(listener);
+    if let Some(boxed) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Box<dyn Listener>>>()
+    {
+        return boxed.take().expect("just set");
+    }
+    Box::new(slot.expect("just set"))
+}
+
+/// `[a, b]`: a list's listeners by name, its `Display`.
+fn write_names<'a>(
+    f: &mut fmt::Formatter<'_>,
+    names: impl Iterator<Item = &'a str>,
+) -> fmt::Result {
+    f.write_str("[")?;
+    for (i, name) in names.enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        f.write_str(name)?;
+    }
+    f.write_str("]")
+}
 
 /// Whether [`Agent::run_loop`](crate::Agent::run_loop) waits for a listener
 /// at the end of each turn; see [`Listener::delivery`] and the guarantees
