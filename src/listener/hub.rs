@@ -86,7 +86,6 @@
 //! `BENCHMARKS.md`, issue 42, session 12).
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{JoinHandle, Thread};
@@ -271,19 +270,6 @@ impl Slot {
     }
 }
 
-/// Run `f`, containing a panic: it is logged at `error` and costs the
-/// listener that one call.
-fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(v) => Some(v),
-        Err(panic) => {
-            let msg = crate::util::panic_message(&*panic);
-            log::error!("listener {name} panicked in {what}: {msg}");
-            None
-        }
-    }
-}
-
 /// A listener's thread: handle messages in order until `Stop`, or until
 /// every sender is gone.
 fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
@@ -292,7 +278,7 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
         match msg {
             Msg::Batch(events, tail) => {
                 for event in events.iter() {
-                    guarded(&name, "on_event", || listener.on_event(event));
+                    super::guarded(&name, "on_event", || listener.on_event(event));
                 }
                 // Before the flush: the agent may reuse the batch once a
                 // flush that waited returns.
@@ -300,10 +286,10 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
                 match tail {
                     Tail::Open => {}
                     Tail::Flush => {
-                        guarded(&name, "flush", || listener.flush());
+                        super::guarded(&name, "flush", || listener.flush());
                     }
                     Tail::Wait(ticket) => {
-                        guarded(&name, "flush", || listener.flush());
+                        super::guarded(&name, "flush", || listener.flush());
                         // Last: the flush returns once every ticket counted.
                         drop(ticket);
                     }
@@ -311,14 +297,15 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
             }
             Msg::Derive(derive) => {
                 let (id, reply) = *derive;
-                let derived = guarded(&name, "for_sub_agent", || listener.for_sub_agent(&id))
-                    .unwrap_or(SubAgentListener::Skip);
+                let derived =
+                    super::guarded(&name, "for_sub_agent", || listener.for_sub_agent(&id))
+                        .unwrap_or(SubAgentListener::Skip);
                 let _ = reply.send(derived);
             }
             Msg::Stop => break,
         }
     }
-    guarded(&name, "close", || listener.close());
+    super::guarded(&name, "close", || listener.close());
 }
 
 /// The listeners of one agent, each on its own thread.

@@ -15,7 +15,6 @@
 //! joined into batches.
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -37,14 +36,7 @@ impl Slot {
     fn call<T>(&self, what: &str, f: impl FnOnce(&mut dyn Listener) -> T) -> Option<T> {
         let mut guard = self.listener.lock();
         let listener = guard.as_mut()?;
-        match catch_unwind(AssertUnwindSafe(|| f(&mut **listener))) {
-            Ok(v) => Some(v),
-            Err(panic) => {
-                let msg = crate::util::panic_message(&*panic);
-                log::error!("listener {} panicked in {what}: {msg}", self.name);
-                None
-            }
-        }
+        super::guarded(&self.name, what, || f(&mut **listener))
     }
 }
 

@@ -13,6 +13,7 @@ mod hub;
 pub use hub::ListenerList;
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::Event;
 
@@ -28,6 +29,19 @@ fn into_boxed(listener: impl Listener) -> Box<dyn Listener> {
         return boxed.take().expect("just set");
     }
     Box::new(slot.expect("just set"))
+}
+
+/// Run `f`, containing a panic: it is logged at `error` and costs the
+/// listener that one call.
+fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(panic) => {
+            let msg = crate::util::panic_message(&*panic);
+            log::error!("listener {name} panicked in {what}: {msg}");
+            None
+        }
+    }
 }
 
 /// `[a, b]`: a list's listeners by name, its `Display`.
