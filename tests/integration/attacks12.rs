@@ -12,9 +12,10 @@ use pikuri::extension::{Extension, ExtensionContext};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::tool_search::{Threshold, ToolSearch};
-use pikuri::{Agent, Cancellable, ErrorKind, History, Role, Tool, ToolContext, ToolError};
+use pikuri::{Agent, Cancellable, ErrorKind, History, Tool, ToolContext, ToolError};
 use serde_json::{Value, json};
 
+use crate::tool_search::{found_names, observations, search};
 use crate::util::assert_valid_history;
 
 /// A deferred tool that counts every read of its name: the work the
@@ -62,30 +63,6 @@ fn agent_with_counted(server: &FakeServer, n: usize, reads: &Arc<AtomicUsize>) -
         c = c.add_deferred_tool(t);
     }
     c.build().unwrap()
-}
-
-fn search(query: &str) -> Reply {
-    Reply::tool_call("search_tools", json!({ "query": query }))
-}
-
-/// The tool messages' contents, in order.
-fn observations(agent: &Agent) -> Vec<String> {
-    agent
-        .messages()
-        .iter()
-        .filter(|m| m.role == Role::Tool)
-        .map(|m| m.content.clone())
-        .collect()
-}
-
-fn found_names(observation: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(observation).expect("a search result is JSON");
-    v["found"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// A history whose one search result names `names`.

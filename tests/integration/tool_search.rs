@@ -116,7 +116,7 @@ fn config_on(
     c
 }
 
-fn search(query: &str) -> Reply {
+pub(crate) fn search(query: &str) -> Reply {
     Reply::tool_call("search_tools", json!({ "query": query }))
 }
 
@@ -128,7 +128,7 @@ fn convert() -> Reply {
 }
 
 /// The tool messages' contents, in order.
-fn observations(agent: &Agent) -> Vec<String> {
+pub(crate) fn observations(agent: &Agent) -> Vec<String> {
     agent
         .messages()
         .iter()
@@ -137,7 +137,7 @@ fn observations(agent: &Agent) -> Vec<String> {
         .collect()
 }
 
-fn found_names(observation: &str) -> Vec<String> {
+pub(crate) fn found_names(observation: &str) -> Vec<String> {
     let v: Value = serde_json::from_str(observation).expect("a search result is JSON");
     v["found"]
         .as_array()
