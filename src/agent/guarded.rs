@@ -73,15 +73,6 @@ impl Agent {
         }
     }
 
-    /// An input guard's answer appended: the run ends without a request
-    /// (or with the one the guard cut).
-    fn block(&mut self, answer: String) -> Result<End> {
-        let message = Message::assistant(answer);
-        self.journal_response(&message, FinishReason::Complete)?;
-        self.messages.push(message);
-        Ok(End::Blocked)
-    }
-
     /// Start the guards beside the first request on their own thread (see
     /// [`Guards::input_beside`](crate::guard::Guards::input_beside)); the
     /// request takes their token (`send` asks [`Guarding::cancel`]).
@@ -370,27 +361,6 @@ impl Agent {
             guard: guard.into(),
             reason: answer.into(),
             block: true,
-        })
-    }
-
-    /// A run a crash cut off after a guard ended it: ended the same way,
-    /// no guard and no model asked (the calls a stop left open are
-    /// answered "not run").
-    #[cfg(feature = "journal")]
-    pub(super) fn resume_guarded(&mut self, g: &crate::journal::Guarded) -> Result<End> {
-        if g.block {
-            return self.block(g.reason.clone());
-        }
-        let open: Vec<ToolCall> = super::approval::unanswered(&self.messages)
-            .into_iter()
-            .cloned()
-            .collect();
-        for call in &open {
-            self.answer_call(call, crate::guard::NOT_RUN.to_string(), true);
-        }
-        Err(Error::Guardrail {
-            guard: g.guard.clone(),
-            reason: g.reason.clone(),
         })
     }
 

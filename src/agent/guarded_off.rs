@@ -69,28 +69,4 @@ impl Agent {
     pub(super) fn guard_stopped(&self) -> Result<()> {
         Ok(())
     }
-
-    /// A run a crash cut off after a guard ended it (its journal written
-    /// by a build with guards): ended the same way, no model asked, as
-    /// `guarded.rs` does.
-    #[cfg(feature = "journal")]
-    pub(super) fn resume_guarded(&mut self, g: &crate::journal::Guarded) -> Result<End> {
-        if g.block {
-            let message = Message::assistant(g.reason.clone());
-            self.journal_response(&message, FinishReason::Complete)?;
-            self.messages.push(message);
-            return Ok(End::Blocked);
-        }
-        let open: Vec<ToolCall> = super::approval::unanswered(&self.messages)
-            .into_iter()
-            .cloned()
-            .collect();
-        for call in &open {
-            self.answer_call(call, crate::guard::NOT_RUN.to_string(), true);
-        }
-        Err(crate::Error::Guardrail {
-            guard: g.guard.clone(),
-            reason: g.reason.clone(),
-        })
-    }
 }

@@ -743,6 +743,37 @@ impl Agent {
         }
     }
 
+    /// An input guard's answer (or a journal's record of one) appended:
+    /// the run ends without a request (or with the one the guard cut).
+    #[cfg(any(feature = "guard", feature = "journal"))]
+    pub(super) fn block(&mut self, answer: String) -> Result<End> {
+        let message = Message::assistant(answer);
+        self.journal_response(&message, crate::FinishReason::Complete)?;
+        self.messages.push(message);
+        Ok(End::Blocked)
+    }
+
+    /// A run a crash cut off after a guard ended it (in a build with or
+    /// without guards): ended the same way, no guard and no model asked (the
+    /// calls a stop left open are answered "not run").
+    #[cfg(feature = "journal")]
+    fn resume_guarded(&mut self, g: &crate::journal::Guarded) -> Result<End> {
+        if g.block {
+            return self.block(g.reason.clone());
+        }
+        let open: Vec<ToolCall> = approval::unanswered(&self.messages)
+            .into_iter()
+            .cloned()
+            .collect();
+        for call in &open {
+            self.answer_call(call, crate::guard::NOT_RUN.to_string(), true);
+        }
+        Err(Error::Guardrail {
+            guard: g.guard.clone(),
+            reason: g.reason.clone(),
+        })
+    }
+
     /// The resumed run, from where `cut` says the crash stopped it.
     #[cfg(feature = "journal")]
     pub(super) fn resume_cut(&mut self, cut: &Cut, run: &mut Run) -> Result<End> {
