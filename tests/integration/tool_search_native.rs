@@ -4,7 +4,8 @@
 //! calls what it found, and the next request sends the search back, all
 //! on the strict `FakeServer`, plain and streamed; then the attacks on
 //! the search blocks (ATTACKS.md: unknown names, a huge list, a cut
-//! stream, an error after the search).
+//! stream, an error after the search), in bodies and in streams (blocks
+//! broken across events, repeated ids and indices, endless searches).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::tool_search::{Threshold, ToolSearch};
-use pikuri::{Agent, Api, ErrorKind, Role};
+use pikuri::{Agent, Api, ErrorKind, HttpConfig, Role};
 use serde_json::{Value, json};
 
 use crate::util::{assert_valid_history, fast_http};
@@ -34,9 +35,21 @@ fn agent_searching(
     calls: &Arc<AtomicUsize>,
     search: ToolSearch,
 ) -> Agent {
+    agent_on(server, api, stream, calls, search, fast_http())
+}
+
+/// [`agent_searching`] with `http` (never retrying).
+fn agent_on(
+    server: &FakeServer,
+    api: Api,
+    stream: bool,
+    calls: &Arc<AtomicUsize>,
+    search: ToolSearch,
+    http: HttpConfig,
+) -> Agent {
     let counter = Arc::clone(calls);
     let mut c = Agent::builder(server.transport().with_api(api))
-        .http(fast_http().with_max_retries(0))
+        .http(http.with_max_retries(0))
         .streaming(stream)
         .add_tool(FnTool::new(
             "clock",
@@ -507,5 +520,280 @@ fn broken_responses_search_items_are_dropped_and_the_conversation_goes_on() {
             "{what}: {:?}",
             server.rejections()
         );
+    }
+}
+
+// ------------------------------------------------------------ the same attacks in streams
+
+/// One named SSE event.
+fn sse(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// A streamed Messages answer: `message_start`, then each block of
+/// `blocks` at the next index (its start, one `input_json_delta` per
+/// piece, its stop), a call of `get_weather` split the same way, and the
+/// end.
+fn anthropic_stream(model: &str, blocks: Vec<Block>) -> String {
+    let start = json!({"type": "message_start", "message": {
+        "id": "msg_s", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 0}}});
+    let mut out = sse("message_start", &start);
+    let call = json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}});
+    let all = blocks
+        .into_iter()
+        .chain([(call, vec!["{\"city\":", "\"Oslo\"}"])]);
+    for (index, (head, pieces)) in all.enumerate() {
+        out += &anthropic_block(index, &head, &pieces);
+    }
+    out += &sse(
+        "message_delta",
+        &json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "usage": {"output_tokens": 5}}),
+    );
+    out + &sse("message_stop", &json!({"type": "message_stop"}))
+}
+
+/// One block of a Messages stream at `index`: its start, one
+/// `input_json_delta` per piece, its stop.
+fn anthropic_block(index: usize, head: &Value, pieces: &[&str]) -> String {
+    let mut out = sse(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": index, "content_block": head}),
+    );
+    for p in pieces {
+        out += &sse(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": p}}),
+        );
+    }
+    out + &sse(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": index}),
+    )
+}
+
+/// A BM25 search's `server_tool_use` as a stream starts it (`input: {}`).
+fn search_start(id: &str) -> Value {
+    json!({"type": "server_tool_use", "id": id, "name": "tool_search_tool_bm25", "input": {}})
+}
+
+/// A `tool_search_tool_result` for `id` with `content`.
+fn search_result(id: &str, content: &Value) -> Value {
+    json!({"type": "tool_search_tool_result", "tool_use_id": id, "content": content})
+}
+
+/// A search result's content naming `get_weather`.
+fn found_weather() -> Value {
+    json!({"type": "tool_search_tool_search_result",
+           "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]})
+}
+
+/// A block of a streamed answer: its start, its input's pieces.
+type Block = (Value, Vec<&'static str>);
+
+/// The broken streams: what, the blocks, how many search blocks the
+/// history keeps, the input it keeps for the first.
+fn broken_streams() -> Vec<(&'static str, Vec<Block>, usize, Value)> {
+    let query = vec!["{\"query\":", "\"wea", "ther\"}"];
+    vec![
+        (
+            "input split across events",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({"query": "weather"}),
+        ),
+        (
+            "input deltas making a string",
+            vec![
+                (search_start("s1"), vec!["\"wea", "ther\""]),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({}),
+        ),
+        (
+            "input deltas stopping mid-object",
+            vec![
+                (search_start("s1"), vec!["{\"query\":", "\"wea"]),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({}),
+        ),
+        (
+            "an id repeated in a later block",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({"query": "weather"}),
+        ),
+        (
+            "a garbage result",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &json!("garbage")), vec![]),
+            ],
+            0,
+            Value::Null,
+        ),
+        (
+            "the result before its search",
+            vec![
+                (search_result("s1", &found_weather()), vec![]),
+                (search_start("s1"), query.clone()),
+            ],
+            0,
+            Value::Null,
+        ),
+        (
+            "a result of no search",
+            vec![(search_result("s9", &found_weather()), vec![])],
+            0,
+            Value::Null,
+        ),
+        (
+            "a search never answered",
+            vec![(search_start("s1"), query.clone())],
+            0,
+            Value::Null,
+        ),
+    ]
+}
+
+/// Search blocks broken across the events of a stream (an input whose
+/// deltas make a string or stop mid-object, an id repeated in a later
+/// block, a result that is garbage, comes first, or answers nothing, a
+/// search never answered): the history keeps only whole searches, each
+/// once, with the input the deltas made when they made an object, so the
+/// strict server (as the API) accepts every later request; the call
+/// beside them runs and the conversation goes on after a reload.
+#[test]
+fn broken_search_blocks_in_a_stream_are_dropped_and_the_conversation_goes_on() {
+    let api = Api::AnthropicMessages;
+    for (what, blocks, kept, input) in broken_streams() {
+        let server = FakeServer::start();
+        let model = server.transport().model().unwrap().to_string();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut agent = agent(&server, api, true, &calls);
+        server
+            .push(Reply::raw_sse(anthropic_stream(&model, blocks)))
+            .push(Reply::text("Sunny."));
+        let out = agent.run_loop("weather in Oslo?");
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+        let second = server.chat_requests().pop().unwrap();
+        let back = sent_searches(api, second.body.as_ref().unwrap());
+        assert_eq!(back.len(), kept, "{what}: {back:?}");
+        if kept > 0 {
+            assert_eq!(back[0]["input"], input, "{what}");
+        }
+        assert_valid_history(agent.messages());
+        let mut again = agent_searching(&server, api, true, &calls, ToolSearch::new());
+        again.load_history(agent.export_history()).unwrap();
+        server.push(Reply::text("Still sunny."));
+        again
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            server.rejections().is_empty(),
+            "{what}: {:?}",
+            server.rejections()
+        );
+    }
+}
+
+/// Two search blocks started at one index (ids and indices repeated
+/// within one answer): the stream is a protocol error, nothing of it stays
+/// in the history, and the turn retried goes on.
+#[test]
+fn a_search_block_started_twice_at_one_index_is_refused_whole() {
+    let api = Api::AnthropicMessages;
+    let server = FakeServer::start();
+    let model = server.transport().model().unwrap().to_string();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut agent = agent(&server, api, true, &calls);
+    // The search at index 0, the call at 1, then a result at 0 again.
+    let twice = anthropic_stream(&model, vec![(search_start("s1"), vec!["{}"])]).replacen(
+        "event: message_delta",
+        &format!(
+            "{}event: message_delta",
+            anthropic_block(0, &search_result("s1", &found_weather()), &[])
+        ),
+        1,
+    );
+    server
+        .push(Reply::raw_sse(twice))
+        .push(search())
+        .push(Reply::text("Sunny."));
+    let e = agent.run_loop("weather in Oslo?").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
+    assert!(e.to_string().contains("started twice"), "{e}");
+    assert_eq!(agent.messages().len(), 1, "only the question");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Sunny."));
+    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_valid_history(agent.messages());
+}
+
+/// A search answer that finds `get_weather`, which the model calls.
+fn search() -> Reply {
+    Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+        .with_tool_search("weather", &["get_weather"])
+}
+
+/// A server that streams tool searches without end (each a search and its
+/// result, every one well-formed and progress): the answer is bounded by
+/// `max_body_bytes`, a protocol error on both APIs; nothing of it stays in
+/// the history, and the turn retried goes on. (The stream does end, past
+/// the bound, so that without the bound the run would complete.)
+#[test]
+fn endless_search_events_end_at_the_body_bound() {
+    const BOUND: u64 = 256 * 1024;
+    for api in APIS {
+        let endless = (0..2_000).fold(
+            Reply::tool_call("get_weather", json!({"city": "Oslo"})),
+            |r, i| r.with_tool_search(&format!("weather {i}"), &["get_weather"]),
+        );
+        let server = FakeServer::start();
+        server
+            .push(endless)
+            .push(search())
+            .push(Reply::text("Sunny."));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let http = fast_http().with_max_body_bytes(BOUND);
+        let mut agent = agent_on(&server, api, true, &calls, ToolSearch::new(), http);
+        let e = agent.run_loop("weather in Oslo?").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Protocol, "{api:?}: {e}");
+        assert!(
+            e.to_string().contains(&format!("exceeds {BOUND} bytes")),
+            "{api:?}: {e}"
+        );
+        assert_eq!(agent.messages().len(), 1, "{api:?}: only the question");
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "{api:?}");
+        let out = agent.retry_turn().unwrap();
+        assert_eq!(out.answer.as_deref(), Some("Sunny."), "{api:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{api:?}");
+        assert!(
+            server.rejections().is_empty(),
+            "{api:?}: {:?}",
+            server.rejections()
+        );
+        assert_valid_history(agent.messages());
     }
 }
