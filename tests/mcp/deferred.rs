@@ -436,3 +436,53 @@ fn ten_thousand_deferred_tools_are_held_back_and_the_one_searched_for_is_called(
     assert!(answer.contains("unknown tool t9999"), "{answer}");
     agent.close();
 }
+
+/// A name colliding with a deferred tool at a refresh: the server adds
+/// `extra` while the host's own deferred tool holds `fake__extra`. The
+/// host's tool keeps its name, its place and its calls; the server's
+/// joins under another name (the pool the registry cannot list is tried,
+/// never overwritten), once.
+#[test]
+fn a_tool_added_under_a_deferred_tool_s_name_gets_another() {
+    let Some(server) = fake() else { return };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("fake__change", json!({})));
+    model.push(Reply::text("changed"));
+    model.push(Reply::tool_call("fake__extra", json!({})));
+    model.push(Reply::text("done"));
+    let host = FnTool::new(
+        "fake__extra",
+        "The host's own.",
+        Parameters::empty(),
+        |_, _| Ok("host".to_string()),
+    );
+    let mcp = Registry::new().server("fake", server.with_deferred(true));
+    let mut agent = Agent::builder(model.transport())
+        .tool_search(never_held_back())
+        .add_deferred_tool(host)
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    agent.run_loop("change").unwrap();
+    agent.run_loop("call extra").unwrap();
+
+    let offered = mcp.tool_names("fake");
+    let extra: Vec<&String> = offered
+        .iter()
+        .filter(|n| n.starts_with("fake__extra"))
+        .collect();
+    assert_eq!(extra.len(), 1, "{offered:?}");
+    assert_ne!(extra[0], "fake__extra", "{offered:?}");
+    let deferred = names(&agent.deferred_tools());
+    assert_eq!(deferred[0], "fake__extra", "the host's keeps its place");
+    assert!(deferred.contains(extra[0]), "{deferred:?}");
+    assert_eq!(
+        deferred.iter().filter(|n| *n == "fake__extra").count(),
+        1,
+        "{deferred:?}"
+    );
+    // The call by the taken name went to the host's tool.
+    let reqs = model.chat_requests();
+    assert_eq!(reqs[3].messages().last().unwrap()["content"], "host");
+    agent.close();
+}
