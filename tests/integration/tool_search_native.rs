@@ -425,37 +425,54 @@ fn broken_search_blocks_are_dropped_and_the_conversation_goes_on() {
         ("never answered", vec![search("s1")]),
         ("input no object", vec![no_input, found("s1", refs.clone())]),
     ];
-    let api = Api::AnthropicMessages;
     for (what, blocks) in cases {
-        let server = FakeServer::start();
-        let model = server.transport().model().unwrap().to_string();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = agent(&server, api, false, &calls);
-        server
-            .push(answer_with(&model, blocks))
-            .push(Reply::text("Sunny."));
-        let out = agent.run_loop("weather in Oslo?");
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
-        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
-        assert_valid_history(agent.messages());
-        // The history reloads and goes on, on the strict server.
-        let mut again = agent_searching(&server, api, false, &calls, ToolSearch::new());
-        again.load_history(agent.export_history()).unwrap();
-        server.push(Reply::text("Still sunny."));
-        again
-            .run_loop("and now?")
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
+        let answer = |model: &str| answer_with(model, blocks);
+        goes_on(what, Api::AnthropicMessages, false, answer, true);
     }
+}
+
+/// What a broken search answer leaves, on a fresh `server` for `api`
+/// (strict, as the API) that answers `answer(model)`, then "Sunny.": the
+/// call beside the search runs once, every request is accepted, the
+/// history is valid, and the conversation goes on in the same agent, or
+/// (`reload`) in a fresh one that loads its history. The server, for the
+/// requests it received.
+fn goes_on(
+    what: &str,
+    api: Api,
+    stream: bool,
+    answer: impl FnOnce(&str) -> Reply,
+    reload: bool,
+) -> FakeServer {
+    let server = FakeServer::start();
+    let model = server.transport().model().unwrap().to_string();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut agent = agent(&server, api, stream, &calls);
+    server.push(answer(&model)).push(Reply::text("Sunny."));
+    let out = agent.run_loop("weather in Oslo?");
+    assert!(
+        server.rejections().is_empty(),
+        "{what}: {:?}",
+        server.rejections()
+    );
+    assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+    assert_valid_history(agent.messages());
+    if reload {
+        let mut again = agent_searching(&server, api, stream, &calls, ToolSearch::new());
+        again.load_history(agent.export_history()).unwrap();
+        agent = again;
+    }
+    server.push(Reply::text("Still sunny."));
+    agent
+        .run_loop("and now?")
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        server.rejections().is_empty(),
+        "{what}: {:?}",
+        server.rejections()
+    );
+    server
 }
 
 /// The same for Responses search items: a call without arguments, an
@@ -485,41 +502,19 @@ fn broken_responses_search_items_are_dropped_and_the_conversation_goes_on() {
             vec![no_arguments, output(good.clone())],
         ),
     ];
-    let api = Api::OpenAiResponses;
     for (what, mut items) in cases {
-        let server = FakeServer::start();
-        let model = server.transport().model().unwrap().to_string();
         items.push(
             json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
                           "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
                           "status": "completed"}),
         );
-        let body = json!({"id": "resp_1", "object": "response", "status": "completed",
-                          "model": model, "output": items,
-                          "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = agent(&server, api, false, &calls);
-        server
-            .push(Reply::raw_body(200, "application/json", body.to_string()))
-            .push(Reply::text("Sunny."));
-        let out = agent.run_loop("weather in Oslo?");
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
-        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
-        assert_valid_history(agent.messages());
-        server.push(Reply::text("Still sunny."));
-        agent
-            .run_loop("and now?")
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
+        let answer = |model: &str| {
+            let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+                              "model": model, "output": items,
+                              "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
+            Reply::raw_body(200, "application/json", body.to_string())
+        };
+        goes_on(what, Api::OpenAiResponses, false, answer, false);
     }
 }
 
@@ -681,39 +676,15 @@ fn broken_streams() -> Vec<(&'static str, Vec<Block>, usize, Value)> {
 fn broken_search_blocks_in_a_stream_are_dropped_and_the_conversation_goes_on() {
     let api = Api::AnthropicMessages;
     for (what, blocks, kept, input) in broken_streams() {
-        let server = FakeServer::start();
-        let model = server.transport().model().unwrap().to_string();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = agent(&server, api, true, &calls);
-        server
-            .push(Reply::raw_sse(anthropic_stream(&model, blocks)))
-            .push(Reply::text("Sunny."));
-        let out = agent.run_loop("weather in Oslo?");
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
-        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
-        let second = server.chat_requests().pop().unwrap();
+        let answer = |model: &str| Reply::raw_sse(anthropic_stream(model, blocks));
+        let server = goes_on(what, api, true, answer, true);
+        // The request after the broken answer: what its history kept.
+        let second = &server.chat_requests()[1];
         let back = sent_searches(api, second.body.as_ref().unwrap());
         assert_eq!(back.len(), kept, "{what}: {back:?}");
         if kept > 0 {
             assert_eq!(back[0]["input"], input, "{what}");
         }
-        assert_valid_history(agent.messages());
-        let mut again = agent_searching(&server, api, true, &calls, ToolSearch::new());
-        again.load_history(agent.export_history()).unwrap();
-        server.push(Reply::text("Still sunny."));
-        again
-            .run_loop("and now?")
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
     }
 }
 
