@@ -278,17 +278,24 @@ fn a_stream_cut_inside_a_search_or_failing_after_one_leaves_the_history_intact()
         let e = agent.retry_turn().unwrap_err();
         assert!(e.to_string().contains("boom"), "{api:?}: {e}");
         assert_eq!(agent.messages().len(), 1, "{api:?}");
-        let out = agent.retry_turn().unwrap();
-        assert_eq!(out.answer.as_deref(), Some("Sunny."), "{api:?}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{api:?}");
-        assert!(
-            server.rejections().is_empty(),
-            "{api:?}: {:?}",
-            server.rejections()
-        );
-        assert_valid_history(agent.messages());
+        retried_goes_on(&format!("{api:?}"), &server, &mut agent, &calls);
         server.assert_all_used();
     }
+}
+
+/// After a failed turn (nothing of it kept): the turn retried runs the
+/// call once and answers "Sunny.", every request accepted, the history
+/// valid.
+fn retried_goes_on(case: &str, server: &FakeServer, agent: &mut Agent, calls: &AtomicUsize) {
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
+    assert!(
+        server.rejections().is_empty(),
+        "{case}: {:?}",
+        server.rejections()
+    );
+    assert_valid_history(agent.messages());
 }
 
 /// A Messages body whose server searched with the tool search called
@@ -716,10 +723,7 @@ fn a_search_block_started_twice_at_one_index_is_refused_whole() {
     assert!(e.to_string().contains("started twice"), "{e}");
     assert_eq!(agent.messages().len(), 1, "only the question");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    let out = agent.retry_turn().unwrap();
-    assert_eq!(out.answer.as_deref(), Some("Sunny."));
-    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
-    assert_valid_history(agent.messages());
+    retried_goes_on("started twice", &server, &mut agent, &calls);
 }
 
 /// A search answer that finds `get_weather`, which the model calls.
@@ -757,14 +761,6 @@ fn endless_search_events_end_at_the_body_bound() {
         );
         assert_eq!(agent.messages().len(), 1, "{api:?}: only the question");
         assert_eq!(calls.load(Ordering::SeqCst), 0, "{api:?}");
-        let out = agent.retry_turn().unwrap();
-        assert_eq!(out.answer.as_deref(), Some("Sunny."), "{api:?}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{api:?}");
-        assert!(
-            server.rejections().is_empty(),
-            "{api:?}: {:?}",
-            server.rejections()
-        );
-        assert_valid_history(agent.messages());
+        retried_goes_on(&format!("{api:?}"), &server, &mut agent, &calls);
     }
 }
