@@ -452,42 +452,25 @@ fn odd_queries_and_limits() {
 #[test]
 fn thresholds_zero_and_max() {
     let names = |search: ToolSearch, n: usize| first_request(n, search).tool_names().len();
-    // Above the threshold only: one tool over a count of 0 is deferred.
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(0)), 1),
-        3
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(5)), 5),
-        7
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(5)), 6),
-        3
-    );
-    assert_eq!(
-        names(
-            ToolSearch::new().threshold(Threshold::Count(usize::MAX)),
-            300
-        ),
-        302
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Tokens(0)), 1),
-        3
-    );
-    assert_eq!(
-        names(
-            ToolSearch::new().threshold(Threshold::Tokens(u64::MAX)),
-            300
-        ),
-        302
-    );
-    // No deferred tools: no search tool, whatever the threshold.
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(0)), 0),
-        2
-    );
+    let cases = [
+        // Above the threshold only: one tool over a count of 0 is deferred.
+        (Threshold::Count(0), 1, 3),
+        (Threshold::Count(5), 5, 7),
+        (Threshold::Count(5), 6, 3),
+        (Threshold::Count(usize::MAX), 300, 302),
+        (Threshold::Tokens(0), 1, 3),
+        (Threshold::Tokens(u64::MAX), 300, 302),
+        // No deferred tools: no search tool, whatever the threshold.
+        (Threshold::Count(0), 0, 2),
+    ];
+    for (threshold, n, sent) in cases {
+        let case = format!("{threshold:?} with {n} deferred");
+        assert_eq!(
+            names(ToolSearch::new().threshold(threshold), n),
+            sent,
+            "{case}"
+        );
+    }
 }
 
 /// Keeps its context for the test to withdraw tools as a server would.
