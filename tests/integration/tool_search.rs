@@ -355,7 +355,6 @@ fn a_resumed_journal_keeps_calling_a_found_tool() {
 
 #[test]
 fn a_damaged_search_result_in_a_loaded_history_reveals_nothing() {
-    let calls = Arc::new(AtomicUsize::new(0));
     for content in [
         "not json",
         r#"{"found":"convert_currency"}"#,
@@ -363,37 +362,29 @@ fn a_damaged_search_result_in_a_loaded_history_reveals_nothing() {
         r#"{"found":[{"name":"convert_currency"}]"#,
         "Error: the query is empty",
     ] {
-        let server = FakeServer::start();
-        let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-            .build()
-            .unwrap();
-        let history = json!({"version": 1, "messages": [
-            {"role": "user", "content": "find"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "name": "search_tools", "arguments": "{\"query\":\"currency\"}"}]},
-            {"role": "tool", "tool_call_id": "c1", "content": content},
-            {"role": "assistant", "content": "ok"}]});
-        agent
-            .load_history(History::parse(&history.to_string()).unwrap())
-            .unwrap();
-        assert!(agent.found_tools().is_empty(), "{content}");
+        let found = found_after_loading("search_tools", r#"{"query":"currency"}"#, content);
+        assert!(found.is_empty(), "{content}");
     }
     // A result of another tool never reveals anything.
+    let content = r#"{"found":[{"name":"convert_currency"}]}"#;
+    assert!(found_after_loading("note", r#"{"title":"x"}"#, content).is_empty());
+}
+
+/// The tools found by an agent (300 deferred) that loads a history whose
+/// one call, of `tool` with `arguments`, was answered `content`.
+fn found_after_loading(tool: &str, arguments: &str, content: &str) -> Vec<String> {
     let server = FakeServer::start();
-    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let (mut agent, _) = scripted(&server, [], 300, ToolSearch::new());
     let history = json!({"version": 1, "messages": [
         {"role": "user", "content": "find"},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "name": "note", "arguments": "{\"title\":\"x\"}"}]},
-        {"role": "tool", "tool_call_id": "c1",
-         "content": r#"{"found":[{"name":"convert_currency"}]}"#},
+            {"id": "c1", "name": tool, "arguments": arguments}]},
+        {"role": "tool", "tool_call_id": "c1", "content": content},
         {"role": "assistant", "content": "ok"}]});
     agent
         .load_history(History::parse(&history.to_string()).unwrap())
         .unwrap();
-    assert!(agent.found_tools().is_empty());
+    agent.found_tools()
 }
 
 #[test]

@@ -32,6 +32,17 @@ fn never_held_back() -> ToolSearch {
     ToolSearch::new().threshold(Threshold::Count(10_000))
 }
 
+/// The fake withdraws its `echo` tool (and adds `extra`), as a server's
+/// list changes between turns.
+fn withdraw_echo(mcp: &Registry) {
+    let said = mcp
+        .client("fake")
+        .unwrap()
+        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
+        .unwrap();
+    assert_eq!(said, "changed");
+}
+
 #[test]
 fn a_deferred_server_s_tools_join_the_deferred_pool_only() {
     let Some(server) = fake() else { return };
@@ -150,12 +161,7 @@ fn list_changed_keeps_deferred_tools_deferred_and_unchanged_ones_in_place() {
         .unwrap()
         .clone();
     // The server's list changes (the refresh point is the next turn).
-    let said = mcp
-        .client("fake")
-        .unwrap()
-        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
-        .unwrap();
-    assert_eq!(said, "changed");
+    withdraw_echo(&mcp);
     agent.run_loop("two").unwrap();
 
     let after = agent.deferred_tools();
@@ -368,12 +374,7 @@ fn a_found_tool_the_server_withdraws_is_gone() {
         "{:?}",
         agent.found_tools()
     );
-    let said = mcp
-        .client("fake")
-        .unwrap()
-        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
-        .unwrap();
-    assert_eq!(said, "changed");
+    withdraw_echo(&mcp);
     agent.run_loop("call echo").unwrap();
 
     let reqs = model.chat_requests();
