@@ -115,6 +115,15 @@ fn sent_searches(api: Api, body: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Every request so far accepted by the strict server (as the API would).
+fn assert_accepted(server: &FakeServer, case: &str) {
+    assert!(
+        server.rejections().is_empty(),
+        "{case}: {:?}",
+        server.rejections()
+    );
+}
+
 fn search_tool(api: Api) -> &'static str {
     match api {
         Api::AnthropicMessages => "tool_search_tool_bm25",
@@ -140,11 +149,7 @@ fn the_api_searches_the_model_calls_what_it_found_and_the_search_goes_back() {
             let case = format!("{api:?} stream={stream}");
             assert_eq!(out.answer.as_deref(), Some("Sunny in Oslo."), "{case}");
             assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
-            assert!(
-                server.rejections().is_empty(),
-                "{case}: {:?}",
-                server.rejections()
-            );
+            assert_accepted(&server, &case);
             let sent = server.chat_requests();
             assert_eq!(sent.len(), 2, "{case}");
             let first = sent[0].body.as_ref().unwrap();
@@ -232,11 +237,7 @@ fn a_search_naming_an_unknown_tool_or_a_huge_list_is_kept_and_the_next_turn_work
             let out = agent.run_loop("Weather?").unwrap();
             assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
             assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
-            assert!(
-                server.rejections().is_empty(),
-                "{case}: {:?}",
-                server.rejections()
-            );
+            assert_accepted(&server, &case);
             // Every search went back in the last request, well-formed.
             let last = server.chat_requests().pop().unwrap();
             assert_eq!(
@@ -290,11 +291,7 @@ fn retried_goes_on(case: &str, server: &FakeServer, agent: &mut Agent, calls: &A
     let out = agent.retry_turn().unwrap();
     assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
-    assert!(
-        server.rejections().is_empty(),
-        "{case}: {:?}",
-        server.rejections()
-    );
+    assert_accepted(server, case);
     assert_valid_history(agent.messages());
 }
 
@@ -346,7 +343,7 @@ fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
         "{tools:?}"
     );
     assert_eq!(sent_searches(api, sent[1].body.as_ref().unwrap()).len(), 2);
-    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_accepted(&server, "");
 
     let mut bm25 = agent_searching(&server, api, false, &calls, ToolSearch::new());
     bm25.load_history(agent.export_history()).unwrap();
@@ -361,7 +358,7 @@ fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
             "{name}: {tools:?}"
         );
     }
-    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_accepted(&server, "");
     assert_valid_history(bm25.messages());
 }
 
@@ -457,11 +454,7 @@ fn goes_on(
     let mut agent = agent(&server, api, stream, &calls);
     server.push(answer(&model)).push(Reply::text("Sunny."));
     let out = agent.run_loop("weather in Oslo?");
-    assert!(
-        server.rejections().is_empty(),
-        "{what}: {:?}",
-        server.rejections()
-    );
+    assert_accepted(&server, what);
     assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
     assert_valid_history(agent.messages());
@@ -474,11 +467,7 @@ fn goes_on(
     agent
         .run_loop("and now?")
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        server.rejections().is_empty(),
-        "{what}: {:?}",
-        server.rejections()
-    );
+    assert_accepted(&server, what);
     server
 }
 
