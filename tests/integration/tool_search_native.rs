@@ -753,3 +753,84 @@ fn endless_search_events_end_at_the_body_bound() {
         retried_goes_on(&format!("{api:?}"), &server, &mut agent, &calls);
     }
 }
+
+/// A streamed Responses answer: `response.created`, each `(phase, output
+/// index, item)` as a `response.output_item.{phase}` event, a call of
+/// `get_weather`, and `response.completed` (whose `output` a decoder that
+/// streamed items does not read).
+fn responses_stream(model: &str, events: Vec<(&str, usize, Value)>) -> String {
+    let response = |status: &str| {
+        json!({"id": "resp_s", "object": "response", "status": status, "model": model,
+               "output": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}})
+    };
+    let mut out = sse(
+        "response.created",
+        &json!({"type": "response.created", "response": response("in_progress")}),
+    );
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                      "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
+                      "status": "completed"});
+    let next = events.iter().map(|e| e.1 + 1).max().unwrap_or(0);
+    let all = events
+        .into_iter()
+        .chain([("added", next, call.clone()), ("done", next, call)]);
+    for (phase, index, item) in all {
+        let kind = format!("response.output_item.{phase}");
+        out += &sse(
+            &kind,
+            &json!({"type": kind, "output_index": index, "item": item}),
+        );
+    }
+    out + &sse(
+        "response.completed",
+        &json!({"type": "response.completed", "response": response("completed")}),
+    )
+}
+
+/// Responses search items broken across the events of a stream (a call
+/// announced without its arguments, done with them or without, or never
+/// done): the history keeps whole searches only, so the strict server
+/// accepts every later request, and the conversation goes on.
+#[test]
+fn broken_responses_search_items_in_a_stream_are_dropped_and_the_conversation_goes_on() {
+    let call = |arguments: bool| {
+        let mut c = json!({"type": "tool_search_call", "id": "tsc_1", "execution": "server",
+                           "status": "completed", "arguments": {"query": "weather"}});
+        if !arguments {
+            c.as_object_mut().unwrap().remove("arguments");
+        }
+        c
+    };
+    let output = json!({"type": "tool_search_output", "id": "tso_1", "execution": "server",
+                        "status": "completed", "tools": [{"type": "function", "name": "get_weather"}]});
+    let answered = |events: Vec<(&'static str, usize, Value)>| {
+        let mut events = events;
+        events.extend([("added", 1, output.clone()), ("done", 1, output.clone())]);
+        events
+    };
+    let cases = [
+        (
+            "a call announced without arguments, done with them",
+            answered(vec![("added", 0, call(false)), ("done", 0, call(true))]),
+            2,
+        ),
+        (
+            "a call done without arguments",
+            answered(vec![("added", 0, call(false)), ("done", 0, call(false))]),
+            0,
+        ),
+        (
+            "a call announced, never done",
+            answered(vec![("added", 0, call(false))]),
+            0,
+        ),
+    ];
+    let api = Api::OpenAiResponses;
+    for (what, events, kept) in cases {
+        let answer = |model: &str| Reply::raw_sse(responses_stream(model, events));
+        let server = goes_on(what, api, true, answer, true);
+        let second = &server.chat_requests()[1];
+        let back = sent_searches(api, second.body.as_ref().unwrap());
+        assert_eq!(back.len(), kept, "{what}: {back:?}");
+    }
+}
