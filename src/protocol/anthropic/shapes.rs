@@ -4,23 +4,23 @@
 //! the input when they have no escapes.
 
 use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
 
-use serde::Deserialize;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::Usage;
+use crate::serde_macros::Keys;
 
 /// A string borrowed from the input when it has no escapes.
 pub(super) type Str<'a> = Cow<'a, str>;
 
 /// One stream event (`message_start`, `content_block_delta`, ...), every
 /// kind's members in one struct: the `type` says which are meaningful.
-#[derive(Deserialize)]
 pub(super) struct Event<'a> {
-    #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Str<'a>>,
     pub(super) index: Option<u64>,
-    #[serde(borrow)]
     pub(super) delta: Option<Delta<'a>>,
     /// `content_block_start`: the block, with its first (often empty)
     /// content. Boxed: absent from the deltas, which are most events.
@@ -35,39 +35,94 @@ pub(super) struct Event<'a> {
     pub(super) error: Option<Box<Value>>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Event<'a> {
+        kind [rename = "type"],
+        index,
+        delta,
+        content_block,
+        message,
+        usage,
+        error,
+    }
+}
+
 /// The `delta` of a `content_block_delta` or a `message_delta`.
-#[derive(Deserialize)]
 pub(super) struct Delta<'a> {
-    #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Str<'a>>,
     /// The delta's one payload, whatever its kind names it: `text`
     /// (`text_delta`), `thinking`, `signature` or `partial_json`. One field
     /// for the four keeps the struct small (a delta carries one of them;
     /// one that carries two is a duplicate field, and its event is skipped
     /// as of an unexpected shape).
-    #[serde(
-        borrow,
-        alias = "thinking",
-        alias = "signature",
-        alias = "partial_json"
-    )]
     pub(super) text: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) stop_reason: Option<Str<'a>>,
 }
 
+/// By hand: `text` answers to four keys (serde's `alias`), which
+/// [`json_struct!`](crate::serde_macros::json_struct) does not spell.
+impl<'de: 'a, 'a> Deserialize<'de> for Delta<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The keys, each a field's: `type` -> kind, the next four -> text,
+        // `stop_reason`. A field given twice, under one key or two, is
+        // named in the error by its own key, as serde's derive names it.
+        const KEYS: &[&str] = &[
+            "type",
+            "text",
+            "thinking",
+            "signature",
+            "partial_json",
+            "stop_reason",
+        ];
+        struct Fields<'a>(PhantomData<Delta<'a>>);
+        impl<'de: 'a, 'a> Visitor<'de> for Fields<'a> {
+            type Value = Delta<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("struct Delta")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta<'a>, A::Error> {
+                let (mut kind, mut text, mut stop_reason) = (None, None, None);
+                while let Some(index) = map.next_key_seed(Keys(KEYS))? {
+                    let (slot, key) = match index {
+                        0 => (&mut kind, "type"),
+                        1..=4 => (&mut text, "text"),
+                        5 => (&mut stop_reason, "stop_reason"),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::duplicate_field(key));
+                    }
+                    *slot = Some(map.next_value::<Option<Str<'a>>>()?);
+                }
+                Ok(Delta {
+                    kind: kind.flatten(),
+                    text: text.flatten(),
+                    stop_reason: stop_reason.flatten(),
+                })
+            }
+        }
+        deserializer.deserialize_struct(
+            "Delta",
+            &["type", "text", "stop_reason"],
+            Fields(PhantomData),
+        )
+    }
+}
+
 /// The `message` of a `message_start`.
-#[derive(Deserialize)]
 pub(super) struct Head {
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) usage: Option<WireUsage>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Head { id, model, usage } }
+
 /// A content block, whole (a response) or as it starts (a stream).
-#[derive(Deserialize)]
 pub(super) struct Block {
-    #[serde(rename = "type")]
     pub(super) kind: Option<String>,
     pub(super) text: Option<String>,
     pub(super) thinking: Option<String>,
@@ -82,6 +137,22 @@ pub(super) struct Block {
     /// A `tool_search_tool_result`'s call id and `content`.
     pub(super) tool_use_id: Option<String>,
     pub(super) content: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for Block {
+        kind [rename = "type"],
+        text,
+        thinking,
+        signature,
+        data,
+        id,
+        name,
+        input,
+        caller,
+        tool_use_id,
+        content,
+    }
 }
 
 impl Block {
@@ -132,9 +203,7 @@ pub(super) fn search_input(input: Option<&Value>) -> Value {
 }
 
 /// A non-streamed response (or an error body that came with a 200).
-#[derive(Deserialize)]
 pub(super) struct Response {
-    #[serde(rename = "type")]
     pub(super) kind: Option<String>,
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
@@ -144,17 +213,34 @@ pub(super) struct Response {
     pub(super) error: Option<Value>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Response {
+        kind [rename = "type"],
+        id,
+        model,
+        content,
+        stop_reason,
+        usage,
+        error,
+    }
+}
+
 /// Anthropic's usage figures; each read leniently (see [`figure`]).
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 pub(super) struct WireUsage {
-    #[serde(rename = "input_tokens")]
     input: Option<Value>,
-    #[serde(rename = "output_tokens")]
     output: Option<Value>,
-    #[serde(rename = "cache_read_input_tokens")]
     cache_read: Option<Value>,
-    #[serde(rename = "cache_creation_input_tokens")]
     cache_creation: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for WireUsage {
+        input [rename = "input_tokens"],
+        output [rename = "output_tokens"],
+        cache_read [rename = "cache_read_input_tokens"],
+        cache_creation [rename = "cache_creation_input_tokens"],
+    }
 }
 
 /// The largest token figure taken as real: a trillion tokens is beyond

@@ -6,30 +6,24 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Usage;
 
 /// One streamed event (`data` of an SSE event): the members of every event
 /// type this decoder reads, by name.
-#[derive(Deserialize)]
 pub(super) struct Event<'a> {
     /// `response.output_text.delta`, `response.completed`, `error`, ...
-    #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Cow<'a, str>>,
     /// The text of a `*.delta` event.
-    #[serde(borrow)]
     pub(super) delta: Option<Cow<'a, str>>,
     /// The output item a delta belongs to.
-    #[serde(borrow)]
     pub(super) item_id: Option<Cow<'a, str>>,
     /// The position of that item in the output (llama.cpp omits it).
     pub(super) output_index: Option<u64>,
     /// Which part of a reasoning summary a delta belongs to.
     pub(super) summary_index: Option<u64>,
     /// The whole arguments of `response.function_call_arguments.done`.
-    #[serde(borrow)]
     pub(super) arguments: Option<Cow<'a, str>>,
     /// The item of `response.output_item.added` / `.done`.
     pub(super) item: Option<Value>,
@@ -44,34 +38,69 @@ pub(super) struct Event<'a> {
     pub(super) error: Option<Box<Value>>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Event<'a> {
+        kind [rename = "type"],
+        delta,
+        item_id,
+        output_index,
+        summary_index,
+        arguments,
+        item,
+        response,
+        message,
+        code,
+        error,
+    }
+}
+
 /// A response object: the body of a non-streamed answer, or the
 /// `response` of a lifecycle event.
-#[derive(Deserialize)]
 pub(super) struct Response {
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) status: Option<String>,
-    #[serde(default)]
     pub(super) output: Vec<Value>,
     pub(super) usage: Option<WireUsage>,
     pub(super) incomplete_details: Option<Incomplete>,
     pub(super) error: Option<Value>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! {
+    Deserialize for Response {
+        id,
+        model,
+        status,
+        output [default],
+        usage,
+        incomplete_details,
+        error,
+    }
+}
+
 pub(super) struct Incomplete {
     pub(super) reason: Option<String>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Incomplete { reason } }
+
 /// `usage`: figures read leniently (see [`figure`]), so that an absurd
 /// figure cannot cost the event that carries the end of the answer.
-#[derive(Deserialize)]
 #[allow(clippy::struct_field_names, reason = "the wire's names")]
 pub(super) struct WireUsage {
     input_tokens: Option<Value>,
     output_tokens: Option<Value>,
     input_tokens_details: Option<Value>,
     output_tokens_details: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for WireUsage {
+        input_tokens,
+        output_tokens,
+        input_tokens_details,
+        output_tokens_details,
+    }
 }
 
 /// A figure that is a non-negative integer within `u64`; anything else
