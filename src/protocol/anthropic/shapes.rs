@@ -3,7 +3,6 @@
 //! is optional and unknown members are ignored; strings are borrowed from
 //! the input when they have no escapes.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -11,10 +10,8 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor}
 use serde_json::Value;
 
 use crate::Usage;
+use crate::protocol::decode::shapes::Str;
 use crate::serde_macros::Keys;
-
-/// A string borrowed from the input when it has no escapes.
-pub(super) type Str<'a> = Cow<'a, str>;
 
 /// One stream event (`message_start`, `content_block_delta`, ...), every
 /// kind's members in one struct: the `type` says which are meaningful.
@@ -321,4 +318,75 @@ pub(super) fn thinking_item(thinking: &str, signature: Option<&str>) -> Option<V
 /// The provider item for a `redacted_thinking` block.
 pub(super) fn redacted_item(data: &str) -> Value {
     serde_json::json!({ "type": "redacted_thinking", "data": data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Delta;
+
+    fn delta(json: &str) -> Result<Delta<'_>, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn an_event_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": "abc", "stop_reason": "end_turn"}}"#;
+        let event: super::Event<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, event.kind.as_deref()));
+        let d = event.delta.unwrap();
+        assert!(borrowed(input, d.kind.as_deref()));
+        assert!(borrowed(input, d.text.as_deref()));
+        assert!(borrowed(input, d.stop_reason.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        let input = r#"{"thinking": "a\tb"}"#;
+        let d = delta(input).unwrap();
+        assert_eq!(d.text.as_deref(), Some("a\tb"));
+        assert!(!borrowed(input, d.text.as_deref()));
+    }
+
+    #[test]
+    fn a_delta_reads_its_payload_under_any_of_its_four_keys() {
+        for key in ["text", "thinking", "signature", "partial_json"] {
+            let json = format!(r#"{{"type": "x_delta", "{key}": "p", "other": [1]}}"#);
+            let d = delta(&json).unwrap();
+            assert_eq!(d.kind.as_deref(), Some("x_delta"));
+            assert_eq!(d.text.as_deref(), Some("p"), "{key}");
+            assert!(d.stop_reason.is_none());
+        }
+        let d = delta(r#"{"stop_reason": "end_turn", "text": null}"#).unwrap();
+        assert_eq!(d.stop_reason.as_deref(), Some("end_turn"));
+        assert!(d.kind.is_none() && d.text.is_none());
+        // An escaped key is still one of the four.
+        let d = delta(r#"{"thinkin\u0067": "q\n"}"#).unwrap();
+        assert_eq!(d.text.as_deref(), Some("q\n"));
+    }
+
+    #[test]
+    fn a_delta_with_two_payloads_is_refused_as_serde_derive_refused_it() {
+        // serde's derive names an aliased field by its own name.
+        for twice in [
+            r#"{"text": "a", "thinking": "b"}"#,
+            r#"{"partial_json": "a", "partial_json": "b"}"#,
+            r#"{"text": null, "signature": "b"}"#,
+        ] {
+            let e = delta(twice).err().expect(twice);
+            assert!(
+                e.to_string().starts_with("duplicate field `text`"),
+                "{twice}: {e}"
+            );
+        }
+        let e = delta(r#"{"type": "a", "type": "b"}"#).err().unwrap();
+        assert!(e.to_string().starts_with("duplicate field `type`"), "{e}");
+        let e = delta(r#"{"text": 3}"#).err().unwrap();
+        assert!(
+            e.to_string().starts_with("invalid type: integer `3`"),
+            "{e}"
+        );
+    }
 }

@@ -3,15 +3,12 @@
 //! optional and unknown members are ignored; strings are borrowed from the
 //! input when they have no escapes.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::Usage;
-
-/// A string borrowed from the input when it has no escapes.
-pub(super) type Str<'a> = Cow<'a, str>;
+use crate::protocol::decode::shapes::Str;
 
 /// A `GenerateContentResponse`: a whole body, or one streamed chunk.
 pub(super) struct Chunk<'a> {
@@ -162,4 +159,32 @@ pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
     // for a long one; falling back to the short backoff would retry at
     // once (a huge `Retry-After` saturates the same way).
     Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chunk;
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn a_chunk_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"candidates": [{"content": {"parts": [
+            {"text": "abc", "thoughtSignature": "sig"}, {"text": "a\nb"}]},
+            "finishReason": "STOP"}], "modelVersion": "gemini-x", "responseId": "r1"}"#;
+        let chunk: Chunk<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, chunk.model.as_deref()));
+        assert!(borrowed(input, chunk.id.as_deref()));
+        let candidate = &chunk.candidates.as_ref().unwrap()[0];
+        assert!(borrowed(input, candidate.finish.as_deref()));
+        let parts = candidate.content.as_ref().unwrap().parts.as_ref().unwrap();
+        assert!(borrowed(input, parts[0].text.as_deref()));
+        assert!(borrowed(input, parts[0].signature.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        assert_eq!(parts[1].text.as_deref(), Some("a\nb"));
+        assert!(!borrowed(input, parts[1].text.as_deref()));
+    }
 }

@@ -4,27 +4,26 @@
 //! items stay `Value`s: they are few per answer, and reasoning items are
 //! kept verbatim.
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 
 use crate::Usage;
+use crate::protocol::decode::shapes::Str;
 
 /// One streamed event (`data` of an SSE event): the members of every event
 /// type this decoder reads, by name.
 pub(super) struct Event<'a> {
     /// `response.output_text.delta`, `response.completed`, `error`, ...
-    pub(super) kind: Option<Cow<'a, str>>,
+    pub(super) kind: Option<Str<'a>>,
     /// The text of a `*.delta` event.
-    pub(super) delta: Option<Cow<'a, str>>,
+    pub(super) delta: Option<Str<'a>>,
     /// The output item a delta belongs to.
-    pub(super) item_id: Option<Cow<'a, str>>,
+    pub(super) item_id: Option<Str<'a>>,
     /// The position of that item in the output (llama.cpp omits it).
     pub(super) output_index: Option<u64>,
     /// Which part of a reasoning summary a delta belongs to.
     pub(super) summary_index: Option<u64>,
     /// The whole arguments of `response.function_call_arguments.done`.
-    pub(super) arguments: Option<Cow<'a, str>>,
+    pub(super) arguments: Option<Str<'a>>,
     /// The item of `response.output_item.added` / `.done`.
     pub(super) item: Option<Value>,
     /// The response of `response.created`, `.completed`, `.incomplete`,
@@ -143,5 +142,28 @@ impl WireUsage {
             written,
             thinking,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn an_event_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"type": "response.output_text.delta", "item_id": "msg_1",
+            "delta": "abc", "arguments": "{\"x\": 1}"}"#;
+        let event: Event<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, event.kind.as_deref()));
+        assert!(borrowed(input, event.item_id.as_deref()));
+        assert!(borrowed(input, event.delta.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        assert_eq!(event.arguments.as_deref(), Some(r#"{"x": 1}"#));
+        assert!(!borrowed(input, event.arguments.as_deref()));
     }
 }
