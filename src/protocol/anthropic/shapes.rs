@@ -60,17 +60,6 @@ pub(super) struct Delta<'a> {
 /// [`json_struct!`](crate::serde_macros::json_struct) does not spell.
 impl<'de: 'a, 'a> Deserialize<'de> for Delta<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // The keys, each a field's: `type` -> kind, the next four -> text,
-        // `stop_reason`. A field given twice, under one key or two, is
-        // named in the error by its own key, as serde's derive names it.
-        const KEYS: &[&str] = &[
-            "type",
-            "text",
-            "thinking",
-            "signature",
-            "partial_json",
-            "stop_reason",
-        ];
         struct Fields<'a>(PhantomData<Delta<'a>>);
         impl<'de: 'a, 'a> Visitor<'de> for Fields<'a> {
             type Value = Delta<'a>;
@@ -79,11 +68,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for Delta<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta<'a>, A::Error> {
                 let (mut kind, mut text, mut stop_reason) = (None, None, None);
-                while let Some(index) = map.next_key_seed(Keys(KEYS))? {
+                // `text` answers to the four keys of its payloads; a field
+                // given twice, under one key or two, is named in the error
+                // by its own key, as serde's derive names it.
+                let lookup = |key: &str| match key {
+                    "type" => 0,
+                    "text" | "thinking" | "signature" | "partial_json" => 1,
+                    "stop_reason" => 2,
+                    _ => usize::MAX,
+                };
+                while let Some(index) = map.next_key_seed(Keys(&lookup))? {
                     let (slot, key) = match index {
                         0 => (&mut kind, "type"),
-                        1..=4 => (&mut text, "text"),
-                        5 => (&mut stop_reason, "stop_reason"),
+                        1 => (&mut text, "text"),
+                        2 => (&mut stop_reason, "stop_reason"),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                             continue;
