@@ -538,6 +538,7 @@ mod message;
 mod net;
 mod protocol;
 mod sanitize;
+mod serde_macros;
 mod spend;
 mod util;
 #[cfg(feature = "web")]

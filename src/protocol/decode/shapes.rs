@@ -13,45 +13,36 @@ use crate::Usage;
 /// A chunk of a streamed completion, or a whole response: one shape for
 /// both, so that serde compiles one deserializer (the binary carries each
 /// shape's code once, see BENCHMARKS.md, "the small CLI").
-#[derive(Deserialize)]
 pub(super) struct Body<'a> {
-    #[serde(borrow)]
     pub(super) id: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) model: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) choices: Option<Vec<Choice<'a>>>,
     /// Boxed: usually absent, and large enough to slow every chunk down.
     pub(super) usage: Option<Box<WireUsage>>,
     pub(super) error: Option<serde_json::Value>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Body<'a> { id, model, choices, usage, error } }
+
 /// A choice of a chunk (its `delta`) or of a response (its `message`).
 /// Each reader reads its own member and ignores the other, as an unknown
 /// member would be.
-#[derive(Deserialize)]
 pub(super) struct Choice<'a> {
     pub(super) index: Option<u64>,
-    #[serde(borrow)]
     pub(super) delta: Option<Delta<'a>>,
     /// Boxed: a chunk never has one, and every chunk moves this struct.
-    #[serde(borrow)]
     pub(super) message: Option<Box<Delta<'a>>>,
-    #[serde(borrow)]
     pub(super) finish_reason: Option<Str<'a>>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Choice<'a> { index, delta, message, finish_reason } }
+
 /// A streamed delta, or a whole response's message.
-#[derive(Deserialize)]
 pub(super) struct Delta<'a> {
-    #[serde(borrow)]
     pub(super) content: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) reasoning_content: Option<Str<'a>>,
     /// Lenient: some servers put an object here.
-    #[serde(borrow)]
     pub(super) reasoning: Option<MaybeStr<'a>>,
-    #[serde(borrow)]
     pub(super) tool_calls: Option<Vec<CallDelta<'a>>>,
     /// OpenRouter's reasoning blocks: only noted here (skipped as an
     /// unknown member would be), read in a second pass ([`OpaqueBody`]).
@@ -60,26 +51,25 @@ pub(super) struct Delta<'a> {
     pub(super) extra_content: Option<Seen>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for Delta<'a> { content, reasoning_content, reasoning, tool_calls, reasoning_details, extra_content } }
+
 pub(super) struct CallDelta<'a> {
     pub(super) index: Option<u64>,
-    #[serde(borrow)]
     pub(super) id: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) function: Option<FunctionDelta<'a>>,
     /// Gemini's provider fields on a call: noted, read in a second pass.
     pub(super) extra_content: Option<Seen>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for CallDelta<'a> { index, id, function, extra_content } }
+
 pub(super) struct FunctionDelta<'a> {
-    #[serde(borrow)]
     pub(super) name: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) arguments: Option<Args<'a>>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for FunctionDelta<'a> { name, arguments } }
+
 pub(super) struct WireUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
@@ -89,7 +79,8 @@ pub(super) struct WireUsage {
     cache_creation_input_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for WireUsage { prompt_tokens, completion_tokens, prompt_tokens_details, completion_tokens_details, cache_creation_input_tokens } }
+
 #[allow(clippy::struct_field_names, reason = "the wire's names")]
 struct PromptDetails {
     cached_tokens: Option<u64>,
@@ -99,10 +90,13 @@ struct PromptDetails {
     cache_write_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for PromptDetails { cached_tokens, cache_creation_tokens, cache_creation_input_tokens, cache_write_tokens } }
+
 struct CompletionDetails {
     reasoning_tokens: Option<u64>,
 }
+
+crate::serde_macros::json_struct! { Deserialize for CompletionDetails { reasoning_tokens } }
 
 impl WireUsage {
     /// Split OpenAI's `prompt_tokens` (which include cache reads and writes)

@@ -1,0 +1,739 @@
+//! The crate's serde impls, written by `macro_rules!` instead of serde's
+//! derive: pikuri takes no proc-macro crate (`serde` without its `derive`
+//! feature), so a clean build compiles no `syn` and a type's impls are
+//! plain code in the crate.
+//!
+//! A leaf: it imports no other crate module. Three macros cover the shapes
+//! the crate uses, each as serde's derive would write them for JSON:
+//!
+//! - [`json_struct!`] for a struct with named fields;
+//! - [`json_enum!`] for an enum of unit variants, each a string;
+//! - [`json_tagged!`] for an internally tagged enum (`{"type": "...", ...}`)
+//!   of struct and unit variants.
+//!
+//! The type is declared as usual; the macro names it and lists its fields
+//! (or variants) again, each with the options serde's attributes gave:
+//!
+//! ```ignore
+//! json_struct! {
+//!     Serialize, Deserialize for Message {
+//!         role,                              // required ("role")
+//!         content [opt],                     // absent reads None, None is not written
+//!         tool_calls [default, skip_if = Vec::is_empty],
+//!         kind [rename = "type"],
+//!         cache [skip],                      // neither read nor written (Default)
+//!     }
+//! }
+//! ```
+//!
+//! A field the list leaves out does not compile on the `Deserialize` side
+//! (the struct literal misses it); each side may be asked for alone.
+//!
+//! Field options, as serde's attributes of the same meaning:
+//!
+//! | option | serde | reads | writes |
+//! |---|---|---|---|
+//! | (none) | | absent: an error, or `None` for an `Option` | always |
+//! | `default` | `default` | absent: `Default::default()` | always |
+//! | `default = path` | `default = "path"` | absent: `path()` | always |
+//! | `opt` | `default, skip_serializing_if = "Option::is_none"` | absent: `None` | not when `None` |
+//! | `skip_if = path` | `skip_serializing_if = "path"` | | not when `path(&field)` |
+//! | `rename = "k"` | `rename = "k"` | key `k` | key `k` |
+//! | `skip` | `skip` | never (`Default::default()`) | never |
+//! | `skip_ser` | `default, skip_serializing` | absent: `Default::default()` | never |
+//!
+//! Reading follows serde's derive: unknown keys are skipped, a key given
+//! twice is an error (`duplicate field`), a key is matched without
+//! allocating. A raw identifier is its bare name (`r#type` is `type`).
+
+// Until every derive is replaced (this session's merge), some helpers and
+// macros have no user yet.
+#![allow(unused_macros, unused_imports, dead_code)]
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
+
+/// A field's key as serde spells it: a raw identifier without its `r#`.
+pub(crate) const fn key(name: &'static str) -> &'static str {
+    match name.as_bytes() {
+        [b'r', b'#', ..] => match std::str::from_utf8(name.as_bytes().split_at(2).1) {
+            Ok(bare) => bare,
+            Err(_) => name,
+        },
+        _ => name,
+    }
+}
+
+/// Reads a map key as a field's index, by the lookup the macro writes
+/// for the type (a chain of comparisons with constant strings, which the
+/// compiler turns into length and word compares), without allocating. An
+/// unknown key is `usize::MAX`.
+pub(crate) struct Keys<F>(pub(crate) F);
+
+impl<'de, F: Fn(&str) -> usize> DeserializeSeed<'de> for Keys<F> {
+    type Value = usize;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl<F: Fn(&str) -> usize> Visitor<'_> for Keys<F> {
+    type Value = usize;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
+        Ok((self.0)(v))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<usize, E> {
+        Ok(std::str::from_utf8(v).map_or(usize::MAX, &self.0))
+    }
+    // Why: a format that numbers fields (not JSON) names them by index.
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
+        Ok(usize::try_from(v).unwrap_or(usize::MAX))
+    }
+}
+
+/// The value of an absent field: `None` for an `Option`, else serde's
+/// `missing field` error (what serde's derive does).
+pub(crate) fn missing<'de, T: Deserialize<'de>, E: de::Error>(key: &'static str) -> Result<T, E> {
+    T::deserialize(Missing(key, PhantomData))
+}
+
+struct Missing<E>(&'static str, PhantomData<E>);
+
+impl<'de, E: de::Error> Deserializer<'de> for Missing<E> {
+    type Error = E;
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, E> {
+        Err(E::missing_field(self.0))
+    }
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
+        visitor.visit_none()
+    }
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// The entries of an object, read whole and in order (for an internally
+/// tagged enum: the tag may come after the fields), as a deserializer of
+/// any lifetime, its errors the caller's.
+pub(crate) fn buffered<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(String, serde_json::Value)>, D::Error> {
+    struct Entries;
+    impl<'de> Visitor<'de> for Entries {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+            while let Some(entry) = map.next_entry()? {
+                entries.push(entry);
+            }
+            Ok(entries)
+        }
+    }
+    deserializer.deserialize_map(Entries)
+}
+
+/// The tag of buffered entries, removed from them: absent, given twice or
+/// not a string is an error, as with serde's derive.
+pub(crate) fn take_tag<E: de::Error>(
+    entries: &mut Vec<(String, serde_json::Value)>,
+    tag: &'static str,
+) -> Result<String, E> {
+    let mut found = None;
+    for (i, (key, _)) in entries.iter().enumerate() {
+        if key == tag {
+            if found.is_some() {
+                return Err(E::duplicate_field(tag));
+            }
+            found = Some(i);
+        }
+    }
+    let Some(i) = found else {
+        return Err(E::missing_field(tag));
+    };
+    match entries.remove(i).1 {
+        serde_json::Value::String(s) => Ok(s),
+        _ => Err(E::custom(format_args!("`{tag}` is not a string"))),
+    }
+}
+
+/// Buffered entries as a map to visit (what is left after the tag).
+pub(crate) fn entries(
+    entries: Vec<(String, serde_json::Value)>,
+) -> de::value::MapDeserializer<
+    'static,
+    std::vec::IntoIter<(String, serde_json::Value)>,
+    serde_json::Error,
+> {
+    de::value::MapDeserializer::new(entries.into_iter())
+}
+
+/// A serde error of one deserializer as another's.
+pub(crate) fn recast<E: de::Error>(e: serde_json::Error) -> E {
+    E::custom(e)
+}
+
+/// `Serialize` and/or `Deserialize` for a struct with named fields; see
+/// the [module docs](self) for the field options.
+macro_rules! json_struct {
+    ($($tr:ident),+ for $name:ident<$lt:lifetime> { $($body:tt)* }) => {
+        $crate::serde_macros::json_struct!(@impls [$lt] $name { $($body)* } $($tr)+);
+    };
+    ($($tr:ident),+ for $name:ident { $($body:tt)* }) => {
+        $crate::serde_macros::json_struct!(@impls [] $name { $($body)* } $($tr)+);
+    };
+    (@impls [$($lt:lifetime)?] $name:ident $body:tt) => {};
+    (@impls [$($lt:lifetime)?] $name:ident $body:tt Serialize $($rest:ident)*) => {
+        $crate::serde_macros::json_struct!(@ser [$($lt)?] $name $body);
+        $crate::serde_macros::json_struct!(@impls [$($lt)?] $name $body $($rest)*);
+    };
+    (@impls [$($lt:lifetime)?] $name:ident $body:tt Deserialize $($rest:ident)*) => {
+        $crate::serde_macros::json_struct!(@de [$($lt)?] $name $body);
+        $crate::serde_macros::json_struct!(@impls [$($lt)?] $name $body $($rest)*);
+    };
+
+    (@ser [$($lt:lifetime)?] $name:ident { $($f:ident $([$($opt:tt)*])?),* $(,)? }) => {
+        impl<$($lt)?> ::serde::Serialize for $name<$($lt)?> {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
+                use ::serde::ser::SerializeStruct as _;
+                let len = 0 $(+ usize::from(!$crate::serde_macros::json_field!(@skip self.$f; $($($opt)*)?)))*;
+                let mut out = serializer.serialize_struct(::core::stringify!($name), len)?;
+                $(
+                    if !$crate::serde_macros::json_field!(@skip self.$f; $($($opt)*)?) {
+                        out.serialize_field($crate::serde_macros::json_field!(@key $f; $($($opt)*)?), &self.$f)?;
+                    }
+                )*
+                out.end()
+            }
+        }
+    };
+
+    (@de [$($lt:lifetime)?] $name:ident { $($f:ident $([$($opt:tt)*])?),* $(,)? }) => {
+        impl<'de $(: $lt, $lt)?> ::serde::Deserialize<'de> for $name<$($lt)?> {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
+                const FIELDS: &[&str] = &[$($crate::serde_macros::json_field!(@key $f; $($($opt)*)?)),*];
+                struct Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
+                impl<'de $(: $lt, $lt)?> ::serde::de::Visitor<'de> for Fields<$($lt)?> {
+                    type Value = $name<$($lt)?>;
+                    fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                        f.write_str(::core::concat!("struct ", ::core::stringify!($name)))
+                    }
+                    fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
+                        $crate::serde_macros::json_field!(@read_map map, FIELDS, [] $($f $([$($opt)*])?),*);
+                        ::core::result::Result::Ok($name {
+                            $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
+                        })
+                    }
+                }
+                deserializer.deserialize_struct(::core::stringify!($name), FIELDS, Fields(::core::marker::PhantomData))
+            }
+        }
+    };
+}
+
+/// The per-field pieces of [`json_struct!`] and [`json_tagged!`]: each
+/// rule reads a field's option list (`[default, rename = "k"]`) for what
+/// it needs and skips the rest.
+macro_rules! json_field {
+    // The key.
+    (@key $f:ident;) => { const { $crate::serde_macros::key(::core::stringify!($f)) } };
+    (@key $f:ident; rename = $k:literal $(, $($r:tt)*)?) => { $k };
+    (@key $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@key $f; $($($r)*)?)
+    };
+
+    // Whether the value is left out when writing.
+    (@skip $v:expr;) => { false };
+    (@skip $v:expr; skip $(, $($r:tt)*)?) => { true };
+    (@skip $v:expr; skip_ser $(, $($r:tt)*)?) => { true };
+    (@skip $v:expr; opt $(, $($r:tt)*)?) => { ::core::option::Option::is_none(&$v) };
+    (@skip $v:expr; skip_if = $p:expr $(, $($r:tt)*)?) => { ($p)(&$v) };
+    (@skip $v:expr; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@skip $v; $($($r)*)?)
+    };
+
+    // One entry of a known key: into the field's `Option` (a key twice is
+    // an error), or skipped for a field never read (whose type then need
+    // not be `Deserialize`).
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident;) => {
+        if $f.is_some() {
+            return ::core::result::Result::Err(
+                <A::Error as ::serde::de::Error>::duplicate_field($fields[$i]),
+            );
+        }
+        $f = ::core::option::Option::Some($map.next_value()?);
+    };
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; skip $(, $($r:tt)*)?) => {
+        $map.next_value::<::serde::de::IgnoredAny>()?;
+    };
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@read_one $map, $fields, $i, $f; $($($r)*)?)
+    };
+
+    // The field's value from what was read (`$f`, an `Option`).
+    (@init $f:ident;) => {
+        match $f {
+            ::core::option::Option::Some(v) => v,
+            ::core::option::Option::None => $crate::serde_macros::missing($crate::serde_macros::key(::core::stringify!($f)))?,
+        }
+    };
+    (@init $f:ident; $($r:tt)*) => {
+        $crate::serde_macros::json_field!(@init_as $f ($crate::serde_macros::key(::core::stringify!($f))); $($r)*)
+    };
+    (@init_as $f:ident $k:tt; rename = $k2:literal $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@init_as $f $k2; $($($r)*)?)
+    };
+    (@init_as $f:ident $k:tt;) => {
+        match $f {
+            ::core::option::Option::Some(v) => v,
+            ::core::option::Option::None => $crate::serde_macros::missing($k)?,
+        }
+    };
+    (@init_as $f:ident $k:tt; default = $p:expr $(, $($r:tt)*)?) => { $f.unwrap_or_else($p) };
+    (@init_as $f:ident $k:tt; default $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
+    (@init_as $f:ident $k:tt; opt $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
+    (@init_as $f:ident $k:tt; skip $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
+    (@init_as $f:ident $k:tt; skip_ser $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
+    (@init_as $f:ident $k:tt; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@init_as $f $k; $($($r)*)?)
+    };
+
+    // The loop over a map's entries: each known key into its field's
+    // `Option`, unknown keys skipped, a key twice an error.
+    (@read_map $map:ident, $fields:ident, [$($allow:literal)?] $($f:ident $([$($opt:tt)*])?),*) => {
+        $(
+            #[allow(unused_mut, reason = "a skipped field is never read")]
+            let mut $f = ::core::option::Option::None;
+        )*
+        let lookup = |key: &str| -> usize {
+            let mut index = 0usize;
+            $(
+                if key == $crate::serde_macros::json_field!(@key $f; $($($opt)*)?) {
+                    return index;
+                }
+                index += 1;
+            )*
+            // Why: a type without fields reads neither.
+            let _ = (key, &mut index);
+            usize::MAX
+        };
+        while let ::core::option::Option::Some(index) =
+            $map.next_key_seed($crate::serde_macros::Keys(&lookup))?
+        {
+            let mut rest = index;
+            $(
+                if rest == 0 {
+                    $crate::serde_macros::json_field!(@read_one $map, $fields, index, $f; $($($opt)*)?);
+                    continue;
+                }
+                rest -= 1;
+            )*
+            let _ = rest;
+            $map.next_value::<::serde::de::IgnoredAny>()?;
+        }
+    };
+}
+
+/// `Serialize` and/or `Deserialize` for an enum of unit variants, each
+/// written as its string: `json_enum! { Serialize, Deserialize for Role {
+/// System = "system", User = "user" } }`.
+macro_rules! json_enum {
+    ($($tr:ident),+ for $name:ident { $($v:ident = $s:literal),* $(,)? }) => {
+        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($tr)+);
+    };
+    (@impls $name:ident $body:tt) => {};
+    (@impls $name:ident { $($v:ident = $s:literal),* } Serialize $($rest:ident)*) => {
+        impl ::serde::Serialize for $name {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
+                serializer.serialize_str(match self { $(Self::$v => $s,)* })
+            }
+        }
+        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($rest)*);
+    };
+    (@impls $name:ident { $($v:ident = $s:literal),* } Deserialize $($rest:ident)*) => {
+        impl<'de> ::serde::Deserialize<'de> for $name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
+                const VARIANTS: &[&str] = &[$($s),*];
+                struct Variant;
+                impl ::serde::de::Visitor<'_> for Variant {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                        f.write_str(::core::concat!("a ", ::core::stringify!($name), " name"))
+                    }
+                    fn visit_str<E: ::serde::de::Error>(self, v: &str) -> ::core::result::Result<$name, E> {
+                        match v {
+                            $($s => ::core::result::Result::Ok($name::$v),)*
+                            _ => ::core::result::Result::Err(E::unknown_variant(v, VARIANTS)),
+                        }
+                    }
+                }
+                deserializer.deserialize_str(Variant)
+            }
+        }
+        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($rest)*);
+    };
+}
+
+/// `Serialize` and/or `Deserialize` for an internally tagged enum of
+/// struct and unit variants: `{"type": "user_turn", "content": ...}`.
+///
+/// ```ignore
+/// json_tagged! {
+///     Serialize, Deserialize for Event, tag = "type" {
+///         UserTurn = "user_turn" { agent, content, mid_loop },
+///         Done = "done" {},
+///     }
+/// }
+/// ```
+///
+/// Reading buffers the object (the tag may come last) and reads the
+/// variant's fields from it, so a borrowed field (`Cow`) reads owned.
+/// `deny` after the tag makes an unknown key an error, as serde's
+/// `deny_unknown_fields`.
+macro_rules! json_tagged {
+    ($($tr:ident),+ for $name:ident<$lt:lifetime>, tag = $tag:literal $(, $deny:ident)? { $($body:tt)* }) => {
+        $crate::serde_macros::json_tagged!(@impls [$lt] $name $tag [$($deny)?] { $($body)* } $($tr)+);
+    };
+    ($($tr:ident),+ for $name:ident, tag = $tag:literal $(, $deny:ident)? { $($body:tt)* }) => {
+        $crate::serde_macros::json_tagged!(@impls [] $name $tag [$($deny)?] { $($body)* } $($tr)+);
+    };
+    (@impls [$($lt:lifetime)?] $name:ident $tag:literal $deny:tt $body:tt) => {};
+    (@impls [$($lt:lifetime)?] $name:ident $tag:literal $deny:tt $body:tt Serialize $($rest:ident)*) => {
+        $crate::serde_macros::json_tagged!(@ser [$($lt)?] $name $tag $body);
+        $crate::serde_macros::json_tagged!(@impls [$($lt)?] $name $tag $deny $body $($rest)*);
+    };
+    (@impls [$($lt:lifetime)?] $name:ident $tag:literal $deny:tt $body:tt Deserialize $($rest:ident)*) => {
+        $crate::serde_macros::json_tagged!(@de [$($lt)?] [$($lt)?] $name $tag $deny $body);
+        $crate::serde_macros::json_tagged!(@impls [$($lt)?] $name $tag $deny $body $($rest)*);
+    };
+
+    (@ser [$($lt:lifetime)?] $name:ident $tag:literal {
+        $($v:ident = $s:literal { $($f:ident $([$($opt:tt)*])?),* $(,)? }),* $(,)?
+    }) => {
+        impl<$($lt)?> ::serde::Serialize for $name<$($lt)?> {
+            #[allow(unused_variables, reason = "a unit variant binds nothing")]
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
+                use ::serde::ser::SerializeStruct as _;
+                match self {
+                    $(
+                        Self::$v { $($f),* } => {
+                            let len = 1 $(+ usize::from(!$crate::serde_macros::json_field!(@skip *$f; $($($opt)*)?)))*;
+                            let mut out = serializer.serialize_struct(::core::stringify!($name), len)?;
+                            out.serialize_field($tag, $s)?;
+                            $(
+                                if !$crate::serde_macros::json_field!(@skip *$f; $($($opt)*)?) {
+                                    out.serialize_field($crate::serde_macros::json_field!(@key $f; $($($opt)*)?), $f)?;
+                                }
+                            )*
+                            out.end()
+                        }
+                    )*
+                }
+            }
+        }
+    };
+
+    (@de [$($lt:lifetime)?] $lts:tt $name:ident $tag:literal $deny:tt {
+        $($v:ident = $s:literal { $($fields:tt)* }),* $(,)?
+    }) => {
+        impl<'de $(: $lt, $lt)?> ::serde::Deserialize<'de> for $name<$($lt)?> {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
+                const VARIANTS: &[&str] = &[$($s),*];
+                let mut object = $crate::serde_macros::buffered(deserializer)?;
+                let tag = $crate::serde_macros::take_tag::<D::Error>(&mut object, $tag)?;
+                match tag.as_str() {
+                    $($s => $crate::serde_macros::json_tagged!(@arm $lts $name $v $s $deny object { $($fields)* }),)*
+                    other => ::core::result::Result::Err(<D::Error as ::serde::de::Error>::unknown_variant(other, VARIANTS)),
+                }
+            }
+        }
+    };
+    // One variant's fields, read from the buffered object.
+    (@arm [$($lt:lifetime)?] $name:ident $v:ident $s:literal $deny:tt $object:ident {
+        $($f:ident $([$($opt:tt)*])?),* $(,)?
+    }) => {{
+        const FIELDS: &[&str] = &[$($crate::serde_macros::json_field!(@key $f; $($($opt)*)?)),*];
+        struct Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
+        impl<'de $(: $lt, $lt)?> ::serde::de::Visitor<'de> for Fields<$($lt)?> {
+            type Value = $name<$($lt)?>;
+            fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(::core::concat!("variant ", $s))
+            }
+            #[allow(unused_mut, reason = "a unit variant reads no field")]
+            fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
+                $crate::serde_macros::json_field!(@read_map map, FIELDS, [] $($f $([$($opt)*])?),*);
+                ::core::result::Result::Ok($name::$v {
+                    $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
+                })
+            }
+        }
+        $crate::serde_macros::json_tagged!(@deny $deny $object, FIELDS);
+        let mut access = $crate::serde_macros::entries($object);
+        ::serde::de::Visitor::visit_map(Fields(::core::marker::PhantomData), &mut access)
+            .and_then(|value| access.end().map(|()| value))
+            .map_err($crate::serde_macros::recast::<D::Error>)
+    }};
+    (@deny [] $object:ident, $fields:ident) => {};
+    (@deny [deny] $object:ident, $fields:ident) => {
+        if let ::core::option::Option::Some((unknown, _)) =
+            $object.iter().find(|(k, _)| !$fields.contains(&k.as_str()))
+        {
+            return ::core::result::Result::Err(
+                <D::Error as ::serde::de::Error>::unknown_field(unknown, $fields),
+            );
+        }
+    };
+}
+
+pub(crate) use {json_enum, json_field, json_struct, json_tagged};
+
+#[cfg(test)]
+mod tests {
+    #![allow(unused_imports, reason = "the macros are used through their paths too")]
+    use std::borrow::Cow;
+
+    use serde_json::json;
+
+    use super::{json_enum, json_struct, json_tagged};
+
+    #[derive(Debug, Default, PartialEq)]
+    struct All {
+        plain: u32,
+        maybe: Option<u32>,
+        opt: Option<String>,
+        list: Vec<u8>,
+        r#type: String,
+        renamed: bool,
+        fallback: u32,
+        never: u8,
+        read_only: bool,
+    }
+
+    fn seven() -> u32 {
+        7
+    }
+
+    json_struct! {
+        Serialize, Deserialize for All {
+            plain,
+            maybe,
+            opt [opt],
+            list [default, skip_if = Vec::is_empty],
+            r#type,
+            renamed [rename = "other"],
+            fallback [default = seven],
+            never [skip],
+            read_only [skip_ser],
+        }
+    }
+
+    #[test]
+    fn a_struct_reads_and_writes_as_serde_derive_would() {
+        let all = All {
+            plain: 1,
+            maybe: None,
+            opt: Some("o".into()),
+            list: vec![],
+            r#type: "t".into(),
+            renamed: true,
+            fallback: 2,
+            never: 9,
+            read_only: true,
+        };
+        assert_eq!(
+            serde_json::to_value(&all).unwrap(),
+            json!({"plain": 1, "maybe": null, "opt": "o", "type": "t", "other": true, "fallback": 2})
+        );
+        let back: All = serde_json::from_value(json!({
+            "plain": 1, "type": "t", "other": true, "unknown": [1, {"x": 2}], "never": 5, "read_only": true
+        }))
+        .unwrap();
+        assert_eq!(
+            back,
+            All {
+                plain: 1,
+                r#type: "t".into(),
+                renamed: true,
+                fallback: 7,
+                read_only: true,
+                ..All::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_field_and_a_duplicate_key_are_errors() {
+        let missing = serde_json::from_str::<All>(r#"{"type": "t", "other": true}"#).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "missing field `plain` at line 1 column 28"
+        );
+        let twice =
+            serde_json::from_str::<All>(r#"{"plain": 1, "plain": 2, "type": "t"}"#).unwrap_err();
+        assert!(
+            twice.to_string().starts_with("duplicate field `plain`"),
+            "{twice}"
+        );
+        let wrong = serde_json::from_str::<All>("[1]").unwrap_err();
+        assert!(wrong.to_string().contains("expected struct All"), "{wrong}");
+    }
+
+    struct Borrowed<'a> {
+        text: &'a str,
+        owned: Option<Cow<'a, str>>,
+    }
+
+    json_struct! { Deserialize for Borrowed<'a> { text, owned } }
+
+    #[test]
+    fn a_borrowed_field_borrows_from_the_input() {
+        let input = r#"{"text": "plain"}"#.to_string();
+        let b: Borrowed<'_> = serde_json::from_str(&input).unwrap();
+        assert_eq!(b.text, "plain");
+        assert!(b.owned.is_none());
+        // An escaped key still matches (serde_json hands it over owned).
+        let b: Borrowed<'_> =
+            serde_json::from_str(r#"{"te\u0078t": "x", "owned": "a\nb"}"#).unwrap();
+        assert_eq!((b.text, b.owned.as_deref()), ("x", Some("a\nb")));
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Color {
+        Red,
+        DarkBlue,
+    }
+
+    json_enum! { Serialize, Deserialize for Color { Red = "red", DarkBlue = "dark_blue" } }
+
+    #[test]
+    fn a_unit_enum_is_its_string() {
+        assert_eq!(
+            serde_json::to_string(&Color::DarkBlue).unwrap(),
+            r#""dark_blue""#
+        );
+        assert_eq!(
+            serde_json::from_str::<Color>(r#""red""#).unwrap(),
+            Color::Red
+        );
+        let e = serde_json::from_str::<Color>(r#""green""#).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unknown variant `green`, expected `red` or `dark_blue`"),
+            "{e}"
+        );
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Shape {
+        Circle { radius: u32, label: Option<String> },
+        Dot {},
+        Pinned { at: Color },
+    }
+
+    json_tagged! {
+        Serialize, Deserialize for Shape, tag = "kind", deny {
+            Circle = "circle" { radius, label [opt] },
+            Dot = "dot" {},
+            Pinned = "pinned" { at },
+        }
+    }
+
+    #[test]
+    fn a_tagged_enum_puts_its_tag_first_and_reads_it_anywhere() {
+        let c = Shape::Circle {
+            radius: 2,
+            label: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"kind":"circle","radius":2}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Shape::Dot {}).unwrap(),
+            r#"{"kind":"dot"}"#
+        );
+        let back: Shape = serde_json::from_str(r#"{"radius": 2, "kind": "circle"}"#).unwrap();
+        assert_eq!(back, c);
+        let p: Shape = serde_json::from_str(r#"{"kind": "pinned", "at": "red"}"#).unwrap();
+        assert_eq!(p, Shape::Pinned { at: Color::Red });
+        assert_eq!(
+            serde_json::from_str::<Shape>(r#"{"kind":"dot"}"#).unwrap(),
+            Shape::Dot {}
+        );
+    }
+
+    #[test]
+    fn a_tagged_enum_refuses_what_serde_derive_refuses() {
+        let unknown = serde_json::from_str::<Shape>(r#"{"kind": "square"}"#).unwrap_err();
+        assert!(
+            unknown.to_string().starts_with("unknown variant `square`"),
+            "{unknown}"
+        );
+        let untagged = serde_json::from_str::<Shape>(r#"{"radius": 2}"#).unwrap_err();
+        assert!(
+            untagged.to_string().starts_with("missing field `kind`"),
+            "{untagged}"
+        );
+        let extra = serde_json::from_str::<Shape>(r#"{"kind": "pinned", "at": "red", "x": 1}"#)
+            .unwrap_err();
+        assert!(
+            extra.to_string().starts_with("unknown field `x`"),
+            "{extra}"
+        );
+        let missing = serde_json::from_str::<Shape>(r#"{"kind": "pinned"}"#).unwrap_err();
+        assert!(
+            missing.to_string().starts_with("missing field `at`"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_tagged_enum_refuses_a_key_twice_and_names_the_first_unknown_key() {
+        let field =
+            serde_json::from_str::<Shape>(r#"{"kind": "pinned", "at": "red", "at": "red"}"#)
+                .unwrap_err();
+        assert!(
+            field.to_string().starts_with("duplicate field `at`"),
+            "{field}"
+        );
+        let tag = serde_json::from_str::<Shape>(r#"{"kind": "dot", "kind": "dot"}"#).unwrap_err();
+        assert!(
+            tag.to_string().starts_with("duplicate field `kind`"),
+            "{tag}"
+        );
+        let first =
+            serde_json::from_str::<Shape>(r#"{"kind": "dot", "z": 1, "a": 2}"#).unwrap_err();
+        assert!(
+            first.to_string().starts_with("unknown field `z`"),
+            "{first}"
+        );
+    }
+
+    /// Not `Deserialize`: a skipped field's type need not be.
+    #[derive(Default)]
+    struct Opaque;
+
+    struct WithSkipped {
+        name: String,
+        cache: Opaque,
+    }
+
+    json_struct! { Deserialize for WithSkipped { name, cache [skip] } }
+
+    #[test]
+    fn a_skipped_field_needs_no_deserialize_and_its_key_is_ignored() {
+        let w: WithSkipped = serde_json::from_str(r#"{"name": "n", "cache": 1}"#).unwrap();
+        assert_eq!(w.name, "n");
+        let Opaque = w.cache;
+    }
+}
