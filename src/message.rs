@@ -565,3 +565,139 @@ impl Message {
         m
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{
+        Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
+    };
+
+    fn forms<T: serde::Serialize>(values: &[T]) -> Vec<String> {
+        values
+            .iter()
+            .map(|v| serde_json::to_string(v).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_unit_enums_are_their_snake_case_names() {
+        use FinishReason::{Complete, Filtered, Length, ServerCut, ToolCalls};
+        let finishes = [Complete, ToolCalls, Length, Filtered, ServerCut];
+        let apis = [
+            Api::ChatCompletions,
+            Api::AnthropicMessages,
+            Api::OpenAiResponses,
+            Api::Gemini,
+        ];
+        let roles = [Role::System, Role::User, Role::Assistant, Role::Tool];
+        for (written, f) in forms(&finishes).iter().zip(finishes) {
+            assert_eq!(*written, format!("\"{}\"", f.as_str()));
+            assert_eq!(serde_json::from_str::<FinishReason>(written).unwrap(), f);
+        }
+        // Not `as_str`: the derive's snake_case of `OpenAiResponses` split
+        // "Ai", and histories hold it so.
+        let api_forms = [
+            r#""chat_completions""#,
+            r#""anthropic_messages""#,
+            r#""open_ai_responses""#,
+            r#""gemini""#,
+        ];
+        assert_eq!(forms(&apis), api_forms);
+        for (written, a) in api_forms.iter().zip(apis) {
+            assert_eq!(serde_json::from_str::<Api>(written).unwrap(), a);
+        }
+        for (written, r) in forms(&roles).iter().zip(roles) {
+            assert_eq!(*written, format!("\"{}\"", r.as_str()));
+            assert_eq!(serde_json::from_str::<Role>(written).unwrap(), r);
+        }
+        let e = serde_json::from_str::<Role>("\"wizard\"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown variant `wizard`, expected one of `system`, `user`, `assistant`, `tool` at line 1 column 8"
+        );
+    }
+
+    /// Every field set, then none of the optional ones: the history format.
+    #[test]
+    fn a_message_writes_and_reads_its_pinned_json() {
+        let mut call = ToolCall::new("c1", "clock", "{\"tz\":\"UTC\"}");
+        call.provider_data = Some(json!({"extra_content": {"sig": "s"}}));
+        let full = Message {
+            role: Role::Assistant,
+            content: "hi".into(),
+            reasoning: Some("r".into()),
+            tool_calls: vec![call, ToolCall::new("c2", "n", "")],
+            tool_call_id: Some("t".into()),
+            usage: Some(Usage::new().with_input(1).with_cached(2)),
+            model: Some("m".into()),
+            images: vec![
+                Image {
+                    media_type: "image/png".into(),
+                    source: ImageSource::Base64("AAAA".into()),
+                },
+                Image {
+                    media_type: "image/jpeg".into(),
+                    source: ImageSource::Url("https://x/y.jpg".into()),
+                },
+            ],
+            provider_data: Some(ProviderData::new(
+                Api::AnthropicMessages,
+                "http://h",
+                "m",
+                vec![json!({"type": "thinking"})],
+            )),
+        };
+        let plain = Message::tool("c1", "");
+        let written = forms(&[full.clone(), plain.clone()]);
+        let pinned: &[&str] = &[
+            r#"{"role":"assistant","content":"hi","reasoning":"r","tool_calls":[{"id":"c1","name":"clock","arguments":"{\"tz\":\"UTC\"}","provider_data":{"extra_content":{"sig":"s"}}},{"id":"c2","name":"n","arguments":""}],"tool_call_id":"t","usage":{"input":1,"cached":2},"model":"m","images":[{"media_type":"image/png","source":{"base64":"AAAA"}},{"media_type":"image/jpeg","source":{"url":"https://x/y.jpg"}}],"provider_data":{"api":"anthropic_messages","endpoint":"http://h","model":"m","items":[{"type":"thinking"}]}}"#,
+            r#"{"role":"tool","content":"","tool_call_id":"c1"}"#,
+        ];
+        assert_eq!(written, pinned, "written:\n{}", written.join("\n"));
+        assert_eq!(serde_json::from_str::<Message>(&written[0]).unwrap(), full);
+        assert_eq!(serde_json::from_str::<Message>(&written[1]).unwrap(), plain);
+        let value = serde_json::to_value(&full).unwrap();
+        assert_eq!(serde_json::from_value::<Message>(value).unwrap(), full);
+    }
+
+    #[test]
+    fn a_message_reads_as_the_derive_read_it() {
+        let m: Message =
+            serde_json::from_str(r#"{"x":{"y":[1]},"role":"assistant","usage":{}}"#).unwrap();
+        assert_eq!(
+            (m.role, m.content.as_str(), m.usage),
+            (Role::Assistant, "", Some(Usage::new()))
+        );
+        let inputs = [
+            r#"{"content":"hi"}"#,
+            r#"{"role":"user","role":"user"}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":{"file":"a"}}]}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":"url"}]}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":{"url":"a","base64":"b"}}]}"#,
+            r#"{"role":"user","images":[{"source":{"url":"a"}}]}"#,
+            r#"{"role":"assistant","tool_calls":[{"id":"c","name":"n"}]}"#,
+            r#"{"role":"assistant","provider_data":{"api":"grpc","endpoint":"e","model":"m","items":[]}}"#,
+            r#"{"role":"user","usage":{"input":1.5}}"#,
+            r#"[]"#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| serde_json::from_str::<Message>(s).unwrap_err().to_string())
+            .collect();
+        let expected: &[&str] = &[
+            r#"missing field `role` at line 1 column 16"#,
+            r#"duplicate field `role` at line 1 column 21"#,
+            r#"unknown variant `file`, expected `base64` or `url` at line 1 column 67"#,
+            r#"invalid type: unit variant, expected newtype variant at line 1 column 66"#,
+            r#"expected value at line 1 column 70"#,
+            r#"missing field `media_type` at line 1 column 47"#,
+            r#"missing field `arguments` at line 1 column 55"#,
+            r#"unknown variant `grpc`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 49"#,
+            r#"invalid type: floating point `1.5`, expected u64 at line 1 column 35"#,
+            r#"invalid length 0, expected struct Message with 9 elements at line 1 column 2"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+    }
+}

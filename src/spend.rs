@@ -301,4 +301,79 @@ mod tests {
         assert_eq!(micros(f64::INFINITY), u64::MAX);
         assert_eq!(Cost::from_micro_usd(u64::MAX).pico_usd(), u64::MAX);
     }
+
+    #[test]
+    fn spend_writes_and_reads_its_pinned_json() {
+        let spend = Spend {
+            requests: 2,
+            usage: Usage::new().with_input(3),
+            tool_calls: 1,
+            cost: Some(Cost::from_pico_usd(u64::MAX)),
+            elapsed_ms: 9,
+        };
+        let values = [spend, Spend::default()];
+        let written: Vec<String> = values
+            .iter()
+            .map(|s| serde_json::to_string(s).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [
+                r#"{"requests":2,"usage":{"input":3},"tool_calls":1,"cost":18446744073709551615,"elapsed_ms":9}"#,
+                r#"{"requests":0,"usage":{},"tool_calls":0,"cost":null,"elapsed_ms":0}"#,
+            ]
+        );
+        for (form, s) in written.iter().zip(values) {
+            assert_eq!(serde_json::from_str::<Spend>(form).unwrap(), s);
+        }
+        // An absent `cost` reads as unknown.
+        let read: Spend =
+            serde_json::from_str(r#"{"requests":0,"usage":{},"tool_calls":0,"elapsed_ms":0}"#)
+                .unwrap();
+        assert_eq!(read, Spend::default());
+        assert_eq!(serde_json::to_string(&Cost::from_pico_usd(7)).unwrap(), "7");
+        assert_eq!(
+            serde_json::from_str::<Cost>("7").unwrap(),
+            Cost::from_pico_usd(7)
+        );
+        let limits = [
+            Limit::Requests,
+            Limit::InputTokens,
+            Limit::OutputTokens,
+            Limit::TotalTokens,
+            Limit::ToolCalls,
+            Limit::WallTime,
+            Limit::Cost,
+        ];
+        for l in limits {
+            let form = serde_json::to_string(&l).unwrap();
+            assert_eq!(form, format!("\"{}\"", l.as_str()));
+            assert_eq!(serde_json::from_str::<Limit>(&form).unwrap(), l);
+        }
+        let errors = [
+            serde_json::from_str::<Cost>("-1").unwrap_err().to_string(),
+            serde_json::from_str::<Cost>("\"1\"")
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Limit>("\"money\"")
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Spend>(r#"{"requests":1}"#)
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Spend>(
+                r#"{"requests":1,"usage":{},"tool_calls":0,"cost":1.5,"elapsed_ms":0}"#,
+            )
+            .unwrap_err()
+            .to_string(),
+        ];
+        let expected: &[&str] = &[
+            r#"invalid value: integer `-1`, expected u64 at line 1 column 2"#,
+            r#"invalid type: string "1", expected u64 at line 1 column 3"#,
+            r#"unknown variant `money`, expected one of `requests`, `input_tokens`, `output_tokens`, `total_tokens`, `tool_calls`, `wall_time`, `cost` at line 1 column 7"#,
+            r#"missing field `usage` at line 1 column 14"#,
+            r#"invalid type: floating point `1.5`, expected u64 at line 1 column 50"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+    }
 }

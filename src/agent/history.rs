@@ -281,4 +281,50 @@ mod tests {
         let h = History::from_agent(messages.clone());
         assert_eq!(History::parse(&h.to_json()).unwrap().messages(), messages);
     }
+
+    #[test]
+    fn a_history_writes_and_reads_its_pinned_json() {
+        let h = History::new(vec![Message::user("hi"), Message::assistant("hello")]).unwrap();
+        let written = serde_json::to_string(&h).unwrap();
+        assert_eq!(
+            written,
+            r#"{"version":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#
+        );
+        assert_eq!(serde_json::from_str::<History>(&written).unwrap(), h);
+        let value = serde_json::to_value(&h).unwrap();
+        assert_eq!(serde_json::from_value::<History>(value).unwrap(), h);
+        // Unknown keys are skipped; the version is the messages' own.
+        let read: History = serde_json::from_str(r#"{"messages":[],"x":0,"version":2}"#).unwrap();
+        assert_eq!(read, History::default());
+        let inputs = [
+            r#"{"version":3,"messages":[]}"#,
+            r#"{"version":0,"messages":[]}"#,
+            r#"{"messages":[]}"#,
+            r#"{"version":1}"#,
+            r#"{"version":1,"version":1,"messages":[]}"#,
+            r#"{"version":1,"messages":[{"role":"user","tool_calls":[{"id":"c","name":"n","arguments":""}]}]}"#,
+            r#"{"version":-1,"messages":[]}"#,
+            r#"[1,[]]"#,
+            r#""history""#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| match serde_json::from_str::<History>(s) {
+                Ok(h) => format!("read {h:?}"),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        let expected: &[&str] = &[
+            r#"unsupported version 3"#,
+            r#"unsupported version 0"#,
+            r#"missing field `version` at line 1 column 15"#,
+            r#"missing field `messages` at line 1 column 13"#,
+            r#"duplicate field `version` at line 1 column 22"#,
+            r#"message 0: tool calls on a user message"#,
+            r#"invalid value: integer `-1`, expected u32 at line 1 column 13"#,
+            r#"read History { version: 1, messages: [] }"#,
+            r#"invalid type: string "history", expected struct Unchecked at line 1 column 9"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+    }
 }

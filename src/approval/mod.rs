@@ -390,3 +390,62 @@ impl<A: Approver> Approver for StateChangingOnly<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Decision, PendingApproval};
+
+    #[test]
+    fn decisions_write_and_read_their_pinned_json() {
+        let decisions = [
+            Decision::Approve,
+            Decision::deny("no"),
+            Decision::edit(json!({"path": "/tmp"})),
+            Decision::Defer,
+        ];
+        let written: Vec<String> = decisions
+            .iter()
+            .map(|d| serde_json::to_string(d).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [
+                r#"{"decision":"approve"}"#,
+                r#"{"decision":"deny","reason":"no"}"#,
+                r#"{"decision":"edit","arguments":{"path":"/tmp"}}"#,
+                r#"{"decision":"defer"}"#,
+            ]
+        );
+        for (form, d) in written.iter().zip(&decisions) {
+            assert_eq!(&serde_json::from_str::<Decision>(form).unwrap(), d);
+        }
+        let read: Decision =
+            serde_json::from_str(r#"{"reason":"r","x":1,"decision":"deny"}"#).unwrap();
+        assert_eq!(read, Decision::deny("r"));
+        let p = PendingApproval::new("c".into(), "t".into(), json!("raw"));
+        let form = serde_json::to_string(&p).unwrap();
+        assert_eq!(form, r#"{"call_id":"c","tool":"t","arguments":"raw"}"#);
+        assert_eq!(serde_json::from_str::<PendingApproval>(&form).unwrap(), p);
+        let inputs = [
+            r#"{"reason":"r"}"#,
+            r#"{"decision":"maybe"}"#,
+            r#"{"decision":"deny"}"#,
+            r#"{"decision":"edit"}"#,
+            r#""approve""#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| serde_json::from_str::<Decision>(s).unwrap_err().to_string())
+            .collect();
+        let expected: &[&str] = &[
+            r#"missing field `decision` at line 1 column 14"#,
+            r#"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer` at line 1 column 19"#,
+            r#"missing field `reason`"#,
+            r#"missing field `arguments`"#,
+            r#"invalid type: string "approve", expected internally tagged enum Decision at line 1 column 9"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+    }
+}

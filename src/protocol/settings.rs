@@ -424,4 +424,82 @@ mod tests {
                 .contains("thinking_budget")
         );
     }
+
+    #[test]
+    fn a_tool_choice_reads_as_the_derive_read_it() {
+        let choices = [
+            ToolChoice::Auto,
+            ToolChoice::None,
+            ToolChoice::Required,
+            ToolChoice::Tool("f".into()),
+        ];
+        let written: Vec<String> = choices
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [r#""auto""#, r#""none""#, r#""required""#, r#"{"tool":"f"}"#]
+        );
+        for (form, choice) in written.iter().zip(&choices) {
+            assert_eq!(&serde_json::from_str::<ToolChoice>(form).unwrap(), choice);
+            let value: serde_json::Value = serde_json::from_str(form).unwrap();
+            assert_eq!(
+                &serde_json::from_value::<ToolChoice>(value).unwrap(),
+                choice
+            );
+        }
+        // A unit variant also reads in the map form, its value null.
+        assert_eq!(
+            serde_json::from_str::<ToolChoice>(r#"{"auto":null}"#).unwrap(),
+            ToolChoice::Auto
+        );
+        let inputs = [
+            r#""tool""#,
+            r#""any""#,
+            r#"{"tool":1}"#,
+            r#"{"tool":"a","auto":null}"#,
+            r#"{}"#,
+            r#"7"#,
+            r#"{"temperature":"hot"}"#,
+            r#"{"reasoning_effort":"max"}"#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < 6 {
+                    serde_json::from_str::<ToolChoice>(s)
+                        .unwrap_err()
+                        .to_string()
+                } else {
+                    serde_json::from_str::<ModelSettings>(s)
+                        .unwrap_err()
+                        .to_string()
+                }
+            })
+            .collect();
+        let expected: &[&str] = &[
+            r#"invalid type: unit variant, expected newtype variant"#,
+            r#"unknown variant `any`, expected one of `auto`, `none`, `required`, `tool` at line 1 column 5"#,
+            r#"invalid type: integer `1`, expected a string at line 1 column 9"#,
+            r#"expected value at line 1 column 11"#,
+            r#"expected value at line 1 column 2"#,
+            r#"expected value at line 1 column 1"#,
+            r#"invalid type: string "hot", expected f64 at line 1 column 20"#,
+            r#"unknown variant `max`, expected one of `minimal`, `low`, `medium`, `high` at line 1 column 25"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+        let efforts = [
+            ReasoningEffort::Minimal,
+            ReasoningEffort::Low,
+            ReasoningEffort::Medium,
+            ReasoningEffort::High,
+        ];
+        for e in efforts {
+            let form = serde_json::to_string(&e).unwrap();
+            assert_eq!(form, format!("\"{}\"", e.as_str()));
+            assert_eq!(serde_json::from_str::<ReasoningEffort>(&form).unwrap(), e);
+        }
+    }
 }
