@@ -647,6 +647,7 @@ mod tests {
     use crate::{Api, ChatTransport, FinishReason, ModelSettings, Spend, Usage};
 
     /// One event of each variant, optional fields set and unset.
+    #[allow(clippy::too_many_lines, reason = "one literal per variant")]
     fn every_event() -> Vec<Event> {
         let a = || Arc::<str>::from("a");
         let from = ChatTransport::new("m1");
@@ -963,13 +964,13 @@ mod tests {
             .map(|s| serde_json::from_str::<Event>(s).unwrap_err().to_string())
             .collect();
         let expected: &[&str] = &[
-            r#"missing field `type` at line 1 column 13"#,
-            r#"unknown variant `nope`, expected one of `user_turn`, `thinking`, `thinking_delta`, `assistant`, `assistant_delta`, `tool_call`, `tool_result`, `tool_denied`, `tool_edited`, `guard`, `tokens`, `fallback_notice`, `cancelled`, `context_cap`, `model_switched`, `reset`, `history_loaded`, `system_injected`, `domain`, `retrying`, `request_failed`, `compacted`, `model_fallback`, `resumed`, `budget_exceeded`, `spent`, `stopped` at line 1 column 14"#,
-            r#"missing field `agent`"#,
-            r#"invalid type: integer `7`, expected variant identifier at line 1 column 9"#,
-            r#"invalid value: integer `-1`, expected u64"#,
-            r#"unknown variant `fold`, expected `summarize` or `drop_oldest`"#,
-            r#"unknown variant `done`, expected one of `completed`, `incomplete`, `synthesized`, `step_limit`, `budget`, `cancelled`, `error`, `approval_pending`, `guardrail`"#,
+            r"missing field `type` at line 1 column 13",
+            r"unknown variant `nope`, expected one of `user_turn`, `thinking`, `thinking_delta`, `assistant`, `assistant_delta`, `tool_call`, `tool_result`, `tool_denied`, `tool_edited`, `guard`, `tokens`, `fallback_notice`, `cancelled`, `context_cap`, `model_switched`, `reset`, `history_loaded`, `system_injected`, `domain`, `retrying`, `request_failed`, `compacted`, `model_fallback`, `resumed`, `budget_exceeded`, `spent`, `stopped` at line 1 column 14",
+            r"missing field `agent`",
+            r"invalid type: integer `7`, expected variant identifier at line 1 column 9",
+            r"invalid value: integer `-1`, expected u64",
+            r"unknown variant `fold`, expected `summarize` or `drop_oldest`",
+            r"unknown variant `done`, expected one of `completed`, `incomplete`, `synthesized`, `step_limit`, `budget`, `cancelled`, `error`, `approval_pending`, `guardrail`",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }

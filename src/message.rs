@@ -680,23 +680,23 @@ mod tests {
             r#"{"role":"assistant","tool_calls":[{"id":"c","name":"n"}]}"#,
             r#"{"role":"assistant","provider_data":{"api":"grpc","endpoint":"e","model":"m","items":[]}}"#,
             r#"{"role":"user","usage":{"input":1.5}}"#,
-            r#"[]"#,
+            r"[]",
         ];
         let errors: Vec<String> = inputs
             .iter()
             .map(|s| serde_json::from_str::<Message>(s).unwrap_err().to_string())
             .collect();
         let expected: &[&str] = &[
-            r#"missing field `role` at line 1 column 16"#,
-            r#"duplicate field `role` at line 1 column 21"#,
-            r#"unknown variant `file`, expected `base64` or `url` at line 1 column 67"#,
-            r#"invalid type: unit variant, expected newtype variant at line 1 column 66"#,
-            r#"expected value at line 1 column 70"#,
-            r#"missing field `media_type` at line 1 column 47"#,
-            r#"missing field `arguments` at line 1 column 55"#,
-            r#"unknown variant `grpc`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 49"#,
-            r#"invalid type: floating point `1.5`, expected u64 at line 1 column 35"#,
-            r#"invalid length 0, expected struct Message with 9 elements at line 1 column 2"#,
+            r"missing field `role` at line 1 column 16",
+            r"duplicate field `role` at line 1 column 21",
+            r"unknown variant `file`, expected `base64` or `url` at line 1 column 67",
+            r"invalid type: unit variant, expected newtype variant at line 1 column 66",
+            r"expected value at line 1 column 70",
+            r"missing field `media_type` at line 1 column 47",
+            r"missing field `arguments` at line 1 column 55",
+            r"unknown variant `grpc`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 49",
+            r"invalid type: floating point `1.5`, expected u64 at line 1 column 35",
+            r"invalid length 0, expected struct Message with 9 elements at line 1 column 2",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }

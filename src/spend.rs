@@ -368,11 +368,11 @@ mod tests {
             .to_string(),
         ];
         let expected: &[&str] = &[
-            r#"invalid value: integer `-1`, expected u64 at line 1 column 2"#,
+            r"invalid value: integer `-1`, expected u64 at line 1 column 2",
             r#"invalid type: string "1", expected u64 at line 1 column 3"#,
-            r#"unknown variant `money`, expected one of `requests`, `input_tokens`, `output_tokens`, `total_tokens`, `tool_calls`, `wall_time`, `cost` at line 1 column 7"#,
-            r#"missing field `usage` at line 1 column 14"#,
-            r#"invalid type: floating point `1.5`, expected u64 at line 1 column 50"#,
+            r"unknown variant `money`, expected one of `requests`, `input_tokens`, `output_tokens`, `total_tokens`, `tool_calls`, `wall_time`, `cost` at line 1 column 7",
+            r"missing field `usage` at line 1 column 14",
+            r"invalid type: floating point `1.5`, expected u64 at line 1 column 50",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }

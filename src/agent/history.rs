@@ -304,7 +304,7 @@ mod tests {
             r#"{"version":1,"version":1,"messages":[]}"#,
             r#"{"version":1,"messages":[{"role":"user","tool_calls":[{"id":"c","name":"n","arguments":""}]}]}"#,
             r#"{"version":-1,"messages":[]}"#,
-            r#"[1,[]]"#,
+            r"[1,[]]",
             r#""history""#,
         ];
         let errors: Vec<String> = inputs
@@ -315,14 +315,14 @@ mod tests {
             })
             .collect();
         let expected: &[&str] = &[
-            r#"unsupported version 3"#,
-            r#"unsupported version 0"#,
-            r#"missing field `version` at line 1 column 15"#,
-            r#"missing field `messages` at line 1 column 13"#,
-            r#"duplicate field `version` at line 1 column 22"#,
-            r#"message 0: tool calls on a user message"#,
-            r#"invalid value: integer `-1`, expected u32 at line 1 column 13"#,
-            r#"read History { version: 1, messages: [] }"#,
+            r"unsupported version 3",
+            r"unsupported version 0",
+            r"missing field `version` at line 1 column 15",
+            r"missing field `messages` at line 1 column 13",
+            r"duplicate field `version` at line 1 column 22",
+            r"message 0: tool calls on a user message",
+            r"invalid value: integer `-1`, expected u32 at line 1 column 13",
+            r"read History { version: 1, messages: [] }",
             r#"invalid type: string "history", expected struct Unchecked at line 1 column 9"#,
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));

@@ -440,10 +440,10 @@ mod tests {
             .map(|s| serde_json::from_str::<Decision>(s).unwrap_err().to_string())
             .collect();
         let expected: &[&str] = &[
-            r#"missing field `decision` at line 1 column 14"#,
-            r#"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer` at line 1 column 19"#,
-            r#"missing field `reason`"#,
-            r#"missing field `arguments`"#,
+            r"missing field `decision` at line 1 column 14",
+            r"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer` at line 1 column 19",
+            r"missing field `reason`",
+            r"missing field `arguments`",
             r#"invalid type: string "approve", expected internally tagged enum Decision at line 1 column 9"#,
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));

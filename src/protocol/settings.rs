@@ -459,8 +459,8 @@ mod tests {
             r#""any""#,
             r#"{"tool":1}"#,
             r#"{"tool":"a","auto":null}"#,
-            r#"{}"#,
-            r#"7"#,
+            r"{}",
+            r"7",
             r#"{"temperature":"hot"}"#,
             r#"{"reasoning_effort":"max"}"#,
         ];
@@ -480,14 +480,14 @@ mod tests {
             })
             .collect();
         let expected: &[&str] = &[
-            r#"invalid type: unit variant, expected newtype variant"#,
-            r#"unknown variant `any`, expected one of `auto`, `none`, `required`, `tool` at line 1 column 5"#,
-            r#"invalid type: integer `1`, expected a string at line 1 column 9"#,
-            r#"expected value at line 1 column 11"#,
-            r#"expected value at line 1 column 2"#,
-            r#"expected value at line 1 column 1"#,
+            r"invalid type: unit variant, expected newtype variant",
+            r"unknown variant `any`, expected one of `auto`, `none`, `required`, `tool` at line 1 column 5",
+            r"invalid type: integer `1`, expected a string at line 1 column 9",
+            r"expected value at line 1 column 11",
+            r"expected value at line 1 column 2",
+            r"expected value at line 1 column 1",
             r#"invalid type: string "hot", expected f64 at line 1 column 20"#,
-            r#"unknown variant `max`, expected one of `minimal`, `low`, `medium`, `high` at line 1 column 25"#,
+            r"unknown variant `max`, expected one of `minimal`, `low`, `medium`, `high` at line 1 column 25",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
         let efforts = [

@@ -986,7 +986,7 @@ mod tests {
         let pinned: &[&str] = &[
             r#"{"api":"anthropic_messages","model":"m","provider":"p","api_base":"http://h/v1","context_window":100,"no_auto_cache":true,"settings":{"seed":1}}"#,
             r#"{"api":"gemini","model":"g","cached_content":"cachedContents/x"}"#,
-            r#"{}"#,
+            r"{}",
         ];
         assert_eq!(written, pinned, "written:\n{}", written.join("\n"));
         let without_key = full.clone().with_api_key("");
@@ -1005,7 +1005,7 @@ mod tests {
             r#"{"api":"soap"}"#,
             r#"{"model":"a","model":"b"}"#,
             r#"{"no_auto_cache":1}"#,
-            r#"[]"#,
+            r"[]",
         ];
         let errors: Vec<String> = inputs
             .iter()
@@ -1015,10 +1015,10 @@ mod tests {
             })
             .collect();
         let expected: &[&str] = &[
-            r#"unknown variant `soap`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 13"#,
-            r#"duplicate field `model` at line 1 column 20"#,
-            r#"invalid type: integer `1`, expected a boolean at line 1 column 18"#,
-            r#"read ChatTransport { api: ChatCompletions, model: None, provider: None, api_base: None, api_key: None, context_window: None }"#,
+            r"unknown variant `soap`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 13",
+            r"duplicate field `model` at line 1 column 20",
+            r"invalid type: integer `1`, expected a boolean at line 1 column 18",
+            r"read ChatTransport { api: ChatCompletions, model: None, provider: None, api_base: None, api_key: None, context_window: None }",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
