@@ -529,7 +529,7 @@ mod tests {
             twice.to_string().starts_with("duplicate field `plain`"),
             "{twice}"
         );
-        let wrong = serde_json::from_str::<All>(r"[1]").unwrap_err();
+        let wrong = serde_json::from_str::<All>(r#"[1]"#).unwrap_err();
         assert!(wrong.to_string().contains("expected struct All"), "{wrong}");
     }
 
