@@ -3,13 +3,16 @@
 //! [`FinishReason`] an answer ended with.
 //!
 //! These are plain values. Their mapping to each wire format lives privately
-//! in `protocol` (one encoder and decoder per [`Api`]); the serde derives
+//! in `protocol` (one encoder and decoder per [`Api`]); the serde impls
 //! here are for the history format ([`History`](crate::History)), which
 //! stores a little more than the wire needs (usage, the model that wrote a
 //! message, what a provider asked to get back).
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Deserializer, EnumAccess, VariantAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+
+use crate::serde_macros::{json_enum, json_struct};
 
 /// Why the model's answer ended: the one vocabulary every wire format's
 /// finish or stop reason is mapped to (`stop`, `end_turn`, `completed`,
@@ -30,8 +33,7 @@ use serde_json::Value;
 /// assert_eq!(serde_json::to_string(&FinishReason::ServerCut)?, r#""server_cut""#);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FinishReason {
     /// The model ended its answer (`stop`, `end_turn`, `stop_sequence`,
@@ -45,6 +47,16 @@ pub enum FinishReason {
     Filtered,
     /// Ended by the server for another reason, or for none it named.
     ServerCut,
+}
+
+json_enum! {
+    Serialize, Deserialize for FinishReason {
+        Complete = "complete",
+        ToolCalls = "tool_calls",
+        Length = "length",
+        Filtered = "filtered",
+        ServerCut = "server_cut",
+    }
 }
 
 impl FinishReason {
@@ -95,8 +107,7 @@ impl std::fmt::Display for FinishReason {
 /// assert_eq!(t.api(), Api::AnthropicMessages);
 /// assert_eq!(ChatTransport::new("gpt-5").api(), Api::ChatCompletions);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Api {
     /// OpenAI's chat completions, `POST {base}/chat/completions`: OpenAI,
@@ -111,6 +122,17 @@ pub enum Api {
     /// Google's Gemini API, `POST {base}/models/{model}:generateContent`
     /// (`:streamGenerateContent?alt=sse` streamed).
     Gemini,
+}
+
+// `open_ai_responses`, not `as_str`'s `openai_responses`: serde's
+// snake_case of `OpenAiResponses`, which histories already hold.
+json_enum! {
+    Serialize, Deserialize for Api {
+        ChatCompletions = "chat_completions",
+        AnthropicMessages = "anthropic_messages",
+        OpenAiResponses = "open_ai_responses",
+        Gemini = "gemini",
+    }
 }
 
 impl Api {
@@ -151,7 +173,7 @@ impl std::fmt::Display for Api {
 ///   OpenRouter's `reasoning_details`, as one object
 ///   (per-call fields such as Gemini's thought signatures are in
 ///   [`ToolCall::provider_data`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProviderData {
     /// The API that returned the items.
@@ -163,6 +185,8 @@ pub struct ProviderData {
     /// The items, verbatim.
     pub items: Vec<Value>,
 }
+
+json_struct! { Serialize, Deserialize for ProviderData { api, endpoint, model, items } }
 
 impl ProviderData {
     /// Items from `api` at `endpoint`, written by `model`.
@@ -195,7 +219,7 @@ impl ProviderData {
 /// [`Agent::run_loop_message`](crate::Agent::run_loop_message), or by a
 /// tool through [`ToolContext::attach_image`](crate::ToolContext::attach_image).
 /// Kept in the history and its export.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Image {
     /// The media type, e.g. `image/png` (for a URL, as far as known).
@@ -204,9 +228,13 @@ pub struct Image {
     pub source: ImageSource,
 }
 
+json_struct! { Serialize, Deserialize for Image { media_type, source } }
+
 /// Where an [`Image`]'s bytes are.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// In JSON, `{"base64": "..."}` or `{"url": "..."}` (serde's externally
+/// tagged form).
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ImageSource {
     /// The bytes, base64-encoded (standard alphabet, padded).
@@ -215,9 +243,51 @@ pub enum ImageSource {
     Url(String),
 }
 
+// By hand (the macros have no variant with data), as serde's derive writes
+// an externally tagged enum: the same calls, so the same JSON both ways.
+impl Serialize for ImageSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ImageSource::Base64(data) => {
+                serializer.serialize_newtype_variant("ImageSource", 0, "base64", data)
+            }
+            ImageSource::Url(url) => {
+                serializer.serialize_newtype_variant("ImageSource", 1, "url", url)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ImageSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ImageSource, D::Error> {
+        /// The variant's name.
+        #[derive(Clone, Copy)]
+        enum Kind {
+            Base64,
+            Url,
+        }
+        json_enum! { Deserialize for Kind { Base64 = "base64", Url = "url" } }
+
+        struct Source;
+        impl<'de> Visitor<'de> for Source {
+            type Value = ImageSource;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum ImageSource")
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<ImageSource, A::Error> {
+                let (kind, value) = data.variant::<Kind>()?;
+                match kind {
+                    Kind::Base64 => value.newtype_variant().map(ImageSource::Base64),
+                    Kind::Url => value.newtype_variant().map(ImageSource::Url),
+                }
+            }
+        }
+        deserializer.deserialize_enum("ImageSource", &["base64", "url"], Source)
+    }
+}
+
 /// Who wrote a [`Message`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Instructions: the system prompt, or context an extension injected.
     System,
@@ -227,6 +297,15 @@ pub enum Role {
     Assistant,
     /// A tool's result, bound to a [`ToolCall`] by id.
     Tool,
+}
+
+json_enum! {
+    Serialize, Deserialize for Role {
+        System = "system",
+        User = "user",
+        Assistant = "assistant",
+        Tool = "tool",
+    }
 }
 
 impl Role {
@@ -242,7 +321,7 @@ impl Role {
 }
 
 /// One tool call requested by the model in an assistant message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolCall {
     /// The id the model gave the call; the tool message answering it carries
@@ -263,9 +342,10 @@ pub struct ToolCall {
     /// `extra_content` with its `thought_signature`), under the same rule
     /// as the message's [`ProviderData`]: only to the API, endpoint and
     /// model named there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<Value>,
 }
+
+json_struct! { Serialize, Deserialize for ToolCall { id, name, arguments, provider_data [opt] } }
 
 impl ToolCall {
     /// A tool call with the given id, name and raw JSON arguments.
@@ -290,24 +370,29 @@ impl ToolCall {
 /// OpenAI-style `prompt_tokens` (which include cached tokens) are split on
 /// the way in. `None` means the server did not report the figure; treat it as
 /// zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Usage {
     /// Prompt tokens processed anew (not served from a cache).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<u64>,
     /// Completion tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<u64>,
     /// Prompt tokens served from the provider's cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<u64>,
     /// Prompt tokens written to a cache (Anthropic-style providers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_creation: Option<u64>,
     /// Reasoning tokens, where the server reports them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<u64>,
+}
+
+json_struct! {
+    Serialize, Deserialize for Usage {
+        input [opt],
+        output [opt],
+        cached [opt],
+        cache_creation [opt],
+        thinking [opt],
+    }
 }
 
 impl Usage {
@@ -470,37 +555,43 @@ impl std::ops::AddAssign for Usage {
 /// assert_eq!(m.role, Role::User);
 /// assert_eq!(m.content, "What is 2+2?");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
     /// The text. Empty for an assistant message that only calls tools.
-    #[serde(default)]
     pub content: String,
     /// Reasoning text the model produced alongside (assistant only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
     /// Tool calls requested (assistant only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// The call this message answers (tool only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Token usage of the request that produced it (assistant only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The model that wrote it (assistant only), as the server named it or, if
     /// it did not, as the transport requested it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Images (user and tool messages), sent after the text.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
     /// What the provider asked to get back (assistant only): see
     /// [`ProviderData`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<ProviderData>,
+}
+
+json_struct! {
+    Serialize, Deserialize for Message {
+        role,
+        content [default],
+        reasoning [opt],
+        tool_calls [default, skip_if = Vec::is_empty],
+        tool_call_id [opt],
+        usage [opt],
+        model [opt],
+        images [default, skip_if = Vec::is_empty],
+        provider_data [opt],
+    }
 }
 
 impl Message {
@@ -696,7 +787,9 @@ mod tests {
             r"missing field `arguments` at line 1 column 55",
             r"unknown variant `grpc`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 49",
             r"invalid type: floating point `1.5`, expected u64 at line 1 column 35",
-            r"invalid length 0, expected struct Message with 9 elements at line 1 column 2",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct Message at line 1 column 2",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
