@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::guard::{Action, Point};
+use crate::serde_macros::{json_enum, json_tagged};
 use crate::spend::Limit;
 use crate::{ChatTransport, FinishReason, Spend, Usage};
 
@@ -16,8 +16,7 @@ use crate::{ChatTransport, FinishReason, Spend, Usage};
 /// Public as `pikuri::compaction::CompactionStrategy`. Defined with the
 /// events because [`Event::Compacted`] carries it: in the agent module, the
 /// events would import the agent that imports them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CompactionStrategy {
     /// Replace them with a summary written by a tools-free child agent (one
@@ -25,6 +24,13 @@ pub enum CompactionStrategy {
     Summarize,
     /// Drop them (no request; the model forgets them).
     DropOldest,
+}
+
+json_enum! {
+    Serialize, Deserialize for CompactionStrategy {
+        Summarize = "summarize",
+        DropOldest = "drop_oldest",
+    }
 }
 
 impl CompactionStrategy {
@@ -44,8 +50,7 @@ impl CompactionStrategy {
 /// filter or the server) ends the run with
 /// [`Incomplete`](StopReason::Incomplete), and
 /// [`Outcome::finish`](crate::Outcome::finish) says how it ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
     /// The model answered without calling a tool, and ended its answer
@@ -80,6 +85,20 @@ pub enum StopReason {
     /// message with its own answer ([`Outcome`](crate::Outcome) carries
     /// it), or a guard stopped the run ([`Error::Guardrail`](crate::Error::Guardrail)).
     Guardrail,
+}
+
+json_enum! {
+    Serialize, Deserialize for StopReason {
+        Completed = "completed",
+        Incomplete = "incomplete",
+        Synthesized = "synthesized",
+        StepLimit = "step_limit",
+        Budget = "budget",
+        Cancelled = "cancelled",
+        Error = "error",
+        ApprovalPending = "approval_pending",
+        Guardrail = "guardrail",
+    }
 }
 
 impl StopReason {
@@ -147,8 +166,7 @@ impl std::fmt::Display for StopReason {
 /// let back: Event = serde_json::from_str(&json).unwrap();
 /// assert_eq!(back, e);
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// A user message entered the conversation: at turn start
@@ -186,7 +204,6 @@ pub enum Event {
         /// Why the message ended: anything but [`FinishReason::Complete`]
         /// and [`FinishReason::ToolCalls`] means the text is cut short.
         /// Absent in JSON written before it existed: read as complete.
-        #[serde(default = "complete")]
         finish: FinishReason,
     },
     /// A streamed fragment of assistant text (never empty).
@@ -287,7 +304,6 @@ pub enum Event {
         /// Anthropic's message `id`, the Responses `response.id`; at most
         /// 100 characters), when it gave one. Traces report it as
         /// `gen_ai.response.id`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         response_id: Option<String>,
     },
     /// The step budget ran out and the synthesizer is about to answer.
@@ -316,7 +332,6 @@ pub enum Event {
         /// The assistant text streamed before the cancel in the request it
         /// cut short; empty when the cancel came between requests (or the
         /// answer was not streamed).
-        #[serde(default, skip_serializing_if = "String::is_empty")]
         partial_answer: String,
     },
     /// The context window cap: at construction and after each model switch.
@@ -393,7 +408,6 @@ pub enum Event {
         /// Emitting agent.
         agent: Arc<str>,
         /// The HTTP status the server answered with, if it answered.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<u16>,
         /// The failure's [`ErrorKind`](crate::ErrorKind) in snake_case
         /// (`auth`, `timeout`, `cancelled`, `model_not_found`, ...).
@@ -468,7 +482,6 @@ pub enum Event {
         spend: Spend,
         /// Whether the limit is over the agent's lifetime
         /// ([`Budget::lifetime`](crate::Budget::lifetime)), not the run's.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         lifetime: bool,
     },
     /// What the run spent, just before its [`Event::Stopped`]: from the
@@ -489,7 +502,6 @@ pub enum Event {
         reason: StopReason,
         /// The tokens of every request of the run, its sub-agents' and the
         /// synthesizer's included (as [`Outcome::usage`](crate::Outcome::usage)).
-        #[serde(default)]
         usage: Usage,
     },
 }
@@ -497,6 +509,59 @@ pub enum Event {
 /// The finish of an [`Event::Assistant`] read from JSON that has none.
 fn complete() -> FinishReason {
     FinishReason::Complete
+}
+
+json_tagged! {
+    Serialize, Deserialize for Event, tag = "type" {
+        UserTurn = "user_turn" { agent, content, mid_loop },
+        Thinking = "thinking" { agent, content },
+        ThinkingDelta = "thinking_delta" { agent, content },
+        Assistant = "assistant" { agent, content, finish [default = complete] },
+        AssistantDelta = "assistant_delta" { agent, content },
+        ToolCall = "tool_call" { agent, id, name, arguments },
+        ToolResult = "tool_result" { agent, id, name, content },
+        ToolDenied = "tool_denied" { agent, id, name, reason },
+        ToolEdited = "tool_edited" { agent, id, name, arguments },
+        Guard = "guard" { agent, guard, point, action, detail, call_id },
+        Tokens = "tokens" {
+            agent,
+            input,
+            output,
+            cached,
+            cache_creation,
+            thinking,
+            model_id,
+            response_id [opt],
+        },
+        FallbackNotice = "fallback_notice" { agent, reason },
+        Cancelled = "cancelled" { agent, partial_answer [default, skip_if = String::is_empty] },
+        ContextCap = "context_cap" { agent, cap },
+        ModelSwitched = "model_switched" { agent, from, to },
+        Reset = "reset" { agent },
+        HistoryLoaded = "history_loaded" { agent, messages, tokens },
+        SystemInjected = "system_injected" { agent, content },
+        Domain = "domain" { agent, name, payload, transient },
+        Retrying = "retrying" { agent, attempt, error, wait_ms },
+        RequestFailed = "request_failed" { agent, status [opt], kind, error },
+        Compacted = "compacted" {
+            agent,
+            strategy,
+            messages_before,
+            messages_after,
+            tokens_before,
+            tokens_after,
+        },
+        ModelFallback = "model_fallback" { agent, from, to, reason },
+        Resumed = "resumed" { agent, replayed },
+        BudgetExceeded = "budget_exceeded" {
+            agent,
+            limit,
+            spend,
+            lifetime [default, skip_if = std::ops::Not::not],
+        },
+        Spent = "spent" { agent, spend },
+        Stopped = "stopped" { agent, reason, usage [default] },
+    }
 }
 
 impl Event {
@@ -964,10 +1029,12 @@ mod tests {
             .map(|s| serde_json::from_str::<Event>(s).unwrap_err().to_string())
             .collect();
         let expected: &[&str] = &[
-            r"missing field `type` at line 1 column 13",
-            r"unknown variant `nope`, expected one of `user_turn`, `thinking`, `thinking_delta`, `assistant`, `assistant_delta`, `tool_call`, `tool_result`, `tool_denied`, `tool_edited`, `guard`, `tokens`, `fallback_notice`, `cancelled`, `context_cap`, `model_switched`, `reset`, `history_loaded`, `system_injected`, `domain`, `retrying`, `request_failed`, `compacted`, `model_fallback`, `resumed`, `budget_exceeded`, `spent`, `stopped` at line 1 column 14",
+            // The tag is read after the whole object (`serde_macros`), so its
+            // errors carry no position, and a tag that is no string says so.
+            r"missing field `type`",
+            r"unknown variant `nope`, expected one of `user_turn`, `thinking`, `thinking_delta`, `assistant`, `assistant_delta`, `tool_call`, `tool_result`, `tool_denied`, `tool_edited`, `guard`, `tokens`, `fallback_notice`, `cancelled`, `context_cap`, `model_switched`, `reset`, `history_loaded`, `system_injected`, `domain`, `retrying`, `request_failed`, `compacted`, `model_fallback`, `resumed`, `budget_exceeded`, `spent`, `stopped`",
             r"missing field `agent`",
-            r"invalid type: integer `7`, expected variant identifier at line 1 column 9",
+            r"`type` is not a string",
             r"invalid value: integer `-1`, expected u64",
             r"unknown variant `fold`, expected `summarize` or `drop_oldest`",
             r"unknown variant `done`, expected one of `completed`, `incomplete`, `synthesized`, `step_limit`, `budget`, `cancelled`, `error`, `approval_pending`, `guardrail`",
