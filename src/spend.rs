@@ -7,9 +7,10 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::Usage;
+use crate::serde_macros::{json_enum, json_struct};
 
 /// Picodollars (10⁻¹² USD) in one microdollar.
 const PICO_PER_MICRO: u64 = 1_000_000;
@@ -36,11 +37,23 @@ const PICO_PER_USD: u64 = 1_000_000_000_000;
 /// assert_eq!(Cost::from_usd(0.5), Cost::from_micro_usd(500_000));
 /// assert_eq!(Cost::from_pico_usd(u64::MAX).checked_add(Cost::from_pico_usd(1)), None);
 /// ```
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(transparent)]
+///
+/// In JSON, the bare number of picodollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cost(u64);
+
+// By hand, as serde's `transparent` writes it: the number alone.
+impl Serialize for Cost {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Cost, D::Error> {
+        u64::deserialize(deserializer).map(Cost)
+    }
+}
 
 impl Cost {
     /// Nothing.
@@ -122,8 +135,7 @@ impl fmt::Display for Cost {
 /// Which limit of a [`Budget`](crate::Budget) stopped a run
 /// ([`Error::BudgetExceeded`](crate::Error::BudgetExceeded),
 /// [`Event::BudgetExceeded`](crate::Event::BudgetExceeded)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Limit {
     /// [`Budget::max_requests`](crate::Budget::max_requests).
@@ -141,6 +153,18 @@ pub enum Limit {
     /// [`Budget::max_cost`](crate::Budget::max_cost), or a request to a
     /// model the price table does not price while a cost limit is set.
     Cost,
+}
+
+json_enum! {
+    Serialize, Deserialize for Limit {
+        Requests = "requests",
+        InputTokens = "input_tokens",
+        OutputTokens = "output_tokens",
+        TotalTokens = "total_tokens",
+        ToolCalls = "tool_calls",
+        WallTime = "wall_time",
+        Cost = "cost",
+    }
 }
 
 impl Limit {
@@ -185,7 +209,7 @@ impl fmt::Display for Limit {
 /// assert_eq!(spend.cost, Some(Cost::from_micro_usd(3_500)));
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Spend {
     /// Requests answered (a failed request whose stream reported usage
@@ -202,6 +226,8 @@ pub struct Spend {
     /// Wall time since the run began, in milliseconds.
     pub elapsed_ms: u64,
 }
+
+json_struct! { Serialize, Deserialize for Spend { requests, usage, tool_calls, cost, elapsed_ms } }
 
 impl Spend {
     /// Input tokens: [`Usage::context_used`] (fresh, cached and

@@ -4,8 +4,9 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer};
 
+use crate::serde_macros::json_struct;
 use crate::{Error, Image, ImageSource, Message, Result, Role};
 
 /// The newest format version: 2 added [`Message::images`],
@@ -83,19 +84,31 @@ fn version_for(messages: &[Message]) -> u32 {
 /// assert!(History::new(vec![Message::user("time?"), calls]).is_ok());
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Unchecked")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct History {
     version: u32,
     messages: Vec<Message>,
 }
 
+json_struct! { Serialize for History { version, messages } }
+
+/// Reads an [`Unchecked`], then validates it (serde's `try_from`).
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<History, D::Error> {
+        let raw = Unchecked::deserialize(deserializer)?;
+        History::try_from(raw).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The serialized form, before validation: what serde reads first.
-#[derive(Deserialize)]
 struct Unchecked {
     version: u32,
     messages: Vec<Message>,
 }
+
+json_struct! { Deserialize for Unchecked { version, messages } }
 
 /// The bare reason (serde adds the position; [`History::parse`] the
 /// "invalid history" prefix of [`Error::History`]).
@@ -322,7 +335,9 @@ mod tests {
             r"duplicate field `version` at line 1 column 22",
             r"message 0: tool calls on a user message",
             r"invalid value: integer `-1`, expected u32 at line 1 column 13",
-            r"read History { version: 1, messages: [] }",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct Unchecked at line 1 column 1",
             r#"invalid type: string "history", expected struct Unchecked at line 1 column 9"#,
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));

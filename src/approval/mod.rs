@@ -15,10 +15,10 @@ pub use terminal::TerminalApprover;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Cancellable;
+use crate::serde_macros::{json_struct, json_tagged};
 
 /// Consulted before a tool call runs: approve it, deny it with a reason,
 /// approve it with edited arguments, or defer the decision to the host.
@@ -162,8 +162,7 @@ impl Approver for Arc<dyn Approver> {
 /// assert_eq!(serde_json::to_string(&d).unwrap(), r#"{"decision":"deny","reason":"not today"}"#);
 /// assert_eq!(serde_json::from_str::<Decision>(r#"{"decision":"approve"}"#).unwrap(), Decision::Approve);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Decision {
     /// Run the call as the model sent it.
@@ -180,6 +179,15 @@ pub enum Decision {
     },
     /// Decide later: end the turn with the call pending.
     Defer,
+}
+
+json_tagged! {
+    Serialize, Deserialize for Decision, tag = "decision" {
+        Approve = "approve" {},
+        Deny = "deny" { reason },
+        Edit = "edit" { arguments },
+        Defer = "defer" {},
+    }
 }
 
 impl Decision {
@@ -324,7 +332,7 @@ impl fmt::Debug for ApprovalRequest {
 /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending).
 /// Answer it through [`Agent::resume`](crate::Agent::resume) by its
 /// `call_id`; see [`Approver`], "Deciding later".
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PendingApproval {
     /// The call id.
@@ -335,6 +343,8 @@ pub struct PendingApproval {
     /// JSON string when it does not parse.
     pub arguments: Value,
 }
+
+json_struct! { Serialize, Deserialize for PendingApproval { call_id, tool, arguments } }
 
 impl PendingApproval {
     pub(crate) fn new(call_id: String, tool: String, arguments: Value) -> PendingApproval {
@@ -440,11 +450,13 @@ mod tests {
             .map(|s| serde_json::from_str::<Decision>(s).unwrap_err().to_string())
             .collect();
         let expected: &[&str] = &[
-            r"missing field `decision` at line 1 column 14",
-            r"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer` at line 1 column 19",
+            // The tag is read after the whole object (`serde_macros`), so its
+            // errors carry no position.
+            r"missing field `decision`",
+            r"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer`",
             r"missing field `reason`",
             r"missing field `arguments`",
-            r#"invalid type: string "approve", expected internally tagged enum Decision at line 1 column 9"#,
+            r#"invalid type: string "approve", expected a map at line 1 column 9"#,
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::settings::ModelSettings;
 use crate::Api;
+use crate::serde_macros::json_struct;
 
 /// Everything that must travel together so a chat always reaches the same
 /// model on the same server: model, provider hint, API base, API key and
@@ -34,29 +33,34 @@ use crate::Api;
 /// Nothing is read from the environment unless you call
 /// [`from_env`](ChatTransport::from_env). When no API base is set, requests go
 /// to `https://api.openai.com/v1` (logged at `info` once per client).
-#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct ChatTransport {
-    #[serde(default, skip_serializing_if = "is_default_api")]
     api: Api,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     provider: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     api_base: Option<String>,
-    #[serde(skip)]
     api_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     context_window: Option<u64>,
     /// Automatic prompt-cache breakpoints turned off (Anthropic).
-    #[serde(default, skip_serializing_if = "is_false")]
     no_auto_cache: bool,
     /// The model settings of every request on this transport.
-    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     settings: ModelSettings,
     /// The Gemini context cache each request names (`gemini/cache.rs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cached_content: Option<String>,
+}
+
+json_struct! {
+    Serialize, Deserialize for ChatTransport {
+        api [default, skip_if = is_default_api],
+        model [opt],
+        provider [opt],
+        api_base [opt],
+        api_key [skip],
+        context_window [opt],
+        no_auto_cache [default, skip_if = is_false],
+        settings [default, skip_if = ModelSettings::is_empty],
+        cached_content [opt],
+    }
 }
 
 #[allow(
@@ -1018,7 +1022,9 @@ mod tests {
             r"unknown variant `soap`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 13",
             r"duplicate field `model` at line 1 column 20",
             r"invalid type: integer `1`, expected a boolean at line 1 column 18",
-            r"read ChatTransport { api: ChatCompletions, model: None, provider: None, api_base: None, api_key: None, context_window: None }",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct ChatTransport at line 1 column 2",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
