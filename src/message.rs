@@ -137,7 +137,8 @@ json_enum! {
 
 impl Api {
     /// A short stable name: `chat_completions`, `anthropic_messages`,
-    /// `openai_responses` or `gemini` (as in the history format).
+    /// `openai_responses` or `gemini` (the history format writes the same
+    /// names but `open_ai_responses`, serde's snake case of the variant).
     pub fn as_str(self) -> &'static str {
         match self {
             Api::ChatCompletions => "chat_completions",

@@ -92,7 +92,7 @@ pub struct History {
 
 json_struct! { Serialize for History { version, messages } }
 
-/// Reads an [`Unchecked`], then validates it (serde's `try_from`).
+// Reads an `Unchecked`, then validates it (serde's `try_from`).
 impl<'de> Deserialize<'de> for History {
     fn deserialize<D: Deserializer<'de>>(
         deserializer: D,
