@@ -1023,6 +1023,8 @@ mod tests {
             r#"{"type":"tokens","agent":"a","input":-1}"#,
             r#"{"type":"compacted","agent":"a","strategy":"fold","messages_before":1,"messages_after":1,"tokens_before":1,"tokens_after":1}"#,
             r#"{"type":"stopped","agent":"a","reason":"done"}"#,
+            r#"{"type":"reset","agent":"a","agent":"b"}"#,
+            r#"{"type":"reset","type":"reset","agent":"a"}"#,
         ];
         let errors: Vec<String> = inputs
             .iter()
@@ -1038,6 +1040,9 @@ mod tests {
             r"invalid value: integer `-1`, expected u64",
             r"unknown variant `fold`, expected `summarize` or `drop_oldest`",
             r"unknown variant `done`, expected one of `completed`, `incomplete`, `synthesized`, `step_limit`, `budget`, `cancelled`, `error`, `approval_pending`, `guardrail`",
+            // A key twice is refused, as the derive refused it.
+            "duplicate field `agent`",
+            "duplicate field `type`",
         ];
         assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
