@@ -40,10 +40,10 @@ ABSENT = {
     "pikuri::agent::recover::": "text tool-call recovery: not switched on",
     "pikuri::agent::compact::Compactor::compact": "compaction: none configured, Agent::compact not called",
     "pikuri::agent::child::": "child agents: no compaction, no step limit or budget (the synthesizer), no sub-agents",
-    "pikuri::agent::synthesizer::": "the synthesizer's prompt: no step limit or budget",
-    "pikuri::agent::approval::consult": "the approver's helper thread: no approver is set",
-    "pikuri::agent::approval::review_guarded": "the approver's call: no approver is set",
-    "pikuri::approval::ApprovalRequest": "the approver's request: no approver is set",
+    "pikuri::agent::synthesizer::": "the synthesizer prompt: no step limit or budget",
+    "pikuri::agent::approval::consult": "the approver helper thread: no approver is set",
+    "pikuri::agent::approval::review_guarded": "the call of the approver: no approver is set",
+    "pikuri::approval::ApprovalRequest": "the approval request: no approver is set",
 }
 
 def group(name):
