@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::shared::Shared;
+use super::shared::{Reviewer, Shared};
 use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
 use crate::journal::Record;
@@ -90,23 +90,8 @@ impl Gate {
         let decision = match (decided, &shared.approver) {
             (Some(d), _) => d,
             (None, None) => Decision::Approve,
-            (None, Some(approver)) => {
-                shared.journal(&Record::ApprovalAsked {
-                    call_id: call.id.as_str().into(),
-                })?;
-                let changes =
-                    catch_unwind(AssertUnwindSafe(|| tool.changes_user_state())).unwrap_or(true);
-                let request = ApprovalRequest::for_call(
-                    call.name.clone(),
-                    args.clone(),
-                    call.id.clone(),
-                    Arc::clone(&shared.id),
-                    changes,
-                    shared.cancellable.clone(),
-                );
-                let decision = consult(approver, request, shared.cancellable.as_ref())?;
-                shared.journal(&Record::approval_answered(&call.id, &decision))?;
-                decision
+            (None, Some(reviewer)) => {
+                (reviewer.ask)(shared, &reviewer.approver, tool, call, &args)?
             }
         };
         Ok(apply(shared, tool, call, args, decision))
@@ -117,6 +102,42 @@ impl Gate {
         let i = self.decisions.iter().position(|(d, _)| d == id)?;
         Some(self.decisions.swap_remove(i).1)
     }
+}
+
+impl Reviewer {
+    /// The reviewer of [`Configurator::approver`](crate::Configurator::approver):
+    /// the one place that names the consulting (see [`Reviewer`]).
+    pub(crate) fn new(approver: Arc<dyn Approver>) -> Reviewer {
+        Reviewer {
+            approver,
+            ask: ask_approver,
+        }
+    }
+}
+
+/// Ask `approver` about `call` on its validated `args`, journalled.
+fn ask_approver(
+    shared: &Shared,
+    approver: &Arc<dyn Approver>,
+    tool: &Arc<dyn Tool>,
+    call: &ToolCall,
+    args: &Value,
+) -> Result<Decision> {
+    shared.journal(&Record::ApprovalAsked {
+        call_id: call.id.as_str().into(),
+    })?;
+    let changes = catch_unwind(AssertUnwindSafe(|| tool.changes_user_state())).unwrap_or(true);
+    let request = ApprovalRequest::for_call(
+        call.name.clone(),
+        args.clone(),
+        call.id.clone(),
+        Arc::clone(&shared.id),
+        changes,
+        shared.cancellable.clone(),
+    );
+    let decision = consult(approver, request, shared.cancellable.as_ref())?;
+    shared.journal(&Record::approval_answered(&call.id, &decision))?;
+    Ok(decision)
 }
 
 fn apply(

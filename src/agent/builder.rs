@@ -12,8 +12,9 @@ use serde_json::Value;
 use parking_lot::Mutex;
 
 use super::budget::{Budget, Meter};
-use super::compact::Compaction;
+use super::compact::{Compaction, Engine};
 use super::extension::ExtensionContext;
+use super::shared::Reviewer;
 use super::shared::{CloseHandler, LoopOptions, Tally, TraceSource, run_close_handlers};
 use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
@@ -82,12 +83,12 @@ pub struct Configurator {
     pub(crate) options: LoopOptions,
     pub(super) synthesizer: Synthesizer,
     pub(super) errors: Vec<String>,
-    pub(super) approver: Option<Arc<dyn Approver>>,
+    pub(super) approver: Option<Reviewer>,
     pub(super) parent_tally: Option<Arc<Mutex<Tally>>>,
     pub(super) budget: Budget,
     /// A child's: its parent's meter.
     pub(super) meter: Option<Arc<Meter>>,
-    pub(super) compaction: Option<Compaction>,
+    pub(super) compaction: Option<(Compaction, Engine)>,
     pub(super) tool_result_limit: ToolResultLimit,
     pub(super) fallbacks: Vec<ChatTransport>,
     pub(super) guards: Option<Arc<Guards>>,
@@ -135,23 +136,6 @@ impl Configurator {
         self
     }
 
-    /// The step budget (none by default: the agent may loop indefinitely).
-    pub fn step_limit(mut self, limit: StepLimit) -> Configurator {
-        self.step_limit = Some(limit);
-        self
-    }
-
-    /// The spending limits of each run (none by default: a run counts its
-    /// [`Spend`](crate::Spend) and never stops for it); see [`Budget`].
-    #[cfg(feature = "budgets")]
-    pub fn budget(mut self, budget: Budget) -> Configurator {
-        if let Some(problem) = budget.misconfigured(self.transport.model()) {
-            self.errors.push(problem);
-        }
-        self.budget = budget;
-        self
-    }
-
     /// The cancellation token (none by default).
     pub fn cancellable(mut self, cancellable: Cancellable) -> Configurator {
         self.cancellable = Some(cancellable);
@@ -162,7 +146,7 @@ impl Configurator {
     /// call runs). Sub-agents inherit it. See [`Approver`] for when it is
     /// consulted and what each [`Decision`](crate::approval::Decision) does.
     pub fn approver(mut self, approver: impl Approver) -> Configurator {
-        self.approver = Some(into_shared_approver(approver));
+        self.approver = Some(Reviewer::new(into_shared_approver(approver)));
         self
     }
 
@@ -370,15 +354,6 @@ impl Configurator {
     /// read private data together (default: [`TrifectaPolicy::Warn`]).
     pub fn trifecta(mut self, policy: TrifectaPolicy) -> Configurator {
         self.options.trifecta = policy;
-        self
-    }
-
-    /// Compact the conversation automatically when it approaches the
-    /// context window, and recover from a request the server rejects as
-    /// too long (off by default; see [`Compaction`] for the rules and an
-    /// example). Not inherited by sub-agents.
-    pub fn compaction(mut self, compaction: Compaction) -> Configurator {
-        self.compaction = Some(compaction);
         self
     }
 

@@ -3,7 +3,10 @@
 //! [`Synthesizer`](crate::subagent::Synthesizer) are both built here, so the rule of
 //! what a child inherits is written once, in this table. The synthesizer's
 //! run (`Agent::synthesize`, the step-exhaustion rescue at a turn's end)
-//! is here too.
+//! is here too, and the [`Configurator`] setters that switch on what runs
+//! a child (`step_limit`, `budget`, `compaction`): each stores a function
+//! pointer to it, so a program that calls none of them does not link the
+//! children (BENCHMARKS.md, issue 36, session 13).
 //!
 //! | What | The child gets |
 //! |---|---|
@@ -21,11 +24,13 @@
 //! | system prompt | the spec's |
 //! | history, [`Interloper`](crate::Interloper), extensions | none |
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::Agent;
 use super::builder::Configurator;
-use super::shared::{Nesting, Shared};
+use super::compact::{Compaction, Engine};
+use super::shared::{Nesting, Rescue, Shared};
 use crate::journal::Record;
 use crate::{Error, Event, FinishReason, Message, OnExhausted, Result, StepLimit, Tool};
 
@@ -109,11 +114,72 @@ pub(crate) fn ask(
     Ok(text)
 }
 
+/// [`Rescue`]: the one step-exhaustion rescue.
+pub(crate) const RESCUE: Rescue = Rescue(rescue);
+
+fn rescue(agent: &mut dyn Any, question: &str, err: &Error) -> Result<FinishReason> {
+    match agent.downcast_mut::<Agent>() {
+        Some(agent) => agent.synthesize_now(question, err),
+        None => Err(Error::invalid("the rescue runs on an agent")),
+    }
+}
+
+/// [`Engine`]: compaction, with the compactor child for its summaries.
+pub(crate) const COMPACTION: Engine = Engine::new(ask_compactor);
+
+/// The compactor child's run.
+fn ask_compactor(shared: &Shared, system_prompt: &str, prompt: &str) -> Result<String> {
+    ask(shared, "compactor", system_prompt, prompt)
+}
+
+/// The setters that switch on what runs a child: each stores the pointer
+/// to it, so that a program that calls none of them does not link the
+/// children (they live here, above `builder.rs`, which cannot name this
+/// file).
+impl Configurator {
+    /// The step budget (none by default: the agent may loop indefinitely).
+    pub fn step_limit(mut self, limit: StepLimit) -> Configurator {
+        self.step_limit = Some(limit);
+        self.options.synthesize = Some(RESCUE);
+        self
+    }
+
+    /// The spending limits of each run (none by default: a run counts its
+    /// [`Spend`](crate::Spend) and never stops for it); see [`Budget`](crate::Budget).
+    #[cfg(feature = "budgets")]
+    pub fn budget(mut self, budget: crate::Budget) -> Configurator {
+        if let Some(problem) = budget.misconfigured(self.transport.model()) {
+            self.errors.push(problem);
+        }
+        self.budget = budget;
+        self.options.synthesize = Some(RESCUE);
+        self
+    }
+
+    /// Compact the conversation automatically when it approaches the
+    /// context window, and recover from a request the server rejects as
+    /// too long (off by default; see [`Compaction`] for the rules and an
+    /// example). Not inherited by sub-agents.
+    pub fn compaction(mut self, compaction: Compaction) -> Configurator {
+        self.compaction = Some((compaction, COMPACTION));
+        self
+    }
+}
+
 impl Agent {
+    /// The step-exhaustion rescue (see `synthesize_now`), when a limit that
+    /// can ask for it was set ([`Agent::synthesizes`] says so first).
+    pub(super) fn synthesize(&mut self, question: &str, err: &Error) -> Result<FinishReason> {
+        match self.shared.options.synthesize {
+            Some(Rescue(run)) => run(self, question, err),
+            None => Err(Error::invalid("no limit asks for the synthesizer")),
+        }
+    }
+
     /// The step-exhaustion rescue: a tools-free child answers from the
     /// evidence; its answer, when it wrote one, is appended and becomes the
     /// turn's answer.
-    pub(super) fn synthesize(&mut self, question: &str, err: &Error) -> Result<FinishReason> {
+    fn synthesize_now(&mut self, question: &str, err: &Error) -> Result<FinishReason> {
         let (max, spent) = match err {
             Error::StepLimitExceeded { max } => (*max, format!("step budget of {max} tool calls")),
             // The synthesizer's one request past the limit (`Budget`).

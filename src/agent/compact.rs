@@ -7,10 +7,18 @@
 //! after a request rejected as too long, and on demand
 //! ([`Agent::compact`](crate::Agent::compact)). It runs no child itself:
 //! the agent hands it a `summarize` function that does.
+//!
+//! The machinery (the cut, the summary, the estimate's use) is reached only
+//! through an [`Engine`], a pair of function pointers stored by
+//! [`Configurator::compaction`](crate::Configurator::compaction) and by
+//! `Agent::compact`: a program that calls neither does not link it (the
+//! small CLI of issue 36, BENCHMARKS.md; `scripts/small-cli-symbols.sh`
+//! checks it).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use super::shared::Shared;
 use super::synthesizer;
 use crate::event::CompactionStrategy;
 use crate::{Error, Event, Message, Result, Role, Tool};
@@ -255,21 +263,100 @@ impl Compacted {
     }
 }
 
+/// The compaction machinery as function pointers (see the module doc):
+/// named only where compaction is asked for, so the linker drops it from a
+/// program that never asks.
+#[derive(Clone, Copy)]
+pub(crate) struct Engine {
+    step: fn(&mut Compactor, &mut Conversation<'_>, &Compaction, Step) -> Result<Option<Compacted>>,
+    /// The summary request: a tools-free child of the agent.
+    ask: fn(&Shared, &str, &str) -> Result<String>,
+}
+
+impl Engine {
+    /// The engine with `ask` for its summary requests (the one value is
+    /// `child::COMPACTION`: this file is below the children's).
+    pub(crate) const fn new(ask: fn(&Shared, &str, &str) -> Result<String>) -> Engine {
+        Engine {
+            step: Compactor::step,
+            ask,
+        }
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Engine")
+    }
+}
+
+/// Which boundary a step of the [`Engine`] runs at.
+#[derive(Clone, Copy)]
+enum Step {
+    Now,
+    BeforeRequest,
+    AfterOverflow,
+}
+
+/// The stand-in for [`Engine::ask`] before an engine is stored: never
+/// called, since no step runs without one.
+fn unarmed(_: &Shared, _: &str, _: &str) -> Result<String> {
+    Err(Error::protocol("compaction is not configured"))
+}
+
 /// The per-agent compaction state: the configuration and which usage
 /// figures still describe the history.
 #[derive(Debug, Default)]
 pub(crate) struct Compactor {
     config: Option<Compaction>,
+    /// Set with `config`, or by [`arm`](Compactor::arm).
+    engine: Option<Engine>,
     /// Usage figures of messages before this index predate the last
     /// compaction and describe requests that no longer exist.
     fresh_from: usize,
 }
 
 impl Compactor {
-    pub(crate) fn new(config: Option<Compaction>) -> Compactor {
+    pub(crate) fn new(config: Option<(Compaction, Engine)>) -> Compactor {
+        let (config, engine) = config.unzip();
         Compactor {
             config,
+            engine,
             fresh_from: 0,
+        }
+    }
+
+    /// Store `engine` if none is: before [`now`](Compactor::now), which
+    /// runs without a configuration too.
+    pub(crate) fn arm(&mut self, engine: Engine) {
+        self.engine.get_or_insert(engine);
+    }
+
+    /// The summary request to hand a [`Conversation`] (a stand-in that is
+    /// never called when no engine is stored).
+    pub(crate) fn ask(&self) -> fn(&Shared, &str, &str) -> Result<String> {
+        self.engine.map_or(unarmed, |e| e.ask)
+    }
+
+    /// Run `step` of the stored engine; `None` without a configuration.
+    fn run(&mut self, c: &mut Conversation<'_>, step: Step) -> Result<Option<Compacted>> {
+        let (Some(config), Some(engine)) = (self.config.clone(), self.engine) else {
+            return Ok(None);
+        };
+        (engine.step)(self, c, &config, step)
+    }
+
+    /// [`Engine::step`]: the body of each boundary.
+    fn step(
+        &mut self,
+        c: &mut Conversation<'_>,
+        config: &Compaction,
+        step: Step,
+    ) -> Result<Option<Compacted>> {
+        match step {
+            Step::Now => self.compact(c, config, config.keep_turns),
+            Step::BeforeRequest => self.when_due(c, config),
+            Step::AfterOverflow => self.once_more(c, config),
         }
     }
 
@@ -283,16 +370,25 @@ impl Compactor {
     /// precedes the kept turns.
     pub(crate) fn now(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
         let config = self.config.clone().unwrap_or_default();
-        self.compact(c, &config, config.keep_turns)
+        let Some(engine) = self.engine else {
+            return Ok(None);
+        };
+        (engine.step)(self, c, &config, Step::Now)
     }
 
     /// Before a request: compact when the estimate passes the threshold.
     /// Errors only with [`Error::Cancelled`]: a failed summary leaves the
     /// history as it is and the request goes ahead.
     pub(crate) fn before_request(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
-        let Some(config) = self.config.clone() else {
-            return Ok(None);
-        };
+        self.run(c, Step::BeforeRequest)
+    }
+
+    /// [`before_request`](Compactor::before_request) with a configuration.
+    fn when_due(
+        &mut self,
+        c: &mut Conversation<'_>,
+        config: &Compaction,
+    ) -> Result<Option<Compacted>> {
         let Some(cap) = c.window else {
             return Ok(None);
         };
@@ -305,8 +401,8 @@ impl Compactor {
         }
         // The kept turns alone may be what is too big: keep only the
         // current one rather than send a request the server will refuse.
-        let done = match self.compact(c, &config, config.keep_turns) {
-            Ok(None) if config.keep_turns > 1 => self.compact(c, &config, 1),
+        let done = match self.compact(c, config, config.keep_turns) {
+            Ok(None) if config.keep_turns > 1 => self.compact(c, config, 1),
             other => other,
         };
         match done {
@@ -324,10 +420,16 @@ impl Compactor {
     /// a configuration, with nothing to cut, or when the summary failed;
     /// errors only with [`Error::Cancelled`].
     pub(crate) fn after_overflow(&mut self, c: &mut Conversation<'_>) -> Result<Option<Compacted>> {
-        let Some(config) = self.config.clone() else {
-            return Ok(None);
-        };
-        match self.compact(c, &config, 1) {
+        self.run(c, Step::AfterOverflow)
+    }
+
+    /// [`after_overflow`](Compactor::after_overflow) with a configuration.
+    fn once_more(
+        &mut self,
+        c: &mut Conversation<'_>,
+        config: &Compaction,
+    ) -> Result<Option<Compacted>> {
+        match self.compact(c, config, 1) {
             Err(e) if e.is_cancelled() => Err(e),
             Err(e) => {
                 log::warn!("compaction after an overflow failed: {e}");
@@ -628,7 +730,10 @@ mod tests {
             asked.push(prompt.to_string());
             Ok("the gist".to_string())
         };
-        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
+        let mut k = Compactor::new(Some((
+            Compaction::summarize().with_keep_turns(1),
+            crate::agent::child::COMPACTION,
+        )));
         let mut h = long_history();
         // About 210 tokens against a window of 1,000: nothing to do.
         let mut c = conversation(&mut h, Some(1000), &mut summarize);
@@ -648,7 +753,10 @@ mod tests {
 
     #[test]
     fn a_failed_summary_leaves_the_history_but_a_cancel_stops() {
-        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
+        let mut k = Compactor::new(Some((
+            Compaction::summarize().with_keep_turns(1),
+            crate::agent::child::COMPACTION,
+        )));
         let mut h = long_history();
         let mut failing = |_: &str, _: &str| Err(Error::protocol("down"));
         let mut c = conversation(&mut h, Some(200), &mut failing);
@@ -664,7 +772,10 @@ mod tests {
 
     #[test]
     fn a_summary_that_does_not_shrink_is_refused_and_the_history_kept() {
-        let mut k = Compactor::new(Some(Compaction::summarize().with_keep_turns(1)));
+        let mut k = Compactor::new(Some((
+            Compaction::summarize().with_keep_turns(1),
+            crate::agent::child::COMPACTION,
+        )));
         let before = long_history();
         // Over the bound: 2 MB for ~100 tokens of turns.
         let mut h = before.clone();
@@ -724,7 +835,10 @@ mod tests {
                 Ok("short".to_string())
             }
         };
-        let mut k = Compactor::new(Some(Compaction::summarize()));
+        let mut k = Compactor::new(Some((
+            Compaction::summarize(),
+            crate::agent::child::COMPACTION,
+        )));
         let mut c = conversation(&mut h, None, &mut picky);
         assert!(k.after_overflow(&mut c).unwrap().is_some());
         assert_eq!(h.len(), 2, "keeps only the current turn");

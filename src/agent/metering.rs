@@ -85,6 +85,9 @@ impl Agent {
     /// Whether `err` ends the run in the synthesizer (a tripped limit
     /// under [`OnExhausted::Synthesize`], of the step limit or the budget).
     pub(super) fn synthesizes(&self, err: &Error) -> bool {
+        if self.shared.options.synthesize.is_none() {
+            return false;
+        }
         match err {
             Error::StepLimitExceeded { .. } => self
                 .shared

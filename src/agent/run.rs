@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use super::approval::{self, Decisions, Gate};
+use super::child;
 use super::compact::Compactor;
 use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
@@ -571,6 +572,7 @@ impl Agent {
     /// refuse; the history is unchanged.
     pub fn compact(&mut self) -> Result<bool> {
         self.ensure_open()?;
+        self.compactor.arm(child::COMPACTION);
         let done = self.compacting(Compactor::now);
         // Outside a run nothing settles the tally the compactor's child
         // added to: settle it here, or the next run's start clears it.

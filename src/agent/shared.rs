@@ -16,14 +16,14 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::structured::StructuredOutput;
-use crate::approval::Approver;
+use crate::approval::{Approver, Decision};
 use crate::journal::{Journal, Record};
 use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
 use crate::{
-    Api, Cancellable, ChatTransport, Error, Event, Interloper, ModelSettings, Result, StepLimit,
-    Tool, Usage,
+    Api, Cancellable, ChatTransport, Error, Event, FinishReason, Interloper, ModelSettings, Result,
+    StepLimit, Tool, ToolCall, Usage,
 };
 
 /// A handler run once when the agent closes.
@@ -42,6 +42,9 @@ pub(crate) struct LoopOptions {
     /// Recovers tool calls written into text, when switched on: a pointer,
     /// so a program that never switches it on does not link the parser.
     pub(crate) recover_tool_calls: Option<super::recover::Recover>,
+    /// The step-exhaustion rescue, stored by the limits' setters: a
+    /// pointer, so a program that sets no limit does not link it.
+    pub(crate) synthesize: Option<Rescue>,
     pub(crate) wind_down: Option<u32>,
     pub(crate) replay_reasoning: bool,
     /// A host's agent, or which kind of child.
@@ -84,6 +87,24 @@ impl Nesting {
     }
 }
 
+/// The step-exhaustion rescue (`child.rs`) as a function pointer in the
+/// loop options, stored only by the setters of the limits that can ask for
+/// it ([`Configurator::step_limit`](crate::Configurator::step_limit),
+/// `Configurator::budget`) and inherited by children: a program that sets
+/// neither does not link the synthesizer's child (BENCHMARKS.md, issue 36,
+/// session 13). It takes the agent as `Any`: this file is below the one
+/// that defines `Agent`.
+#[derive(Clone, Copy)]
+pub(crate) struct Rescue(
+    pub(crate) fn(&mut dyn std::any::Any, &str, &Error) -> Result<FinishReason>,
+);
+
+impl std::fmt::Debug for Rescue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rescue")
+    }
+}
+
 /// The host's source of `traceparent` header values
 /// ([`Configurator::traceparent`](crate::Configurator::traceparent)).
 #[derive(Clone)]
@@ -94,6 +115,22 @@ impl std::fmt::Debug for TraceSource {
         f.write_str("TraceSource")
     }
 }
+
+/// The approver and the code that consults it (`approval.rs`), as a
+/// function pointer stored only by
+/// [`Configurator::approver`](crate::Configurator::approver): a program that
+/// sets no approver does not link the consulting (its journal records, its
+/// helper thread; BENCHMARKS.md, issue 36, session 13).
+#[derive(Clone)]
+pub(crate) struct Reviewer {
+    pub(crate) approver: Arc<dyn Approver>,
+    pub(crate) ask: AskApprover,
+}
+
+/// [`Reviewer::ask`]: the approver asked about one call on its validated
+/// arguments.
+pub(crate) type AskApprover =
+    fn(&Shared, &Arc<dyn Approver>, &Arc<dyn Tool>, &ToolCall, &Value) -> Result<Decision>;
 
 /// State shared with [`ExtensionContext`](crate::extension::ExtensionContext)s and
 /// tools that captured one.
@@ -112,7 +149,7 @@ pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
     pub(crate) on_close: Mutex<Vec<CloseHandler>>,
     /// Consulted before each tool call; inherited by children.
-    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) approver: Option<Reviewer>,
     /// The current run's tokens and requests, children's included.
     pub(crate) tally: Arc<Mutex<Tally>>,
     /// A child's run adds its tally here: the parent's.

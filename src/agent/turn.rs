@@ -31,7 +31,6 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::approval::Gate;
-use super::child;
 use super::compact::{Compacted, Compactor, Conversation};
 use super::outcome::Outcome;
 use super::shared::Nesting;
@@ -583,8 +582,8 @@ impl Agent {
         let tools = self.callable_tools();
         let window = self.context_window_cap();
         let shared = &self.shared;
-        let mut summarize =
-            |system: &str, prompt: &str| child::ask(shared, "compactor", system, prompt);
+        let ask = self.compactor.ask();
+        let mut summarize = |system: &str, prompt: &str| ask(shared, system, prompt);
         let mut conversation = Conversation {
             messages: &mut self.messages,
             system_prompt: self

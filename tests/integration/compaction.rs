@@ -436,3 +436,41 @@ fn a_compactor_request_too_long_for_the_server_is_retried_with_less() {
     assert_eq!(compacted(&rec).len(), 1);
     assert_valid_history(agent.messages());
 }
+
+#[test]
+fn compact_on_demand_summarizes_without_a_configuration() {
+    // No `Compaction` configured: `Agent::compact` summarizes by the
+    // default (keeping the last 2 user turns) through the compactor child.
+    let server = FakeServer::start();
+    server.push(Reply::text("Summary: the user said q1."));
+    let (mut agent, rec) = agent_with(&server, |c| c);
+    let long = "and so on ".repeat(40);
+    agent
+        .load_history(
+            History::new(vec![
+                Message::user("q1"),
+                Message::assistant(format!("a1 {long}")),
+                Message::user("q2"),
+                Message::assistant("a2"),
+                Message::user("q3"),
+                Message::assistant("a3"),
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+    assert!(agent.compact().unwrap());
+    let m = agent.messages();
+    assert_valid_history(m);
+    assert!(
+        m[0].content.starts_with(Compaction::SUMMARY_MARKER),
+        "{}",
+        m[0].content
+    );
+    assert_eq!(contents_of(&m[1..]), ["q2", "a2", "q3", "a3"]);
+    assert_eq!(server.chat_requests().len(), 1, "the summary request");
+    assert_eq!(compacted(&rec).len(), 1);
+}
+
+fn contents_of(messages: &[Message]) -> Vec<&str> {
+    messages.iter().map(|m| m.content.as_str()).collect()
+}
