@@ -73,7 +73,7 @@ pub struct RunResult {
 }
 
 // By hand: the run's fields are flattened into the result's object, as
-// serde's `#[serde(flatten)]` would write and read them (the run's first,
+// serde's `flatten` attribute would write and read them (the run's first,
 // in its order; any key not the result's own goes to the run).
 impl Serialize for RunResult {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
