@@ -67,35 +67,33 @@ pub(crate) const fn key(name: &'static str) -> &'static str {
     }
 }
 
-/// Reads a map key as its index in a list of keys (the list's length for
-/// a key not in it), without allocating.
-pub(crate) struct Keys(pub(crate) &'static [&'static str]);
+/// Reads a map key as a field's index, by the lookup the macro writes
+/// for the type (a chain of comparisons with constant strings, which the
+/// compiler turns into length and word compares), without allocating. An
+/// unknown key is `usize::MAX`.
+pub(crate) struct Keys<F>(pub(crate) F);
 
-impl<'de> DeserializeSeed<'de> for Keys {
+impl<'de, F: Fn(&str) -> usize> DeserializeSeed<'de> for Keys<F> {
     type Value = usize;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
         deserializer.deserialize_identifier(self)
     }
 }
 
-impl Visitor<'_> for Keys {
+impl<F: Fn(&str) -> usize> Visitor<'_> for Keys<F> {
     type Value = usize;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
-        Ok(self.0.iter().position(|k| *k == v).unwrap_or(self.0.len()))
+        Ok((self.0)(v))
     }
     fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<usize, E> {
-        Ok(self
-            .0
-            .iter()
-            .position(|k| k.as_bytes() == v)
-            .unwrap_or(self.0.len()))
+        Ok(std::str::from_utf8(v).map_or(usize::MAX, &self.0))
     }
     // Why: a format that numbers fields (not JSON) names them by index.
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
-        Ok(usize::try_from(v).map_or(self.0.len(), |i| i.min(self.0.len())))
+        Ok(usize::try_from(v).unwrap_or(usize::MAX))
     }
 }
 
@@ -211,7 +209,7 @@ macro_rules! json_struct {
 /// it needs and skips the rest.
 macro_rules! json_field {
     // The key.
-    (@key $f:ident;) => { $crate::serde_macros::key(::core::stringify!($f)) };
+    (@key $f:ident;) => { const { $crate::serde_macros::key(::core::stringify!($f)) } };
     (@key $f:ident; rename = $k:literal $(, $($r:tt)*)?) => { $k };
     (@key $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
         $crate::serde_macros::json_field!(@key $f; $($($r)*)?)
@@ -266,8 +264,20 @@ macro_rules! json_field {
     // `Option`, unknown keys skipped, a key twice an error.
     (@read_map $map:ident, $fields:ident, [$($allow:literal)?] $($f:ident $([$($opt:tt)*])?),*) => {
         $(let mut $f = ::core::option::Option::None;)*
+        let lookup = |key: &str| -> usize {
+            let mut index = 0usize;
+            $(
+                if key == $crate::serde_macros::json_field!(@key $f; $($($opt)*)?) {
+                    return index;
+                }
+                index += 1;
+            )*
+            // Why: a type without fields reads neither.
+            let _ = (key, &mut index);
+            usize::MAX
+        };
         while let ::core::option::Option::Some(index) =
-            $map.next_key_seed($crate::serde_macros::Keys($fields))?
+            $map.next_key_seed($crate::serde_macros::Keys(&lookup))?
         {
             let mut rest = index;
             $(
@@ -529,7 +539,7 @@ mod tests {
             twice.to_string().starts_with("duplicate field `plain`"),
             "{twice}"
         );
-        let wrong = serde_json::from_str::<All>(r#"[1]"#).unwrap_err();
+        let wrong = serde_json::from_str::<All>("[1]").unwrap_err();
         assert!(wrong.to_string().contains("expected struct All"), "{wrong}");
     }
 
