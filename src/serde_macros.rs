@@ -120,25 +120,62 @@ impl<'de, E: de::Error> Deserializer<'de> for Missing<E> {
     }
 }
 
-/// A value read whole (for an internally tagged enum: the tag may come
-/// after the fields), as a deserializer of any lifetime, its errors the
-/// caller's.
+/// The entries of an object, read whole and in order (for an internally
+/// tagged enum: the tag may come after the fields), as a deserializer of
+/// any lifetime, its errors the caller's.
 pub(crate) fn buffered<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<serde_json::Map<String, serde_json::Value>, D::Error> {
-    serde_json::Map::deserialize(deserializer)
+) -> Result<Vec<(String, serde_json::Value)>, D::Error> {
+    struct Entries;
+    impl<'de> Visitor<'de> for Entries {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+            while let Some(entry) = map.next_entry()? {
+                entries.push(entry);
+            }
+            Ok(entries)
+        }
+    }
+    deserializer.deserialize_map(Entries)
 }
 
-/// The tag of a buffered internally tagged value, removed from it.
+/// The tag of buffered entries, removed from them: absent, given twice or
+/// not a string is an error, as with serde's derive.
 pub(crate) fn take_tag<E: de::Error>(
-    map: &mut serde_json::Map<String, serde_json::Value>,
+    entries: &mut Vec<(String, serde_json::Value)>,
     tag: &'static str,
 ) -> Result<String, E> {
-    match map.remove(tag) {
-        Some(serde_json::Value::String(s)) => Ok(s),
-        Some(_) => Err(E::custom(format_args!("`{tag}` is not a string"))),
-        None => Err(E::missing_field(tag)),
+    let mut found = None;
+    for (i, (key, _)) in entries.iter().enumerate() {
+        if key == tag {
+            if found.is_some() {
+                return Err(E::duplicate_field(tag));
+            }
+            found = Some(i);
+        }
     }
+    let Some(i) = found else {
+        return Err(E::missing_field(tag));
+    };
+    match entries.remove(i).1 {
+        serde_json::Value::String(s) => Ok(s),
+        _ => Err(E::custom(format_args!("`{tag}` is not a string"))),
+    }
+}
+
+/// Buffered entries as a map to visit (what is left after the tag).
+pub(crate) fn entries(
+    entries: Vec<(String, serde_json::Value)>,
+) -> de::value::MapDeserializer<
+    'static,
+    std::vec::IntoIter<(String, serde_json::Value)>,
+    serde_json::Error,
+> {
+    de::value::MapDeserializer::new(entries.into_iter())
 }
 
 /// A serde error of one deserializer as another's.
@@ -225,11 +262,22 @@ macro_rules! json_field {
         $crate::serde_macros::json_field!(@skip $v; $($($r)*)?)
     };
 
-    // Whether the field is never read (a key of its name is skipped).
-    (@never;) => { false };
-    (@never; skip $(, $($r:tt)*)?) => { true };
-    (@never; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@never; $($($r)*)?)
+    // One entry of a known key: into the field's `Option` (a key twice is
+    // an error), or skipped for a field never read (whose type then need
+    // not be `Deserialize`).
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident;) => {
+        if $f.is_some() {
+            return ::core::result::Result::Err(
+                <A::Error as ::serde::de::Error>::duplicate_field($fields[$i]),
+            );
+        }
+        $f = ::core::option::Option::Some($map.next_value()?);
+    };
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; skip $(, $($r:tt)*)?) => {
+        $map.next_value::<::serde::de::IgnoredAny>()?;
+    };
+    (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@read_one $map, $fields, $i, $f; $($($r)*)?)
     };
 
     // The field's value from what was read (`$f`, an `Option`).
@@ -263,7 +311,10 @@ macro_rules! json_field {
     // The loop over a map's entries: each known key into its field's
     // `Option`, unknown keys skipped, a key twice an error.
     (@read_map $map:ident, $fields:ident, [$($allow:literal)?] $($f:ident $([$($opt:tt)*])?),*) => {
-        $(let mut $f = ::core::option::Option::None;)*
+        $(
+            #[allow(unused_mut, reason = "a skipped field is never read")]
+            let mut $f = ::core::option::Option::None;
+        )*
         let lookup = |key: &str| -> usize {
             let mut index = 0usize;
             $(
@@ -282,15 +333,7 @@ macro_rules! json_field {
             let mut rest = index;
             $(
                 if rest == 0 {
-                    if $crate::serde_macros::json_field!(@never; $($($opt)*)?) {
-                        $map.next_value::<::serde::de::IgnoredAny>()?;
-                    } else if $f.is_some() {
-                        return ::core::result::Result::Err(
-                            <A::Error as ::serde::de::Error>::duplicate_field($fields[index]),
-                        );
-                    } else {
-                        $f = ::core::option::Option::Some($map.next_value()?);
-                    }
+                    $crate::serde_macros::json_field!(@read_one $map, $fields, index, $f; $($($opt)*)?);
                     continue;
                 }
                 rest -= 1;
@@ -435,13 +478,15 @@ macro_rules! json_tagged {
             }
         }
         $crate::serde_macros::json_tagged!(@deny $deny $object, FIELDS);
-        ::serde::Deserializer::deserialize_map(::serde_json::Value::Object($object), Fields(::core::marker::PhantomData))
+        let mut access = $crate::serde_macros::entries($object);
+        ::serde::de::Visitor::visit_map(Fields(::core::marker::PhantomData), &mut access)
+            .and_then(|value| access.end().map(|()| value))
             .map_err($crate::serde_macros::recast::<D::Error>)
     }};
     (@deny [] $object:ident, $fields:ident) => {};
     (@deny [deny] $object:ident, $fields:ident) => {
-        if let ::core::option::Option::Some(unknown) =
-            $object.keys().find(|k| !$fields.contains(&k.as_str()))
+        if let ::core::option::Option::Some((unknown, _)) =
+            $object.iter().find(|(k, _)| !$fields.contains(&k.as_str()))
         {
             return ::core::result::Result::Err(
                 <D::Error as ::serde::de::Error>::unknown_field(unknown, $fields),
@@ -650,5 +695,45 @@ mod tests {
             missing.to_string().starts_with("missing field `at`"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn a_tagged_enum_refuses_a_key_twice_and_names_the_first_unknown_key() {
+        let field =
+            serde_json::from_str::<Shape>(r#"{"kind": "pinned", "at": "red", "at": "red"}"#)
+                .unwrap_err();
+        assert!(
+            field.to_string().starts_with("duplicate field `at`"),
+            "{field}"
+        );
+        let tag = serde_json::from_str::<Shape>(r#"{"kind": "dot", "kind": "dot"}"#).unwrap_err();
+        assert!(
+            tag.to_string().starts_with("duplicate field `kind`"),
+            "{tag}"
+        );
+        let first =
+            serde_json::from_str::<Shape>(r#"{"kind": "dot", "z": 1, "a": 2}"#).unwrap_err();
+        assert!(
+            first.to_string().starts_with("unknown field `z`"),
+            "{first}"
+        );
+    }
+
+    /// Not `Deserialize`: a skipped field's type need not be.
+    #[derive(Default)]
+    struct Opaque;
+
+    struct WithSkipped {
+        name: String,
+        cache: Opaque,
+    }
+
+    json_struct! { Deserialize for WithSkipped { name, cache [skip] } }
+
+    #[test]
+    fn a_skipped_field_needs_no_deserialize_and_its_key_is_ignored() {
+        let w: WithSkipped = serde_json::from_str(r#"{"name": "n", "cache": 1}"#).unwrap();
+        assert_eq!(w.name, "n");
+        let Opaque = w.cache;
     }
 }
