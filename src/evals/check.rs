@@ -584,5 +584,24 @@ mod tests {
             let e = read(bad.clone()).unwrap_err().to_string();
             assert!(e.starts_with(error), "{bad}: {e}");
         }
+        // What serde's derive refused in a file's text: a key twice, the
+        // first unknown key named.
+        for (bad, error) in [
+            (
+                r#"{"type":"contains","text":"a","text":"b"}"#,
+                "duplicate field `text`",
+            ),
+            (
+                r#"{"type":"contains","type":"contains","text":"a"}"#,
+                "duplicate field `type`",
+            ),
+            (
+                r#"{"type":"contains","b":1,"a":2,"text":"x"}"#,
+                "unknown field `b`",
+            ),
+        ] {
+            let e = serde_json::from_str::<Check>(bad).unwrap_err().to_string();
+            assert!(e.starts_with(error), "{bad}: {e}");
+        }
     }
 }

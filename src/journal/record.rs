@@ -560,6 +560,13 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("missing field `tools`"), "{e}");
+        // A field twice is corrupt, a flat fingerprint field too (as serde's
+        // flatten refused it).
+        let twice = r#"{"type":"header","version":1,"run":"r","model":"a","model":"b","tools":[],"digest":""}"#;
+        let e = replay("r", &[twice.to_string()], &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate field `model`"), "{e}");
     }
 
     #[test]
