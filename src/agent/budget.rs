@@ -2,7 +2,7 @@
 //! counts a run's [`Spend`] for the whole tree of agents.
 //!
 //! The rules are written once, on [`Budget`]; the loop calls the hooks in
-//! `metering.rs` at its boundaries (`turn.rs`: the run's start, before
+//! `metering.rs` at its boundaries (`turn.rs`, `batch.rs`: the run's start, before
 //! each request, each answered request, each tool call, the run's end).
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! The loop's side of the [guards](crate::guard): one method per point,
-//! each called from one line of `turn.rs`, each returning at once when the
+//! each called from one line of `turn.rs` (or `batch.rs`), each returning at once when the
 //! host set no guard for its point (no thread, no allocation). What the
 //! history holds after each verdict is tabled in the guard module's docs,
 //! [What the history holds](crate::guard#what-the-history-holds).

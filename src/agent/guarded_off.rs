@@ -1,6 +1,6 @@
 //! The loop's side of the guards when the `guard` feature is off (declared
 //! as `guarded` in `agent/mod.rs`, in place of `guarded.rs`): the same
-//! hooks, each called from the same line of `turn.rs`, each returning its
+//! hooks, each called from the same line of `turn.rs` (or `batch.rs`), each returning its
 //! input untouched, so the loop has one shape whatever the features and
 //! the compiler drops every call. Only the resume of a journal that a
 //! build with guards wrote acts: it ends the run as the guard did.

@@ -1,5 +1,5 @@
 //! The loop's hooks into the run's [`Meter`] (`budget.rs`, `Meter`): one method per
-//! boundary that counts or checks, called from `turn.rs` (and the journal's
+//! boundary that counts or checks, called from `turn.rs` and `batch.rs` (and the journal's
 //! response record, `resume_run`, the synthesizer). The rules are on
 //! [`Budget`](crate::Budget).
 

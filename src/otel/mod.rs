@@ -151,6 +151,7 @@ mod context;
 mod export;
 mod guard;
 mod metrics;
+mod runs;
 mod span;
 mod tracer;
 

@@ -1,6 +1,6 @@
 //! `Tracer`: the events of one agent tree in, finished spans out. Pure (no
 //! I/O, no threads): the exporter listener feeds it on its thread and ships
-//! what it returns.
+//! what it returns. The runs it holds open are `runs.rs`.
 //!
 //! Times are when the listener's thread handles an event. Events reach it in
 //! batches handed over where the agent is about to wait (see
@@ -16,6 +16,7 @@ use crate::{ChatTransport, Event, FinishReason, StopReason};
 use super::config::host_port;
 use super::context::Context;
 use super::guard::guard_attrs;
+use super::runs::{Run, Runs, ToolSpan, span_call_id};
 use super::span::{self, Attr, Attrs, Kind, Span, SpanEvent, now_nanos};
 
 /// What the current transport says about the requests (request model,
@@ -74,106 +75,6 @@ fn finish_reasons(finish: Option<FinishReason>, call_follows: bool) -> &'static 
         Some(FinishReason::ToolCalls) => &["tool_calls"],
         Some(FinishReason::Complete) | None if call_follows => &["tool_calls"],
         Some(FinishReason::Complete) | None => &["stop"],
-    }
-}
-
-/// A tool call in flight.
-struct ToolSpan {
-    span: Span,
-    /// A sub-agent started under it already.
-    claimed: bool,
-}
-
-/// One agent's run (one `run_loop`), open from its first event to its
-/// `Stopped`.
-struct Run {
-    span: Span,
-    /// When the current request started: the last hand-over of this agent
-    /// that was not part of a response.
-    mark: u64,
-    first_chunk: Option<u64>,
-    chat_events: Vec<SpanEvent>,
-    /// The `error.type` of the last failed request, for the
-    /// `pikuri.model_fallback` event that follows it.
-    last_error: Option<String>,
-    /// The last response's span, held until the next event tells why the
-    /// response finished (a tool call follows, or not).
-    pending_chat: Option<Span>,
-    /// Why the current response ended, as its `Assistant` event said (a
-    /// response without text has none).
-    finish: Option<FinishReason>,
-    tools: Vec<ToolSpan>,
-}
-
-/// The open runs by agent id. The main agent's (id `""`, nearly every
-/// event) is held apart: no hashing and no key compare per event (profiled:
-/// the map's key compares were a fifth of the listener thread's time with
-/// 50 deltas a turn).
-#[derive(Default)]
-struct Runs {
-    main: Option<Run>,
-    subs: HashMap<String, Run>,
-}
-
-impl Run {
-    /// The open span of tool call `id`.
-    fn tool_span(&mut self, id: &str) -> Option<&mut Span> {
-        self.tools
-            .iter_mut()
-            .map(|t| &mut t.span)
-            .find(|s| span_call_id(s) == Some(id))
-    }
-}
-
-impl Runs {
-    fn get(&self, agent: &str) -> Option<&Run> {
-        if agent.is_empty() {
-            self.main.as_ref()
-        } else {
-            self.subs.get(agent)
-        }
-    }
-
-    fn get_mut(&mut self, agent: &str) -> Option<&mut Run> {
-        if agent.is_empty() {
-            self.main.as_mut()
-        } else {
-            self.subs.get_mut(agent)
-        }
-    }
-
-    fn contains_key(&self, agent: &str) -> bool {
-        self.get(agent).is_some()
-    }
-
-    fn remove(&mut self, agent: &str) -> Option<Run> {
-        if agent.is_empty() {
-            self.main.take()
-        } else {
-            self.subs.remove(agent)
-        }
-    }
-
-    fn insert(&mut self, agent: &str, run: Run) {
-        if agent.is_empty() {
-            self.main = Some(run);
-        } else {
-            self.subs.insert(agent.to_string(), run);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.main.is_none() && self.subs.is_empty()
-    }
-
-    fn values_mut(&mut self) -> impl Iterator<Item = &mut Run> {
-        self.main.iter_mut().chain(self.subs.values_mut())
-    }
-
-    /// The open runs' agent ids.
-    fn keys(&self) -> Vec<String> {
-        let main = self.main.as_ref().map(|_| String::new());
-        main.into_iter().chain(self.subs.keys().cloned()).collect()
     }
 }
 
@@ -691,13 +592,6 @@ fn approval(
     span.event("pikuri.approval", now, a);
 }
 
-fn span_call_id(s: &Span) -> Option<&str> {
-    match s.attrs.get("gen_ai.tool.call.id") {
-        Some(Attr::Str(id)) => Some(&**id),
-        _ => None,
-    }
-}
-
 /// A chat span from the run's mark to `now`, taking the run's span events
 /// and time to first chunk.
 fn chat_span(run: &mut Run, model: &ModelInfo, conversation: &Arc<str>, now: u64) -> Span {
@@ -1178,7 +1072,7 @@ mod tests {
                 mid_loop: false,
             });
         }
-        assert!(t.runs.main.is_some() && t.runs.subs.contains_key("helper"));
+        assert!(t.runs.contains_key("") && t.runs.contains_key("helper"));
         // Each is found by its own id; an unknown id finds neither.
         assert!(t.runs.get("helper").is_some() && t.runs.get("nobody").is_none());
         t.abandon();

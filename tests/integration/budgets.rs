@@ -361,6 +361,28 @@ fn journaled(server: &FakeServer, budget: Budget, store: &Memory) -> Agent {
         .unwrap()
 }
 
+/// The agent of [`journaled`] resuming run `r` from `store`.
+fn resumed(server: &FakeServer, budget: Budget, store: Memory) -> pikuri::Result<Agent> {
+    Agent::builder(server.transport())
+        .add_tool(builtin::calculator())
+        .budget(budget)
+        .resume(store, "r")
+        .build()
+}
+
+/// `question` on `agent`, cut after its first response as by a crash:
+/// `store` refuses the tool results, so the run stops with a journal
+/// error; then the agent is gone and the store takes records again.
+fn crash(mut agent: Agent, store: &Memory, question: &str) {
+    store.set_refusing(true);
+    assert_eq!(
+        agent.run_loop(question).unwrap_err().kind(),
+        pikuri::ErrorKind::JournalIo
+    );
+    drop(agent);
+    store.set_refusing(false);
+}
+
 impl pikuri::journal::JournalStore for Memory {
     fn append(&self, run: &str, record: &str) -> pikuri::Result<()> {
         if self.refuse.load(std::sync::atomic::Ordering::SeqCst)
@@ -392,15 +414,8 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
     server.push(calc("2+2").with_usage(200, 10));
     server.push(Reply::text("never"));
     let store = Memory::default();
-    store.set_refusing(true);
     let budget = || Budget::new().max_requests(2).prices(table());
-    let mut a = journaled(&server, budget(), &store);
-    assert_eq!(
-        a.run_loop("sums").unwrap_err().kind(),
-        pikuri::ErrorKind::JournalIo
-    );
-    drop(a);
-    store.set_refusing(false);
+    crash(journaled(&server, budget(), &store), &store, "sums");
     let recorded: Vec<String> = store
         .records
         .lock()
@@ -415,12 +430,7 @@ fn a_resumed_run_goes_on_from_what_its_journal_says_was_spent() {
         "one response, its spend recorded with it"
     );
 
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .resume(store.clone(), "r")
-        .build()
-        .unwrap();
+    let mut a = resumed(&server, budget(), store.clone()).unwrap();
     assert!(a.interrupted());
     // One request was spent before the crash: one more is allowed, not two.
     let spend = tripped(a.resume_run(), Limit::Requests);
@@ -607,20 +617,9 @@ fn the_lifetime_count_survives_a_journal_resume() {
     let mut a = journaled(&server, budget(), &store);
     a.run_loop("first").unwrap();
     // The second run is cut off after its first response, as by a crash.
-    store.set_refusing(true);
-    assert_eq!(
-        a.run_loop("1+1?").unwrap_err().kind(),
-        pikuri::ErrorKind::JournalIo
-    );
-    drop(a);
-    store.set_refusing(false);
+    crash(a, &store, "1+1?");
 
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .resume(store.clone(), "r")
-        .build()
-        .unwrap();
+    let mut a = resumed(&server, budget(), store.clone()).unwrap();
     assert!(a.interrupted());
     // Two requests were spent before the crash, one in each run: the
     // resumed run gets the third.
@@ -630,12 +629,7 @@ fn the_lifetime_count_survives_a_journal_resume() {
     drop(a);
 
     // A clean restart: the journal says the lifetime is spent.
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .resume(store.clone(), "r")
-        .build()
-        .unwrap();
+    let mut a = resumed(&server, budget(), store.clone()).unwrap();
     assert!(!a.interrupted());
     let spend = lifetime_tripped(a.run_loop("again"), Limit::Requests);
     assert_eq!(spend.requests, 3);
@@ -659,13 +653,7 @@ fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
         (r#""earlier":{"#, r#""earlier":[{"#),
     ];
     let store = Memory::default();
-    store.set_refusing(true);
-    let mut a = journaled(&server, budget(), &store);
-    assert_eq!(
-        a.run_loop("sums").unwrap_err().kind(),
-        pikuri::ErrorKind::JournalIo
-    );
-    drop(a);
+    crash(journaled(&server, budget(), &store), &store, "sums");
     let records = store.records.lock().unwrap().clone();
     let at = records
         .iter()
@@ -677,12 +665,7 @@ fn a_damaged_spend_record_is_a_corrupt_journal_not_a_refilled_budget() {
         bad[at] = bad[at].replacen(from, to, 1);
         let tampered = Memory::default();
         *tampered.records.lock().unwrap() = bad;
-        let err = Agent::builder(server.transport())
-            .add_tool(builtin::calculator())
-            .budget(budget())
-            .resume(tampered, "r")
-            .build()
-            .unwrap_err();
+        let err = resumed(&server, budget(), tampered).unwrap_err();
         assert_eq!(err.kind(), pikuri::ErrorKind::JournalCorrupt, "{to}: {err}");
     }
 }
@@ -718,20 +701,7 @@ fn a_resumed_run_keeps_a_wall_time_longer_than_the_machines_uptime() {
             .lifetime(Budget::new().max_requests(100))
     };
     let store = Memory::default();
-    store
-        .refuse
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let mut a = Agent::builder(server.transport())
-        .add_tool(builtin::calculator())
-        .budget(budget())
-        .journal(store.clone(), "r")
-        .build()
-        .unwrap();
-    assert_eq!(
-        a.run_loop("sums").unwrap_err().kind(),
-        pikuri::ErrorKind::JournalIo
-    );
-    drop(a);
+    crash(journaled(&server, budget(), &store), &store, "sums");
     let records = store.records.lock().unwrap().clone();
     let at = records
         .iter()
@@ -743,12 +713,7 @@ fn a_resumed_run_keeps_a_wall_time_longer_than_the_machines_uptime() {
         tampered[at] = with_run_elapsed(&tampered[at], ms);
         let store = Memory::default();
         *store.records.lock().unwrap() = tampered;
-        let mut a = Agent::builder(server.transport())
-            .add_tool(builtin::calculator())
-            .budget(budget())
-            .resume(store, "r")
-            .build()
-            .unwrap();
+        let mut a = resumed(&server, budget(), store).unwrap();
         assert!(a.interrupted());
         let spend = tripped(a.resume_run(), Limit::WallTime);
         assert!(spend.elapsed_ms >= ms, "{ms}: {spend:?}");

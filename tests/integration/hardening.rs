@@ -399,7 +399,7 @@ fn configurator_dropped_unbuilt_runs_its_close_handlers() {
 
 /// Run one `#[ignore]`d test of this binary in a process of its own, so that
 /// `close_all` there cannot reach the agents of tests running in parallel.
-fn run_in_own_process(test: &str) {
+pub(crate) fn run_in_own_process(test: &str) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             test,

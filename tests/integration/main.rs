@@ -7,6 +7,7 @@ mod api; // Send/Sync bounds, pinned Debug and Display
 mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred turns
 #[cfg(feature = "tool-search")]
 mod attacks12; // ATTACKS.md over the local tool search: numbers, names, histories, threads, 100,000 tools
+mod attacks13; // ATTACKS.md leftovers: at most 64 guard checks run past their bound
 mod budgets; // issue 39 part 3: budgets, limits, spend and cost
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL

@@ -116,6 +116,29 @@ fn config_on(
     c
 }
 
+/// `server` scripted with `replies`, an agent on it (see [`config`]) and
+/// the count of `convert_currency`'s runs.
+fn scripted(
+    server: &FakeServer,
+    replies: impl IntoIterator<Item = Reply>,
+    n: usize,
+    search: ToolSearch,
+) -> (Agent, Arc<AtomicUsize>) {
+    for reply in replies {
+        server.push(reply);
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let agent = config(server, n, search, &calls).build().unwrap();
+    (agent, calls)
+}
+
+/// Whether `agent` has found `convert_currency`.
+fn found_convert(agent: &Agent) -> bool {
+    agent
+        .found_tools()
+        .contains(&"convert_currency".to_string())
+}
+
 pub(crate) fn search(query: &str) -> Reply {
     Reply::tool_call("search_tools", json!({ "query": query }))
 }
@@ -150,14 +173,12 @@ pub(crate) fn found_names(observation: &str) -> Vec<String> {
 #[test]
 fn three_hundred_deferred_tools_searched_found_and_called() {
     let server = FakeServer::start();
-    server
-        .push(search("convert money between currencies"))
-        .push(convert())
-        .push(Reply::text("100 EUR is 108 USD."));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let replies = [
+        search("convert money between currencies"),
+        convert(),
+        Reply::text("100 EUR is 108 USD."),
+    ];
+    let (mut agent, calls) = scripted(&server, replies, 300, ToolSearch::new());
     assert_eq!(agent.deferred_tools().len(), 300);
     assert!(agent.found_tools().is_empty());
     let out = agent.run_loop("How much is 100 EUR in USD?").unwrap();
@@ -180,19 +201,21 @@ fn three_hundred_deferred_tools_searched_found_and_called() {
 
 #[test]
 fn first_request_with_deferral_is_at_most_a_tenth() {
-    let first = |search: ToolSearch| {
-        let server = FakeServer::start();
-        server.push(Reply::text("ok"));
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = config(&server, 300, search, &calls).build().unwrap();
-        agent.run_loop("hi").unwrap();
-        server.chat_requests()[0].raw_body.len()
-    };
+    let first = |search: ToolSearch| first_request(300, search).raw_body.len();
     let deferred = first(ToolSearch::new());
     let all = first(ToolSearch::new().threshold(Threshold::Count(usize::MAX)));
     // Recorded in BENCHMARKS.md ("Issue 40").
     eprintln!("first request, 300 tools: {all} bytes sent all, {deferred} bytes deferred");
     assert!(deferred * 10 <= all, "{deferred} vs {all}");
+}
+
+/// The first request of a turn the model answers at once, with `n`
+/// deferred tools searched by `search`.
+fn first_request(n: usize, search: ToolSearch) -> pikuri::testing::RecordedRequest {
+    let server = FakeServer::start();
+    let (mut agent, _) = scripted(&server, [Reply::text("ok")], n, search);
+    agent.run_loop("hi").unwrap();
+    server.chat_requests().swap_remove(0)
 }
 
 /// The prompt as the simulated cache reads it (`FakeServer::set_prefix_cache`).
@@ -208,14 +231,12 @@ fn common(a: &str, b: &str) -> u64 {
 fn a_reveal_keeps_the_cached_prefix() {
     let server = FakeServer::start();
     server.set_prefix_cache(true);
-    server
-        .push(search("currency conversion"))
-        .push(convert())
-        .push(Reply::text("done"));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut agent = config(&server, 300, ToolSearch::new().max_results(1), &calls)
-        .build()
-        .unwrap();
+    let replies = [
+        search("currency conversion"),
+        convert(),
+        Reply::text("done"),
+    ];
+    let (mut agent, _) = scripted(&server, replies, 300, ToolSearch::new().max_results(1));
     agent.run_loop("100 EUR in USD?").unwrap();
     let cached: Vec<u64> = agent
         .messages()
@@ -256,15 +277,13 @@ fn a_reveal_keeps_the_cached_prefix() {
 #[test]
 fn a_deferred_tool_not_found_yet_is_an_observation() {
     let server = FakeServer::start();
-    server
-        .push(convert())
-        .push(search("currency"))
-        .push(convert())
-        .push(Reply::text("done"));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let replies = [
+        convert(),
+        search("currency"),
+        convert(),
+        Reply::text("done"),
+    ];
+    let (mut agent, calls) = scripted(&server, replies, 300, ToolSearch::new());
     agent.run_loop("convert").unwrap();
     let obs = observations(&agent);
     assert_eq!(
@@ -289,11 +308,7 @@ fn searched(server: &FakeServer, journal: Option<&std::path::Path>) -> History {
     }
     let mut agent = c.build().unwrap();
     agent.run_loop("find the converter").unwrap();
-    assert!(
-        agent
-            .found_tools()
-            .contains(&"convert_currency".to_string())
-    );
+    assert!(found_convert(&agent));
     agent.export_history()
 }
 
@@ -301,17 +316,10 @@ fn searched(server: &FakeServer, journal: Option<&std::path::Path>) -> History {
 fn a_reloaded_history_keeps_calling_a_found_tool() {
     let server = FakeServer::start();
     let saved = searched(&server, None).to_json();
-    server.push(convert()).push(Reply::text("108 USD"));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let replies = [convert(), Reply::text("108 USD")];
+    let (mut agent, calls) = scripted(&server, replies, 300, ToolSearch::new());
     agent.load_history(History::parse(&saved).unwrap()).unwrap();
-    assert!(
-        agent
-            .found_tools()
-            .contains(&"convert_currency".to_string())
-    );
+    assert!(found_convert(&agent));
     agent.run_loop("now convert 100 EUR").unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     let sent = server.chat_requests();
@@ -338,11 +346,7 @@ fn a_resumed_journal_keeps_calling_a_found_tool() {
         .resume(FileStore::new(&dir).unwrap(), "run")
         .build()
         .unwrap();
-    assert!(
-        agent
-            .found_tools()
-            .contains(&"convert_currency".to_string())
-    );
+    assert!(found_convert(&agent));
     agent.run_loop("now convert 100 EUR").unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     drop(agent);
@@ -351,7 +355,6 @@ fn a_resumed_journal_keeps_calling_a_found_tool() {
 
 #[test]
 fn a_damaged_search_result_in_a_loaded_history_reveals_nothing() {
-    let calls = Arc::new(AtomicUsize::new(0));
     for content in [
         "not json",
         r#"{"found":"convert_currency"}"#,
@@ -359,37 +362,29 @@ fn a_damaged_search_result_in_a_loaded_history_reveals_nothing() {
         r#"{"found":[{"name":"convert_currency"}]"#,
         "Error: the query is empty",
     ] {
-        let server = FakeServer::start();
-        let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-            .build()
-            .unwrap();
-        let history = json!({"version": 1, "messages": [
-            {"role": "user", "content": "find"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "name": "search_tools", "arguments": "{\"query\":\"currency\"}"}]},
-            {"role": "tool", "tool_call_id": "c1", "content": content},
-            {"role": "assistant", "content": "ok"}]});
-        agent
-            .load_history(History::parse(&history.to_string()).unwrap())
-            .unwrap();
-        assert!(agent.found_tools().is_empty(), "{content}");
+        let found = found_after_loading("search_tools", r#"{"query":"currency"}"#, content);
+        assert!(found.is_empty(), "{content}");
     }
     // A result of another tool never reveals anything.
+    let content = r#"{"found":[{"name":"convert_currency"}]}"#;
+    assert!(found_after_loading("note", r#"{"title":"x"}"#, content).is_empty());
+}
+
+/// The tools found by an agent (300 deferred) that loads a history whose
+/// one call, of `tool` with `arguments`, was answered `content`.
+fn found_after_loading(tool: &str, arguments: &str, content: &str) -> Vec<String> {
     let server = FakeServer::start();
-    let mut agent = config(&server, 300, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let (mut agent, _) = scripted(&server, [], 300, ToolSearch::new());
     let history = json!({"version": 1, "messages": [
         {"role": "user", "content": "find"},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "name": "note", "arguments": "{\"title\":\"x\"}"}]},
-        {"role": "tool", "tool_call_id": "c1",
-         "content": r#"{"found":[{"name":"convert_currency"}]}"#},
+            {"id": "c1", "name": tool, "arguments": arguments}]},
+        {"role": "tool", "tool_call_id": "c1", "content": content},
         {"role": "assistant", "content": "ok"}]});
     agent
         .load_history(History::parse(&history.to_string()).unwrap())
         .unwrap();
-    assert!(agent.found_tools().is_empty());
+    agent.found_tools()
 }
 
 #[test]
@@ -447,50 +442,26 @@ fn odd_queries_and_limits() {
 
 #[test]
 fn thresholds_zero_and_max() {
-    let names = |search: ToolSearch, n: usize| {
-        let server = FakeServer::start();
-        server.push(Reply::text("ok"));
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = config(&server, n, search, &calls).build().unwrap();
-        agent.run_loop("hi").unwrap();
-        server.chat_requests()[0].tool_names().len()
-    };
-    // Above the threshold only: one tool over a count of 0 is deferred.
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(0)), 1),
-        3
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(5)), 5),
-        7
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(5)), 6),
-        3
-    );
-    assert_eq!(
-        names(
-            ToolSearch::new().threshold(Threshold::Count(usize::MAX)),
-            300
-        ),
-        302
-    );
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Tokens(0)), 1),
-        3
-    );
-    assert_eq!(
-        names(
-            ToolSearch::new().threshold(Threshold::Tokens(u64::MAX)),
-            300
-        ),
-        302
-    );
-    // No deferred tools: no search tool, whatever the threshold.
-    assert_eq!(
-        names(ToolSearch::new().threshold(Threshold::Count(0)), 0),
-        2
-    );
+    let names = |search: ToolSearch, n: usize| first_request(n, search).tool_names().len();
+    let cases = [
+        // Above the threshold only: one tool over a count of 0 is deferred.
+        (Threshold::Count(0), 1, 3),
+        (Threshold::Count(5), 5, 7),
+        (Threshold::Count(5), 6, 3),
+        (Threshold::Count(usize::MAX), 300, 302),
+        (Threshold::Tokens(0), 1, 3),
+        (Threshold::Tokens(u64::MAX), 300, 302),
+        // No deferred tools: no search tool, whatever the threshold.
+        (Threshold::Count(0), 0, 2),
+    ];
+    for (threshold, n, sent) in cases {
+        let case = format!("{threshold:?} with {n} deferred");
+        assert_eq!(
+            names(ToolSearch::new().threshold(threshold), n),
+            sent,
+            "{case}"
+        );
+    }
 }
 
 /// Keeps its context for the test to withdraw tools as a server would.
@@ -586,14 +557,8 @@ fn duplicate_names_across_pools_fail_the_build() {
 #[test]
 fn ten_thousand_deferred_tools() {
     let server = FakeServer::start();
-    server
-        .push(search("convert currency"))
-        .push(convert())
-        .push(Reply::text("done"));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let mut agent = config(&server, 10_000, ToolSearch::new(), &calls)
-        .build()
-        .unwrap();
+    let replies = [search("convert currency"), convert(), Reply::text("done")];
+    let (mut agent, calls) = scripted(&server, replies, 10_000, ToolSearch::new());
     agent.run_loop("convert").unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(found_names(&observations(&agent)[0])[0], "convert_currency");

@@ -4,7 +4,8 @@
 //! calls what it found, and the next request sends the search back, all
 //! on the strict `FakeServer`, plain and streamed; then the attacks on
 //! the search blocks (ATTACKS.md: unknown names, a huge list, a cut
-//! stream, an error after the search).
+//! stream, an error after the search), in bodies and in streams (blocks
+//! broken across events, repeated ids and indices, endless searches).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::tool::{FnTool, Parameters};
 use pikuri::tool_search::{Threshold, ToolSearch};
-use pikuri::{Agent, Api, ErrorKind, Role};
+use pikuri::{Agent, Api, ErrorKind, HttpConfig, Role};
 use serde_json::{Value, json};
 
 use crate::util::{assert_valid_history, fast_http};
@@ -34,9 +35,21 @@ fn agent_searching(
     calls: &Arc<AtomicUsize>,
     search: ToolSearch,
 ) -> Agent {
+    agent_on(server, api, stream, calls, search, fast_http())
+}
+
+/// [`agent_searching`] with `http` (never retrying).
+fn agent_on(
+    server: &FakeServer,
+    api: Api,
+    stream: bool,
+    calls: &Arc<AtomicUsize>,
+    search: ToolSearch,
+    http: HttpConfig,
+) -> Agent {
     let counter = Arc::clone(calls);
     let mut c = Agent::builder(server.transport().with_api(api))
-        .http(fast_http().with_max_retries(0))
+        .http(http.with_max_retries(0))
         .streaming(stream)
         .add_tool(FnTool::new(
             "clock",
@@ -102,6 +115,15 @@ fn sent_searches(api: Api, body: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// Every request so far accepted by the strict server (as the API would).
+fn assert_accepted(server: &FakeServer, case: &str) {
+    assert!(
+        server.rejections().is_empty(),
+        "{case}: {:?}",
+        server.rejections()
+    );
+}
+
 fn search_tool(api: Api) -> &'static str {
     match api {
         Api::AnthropicMessages => "tool_search_tool_bm25",
@@ -127,11 +149,7 @@ fn the_api_searches_the_model_calls_what_it_found_and_the_search_goes_back() {
             let case = format!("{api:?} stream={stream}");
             assert_eq!(out.answer.as_deref(), Some("Sunny in Oslo."), "{case}");
             assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
-            assert!(
-                server.rejections().is_empty(),
-                "{case}: {:?}",
-                server.rejections()
-            );
+            assert_accepted(&server, &case);
             let sent = server.chat_requests();
             assert_eq!(sent.len(), 2, "{case}");
             let first = sent[0].body.as_ref().unwrap();
@@ -219,11 +237,7 @@ fn a_search_naming_an_unknown_tool_or_a_huge_list_is_kept_and_the_next_turn_work
             let out = agent.run_loop("Weather?").unwrap();
             assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
             assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
-            assert!(
-                server.rejections().is_empty(),
-                "{case}: {:?}",
-                server.rejections()
-            );
+            assert_accepted(&server, &case);
             // Every search went back in the last request, well-formed.
             let last = server.chat_requests().pop().unwrap();
             assert_eq!(
@@ -265,17 +279,20 @@ fn a_stream_cut_inside_a_search_or_failing_after_one_leaves_the_history_intact()
         let e = agent.retry_turn().unwrap_err();
         assert!(e.to_string().contains("boom"), "{api:?}: {e}");
         assert_eq!(agent.messages().len(), 1, "{api:?}");
-        let out = agent.retry_turn().unwrap();
-        assert_eq!(out.answer.as_deref(), Some("Sunny."), "{api:?}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{api:?}");
-        assert!(
-            server.rejections().is_empty(),
-            "{api:?}: {:?}",
-            server.rejections()
-        );
-        assert_valid_history(agent.messages());
+        retried_goes_on(&format!("{api:?}"), &server, &mut agent, &calls);
         server.assert_all_used();
     }
+}
+
+/// After a failed turn (nothing of it kept): the turn retried runs the
+/// call once and answers "Sunny.", every request accepted, the history
+/// valid.
+fn retried_goes_on(case: &str, server: &FakeServer, agent: &mut Agent, calls: &AtomicUsize) {
+    let out = agent.retry_turn().unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Sunny."), "{case}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{case}");
+    assert_accepted(server, case);
+    assert_valid_history(agent.messages());
 }
 
 /// A Messages body whose server searched with the tool search called
@@ -326,7 +343,7 @@ fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
         "{tools:?}"
     );
     assert_eq!(sent_searches(api, sent[1].body.as_ref().unwrap()).len(), 2);
-    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_accepted(&server, "");
 
     let mut bm25 = agent_searching(&server, api, false, &calls, ToolSearch::new());
     bm25.load_history(agent.export_history()).unwrap();
@@ -341,7 +358,7 @@ fn the_regex_search_is_offered_sent_back_and_kept_after_a_switch() {
             "{name}: {tools:?}"
         );
     }
-    assert!(server.rejections().is_empty(), "{:?}", server.rejections());
+    assert_accepted(&server, "");
     assert_valid_history(bm25.messages());
 }
 
@@ -412,37 +429,46 @@ fn broken_search_blocks_are_dropped_and_the_conversation_goes_on() {
         ("never answered", vec![search("s1")]),
         ("input no object", vec![no_input, found("s1", refs.clone())]),
     ];
-    let api = Api::AnthropicMessages;
     for (what, blocks) in cases {
-        let server = FakeServer::start();
-        let model = server.transport().model().unwrap().to_string();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = agent(&server, api, false, &calls);
-        server
-            .push(answer_with(&model, blocks))
-            .push(Reply::text("Sunny."));
-        let out = agent.run_loop("weather in Oslo?");
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
-        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
-        assert_valid_history(agent.messages());
-        // The history reloads and goes on, on the strict server.
-        let mut again = agent_searching(&server, api, false, &calls, ToolSearch::new());
-        again.load_history(agent.export_history()).unwrap();
-        server.push(Reply::text("Still sunny."));
-        again
-            .run_loop("and now?")
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
-        );
+        let answer = |model: &str| answer_with(model, blocks);
+        goes_on(what, Api::AnthropicMessages, false, answer, true);
     }
+}
+
+/// What a broken search answer leaves, on a fresh `server` for `api`
+/// (strict, as the API) that answers `answer(model)`, then "Sunny.": the
+/// call beside the search runs once, every request is accepted, the
+/// history is valid, and the conversation goes on in the same agent, or
+/// (`reload`) in a fresh one that loads its history. The server, for the
+/// requests it received.
+fn goes_on(
+    what: &str,
+    api: Api,
+    stream: bool,
+    answer: impl FnOnce(&str) -> Reply,
+    reload: bool,
+) -> FakeServer {
+    let server = FakeServer::start();
+    let model = server.transport().model().unwrap().to_string();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut agent = agent(&server, api, stream, &calls);
+    server.push(answer(&model)).push(Reply::text("Sunny."));
+    let out = agent.run_loop("weather in Oslo?");
+    assert_accepted(&server, what);
+    assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
+    assert_valid_history(agent.messages());
+    if reload {
+        let mut again = agent_searching(&server, api, stream, &calls, ToolSearch::new());
+        again.load_history(agent.export_history()).unwrap();
+        agent = again;
+    }
+    server.push(Reply::text("Still sunny."));
+    agent
+        .run_loop("and now?")
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_accepted(&server, what);
+    server
 }
 
 /// The same for Responses search items: a call without arguments, an
@@ -472,40 +498,339 @@ fn broken_responses_search_items_are_dropped_and_the_conversation_goes_on() {
             vec![no_arguments, output(good.clone())],
         ),
     ];
-    let api = Api::OpenAiResponses;
     for (what, mut items) in cases {
-        let server = FakeServer::start();
-        let model = server.transport().model().unwrap().to_string();
         items.push(
             json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
                           "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
                           "status": "completed"}),
         );
-        let body = json!({"id": "resp_1", "object": "response", "status": "completed",
-                          "model": model, "output": items,
-                          "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut agent = agent(&server, api, false, &calls);
+        let answer = |model: &str| {
+            let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+                              "model": model, "output": items,
+                              "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}});
+            Reply::raw_body(200, "application/json", body.to_string())
+        };
+        goes_on(what, Api::OpenAiResponses, false, answer, false);
+    }
+}
+
+// ------------------------------------------------------------ the same attacks in streams
+
+/// One named SSE event.
+fn sse(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// A streamed Messages answer: `message_start`, then each block of
+/// `blocks` at the next index (its start, one `input_json_delta` per
+/// piece, its stop), a call of `get_weather` split the same way, and the
+/// end.
+fn anthropic_stream(model: &str, blocks: Vec<Block>) -> String {
+    let start = json!({"type": "message_start", "message": {
+        "id": "msg_s", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 0}}});
+    let mut out = sse("message_start", &start);
+    let call = json!({"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}});
+    let all = blocks
+        .into_iter()
+        .chain([(call, vec!["{\"city\":", "\"Oslo\"}"])]);
+    for (index, (head, pieces)) in all.enumerate() {
+        out += &anthropic_block(index, &head, &pieces);
+    }
+    out += &sse(
+        "message_delta",
+        &json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "usage": {"output_tokens": 5}}),
+    );
+    out + &sse("message_stop", &json!({"type": "message_stop"}))
+}
+
+/// One block of a Messages stream at `index`: its start, one
+/// `input_json_delta` per piece, its stop.
+fn anthropic_block(index: usize, head: &Value, pieces: &[&str]) -> String {
+    let mut out = sse(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": index, "content_block": head}),
+    );
+    for p in pieces {
+        out += &sse(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": p}}),
+        );
+    }
+    out + &sse(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": index}),
+    )
+}
+
+/// A BM25 search's `server_tool_use` as a stream starts it (`input: {}`).
+fn search_start(id: &str) -> Value {
+    json!({"type": "server_tool_use", "id": id, "name": "tool_search_tool_bm25", "input": {}})
+}
+
+/// A `tool_search_tool_result` for `id` with `content`.
+fn search_result(id: &str, content: &Value) -> Value {
+    json!({"type": "tool_search_tool_result", "tool_use_id": id, "content": content})
+}
+
+/// A search result's content naming `get_weather`.
+fn found_weather() -> Value {
+    json!({"type": "tool_search_tool_search_result",
+           "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]})
+}
+
+/// A block of a streamed answer: its start, its input's pieces.
+type Block = (Value, Vec<&'static str>);
+
+/// The broken streams: what, the blocks, how many search blocks the
+/// history keeps, the input it keeps for the first.
+fn broken_streams() -> Vec<(&'static str, Vec<Block>, usize, Value)> {
+    let query = vec!["{\"query\":", "\"wea", "ther\"}"];
+    vec![
+        (
+            "input split across events",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({"query": "weather"}),
+        ),
+        (
+            "input deltas making a string",
+            vec![
+                (search_start("s1"), vec!["\"wea", "ther\""]),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({}),
+        ),
+        (
+            "input deltas stopping mid-object",
+            vec![
+                (search_start("s1"), vec!["{\"query\":", "\"wea"]),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({}),
+        ),
+        (
+            "an id repeated in a later block",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &found_weather()), vec![]),
+            ],
+            2,
+            json!({"query": "weather"}),
+        ),
+        (
+            "a garbage result",
+            vec![
+                (search_start("s1"), query.clone()),
+                (search_result("s1", &json!("garbage")), vec![]),
+            ],
+            0,
+            Value::Null,
+        ),
+        (
+            "the result before its search",
+            vec![
+                (search_result("s1", &found_weather()), vec![]),
+                (search_start("s1"), query.clone()),
+            ],
+            0,
+            Value::Null,
+        ),
+        (
+            "a result of no search",
+            vec![(search_result("s9", &found_weather()), vec![])],
+            0,
+            Value::Null,
+        ),
+        (
+            "a search never answered",
+            vec![(search_start("s1"), query.clone())],
+            0,
+            Value::Null,
+        ),
+    ]
+}
+
+/// Search blocks broken across the events of a stream (an input whose
+/// deltas make a string or stop mid-object, an id repeated in a later
+/// block, a result that is garbage, comes first, or answers nothing, a
+/// search never answered): the history keeps only whole searches, each
+/// once, with the input the deltas made when they made an object, so the
+/// strict server (as the API) accepts every later request; the call
+/// beside them runs and the conversation goes on after a reload.
+#[test]
+fn broken_search_blocks_in_a_stream_are_dropped_and_the_conversation_goes_on() {
+    let api = Api::AnthropicMessages;
+    for (what, blocks, kept, input) in broken_streams() {
+        let answer = |model: &str| Reply::raw_sse(anthropic_stream(model, blocks));
+        let server = goes_on(what, api, true, answer, true);
+        // The request after the broken answer: what its history kept.
+        let second = &server.chat_requests()[1];
+        let back = sent_searches(api, second.body.as_ref().unwrap());
+        assert_eq!(back.len(), kept, "{what}: {back:?}");
+        if kept > 0 {
+            assert_eq!(back[0]["input"], input, "{what}");
+        }
+    }
+}
+
+/// Two search blocks started at one index (ids and indices repeated
+/// within one answer): the stream is a protocol error, nothing of it stays
+/// in the history, and the turn retried goes on.
+#[test]
+fn a_search_block_started_twice_at_one_index_is_refused_whole() {
+    let api = Api::AnthropicMessages;
+    let server = FakeServer::start();
+    let model = server.transport().model().unwrap().to_string();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut agent = agent(&server, api, true, &calls);
+    // The search at index 0, the call at 1, then a result at 0 again.
+    let twice = anthropic_stream(&model, vec![(search_start("s1"), vec!["{}"])]).replacen(
+        "event: message_delta",
+        &format!(
+            "{}event: message_delta",
+            anthropic_block(0, &search_result("s1", &found_weather()), &[])
+        ),
+        1,
+    );
+    server
+        .push(Reply::raw_sse(twice))
+        .push(search())
+        .push(Reply::text("Sunny."));
+    let e = agent.run_loop("weather in Oslo?").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
+    assert!(e.to_string().contains("started twice"), "{e}");
+    assert_eq!(agent.messages().len(), 1, "only the question");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    retried_goes_on("started twice", &server, &mut agent, &calls);
+}
+
+/// A search answer that finds `get_weather`, which the model calls.
+fn search() -> Reply {
+    Reply::tool_call("get_weather", json!({"city": "Oslo"}))
+        .with_tool_search("weather", &["get_weather"])
+}
+
+/// A server that streams tool searches without end (each a search and its
+/// result, every one well-formed and progress): the answer is bounded by
+/// `max_body_bytes`, a protocol error on both APIs; nothing of it stays in
+/// the history, and the turn retried goes on. (The stream does end, past
+/// the bound, so that without the bound the run would complete.)
+#[test]
+fn endless_search_events_end_at_the_body_bound() {
+    const BOUND: u64 = 256 * 1024;
+    for api in APIS {
+        let endless = (0..2_000).fold(
+            Reply::tool_call("get_weather", json!({"city": "Oslo"})),
+            |r, i| r.with_tool_search(&format!("weather {i}"), &["get_weather"]),
+        );
+        let server = FakeServer::start();
         server
-            .push(Reply::raw_body(200, "application/json", body.to_string()))
+            .push(endless)
+            .push(search())
             .push(Reply::text("Sunny."));
-        let out = agent.run_loop("weather in Oslo?");
+        let calls = Arc::new(AtomicUsize::new(0));
+        let http = fast_http().with_max_body_bytes(BOUND);
+        let mut agent = agent_on(&server, api, true, &calls, ToolSearch::new(), http);
+        let e = agent.run_loop("weather in Oslo?").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Protocol, "{api:?}: {e}");
         assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
+            e.to_string().contains(&format!("exceeds {BOUND} bytes")),
+            "{api:?}: {e}"
         );
-        assert_eq!(out.unwrap().answer.as_deref(), Some("Sunny."), "{what}");
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "{what}");
-        assert_valid_history(agent.messages());
-        server.push(Reply::text("Still sunny."));
-        agent
-            .run_loop("and now?")
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            server.rejections().is_empty(),
-            "{what}: {:?}",
-            server.rejections()
+        assert_eq!(agent.messages().len(), 1, "{api:?}: only the question");
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "{api:?}");
+        retried_goes_on(&format!("{api:?}"), &server, &mut agent, &calls);
+    }
+}
+
+/// A streamed Responses answer: `response.created`, each `(phase, output
+/// index, item)` as a `response.output_item.{phase}` event, a call of
+/// `get_weather`, and `response.completed` (whose `output` a decoder that
+/// streamed items does not read).
+fn responses_stream(model: &str, events: Vec<(&str, usize, Value)>) -> String {
+    let response = |status: &str| {
+        json!({"id": "resp_s", "object": "response", "status": status, "model": model,
+               "output": [], "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}})
+    };
+    let mut out = sse(
+        "response.created",
+        &json!({"type": "response.created", "response": response("in_progress")}),
+    );
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                      "name": "get_weather", "arguments": "{\"city\":\"Oslo\"}",
+                      "status": "completed"});
+    let next = events.iter().map(|e| e.1 + 1).max().unwrap_or(0);
+    let all = events
+        .into_iter()
+        .chain([("added", next, call.clone()), ("done", next, call)]);
+    for (phase, index, item) in all {
+        let kind = format!("response.output_item.{phase}");
+        out += &sse(
+            &kind,
+            &json!({"type": kind, "output_index": index, "item": item}),
         );
+    }
+    out + &sse(
+        "response.completed",
+        &json!({"type": "response.completed", "response": response("completed")}),
+    )
+}
+
+/// Responses search items broken across the events of a stream (a call
+/// announced without its arguments, done with them or without, or never
+/// done): the history keeps whole searches only, so the strict server
+/// accepts every later request, and the conversation goes on.
+#[test]
+fn broken_responses_search_items_in_a_stream_are_dropped_and_the_conversation_goes_on() {
+    let call = |arguments: bool| {
+        let mut c = json!({"type": "tool_search_call", "id": "tsc_1", "execution": "server",
+                           "status": "completed", "arguments": {"query": "weather"}});
+        if !arguments {
+            c.as_object_mut().unwrap().remove("arguments");
+        }
+        c
+    };
+    let output = json!({"type": "tool_search_output", "id": "tso_1", "execution": "server",
+                        "status": "completed", "tools": [{"type": "function", "name": "get_weather"}]});
+    let answered = |events: Vec<(&'static str, usize, Value)>| {
+        let mut events = events;
+        events.extend([("added", 1, output.clone()), ("done", 1, output.clone())]);
+        events
+    };
+    let cases = [
+        (
+            "a call announced without arguments, done with them",
+            answered(vec![("added", 0, call(false)), ("done", 0, call(true))]),
+            2,
+        ),
+        (
+            "a call done without arguments",
+            answered(vec![("added", 0, call(false)), ("done", 0, call(false))]),
+            0,
+        ),
+        (
+            "a call announced, never done",
+            answered(vec![("added", 0, call(false))]),
+            0,
+        ),
+    ];
+    let api = Api::OpenAiResponses;
+    for (what, events, kept) in cases {
+        let answer = |model: &str| Reply::raw_sse(responses_stream(model, events));
+        let server = goes_on(what, api, true, answer, true);
+        let second = &server.chat_requests()[1];
+        let back = sent_searches(api, second.body.as_ref().unwrap());
+        assert_eq!(back.len(), kept, "{what}: {back:?}");
     }
 }

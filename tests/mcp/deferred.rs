@@ -1,7 +1,7 @@
 //! MCP tools as deferred tools (`Server::with_deferred`,
 //! `Registry::defer_tools`; issue 40): the pools they join, names taken in
-//! the deferred pool, refreshes that keep unchanged tools in place, and the
-//! reference server's tools deferred.
+//! the deferred pool, refreshes that keep unchanged tools in place, the
+//! reference server's tools deferred, and 10,000 tools deferred.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +30,17 @@ fn names(tools: &[Arc<dyn Tool>]) -> Vec<String> {
 /// callable) like any other, whatever the search does with them.
 fn never_held_back() -> ToolSearch {
     ToolSearch::new().threshold(Threshold::Count(10_000))
+}
+
+/// The fake withdraws its `echo` tool (and adds `extra`), as a server's
+/// list changes between turns.
+fn withdraw_echo(mcp: &Registry) {
+    let said = mcp
+        .client("fake")
+        .unwrap()
+        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
+        .unwrap();
+    assert_eq!(said, "changed");
 }
 
 #[test]
@@ -150,12 +161,7 @@ fn list_changed_keeps_deferred_tools_deferred_and_unchanged_ones_in_place() {
         .unwrap()
         .clone();
     // The server's list changes (the refresh point is the next turn).
-    let said = mcp
-        .client("fake")
-        .unwrap()
-        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
-        .unwrap();
-    assert_eq!(said, "changed");
+    withdraw_echo(&mcp);
     agent.run_loop("two").unwrap();
 
     let after = agent.deferred_tools();
@@ -368,12 +374,7 @@ fn a_found_tool_the_server_withdraws_is_gone() {
         "{:?}",
         agent.found_tools()
     );
-    let said = mcp
-        .client("fake")
-        .unwrap()
-        .call_tool("change", &json!({"drop": "echo"}), &ToolContext::detached())
-        .unwrap();
-    assert_eq!(said, "changed");
+    withdraw_echo(&mcp);
     agent.run_loop("call echo").unwrap();
 
     let reqs = model.chat_requests();
@@ -389,5 +390,100 @@ fn a_found_tool_the_server_withdraws_is_gone() {
     // The new tool joined the deferred pool, held back (not found).
     assert!(names(&agent.deferred_tools()).contains(&"fake__extra".to_string()));
     assert!(!reqs[3].tool_names().contains(&"fake__extra".to_string()));
+    agent.close();
+}
+
+/// ATTACKS.md, other servers, a huge answer: a server that lists 10,000
+/// tools, deferred. The first request carries the search tool alone, not
+/// 10,000 schemas; a search among them reveals the one asked for (and a
+/// handful at most), whose call reaches the server under its own name.
+#[test]
+fn ten_thousand_deferred_tools_are_held_back_and_the_one_searched_for_is_called() {
+    let Some((py, script)) = python() else { return };
+    let server = Server::stdio(py, [script.as_str(), "--many", "10000", "--page", "1000"])
+        .with_env("PIKURI_MCP_TAG", unique_tag("deferred-many"));
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("search_tools", json!({"query": "t9999"})));
+    model.push(Reply::tool_call("many__t9999", json!({})));
+    model.push(Reply::text("done"));
+    let mcp = Registry::new().server("many", server.with_deferred(true));
+    let mut agent = Agent::builder(model.transport())
+        .tool_search(ToolSearch::new().threshold(Threshold::Count(100)))
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    assert_eq!(agent.deferred_tools().len(), 10_012);
+    agent.run_loop("call t9999").unwrap();
+
+    let reqs = model.chat_requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0].tool_names(), ["search_tools"]);
+    let first = serde_json::to_vec(reqs[0].body.as_ref().unwrap())
+        .unwrap()
+        .len();
+    assert!(first < 16 * 1024, "the first request has {first} bytes");
+    let revealed = reqs[1].tool_names();
+    assert!(
+        revealed.contains(&"many__t9999".to_string()),
+        "{revealed:?}"
+    );
+    assert!(revealed.len() <= 11, "{revealed:?}");
+    let answer = reqs[2].messages().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The fake answers a trivial tool's call with an error naming it: the
+    // call reached the server under its own name.
+    assert!(answer.contains("unknown tool t9999"), "{answer}");
+    agent.close();
+}
+
+/// A name colliding with a deferred tool at a refresh: the server adds
+/// `extra` while the host's own deferred tool holds `fake__extra`. The
+/// host's tool keeps its name, its place and its calls; the server's
+/// joins under another name (the pool the registry cannot list is tried,
+/// never overwritten), once.
+#[test]
+fn a_tool_added_under_a_deferred_tool_s_name_gets_another() {
+    let Some(server) = fake() else { return };
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("fake__change", json!({})));
+    model.push(Reply::text("changed"));
+    model.push(Reply::tool_call("fake__extra", json!({})));
+    model.push(Reply::text("done"));
+    let host = FnTool::new(
+        "fake__extra",
+        "The host's own.",
+        Parameters::empty(),
+        |_, _| Ok("host".to_string()),
+    );
+    let mcp = Registry::new().server("fake", server.with_deferred(true));
+    let mut agent = Agent::builder(model.transport())
+        .tool_search(never_held_back())
+        .add_deferred_tool(host)
+        .add_extension(mcp.clone())
+        .build()
+        .unwrap();
+    agent.run_loop("change").unwrap();
+    agent.run_loop("call extra").unwrap();
+
+    let offered = mcp.tool_names("fake");
+    let extra: Vec<&String> = offered
+        .iter()
+        .filter(|n| n.starts_with("fake__extra"))
+        .collect();
+    assert_eq!(extra.len(), 1, "{offered:?}");
+    assert_ne!(extra[0], "fake__extra", "{offered:?}");
+    let deferred = names(&agent.deferred_tools());
+    assert_eq!(deferred[0], "fake__extra", "the host's keeps its place");
+    assert!(deferred.contains(extra[0]), "{deferred:?}");
+    assert_eq!(
+        deferred.iter().filter(|n| *n == "fake__extra").count(),
+        1,
+        "{deferred:?}"
+    );
+    // The call by the taken name went to the host's tool.
+    let reqs = model.chat_requests();
+    assert_eq!(reqs[3].messages().last().unwrap()["content"], "host");
     agent.close();
 }

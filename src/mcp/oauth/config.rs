@@ -342,3 +342,21 @@ impl fmt::Display for AuthError {
         write!(f, "OAuth: {}", self.message())
     }
 }
+
+/// The result of a step of the login (`flow.rs`, `redirect.rs`).
+pub(super) type Result<T> = std::result::Result<T, AuthError>;
+
+/// An answer a login cannot go on with ([`AuthError::Unusable`]).
+pub(super) fn unusable<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Unusable(message.into()))
+}
+
+/// The authorization side said no ([`AuthError::Refused`]).
+pub(super) fn refused<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Refused(message.into()))
+}
+
+/// The login cannot run on this side ([`AuthError::Local`]).
+pub(super) fn local<T>(message: impl Into<String>) -> Result<T> {
+    Err(AuthError::Local(message.into()))
+}

@@ -1,15 +1,15 @@
 //! The network half of OAuth: discovery, registration, the authorization
-//! code with PKCE through the loopback redirect, token exchange and
-//! refresh. Each step says in its error what it was doing.
+//! code with PKCE through the loopback redirect (`redirect.rs`), token
+//! exchange and refresh. Each step says in its error what it was doing.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io::Read;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::config::{AuthError, OAuth};
+use super::config::{AuthError, OAuth, Result, local, refused, unusable};
 use super::pkce::{self, Pkce};
+use super::redirect::{Loopback, check_answer};
 use super::store::Tokens;
 use crate::codec::percent::{self, Space};
 use crate::net::{AgentSetup, error_text};
@@ -18,23 +18,6 @@ use crate::util::{excerpt, redact_url};
 
 /// The largest metadata or token answer read.
 const MAX_BODY: u64 = 256 * 1024;
-
-type Result<T> = std::result::Result<T, AuthError>;
-
-/// An answer a login cannot go on with ([`AuthError::Unusable`]).
-fn unusable<T>(message: impl Into<String>) -> Result<T> {
-    Err(AuthError::Unusable(message.into()))
-}
-
-/// The authorization side said no ([`AuthError::Refused`]).
-fn refused<T>(message: impl Into<String>) -> Result<T> {
-    Err(AuthError::Refused(message.into()))
-}
-
-/// The login cannot run on this side ([`AuthError::Local`]).
-fn local<T>(message: impl Into<String>) -> Result<T> {
-    Err(AuthError::Local(message.into()))
-}
 
 /// The parameters of a `Bearer` challenge in a `WWW-Authenticate` header
 /// (RFC 6750 §3, RFC 9728 §5.1): `(name, value)`, names lowercased.
@@ -453,27 +436,18 @@ pub(super) fn login(
     closed: &dyn Fn() -> bool,
 ) -> Result<Tokens> {
     let found = discover(config, url, challenge)?;
-    let listener = TcpListener::bind(("127.0.0.1", config.redirect_port)).map_err(|e| {
-        AuthError::Local(format!(
-            "cannot listen on 127.0.0.1:{} for the redirect: {e}",
-            config.redirect_port
-        ))
-    })?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| AuthError::Local(format!("the redirect listener has no address: {e}")))?
-        .port();
-    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let loopback = Loopback::bind(config.redirect_port)?;
+    let redirect = loopback.uri.as_str();
     let (client_id, client_secret) = match &config.client_id {
         Some(id) => (id.clone(), config.client_secret.clone()),
-        None => register(config, &found.meta, &redirect, found.scope.as_deref())?,
+        None => register(config, &found.meta, redirect, found.scope.as_deref())?,
     };
     let pkce = Pkce::new()?;
     let state = pkce::random_state()?;
     let mut query = vec![
         ("response_type", "code"),
         ("client_id", client_id.as_str()),
-        ("redirect_uri", redirect.as_str()),
+        ("redirect_uri", redirect),
         ("code_challenge", pkce.challenge.as_str()),
         ("code_challenge_method", "S256"),
         ("state", state.as_str()),
@@ -489,12 +463,13 @@ pub(super) fn login(
         .browser
         .open(&auth_url)
         .map_err(|e| AuthError::Local(format!("the browser could not be opened: {e}")))?;
-    let answer = wait_for_redirect(&listener, config.login_timeout, closed)?;
-    let code = check_answer(&answer, &state, &found.meta)?;
+    let answer = loopback.wait(config.login_timeout, closed)?;
+    let meta = &found.meta;
+    let code = check_answer(&answer, &state, &meta.issuer, meta.iss_supported)?;
     let mut form = vec![
         ("grant_type", "authorization_code"),
         ("code", code.as_str()),
-        ("redirect_uri", redirect.as_str()),
+        ("redirect_uri", redirect),
         ("client_id", client_id.as_str()),
         ("code_verifier", pkce.verifier.as_str()),
         ("resource", found.resource.as_str()),
@@ -610,115 +585,6 @@ fn jwt_audiences(token: &str) -> Option<Vec<String>> {
     }
 }
 
-/// Accept connections on the loopback listener until one asks for
-/// `/callback`, the time is up or the connection is closed; the query.
-fn wait_for_redirect(
-    listener: &TcpListener,
-    timeout: Duration,
-    closed: &dyn Fn() -> bool,
-) -> Result<String> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| AuthError::Local(format!("the redirect listener failed: {e}")))?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        if closed() {
-            return local("the connection was closed during the login");
-        }
-        match listener.accept() {
-            Ok((stream, _)) => {
-                if let Some(query) = serve_callback(stream) {
-                    return Ok(query);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(AuthError::Timeout(format!(
-                        "no authorization answer within {} s (the redirect to 127.0.0.1 never came)",
-                        timeout.as_secs_f64()
-                    )));
-                }
-                // A poll: std has no accept with a timeout.
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            Err(e) => return local(format!("the redirect listener failed: {e}")),
-        }
-    }
-}
-
-/// Read one request; answer it. `Some(query)` when it was the callback.
-fn serve_callback(stream: TcpStream) -> Option<String> {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut reader = BufReader::new(stream.take(8192));
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    // Drain the headers, so the browser sees an answer, not a reset.
-    let mut header = String::new();
-    while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-        header.clear();
-    }
-    let mut stream = reader.into_inner().into_inner();
-    let target = line.split_whitespace().nth(1).unwrap_or_default();
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let (status, body, found) = if path == "/callback" {
-        (
-            "200 OK",
-            "Authorization received: you may close this window.",
-            true,
-        )
-    } else {
-        ("404 Not Found", "Not found.", false)
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.flush();
-    found.then(|| query.to_string())
-}
-
-/// Check the authorization answer (`state`, then `iss` per RFC 9207 §2.4,
-/// then an error); the code.
-fn check_answer(query: &str, state: &str, meta: &AsMeta) -> Result<String> {
-    let pairs = percent::parse_form(query);
-    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    if get("state") != Some(state) {
-        return refused("the authorization answer's state does not match the request's");
-    }
-    // Compared as sent: no case folding or other normalization (the spec).
-    match get("iss") {
-        Some(iss) if iss != meta.issuer => {
-            return refused(format!(
-                "the authorization answer came from issuer `{}`, not `{}` (RFC 9207)",
-                sanitize(&excerpt(iss, 200)),
-                sanitize(&excerpt(&meta.issuer, 200))
-            ));
-        }
-        None if meta.iss_supported => {
-            return refused(
-                "the authorization answer has no `iss` though the server's metadata promises one (RFC 9207)",
-            );
-        }
-        _ => {}
-    }
-    if let Some(error) = get("error") {
-        let text = match get("error_description") {
-            Some(d) => format!("{error}: {d}"),
-            None => error.to_string(),
-        };
-        return refused(format!(
-            "the authorization was refused: {}",
-            sanitize(&excerpt(&text, 200))
-        ));
-    }
-    match get("code") {
-        Some(code) if !code.is_empty() => Ok(code.to_string()),
-        _ => unusable("the authorization answer has no code"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,49 +637,6 @@ mod tests {
         assert!(!covers("http://h:2/mcp", "http://h:1/mcp"));
         assert!(!covers("https://h:1/mcp", "http://h:1/mcp"));
         assert!(!covers("", "http://h:1/mcp"));
-    }
-
-    fn meta(iss_supported: bool) -> AsMeta {
-        AsMeta {
-            issuer: "http://127.0.0.1:9/".into(),
-            authorization_endpoint: String::new(),
-            token_endpoint: String::new(),
-            registration_endpoint: None,
-            iss_supported,
-            scopes: None,
-        }
-    }
-
-    #[test]
-    fn answers_are_checked_state_then_iss_then_error() {
-        let ok = "code=c1&state=s&iss=http%3A%2F%2F127.0.0.1%3A9%2F";
-        assert_eq!(check_answer(ok, "s", &meta(true)).unwrap(), "c1");
-        assert_eq!(
-            check_answer("code=c1&state=s", "s", &meta(false)).unwrap(),
-            "c1"
-        );
-        let err = |q: &str, m: bool| {
-            check_answer(q, "s", &meta(m))
-                .unwrap_err()
-                .message()
-                .to_string()
-        };
-        assert!(err("code=c1&state=t", false).contains("state"));
-        assert!(err("code=c1&state=s", true).contains("no `iss`"));
-        // No normalization: a missing trailing slash is another issuer,
-        // and the error it carries is not shown.
-        let e = err("error=evil&state=s&iss=http%3A%2F%2F127.0.0.1%3A9", false);
-        assert!(e.contains("not `http://127.0.0.1:9/`") && !e.contains("evil"));
-        assert!(err("error=access_denied&state=s", false).contains("refused: access_denied"));
-        assert!(err("state=s", false).contains("no code"));
-        // By cause: a failed check is a refusal, a missing code unusable.
-        let cause = |q: &str| check_answer(q, "s", &meta(false)).unwrap_err();
-        assert!(matches!(cause("code=c1&state=t"), AuthError::Refused(_)));
-        assert!(matches!(
-            cause("error=access_denied&state=s"),
-            AuthError::Refused(_)
-        ));
-        assert!(matches!(cause("state=s"), AuthError::Unusable(_)));
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! OAuth 2.1 for remote MCP servers: the host-facing configuration
 //! ([`OAuth`], [`Browser`], the stores) and the per-connection state
 //! ([`Session`]) that `http.rs` asks for a token and tells of a 401. The
-//! flow is described once, on [`OAuth`]; `flow.rs` runs it over the network,
+//! flow is described once, on [`OAuth`]; `flow.rs` runs it over the network
+//! (`redirect.rs` is the loopback redirect the browser comes back to),
 //! `pkce.rs` holds the byte-level pieces (SHA-256, base64url, forms).
 
 mod config;
 mod flow;
 mod pkce;
+mod redirect;
 mod store;
 
 use std::time::Duration;
