@@ -372,17 +372,20 @@ struct ChatTools<'a>(&'a [ToolSpec]);
 
 impl Serialize for ChatTools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
         struct Function<'a> {
             name: &'a str,
             description: &'a str,
             parameters: &'a Value,
         }
-        #[derive(Serialize)]
+        crate::serde_macros::json_struct! {
+            Serialize for Function<'a> { name, description, parameters }
+        }
         struct Tool<'a> {
-            #[serde(rename = "type")]
             kind: &'static str,
             function: Function<'a>,
+        }
+        crate::serde_macros::json_struct! {
+            Serialize for Tool<'a> { kind [rename = "type"], function }
         }
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for t in self.0 {
@@ -399,10 +402,11 @@ impl Serialize for ChatTools<'_> {
     }
 }
 
-#[derive(Serialize)]
 struct StreamOptions {
     include_usage: bool,
 }
+
+crate::serde_macros::json_struct! { Serialize for StreamOptions { include_usage } }
 
 struct Messages<'r, 'a>(&'r Body<'a>);
 
@@ -448,11 +452,12 @@ impl Serialize for Messages<'_, '_> {
     }
 }
 
-#[derive(Serialize)]
 struct Plain<'a> {
     role: &'a str,
     content: &'a str,
 }
+
+crate::serde_macros::json_struct! { Serialize for Plain<'a> { role, content } }
 
 struct Wire<'a> {
     m: &'a Message,
@@ -563,21 +568,21 @@ impl Serialize for Parts<'_> {
     }
 }
 
-#[derive(Serialize)]
 struct TextPart<'a> {
-    #[serde(rename = "type")]
     kind: &'static str,
     text: &'a str,
 }
+
+crate::serde_macros::json_struct! { Serialize for TextPart<'a> { kind [rename = "type"], text } }
 
 struct ImagePart<'a>(&'a crate::Image);
 
 impl Serialize for ImagePart<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
         struct Url<'a> {
             url: &'a str,
         }
+        crate::serde_macros::json_struct! { Serialize for Url<'a> { url } }
         let url = self.0.url();
         let mut map = s.serialize_map(Some(2))?;
         map.serialize_entry("type", "image_url")?;
@@ -641,11 +646,11 @@ struct Call<'a>(&'a ToolCall, bool);
 
 impl Serialize for Call<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
         struct Function<'a> {
             name: &'a str,
             arguments: &'a str,
         }
+        crate::serde_macros::json_struct! { Serialize for Function<'a> { name, arguments } }
         let Call(c, echo) = *self;
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("id", &c.id)?;

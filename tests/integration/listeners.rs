@@ -481,3 +481,59 @@ fn a_retry_hands_the_opening_over() {
     let at = kinds.iter().position(|k| *k == "user_turn").unwrap();
     assert_eq!(kinds[at..at + 2], ["user_turn", "retrying"]);
 }
+
+/// A whole (non-streamed) answer hands the run's opening over as its
+/// response comes in, before the agent reads the body: the one barrier
+/// listener sees the `UserTurn` while the body is still on its way (the
+/// hand-over that rouses the listener's thread for the end of the turn).
+/// Before, the opening went out with the answer's events at the flush.
+#[test]
+fn a_whole_answer_hands_the_opening_over_as_its_response_comes_in() {
+    use std::io::Write;
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", socket.local_addr().unwrap());
+    let (tx, seen) = crossbeam_channel::bounded(8);
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = socket.accept().unwrap();
+        crate::util::read_request(&mut conn);
+        let body = r#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
+        let (first, rest) = body.split_at(20);
+        let n = body.len();
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json";
+        write!(conn, "{head}\r\nContent-Length: {n}\r\n\r\n{first}").unwrap();
+        conn.flush().unwrap();
+        // A bound against hangs, not a timing claim: the body stays
+        // incomplete until the listener saw the opening.
+        let shown = seen.recv_timeout(Duration::from_secs(10)).is_ok();
+        conn.write_all(rest.as_bytes()).unwrap();
+        conn.flush().unwrap();
+        shown
+    });
+    let transport = pikuri::ChatTransport::new("m")
+        .with_api_base(base)
+        .with_context_window(Some(8192));
+    let kinds = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&kinds);
+    let mut signal = signals_user_turn(tx);
+    let mut agent = pikuri::Agent::builder(transport)
+        .http(crate::util::fast_http())
+        .add_listener(move |e: &Event| {
+            record.lock().push(e.kind());
+            signal.on_event(e);
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        agent.run_loop("hi").unwrap().answer.as_deref(),
+        Some("hello")
+    );
+    assert!(
+        server.join().unwrap(),
+        "the opening waited for the answer's body"
+    );
+    let kinds = kinds.lock();
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        ["user_turn", "assistant", "tokens", "stopped"]
+    );
+}

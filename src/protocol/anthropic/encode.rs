@@ -409,11 +409,15 @@ impl Serialize for ResultContent<'_> {
 }
 
 fn write_image<M: SerializeMap>(map: &mut M, image: &Image) -> Result<(), M::Error> {
-    #[derive(Serialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
     enum Source<'a> {
         Base64 { media_type: &'a str, data: &'a str },
         Url { url: &'a str },
+    }
+    crate::serde_macros::json_tagged! {
+        Serialize for Source<'a>, tag = "type" {
+            Base64 = "base64" { media_type, data },
+            Url = "url" { url },
+        }
     }
     map.serialize_entry("type", "image")?;
     let source = match &image.source {

@@ -3,24 +3,21 @@
 //! is optional and unknown members are ignored; strings are borrowed from
 //! the input when they have no escapes.
 
-use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
 
-use serde::Deserialize;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::Usage;
-
-/// A string borrowed from the input when it has no escapes.
-pub(super) type Str<'a> = Cow<'a, str>;
+use crate::protocol::decode::shapes::Str;
+use crate::serde_macros::Keys;
 
 /// One stream event (`message_start`, `content_block_delta`, ...), every
 /// kind's members in one struct: the `type` says which are meaningful.
-#[derive(Deserialize)]
 pub(super) struct Event<'a> {
-    #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Str<'a>>,
     pub(super) index: Option<u64>,
-    #[serde(borrow)]
     pub(super) delta: Option<Delta<'a>>,
     /// `content_block_start`: the block, with its first (often empty)
     /// content. Boxed: absent from the deltas, which are most events.
@@ -35,39 +32,92 @@ pub(super) struct Event<'a> {
     pub(super) error: Option<Box<Value>>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Event<'a> {
+        kind [rename = "type"],
+        index,
+        delta,
+        content_block,
+        message,
+        usage,
+        error,
+    }
+}
+
 /// The `delta` of a `content_block_delta` or a `message_delta`.
-#[derive(Deserialize)]
 pub(super) struct Delta<'a> {
-    #[serde(rename = "type", borrow)]
     pub(super) kind: Option<Str<'a>>,
     /// The delta's one payload, whatever its kind names it: `text`
     /// (`text_delta`), `thinking`, `signature` or `partial_json`. One field
     /// for the four keeps the struct small (a delta carries one of them;
     /// one that carries two is a duplicate field, and its event is skipped
     /// as of an unexpected shape).
-    #[serde(
-        borrow,
-        alias = "thinking",
-        alias = "signature",
-        alias = "partial_json"
-    )]
     pub(super) text: Option<Str<'a>>,
-    #[serde(borrow)]
     pub(super) stop_reason: Option<Str<'a>>,
 }
 
+/// By hand: `text` answers to four keys (serde's `alias`), which
+/// [`json_struct!`](crate::serde_macros::json_struct) does not spell.
+impl<'de: 'a, 'a> Deserialize<'de> for Delta<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields<'a>(PhantomData<Delta<'a>>);
+        impl<'de: 'a, 'a> Visitor<'de> for Fields<'a> {
+            type Value = Delta<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("struct Delta")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta<'a>, A::Error> {
+                let (mut kind, mut text, mut stop_reason) = (None, None, None);
+                // `text` answers to the four keys of its payloads; a field
+                // given twice, under one key or two, is named in the error
+                // by its own key, as serde's derive names it.
+                let lookup = |key: &str| match key {
+                    "type" => 0,
+                    "text" | "thinking" | "signature" | "partial_json" => 1,
+                    "stop_reason" => 2,
+                    _ => usize::MAX,
+                };
+                while let Some(index) = map.next_key_seed(Keys(&lookup))? {
+                    let (slot, key) = match index {
+                        0 => (&mut kind, "type"),
+                        1 => (&mut text, "text"),
+                        2 => (&mut stop_reason, "stop_reason"),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::duplicate_field(key));
+                    }
+                    *slot = Some(map.next_value::<Option<Str<'a>>>()?);
+                }
+                Ok(Delta {
+                    kind: kind.flatten(),
+                    text: text.flatten(),
+                    stop_reason: stop_reason.flatten(),
+                })
+            }
+        }
+        deserializer.deserialize_struct(
+            "Delta",
+            &["type", "text", "stop_reason"],
+            Fields(PhantomData),
+        )
+    }
+}
+
 /// The `message` of a `message_start`.
-#[derive(Deserialize)]
 pub(super) struct Head {
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) usage: Option<WireUsage>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Head { id, model, usage } }
+
 /// A content block, whole (a response) or as it starts (a stream).
-#[derive(Deserialize)]
 pub(super) struct Block {
-    #[serde(rename = "type")]
     pub(super) kind: Option<String>,
     pub(super) text: Option<String>,
     pub(super) thinking: Option<String>,
@@ -82,6 +132,22 @@ pub(super) struct Block {
     /// A `tool_search_tool_result`'s call id and `content`.
     pub(super) tool_use_id: Option<String>,
     pub(super) content: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for Block {
+        kind [rename = "type"],
+        text,
+        thinking,
+        signature,
+        data,
+        id,
+        name,
+        input,
+        caller,
+        tool_use_id,
+        content,
+    }
 }
 
 impl Block {
@@ -132,9 +198,7 @@ pub(super) fn search_input(input: Option<&Value>) -> Value {
 }
 
 /// A non-streamed response (or an error body that came with a 200).
-#[derive(Deserialize)]
 pub(super) struct Response {
-    #[serde(rename = "type")]
     pub(super) kind: Option<String>,
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
@@ -144,17 +208,34 @@ pub(super) struct Response {
     pub(super) error: Option<Value>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Response {
+        kind [rename = "type"],
+        id,
+        model,
+        content,
+        stop_reason,
+        usage,
+        error,
+    }
+}
+
 /// Anthropic's usage figures; each read leniently (see [`figure`]).
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 pub(super) struct WireUsage {
-    #[serde(rename = "input_tokens")]
     input: Option<Value>,
-    #[serde(rename = "output_tokens")]
     output: Option<Value>,
-    #[serde(rename = "cache_read_input_tokens")]
     cache_read: Option<Value>,
-    #[serde(rename = "cache_creation_input_tokens")]
     cache_creation: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for WireUsage {
+        input [rename = "input_tokens"],
+        output [rename = "output_tokens"],
+        cache_read [rename = "cache_read_input_tokens"],
+        cache_creation [rename = "cache_creation_input_tokens"],
+    }
 }
 
 /// The largest token figure taken as real: a trillion tokens is beyond
@@ -235,4 +316,75 @@ pub(super) fn thinking_item(thinking: &str, signature: Option<&str>) -> Option<V
 /// The provider item for a `redacted_thinking` block.
 pub(super) fn redacted_item(data: &str) -> Value {
     serde_json::json!({ "type": "redacted_thinking", "data": data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Delta;
+
+    fn delta(json: &str) -> Result<Delta<'_>, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn an_event_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": "abc", "stop_reason": "end_turn"}}"#;
+        let event: super::Event<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, event.kind.as_deref()));
+        let d = event.delta.unwrap();
+        assert!(borrowed(input, d.kind.as_deref()));
+        assert!(borrowed(input, d.text.as_deref()));
+        assert!(borrowed(input, d.stop_reason.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        let input = r#"{"thinking": "a\tb"}"#;
+        let d = delta(input).unwrap();
+        assert_eq!(d.text.as_deref(), Some("a\tb"));
+        assert!(!borrowed(input, d.text.as_deref()));
+    }
+
+    #[test]
+    fn a_delta_reads_its_payload_under_any_of_its_four_keys() {
+        for key in ["text", "thinking", "signature", "partial_json"] {
+            let json = format!(r#"{{"type": "x_delta", "{key}": "p", "other": [1]}}"#);
+            let d = delta(&json).unwrap();
+            assert_eq!(d.kind.as_deref(), Some("x_delta"));
+            assert_eq!(d.text.as_deref(), Some("p"), "{key}");
+            assert!(d.stop_reason.is_none());
+        }
+        let d = delta(r#"{"stop_reason": "end_turn", "text": null}"#).unwrap();
+        assert_eq!(d.stop_reason.as_deref(), Some("end_turn"));
+        assert!(d.kind.is_none() && d.text.is_none());
+        // An escaped key is still one of the four.
+        let d = delta(r#"{"thinkin\u0067": "q\n"}"#).unwrap();
+        assert_eq!(d.text.as_deref(), Some("q\n"));
+    }
+
+    #[test]
+    fn a_delta_with_two_payloads_is_refused_as_serde_derive_refused_it() {
+        // serde's derive names an aliased field by its own name.
+        for twice in [
+            r#"{"text": "a", "thinking": "b"}"#,
+            r#"{"partial_json": "a", "partial_json": "b"}"#,
+            r#"{"text": null, "signature": "b"}"#,
+        ] {
+            let e = delta(twice).err().expect(twice);
+            assert!(
+                e.to_string().starts_with("duplicate field `text`"),
+                "{twice}: {e}"
+            );
+        }
+        let e = delta(r#"{"type": "a", "type": "b"}"#).err().unwrap();
+        assert!(e.to_string().starts_with("duplicate field `type`"), "{e}");
+        let e = delta(r#"{"text": 3}"#).err().unwrap();
+        assert!(
+            e.to_string().starts_with("invalid type: integer `3`"),
+            "{e}"
+        );
+    }
 }

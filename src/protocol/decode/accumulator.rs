@@ -371,7 +371,6 @@ mod tests {
     use crate::Message;
     use crate::protocol::decode::parse_response;
     use crate::test_util::Rng;
-    use serde::Deserialize;
     use serde_json::json;
 
     /// Run `chunks` through an accumulator: the fragments seen and the result.
@@ -947,21 +946,21 @@ mod tests {
     }
 
     /// The baseline of [`throughput`]: owned, minimal typed structs.
-    #[derive(Deserialize)]
     struct BChunk {
         #[allow(dead_code, reason = "parsed like a real client would")]
         model: Option<String>,
         choices: Vec<BChoice>,
     }
-    #[derive(Deserialize)]
+    crate::serde_macros::json_struct! { Deserialize for BChunk { model, choices } }
     struct BChoice {
         delta: BDelta,
         finish_reason: Option<String>,
     }
-    #[derive(Deserialize)]
+    crate::serde_macros::json_struct! { Deserialize for BChoice { delta, finish_reason } }
     struct BDelta {
         content: Option<String>,
     }
+    crate::serde_macros::json_struct! { Deserialize for BDelta { content } }
 
     /// Chunks/s through `read_sse` + `Accumulator`, against a baseline that
     /// splits lines and parses each `data:` line into owned typed structs.

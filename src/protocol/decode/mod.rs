@@ -80,7 +80,7 @@
 
 mod accumulator;
 mod response;
-mod shapes;
+pub(super) mod shapes;
 mod think;
 
 use std::borrow::Cow;

@@ -129,8 +129,23 @@ impl WireUsage {
     }
 }
 
-/// A JSON string, borrowed from the input when it has no escapes.
-pub(super) struct Str<'a>(pub(super) Cow<'a, str>);
+/// A JSON string, borrowed from the input when it has no escapes. The
+/// other formats' shapes read their strings as this too: serde borrows a
+/// bare `Cow<str>` only, never one in an `Option`.
+pub(crate) struct Str<'a>(pub(crate) Cow<'a, str>);
+
+impl std::ops::Deref for Str<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Str<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
 
 impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -178,7 +178,7 @@ impl Decoder {
         }
         if let Some(sig) = signature {
             self.stream.progress.made();
-            self.signature = Some(sig.into_owned());
+            self.signature = Some(sig.0.into_owned());
         }
         let text = part.text.as_deref().unwrap_or("");
         if text.is_empty() {

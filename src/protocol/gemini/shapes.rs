@@ -3,85 +3,98 @@
 //! optional and unknown members are ignored; strings are borrowed from the
 //! input when they have no escapes.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Usage;
-
-/// A string borrowed from the input when it has no escapes.
-pub(super) type Str<'a> = Cow<'a, str>;
+use crate::protocol::decode::shapes::Str;
 
 /// A `GenerateContentResponse`: a whole body, or one streamed chunk.
-#[derive(Deserialize)]
 pub(super) struct Chunk<'a> {
-    #[serde(borrow)]
     pub(super) candidates: Option<Vec<Candidate<'a>>>,
-    #[serde(rename = "promptFeedback")]
     pub(super) prompt_feedback: Option<Box<Feedback>>,
-    #[serde(rename = "usageMetadata")]
     pub(super) usage: Option<Box<WireUsage>>,
-    #[serde(rename = "modelVersion", borrow)]
     pub(super) model: Option<Str<'a>>,
-    #[serde(rename = "responseId", borrow)]
     pub(super) id: Option<Str<'a>>,
     pub(super) error: Option<Box<Value>>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! {
+    Deserialize for Chunk<'a> {
+        candidates,
+        prompt_feedback [rename = "promptFeedback"],
+        usage [rename = "usageMetadata"],
+        model [rename = "modelVersion"],
+        id [rename = "responseId"],
+        error,
+    }
+}
+
 pub(super) struct Candidate<'a> {
-    #[serde(borrow)]
     pub(super) content: Option<Content<'a>>,
-    #[serde(rename = "finishReason", borrow)]
     pub(super) finish: Option<Str<'a>>,
     pub(super) index: Option<u64>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! {
+    Deserialize for Candidate<'a> { content, finish [rename = "finishReason"], index }
+}
+
 pub(super) struct Content<'a> {
-    #[serde(borrow)]
     pub(super) parts: Option<Vec<Part<'a>>>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Content<'a> { parts } }
+
 /// One part: text (a thought when `thought` is true), a function call, or
 /// a kind pikuri does not read; any may carry a signature.
-#[derive(Deserialize)]
 pub(super) struct Part<'a> {
-    #[serde(borrow)]
     pub(super) text: Option<Str<'a>>,
     pub(super) thought: Option<bool>,
-    #[serde(rename = "thoughtSignature", borrow)]
     pub(super) signature: Option<Str<'a>>,
-    #[serde(rename = "functionCall")]
     pub(super) call: Option<Box<Call>>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! {
+    Deserialize for Part<'a> {
+        text,
+        thought,
+        signature [rename = "thoughtSignature"],
+        call [rename = "functionCall"],
+    }
+}
+
 pub(super) struct Call {
     pub(super) name: Option<String>,
     pub(super) args: Option<Value>,
     pub(super) id: Option<String>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! { Deserialize for Call { name, args, id } }
+
 pub(super) struct Feedback {
-    #[serde(rename = "blockReason")]
     pub(super) block_reason: Option<String>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Feedback { block_reason [rename = "blockReason"] } }
+
 /// Gemini's usage figures; each read leniently (see [`figure`]).
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 pub(super) struct WireUsage {
-    #[serde(rename = "promptTokenCount")]
     prompt: Option<Value>,
-    #[serde(rename = "candidatesTokenCount")]
     candidates: Option<Value>,
-    #[serde(rename = "cachedContentTokenCount")]
     cached: Option<Value>,
-    #[serde(rename = "thoughtsTokenCount")]
     thoughts: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for WireUsage {
+        prompt [rename = "promptTokenCount"],
+        candidates [rename = "candidatesTokenCount"],
+        cached [rename = "cachedContentTokenCount"],
+        thoughts [rename = "thoughtsTokenCount"],
+    }
 }
 
 /// The largest token figure taken as real.
@@ -146,4 +159,32 @@ pub(crate) fn retry_delay(body: &[u8]) -> Option<Duration> {
     // for a long one; falling back to the short backoff would retry at
     // once (a huge `Retry-After` saturates the same way).
     Some(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Chunk;
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn a_chunk_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"candidates": [{"content": {"parts": [
+            {"text": "abc", "thoughtSignature": "sig"}, {"text": "a\nb"}]},
+            "finishReason": "STOP"}], "modelVersion": "gemini-x", "responseId": "r1"}"#;
+        let chunk: Chunk<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, chunk.model.as_deref()));
+        assert!(borrowed(input, chunk.id.as_deref()));
+        let candidate = &chunk.candidates.as_ref().unwrap()[0];
+        assert!(borrowed(input, candidate.finish.as_deref()));
+        let parts = candidate.content.as_ref().unwrap().parts.as_ref().unwrap();
+        assert!(borrowed(input, parts[0].text.as_deref()));
+        assert!(borrowed(input, parts[0].signature.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        assert_eq!(parts[1].text.as_deref(), Some("a\nb"));
+        assert!(!borrowed(input, parts[1].text.as_deref()));
+    }
 }

@@ -264,12 +264,12 @@ impl Serialize for InputMessage<'_> {
     }
 }
 
-#[derive(Serialize)]
 struct TextPart<'a> {
-    #[serde(rename = "type")]
     kind: &'a str,
     text: &'a str,
 }
+
+crate::serde_macros::json_struct! { Serialize for TextPart<'a> { kind [rename = "type"], text } }
 
 struct Parts<'a> {
     text: &'a str,
@@ -333,13 +333,15 @@ impl Serialize for OutputMessage<'_> {
     }
 }
 
-#[derive(Serialize)]
 struct FunctionCall<'a> {
-    #[serde(rename = "type")]
     kind: &'a str,
     call_id: &'a str,
     name: &'a str,
     arguments: &'a str,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize for FunctionCall<'a> { kind [rename = "type"], call_id, name, arguments }
 }
 
 /// A tool result: `function_call_output` with the text as `output`, or,

@@ -4,33 +4,26 @@
 //! items stay `Value`s: they are few per answer, and reasoning items are
 //! kept verbatim.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Usage;
+use crate::protocol::decode::shapes::Str;
 
 /// One streamed event (`data` of an SSE event): the members of every event
 /// type this decoder reads, by name.
-#[derive(Deserialize)]
 pub(super) struct Event<'a> {
     /// `response.output_text.delta`, `response.completed`, `error`, ...
-    #[serde(rename = "type", borrow)]
-    pub(super) kind: Option<Cow<'a, str>>,
+    pub(super) kind: Option<Str<'a>>,
     /// The text of a `*.delta` event.
-    #[serde(borrow)]
-    pub(super) delta: Option<Cow<'a, str>>,
+    pub(super) delta: Option<Str<'a>>,
     /// The output item a delta belongs to.
-    #[serde(borrow)]
-    pub(super) item_id: Option<Cow<'a, str>>,
+    pub(super) item_id: Option<Str<'a>>,
     /// The position of that item in the output (llama.cpp omits it).
     pub(super) output_index: Option<u64>,
     /// Which part of a reasoning summary a delta belongs to.
     pub(super) summary_index: Option<u64>,
     /// The whole arguments of `response.function_call_arguments.done`.
-    #[serde(borrow)]
-    pub(super) arguments: Option<Cow<'a, str>>,
+    pub(super) arguments: Option<Str<'a>>,
     /// The item of `response.output_item.added` / `.done`.
     pub(super) item: Option<Value>,
     /// The response of `response.created`, `.completed`, `.incomplete`,
@@ -44,34 +37,69 @@ pub(super) struct Event<'a> {
     pub(super) error: Option<Box<Value>>,
 }
 
+crate::serde_macros::json_struct! {
+    Deserialize for Event<'a> {
+        kind [rename = "type"],
+        delta,
+        item_id,
+        output_index,
+        summary_index,
+        arguments,
+        item,
+        response,
+        message,
+        code,
+        error,
+    }
+}
+
 /// A response object: the body of a non-streamed answer, or the
 /// `response` of a lifecycle event.
-#[derive(Deserialize)]
 pub(super) struct Response {
     pub(super) id: Option<String>,
     pub(super) model: Option<String>,
     pub(super) status: Option<String>,
-    #[serde(default)]
     pub(super) output: Vec<Value>,
     pub(super) usage: Option<WireUsage>,
     pub(super) incomplete_details: Option<Incomplete>,
     pub(super) error: Option<Value>,
 }
 
-#[derive(Deserialize)]
+crate::serde_macros::json_struct! {
+    Deserialize for Response {
+        id,
+        model,
+        status,
+        output [default],
+        usage,
+        incomplete_details,
+        error,
+    }
+}
+
 pub(super) struct Incomplete {
     pub(super) reason: Option<String>,
 }
 
+crate::serde_macros::json_struct! { Deserialize for Incomplete { reason } }
+
 /// `usage`: figures read leniently (see [`figure`]), so that an absurd
 /// figure cannot cost the event that carries the end of the answer.
-#[derive(Deserialize)]
 #[allow(clippy::struct_field_names, reason = "the wire's names")]
 pub(super) struct WireUsage {
     input_tokens: Option<Value>,
     output_tokens: Option<Value>,
     input_tokens_details: Option<Value>,
     output_tokens_details: Option<Value>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for WireUsage {
+        input_tokens,
+        output_tokens,
+        input_tokens_details,
+        output_tokens_details,
+    }
 }
 
 /// A figure that is a non-negative integer within `u64`; anything else
@@ -114,5 +142,28 @@ impl WireUsage {
             written,
             thinking,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+
+    /// Whether `s` points into `input`: borrowed, not copied.
+    fn borrowed(input: &str, s: Option<&str>) -> bool {
+        s.is_some_and(|s| input.as_bytes().as_ptr_range().contains(&s.as_ptr()))
+    }
+
+    #[test]
+    fn an_event_borrows_its_strings_from_the_input_unless_escaped() {
+        let input = r#"{"type": "response.output_text.delta", "item_id": "msg_1",
+            "delta": "abc", "arguments": "{\"x\": 1}"}"#;
+        let event: Event<'_> = serde_json::from_str(input).unwrap();
+        assert!(borrowed(input, event.kind.as_deref()));
+        assert!(borrowed(input, event.item_id.as_deref()));
+        assert!(borrowed(input, event.delta.as_deref()));
+        // An escape must be undone: a copy, of the same text.
+        assert_eq!(event.arguments.as_deref(), Some(r#"{"x": 1}"#));
+        assert!(!borrowed(input, event.arguments.as_deref()));
     }
 }
