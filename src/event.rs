@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::guard::{Action, Point};
+use crate::serde_macros::{json_enum, json_tagged};
 use crate::spend::Limit;
 use crate::{ChatTransport, FinishReason, Spend, Usage};
 
@@ -16,8 +16,7 @@ use crate::{ChatTransport, FinishReason, Spend, Usage};
 /// Public as `pikuri::compaction::CompactionStrategy`. Defined with the
 /// events because [`Event::Compacted`] carries it: in the agent module, the
 /// events would import the agent that imports them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CompactionStrategy {
     /// Replace them with a summary written by a tools-free child agent (one
@@ -25,6 +24,13 @@ pub enum CompactionStrategy {
     Summarize,
     /// Drop them (no request; the model forgets them).
     DropOldest,
+}
+
+json_enum! {
+    Serialize, Deserialize for CompactionStrategy {
+        Summarize = "summarize",
+        DropOldest = "drop_oldest",
+    }
 }
 
 impl CompactionStrategy {
@@ -44,8 +50,7 @@ impl CompactionStrategy {
 /// filter or the server) ends the run with
 /// [`Incomplete`](StopReason::Incomplete), and
 /// [`Outcome::finish`](crate::Outcome::finish) says how it ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
     /// The model answered without calling a tool, and ended its answer
@@ -80,6 +85,20 @@ pub enum StopReason {
     /// message with its own answer ([`Outcome`](crate::Outcome) carries
     /// it), or a guard stopped the run ([`Error::Guardrail`](crate::Error::Guardrail)).
     Guardrail,
+}
+
+json_enum! {
+    Serialize, Deserialize for StopReason {
+        Completed = "completed",
+        Incomplete = "incomplete",
+        Synthesized = "synthesized",
+        StepLimit = "step_limit",
+        Budget = "budget",
+        Cancelled = "cancelled",
+        Error = "error",
+        ApprovalPending = "approval_pending",
+        Guardrail = "guardrail",
+    }
 }
 
 impl StopReason {
@@ -147,8 +166,7 @@ impl std::fmt::Display for StopReason {
 /// let back: Event = serde_json::from_str(&json).unwrap();
 /// assert_eq!(back, e);
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// A user message entered the conversation: at turn start
@@ -186,7 +204,6 @@ pub enum Event {
         /// Why the message ended: anything but [`FinishReason::Complete`]
         /// and [`FinishReason::ToolCalls`] means the text is cut short.
         /// Absent in JSON written before it existed: read as complete.
-        #[serde(default = "complete")]
         finish: FinishReason,
     },
     /// A streamed fragment of assistant text (never empty).
@@ -287,7 +304,6 @@ pub enum Event {
         /// Anthropic's message `id`, the Responses `response.id`; at most
         /// 100 characters), when it gave one. Traces report it as
         /// `gen_ai.response.id`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         response_id: Option<String>,
     },
     /// The step budget ran out and the synthesizer is about to answer.
@@ -316,7 +332,6 @@ pub enum Event {
         /// The assistant text streamed before the cancel in the request it
         /// cut short; empty when the cancel came between requests (or the
         /// answer was not streamed).
-        #[serde(default, skip_serializing_if = "String::is_empty")]
         partial_answer: String,
     },
     /// The context window cap: at construction and after each model switch.
@@ -393,7 +408,6 @@ pub enum Event {
         /// Emitting agent.
         agent: Arc<str>,
         /// The HTTP status the server answered with, if it answered.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<u16>,
         /// The failure's [`ErrorKind`](crate::ErrorKind) in snake_case
         /// (`auth`, `timeout`, `cancelled`, `model_not_found`, ...).
@@ -468,7 +482,6 @@ pub enum Event {
         spend: Spend,
         /// Whether the limit is over the agent's lifetime
         /// ([`Budget::lifetime`](crate::Budget::lifetime)), not the run's.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         lifetime: bool,
     },
     /// What the run spent, just before its [`Event::Stopped`]: from the
@@ -489,7 +502,6 @@ pub enum Event {
         reason: StopReason,
         /// The tokens of every request of the run, its sub-agents' and the
         /// synthesizer's included (as [`Outcome::usage`](crate::Outcome::usage)).
-        #[serde(default)]
         usage: Usage,
     },
 }
@@ -497,6 +509,59 @@ pub enum Event {
 /// The finish of an [`Event::Assistant`] read from JSON that has none.
 fn complete() -> FinishReason {
     FinishReason::Complete
+}
+
+json_tagged! {
+    Serialize, Deserialize for Event, tag = "type" {
+        UserTurn = "user_turn" { agent, content, mid_loop },
+        Thinking = "thinking" { agent, content },
+        ThinkingDelta = "thinking_delta" { agent, content },
+        Assistant = "assistant" { agent, content, finish [default = complete] },
+        AssistantDelta = "assistant_delta" { agent, content },
+        ToolCall = "tool_call" { agent, id, name, arguments },
+        ToolResult = "tool_result" { agent, id, name, content },
+        ToolDenied = "tool_denied" { agent, id, name, reason },
+        ToolEdited = "tool_edited" { agent, id, name, arguments },
+        Guard = "guard" { agent, guard, point, action, detail, call_id },
+        Tokens = "tokens" {
+            agent,
+            input,
+            output,
+            cached,
+            cache_creation,
+            thinking,
+            model_id,
+            response_id [opt],
+        },
+        FallbackNotice = "fallback_notice" { agent, reason },
+        Cancelled = "cancelled" { agent, partial_answer [default, skip_if = String::is_empty] },
+        ContextCap = "context_cap" { agent, cap },
+        ModelSwitched = "model_switched" { agent, from, to },
+        Reset = "reset" { agent },
+        HistoryLoaded = "history_loaded" { agent, messages, tokens },
+        SystemInjected = "system_injected" { agent, content },
+        Domain = "domain" { agent, name, payload, transient },
+        Retrying = "retrying" { agent, attempt, error, wait_ms },
+        RequestFailed = "request_failed" { agent, status [opt], kind, error },
+        Compacted = "compacted" {
+            agent,
+            strategy,
+            messages_before,
+            messages_after,
+            tokens_before,
+            tokens_after,
+        },
+        ModelFallback = "model_fallback" { agent, from, to, reason },
+        Resumed = "resumed" { agent, replayed },
+        BudgetExceeded = "budget_exceeded" {
+            agent,
+            limit,
+            spend,
+            lifetime [default, skip_if = std::ops::Not::not],
+        },
+        Spent = "spent" { agent, spend },
+        Stopped = "stopped" { agent, reason, usage [default] },
+    }
 }
 
 impl Event {
@@ -637,6 +702,351 @@ impl Event {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::{CompactionStrategy, Event, StopReason};
+    use crate::guard::{Action, Point};
+    use crate::spend::{Cost, Limit};
+    use crate::{Api, ChatTransport, FinishReason, ModelSettings, Spend, Usage};
+
+    /// One event of each variant, optional fields set and unset.
+    #[allow(clippy::too_many_lines, reason = "one literal per variant")]
+    fn every_event() -> Vec<Event> {
+        let a = || Arc::<str>::from("a");
+        let from = ChatTransport::new("m1");
+        let to = ChatTransport::new("m2")
+            .with_api(Api::Gemini)
+            .with_api_base("http://h/v1")
+            .with_provider("p")
+            .with_context_window(Some(9))
+            .with_prompt_caching(false)
+            .with_settings(ModelSettings::new().with_seed(3));
+        let usage = Usage::new().with_input(1).with_output(2);
+        let spend = Spend {
+            requests: 2,
+            usage,
+            tool_calls: 1,
+            cost: Some(Cost::from_pico_usd(5)),
+            elapsed_ms: 7,
+        };
+        vec![
+            Event::UserTurn {
+                agent: a(),
+                content: "q".into(),
+                mid_loop: true,
+            },
+            Event::Thinking {
+                agent: a(),
+                content: "t".into(),
+            },
+            Event::ThinkingDelta {
+                agent: a(),
+                content: "t".into(),
+            },
+            Event::Assistant {
+                agent: a(),
+                content: "x".into(),
+                finish: FinishReason::Length,
+            },
+            Event::AssistantDelta {
+                agent: a(),
+                content: "x".into(),
+            },
+            Event::ToolCall {
+                agent: a(),
+                id: "c".into(),
+                name: "n".into(),
+                arguments: json!({"k": [1]}),
+            },
+            Event::ToolResult {
+                agent: a(),
+                id: "c".into(),
+                name: "n".into(),
+                content: "r".into(),
+            },
+            Event::ToolDenied {
+                agent: a(),
+                id: "c".into(),
+                name: "n".into(),
+                reason: "no".into(),
+            },
+            Event::ToolEdited {
+                agent: a(),
+                id: "c".into(),
+                name: "n".into(),
+                arguments: json!("raw"),
+            },
+            Event::Guard {
+                agent: a(),
+                guard: "g".into(),
+                point: Point::ToolInput,
+                action: Action::Reject,
+                detail: "d".into(),
+                call_id: "c".into(),
+            },
+            Event::Tokens {
+                agent: a(),
+                input: Some(1),
+                output: None,
+                cached: Some(0),
+                cache_creation: None,
+                thinking: Some(3),
+                model_id: None,
+                response_id: None,
+            },
+            Event::Tokens {
+                agent: a(),
+                input: None,
+                output: Some(2),
+                cached: None,
+                cache_creation: Some(4),
+                thinking: None,
+                model_id: Some("m".into()),
+                response_id: Some("r".into()),
+            },
+            Event::FallbackNotice {
+                agent: a(),
+                reason: "why".into(),
+            },
+            Event::Cancelled {
+                agent: a(),
+                partial_answer: String::new(),
+            },
+            Event::Cancelled {
+                agent: a(),
+                partial_answer: "half".into(),
+            },
+            Event::ContextCap {
+                agent: a(),
+                cap: None,
+            },
+            Event::ContextCap {
+                agent: a(),
+                cap: Some(8),
+            },
+            Event::ModelSwitched {
+                agent: a(),
+                from: Box::new(from.clone()),
+                to: Box::new(to.clone()),
+            },
+            Event::Reset { agent: a() },
+            Event::HistoryLoaded {
+                agent: a(),
+                messages: 3,
+                tokens: None,
+            },
+            Event::HistoryLoaded {
+                agent: a(),
+                messages: 3,
+                tokens: Some(usage),
+            },
+            Event::SystemInjected {
+                agent: a(),
+                content: "s".into(),
+            },
+            Event::Domain {
+                agent: a(),
+                name: "x.y".into(),
+                payload: json!(null),
+                transient: true,
+            },
+            Event::Retrying {
+                agent: a(),
+                attempt: 1,
+                error: "e".into(),
+                wait_ms: 5,
+            },
+            Event::RequestFailed {
+                agent: a(),
+                status: None,
+                kind: "timeout".into(),
+                error: "e".into(),
+            },
+            Event::RequestFailed {
+                agent: a(),
+                status: Some(429),
+                kind: "rate_limit".into(),
+                error: "e".into(),
+            },
+            Event::Compacted {
+                agent: a(),
+                strategy: CompactionStrategy::DropOldest,
+                messages_before: 9,
+                messages_after: 3,
+                tokens_before: 900,
+                tokens_after: 300,
+            },
+            Event::ModelFallback {
+                agent: a(),
+                from: Box::new(from),
+                to: Box::new(to),
+                reason: "down".into(),
+            },
+            Event::Resumed {
+                agent: a(),
+                replayed: 4,
+            },
+            Event::BudgetExceeded {
+                agent: a(),
+                limit: Limit::WallTime,
+                spend,
+                lifetime: false,
+            },
+            Event::BudgetExceeded {
+                agent: a(),
+                limit: Limit::Cost,
+                spend: Spend::default(),
+                lifetime: true,
+            },
+            Event::Spent { agent: a(), spend },
+            Event::Stopped {
+                agent: a(),
+                reason: StopReason::ApprovalPending,
+                usage: Usage::default(),
+            },
+        ]
+    }
+
+    /// What [`every_event`] writes, pinned: the serde derive wrote these
+    /// before the impls were the crate's own.
+    const FORMS: &[&str] = &[
+        r#"{"type":"user_turn","agent":"a","content":"q","mid_loop":true}"#,
+        r#"{"type":"thinking","agent":"a","content":"t"}"#,
+        r#"{"type":"thinking_delta","agent":"a","content":"t"}"#,
+        r#"{"type":"assistant","agent":"a","content":"x","finish":"length"}"#,
+        r#"{"type":"assistant_delta","agent":"a","content":"x"}"#,
+        r#"{"type":"tool_call","agent":"a","id":"c","name":"n","arguments":{"k":[1]}}"#,
+        r#"{"type":"tool_result","agent":"a","id":"c","name":"n","content":"r"}"#,
+        r#"{"type":"tool_denied","agent":"a","id":"c","name":"n","reason":"no"}"#,
+        r#"{"type":"tool_edited","agent":"a","id":"c","name":"n","arguments":"raw"}"#,
+        r#"{"type":"guard","agent":"a","guard":"g","point":"tool_input","action":"reject","detail":"d","call_id":"c"}"#,
+        r#"{"type":"tokens","agent":"a","input":1,"output":null,"cached":0,"cache_creation":null,"thinking":3,"model_id":null}"#,
+        r#"{"type":"tokens","agent":"a","input":null,"output":2,"cached":null,"cache_creation":4,"thinking":null,"model_id":"m","response_id":"r"}"#,
+        r#"{"type":"fallback_notice","agent":"a","reason":"why"}"#,
+        r#"{"type":"cancelled","agent":"a"}"#,
+        r#"{"type":"cancelled","agent":"a","partial_answer":"half"}"#,
+        r#"{"type":"context_cap","agent":"a","cap":null}"#,
+        r#"{"type":"context_cap","agent":"a","cap":8}"#,
+        r#"{"type":"model_switched","agent":"a","from":{"model":"m1"},"to":{"api":"gemini","model":"m2","provider":"p","api_base":"http://h/v1","context_window":9,"no_auto_cache":true,"settings":{"seed":3}}}"#,
+        r#"{"type":"reset","agent":"a"}"#,
+        r#"{"type":"history_loaded","agent":"a","messages":3,"tokens":null}"#,
+        r#"{"type":"history_loaded","agent":"a","messages":3,"tokens":{"input":1,"output":2}}"#,
+        r#"{"type":"system_injected","agent":"a","content":"s"}"#,
+        r#"{"type":"domain","agent":"a","name":"x.y","payload":null,"transient":true}"#,
+        r#"{"type":"retrying","agent":"a","attempt":1,"error":"e","wait_ms":5}"#,
+        r#"{"type":"request_failed","agent":"a","kind":"timeout","error":"e"}"#,
+        r#"{"type":"request_failed","agent":"a","status":429,"kind":"rate_limit","error":"e"}"#,
+        r#"{"type":"compacted","agent":"a","strategy":"drop_oldest","messages_before":9,"messages_after":3,"tokens_before":900,"tokens_after":300}"#,
+        r#"{"type":"model_fallback","agent":"a","from":{"model":"m1"},"to":{"api":"gemini","model":"m2","provider":"p","api_base":"http://h/v1","context_window":9,"no_auto_cache":true,"settings":{"seed":3}},"reason":"down"}"#,
+        r#"{"type":"resumed","agent":"a","replayed":4}"#,
+        r#"{"type":"budget_exceeded","agent":"a","limit":"wall_time","spend":{"requests":2,"usage":{"input":1,"output":2},"tool_calls":1,"cost":5,"elapsed_ms":7}}"#,
+        r#"{"type":"budget_exceeded","agent":"a","limit":"cost","spend":{"requests":0,"usage":{},"tool_calls":0,"cost":null,"elapsed_ms":0},"lifetime":true}"#,
+        r#"{"type":"spent","agent":"a","spend":{"requests":2,"usage":{"input":1,"output":2},"tool_calls":1,"cost":5,"elapsed_ms":7}}"#,
+        r#"{"type":"stopped","agent":"a","reason":"approval_pending","usage":{}}"#,
+    ];
+
+    #[test]
+    fn every_event_writes_and_reads_its_pinned_json() {
+        let events = every_event();
+        let written: Vec<String> = events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap())
+            .collect();
+        assert_eq!(written, FORMS, "written:\n{}", written.join("\n"));
+        for (e, form) in events.iter().zip(FORMS) {
+            assert_eq!(&serde_json::from_str::<Event>(form).unwrap(), e, "{form}");
+            let value: serde_json::Value = serde_json::from_str(form).unwrap();
+            assert_eq!(
+                &serde_json::from_value::<Event>(value).unwrap(),
+                e,
+                "{form}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_reads_its_tag_anywhere_and_defaults_absent_fields() {
+        let read = |s: &str| serde_json::from_str::<Event>(s).unwrap();
+        let a = || Arc::<str>::from("a");
+        assert_eq!(
+            read(r#"{"agent":"a","content":"x","extra":[1],"type":"assistant"}"#),
+            Event::Assistant {
+                agent: a(),
+                content: "x".into(),
+                finish: FinishReason::Complete
+            }
+        );
+        assert_eq!(
+            read(r#"{"type":"stopped","agent":"a","reason":"completed"}"#),
+            Event::Stopped {
+                agent: a(),
+                reason: StopReason::Completed,
+                usage: Usage::default()
+            }
+        );
+        assert_eq!(
+            read(r#"{"type":"cancelled","agent":"a"}"#),
+            Event::Cancelled {
+                agent: a(),
+                partial_answer: String::new()
+            }
+        );
+        assert_eq!(
+            read(r#"{"type":"tokens","agent":"a"}"#),
+            Event::Tokens {
+                agent: a(),
+                input: None,
+                output: None,
+                cached: None,
+                cache_creation: None,
+                thinking: None,
+                model_id: None,
+                response_id: None,
+            }
+        );
+        let e = read(r#"{"type":"model_switched","agent":"a","from":{"api_key":"k"},"to":{}}"#);
+        let Event::ModelSwitched { from, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*from, ChatTransport::default(), "an api_key is never read");
+    }
+
+    #[test]
+    fn an_event_refuses_what_the_derive_refused() {
+        let inputs = [
+            r#"{"agent":"a"}"#,
+            r#"{"type":"nope","agent":"a"}"#,
+            r#"{"type":"reset"}"#,
+            r#"{"type":7,"agent":"a"}"#,
+            r#"{"type":"tokens","agent":"a","input":-1}"#,
+            r#"{"type":"compacted","agent":"a","strategy":"fold","messages_before":1,"messages_after":1,"tokens_before":1,"tokens_after":1}"#,
+            r#"{"type":"stopped","agent":"a","reason":"done"}"#,
+            r#"{"type":"reset","agent":"a","agent":"b"}"#,
+            r#"{"type":"reset","type":"reset","agent":"a"}"#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| serde_json::from_str::<Event>(s).unwrap_err().to_string())
+            .collect();
+        let expected: &[&str] = &[
+            // The tag is read after the whole object (`serde_macros`), so its
+            // errors carry no position, and a tag that is no string says so.
+            r"missing field `type`",
+            r"unknown variant `nope`, expected one of `user_turn`, `thinking`, `thinking_delta`, `assistant`, `assistant_delta`, `tool_call`, `tool_result`, `tool_denied`, `tool_edited`, `guard`, `tokens`, `fallback_notice`, `cancelled`, `context_cap`, `model_switched`, `reset`, `history_loaded`, `system_injected`, `domain`, `retrying`, `request_failed`, `compacted`, `model_fallback`, `resumed`, `budget_exceeded`, `spent`, `stopped`",
+            r"missing field `agent`",
+            r"`type` is not a string",
+            r"invalid value: integer `-1`, expected u64",
+            r"unknown variant `fold`, expected `summarize` or `drop_oldest`",
+            r"unknown variant `done`, expected one of `completed`, `incomplete`, `synthesized`, `step_limit`, `budget`, `cancelled`, `error`, `approval_pending`, `guardrail`",
+            // A key twice is refused, as the derive refused it.
+            "duplicate field `agent`",
+            "duplicate field `type`",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+    }
+
     /// An event takes the room of its largest variant wherever it is kept
     /// (see [`Event::ModelSwitched`](super::Event::ModelSwitched)): a
     /// variant that would grow it past this is boxed.

@@ -3,13 +3,16 @@
 //! [`FinishReason`] an answer ended with.
 //!
 //! These are plain values. Their mapping to each wire format lives privately
-//! in `protocol` (one encoder and decoder per [`Api`]); the serde derives
+//! in `protocol` (one encoder and decoder per [`Api`]); the serde impls
 //! here are for the history format ([`History`](crate::History)), which
 //! stores a little more than the wire needs (usage, the model that wrote a
 //! message, what a provider asked to get back).
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Deserializer, EnumAccess, VariantAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
+
+use crate::serde_macros::{json_enum, json_struct};
 
 /// Why the model's answer ended: the one vocabulary every wire format's
 /// finish or stop reason is mapped to (`stop`, `end_turn`, `completed`,
@@ -30,8 +33,7 @@ use serde_json::Value;
 /// assert_eq!(serde_json::to_string(&FinishReason::ServerCut)?, r#""server_cut""#);
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FinishReason {
     /// The model ended its answer (`stop`, `end_turn`, `stop_sequence`,
@@ -45,6 +47,16 @@ pub enum FinishReason {
     Filtered,
     /// Ended by the server for another reason, or for none it named.
     ServerCut,
+}
+
+json_enum! {
+    Serialize, Deserialize for FinishReason {
+        Complete = "complete",
+        ToolCalls = "tool_calls",
+        Length = "length",
+        Filtered = "filtered",
+        ServerCut = "server_cut",
+    }
 }
 
 impl FinishReason {
@@ -95,8 +107,7 @@ impl std::fmt::Display for FinishReason {
 /// assert_eq!(t.api(), Api::AnthropicMessages);
 /// assert_eq!(ChatTransport::new("gpt-5").api(), Api::ChatCompletions);
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Api {
     /// OpenAI's chat completions, `POST {base}/chat/completions`: OpenAI,
@@ -113,9 +124,21 @@ pub enum Api {
     Gemini,
 }
 
+// `open_ai_responses`, not `as_str`'s `openai_responses`: serde's
+// snake_case of `OpenAiResponses`, which histories already hold.
+json_enum! {
+    Serialize, Deserialize for Api {
+        ChatCompletions = "chat_completions",
+        AnthropicMessages = "anthropic_messages",
+        OpenAiResponses = "open_ai_responses",
+        Gemini = "gemini",
+    }
+}
+
 impl Api {
     /// A short stable name: `chat_completions`, `anthropic_messages`,
-    /// `openai_responses` or `gemini` (as in the history format).
+    /// `openai_responses` or `gemini` (the history format writes the same
+    /// names but `open_ai_responses`, serde's snake case of the variant).
     pub fn as_str(self) -> &'static str {
         match self {
             Api::ChatCompletions => "chat_completions",
@@ -151,7 +174,7 @@ impl std::fmt::Display for Api {
 ///   OpenRouter's `reasoning_details`, as one object
 ///   (per-call fields such as Gemini's thought signatures are in
 ///   [`ToolCall::provider_data`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProviderData {
     /// The API that returned the items.
@@ -163,6 +186,8 @@ pub struct ProviderData {
     /// The items, verbatim.
     pub items: Vec<Value>,
 }
+
+json_struct! { Serialize, Deserialize for ProviderData { api, endpoint, model, items } }
 
 impl ProviderData {
     /// Items from `api` at `endpoint`, written by `model`.
@@ -195,7 +220,7 @@ impl ProviderData {
 /// [`Agent::run_loop_message`](crate::Agent::run_loop_message), or by a
 /// tool through [`ToolContext::attach_image`](crate::ToolContext::attach_image).
 /// Kept in the history and its export.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Image {
     /// The media type, e.g. `image/png` (for a URL, as far as known).
@@ -204,9 +229,13 @@ pub struct Image {
     pub source: ImageSource,
 }
 
+json_struct! { Serialize, Deserialize for Image { media_type, source } }
+
 /// Where an [`Image`]'s bytes are.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// In JSON, `{"base64": "..."}` or `{"url": "..."}` (serde's externally
+/// tagged form).
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ImageSource {
     /// The bytes, base64-encoded (standard alphabet, padded).
@@ -215,9 +244,51 @@ pub enum ImageSource {
     Url(String),
 }
 
+// By hand (the macros have no variant with data), as serde's derive writes
+// an externally tagged enum: the same calls, so the same JSON both ways.
+impl Serialize for ImageSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ImageSource::Base64(data) => {
+                serializer.serialize_newtype_variant("ImageSource", 0, "base64", data)
+            }
+            ImageSource::Url(url) => {
+                serializer.serialize_newtype_variant("ImageSource", 1, "url", url)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ImageSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ImageSource, D::Error> {
+        /// The variant's name.
+        #[derive(Clone, Copy)]
+        enum Kind {
+            Base64,
+            Url,
+        }
+        json_enum! { Deserialize for Kind { Base64 = "base64", Url = "url" } }
+
+        struct Source;
+        impl<'de> Visitor<'de> for Source {
+            type Value = ImageSource;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum ImageSource")
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<ImageSource, A::Error> {
+                let (kind, value) = data.variant::<Kind>()?;
+                match kind {
+                    Kind::Base64 => value.newtype_variant().map(ImageSource::Base64),
+                    Kind::Url => value.newtype_variant().map(ImageSource::Url),
+                }
+            }
+        }
+        deserializer.deserialize_enum("ImageSource", &["base64", "url"], Source)
+    }
+}
+
 /// Who wrote a [`Message`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Instructions: the system prompt, or context an extension injected.
     System,
@@ -227,6 +298,15 @@ pub enum Role {
     Assistant,
     /// A tool's result, bound to a [`ToolCall`] by id.
     Tool,
+}
+
+json_enum! {
+    Serialize, Deserialize for Role {
+        System = "system",
+        User = "user",
+        Assistant = "assistant",
+        Tool = "tool",
+    }
 }
 
 impl Role {
@@ -242,7 +322,7 @@ impl Role {
 }
 
 /// One tool call requested by the model in an assistant message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolCall {
     /// The id the model gave the call; the tool message answering it carries
@@ -263,9 +343,10 @@ pub struct ToolCall {
     /// `extra_content` with its `thought_signature`), under the same rule
     /// as the message's [`ProviderData`]: only to the API, endpoint and
     /// model named there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<Value>,
 }
+
+json_struct! { Serialize, Deserialize for ToolCall { id, name, arguments, provider_data [opt] } }
 
 impl ToolCall {
     /// A tool call with the given id, name and raw JSON arguments.
@@ -290,24 +371,29 @@ impl ToolCall {
 /// OpenAI-style `prompt_tokens` (which include cached tokens) are split on
 /// the way in. `None` means the server did not report the figure; treat it as
 /// zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Usage {
     /// Prompt tokens processed anew (not served from a cache).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<u64>,
     /// Completion tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<u64>,
     /// Prompt tokens served from the provider's cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<u64>,
     /// Prompt tokens written to a cache (Anthropic-style providers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_creation: Option<u64>,
     /// Reasoning tokens, where the server reports them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<u64>,
+}
+
+json_struct! {
+    Serialize, Deserialize for Usage {
+        input [opt],
+        output [opt],
+        cached [opt],
+        cache_creation [opt],
+        thinking [opt],
+    }
 }
 
 impl Usage {
@@ -470,37 +556,43 @@ impl std::ops::AddAssign for Usage {
 /// assert_eq!(m.role, Role::User);
 /// assert_eq!(m.content, "What is 2+2?");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
     /// The text. Empty for an assistant message that only calls tools.
-    #[serde(default)]
     pub content: String,
     /// Reasoning text the model produced alongside (assistant only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
     /// Tool calls requested (assistant only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// The call this message answers (tool only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// Token usage of the request that produced it (assistant only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     /// The model that wrote it (assistant only), as the server named it or, if
     /// it did not, as the transport requested it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Images (user and tool messages), sent after the text.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
     /// What the provider asked to get back (assistant only): see
     /// [`ProviderData`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<ProviderData>,
+}
+
+json_struct! {
+    Serialize, Deserialize for Message {
+        role,
+        content [default],
+        reasoning [opt],
+        tool_calls [default, skip_if = Vec::is_empty],
+        tool_call_id [opt],
+        usage [opt],
+        model [opt],
+        images [default, skip_if = Vec::is_empty],
+        provider_data [opt],
+    }
 }
 
 impl Message {
@@ -563,5 +655,143 @@ impl Message {
         let mut m = Message::with_role(Role::Tool, content.into());
         m.tool_call_id = Some(tool_call_id.into());
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{
+        Api, FinishReason, Image, ImageSource, Message, ProviderData, Role, ToolCall, Usage,
+    };
+
+    fn forms<T: serde::Serialize>(values: &[T]) -> Vec<String> {
+        values
+            .iter()
+            .map(|v| serde_json::to_string(v).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_unit_enums_are_their_snake_case_names() {
+        use FinishReason::{Complete, Filtered, Length, ServerCut, ToolCalls};
+        let finishes = [Complete, ToolCalls, Length, Filtered, ServerCut];
+        let apis = [
+            Api::ChatCompletions,
+            Api::AnthropicMessages,
+            Api::OpenAiResponses,
+            Api::Gemini,
+        ];
+        let roles = [Role::System, Role::User, Role::Assistant, Role::Tool];
+        for (written, f) in forms(&finishes).iter().zip(finishes) {
+            assert_eq!(*written, format!("\"{}\"", f.as_str()));
+            assert_eq!(serde_json::from_str::<FinishReason>(written).unwrap(), f);
+        }
+        // Not `as_str`: the derive's snake_case of `OpenAiResponses` split
+        // "Ai", and histories hold it so.
+        let api_forms = [
+            r#""chat_completions""#,
+            r#""anthropic_messages""#,
+            r#""open_ai_responses""#,
+            r#""gemini""#,
+        ];
+        assert_eq!(forms(&apis), api_forms);
+        for (written, a) in api_forms.iter().zip(apis) {
+            assert_eq!(serde_json::from_str::<Api>(written).unwrap(), a);
+        }
+        for (written, r) in forms(&roles).iter().zip(roles) {
+            assert_eq!(*written, format!("\"{}\"", r.as_str()));
+            assert_eq!(serde_json::from_str::<Role>(written).unwrap(), r);
+        }
+        let e = serde_json::from_str::<Role>("\"wizard\"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown variant `wizard`, expected one of `system`, `user`, `assistant`, `tool` at line 1 column 8"
+        );
+    }
+
+    /// Every field set, then none of the optional ones: the history format.
+    #[test]
+    fn a_message_writes_and_reads_its_pinned_json() {
+        let mut call = ToolCall::new("c1", "clock", "{\"tz\":\"UTC\"}");
+        call.provider_data = Some(json!({"extra_content": {"sig": "s"}}));
+        let full = Message {
+            role: Role::Assistant,
+            content: "hi".into(),
+            reasoning: Some("r".into()),
+            tool_calls: vec![call, ToolCall::new("c2", "n", "")],
+            tool_call_id: Some("t".into()),
+            usage: Some(Usage::new().with_input(1).with_cached(2)),
+            model: Some("m".into()),
+            images: vec![
+                Image {
+                    media_type: "image/png".into(),
+                    source: ImageSource::Base64("AAAA".into()),
+                },
+                Image {
+                    media_type: "image/jpeg".into(),
+                    source: ImageSource::Url("https://x/y.jpg".into()),
+                },
+            ],
+            provider_data: Some(ProviderData::new(
+                Api::AnthropicMessages,
+                "http://h",
+                "m",
+                vec![json!({"type": "thinking"})],
+            )),
+        };
+        let plain = Message::tool("c1", "");
+        let written = forms(&[full.clone(), plain.clone()]);
+        let pinned: &[&str] = &[
+            r#"{"role":"assistant","content":"hi","reasoning":"r","tool_calls":[{"id":"c1","name":"clock","arguments":"{\"tz\":\"UTC\"}","provider_data":{"extra_content":{"sig":"s"}}},{"id":"c2","name":"n","arguments":""}],"tool_call_id":"t","usage":{"input":1,"cached":2},"model":"m","images":[{"media_type":"image/png","source":{"base64":"AAAA"}},{"media_type":"image/jpeg","source":{"url":"https://x/y.jpg"}}],"provider_data":{"api":"anthropic_messages","endpoint":"http://h","model":"m","items":[{"type":"thinking"}]}}"#,
+            r#"{"role":"tool","content":"","tool_call_id":"c1"}"#,
+        ];
+        assert_eq!(written, pinned, "written:\n{}", written.join("\n"));
+        assert_eq!(serde_json::from_str::<Message>(&written[0]).unwrap(), full);
+        assert_eq!(serde_json::from_str::<Message>(&written[1]).unwrap(), plain);
+        let value = serde_json::to_value(&full).unwrap();
+        assert_eq!(serde_json::from_value::<Message>(value).unwrap(), full);
+    }
+
+    #[test]
+    fn a_message_reads_as_the_derive_read_it() {
+        let m: Message =
+            serde_json::from_str(r#"{"x":{"y":[1]},"role":"assistant","usage":{}}"#).unwrap();
+        assert_eq!(
+            (m.role, m.content.as_str(), m.usage),
+            (Role::Assistant, "", Some(Usage::new()))
+        );
+        let inputs = [
+            r#"{"content":"hi"}"#,
+            r#"{"role":"user","role":"user"}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":{"file":"a"}}]}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":"url"}]}"#,
+            r#"{"role":"user","images":[{"media_type":"image/png","source":{"url":"a","base64":"b"}}]}"#,
+            r#"{"role":"user","images":[{"source":{"url":"a"}}]}"#,
+            r#"{"role":"assistant","tool_calls":[{"id":"c","name":"n"}]}"#,
+            r#"{"role":"assistant","provider_data":{"api":"grpc","endpoint":"e","model":"m","items":[]}}"#,
+            r#"{"role":"user","usage":{"input":1.5}}"#,
+            r"[]",
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| serde_json::from_str::<Message>(s).unwrap_err().to_string())
+            .collect();
+        let expected: &[&str] = &[
+            r"missing field `role` at line 1 column 16",
+            r"duplicate field `role` at line 1 column 21",
+            r"unknown variant `file`, expected `base64` or `url` at line 1 column 67",
+            r"invalid type: unit variant, expected newtype variant at line 1 column 66",
+            r"expected value at line 1 column 70",
+            r"missing field `media_type` at line 1 column 47",
+            r"missing field `arguments` at line 1 column 55",
+            r"unknown variant `grpc`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 49",
+            r"invalid type: floating point `1.5`, expected u64 at line 1 column 35",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct Message at line 1 column 2",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
 }

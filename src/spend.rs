@@ -7,9 +7,10 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::Usage;
+use crate::serde_macros::{json_enum, json_struct};
 
 /// Picodollars (10⁻¹² USD) in one microdollar.
 const PICO_PER_MICRO: u64 = 1_000_000;
@@ -36,11 +37,23 @@ const PICO_PER_USD: u64 = 1_000_000_000_000;
 /// assert_eq!(Cost::from_usd(0.5), Cost::from_micro_usd(500_000));
 /// assert_eq!(Cost::from_pico_usd(u64::MAX).checked_add(Cost::from_pico_usd(1)), None);
 /// ```
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(transparent)]
+///
+/// In JSON, the bare number of picodollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cost(u64);
+
+// By hand, as serde's `transparent` writes it: the number alone.
+impl Serialize for Cost {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cost {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Cost, D::Error> {
+        u64::deserialize(deserializer).map(Cost)
+    }
+}
 
 impl Cost {
     /// Nothing.
@@ -122,8 +135,7 @@ impl fmt::Display for Cost {
 /// Which limit of a [`Budget`](crate::Budget) stopped a run
 /// ([`Error::BudgetExceeded`](crate::Error::BudgetExceeded),
 /// [`Event::BudgetExceeded`](crate::Event::BudgetExceeded)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Limit {
     /// [`Budget::max_requests`](crate::Budget::max_requests).
@@ -141,6 +153,18 @@ pub enum Limit {
     /// [`Budget::max_cost`](crate::Budget::max_cost), or a request to a
     /// model the price table does not price while a cost limit is set.
     Cost,
+}
+
+json_enum! {
+    Serialize, Deserialize for Limit {
+        Requests = "requests",
+        InputTokens = "input_tokens",
+        OutputTokens = "output_tokens",
+        TotalTokens = "total_tokens",
+        ToolCalls = "tool_calls",
+        WallTime = "wall_time",
+        Cost = "cost",
+    }
 }
 
 impl Limit {
@@ -185,7 +209,7 @@ impl fmt::Display for Limit {
 /// assert_eq!(spend.cost, Some(Cost::from_micro_usd(3_500)));
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Spend {
     /// Requests answered (a failed request whose stream reported usage
@@ -202,6 +226,8 @@ pub struct Spend {
     /// Wall time since the run began, in milliseconds.
     pub elapsed_ms: u64,
 }
+
+json_struct! { Serialize, Deserialize for Spend { requests, usage, tool_calls, cost, elapsed_ms } }
 
 impl Spend {
     /// Input tokens: [`Usage::context_used`] (fresh, cached and
@@ -300,5 +326,80 @@ mod tests {
         assert_eq!(micros(f64::NAN), 0);
         assert_eq!(micros(f64::INFINITY), u64::MAX);
         assert_eq!(Cost::from_micro_usd(u64::MAX).pico_usd(), u64::MAX);
+    }
+
+    #[test]
+    fn spend_writes_and_reads_its_pinned_json() {
+        let spend = Spend {
+            requests: 2,
+            usage: Usage::new().with_input(3),
+            tool_calls: 1,
+            cost: Some(Cost::from_pico_usd(u64::MAX)),
+            elapsed_ms: 9,
+        };
+        let values = [spend, Spend::default()];
+        let written: Vec<String> = values
+            .iter()
+            .map(|s| serde_json::to_string(s).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [
+                r#"{"requests":2,"usage":{"input":3},"tool_calls":1,"cost":18446744073709551615,"elapsed_ms":9}"#,
+                r#"{"requests":0,"usage":{},"tool_calls":0,"cost":null,"elapsed_ms":0}"#,
+            ]
+        );
+        for (form, s) in written.iter().zip(values) {
+            assert_eq!(serde_json::from_str::<Spend>(form).unwrap(), s);
+        }
+        // An absent `cost` reads as unknown.
+        let read: Spend =
+            serde_json::from_str(r#"{"requests":0,"usage":{},"tool_calls":0,"elapsed_ms":0}"#)
+                .unwrap();
+        assert_eq!(read, Spend::default());
+        assert_eq!(serde_json::to_string(&Cost::from_pico_usd(7)).unwrap(), "7");
+        assert_eq!(
+            serde_json::from_str::<Cost>("7").unwrap(),
+            Cost::from_pico_usd(7)
+        );
+        let limits = [
+            Limit::Requests,
+            Limit::InputTokens,
+            Limit::OutputTokens,
+            Limit::TotalTokens,
+            Limit::ToolCalls,
+            Limit::WallTime,
+            Limit::Cost,
+        ];
+        for l in limits {
+            let form = serde_json::to_string(&l).unwrap();
+            assert_eq!(form, format!("\"{}\"", l.as_str()));
+            assert_eq!(serde_json::from_str::<Limit>(&form).unwrap(), l);
+        }
+        let errors = [
+            serde_json::from_str::<Cost>("-1").unwrap_err().to_string(),
+            serde_json::from_str::<Cost>("\"1\"")
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Limit>("\"money\"")
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Spend>(r#"{"requests":1}"#)
+                .unwrap_err()
+                .to_string(),
+            serde_json::from_str::<Spend>(
+                r#"{"requests":1,"usage":{},"tool_calls":0,"cost":1.5,"elapsed_ms":0}"#,
+            )
+            .unwrap_err()
+            .to_string(),
+        ];
+        let expected: &[&str] = &[
+            r"invalid value: integer `-1`, expected u64 at line 1 column 2",
+            r#"invalid type: string "1", expected u64 at line 1 column 3"#,
+            r"unknown variant `money`, expected one of `requests`, `input_tokens`, `output_tokens`, `total_tokens`, `tool_calls`, `wall_time`, `cost` at line 1 column 7",
+            r"missing field `usage` at line 1 column 14",
+            r"invalid type: floating point `1.5`, expected u64 at line 1 column 50",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
 }

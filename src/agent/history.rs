@@ -4,8 +4,9 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer};
 
+use crate::serde_macros::json_struct;
 use crate::{Error, Image, ImageSource, Message, Result, Role};
 
 /// The newest format version: 2 added [`Message::images`],
@@ -83,19 +84,31 @@ fn version_for(messages: &[Message]) -> u32 {
 /// assert!(History::new(vec![Message::user("time?"), calls]).is_ok());
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Unchecked")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct History {
     version: u32,
     messages: Vec<Message>,
 }
 
+json_struct! { Serialize for History { version, messages } }
+
+// Reads an `Unchecked`, then validates it (serde's `try_from`).
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<History, D::Error> {
+        let raw = Unchecked::deserialize(deserializer)?;
+        History::try_from(raw).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The serialized form, before validation: what serde reads first.
-#[derive(Deserialize)]
 struct Unchecked {
     version: u32,
     messages: Vec<Message>,
 }
+
+json_struct! { Deserialize for Unchecked { version, messages } }
 
 /// The bare reason (serde adds the position; [`History::parse`] the
 /// "invalid history" prefix of [`Error::History`]).
@@ -280,5 +293,53 @@ mod tests {
         let messages = vec![Message::user("hi"), Message::assistant("hello")];
         let h = History::from_agent(messages.clone());
         assert_eq!(History::parse(&h.to_json()).unwrap().messages(), messages);
+    }
+
+    #[test]
+    fn a_history_writes_and_reads_its_pinned_json() {
+        let h = History::new(vec![Message::user("hi"), Message::assistant("hello")]).unwrap();
+        let written = serde_json::to_string(&h).unwrap();
+        assert_eq!(
+            written,
+            r#"{"version":1,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}"#
+        );
+        assert_eq!(serde_json::from_str::<History>(&written).unwrap(), h);
+        let value = serde_json::to_value(&h).unwrap();
+        assert_eq!(serde_json::from_value::<History>(value).unwrap(), h);
+        // Unknown keys are skipped; the version is the messages' own.
+        let read: History = serde_json::from_str(r#"{"messages":[],"x":0,"version":2}"#).unwrap();
+        assert_eq!(read, History::default());
+        let inputs = [
+            r#"{"version":3,"messages":[]}"#,
+            r#"{"version":0,"messages":[]}"#,
+            r#"{"messages":[]}"#,
+            r#"{"version":1}"#,
+            r#"{"version":1,"version":1,"messages":[]}"#,
+            r#"{"version":1,"messages":[{"role":"user","tool_calls":[{"id":"c","name":"n","arguments":""}]}]}"#,
+            r#"{"version":-1,"messages":[]}"#,
+            r"[1,[]]",
+            r#""history""#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| match serde_json::from_str::<History>(s) {
+                Ok(h) => format!("read {h:?}"),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        let expected: &[&str] = &[
+            r"unsupported version 3",
+            r"unsupported version 0",
+            r"missing field `version` at line 1 column 15",
+            r"missing field `messages` at line 1 column 13",
+            r"duplicate field `version` at line 1 column 22",
+            r"message 0: tool calls on a user message",
+            r"invalid value: integer `-1`, expected u32 at line 1 column 13",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct Unchecked at line 1 column 1",
+            r#"invalid type: string "history", expected struct Unchecked at line 1 column 9"#,
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
 }

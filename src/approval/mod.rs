@@ -15,10 +15,10 @@ pub use terminal::TerminalApprover;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Cancellable;
+use crate::serde_macros::{json_struct, json_tagged};
 
 /// Consulted before a tool call runs: approve it, deny it with a reason,
 /// approve it with edited arguments, or defer the decision to the host.
@@ -162,8 +162,7 @@ impl Approver for Arc<dyn Approver> {
 /// assert_eq!(serde_json::to_string(&d).unwrap(), r#"{"decision":"deny","reason":"not today"}"#);
 /// assert_eq!(serde_json::from_str::<Decision>(r#"{"decision":"approve"}"#).unwrap(), Decision::Approve);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Decision {
     /// Run the call as the model sent it.
@@ -181,6 +180,20 @@ pub enum Decision {
     /// Decide later: end the turn with the call pending.
     Defer,
 }
+
+// In a block of its own: `json_tagged!` leaves a unit variant's field list
+// unused when unknown keys are allowed (main's serde_macros, e589090).
+#[allow(dead_code, reason = "the FIELDS of the unit variants")]
+const _: () = {
+    json_tagged! {
+        Serialize, Deserialize for Decision, tag = "decision" {
+            Approve = "approve" {},
+            Deny = "deny" { reason },
+            Edit = "edit" { arguments },
+            Defer = "defer" {},
+        }
+    }
+};
 
 impl Decision {
     /// [`Decision::Deny`] with this reason.
@@ -324,7 +337,7 @@ impl fmt::Debug for ApprovalRequest {
 /// [`StopReason::ApprovalPending`](crate::StopReason::ApprovalPending).
 /// Answer it through [`Agent::resume`](crate::Agent::resume) by its
 /// `call_id`; see [`Approver`], "Deciding later".
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PendingApproval {
     /// The call id.
@@ -335,6 +348,8 @@ pub struct PendingApproval {
     /// JSON string when it does not parse.
     pub arguments: Value,
 }
+
+json_struct! { Serialize, Deserialize for PendingApproval { call_id, tool, arguments } }
 
 impl PendingApproval {
     pub(crate) fn new(call_id: String, tool: String, arguments: Value) -> PendingApproval {
@@ -388,5 +403,69 @@ impl<A: Approver> Approver for StateChangingOnly<A> {
         } else {
             Decision::Approve
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Decision, PendingApproval};
+
+    #[test]
+    fn decisions_write_and_read_their_pinned_json() {
+        let decisions = [
+            Decision::Approve,
+            Decision::deny("no"),
+            Decision::edit(json!({"path": "/tmp"})),
+            Decision::Defer,
+        ];
+        let written: Vec<String> = decisions
+            .iter()
+            .map(|d| serde_json::to_string(d).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [
+                r#"{"decision":"approve"}"#,
+                r#"{"decision":"deny","reason":"no"}"#,
+                r#"{"decision":"edit","arguments":{"path":"/tmp"}}"#,
+                r#"{"decision":"defer"}"#,
+            ]
+        );
+        for (form, d) in written.iter().zip(&decisions) {
+            assert_eq!(&serde_json::from_str::<Decision>(form).unwrap(), d);
+        }
+        let read: Decision =
+            serde_json::from_str(r#"{"reason":"r","x":1,"decision":"deny"}"#).unwrap();
+        assert_eq!(read, Decision::deny("r"));
+        let p = PendingApproval::new("c".into(), "t".into(), json!("raw"));
+        let form = serde_json::to_string(&p).unwrap();
+        assert_eq!(form, r#"{"call_id":"c","tool":"t","arguments":"raw"}"#);
+        assert_eq!(serde_json::from_str::<PendingApproval>(&form).unwrap(), p);
+        let inputs = [
+            r#"{"reason":"r"}"#,
+            r#"{"decision":"maybe"}"#,
+            r#"{"decision":"deny"}"#,
+            r#"{"decision":"edit"}"#,
+            r#""approve""#,
+            r#"{"decision":"deny","reason":"a","reason":"b"}"#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| serde_json::from_str::<Decision>(s).unwrap_err().to_string())
+            .collect();
+        let expected: &[&str] = &[
+            // The tag is read after the whole object (`serde_macros`), so its
+            // errors carry no position.
+            r"missing field `decision`",
+            r"unknown variant `maybe`, expected one of `approve`, `deny`, `edit`, `defer`",
+            r"missing field `reason`",
+            r"missing field `arguments`",
+            r#"invalid type: string "approve", expected an object at line 1 column 9"#,
+            // Refused, as the derive refused it (since main's e589090).
+            "duplicate field `reason`",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
 }

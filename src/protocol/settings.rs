@@ -6,9 +6,11 @@
 
 use std::hash::{Hash, Hasher};
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Deserializer, EnumAccess, VariantAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::Api;
+use crate::serde_macros::{json_enum, json_struct};
 
 /// No setting set (requests built by tests and fuzz hooks).
 #[cfg(any(test, fuzzing))]
@@ -33,8 +35,10 @@ pub(crate) static NONE: ModelSettings = ModelSettings {
 /// let s = ModelSettings::new().with_tool_choice(ToolChoice::Tool("search".into()));
 /// assert_eq!(s.tool_choice(), Some(&ToolChoice::Tool("search".into())));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// In JSON, `"auto"`, `"none"`, `"required"` or `{"tool": "name"}` (serde's
+/// externally tagged form).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides whether to call a tool (every API's default).
@@ -47,6 +51,56 @@ pub enum ToolChoice {
     Tool(String),
 }
 
+// By hand (the macros have no variant with data), as serde's derive writes
+// an externally tagged enum: the same calls, so the same JSON both ways.
+impl Serialize for ToolChoice {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolChoice::Auto => serializer.serialize_unit_variant("ToolChoice", 0, "auto"),
+            ToolChoice::None => serializer.serialize_unit_variant("ToolChoice", 1, "none"),
+            ToolChoice::Required => serializer.serialize_unit_variant("ToolChoice", 2, "required"),
+            ToolChoice::Tool(name) => {
+                serializer.serialize_newtype_variant("ToolChoice", 3, "tool", name)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolChoice {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ToolChoice, D::Error> {
+        /// The variant's name.
+        #[derive(Clone, Copy)]
+        enum Kind {
+            Auto,
+            None,
+            Required,
+            Tool,
+        }
+        json_enum! {
+            Deserialize for Kind { Auto = "auto", None = "none", Required = "required", Tool = "tool" }
+        }
+
+        struct Choice;
+        impl<'de> Visitor<'de> for Choice {
+            type Value = ToolChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum ToolChoice")
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<ToolChoice, A::Error> {
+                let (kind, value) = data.variant::<Kind>()?;
+                match kind {
+                    Kind::Auto => value.unit_variant().map(|()| ToolChoice::Auto),
+                    Kind::None => value.unit_variant().map(|()| ToolChoice::None),
+                    Kind::Required => value.unit_variant().map(|()| ToolChoice::Required),
+                    Kind::Tool => value.newtype_variant().map(ToolChoice::Tool),
+                }
+            }
+        }
+        const VARIANTS: &[&str] = &["auto", "none", "required", "tool"];
+        deserializer.deserialize_enum("ToolChoice", VARIANTS, Choice)
+    }
+}
+
 /// How much the model reasons before it answers.
 ///
 /// # Examples
@@ -57,8 +111,7 @@ pub enum ToolChoice {
 /// assert_eq!(s.reasoning_effort(), Some(ReasoningEffort::Low));
 /// assert_eq!(ReasoningEffort::Low.as_str(), "low");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ReasoningEffort {
     /// As little as the model allows (`minimal`; `low` on Anthropic, which
@@ -70,6 +123,15 @@ pub enum ReasoningEffort {
     Medium,
     /// `high`.
     High,
+}
+
+json_enum! {
+    Serialize, Deserialize for ReasoningEffort {
+        Minimal = "minimal",
+        Low = "low",
+        Medium = "medium",
+        High = "high",
+    }
 }
 
 impl ReasoningEffort {
@@ -130,27 +192,32 @@ impl ReasoningEffort {
 ///
 /// Floats compare by their bits, so `Eq` and `Hash` hold (a NaN equals
 /// itself; `0.0` and `-0.0` differ).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ModelSettings {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_output_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     stop: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoice>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<ReasoningEffort>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     thinking_budget: Option<u64>,
+}
+
+json_struct! {
+    Serialize, Deserialize for ModelSettings {
+        temperature [opt],
+        top_p [opt],
+        max_output_tokens [opt],
+        stop [opt],
+        seed [opt],
+        tool_choice [opt],
+        parallel_tool_calls [opt],
+        reasoning_effort [opt],
+        thinking_budget [opt],
+    }
 }
 
 impl PartialEq for ModelSettings {
@@ -423,5 +490,83 @@ mod tests {
                 .unwrap()
                 .contains("thinking_budget")
         );
+    }
+
+    #[test]
+    fn a_tool_choice_reads_as_the_derive_read_it() {
+        let choices = [
+            ToolChoice::Auto,
+            ToolChoice::None,
+            ToolChoice::Required,
+            ToolChoice::Tool("f".into()),
+        ];
+        let written: Vec<String> = choices
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap())
+            .collect();
+        assert_eq!(
+            written,
+            [r#""auto""#, r#""none""#, r#""required""#, r#"{"tool":"f"}"#]
+        );
+        for (form, choice) in written.iter().zip(&choices) {
+            assert_eq!(&serde_json::from_str::<ToolChoice>(form).unwrap(), choice);
+            let value: serde_json::Value = serde_json::from_str(form).unwrap();
+            assert_eq!(
+                &serde_json::from_value::<ToolChoice>(value).unwrap(),
+                choice
+            );
+        }
+        // A unit variant also reads in the map form, its value null.
+        assert_eq!(
+            serde_json::from_str::<ToolChoice>(r#"{"auto":null}"#).unwrap(),
+            ToolChoice::Auto
+        );
+        let inputs = [
+            r#""tool""#,
+            r#""any""#,
+            r#"{"tool":1}"#,
+            r#"{"tool":"a","auto":null}"#,
+            r"{}",
+            r"7",
+            r#"{"temperature":"hot"}"#,
+            r#"{"reasoning_effort":"max"}"#,
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < 6 {
+                    serde_json::from_str::<ToolChoice>(s)
+                        .unwrap_err()
+                        .to_string()
+                } else {
+                    serde_json::from_str::<ModelSettings>(s)
+                        .unwrap_err()
+                        .to_string()
+                }
+            })
+            .collect();
+        let expected: &[&str] = &[
+            r"invalid type: unit variant, expected newtype variant",
+            r"unknown variant `any`, expected one of `auto`, `none`, `required`, `tool` at line 1 column 5",
+            r"invalid type: integer `1`, expected a string at line 1 column 9",
+            r"expected value at line 1 column 11",
+            r"expected value at line 1 column 2",
+            r"expected value at line 1 column 1",
+            r#"invalid type: string "hot", expected f64 at line 1 column 20"#,
+            r"unknown variant `max`, expected one of `minimal`, `low`, `medium`, `high` at line 1 column 25",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
+        let efforts = [
+            ReasoningEffort::Minimal,
+            ReasoningEffort::Low,
+            ReasoningEffort::Medium,
+            ReasoningEffort::High,
+        ];
+        for e in efforts {
+            let form = serde_json::to_string(&e).unwrap();
+            assert_eq!(form, format!("\"{}\"", e.as_str()));
+            assert_eq!(serde_json::from_str::<ReasoningEffort>(&form).unwrap(), e);
+        }
     }
 }

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::settings::ModelSettings;
 use crate::Api;
+use crate::serde_macros::json_struct;
 
 /// Everything that must travel together so a chat always reaches the same
 /// model on the same server: model, provider hint, API base, API key and
@@ -34,29 +33,34 @@ use crate::Api;
 /// Nothing is read from the environment unless you call
 /// [`from_env`](ChatTransport::from_env). When no API base is set, requests go
 /// to `https://api.openai.com/v1` (logged at `info` once per client).
-#[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct ChatTransport {
-    #[serde(default, skip_serializing_if = "is_default_api")]
     api: Api,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     provider: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     api_base: Option<String>,
-    #[serde(skip)]
     api_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     context_window: Option<u64>,
     /// Automatic prompt-cache breakpoints turned off (Anthropic).
-    #[serde(default, skip_serializing_if = "is_false")]
     no_auto_cache: bool,
     /// The model settings of every request on this transport.
-    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     settings: ModelSettings,
     /// The Gemini context cache each request names (`gemini/cache.rs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cached_content: Option<String>,
+}
+
+json_struct! {
+    Serialize, Deserialize for ChatTransport {
+        api [default, skip_if = is_default_api],
+        model [opt],
+        provider [opt],
+        api_base [opt],
+        api_key [skip],
+        context_window [opt],
+        no_auto_cache [default, skip_if = is_false],
+        settings [default, skip_if = ModelSettings::is_empty],
+        cached_content [opt],
+    }
 }
 
 #[allow(
@@ -964,5 +968,64 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(err.to_string().contains("ANTHROPIC_BASE_URL"), "{err}");
+    }
+
+    #[test]
+    fn a_transport_writes_and_reads_its_pinned_json() {
+        let full = ChatTransport::new("m")
+            .with_api(Api::AnthropicMessages)
+            .with_provider("p")
+            .with_api_base("http://h/v1")
+            .with_api_key("sk-secret")
+            .with_context_window(Some(100))
+            .with_prompt_caching(false)
+            .with_settings(ModelSettings::new().with_seed(1));
+        let mut cached = ChatTransport::new("g").with_api(Api::Gemini);
+        cached.cached_content = Some("cachedContents/x".into());
+        let values = [full.clone(), cached.clone(), ChatTransport::default()];
+        let written: Vec<String> = values
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap())
+            .collect();
+        let pinned: &[&str] = &[
+            r#"{"api":"anthropic_messages","model":"m","provider":"p","api_base":"http://h/v1","context_window":100,"no_auto_cache":true,"settings":{"seed":1}}"#,
+            r#"{"api":"gemini","model":"g","cached_content":"cachedContents/x"}"#,
+            r"{}",
+        ];
+        assert_eq!(written, pinned, "written:\n{}", written.join("\n"));
+        let without_key = full.clone().with_api_key("");
+        let mut back: ChatTransport = serde_json::from_str(&written[0]).unwrap();
+        assert_eq!(back.api_key, None);
+        back.api_key = without_key.api_key.clone();
+        assert_eq!(back, without_key);
+        assert_eq!(
+            serde_json::from_str::<ChatTransport>(&written[1]).unwrap(),
+            cached
+        );
+        let read: ChatTransport =
+            serde_json::from_str(r#"{"api_key":"k","other":1,"model":"m"}"#).unwrap();
+        assert_eq!(read, ChatTransport::new("m"));
+        let inputs = [
+            r#"{"api":"soap"}"#,
+            r#"{"model":"a","model":"b"}"#,
+            r#"{"no_auto_cache":1}"#,
+            r"[]",
+        ];
+        let errors: Vec<String> = inputs
+            .iter()
+            .map(|s| match serde_json::from_str::<ChatTransport>(s) {
+                Ok(t) => format!("read {t:?}"),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        let expected: &[&str] = &[
+            r"unknown variant `soap`, expected one of `chat_completions`, `anthropic_messages`, `open_ai_responses`, `gemini` at line 1 column 13",
+            r"duplicate field `model` at line 1 column 20",
+            r"invalid type: integer `1`, expected a boolean at line 1 column 18",
+            // The derive also read a struct from an array of its fields'
+            // values; the crate's impls (`serde_macros`) read objects only.
+            "invalid type: sequence, expected struct ChatTransport at line 1 column 2",
+        ];
+        assert_eq!(errors, expected, "errors:\n{}", errors.join("\n"));
     }
 }
