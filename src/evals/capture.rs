@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use crate::{Cancellable, Event, Listener, Usage};
@@ -17,8 +18,7 @@ use crate::{Cancellable, Event, Listener, Usage};
 pub const MAX_EVENTS: usize = 100_000;
 
 /// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RunStatus {
     /// The task returned an output; the evaluators judged it.
@@ -34,22 +34,39 @@ pub enum RunStatus {
     Cancelled,
 }
 
+crate::serde_macros::json_enum! {
+    Serialize, Deserialize for RunStatus {
+        Completed = "completed",
+        Failed = "failed",
+        Panicked = "panicked",
+        TimedOut = "timed_out",
+        Cancelled = "cancelled",
+    }
+}
+
 /// One tool call of a run, with its result: from the run's
 /// [`Event::ToolCall`] and [`Event::ToolResult`], sub-agents' included.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ToolCallRecord {
     /// The agent that made the call (empty for the top agent unless it has
     /// an id).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub agent: String,
     /// The tool's name, as the model wrote it.
     pub name: String,
     /// The arguments, as the model sent them.
     pub arguments: Value,
     /// The result the model got (`None` when the run ended first).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for ToolCallRecord {
+        agent [default, skip_if = String::is_empty],
+        name,
+        arguments,
+        result [opt],
+    }
 }
 
 impl ToolCallRecord {
@@ -89,51 +106,90 @@ impl ToolCallRecord {
 /// assert_eq!(run.output_text(), "4");
 /// assert_eq!(run.tool_names(), ["calculator"]);
 /// ```
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Run {
     /// The case's name.
-    #[serde(default)]
     pub case: String,
     /// Which repetition (from 0).
-    #[serde(default)]
     pub repeat: u32,
     /// How the run ended.
     pub status: RunStatus,
     /// The task's output (`null` unless completed).
-    #[serde(default)]
     pub output: Value,
     /// The error, panic message, or timeout, when not completed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Every tool call, in the order the events reported them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallRecord>,
     /// The tokens of every answered request ([`Event::Tokens`] summed).
-    #[serde(default)]
     pub usage: Usage,
     /// How many requests were answered (one [`Event::Tokens`] each).
-    #[serde(default)]
     pub requests: u32,
     /// Wall time of the task, in milliseconds.
-    #[serde(default)]
     pub duration_ms: u64,
     /// The cost the task reported ([`TaskContext::add_cost`]), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     /// The case's input turns (not saved in reports).
-    #[serde(skip)]
     pub input: Vec<String>,
     /// The case's expected output (not saved in reports).
-    #[serde(skip)]
     pub expected: Option<Value>,
     /// The case's metadata (not saved in reports).
-    #[serde(skip)]
     pub metadata: Map<String, Value>,
     /// The events the run's listener saw, deltas left out, at most
     /// [`MAX_EVENTS`] (not saved in reports).
-    #[serde(skip)]
     pub events: Vec<Event>,
+}
+
+crate::serde_macros::json_struct! {
+    Deserialize for Run {
+        case [default],
+        repeat [default],
+        status,
+        output [default],
+        error [opt],
+        tool_calls [default, skip_if = Vec::is_empty],
+        usage [default],
+        requests [default],
+        duration_ms [default],
+        cost [opt],
+        input [skip],
+        expected [skip],
+        metadata [skip],
+        events [skip],
+    }
+}
+
+// By hand, to share the fields with a report's run, which holds them flat
+// (`RunResult`); the keys and skips are the list above's.
+impl Serialize for Run {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.serialize_fields(&mut map)?;
+        map.end()
+    }
+}
+
+impl Run {
+    /// Write the saved fields into `map`, in their order.
+    pub(super) fn serialize_fields<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        map.serialize_entry("case", &self.case)?;
+        map.serialize_entry("repeat", &self.repeat)?;
+        map.serialize_entry("status", &self.status)?;
+        map.serialize_entry("output", &self.output)?;
+        if let Some(error) = &self.error {
+            map.serialize_entry("error", error)?;
+        }
+        if !self.tool_calls.is_empty() {
+            map.serialize_entry("tool_calls", &self.tool_calls)?;
+        }
+        map.serialize_entry("usage", &self.usage)?;
+        map.serialize_entry("requests", &self.requests)?;
+        map.serialize_entry("duration_ms", &self.duration_ms)?;
+        if let Some(cost) = &self.cost {
+            map.serialize_entry("cost", cost)?;
+        }
+        Ok(())
+    }
 }
 
 impl PartialEq for Run {

@@ -5,7 +5,6 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::capture::Run;
@@ -14,8 +13,7 @@ use crate::tool::Parameters;
 
 /// How [`Check::Trajectory`] compares the tools called with the expected
 /// list.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Order {
     /// The same calls in the same order, nothing else.
@@ -29,6 +27,15 @@ pub enum Order {
     /// Every expected call appears (as many of each), in any order, other
     /// calls allowed.
     Subset,
+}
+
+crate::serde_macros::json_enum! {
+    Serialize, Deserialize for Order {
+        Exact = "exact",
+        AnyOrder = "any_order",
+        InOrder = "in_order",
+        Subset = "subset",
+    }
 }
 
 /// A built-in evaluator, stored in dataset files as a JSON object with a
@@ -62,8 +69,7 @@ pub enum Order {
 /// assert_eq!(stored, json!({"type": "max_tool_calls", "max": 3}));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Check {
     /// The output equals `value`, or the case's expected output when
@@ -71,7 +77,6 @@ pub enum Check {
     /// non-string value it parses to.
     Equals {
         /// What to compare with.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         value: Option<Value>,
     },
     /// The output's text contains `text`.
@@ -79,7 +84,6 @@ pub enum Check {
         /// The text to find.
         text: String,
         /// Compare without regard to case.
-        #[serde(default, skip_serializing_if = "is_false")]
         ignore_case: bool,
     },
     /// The output is valid against a JSON Schema (the dialect of
@@ -98,7 +102,6 @@ pub enum Check {
         /// The expected calls, by name.
         tools: Vec<String>,
         /// How to compare.
-        #[serde(default)]
         order: Order,
     },
     /// Some call of `tool` has these arguments: every field given here is
@@ -137,7 +140,23 @@ pub enum Check {
     },
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+crate::serde_macros::json_tagged! {
+    Serialize, Deserialize for Check, tag = "type", deny {
+        Equals = "equals" { value [opt] },
+        Contains = "contains" { text, ignore_case [default, skip_if = is_false] },
+        JsonSchema = "json_schema" { schema },
+        ToolsCalled = "tools_called" { tools },
+        Trajectory = "trajectory" { tools, order [default] },
+        Arguments = "arguments" { tool, arguments },
+        MaxToolCalls = "max_tool_calls" { max },
+        MaxRequests = "max_requests" { max },
+        MaxTokens = "max_tokens" { max },
+        MaxCost = "max_cost" { max },
+        MaxMillis = "max_millis" { max },
+    }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // `skip_if` `skip_serializing_if` passes a reference
 fn is_false(b: &bool) -> bool {
     !b
 }
@@ -466,6 +485,123 @@ impl<T: DeserializeOwned + PartialEq + fmt::Debug + 'static> Evaluator for Typed
                 show(&run.output_text())
             ))
             .with_label("not_typed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Check, Order};
+
+    #[test]
+    fn each_check_is_stored_as_its_tagged_object() {
+        let checks = [
+            (Check::equals_expected(), r#"{"type":"equals"}"#),
+            (Check::equals(1), r#"{"type":"equals","value":1}"#),
+            (Check::contains("a"), r#"{"type":"contains","text":"a"}"#),
+            (
+                Check::Contains {
+                    text: "a".into(),
+                    ignore_case: true,
+                },
+                r#"{"type":"contains","text":"a","ignore_case":true}"#,
+            ),
+            (
+                Check::json_schema(json!({})),
+                r#"{"type":"json_schema","schema":{}}"#,
+            ),
+            (
+                Check::tools_called(["t"]),
+                r#"{"type":"tools_called","tools":["t"]}"#,
+            ),
+            (
+                Check::trajectory(["t"], Order::AnyOrder),
+                r#"{"type":"trajectory","tools":["t"],"order":"any_order"}"#,
+            ),
+            (
+                Check::arguments("t", json!({"a": 1})),
+                r#"{"type":"arguments","tool":"t","arguments":{"a":1}}"#,
+            ),
+            (
+                Check::max_tool_calls(1),
+                r#"{"type":"max_tool_calls","max":1}"#,
+            ),
+            (Check::max_requests(2), r#"{"type":"max_requests","max":2}"#),
+            (Check::max_tokens(3), r#"{"type":"max_tokens","max":3}"#),
+            (Check::max_cost(0.5), r#"{"type":"max_cost","max":0.5}"#),
+            (Check::max_millis(4), r#"{"type":"max_millis","max":4}"#),
+        ];
+        for (check, stored) in checks {
+            assert_eq!(serde_json::to_string(&check).unwrap(), stored);
+            assert_eq!(serde_json::from_str::<Check>(stored).unwrap(), check);
+        }
+        for (order, name) in [
+            (Order::Exact, "exact"),
+            (Order::InOrder, "in_order"),
+            (Order::Subset, "subset"),
+        ] {
+            assert_eq!(serde_json::to_value(order).unwrap(), json!(name));
+        }
+    }
+
+    #[test]
+    fn a_stored_check_reads_defaults_and_refuses_unknown_fields() {
+        let read = |v: serde_json::Value| serde_json::from_value::<Check>(v);
+        assert_eq!(
+            read(json!({"tools": ["t"], "type": "trajectory"})).unwrap(),
+            Check::trajectory(["t"], Order::Exact)
+        );
+        assert_eq!(
+            read(json!({"type": "equals", "value": null})).unwrap(),
+            Check::equals_expected()
+        );
+        for (bad, error) in [
+            (
+                json!({"type": "contains", "text": "a", "case": true}),
+                "unknown field `case`",
+            ),
+            (
+                json!({"type": "equals", "value": 1, "x": 2}),
+                "unknown field `x`",
+            ),
+            (json!({"type": "contains"}), "missing field `text`"),
+            (
+                json!({"type": "max_cost", "max": "1"}),
+                "invalid type: string \"1\"",
+            ),
+            (
+                json!({"type": "max_seconds", "max": 1}),
+                "unknown variant `max_seconds`",
+            ),
+            (json!({"max": 1}), "missing field `type`"),
+            (
+                json!({"type": "trajectory", "tools": [], "order": "any"}),
+                "unknown variant `any`",
+            ),
+        ] {
+            let e = read(bad.clone()).unwrap_err().to_string();
+            assert!(e.starts_with(error), "{bad}: {e}");
+        }
+        // What serde's derive refused in a file's text: a key twice, the
+        // first unknown key named.
+        for (bad, error) in [
+            (
+                r#"{"type":"contains","text":"a","text":"b"}"#,
+                "duplicate field `text`",
+            ),
+            (
+                r#"{"type":"contains","type":"contains","text":"a"}"#,
+                "duplicate field `type`",
+            ),
+            (
+                r#"{"type":"contains","b":1,"a":2,"text":"x"}"#,
+                "unknown field `b`",
+            ),
+        ] {
+            let e = serde_json::from_str::<Check>(bad).unwrap_err().to_string();
+            assert!(e.starts_with(error), "{bad}: {e}");
         }
     }
 }

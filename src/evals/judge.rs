@@ -2,7 +2,6 @@
 
 use std::fmt::Write as _;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::capture::Run;
@@ -27,11 +26,12 @@ Answer with a JSON object: \"score\", a number from 0 (fails the rubric) to 1 (m
 and \"reason\", one or two sentences on why. Judge only what the rubric asks.";
 
 /// What the judge answers.
-#[derive(Deserialize)]
 struct Grade {
     score: f64,
     reason: String,
 }
+
+crate::serde_macros::json_struct! { Deserialize for Grade { score, reason } }
 
 impl JsonSchema for Grade {
     fn json_schema() -> Value {

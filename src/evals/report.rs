@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::capture::{Run, RunStatus};
 use super::dataset::Dataset;
@@ -20,7 +23,7 @@ const VERSION: u32 = 1;
 
 /// How a set of scores spread: mean, smallest, largest and standard
 /// deviation (population), each rounded to six decimals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Spread {
     /// The mean.
@@ -32,6 +35,8 @@ pub struct Spread {
     /// The standard deviation.
     pub stddev: f64,
 }
+
+crate::serde_macros::json_struct! { Serialize, Deserialize for Spread { mean, min, max, stddev } }
 
 impl Spread {
     /// The spread of `values` (all zero for none).
@@ -53,20 +58,82 @@ impl Spread {
 
 /// One run in a report: what was captured, the verdicts, and whether it
 /// passed (it completed and every verdict passed).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct RunResult {
     /// What the kit captured.
-    #[serde(flatten)]
     pub run: Run,
     /// Each evaluator's verdict, in the order they ran.
-    #[serde(default)]
     pub verdicts: Vec<Verdict>,
     /// Whether the run passed.
     pub pass: bool,
     /// The mean of the verdicts' scores (1.0 with none; 0.0 for a run that
     /// did not complete).
     pub score: f64,
+}
+
+// By hand: the run's fields are flattened into the result's object, as
+// serde's `flatten` attribute would write and read them (the run's first,
+// in its order; any key not the result's own goes to the run).
+impl Serialize for RunResult {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.run.serialize_fields(&mut map)?;
+        map.serialize_entry("verdicts", &self.verdicts)?;
+        map.serialize_entry("pass", &self.pass)?;
+        map.serialize_entry("score", &self.score)?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RunResult {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RunResult, D::Error> {
+        deserializer.deserialize_map(RunResultVisitor)
+    }
+}
+
+struct RunResultVisitor;
+
+impl<'de> Visitor<'de> for RunResultVisitor {
+    type Value = RunResult;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("struct RunResult")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RunResult, A::Error> {
+        fn once<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+            map: &mut A,
+            slot: &mut Option<T>,
+            key: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(de::Error::duplicate_field(key));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let (mut verdicts, mut pass, mut score) = (None, None, None);
+        // The run's keys in the order read (a key twice reaches the run,
+        // which refuses it as serde's flatten does).
+        let mut rest: Vec<(String, Value)> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "verdicts" => once(&mut map, &mut verdicts, "verdicts")?,
+                "pass" => once(&mut map, &mut pass, "pass")?,
+                "score" => once(&mut map, &mut score, "score")?,
+                _ => rest.push((key, map.next_value()?)),
+            }
+        }
+        let run = Run::deserialize(de::value::MapDeserializer::<_, serde_json::Error>::new(
+            rest.into_iter(),
+        ))
+        .map_err(crate::serde_macros::recast)?;
+        Ok(RunResult {
+            run,
+            verdicts: verdicts.unwrap_or_default(),
+            pass: pass.ok_or_else(|| de::Error::missing_field("pass"))?,
+            score: score.ok_or_else(|| de::Error::missing_field("score"))?,
+        })
+    }
 }
 
 impl RunResult {
@@ -90,7 +157,7 @@ impl RunResult {
 }
 
 /// One evaluator's results over the runs of a case.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct EvaluatorSummary {
     /// The evaluator's name.
@@ -101,8 +168,12 @@ pub struct EvaluatorSummary {
     pub score: Spread,
 }
 
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for EvaluatorSummary { name, pass_rate, score }
+}
+
 /// One case in a report: its runs and what they add up to.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct CaseReport {
     /// The case's name.
@@ -112,10 +183,13 @@ pub struct CaseReport {
     /// The runs' scores.
     pub score: Spread,
     /// Per evaluator, in the order they ran.
-    #[serde(default)]
     pub evaluators: Vec<EvaluatorSummary>,
     /// Every run, in repeat order.
     pub runs: Vec<RunResult>,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for CaseReport { name, pass_rate, score, evaluators [default], runs }
 }
 
 impl CaseReport {
@@ -203,11 +277,10 @@ impl CaseReport {
 /// assert!(report.table().contains("echo"));
 /// # Ok::<(), pikuri::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Report {
     /// The format version.
-    #[serde(default)]
     pub version: u32,
     /// The experiment's name.
     pub name: String,
@@ -217,6 +290,10 @@ pub struct Report {
     pub repeats: u32,
     /// Per case, in the dataset's order.
     pub cases: Vec<CaseReport>,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for Report { version [default], name, dataset, repeats, cases }
 }
 
 impl Report {
@@ -414,4 +491,118 @@ impl Report {
 pub(super) fn shown(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', " ");
     crate::util::excerpt(&crate::sanitize::sanitize(&one_line), max).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Usage;
+    use crate::evals::ToolCallRecord;
+
+    fn full_run() -> Run {
+        let mut run = Run::from_output("4").with_tool_call(ToolCallRecord::new(
+            "calc",
+            json!({"e": "2+2"}),
+            Some("4".into()),
+        ));
+        run.case = "sum".into();
+        run.repeat = 1;
+        run.status = RunStatus::TimedOut;
+        run.error = Some("late".into());
+        run.usage = Usage::new().with_input(3);
+        run.requests = 2;
+        run.duration_ms = 9;
+        run.cost = Some(0.5);
+        run.input = vec!["hidden".into()];
+        run
+    }
+
+    const RUN_RESULT: &str = concat!(
+        r#"{"case":"sum","repeat":1,"status":"timed_out","output":"4","error":"late","#,
+        r#""tool_calls":[{"name":"calc","arguments":{"e":"2+2"},"result":"4"}],"#,
+        r#""usage":{"input":3},"requests":2,"duration_ms":9,"cost":0.5,"#,
+        r#""verdicts":[{"evaluator":"x","pass":false,"score":0.0,"label":"l","reason":"r"}],"#,
+        r#""pass":false,"score":0.0}"#
+    );
+
+    #[test]
+    fn a_run_result_writes_its_run_flat_then_its_own_fields() {
+        let verdict = Verdict::fail("r").with_label("l");
+        let mut result = RunResult::judged(full_run(), vec![verdict]);
+        result.verdicts[0].evaluator = "x".into();
+        assert_eq!(serde_json::to_string(&result).unwrap(), RUN_RESULT);
+        // The run alone writes the same fields; skipped ones stay out.
+        let minimal = Run::from_output(json!(null));
+        assert_eq!(
+            serde_json::to_string(&minimal).unwrap(),
+            r#"{"case":"","repeat":0,"status":"completed","output":null,"usage":{},"requests":0,"duration_ms":0}"#
+        );
+        let back: RunResult = serde_json::from_str(RUN_RESULT).unwrap();
+        assert_eq!(back, result);
+        assert!(back.run.input.is_empty(), "a report keeps no input");
+    }
+
+    #[test]
+    fn a_run_result_reads_its_keys_in_any_order_and_refuses_what_serde_flatten_refuses() {
+        let shuffled =
+            r#"{"score": 1, "pass": true, "status": "completed", "input": ["x"], "other": 1}"#;
+        let r: RunResult = serde_json::from_str(shuffled).unwrap();
+        assert!(r.pass && r.verdicts.is_empty());
+        assert_eq!(r.score.to_bits(), 1.0f64.to_bits());
+        assert_eq!(r.run, Run::from_output(json!(null)));
+        assert!(r.run.input.is_empty(), "a skipped field is not read");
+        for (bad, error) in [
+            (r#"{"pass": true, "score": 1}"#, "missing field `status`"),
+            (
+                r#"{"status": "completed", "score": 1}"#,
+                "missing field `pass`",
+            ),
+            (
+                r#"{"status": "completed", "pass": true, "pass": true, "score": 1}"#,
+                "duplicate field `pass`",
+            ),
+            (
+                r#"{"status": "completed", "case": "a", "case": "b", "pass": true, "score": 1}"#,
+                "duplicate field `case`",
+            ),
+            (
+                r#"{"status": "done", "pass": true, "score": 1}"#,
+                "unknown variant `done`",
+            ),
+            ("[1]", "invalid type: sequence, expected struct RunResult"),
+        ] {
+            let e = serde_json::from_str::<RunResult>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(error), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_report_round_trips_with_its_fields_in_order() {
+        let report = Report {
+            version: 1,
+            name: "x".into(),
+            dataset: "d".into(),
+            repeats: 1,
+            cases: vec![CaseReport::of(
+                "c".into(),
+                vec![RunResult::judged(Run::from_output("o"), vec![])],
+            )],
+        };
+        let json = serde_json::to_value(&report).unwrap();
+        let text = serde_json::to_string(&report).unwrap();
+        assert!(
+            text.starts_with(r#"{"version":1,"name":"x","dataset":"d","repeats":1,"cases":[{"name":"c","pass_rate":1.0,"score":{"mean":1.0,"min":1.0,"max":1.0,"stddev":0.0},"evaluators":[],"runs":[{"case":"#),
+            "{text}"
+        );
+        assert_eq!(Report::from_json(&text).unwrap(), report);
+        assert_eq!(json["cases"][0]["runs"][0]["pass"], json!(true));
+        // `version` and `evaluators` may be absent.
+        let old = r#"{"name":"x","dataset":"d","repeats":0,"cases":[{"name":"c","pass_rate":0,"score":{"mean":0,"min":0,"max":0,"stddev":0},"runs":[]}]}"#;
+        let back = Report::from_json(old).unwrap();
+        assert_eq!((back.version, back.cases[0].evaluators.len()), (0, 0));
+    }
 }

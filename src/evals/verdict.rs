@@ -1,8 +1,6 @@
 //! [`Evaluator`], the one trait every check implements, and the
 //! [`Verdict`] it returns.
 
-use serde::{Deserialize, Serialize};
-
 use super::capture::Run;
 
 /// What an [`Evaluator`] says of one run: pass or fail, a score in
@@ -22,11 +20,10 @@ use super::capture::Run;
 /// assert!(!v.pass);
 /// assert_eq!(v.label.as_deref(), Some("partial"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Verdict {
     /// The evaluator's [name](Evaluator::name); the kit sets it.
-    #[serde(default)]
     pub evaluator: String,
     /// Whether the run passes this evaluator.
     pub pass: bool,
@@ -34,11 +31,19 @@ pub struct Verdict {
     /// an evaluator sets to that range (NaN reads 0.0).
     pub score: f64,
     /// A category, if the evaluator gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// Why.
-    #[serde(default)]
     pub reason: String,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for Verdict {
+        evaluator [default],
+        pass,
+        score,
+        label [opt],
+        reason [default],
+    }
 }
 
 impl Verdict {

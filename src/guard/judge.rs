@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{Map, json};
 
 use super::{
@@ -85,12 +84,12 @@ impl fmt::Debug for Judge {
 }
 
 /// What the judge answers.
-#[derive(Deserialize)]
 struct Decision {
     allow: bool,
-    #[serde(default)]
     reason: String,
 }
+
+crate::serde_macros::json_struct! { Deserialize for Decision { allow, reason [default] } }
 
 impl Judge {
     /// A judge on `transport` (with the default [`HttpConfig`]) deciding

@@ -5,14 +5,11 @@
 //! of a call a guard's stop left unanswered (a journal written with guards
 //! may be resumed by a build without them).
 
-use serde::{Deserialize, Serialize};
-
 /// The observation of a call a guard's stop left unanswered.
 pub(crate) const NOT_RUN: &str = "Error: not run: stopped by a guard";
 
 /// Where a guard runs (in [`Event::Guard`](crate::Event::Guard)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Point {
     /// The user's message ([`Input`](super::Input)).
@@ -23,6 +20,15 @@ pub enum Point {
     ToolInput,
     /// A tool's result ([`ToolOutput`](super::ToolOutput)).
     ToolOutput,
+}
+
+crate::serde_macros::json_enum! {
+    Serialize, Deserialize for Point {
+        Input = "input",
+        Output = "output",
+        ToolInput = "tool_input",
+        ToolOutput = "tool_output",
+    }
 }
 
 impl Point {
@@ -39,8 +45,7 @@ impl Point {
 
 /// What a guard decided, when it did not allow (in
 /// [`Event::Guard`](crate::Event::Guard)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Action {
     /// The text was replaced.
@@ -55,6 +60,16 @@ pub enum Action {
     Stop,
 }
 
+crate::serde_macros::json_enum! {
+    Serialize, Deserialize for Action {
+        Replace = "replace",
+        Block = "block",
+        Retry = "retry",
+        Reject = "reject",
+        Stop = "stop",
+    }
+}
+
 impl Action {
     /// The snake_case name, as in JSON.
     pub fn as_str(self) -> &'static str {
@@ -65,5 +80,40 @@ impl Action {
             Action::Reject => "reject",
             Action::Stop => "stop",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Action, Point};
+
+    #[test]
+    fn points_and_actions_are_stored_as_their_names() {
+        for p in [
+            Point::Input,
+            Point::Output,
+            Point::ToolInput,
+            Point::ToolOutput,
+        ] {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.as_str()));
+            assert_eq!(serde_json::from_str::<Point>(&json).unwrap(), p);
+        }
+        for a in [
+            Action::Replace,
+            Action::Block,
+            Action::Retry,
+            Action::Reject,
+            Action::Stop,
+        ] {
+            let json = serde_json::to_string(&a).unwrap();
+            assert_eq!(json, format!("\"{}\"", a.as_str()));
+            assert_eq!(serde_json::from_str::<Action>(&json).unwrap(), a);
+        }
+        let e = serde_json::from_str::<Point>(r#""ToolInput""#).unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown variant `ToolInput`"),
+            "{e}"
+        );
     }
 }

@@ -349,11 +349,7 @@ impl Journal {
                 });
             }
             Open::New => {
-                let header = Record::Header {
-                    version: record::VERSION,
-                    run: Cow::Borrowed(run),
-                    fingerprint: Cow::Borrowed(fingerprint),
-                };
+                let header = Record::header(run, fingerprint);
                 store.append(run, &header.to_json())?;
                 Replayed::default()
             }

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::vocab::{Decided, Ended, Finish, HistoryCause};
@@ -22,15 +21,16 @@ pub(crate) const VERSION: u32 = 1;
     clippy::large_enum_variant,
     reason = "one record at a time; boxing would allocate per record"
 )]
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug)]
 pub(crate) enum Record<'a> {
-    /// The first record: the format version and what wrote the run.
+    /// The first record: the format version and what wrote the run (its
+    /// [`Fingerprint`]'s fields, flat, as [`Record::header`] writes them).
     Header {
         version: u32,
         run: Cow<'a, str>,
-        #[serde(flatten)]
-        fingerprint: Cow<'a, Fingerprint>,
+        model: Option<Cow<'a, str>>,
+        tools: Cow<'a, [String]>,
+        digest: Cow<'a, str>,
     },
     /// A user message entered the conversation (a turn's, an injected
     /// one, a typed turn's repair).
@@ -44,20 +44,16 @@ pub(crate) enum Record<'a> {
         message: Cow<'a, Message>,
         /// Why the answer ended (always written; absent in journals
         /// written before it, which stored `truncated`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         finish: Option<Finish>,
         /// Read only: version 1's flag for a response cut at the length
         /// limit, before `finish` said so.
-        #[serde(default, skip_serializing)]
         truncated: bool,
         /// What the run had spent with this response counted, when the
         /// agent has a [`Budget`](crate::Budget) (a resumed run goes on
         /// from it); an optional field, as version 1 allows.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         spent: Option<Spend>,
         /// What the agent's earlier runs had spent, when its budget has
         /// lifetime limits (an optional field, as `spent`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         earlier: Option<Spend>,
     },
     /// A tool call is about to run (approved, validated).
@@ -68,7 +64,6 @@ pub(crate) enum Record<'a> {
     ToolResult {
         call_id: Cow<'a, str>,
         content: Cow<'a, str>,
-        #[serde(default, skip_serializing_if = "<[Image]>::is_empty")]
         images: Cow<'a, [Image]>,
     },
     /// The approver was asked about a call.
@@ -78,9 +73,7 @@ pub(crate) enum Record<'a> {
     ApprovalAnswered {
         call_id: Cow<'a, str>,
         decision: Decided,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<Cow<'a, str>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         arguments: Option<Cow<'a, Value>>,
     },
     /// The history was replaced as a whole: a compaction, a loaded
@@ -101,21 +94,67 @@ pub(crate) enum Record<'a> {
     Guard {
         guard: Cow<'a, str>,
         reason: Cow<'a, str>,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         block: bool,
     },
     /// A run (a turn, a retry, a resume) ended: why, the error's message
     /// when it failed, and why its final answer ended when it has one.
     TurnEnd {
         reason: Ended,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<Cow<'a, str>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         finish: Option<Finish>,
     },
 }
 
+crate::serde_macros::json_tagged! {
+    Serialize, Deserialize for Record<'a>, tag = "type" {
+        Header = "header" { version, run, model, tools, digest },
+        User = "user" { content },
+        System = "system" { content },
+        Response = "response" {
+            step,
+            message,
+            finish [opt],
+            truncated [skip_ser],
+            spent [opt],
+            earlier [opt],
+        },
+        ToolStart = "tool_start" { step, call_id },
+        ToolResult = "tool_result" {
+            call_id,
+            content,
+            images [default, skip_if = <[Image]>::is_empty],
+        },
+        ApprovalAsked = "approval_asked" { call_id },
+        ApprovalAnswered = "approval_answered" {
+            call_id,
+            decision,
+            reason [opt],
+            arguments [opt],
+        },
+        History = "history" { cause, messages },
+        Synthesizing = "synthesizing" { max },
+        ModelSwitched = "model_switched" { model },
+        Guard = "guard" {
+            guard,
+            reason,
+            block [default, skip_if = std::ops::Not::not],
+        },
+        TurnEnd = "turn_end" { reason, error [opt], finish [opt] },
+    }
+}
+
 impl<'a> Record<'a> {
+    /// The header of run `run`, written by what `fingerprint` names.
+    pub(crate) fn header(run: &'a str, fingerprint: &'a Fingerprint) -> Record<'a> {
+        Record::Header {
+            version: VERSION,
+            run: Cow::Borrowed(run),
+            model: fingerprint.model.as_deref().map(Cow::Borrowed),
+            tools: Cow::Borrowed(&fingerprint.tools),
+            digest: Cow::Borrowed(&fingerprint.digest),
+        }
+    }
+
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a record always serializes")
     }
@@ -152,7 +191,7 @@ impl<'a> Record<'a> {
 
 /// What wrote a run: the model, the tool names, and a digest of the system
 /// prompt and every tool's name, description and schema.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fingerprint {
     pub(crate) model: Option<String>,
     pub(crate) tools: Vec<String>,
@@ -283,7 +322,9 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             let Record::Header {
                 version,
                 run: r,
-                fingerprint,
+                model,
+                tools,
+                digest,
             } = record
             else {
                 return Err(corrupt(
@@ -300,7 +341,12 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
             if r != run {
                 return Err(corrupt(i, format!("the header names run `{r}`")));
             }
-            if *fingerprint != *expected {
+            let fingerprint = Fingerprint {
+                model: model.map(Cow::into_owned),
+                tools: tools.into_owned(),
+                digest: digest.into_owned(),
+            };
+            if fingerprint != *expected {
                 return Err(Error::JournalMismatch {
                     run: run.to_string(),
                     message: fingerprint.differences(expected),
@@ -469,4 +515,125 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::{Fingerprint, Record, replay};
+    use crate::Message;
+
+    fn fingerprint(model: Option<&str>) -> Fingerprint {
+        Fingerprint {
+            model: model.map(str::to_string),
+            tools: vec!["a".into(), "b".into()],
+            digest: "00ff".into(),
+        }
+    }
+
+    #[test]
+    fn the_header_holds_the_fingerprints_fields_flat() {
+        let f = fingerprint(Some("m"));
+        let header = Record::header("r", &f).to_json();
+        assert_eq!(
+            header,
+            r#"{"type":"header","version":1,"run":"r","model":"m","tools":["a","b"],"digest":"00ff"}"#
+        );
+        assert!(replay("r", &[header], &f).is_ok());
+        let none = fingerprint(None);
+        let header = Record::header("r", &none).to_json();
+        assert!(header.contains(r#""model":null"#), "{header}");
+        // Read back: the model may be absent, keys come in any order, an
+        // unknown one is skipped; the tools are required.
+        let read = r#"{"digest":"00ff","tools":["a","b"],"later":1,"run":"r","type":"header","version":1}"#;
+        assert!(replay("r", &[read.to_string()], &none).is_ok());
+        let e = replay("r", &[read.to_string()], &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("model"), "{e}");
+        let e = replay(
+            "r",
+            &[r#"{"type":"header","version":1,"run":"r","digest":"00ff"}"#.to_string()],
+            &none,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("missing field `tools`"), "{e}");
+        // A field twice is corrupt, a flat fingerprint field too (as serde's
+        // flatten refused it).
+        let twice = r#"{"type":"header","version":1,"run":"r","model":"a","model":"b","tools":[],"digest":""}"#;
+        let e = replay("r", &[twice.to_string()], &none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate field `model`"), "{e}");
+    }
+
+    #[test]
+    fn optional_fields_are_left_out_and_the_read_only_flag_is_read() {
+        let response = Record::Response {
+            step: 1,
+            message: Cow::Owned(Message::assistant("hi")),
+            finish: None,
+            truncated: true,
+            spent: None,
+            earlier: None,
+        };
+        let json = response.to_json();
+        assert!(
+            json.starts_with(r#"{"type":"response","step":1,"message":{"#) && json.ends_with("}}"),
+            "{json}"
+        );
+        assert!(!json.contains("truncated"), "{json}");
+        let stored = json.replace(r#""step":1,"#, r#""step":1,"truncated":true,"#);
+        let Ok(Record::Response { truncated, .. }) = serde_json::from_str::<Record<'_>>(&stored)
+        else {
+            panic!("{stored}")
+        };
+        assert!(truncated);
+        let records = [
+            (
+                Record::ToolResult {
+                    call_id: "c".into(),
+                    content: "x".into(),
+                    images: Cow::Borrowed(&[]),
+                },
+                r#"{"type":"tool_result","call_id":"c","content":"x"}"#,
+            ),
+            (
+                Record::Guard {
+                    guard: "g".into(),
+                    reason: "r".into(),
+                    block: false,
+                },
+                r#"{"type":"guard","guard":"g","reason":"r"}"#,
+            ),
+            (
+                Record::Guard {
+                    guard: "g".into(),
+                    reason: "r".into(),
+                    block: true,
+                },
+                r#"{"type":"guard","guard":"g","reason":"r","block":true}"#,
+            ),
+            (
+                Record::ModelSwitched { model: None },
+                r#"{"type":"model_switched","model":null}"#,
+            ),
+            (
+                Record::Synthesizing { max: 3 },
+                r#"{"type":"synthesizing","max":3}"#,
+            ),
+        ];
+        for (record, json) in records {
+            assert_eq!(record.to_json(), json);
+            let back = serde_json::from_str::<Record<'_>>(json).unwrap();
+            assert_eq!(back.to_json(), json);
+        }
+        let e = serde_json::from_str::<Record<'_>>(r#"{"type":"tool_begin"}"#).unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown variant `tool_begin`"),
+            "{e}"
+        );
+    }
 }

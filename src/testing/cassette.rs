@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::diff::{common_lines, line_diff};
@@ -59,12 +58,19 @@ const DIFF_CONTEXT: usize = 2;
 /// std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Cassette {
     version: u32,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     ignore_fields: Vec<String>,
     interactions: Vec<Interaction>,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for Cassette {
+        version,
+        ignore_fields [default, skip_if = Vec::is_empty],
+        interactions,
+    }
 }
 
 /// One request and the response it got.
@@ -86,7 +92,7 @@ pub struct Cassette {
 /// };
 /// assert!(format!("{probe:?}").contains("/props"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Interaction {
     /// `GET`, `POST`, …
     pub method: String,
@@ -95,17 +101,25 @@ pub struct Interaction {
     pub path: String,
     /// The request body parsed as JSON; `Null` when empty; the raw text as a
     /// JSON string when it is not JSON.
-    #[serde(default)]
     pub request: Value,
     /// The response status.
     pub status: u16,
     /// The response `Content-Type` (empty if the server sent none).
-    #[serde(default)]
     pub content_type: String,
     /// The whole response body as text (invalid UTF-8 replaced): the JSON
     /// document, or for a stream every SSE event up to `data: [DONE]`.
-    #[serde(default)]
     pub body: String,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for Interaction {
+        method,
+        path,
+        request [default],
+        status,
+        content_type [default],
+        body [default],
+    }
 }
 
 impl Default for Cassette {
@@ -428,6 +442,20 @@ impl Replay {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_cassette_is_stored_with_its_fields_in_order() {
+        let text = r#"{"version":1,"ignore_fields":["seed"],"interactions":[{"method":"POST","path":"/v1","request":{"a":1},"status":200,"content_type":"text/plain","body":"b"}]}"#;
+        let c: Cassette = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_string(&c).unwrap(), text);
+        // The optional members may be absent; an empty list is not written.
+        let bare = r#"{"version":1,"interactions":[{"method":"GET","path":"/p","status":204}]}"#;
+        let c: Cassette = serde_json::from_str(bare).unwrap();
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"version":1,"interactions":[{"method":"GET","path":"/p","request":null,"status":204,"content_type":"","body":""}]}"#
+        );
+    }
 
     fn interaction(method: &str, path: &str, request: Value, body: &str) -> Interaction {
         Interaction {

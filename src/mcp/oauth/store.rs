@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 
 /// What one login to one MCP server produced: the tokens, and the client
 /// registration and endpoints they belong to (so a refresh needs no new
@@ -27,22 +26,32 @@ use serde::{Deserialize, Serialize};
 /// assert!(!shown.contains("at-123") && !shown.contains("rt-456"));
 /// assert_eq!(Tokens::from_json(&t.to_json()).unwrap().access_token(), "at-123");
 /// ```
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Tokens {
     pub(super) access_token: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) refresh_token: Option<String>,
     /// Seconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) expires_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) scope: Option<String>,
     pub(super) issuer: String,
     pub(super) client_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) client_secret: Option<String>,
     pub(super) token_endpoint: String,
     pub(super) resource: String,
+}
+
+crate::serde_macros::json_struct! {
+    Serialize, Deserialize for Tokens {
+        access_token,
+        refresh_token [opt],
+        expires_at [opt],
+        scope [opt],
+        issuer,
+        client_id,
+        client_secret [opt],
+        token_endpoint,
+        resource,
+    }
 }
 
 impl Tokens {
@@ -316,6 +325,24 @@ mod tests {
             r#"Tokens { access_token: "<redacted>", refresh_token: Some("<redacted>"), expires_at: Some(7), scope: Some("mcp"), issuer: "http://i", client_id: "c", resource: "http://r/mcp", .. }"#
         );
         assert!(t.expires_within(Duration::from_secs(0)));
+    }
+
+    #[test]
+    fn tokens_are_stored_with_their_fields_in_order_and_optional_ones_left_out() {
+        let full = r#"{"access_token":"a","refresh_token":"r","expires_at":7,"scope":"s","issuer":"i","client_id":"c","client_secret":"x","token_endpoint":"t","resource":"m"}"#;
+        let t = Tokens::from_json(full).unwrap();
+        assert_eq!(t.to_json(), full);
+        let bare = r#"{"access_token":"a","issuer":"i","client_id":"c","token_endpoint":"t","resource":"m"}"#;
+        let t = Tokens::from_json(bare).unwrap();
+        assert_eq!((t.refresh_token.as_deref(), t.expires_at), (None, None));
+        assert_eq!(t.to_json(), bare);
+        assert!(
+            Tokens::from_json(
+                r#"{"access_token":"a","issuer":"i","client_id":"c","token_endpoint":"t"}"#
+            )
+            .is_none(),
+            "resource is required"
+        );
     }
 
     #[test]
