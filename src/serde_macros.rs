@@ -46,10 +46,6 @@
 //! twice is an error (`duplicate field`), a key is matched without
 //! allocating. A raw identifier is its bare name (`r#type` is `type`).
 
-// Until every derive is replaced (this session's merge), some helpers and
-// macros have no user yet.
-#![allow(unused_macros, unused_imports, dead_code)]
-
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -229,7 +225,7 @@ macro_rules! json_struct {
                         f.write_str(::core::concat!("struct ", ::core::stringify!($name)))
                     }
                     fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
-                        $crate::serde_macros::json_field!(@read_map map, FIELDS, [] $($f $([$($opt)*])?),*);
+                        $crate::serde_macros::json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
                         ::core::result::Result::Ok($name {
                             $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
                         })
@@ -310,7 +306,7 @@ macro_rules! json_field {
 
     // The loop over a map's entries: each known key into its field's
     // `Option`, unknown keys skipped, a key twice an error.
-    (@read_map $map:ident, $fields:ident, [$($allow:literal)?] $($f:ident $([$($opt:tt)*])?),*) => {
+    (@read_map $map:ident, $fields:ident, $($f:ident $([$($opt:tt)*])?),*) => {
         $(
             #[allow(unused_mut, reason = "a skipped field is never read")]
             let mut $f = ::core::option::Option::None;
@@ -462,6 +458,7 @@ macro_rules! json_tagged {
     (@arm [$($lt:lifetime)?] $name:ident $v:ident $s:literal $deny:tt $object:ident {
         $($f:ident $([$($opt:tt)*])?),* $(,)?
     }) => {{
+        #[allow(dead_code, reason = "a unit variant reads no field")]
         const FIELDS: &[&str] = &[$($crate::serde_macros::json_field!(@key $f; $($($opt)*)?)),*];
         struct Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
         impl<'de $(: $lt, $lt)?> ::serde::de::Visitor<'de> for Fields<$($lt)?> {
@@ -471,7 +468,7 @@ macro_rules! json_tagged {
             }
             #[allow(unused_mut, reason = "a unit variant reads no field")]
             fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
-                $crate::serde_macros::json_field!(@read_map map, FIELDS, [] $($f $([$($opt)*])?),*);
+                $crate::serde_macros::json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
                 ::core::result::Result::Ok($name::$v {
                     $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
                 })

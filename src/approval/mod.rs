@@ -181,19 +181,14 @@ pub enum Decision {
     Defer,
 }
 
-// In a block of its own: `json_tagged!` leaves a unit variant's field list
-// unused when unknown keys are allowed (main's serde_macros, e589090).
-#[allow(dead_code, reason = "the FIELDS of the unit variants")]
-const _: () = {
-    json_tagged! {
-        Serialize, Deserialize for Decision, tag = "decision" {
-            Approve = "approve" {},
-            Deny = "deny" { reason },
-            Edit = "edit" { arguments },
-            Defer = "defer" {},
-        }
+json_tagged! {
+    Serialize, Deserialize for Decision, tag = "decision" {
+        Approve = "approve" {},
+        Deny = "deny" { reason },
+        Edit = "edit" { arguments },
+        Defer = "defer" {},
     }
-};
+}
 
 impl Decision {
     /// [`Decision::Deny`] with this reason.
