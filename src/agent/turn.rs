@@ -310,9 +310,8 @@ impl Agent {
                     Fragment::Usage(u) => partial_usage = Some(u),
                     _ => {}
                 },
-                // So before each read of the stream; an answer read whole
-                // rouses a listener for the rest of the turn (`hub.rs`).
-                before_read: &mut |whole| shared.listeners.before_read(whole),
+                // So before each read of the stream.
+                before_read: &mut || shared.listeners.hand_over(),
             },
         );
         // The agent works on the answer: its events wait for the next wait.

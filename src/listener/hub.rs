@@ -12,8 +12,7 @@
 //! message with the flush request; the run's opening waits for the first
 //! response (below). A quick turn is one message per listener (the
 //! `UserTurn`, the answer's events and the flush), waking its thread at
-//! most once, as the plainest hand-off to a thread would (two when one
-//! listener keeps the barrier, still one wake-up: see rousing); a stream is one
+//! most once, as the plainest hand-off to a thread would; a stream is one
 //! message per read that brought text and could be followed by a wait (a
 //! read that filled the client's whole buffer cannot: what follows it has
 //! arrived already, see `protocol::client`).
@@ -38,10 +37,10 @@
 //! What a run emits before its first request (the `UserTurn` of the
 //! host's own message, what extensions emit for it) is its opening, and
 //! the hand-over before that request (`hand_over_for_request`) keeps it:
-//! it goes out when the response is in (at the first read of a stream; as
-//! a whole answer's response comes in when rousing, below; else with the
-//! answer's events), or at any other hand-over first (a retry's back-off,
-//! a sub-agent, the end of the run). So it is late by at most the first request's round trip, never
+//! it goes out when the response is in (at the first read of a stream, or
+//! with the answer's events when the answer is read whole), or at any
+//! other hand-over first (a retry's back-off, a sub-agent, the end of the
+//! run). So it is late by at most the first request's round trip, never
 //! past a wait of another kind, and a quick turn wakes a listener once,
 //! not twice: the wake-up before the request came while the server needed
 //! the cores, and cost about 2,000 of a barrier listener's 8,500
@@ -50,35 +49,9 @@
 //! later request hands over first: a tool's result is shown while the
 //! model answers.
 //!
-//! # Rousing
-//!
-//! A barrier listener is on the agent's path at the end of a turn: the
-//! flush wakes its thread, and the agent sleeps until the thread handled
-//! the batch and woke it back, two wake-ups in series after the answer.
-//! So when a whole answer's response comes in (`rouse`, called before the
-//! agent reads the body, decodes it and builds the message, history and
-//! events), a list with exactly one barrier listener hands over what
-//! waits (the run's opening, to every listener), or, when nothing waits,
-//! an empty batch to that listener alone, with a request to watch: once
-//! its thread handled the batch it looks at its channel up to `WATCH`
-//! times (a spin of about 30 µs on the machine measured) before it
-//! blocks as usual. Its wake-up so overlaps the agent's own work, and the
-//! flush finds it awake: the agent's wait ends while it spins, with no
-//! sleep and no futex wake on either side. `BENCHMARKS.md`, issue 42,
-//! session 13, has the figures and the CPU the watch costs.
-//!
-//! Not roused: lists without a barrier listener (nothing waits for
-//! them); lists with several (their spinning threads would take the
-//! cores from the agent on a small machine: four roused listeners on two
-//! cores were slower, session 6); streams (each read hands over as it
-//! comes, and the end follows the last read at once). A tool call or a
-//! slow decode after the answer costs the watching thread at most `WATCH`
-//! looks.
-//!
 //! Nothing reads a clock: batches go out at points of the agent's control
-//! flow, a listener's thread blocks on its channel (after a bounded count
-//! of looks when roused), and a flush blocks until its countdown reaches
-//! zero. (The design before napped, lingered,
+//! flow, a listener's thread blocks on its channel, and a flush blocks
+//! until its countdown reaches zero. (The design before napped, lingered,
 //! spun and counted cores to spare wake-ups, and much of its behaviour
 //! depended on timing.)
 //!
@@ -117,7 +90,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::{JoinHandle, Thread};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use parking_lot::Mutex;
 
 use super::{Delivery, SubAgentListener};
@@ -146,10 +119,6 @@ enum Msg {
 enum Tail {
     /// Nothing: more of the turn may follow.
     Open,
-    /// Nothing, but the rest of the turn comes soon (a whole answer is in,
-    /// see the module docs on rousing): watch the channel a while before
-    /// blocking.
-    Soon,
     /// Run `Listener::flush`; nobody waits for it (a hand-off listener at
     /// the end of a turn, see the module docs on the flush).
     Flush,
@@ -305,14 +274,7 @@ impl Slot {
 /// every sender is gone.
 fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
     let name = listener.name();
-    let mut soon = false;
-    loop {
-        let msg = if std::mem::take(&mut soon) {
-            watch(rx)
-        } else {
-            rx.recv().ok()
-        };
-        let Some(msg) = msg else { break };
+    for msg in rx {
         match msg {
             Msg::Batch(events, tail) => {
                 for event in events.iter() {
@@ -323,7 +285,6 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
                 drop(events);
                 match tail {
                     Tail::Open => {}
-                    Tail::Soon => soon = true,
                     Tail::Flush => {
                         super::guarded(&name, "flush", || listener.flush());
                     }
@@ -346,24 +307,6 @@ fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
     }
     super::guarded(&name, "close", || listener.close());
 }
-
-/// The next message of a roused listener's channel: looked for up to
-/// `WATCH` times, then waited for as usual (see the module docs on
-/// rousing).
-fn watch(rx: &Receiver<Msg>) -> Option<Msg> {
-    for _ in 0..WATCH {
-        match rx.try_recv() {
-            Ok(msg) => return Some(msg),
-            Err(TryRecvError::Empty) => std::hint::spin_loop(),
-            Err(TryRecvError::Disconnected) => return None,
-        }
-    }
-    rx.recv().ok()
-}
-
-/// Looks a roused listener's thread takes at its channel before it blocks
-/// (see the module docs on rousing).
-const WATCH: u32 = 1024;
 
 /// The listeners of one agent, each on its own thread.
 ///
@@ -580,40 +523,6 @@ impl ListenerList {
         self.hand_over();
     }
 
-    /// Before a read that may wait: a stream's next read
-    /// ([`hand_over`](Self::hand_over)), or a whole answer's body
-    /// ([`rouse`](Self::rouse)).
-    pub(crate) fn before_read(&self, whole: bool) {
-        if whole {
-            self.rouse();
-        } else {
-            self.hand_over();
-        }
-    }
-
-    /// A whole answer's response is in, and the agent reads and decodes it
-    /// next: when one listener keeps the barrier, hand over what waits (the
-    /// run's opening, at the first response), or nothing but a nudge to that
-    /// listener, and have its thread watch for the rest of the turn (see the
-    /// module docs on rousing).
-    pub(crate) fn rouse(&self) {
-        let barrier = |slot: &Slot| slot.delivery == Delivery::Barrier;
-        if self.slots.iter().filter(|s| barrier(s)).count() != 1 {
-            return;
-        }
-        let mut p = self.pending.lock();
-        p.held = false;
-        p.opening = false;
-        let everyone = !p.events.is_empty();
-        self.send_each(&mut p, |slot| {
-            if barrier(slot) {
-                Some(Tail::Soon)
-            } else {
-                everyone.then_some(Tail::Open)
-            }
-        });
-    }
-
     /// The end of a turn: hand every listener what was emitted so far with
     /// a flush, and wait until each [`Delivery::Barrier`] listener handled
     /// it and flushed; the [`Delivery::HandOff`] ones are not waited for.
@@ -658,25 +567,20 @@ impl ListenerList {
     /// ticket of it. Called under the `pending` lock, which keeps
     /// concurrent emitters' batches in one order for every listener.
     fn send(&self, p: &mut Pending, gate: Option<Pick<'_>>, flush: bool) {
-        self.send_each(p, |slot| {
-            Some(match gate {
+        let batch = p.take_batch();
+        let msg = |slot: &Slot| {
+            let tail = match gate {
                 Some((gate, waited)) if waited(slot) => Tail::Wait(Ticket(Arc::clone(gate))),
                 _ if flush => Tail::Flush,
                 _ => Tail::Open,
-            })
-        });
-    }
-
-    /// [`send`](Self::send) with each listener's tail from `tail`; a
-    /// listener it gives none is sent nothing.
-    fn send_each(&self, p: &mut Pending, tail: impl Fn(&Slot) -> Option<Tail>) {
-        let batch = p.take_batch();
+            };
+            Msg::Batch(Arc::clone(&batch), tail)
+        };
         // Every listener with room first: one that is behind holds up the
         // others only while the agent waits for it.
         let mut behind = Vec::new();
         for slot in &self.slots {
-            let Some(tail) = tail(slot) else { continue };
-            if let Err(msg) = slot.send(Msg::Batch(Arc::clone(&batch), tail), false) {
+            if let Err(msg) = slot.send(msg(slot), false) {
                 behind.push((slot, msg));
             }
         }
@@ -810,10 +714,9 @@ mod tests {
     }
 
     /// A quick turn (a request, a plain answer) is one message per
-    /// listener when no one listener keeps the barrier alone (here two do:
-    /// none is roused): the `UserTurn` waits for the answer (the run's
-    /// opening), and goes with the answer's events and the flush. It wakes
-    /// the listener's thread at most once.
+    /// listener: the `UserTurn` waits for the answer (the run's opening),
+    /// and goes with the answer's events and the flush. It wakes the
+    /// listener's thread at most once.
     #[test]
     fn a_quick_turn_is_one_message_per_listener() {
         use crate::testing::{FakeServer, Reply};
@@ -843,143 +746,6 @@ mod tests {
             kinds[kinds.len() - 4..],
             ["user_turn", "assistant", "tokens", "stopped"]
         );
-    }
-
-    /// A no-op listener that hands off.
-    struct HandingOff;
-
-    impl Listener for HandingOff {
-        fn on_event(&mut self, _: &Event) {}
-        fn delivery(&self) -> Delivery {
-            Delivery::HandOff
-        }
-    }
-
-    /// With one barrier listener, a quick turn is two messages to it: the
-    /// opening as the answer's response comes in (rousing its thread), the
-    /// answer's events with the flush; the thread wakes once, at the first.
-    #[test]
-    fn a_quick_turn_rouses_the_one_barrier_listener() {
-        use crate::testing::{FakeServer, Reply};
-        let server = FakeServer::start();
-        let (list, rec) = recorded();
-        let slot = Arc::clone(&list.slots[0]);
-        let mut agent = crate::Agent::builder(server.transport())
-            .listener_list(list)
-            .build()
-            .unwrap();
-        for turn in 0..3 {
-            server.push(Reply::text("Hello!"));
-            let before = slot.sent.load(Ordering::Relaxed);
-            agent.run_loop("Hi").unwrap();
-            let after = slot.sent.load(Ordering::Relaxed) - before;
-            assert_eq!(after, 2, "turn {turn}");
-        }
-        let kinds = rec.kinds();
-        assert_eq!(
-            kinds[kinds.len() - 4..],
-            ["user_turn", "assistant", "tokens", "stopped"]
-        );
-    }
-
-    /// `rouse` hands what waits to every listener and has the one barrier
-    /// listener watch; with nothing waiting it nudges that listener alone.
-    /// It does nothing when no listener, or more than one, keeps the
-    /// barrier.
-    #[test]
-    fn rousing_hands_over_and_nudges_only_the_one_barrier_listener() {
-        let (mut list, rec) = recorded();
-        list.add(HandingOff);
-        let sent = |list: &ListenerList| -> Vec<usize> {
-            list.slots
-                .iter()
-                .map(|s| s.sent.load(Ordering::Relaxed))
-                .collect()
-        };
-        list.open();
-        list.emit(turn(0));
-        list.hand_over_for_request();
-        assert_eq!(sent(&list), [0, 0], "the opening waits for the response");
-        list.rouse();
-        assert_eq!(sent(&list), [1, 1], "the opening, to everyone");
-        list.hold();
-        list.emit(turn(1));
-        list.flush();
-        assert_eq!(sent(&list), [2, 2]);
-        // A later round: nothing waits, the barrier listener is nudged.
-        list.hold();
-        list.hand_over_for_request();
-        list.rouse();
-        assert_eq!(sent(&list), [3, 2], "a nudge to the barrier listener alone");
-        list.hold();
-        list.emit(turn(2));
-        list.flush();
-        assert_eq!(texts(&rec), numbers(3));
-        // Two barrier listeners, or none: nobody is roused.
-        let (mut two, _rec) = recorded();
-        two.add(|_: &Event| {});
-        let mut none = ListenerList::new();
-        none.add(HandingOff);
-        for list in [&two, &none] {
-            list.open();
-            list.emit(turn(0));
-            list.rouse();
-            assert!(sent(list).iter().all(|n| *n == 0), "{list}");
-            list.flush();
-        }
-    }
-
-    /// A bounded stress of rousing: turns that rouse, hold, and flush while
-    /// another thread emits, some with the agent slow after the answer (the
-    /// watch runs out and the thread blocks). Every event arrives once, in
-    /// each thread's order, and every flush returns after its events.
-    #[test]
-    fn roused_turns_keep_order_with_another_emitter() {
-        let (list, rec) = recorded();
-        let list = Arc::new(list);
-        let other = {
-            let list = Arc::clone(&list);
-            std::thread::spawn(move || {
-                for i in 0..2_000 {
-                    list.emit(delta(&i.to_string()));
-                }
-            })
-        };
-        let turns = 500;
-        for i in 0..turns {
-            list.open();
-            list.emit(turn(2 * i));
-            list.hand_over_for_request();
-            list.rouse();
-            list.hold();
-            if i % 50 == 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            list.emit(turn(2 * i + 1));
-            list.flush();
-            let seen = texts(&rec);
-            assert!(seen.contains(&(2 * i + 1).to_string()), "flush {i} waited");
-        }
-        other.join().unwrap();
-        list.flush();
-        let events = rec.events();
-        let turns_seen: Vec<String> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::UserTurn { content, .. } => Some(content.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(turns_seen, numbers(2 * turns));
-        let deltas: String = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::AssistantDelta { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
-        let want: String = (0..2_000).map(|i: usize| i.to_string()).collect();
-        assert_eq!(deltas, want, "the other thread's deltas, joined, in order");
     }
 
     /// Held events go out as one message at the hand-over, even to a

@@ -152,10 +152,6 @@ impl ListenerList {
     #[allow(clippy::unused_self, reason = "the hub's signature")]
     pub(crate) fn hand_over_for_request(&self) {}
 
-    /// Nothing waits, and no thread to rouse here.
-    #[allow(clippy::unused_self, reason = "the hub's signature")]
-    pub(crate) fn before_read(&self, _whole: bool) {}
-
     /// The end of a turn: run every listener's `flush`, whatever its
     /// [`Delivery`](super::Delivery) (it saw every event already).
     pub(crate) fn flush(&self) {

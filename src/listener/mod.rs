@@ -181,9 +181,7 @@ impl std::fmt::Debug for SubAgentListener {
 /// | a whole channel behind | the agent waits at its next hand-over | the agent waits at its next hand-over |
 ///
 /// The barrier costs two wake-ups per turn on the agent's path (the agent
-/// sleeps until the last barrier listener acknowledges; a listener that
-/// keeps it alone is woken as a whole answer comes in instead, so that
-/// its wake-up overlaps the agent's work on the answer); an agent whose
+/// sleeps until the last barrier listener acknowledges); an agent whose
 /// listeners all hand off never sleeps for them while they keep up. The
 /// ready-made listeners choose: [`Terminal`](crate::listeners::Terminal),
 /// [`TokenLog`](crate::listeners::TokenLog),
@@ -219,10 +217,8 @@ impl std::fmt::Debug for SubAgentListener {
 /// message, and what extensions emit for it) waits for that request's
 /// response instead of going out before it. It is handed over at the
 /// first read of a streamed answer (the response's headers are in, before
-/// any text); for an answer read whole, as its response comes in when
-/// one listener alone keeps the barrier (its thread is so awake for the
-/// end of the turn), else with the answer's own events; or before a
-/// retry's back-off, whichever comes first; what another
+/// any text), with the answer's own events when the answer is read whole,
+/// or before a retry's back-off, whichever comes first; what another
 /// thread emits during that first request waits with it. So the opening
 /// is late by at most the first request's round trip, always reaches a
 /// listener before the answer's text and events, and never waits past a

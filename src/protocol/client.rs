@@ -372,7 +372,6 @@ impl Client {
             }
             done
         } else {
-            sink.whole_answer();
             let mut body = Vec::new();
             // One byte over the limit tells "exactly at the limit" from
             // "over it" without reading the rest.

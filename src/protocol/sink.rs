@@ -7,10 +7,9 @@
 //! each retry's wait, then, while the answer streams, `progress` after each
 //! event that carried part of the answer, `fragment` for each piece of
 //! text, reasoning or usage, and `before_read` when what was read is
-//! decoded and the next read may wait for the network; or, for an answer
-//! read whole, `whole_answer` once its response is in. Every method has a
+//! decoded and the next read may wait for the network. Every method has a
 //! no-op default; the client itself puts `progress` to use (the idle
-//! bound), the agent the others. [`Callbacks`] adapts three closures.
+//! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
 use super::decode::Fragment;
 use super::retry::RetryNotice;
@@ -34,22 +33,17 @@ pub(crate) trait Sink {
 
     /// What was read is decoded; the next read may wait for the network.
     fn before_read(&mut self) {}
-
-    /// The response is in and its body is read whole next, not streamed;
-    /// decoding it and the agent's work on the answer follow.
-    fn whole_answer(&mut self) {}
 }
 
 /// A sink that reports nothing.
 impl Sink for () {}
 
 /// A [`Sink`] of three closures: the agent's retry notice, fragment and
-/// hand-over hooks (`before_read` takes whether the next read is a whole
-/// answer's: [`Sink::whole_answer`], else [`Sink::before_read`]).
+/// hand-over hooks.
 pub(crate) struct Callbacks<'a> {
     pub(crate) on_retry: &'a mut dyn FnMut(&RetryNotice),
     pub(crate) on_fragment: &'a mut dyn FnMut(Fragment<'_>),
-    pub(crate) before_read: &'a mut dyn FnMut(bool),
+    pub(crate) before_read: &'a mut dyn FnMut(),
 }
 
 impl Sink for Callbacks<'_> {
@@ -62,11 +56,7 @@ impl Sink for Callbacks<'_> {
     }
 
     fn before_read(&mut self) {
-        (self.before_read)(false);
-    }
-
-    fn whole_answer(&mut self) {
-        (self.before_read)(true);
+        (self.before_read)();
     }
 }
 
@@ -88,7 +78,7 @@ mod tests {
 
     #[test]
     fn callbacks_reach_their_closures_and_defaults_do_nothing() {
-        let (mut retries, mut texts, mut reads, mut wholes) = (0, String::new(), 0, 0);
+        let (mut retries, mut texts, mut reads) = (0, String::new(), 0);
         {
             let mut sink = Callbacks {
                 on_retry: &mut |_| retries += 1,
@@ -97,13 +87,7 @@ mod tests {
                         texts.push_str(s);
                     }
                 },
-                before_read: &mut |whole| {
-                    if whole {
-                        wholes += 1;
-                    } else {
-                        reads += 1;
-                    }
-                },
+                before_read: &mut || reads += 1,
             };
             let notice = RetryNotice {
                 attempt: 1,
@@ -116,9 +100,8 @@ mod tests {
             sink.fragment(Fragment::Content("a"));
             sink.fragment(Fragment::Content("b"));
             sink.before_read();
-            sink.whole_answer();
         }
-        assert_eq!((retries, texts.as_str(), reads, wholes), (1, "ab", 1, 1));
+        assert_eq!((retries, texts.as_str(), reads), (1, "ab", 1));
         let mut n = 0;
         Fragments(|_: Fragment<'_>| n += 1).fragment(Fragment::Reasoning("r"));
         assert_eq!(n, 1);
