@@ -39,6 +39,7 @@
 //! | `opt` | `default, skip_serializing_if = "Option::is_none"` | absent: `None` | not when `None` |
 //! | `skip_if = path` | `skip_serializing_if = "path"` | | not when `path(&field)` |
 //! | `rename = "k"` | `rename = "k"` | key `k` | key `k` |
+//! | `alias = "k"` (any number) | `alias = "k"` | key `k` too (twice under any of its keys: `duplicate field`, named by its own key) | |
 //! | `skip` | `skip` | never (`Default::default()`) | never |
 //! | `skip_ser` | `default, skip_serializing` | absent: `Default::default()` | never |
 //!
@@ -248,6 +249,15 @@ macro_rules! json_field {
         $crate::serde_macros::json_field!(@key $f; $($($r)*)?)
     };
 
+    // Whether the key is one of the field's other names (read only).
+    (@alias $k:ident;) => { false };
+    (@alias $k:ident; alias = $a:literal $(, $($r:tt)*)?) => {
+        $k == $a || $crate::serde_macros::json_field!(@alias $k; $($($r)*)?)
+    };
+    (@alias $k:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
+        $crate::serde_macros::json_field!(@alias $k; $($($r)*)?)
+    };
+
     // Whether the value is left out when writing.
     (@skip $v:expr;) => { false };
     (@skip $v:expr; skip $(, $($r:tt)*)?) => { true };
@@ -314,7 +324,9 @@ macro_rules! json_field {
         let lookup = |key: &str| -> usize {
             let mut index = 0usize;
             $(
-                if key == $crate::serde_macros::json_field!(@key $f; $($($opt)*)?) {
+                if key == $crate::serde_macros::json_field!(@key $f; $($($opt)*)?)
+                    || $crate::serde_macros::json_field!(@alias key; $($($opt)*)?)
+                {
                     return index;
                 }
                 index += 1;

@@ -3,15 +3,10 @@
 //! is optional and unknown members are ignored; strings are borrowed from
 //! the input when they have no escapes.
 
-use std::fmt;
-use std::marker::PhantomData;
-
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::Usage;
 use crate::protocol::decode::shapes::Str;
-use crate::serde_macros::Keys;
 
 /// One stream event (`message_start`, `content_block_delta`, ...), every
 /// kind's members in one struct: the `type` says which are meaningful.
@@ -56,54 +51,11 @@ pub(super) struct Delta<'a> {
     pub(super) stop_reason: Option<Str<'a>>,
 }
 
-/// By hand: `text` answers to four keys (serde's `alias`), which
-/// [`json_struct!`](crate::serde_macros::json_struct) does not spell.
-impl<'de: 'a, 'a> Deserialize<'de> for Delta<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Fields<'a>(PhantomData<Delta<'a>>);
-        impl<'de: 'a, 'a> Visitor<'de> for Fields<'a> {
-            type Value = Delta<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("struct Delta")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Delta<'a>, A::Error> {
-                let (mut kind, mut text, mut stop_reason) = (None, None, None);
-                // `text` answers to the four keys of its payloads; a field
-                // given twice, under one key or two, is named in the error
-                // by its own key, as serde's derive names it.
-                let lookup = |key: &str| match key {
-                    "type" => 0,
-                    "text" | "thinking" | "signature" | "partial_json" => 1,
-                    "stop_reason" => 2,
-                    _ => usize::MAX,
-                };
-                while let Some(index) = map.next_key_seed(Keys(&lookup))? {
-                    let (slot, key) = match index {
-                        0 => (&mut kind, "type"),
-                        1 => (&mut text, "text"),
-                        2 => (&mut stop_reason, "stop_reason"),
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    if slot.is_some() {
-                        return Err(de::Error::duplicate_field(key));
-                    }
-                    *slot = Some(map.next_value::<Option<Str<'a>>>()?);
-                }
-                Ok(Delta {
-                    kind: kind.flatten(),
-                    text: text.flatten(),
-                    stop_reason: stop_reason.flatten(),
-                })
-            }
-        }
-        deserializer.deserialize_struct(
-            "Delta",
-            &["type", "text", "stop_reason"],
-            Fields(PhantomData),
-        )
+crate::serde_macros::json_struct! {
+    Deserialize for Delta<'a> {
+        kind [rename = "type"],
+        text [alias = "thinking", alias = "signature", alias = "partial_json"],
+        stop_reason,
     }
 }
 
