@@ -44,6 +44,15 @@ ABSENT = {
     "pikuri::agent::approval::consult": "the approver helper thread: no approver is set",
     "pikuri::agent::approval::review_guarded": "the call of the approver: no approver is set",
     "pikuri::approval::ApprovalRequest": "the approval request: no approver is set",
+    # lean-agent (session 14)
+    "pikuri::tool::exec::prepare": "argument validation: no tool is registered",
+    "pikuri::tool::exec::revalidate": "the validation of an approver edit: no tool is registered",
+    "pikuri::tool::exec::invoke": "the tool call: no tool is registered",
+    "pikuri::tool::context::ToolContext": "the context a tool runs with: no tool is registered",
+    "pikuri::agent::approval::review_tool": "the review of a call of a registered tool: no tool is registered",
+    "pikuri::agent::approval::run_ready": "the run of an approved call: no tool is registered",
+    "pikuri::agent::batch::run_parallel": "the threads of a parallel batch: no tool is registered",
+    "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
 }
 
 def group(name):

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::shared::{Reviewer, Shared};
+use super::shared::{Observation, Prepared, Ready, Reviewer, Shared, ToolPath, Verdict};
 use crate::ToolContext;
 use crate::approval::{ApprovalRequest, Approver, Decision, PendingApproval};
 use crate::journal::Record;
 use crate::protocol::Wake;
 use crate::tool;
-use crate::{Cancellable, Error, Event, Image, Message, Result, Role, Tool, ToolCall};
+use crate::{Cancellable, Error, Event, Message, Result, Role, Tool, ToolCall};
 
 /// Observation for a pending call answered because a new user message came
 /// instead of a decision.
@@ -26,26 +26,6 @@ const DENIED: &str = "Error: not run: denied: ";
 
 /// The reason given to the model when a sub-agent's approver defers.
 const NESTED_DEFER: &str = "the call needs the host's approval, which a sub-agent cannot wait for";
-
-/// A call that passed its controls and its review.
-pub(crate) enum Prepared {
-    /// Run the tool on these (validated, normalized) arguments.
-    Ready {
-        tool: Arc<dyn Tool>,
-        args: Value,
-        edited: bool,
-    },
-    /// Do not run anything: this is the observation (invalid arguments, an
-    /// unknown tool, a denial).
-    Done(String),
-}
-
-/// What the review of one call says.
-pub(crate) enum Verdict {
-    Go(Prepared),
-    /// The approver deferred: the batch stops before this call.
-    Defer,
-}
 
 /// Host decisions handed to [`Agent::resume`](crate::Agent::resume), by call id.
 pub(crate) type Decisions = Vec<(String, Decision)>;
@@ -71,30 +51,22 @@ impl Gate {
         &mut self,
         shared: &Shared,
         tools: &[Arc<dyn Tool>],
+        path: Option<ToolPath>,
         call: &ToolCall,
         truncated: bool,
     ) -> Result<Verdict> {
         // The host's decision is taken even when the call turns out
         // invalid: it was about this call and must not apply to another.
         let decided = self.take(&call.id);
-        let Some(tool) = tools.iter().find(|t| t.name() == call.name) else {
+        // A pool holding a tool has its path (`ToolPath`).
+        let found = tools.iter().find(|t| t.name() == call.name);
+        let (Some(tool), Some(path)) = (found, path) else {
             let names: Vec<&str> = tools.iter().map(Tool::name).collect();
             return Ok(Verdict::Go(Prepared::Done(tool::unknown_tool(
                 &call.name, &names,
             ))));
         };
-        let args = match tool::prepare(&**tool, &call.arguments, truncated) {
-            Ok(args) => args,
-            Err(observation) => return Ok(Verdict::Go(Prepared::Done(observation))),
-        };
-        let decision = match (decided, &shared.approver) {
-            (Some(d), _) => d,
-            (None, None) => Decision::Approve,
-            (None, Some(reviewer)) => {
-                (reviewer.ask)(shared, &reviewer.approver, tool, call, &args)?
-            }
-        };
-        Ok(apply(shared, tool, call, args, decision))
+        (path.review)(shared, tool, call, truncated, decided)
     }
 
     /// Take the host's decision for `id`, if it gave one.
@@ -102,6 +74,27 @@ impl Gate {
         let i = self.decisions.iter().position(|(d, _)| d == id)?;
         Some(self.decisions.swap_remove(i).1)
     }
+}
+
+/// [`ToolPath::review`]: validate the call of a registered `tool`, then
+/// apply the host's decision, or the approver's (none: approved).
+pub(crate) fn review_tool(
+    shared: &Shared,
+    tool: &Arc<dyn Tool>,
+    call: &ToolCall,
+    truncated: bool,
+    decided: Option<Decision>,
+) -> Result<Verdict> {
+    let args = match tool::prepare(&**tool, &call.arguments, truncated) {
+        Ok(args) => args,
+        Err(observation) => return Ok(Verdict::Go(Prepared::Done(observation))),
+    };
+    let decision = match (decided, &shared.approver) {
+        (Some(d), _) => d,
+        (None, None) => Decision::Approve,
+        (None, Some(reviewer)) => (reviewer.ask)(shared, &reviewer.approver, tool, call, &args)?,
+    };
+    Ok(apply(shared, tool, call, args, decision))
 }
 
 impl Reviewer {
@@ -148,11 +141,12 @@ fn apply(
     decision: Decision,
 ) -> Verdict {
     let ready = |args, edited| {
-        Verdict::Go(Prepared::Ready {
+        Verdict::Go(Prepared::Ready(Ready {
             tool: Arc::clone(tool),
             args,
             edited,
-        })
+            path: ToolPath::ON,
+        }))
     };
     match decision {
         Decision::Approve => ready(args, false),
@@ -211,50 +205,43 @@ pub(crate) fn parse_arguments(raw: &str) -> Value {
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
-/// Run a prepared call; the observation for its tool message and the
-/// images the tool attached ([`ToolContext::attach_image`]).
-pub(crate) fn run_prepared(
-    shared: &Shared,
-    call: &ToolCall,
-    prepared: Prepared,
-) -> (String, Vec<Image>) {
-    match prepared {
-        Prepared::Done(observation) => (observation, Vec::new()),
-        Prepared::Ready { tool, args, edited } => {
-            let mut key = None;
-            if let Some(journal) = shared.journal.get() {
-                // The start is stored before the tool runs, or the tool
-                // does not run: a resume must know it may have run.
-                let start = Record::ToolStart {
-                    step: journal.step(),
-                    call_id: call.id.as_str().into(),
-                };
-                if let Err(e) = journal.append(&start) {
-                    return (
-                        format!("Error: not run: the run journal failed: {e}"),
-                        Vec::new(),
-                    );
-                }
-                key = Some(journal.key(&call.id));
-            }
-            let cx = ToolContext::new(
-                shared.cancellable.clone(),
-                Arc::clone(&shared.id),
-                call.id.clone(),
-            )
-            .with_idempotency_key(key)
-            .with_traceparent(shared.options.traceparent.as_ref().and_then(|s| (s.0)()));
-            let out = tool::invoke(&*tool, &args, &cx);
-            let out = if edited {
-                format!(
-                    "Note: your arguments were edited before the call; the tool ran with {args}\n{out}"
-                )
-            } else {
-                out
-            };
-            (out, cx.take_images())
+/// [`ToolPath::run`]: run an approved call; the observation for its tool
+/// message and the images the tool attached
+/// ([`ToolContext::attach_image`]).
+pub(crate) fn run_ready(shared: &Shared, call: &ToolCall, ready: Ready) -> Observation {
+    let Ready {
+        tool, args, edited, ..
+    } = ready;
+    let mut key = None;
+    if let Some(journal) = shared.journal.get() {
+        // The start is stored before the tool runs, or the tool does not
+        // run: a resume must know it may have run.
+        let start = Record::ToolStart {
+            step: journal.step(),
+            call_id: call.id.as_str().into(),
+        };
+        if let Err(e) = journal.append(&start) {
+            return (
+                format!("Error: not run: the run journal failed: {e}"),
+                Vec::new(),
+            );
         }
+        key = Some(journal.key(&call.id));
     }
+    let cx = ToolContext::new(
+        shared.cancellable.clone(),
+        Arc::clone(&shared.id),
+        call.id.clone(),
+    )
+    .with_idempotency_key(key)
+    .with_traceparent(shared.options.traceparent.as_ref().and_then(|s| (s.0)()));
+    let out = tool::invoke(&*tool, &args, &cx);
+    let out = if edited {
+        format!("Note: your arguments were edited before the call; the tool ran with {args}\n{out}")
+    } else {
+        out
+    };
+    (out, cx.take_images())
 }
 
 /// The calls of the trailing assistant message that no tool message after

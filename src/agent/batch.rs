@@ -12,7 +12,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::Agent;
-use super::approval::{self, NOT_APPROVED, Prepared, Verdict, run_prepared};
+use super::approval::{self, NOT_APPROVED};
+use super::shared::{Gated, Observation, Prepared, Shared, ToolPath, Verdict};
+use super::trifecta;
 use super::turn::{End, Run};
 use crate::journal::Record;
 use crate::protocol::is_sendable;
@@ -50,14 +52,17 @@ impl Agent {
         truncated: bool,
         run: &mut Run,
     ) -> Result<End> {
-        let tools = self.callable_tools();
-        let mut gated: Vec<(&ToolCall, Prepared)> = Vec::with_capacity(calls.len());
+        let (tools, path) = {
+            let mut st = self.shared.state.lock();
+            (st.callable(), st.tool_path)
+        };
+        let mut gated: Gated<'_> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             // Neither announced nor ticked again: it was, before the cut.
             let verdict = if interrupted.contains(&call.id.as_str()) {
                 Ok(Verdict::Go(Prepared::Done(INTERRUPTED.to_string())))
             } else {
-                self.tool_call(&tools, call, truncated, run)
+                self.tool_call(&tools, path, call, truncated, run)
             };
             match verdict {
                 Err(e) => {
@@ -98,6 +103,7 @@ impl Agent {
     fn tool_call(
         &mut self,
         tools: &[Arc<dyn Tool>],
+        path: Option<ToolPath>,
         call: &ToolCall,
         truncated: bool,
         run: &mut Run,
@@ -123,7 +129,9 @@ impl Agent {
         if let Some(note) = self.shared.state.lock().not_found_yet(&call.name) {
             return Ok(Verdict::Go(Prepared::Done(note)));
         }
-        self.guard_tool_input(call, |a| run.gate.review(&a.shared, tools, call, truncated))
+        self.guard_tool_input(call, |a| {
+            run.gate.review(&a.shared, tools, path, call, truncated)
+        })
     }
 
     /// A batch stopped at `call` by `err` (the budget or a cancel): every
@@ -132,7 +140,7 @@ impl Agent {
     /// one: it may have run before the cut).
     fn stop_batch(
         &mut self,
-        gated: Vec<(&ToolCall, Prepared)>,
+        gated: Gated<'_>,
         call: &ToolCall,
         rest: &[ToolCall],
         interrupted: &[&str],
@@ -149,7 +157,7 @@ impl Agent {
         for (c, p) in gated {
             let out = match p {
                 Prepared::Done(observation) => observation,
-                Prepared::Ready { .. } => note.to_string(),
+                Prepared::Ready(_) => note.to_string(),
             };
             self.answer_call(c, out, true);
         }
@@ -166,26 +174,21 @@ impl Agent {
     }
 
     /// Run the calls gated in parallel mode concurrently; answer in order.
-    fn run_gated(&mut self, gated: Vec<(&ToolCall, Prepared)>) {
-        if gated.is_empty() {
-            return;
-        }
-        let outputs: Vec<(&ToolCall, (String, Vec<Image>))> = std::thread::scope(|s| {
-            let shared = &*self.shared;
-            let handles: Vec<_> = gated
-                .into_iter()
-                .map(|(call, p)| (call, s.spawn(move || run_prepared(shared, call, p))))
-                .collect();
-            handles
-                .into_iter()
-                .map(|(call, h)| {
-                    let out = h
-                        .join()
-                        .unwrap_or_else(|_| ("Error: the tool panicked".to_string(), Vec::new()));
-                    (call, out)
-                })
-                .collect()
+    /// Only an approved call runs anything: without one (no tool
+    /// registered, every call denied or invalid), the observations are
+    /// answered here.
+    fn run_gated(&mut self, gated: Gated<'_>) {
+        let path = gated.iter().find_map(|(_, p)| match p {
+            Prepared::Ready(r) => Some(r.path),
+            Prepared::Done(_) => None,
         });
+        let outputs = match path {
+            Some(path) => (path.run_parallel)(&self.shared, gated),
+            None => gated
+                .into_iter()
+                .map(|(call, p)| (call, run_prepared(&self.shared, call, p)))
+                .collect(),
+        };
         for (call, (out, images)) in outputs {
             self.answer_call_with(call, out, images, true);
         }
@@ -273,4 +276,43 @@ impl Agent {
                 .push(Message::tool(call.id.clone(), NOT_APPROVED.to_string()));
         }
     }
+}
+
+/// Run a prepared call (an approved one through its path): the observation
+/// for its tool message and the images the tool attached.
+fn run_prepared(shared: &Shared, call: &ToolCall, prepared: Prepared) -> Observation {
+    match prepared {
+        Prepared::Done(observation) => (observation, Vec::new()),
+        Prepared::Ready(ready) => (ready.path.run)(shared, call, ready),
+    }
+}
+
+/// [`ToolPath::run_parallel`]: the gated calls on scoped threads, one each.
+fn run_parallel<'c>(shared: &Shared, gated: Gated<'c>) -> Vec<(&'c ToolCall, Observation)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = gated
+            .into_iter()
+            .map(|(call, p)| (call, s.spawn(move || run_prepared(shared, call, p))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(call, h)| {
+                let out = h
+                    .join()
+                    .unwrap_or_else(|_| ("Error: the tool panicked".to_string(), Vec::new()));
+                (call, out)
+            })
+            .collect()
+    })
+}
+
+impl ToolPath {
+    /// The one tool path, stored by what registers a tool (see
+    /// [`ToolPath`]); named here, the file that can name each part.
+    pub(crate) const ON: ToolPath = ToolPath {
+        review: approval::review_tool,
+        run: approval::run_ready,
+        run_parallel,
+        trifecta: trifecta::check,
+    };
 }

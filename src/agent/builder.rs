@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 use super::budget::{Budget, Meter};
 use super::compact::{Compaction, Engine};
 use super::extension::ExtensionContext;
-use super::shared::Reviewer;
 use super::shared::{CloseHandler, LoopOptions, Tally, TraceSource, run_close_handlers};
+use super::shared::{Reviewer, ToolPath};
 use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
@@ -77,6 +77,8 @@ pub struct Configurator {
     pub(super) sub_agent_tools: Vec<Arc<dyn Tool>>,
     /// Tools sent only once found (`pikuri::tool_search`).
     pub(super) deferred_tools: Vec<Arc<dyn Tool>>,
+    /// Set by what adds a tool to a pool (see `ToolPath`).
+    pub(super) tool_path: Option<ToolPath>,
     pub(super) listeners: ListenerList,
     pub(super) extensions: Vec<Box<dyn Extension>>,
     pub(super) on_close: Vec<CloseHandler>,
@@ -111,6 +113,7 @@ impl Configurator {
             tools: Vec::new(),
             sub_agent_tools: Vec::new(),
             deferred_tools: Vec::new(),
+            tool_path: None,
             listeners: ListenerList::new(),
             extensions: Vec::new(),
             on_close: Vec::new(),
@@ -220,12 +223,14 @@ impl Configurator {
     /// with other agents) is a tool too.
     pub fn add_tool(mut self, tool: impl Tool) -> Configurator {
         self.tools.push(into_shared(tool));
+        self.tool_path = Some(ToolPath::ON);
         self
     }
 
     /// Add a tool only sub-agent personas can use (see "Two tool pools").
     pub fn add_sub_agent_tool(mut self, tool: impl Tool) -> Configurator {
         self.sub_agent_tools.push(into_shared(tool));
+        self.tool_path = Some(ToolPath::ON);
         self
     }
 
@@ -237,6 +242,7 @@ impl Configurator {
     #[cfg(feature = "tool-search")]
     pub fn add_deferred_tool(mut self, tool: impl Tool) -> Configurator {
         self.deferred_tools.push(into_shared(tool));
+        self.tool_path = Some(ToolPath::ON);
         self
     }
 

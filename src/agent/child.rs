@@ -63,9 +63,9 @@ pub(crate) fn child_id(parent: &str, role: &str) -> String {
 /// Build a child agent of `parent`; see the module doc for what it
 /// inherits.
 pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
-    let (transport, cap) = {
+    let (transport, cap, tool_path) = {
         let st = parent.state.lock();
-        (st.transport.clone(), st.context_cap)
+        (st.transport.clone(), st.context_cap, st.tool_path)
     };
     let mut cfg = Configurator::new(transport.with_context_window(cap))
         .system_prompt(spec.system_prompt)
@@ -85,7 +85,9 @@ pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     } else {
         Nesting::Helper
     };
+    // The child's tools are the parent's: so is the path that runs them.
     cfg.tools = spec.tools;
+    cfg.tool_path = tool_path;
     cfg.build()
 }
 

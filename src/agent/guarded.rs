@@ -11,7 +11,7 @@
 //! a tool output stop (at the next call or the batch's end).
 
 use super::Agent;
-use super::approval::{Prepared, Verdict};
+use super::shared::{Prepared, Verdict};
 use super::turn::{End, Run};
 use std::sync::Arc;
 

@@ -12,7 +12,7 @@
 )]
 
 use super::Agent;
-use super::approval::Verdict;
+use super::shared::Verdict;
 use super::turn::{End, Run};
 use crate::{FinishReason, Message, Result, ToolCall};
 

@@ -305,6 +305,7 @@ impl Configurator {
                 std::mem::take(&mut cfg.tools),
                 std::mem::take(&mut cfg.sub_agent_tools),
                 std::mem::take(&mut cfg.deferred_tools),
+                cfg.tool_path,
             )),
             on_close: Mutex::new(on_close),
             approver: cfg.approver.take(),
@@ -350,13 +351,19 @@ impl Configurator {
                 return Err(bind_error(&name, e));
             }
         }
-        // Tools registered in bind count too: check the pool as it now is.
-        let tools = agent.shared.state.lock().tools.clone();
-        let id = agent.agent_id();
-        let policy = agent.shared.options.trifecta;
-        if let Err(e) = trifecta::check(&tools, policy, &id, |e| agent.emit(e)) {
-            agent.close();
-            return Err(e);
+        // Tools registered in bind count too: check the pool as it now is
+        // (an agent without tools has no path: nothing to check).
+        let (tools, path) = {
+            let st = agent.shared.state.lock();
+            (st.tools.clone(), st.tool_path)
+        };
+        if let Some(path) = path {
+            let id = agent.agent_id();
+            let policy = agent.shared.options.trifecta;
+            if let Err(e) = (path.trifecta)(&tools, policy, &id, &mut |e| agent.emit(e)) {
+                agent.close();
+                return Err(e);
+            }
         }
         // Tools registered in bind may have changed the prompt-relevant state.
         agent.assemble_system_prompt();
@@ -922,6 +929,45 @@ mod tests {
         assert!(over.is_empty(), "over 650 code lines: {over:?}");
         let turn = code_lines(&std::fs::read_to_string(dir.join("turn.rs")).unwrap());
         assert!(turn < 600, "turn.rs has {turn} code lines");
+    }
+
+    /// Issue 36, session 14, the small CLI: the tool path (validation,
+    /// approval, the tool's run, the parallel threads, the trifecta check)
+    /// is stored only by what registers a tool, so an agent that never
+    /// registers one holds none and the program does not link it.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn only_what_registers_a_tool_stores_the_tool_path() {
+        use crate::Result;
+        use crate::extension::{Extension, ExtensionContext};
+        use crate::testing::FakeServer;
+        use crate::tool::{FnTool, Parameters};
+        use std::sync::Arc;
+
+        struct Idle;
+        impl Extension for Idle {}
+        struct Binds;
+        impl Extension for Binds {
+            fn bind(&mut self, ctx: &ExtensionContext) -> Result<()> {
+                ctx.add_sub_agent_tool(Arc::new(tool("late")))
+            }
+        }
+        fn tool(name: &str) -> FnTool {
+            FnTool::new(name, "T.", Parameters::empty(), |_, _| Ok(String::new()))
+        }
+        let server = FakeServer::start();
+        let has_path = |c: super::Configurator| {
+            let agent = c.build().unwrap();
+            agent.shared.state.lock().tool_path.is_some()
+        };
+        let builder = || super::Agent::builder(server.transport());
+        assert!(!has_path(builder()));
+        assert!(!has_path(builder().add_extension(Idle)));
+        assert!(has_path(builder().add_tool(tool("t"))));
+        assert!(has_path(builder().add_sub_agent_tool(tool("t"))));
+        #[cfg(feature = "tool-search")]
+        assert!(has_path(builder().add_deferred_tool(tool("t"))));
+        assert!(has_path(builder().add_extension(Binds)));
     }
 
     /// Issue 36, the small CLI: without the `guard` feature an agent holds

@@ -22,8 +22,8 @@ use crate::listener::ListenerList;
 use crate::protocol::{Client, ToolSpecs};
 use crate::tool::TrifectaPolicy;
 use crate::{
-    Api, Cancellable, ChatTransport, Error, Event, FinishReason, Interloper, ModelSettings, Result,
-    StepLimit, Tool, ToolCall, Usage,
+    Api, Cancellable, ChatTransport, Error, Event, FinishReason, Image, Interloper, ModelSettings,
+    Result, StepLimit, Tool, ToolCall, Usage,
 };
 
 /// A handler run once when the agent closes.
@@ -132,6 +132,79 @@ pub(crate) struct Reviewer {
 pub(crate) type AskApprover =
     fn(&Shared, &Arc<dyn Approver>, &Arc<dyn Tool>, &ToolCall, &Value) -> Result<Decision>;
 
+/// A call that passed its controls and its review.
+pub(crate) enum Prepared {
+    /// Run the tool (only a [`ToolPath`] makes one).
+    Ready(Ready),
+    /// Do not run anything: this is the observation (invalid arguments, an
+    /// unknown tool, a denial).
+    Done(String),
+}
+
+/// An approved call of a registered tool, on its validated (normalized)
+/// arguments, and the path that runs it.
+pub(crate) struct Ready {
+    pub(crate) tool: Arc<dyn Tool>,
+    pub(crate) args: Value,
+    /// The approver edited the arguments (the observation says so).
+    pub(crate) edited: bool,
+    pub(crate) path: ToolPath,
+}
+
+/// What the review of one call says.
+pub(crate) enum Verdict {
+    Go(Prepared),
+    /// The approver deferred: the batch stops before this call.
+    Defer,
+}
+
+/// The code that reviews, runs and checks the calls of registered tools
+/// (argument validation, the approval flow, the tool's run and its
+/// context, the parallel batch's threads, the trifecta check), as function
+/// pointers stored only by what registers a tool: the
+/// [`Configurator`](crate::Configurator)'s `add_*tool` setters,
+/// [`Shared::add_tool`] (an extension's tools), a child given tools. An
+/// agent without tools answers every call as an unknown tool, which needs
+/// none of it, so a program that registers no tool does not link it
+/// (BENCHMARKS.md, issue 36, session 14). The one value is
+/// `ToolPath::ON` (`batch.rs`, which names the files it points into).
+#[derive(Clone, Copy)]
+pub(crate) struct ToolPath {
+    /// Validate a call of a registered tool and review it (`approval.rs`).
+    pub(crate) review: ReviewTool,
+    /// Run one approved call (`approval.rs`).
+    pub(crate) run: fn(&Shared, &ToolCall, Ready) -> Observation,
+    /// Run the calls gated in parallel mode together, answers in order
+    /// (`batch.rs`).
+    pub(crate) run_parallel: for<'c> fn(&Shared, Gated<'c>) -> Vec<(&'c ToolCall, Observation)>,
+    /// The lethal-trifecta check of a model-visible pool (`trifecta.rs`).
+    pub(crate) trifecta: CheckTrifecta,
+}
+
+/// [`ToolPath::review`]: validate a call of `tool` (its raw arguments, cut
+/// by the length limit when the flag says so), then take the host's
+/// decision when a resume gave one, else the approver's.
+pub(crate) type ReviewTool =
+    fn(&Shared, &Arc<dyn Tool>, &ToolCall, bool, Option<Decision>) -> Result<Verdict>;
+
+/// [`ToolPath::trifecta`]: check `tools` under the policy for the agent
+/// named, emitting the warning through the callback.
+pub(crate) type CheckTrifecta =
+    fn(&[Arc<dyn Tool>], TrifectaPolicy, &Arc<str>, &mut dyn FnMut(Event)) -> Result<()>;
+
+/// What a call's tool message carries: the observation and the images the
+/// tool attached.
+pub(crate) type Observation = (String, Vec<Image>);
+
+/// The calls of a parallel batch, each reviewed, waiting to run together.
+pub(crate) type Gated<'c> = Vec<(&'c ToolCall, Prepared)>;
+
+impl std::fmt::Debug for ToolPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolPath")
+    }
+}
+
 /// State shared with [`ExtensionContext`](crate::extension::ExtensionContext)s and
 /// tools that captured one.
 pub(crate) struct Shared {
@@ -221,6 +294,8 @@ pub(crate) struct State {
     pub(super) tool_specs: Option<(Api, Arc<ToolSpecs>)>,
     /// What the deferred pool has found and derived (`deferred.rs`).
     pub(crate) deferral: Deferral,
+    /// Set once any pool holds a tool (see [`ToolPath`]).
+    pub(crate) tool_path: Option<ToolPath>,
 }
 
 /// The deferred pool's search state: the settings, the search tool, the
@@ -304,6 +379,7 @@ impl State {
         tools: Vec<Arc<dyn Tool>>,
         sub_agent_tools: Vec<Arc<dyn Tool>>,
         deferred: Vec<Arc<dyn Tool>>,
+        tool_path: Option<ToolPath>,
     ) -> State {
         let names = tools
             .iter()
@@ -322,6 +398,7 @@ impl State {
             names,
             tool_specs: None,
             deferral: Deferral::default(),
+            tool_path,
         }
     }
 
@@ -355,6 +432,7 @@ impl Shared {
         if !st.names.insert(name.to_string()) {
             return Err(Error::invalid(format!("duplicate tool name `{name}`")));
         }
+        st.tool_path = Some(ToolPath::ON);
         match pool {
             Pool::SubAgent => st.sub_agent_tools.push(tool),
             Pool::Model => {

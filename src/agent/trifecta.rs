@@ -24,12 +24,13 @@ pub(super) fn legs(tools: &[Arc<dyn Tool>]) -> Option<(Vec<&str>, Vec<&str>)> {
     (!network.is_empty() && !private.is_empty()).then_some((network, private))
 }
 
-/// Check `tools` (one agent's model-visible pool) under `policy`.
+/// Check `tools` (one agent's model-visible pool) under `policy`
+/// ([`ToolPath::trifecta`](super::shared::ToolPath)).
 pub(super) fn check(
     tools: &[Arc<dyn Tool>],
     policy: TrifectaPolicy,
     agent: &Arc<str>,
-    emit: impl FnOnce(Event),
+    emit: &mut dyn FnMut(Event),
 ) -> Result<()> {
     if policy == TrifectaPolicy::Allow {
         return Ok(());

@@ -462,3 +462,49 @@ fn an_agent_with_10_000_tools_builds_offers_them_all_and_answers_an_unknown_name
         "{observation}"
     );
 }
+
+/// Issue 36, session 14: an agent that registered no tool holds no tool
+/// path (it links none of the validation, approval or run code); the calls
+/// a model makes anyway are each announced and answered as unknown, in
+/// order, in sequential and in parallel mode (where nothing runs on a
+/// thread).
+#[test]
+fn calls_to_an_agent_without_tools_are_answered_as_unknown_in_both_modes() {
+    for parallel in [false, true] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_calls(vec![
+            ("a", json!({})),
+            ("b", json!({"x": 1})),
+        ]));
+        server.push(Reply::text("done"));
+        let (mut agent, rec) = agent_with(&server, |c| c.parallel_tool_calls(parallel));
+        let out = agent.run_loop("go").unwrap();
+        assert_eq!(out.answer.as_deref(), Some("done"));
+        assert_eq!(out.steps, 2);
+        let results: Vec<&str> = agent
+            .messages()
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(
+            results,
+            [
+                "Error: unknown tool `a`; available tools: (none)",
+                "Error: unknown tool `b`; available tools: (none)"
+            ],
+            "parallel: {parallel}"
+        );
+        // Parallel mode reviews every call before any answer.
+        let batch = if parallel {
+            ["tool_call", "tool_call", "tool_result", "tool_result"]
+        } else {
+            ["tool_call", "tool_result", "tool_call", "tool_result"]
+        };
+        let mut want = vec!["user_turn", "tokens"];
+        want.extend(batch);
+        want.extend(["assistant", "tokens", "stopped"]);
+        assert_eq!(main_kinds(&rec), want, "parallel: {parallel}");
+        assert_valid_history(agent.messages());
+    }
+}
