@@ -53,6 +53,7 @@ ABSENT = {
     "pikuri::agent::approval::run_ready": "the run of an approved call: no tool is registered",
     "pikuri::agent::batch::run_parallel": "the threads of a parallel batch: no tool is registered",
     "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
+    "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
 }
 
 def group(name):

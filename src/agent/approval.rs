@@ -116,7 +116,7 @@ fn ask_approver(
     call: &ToolCall,
     args: &Value,
 ) -> Result<Decision> {
-    shared.journal(&Record::ApprovalAsked {
+    shared.journal(|| Record::ApprovalAsked {
         call_id: call.id.as_str().into(),
     })?;
     let changes = catch_unwind(AssertUnwindSafe(|| tool.changes_user_state())).unwrap_or(true);
@@ -129,7 +129,7 @@ fn ask_approver(
         shared.cancellable.clone(),
     );
     let decision = consult(approver, request, shared.cancellable.as_ref())?;
-    shared.journal(&Record::approval_answered(&call.id, &decision))?;
+    shared.journal(|| Record::approval_answered(&call.id, &decision))?;
     Ok(decision)
 }
 

@@ -222,7 +222,7 @@ impl Agent {
         }
         // A failed write is kept by the journal and stops the run at the
         // batch's end; the history stays valid meanwhile.
-        let _ = self.journal(&Record::ToolResult {
+        let _ = self.journal(|| Record::ToolResult {
             call_id: call.id.as_str().into(),
             content: content.as_str().into(),
             images: images.as_slice().into(),
@@ -267,7 +267,7 @@ impl Agent {
                 name: call.name.clone(),
                 content: NOT_APPROVED.to_string(),
             });
-            let _ = self.journal(&Record::ToolResult {
+            let _ = self.journal(|| Record::ToolResult {
                 call_id: call.id.as_str().into(),
                 content: NOT_APPROVED.into(),
                 images: Cow::Borrowed(&[]),

@@ -193,7 +193,7 @@ impl Agent {
         };
         // A resume after a crash from here writes the answer again, not
         // a new round with a fresh budget.
-        self.journal(&Record::Synthesizing { max })?;
+        self.journal(|| Record::Synthesizing { max })?;
         let reason = format!("{spent} exhausted; answering from the evidence gathered");
         self.emit(Event::FallbackNotice {
             agent: self.agent_id(),

@@ -144,7 +144,7 @@ impl Agent {
         } else if let Some(m) = self.messages.get_mut(self.turn_start) {
             m.content = format!("[withheld by guard {}]", trip.guard);
             m.images.clear();
-            self.journal(&Record::History {
+            self.journal(|| Record::History {
                 cause: HistoryCause::Guard,
                 messages: (&self.messages[..]).into(),
             })?;
@@ -244,7 +244,7 @@ impl Agent {
         let Some(Pending::Retry(feedback)) = self.guarding.pending.take() else {
             return Ok(false);
         };
-        self.journal(&Record::User {
+        self.journal(|| Record::User {
             content: feedback.as_str().into(),
         })?;
         self.messages.push(Message::user(feedback));
@@ -346,7 +346,7 @@ impl Agent {
     /// write is kept by the journal and reported at the run's end.
     fn journal_trip(&self, stop: Error) -> Error {
         if let Error::Guardrail { guard, reason } = &stop {
-            let _ = self.journal(&Record::Guard {
+            let _ = self.journal(|| Record::Guard {
                 guard: guard.as_str().into(),
                 reason: reason.as_str().into(),
                 block: false,
@@ -357,7 +357,7 @@ impl Agent {
 
     /// Store an input guard's block before its answer is appended.
     fn journal_block(&self, guard: &str, answer: &str) -> Result<()> {
-        self.journal(&Record::Guard {
+        self.journal(|| Record::Guard {
             guard: guard.into(),
             reason: answer.into(),
             block: true,

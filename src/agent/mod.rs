@@ -438,8 +438,8 @@ impl Agent {
         }
     }
 
-    /// Journal `record`, when the agent keeps a journal.
-    fn journal(&self, record: &Record<'_>) -> Result<()> {
+    /// Journal the record `record` builds, when the agent keeps a journal.
+    fn journal<'r>(&self, record: impl FnOnce() -> Record<'r>) -> Result<()> {
         self.shared.journal(record)
     }
 
@@ -704,7 +704,7 @@ impl Agent {
             .find(|m| m.role == Role::Assistant)
             .and_then(|m| m.usage);
         let count = messages.len();
-        self.journal(&Record::History {
+        self.journal(|| Record::History {
             cause: HistoryCause::Loaded,
             messages: (&messages[..]).into(),
         })?;
@@ -730,7 +730,7 @@ impl Agent {
             self.interrupted = None;
         }
         // A failed write is kept by the journal: the next run reports it.
-        let _ = self.journal(&Record::History {
+        let _ = self.journal(|| Record::History {
             cause: HistoryCause::Cleared,
             messages: (&[][..]).into(),
         });
@@ -968,6 +968,23 @@ mod tests {
         #[cfg(feature = "tool-search")]
         assert!(has_path(builder().add_deferred_tool(tool("t"))));
         assert!(has_path(builder().add_extension(Binds)));
+    }
+
+    /// Issue 36, session 14, the small CLI: an agent without a journal
+    /// builds no journal record (each is built by a closure the journal
+    /// calls), so a build without the `journal` feature links none.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn an_agent_without_a_journal_builds_no_record() {
+        let server = crate::testing::FakeServer::start();
+        let agent = super::Agent::builder(server.transport()).build().unwrap();
+        let built = std::cell::Cell::new(false);
+        let record = || {
+            built.set(true);
+            super::Record::Synthesizing { max: 1 }
+        };
+        assert!(agent.journal(record).is_ok());
+        assert!(!built.get());
     }
 
     /// Issue 36, the small CLI: without the `guard` feature an agent holds

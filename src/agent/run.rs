@@ -597,7 +597,7 @@ impl Agent {
             // A repair asks for the answer itself: its requests carry
             // `response_format` even when the tool rounds did not.
             self.constrain();
-            self.journal(&Record::User {
+            self.journal(|| Record::User {
                 content: repair.as_str().into(),
             })?;
             self.messages.push(Message::user(repair.clone()));

@@ -415,10 +415,12 @@ impl State {
 }
 
 impl Shared {
-    /// Journal `record` when the agent keeps a journal.
-    pub(crate) fn journal(&self, record: &Record<'_>) -> Result<()> {
+    /// Journal the record `record` builds when the agent keeps a journal
+    /// (built only then: a build without the `journal` feature builds
+    /// none).
+    pub(crate) fn journal<'r>(&self, record: impl FnOnce() -> Record<'r>) -> Result<()> {
         match self.journal.get() {
-            Some(j) => j.append(record),
+            Some(j) => j.append_with(record),
             None => Ok(()),
         }
     }

@@ -102,7 +102,7 @@ impl Agent {
         let message = self.guard_input(message);
         let user_message = message.content.clone();
         let user_message = user_message.as_str();
-        self.journal(&Record::User {
+        self.journal(|| Record::User {
             content: user_message.into(),
         })?;
         self.turn_start = self.messages.len();
@@ -186,7 +186,7 @@ impl Agent {
         self.journal_check()?;
         let pending = std::mem::take(&mut self.shared.state.lock().pending_system);
         for content in &pending {
-            self.journal(&Record::System {
+            self.journal(|| Record::System {
                 content: content.into(),
             })?;
         }
@@ -435,7 +435,7 @@ impl Agent {
         let delivered = !items.is_empty();
         for content in items {
             // Checked at the next request.
-            let _ = self.journal(&Record::User {
+            let _ = self.journal(|| Record::User {
                 content: content.as_str().into(),
             });
             self.messages.push(Message::user(content.clone()));
@@ -479,7 +479,7 @@ impl Agent {
         };
         // A run that could not keep its journal fails, even when the model
         // answered: the journal no longer says where the run is.
-        let result = match self.journal(&Record::turn_end(&result)) {
+        let result = match self.journal(|| Record::turn_end(&result)) {
             Err(e) if result.is_ok() => Err(e),
             _ => result,
         };
@@ -561,7 +561,7 @@ impl Agent {
             return;
         }
         self.shared.state.lock().transport = to.clone();
-        let _ = self.journal(&Record::ModelSwitched {
+        let _ = self.journal(|| Record::ModelSwitched {
             model: to.model().map(Into::into),
         });
         self.emit(Event::ModelSwitched {
@@ -596,7 +596,7 @@ impl Agent {
         let Some(done) = step(&mut self.compactor, &mut conversation)? else {
             return Ok(false);
         };
-        self.journal(&Record::History {
+        self.journal(|| Record::History {
             cause: HistoryCause::Compaction,
             messages: (&self.messages[..]).into(),
         })?;

@@ -374,6 +374,12 @@ impl Journal {
     }
 
     /// Store `record`; after a failure, every later call fails the same.
+    /// [`append`](Journal::append) the record `record` builds: a caller
+    /// builds it only when there is a journal (without the feature, never).
+    pub(crate) fn append_with<'r>(&self, record: impl FnOnce() -> Record<'r>) -> Result<()> {
+        self.append(&record())
+    }
+
     pub(crate) fn append(&self, record: &Record<'_>) -> Result<()> {
         let mut st = self.state.lock();
         if let Some(e) = &st.failed {
