@@ -54,6 +54,7 @@ ABSENT = {
     "pikuri::agent::batch::run_parallel": "the threads of a parallel batch: no tool is registered",
     "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
     "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
+    "pikuri::agent::Agent>::apply_transport": "the model switch at a turn start: run_loop_with is not called",
 }
 
 def group(name):

@@ -12,7 +12,7 @@ use super::child;
 use super::compact::Compactor;
 use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
-use super::turn::{End, Run};
+use super::turn::{End, Run, Switch};
 use super::{Agent, TypedRequest};
 #[cfg(feature = "journal")]
 use crate::FinishReason;
@@ -92,7 +92,7 @@ impl Agent {
         message: Message,
         transport: ChatTransport,
     ) -> Result<Outcome> {
-        self.run_turn(message, Some(transport))
+        self.run_turn(message, Some(Switch::to(transport)))
     }
 
     /// Like [`run_loop`](Agent::run_loop), but first switch to `transport`
@@ -110,7 +110,7 @@ impl Agent {
         user_message: &str,
         transport: ChatTransport,
     ) -> Result<Outcome> {
-        self.run_turn(Message::user(user_message), Some(transport))
+        self.run_turn(Message::user(user_message), Some(Switch::to(transport)))
     }
 
     /// Run the latest turn again, from where it failed, without adding the

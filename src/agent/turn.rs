@@ -60,18 +60,38 @@ pub(super) struct Run {
     pub(super) gate: Gate,
 }
 
+/// A model switch asked for at a turn's start
+/// ([`run_loop_with`](Agent::run_loop_with)): the transport, and the code
+/// that checks and applies it as a pointer, so that a program that never
+/// switches (`run_loop` alone) does not link the switch (its event, the
+/// second probe; BENCHMARKS.md, issue 36, session 14).
+pub(super) struct Switch {
+    to: ChatTransport,
+    apply: fn(&mut Agent, ChatTransport) -> Result<()>,
+}
+
+impl Switch {
+    /// The switch to `to`.
+    pub(super) fn to(to: ChatTransport) -> Switch {
+        Switch {
+            to,
+            apply: |agent, to| {
+                to.check()?;
+                agent.apply_transport(to);
+                Ok(())
+            },
+        }
+    }
+}
+
 // ------------------------------------------------------------ the boundaries
 
 impl Agent {
     /// A run started by a user message: the boundaries in order.
-    pub(super) fn run_turn(
-        &mut self,
-        message: Message,
-        transport: Option<ChatTransport>,
-    ) -> Result<Outcome> {
+    pub(super) fn run_turn(&mut self, message: Message, switch: Option<Switch>) -> Result<Outcome> {
         self.ensure_open()?;
         let user_message = message.content.clone();
-        self.turn_start(message, transport)?;
+        self.turn_start(message, switch)?;
         let mut run = Run::default();
         let result = self.guarded_rounds(&mut run);
         self.turn_end(result, run.steps, &user_message)
@@ -79,7 +99,7 @@ impl Agent {
 
     /// Boundary 1, turn start: the model switch, fresh controls, the user
     /// message appended and announced, the extensions' hooks.
-    fn turn_start(&mut self, message: Message, transport: Option<ChatTransport>) -> Result<()> {
+    fn turn_start(&mut self, message: Message, switch: Option<Switch>) -> Result<()> {
         if message.role != Role::User {
             return Err(Error::invalid(format!(
                 "a turn starts with a user message, not a {} message",
@@ -90,9 +110,8 @@ impl Agent {
         if message.content.trim().is_empty() && message.images.is_empty() {
             return Err(Error::invalid("user message must not be blank"));
         }
-        if let Some(t) = transport {
-            t.check()?;
-            self.apply_transport(t);
+        if let Some(Switch { to, apply }) = switch {
+            apply(self, to)?;
         }
         self.begin_run();
         // Calls left pending by a deferred approval get their "not run"
