@@ -55,6 +55,7 @@ ABSENT = {
     "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
     "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
     "pikuri::agent::Agent>::apply_transport": "the model switch at a turn start: run_loop_with is not called",
+    "pikuri::agent::compact::Compactor::at_boundary": "compaction at a boundary of the turn: none configured, Agent::compact not called",
 }
 
 def group(name):

@@ -8,8 +8,10 @@
 //! ([`Agent::compact`](crate::Agent::compact)). It runs no child itself:
 //! the agent hands it a `summarize` function that does.
 //!
-//! The machinery (the cut, the summary, the estimate's use) is reached only
-//! through an [`Engine`], a pair of function pointers stored by
+//! The machinery (the cut, the summary, the estimate's use, and the step
+//! at a boundary of the turn: the conversation it reads, the journal record
+//! and the event of a compaction) is reached only through an [`Engine`],
+//! function pointers stored by
 //! [`Configurator::compaction`](crate::Configurator::compaction) and by
 //! `Agent::compact`: a program that calls neither does not link it (the
 //! small CLI of issue 36, BENCHMARKS.md; `scripts/small-cli-symbols.sh`
@@ -21,6 +23,7 @@ use std::sync::Arc;
 use super::shared::Shared;
 use super::synthesizer;
 use crate::event::CompactionStrategy;
+use crate::journal::{HistoryCause, Record};
 use crate::{Error, Event, Message, Result, Role, Tool};
 
 /// Automatic compaction of a conversation that approaches the context
@@ -230,6 +233,17 @@ pub(crate) struct Conversation<'a> {
     pub(crate) summarize: &'a mut dyn FnMut(&str, &str) -> Result<String>,
 }
 
+/// What a boundary of the turn hands compaction: the agent's parts it reads
+/// and changes.
+pub(crate) struct Boundary<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) messages: &'a mut Vec<Message>,
+    /// What the requests send (a typed turn's, with its note).
+    pub(crate) system_prompt: &'a str,
+    /// Index of the latest turn's user message, moved by a cut.
+    pub(crate) turn_start: &'a mut usize,
+}
+
 /// What one compaction changed.
 #[derive(Debug)]
 pub(crate) struct Compacted {
@@ -268,6 +282,8 @@ impl Compacted {
 /// program that never asks.
 #[derive(Clone, Copy)]
 pub(crate) struct Engine {
+    /// A step at a boundary of the turn ([`Compactor::at`]).
+    at: fn(&mut Compactor, Boundary<'_>, Step) -> Result<bool>,
     step: fn(&mut Compactor, &mut Conversation<'_>, &Compaction, Step) -> Result<Option<Compacted>>,
     /// The summary request: a tools-free child of the agent.
     ask: fn(&Shared, &str, &str) -> Result<String>,
@@ -278,6 +294,7 @@ impl Engine {
     /// `child::COMPACTION`: this file is below the children's).
     pub(crate) const fn new(ask: fn(&Shared, &str, &str) -> Result<String>) -> Engine {
         Engine {
+            at: Compactor::at_boundary,
             step: Compactor::step,
             ask,
         }
@@ -292,7 +309,7 @@ impl std::fmt::Debug for Engine {
 
 /// Which boundary a step of the [`Engine`] runs at.
 #[derive(Clone, Copy)]
-enum Step {
+pub(crate) enum Step {
     Now,
     BeforeRequest,
     AfterOverflow,
@@ -336,6 +353,57 @@ impl Compactor {
     /// never called when no engine is stored).
     pub(crate) fn ask(&self) -> fn(&Shared, &str, &str) -> Result<String> {
         self.engine.map_or(unarmed, |e| e.ask)
+    }
+
+    /// One step at a boundary of the turn, on the agent's parts; whether
+    /// it compacted (then the history's record is journaled and
+    /// [`Event::Compacted`] says what changed). False without an engine:
+    /// no compaction configured and [`Agent::compact`](crate::Agent::compact)
+    /// never called.
+    pub(crate) fn at(&mut self, turn: Boundary<'_>, step: Step) -> Result<bool> {
+        match self.engine {
+            Some(engine) => (engine.at)(self, turn, step),
+            None => Ok(false),
+        }
+    }
+
+    /// [`Engine::at`]: the conversation the step reads, the step, and what
+    /// a compaction leaves to record and announce.
+    fn at_boundary(&mut self, turn: Boundary<'_>, step: Step) -> Result<bool> {
+        let Boundary {
+            shared,
+            messages,
+            system_prompt,
+            turn_start,
+        } = turn;
+        let (tools, window) = {
+            let mut st = shared.state.lock();
+            (st.callable(), st.context_cap)
+        };
+        let ask = self.ask();
+        let mut summarize = |system: &str, prompt: &str| ask(shared, system, prompt);
+        let mut c = Conversation {
+            messages,
+            system_prompt,
+            tools: &tools,
+            window,
+            summarize: &mut summarize,
+        };
+        let done = match step {
+            Step::Now => self.now(&mut c)?,
+            Step::BeforeRequest => self.before_request(&mut c)?,
+            Step::AfterOverflow => self.after_overflow(&mut c)?,
+        };
+        let Some(done) = done else {
+            return Ok(false);
+        };
+        shared.journal(|| Record::History {
+            cause: HistoryCause::Compaction,
+            messages: (&c.messages[..]).into(),
+        })?;
+        *turn_start = done.shift(*turn_start);
+        shared.emit(done.event(Arc::clone(&shared.id)));
+        Ok(true)
     }
 
     /// Run `step` of the stored engine; `None` without a configuration.

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::approval::{self, Decisions, Gate};
 use super::child;
-use super::compact::Compactor;
+use super::compact::Step;
 use super::outcome::Outcome;
 use super::structured::{Judged, StructuredOutput, Typed, TypedSpec, TypedTurn};
 use super::turn::{End, Run, Switch};
@@ -573,7 +573,7 @@ impl Agent {
     pub fn compact(&mut self) -> Result<bool> {
         self.ensure_open()?;
         self.compactor.arm(child::COMPACTION);
-        let done = self.compacting(Compactor::now);
+        let done = self.compacting(Step::Now);
         // Outside a run nothing settles the tally the compactor's child
         // added to: settle it here, or the next run's start clears it.
         let tally = self.shared.settle_tally();

@@ -31,10 +31,10 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::approval::Gate;
-use super::compact::{Compacted, Compactor, Conversation};
+use super::compact::{Boundary, Step};
 use super::outcome::Outcome;
 use super::shared::Nesting;
-use crate::journal::{HistoryCause, Record};
+use crate::journal::Record;
 use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice};
 use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, StopReason};
 
@@ -211,7 +211,7 @@ impl Agent {
         }
         self.messages
             .extend(pending.into_iter().map(Message::system));
-        self.compacting(Compactor::before_request)?;
+        self.compacting(Step::BeforeRequest)?;
         self.budget_before_request()
     }
 
@@ -224,7 +224,7 @@ impl Agent {
             // cut it to the current turn and try once more. A second
             // rejection is the error.
             Err(e) if e.is_context_overflow() => {
-                if self.compacting(Compactor::after_overflow)? {
+                if self.compacting(Step::AfterOverflow)? {
                     self.send_with_fallback()
                 } else {
                     Err(e)
@@ -591,36 +591,18 @@ impl Agent {
         self.detect_and_emit_context_cap();
     }
 
-    /// One step of the [`Compactor`] on this conversation; whether it
-    /// compacted (then [`Event::Compacted`] says what changed).
-    pub(super) fn compacting(
-        &mut self,
-        step: impl FnOnce(&mut Compactor, &mut Conversation<'_>) -> Result<Option<Compacted>>,
-    ) -> Result<bool> {
-        let tools = self.callable_tools();
-        let window = self.context_window_cap();
-        let shared = &self.shared;
-        let ask = self.compactor.ask();
-        let mut summarize = |system: &str, prompt: &str| ask(shared, system, prompt);
-        let mut conversation = Conversation {
+    /// One step of the [`Compactor`] at a boundary of this turn; whether
+    /// it compacted (then [`Event::Compacted`] says what changed).
+    pub(super) fn compacting(&mut self, step: Step) -> Result<bool> {
+        let turn = Boundary {
+            shared: &self.shared,
             messages: &mut self.messages,
             system_prompt: self
                 .typed
                 .as_ref()
                 .map_or(&self.system_prompt, |t| &t.system_prompt),
-            tools: &tools,
-            window,
-            summarize: &mut summarize,
+            turn_start: &mut self.turn_start,
         };
-        let Some(done) = step(&mut self.compactor, &mut conversation)? else {
-            return Ok(false);
-        };
-        self.journal(|| Record::History {
-            cause: HistoryCause::Compaction,
-            messages: (&self.messages[..]).into(),
-        })?;
-        self.turn_start = done.shift(self.turn_start);
-        self.emit(done.event(self.agent_id()));
-        Ok(true)
+        self.compactor.at(turn, step)
     }
 }
