@@ -53,6 +53,8 @@ ABSENT = {
     "pikuri::agent::approval::run_ready": "the run of an approved call: no tool is registered",
     "pikuri::agent::batch::run_parallel": "the threads of a parallel batch: no tool is registered",
     "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
+    "pikuri::tool::name::check_name": "the check of tool names: no tool is registered",
+    "pikuri::agent::builder::tool_names": "the name set of the tool pools: no tool is registered",
     "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
     "pikuri::agent::Agent>::apply_transport": "the model switch at a turn start: run_loop_with is not called",
     "pikuri::agent::compact::Compactor::at_boundary": "compaction at a boundary of the turn: none configured, Agent::compact not called",

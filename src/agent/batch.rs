@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::Agent;
 use super::approval::{self, NOT_APPROVED};
+use super::builder;
 use super::shared::{Gated, Observation, Prepared, Shared, ToolPath, Verdict};
 use super::trifecta;
 use super::turn::{End, Run};
@@ -314,5 +315,6 @@ impl ToolPath {
         run: approval::run_ready,
         run_parallel,
         trifecta: trifecta::check,
+        names: builder::tool_names,
     };
 }

@@ -15,7 +15,7 @@ use super::budget::{Budget, Meter};
 use super::compact::{Compaction, Engine};
 use super::extension::ExtensionContext;
 use super::shared::{CloseHandler, LoopOptions, Tally, TraceSource, run_close_handlers};
-use super::shared::{Reviewer, ToolPath};
+use super::shared::{Pools, Reviewer, ToolPath};
 use super::structured::StructuredOutput;
 use super::synthesizer::Synthesizer;
 use super::tool_limit::ToolResultLimit;
@@ -591,31 +591,47 @@ impl Configurator {
                 errors.push(why);
             }
         }
-        let mut seen = HashSet::new();
-        for tool in self
-            .tools
-            .iter()
-            .chain(&self.sub_agent_tools)
-            .chain(&self.deferred_tools)
-        {
-            if let Err(e) = crate::tool::check_name(tool.name()) {
-                errors.push(e);
-            } else if !seen.insert(tool.name()) {
-                errors.push(format!("duplicate tool name `{}`", tool.name()));
+        // Without a tool there is no name to check (and no path to check
+        // them with).
+        if let Some(path) = self.tool_path {
+            let pools = [&self.tools[..], &self.sub_agent_tools, &self.deferred_tools];
+            if let Err(problems) = (path.names)(pools) {
+                errors.extend(problems);
             }
-        }
-        #[cfg(feature = "tool-search")]
-        if !self.deferred_tools.is_empty() && seen.contains(crate::tool_search::SEARCH_TOOL) {
-            errors.push(format!(
-                "tool name `{}` is the tool search's, taken once there are deferred tools",
-                crate::tool_search::SEARCH_TOOL
-            ));
         }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(Error::invalid(errors.join("; ")))
         }
+    }
+}
+
+/// [`ToolPath::names`](super::shared::ToolPath): the names of the pools as
+/// a set, each valid for every provider and unique across the pools (the
+/// tool search's name taken once there are deferred tools); else every
+/// problem found.
+pub(super) fn tool_names(pools: Pools<'_>) -> std::result::Result<HashSet<String>, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut seen = HashSet::new();
+    for tool in pools.iter().flat_map(|p| p.iter()) {
+        if let Err(e) = crate::tool::check_name(tool.name()) {
+            errors.push(e);
+        } else if !seen.insert(tool.name().to_string()) {
+            errors.push(format!("duplicate tool name `{}`", tool.name()));
+        }
+    }
+    #[cfg(feature = "tool-search")]
+    if !pools[2].is_empty() && seen.contains(crate::tool_search::SEARCH_TOOL) {
+        errors.push(format!(
+            "tool name `{}` is the tool search's, taken once there are deferred tools",
+            crate::tool_search::SEARCH_TOOL
+        ));
+    }
+    if errors.is_empty() {
+        Ok(seen)
+    } else {
+        Err(errors)
     }
 }
 

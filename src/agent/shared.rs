@@ -179,7 +179,14 @@ pub(crate) struct ToolPath {
     pub(crate) run_parallel: for<'c> fn(&Shared, Gated<'c>) -> Vec<(&'c ToolCall, Observation)>,
     /// The lethal-trifecta check of a model-visible pool (`trifecta.rs`).
     pub(crate) trifecta: CheckTrifecta,
+    /// The names of the three pools (model, sub-agent, deferred), each
+    /// valid and unique, as a set; else what is wrong with them
+    /// (`builder.rs`).
+    pub(crate) names: fn(Pools<'_>) -> std::result::Result<HashSet<String>, Vec<String>>,
 }
+
+/// The model-visible, sub-agent-only and deferred pools, in that order.
+pub(crate) type Pools<'a> = [&'a [Arc<dyn Tool>]; 3];
 
 /// [`ToolPath::review`]: validate a call of `tool` (its raw arguments, cut
 /// by the length limit when the flag says so), then take the host's
@@ -373,7 +380,8 @@ impl Found {
 
 impl State {
     /// The state of a new agent; the names are unique (checked by
-    /// [`Configurator::validate`](super::Configurator)).
+    /// [`Configurator::validate`](super::Configurator)), and a pool holding
+    /// a tool came with its `tool_path`.
     pub(crate) fn new(
         transport: ChatTransport,
         tools: Vec<Arc<dyn Tool>>,
@@ -381,12 +389,10 @@ impl State {
         deferred: Vec<Arc<dyn Tool>>,
         tool_path: Option<ToolPath>,
     ) -> State {
-        let names = tools
-            .iter()
-            .chain(&sub_agent_tools)
-            .chain(&deferred)
-            .map(|t| t.name().to_string())
-            .collect();
+        let names = match tool_path {
+            Some(path) => (path.names)([&tools, &sub_agent_tools, &deferred]).unwrap_or_default(),
+            None => HashSet::new(),
+        };
         State {
             transport,
             context_cap: None,
