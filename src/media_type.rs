@@ -13,6 +13,13 @@
 //! case-insensitive, like `charset`). A quoted value may contain `;` and
 //! backslash escapes. Surrounding whitespace is allowed everywhere.
 
+// The core (the chat client) asks only `has_essence`; the parser is the web
+// tools' and MCP's, each using part of it.
+#![cfg_attr(
+    not(all(feature = "web", feature = "mcp")),
+    allow(dead_code, reason = "the parser is the web tools' and MCP's")
+)]
+
 /// A parsed media type: `type/subtype` in lowercase, and the parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MediaType {
@@ -56,6 +63,19 @@ impl MediaType {
             }
         }
         Some(MediaType { essence, params })
+    }
+
+    /// Whether the `Content-Type` value `value` is `essence` (compared
+    /// case-insensitively): what [`parse`](MediaType::parse) then
+    /// [`is`](MediaType::is) say, without reading (or allocating) the
+    /// parameters. The chat client's check for a stream needs no more, so
+    /// a program without the web tools or MCP does not link the parser
+    /// (BENCHMARKS.md, issue 36, session 14).
+    pub(crate) fn has_essence(value: &str, essence: &str) -> bool {
+        let head = value.split(';').next().unwrap_or_default().trim();
+        head.split_once('/')
+            .is_some_and(|(ty, sub)| is_token(ty) && is_token(sub))
+            && head.eq_ignore_ascii_case(essence)
     }
 
     /// `type/subtype`, lowercase.
@@ -133,6 +153,45 @@ mod tests {
         assert_eq!(essence("text"), None);
         assert_eq!(essence("text /html"), None);
         assert_eq!(essence("/html"), None);
+    }
+
+    /// `has_essence` says what `parse` then `is` say, on valid, malformed
+    /// and parameterized values alike.
+    #[test]
+    fn has_essence_agrees_with_the_parser() {
+        let values = [
+            "text/event-stream",
+            "Text/Event-Stream",
+            "  TEXT/EVENT-STREAM  ",
+            "text/event-stream;charset=utf-8",
+            "text/event-stream ; charset = \"utf-8\" ; x=y",
+            "text/event-stream\t;q=\"a;b\"",
+            "text/event-streamy",
+            "text/event-stream/x",
+            "text /event-stream",
+            "text/ event-stream",
+            "/event-stream",
+            "text/",
+            ";text/event-stream",
+            "",
+            "text",
+            "application/json",
+            "application/json; charset=utf-8",
+        ];
+        for v in values {
+            for e in ["text/event-stream", "application/json"] {
+                let parsed = MediaType::parse(v).is_some_and(|m| m.is(e));
+                assert_eq!(MediaType::has_essence(v, e), parsed, "{v:?} is {e}");
+            }
+        }
+        assert!(MediaType::has_essence(
+            "Text/Event-Stream; x=1",
+            "text/event-stream"
+        ));
+        assert!(!MediaType::has_essence(
+            "text/event-stream/x",
+            "text/event-stream"
+        ));
     }
 
     #[test]

@@ -330,8 +330,7 @@ impl Client {
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
-            .and_then(crate::media_type::MediaType::parse)
-            .is_some_and(|m| m.is("text/event-stream"));
+            .is_some_and(|v| crate::media_type::MediaType::has_essence(v, "text/event-stream"));
         // A body with a length or chunked encoding ends where the server
         // says, so it can be read to its end after `[DONE]` (see
         // `drain_after_done`); one that ends only when the connection closes
