@@ -6,7 +6,10 @@
 //! the batch (the budget, a cancel, a guard), every call still gets its
 //! answer ([`stop_batch`](Agent::stop_batch)): the history stays valid. The
 //! loop that calls it is `turn.rs`; the review is the approval `Gate`
-//! (`approval.rs`).
+//! (`approval.rs`). What runs a registered tool's call (its validation and
+//! review, its run, the parallel threads) is reached through the agent's
+//! [`ToolPath`], whose one value is named here: an agent without tools
+//! answers every call as an unknown tool without any of it.
 
 use std::borrow::Cow;
 use std::sync::Arc;
