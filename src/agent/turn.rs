@@ -591,7 +591,7 @@ impl Agent {
         self.detect_and_emit_context_cap();
     }
 
-    /// One step of the [`Compactor`] at a boundary of this turn; whether
+    /// One step of the [`Compactor`](super::compact::Compactor) at a boundary of this turn; whether
     /// it compacted (then [`Event::Compacted`] says what changed).
     pub(super) fn compacting(&mut self, step: Step) -> Result<bool> {
         let turn = Boundary {
