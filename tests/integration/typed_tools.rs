@@ -302,3 +302,181 @@ fn raw_mcp_schema_is_sent_as_is_and_enforced() {
         r#"{"messageType":"debug","tags":[{"key":"k"}]}"#
     );
 }
+
+// The JSON a `schema_type!` type reads and writes: what serde's derive
+// reads and writes for the same declaration (the macro used to expand to
+// that derive; these tests pinned it first).
+
+/// Not matched syntactically: an alias of `Option` reads as `None` too.
+type MaybeCount = Option<u32>;
+
+pikuri::tool::schema_type! {
+    /// Every field kind the macro takes.
+    #[derive(PartialEq)]
+    struct Everything {
+        r#type: String,
+        size: Size,
+        customer: Customer,
+        lines: Vec<Item>,
+        tags: std::collections::HashMap<String, u8>,
+        maybe: Option<Size>,
+        count: MaybeCount,
+        nested: Option<Option<bool>>,
+    }
+}
+
+pikuri::tool::schema_type! {
+    /// A variant with its own string, one without.
+    enum Mode {
+        Fast = "fast-mode",
+        Careful,
+        r#Loop,
+    }
+}
+
+pikuri::tool::schema_type! {
+    struct NoFields {}
+}
+
+fn everything() -> Everything {
+    Everything {
+        r#type: "t".into(),
+        size: Size::Large,
+        customer: Customer {
+            name: "Ann".into(),
+            card: None,
+        },
+        lines: vec![Item {
+            name: "tea".into(),
+            qty: 2,
+            size: Size::Small,
+        }],
+        tags: [("k".to_string(), 1)].into_iter().collect(),
+        maybe: None,
+        count: Some(3),
+        nested: Some(None),
+    }
+}
+
+#[test]
+fn a_schema_type_writes_its_fields_in_order_with_serde_names_and_reads_them_back() {
+    let value = everything();
+    assert_eq!(
+        serde_json::to_string(&value).unwrap(),
+        r#"{"type":"t","size":"large","customer":{"name":"Ann","card":null},"lines":[{"name":"tea","qty":2,"size":"small"}],"tags":{"k":1},"maybe":null,"count":3,"nested":null}"#
+    );
+    let text = serde_json::to_string(&value).unwrap();
+    // `Some(None)` is written `null` and read back `None`, as with serde.
+    let back: Everything = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        back,
+        Everything {
+            nested: None,
+            ..everything()
+        }
+    );
+    let back: Everything = serde_json::from_value(serde_json::to_value(&value).unwrap()).unwrap();
+    assert_eq!(
+        back,
+        Everything {
+            nested: None,
+            ..everything()
+        }
+    );
+    assert_eq!(serde_json::to_string(&NoFields {}).unwrap(), "{}");
+    let _: NoFields = serde_json::from_str(r#"{"ignored": 1}"#).unwrap();
+}
+
+#[test]
+fn a_schema_type_reads_absent_option_fields_as_none_and_skips_unknown_keys() {
+    let text = r#"{"type": "t", "size": "large", "unknown": {"deep": [1, 2]},
+        "customer": {"name": "Ann"}, "lines": [], "tags": {}}"#;
+    let read: Everything = serde_json::from_str(text).unwrap();
+    assert_eq!((read.maybe, read.count, read.nested), (None, None, None));
+    assert_eq!(read.customer.card, None);
+    let read: Everything = serde_json::from_value(serde_json::from_str(text).unwrap()).unwrap();
+    assert_eq!(read.count, None);
+}
+
+#[test]
+fn a_schema_type_refuses_a_missing_field_a_key_twice_and_a_wrong_type_as_serde_does() {
+    let missing = serde_json::from_str::<Item>(r#"{"name": "tea", "size": "small"}"#).unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "missing field `qty` at line 1 column 32"
+    );
+    let missing = serde_json::from_value::<Item>(json!({"name": "tea", "qty": 1})).unwrap_err();
+    assert_eq!(missing.to_string(), "missing field `size`");
+    let twice =
+        serde_json::from_str::<Customer>(r#"{"name": "a", "card": 1, "name": "b"}"#).unwrap_err();
+    assert_eq!(
+        twice.to_string(),
+        "duplicate field `name` at line 1 column 31"
+    );
+    let wrong = serde_json::from_str::<Customer>(r#""Ann""#).unwrap_err();
+    assert_eq!(
+        wrong.to_string(),
+        "invalid type: string \"Ann\", expected struct Customer at line 1 column 5"
+    );
+    let field = serde_json::from_value::<Item>(json!({"name": "tea", "qty": -1, "size": "small"}))
+        .unwrap_err();
+    assert_eq!(
+        field.to_string(),
+        "invalid value: integer `-1`, expected u32"
+    );
+    // An array fills the fields in order, as serde's derive reads it.
+    let seq: Customer = serde_json::from_str(r#"["Ann", 7]"#).unwrap();
+    assert_eq!(
+        seq,
+        Customer {
+            name: "Ann".into(),
+            card: Some(7)
+        }
+    );
+    let short = serde_json::from_str::<Customer>(r#"["Ann"]"#).unwrap_err();
+    assert_eq!(
+        short.to_string(),
+        "invalid length 1, expected struct Customer with 2 elements at line 1 column 7"
+    );
+}
+
+#[test]
+fn a_schema_type_enum_is_its_wire_string() {
+    assert_eq!(
+        serde_json::to_value(Mode::Fast).unwrap(),
+        json!("fast-mode")
+    );
+    assert_eq!(
+        serde_json::to_value(Mode::Careful).unwrap(),
+        json!("Careful")
+    );
+    assert_eq!(serde_json::to_value(Mode::Loop).unwrap(), json!("Loop"));
+    assert_eq!(
+        Mode::json_schema()["enum"],
+        json!(["fast-mode", "Careful", "Loop"])
+    );
+    for (text, mode) in [
+        (r#""fast-mode""#, Mode::Fast),
+        (r#""Careful""#, Mode::Careful),
+        (r#""Loop""#, Mode::Loop),
+        // serde's enum form: a one-key object whose value is null.
+        (r#"{"Careful": null}"#, Mode::Careful),
+    ] {
+        assert_eq!(serde_json::from_str::<Mode>(text).unwrap(), mode, "{text}");
+    }
+    let unknown = serde_json::from_str::<Mode>(r#""Fast""#).unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown variant `Fast`, expected one of `fast-mode`, `Careful`, `Loop` at line 1 column 6"
+    );
+    let unknown = serde_json::from_value::<Size>(json!("huge")).unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown variant `huge`, expected `small` or `large`"
+    );
+    let number = serde_json::from_value::<Size>(json!(1)).unwrap_err();
+    assert_eq!(
+        number.to_string(),
+        "invalid type: integer `1`, expected string or map"
+    );
+}
