@@ -382,13 +382,9 @@ macro_rules! __schema_type {
     (@wire $variant:ident) => { $crate::__schema_type!(@name $variant) };
     // A field's or variant's name as serde spells it: without the `r#` of
     // a raw identifier (`r#type` is the field `type`).
-    (@name $ident:ident) => {{
-        let name: &'static str = ::core::stringify!($ident);
-        match name.strip_prefix("r#") {
-            ::core::option::Option::Some(bare) => bare,
-            ::core::option::Option::None => name,
-        }
-    }};
+    (@name $ident:ident) => {
+        $crate::__private::key(::core::stringify!($ident))
+    };
 
     (
         $(#[$($attr:tt)*])*
@@ -400,7 +396,7 @@ macro_rules! __schema_type {
         }
     ) => {
         $(#[$($attr)*])*
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone)]
         $vis struct $name {
             $(
                 $(#[$($field_attr)*])*
@@ -408,9 +404,11 @@ macro_rules! __schema_type {
             )*
         }
 
+        $crate::__json_struct! { Serialize, Deserialize for $name, seq { $($field),* } }
+
         impl $crate::tool::JsonSchema for $name {
-            fn json_schema() -> ::serde_json::Value {
-                fn describe(schema: &mut ::serde_json::Value, lines: &[&str]) {
+            fn json_schema() -> $crate::__private::Value {
+                fn describe(schema: &mut $crate::__private::Value, lines: &[&str]) {
                     let text = lines
                         .iter()
                         .map(|line| line.strip_prefix(' ').unwrap_or(line))
@@ -418,17 +416,17 @@ macro_rules! __schema_type {
                         .join("\n");
                     let text = text.trim();
                     if let (Some(obj), false) = (schema.as_object_mut(), text.is_empty()) {
-                        obj.insert("description".into(), ::serde_json::Value::from(text));
+                        obj.insert("description".into(), $crate::__private::Value::from(text));
                     }
                 }
                 #[allow(unused_mut)] // a struct without fields
-                let mut properties = ::serde_json::Map::new();
+                let mut properties = $crate::__private::Map::new();
                 $(
                     let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
                     describe(&mut field, $crate::__schema_type!(@docs [] $(#[$($field_attr)*])*));
                     properties.insert($crate::__schema_type!(@name $field).into(), field);
                 )*
-                let mut schema = ::serde_json::json!({
+                let mut schema = $crate::__private::json!({
                     "type": "object",
                     "properties": properties,
                     "required": [$($crate::__schema_type!(@name $field)),*],
@@ -453,18 +451,22 @@ macro_rules! __schema_type {
         #[derive(
             ::core::fmt::Debug, ::core::clone::Clone, ::core::marker::Copy,
             ::core::cmp::PartialEq, ::core::cmp::Eq, ::core::hash::Hash,
-            ::serde::Serialize, ::serde::Deserialize,
         )]
         $vis enum $name {
             $(
                 $(#[$($variant_attr)*])*
-                $(#[serde(rename = $wire)])?
                 $variant,
             )+
         }
 
+        $crate::__json_enum! {
+            Serialize, Deserialize for $name, as_enum {
+                $($variant = $crate::__schema_type!(@wire $variant $($wire)?)),+
+            }
+        }
+
         impl $crate::tool::JsonSchema for $name {
-            fn json_schema() -> ::serde_json::Value {
+            fn json_schema() -> $crate::__private::Value {
                 let mut lines: ::std::vec::Vec<::std::string::String> =
                     $crate::__schema_type!(@docs [] $(#[$($attr)*])*)
                         .iter()
@@ -481,14 +483,14 @@ macro_rules! __schema_type {
                         ));
                     }
                 )+
-                let mut schema = ::serde_json::json!({
+                let mut schema = $crate::__private::json!({
                     "type": "string",
                     "enum": [$($crate::__schema_type!(@wire $variant $($wire)?)),+],
                 });
                 let text = lines.join("\n");
                 let text = text.trim();
                 if let (Some(obj), false) = (schema.as_object_mut(), text.is_empty()) {
-                    obj.insert("description".into(), ::serde_json::Value::from(text));
+                    obj.insert("description".into(), $crate::__private::Value::from(text));
                 }
                 schema
             }
