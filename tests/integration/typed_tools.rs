@@ -480,3 +480,73 @@ fn a_schema_type_enum_is_its_wire_string() {
         "invalid type: integer `1`, expected string or map"
     );
 }
+
+// Names the expansion uses for its own items and generic parameters: a
+// type or field so named still works (serde's derive prefixes its own
+// with `__` for the same reason).
+pikuri::tool::schema_type! {
+    #[derive(PartialEq)]
+    struct S {
+        map: u8,
+        seq: Option<u8>,
+        key: String,
+        read: bool,
+        index: D,
+    }
+}
+
+pikuri::tool::schema_type! {
+    enum D {
+        E,
+        A = "a",
+    }
+}
+
+pikuri::tool::schema_type! {
+    #[derive(PartialEq)]
+    struct Fields {
+        len: Variant,
+    }
+}
+
+pikuri::tool::schema_type! {
+    enum Variant {
+        Visitor,
+        Index,
+    }
+}
+
+#[test]
+fn a_schema_type_may_use_the_names_its_expansion_uses() {
+    let s = S {
+        map: 1,
+        seq: None,
+        key: "k".into(),
+        read: true,
+        index: D::A,
+    };
+    let text = serde_json::to_string(&s).unwrap();
+    assert_eq!(
+        text,
+        r#"{"map":1,"seq":null,"key":"k","read":true,"index":"a"}"#
+    );
+    assert_eq!(serde_json::from_str::<S>(&text).unwrap(), s);
+    let f: Fields = serde_json::from_str(r#"{"len": "Index"}"#).unwrap();
+    assert_eq!(
+        f,
+        Fields {
+            len: Variant::Index
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(Variant::Visitor).unwrap(),
+        json!("Visitor")
+    );
+    assert_eq!(serde_json::from_value::<D>(json!("E")).unwrap(), D::E);
+    // One field: "element", as serde's derive words it.
+    let short = serde_json::from_str::<Fields>("[]").unwrap_err();
+    assert_eq!(
+        short.to_string(),
+        "invalid length 0, expected struct Fields with 1 element at line 1 column 2"
+    );
+}
