@@ -46,6 +46,27 @@
 //! Reading follows serde's derive: unknown keys are skipped, a key given
 //! twice is an error (`duplicate field`), a key is matched without
 //! allocating. A raw identifier is its bare name (`r#type` is `type`).
+//!
+//! # Exported for `schema_type!`
+//!
+//! [`schema_type!`](crate::tool::schema_type) writes a user's argument
+//! types' impls with `json_struct!` and `json_enum!`, so the user's crate
+//! needs no serde derive. Both (and `json_field!`, their per-field rules)
+//! are therefore `#[macro_export]`ed under hidden names (`__json_struct!`,
+//! ...; `json_struct!` here is an alias), every path in them starts with
+//! `$crate` (serde and the helpers below through the hidden
+//! `crate::__private`), and the names they give their own items and
+//! generic parameters start with `__`, so that a user's type named `S`,
+//! `D` or `Fields` does not collide (serde's derive does the same).
+//! Two options exist for it, each what serde's derive does where the
+//! crate's own types chose otherwise:
+//!
+//! - `json_struct! { Serialize, Deserialize for S, seq { a, b } }` also
+//!   reads an array as the fields in order (fields without options);
+//! - `json_enum! { Serialize, Deserialize for E, as_enum { A = "a" } }`
+//!   goes through serde's enum form (`serialize_unit_variant`,
+//!   `deserialize_enum`: JSON also reads `{"a": null}`), not a plain
+//!   string.
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -474,6 +474,17 @@ fn a_schema_type_enum_is_its_wire_string() {
         unknown.to_string(),
         "unknown variant `huge`, expected `small` or `large`"
     );
+    // A format that numbers variants reads the index, as with the derive.
+    use serde::Deserialize as _;
+    use serde::de::IntoDeserializer;
+    type Plain = serde::de::value::Error;
+    let by_index = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(2u32));
+    assert_eq!(by_index.unwrap(), Mode::Loop);
+    let past = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(3u32)).unwrap_err();
+    assert_eq!(
+        past.to_string(),
+        "invalid value: integer `3`, expected variant index 0 <= i < 3"
+    );
     let number = serde_json::from_value::<Size>(json!(1)).unwrap_err();
     assert_eq!(
         number.to_string(),
