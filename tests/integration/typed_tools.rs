@@ -442,6 +442,9 @@ fn a_schema_type_refuses_a_missing_field_a_key_twice_and_a_wrong_type_as_serde_d
 
 #[test]
 fn a_schema_type_enum_is_its_wire_string() {
+    use serde::Deserialize as _;
+    use serde::de::IntoDeserializer;
+    type Plain = serde::de::value::Error;
     assert_eq!(
         serde_json::to_value(Mode::Fast).unwrap(),
         json!("fast-mode")
@@ -475,9 +478,6 @@ fn a_schema_type_enum_is_its_wire_string() {
         "unknown variant `huge`, expected `small` or `large`"
     );
     // A format that numbers variants reads the index, as with the derive.
-    use serde::Deserialize as _;
-    use serde::de::IntoDeserializer;
-    type Plain = serde::de::value::Error;
     let by_index = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(2u32));
     assert_eq!(by_index.unwrap(), Mode::Loop);
     let past = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(3u32)).unwrap_err();
