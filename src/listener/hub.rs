@@ -682,9 +682,15 @@ mod tests {
 
     /// Wait until `done` holds, for up to 10 s: a bound against hangs, not
     /// a timing claim. The caller asserts on the state afterwards.
+    /// Waits until `done`, and fails the test (rather than going on
+    /// silently) when that takes longer than a bound no scheduler on a
+    /// loaded machine reaches: the callers' next assertions would fail
+    /// for a reason their message does not say.
+    #[track_caller]
     fn eventually(mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !done() && Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "not done within 60 s");
             std::thread::sleep(Duration::from_millis(1));
         }
     }
