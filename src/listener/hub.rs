@@ -680,12 +680,10 @@ mod tests {
         (list, release, rec)
     }
 
-    /// Wait until `done` holds, for up to 10 s: a bound against hangs, not
-    /// a timing claim. The caller asserts on the state afterwards.
-    /// Waits until `done`, and fails the test (rather than going on
-    /// silently) when that takes longer than a bound no scheduler on a
-    /// loaded machine reaches: the callers' next assertions would fail
-    /// for a reason their message does not say.
+    /// Wait until `done` holds, for up to 60 s: a bound against hangs, not
+    /// a timing claim. Past it the test fails here, saying so, rather than
+    /// at the caller's next assertion for a reason its message does not
+    /// give.
     #[track_caller]
     fn eventually(mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
