@@ -902,6 +902,69 @@ mod tests {
         );
     }
 
+    #[derive(Debug, PartialEq)]
+    struct Pair {
+        a: u8,
+        b: Option<u8>,
+    }
+
+    json_struct! { Serialize, Deserialize for Pair, seq { a, b } }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Dir {
+        Up,
+        Down,
+    }
+
+    // A variant's string as any constant expression (what schema_type!
+    // passes for a variant without `= "..."`).
+    json_enum! { Serialize, Deserialize for Dir, as_enum { Up = "up", Down = super::key("r#Down") } }
+
+    #[test]
+    fn seq_also_reads_an_array_and_without_it_an_array_is_refused() {
+        let p: Pair = serde_json::from_str("[1, 2]").unwrap();
+        assert_eq!(p, Pair { a: 1, b: Some(2) });
+        let p: Pair = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert_eq!(p, Pair { a: 1, b: None });
+        let short = serde_json::from_str::<Pair>("[1]").unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "invalid length 1, expected struct Pair with 2 elements at line 1 column 3"
+        );
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"a":1,"b":null}"#);
+        // The crate's own types keep refusing arrays.
+        let all = serde_json::from_str::<All>("[1]").unwrap_err();
+        assert!(
+            all.to_string().starts_with("invalid type: sequence"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn as_enum_goes_through_serdes_enum_form_and_the_plain_form_does_not() {
+        assert_eq!(serde_json::to_string(&Dir::Down).unwrap(), r#""Down""#);
+        assert_eq!(serde_json::from_str::<Dir>(r#""up""#).unwrap(), Dir::Up);
+        assert_eq!(
+            serde_json::from_str::<Dir>(r#"{"Down": null}"#).unwrap(),
+            Dir::Down
+        );
+        let e = serde_json::from_str::<Dir>(r#"{"Down": 1}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid type: integer `1`, expected unit"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Dir>("[]").unwrap_err();
+        assert!(e.to_string().starts_with("expected value"), "{e}");
+        // A plain json_enum! is a string only.
+        let e = serde_json::from_str::<Color>(r#"{"red": null}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid type: map, expected a Color name"),
+            "{e}"
+        );
+    }
+
     /// Not `Deserialize`: a skipped field's type need not be.
     #[derive(Default)]
     struct Opaque;
