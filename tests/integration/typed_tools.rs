@@ -399,6 +399,29 @@ fn a_schema_type_reads_absent_option_fields_as_none_and_skips_unknown_keys() {
 }
 
 #[test]
+fn a_schema_type_skips_an_unknown_key_nested_100000_deep_without_overflowing() {
+    let deep = format!(
+        r#"{{"name": "Ann", "x": {}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    // Skipped as serde_json skips any value: without recursion.
+    assert_eq!(serde_json::from_str::<Customer>(&deep).unwrap().name, "Ann");
+    // In a known field, it is the field's type error, not an overflow.
+    let deep = format!(
+        r#"{{"name": {}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let err = serde_json::from_str::<Customer>(&deep).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid type: sequence, expected a string"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_schema_type_refuses_a_missing_field_a_key_twice_and_a_wrong_type_as_serde_does() {
     let missing = serde_json::from_str::<Item>(r#"{"name": "tea", "size": "small"}"#).unwrap_err();
     assert_eq!(
@@ -484,6 +507,12 @@ fn a_schema_type_enum_is_its_wire_string() {
     assert_eq!(
         past.to_string(),
         "invalid value: integer `3`, expected variant index 0 <= i < 3"
+    );
+    let huge =
+        Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(u32::MAX)).unwrap_err();
+    assert_eq!(
+        huge.to_string(),
+        "invalid value: integer `4294967295`, expected variant index 0 <= i < 3"
     );
     let number = serde_json::from_value::<Size>(json!(1)).unwrap_err();
     assert_eq!(
