@@ -152,7 +152,11 @@ impl Client {
         wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];
         let transport = req.transport;
-        let url = self.chat_url(transport, req.stream);
+        let url = format!(
+            "{}{}",
+            transport.base_or_default(),
+            wire::path(transport, req.stream)
+        );
         let shown = Shown::new(&url, transport.api_key());
         if transport.api_base().is_none()
             && !self
@@ -303,15 +307,6 @@ impl Client {
             return Err(err);
         }
         Ok((err, retry_after))
-    }
-
-    /// The URL a chat goes to.
-    fn chat_url(&self, transport: &ChatTransport, stream: bool) -> String {
-        format!(
-            "{}{}",
-            transport.base_or_default(),
-            wire::path(transport, stream)
-        )
     }
 
     fn read_success(
