@@ -55,6 +55,7 @@ ABSENT = {
     "pikuri::agent::trifecta::": "the lethal-trifecta check: no tool is registered",
     "pikuri::tool::name::check_name": "the check of tool names: no tool is registered",
     "pikuri::agent::builder::tool_names": "the name set of the tool pools: no tool is registered",
+    "pikuri::agent::shared::State>::encode_tools": "the encoding of the tool pools for a request: no tool is registered",
     "pikuri::media_type::MediaType::parse": "the media-type parser: the client asks only for the essence (the web tools and MCP parse)",
     "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
     "pikuri::agent::Agent>::apply_transport": "the model switch at a turn start: run_loop_with is not called",

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::Agent;
 use super::approval::{self, NOT_APPROVED};
 use super::builder;
-use super::shared::{Gated, Observation, Prepared, Shared, ToolPath, Verdict};
+use super::shared::{Gated, Observation, Prepared, Shared, State, ToolPath, Verdict};
 use super::trifecta;
 use super::turn::{End, Run};
 use crate::journal::Record;
@@ -319,5 +319,6 @@ impl ToolPath {
         run_parallel,
         trifecta: trifecta::check,
         names: builder::tool_names,
+        specs: State::encode_tools,
     };
 }

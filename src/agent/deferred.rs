@@ -60,11 +60,21 @@ impl State {
         Mode::Off
     }
 
-    /// The tools encoded for a request (built once per change): the
-    /// ordinary tools in their order, then (deferral active) the search
-    /// tool and the found tools in the order found, so a reveal keeps the
-    /// previous request a prefix.
+    /// The tools encoded for a request: none without a tool (no
+    /// [`ToolPath`](super::shared::ToolPath)), else
+    /// [`encode_tools`](State::encode_tools).
     pub(crate) fn tool_specs(&mut self) -> Arc<ToolSpecs> {
+        match self.tool_path {
+            Some(path) => (path.specs)(self),
+            None => Arc::new(ToolSpecs::new(&[])),
+        }
+    }
+
+    /// [`ToolPath::specs`](super::shared::ToolPath): the tools encoded
+    /// for a request (built once per change): the ordinary tools in their
+    /// order, then (deferral active) the search tool and the found tools in
+    /// the order found, so a reveal keeps the previous request a prefix.
+    pub(crate) fn encode_tools(&mut self) -> Arc<ToolSpecs> {
         let api = self.transport.api();
         if let Some((built_for, specs)) = &self.tool_specs
             && *built_for == api

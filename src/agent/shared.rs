@@ -183,6 +183,8 @@ pub(crate) struct ToolPath {
     /// valid and unique, as a set; else what is wrong with them
     /// (`builder.rs`).
     pub(crate) names: fn(Pools<'_>) -> std::result::Result<HashSet<String>, Vec<String>>,
+    /// The pools encoded for a request (`deferred.rs`).
+    pub(crate) specs: fn(&mut State) -> Arc<ToolSpecs>,
 }
 
 /// The model-visible, sub-agent-only and deferred pools, in that order.
