@@ -506,5 +506,10 @@ fn calls_to_an_agent_without_tools_are_answered_as_unknown_in_both_modes() {
         want.extend(["assistant", "tokens", "stopped"]);
         assert_eq!(main_kinds(&rec), want, "parallel: {parallel}");
         assert_valid_history(agent.messages());
+        // No tool is offered in any request.
+        for request in server.chat_requests() {
+            assert!(request.tool_names().is_empty());
+            assert!(request.body.as_ref().unwrap().get("tools").is_none());
+        }
     }
 }
