@@ -323,26 +323,55 @@ impl Serialize for Body<'_> {
             "max_tokens"
         };
         let steer = !self.tools.is_empty();
-        let mut put = |k: &str, v: Option<Value>| match v {
-            Some(v) if ours(k) => map.serialize_entry(k, &v),
-            _ => Ok(()),
-        };
-        put("temperature", st.temperature().map(Value::from))?;
-        put("top_p", st.top_p().map(Value::from))?;
-        put(max_key, st.max_output_tokens().map(Value::from))?;
-        put("stop", st.stop().map(Value::from))?;
-        put("seed", st.seed().map(Value::from))?;
+        // Each setting written as its own type: a `Value` built per field
+        // only to be serialized is code (its conversions, its drop) in
+        // every program, whatever it sets.
+        fn put<M: SerializeMap, T: Serialize + ?Sized>(
+            map: &mut M,
+            ours: bool,
+            key: &str,
+            value: Option<&T>,
+        ) -> Result<(), M::Error> {
+            match value {
+                Some(v) if ours => map.serialize_entry(key, v),
+                _ => Ok(()),
+            }
+        }
         put(
+            &mut map,
+            ours("temperature"),
+            "temperature",
+            st.temperature().as_ref(),
+        )?;
+        put(&mut map, ours("top_p"), "top_p", st.top_p().as_ref())?;
+        put(
+            &mut map,
+            ours(max_key),
+            max_key,
+            st.max_output_tokens().as_ref(),
+        )?;
+        put(&mut map, ours("stop"), "stop", st.stop())?;
+        put(&mut map, ours("seed"), "seed", st.seed().as_ref())?;
+        let choice = st.tool_choice().filter(|_| steer).map(chat_tool_choice);
+        put(
+            &mut map,
+            ours("tool_choice"),
             "tool_choice",
-            st.tool_choice().filter(|_| steer).map(chat_tool_choice),
+            choice.as_ref(),
         )?;
+        let parallel = st.parallel_tool_calls().filter(|_| steer);
         put(
+            &mut map,
+            ours("parallel_tool_calls"),
             "parallel_tool_calls",
-            st.parallel_tool_calls().filter(|_| steer).map(Value::from),
+            parallel.as_ref(),
         )?;
+        let effort = st.reasoning_effort().map(|e| e.as_str());
         put(
+            &mut map,
+            ours("reasoning_effort"),
             "reasoning_effort",
-            st.reasoning_effort().map(|e| Value::from(e.as_str())),
+            effort,
         )?;
         // The caller's own fields, passed through as given, last.
         for (k, v) in self.extra {
@@ -857,6 +886,58 @@ mod tests {
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["messages"][2]["reasoning_content"], "because");
         assert!(v["messages"][3].get("reasoning_content").is_none());
+    }
+
+    /// Session 14 writes each setting as its own type, not through a
+    /// `Value`: the bytes are what they were (key order, a negative seed,
+    /// a non-finite float as `null`, the named tool's object).
+    #[test]
+    fn every_setting_is_written_byte_for_byte() {
+        use super::super::settings::ReasoningEffort;
+        let extra = serde_json::Map::new();
+        let tools = ToolSpecs {
+            specs: vec![ToolSpec {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: serde_json::json!({"type": "object"}),
+                deferred: false,
+            }],
+            regex: false,
+        };
+        let msgs = [Message::user("q")];
+        let transport = ChatTransport::new("m").with_api_base("http://h/v1");
+        let body = |settings: &ModelSettings| {
+            let mut r = req(&transport, &msgs, &tools, &extra);
+            r.settings = settings;
+            r.system = None;
+            r.stream = false;
+            let mut buf = Vec::new();
+            r.write_to(&mut buf, true);
+            String::from_utf8(buf).unwrap()
+        };
+        let head = r#"{"model":"m","messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"t","description":"d","parameters":{"type":"object"}}}],"stream":false"#;
+        let all = ModelSettings::new()
+            .with_temperature(0.25)
+            .with_top_p(1.0)
+            .with_max_output_tokens(64)
+            .with_stop(["a\"b", "c"])
+            .with_seed(-7)
+            .with_tool_choice(ToolChoice::Tool("t".into()))
+            .with_parallel_tool_calls(false)
+            .with_reasoning_effort(ReasoningEffort::High);
+        assert_eq!(
+            body(&all),
+            format!(
+                r#"{head},"temperature":0.25,"top_p":1.0,"max_tokens":64,"stop":["a\"b","c"],"seed":-7,"tool_choice":{{"function":{{"name":"t"}},"type":"function"}},"parallel_tool_calls":false,"reasoning_effort":"high"}}"#
+            )
+        );
+        let choice = ModelSettings::new().with_tool_choice(ToolChoice::Required);
+        assert_eq!(
+            body(&choice),
+            format!(r#"{head},"tool_choice":"required"}}"#)
+        );
+        let nan = ModelSettings::new().with_temperature(f64::NAN);
+        assert_eq!(body(&nan), format!(r#"{head},"temperature":null}}"#));
     }
 
     #[test]
