@@ -274,7 +274,7 @@ impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // A raw field replaces pikuri's of the same name: written once, at
         // the end (duplicate keys are invalid JSON for strict servers).
-        let ours = |k: &str| !self.extra.contains_key(k);
+        let ours = |k: &str| unclaimed(self.extra, k);
         let mut map = s.serialize_map(None)?;
         if ours("model") {
             map.serialize_entry("model", self.model)?;
@@ -381,6 +381,14 @@ impl Serialize for Body<'_> {
         }
         map.end()
     }
+}
+
+/// Whether no raw field of `extra` is named `key` (so the encoder writes
+/// its own). Out of line: a `BTreeMap` lookup inlined at each of the
+/// dozen fields the body may write is kilobytes of the same search.
+#[inline(never)]
+pub(crate) fn unclaimed(extra: &Map<String, Value>, key: &str) -> bool {
+    !extra.contains_key(key)
 }
 
 /// A [`ToolChoice`] as chat completions' `tool_choice`.
