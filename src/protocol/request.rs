@@ -42,7 +42,7 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
 use super::ChatTransport;
-use super::settings::{ModelSettings, ToolChoice};
+use super::settings::{ModelSettings, ReasoningEffort, ToolChoice};
 use crate::{Api, Cancellable, Message, Role, Tool, ToolCall};
 
 /// One chat completion as the agent loop describes it, borrowed: where it
@@ -323,20 +323,7 @@ impl Serialize for Body<'_> {
             "max_tokens"
         };
         let steer = !self.tools.is_empty();
-        // Each setting written as its own type: a `Value` built per field
-        // only to be serialized is code (its conversions, its drop) in
-        // every program, whatever it sets.
-        fn put<M: SerializeMap, T: Serialize + ?Sized>(
-            map: &mut M,
-            ours: bool,
-            key: &str,
-            value: Option<&T>,
-        ) -> Result<(), M::Error> {
-            match value {
-                Some(v) if ours => map.serialize_entry(key, v),
-                _ => Ok(()),
-            }
-        }
+        // Each setting written as its own type (see `put`).
         put(
             &mut map,
             ours("temperature"),
@@ -366,7 +353,7 @@ impl Serialize for Body<'_> {
             "parallel_tool_calls",
             parallel.as_ref(),
         )?;
-        let effort = st.reasoning_effort().map(|e| e.as_str());
+        let effort = st.reasoning_effort().map(ReasoningEffort::as_str);
         put(
             &mut map,
             ours("reasoning_effort"),
@@ -380,6 +367,22 @@ impl Serialize for Body<'_> {
             }
         }
         map.end()
+    }
+}
+
+/// One model setting into `map` when set and `ours` (no raw field of its
+/// name): written as its own type, as a `Value` built per field only to
+/// be serialized is code (its conversions, its drop) in every program,
+/// whatever it sets.
+fn put<M: SerializeMap, T: Serialize + ?Sized>(
+    map: &mut M,
+    ours: bool,
+    key: &str,
+    value: Option<&T>,
+) -> Result<(), M::Error> {
+    match value {
+        Some(v) if ours => map.serialize_entry(key, v),
+        _ => Ok(()),
     }
 }
 
