@@ -324,42 +324,18 @@ impl Serialize for Body<'_> {
         };
         let steer = !self.tools.is_empty();
         // Each setting written as its own type (see `put`).
-        put(
-            &mut map,
-            ours("temperature"),
-            "temperature",
-            st.temperature().as_ref(),
-        )?;
-        put(&mut map, ours("top_p"), "top_p", st.top_p().as_ref())?;
-        put(
-            &mut map,
-            ours(max_key),
-            max_key,
-            st.max_output_tokens().as_ref(),
-        )?;
-        put(&mut map, ours("stop"), "stop", st.stop())?;
-        put(&mut map, ours("seed"), "seed", st.seed().as_ref())?;
+        let extra = self.extra;
+        put(&mut map, extra, "temperature", st.temperature().as_ref())?;
+        put(&mut map, extra, "top_p", st.top_p().as_ref())?;
+        put(&mut map, extra, max_key, st.max_output_tokens().as_ref())?;
+        put(&mut map, extra, "stop", st.stop())?;
+        put(&mut map, extra, "seed", st.seed().as_ref())?;
         let choice = st.tool_choice().filter(|_| steer).map(chat_tool_choice);
-        put(
-            &mut map,
-            ours("tool_choice"),
-            "tool_choice",
-            choice.as_ref(),
-        )?;
+        put(&mut map, extra, "tool_choice", choice.as_ref())?;
         let parallel = st.parallel_tool_calls().filter(|_| steer);
-        put(
-            &mut map,
-            ours("parallel_tool_calls"),
-            "parallel_tool_calls",
-            parallel.as_ref(),
-        )?;
+        put(&mut map, extra, "parallel_tool_calls", parallel.as_ref())?;
         let effort = st.reasoning_effort().map(ReasoningEffort::as_str);
-        put(
-            &mut map,
-            ours("reasoning_effort"),
-            "reasoning_effort",
-            effort,
-        )?;
+        put(&mut map, extra, "reasoning_effort", effort)?;
         // The caller's own fields, passed through as given, last.
         for (k, v) in self.extra {
             if raw_field_sent(k, steer) {
@@ -370,18 +346,18 @@ impl Serialize for Body<'_> {
     }
 }
 
-/// One model setting into `map` when set and `ours` (no raw field of its
-/// name): written as its own type, as a `Value` built per field only to
-/// be serialized is code (its conversions, its drop) in every program,
-/// whatever it sets.
+/// One model setting into `map`, when set and no raw field of `extra`
+/// has its name: written as its own type, as a `Value` built per field
+/// only to be serialized is code (its conversions, its drop) in every
+/// program, whatever it sets.
 fn put<M: SerializeMap, T: Serialize + ?Sized>(
     map: &mut M,
-    ours: bool,
+    extra: &Map<String, Value>,
     key: &str,
     value: Option<&T>,
 ) -> Result<(), M::Error> {
     match value {
-        Some(v) if ours => map.serialize_entry(key, v),
+        Some(v) if unclaimed(extra, key) => map.serialize_entry(key, v),
         _ => Ok(()),
     }
 }
