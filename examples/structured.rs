@@ -9,6 +9,10 @@
 //!
 //! Offline, the scripted model first answers in prose; pikuri sends it back
 //! with the problem listed, and the second answer parses into `Triage`.
+//!
+//! The program names neither `serde` nor `serde_json`: `schema_type!`
+//! writes `Triage`'s serde impls, so a crate like this one needs only
+//! `pikuri` in its `[dependencies]`.
 
 use pikuri::structured::StructuredOutput;
 use pikuri::testing::{FakeServer, Reply};

@@ -242,6 +242,7 @@ class Module:
         self.file = file  # the file that holds it
         self.children = {}  # name -> Module
         self.items = set()  # names defined here
+        self.exported = {}  # the root only: `#[macro_export]` name -> file
         self.uses = []  # (bound, segments, is_pub)
         self.code = ""  # code with test items and use declarations blanked
 
@@ -251,6 +252,8 @@ ITEM = re.compile(
     r"(struct|enum|union|trait|fn|type|const|static|mod)\s+(" + IDENT + r")"
 )
 MACRO = re.compile(r"macro_rules!\s*(" + IDENT + r")")
+# A `#[macro_export]` macro is named from the crate root, defined in its file.
+EXPORTED = re.compile(r"#\s*\[\s*macro_export\s*\]\s*macro_rules!\s*(" + IDENT + r")")
 
 
 def top_level(code):
@@ -295,6 +298,8 @@ def load_crate(src):
                     break
         for m in MACRO.finditer(top):
             mod.items.add(m.group(1))
+        for m in EXPORTED.finditer(top):
+            modules[()].exported[m.group(1)] = file
         return mod
 
     load((), root_file, True)
@@ -326,6 +331,8 @@ def resolve(modules, here, segs, depth=0):
             continue
         if s in cur.items:
             return cur.file
+        if s in cur.exported:
+            return cur.exported[s]
         for bound, target, _ in cur.uses:
             if bound == s and target != segs:
                 f = resolve(modules, cur.path, target + segs[i + 1:], depth + 1)
@@ -507,10 +514,13 @@ def check(src):
 
 def self_test():
     cases = {
-        # A top-level cycle closed by a path in code, and a directory cycle
-        # closed through a re-export in mod.rs.
+        # A top-level cycle closed by a path in code, one closed by a
+        # `#[macro_export]` macro (named from the root, defined in c.rs),
+        # and a directory cycle closed through a re-export in mod.rs.
         "cyclic": {
-            "lib.rs": "mod a;\nmod b;\nmod m;\npub use crate::a::Y;\n",
+            "lib.rs": "mod a;\nmod b;\nmod c;\nmod d;\nmod m;\npub use crate::a::Y;\n",
+            "c.rs": "use crate::d::Z;\n#[macro_export]\nmacro_rules! __mac { () => {} }\npub struct W(Z);\n",
+            "d.rs": "pub struct Z;\nfn f() { crate::__mac!(); }\n",
             "a.rs": "use crate::b::X;\npub struct Y(X);\n",
             "b.rs": "pub struct X;\nfn f() -> usize { std::mem::size_of::<crate::Y>() }\n",
             "m/mod.rs": "mod p;\nmod q;\npub use q::Q;\n",
@@ -545,6 +555,7 @@ def self_test():
     acyclic = results["acyclic"][0]
     ok = True
     want = ["cycle between top-level modules: a -> b -> a",
+            "cycle between top-level modules: c -> d -> c",
             "cycle between the files of m/: m/p -> m/q -> m/p"]
     if sorted(cyclic) != sorted(want):
         print("self-test FAILED: expected %r, got %r" % (want, cyclic))

@@ -37,5 +37,52 @@ for features in "--no-default-features" "" "--all-features"; do
     fail=1
   fi
 done
-[ $fail = 0 ] && echo "check-dependencies: the six, no proc macro of pikuri's own"
+
+# A program that declares typed tool arguments with `schema_type!` needs
+# pikuri alone: no serde, no serde_json, no proc macro (the macro writes
+# the serde impls through pikuri's hidden `__private`). Checked by building
+# such a program (its target dir kept, so a second run checks only pikuri).
+user=$(mktemp -d)
+trap 'rm -rf "$user"' EXIT
+mkdir "$user/src"
+cp Cargo.lock "$user/"
+cat >"$user/Cargo.toml" <<EOF
+[package]
+name = "schema-type-user"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+pikuri = { path = "$(pwd)", default-features = false }
+
+[workspace]
+EOF
+cat >"$user/src/main.rs" <<'EOF'
+pikuri::tool::schema_type! {
+    /// A unit.
+    enum Unit { Celsius = "celsius", Kelvin }
+}
+pikuri::tool::schema_type! {
+    /// Where and how.
+    struct Weather { city: String, days: Option<u8>, unit: Unit, r#type: Vec<Unit> }
+}
+fn main() {
+    let tool = pikuri::tool::TypedTool::new("w", "Weather.", |w: Weather, _: &pikuri::ToolContext| {
+        Ok(format!("{} {:?} {:?} {:?}", w.city, w.days, w.unit, w.r#type))
+    });
+    let _ = (tool, <Weather as pikuri::tool::JsonSchema>::json_schema());
+}
+EOF
+if ! CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(pwd)/target/schema-type-user} \
+  cargo check -q --manifest-path "$user/Cargo.toml" 2>"$user/errors"; then
+  head -20 "$user/errors" >&2
+  echo "check-dependencies: a crate that uses schema_type! does not build with pikuri alone" >&2
+  fail=1
+elif cargo tree -q -e normal,build --prefix none --manifest-path "$user/Cargo.toml" | grep -q '(proc-macro)'; then
+  echo "check-dependencies: a crate that uses schema_type! compiles a proc macro" >&2
+  fail=1
+fi
+
+[ $fail = 0 ] && echo "check-dependencies: the six, no proc macro of pikuri's own; schema_type! needs pikuri alone"
 exit $fail

@@ -126,22 +126,18 @@
 //! ## Typed tools
 //!
 //! Declare the arguments once, as a Rust type, with
-//! [`schema_type!`](crate::tool::schema_type): the struct (with its serde derives)
+//! [`schema_type!`](crate::tool::schema_type): the struct, its serde impls
 //! and its JSON Schema come from one declaration, doc comments become the
 //! descriptions the model reads, and the schema meets OpenAI's strict mode.
 //! A [`TypedTool`](crate::tool::TypedTool)'s handler receives the deserialized
 //! value; arguments that do not fit go back to the model as one `Error:`
 //! observation listing every problem, and the handler never sees them.
 //!
-//! The macro derives serde's traits and builds a `serde_json::Value`, so
-//! the crate that uses it depends on both (without them, the first typed
-//! tool fails with a dozen unresolved-path errors):
-//!
-//! ```toml
-//! [dependencies]
-//! serde = { version = "1", features = ["derive"] }
-//! serde_json = "1"
-//! ```
+//! The macro writes the serde impls itself (as serde's derive would), so
+//! the crate that uses it needs only `pikuri`: no `serde`, no
+//! `serde_json`, no proc macro to build. (The example below names
+//! `serde_json` for the scripted model's arguments; a program that
+//! builds JSON itself depends on it for that.)
 //!
 //! It takes structs with named fields and enums of unit variants (sent as
 //! strings); a raw identifier (`r#type`) is the field `type`, as in serde.

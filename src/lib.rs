@@ -588,6 +588,16 @@ pub mod tool;
 #[cfg(test)]
 mod test_util;
 
+// What the expansions of `tool::schema_type!` and the serde macros it
+// calls name in the user's crate, so that crate needs neither serde nor
+// serde_json by name: not part of the API, no semver promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::serde_macros::{Keys, key, missing, too_short, unit_variant};
+    pub use serde;
+    pub use serde_json::{Map, Value, json};
+}
+
 // Unstable hooks for `benches/` only, behind the internal `_bench` feature:
 // not part of the API, no semver promise.
 #[cfg(feature = "_bench")]

@@ -46,6 +46,27 @@
 //! Reading follows serde's derive: unknown keys are skipped, a key given
 //! twice is an error (`duplicate field`), a key is matched without
 //! allocating. A raw identifier is its bare name (`r#type` is `type`).
+//!
+//! # Exported for `schema_type!`
+//!
+//! [`schema_type!`](crate::tool::schema_type) writes a user's argument
+//! types' impls with `json_struct!` and `json_enum!`, so the user's crate
+//! needs no serde derive. Both (and `json_field!`, their per-field rules)
+//! are therefore `#[macro_export]`ed under hidden names (`__json_struct!`,
+//! ...; `json_struct!` here is an alias), every path in them starts with
+//! `$crate` (serde and the helpers below through the hidden
+//! `crate::__private`), and the names they give their own items and
+//! generic parameters start with `__`, so that a user's type named `S`,
+//! `D` or `Fields` does not collide (serde's derive does the same).
+//! Two options exist for it, each what serde's derive does where the
+//! crate's own types chose otherwise:
+//!
+//! - `json_struct! { Serialize, Deserialize for S, seq { a, b } }` also
+//!   reads an array as the fields in order (fields without options);
+//! - `json_enum! { Serialize, Deserialize for E, as_enum { A = "a" } }`
+//!   goes through serde's enum form (`serialize_unit_variant`,
+//!   `deserialize_enum`: JSON also reads `{"a": null}`), not a plain
+//!   string.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -54,7 +75,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 
 /// A field's key as serde spells it: a raw identifier without its `r#`.
-pub(crate) const fn key(name: &'static str) -> &'static str {
+pub const fn key(name: &'static str) -> &'static str {
     match name.as_bytes() {
         [b'r', b'#', ..] => match std::str::from_utf8(name.as_bytes().split_at(2).1) {
             Ok(bare) => bare,
@@ -68,7 +89,8 @@ pub(crate) const fn key(name: &'static str) -> &'static str {
 /// for the type (a chain of comparisons with constant strings, which the
 /// compiler turns into length and word compares), without allocating. An
 /// unknown key is `usize::MAX`.
-pub(crate) struct Keys<F>(pub(crate) F);
+#[derive(Debug)]
+pub struct Keys<F>(pub F);
 
 impl<'de, F: Fn(&str) -> usize> DeserializeSeed<'de> for Keys<F> {
     type Value = usize;
@@ -96,11 +118,69 @@ impl<F: Fn(&str) -> usize> Visitor<'_> for Keys<F> {
 
 /// The value of an absent field: `None` for an `Option`, else serde's
 /// `missing field` error (what serde's derive does).
-pub(crate) fn missing<'de, T: Deserialize<'de>, E: de::Error>(key: &'static str) -> Result<T, E> {
+pub fn missing<'de, T: Deserialize<'de>, E: de::Error>(key: &'static str) -> Result<T, E> {
     T::deserialize(Missing(key, PhantomData))
 }
 
 struct Missing<E>(&'static str, PhantomData<E>);
+
+/// Serde's `invalid length` error for an array too short for a struct:
+/// `expected struct S with 2 elements`, as serde's derive words it.
+pub fn too_short<E: de::Error>(name: &'static str, read: usize, len: usize) -> E {
+    struct Elements(&'static str, usize);
+    impl de::Expected for Elements {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let s = if self.1 == 1 { "" } else { "s" };
+            write!(f, "struct {} with {} element{s}", self.0, self.1)
+        }
+    }
+    E::invalid_length(read, &Elements(name, len))
+}
+
+/// The index of a unit variant read from an enum, by its string (or
+/// its index, in a format that numbers them), as serde's derive reads it.
+pub fn unit_variant<'de, A: de::EnumAccess<'de>>(
+    data: A,
+    variants: &'static [&'static str],
+) -> Result<usize, A::Error> {
+    struct Variant(&'static [&'static str]);
+    impl<'de> DeserializeSeed<'de> for Variant {
+        type Value = usize;
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<usize, D::Error> {
+            deserializer.deserialize_identifier(self)
+        }
+    }
+    impl Visitor<'_> for Variant {
+        type Value = usize;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("variant identifier")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<usize, E> {
+            match usize::try_from(v) {
+                Ok(i) if i < self.0.len() => Ok(i),
+                _ => Err(E::invalid_value(
+                    de::Unexpected::Unsigned(v),
+                    &format!("variant index 0 <= i < {}", self.0.len()).as_str(),
+                )),
+            }
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
+            self.0
+                .iter()
+                .position(|s| *s == v)
+                .ok_or_else(|| E::unknown_variant(v, self.0))
+        }
+        fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<usize, E> {
+            self.0
+                .iter()
+                .position(|s| s.as_bytes() == v)
+                .ok_or_else(|| E::unknown_variant(&String::from_utf8_lossy(v), self.0))
+        }
+    }
+    let (index, variant) = data.variant_seed(Variant(variants))?;
+    de::VariantAccess::unit_variant(variant)?;
+    Ok(index)
+}
 
 impl<'de, E: de::Error> Deserializer<'de> for Missing<E> {
     type Error = E;
@@ -181,33 +261,44 @@ pub(crate) fn recast<E: de::Error>(e: serde_json::Error) -> E {
 }
 
 /// `Serialize` and/or `Deserialize` for a struct with named fields; see
-/// the [module docs](self) for the field options.
-macro_rules! json_struct {
+/// the [module docs](self) for the field options. `seq` after the name
+/// (fields without options only) also reads an array, its items the
+/// fields in order, as serde's derive does.
+///
+/// Exported (hidden) for [`schema_type!`](crate::tool::schema_type), whose
+/// expansion in the user's crate names it `$crate::__json_struct!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __json_struct {
     ($($tr:ident),+ for $name:ident<$lt:lifetime> { $($body:tt)* }) => {
-        $crate::serde_macros::json_struct!(@impls [$lt] $name { $($body)* } $($tr)+);
+        $crate::__json_struct!(@impls [$lt] [] $name { $($body)* } $($tr)+);
+    };
+    ($($tr:ident),+ for $name:ident, seq { $($body:tt)* }) => {
+        $crate::__json_struct!(@impls [] [seq] $name { $($body)* } $($tr)+);
     };
     ($($tr:ident),+ for $name:ident { $($body:tt)* }) => {
-        $crate::serde_macros::json_struct!(@impls [] $name { $($body)* } $($tr)+);
+        $crate::__json_struct!(@impls [] [] $name { $($body)* } $($tr)+);
     };
-    (@impls [$($lt:lifetime)?] $name:ident $body:tt) => {};
-    (@impls [$($lt:lifetime)?] $name:ident $body:tt Serialize $($rest:ident)*) => {
-        $crate::serde_macros::json_struct!(@ser [$($lt)?] $name $body);
-        $crate::serde_macros::json_struct!(@impls [$($lt)?] $name $body $($rest)*);
+    (@impls [$($lt:lifetime)?] $seq:tt $name:ident $body:tt) => {};
+    (@impls [$($lt:lifetime)?] $seq:tt $name:ident $body:tt Serialize $($rest:ident)*) => {
+        $crate::__json_struct!(@ser [$($lt)?] $name $body);
+        $crate::__json_struct!(@impls [$($lt)?] $seq $name $body $($rest)*);
     };
-    (@impls [$($lt:lifetime)?] $name:ident $body:tt Deserialize $($rest:ident)*) => {
-        $crate::serde_macros::json_struct!(@de [$($lt)?] $name $body);
-        $crate::serde_macros::json_struct!(@impls [$($lt)?] $name $body $($rest)*);
+    (@impls [$($lt:lifetime)?] $seq:tt $name:ident $body:tt Deserialize $($rest:ident)*) => {
+        $crate::__json_struct!(@de [$($lt)?] $seq $name $body);
+        $crate::__json_struct!(@impls [$($lt)?] $seq $name $body $($rest)*);
     };
 
     (@ser [$($lt:lifetime)?] $name:ident { $($f:ident $([$($opt:tt)*])?),* $(,)? }) => {
-        impl<$($lt)?> ::serde::Serialize for $name<$($lt)?> {
-            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
-                use ::serde::ser::SerializeStruct as _;
-                let len = 0 $(+ usize::from(!$crate::serde_macros::json_field!(@skip self.$f; $($($opt)*)?)))*;
+        impl<$($lt)?> $crate::__private::serde::Serialize for $name<$($lt)?> {
+            #[allow(unused_mut, reason = "a struct without fields")]
+            fn serialize<__S: $crate::__private::serde::Serializer>(&self, serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                use $crate::__private::serde::ser::SerializeStruct as _;
+                let len = 0 $(+ usize::from(!$crate::__json_field!(@skip self.$f; $($($opt)*)?)))*;
                 let mut out = serializer.serialize_struct(::core::stringify!($name), len)?;
                 $(
-                    if !$crate::serde_macros::json_field!(@skip self.$f; $($($opt)*)?) {
-                        out.serialize_field($crate::serde_macros::json_field!(@key $f; $($($opt)*)?), &self.$f)?;
+                    if !$crate::__json_field!(@skip self.$f; $($($opt)*)?) {
+                        out.serialize_field($crate::__json_field!(@key $f; $($($opt)*)?), &self.$f)?;
                     }
                 )*
                 out.end()
@@ -215,47 +306,70 @@ macro_rules! json_struct {
         }
     };
 
-    (@de [$($lt:lifetime)?] $name:ident { $($f:ident $([$($opt:tt)*])?),* $(,)? }) => {
-        impl<'de $(: $lt, $lt)?> ::serde::Deserialize<'de> for $name<$($lt)?> {
-            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
-                const FIELDS: &[&str] = &[$($crate::serde_macros::json_field!(@key $f; $($($opt)*)?)),*];
-                struct Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
-                impl<'de $(: $lt, $lt)?> ::serde::de::Visitor<'de> for Fields<$($lt)?> {
+    (@de [$($lt:lifetime)?] $seq:tt $name:ident { $($f:ident $([$($opt:tt)*])?),* $(,)? }) => {
+        impl<'de $(: $lt, $lt)?> $crate::__private::serde::Deserialize<'de> for $name<$($lt)?> {
+            fn deserialize<__D: $crate::__private::serde::Deserializer<'de>>(deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
+                const FIELDS: &[&str] = &[$($crate::__json_field!(@key $f; $($($opt)*)?)),*];
+                struct __Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
+                impl<'de $(: $lt, $lt)?> $crate::__private::serde::de::Visitor<'de> for __Fields<$($lt)?> {
                     type Value = $name<$($lt)?>;
                     fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                         f.write_str(::core::concat!("struct ", ::core::stringify!($name)))
                     }
-                    fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
-                        $crate::serde_macros::json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
+                    #[allow(unused_mut, reason = "a struct without fields")]
+                    fn visit_map<__A: $crate::__private::serde::de::MapAccess<'de>>(self, mut map: __A) -> ::core::result::Result<Self::Value, __A::Error> {
+                        $crate::__json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
                         ::core::result::Result::Ok($name {
-                            $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
+                            $($f: $crate::__json_field!(@init $f; $($($opt)*)?),)*
                         })
                     }
+                    $crate::__json_struct!(@seq $seq $name { $($f $([$($opt)*])?),* });
                 }
-                deserializer.deserialize_struct(::core::stringify!($name), FIELDS, Fields(::core::marker::PhantomData))
+                deserializer.deserialize_struct(::core::stringify!($name), FIELDS, __Fields(::core::marker::PhantomData))
             }
+        }
+    };
+
+    // An array as the fields in order (`seq`): too few items is serde's
+    // `invalid length` error, naming how many the struct has.
+    (@seq [] $name:ident $body:tt) => {};
+    (@seq [seq] $name:ident { $($f:ident),* }) => {
+        #[allow(unused_mut, unused_variables, dead_code, reason = "a struct without fields")]
+        fn visit_seq<__A: $crate::__private::serde::de::SeqAccess<'de>>(self, mut seq: __A) -> ::core::result::Result<Self::Value, __A::Error> {
+            const LEN: usize = <[&str]>::len(&[$(::core::stringify!($f)),*]);
+            let mut read = 0usize;
+            $(
+                let ::core::option::Option::Some($f) = seq.next_element()? else {
+                    return ::core::result::Result::Err($crate::__private::too_short(::core::stringify!($name), read, LEN));
+                };
+                read += 1;
+            )*
+            let _ = read;
+            ::core::result::Result::Ok($name { $($f),* })
         }
     };
 }
 
 /// The per-field pieces of [`json_struct!`] and [`json_tagged!`]: each
 /// rule reads a field's option list (`[default, rename = "k"]`) for what
-/// it needs and skips the rest.
-macro_rules! json_field {
+/// it needs and skips the rest. Exported (hidden) with `json_struct!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __json_field {
     // The key.
-    (@key $f:ident;) => { const { $crate::serde_macros::key(::core::stringify!($f)) } };
+    (@key $f:ident;) => { const { $crate::__private::key(::core::stringify!($f)) } };
     (@key $f:ident; rename = $k:literal $(, $($r:tt)*)?) => { $k };
     (@key $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@key $f; $($($r)*)?)
+        $crate::__json_field!(@key $f; $($($r)*)?)
     };
 
     // Whether the key is one of the field's other names (read only).
     (@alias $k:ident;) => { false };
     (@alias $k:ident; alias = $a:literal $(, $($r:tt)*)?) => {
-        $k == $a || $crate::serde_macros::json_field!(@alias $k; $($($r)*)?)
+        $k == $a || $crate::__json_field!(@alias $k; $($($r)*)?)
     };
     (@alias $k:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@alias $k; $($($r)*)?)
+        $crate::__json_field!(@alias $k; $($($r)*)?)
     };
 
     // Whether the value is left out when writing.
@@ -265,7 +379,7 @@ macro_rules! json_field {
     (@skip $v:expr; opt $(, $($r:tt)*)?) => { ::core::option::Option::is_none(&$v) };
     (@skip $v:expr; skip_if = $p:expr $(, $($r:tt)*)?) => { ($p)(&$v) };
     (@skip $v:expr; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@skip $v; $($($r)*)?)
+        $crate::__json_field!(@skip $v; $($($r)*)?)
     };
 
     // One entry of a known key: into the field's `Option` (a key twice is
@@ -274,35 +388,35 @@ macro_rules! json_field {
     (@read_one $map:ident, $fields:ident, $i:ident, $f:ident;) => {
         if $f.is_some() {
             return ::core::result::Result::Err(
-                <A::Error as ::serde::de::Error>::duplicate_field($fields[$i]),
+                <__A::Error as $crate::__private::serde::de::Error>::duplicate_field($fields[$i]),
             );
         }
         $f = ::core::option::Option::Some($map.next_value()?);
     };
     (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; skip $(, $($r:tt)*)?) => {
-        $map.next_value::<::serde::de::IgnoredAny>()?;
+        $map.next_value::<$crate::__private::serde::de::IgnoredAny>()?;
     };
     (@read_one $map:ident, $fields:ident, $i:ident, $f:ident; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@read_one $map, $fields, $i, $f; $($($r)*)?)
+        $crate::__json_field!(@read_one $map, $fields, $i, $f; $($($r)*)?)
     };
 
     // The field's value from what was read (`$f`, an `Option`).
     (@init $f:ident;) => {
         match $f {
             ::core::option::Option::Some(v) => v,
-            ::core::option::Option::None => $crate::serde_macros::missing($crate::serde_macros::key(::core::stringify!($f)))?,
+            ::core::option::Option::None => $crate::__private::missing($crate::__private::key(::core::stringify!($f)))?,
         }
     };
     (@init $f:ident; $($r:tt)*) => {
-        $crate::serde_macros::json_field!(@init_as $f ($crate::serde_macros::key(::core::stringify!($f))); $($r)*)
+        $crate::__json_field!(@init_as $f ($crate::__private::key(::core::stringify!($f))); $($r)*)
     };
     (@init_as $f:ident $k:tt; rename = $k2:literal $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@init_as $f $k2; $($($r)*)?)
+        $crate::__json_field!(@init_as $f $k2; $($($r)*)?)
     };
     (@init_as $f:ident $k:tt;) => {
         match $f {
             ::core::option::Option::Some(v) => v,
-            ::core::option::Option::None => $crate::serde_macros::missing($k)?,
+            ::core::option::Option::None => $crate::__private::missing($k)?,
         }
     };
     (@init_as $f:ident $k:tt; default = $p:expr $(, $($r:tt)*)?) => { $f.unwrap_or_else($p) };
@@ -311,7 +425,7 @@ macro_rules! json_field {
     (@init_as $f:ident $k:tt; skip $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
     (@init_as $f:ident $k:tt; skip_ser $(, $($r:tt)*)?) => { $f.unwrap_or_default() };
     (@init_as $f:ident $k:tt; $o:ident $(= $x:expr)? $(, $($r:tt)*)?) => {
-        $crate::serde_macros::json_field!(@init_as $f $k; $($($r)*)?)
+        $crate::__json_field!(@init_as $f $k; $($($r)*)?)
     };
 
     // The loop over a map's entries: each known key into its field's
@@ -324,8 +438,8 @@ macro_rules! json_field {
         let lookup = |key: &str| -> usize {
             let mut index = 0usize;
             $(
-                if key == $crate::serde_macros::json_field!(@key $f; $($($opt)*)?)
-                    || $crate::serde_macros::json_field!(@alias key; $($($opt)*)?)
+                if key == $crate::__json_field!(@key $f; $($($opt)*)?)
+                    || $crate::__json_field!(@alias key; $($($opt)*)?)
                 {
                     return index;
                 }
@@ -336,59 +450,118 @@ macro_rules! json_field {
             usize::MAX
         };
         while let ::core::option::Option::Some(index) =
-            $map.next_key_seed($crate::serde_macros::Keys(&lookup))?
+            $map.next_key_seed($crate::__private::Keys(&lookup))?
         {
             let mut rest = index;
             $(
                 if rest == 0 {
-                    $crate::serde_macros::json_field!(@read_one $map, $fields, index, $f; $($($opt)*)?);
+                    $crate::__json_field!(@read_one $map, $fields, index, $f; $($($opt)*)?);
                     continue;
                 }
                 rest -= 1;
             )*
             let _ = rest;
-            $map.next_value::<::serde::de::IgnoredAny>()?;
+            $map.next_value::<$crate::__private::serde::de::IgnoredAny>()?;
         }
     };
 }
 
 /// `Serialize` and/or `Deserialize` for an enum of unit variants, each
 /// written as its string: `json_enum! { Serialize, Deserialize for Role {
-/// System = "system", User = "user" } }`.
-macro_rules! json_enum {
-    ($($tr:ident),+ for $name:ident { $($v:ident = $s:literal),* $(,)? }) => {
-        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($tr)+);
+/// System = "system", User = "user" } }`. A variant's string is any
+/// constant `&str` expression.
+///
+/// `as_enum` after the name reads and writes it as serde's derive does
+/// instead: through the serializer's unit variant and the deserializer's
+/// enum, so JSON also reads `{"user": null}`, and a wrong type's error is
+/// the format's (`expected string or map`).
+///
+/// Exported (hidden) for [`schema_type!`](crate::tool::schema_type).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __json_enum {
+    ($($tr:ident),+ for $name:ident, as_enum { $($v:ident = $s:expr),* $(,)? }) => {
+        $crate::__json_enum!(@impls [as_enum] $name { $($v = $s),* } $($tr)+);
     };
-    (@impls $name:ident $body:tt) => {};
-    (@impls $name:ident { $($v:ident = $s:literal),* } Serialize $($rest:ident)*) => {
-        impl ::serde::Serialize for $name {
-            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
+    ($($tr:ident),+ for $name:ident { $($v:ident = $s:expr),* $(,)? }) => {
+        $crate::__json_enum!(@impls [] $name { $($v = $s),* } $($tr)+);
+    };
+    (@impls $mode:tt $name:ident $body:tt) => {};
+    (@impls $mode:tt $name:ident $body:tt Serialize $($rest:ident)*) => {
+        $crate::__json_enum!(@ser $mode $name $body);
+        $crate::__json_enum!(@impls $mode $name $body $($rest)*);
+    };
+    (@impls $mode:tt $name:ident $body:tt Deserialize $($rest:ident)*) => {
+        $crate::__json_enum!(@de $mode $name $body);
+        $crate::__json_enum!(@impls $mode $name $body $($rest)*);
+    };
+
+    (@ser [] $name:ident { $($v:ident = $s:expr),* }) => {
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<__S: $crate::__private::serde::Serializer>(&self, serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
                 serializer.serialize_str(match self { $(Self::$v => $s,)* })
             }
         }
-        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($rest)*);
     };
-    (@impls $name:ident { $($v:ident = $s:literal),* } Deserialize $($rest:ident)*) => {
-        impl<'de> ::serde::Deserialize<'de> for $name {
-            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
+    (@ser [as_enum] $name:ident { $($v:ident = $s:expr),* }) => {
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<__S: $crate::__private::serde::Serializer>(&self, serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                // The variant's index, as serde's derive passes it.
+                let mut index = 0u32;
+                $(
+                    if let Self::$v = self {
+                        return serializer.serialize_unit_variant(::core::stringify!($name), index, $s);
+                    }
+                    index += 1;
+                )*
+                ::core::unreachable!("{index} variants, none matched")
+            }
+        }
+    };
+
+    (@de [] $name:ident { $($v:ident = $s:expr),* }) => {
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<__D: $crate::__private::serde::Deserializer<'de>>(deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
                 const VARIANTS: &[&str] = &[$($s),*];
-                struct Variant;
-                impl ::serde::de::Visitor<'_> for Variant {
+                struct __Variant;
+                impl $crate::__private::serde::de::Visitor<'_> for __Variant {
                     type Value = $name;
                     fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                         f.write_str(::core::concat!("a ", ::core::stringify!($name), " name"))
                     }
-                    fn visit_str<E: ::serde::de::Error>(self, v: &str) -> ::core::result::Result<$name, E> {
-                        match v {
-                            $($s => ::core::result::Result::Ok($name::$v),)*
-                            _ => ::core::result::Result::Err(E::unknown_variant(v, VARIANTS)),
-                        }
+                    fn visit_str<__E: $crate::__private::serde::de::Error>(self, v: &str) -> ::core::result::Result<$name, __E> {
+                        $(
+                            if v == $s {
+                                return ::core::result::Result::Ok($name::$v);
+                            }
+                        )*
+                        ::core::result::Result::Err(__E::unknown_variant(v, VARIANTS))
                     }
                 }
-                deserializer.deserialize_str(Variant)
+                deserializer.deserialize_str(__Variant)
             }
         }
-        $crate::serde_macros::json_enum!(@impls $name { $($v = $s),* } $($rest)*);
+    };
+    (@de [as_enum] $name:ident { $($v:ident = $s:expr),* }) => {
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<__D: $crate::__private::serde::Deserializer<'de>>(deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
+                const VARIANTS: &[&str] = &[$($s),*];
+                struct __Visitor;
+                impl<'de> $crate::__private::serde::de::Visitor<'de> for __Visitor {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                        f.write_str(::core::concat!("enum ", ::core::stringify!($name)))
+                    }
+                    fn visit_enum<__A: $crate::__private::serde::de::EnumAccess<'de>>(self, data: __A) -> ::core::result::Result<$name, __A::Error> {
+                        let index = $crate::__private::unit_variant(data, VARIANTS)?;
+                        ::core::iter::IntoIterator::into_iter([$($name::$v),*])
+                            .nth(index)
+                            .ok_or_else(|| <__A::Error as $crate::__private::serde::de::Error>::custom("variant index out of range"))
+                    }
+                }
+                deserializer.deserialize_enum(::core::stringify!($name), VARIANTS, __Visitor)
+            }
+        }
     };
 }
 
@@ -428,19 +601,19 @@ macro_rules! json_tagged {
     (@ser [$($lt:lifetime)?] $name:ident $tag:literal {
         $($v:ident = $s:literal { $($f:ident $([$($opt:tt)*])?),* $(,)? }),* $(,)?
     }) => {
-        impl<$($lt)?> ::serde::Serialize for $name<$($lt)?> {
+        impl<$($lt)?> $crate::__private::serde::Serialize for $name<$($lt)?> {
             #[allow(unused_variables, reason = "a unit variant binds nothing")]
-            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
-                use ::serde::ser::SerializeStruct as _;
+            fn serialize<__S: $crate::__private::serde::Serializer>(&self, serializer: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                use $crate::__private::serde::ser::SerializeStruct as _;
                 match self {
                     $(
                         Self::$v { $($f),* } => {
-                            let len = 1 $(+ usize::from(!$crate::serde_macros::json_field!(@skip *$f; $($($opt)*)?)))*;
+                            let len = 1 $(+ usize::from(!$crate::__json_field!(@skip *$f; $($($opt)*)?)))*;
                             let mut out = serializer.serialize_struct(::core::stringify!($name), len)?;
                             out.serialize_field($tag, $s)?;
                             $(
-                                if !$crate::serde_macros::json_field!(@skip *$f; $($($opt)*)?) {
-                                    out.serialize_field($crate::serde_macros::json_field!(@key $f; $($($opt)*)?), $f)?;
+                                if !$crate::__json_field!(@skip *$f; $($($opt)*)?) {
+                                    out.serialize_field($crate::__json_field!(@key $f; $($($opt)*)?), $f)?;
                                 }
                             )*
                             out.end()
@@ -454,14 +627,14 @@ macro_rules! json_tagged {
     (@de [$($lt:lifetime)?] $lts:tt $name:ident $tag:literal $deny:tt {
         $($v:ident = $s:literal { $($fields:tt)* }),* $(,)?
     }) => {
-        impl<'de $(: $lt, $lt)?> ::serde::Deserialize<'de> for $name<$($lt)?> {
-            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::core::result::Result<Self, D::Error> {
+        impl<'de $(: $lt, $lt)?> $crate::__private::serde::Deserialize<'de> for $name<$($lt)?> {
+            fn deserialize<__D: $crate::__private::serde::Deserializer<'de>>(deserializer: __D) -> ::core::result::Result<Self, __D::Error> {
                 const VARIANTS: &[&str] = &[$($s),*];
                 let mut object = $crate::serde_macros::buffered(deserializer)?;
-                let tag = $crate::serde_macros::take_tag::<D::Error>(&mut object, $tag)?;
+                let tag = $crate::serde_macros::take_tag::<__D::Error>(&mut object, $tag)?;
                 match tag.as_str() {
                     $($s => $crate::serde_macros::json_tagged!(@arm $lts $name $v $s $deny object { $($fields)* }),)*
-                    other => ::core::result::Result::Err(<D::Error as ::serde::de::Error>::unknown_variant(other, VARIANTS)),
+                    other => ::core::result::Result::Err(<__D::Error as $crate::__private::serde::de::Error>::unknown_variant(other, VARIANTS)),
                 }
             }
         }
@@ -471,26 +644,26 @@ macro_rules! json_tagged {
         $($f:ident $([$($opt:tt)*])?),* $(,)?
     }) => {{
         #[allow(dead_code, reason = "a unit variant reads no field")]
-        const FIELDS: &[&str] = &[$($crate::serde_macros::json_field!(@key $f; $($($opt)*)?)),*];
-        struct Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
-        impl<'de $(: $lt, $lt)?> ::serde::de::Visitor<'de> for Fields<$($lt)?> {
+        const FIELDS: &[&str] = &[$($crate::__json_field!(@key $f; $($($opt)*)?)),*];
+        struct __Fields<$($lt)?>(::core::marker::PhantomData<$name<$($lt)?>>);
+        impl<'de $(: $lt, $lt)?> $crate::__private::serde::de::Visitor<'de> for __Fields<$($lt)?> {
             type Value = $name<$($lt)?>;
             fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 f.write_str(::core::concat!("variant ", $s))
             }
             #[allow(unused_mut, reason = "a unit variant reads no field")]
-            fn visit_map<A: ::serde::de::MapAccess<'de>>(self, mut map: A) -> ::core::result::Result<Self::Value, A::Error> {
-                $crate::serde_macros::json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
+            fn visit_map<__A: $crate::__private::serde::de::MapAccess<'de>>(self, mut map: __A) -> ::core::result::Result<Self::Value, __A::Error> {
+                $crate::__json_field!(@read_map map, FIELDS, $($f $([$($opt)*])?),*);
                 ::core::result::Result::Ok($name::$v {
-                    $($f: $crate::serde_macros::json_field!(@init $f; $($($opt)*)?),)*
+                    $($f: $crate::__json_field!(@init $f; $($($opt)*)?),)*
                 })
             }
         }
         $crate::serde_macros::json_tagged!(@deny $deny $object, FIELDS);
         let mut access = $crate::serde_macros::entries($object);
-        ::serde::de::Visitor::visit_map(Fields(::core::marker::PhantomData), &mut access)
+        $crate::__private::serde::de::Visitor::visit_map(__Fields(::core::marker::PhantomData), &mut access)
             .and_then(|value| access.end().map(|()| value))
-            .map_err($crate::serde_macros::recast::<D::Error>)
+            .map_err($crate::serde_macros::recast::<__D::Error>)
     }};
     (@deny [] $object:ident, $fields:ident) => {};
     (@deny [deny] $object:ident, $fields:ident) => {
@@ -498,13 +671,14 @@ macro_rules! json_tagged {
             $object.iter().find(|(k, _)| !$fields.contains(&k.as_str()))
         {
             return ::core::result::Result::Err(
-                <D::Error as ::serde::de::Error>::unknown_field(unknown, $fields),
+                <__D::Error as $crate::__private::serde::de::Error>::unknown_field(unknown, $fields),
             );
         }
     };
 }
 
-pub(crate) use {json_enum, json_field, json_struct, json_tagged};
+pub(crate) use json_tagged;
+pub(crate) use {crate::__json_enum as json_enum, crate::__json_struct as json_struct};
 
 #[cfg(test)]
 mod tests {
@@ -725,6 +899,69 @@ mod tests {
         assert!(
             first.to_string().starts_with("unknown field `z`"),
             "{first}"
+        );
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Pair {
+        a: u8,
+        b: Option<u8>,
+    }
+
+    json_struct! { Serialize, Deserialize for Pair, seq { a, b } }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Dir {
+        Up,
+        Down,
+    }
+
+    // A variant's string as any constant expression (what schema_type!
+    // passes for a variant without `= "..."`).
+    json_enum! { Serialize, Deserialize for Dir, as_enum { Up = "up", Down = super::key("r#Down") } }
+
+    #[test]
+    fn seq_also_reads_an_array_and_without_it_an_array_is_refused() {
+        let p: Pair = serde_json::from_str("[1, 2]").unwrap();
+        assert_eq!(p, Pair { a: 1, b: Some(2) });
+        let p: Pair = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert_eq!(p, Pair { a: 1, b: None });
+        let short = serde_json::from_str::<Pair>("[1]").unwrap_err();
+        assert_eq!(
+            short.to_string(),
+            "invalid length 1, expected struct Pair with 2 elements at line 1 column 3"
+        );
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"a":1,"b":null}"#);
+        // The crate's own types keep refusing arrays.
+        let all = serde_json::from_str::<All>("[1]").unwrap_err();
+        assert!(
+            all.to_string().starts_with("invalid type: sequence"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn as_enum_goes_through_serdes_enum_form_and_the_plain_form_does_not() {
+        assert_eq!(serde_json::to_string(&Dir::Down).unwrap(), r#""Down""#);
+        assert_eq!(serde_json::from_str::<Dir>(r#""up""#).unwrap(), Dir::Up);
+        assert_eq!(
+            serde_json::from_str::<Dir>(r#"{"Down": null}"#).unwrap(),
+            Dir::Down
+        );
+        let e = serde_json::from_str::<Dir>(r#"{"Down": 1}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid type: integer `1`, expected unit"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Dir>("[]").unwrap_err();
+        assert!(e.to_string().starts_with("expected value"), "{e}");
+        // A plain json_enum! is a string only.
+        let e = serde_json::from_str::<Color>(r#"{"red": null}"#).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid type: map, expected a Color name"),
+            "{e}"
         );
     }
 

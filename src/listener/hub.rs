@@ -680,11 +680,15 @@ mod tests {
         (list, release, rec)
     }
 
-    /// Wait until `done` holds, for up to 10 s: a bound against hangs, not
-    /// a timing claim. The caller asserts on the state afterwards.
+    /// Wait until `done` holds, for up to 60 s: a bound against hangs, not
+    /// a timing claim. Past it the test fails here, saying so, rather than
+    /// at the caller's next assertion for a reason its message does not
+    /// give.
+    #[track_caller]
     fn eventually(mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !done() && Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "not done within 60 s");
             std::thread::sleep(Duration::from_millis(1));
         }
     }

@@ -49,7 +49,8 @@
 //! or proxy that echoes the `Authorization` header cannot put the key into
 //! an [`Error`], an event or a log.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
+use std::fmt;
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,7 +152,20 @@ impl Client {
         wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];
         let transport = req.transport;
-        let (url, shown) = self.chat_url(transport, req.stream);
+        let url = format!(
+            "{}{}",
+            transport.base_or_default(),
+            wire::path(transport, req.stream)
+        );
+        let shown = Shown::new(&url, transport.api_key());
+        if transport.api_base().is_none()
+            && !self
+                .shared
+                .default_base_logged
+                .swap(true, Ordering::Relaxed)
+        {
+            log::info!("no api_base set: using {shown}");
+        }
         let deadline = Deadline::new(cfg);
         let mut attempt = 0u32;
         loop {
@@ -168,22 +182,23 @@ impl Client {
             let agent = self.agent();
             let _hook = self.arm(req.cancel);
             let started = Instant::now();
-            let mut http = agent
-                .post(&url)
-                .config()
-                // The deadline bounds the socket too (connect, headers,
-                // every read of the body).
-                .timeout_global(deadline.remaining())
-                .build()
-                .header("Content-Type", "application/json")
-                .header(
-                    "Accept",
-                    if req.stream {
-                        "text/event-stream"
-                    } else {
-                        "application/json"
-                    },
-                );
+            let post = agent.post(&url);
+            // The deadline bounds the socket too (connect, headers, every
+            // read of the body). Without one, no request-level config: ureq
+            // copies the agent's whole config into each request that has
+            // one, and the agent sets no global timeout to override.
+            let post = match deadline.remaining() {
+                Some(left) => post.config().timeout_global(Some(left)).build(),
+                None => post,
+            };
+            let mut http = post.header("Content-Type", "application/json").header(
+                "Accept",
+                if req.stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            );
             for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
                 http = http.header(name, value);
             }
@@ -219,7 +234,7 @@ impl Client {
                     if (200..300).contains(&status) {
                         return self.read_success(resp, req, &deadline, &shown, sink);
                     }
-                    self.rejected(resp, status, req, &shown)?
+                    self.rejected(resp, status, req, shown.get())?
                 }
             };
             if attempt > cfg.max_retries {
@@ -294,32 +309,12 @@ impl Client {
         Ok((err, retry_after))
     }
 
-    /// The URL a chat goes to, and what errors, retry notices and logs
-    /// show of it (user info, query values and the key redacted).
-    fn chat_url(&self, transport: &ChatTransport, stream: bool) -> (String, String) {
-        let url = format!(
-            "{}{}",
-            transport.base_or_default(),
-            wire::path(transport, stream)
-        );
-        let shown = redact(&redact_url(&url), transport.api_key()).into_owned();
-        if transport.api_base().is_none()
-            && !self
-                .shared
-                .default_base_logged
-                .swap(true, Ordering::Relaxed)
-        {
-            log::info!("no api_base set: using {shown}");
-        }
-        (url, shown)
-    }
-
     fn read_success(
         &self,
         resp: ureq::http::Response<ureq::Body>,
         req: &Request<'_>,
         deadline: &Deadline,
-        url: &str,
+        url: &Shown<'_>,
         sink: &mut dyn Sink,
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
@@ -410,10 +405,10 @@ impl Client {
                 } else if let (DecodeError::TimedOut, Some(bound)) = (&e, watch.expired()) {
                     Error::Timeout {
                         after: bound,
-                        url: Some(url.to_string()),
+                        url: Some(url.get().to_string()),
                     }
                 } else {
-                    decode_error(e, cfg, key, Some(url))
+                    decode_error(e, cfg, key, Some(url.get()))
                 }
             })
     }
@@ -476,11 +471,11 @@ impl Deadline {
         self.at.is_some_and(|at| Instant::now() >= at)
     }
 
-    fn check(&self, url: &str) -> Result<()> {
+    fn check(&self, url: &Shown<'_>) -> Result<()> {
         if self.passed() {
             Err(Error::Timeout {
                 after: self.configured,
-                url: Some(url.to_string()),
+                url: Some(url.get().to_string()),
             })
         } else {
             Ok(())
@@ -670,6 +665,36 @@ fn is_cancelled(c: Option<&Cancellable>) -> bool {
     c.is_some_and(Cancellable::is_cancelled)
 }
 
+/// What errors, retry notices and logs show of a request's URL (user
+/// info, query values and the key redacted), worked out at its first use:
+/// a request that succeeds needs it only for a debug log line.
+struct Shown<'a> {
+    url: &'a str,
+    key: Option<&'a str>,
+    text: OnceCell<String>,
+}
+
+impl<'a> Shown<'a> {
+    fn new(url: &'a str, key: Option<&'a str>) -> Shown<'a> {
+        Shown {
+            url,
+            key,
+            text: OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &str {
+        self.text
+            .get_or_init(|| redact(&redact_url(self.url), self.key).into_owned())
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
 /// A failed send as an [`Error`]; `raw` is the URL requested and `shown`
 /// its redacted form.
 fn map_ureq(
@@ -677,8 +702,9 @@ fn map_ureq(
     cfg: &HttpConfig,
     deadline: &Deadline,
     raw: &str,
-    shown: &str,
+    shown: &Shown<'_>,
 ) -> Error {
+    let shown = shown.get();
     // Which timeout expired decides which configured duration to name.
     let after = match e {
         ureq::Error::Timeout(ureq::Timeout::Global) if deadline.at.is_some() => deadline.configured,

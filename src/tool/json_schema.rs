@@ -72,14 +72,24 @@ use serde_json::{Value, json};
 /// - **A `macro_rules!` macro instead of a derive.** [`schema_type!`](crate::tool::schema_type)
 ///   declares the struct (or string enum) and implements [`JsonSchema`] in
 ///   one place, so fields and schema cannot drift apart; `///` comments on
-///   the type and fields become `description`s. The macro emits
-///   `#[derive(serde::Serialize, serde::Deserialize)]` by path, so **the
-///   crate that uses it depends on `serde` (with the `derive` feature) and
-///   `serde_json`**, as nearly every crate that uses serde does. The
-///   alternatives were worse: re-exporting serde from pikuri would put a
-///   dependency's path in our public API (hidden or not), and a hand-rolled
-///   `Deserialize` through `Value` would lose serde's field types, error
-///   messages and speed for nothing.
+///   the type and fields become `description`s.
+/// - **serde's traits without serde's derive.** The macro also writes the
+///   type's `Serialize` and `Deserialize` impls, through the `macro_rules!`
+///   macros that write pikuri's own (its crate-private `serde_macros`
+///   module, exported under hidden names), so **the crate that uses it
+///   needs neither `serde` nor `serde_json` as a dependency**, and its
+///   build compiles no proc macro (`serde_derive`, `syn`, `quote`,
+///   `proc-macro2`) for its argument types. The impls read and write
+///   what serde's derive would for the same declaration (field names,
+///   absent `Option` fields as `None`, unknown keys skipped, a key twice
+///   refused, serde's error messages, an array as the fields in order,
+///   the enum forms), which tests pin. The expansion names serde through
+///   a hidden `pikuri::__private` module, not part of the API: no path of
+///   it is promised, and the user's code never names it. Emitting serde's
+///   derive instead (as the macro first did) made every typed tool's
+///   crate depend on `serde` with `derive` and on `serde_json` by name;
+///   a `Deserialize` through `Value` would lose serde's field types, error
+///   messages and speed.
 ///
 /// # Limitations
 ///
@@ -235,24 +245,22 @@ fn nullable(mut schema: Value) -> Value {
 /// [`JsonSchema`](crate::tool::JsonSchema) impl; `///` comments become
 /// `description`s.
 ///
-/// A struct gets `#[derive(Debug, Clone, serde::Serialize,
-/// serde::Deserialize)]` and a strict-mode object schema: every field
-/// required, `Option` fields nullable, `"additionalProperties": false`. An
-/// enum gets `#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash,
-/// serde::Serialize, serde::Deserialize)]` and is sent as a string: the
-/// variant's name, or the string after `=`; variant comments are listed in
-/// the enum's description. Further attributes after the doc comment (say
+/// A struct gets `#[derive(Debug, Clone)]`, serde's `Serialize` and
+/// `Deserialize`, and a strict-mode object schema: every field required,
+/// `Option` fields nullable, `"additionalProperties": false`. An enum gets
+/// `#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]`, serde's
+/// `Serialize` and `Deserialize`, and is sent as a string: the variant's
+/// name, or the string after `=`; variant comments are listed in the
+/// enum's description. Further attributes after the doc comment (say
 /// `#[derive(PartialEq)]`) are passed through.
 ///
-/// The crate that uses the macro depends on `serde` (with the `derive`
-/// feature) and `serde_json`; see the [design notes](crate::tool::JsonSchema)
-/// for why, and for the limitations:
-///
-/// ```toml
-/// [dependencies]
-/// serde = { version = "1", features = ["derive"] }
-/// serde_json = "1"
-/// ```
+/// The serde impls are written by the macro itself, reading and writing
+/// what serde's derive would for the same declaration, so the crate that
+/// uses the macro needs only `pikuri` as a dependency: no `serde`, no
+/// `serde_json`, no proc macro. (A crate that reads the types with
+/// `serde_json` itself, as the examples below do, depends on it for that.)
+/// See the [design notes](crate::tool::JsonSchema) for why, and for the
+/// limitations.
 ///
 /// # What it takes
 ///
@@ -382,13 +390,9 @@ macro_rules! __schema_type {
     (@wire $variant:ident) => { $crate::__schema_type!(@name $variant) };
     // A field's or variant's name as serde spells it: without the `r#` of
     // a raw identifier (`r#type` is the field `type`).
-    (@name $ident:ident) => {{
-        let name: &'static str = ::core::stringify!($ident);
-        match name.strip_prefix("r#") {
-            ::core::option::Option::Some(bare) => bare,
-            ::core::option::Option::None => name,
-        }
-    }};
+    (@name $ident:ident) => {
+        $crate::__private::key(::core::stringify!($ident))
+    };
 
     (
         $(#[$($attr:tt)*])*
@@ -400,7 +404,7 @@ macro_rules! __schema_type {
         }
     ) => {
         $(#[$($attr)*])*
-        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::serde::Serialize, ::serde::Deserialize)]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone)]
         $vis struct $name {
             $(
                 $(#[$($field_attr)*])*
@@ -408,9 +412,11 @@ macro_rules! __schema_type {
             )*
         }
 
+        $crate::__json_struct! { Serialize, Deserialize for $name, seq { $($field),* } }
+
         impl $crate::tool::JsonSchema for $name {
-            fn json_schema() -> ::serde_json::Value {
-                fn describe(schema: &mut ::serde_json::Value, lines: &[&str]) {
+            fn json_schema() -> $crate::__private::Value {
+                fn describe(schema: &mut $crate::__private::Value, lines: &[&str]) {
                     let text = lines
                         .iter()
                         .map(|line| line.strip_prefix(' ').unwrap_or(line))
@@ -418,17 +424,17 @@ macro_rules! __schema_type {
                         .join("\n");
                     let text = text.trim();
                     if let (Some(obj), false) = (schema.as_object_mut(), text.is_empty()) {
-                        obj.insert("description".into(), ::serde_json::Value::from(text));
+                        obj.insert("description".into(), $crate::__private::Value::from(text));
                     }
                 }
                 #[allow(unused_mut)] // a struct without fields
-                let mut properties = ::serde_json::Map::new();
+                let mut properties = $crate::__private::Map::new();
                 $(
                     let mut field = <$field_ty as $crate::tool::JsonSchema>::json_schema();
                     describe(&mut field, $crate::__schema_type!(@docs [] $(#[$($field_attr)*])*));
                     properties.insert($crate::__schema_type!(@name $field).into(), field);
                 )*
-                let mut schema = ::serde_json::json!({
+                let mut schema = $crate::__private::json!({
                     "type": "object",
                     "properties": properties,
                     "required": [$($crate::__schema_type!(@name $field)),*],
@@ -453,18 +459,22 @@ macro_rules! __schema_type {
         #[derive(
             ::core::fmt::Debug, ::core::clone::Clone, ::core::marker::Copy,
             ::core::cmp::PartialEq, ::core::cmp::Eq, ::core::hash::Hash,
-            ::serde::Serialize, ::serde::Deserialize,
         )]
         $vis enum $name {
             $(
                 $(#[$($variant_attr)*])*
-                $(#[serde(rename = $wire)])?
                 $variant,
             )+
         }
 
+        $crate::__json_enum! {
+            Serialize, Deserialize for $name, as_enum {
+                $($variant = $crate::__schema_type!(@wire $variant $($wire)?)),+
+            }
+        }
+
         impl $crate::tool::JsonSchema for $name {
-            fn json_schema() -> ::serde_json::Value {
+            fn json_schema() -> $crate::__private::Value {
                 let mut lines: ::std::vec::Vec<::std::string::String> =
                     $crate::__schema_type!(@docs [] $(#[$($attr)*])*)
                         .iter()
@@ -481,14 +491,14 @@ macro_rules! __schema_type {
                         ));
                     }
                 )+
-                let mut schema = ::serde_json::json!({
+                let mut schema = $crate::__private::json!({
                     "type": "string",
                     "enum": [$($crate::__schema_type!(@wire $variant $($wire)?)),+],
                 });
                 let text = lines.join("\n");
                 let text = text.trim();
                 if let (Some(obj), false) = (schema.as_object_mut(), text.is_empty()) {
-                    obj.insert("description".into(), ::serde_json::Value::from(text));
+                    obj.insert("description".into(), $crate::__private::Value::from(text));
                 }
                 schema
             }

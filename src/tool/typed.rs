@@ -84,8 +84,9 @@ impl<T: Serialize> IntoObservation for Json<T> {
 /// A tool whose handler takes its arguments as a Rust value; the schema
 /// comes from the type.
 ///
-/// The argument type implements [`JsonSchema`] (declare it with
-/// [`schema_type!`](crate::tool::schema_type)) and `Deserialize`. The agent loop
+/// The argument type implements [`JsonSchema`] and `Deserialize`:
+/// [`schema_type!`](crate::tool::schema_type) writes both, so its crate
+/// needs no serde of its own. The agent loop
 /// validates the model's arguments against the type's schema first, so a
 /// malformed call gets an `"Error: ..."` observation that lists *every*
 /// problem (serde would stop at the first), bound to the call id like any

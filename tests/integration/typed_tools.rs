@@ -302,3 +302,291 @@ fn raw_mcp_schema_is_sent_as_is_and_enforced() {
         r#"{"messageType":"debug","tags":[{"key":"k"}]}"#
     );
 }
+
+// The JSON a `schema_type!` type reads and writes: what serde's derive
+// reads and writes for the same declaration (the macro used to expand to
+// that derive; these tests pinned it first).
+
+/// Not matched syntactically: an alias of `Option` reads as `None` too.
+type MaybeCount = Option<u32>;
+
+pikuri::tool::schema_type! {
+    /// Every field kind the macro takes.
+    #[derive(PartialEq)]
+    struct Everything {
+        r#type: String,
+        size: Size,
+        customer: Customer,
+        lines: Vec<Item>,
+        tags: std::collections::HashMap<String, u8>,
+        maybe: Option<Size>,
+        count: MaybeCount,
+        nested: Option<Option<bool>>,
+    }
+}
+
+pikuri::tool::schema_type! {
+    /// A variant with its own string, one without.
+    enum Mode {
+        Fast = "fast-mode",
+        Careful,
+        r#Loop,
+    }
+}
+
+pikuri::tool::schema_type! {
+    struct NoFields {}
+}
+
+fn everything() -> Everything {
+    Everything {
+        r#type: "t".into(),
+        size: Size::Large,
+        customer: Customer {
+            name: "Ann".into(),
+            card: None,
+        },
+        lines: vec![Item {
+            name: "tea".into(),
+            qty: 2,
+            size: Size::Small,
+        }],
+        tags: [("k".to_string(), 1)].into_iter().collect(),
+        maybe: None,
+        count: Some(3),
+        nested: Some(None),
+    }
+}
+
+#[test]
+fn a_schema_type_writes_its_fields_in_order_with_serde_names_and_reads_them_back() {
+    let value = everything();
+    assert_eq!(
+        serde_json::to_string(&value).unwrap(),
+        r#"{"type":"t","size":"large","customer":{"name":"Ann","card":null},"lines":[{"name":"tea","qty":2,"size":"small"}],"tags":{"k":1},"maybe":null,"count":3,"nested":null}"#
+    );
+    let text = serde_json::to_string(&value).unwrap();
+    // `Some(None)` is written `null` and read back `None`, as with serde.
+    let back: Everything = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        back,
+        Everything {
+            nested: None,
+            ..everything()
+        }
+    );
+    let back: Everything = serde_json::from_value(serde_json::to_value(&value).unwrap()).unwrap();
+    assert_eq!(
+        back,
+        Everything {
+            nested: None,
+            ..everything()
+        }
+    );
+    assert_eq!(serde_json::to_string(&NoFields {}).unwrap(), "{}");
+    let _: NoFields = serde_json::from_str(r#"{"ignored": 1}"#).unwrap();
+}
+
+#[test]
+fn a_schema_type_reads_absent_option_fields_as_none_and_skips_unknown_keys() {
+    let text = r#"{"type": "t", "size": "large", "unknown": {"deep": [1, 2]},
+        "customer": {"name": "Ann"}, "lines": [], "tags": {}}"#;
+    let read: Everything = serde_json::from_str(text).unwrap();
+    assert_eq!((read.maybe, read.count, read.nested), (None, None, None));
+    assert_eq!(read.customer.card, None);
+    let read: Everything = serde_json::from_value(serde_json::from_str(text).unwrap()).unwrap();
+    assert_eq!(read.count, None);
+}
+
+#[test]
+fn a_schema_type_skips_an_unknown_key_nested_100000_deep_without_overflowing() {
+    let deep = format!(
+        r#"{{"name": "Ann", "x": {}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    // Skipped as serde_json skips any value: without recursion.
+    assert_eq!(serde_json::from_str::<Customer>(&deep).unwrap().name, "Ann");
+    // In a known field, it is the field's type error, not an overflow.
+    let deep = format!(
+        r#"{{"name": {}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let err = serde_json::from_str::<Customer>(&deep).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid type: sequence, expected a string"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_schema_type_refuses_a_missing_field_a_key_twice_and_a_wrong_type_as_serde_does() {
+    let missing = serde_json::from_str::<Item>(r#"{"name": "tea", "size": "small"}"#).unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "missing field `qty` at line 1 column 32"
+    );
+    let missing = serde_json::from_value::<Item>(json!({"name": "tea", "qty": 1})).unwrap_err();
+    assert_eq!(missing.to_string(), "missing field `size`");
+    let twice =
+        serde_json::from_str::<Customer>(r#"{"name": "a", "card": 1, "name": "b"}"#).unwrap_err();
+    assert_eq!(
+        twice.to_string(),
+        "duplicate field `name` at line 1 column 31"
+    );
+    let wrong = serde_json::from_str::<Customer>(r#""Ann""#).unwrap_err();
+    assert_eq!(
+        wrong.to_string(),
+        "invalid type: string \"Ann\", expected struct Customer at line 1 column 5"
+    );
+    let field = serde_json::from_value::<Item>(json!({"name": "tea", "qty": -1, "size": "small"}))
+        .unwrap_err();
+    assert_eq!(
+        field.to_string(),
+        "invalid value: integer `-1`, expected u32"
+    );
+    // An array fills the fields in order, as serde's derive reads it.
+    let seq: Customer = serde_json::from_str(r#"["Ann", 7]"#).unwrap();
+    assert_eq!(
+        seq,
+        Customer {
+            name: "Ann".into(),
+            card: Some(7)
+        }
+    );
+    let short = serde_json::from_str::<Customer>(r#"["Ann"]"#).unwrap_err();
+    assert_eq!(
+        short.to_string(),
+        "invalid length 1, expected struct Customer with 2 elements at line 1 column 7"
+    );
+}
+
+#[test]
+fn a_schema_type_enum_is_its_wire_string() {
+    use serde::Deserialize as _;
+    use serde::de::IntoDeserializer;
+    type Plain = serde::de::value::Error;
+    assert_eq!(
+        serde_json::to_value(Mode::Fast).unwrap(),
+        json!("fast-mode")
+    );
+    assert_eq!(
+        serde_json::to_value(Mode::Careful).unwrap(),
+        json!("Careful")
+    );
+    assert_eq!(serde_json::to_value(Mode::Loop).unwrap(), json!("Loop"));
+    assert_eq!(
+        Mode::json_schema()["enum"],
+        json!(["fast-mode", "Careful", "Loop"])
+    );
+    for (text, mode) in [
+        (r#""fast-mode""#, Mode::Fast),
+        (r#""Careful""#, Mode::Careful),
+        (r#""Loop""#, Mode::Loop),
+        // serde's enum form: a one-key object whose value is null.
+        (r#"{"Careful": null}"#, Mode::Careful),
+    ] {
+        assert_eq!(serde_json::from_str::<Mode>(text).unwrap(), mode, "{text}");
+    }
+    let unknown = serde_json::from_str::<Mode>(r#""Fast""#).unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown variant `Fast`, expected one of `fast-mode`, `Careful`, `Loop` at line 1 column 6"
+    );
+    let unknown = serde_json::from_value::<Size>(json!("huge")).unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown variant `huge`, expected `small` or `large`"
+    );
+    // A format that numbers variants reads the index, as with the derive.
+    let by_index = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(2u32));
+    assert_eq!(by_index.unwrap(), Mode::Loop);
+    let past = Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(3u32)).unwrap_err();
+    assert_eq!(
+        past.to_string(),
+        "invalid value: integer `3`, expected variant index 0 <= i < 3"
+    );
+    let huge =
+        Mode::deserialize(IntoDeserializer::<Plain>::into_deserializer(u32::MAX)).unwrap_err();
+    assert_eq!(
+        huge.to_string(),
+        "invalid value: integer `4294967295`, expected variant index 0 <= i < 3"
+    );
+    let number = serde_json::from_value::<Size>(json!(1)).unwrap_err();
+    assert_eq!(
+        number.to_string(),
+        "invalid type: integer `1`, expected string or map"
+    );
+}
+
+// Names the expansion uses for its own items and generic parameters: a
+// type or field so named still works (serde's derive prefixes its own
+// with `__` for the same reason).
+pikuri::tool::schema_type! {
+    #[derive(PartialEq)]
+    struct S {
+        map: u8,
+        seq: Option<u8>,
+        key: String,
+        read: bool,
+        index: D,
+    }
+}
+
+pikuri::tool::schema_type! {
+    enum D {
+        E,
+        A = "a",
+    }
+}
+
+pikuri::tool::schema_type! {
+    #[derive(PartialEq)]
+    struct Fields {
+        len: Variant,
+    }
+}
+
+pikuri::tool::schema_type! {
+    enum Variant {
+        Visitor,
+        Index,
+    }
+}
+
+#[test]
+fn a_schema_type_may_use_the_names_its_expansion_uses() {
+    let s = S {
+        map: 1,
+        seq: None,
+        key: "k".into(),
+        read: true,
+        index: D::A,
+    };
+    let text = serde_json::to_string(&s).unwrap();
+    assert_eq!(
+        text,
+        r#"{"map":1,"seq":null,"key":"k","read":true,"index":"a"}"#
+    );
+    assert_eq!(serde_json::from_str::<S>(&text).unwrap(), s);
+    let f: Fields = serde_json::from_str(r#"{"len": "Index"}"#).unwrap();
+    assert_eq!(
+        f,
+        Fields {
+            len: Variant::Index
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(Variant::Visitor).unwrap(),
+        json!("Visitor")
+    );
+    assert_eq!(serde_json::from_value::<D>(json!("E")).unwrap(), D::E);
+    // One field: "element", as serde's derive words it.
+    let short = serde_json::from_str::<Fields>("[]").unwrap_err();
+    assert_eq!(
+        short.to_string(),
+        "invalid length 0, expected struct Fields with 1 element at line 1 column 2"
+    );
+}
