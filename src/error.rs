@@ -553,13 +553,15 @@ impl Error {
 /// message then tells an overflow or a missing model from another 4xx,
 /// because servers send both as a plain 400 or 404.
 fn http_kind(status: u16, message: &str) -> ErrorKind {
+    // Each test reads the message lowercased: once, here.
+    let m = &message.to_ascii_lowercase();
     match status {
-        _ if is_cache_gone(status, message) => ErrorKind::CacheExpired,
+        _ if cache_gone(status, m) => ErrorKind::CacheExpired,
         401 | 403 => ErrorKind::Auth,
         429 => ErrorKind::RateLimit,
-        _ if is_context_overflow(status, message) => ErrorKind::ContextOverflow,
-        _ if is_image_unsupported(status, message) => ErrorKind::ImageUnsupported,
-        _ if is_model_not_found(status, message) => ErrorKind::ModelNotFound,
+        _ if is_context_overflow(status, m) => ErrorKind::ContextOverflow,
+        _ if is_image_unsupported(status, m) => ErrorKind::ImageUnsupported,
+        _ if is_model_not_found(status, m) => ErrorKind::ModelNotFound,
         500..=599 => ErrorKind::Server,
         _ => ErrorKind::Rejected,
     }
@@ -569,24 +571,32 @@ fn http_kind(status: u16, message: &str) -> ErrorKind {
 /// request naming a cache that expired or was deleted with 403
 /// `PERMISSION_DENIED`, "CachedContent not found (or permission denied)"
 /// (404 on some paths). Before the 403 of a refused key.
+#[cfg_attr(
+    not(feature = "gemini"),
+    allow(dead_code, reason = "the Gemini cache asks it of a refusal")
+)]
 pub(crate) fn is_cache_gone(status: u16, message: &str) -> bool {
+    cache_gone(status, &message.to_ascii_lowercase())
+}
+
+/// [`is_cache_gone`] of a message already lowercased (`m`).
+fn cache_gone(status: u16, m: &str) -> bool {
     if !matches!(status, 403 | 404) {
         return false;
     }
-    let m = message.to_ascii_lowercase();
     m.contains("cachedcontent not found")
         || m.contains("cached content not found")
         || (m.contains("cachedcontent") && m.contains("expired"))
 }
 
-/// See [`Error::is_context_overflow`] for the forms recognized.
-fn is_context_overflow(status: u16, message: &str) -> bool {
+/// See [`Error::is_context_overflow`] for the forms recognized; `m` is the
+/// message lowercased.
+fn is_context_overflow(status: u16, m: &str) -> bool {
     // Ollama answers `prompt too long` with a 500; any other 5xx is the
     // server's own trouble, whatever its text says.
     if !(400..=499).contains(&status) && status != 500 {
         return false;
     }
-    let m = message.to_ascii_lowercase();
     m.contains("exceed_context_size_error")
         || m.contains("context_length_exceeded")
         || m.contains("exceeds the available context size")
@@ -603,12 +613,11 @@ fn is_context_overflow(status: u16, message: &str) -> bool {
 /// or multimodal input) and says they are not supported. Before the
 /// missing-model test: vLLM's "is not a multimodal model" names the model
 /// too. A 4xx about an image that is merely too large or broken is not
-/// this: it says nothing of support.
-fn is_image_unsupported(status: u16, message: &str) -> bool {
+/// this: it says nothing of support. `m` is the message lowercased.
+fn is_image_unsupported(status: u16, m: &str) -> bool {
     if !(400..=499).contains(&status) && status != 500 {
         return false;
     }
-    let m = message.to_ascii_lowercase();
     (m.contains("image") || m.contains("vision") || m.contains("multimodal"))
         && (m.contains("support")
             || m.contains("not a multimodal")
@@ -620,12 +629,11 @@ fn is_image_unsupported(status: u16, message: &str) -> bool {
 /// model `x` does not exist`, code `model_not_found`; Ollama's `model "x"
 /// not found, try pulling it first`; OpenRouter's `x is not a valid model
 /// ID`. A 404 that does not mention a model is a wrong path, not a
-/// missing model.
-fn is_model_not_found(status: u16, message: &str) -> bool {
+/// missing model. `m` is the message lowercased.
+fn is_model_not_found(status: u16, m: &str) -> bool {
     if !(400..=499).contains(&status) {
         return false;
     }
-    let m = message.to_ascii_lowercase();
     m.contains("model_not_found")
         || (m.contains("model")
             && (m.contains("not found")

@@ -274,7 +274,7 @@ impl Serialize for Body<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         // A raw field replaces pikuri's of the same name: written once, at
         // the end (duplicate keys are invalid JSON for strict servers).
-        let ours = |k: &str| !self.extra.contains_key(k);
+        let ours = |k: &str| unclaimed(self.extra, k);
         let mut map = s.serialize_map(None)?;
         if ours("model") {
             map.serialize_entry("model", self.model)?;
@@ -352,6 +352,14 @@ impl Serialize for Body<'_> {
         }
         map.end()
     }
+}
+
+/// Whether no raw field of `extra` is named `key` (so the encoder writes
+/// its own). Out of line: a `BTreeMap` lookup inlined at each of the
+/// dozen fields the body may write is kilobytes of the same search.
+#[inline(never)]
+pub(crate) fn unclaimed(extra: &Map<String, Value>, key: &str) -> bool {
+    !extra.contains_key(key)
 }
 
 /// A [`ToolChoice`] as chat completions' `tool_choice`.
@@ -857,6 +865,59 @@ mod tests {
         let v: Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["messages"][2]["reasoning_content"], "because");
         assert!(v["messages"][3].get("reasoning_content").is_none());
+    }
+
+    /// Every setting's bytes on the chat body: key order, a negative seed,
+    /// a non-finite float as `null`, the named tool's object. (Session 14
+    /// tried writing each as its own type rather than a `Value`: the same
+    /// bytes, and no smaller a program.)
+    #[test]
+    fn every_setting_is_written_byte_for_byte() {
+        use super::super::settings::ReasoningEffort;
+        let extra = serde_json::Map::new();
+        let tools = ToolSpecs {
+            specs: vec![ToolSpec {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: serde_json::json!({"type": "object"}),
+                deferred: false,
+            }],
+            regex: false,
+        };
+        let msgs = [Message::user("q")];
+        let transport = ChatTransport::new("m").with_api_base("http://h/v1");
+        let body = |settings: &ModelSettings| {
+            let mut r = req(&transport, &msgs, &tools, &extra);
+            r.settings = settings;
+            r.system = None;
+            r.stream = false;
+            let mut buf = Vec::new();
+            r.write_to(&mut buf, true);
+            String::from_utf8(buf).unwrap()
+        };
+        let head = r#"{"model":"m","messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"t","description":"d","parameters":{"type":"object"}}}],"stream":false"#;
+        let all = ModelSettings::new()
+            .with_temperature(0.25)
+            .with_top_p(1.0)
+            .with_max_output_tokens(64)
+            .with_stop(["a\"b", "c"])
+            .with_seed(-7)
+            .with_tool_choice(ToolChoice::Tool("t".into()))
+            .with_parallel_tool_calls(false)
+            .with_reasoning_effort(ReasoningEffort::High);
+        assert_eq!(
+            body(&all),
+            format!(
+                r#"{head},"temperature":0.25,"top_p":1.0,"max_tokens":64,"stop":["a\"b","c"],"seed":-7,"tool_choice":{{"function":{{"name":"t"}},"type":"function"}},"parallel_tool_calls":false,"reasoning_effort":"high"}}"#
+            )
+        );
+        let choice = ModelSettings::new().with_tool_choice(ToolChoice::Required);
+        assert_eq!(
+            body(&choice),
+            format!(r#"{head},"tool_choice":"required"}}"#)
+        );
+        let nan = ModelSettings::new().with_temperature(f64::NAN);
+        assert_eq!(body(&nan), format!(r#"{head},"temperature":null}}"#));
     }
 
     #[test]

@@ -215,7 +215,15 @@ impl ChatTransport {
 
     /// [`from_env`](ChatTransport::from_env) over any source of variables.
     fn from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
-        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        // One body for every source (the tests' maps, the environment):
+        // monomorphised, each source would carry its own copy.
+        ChatTransport::from_source(&|name: &str| var(name).filter(|v| !v.trim().is_empty()))
+    }
+
+    /// [`from_vars`](ChatTransport::from_vars), unset and blank variables
+    /// already `None`: the API, then that API's variables, read the way
+    /// its SDK reads them.
+    fn from_source(var: &dyn Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
         let api = match var("PIKURI_API")
             .map(|v| v.trim().to_ascii_lowercase())
             .as_deref()
@@ -244,120 +252,83 @@ impl ChatTransport {
                 )));
             }
         };
-        if api == Api::AnthropicMessages {
-            return ChatTransport::anthropic_from_vars(var);
+        // Per API: the provider hint, the API base, the model, the key,
+        // the names the debug line gives them, and what to set when
+        // neither a base nor a key is.
+        let (provider, api_base, model, api_key, names, missing) = match api {
+            Api::AnthropicMessages => (
+                "anthropic",
+                // The SDK's base is the server's root; pikuri's ends with
+                // the version, like OpenAI's.
+                var("ANTHROPIC_BASE_URL").map(|b| {
+                    let b = b.trim().trim_end_matches('/');
+                    if b.ends_with("/v1") {
+                        b.to_string()
+                    } else {
+                        format!("{b}/v1")
+                    }
+                }),
+                var("ANTHROPIC_MODEL"),
+                var("ANTHROPIC_API_KEY"),
+                [
+                    "ANTHROPIC_BASE_URL",
+                    "ANTHROPIC_MODEL",
+                    "ANTHROPIC_API_KEY=",
+                ],
+                "set ANTHROPIC_BASE_URL to your server's root (e.g. http://127.0.0.1:8080 for \
+                 llama.cpp), or ANTHROPIC_API_KEY for Anthropic's hosted API; ANTHROPIC_MODEL \
+                 picks the model",
+            ),
+            Api::Gemini => (
+                "gemini",
+                // The SDK's base is the server's root, and it appends the
+                // version.
+                var("GOOGLE_GEMINI_BASE_URL").map(|b| {
+                    let b = b.trim().trim_end_matches('/');
+                    let last = b.rsplit('/').next().unwrap_or("");
+                    let versioned = last.starts_with('v')
+                        && last[1..].starts_with(|c: char| c.is_ascii_digit());
+                    if versioned {
+                        b.to_string()
+                    } else {
+                        format!("{b}/v1beta")
+                    }
+                }),
+                var("GEMINI_MODEL"),
+                var("GOOGLE_API_KEY").or_else(|| var("GEMINI_API_KEY")),
+                ["GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL", "API key "],
+                "set GEMINI_API_KEY (or GOOGLE_API_KEY) for Google's hosted API, or \
+                 GOOGLE_GEMINI_BASE_URL to your server's root; GEMINI_MODEL picks the model",
+            ),
+            _ => (
+                "openai",
+                var("OPENAI_BASE_URL"),
+                var("OPENAI_MODEL"),
+                var("OPENAI_API_KEY"),
+                ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY="],
+                "set OPENAI_BASE_URL to your server's API base (e.g. http://127.0.0.1:8080/v1 \
+                 for llama.cpp, http://127.0.0.1:11434/v1 for Ollama), or OPENAI_API_KEY for \
+                 OpenAI's hosted API; OPENAI_MODEL picks the model",
+            ),
+        };
+        let [base_name, model_name, key_name] = names;
+        log::debug!(
+            "transport from env: {base_name}={api_base:?} {model_name}={model:?} {key_name}{}",
+            if api_key.is_some() { "set" } else { "unset" }
+        );
+        if api_base.is_none() && api_key.is_none() {
+            return Err(crate::Error::InvalidInput(format!(
+                "no endpoint in the environment: {missing}"
+            )));
         }
-        if api == Api::Gemini {
-            return ChatTransport::gemini_from_vars(var);
-        }
-        let t = ChatTransport {
+        Ok(ChatTransport {
             api,
-            model: var("OPENAI_MODEL"),
-            provider: Some("openai".to_string()),
-            api_base: var("OPENAI_BASE_URL"),
-            api_key: var("OPENAI_API_KEY"),
-            context_window: None,
-            no_auto_cache: false,
-            settings: ModelSettings::default(),
-            cached_content: None,
-        };
-        log::debug!(
-            "transport from env: OPENAI_BASE_URL={:?} OPENAI_MODEL={:?} OPENAI_API_KEY={}",
-            t.api_base,
-            t.model,
-            if t.api_key.is_some() { "set" } else { "unset" }
-        );
-        if t.api_base.is_none() && t.api_key.is_none() {
-            return Err(crate::Error::InvalidInput(
-                "no endpoint in the environment: set OPENAI_BASE_URL to your server's API base \
-                 (e.g. http://127.0.0.1:8080/v1 for llama.cpp, http://127.0.0.1:11434/v1 for \
-                 Ollama), or OPENAI_API_KEY for OpenAI's hosted API; OPENAI_MODEL picks the model"
-                    .to_string(),
-            ));
-        }
-        Ok(t)
-    }
-
-    /// The Anthropic half of [`from_vars`](ChatTransport::from_vars).
-    fn anthropic_from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
-        // The SDK's base is the server's root; pikuri's ends with the
-        // version, like OpenAI's.
-        let api_base = var("ANTHROPIC_BASE_URL").map(|b| {
-            let b = b.trim().trim_end_matches('/');
-            if b.ends_with("/v1") {
-                b.to_string()
-            } else {
-                format!("{b}/v1")
-            }
-        });
-        let t = ChatTransport {
-            api: Api::AnthropicMessages,
-            model: var("ANTHROPIC_MODEL"),
-            provider: Some("anthropic".to_string()),
+            model,
+            provider: Some(provider.to_string()),
             api_base,
-            api_key: var("ANTHROPIC_API_KEY"),
-            context_window: None,
-            no_auto_cache: false,
-            settings: ModelSettings::default(),
-            cached_content: None,
-        };
-        log::debug!(
-            "transport from env: ANTHROPIC_BASE_URL={:?} ANTHROPIC_MODEL={:?} ANTHROPIC_API_KEY={}",
-            t.api_base,
-            t.model,
-            if t.api_key.is_some() { "set" } else { "unset" }
-        );
-        if t.api_base.is_none() && t.api_key.is_none() {
-            return Err(crate::Error::InvalidInput(
-                "no endpoint in the environment: set ANTHROPIC_BASE_URL to your server's root \
-                 (e.g. http://127.0.0.1:8080 for llama.cpp), or ANTHROPIC_API_KEY for \
-                 Anthropic's hosted API; ANTHROPIC_MODEL picks the model"
-                    .to_string(),
-            ));
-        }
-        Ok(t)
-    }
-
-    /// The Gemini half of [`from_vars`](ChatTransport::from_vars).
-    fn gemini_from_vars(var: impl Fn(&str) -> Option<String>) -> crate::Result<ChatTransport> {
-        // The SDK's base is the server's root, and it appends the version.
-        let api_base = var("GOOGLE_GEMINI_BASE_URL").map(|b| {
-            let b = b.trim().trim_end_matches('/');
-            let last = b.rsplit('/').next().unwrap_or("");
-            let versioned =
-                last.starts_with('v') && last[1..].starts_with(|c: char| c.is_ascii_digit());
-            if versioned {
-                b.to_string()
-            } else {
-                format!("{b}/v1beta")
-            }
-        });
-        let t = ChatTransport {
-            api: Api::Gemini,
-            model: var("GEMINI_MODEL"),
-            provider: Some("gemini".to_string()),
-            api_base,
-            api_key: var("GOOGLE_API_KEY").or_else(|| var("GEMINI_API_KEY")),
-            context_window: None,
-            no_auto_cache: false,
-            settings: ModelSettings::default(),
-            cached_content: None,
-        };
-        log::debug!(
-            "transport from env: GOOGLE_GEMINI_BASE_URL={:?} GEMINI_MODEL={:?} API key {}",
-            t.api_base,
-            t.model,
-            if t.api_key.is_some() { "set" } else { "unset" }
-        );
-        if t.api_base.is_none() && t.api_key.is_none() {
-            return Err(crate::Error::InvalidInput(
-                "no endpoint in the environment: set GEMINI_API_KEY (or GOOGLE_API_KEY) for \
-                 Google's hosted API, or GOOGLE_GEMINI_BASE_URL to your server's root; \
-                 GEMINI_MODEL picks the model"
-                    .to_string(),
-            ));
-        }
-        Ok(t)
+            api_key,
+            ..ChatTransport::default()
+        })
     }
 
     /// Whether this transport can be used by this build: its API base
@@ -866,6 +837,84 @@ mod tests {
             ChatTransport::from_vars(|n| (n == "OPENAI_API_KEY").then(|| "sk-x".to_string()))
                 .unwrap();
         assert!(hosted.has_api_key() && hosted.api_base().is_none());
+    }
+
+    /// Session 14 folded the three APIs' halves of `from_vars` into one
+    /// table: each API's error text and transport stay what they were.
+    #[test]
+    fn each_api_reads_its_own_variables_and_names_them_when_none_is_set() {
+        let missing = |api: &str| {
+            ChatTransport::from_vars(vars(&[("PIKURI_API", api)]))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            missing("chat"),
+            "invalid input: no endpoint in the environment: set OPENAI_BASE_URL to your \
+             server's API base (e.g. http://127.0.0.1:8080/v1 for llama.cpp, \
+             http://127.0.0.1:11434/v1 for Ollama), or OPENAI_API_KEY for OpenAI's hosted \
+             API; OPENAI_MODEL picks the model"
+        );
+        assert_eq!(missing("responses"), missing("chat"));
+        assert_eq!(
+            missing("anthropic"),
+            "invalid input: no endpoint in the environment: set ANTHROPIC_BASE_URL to your \
+             server's root (e.g. http://127.0.0.1:8080 for llama.cpp), or ANTHROPIC_API_KEY \
+             for Anthropic's hosted API; ANTHROPIC_MODEL picks the model"
+        );
+        assert_eq!(
+            missing("gemini"),
+            "invalid input: no endpoint in the environment: set GEMINI_API_KEY (or \
+             GOOGLE_API_KEY) for Google's hosted API, or GOOGLE_GEMINI_BASE_URL to your \
+             server's root; GEMINI_MODEL picks the model"
+        );
+        let all = [
+            ("OPENAI_BASE_URL", "http://o/v1"),
+            ("OPENAI_MODEL", "om"),
+            ("OPENAI_API_KEY", "ok"),
+            ("ANTHROPIC_BASE_URL", "http://a"),
+            ("ANTHROPIC_MODEL", "am"),
+            ("ANTHROPIC_API_KEY", "ak"),
+            ("GOOGLE_GEMINI_BASE_URL", "http://g"),
+            ("GEMINI_MODEL", "gm"),
+            ("GEMINI_API_KEY", "gk"),
+        ];
+        for (name, api, provider, base, model, key) in [
+            (
+                "responses",
+                Api::OpenAiResponses,
+                "openai",
+                "http://o/v1",
+                "om",
+                "ok",
+            ),
+            (
+                "anthropic",
+                Api::AnthropicMessages,
+                "anthropic",
+                "http://a/v1",
+                "am",
+                "ak",
+            ),
+            (
+                "gemini",
+                Api::Gemini,
+                "gemini",
+                "http://g/v1beta",
+                "gm",
+                "gk",
+            ),
+        ] {
+            let mut v = all.to_vec();
+            v.push(("PIKURI_API", name));
+            let t = ChatTransport::from_vars(vars(&v)).unwrap();
+            let expected = ChatTransport::new(model)
+                .with_api(api)
+                .with_provider(provider)
+                .with_api_base(base)
+                .with_api_key(key);
+            assert!(t == expected, "{name}: {t:?}");
+        }
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

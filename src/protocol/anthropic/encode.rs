@@ -275,7 +275,7 @@ impl Serialize for Body<'_> {
         // A field the caller set in `extra` replaces pikuri's own: written
         // once, by the loop at the end (duplicate keys are invalid JSON for
         // strict servers).
-        let ours = |k: &str| !extra.contains_key(k);
+        let ours = |k: &str| crate::protocol::request::unclaimed(extra, k);
         let mut map = s.serialize_map(None)?;
         if ours("model") {
             map.serialize_entry("model", req.transport.model().unwrap_or_default())?;

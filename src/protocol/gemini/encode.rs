@@ -224,7 +224,7 @@ impl Serialize for Body<'_> {
         let req = self.req;
         let extra = req.extra;
         // A field the caller set in `extra` replaces pikuri's own.
-        let ours = |k: &str| !extra.contains_key(k);
+        let ours = |k: &str| crate::protocol::request::unclaimed(extra, k);
         // Why a cache drops these, raw ones too: Gemini takes the system
         // instruction, tools and tool config from the cache and refuses a
         // request that repeats them; the cache's name is pikuri's.
