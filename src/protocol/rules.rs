@@ -154,6 +154,14 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// `value` as compact JSON text, what its `Display` writes: through
+/// `serde_json::to_string`, so a program whose only printing of a
+/// [`Value`] is here links no `Display` (its formatter adapter and the
+/// pretty printer `{:#}` needs are one more copy of the serializer).
+pub(crate) fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// The HTTP status an error's `type`, `code` or string `status` stands
 /// for, on any of the four APIs.
 fn status_of(label: &str) -> Option<u16> {
@@ -196,9 +204,9 @@ pub(crate) fn server_error(where_: &str, error: Option<&Value>) -> DecodeError {
         Some(Value::String(s)) => bounded(s, MAX_MESSAGE).into_owned(),
         Some(v @ Value::Object(map)) => match map.get("message") {
             Some(Value::String(s)) => bounded(s, MAX_MESSAGE).into_owned(),
-            _ => bounded(&v.to_string(), MAX_MESSAGE).into_owned(),
+            _ => bounded(&json_text(v), MAX_MESSAGE).into_owned(),
         },
-        Some(other) => bounded(&other.to_string(), MAX_MESSAGE).into_owned(),
+        Some(other) => bounded(&json_text(other), MAX_MESSAGE).into_owned(),
     };
     let field = |name: &str| error.and_then(|e| e.get(name)).filter(|v| !v.is_null());
     // Gemini's label is its string `status` (its `code` is the number).
@@ -222,7 +230,7 @@ pub(crate) fn server_error(where_: &str, error: Option<&Value>) -> DecodeError {
         ),
         (None, Some(code)) => format!(
             "server error {where_}: {message} ({})",
-            bounded(&code.to_string(), MAX_LABEL)
+            bounded(&json_text(code), MAX_LABEL)
         ),
         (None, None) => format!("server error {where_}: {message}"),
     };

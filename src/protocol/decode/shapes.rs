@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 
 use crate::Usage;
+use crate::protocol::rules::json_text;
 
 /// A chunk of a streamed completion, or a whole response: one shape for
 /// both, so that serde compiles one deserializer (the binary carries each
@@ -252,17 +253,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
             }
             // Through `Value`, so the text is JSON's spelling of the number.
             fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-                Ok(Cow::Owned(serde_json::Value::from(v).to_string()))
+                Ok(Cow::Owned(json_text(&serde_json::Value::from(v))))
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
                 let value =
                     serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(Cow::Owned(value.to_string()))
+                Ok(Cow::Owned(json_text(&value)))
             }
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 let value =
                     serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Cow::Owned(value.to_string()))
+                Ok(Cow::Owned(json_text(&value)))
             }
         }
         deserializer.deserialize_any(ArgsVisitor).map(Args)
