@@ -60,6 +60,10 @@ ABSENT = {
     "pikuri::journal::": "journal records: built only for a journal (feature `journal`, off)",
     "pikuri::agent::Agent>::apply_transport": "the model switch at a turn start: run_loop_with is not called",
     "pikuri::agent::compact::Compactor::at_boundary": "compaction at a boundary of the turn: none configured, Agent::compact not called",
+    # the lead (session 14)
+    "<str>::to_lowercase": "Unicode lowercasing (its case tables): errors fold ASCII case (error.rs, lower_first)",
+    "core::unicode::unicode_data::conversions::to_lower": "the Unicode lowercase table: errors fold ASCII case (error.rs, lower_first)",
+    "<serde_json::value::Value as core::fmt::Display>::fmt": "the Display of a Value and its pretty printer: the decoders write a Value with serde_json::to_string",
 }
 
 def group(name):

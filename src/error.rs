@@ -645,13 +645,17 @@ fn is_model_not_found(status: u16, m: &str) -> bool {
 
 /// `text` with its first letter lowercased when the second is lowercase
 /// too (`Connection refused` → `connection refused`, but `TLS` stays), so
-/// a cause reads on in a sentence.
+/// a cause reads on in a sentence. ASCII letters only: the causes are the
+/// system's and the libraries' English messages, and Unicode's case tables
+/// would add 16 KB to every program that prints an error (issue 36's small
+/// CLI); a non-ASCII first letter stays as it is.
 fn lower_first(text: &str) -> std::borrow::Cow<'_, str> {
     let mut chars = text.chars();
     match (chars.next(), chars.next()) {
-        (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase() => {
-            let mut out: String = a.to_lowercase().collect();
-            out.push_str(&text[a.len_utf8()..]);
+        (Some(a), Some(b)) if a.is_ascii_uppercase() && b.is_ascii_lowercase() => {
+            let mut out = String::with_capacity(text.len());
+            out.push(a.to_ascii_lowercase());
+            out.push_str(&text[1..]);
             out.into()
         }
         _ => text.into(),
@@ -772,7 +776,8 @@ impl fmt::Debug for Error {
         }
         let line = self.to_string();
         f.write_str(&line)?;
-        let said = line.to_lowercase();
+        // ASCII case folding, as `lower_first` lowercases (see there).
+        let said = line.to_ascii_lowercase();
         let mut causes = Vec::new();
         let mut next = StdError::source(self);
         while let Some(cause) = next {
@@ -780,7 +785,7 @@ impl fmt::Debug for Error {
             // The line usually quotes the innermost cause already
             // (`... : connection refused (os error 111)`): saying it twice
             // adds nothing.
-            if !text.is_empty() && !said.contains(&text.to_lowercase()) {
+            if !text.is_empty() && !said.contains(&text.to_ascii_lowercase()) {
                 causes.push(text);
             }
             next = cause.source();
@@ -956,5 +961,8 @@ mod tests {
         assert_eq!(format!("{e:?}"), "transport error: cancelled");
         assert_eq!(lower_first("TLS failed"), "TLS failed");
         assert_eq!(lower_first("É"), "É");
+        assert_eq!(lower_first("Connection reset"), "connection reset");
+        // ASCII only (see `lower_first`): no case tables in the binary.
+        assert_eq!(lower_first("Échec"), "Échec");
     }
 }

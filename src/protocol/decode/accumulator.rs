@@ -197,7 +197,8 @@ impl StreamDecoder for Accumulator {
             return Err(DecodeError::Truncated);
         }
         self.release_held(&mut |_| {});
-        self.calls.sort_by_key(|c| c.index);
+        // Unstable is enough: each index has one slot.
+        self.calls.sort_unstable_by_key(|c| c.index);
         let calls = self
             .calls
             .into_iter()
