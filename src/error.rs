@@ -696,7 +696,7 @@ impl fmt::Display for Error {
                 }
             }
             Error::Timeout { after, url } => {
-                write!(f, "timed out after {} ms", after.as_millis())?;
+                write!(f, "timed out after {} ms", crate::util::millis(*after))?;
                 if let Some(url) = url {
                     write!(f, " waiting for {}", sanitize(url))?;
                 }

@@ -54,6 +54,13 @@ pub(crate) fn deadline_after(d: Duration) -> Option<Instant> {
     limit(d).and_then(|d| Instant::now().checked_add(d))
 }
 
+/// `d` in whole milliseconds, saturating at `u64::MAX`: what events,
+/// records and messages show of a duration (a `u128` would link its own
+/// formatting code into every program that prints one).
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The instant `d` from now, saturating at a far future (never panics).
 #[cfg(any(test, feature = "web", feature = "testing", feature = "mcp"))]
 pub(crate) fn instant_after(d: Duration) -> Instant {

@@ -579,7 +579,7 @@ impl Meter {
     pub(crate) fn spend(&self) -> Spend {
         let st = self.state.lock();
         let mut s = st.spend;
-        let now = u64::try_from(st.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = crate::util::millis(st.start.elapsed());
         s.elapsed_ms = st.before_ms.saturating_add(now);
         s
     }

@@ -315,7 +315,7 @@ impl Agent {
                         agent: Arc::clone(agent),
                         attempt: n.attempt,
                         error: n.error.clone(),
-                        wait_ms: u64::try_from(n.wait.as_millis()).unwrap_or(u64::MAX),
+                        wait_ms: crate::util::millis(n.wait),
                     });
                 },
                 on_fragment: &mut |f: Fragment<'_>| match f {

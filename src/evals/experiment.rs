@@ -300,7 +300,7 @@ impl Experiment {
             }
         };
         let mut run = run;
-        run.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        run.duration_ms = crate::util::millis(started.elapsed());
         collected.lock().fill(&mut run);
         let Some((out, cost)) = received else {
             if cancelled {

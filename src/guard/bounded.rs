@@ -207,7 +207,7 @@ where
         }
         default(timeout) => {
             abandon();
-            failed(format!("the guard took longer than {} ms", timeout.as_millis()))
+            failed(format!("the guard took longer than {} ms", crate::util::millis(timeout)))
         }
     }
 }

@@ -210,7 +210,7 @@ impl Client {
                 Err(e) => {
                     log::debug!(
                         "POST {shown} failed after {} ms: {}",
-                        started.elapsed().as_millis(),
+                        crate::util::millis(started.elapsed()),
                         redact_url_in(&e.to_string(), &url)
                     );
                     // The failure is the shutdown a cancel caused: report
@@ -229,7 +229,7 @@ impl Client {
                     let status = resp.status().as_u16();
                     log::debug!(
                         "POST {shown} -> {status} in {} ms",
-                        started.elapsed().as_millis()
+                        crate::util::millis(started.elapsed())
                     );
                     if (200..300).contains(&status) {
                         return self.read_success(resp, req, &deadline, &shown, sink);
@@ -250,7 +250,7 @@ impl Client {
                 .min(deadline.remaining().unwrap_or(Duration::MAX));
             log::debug!(
                 "attempt {attempt} failed ({err}); retrying in {} ms",
-                wait.as_millis()
+                crate::util::millis(wait)
             );
             sink.retrying(&RetryNotice {
                 attempt,

@@ -298,7 +298,13 @@ fn positive(v: Option<&Value>) -> Option<u64> {
 
 fn llama_props(v: Option<&Value>) -> Option<u64> {
     let v = v?;
-    positive(v.pointer("/default_generation_settings/n_ctx")).or_else(|| positive(v.get("n_ctx")))
+    // `get` twice, not `pointer`: the parser of JSON pointers would be the
+    // only one in a small program.
+    positive(
+        v.get("default_generation_settings")
+            .and_then(|s| s.get("n_ctx")),
+    )
+    .or_else(|| positive(v.get("n_ctx")))
 }
 
 fn ollama_ps(v: Option<&Value>, model: &str) -> Option<u64> {
@@ -340,7 +346,7 @@ fn models_list(v: Option<&Value>, model: Option<&str>) -> Option<u64> {
         .or_else(|| data.first())?;
     // Not `meta.n_ctx_train` (llama.cpp) nor `max_context_length` (LM
     // Studio): training windows, above what the server accepts.
-    positive(entry.pointer("/meta/n_ctx"))
+    positive(entry.get("meta").and_then(|m| m.get("n_ctx")))
         .or_else(|| positive(entry.get("max_model_len")))
         .or_else(|| positive(entry.get("context_length")))
         .or_else(|| positive(entry.get("context_window")))
