@@ -65,7 +65,11 @@ pub(crate) fn child_id(parent: &str, role: &str) -> String {
 pub(crate) fn spawn(parent: &Shared, spec: ChildSpec) -> Result<Agent> {
     let (transport, cap, tool_path) = {
         let st = parent.state.lock();
-        (st.transport.clone(), st.context_cap, st.tool_path)
+        (
+            crate::ChatTransport::clone(&st.transport),
+            st.context_cap,
+            st.tool_path,
+        )
     };
     let mut cfg = Configurator::new(transport.with_context_window(cap))
         .system_prompt(spec.system_prompt)

@@ -147,7 +147,9 @@ impl ExtensionContext {
 
     /// The agent's current transport.
     pub fn transport(&self) -> Option<ChatTransport> {
-        Some(self.shared.upgrade()?.state.lock().transport.clone())
+        Some(ChatTransport::clone(
+            &self.shared.upgrade()?.state.lock().transport,
+        ))
     }
 
     /// The agent's current model id (pikuri's `ctx.agent.model`).

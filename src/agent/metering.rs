@@ -22,15 +22,15 @@ impl Agent {
     /// Before a request (after compaction): refuse it when the budget
     /// says so.
     pub(super) fn budget_before_request(&mut self) -> Result<()> {
-        let model = self.transport().model().map(str::to_string);
+        let transport = self.shared_transport();
         let meter = Arc::clone(&self.shared.meter);
-        let refused = meter.before_request(model.as_deref(), || self.request_estimate());
+        let refused = meter.before_request(transport.model(), || self.request_estimate());
         refused.map_or(Ok(()), |r| Err(self.budget_trip(r)))
     }
 
     /// A request answered with `usage` (or a failed one's usage).
     pub(super) fn budget_count(&self, usage: Option<Usage>, completed: bool) {
-        let transport = self.transport();
+        let transport = self.shared_transport();
         self.shared.meter.count(transport.model(), usage, completed);
     }
 

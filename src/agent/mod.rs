@@ -402,7 +402,7 @@ impl Agent {
         let (journal, replayed) = Journal::open(store, run, &self.fingerprint(), how)?;
         if let Some(model) = replayed.model {
             let to = self.transport().with_model(model);
-            self.shared.state.lock().transport = to;
+            self.shared.state.lock().transport = Arc::new(to);
         }
         self.turn_start = replayed
             .turn_start
@@ -496,7 +496,12 @@ impl Agent {
 
     /// The transport this agent talks through (changes on a model switch).
     pub fn transport(&self) -> ChatTransport {
-        self.shared.state.lock().transport.clone()
+        ChatTransport::clone(&self.shared.state.lock().transport)
+    }
+
+    /// The transport, shared: what the loop reads on every turn.
+    pub(crate) fn shared_transport(&self) -> Arc<ChatTransport> {
+        Arc::clone(&self.shared.state.lock().transport)
     }
 
     /// The model id.

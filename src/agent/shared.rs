@@ -284,7 +284,9 @@ impl Tally {
 }
 
 pub(crate) struct State {
-    pub(crate) transport: ChatTransport,
+    /// Shared, so that a request takes it without copying its strings
+    /// (every turn reads it; a model switch or fallback replaces it).
+    pub(crate) transport: Arc<ChatTransport>,
     pub(crate) context_cap: Option<u64>,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
     /// The sub-agent-only pool (never sent to this agent's model).
@@ -396,7 +398,7 @@ impl State {
             None => HashSet::new(),
         };
         State {
-            transport,
+            transport: Arc::new(transport),
             context_cap: None,
             tools,
             sub_agent_tools,

@@ -251,7 +251,7 @@ impl Agent {
             // Not journaled: a resumed agent starts on its primary again,
             // which may be back (and a fallback is another endpoint, which
             // a model name alone would not say).
-            self.shared.state.lock().transport = to.clone();
+            self.shared.state.lock().transport = Arc::new(to.clone());
             self.emit(Event::ModelFallback {
                 agent: self.agent_id(),
                 from: Box::new(from),
@@ -576,10 +576,10 @@ impl Agent {
             && to.context_window().is_none()
             && from.context_window().is_none()
         {
-            self.shared.state.lock().transport = to;
+            self.shared.state.lock().transport = Arc::new(to);
             return;
         }
-        self.shared.state.lock().transport = to.clone();
+        self.shared.state.lock().transport = Arc::new(to.clone());
         let _ = self.journal(|| Record::ModelSwitched {
             model: to.model().map(Into::into),
         });
