@@ -114,7 +114,6 @@ impl Request<'_> {
             endpoint,
             settings: self.settings,
             response_schema: self.response_schema,
-            ollama: super::transport::ollama_base(endpoint),
             extra: self.extra,
         };
         let mut ser = serde_json::Serializer::new(&mut *buf);
@@ -264,9 +263,9 @@ struct Body<'a> {
     /// back (see [`crate::ProviderData::is_for`]).
     endpoint: &'a str,
     settings: &'a ModelSettings,
+    /// Sent as `response_format`, and as `format` too to a server that
+    /// looks like Ollama (`transport::ollama_base` of `endpoint`).
     response_schema: Option<&'a ResponseSchema>,
-    /// The server looks like Ollama: the schema goes as `format` too.
-    ollama: bool,
     extra: &'a Map<String, Value>,
 }
 
@@ -309,7 +308,8 @@ impl Serialize for Body<'_> {
                     }),
                 )?;
             }
-            if self.ollama && ours("format") {
+            // Asked only here: a request without a schema never needs it.
+            if ours("format") && super::transport::ollama_base(self.endpoint) {
                 map.serialize_entry("format", &rs.schema)?;
             }
         }
