@@ -43,6 +43,12 @@
 //! thread's alone). Ratios are medians of same-run ratios, to the bare
 //! client and to the hand-off baseline.
 //!
+//! On a machine shared with other work, `chrt -f 10` before the command
+//! (root, or `CAP_SYS_NICE`) lets the bench and its replay server preempt
+//! the rest and steadies the non-streamed rows for an A/B comparison; it
+//! is not the quiet machine the targets are set on, and it distorts the
+//! stream rows (see `BENCHMARKS.md`, issue 42, session 14).
+//!
 //! Peak RSS of one streaming agent: each subject runs alone in a child
 //! process (this binary re-executed), which streams the 20,000-delta answer
 //! five times (`rss`), or takes one tool-call turn whose call streams
