@@ -31,16 +31,9 @@ json_enum! {
         Summarize = "summarize",
         DropOldest = "drop_oldest",
     }
-}
 
-impl CompactionStrategy {
     /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompactionStrategy::Summarize => "summarize",
-            CompactionStrategy::DropOldest => "drop_oldest",
-        }
-    }
+    pub fn as_str;
 }
 
 /// Why a run stopped.
@@ -99,23 +92,9 @@ json_enum! {
         ApprovalPending = "approval_pending",
         Guardrail = "guardrail",
     }
-}
 
-impl StopReason {
     /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Completed => "completed",
-            StopReason::Incomplete => "incomplete",
-            StopReason::Synthesized => "synthesized",
-            StopReason::StepLimit => "step_limit",
-            StopReason::Budget => "budget",
-            StopReason::Cancelled => "cancelled",
-            StopReason::Error => "error",
-            StopReason::ApprovalPending => "approval_pending",
-            StopReason::Guardrail => "guardrail",
-        }
-    }
+    pub fn as_str;
 }
 
 impl std::fmt::Display for StopReason {

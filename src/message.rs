@@ -57,20 +57,12 @@ json_enum! {
         Filtered = "filtered",
         ServerCut = "server_cut",
     }
+
+    /// The stable snake_case name, as in JSON, the journal and traces.
+    pub fn as_str;
 }
 
 impl FinishReason {
-    /// The stable snake_case name, as in JSON, the journal and traces.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Complete => "complete",
-            FinishReason::ToolCalls => "tool_calls",
-            FinishReason::Length => "length",
-            FinishReason::Filtered => "filtered",
-            FinishReason::ServerCut => "server_cut",
-        }
-    }
-
     /// True for an answer the model meant to end where it did
     /// ([`Complete`](FinishReason::Complete) or
     /// [`ToolCalls`](FinishReason::ToolCalls)).
@@ -307,18 +299,9 @@ json_enum! {
         Assistant = "assistant",
         Tool = "tool",
     }
-}
 
-impl Role {
     /// The wire name: `"system"`, `"user"`, `"assistant"` or `"tool"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
+    pub fn as_str;
 }
 
 /// One tool call requested by the model in an assistant message.

@@ -476,10 +476,26 @@ macro_rules! __json_field {
 /// enum, so JSON also reads `{"user": null}`, and a wrong type's error is
 /// the format's (`expected string or map`).
 ///
+/// A doc comment and `pub fn as_str;` after the braces also give the type
+/// an `as_str(self) -> &'static str` with the same strings, so a name is
+/// written once for the wire and for the code that prints it.
+///
 /// Exported (hidden) for [`schema_type!`](crate::tool::schema_type).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __json_enum {
+    (
+        $($tr:ident),+ for $name:ident { $($v:ident = $s:expr),* $(,)? }
+        $(#[$m:meta])* $vis:vis fn $f:ident;
+    ) => {
+        $crate::__json_enum!(@impls [] $name { $($v = $s),* } $($tr)+);
+        impl $name {
+            $(#[$m])*
+            $vis fn $f(self) -> &'static str {
+                match self { $(Self::$v => $s,)* }
+            }
+        }
+    };
     ($($tr:ident),+ for $name:ident, as_enum { $($v:ident = $s:expr),* $(,)? }) => {
         $crate::__json_enum!(@impls [as_enum] $name { $($v = $s),* } $($tr)+);
     };
@@ -938,6 +954,26 @@ mod tests {
             all.to_string().starts_with("invalid type: sequence"),
             "{all}"
         );
+    }
+
+    #[test]
+    fn the_fn_form_names_each_variant_as_the_wire_does() {
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Speed {
+            Slow,
+            Fast,
+        }
+        json_enum! {
+            Serialize, Deserialize for Speed { Slow = "slow", Fast = "very_fast" }
+            /// The name.
+            fn label;
+        }
+        for speed in [Speed::Slow, Speed::Fast] {
+            assert_eq!(serde_json::to_value(speed).unwrap(), json!(speed.label()));
+            let back: Speed = serde_json::from_value(json!(speed.label())).unwrap();
+            assert_eq!(back, speed);
+        }
+        assert_eq!(Speed::Fast.label(), "very_fast");
     }
 
     #[test]

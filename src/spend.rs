@@ -165,21 +165,9 @@ json_enum! {
         WallTime = "wall_time",
         Cost = "cost",
     }
-}
 
-impl Limit {
     /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Limit::Requests => "requests",
-            Limit::InputTokens => "input_tokens",
-            Limit::OutputTokens => "output_tokens",
-            Limit::TotalTokens => "total_tokens",
-            Limit::ToolCalls => "tool_calls",
-            Limit::WallTime => "wall_time",
-            Limit::Cost => "cost",
-        }
-    }
+    pub fn as_str;
 }
 
 impl fmt::Display for Limit {

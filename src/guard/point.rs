@@ -29,18 +29,9 @@ crate::serde_macros::json_enum! {
         ToolInput = "tool_input",
         ToolOutput = "tool_output",
     }
-}
 
-impl Point {
     /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Point::Input => "input",
-            Point::Output => "output",
-            Point::ToolInput => "tool_input",
-            Point::ToolOutput => "tool_output",
-        }
-    }
+    pub fn as_str;
 }
 
 /// What a guard decided, when it did not allow (in
@@ -68,19 +59,9 @@ crate::serde_macros::json_enum! {
         Reject = "reject",
         Stop = "stop",
     }
-}
 
-impl Action {
     /// The snake_case name, as in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Replace => "replace",
-            Action::Block => "block",
-            Action::Retry => "retry",
-            Action::Reject => "reject",
-            Action::Stop => "stop",
-        }
-    }
+    pub fn as_str;
 }
 
 #[cfg(test)]

@@ -132,18 +132,9 @@ json_enum! {
         Medium = "medium",
         High = "high",
     }
-}
 
-impl ReasoningEffort {
     /// The name OpenAI's APIs use (`minimal`, `low`, `medium`, `high`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningEffort::Minimal => "minimal",
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-        }
-    }
+    pub fn as_str;
 }
 
 /// Typed settings of a model request, each optional: unset, the request
