@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Handoff, WireUsage, client_threads, process_cpu, sse_text_each, thread_ctx_switches};
+use super::{
+    Handoff, WireUsage, client_threads, process_cpu, sse_text_each, thread_cpu, thread_ctx_switches,
+};
 
 /// Turns between two conversation resets (outside the timed span).
 pub(crate) const BLOCK: usize = 10;
@@ -168,6 +170,9 @@ pub(crate) struct PerTurn {
     pub(crate) ctx: f64,
     /// Context switches of the calling thread.
     pub(crate) own_ctx: f64,
+    /// On-CPU time of the calling thread alone, µs (the rest of `cpu_us`
+    /// is the other threads': a listener's, the hand-off consumer's).
+    pub(crate) own_cpu_us: f64,
 }
 
 /// `turns` calls of `one`, each asserted to return `expect`, in blocks of
@@ -184,6 +189,7 @@ pub(crate) fn measure(
 ) -> PerTurn {
     let mut time = Duration::ZERO;
     let ((c0, cpu0), o0, stat0) = (client_threads(), thread_ctx_switches(), process_cpu());
+    let own_cpu0 = thread_cpu();
     let mut done = 0;
     while done < turns {
         let n = BLOCK.min(turns - done);
@@ -195,15 +201,27 @@ pub(crate) fn measure(
         reset();
         done += n;
     }
+    let own_cpu = thread_cpu().saturating_sub(own_cpu0);
     let stat = process_cpu().saturating_sub(stat0);
     let own = thread_ctx_switches() - o0;
     let (c1, cpu1) = client_threads();
     let per = |x: f64| x / turns as f64;
-    PerTurn {
+    let p = PerTurn {
         us: per(time.as_secs_f64() * 1e6),
         cpu_us: per(cpu1.saturating_sub(cpu0) as f64 / 1e3),
         stat_cpu_us: per(stat.as_secs_f64() * 1e6),
         ctx: per(c1.saturating_sub(c0) as f64),
         own_ctx: per(own as f64),
+        own_cpu_us: per(own_cpu.as_secs_f64() * 1e6),
+    };
+    // PIKURI_BENCH_THREADS=1: where a run's CPU went, on stderr.
+    if std::env::var_os("PIKURI_BENCH_THREADS").is_some() {
+        eprintln!(
+            "# threads: calling {:.1} us/turn, others {:.1} us/turn, calling ctx {:.2}",
+            p.own_cpu_us,
+            p.cpu_us - p.own_cpu_us,
+            p.own_ctx
+        );
     }
+    p
 }

@@ -57,6 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use ureq::http::{HeaderValue, header};
 
 use super::HttpConfig;
 use super::body::error_message;
@@ -77,6 +78,44 @@ struct Shared {
     agent: Mutex<ureq::Agent>,
     /// Whether the fallback to OpenAI's API base was logged (once per client).
     default_base_logged: AtomicBool,
+    /// Where the last request went; see [`Target`].
+    target: Mutex<Option<Arc<Target>>>,
+}
+
+/// `post` with the `Content-Type` of every request and the `Accept` of a
+/// stream or a JSON answer, names and values ready made: ureq neither
+/// parses nor copies them.
+fn with_content_headers(
+    post: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    stream: bool,
+) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+    let json = HeaderValue::from_static("application/json");
+    let accept = if stream {
+        HeaderValue::from_static("text/event-stream")
+    } else {
+        json.clone()
+    };
+    post.header(header::CONTENT_TYPE, json)
+        .header(header::ACCEPT, accept)
+}
+
+/// A request's URL, and its parsed form, kept for the next request to the
+/// same base and path: a turn neither formats the URL nor parses it again
+/// (about 2,000 instructions, a tenth of what pikuri adds to a bare client's
+/// turn; `BENCHMARKS.md`, issue 42, session 15).
+struct Target {
+    url: String,
+    /// `None` when the URL does not parse: ureq is then given the text and
+    /// reports the error at the send, as for any request.
+    uri: Option<ureq::http::Uri>,
+}
+
+impl Target {
+    fn is(&self, base: &str, path: &str) -> bool {
+        self.url.len() == base.len() + path.len()
+            && self.url.starts_with(base)
+            && self.url.ends_with(path)
+    }
 }
 
 /// The HTTP client. Cheap to clone (shared by sub-agents and the synthesizer).
@@ -113,6 +152,7 @@ impl Client {
                 config,
                 agent,
                 default_base_logged: AtomicBool::new(false),
+                target: Mutex::new(None),
             }),
         }
     }
@@ -137,6 +177,20 @@ impl Client {
         }))
     }
 
+    /// The request URL for `base` and `path`: the last request's when it
+    /// is the same (see [`Target`]).
+    fn target(&self, base: &str, path: &str) -> Arc<Target> {
+        let mut kept = self.shared.target.lock();
+        if let Some(t) = kept.as_ref().filter(|t| t.is(base, path)) {
+            return Arc::clone(t);
+        }
+        let mut url = String::with_capacity(base.len() + path.len());
+        url.push_str(base);
+        url.push_str(path);
+        let uri = ureq::http::Uri::try_from(url.as_str()).ok();
+        Arc::clone(kept.insert(Arc::new(Target { url, uri })))
+    }
+
     /// One chat completion, with retries: `req` is encoded into `buf` (a
     /// buffer the caller reuses between requests), sent, and its answer
     /// decoded; `sink` hears of each retry, gets text as it streams in, and
@@ -152,12 +206,12 @@ impl Client {
         wire::encode(req, buf, cfg.include_usage)?;
         let body = &buf[..];
         let transport = req.transport;
-        let url = format!(
-            "{}{}",
+        let target = self.target(
             transport.base_or_default(),
-            wire::path(transport, req.stream)
+            &wire::path(transport, req.stream),
         );
-        let shown = Shown::new(&url, transport.api_key());
+        let url = target.url.as_str();
+        let shown = Shown::new(url, transport.api_key());
         if transport.api_base().is_none()
             && !self
                 .shared
@@ -182,7 +236,10 @@ impl Client {
             let agent = self.agent();
             let _hook = self.arm(req.cancel);
             let started = Instant::now();
-            let post = agent.post(&url);
+            let post = match &target.uri {
+                Some(uri) => agent.post(uri.clone()),
+                None => agent.post(url),
+            };
             // The deadline bounds the socket too (connect, headers, every
             // read of the body). Without one, no request-level config: ureq
             // copies the agent's whole config into each request that has
@@ -191,14 +248,7 @@ impl Client {
                 Some(left) => post.config().timeout_global(Some(left)).build(),
                 None => post,
             };
-            let mut http = post.header("Content-Type", "application/json").header(
-                "Accept",
-                if req.stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            );
+            let mut http = with_content_headers(post, req.stream);
             for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
                 http = http.header(name, value);
             }
@@ -211,7 +261,7 @@ impl Client {
                     log::debug!(
                         "POST {shown} failed after {} ms: {}",
                         crate::util::millis(started.elapsed()),
-                        redact_url_in(&e.to_string(), &url)
+                        redact_url_in(&e.to_string(), url)
                     );
                     // The failure is the shutdown a cancel caused: report
                     // the cancel, not the broken socket.
@@ -219,7 +269,7 @@ impl Client {
                         return Err(Error::Cancelled);
                     }
                     let retryable = retry::is_connection_failure(&e);
-                    let err = map_ureq(e, cfg, &deadline, &url, &shown);
+                    let err = map_ureq(e, cfg, &deadline, url, &shown);
                     if !retryable {
                         return Err(err);
                     }
@@ -843,6 +893,65 @@ mod tests {
             assert_eq!(err.status(), Some(404));
             assert!(!err.to_string().contains("hint"), "{err}");
         }
+    }
+
+    /// Issue 42, session 15: a request to the base and path of the one
+    /// before reuses its URL, parsed once, and sends the same headers; a
+    /// request elsewhere gets its own.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_request_reuses_the_url_of_the_request_before() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let kept = || client.shared.target.lock().clone().expect("kept");
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let chat = |transport: &ChatTransport, stream: bool| {
+            server.push(Reply::text("ok"));
+            let req = Request {
+                stream,
+                ..Request::for_test(transport, &msgs, &tools, &extra)
+            };
+            let done = client.chat(&req, &mut Vec::new(), &mut ()).unwrap();
+            assert_eq!(done.message.content, "ok");
+        };
+        let transport = server.transport();
+        chat(&transport, false);
+        let first = kept();
+        assert_eq!(first.url, format!("{}/chat/completions", server.base_url()));
+        chat(&transport, true);
+        assert!(Arc::ptr_eq(&first, &kept()), "the URL was built again");
+        // Another base: another URL, kept in turn.
+        let other = transport.clone().with_api_base(server.root_url());
+        chat(&other, false);
+        assert!(!Arc::ptr_eq(&first, &kept()));
+        assert_eq!(
+            kept().url,
+            format!("{}/chat/completions", server.root_url())
+        );
+        let sent = server.chat_requests();
+        let paths: Vec<_> = sent.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/v1/chat/completions",
+                "/v1/chat/completions",
+                "/chat/completions"
+            ]
+        );
+        let accept: Vec<_> = sent.iter().map(|r| r.header("accept").unwrap()).collect();
+        assert_eq!(
+            accept,
+            ["application/json", "text/event-stream", "application/json"]
+        );
+        assert!(
+            sent.iter()
+                .all(|r| r.header("content-type") == Some("application/json"))
+        );
     }
 
     #[test]
