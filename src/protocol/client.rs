@@ -101,8 +101,8 @@ fn with_content_headers(
 
 /// A request's URL, and its parsed form, kept for the next request to the
 /// same base and path: a turn neither formats the URL nor parses it again
-/// (about 2,000 instructions, a tenth of what pikuri adds to a bare client's
-/// turn; `BENCHMARKS.md`, issue 42, session 15).
+/// (about 2,400 instructions a request; `BENCHMARKS.md`, issue 42, session
+/// 15).
 struct Target {
     url: String,
     /// `None` when the URL does not parse: ureq is then given the text and
