@@ -2,7 +2,9 @@
 //! async-openai comparison (`benches/compare/async-openai`): the bare
 //! ureq 3 + typed serde client, the conversation it keeps, and the
 //! measurement of a run of turns (wall time, CPU time of this process's
-//! threads, context switches).
+//! threads, context switches). `PIKURI_BENCH_THREADS=1` prints each run's
+//! CPU per turn of the calling thread and of the others on stderr, in the
+//! order the runs ran (`BENCHMARKS.md`, issue 42, session 15).
 
 use std::io::BufReader;
 use std::time::{Duration, Instant};
