@@ -594,7 +594,7 @@ fn rss_child(subject: &str, base: &str) {
 /// stderr: where a peak's file pages come from.
 fn smaps_summary(subject: &str) {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut by = std::collections::BTreeMap::<String, u64>::new();
     let mut name = String::new();
     for line in smaps.lines() {
         let mut f = line.split_whitespace();
