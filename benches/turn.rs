@@ -57,7 +57,12 @@
 //! `rss`, also `VmHWM - RssFile`: the peak less the pages of the binary
 //! and libraries the run touched (pikuri runs more code than the bare
 //! client, a cost per process, not per agent, shared through the page
-//! cache).
+//! cache). With `PIKURI_RSS_PROGRAMS` set (`scripts/bench-one-agent.sh`
+//! sets it), the `rss` case also runs the same turns in two standalone
+//! programs (`benches/one-agent`), as users run them: this binary holds
+//! every bench's and every feature's code, so a run's code pages are
+//! spread wider. `PIKURI_TURN_SMAPS=1` prints each child's resident
+//! memory by mapping.
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
