@@ -954,6 +954,33 @@ mod tests {
         );
     }
 
+    /// A URL that does not parse is kept as text: ureq reports it at the
+    /// send, an error naming the URL, and the next request to it again.
+    #[test]
+    fn a_url_that_does_not_parse_fails_at_the_send() {
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let transport = ChatTransport::new("m").with_api_base("http://exa mple.invalid/v1");
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let req = Request {
+            stream: false,
+            ..Request::for_test(&transport, &msgs, &tools, &extra)
+        };
+        for _ in 0..2 {
+            let err = client.chat(&req, &mut Vec::new(), &mut ()).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("http://exa mple.invalid/v1/chat/completions"),
+                "{err}"
+            );
+        }
+        let kept = client.shared.target.lock().clone().expect("kept");
+        assert!(kept.uri.is_none());
+    }
+
     #[test]
     fn ureq_timeouts_read_as_timed_out() {
         // What ureq's body reader returns when `timeout_per_read` expires.
