@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::shapes::OpaqueDelta;
-use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str};
+use super::shapes::{Args, Body, CallDelta, Choices, Delta, MaybeStr, Str};
 use super::think::ThinkSplitter;
 use super::{
     Completion, Fragment, Opaque, StreamDecoder, StreamState, call_data, completion, excerpt,
@@ -149,12 +149,8 @@ impl StreamDecoder for Accumulator {
             }
         }
         // By reference: the choice structs are large, moving them costs.
-        for choice in chunk.choices.iter().flatten() {
-            // Only choice 0 is ours (`n > 1` is never requested); a missing
-            // index means 0.
-            if choice.index.unwrap_or(0) != 0 {
-                continue;
-            }
+        // Only choice 0 is ours (`Choices` keeps no other).
+        for choice in chunk.choices.iter().flat_map(Choices::iter) {
             if let Some(delta) = &choice.delta {
                 // Provider fields, read apart (rarely there).
                 let opaque = if delta.has_opaque() {
@@ -689,6 +685,27 @@ mod tests {
         assert_eq!(concat(&frags, false), "ab");
         assert_eq!(c.message.content, "ab");
         assert_eq!(c.finish(), crate::FinishReason::ServerCut);
+    }
+
+    #[test]
+    fn only_the_choices_of_index_0_of_one_chunk_are_read_in_order() {
+        let chunks = [json!({"choices": [
+            {"index": 1, "delta": {"content": "X"}},
+            {"index": 0, "delta": {"content": "a"}},
+            {"index": 2, "delta": {"content": "Y"}},
+            {"delta": {"content": "b"}, "finish_reason": "stop"},
+        ]})
+        .to_string()];
+        let (frags, c) = ok(false, &chunks);
+        assert_eq!(concat(&frags, false), "ab");
+        assert_eq!(c.message.content, "ab");
+        let body = json!({"choices": [
+            {"index": 1, "message": {"role": "assistant", "content": "X"}},
+            {"index": 0, "message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"},
+        ]})
+        .to_string();
+        let c = parse_response(body.as_bytes(), false).unwrap();
+        assert_eq!(c.message.content, "a");
     }
 
     #[test]
