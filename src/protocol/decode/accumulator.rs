@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::shapes::OpaqueDelta;
-use super::shapes::{Args, Body, CallDelta, Choices, Delta, MaybeStr, Str};
+use super::shapes::{Args, Body, CallDelta, Delta, MaybeStr, Str};
 use super::think::ThinkSplitter;
 use super::{
     Completion, Fragment, Opaque, StreamDecoder, StreamState, call_data, completion, excerpt,
@@ -149,8 +149,12 @@ impl StreamDecoder for Accumulator {
             }
         }
         // By reference: the choice structs are large, moving them costs.
-        // Only choice 0 is ours (`Choices` keeps no other).
-        for choice in chunk.choices.iter().flat_map(Choices::iter) {
+        for choice in chunk.choices.iter().flatten() {
+            // Only choice 0 is ours (`n > 1` is never requested); a missing
+            // index means 0.
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
             if let Some(delta) = &choice.delta {
                 // Provider fields, read apart (rarely there).
                 let opaque = if delta.has_opaque() {

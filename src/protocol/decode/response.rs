@@ -1,7 +1,7 @@
 //! A non-streamed chat-completions response body → one [`Completion`],
 //! under the same [rules](super#rules) as the stream.
 
-use super::shapes::{Body, Choices, Str, WireUsage};
+use super::shapes::{Body, Str, WireUsage};
 use super::think::ThinkSplitter;
 use super::{Completion, Fragment, Opaque, call_data, completion, excerpt, opaque_of};
 use crate::ToolCall;
@@ -24,7 +24,12 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     }
     // Only choice 0 is read (`n > 1` is not requested); a missing index
     // means 0, as some servers omit it.
-    let Some(choice) = response.choices.and_then(Choices::into_first) else {
+    let Some(choice) = response
+        .choices
+        .into_iter()
+        .flatten()
+        .find(|c| c.index.unwrap_or(0) == 0)
+    else {
         return Err(DecodeError::Protocol(format!(
             "response has no choices: {}",
             excerpt(&body_text())

@@ -17,66 +17,13 @@ use crate::protocol::rules::json_text;
 pub(super) struct Body<'a> {
     pub(super) id: Option<Str<'a>>,
     pub(super) model: Option<Str<'a>>,
-    pub(super) choices: Option<Choices<'a>>,
+    pub(super) choices: Option<Vec<Choice<'a>>>,
     /// Boxed: usually absent, and large enough to slow every chunk down.
     pub(super) usage: Option<Box<WireUsage>>,
     pub(super) error: Option<serde_json::Value>,
 }
 
 crate::serde_macros::json_struct! { Deserialize for Body<'a> { id, model, choices, usage, error } }
-
-/// The choices of a chunk or a response that are ours: those of index 0
-/// (`n > 1` is never requested; a missing index means 0), the others
-/// skipped as they are read. The first is kept in place: a chunk has one
-/// choice, and a `Vec` of it cost an allocation and its free per delta
-/// (`BENCHMARKS.md`, issue 42, session 15).
-pub(super) struct Choices<'a> {
-    first: Option<Choice<'a>>,
-    /// Further choices of index 0 (a server repeating it), in order.
-    more: Vec<Choice<'a>>,
-}
-
-impl<'a> Choices<'a> {
-    /// The choices of index 0, in order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &Choice<'a>> {
-        self.first.iter().chain(&self.more)
-    }
-
-    /// The first choice of index 0.
-    pub(super) fn into_first(self) -> Option<Choice<'a>> {
-        self.first
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ChoicesVisitor<'a>(std::marker::PhantomData<Choice<'a>>);
-        impl<'de: 'a, 'a> Visitor<'de> for ChoicesVisitor<'a> {
-            type Value = Choices<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sequence")
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut choices = Choices {
-                    first: None,
-                    more: Vec::new(),
-                };
-                while let Some(choice) = seq.next_element::<Choice<'a>>()? {
-                    if choice.index.unwrap_or(0) != 0 {
-                        continue;
-                    }
-                    if choices.first.is_none() {
-                        choices.first = Some(choice);
-                    } else {
-                        choices.more.push(choice);
-                    }
-                }
-                Ok(choices)
-            }
-        }
-        deserializer.deserialize_seq(ChoicesVisitor(std::marker::PhantomData))
-    }
-}
 
 /// A choice of a chunk (its `delta`) or of a response (its `message`).
 /// Each reader reads its own member and ignores the other, as an unknown
