@@ -6,8 +6,9 @@
 //! the thread that called it, in the order things happen: `retrying` before
 //! each retry's wait, then, while the answer streams, `progress` after each
 //! event that carried part of the answer, `fragment` for each piece of
-//! text, reasoning or usage, and `before_read` when what was read is
-//! decoded and the next read may wait for the network. Every method has a
+//! text, reasoning or usage (a stream's text joined per read, see
+//! [`Joined`]), and `before_read` when what was read is decoded and the
+//! next read may wait for the network. Every method has a
 //! no-op default; the client itself puts `progress` to use (the idle
 //! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
