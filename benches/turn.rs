@@ -57,7 +57,12 @@
 //! `rss`, also `VmHWM - RssFile`: the peak less the pages of the binary
 //! and libraries the run touched (pikuri runs more code than the bare
 //! client, a cost per process, not per agent, shared through the page
-//! cache).
+//! cache). With `PIKURI_RSS_PROGRAMS` set (`scripts/bench-one-agent.sh`
+//! sets it), the `rss` case also runs the same turns in two standalone
+//! programs (`benches/one-agent`), as users run them: this binary holds
+//! every bench's and every feature's code, so a run's code pages are
+//! spread wider. `PIKURI_TURN_SMAPS=1` prints each child's resident
+//! memory by mapping.
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
@@ -579,6 +584,9 @@ fn rss_child(subject: &str, base: &str) {
         }
         other => panic!("unknown RSS child {other:?}"),
     }
+    if std::env::var_os("PIKURI_TURN_SMAPS").is_some() {
+        smaps_summary(subject);
+    }
     println!(
         "{start} {} {}",
         proc_status_kib("VmHWM"),
@@ -586,9 +594,45 @@ fn rss_child(subject: &str, base: &str) {
     );
 }
 
+/// `PIKURI_TURN_SMAPS=1`: the child's resident KiB by mapping (the
+/// binary, each library, anonymous memory), from `/proc/self/smaps`, on
+/// stderr: where a peak's file pages come from.
+fn smaps_summary(subject: &str) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut by = std::collections::BTreeMap::<String, u64>::new();
+    let mut name = String::new();
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            // A mapping's header: its path is the sixth field, if any.
+            let perms = f.next().unwrap_or("");
+            name = format!("{} {}", f.nth(3).unwrap_or("[anon]"), perms);
+        } else if first == "Rss:" {
+            *by.entry(name.clone()).or_default() +=
+                f.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    for (name, kib) in by.iter().filter(|(_, k)| **k > 0) {
+        eprintln!("smaps {subject}: {kib:>6} KiB {name}");
+    }
+}
+
+/// Where `scripts/bench-one-agent.sh` puts the standalone programs of
+/// `benches/one-agent` (their `release` folder).
+const RSS_PROGRAMS: &str = "PIKURI_RSS_PROGRAMS";
+
 /// `(VmHWM at the start, VmHWM at the end, RssFile at the end)`, KiB.
+/// A subject `program:<name>` runs `one-agent-<name>` from
+/// `PIKURI_RSS_PROGRAMS` (the standalone programs of `benches/one-agent`,
+/// which follow the same protocol) instead of this binary.
 fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f64, f64, f64) {
-    let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+    let exe = match subject.strip_prefix("program:") {
+        Some(name) => std::path::Path::new(&std::env::var_os(RSS_PROGRAMS).expect(RSS_PROGRAMS))
+            .join(format!("one-agent-{name}")),
+        None => std::env::current_exe().expect("exe"),
+    };
+    let out = std::process::Command::new(exe)
         .env("PIKURI_TURN_CHILD", subject)
         .env("PIKURI_TURN_BASE", base)
         .env("PIKURI_TURN_EXPECT", expect.to_string())
@@ -600,6 +644,9 @@ fn rss_in_child(subject: &str, base: &str, expect: usize, content: usize) -> (f6
         "RSS child {subject} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    if std::env::var_os("PIKURI_TURN_SMAPS").is_some() {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text
         .split_whitespace()
@@ -846,6 +893,19 @@ fn rss_figures() {
         println!(
             "| rss | the same, VmHWM - RssFile (less code and library pages) KiB: bare / pikuri 1 listener | {bare_anon:.0} / {pik_anon:.0} | {ratio_anon:.2}x | | | | | | | |",
         );
+        // The same turns in two programs of their own, as users run them
+        // (this binary holds every bench's and every feature's code, so
+        // the pages a run touches are spread over more of it).
+        if std::env::var_os(RSS_PROGRAMS).is_some() {
+            let [[bare, pik, ratio], [bare_anon, pik_anon, ratio_anon]] =
+                rss_pair(&server, ["program:bare", "program:pikuri"], expect, 0);
+            println!(
+                "| rss | the same in standalone programs (benches/one-agent), peak VmHWM KiB: bare / pikuri 1 listener | {bare:.0} / {pik:.0} | {ratio:.2}x | | | | | | | |",
+            );
+            println!(
+                "| rss | standalone, VmHWM - RssFile KiB: bare / pikuri 1 listener | {bare_anon:.0} / {pik_anon:.0} | {ratio_anon:.2}x | | | | | | | |",
+            );
+        }
     }
     if selected("rss-tool") {
         let deltas = if quick() { 2_000 } else { 200_000 };
