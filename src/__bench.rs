@@ -11,8 +11,9 @@ use crate::protocol::{Fragment, Fragments, StreamOptions, decode_error, read_str
 use crate::{Event, HttpConfig, Message, Result};
 
 /// Decode a streamed chat-completions body exactly as the client does after
-/// the socket (SSE parser, then the delta accumulator), passing every text
-/// and reasoning fragment to `on_fragment`. Returns the assembled message.
+/// the socket (SSE parser, then the delta accumulator), passing the text
+/// and reasoning to `on_fragment` as the client does (joined per read).
+/// Returns the assembled message.
 pub fn decode_stream<R: BufRead>(reader: R, on_fragment: &mut dyn FnMut(&str)) -> Result<Message> {
     decode_stream_of(crate::Api::ChatCompletions, reader, on_fragment)
 }

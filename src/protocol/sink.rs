@@ -6,8 +6,9 @@
 //! the thread that called it, in the order things happen: `retrying` before
 //! each retry's wait, then, while the answer streams, `progress` after each
 //! event that carried part of the answer, `fragment` for each piece of
-//! text, reasoning or usage, and `before_read` when what was read is
-//! decoded and the next read may wait for the network. Every method has a
+//! text, reasoning or usage (a stream's text joined per read, see
+//! [`Joined`]), and `before_read` when what was read is decoded and the
+//! next read may wait for the network. Every method has a
 //! no-op default; the client itself puts `progress` to use (the idle
 //! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
@@ -37,6 +38,95 @@ pub(crate) trait Sink {
 
 /// A sink that reports nothing.
 impl Sink for () {}
+
+/// Text a [`Joined`] sink holds before it passes it on, whatever the
+/// reads: a stream's text is joined per read (at most the reader's buffer,
+/// 8 KiB in the client), and one longer fragment passes through as is.
+const JOIN_MAX: usize = 8 * 1024;
+
+/// A sink that joins the text fragments of one read before they reach the
+/// inner sink: consecutive fragments of one kind (content, reasoning)
+/// become one, passed on before a fragment of another kind, before
+/// `before_read`, at [`JOIN_MAX`] bytes, and at [`finish`](Self::finish).
+/// So the order of what the inner sink hears is the order of the stream,
+/// nothing is held while the next read may wait, and the inner sink runs
+/// once per read instead of once per delta (a stream's text arrives in
+/// deltas of a few bytes; `BENCHMARKS.md`, issue 42, session 15).
+pub(crate) struct Joined<'s> {
+    inner: &'s mut dyn Sink,
+    /// Whether `text` is reasoning, else content.
+    reasoning: bool,
+    /// Text not passed on yet, of one kind; its capacity is kept.
+    text: String,
+}
+
+impl<'s> Joined<'s> {
+    pub(crate) fn new(inner: &'s mut dyn Sink) -> Joined<'s> {
+        Joined {
+            inner,
+            reasoning: false,
+            text: String::new(),
+        }
+    }
+
+    /// Pass on the text held, if any.
+    pub(crate) fn finish(&mut self) {
+        if self.text.is_empty() {
+            return;
+        }
+        self.inner.fragment(if self.reasoning {
+            Fragment::Reasoning(&self.text)
+        } else {
+            Fragment::Content(&self.text)
+        });
+        self.text.clear();
+    }
+
+    fn text(&mut self, reasoning: bool, s: &str) {
+        // Why: the kind changes, or the text would pass its bound.
+        if reasoning != self.reasoning || self.text.len() + s.len() > JOIN_MAX {
+            self.finish();
+            self.reasoning = reasoning;
+        }
+        if s.len() >= JOIN_MAX {
+            // Long already: passed on without a copy.
+            self.inner.fragment(if reasoning {
+                Fragment::Reasoning(s)
+            } else {
+                Fragment::Content(s)
+            });
+        } else {
+            self.text.push_str(s);
+        }
+    }
+}
+
+impl Sink for Joined<'_> {
+    fn retrying(&mut self, notice: &RetryNotice) {
+        self.finish();
+        self.inner.retrying(notice);
+    }
+
+    fn progress(&mut self) {
+        self.inner.progress();
+    }
+
+    fn fragment(&mut self, fragment: Fragment<'_>) {
+        match fragment {
+            Fragment::Content(s) => self.text(false, s),
+            Fragment::Reasoning(s) => self.text(true, s),
+            Fragment::Usage(_) => {
+                self.finish();
+                self.inner.fragment(fragment);
+            }
+        }
+    }
+
+    fn before_read(&mut self) {
+        self.finish();
+        self.inner.before_read();
+    }
+}
 
 /// A [`Sink`] of three closures: the agent's retry notice, fragment and
 /// hand-over hooks.
@@ -107,5 +197,87 @@ mod tests {
         assert_eq!(n, 1);
         // The unit sink takes everything and does nothing.
         ().fragment(Fragment::Content("x"));
+    }
+
+    /// What a sink heard, in order: `c:`/`r:` text, `u` usage, `|` a
+    /// read, `p` progress, `!` a retry.
+    #[derive(Default)]
+    struct Heard(Vec<String>);
+
+    impl Sink for Heard {
+        fn retrying(&mut self, _: &RetryNotice) {
+            self.0.push("!".into());
+        }
+        fn progress(&mut self) {
+            self.0.push("p".into());
+        }
+        fn fragment(&mut self, fragment: Fragment<'_>) {
+            self.0.push(match fragment {
+                Fragment::Content(s) => format!("c:{s}"),
+                Fragment::Reasoning(s) => format!("r:{s}"),
+                Fragment::Usage(_) => "u".into(),
+            });
+        }
+        fn before_read(&mut self) {
+            self.0.push("|".into());
+        }
+    }
+
+    #[test]
+    fn joined_text_keeps_the_order_of_kinds_reads_and_usage() {
+        let mut heard = Heard::default();
+        {
+            let mut sink = Joined::new(&mut heard);
+            for f in ["a", "b"] {
+                sink.fragment(Fragment::Reasoning(f));
+            }
+            sink.progress();
+            for f in ["c", "d", ""] {
+                sink.fragment(Fragment::Content(f));
+            }
+            sink.fragment(Fragment::Usage(crate::Usage::default()));
+            sink.fragment(Fragment::Content("e"));
+            sink.before_read();
+            sink.fragment(Fragment::Content("f"));
+            sink.fragment(Fragment::Reasoning("g"));
+            sink.retrying(&RetryNotice {
+                attempt: 1,
+                error: "busy".into(),
+                wait: std::time::Duration::ZERO,
+            });
+            sink.fragment(Fragment::Content("h"));
+            sink.finish();
+            // Nothing held: a second finish passes nothing on.
+            sink.finish();
+        }
+        assert_eq!(
+            heard.0,
+            [
+                "p", "r:ab", "c:cd", "u", "c:e", "|", "c:f", "r:g", "!", "c:h"
+            ]
+        );
+    }
+
+    #[test]
+    fn joined_text_is_bounded_and_a_long_fragment_passes_through() {
+        let mut heard = Heard::default();
+        let long = "x".repeat(JOIN_MAX);
+        {
+            let mut sink = Joined::new(&mut heard);
+            // 3-byte deltas past the bound: passed on before it is crossed.
+            let delta = "abc";
+            let n = JOIN_MAX / delta.len() + 1;
+            for _ in 0..n {
+                sink.fragment(Fragment::Content(delta));
+                assert!(sink.text.len() <= JOIN_MAX, "held text stays bounded");
+            }
+            sink.fragment(Fragment::Content(&long));
+            sink.fragment(Fragment::Content("y"));
+            sink.finish();
+        }
+        let lens: Vec<usize> = heard.0.iter().map(|h| h.len() - 2).collect();
+        let first = JOIN_MAX / 3 * 3;
+        let rest = (JOIN_MAX / 3 + 1) * 3 - first;
+        assert_eq!(lens, [first, rest, JOIN_MAX, 1]);
     }
 }

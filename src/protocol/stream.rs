@@ -13,7 +13,7 @@ use super::error::DecodeError;
 use super::gemini;
 #[cfg(feature = "responses")]
 use super::responses;
-use super::sink::Sink;
+use super::sink::{Joined, Sink};
 use super::sse::{Flow, read_sse};
 use crate::Api;
 
@@ -97,10 +97,12 @@ fn decode<R: BufRead>(
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;
+    // The deltas of one read reach the sink joined (see `Joined`).
+    let mut joined = Joined::new(sink);
     // The SSE reader takes its two hooks as two closures, both the sink's;
     // they never run at once (`before_read` runs between reads).
-    let sink = RefCell::new(sink);
-    read_sse(
+    let sink = RefCell::new(&mut joined);
+    let read = read_sse(
         reader,
         max_line,
         &mut |data| {
@@ -127,6 +129,77 @@ fn decode<R: BufRead>(
             })
         },
         &mut || sink.borrow_mut().before_read(),
-    )
-    .and_then(|()| decoder.finish())
+    );
+    // What was decoded reaches the sink whatever ended the stream (the
+    // text of a cancelled stream is the agent's `Cancelled` event).
+    joined.finish();
+    read.and_then(|()| decoder.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::BufReader;
+
+    use super::*;
+    use crate::protocol::decode::Fragment;
+
+    /// What reached the sink: `c:` text, `|` a read's end.
+    #[derive(Default)]
+    struct Heard(Vec<String>);
+
+    impl Sink for Heard {
+        fn fragment(&mut self, fragment: Fragment<'_>) {
+            if let Fragment::Content(s) = fragment {
+                self.0.push(format!("c:{s}"));
+            }
+        }
+        fn before_read(&mut self) {
+            self.0.push("|".into());
+        }
+    }
+
+    fn chunk(text: &str) -> String {
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n")
+    }
+
+    fn read(body: &str, buffer: usize) -> (Vec<String>, Result<Completion, DecodeError>) {
+        let options = StreamOptions {
+            api: Api::ChatCompletions,
+            max_line: 1 << 20,
+            max_body: 1 << 30,
+            split_think: false,
+            secret: None,
+        };
+        let mut heard = Heard::default();
+        let reader = BufReader::with_capacity(buffer, body.as_bytes());
+        let result = read_stream(reader, &options, &mut heard);
+        (heard.0, result)
+    }
+
+    #[test]
+    fn the_deltas_of_one_read_reach_the_sink_joined_before_the_next_read() {
+        let one = chunk("a");
+        let body = [
+            chunk("a"),
+            chunk("b"),
+            chunk("c"),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat();
+        // All in one read, which ends at `[DONE]`.
+        let (heard, result) = read(&body, body.len());
+        assert_eq!(heard, ["c:abc"]);
+        assert_eq!(result.unwrap().message.content, "abc");
+        // Two chunks a read: each read's text before the read's end.
+        let (heard, _) = read(&body, 2 * one.len());
+        assert_eq!(heard, ["c:ab", "|", "c:c"]);
+    }
+
+    #[test]
+    fn the_text_before_a_cut_reaches_the_sink() {
+        let body = [chunk("a"), chunk("b")].concat();
+        let (heard, result) = read(&body, body.len());
+        assert!(matches!(result, Err(DecodeError::Truncated)), "{result:?}");
+        assert_eq!(heard, ["c:ab", "|"]);
+    }
 }

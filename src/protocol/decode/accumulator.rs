@@ -692,6 +692,27 @@ mod tests {
     }
 
     #[test]
+    fn only_the_choices_of_index_0_of_one_chunk_are_read_in_order() {
+        let chunks = [json!({"choices": [
+            {"index": 1, "delta": {"content": "X"}},
+            {"index": 0, "delta": {"content": "a"}},
+            {"index": 2, "delta": {"content": "Y"}},
+            {"delta": {"content": "b"}, "finish_reason": "stop"},
+        ]})
+        .to_string()];
+        let (frags, c) = ok(false, &chunks);
+        assert_eq!(concat(&frags, false), "ab");
+        assert_eq!(c.message.content, "ab");
+        let body = json!({"choices": [
+            {"index": 1, "message": {"role": "assistant", "content": "X"}},
+            {"index": 0, "message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"},
+        ]})
+        .to_string();
+        let c = parse_response(body.as_bytes(), false).unwrap();
+        assert_eq!(c.message.content, "a");
+    }
+
+    #[test]
     fn truncated_stream() {
         let (frags, result) = run(false, &[text("Hel"), text("lo")]);
         assert_eq!(frags.len(), 2);
