@@ -50,8 +50,8 @@
 //! model answers.
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
-//! flow, a listener's thread blocks on its channel, and a flush blocks
-//! until its countdown reaches zero. (The design before napped, lingered,
+//! flow, a listener's thread parks as soon as its channel is empty (see
+//! `Bell`), and a flush blocks until its countdown reaches zero. (The design before napped, lingered,
 //! spun and counted cores to spare wake-ups, and much of its behaviour
 //! depended on timing.)
 //!
@@ -87,10 +87,10 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::thread::{JoinHandle, Thread};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use parking_lot::Mutex;
 
 use super::{Delivery, SubAgentListener};
@@ -203,6 +203,10 @@ struct Slot {
     /// The listener's [`Delivery`], read once when it was added.
     delivery: Delivery,
     tx: Sender<Msg>,
+    /// How the thread is woken; see [`Bell`].
+    bell: Arc<Bell>,
+    /// The listener's thread, to unpark.
+    waker: Thread,
     /// Whether `Stop` is not sent yet. Every message is sent under this
     /// lock, so each is either queued before the `Stop`, and handled, or
     /// not sent at all (which answers a flush ticket).
@@ -218,14 +222,18 @@ impl Slot {
         let name = listener.name();
         let delivery = listener.delivery();
         let (tx, rx) = bounded(QUEUE);
+        let bell = Arc::new(Bell::default());
+        let rung = Arc::clone(&bell);
         let thread = std::thread::Builder::new()
             .name(format!("pikuri-listener-{name}"))
-            .spawn(move || run(listener, &rx))
+            .spawn(move || run(listener, &rx, &rung))
             .expect("failed to spawn a listener thread");
         Arc::new(Slot {
             name,
             delivery,
             tx,
+            bell,
+            waker: thread.thread().clone(),
             open: Mutex::new(true),
             thread: Mutex::new(Some(thread)),
             #[cfg(test)]
@@ -247,6 +255,9 @@ impl Slot {
             Err(TrySendError::Full(msg)) => self.tx.send(msg).is_ok(),
             Err(TrySendError::Disconnected(_)) => false,
         };
+        if sent {
+            self.wake();
+        }
         #[cfg(test)]
         self.sent.fetch_add(usize::from(sent), Ordering::Relaxed);
         Ok(sent)
@@ -259,6 +270,7 @@ impl Slot {
             if *open {
                 *open = false;
                 let _ = self.tx.send(Msg::Stop);
+                self.wake();
             }
         }
         // A list dropped on its own listener's thread cannot join it.
@@ -270,11 +282,77 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// Unpark the thread if it sleeps (see [`Bell`]): after a message was
+    /// queued.
+    fn wake(&self) {
+        // Pairs with the fence in `next`: either the thread's second look
+        // finds the message, or this sees that it went to sleep.
+        fence(Ordering::SeqCst);
+        if self.bell.asleep.swap(false, Ordering::SeqCst) {
+            self.waker.unpark();
+        }
+    }
+}
+
+impl Drop for Slot {
+    /// The last holder is gone, so nothing more will be queued: the thread
+    /// handles what is and ends (the sender is dropped only after this
+    /// runs, so the thread cannot learn it from the channel in time).
+    fn drop(&mut self) {
+        self.bell.gone.store(true, Ordering::SeqCst);
+        self.waker.unpark();
+    }
+}
+
+/// How a listener's thread waits for its next message: it parks at once
+/// when its channel is empty, with no spin and no `yield_now` first (a
+/// crossbeam `recv` spins, then yields four times: with several listener
+/// threads on few cores, each yield hands the core to another of them, a
+/// context switch that does nothing; `BENCHMARKS.md`, issue 42, session
+/// 15), and the sender unparks it.
+#[derive(Default)]
+struct Bell {
+    /// The thread parks, or is about to, with nothing queued.
+    asleep: AtomicBool,
+    /// Every holder of the slot is gone.
+    gone: AtomicBool,
+}
+
+/// The thread's next message, parked while there is none; `None` once the
+/// channel is disconnected or every holder gone and nothing is queued.
+fn next(rx: &Receiver<Msg>, bell: &Bell) -> Option<Msg> {
+    loop {
+        match rx.try_recv() {
+            Ok(msg) => return Some(msg),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        bell.asleep.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `Slot::wake`.
+        fence(Ordering::SeqCst);
+        match rx.try_recv() {
+            Ok(msg) => {
+                bell.asleep.store(false, Ordering::Relaxed);
+                return Some(msg);
+            }
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        if bell.gone.load(Ordering::SeqCst) {
+            return None;
+        }
+        // A stray unpark (or one for a message already taken) costs one
+        // more look.
+        std::thread::park();
+    }
+}
+
 /// A listener's thread: handle messages in order until `Stop`, or until
 /// every sender is gone.
-fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>) {
+fn run(mut listener: Box<dyn Listener>, rx: &Receiver<Msg>, bell: &Bell) {
     let name = listener.name();
-    for msg in rx {
+    while let Some(msg) = next(rx, bell) {
         match msg {
             Msg::Batch(events, tail) => {
                 for event in events.iter() {
@@ -1056,6 +1134,47 @@ mod tests {
         list.close();
         list.flush();
         assert_eq!(log.lock().len(), 3);
+    }
+
+    #[test]
+    fn a_thread_whose_slot_has_no_holder_left_handles_what_is_queued_and_ends() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let slot = Slot::spawn(Box::new(Closing(Arc::clone(&log))));
+        let batch = Msg::Batch(Arc::new(vec![turn(0)]), Tail::Open);
+        assert!(matches!(slot.send(batch, true), Ok(true)));
+        // Handled, and the thread gone to sleep on its empty channel, so
+        // the disconnect comes too late for it to see.
+        eventually(|| log.lock().len() == 1 && slot.bell.asleep.load(Ordering::SeqCst));
+        // Nobody stops it: the last holder's drop alone must end it, as
+        // nothing can be queued after.
+        drop(slot);
+        eventually(|| log.lock().len() == 2);
+        assert_eq!(*log.lock(), ["user_turn", "close"]);
+    }
+
+    #[test]
+    fn no_wake_up_is_lost_between_a_send_and_the_thread_parking() {
+        // Bounded stress: each event goes out as it is emitted (nothing is
+        // held), so every send may find the thread about to park; a lost
+        // wake-up leaves a flush waiting, and the bound fails the test.
+        const N: usize = 20_000;
+        let (list, rec) = recorded();
+        let (done_tx, done_rx) = bounded(1);
+        std::thread::spawn(move || {
+            for i in 0..N {
+                list.emit(turn(i));
+                if i % 97 == 0 {
+                    list.flush();
+                }
+            }
+            list.flush();
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+            "a flush waited for a listener that was never woken"
+        );
+        assert_eq!(texts(&rec), numbers(N));
     }
 
     #[test]
