@@ -18,10 +18,11 @@
 //! - an error's text has the secrets of the URL requested hidden (ureq's
 //!   `bad uri: ...` quotes the URL raw);
 //! - each connection's buffers are [`INPUT_BUFFER`] and [`OUTPUT_BUFFER`]
-//!   bytes, not ureq's 128 KiB each: a connection holds them, touched, as
-//!   long as it lives, kept-alive in the pool between requests included,
-//!   so with many agents they were most of each one's memory
-//!   (`benches/many.rs`, BENCHMARKS.md, issue 42).
+//!   bytes: a connection holds them, touched, as long as it lives,
+//!   kept-alive in the pool between requests included, so with many
+//!   agents they are most of each one's memory (`benches/many.rs`,
+//!   BENCHMARKS.md, issue 42); the output buffer is a quarter of ureq's
+//!   128 KiB, the input buffer ureq's size, for streams.
 //!
 //! What differs is a setter away: each caller names its timeouts, whether
 //! redirects are followed, and (the web tools) its own resolver.
@@ -36,11 +37,21 @@ pub(crate) const USER_AGENT: &str = concat!("pikuri/", env!("CARGO_PKG_VERSION")
 /// The longest response head read: ureq's own limit, 64 KiB.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// Bytes of a connection's input buffer. ureq reads a response head whole
-/// into it, so it is [`MAX_HEAD`] and a page: a head past the limit is
-/// then told as such (`LargeResponseHeader`), not as a connection that
-/// made no progress.
-pub(crate) const INPUT_BUFFER: usize = MAX_HEAD + 4096;
+/// Bytes of a connection's input buffer: ureq's default, 128 KiB. A
+/// stream arrives in reads of up to this, and each read that drains it
+/// hands a listener its text, waking the listener's thread; at 68 KiB
+/// (session 12 to 15) that was twice as many wake-ups, a streamed turn's
+/// CPU with a listener 0.08x of the bare client's higher (BENCHMARKS.md,
+/// issue 42, session 15). ureq reads a response head whole into it, so
+/// it must be more than [`MAX_HEAD`]: a head past the limit is then told
+/// as such (`LargeResponseHeader`), not as a connection that made no
+/// progress.
+pub(crate) const INPUT_BUFFER: usize = 128 * 1024;
+
+const _: () = assert!(
+    INPUT_BUFFER >= MAX_HEAD + 4096,
+    "a head at the limit must fit"
+);
 
 /// Bytes of a connection's output buffer. ureq writes a request's head
 /// into it a line at a time and its body in pieces of it, so it bounds the
@@ -205,10 +216,10 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_keeps_small_buffers() {
+    fn a_connection_keeps_a_small_output_buffer_and_a_stream_sized_input_buffer() {
         let agent = AgentSetup::new().agent();
         let c = agent.config();
-        assert_eq!(c.input_buffer_size(), 68 * 1024);
+        assert_eq!(c.input_buffer_size(), 128 * 1024);
         assert_eq!(c.max_response_header_size(), 64 * 1024);
         assert_eq!(c.output_buffer_size(), 32 * 1024);
     }
