@@ -89,6 +89,9 @@ use common::{
 enum Subject {
     Bare,
     Handoff,
+    /// The hand-off baseline with four consumer threads, each acknowledging
+    /// the end of the turn: the floor of four barrier listeners (issue 42).
+    Handoff4,
     /// The hand-off baseline whose turn does not wait for its consumer:
     /// the floor of a listener that hands off (issue 42).
     HandoffNoWait,
@@ -108,6 +111,7 @@ impl Subject {
         match self {
             Subject::Bare => "bare ureq + serde".to_string(),
             Subject::Handoff => "bare + hand-off thread".to_string(),
+            Subject::Handoff4 => "bare + 4 hand-off threads".to_string(),
             Subject::HandoffNoWait => "bare + hand-off thread, no wait".to_string(),
             Subject::Pikuri(n) => format!("pikuri, {n} listener(s)"),
             Subject::PikuriHandOff(n) => format!("pikuri, {n} hand-off listener(s)"),
@@ -270,14 +274,14 @@ fn pikuri_agent(base: &str, stream: bool, listeners: usize, hand_off: bool) -> A
 /// `turns` turns of `subject` (see [`measure`]).
 fn run(subject: Subject, base: &str, stream: bool, turns: usize, expect: usize) -> PerTurn {
     match subject {
-        Subject::Bare | Subject::Handoff | Subject::HandoffNoWait => {
+        Subject::Bare | Subject::Handoff | Subject::Handoff4 | Subject::HandoffNoWait => {
             let mut plain = Bare::new(base, stream);
-            if subject == Subject::Handoff {
-                plain.handoff = Some(common::Handoff::new());
-            }
-            if subject == Subject::HandoffNoWait {
-                plain.handoff = Some(common::Handoff::without_wait());
-            }
+            plain.handoff = match subject {
+                Subject::Handoff => vec![common::Handoff::new()],
+                Subject::Handoff4 => (0..4).map(|_| common::Handoff::new()).collect(),
+                Subject::HandoffNoWait => vec![common::Handoff::without_wait()],
+                _ => Vec::new(),
+            };
             let client = std::cell::RefCell::new(plain);
             measure(
                 turns,
@@ -798,6 +802,7 @@ fn turn_table() {
         Subject::Pikuri(0),
         Subject::Pikuri(1),
         Subject::Pikuri(4),
+        Subject::Handoff4,
         Subject::Otlp(true),
         Subject::Otlp(false),
         Subject::HandoffNoWait,
@@ -826,7 +831,7 @@ fn turn_table() {
         let mut cpu_bare: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut cpu_hand: Vec<Vec<f64>> = vec![Vec::new(); n];
         for r in 0..runs() {
-            let mut this = [PerTurn::default(); 10];
+            let mut this = vec![PerTurn::default(); n];
             for k in 0..n {
                 // Rotate the order each run so drift hits every subject alike.
                 let i = (k + r) % n;

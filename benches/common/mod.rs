@@ -1044,11 +1044,23 @@ impl Handoff {
     /// Wait until the consumer has taken everything sent so far (nothing,
     /// without wait).
     pub(crate) fn flush(&self) {
-        if !self.waits {
-            return;
+        self.ask_flush();
+        self.wait_flushed();
+    }
+
+    /// The first half of [`Handoff::flush`]: ask the consumer to
+    /// acknowledge what was sent so far.
+    pub(crate) fn ask_flush(&self) {
+        if self.waits {
+            self.send(Hand::Flush);
         }
-        self.send(Hand::Flush);
-        self.ack.recv().expect("consumer acknowledges");
+    }
+
+    /// The second half of [`Handoff::flush`]: wait for the acknowledgement.
+    pub(crate) fn wait_flushed(&self) {
+        if self.waits {
+            self.ack.recv().expect("consumer acknowledges");
+        }
     }
 
     /// Close the channel and join the consumer: the bytes it took.

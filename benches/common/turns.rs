@@ -65,14 +65,17 @@ struct ResponseMessage {
 }
 
 /// The bare client: one ureq agent, a conversation, nothing else (or, for
-/// the hand-off baseline, plus a [`Handoff`]).
+/// the hand-off baselines, plus one [`Handoff`] or more).
 pub(crate) struct Bare {
     pub(crate) agent: ureq::Agent,
     pub(crate) url: String,
     messages: Vec<WireMessage>,
     stream: bool,
     body: Vec<u8>,
-    pub(crate) handoff: Option<Handoff>,
+    /// The hand-off baselines' consumers: each gets every text, and a
+    /// turn ends once each acknowledged its flush (asked of all first,
+    /// then awaited, as pikuri's flush does).
+    pub(crate) handoff: Vec<Handoff>,
 }
 
 /// A ureq agent configured as the bare clients use it.
@@ -91,7 +94,7 @@ impl Bare {
             messages: Vec::new(),
             stream,
             body: Vec::new(),
-            handoff: None,
+            handoff: Vec::new(),
         }
     }
 
@@ -119,9 +122,9 @@ impl Bare {
             .expect("bare request");
         let answer = if self.stream {
             let mut reader = BufReader::new(resp.into_body().into_reader());
-            let handoff = self.handoff.as_ref();
+            let handoff = &self.handoff;
             let text = sse_text_each(&mut reader, |t| {
-                if let Some(h) = handoff {
+                for h in handoff {
                     h.text(t);
                 }
             });
@@ -137,11 +140,14 @@ impl Bare {
                 .and_then(|c| c.message.content)
                 .unwrap_or_default()
         };
-        if let Some(h) = &self.handoff {
+        for h in &self.handoff {
             if !self.stream {
                 h.text(&answer);
             }
-            h.flush();
+            h.ask_flush();
+        }
+        for h in &self.handoff {
+            h.wait_flushed();
         }
         let n = answer.len();
         self.messages.push(WireMessage {
