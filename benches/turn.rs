@@ -27,6 +27,8 @@
 //! machine at hand; pikuri's ratio to it is what pikuri adds on top.
 //! "bare + hand-off thread, no wait" is the same without the
 //! acknowledgement: the floor under a listener that hands off (issue 42).
+//! "bare + 4 hand-off threads" has four such consumers, all four flushes
+//! asked first and then awaited: the floor under four barrier listeners.
 //!
 //! Shapes: a non-streamed answer; streams of 50 (a short chat answer),
 //! 20,000 and 200,000 deltas (chunked, one HTTP chunk per event). The
