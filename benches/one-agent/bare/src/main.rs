@@ -3,6 +3,9 @@
 //! `data:` line parsed into typed serde structs, the text gathered. Prints
 //! `VmHWM` at the start and the end and `RssFile` at the end, KiB.
 
+#[path = "../../child.rs"]
+mod child;
+
 use std::io::{BufRead, BufReader};
 
 use serde::{Deserialize, Serialize};
@@ -38,22 +41,9 @@ struct Delta {
     content: Option<String>,
 }
 
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn main() {
-    let base = std::env::var("PIKURI_TURN_BASE").expect("PIKURI_TURN_BASE");
-    let expect: usize = std::env::var("PIKURI_TURN_EXPECT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let start = status_kib("VmHWM");
+    let child = child::Child::start();
+    let (base, expect) = (child.base.as_str(), child.expect);
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -101,5 +91,5 @@ fn main() {
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
         assert_eq!(text.len(), expect, "every delta");
     }
-    println!("{start} {} {}", status_kib("VmHWM"), status_kib("RssFile"));
+    child.report();
 }

@@ -4,24 +4,14 @@
 //! each. Prints `VmHWM` at the start and the end and `RssFile` at the end,
 //! KiB.
 
+#[path = "../../child.rs"]
+mod child;
+
 use pikuri::{Agent, ChatTransport, Event, HttpConfig};
 
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn main() {
-    let base = std::env::var("PIKURI_TURN_BASE").expect("PIKURI_TURN_BASE");
-    let expect: usize = std::env::var("PIKURI_TURN_EXPECT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let start = status_kib("VmHWM");
+    let child = child::Child::start();
+    let (base, expect) = (child.base.as_str(), child.expect);
     let transport = ChatTransport::new("qwen3-8b")
         .with_api_base(base)
         .with_context_window(Some(32_768));
@@ -39,5 +29,5 @@ fn main() {
         agent.clear_conversation();
     }
     agent.close();
-    println!("{start} {} {}", status_kib("VmHWM"), status_kib("RssFile"));
+    child.report();
 }
