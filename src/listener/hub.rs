@@ -51,9 +51,9 @@
 //!
 //! Nothing reads a clock: batches go out at points of the agent's control
 //! flow, a listener's thread parks as soon as its channel is empty (see
-//! `Bell`), and a flush blocks until its countdown reaches zero. (The design before napped, lingered,
-//! spun and counted cores to spare wake-ups, and much of its behaviour
-//! depended on timing.)
+//! `Bell`), and a flush blocks until its countdown reaches zero. (The
+//! design before napped, lingered, spun and counted cores to spare
+//! wake-ups, and much of its behaviour depended on timing.)
 //!
 //! # Backpressure
 //!
@@ -280,9 +280,7 @@ impl Slot {
             let _ = handle.join();
         }
     }
-}
 
-impl Slot {
     /// Unpark the thread if it sleeps (see [`Bell`]): after a message was
     /// queued.
     fn wake(&self) {
