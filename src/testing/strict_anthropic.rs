@@ -109,6 +109,16 @@ fn tool_uses<'a>(i: usize, blocks: &[&'a Value]) -> Result<Vec<&'a str>, String>
         let Some(id) = b["id"].as_str() else {
             return Err(format!("{at}: tool_use without a string `id`"));
         };
+        // The API's own pattern for the id.
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+            ));
+        }
         if b["name"].as_str().is_none() {
             return Err(format!("{at}: tool_use without a string `name`"));
         }

@@ -1,6 +1,9 @@
 //! A [`Request`] as the body of `POST {base}/messages`, serialized by
 //! reference (see the [module docs](super#the-request) for the rules).
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
@@ -347,13 +350,14 @@ impl Serialize for Piece<'_> {
             Block::Image(image) => write_image(&mut map, image)?,
             Block::ToolUse(call) => {
                 map.serialize_entry("type", "tool_use")?;
-                map.serialize_entry("id", &call.id)?;
+                map.serialize_entry("id", &wire_id(&call.id))?;
                 map.serialize_entry("name", &call.name)?;
                 map.serialize_entry("input", &input_of(&call.arguments))?;
             }
             Block::ToolResult(m) => {
                 map.serialize_entry("type", "tool_result")?;
-                map.serialize_entry("tool_use_id", m.tool_call_id.as_deref().unwrap_or(""))?;
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                map.serialize_entry("tool_use_id", &wire_id(id))?;
                 if m.images.is_empty() {
                     map.serialize_entry("content", &m.content)?;
                 } else {
@@ -378,6 +382,27 @@ impl Serialize for Ephemeral {
         map.serialize_entry("type", "ephemeral")?;
         map.end()
     }
+}
+
+/// A call id as the API accepts it, `^[a-zA-Z0-9_-]+$`: the id itself
+/// when it matches (every id Anthropic issues does), else each other
+/// character replaced by `_` and the FNV-1a of the id appended, so that
+/// two ids that differ still differ. Another server's ids (Kimi's
+/// `functions.add:0`, an MCP-derived `srv.tool|1`) met in the history
+/// after a switch or a fallback would otherwise make Anthropic refuse the
+/// whole request with a 400. Applied to a `tool_use` and to the
+/// `tool_result` that answers it alike, so the pair still matches.
+pub(super) fn wire_id(id: &str) -> Cow<'_, str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(allowed) {
+        return Cow::Borrowed(id);
+    }
+    let mut out: String = id
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect();
+    let _ = write!(out, "_{:016x}", crate::tool::fnv1a(id.as_bytes()));
+    Cow::Owned(out)
 }
 
 /// A tool call's arguments as the `input` object: what does not parse as

@@ -1,0 +1,179 @@
+//! ATTACKS.md, "Streams and decoders" and "Other servers" (model servers),
+//! walked once more over the four wire formats: each test here covers a
+//! cell of the class x format table (`changes/wire.md`) that no earlier
+//! test covered on every format.
+
+use pikuri::testing::{FakeServer, Reply};
+use pikuri::{Agent, Api, ChatTransport};
+
+use crate::util::{assert_valid_history, fast_http};
+
+const APIS: [Api; 4] = [
+    Api::ChatCompletions,
+    Api::AnthropicMessages,
+    Api::OpenAiResponses,
+    Api::Gemini,
+];
+
+/// A key with no dictionary words: any 6-character piece of it found in
+/// the output is a leak, not a coincidence.
+const KEY: &str = "sk-Wq8zR3nV6tJ1mX5pL9kD2hB7cF4gY0aE";
+
+#[track_caller]
+fn assert_no_key(what: &str, text: &str) {
+    for i in 0..=KEY.len() - 6 {
+        let piece = &KEY[i..i + 6];
+        assert!(
+            !text.contains(piece),
+            "{what} leaks the key (found {piece:?}) in: {text}"
+        );
+    }
+}
+
+/// The header each API sends the key in.
+fn key_header(api: Api) -> &'static str {
+    match api {
+        Api::AnthropicMessages => "x-api-key",
+        Api::Gemini => "x-goog-api-key",
+        _ => "authorization",
+    }
+}
+
+fn keyed(server: &FakeServer, api: Api) -> ChatTransport {
+    server.transport().with_api(api).with_api_key(KEY)
+}
+
+// ---------------------------------------------------------------------------
+// Other servers: a redirect to another origin
+// ---------------------------------------------------------------------------
+
+/// A model server that redirects to another origin: the key goes to the
+/// first only, whatever header the API carries it in (ureq strips
+/// `Authorization` on a redirect, and knows nothing of `x-api-key` or
+/// `x-goog-api-key`).
+#[test]
+fn a_redirect_to_another_origin_carries_no_key_on_any_api() {
+    for api in APIS {
+        for code in [301u16, 302, 303, 307, 308] {
+            let first = FakeServer::start();
+            let second = FakeServer::start();
+            second.set_strict(false);
+            second.push(Reply::text("redirected answer"));
+            let location = format!("{}/elsewhere", second.base_url());
+            first.push(
+                Reply::raw_body(code, "application/json", "{}").with_header("Location", &location),
+            );
+            let mut agent = Agent::builder(keyed(&first, api))
+                .http(fast_http().with_max_retries(0))
+                .build()
+                .expect("builds");
+            let result = agent.run_loop("hello");
+            let label = format!("{api:?} {code}: {result:?}");
+            let sent = first.requests();
+            let got = sent.last().and_then(|r| r.header(key_header(api)));
+            assert!(
+                got.is_some_and(|v| v.contains(KEY)),
+                "{label}: the first server got no key: {sent:?}"
+            );
+            for r in second.requests() {
+                assert_no_key(&format!("{label}: the redirect target"), &format!("{r:?}"));
+            }
+            // A model request is a POST: a redirect is never followed (a
+            // GET without the body could not be the answer), and it fails
+            // as the status it is.
+            assert!(second.requests().is_empty(), "{label}");
+            let err = result.as_ref().expect_err(&label);
+            assert_eq!(err.status(), Some(code), "{label}");
+            assert_no_key(&label, &format!("{err} {err:?}"));
+            assert_valid_history(agent.messages());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Streams and decoders: ids a history keeps, re-sent to a strict server
+// ---------------------------------------------------------------------------
+
+/// Call ids another server issued (Kimi's `functions.add:0`, ids with
+/// dots, pipes, spaces, non-ASCII) are kept as they came, load again from
+/// a saved history, and go to Anthropic in the form its API accepts
+/// (`^[a-zA-Z0-9_-]+$`), the `tool_use` and its `tool_result` alike and two
+/// ids that differ still apart: the strict server refused them before.
+#[test]
+fn foreign_call_ids_are_resent_to_anthropic_in_its_pattern() {
+    let ids = [
+        "functions.add:0",
+        "functions_add_0",
+        "a b|é",
+        "functions.add:1",
+    ];
+    for streaming in [false, true] {
+        // Several calls under chosen ids: the answer is pushed raw.
+        let calls: Vec<serde_json::Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                serde_json::json!({"id": id, "type": "function", "function":
+                    {"name": "add", "arguments": format!("{{\"a\":{i},\"b\":1}}")}})
+            })
+            .collect();
+        let chat = FakeServer::start();
+        chat.push(Reply::raw_body(
+            200,
+            "application/json",
+            serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null, "tool_calls": calls}}]})
+            .to_string(),
+        ));
+        chat.push(Reply::text("sums done"));
+        let (mut agent, _) = crate::util::agent_on(chat.transport(), |c| {
+            c.add_tool(crate::util::add()).streaming(streaming)
+        });
+        agent.run_loop("add them").expect("chat turn");
+        let kept: Vec<String> = agent.messages()[1]
+            .tool_calls
+            .iter()
+            .map(|c| c.id.clone())
+            .collect();
+        assert_eq!(kept, ids, "kept as the server gave them");
+        // Saved and loaded again into a fresh agent on Anthropic.
+        let saved = agent.export_history().to_json();
+        let claude = FakeServer::start();
+        claude.set_strict(true);
+        claude.push(Reply::text("from claude"));
+        let (mut next, _) =
+            crate::util::agent_on(claude.transport().with_api(Api::AnthropicMessages), |c| {
+                c.add_tool(crate::util::add()).streaming(streaming)
+            });
+        next.load_history(pikuri::History::parse(&saved).expect("loads"))
+            .expect("valid");
+        let out = next
+            .run_loop("and now?")
+            .unwrap_or_else(|e| panic!("streaming {streaming}: {e}"));
+        assert_eq!(out.answer.as_deref(), Some("from claude"));
+        assert!(claude.rejections().is_empty(), "{:?}", claude.rejections());
+        let body = claude.chat_requests()[0].body.clone().expect("a JSON body");
+        let mut uses = Vec::new();
+        let mut results = Vec::new();
+        for m in body["messages"].as_array().expect("messages") {
+            for b in m["content"].as_array().into_iter().flatten() {
+                match b["type"].as_str() {
+                    Some("tool_use") => uses.push(b["id"].as_str().unwrap().to_string()),
+                    Some("tool_result") => {
+                        results.push(b["tool_use_id"].as_str().unwrap().to_string());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(uses.len(), ids.len(), "{body}");
+        assert_eq!(uses, results, "each result answers its call");
+        let distinct: std::collections::HashSet<_> = uses.iter().collect();
+        assert_eq!(distinct.len(), ids.len(), "{uses:?}");
+        // An id already in the pattern goes as it is.
+        assert_eq!(uses[1], "functions_add_0", "{uses:?}");
+        assert!(uses[0].starts_with("functions_add_0_"), "{uses:?}");
+        // The history itself still holds the ids the server gave.
+        assert_eq!(next.messages()[1].tool_calls[0].id, ids[0]);
+    }
+}
