@@ -432,7 +432,7 @@ impl Client {
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
                 Ok(_) => {
-                    wire::parse_response(req.transport.api(), &body, req.split_think).inspect(|c| {
+                    wire::parse_response(req.transport, &body, req.split_think).inspect(|c| {
                         // A server that ignored `stream: true` still feeds the listeners.
                         if req.stream {
                             if let Some(r) =

@@ -402,7 +402,7 @@ fn bodies_follow_the_identity_rule() {
         ),
     ];
     for (api, body) in bodies {
-        let r = wire::parse_response(api, body.to_string().as_bytes(), false);
+        let r = wire::parse_body(api, body.to_string().as_bytes(), false);
         let m = protocol(api, r);
         assert!(m.contains("duplicate tool call id"), "{api:?}: {m}");
     }
@@ -475,7 +475,7 @@ fn errors_in_bodies_follow_the_same_rule() {
         ),
     ];
     for (api, body) in bodies {
-        let r = wire::parse_response(api, body.to_string().as_bytes(), false);
+        let r = wire::parse_body(api, body.to_string().as_bytes(), false);
         assert!(
             matches!(&r, Err(DecodeError::Status { status: 500, message })
                 if message.starts_with("server error in response: busy")),

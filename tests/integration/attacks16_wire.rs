@@ -3,9 +3,12 @@
 //! cell of the class x format table (`changes/wire.md`) that no earlier
 //! test covered on every format.
 
+use pikuri::listeners::InMemoryEventList;
 use pikuri::testing::{FakeServer, Reply};
 use pikuri::{Agent, Api, ChatTransport};
+use serde_json::json;
 
+use crate::security::capture_logs;
 use crate::util::{assert_valid_history, fast_http};
 
 const APIS: [Api; 4] = [
@@ -175,5 +178,95 @@ fn foreign_call_ids_are_resent_to_anthropic_in_its_pattern() {
         assert!(uses[0].starts_with("functions_add_0_"), "{uses:?}");
         // The history itself still holds the ids the server gave.
         assert_eq!(next.messages()[1].tool_calls[0].id, ids[0]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Other servers: a peer that echoes the key
+// ---------------------------------------------------------------------------
+
+/// An in-stream error event of `api` whose message is `message`.
+fn stream_error(api: Api, message: &str) -> String {
+    let event = match api {
+        Api::ChatCompletions => json!({"error": {"message": message, "type": "server_error"}}),
+        Api::AnthropicMessages => {
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        }
+        Api::Gemini => json!({"error": {"code": 500, "status": "INTERNAL", "message": message}}),
+        _ => json!({"type": "error", "code": "server_error", "message": message}),
+    };
+    format!("data: {event}\n\n")
+}
+
+/// A server that echoes the key it was sent, in the header its API uses:
+/// in a retried 500, a plain-text 401, an in-stream error event, a
+/// malformed stream chunk and the answer itself. Neither an error (its
+/// `Display`, `Debug`), an event, the history nor a log line holds it.
+#[test]
+fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
+    type Echo = fn(Api, &str) -> Reply;
+    let echoes: [(bool, Echo); 6] = [
+        (false, |_, key| {
+            Reply::raw_body(
+                500,
+                "application/json",
+                json!({"error": {"message": format!("upstream said: {key}")}}).to_string(),
+            )
+        }),
+        (false, |_, key| {
+            Reply::raw_body(401, "text/plain", format!("no. key={key}"))
+        }),
+        (true, |api, key| {
+            Reply::raw_sse(stream_error(api, &format!("failed for {key}")))
+        }),
+        (true, |_, key| {
+            Reply::raw_sse(format!("data: {{not json {key}\n\n"))
+        }),
+        (false, |_, key| Reply::text(format!("you sent {key}"))),
+        (true, |_, key| {
+            Reply::text(format!("you sent {key}")).with_chunk_chars(7)
+        }),
+    ];
+    for api in APIS {
+        for (i, (streaming, echo)) in echoes.iter().enumerate() {
+            let server = FakeServer::start();
+            server.set_strict(false);
+            let echo = *echo;
+            server.respond_with(move |req| {
+                let sent = req.header(key_header(api)).unwrap_or("none").to_string();
+                echo(api, &sent)
+            });
+            let rec = InMemoryEventList::new();
+            let mut agent = Agent::builder(keyed(&server, api))
+                .http(fast_http().with_max_retries(1))
+                .streaming(*streaming)
+                .add_listener(rec.clone())
+                .build()
+                .unwrap();
+            let (result, lines) = capture_logs(|| agent.run_loop("hi"));
+            let label = format!("{api:?} case {i}");
+            let got = server.requests();
+            assert!(
+                got.last()
+                    .and_then(|r| r.header(key_header(api)))
+                    .is_some_and(|v| v.contains(KEY)),
+                "{label}: the server got no key"
+            );
+            if let Err(e) = &result {
+                assert_no_key(&format!("{label}: the error"), &format!("{e} {e:?} {e:#?}"));
+            }
+            for e in rec.events() {
+                let j = serde_json::to_string(&e).unwrap();
+                assert_no_key(&format!("{label}: event {}", e.kind()), &j);
+            }
+            assert_no_key(
+                &format!("{label}: the history"),
+                &agent.export_history().to_json(),
+            );
+            for line in lines.iter().filter(|l| !l.contains(" ureq_proto")) {
+                assert_no_key(&format!("{label}: a log line"), line);
+            }
+            assert_valid_history(agent.messages());
+        }
     }
 }

@@ -253,6 +253,32 @@ impl Completion {
         self
     }
 
+    /// The completion with `secret` (the API key) replaced by
+    /// `<redacted>` in its text, reasoning and call arguments: a server or
+    /// proxy that echoes the request puts no key into the history or an
+    /// event. Provider data (signatures) is kept as it came.
+    pub(crate) fn redacted(mut self, secret: Option<&str>) -> Completion {
+        use crate::util::redact;
+        let Some(secret) = secret.map(str::trim).filter(|s| !s.is_empty()) else {
+            return self;
+        };
+        let m = &mut self.message;
+        if let Cow::Owned(s) = redact(&m.content, Some(secret)) {
+            m.content = s;
+        }
+        if let Some(r) = &mut m.reasoning
+            && let Cow::Owned(s) = redact(r, Some(secret))
+        {
+            *r = s;
+        }
+        for call in &mut m.tool_calls {
+            if let Cow::Owned(s) = redact(&call.arguments, Some(secret)) {
+                call.arguments = s;
+            }
+        }
+        self
+    }
+
     /// Why the answer ended, in the one vocabulary above the protocol.
     pub(crate) fn finish(&self) -> crate::FinishReason {
         self.finish
