@@ -19,7 +19,8 @@
 //! # Identity
 //!
 //! Every tool call of one answer has a non-empty name and an id no other
-//! call of the answer has ([`check_calls`]); an answer that breaks this is
+//! call of the answer has, of at most [`MAX_CALL_ID`] bytes
+//! ([`check_calls`]); an answer that breaks this is
 //! refused as a protocol error (nothing reaches the history). The other
 //! possible rule, making ids unique by renaming, was not chosen: a nameless
 //! call cannot be repaired at all, so one rule for both means refusing;
@@ -48,7 +49,10 @@
 //! Every string a server supplies that is copied into an error, an event
 //! or the history other than the answer itself is bounded: error messages
 //! to [`MAX_MESSAGE`] characters, error codes and types to [`MAX_LABEL`],
-//! model names and response ids to [`MAX_LABEL`] ([`bounded`]).
+//! model names, response ids and tool call names to [`MAX_LABEL`]
+//! ([`bounded`]; a cut name ends in `…`, so it names no tool, as the
+//! whole one did not). A call's id is not cut (the server would not know
+//! it again): one over [`MAX_CALL_ID`] bytes refuses the answer.
 //!
 //! # Finish reasons
 //!
@@ -129,11 +133,18 @@ impl Progress {
     }
 }
 
+/// The longest tool call id kept, in bytes: ten times the longest real
+/// servers issue (OpenAI's 40; Kimi's `functions.<name>:<n>` stays under
+/// 80).
+pub(crate) const MAX_CALL_ID: usize = 400;
+
 /// The [identity rule](self#identity): every call has a non-empty name and
-/// an id of its own within the answer.
-pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
+/// an id of its own within the answer, at most [`MAX_CALL_ID`] bytes; and
+/// the [bound](self#bounds) on names: one longer than [`MAX_LABEL`]
+/// characters is cut (with `…`, so it still names no tool).
+pub(crate) fn check_calls(calls: &mut [ToolCall]) -> Result<(), DecodeError> {
     let mut seen = HashSet::with_capacity(calls.len());
-    for call in calls {
+    for call in calls.iter_mut() {
         let id = bounded(&call.id, MAX_LABEL);
         if call.id.is_empty() {
             return Err(DecodeError::Protocol(
@@ -145,7 +156,19 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
                 "tool call `{id}` has no name"
             )));
         }
+        if call.id.len() > MAX_CALL_ID {
+            return Err(DecodeError::Protocol(format!(
+                "tool call id `{id}` is {} bytes, over {MAX_CALL_ID}",
+                call.id.len()
+            )));
+        }
+        if let Cow::Owned(name) = bounded(&call.name, MAX_LABEL) {
+            call.name = name;
+        }
+    }
+    for call in calls.iter() {
         if !seen.insert(call.id.as_str()) {
+            let id = bounded(&call.id, MAX_LABEL);
             return Err(DecodeError::Protocol(format!(
                 "duplicate tool call id `{id}` in one answer"
             )));

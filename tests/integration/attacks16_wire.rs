@@ -270,3 +270,93 @@ fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Streams and decoders: text bounded into the history and events
+// ---------------------------------------------------------------------------
+
+/// A tool call named by a megabyte (a looping model, a hostile server):
+/// the name is cut where it is kept (the history, the events), still names
+/// no tool, and is answered so; the history loads again and goes to a
+/// strict server. A megabyte id is refused: a cut one is an id the server
+/// never issued. On every API, streamed and not.
+#[test]
+fn a_megabyte_call_name_is_cut_and_a_megabyte_id_refused_on_any_api() {
+    let huge = "n".repeat(1_000_000);
+    for api in APIS {
+        for streaming in [false, true] {
+            let label = format!("{api:?} streaming {streaming}");
+            let server = FakeServer::start();
+            server.push(Reply::tool_call(&huge, json!({})).with_id("call_1"));
+            server.push(Reply::text("done"));
+            let rec = InMemoryEventList::new();
+            let mut agent = Agent::builder(server.transport().with_api(api))
+                .http(fast_http().with_max_retries(0))
+                .streaming(streaming)
+                .add_listener(rec.clone())
+                .build()
+                .unwrap();
+            let out = agent
+                .run_loop("go")
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("done"), "{label}");
+            let saved = agent.export_history().to_json();
+            assert!(
+                saved.len() < 10_000,
+                "{label}: history of {} bytes",
+                saved.len()
+            );
+            for e in rec.events() {
+                let j = serde_json::to_string(&e).unwrap();
+                assert!(
+                    j.len() < 10_000,
+                    "{label}: event {} of {} bytes",
+                    e.kind(),
+                    j.len()
+                );
+            }
+            let name = &agent.messages()[1].tool_calls[0].name;
+            assert!(
+                name.starts_with("nnn") && name.ends_with('…'),
+                "{label}: {name}"
+            );
+            // Answered as the unknown tool it is, and re-sent whole.
+            assert!(
+                server.rejections().is_empty(),
+                "{label}: {:?}",
+                server.rejections()
+            );
+            let mut again = Agent::builder(server.transport().with_api(api))
+                .http(fast_http().with_max_retries(0))
+                .build()
+                .unwrap();
+            again
+                .load_history(pikuri::History::parse(&saved).expect("loads"))
+                .expect("valid");
+            server.push(Reply::text("again"));
+            assert_eq!(
+                again.run_loop("more").unwrap().answer.as_deref(),
+                Some("again"),
+                "{label}"
+            );
+            assert!(
+                server.rejections().is_empty(),
+                "{label}: {:?}",
+                server.rejections()
+            );
+
+            // A megabyte id: refused, nothing kept.
+            let server = FakeServer::start();
+            server.push(Reply::tool_call("f", json!({})).with_id(&"i".repeat(1_000_000)));
+            let mut agent = Agent::builder(server.transport().with_api(api))
+                .http(fast_http().with_max_retries(0))
+                .streaming(streaming)
+                .build()
+                .unwrap();
+            let err = agent.run_loop("go").expect_err(&label);
+            assert_eq!(err.kind(), pikuri::ErrorKind::Protocol, "{label}: {err}");
+            assert!(err.to_string().len() < 1_000, "{label}");
+            assert_eq!(agent.messages().len(), 1, "{label}: nothing kept");
+        }
+    }
+}

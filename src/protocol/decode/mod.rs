@@ -232,12 +232,12 @@ impl Completion {
     /// [identity rule](super::rules#identity): the one door every decoder,
     /// streamed or not, builds its answer through.
     pub(crate) fn new(
-        message: Message,
+        mut message: Message,
         finish: crate::FinishReason,
         usage: Option<Usage>,
         model: Option<String>,
     ) -> Result<Completion, super::error::DecodeError> {
-        super::rules::check_calls(&message.tool_calls)?;
+        super::rules::check_calls(&mut message.tool_calls)?;
         Ok(Completion {
             message,
             finish,
