@@ -79,6 +79,16 @@ pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     crate::util::excerpt(text, max)
 }
 
+/// What a body that is not the API's answer held, for its protocol error:
+/// an HTML page summarized by its title (never quoted as markup), anything
+/// else its first KiB, bounded. The same on every API.
+pub(crate) fn quoted_body(body: &[u8]) -> String {
+    super::body::html_summary(body).unwrap_or_else(|| {
+        let head = String::from_utf8_lossy(&body[..body.len().min(1024)]);
+        bounded(&head, 200).into_owned()
+    })
+}
+
 /// A model name as kept in the completion, its events and the history:
 /// non-empty, at most [`MAX_LABEL`] characters.
 pub(crate) fn model_name(name: &str) -> Option<String> {

@@ -360,3 +360,188 @@ fn a_megabyte_call_name_is_cut_and_a_megabyte_id_refused_on_any_api() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Other servers: refused, HTML, media types, Retry-After, 50 MB
+// ---------------------------------------------------------------------------
+
+/// A whole streamed text answer of `api`, as SSE.
+fn text_sse(api: Api, text: &str) -> String {
+    let events = match api {
+        Api::ChatCompletions => vec![
+            json!({"choices": [{"index": 0, "delta": {"content": text}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            json!("[DONE]"),
+        ],
+        Api::AnthropicMessages => vec![
+            json!({"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": text}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": 1}}),
+            json!({"type": "message_stop"}),
+        ],
+        Api::Gemini => vec![
+            json!({"candidates": [{"index": 0,
+                "content": {"role": "model", "parts": [{"text": text}]}}]}),
+            json!({"candidates": [{"index": 0,
+                "content": {"role": "model", "parts": []}, "finishReason": "STOP"}]}),
+        ],
+        _ => vec![
+            json!({"type": "response.output_text.delta", "item_id": "m", "output_index": 0,
+                "delta": text}),
+            json!({"type": "response.completed", "response": {"status": "completed"}}),
+        ],
+    };
+    events
+        .iter()
+        .map(|e| match e {
+            serde_json::Value::String(s) => format!("data: {s}\n\n"),
+            other => format!("data: {other}\n\n"),
+        })
+        .collect()
+}
+
+fn plain_agent(transport: ChatTransport, streaming: bool, http: pikuri::HttpConfig) -> Agent {
+    Agent::builder(transport)
+        .http(http)
+        .streaming(streaming)
+        .build()
+        .expect("builds")
+}
+
+/// The model-server classes of ATTACKS.md, each on every API: a refused
+/// connection is `Connect`; an HTML page where JSON belongs is a protocol
+/// error, and as a 503 a server error, in a bounded message naming no
+/// markup; the SSE media type in another case and with parameters
+/// streams; `Retry-After: 100000` waits no longer than the cap; a 50 MB
+/// answer ends at the body bound. Nothing of a failed answer stays in the
+/// history.
+#[test]
+fn hostile_model_servers_fail_typed_and_bounded_on_any_api() {
+    use pikuri::ErrorKind;
+    use std::time::Duration;
+    let page = format!(
+        "<!DOCTYPE html><html><head><title>Bad Gateway</title><script>{}</script></head>\
+         <body><h1>Bad Gateway</h1>{}</body></html>",
+        "x".repeat(100_000),
+        "<p>upstream</p>".repeat(10_000)
+    );
+    for api in APIS {
+        // Refused.
+        let refused = ChatTransport::new("m").with_api(api).with_api_base(format!(
+            "http://127.0.0.1:{}/v1",
+            crate::util::closed_port()
+        ));
+        let mut agent = plain_agent(refused, false, fast_http().with_max_retries(0));
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Connect, "{api:?}: {err}");
+        assert_eq!(agent.messages().len(), 1);
+
+        for streaming in [false, true] {
+            let label = format!("{api:?} streaming {streaming}");
+            // HTML with a 200, and as a 503.
+            for (status, kind) in [(200, ErrorKind::Protocol), (503, ErrorKind::Server)] {
+                let server = FakeServer::start();
+                server.push(Reply::raw_body(
+                    status,
+                    "text/html; charset=utf-8",
+                    page.clone(),
+                ));
+                let mut agent = plain_agent(
+                    server.transport().with_api(api),
+                    streaming,
+                    fast_http().with_max_retries(0),
+                );
+                let err = agent.run_loop("hi").unwrap_err();
+                let shown = format!("{err}");
+                assert_eq!(err.kind(), kind, "{label} {status}: {shown}");
+                assert!(
+                    shown.len() < 2_000,
+                    "{label} {status}: {} bytes",
+                    shown.len()
+                );
+                assert!(!shown.contains("<script"), "{label} {status}: {shown}");
+                assert!(format!("{err:?}").len() < 4_000, "{label} {status}");
+                assert_eq!(agent.messages().len(), 1, "{label}");
+            }
+            // Retry-After: 100000 on a 429: the wait is the cap's.
+            let server = FakeServer::start();
+            server.push(Reply::status(429, "slow down").with_header("Retry-After", "100000"));
+            server.push(Reply::text("after the wait"));
+            let rec = InMemoryEventList::new();
+            let mut agent = Agent::builder(server.transport().with_api(api))
+                .http(
+                    fast_http()
+                        .with_max_retries(1)
+                        .with_retry_cap(Duration::from_millis(50)),
+                )
+                .streaming(streaming)
+                .add_listener(rec.clone())
+                .build()
+                .unwrap();
+            let out = agent
+                .run_loop("hi")
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("after the wait"), "{label}");
+            let waits: Vec<u64> = rec
+                .events()
+                .iter()
+                .filter_map(|e| match e {
+                    pikuri::Event::Retrying { wait_ms, .. } => Some(*wait_ms),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(waits.len(), 1, "{label}");
+            assert!(waits[0] <= 50, "{label}: waited {waits:?} ms");
+        }
+        // The SSE media type in another case, with parameters.
+        for ct in [
+            "Text/Event-Stream; Charset=UTF-8",
+            "TEXT/EVENT-STREAM ; foo=\"a;b\"",
+        ] {
+            let server = FakeServer::start();
+            server.push(Reply::raw_body(200, ct, text_sse(api, "streamed")));
+            let mut agent = plain_agent(server.transport().with_api(api), true, fast_http());
+            let out = agent
+                .run_loop("hi")
+                .unwrap_or_else(|e| panic!("{api:?} {ct}: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("streamed"), "{api:?} {ct}");
+        }
+        // 50 MB: a JSON body and an SSE stream, each past a 1 MiB bound.
+        let mib = 1024 * 1024;
+        for (ct, head, streaming) in [
+            ("application/json", "{\"a\":\"", false),
+            ("text/event-stream", "", true),
+        ] {
+            let body = if streaming {
+                // The answer's first events, then one delta repeated: the
+                // end never comes before 50 MB.
+                let whole = text_sse(api, &"y".repeat(1000));
+                let events: Vec<&str> = whole.split_inclusive("\n\n").collect();
+                let at = events.iter().position(|e| e.contains("yyy")).unwrap();
+                let mut body = events[..at].concat();
+                body.push_str(&events[at].repeat(50 * mib / events[at].len()));
+                body
+            } else {
+                format!("{head}{}\"}}", "z".repeat(50 * mib))
+            };
+            let server = FakeServer::start();
+            server.push(Reply::raw_body(200, ct, body));
+            let mut agent = plain_agent(
+                server.transport().with_api(api),
+                streaming,
+                fast_http()
+                    .with_max_retries(0)
+                    .with_max_body_bytes(mib as u64),
+            );
+            let err = agent.run_loop("hi").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Protocol, "{api:?} {ct}: {err}");
+            assert!(err.to_string().contains("exceeds"), "{api:?} {ct}: {err}");
+            assert_eq!(agent.messages().len(), 1, "{api:?} {ct}");
+        }
+    }
+}
