@@ -553,3 +553,79 @@ fn odd_media_types_stream_and_50_mb_answers_end_at_the_bound_on_any_api() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Streams and decoders: events that carry nothing end at a cancel
+// ---------------------------------------------------------------------------
+
+/// An event of `api` that carries nothing.
+fn idle_event(api: Api) -> serde_json::Value {
+    match api {
+        Api::ChatCompletions => json!({"choices": [{"index": 0, "delta": {}}]}),
+        Api::AnthropicMessages => json!({"type": "ping"}),
+        Api::Gemini => json!({"candidates": []}),
+        _ => json!({"type": "response.in_progress", "response": {}}),
+    }
+}
+
+/// A stream that, after its first text, sends only events that carry
+/// nothing ends at the host's cancel (the idle bound being far), on every
+/// API: `Cancelled`, and nothing of the answer in the history. A server
+/// that never answers ends at the read bound, streamed or not.
+#[test]
+fn a_stream_of_nothing_ends_at_a_cancel_and_silence_at_the_bound_on_any_api() {
+    use pikuri::{Cancellable, ErrorKind, Event};
+    use std::time::Duration;
+    for api in APIS {
+        let whole = text_sse(api, "first words");
+        let events: Vec<&str> = whole.split_inclusive("\n\n").collect();
+        let at = events
+            .iter()
+            .position(|e| e.contains("first words"))
+            .unwrap();
+        let mut body = events[..=at].concat();
+        body.push_str(&format!("data: {}\n\n", idle_event(api)).repeat(20_000));
+        body.push_str(&events[at + 1..].concat());
+        let server = FakeServer::start();
+        server.push(Reply::raw_sse(body).with_chunk_delay(Duration::from_millis(5)));
+        let cancel = Cancellable::new();
+        let on_text = cancel.clone();
+        let mut agent = Agent::builder(server.transport().with_api(api))
+            .http(
+                fast_http()
+                    .with_max_retries(0)
+                    .with_idle_timeout(Duration::from_secs(600)),
+            )
+            .streaming(true)
+            .cancellable(cancel)
+            .add_listener(move |e: &Event| {
+                if matches!(e, Event::AssistantDelta { .. }) {
+                    on_text.cancel();
+                }
+            })
+            .build()
+            .unwrap();
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Cancelled, "{api:?}: {err}");
+        assert_eq!(
+            agent.messages().len(),
+            1,
+            "{api:?}: nothing of the answer kept"
+        );
+
+        for streaming in [false, true] {
+            let server = FakeServer::start();
+            server.push(Reply::hang());
+            let mut agent = plain_agent(
+                server.transport().with_api(api),
+                streaming,
+                fast_http()
+                    .with_max_retries(0)
+                    .with_read_timeout(Duration::from_millis(300)),
+            );
+            let err = agent.run_loop("hi").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Timeout, "{api:?} {streaming}: {err}");
+            assert_eq!(agent.messages().len(), 1);
+        }
+    }
+}
