@@ -872,3 +872,85 @@ fn floats_deep_nesting_and_lone_surrogates() {
         }
     }
 }
+
+#[test]
+fn a_hundred_thousand_calls_and_pieces_of_one_call_decode_in_one_pass() {
+    // ATTACKS.md, cost per event: 100,000 events under distinct ids, and
+    // 100,000 under one id, on every API. No timing assertion: a search
+    // over everything seen per event (10^10 steps here) never finishes.
+    const N: usize = 100_000;
+    for api in APIS {
+        let mut s = Script::new(api);
+        for i in 0..N {
+            s = s.call(&format!("c{i}"), "f", "{}");
+        }
+        let c = s.end().run().1.unwrap();
+        assert_eq!(c.message.tool_calls.len(), N, "{api:?}");
+        assert_eq!(
+            c.message.tool_calls[N - 1].id,
+            format!("c{}", N - 1),
+            "{api:?}"
+        );
+    }
+    // One call, its arguments in 100,000 pieces (Gemini sends a call
+    // whole: its id in 100,000 chunks is the repeated id the identity rule
+    // refuses, found in one pass too).
+    for api in APIS {
+        let mut s = Script::new(api);
+        let piece = match api {
+            Api::ChatCompletions => {
+                json!({"choices": [{"index": 0, "delta": {"tool_calls":
+                    [{"index": 0, "function": {"arguments": "1"}}]}}]})
+            }
+            Api::AnthropicMessages => json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "1"}}),
+            Api::Gemini => gemini_parts(&json!([{"functionCall":
+                {"id": "one", "name": "f", "args": {}}}])),
+            _ => json!({"type": "response.function_call_arguments.delta",
+                "item_id": "fc_0", "output_index": 0, "delta": "1"}),
+        }
+        .to_string();
+        match api {
+            Api::ChatCompletions => s.push(json!({"choices": [{"index": 0, "delta":
+                {"tool_calls": [{"index": 0, "id": "one", "type": "function",
+                                 "function": {"name": "f", "arguments": "["}}]}}]})),
+            Api::AnthropicMessages => {
+                s.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": "one", "name": "f", "input": {}}}));
+                s.push(json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": "["}}));
+            }
+            Api::Gemini => {}
+            _ => {
+                s.push(
+                    json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "function_call", "id": "fc_0", "call_id": "one",
+                         "name": "f", "arguments": ""}}),
+                );
+                s.push(json!({"type": "response.function_call_arguments.delta",
+                    "item_id": "fc_0", "output_index": 0, "delta": "["}));
+            }
+        }
+        for _ in 0..N {
+            s.push(&piece);
+        }
+        if api == Api::AnthropicMessages {
+            s.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "]"}}));
+            s.push(json!({"type": "content_block_stop", "index": 0}));
+        }
+        let (_, r) = s.end().run();
+        if api == Api::Gemini {
+            assert!(protocol(api, r).contains("duplicate tool call id"));
+            continue;
+        }
+        let c = r.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(c.message.tool_calls.len(), 1, "{api:?}");
+        let args = &c.message.tool_calls[0].arguments;
+        assert!(
+            args.len() > N && args.starts_with("[1"),
+            "{api:?}: {}",
+            args.len()
+        );
+    }
+}
