@@ -629,3 +629,125 @@ fn a_stream_of_nothing_ends_at_a_cancel_and_silence_at_the_bound_on_any_api() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Streams and decoders: indices, and the history they leave
+// ---------------------------------------------------------------------------
+
+/// A streamed answer of `api` with two calls of `add` under ids `b` and
+/// `a`, the first at the highest index there is and the second at 0 (out
+/// of order), each index named again by a piece after its call began.
+fn odd_index_calls(api: Api) -> String {
+    let max = u64::MAX;
+    let events = match api {
+        Api::ChatCompletions => vec![
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": max, "id": "b",
+                "type": "function", "function": {"name": "add", "arguments": "{\"a\":1,"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "a",
+                "type": "function", "function": {"name": "add", "arguments": "{\"a\":2,\"b\":2}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": max,
+                "function": {"arguments": "\"b\":1}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!("[DONE]"),
+        ],
+        Api::AnthropicMessages => vec![
+            json!({"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": max,
+                "content_block": {"type": "tool_use", "id": "b", "name": "add", "input": {}}}),
+            json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": "a", "name": "add", "input": {}}}),
+            json!({"type": "content_block_delta", "index": max,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"a\":1,\"b\":1}"}}),
+            json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"a\":2,\"b\":2}"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_stop", "index": max}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                "usage": {"output_tokens": 1}}),
+            json!({"type": "message_stop"}),
+        ],
+        Api::Gemini => vec![json!({"candidates": [{"index": 0, "finishReason": "STOP",
+            "content": {"role": "model", "parts": [
+                {"functionCall": {"id": "b", "name": "add", "args": {"a": 1, "b": 1}}},
+                {"functionCall": {"id": "a", "name": "add", "args": {"a": 2, "b": 2}}}]}}]})],
+        _ => vec![
+            json!({"type": "response.output_item.added", "output_index": max, "item":
+                {"type": "function_call", "id": "fc_b", "call_id": "b", "name": "add", "arguments": ""}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item":
+                {"type": "function_call", "id": "fc_a", "call_id": "a", "name": "add", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_b",
+                "output_index": max, "delta": "{\"a\":1,\"b\":1}"}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_a",
+                "output_index": 0, "delta": "{\"a\":2,\"b\":2}"}),
+            json!({"type": "response.completed", "response": {"status": "completed"}}),
+        ],
+    };
+    events
+        .iter()
+        .map(|e| match e {
+            serde_json::Value::String(s) => format!("data: {s}\n\n"),
+            other => format!("data: {other}\n\n"),
+        })
+        .collect()
+}
+
+/// Calls at the highest index and out of order are each kept whole and
+/// run; the history loads again and goes to a strict server of every
+/// API.
+#[test]
+fn calls_at_extreme_and_unordered_indices_leave_a_history_every_api_accepts() {
+    for from in APIS {
+        let server = FakeServer::start();
+        server.push(Reply::raw_sse(odd_index_calls(from)));
+        server.push(Reply::text("sums done"));
+        let (mut agent, _) = crate::util::agent_on(server.transport().with_api(from), |c| {
+            c.add_tool(crate::util::add()).streaming(true)
+        });
+        let out = agent
+            .run_loop("add")
+            .unwrap_or_else(|e| panic!("{from:?}: {e}"));
+        assert_eq!(out.answer.as_deref(), Some("sums done"), "{from:?}");
+        let m = agent
+            .messages()
+            .iter()
+            .find(|m| !m.tool_calls.is_empty())
+            .expect("the calls are kept");
+        let mut calls: Vec<(&str, &str)> = m
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.arguments.as_str()))
+            .collect();
+        calls.sort_unstable();
+        assert_eq!(
+            calls,
+            [("a", "{\"a\":2,\"b\":2}"), ("b", "{\"a\":1,\"b\":1}")],
+            "{from:?}"
+        );
+        let results: Vec<&str> = agent
+            .messages()
+            .iter()
+            .filter(|m| m.role == pikuri::Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(results.len(), 2, "{from:?}");
+        assert!(
+            results.contains(&"2") && results.contains(&"4"),
+            "{from:?}: {results:?}"
+        );
+        let saved = agent.export_history().to_json();
+        for to in APIS {
+            let strict = FakeServer::start();
+            strict.set_strict(true);
+            strict.push(Reply::text("again"));
+            let (mut next, _) = crate::util::agent_on(strict.transport().with_api(to), |c| {
+                c.add_tool(crate::util::add())
+            });
+            next.load_history(pikuri::History::parse(&saved).expect("loads"))
+                .expect("valid");
+            let out = next
+                .run_loop("more")
+                .unwrap_or_else(|e| panic!("{from:?} -> {to:?}: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("again"));
+        }
+    }
+}
