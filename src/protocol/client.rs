@@ -44,10 +44,13 @@
 //! # Secrets
 //!
 //! Whatever text the server sends back and the client passes on (an error
-//! body, a stream's error chunk, a chunk quoted in an error or a log line)
+//! body, a stream's error chunk, a chunk quoted in an error or a log line,
+//! the answer's text, reasoning and call arguments, the stream's deltas)
 //! has the transport's API key replaced by `<redacted>` first, so a server
-//! or proxy that echoes the `Authorization` header cannot put the key into
-//! an [`Error`], an event or a log.
+//! or proxy that echoes the key's header cannot put the key into an
+//! [`Error`], an event, the history or a log. A redirect is not followed
+//! (a 3xx is an [`Error::Http`]): ureq would strip `Authorization` from
+//! it, but not Anthropic's `x-api-key` nor Gemini's `x-goog-api-key`.
 
 use std::cell::{Cell, OnceCell};
 use std::fmt;
