@@ -22,7 +22,9 @@
 //! the server saw the request. An overflow is not retried, even as a 500
 //! (`ContextOverflow`): it would overflow again; nor are images sent to a
 //! model without vision (`ImageUnsupported`, a 500 from llama-server). A stream that has started
-//! is never retried: its deltas already reached the listeners.
+//! is never retried once its text reached the listeners; an error the server
+//! reports in the stream before any text did (Anthropic's `overloaded_error`
+//! event right after its `200`) is retried as its status would have been.
 //!
 //! # Bounds
 //!
@@ -68,8 +70,8 @@ use super::connect::connection_error;
 use super::decode::{Completion, Fragment};
 use super::error::DecodeError;
 use super::request::Request;
-use super::retry::{self, RETRYABLE, RetryNotice};
-use super::sink::Sink;
+use super::retry::{self, RetryNotice};
+use super::sink::{Noting, Sink};
 use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
@@ -290,9 +292,17 @@ impl Client {
                         crate::util::millis(started.elapsed())
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, &deadline, &shown, sink);
+                        // An error the server reported in the stream before
+                        // any text reached the listeners is retried as its
+                        // status would have been (`rules`, in-stream errors).
+                        let mut noted = Noting::new(&mut *sink);
+                        match self.read_success(resp, req, &deadline, &shown, &mut noted) {
+                            Err(err) if !noted.heard && retry::is_retried(&err) => (err, None),
+                            done => return done,
+                        }
+                    } else {
+                        self.rejected(resp, status, req, shown.get())?
                     }
-                    self.rejected(resp, status, req, shown.get())?
                 }
             };
             if attempt > cfg.max_retries {
@@ -355,13 +365,7 @@ impl Client {
             message,
             url: shown.to_string(),
         };
-        // An overflow sent again overflows again, even as a 500 (Ollama's
-        // `prompt too long`); so does an image to a model without vision
-        // (llama-server answers it with a 500).
-        if !RETRYABLE.contains(&status)
-            || err.is_context_overflow()
-            || err.kind() == crate::ErrorKind::ImageUnsupported
-        {
+        if !retry::is_retried(&err) {
             return Err(err);
         }
         Ok((err, retry_after))

@@ -186,6 +186,45 @@ impl Sink for Joined<'_> {
     }
 }
 
+/// A sink that notes whether any text (content or reasoning) passed
+/// through it: an answer that failed before any reached the listeners can
+/// be asked again, as a failed status is (see `Client::chat`).
+pub(crate) struct Noting<'s> {
+    inner: &'s mut dyn Sink,
+    /// Whether text passed.
+    pub(crate) heard: bool,
+}
+
+impl<'s> Noting<'s> {
+    pub(crate) fn new(inner: &'s mut dyn Sink) -> Noting<'s> {
+        Noting {
+            inner,
+            heard: false,
+        }
+    }
+}
+
+impl Sink for Noting<'_> {
+    fn retrying(&mut self, notice: &RetryNotice) {
+        self.inner.retrying(notice);
+    }
+
+    fn progress(&mut self) {
+        self.inner.progress();
+    }
+
+    fn fragment(&mut self, fragment: Fragment<'_>) {
+        if matches!(fragment, Fragment::Content(_) | Fragment::Reasoning(_)) {
+            self.heard = true;
+        }
+        self.inner.fragment(fragment);
+    }
+
+    fn before_read(&mut self) {
+        self.inner.before_read();
+    }
+}
+
 /// A [`Sink`] of three closures: the agent's retry notice, fragment and
 /// hand-over hooks.
 pub(crate) struct Callbacks<'a> {

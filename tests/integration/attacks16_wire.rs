@@ -751,3 +751,95 @@ fn calls_at_extreme_and_unordered_indices_leave_a_history_every_api_accepts() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Streams and decoders: in-stream errors retried as their status
+// ---------------------------------------------------------------------------
+
+/// An in-stream error of `api` standing for overloaded (529, or Gemini's
+/// `UNAVAILABLE` 503) or a rate limit (429).
+fn typed_stream_error(api: Api, overloaded: bool) -> serde_json::Value {
+    match (api, overloaded) {
+        (Api::ChatCompletions, true) => {
+            json!({"error": {"message": "busy", "type": "overloaded_error"}})
+        }
+        (Api::ChatCompletions, false) => {
+            json!({"error": {"message": "busy", "type": "rate_limit_error"}})
+        }
+        (Api::AnthropicMessages, true) => {
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
+        }
+        (Api::AnthropicMessages, false) => {
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "busy"}})
+        }
+        (Api::Gemini, true) => {
+            json!({"error": {"code": 503, "status": "UNAVAILABLE", "message": "busy"}})
+        }
+        (Api::Gemini, false) => {
+            json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "busy"}})
+        }
+        (_, true) => json!({"type": "error", "code": "server_overloaded", "message": "busy"}),
+        (_, false) => json!({"type": "error", "code": "rate_limit_exceeded", "message": "busy"}),
+    }
+}
+
+/// An overloaded or rate-limit error the server reports in the stream
+/// before any text is retried as the same status before the stream would
+/// be, on every API (Anthropic sends its `overloaded_error` event right
+/// after the `200`); one that comes after text reached the listeners is
+/// not (their deltas cannot be taken back), and fails as its status.
+#[test]
+fn an_in_stream_error_before_any_text_is_retried_like_its_status_on_any_api() {
+    use pikuri::ErrorKind;
+    for api in APIS {
+        for overloaded in [true, false] {
+            let label = format!("{api:?} overloaded {overloaded}");
+            let error = format!("data: {}\n\n", typed_stream_error(api, overloaded));
+            // Before any text: retried, then answered.
+            let server = FakeServer::start();
+            server.push(Reply::raw_sse(error.clone()));
+            server.push(Reply::text("after"));
+            let rec = InMemoryEventList::new();
+            let mut agent = Agent::builder(server.transport().with_api(api))
+                .http(fast_http().with_max_retries(2))
+                .streaming(true)
+                .add_listener(rec.clone())
+                .build()
+                .unwrap();
+            let out = agent
+                .run_loop("hi")
+                .unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("after"), "{label}");
+            assert_eq!(
+                rec.kinds().iter().filter(|k| **k == "retrying").count(),
+                1,
+                "{label}"
+            );
+            assert_eq!(server.chat_requests().len(), 2, "{label}");
+            // After text: not retried; the status it stands for.
+            let whole = text_sse(api, "partial words");
+            let events: Vec<&str> = whole.split_inclusive("\n\n").collect();
+            let at = events
+                .iter()
+                .position(|e| e.contains("partial words"))
+                .unwrap();
+            let body = format!("{}{error}", events[..=at].concat());
+            let server = FakeServer::start();
+            server.push(Reply::raw_sse(body));
+            let mut agent = Agent::builder(server.transport().with_api(api))
+                .http(fast_http().with_max_retries(2))
+                .streaming(true)
+                .build()
+                .unwrap();
+            let err = agent.run_loop("hi").unwrap_err();
+            let want = if overloaded {
+                ErrorKind::Server
+            } else {
+                ErrorKind::RateLimit
+            };
+            assert_eq!(err.kind(), want, "{label}: {err}");
+            assert_eq!(server.chat_requests().len(), 1, "{label}");
+            assert_eq!(agent.messages().len(), 1, "{label}: nothing kept");
+        }
+    }
+}
