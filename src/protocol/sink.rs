@@ -12,6 +12,8 @@
 //! no-op default; the client itself puts `progress` to use (the idle
 //! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
+use std::borrow::Cow;
+
 use super::decode::Fragment;
 use super::retry::RetryNotice;
 
@@ -98,30 +100,25 @@ impl<'s> Joined<'s> {
             return;
         }
         let Some(secret) = self.secret else {
-            self.inner.fragment(if self.reasoning {
-                Fragment::Reasoning(&self.text)
-            } else {
-                Fragment::Content(&self.text)
-            });
+            emit(self.inner, self.reasoning, &self.text);
             self.text.clear();
             return;
         };
-        let shown = crate::util::redact(&self.text, Some(secret)).into_owned();
+        // Copied only when the key is in it (an echo): the common read
+        // is passed on from `text` itself.
+        if let Cow::Owned(shown) = crate::util::redact(&self.text, Some(secret)) {
+            self.text = shown;
+        }
         let keep = if last {
             0
         } else {
-            secret_start(&shown, secret)
+            secret_start(&self.text, secret)
         };
-        let (out, held) = shown.split_at(shown.len() - keep);
-        if !out.is_empty() {
-            self.inner.fragment(if self.reasoning {
-                Fragment::Reasoning(out)
-            } else {
-                Fragment::Content(out)
-            });
+        let cut = self.text.len() - keep;
+        if cut > 0 {
+            emit(self.inner, self.reasoning, &self.text[..cut]);
         }
-        self.text.clear();
-        self.text.push_str(held);
+        self.text.drain(..cut);
     }
 
     fn text(&mut self, reasoning: bool, s: &str) {
@@ -146,6 +143,15 @@ impl<'s> Joined<'s> {
             }
         }
     }
+}
+
+/// Pass `text` on to `inner` as reasoning or content.
+fn emit(inner: &mut dyn Sink, reasoning: bool, text: &str) {
+    inner.fragment(if reasoning {
+        Fragment::Reasoning(text)
+    } else {
+        Fragment::Content(text)
+    });
 }
 
 /// The length of the longest end of `text` that is a proper start of
