@@ -843,3 +843,42 @@ fn an_in_stream_error_before_any_text_is_retried_like_its_status_on_any_api() {
         }
     }
 }
+
+/// A recording proxy between the agent and an upstream that echoes the
+/// key's header keeps the key out of the cassette, whatever header the API
+/// sends it in.
+#[test]
+fn an_echoed_key_never_reaches_a_cassette_on_any_api() {
+    for api in APIS {
+        let upstream = FakeServer::start();
+        upstream.respond_with(move |req| {
+            let sent = req.header(key_header(api)).unwrap_or("none").to_string();
+            Reply::raw_body(
+                400,
+                "application/json",
+                json!({"error": {"message": format!("rejected {sent}")}}).to_string(),
+            )
+        });
+        let recorder = pikuri::testing::Recorder::start(&upstream.base_url());
+        let mut agent = Agent::builder(
+            recorder
+                .transport_for("fake-model")
+                .with_api(api)
+                .with_api_key(KEY),
+        )
+        .http(fast_http().with_max_retries(0))
+        .build()
+        .unwrap();
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.status(), Some(400), "{api:?}: {err}");
+        let got = upstream.requests();
+        assert!(
+            got.iter()
+                .any(|r| r.header(key_header(api)).is_some_and(|v| v.contains(KEY))),
+            "{api:?}: the upstream got no key"
+        );
+        let cassette = recorder.cassette().to_json();
+        assert!(cassette.contains("rejected"), "{api:?}: {cassette}");
+        assert_no_key(&format!("{api:?}: the cassette"), &cassette);
+    }
+}
