@@ -46,6 +46,8 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
     let mut previous: Option<&str> = None;
     // The tool_use ids of the assistant turn just before, to be answered.
     let mut calls: Vec<&str> = Vec::new();
+    // Every tool_use id of the conversation: the API wants each once.
+    let mut all: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (i, m) in messages.iter().enumerate() {
         let Some(m) = m.as_object() else {
             return Err(format!("messages[{i}] must be an object"));
@@ -69,6 +71,11 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
             calls.clear();
         } else {
             calls = tool_uses(i, &blocks)?;
+            if let Some(id) = calls.iter().find(|id| !all.insert(id)) {
+                return Err(format!(
+                    "messages[{i}]: `tool_use` ids must be unique (`{id}` is used earlier)"
+                ));
+            }
             signed(i, &blocks)?;
         }
     }

@@ -882,3 +882,59 @@ fn an_echoed_key_never_reaches_a_cassette_on_any_api() {
         assert_no_key(&format!("{api:?}: the cassette"), &cassette);
     }
 }
+
+/// A server that numbers each answer's calls from `call_0` again leaves a
+/// history with one id in several answers (each answer valid on its own):
+/// Anthropic, which wants every `tool_use` id of a conversation once, gets
+/// the later ones renamed, each result with its own call.
+#[test]
+fn an_id_reused_across_answers_goes_to_anthropic_once() {
+    let chat = FakeServer::start();
+    chat.push(Reply::tool_call("add", json!({"a": 1, "b": 1})).with_id("call_0"));
+    chat.push(Reply::tool_call("add", json!({"a": 2, "b": 2})).with_id("call_0"));
+    chat.push(Reply::tool_call("add", json!({"a": 3, "b": 3})).with_id("call_0"));
+    chat.push(Reply::text("sums done"));
+    let (mut agent, _) =
+        crate::util::agent_on(chat.transport(), |c| c.add_tool(crate::util::add()));
+    agent.run_loop("add thrice").expect("chat turn");
+    let saved = agent.export_history().to_json();
+    let claude = FakeServer::start();
+    claude.set_strict(true);
+    claude.push(Reply::text("from claude"));
+    let (mut next, _) =
+        crate::util::agent_on(claude.transport().with_api(Api::AnthropicMessages), |c| {
+            c.add_tool(crate::util::add())
+        });
+    next.load_history(pikuri::History::parse(&saved).expect("loads"))
+        .expect("valid");
+    let out = next.run_loop("and now?").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.answer.as_deref(), Some("from claude"));
+    let body = claude.chat_requests()[0].body.clone().expect("a JSON body");
+    let mut pairs = Vec::new();
+    for m in body["messages"].as_array().expect("messages") {
+        for b in m["content"].as_array().into_iter().flatten() {
+            match b["type"].as_str() {
+                Some("tool_use") => pairs.push((b["id"].as_str().unwrap().to_string(), None)),
+                Some("tool_result") => {
+                    let last = pairs.last_mut().expect("a call before its result");
+                    last.1 = Some(b["tool_use_id"].as_str().unwrap().to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+    let want = ["call_0", "call_0_re1", "call_0_re2"];
+    assert_eq!(
+        pairs,
+        want.iter()
+            .map(|id| (id.to_string(), Some(id.to_string())))
+            .collect::<Vec<_>>()
+    );
+    // The history keeps the ids as the server gave them.
+    let kept: Vec<&str> = next
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str()))
+        .collect();
+    assert_eq!(kept, ["call_0"; 3]);
+}
