@@ -79,6 +79,21 @@ pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     crate::util::excerpt(text, max)
 }
 
+/// The shortest API key redacted from an answer (its text, reasoning,
+/// call arguments and deltas), in bytes. A shorter one is a placeholder a
+/// local server takes (`EMPTY`, `ollama`, `none`, `lm-studio`), no
+/// secret, and the model's words that spell it would be cut from its
+/// answer. Errors and log lines redact any key.
+pub(crate) const MIN_ANSWER_SECRET: usize = 12;
+
+/// The key to redact from an answer: `secret` trimmed, when it is at
+/// least [`MIN_ANSWER_SECRET`] bytes.
+pub(crate) fn answer_secret(secret: Option<&str>) -> Option<&str> {
+    secret
+        .map(str::trim)
+        .filter(|s| s.len() >= MIN_ANSWER_SECRET)
+}
+
 /// What a body that is not the API's answer held, for its protocol error:
 /// an HTML page summarized by its title (never quoted as markup), anything
 /// else its first KiB, bounded. The same on every API.

@@ -954,3 +954,40 @@ fn a_hundred_thousand_calls_and_pieces_of_one_call_decode_in_one_pass() {
         );
     }
 }
+
+#[test]
+fn a_placeholder_key_is_no_secret_in_an_answer() {
+    // `ollama`, `EMPTY`, `none`: what local servers take for a key. The
+    // model's words that spell one stay in its answer (streamed and not);
+    // a real key's length is redacted.
+    for (key, text, want) in [
+        ("none", "none of them", "none of them"),
+        ("ollama", "ask ollama", "ask ollama"),
+        (
+            "sk-0123456789abcdef",
+            "k sk-0123456789abcdef",
+            "k <redacted>",
+        ),
+    ] {
+        for api in APIS {
+            let body: String = Script::new(api)
+                .text(text)
+                .end()
+                .data
+                .iter()
+                .map(|d| format!("data: {d}\n\n"))
+                .collect();
+            let options = StreamOptions {
+                api,
+                max_line: 1 << 24,
+                max_body: 1 << 32,
+                split_think: false,
+                secret: Some(key),
+            };
+            let c = read_stream(body.as_bytes(), &options, &mut Count(0)).unwrap();
+            assert_eq!(c.message.content, want, "{api:?} {key}");
+        }
+    }
+    assert_eq!(answer_secret(Some(" 0123456789ab ")), Some("0123456789ab"));
+    assert_eq!(answer_secret(Some("0123456789a")), None);
+}

@@ -100,7 +100,7 @@ fn decode<R: BufRead>(
     let mut total = 0u64;
     // The deltas of one read reach the sink joined (see `Joined`), the
     // key redacted.
-    let mut joined = Joined::new(sink).redacting(options.secret);
+    let mut joined = Joined::new(sink).redacting(super::rules::answer_secret(options.secret));
     // The SSE reader takes its two hooks as two closures, both the sink's;
     // they never run at once (`before_read` runs between reads).
     let sink = RefCell::new(&mut joined);

@@ -253,13 +253,14 @@ impl Completion {
         self
     }
 
-    /// The completion with `secret` (the API key) replaced by
-    /// `<redacted>` in its text, reasoning and call arguments: a server or
-    /// proxy that echoes the request puts no key into the history or an
+    /// The completion with `secret` (the API key, when it is
+    /// [long enough](super::rules::MIN_ANSWER_SECRET) to be one) replaced
+    /// by `<redacted>` in its text, reasoning and call arguments: a server
+    /// or proxy that echoes the request puts no key into the history or an
     /// event. Provider data (signatures) is kept as it came.
     pub(crate) fn redacted(mut self, secret: Option<&str>) -> Completion {
         use crate::util::redact;
-        let Some(secret) = secret.map(str::trim).filter(|s| !s.is_empty()) else {
+        let Some(secret) = super::rules::answer_secret(secret) else {
             return self;
         };
         let m = &mut self.message;
