@@ -970,13 +970,12 @@ fn a_placeholder_key_is_no_secret_in_an_answer() {
         ),
     ] {
         for api in APIS {
-            let body: String = Script::new(api)
-                .text(text)
-                .end()
-                .data
-                .iter()
-                .map(|d| format!("data: {d}\n\n"))
-                .collect();
+            let mut body = String::new();
+            for d in &Script::new(api).text(text).end().data {
+                body.push_str("data: ");
+                body.push_str(d);
+                body.push_str("\n\n");
+            }
             let options = StreamOptions {
                 api,
                 max_line: 1 << 24,
