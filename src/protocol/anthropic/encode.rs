@@ -136,7 +136,7 @@ impl<'a> Body<'a> {
                     pieces.extend(m.tool_calls.iter().map(|c| {
                         let (count, latest) = uses.entry(&c.id).or_default();
                         *latest = *count;
-                        *count += 1;
+                        *count = count.saturating_add(1);
                         piece(Block::ToolUse(c, *latest))
                     }));
                 }
