@@ -494,6 +494,12 @@ impl Agent {
         self.shared.emit(event);
     }
 
+    /// The event `build` makes, built only when a listener receives it
+    /// ([`Shared::emit_with`](shared::Shared::emit_with)).
+    fn emit_with(&self, build: impl FnOnce() -> Event) {
+        self.shared.emit_with(build);
+    }
+
     /// The transport this agent talks through (changes on a model switch).
     pub fn transport(&self) -> ChatTransport {
         ChatTransport::clone(&self.shared.state.lock().transport)

@@ -119,15 +119,15 @@ impl Agent {
         // must not carry unanswered calls.
         self.answer_stale_pending();
         let message = self.guard_input(message);
-        let user_message = message.content.clone();
-        let user_message = user_message.as_str();
         self.journal(|| Record::User {
-            content: user_message.into(),
+            content: message.content.as_str().into(),
         })?;
         self.turn_start = self.messages.len();
         self.messages.push(message);
-        self.emit(Event::UserTurn {
-            agent: self.agent_id(),
+        // The message as it entered the conversation (no copy of it).
+        let user_message = self.messages[self.turn_start].content.as_str();
+        self.shared.emit_with(|| Event::UserTurn {
+            agent: Arc::clone(&self.shared.id),
             content: user_message.to_string(),
             mid_loop: false,
         });
@@ -413,30 +413,31 @@ impl Agent {
         message.model.clone_from(&model);
         message.usage = usage;
         self.shared.state.lock().found_natively(&message);
-        let agent = self.agent_id();
         if let Some(r) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
-            self.emit(Event::Thinking {
-                agent: Arc::clone(&agent),
+            self.emit_with(|| Event::Thinking {
+                agent: Arc::clone(&self.shared.id),
                 content: r.to_string(),
             });
         }
         if self.shows_now(&message) {
-            self.emit(Event::Assistant {
-                agent: Arc::clone(&agent),
+            self.emit_with(|| Event::Assistant {
+                agent: Arc::clone(&self.shared.id),
                 content: message.content.clone(),
                 finish,
             });
         }
-        let u = usage.unwrap_or_default();
-        self.emit(Event::Tokens {
-            agent,
-            input: u.input,
-            output: u.output,
-            cached: u.cached,
-            cache_creation: u.cache_creation,
-            thinking: u.thinking,
-            model_id: model,
-            response_id,
+        self.emit_with(|| {
+            let u = usage.unwrap_or_default();
+            Event::Tokens {
+                agent: Arc::clone(&self.shared.id),
+                input: u.input,
+                output: u.output,
+                cached: u.cached,
+                cache_creation: u.cache_creation,
+                thinking: u.thinking,
+                model_id: model,
+                response_id,
+            }
         });
         self.guard_output((message, finish))
     }
@@ -530,8 +531,8 @@ impl Agent {
         // `Outcome::spend` needs the `budgets` feature.
         #[cfg_attr(not(feature = "budgets"), allow(unused_variables))]
         let spend = self.budget_end();
-        self.emit(Event::Stopped {
-            agent: self.agent_id(),
+        self.emit_with(|| Event::Stopped {
+            agent: Arc::clone(&self.shared.id),
             reason,
             usage: tally.usage,
         });
