@@ -998,6 +998,43 @@ mod tests {
         assert!(!built.get());
     }
 
+    /// Issue 42, session 16: an agent without a listener builds no event
+    /// of its turn (each is built by a closure called only for a
+    /// listener); with one, the event is built and delivered.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn an_agent_without_a_listener_builds_no_event() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let server = crate::testing::FakeServer::start();
+        let built = std::cell::Cell::new(0);
+        let event = || {
+            built.set(built.get() + 1);
+            super::Event::UserTurn {
+                agent: Arc::from("a"),
+                content: "hi".into(),
+                mid_loop: false,
+            }
+        };
+        let agent = super::Agent::builder(server.transport()).build().unwrap();
+        agent.emit_with(event);
+        assert_eq!(built.get(), 0);
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        let agent = super::Agent::builder(server.transport())
+            .on_event(move |e| {
+                if matches!(e, super::Event::UserTurn { .. }) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .build()
+            .unwrap();
+        agent.emit_with(event);
+        agent.shared.listeners.flush();
+        assert_eq!((built.get(), seen.load(Ordering::SeqCst)), (1, 1));
+    }
+
     /// Issue 36, the small CLI: without the `guard` feature an agent holds
     /// no guard state (no chain, no pending verdict, no thread beside a
     /// request), so none of the guards' machinery is built.
