@@ -204,7 +204,6 @@ impl Client {
         wire::check_built(req.transport.api())?;
         let cfg = &self.shared.config;
         wire::encode(req, buf, cfg.include_usage)?;
-        let body = &buf[..];
         let transport = req.transport;
         let target = self.target(
             transport.base_or_default(),
@@ -255,8 +254,8 @@ impl Client {
             if let Some(tp) = req.traceparent {
                 http = http.header("traceparent", tp);
             }
-            log::trace!("request body: {}", String::from_utf8_lossy(body));
-            let (err, retry_after) = match http.send(body) {
+            log::trace!("request body: {}", String::from_utf8_lossy(buf));
+            let (err, retry_after) = match http.send(&buf[..]) {
                 Err(e) => {
                     log::debug!(
                         "POST {shown} failed after {} ms: {}",
@@ -282,7 +281,8 @@ impl Client {
                         crate::util::millis(started.elapsed())
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, &deadline, &shown, sink);
+                        // The request is sent: its buffer takes the answer.
+                        return self.read_success(resp, req, &deadline, &shown, buf, sink);
                     }
                     self.rejected(resp, status, req, shown.get())?
                 }
@@ -359,12 +359,18 @@ impl Client {
         Ok((err, retry_after))
     }
 
+    /// A 2xx answer read and decoded: a stream through the SSE reader, a
+    /// whole body into `buf` (the request's buffer, sent by now, whose room
+    /// the body reuses: no allocation, and no read through ureq's layers
+    /// for each doubling of a fresh `Vec`; BENCHMARKS.md, issue 42, session
+    /// 16).
     fn read_success(
         &self,
         resp: ureq::http::Response<ureq::Body>,
         req: &Request<'_>,
         deadline: &Deadline,
         url: &Shown<'_>,
+        buf: &mut Vec<u8>,
         sink: &mut dyn Sink,
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
@@ -373,19 +379,20 @@ impl Client {
         // and answer with one JSON body (or the reverse).
         let is_sse = resp
             .headers()
-            .get("content-type")
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| crate::media_type::MediaType::has_essence(v, "text/event-stream"));
         // A body with a length or chunked encoding ends where the server
         // says, so it can be read to its end after `[DONE]` (see
         // `drain_after_done`); one that ends only when the connection closes
         // would keep us waiting on a server that keeps it open.
-        let framed = resp.headers().contains_key("content-length")
-            || resp
-                .headers()
-                .get("transfer-encoding")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let framed = is_sse
+            && (resp.headers().contains_key(header::CONTENT_LENGTH)
+                || resp
+                    .headers()
+                    .get(header::TRANSFER_ENCODING)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.to_ascii_lowercase().contains("chunked")));
         let watch = Watch::new(cfg, deadline);
         let filled = Cell::new(false);
         let reader = Watched {
@@ -416,18 +423,20 @@ impl Client {
             }
             done
         } else {
-            let mut body = Vec::new();
+            let room = buf.capacity();
+            buf.clear();
             // One byte over the limit tells "exactly at the limit" from
             // "over it" without reading the rest.
-            match reader
+            let read = reader
                 .take(cfg.max_body_bytes.saturating_add(1))
-                .read_to_end(&mut body)
-            {
+                .read_to_end(buf);
+            let body = &buf[..];
+            let decoded = match read {
                 Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(DecodeError::Protocol(
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
                 Ok(_) => {
-                    wire::parse_response(req.transport.api(), &body, req.split_think).inspect(|c| {
+                    wire::parse_response(req.transport.api(), body, req.split_think).inspect(|c| {
                         // A server that ignored `stream: true` still feeds the listeners.
                         if req.stream {
                             if let Some(r) =
@@ -442,7 +451,14 @@ impl Client {
                     })
                 }
                 Err(e) => Err(DecodeError::from_io(e)),
+            };
+            // The buffer lives as long as the agent: a large answer that
+            // grew it past the requests' room and `KEPT_BODY` gives the
+            // room back.
+            if buf.capacity() > room.max(KEPT_BODY) {
+                *buf = Vec::new();
             }
+            decoded
         };
         result
             .map(|c| wire::stamp_origin(c, req.transport))
@@ -671,6 +687,10 @@ impl Read for BodyReader {
     }
 }
 
+/// The most room a non-streamed answer leaves in the request buffer it
+/// was read into, beyond what the requests had made.
+const KEPT_BODY: usize = 64 * 1024;
+
 /// Bytes read after `[DONE]` before giving the connection up.
 const DRAIN_MAX: usize = 16 * 1024;
 
@@ -893,6 +913,47 @@ mod tests {
             assert_eq!(err.status(), Some(404));
             assert!(!err.to_string().contains("hint"), "{err}");
         }
+    }
+
+    /// Issue 42, session 16: a whole (non-streamed) answer is read into
+    /// the request's buffer, sent by then: no allocation for it while the
+    /// room suffices. A large answer gives the room back (the buffer lives
+    /// as long as the agent), and the next request goes out from the
+    /// emptied buffer.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_whole_answer_is_read_into_the_request_buffer() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let transport = server.transport();
+        let req = Request {
+            stream: false,
+            ..Request::for_test(&transport, &msgs, &tools, &extra)
+        };
+        let mut buf = Vec::with_capacity(16 * 1024);
+        server.push(Reply::text("ok"));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, "ok");
+        let body: serde_json::Value = serde_json::from_slice(&buf).expect("the answer's JSON");
+        assert_eq!(body["choices"][0]["message"]["content"], "ok", "{body}");
+        assert_eq!(buf.capacity(), 16 * 1024, "the room was enough");
+        let long = "x".repeat(3 * KEPT_BODY);
+        server.push(Reply::text(long.as_str()));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, long);
+        assert!(buf.capacity() < KEPT_BODY, "{} kept", buf.capacity());
+        server.push(Reply::text("again"));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, "again");
+        let sent = server.chat_requests();
+        assert_eq!(sent.len(), 3);
+        assert_eq!(sent[2].body, sent[0].body, "the same request each time");
     }
 
     /// Issue 42, session 15: a request to the base and path of the one
