@@ -90,11 +90,18 @@ impl Agent {
     /// A run started by a user message: the boundaries in order.
     pub(super) fn run_turn(&mut self, message: Message, switch: Option<Switch>) -> Result<Outcome> {
         self.ensure_open()?;
-        let user_message = message.content.clone();
+        // The question a synthesizer answers, kept only when there is one
+        // (`synthesizes`).
+        let question = self
+            .shared
+            .options
+            .synthesize
+            .is_some()
+            .then(|| message.content.clone());
         self.turn_start(message, switch)?;
         let mut run = Run::default();
         let result = self.guarded_rounds(&mut run);
-        self.turn_end(result, run.steps, &user_message)
+        self.turn_end(result, run.steps, question.as_deref().unwrap_or_default())
     }
 
     /// Boundary 1, turn start: the model switch, fresh controls, the user
@@ -396,7 +403,10 @@ impl Agent {
         } = completion;
         // Some servers do not name the model in the answer: the one asked
         // for is the one that wrote it.
-        let model = model.or_else(|| self.transport().model().map(str::to_string));
+        let model = model.or_else(|| {
+            let st = self.shared.state.lock();
+            st.transport.model().map(str::to_string)
+        });
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
         let recover = self.shared.options.recover_tool_calls;
