@@ -556,17 +556,19 @@ impl Meter {
     }
 
     /// A new run: nothing spent (what the last run spent joins the
-    /// lifetime's count). One clock read ends the last run and starts
-    /// this one.
+    /// lifetime's count, which only lifetime limits read). One clock read
+    /// ends the last run and starts this one.
     pub(crate) fn reset(&self) {
         let now = Instant::now();
         let mut st = self.state.lock();
-        let mut last = st.spend;
-        last.elapsed_ms = st
-            .before_ms
-            .saturating_add(crate::util::millis(now.saturating_duration_since(st.start)));
-        st.prior = st.earlier;
-        st.earlier = st.earlier.merged(&last);
+        if self.budget.has_lifetime() {
+            let mut last = st.spend;
+            last.elapsed_ms = st
+                .before_ms
+                .saturating_add(crate::util::millis(now.saturating_duration_since(st.start)));
+            st.prior = st.earlier;
+            st.earlier = st.earlier.merged(&last);
+        }
         st.spend = self.budget.zero();
         st.start = now;
         st.before_ms = 0;

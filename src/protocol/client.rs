@@ -84,19 +84,27 @@ struct Shared {
 
 /// `post` with the `Content-Type` of every request and the `Accept` of a
 /// stream or a JSON answer, names and values ready made: ureq neither
-/// parses nor copies them.
+/// parses nor copies them. They are appended to the request's header map
+/// in place, as `header` would append them, but without moving the whole
+/// request through `http`'s builder for each (about 700 instructions a
+/// request; BENCHMARKS.md, issue 42, session 16).
 fn with_content_headers(
-    post: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    mut post: ureq::RequestBuilder<ureq::typestate::WithBody>,
     stream: bool,
 ) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
-    let json = HeaderValue::from_static("application/json");
-    let accept = if stream {
-        HeaderValue::from_static("text/event-stream")
-    } else {
-        json.clone()
-    };
-    post.header(header::CONTENT_TYPE, json)
-        .header(header::ACCEPT, accept)
+    // `None` only for a builder that already failed (its error is the
+    // send's), which `header` leaves as it is too.
+    if let Some(headers) = post.headers_mut() {
+        let json = HeaderValue::from_static("application/json");
+        let accept = if stream {
+            HeaderValue::from_static("text/event-stream")
+        } else {
+            json.clone()
+        };
+        headers.append(header::CONTENT_TYPE, json);
+        headers.append(header::ACCEPT, accept);
+    }
+    post
 }
 
 /// A request's URL, and its parsed form, kept for the next request to the
@@ -912,6 +920,41 @@ mod tests {
             let err = run(&base, Api::ChatCompletions);
             assert_eq!(err.status(), Some(404));
             assert!(!err.to_string().contains("hint"), "{err}");
+        }
+    }
+
+    /// The headers every chat request carries, once each: its body's type
+    /// and what it accepts back (a stream or JSON), beside the key (issue
+    /// 42, session 16: they go into the header map in place).
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_request_names_its_content_and_what_it_accepts() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let transport = server.transport().with_api_key("k-1");
+        for stream in [false, true] {
+            server.push(Reply::text("ok"));
+            let req = Request {
+                stream,
+                ..Request::for_test(&transport, &msgs, &tools, &extra)
+            };
+            client.chat(&req, &mut Vec::new(), &mut ()).unwrap();
+        }
+        let sent = server.chat_requests();
+        for (r, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {
+            let all = |name: &str| -> Vec<&str> {
+                let named = r.headers.iter().filter(|(n, _)| n == name);
+                named.map(|(_, v)| v.as_str()).collect()
+            };
+            assert_eq!(all("content-type"), ["application/json"], "{r:?}");
+            assert_eq!(all("accept"), [accept], "{r:?}");
+            assert_eq!(all("authorization"), ["Bearer k-1"], "{r:?}");
         }
     }
 
