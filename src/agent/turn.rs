@@ -35,7 +35,7 @@ use super::compact::{Boundary, Step};
 use super::outcome::Outcome;
 use super::shared::Nesting;
 use crate::journal::Record;
-use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice};
+use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, ToolSpecs};
 use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, StopReason};
 
 /// How the rounds of a run ended (errors aside).
@@ -290,7 +290,7 @@ impl Agent {
             system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
-            tools: &tool_specs,
+            tools: tool_specs.as_deref().unwrap_or(ToolSpecs::NONE),
             settings: &settings,
             response_schema: typed.and_then(|t| t.schema.as_deref()),
             stream: options.streaming,
