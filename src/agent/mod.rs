@@ -1035,6 +1035,34 @@ mod tests {
         assert_eq!((built.get(), seen.load(Ordering::SeqCst)), (1, 1));
     }
 
+    /// Issue 42, session 16: a request takes the transport's settings as
+    /// they are when the agent sets none, which is what merging them
+    /// under no settings gives.
+    #[test]
+    fn no_agent_settings_over_the_transports_are_the_transports() {
+        use crate::{ModelSettings, ReasoningEffort, ToolChoice};
+        let none = ModelSettings::default();
+        for s in [
+            ModelSettings::new(),
+            ModelSettings::new().with_temperature(0.2).with_seed(7),
+            ModelSettings::new()
+                .with_top_p(-0.0)
+                .with_max_output_tokens(64)
+                .with_stop(["END"])
+                .with_tool_choice(ToolChoice::Required)
+                .with_parallel_tool_calls(false)
+                .with_reasoning_effort(ReasoningEffort::High)
+                .with_thinking_budget(1024),
+        ] {
+            assert_eq!(none.over(&s), s, "{s:?}");
+        }
+        assert_ne!(
+            ModelSettings::new().with_seed(1),
+            none,
+            "a set one is no default"
+        );
+    }
+
     /// Issue 36, the small CLI: without the `guard` feature an agent holds
     /// no guard state (no chain, no pending verdict, no thread beside a
     /// request), so none of the guards' machinery is built.

@@ -36,7 +36,9 @@ use super::outcome::Outcome;
 use super::shared::Nesting;
 use crate::journal::Record;
 use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, ToolSpecs};
-use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, StopReason};
+use crate::{
+    ChatTransport, Error, Event, FinishReason, Message, ModelSettings, Result, Role, StopReason,
+};
 
 /// How the rounds of a run ended (errors aside).
 pub(super) enum End {
@@ -284,14 +286,22 @@ impl Agent {
         let hold = self.guarding.holds();
         // A typed turn sends its note and, once constrained, its schema.
         let typed = self.typed.as_ref();
-        let settings = options.settings.over(transport.settings());
+        // The agent's settings over the transport's: the transport's as
+        // they are when the agent sets none (no merged copy a request).
+        let merged;
+        let settings = if options.settings == ModelSettings::default() {
+            transport.settings()
+        } else {
+            merged = options.settings.over(transport.settings());
+            &merged
+        };
         let req = Request {
             transport: &transport,
             system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
             tools: tool_specs.as_deref().unwrap_or(ToolSpecs::NONE),
-            settings: &settings,
+            settings,
             response_schema: typed.and_then(|t| t.schema.as_deref()),
             stream: options.streaming,
             replay_reasoning: options.replay_reasoning,
