@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use ureq::http::{HeaderValue, header};
+use ureq::http::{HeaderName, HeaderValue, header};
 
 use super::HttpConfig;
 use super::body::error_message;
@@ -71,7 +71,7 @@ use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
 use crate::util::{deadline_after, redact, redact_url, redact_url_in};
-use crate::{Cancellable, ChatTransport, Error, Result};
+use crate::{Api, Cancellable, ChatTransport, Error, Result};
 
 struct Shared {
     config: HttpConfig,
@@ -110,19 +110,29 @@ fn with_content_headers(
 /// A request's URL, and its parsed form, kept for the next request to the
 /// same base and path: a turn neither formats the URL nor parses it again
 /// (about 2,400 instructions a request; `BENCHMARKS.md`, issue 42, session
-/// 15).
+/// 15). With them, the API's key headers for the transport's key, made
+/// and parsed once (session 16).
 struct Target {
     url: String,
     /// `None` when the URL does not parse: ureq is then given the text and
     /// reports the error at the send, as for any request.
     uri: Option<ureq::http::Uri>,
+    /// The API and the key the headers below are for.
+    api: Api,
+    key: Option<String>,
+    /// `wire::auth_headers` of `api` and `key`, parsed; `None` when one
+    /// does not parse: each request then hands ureq the text, which fails
+    /// at the send, as before.
+    auth: Option<Vec<(HeaderName, HeaderValue)>>,
 }
 
 impl Target {
-    fn is(&self, base: &str, path: &str) -> bool {
+    fn is(&self, base: &str, path: &str, api: Api, key: Option<&str>) -> bool {
         self.url.len() == base.len() + path.len()
             && self.url.starts_with(base)
             && self.url.ends_with(path)
+            && self.api == api
+            && self.key.as_deref() == key
     }
 }
 
@@ -185,18 +195,34 @@ impl Client {
         }))
     }
 
-    /// The request URL for `base` and `path`: the last request's when it
-    /// is the same (see [`Target`]).
-    fn target(&self, base: &str, path: &str) -> Arc<Target> {
+    /// The request URL for `base` and `path`, and the key headers of
+    /// `api` for `key`: the last request's when they are the same (see
+    /// [`Target`]).
+    fn target(&self, base: &str, path: &str, api: Api, key: Option<&str>) -> Arc<Target> {
         let mut kept = self.shared.target.lock();
-        if let Some(t) = kept.as_ref().filter(|t| t.is(base, path)) {
+        if let Some(t) = kept.as_ref().filter(|t| t.is(base, path, api, key)) {
             return Arc::clone(t);
         }
         let mut url = String::with_capacity(base.len() + path.len());
         url.push_str(base);
         url.push_str(path);
         let uri = ureq::http::Uri::try_from(url.as_str()).ok();
-        Arc::clone(kept.insert(Arc::new(Target { url, uri })))
+        let auth = wire::auth_headers(api, key)
+            .into_iter()
+            .map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::try_from(value).ok()?,
+                ))
+            })
+            .collect();
+        Arc::clone(kept.insert(Arc::new(Target {
+            url,
+            uri,
+            api,
+            key: key.map(str::to_string),
+            auth,
+        })))
     }
 
     /// One chat completion, with retries: `req` is encoded into `buf` (a
@@ -216,6 +242,8 @@ impl Client {
         let target = self.target(
             transport.base_or_default(),
             &wire::path(transport, req.stream),
+            transport.api(),
+            transport.api_key(),
         );
         let url = target.url.as_str();
         let shown = Shown::new(url, transport.api_key());
@@ -256,8 +284,18 @@ impl Client {
                 None => post,
             };
             let mut http = with_content_headers(post, req.stream);
-            for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
-                http = http.header(name, value);
+            match (&target.auth, http.headers_mut()) {
+                // Appended in place, as `header` appends them.
+                (Some(auth), Some(headers)) => {
+                    for (name, value) in auth {
+                        headers.append(name.clone(), value.clone());
+                    }
+                }
+                _ => {
+                    for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
+                        http = http.header(name, value);
+                    }
+                }
             }
             if let Some(tp) = req.traceparent {
                 http = http.header("traceparent", tp);
@@ -937,25 +975,67 @@ mod tests {
             super::super::request::ToolSpecs::default(),
             serde_json::Map::default(),
         );
-        let transport = server.transport().with_api_key("k-1");
-        for stream in [false, true] {
+        // The key headers are made once per key (kept with the URL): another
+        // key on the same base is sent as it is, and so is no key.
+        let keys = [Some("k-1"), Some("k-1"), Some("k-2"), None, Some("k-1")];
+        for (i, key) in keys.into_iter().enumerate() {
+            let transport = match key {
+                Some(k) => server.transport().with_api_key(k),
+                None => server.transport(),
+            };
             server.push(Reply::text("ok"));
             let req = Request {
-                stream,
+                stream: i % 2 == 1,
                 ..Request::for_test(&transport, &msgs, &tools, &extra)
             };
             client.chat(&req, &mut Vec::new(), &mut ()).unwrap();
         }
         let sent = server.chat_requests();
-        for (r, accept) in sent.iter().zip(["application/json", "text/event-stream"]) {
+        assert_eq!(sent.len(), keys.len());
+        for (i, (r, key)) in sent.iter().zip(keys).enumerate() {
             let all = |name: &str| -> Vec<&str> {
                 let named = r.headers.iter().filter(|(n, _)| n == name);
                 named.map(|(_, v)| v.as_str()).collect()
             };
+            let accept = ["application/json", "text/event-stream"][i % 2];
             assert_eq!(all("content-type"), ["application/json"], "{r:?}");
             assert_eq!(all("accept"), [accept], "{r:?}");
-            assert_eq!(all("authorization"), ["Bearer k-1"], "{r:?}");
+            let bearer: Vec<String> = key.map(|k| format!("Bearer {k}")).into_iter().collect();
+            assert_eq!(all("authorization"), bearer, "{r:?}");
         }
+    }
+
+    /// A key no header can carry fails at the send, as it did before the
+    /// key headers were kept (issue 42, session 16): the kept headers are
+    /// only those that parse.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_key_no_header_can_carry_fails_the_request() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let transport = server.transport().with_api_key("k\r\nx-injected: 1");
+        server.push(Reply::text("ok"));
+        let req = Request::for_test(&transport, &msgs, &tools, &extra);
+        let err = client.chat(&req, &mut Vec::new(), &mut ()).unwrap_err();
+        assert!(!err.to_string().contains("x-injected"), "{err}");
+        assert!(server.chat_requests().is_empty(), "nothing was sent");
+        // The same client sends the next request, with a good key.
+        let good = server.transport().with_api_key("k-1");
+        let req = Request::for_test(&good, &msgs, &tools, &extra);
+        assert_eq!(
+            client
+                .chat(&req, &mut Vec::new(), &mut ())
+                .unwrap()
+                .message
+                .content,
+            "ok"
+        );
     }
 
     /// Issue 42, session 16: a whole (non-streamed) answer is read into
