@@ -107,6 +107,29 @@ fn with_content_headers(
     post
 }
 
+/// `post` with the key headers of `transport` (kept in `target`),
+/// appended in place as `header` appends them; a key whose headers do not
+/// parse goes to ureq as text, which fails the send.
+fn with_key_headers(
+    mut post: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    target: &Target,
+    transport: &ChatTransport,
+) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+    match (&target.auth, post.headers_mut()) {
+        (Some(auth), Some(headers)) => {
+            for (name, value) in auth {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        _ => {
+            for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
+                post = post.header(name, value);
+            }
+        }
+    }
+    post
+}
+
 /// A request's URL, and its parsed form, kept for the next request to the
 /// same base and path: a turn neither formats the URL nor parses it again
 /// (about 2,400 instructions a request; `BENCHMARKS.md`, issue 42, session
@@ -283,20 +306,8 @@ impl Client {
                 Some(left) => post.config().timeout_global(Some(left)).build(),
                 None => post,
             };
-            let mut http = with_content_headers(post, req.stream);
-            match (&target.auth, http.headers_mut()) {
-                // Appended in place, as `header` appends them.
-                (Some(auth), Some(headers)) => {
-                    for (name, value) in auth {
-                        headers.append(name.clone(), value.clone());
-                    }
-                }
-                _ => {
-                    for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
-                        http = http.header(name, value);
-                    }
-                }
-            }
+            let http = with_content_headers(post, req.stream);
+            let mut http = with_key_headers(http, &target, transport);
             if let Some(tp) = req.traceparent {
                 http = http.header("traceparent", tp);
             }
