@@ -816,6 +816,39 @@ fn an_in_stream_error_before_any_text_is_retried_like_its_status_on_any_api() {
                 "{label}"
             );
             assert_eq!(server.chat_requests().len(), 2, "{label}");
+            // The same error as a `200` body: retried, the request sent
+            // again whole (the strict server reads it).
+            let server = FakeServer::start();
+            server.set_strict(true);
+            let body = match typed_stream_error(api, overloaded) {
+                // The Responses error event's shape, as a body's `error`.
+                e if e["type"] == "error" && e.get("error").is_none() => json!({"error": e}),
+                e if e.get("error").is_some() => json!({"error": e["error"]}),
+                e => e,
+            };
+            server.push(Reply::raw_body(200, "application/json", body.to_string()));
+            server.push(Reply::text("after"));
+            let mut agent = plain_agent(
+                server.transport().with_api(api),
+                false,
+                fast_http().with_max_retries(2),
+            );
+            let out = agent
+                .run_loop("hi")
+                .unwrap_or_else(|e| panic!("{label} plain: {e}"));
+            assert_eq!(out.answer.as_deref(), Some("after"), "{label} plain");
+            assert!(
+                server.rejections().is_empty(),
+                "{label}: {:?}",
+                server.rejections()
+            );
+            let sent: Vec<_> = server
+                .chat_requests()
+                .iter()
+                .map(|r| r.raw_body.clone())
+                .collect();
+            assert_eq!(sent.len(), 2, "{label} plain");
+            assert_eq!(sent[0], sent[1], "{label}: the same request twice");
             // After text: not retried; the status it stands for.
             let whole = text_sse(api, "partial words");
             let events: Vec<&str> = whole.split_inclusive("\n\n").collect();

@@ -76,7 +76,7 @@
 //!
 //! Decoding fails with a [`DecodeError`], private to this module tree. The
 //! client turns it into the public [`crate::Error`] in one place
-//! (`client::decode_error`), where the configured timeouts are known.
+//! (`error::decode_error`), where the configured timeouts are known.
 
 mod accumulator;
 mod response;
