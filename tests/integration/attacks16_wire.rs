@@ -200,12 +200,13 @@ fn stream_error(api: Api, message: &str) -> String {
 
 /// A server that echoes the key it was sent, in the header its API uses:
 /// in a retried 500, a plain-text 401, an in-stream error event, a
-/// malformed stream chunk and the answer itself. Neither an error (its
+/// malformed stream chunk, the answer itself and the model name the answer
+/// gives. Neither an error (its
 /// `Display`, `Debug`), an event, the history nor a log line holds it.
 #[test]
 fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
     type Echo = fn(Api, &str) -> Reply;
-    let echoes: [(bool, Echo); 6] = [
+    let echoes: [(bool, Echo); 8] = [
         (false, |_, key| {
             Reply::raw_body(
                 500,
@@ -225,6 +226,12 @@ fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
         (false, |_, key| Reply::text(format!("you sent {key}"))),
         (true, |_, key| {
             Reply::text(format!("you sent {key}")).with_chunk_chars(7)
+        }),
+        (false, |_, key| {
+            Reply::text("plain").with_model(&format!("m {key}"))
+        }),
+        (true, |_, key| {
+            Reply::text("plain").with_model(&format!("m {key}"))
         }),
     ];
     for api in APIS {

@@ -255,27 +255,36 @@ impl Completion {
 
     /// The completion with `secret` (the API key, when it is
     /// [long enough](super::rules::MIN_ANSWER_SECRET) to be one) replaced
-    /// by `<redacted>` in its text, reasoning and call arguments: a server
-    /// or proxy that echoes the request puts no key into the history or an
-    /// event. Provider data (signatures) is kept as it came.
+    /// by `<redacted>` in its text, reasoning, call arguments, model name
+    /// and answer id: a server or proxy that echoes the request puts no key
+    /// into the history or an event. Provider data (signatures) is kept as
+    /// it came.
     pub(crate) fn redacted(mut self, secret: Option<&str>) -> Completion {
         use crate::util::redact;
         let Some(secret) = super::rules::answer_secret(secret) else {
             return self;
         };
+        let clean = |text: &mut String| {
+            if let Cow::Owned(s) = redact(text, Some(secret)) {
+                *text = s;
+            }
+        };
         let m = &mut self.message;
-        if let Cow::Owned(s) = redact(&m.content, Some(secret)) {
-            m.content = s;
-        }
-        if let Some(r) = &mut m.reasoning
-            && let Cow::Owned(s) = redact(r, Some(secret))
+        clean(&mut m.content);
+        // The server's labels too: a proxy may echo into any of them.
+        for text in [
+            &mut m.reasoning,
+            &mut m.model,
+            &mut self.model,
+            &mut self.id,
+        ]
+        .into_iter()
+        .flatten()
         {
-            *r = s;
+            clean(text);
         }
         for call in &mut m.tool_calls {
-            if let Cow::Owned(s) = redact(&call.arguments, Some(secret)) {
-                call.arguments = s;
-            }
+            clean(&mut call.arguments);
         }
         self
     }
