@@ -206,7 +206,7 @@ fn stream_error(api: Api, message: &str) -> String {
 #[test]
 fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
     type Echo = fn(Api, &str) -> Reply;
-    let echoes: [(bool, Echo); 8] = [
+    let echoes: [(bool, Echo); 10] = [
         (false, |_, key| {
             Reply::raw_body(
                 500,
@@ -232,6 +232,12 @@ fn an_echoed_key_reaches_no_error_event_history_or_log_on_any_api() {
         }),
         (true, |_, key| {
             Reply::text("plain").with_model(&format!("m {key}"))
+        }),
+        (false, |_, key| {
+            Reply::text("plain").with_header("X-Echo", key)
+        }),
+        (true, |_, key| {
+            Reply::text("plain").with_header("X-Echo", key)
         }),
     ];
     for api in APIS {
