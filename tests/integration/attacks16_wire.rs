@@ -984,3 +984,31 @@ fn an_id_reused_across_answers_goes_to_anthropic_once() {
         .collect();
     assert_eq!(kept, ["call_0"; 3]);
 }
+
+/// A server that trickles its answer a character at a time, each apart,
+/// ends at the request deadline on every API (each piece is progress, so
+/// the idle bound alone would never end it), with nothing kept.
+#[test]
+fn a_trickling_server_ends_at_the_request_deadline_on_any_api() {
+    use pikuri::ErrorKind;
+    use std::time::Duration;
+    for api in APIS {
+        let server = FakeServer::start();
+        server.push(
+            Reply::text("t".repeat(2_000))
+                .with_chunk_chars(1)
+                .with_chunk_delay(Duration::from_millis(10)),
+        );
+        let mut agent = plain_agent(
+            server.transport().with_api(api),
+            true,
+            fast_http()
+                .with_max_retries(0)
+                .with_idle_timeout(Duration::from_secs(600))
+                .with_request_deadline(Duration::from_millis(300)),
+        );
+        let err = agent.run_loop("hi").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{api:?}: {err}");
+        assert_eq!(agent.messages().len(), 1, "{api:?}: nothing kept");
+    }
+}
