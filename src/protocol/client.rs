@@ -22,7 +22,9 @@
 //! the server saw the request. An overflow is not retried, even as a 500
 //! (`ContextOverflow`): it would overflow again; nor are images sent to a
 //! model without vision (`ImageUnsupported`, a 500 from llama-server). A stream that has started
-//! is never retried: its deltas already reached the listeners.
+//! is never retried once its text reached the listeners; an error the server
+//! reports in the stream before any text did (Anthropic's `overloaded_error`
+//! event right after its `200`) is retried as its status would have been.
 //!
 //! # Bounds
 //!
@@ -44,10 +46,13 @@
 //! # Secrets
 //!
 //! Whatever text the server sends back and the client passes on (an error
-//! body, a stream's error chunk, a chunk quoted in an error or a log line)
+//! body, a stream's error chunk, a chunk quoted in an error or a log line,
+//! the answer's text, reasoning and call arguments, the stream's deltas)
 //! has the transport's API key replaced by `<redacted>` first, so a server
-//! or proxy that echoes the `Authorization` header cannot put the key into
-//! an [`Error`], an event or a log.
+//! or proxy that echoes the key's header cannot put the key into an
+//! [`Error`], an event, the history or a log. A redirect is not followed
+//! (a 3xx is an [`Error::Http`]): ureq would strip `Authorization` from
+//! it, but not Anthropic's `x-api-key` nor Gemini's `x-goog-api-key`.
 
 use std::cell::{Cell, OnceCell};
 use std::fmt;
@@ -63,10 +68,10 @@ use super::HttpConfig;
 use super::body::error_message;
 use super::connect::connection_error;
 use super::decode::{Completion, Fragment};
-use super::error::DecodeError;
+use super::error::{DecodeError, decode_error};
 use super::request::Request;
-use super::retry::{self, RETRYABLE, RetryNotice};
-use super::sink::Sink;
+use super::retry::{self, RetryNotice};
+use super::sink::{Noting, Sink};
 use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
@@ -182,6 +187,11 @@ fn build_agent(config: &HttpConfig) -> ureq::Agent {
         .with_response_timeout(config.read_timeout)
         // A silent socket is bounded by the idle bound too.
         .with_read_timeout(config.read_timeout.min(config.idle_timeout()))
+        // A redirected POST loses its body (a GET) or is not followed
+        // (307/308), and ureq strips only `Authorization`: Anthropic's
+        // `x-api-key` and Gemini's `x-goog-api-key` went to any origin. A
+        // 3xx is an `Error::Http` instead.
+        .without_redirects()
         .agent()
 }
 
@@ -339,9 +349,21 @@ impl Client {
                     );
                     if (200..300).contains(&status) {
                         // The request is sent: its buffer takes the answer.
-                        return self.read_success(resp, req, &deadline, &shown, buf, sink);
+                        // An error the server reported in the stream before
+                        // any text reached the listeners is retried as its
+                        // status would have been (`rules`, in-stream
+                        // errors), the request encoded again.
+                        let mut noted = Noting::new(&mut *sink);
+                        match self.read_success(resp, req, &deadline, &shown, buf, &mut noted) {
+                            Err(err) if !noted.heard && retry::is_retried(&err) => {
+                                wire::encode(req, buf, cfg.include_usage)?;
+                                (err, None)
+                            }
+                            done => return done,
+                        }
+                    } else {
+                        self.rejected(resp, status, req, shown.get())?
                     }
-                    self.rejected(resp, status, req, shown.get())?
                 }
             };
             if attempt > cfg.max_retries {
@@ -404,13 +426,7 @@ impl Client {
             message,
             url: shown.to_string(),
         };
-        // An overflow sent again overflows again, even as a 500 (Ollama's
-        // `prompt too long`); so does an image to a model without vision
-        // (llama-server answers it with a 500).
-        if !RETRYABLE.contains(&status)
-            || err.is_context_overflow()
-            || err.kind() == crate::ErrorKind::ImageUnsupported
-        {
+        if !retry::is_retried(&err) {
             return Err(err);
         }
         Ok((err, retry_after))
@@ -493,7 +509,7 @@ impl Client {
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
                 Ok(_) => {
-                    wire::parse_response(req.transport.api(), body, req.split_think).inspect(|c| {
+                    wire::parse_response(req.transport, body, req.split_think).inspect(|c| {
                         // A server that ignored `stream: true` still feeds the listeners.
                         if req.stream {
                             if let Some(r) =
@@ -533,39 +549,6 @@ impl Client {
                     decode_error(e, cfg, key, Some(url.get()))
                 }
             })
-    }
-}
-
-/// The one place a [`DecodeError`] becomes a public [`Error`]; timeouts get
-/// the configured read timeout, the API key (`secret`) is redacted from
-/// any text the server sent, and `url` (already redacted) is the URL
-/// requested.
-pub(crate) fn decode_error(
-    e: DecodeError,
-    cfg: &HttpConfig,
-    secret: Option<&str>,
-    url: Option<&str>,
-) -> Error {
-    let url = url.map(str::to_string);
-    match e {
-        DecodeError::Protocol(m) => Error::Protocol {
-            message: redact(&m, secret).into_owned(),
-            url,
-        },
-        DecodeError::Status { status, message } => Error::Http {
-            status,
-            message: redact(&message, secret).into_owned(),
-            url: url.unwrap_or_default(),
-        },
-        DecodeError::Truncated => Error::Truncated,
-        DecodeError::TimedOut => Error::Timeout {
-            after: cfg.read_timeout,
-            url,
-        },
-        DecodeError::Io(e) => Error::Transport {
-            url,
-            source: Box::new(e),
-        },
     }
 }
 

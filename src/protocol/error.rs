@@ -64,3 +64,36 @@ impl fmt::Display for DecodeError {
         }
     }
 }
+
+/// The one place a [`DecodeError`] becomes a public [`Error`](crate::Error); timeouts get
+/// the configured read timeout, the API key (`secret`) is redacted from
+/// any text the server sent, and `url` (already redacted) is the URL
+/// requested.
+pub(crate) fn decode_error(
+    e: DecodeError,
+    cfg: &super::HttpConfig,
+    secret: Option<&str>,
+    url: Option<&str>,
+) -> crate::Error {
+    let url = url.map(str::to_string);
+    match e {
+        DecodeError::Protocol(m) => crate::Error::Protocol {
+            message: crate::util::redact(&m, secret).into_owned(),
+            url,
+        },
+        DecodeError::Status { status, message } => crate::Error::Http {
+            status,
+            message: crate::util::redact(&message, secret).into_owned(),
+            url: url.unwrap_or_default(),
+        },
+        DecodeError::Truncated => crate::Error::Truncated,
+        DecodeError::TimedOut => crate::Error::Timeout {
+            after: cfg.read_timeout,
+            url,
+        },
+        DecodeError::Io(e) => crate::Error::Transport {
+            url,
+            source: Box::new(e),
+        },
+    }
+}

@@ -39,7 +39,7 @@
 //! | `models.rs` | [`ChatTransport::list_models`]: the ids at `<api base>/models` |
 //! | `fuzz.rs` | hooks for `fuzz/` (`cfg(fuzzing)` and tests only) |
 //!
-//! Decoding fails with its own `DecodeError`; `client::decode_error` turns
+//! Decoding fails with its own `DecodeError`; `error::decode_error` turns
 //! it into the public [`Error`](crate::Error), once.
 
 #[cfg(feature = "anthropic")]
@@ -78,13 +78,13 @@ mod test_util;
 mod unbuilt_tests;
 
 pub(crate) use client::Client;
-#[cfg(feature = "_bench")]
-pub(crate) use client::decode_error;
 #[cfg(feature = "mcp")]
 pub(crate) use connect::cannot_connect;
 pub(crate) use decode::{Completion, Fragment};
 #[cfg(feature = "mcp")]
 pub(crate) use error::DecodeError;
+#[cfg(feature = "_bench")]
+pub(crate) use error::decode_error;
 #[allow(
     unused_imports,
     reason = "the agent's native tool search (issue 40) calls it"

@@ -15,6 +15,17 @@ use crate::{Cancellable, Result};
 /// 529 is Anthropic's "overloaded".
 pub(super) const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
 
+/// Whether a failed status is worth asking again: a retryable status,
+/// but an overflow (sent again, it overflows again, even as a 500: Ollama's
+/// `prompt too long`) and an image to a model without vision (llama-server
+/// answers it with a 500). The same whether the status came before the
+/// stream or in it.
+pub(super) fn is_retried(err: &crate::Error) -> bool {
+    matches!(err, crate::Error::Http { status, .. } if RETRYABLE.contains(status))
+        && !err.is_context_overflow()
+        && err.kind() != crate::ErrorKind::ImageUnsupported
+}
+
 /// A failed attempt that will be retried.
 #[derive(Debug)]
 pub(crate) struct RetryNotice {

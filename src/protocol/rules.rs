@@ -19,7 +19,8 @@
 //! # Identity
 //!
 //! Every tool call of one answer has a non-empty name and an id no other
-//! call of the answer has ([`check_calls`]); an answer that breaks this is
+//! call of the answer has, of at most [`MAX_CALL_ID`] bytes
+//! ([`check_calls`]); an answer that breaks this is
 //! refused as a protocol error (nothing reaches the history). The other
 //! possible rule, making ids unique by renaming, was not chosen: a nameless
 //! call cannot be repaired at all, so one rule for both means refusing;
@@ -48,7 +49,10 @@
 //! Every string a server supplies that is copied into an error, an event
 //! or the history other than the answer itself is bounded: error messages
 //! to [`MAX_MESSAGE`] characters, error codes and types to [`MAX_LABEL`],
-//! model names and response ids to [`MAX_LABEL`] ([`bounded`]).
+//! model names, response ids and tool call names to [`MAX_LABEL`]
+//! ([`bounded`]; a cut name ends in `…`, so it names no tool, as the
+//! whole one did not). A call's id is not cut (the server would not know
+//! it again): one over [`MAX_CALL_ID`] bytes refuses the answer.
 //!
 //! # Finish reasons
 //!
@@ -73,6 +77,31 @@ pub(crate) const MAX_LABEL: usize = 100;
 /// `text` cut to at most `max` characters (with `…` when cut).
 pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     crate::util::excerpt(text, max)
+}
+
+/// The shortest API key redacted from an answer (its text, reasoning,
+/// call arguments and deltas), in bytes. A shorter one is a placeholder a
+/// local server takes (`EMPTY`, `ollama`, `none`, `lm-studio`), no
+/// secret, and the model's words that spell it would be cut from its
+/// answer. Errors and log lines redact any key.
+pub(crate) const MIN_ANSWER_SECRET: usize = 12;
+
+/// The key to redact from an answer: `secret` trimmed, when it is at
+/// least [`MIN_ANSWER_SECRET`] bytes.
+pub(crate) fn answer_secret(secret: Option<&str>) -> Option<&str> {
+    secret
+        .map(str::trim)
+        .filter(|s| s.len() >= MIN_ANSWER_SECRET)
+}
+
+/// What a body that is not the API's answer held, for its protocol error:
+/// an HTML page summarized by its title (never quoted as markup), anything
+/// else its first KiB, bounded. The same on every API.
+pub(crate) fn quoted_body(body: &[u8]) -> String {
+    super::body::html_summary(body).unwrap_or_else(|| {
+        let head = String::from_utf8_lossy(&body[..body.len().min(1024)]);
+        bounded(&head, 200).into_owned()
+    })
 }
 
 /// A model name as kept in the completion, its events and the history:
@@ -129,11 +158,18 @@ impl Progress {
     }
 }
 
+/// The longest tool call id kept, in bytes: ten times the longest real
+/// servers issue (OpenAI's 40; Kimi's `functions.<name>:<n>` stays under
+/// 80).
+pub(crate) const MAX_CALL_ID: usize = 400;
+
 /// The [identity rule](self#identity): every call has a non-empty name and
-/// an id of its own within the answer.
-pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
+/// an id of its own within the answer, at most [`MAX_CALL_ID`] bytes; and
+/// the [bound](self#bounds) on names: one longer than [`MAX_LABEL`]
+/// characters is cut (with `…`, so it still names no tool).
+pub(crate) fn check_calls(calls: &mut [ToolCall]) -> Result<(), DecodeError> {
     let mut seen = HashSet::with_capacity(calls.len());
-    for call in calls {
+    for call in calls.iter_mut() {
         let id = bounded(&call.id, MAX_LABEL);
         if call.id.is_empty() {
             return Err(DecodeError::Protocol(
@@ -145,7 +181,19 @@ pub(crate) fn check_calls(calls: &[ToolCall]) -> Result<(), DecodeError> {
                 "tool call `{id}` has no name"
             )));
         }
+        if call.id.len() > MAX_CALL_ID {
+            return Err(DecodeError::Protocol(format!(
+                "tool call id `{id}` is {} bytes, over {MAX_CALL_ID}",
+                call.id.len()
+            )));
+        }
+        if let Cow::Owned(name) = bounded(&call.name, MAX_LABEL) {
+            call.name = name;
+        }
+    }
+    for call in calls.iter() {
         if !seen.insert(call.id.as_str()) {
+            let id = bounded(&call.id, MAX_LABEL);
             return Err(DecodeError::Protocol(format!(
                 "duplicate tool call id `{id}` in one answer"
             )));

@@ -402,7 +402,7 @@ fn bodies_follow_the_identity_rule() {
         ),
     ];
     for (api, body) in bodies {
-        let r = wire::parse_response(api, body.to_string().as_bytes(), false);
+        let r = wire::parse_body(api, body.to_string().as_bytes(), false);
         let m = protocol(api, r);
         assert!(m.contains("duplicate tool call id"), "{api:?}: {m}");
     }
@@ -475,7 +475,7 @@ fn errors_in_bodies_follow_the_same_rule() {
         ),
     ];
     for (api, body) in bodies {
-        let r = wire::parse_response(api, body.to_string().as_bytes(), false);
+        let r = wire::parse_body(api, body.to_string().as_bytes(), false);
         assert!(
             matches!(&r, Err(DecodeError::Status { status: 500, message })
                 if message.starts_with("server error in response: busy")),
@@ -871,4 +871,122 @@ fn floats_deep_nesting_and_lone_surrogates() {
             other => panic!("{api:?}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn a_hundred_thousand_calls_and_pieces_of_one_call_decode_in_one_pass() {
+    // ATTACKS.md, cost per event: 100,000 events under distinct ids, and
+    // 100,000 under one id, on every API. No timing assertion: a search
+    // over everything seen per event (10^10 steps here) never finishes.
+    const N: usize = 100_000;
+    for api in APIS {
+        let mut s = Script::new(api);
+        for i in 0..N {
+            s = s.call(&format!("c{i}"), "f", "{}");
+        }
+        let c = s.end().run().1.unwrap();
+        assert_eq!(c.message.tool_calls.len(), N, "{api:?}");
+        assert_eq!(
+            c.message.tool_calls[N - 1].id,
+            format!("c{}", N - 1),
+            "{api:?}"
+        );
+    }
+    // One call, its arguments in 100,000 pieces (Gemini sends a call
+    // whole: its id in 100,000 chunks is the repeated id the identity rule
+    // refuses, found in one pass too).
+    for api in APIS {
+        let mut s = Script::new(api);
+        let piece = match api {
+            Api::ChatCompletions => {
+                json!({"choices": [{"index": 0, "delta": {"tool_calls":
+                    [{"index": 0, "function": {"arguments": "1"}}]}}]})
+            }
+            Api::AnthropicMessages => json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "1"}}),
+            Api::Gemini => gemini_parts(&json!([{"functionCall":
+                {"id": "one", "name": "f", "args": {}}}])),
+            _ => json!({"type": "response.function_call_arguments.delta",
+                "item_id": "fc_0", "output_index": 0, "delta": "1"}),
+        }
+        .to_string();
+        match api {
+            Api::ChatCompletions => s.push(json!({"choices": [{"index": 0, "delta":
+                {"tool_calls": [{"index": 0, "id": "one", "type": "function",
+                                 "function": {"name": "f", "arguments": "["}}]}}]})),
+            Api::AnthropicMessages => {
+                s.push(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": "one", "name": "f", "input": {}}}));
+                s.push(json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": "["}}));
+            }
+            Api::Gemini => {}
+            _ => {
+                s.push(
+                    json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "function_call", "id": "fc_0", "call_id": "one",
+                         "name": "f", "arguments": ""}}),
+                );
+                s.push(json!({"type": "response.function_call_arguments.delta",
+                    "item_id": "fc_0", "output_index": 0, "delta": "["}));
+            }
+        }
+        for _ in 0..N {
+            s.push(&piece);
+        }
+        if api == Api::AnthropicMessages {
+            s.push(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "]"}}));
+            s.push(json!({"type": "content_block_stop", "index": 0}));
+        }
+        let (_, r) = s.end().run();
+        if api == Api::Gemini {
+            assert!(protocol(api, r).contains("duplicate tool call id"));
+            continue;
+        }
+        let c = r.unwrap_or_else(|e| panic!("{api:?}: {e}"));
+        assert_eq!(c.message.tool_calls.len(), 1, "{api:?}");
+        let args = &c.message.tool_calls[0].arguments;
+        assert!(
+            args.len() > N && args.starts_with("[1"),
+            "{api:?}: {}",
+            args.len()
+        );
+    }
+}
+
+#[test]
+fn a_placeholder_key_is_no_secret_in_an_answer() {
+    // `ollama`, `EMPTY`, `none`: what local servers take for a key. The
+    // model's words that spell one stay in its answer (streamed and not);
+    // a real key's length is redacted.
+    for (key, text, want) in [
+        ("none", "none of them", "none of them"),
+        ("ollama", "ask ollama", "ask ollama"),
+        (
+            "sk-0123456789abcdef",
+            "k sk-0123456789abcdef",
+            "k <redacted>",
+        ),
+    ] {
+        for api in APIS {
+            let mut body = String::new();
+            for d in &Script::new(api).text(text).end().data {
+                body.push_str("data: ");
+                body.push_str(d);
+                body.push_str("\n\n");
+            }
+            let options = StreamOptions {
+                api,
+                max_line: 1 << 24,
+                max_body: 1 << 32,
+                split_think: false,
+                secret: Some(key),
+            };
+            let c = read_stream(body.as_bytes(), &options, &mut Count(0)).unwrap();
+            assert_eq!(c.message.content, want, "{api:?} {key}");
+        }
+    }
+    assert_eq!(answer_secret(Some(" 0123456789ab ")), Some("0123456789ab"));
+    assert_eq!(answer_secret(Some("0123456789a")), None);
 }

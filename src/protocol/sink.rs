@@ -12,6 +12,8 @@
 //! no-op default; the client itself puts `progress` to use (the idle
 //! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
+use std::borrow::Cow;
+
 use super::decode::Fragment;
 use super::retry::RetryNotice;
 
@@ -52,12 +54,21 @@ const JOIN_MAX: usize = 8 * 1024;
 /// nothing is held while the next read may wait, and the inner sink runs
 /// once per read instead of once per delta (a stream's text arrives in
 /// deltas of a few bytes; `BENCHMARKS.md`, issue 42, session 15).
+///
+/// With a secret ([`redacting`](Self::redacting): the API key), the text
+/// passed on has it replaced by `<redacted>`, a server that echoes the key
+/// in its answer included; the one exception to "nothing is held" is the
+/// end of a read that could be the start of the key (at most its length
+/// less one character), held until the next text or the end, so that a key
+/// split over two reads is caught too.
 pub(crate) struct Joined<'s> {
     inner: &'s mut dyn Sink,
     /// Whether `text` is reasoning, else content.
     reasoning: bool,
     /// Text not passed on yet, of one kind; its capacity is kept.
     text: String,
+    /// What never reaches the inner sink (trimmed, non-empty).
+    secret: Option<&'s str>,
 }
 
 impl<'s> Joined<'s> {
@@ -66,29 +77,59 @@ impl<'s> Joined<'s> {
             inner,
             reasoning: false,
             text: String::new(),
+            secret: None,
         }
     }
 
-    /// Pass on the text held, if any.
+    /// The same sink, with `secret` redacted from the text it passes on.
+    pub(crate) fn redacting(mut self, secret: Option<&'s str>) -> Joined<'s> {
+        self.secret = secret.map(str::trim).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Pass on all the text held, if any (the end of the stream, or of
+    /// one kind of text).
     pub(crate) fn finish(&mut self) {
+        self.pass_on(true);
+    }
+
+    /// Pass on the text held, but for a tail that may begin the secret
+    /// unless `last`.
+    fn pass_on(&mut self, last: bool) {
         if self.text.is_empty() {
             return;
         }
-        self.inner.fragment(if self.reasoning {
-            Fragment::Reasoning(&self.text)
+        let Some(secret) = self.secret else {
+            emit(self.inner, self.reasoning, &self.text);
+            self.text.clear();
+            return;
+        };
+        // Copied only when the key is in it (an echo): the common read
+        // is passed on from `text` itself.
+        if let Cow::Owned(shown) = crate::util::redact(&self.text, Some(secret)) {
+            self.text = shown;
+        }
+        let keep = if last {
+            0
         } else {
-            Fragment::Content(&self.text)
-        });
-        self.text.clear();
+            secret_start(&self.text, secret)
+        };
+        let cut = self.text.len() - keep;
+        if cut > 0 {
+            emit(self.inner, self.reasoning, &self.text[..cut]);
+        }
+        self.text.drain(..cut);
     }
 
     fn text(&mut self, reasoning: bool, s: &str) {
-        // Why: the kind changes, or the text would pass its bound.
-        if reasoning != self.reasoning || self.text.len() + s.len() > JOIN_MAX {
-            self.finish();
+        if reasoning != self.reasoning {
+            // A key split over two kinds of text is no key.
+            self.pass_on(true);
             self.reasoning = reasoning;
+        } else if self.text.len() + s.len() > JOIN_MAX {
+            self.pass_on(false);
         }
-        if s.len() >= JOIN_MAX {
+        if s.len() >= JOIN_MAX && self.secret.is_none() {
             // Long already: passed on without a copy.
             self.inner.fragment(if reasoning {
                 Fragment::Reasoning(s)
@@ -97,13 +138,36 @@ impl<'s> Joined<'s> {
             });
         } else {
             self.text.push_str(s);
+            if self.secret.is_some() && self.text.len() >= JOIN_MAX {
+                self.pass_on(false);
+            }
         }
     }
 }
 
+/// Pass `text` on to `inner` as reasoning or content.
+fn emit(inner: &mut dyn Sink, reasoning: bool, text: &str) {
+    inner.fragment(if reasoning {
+        Fragment::Reasoning(text)
+    } else {
+        Fragment::Content(text)
+    });
+}
+
+/// The length of the longest end of `text` that is a proper start of
+/// `secret` (0 when none): what may continue into the key in the next
+/// read.
+fn secret_start(text: &str, secret: &str) -> usize {
+    let most = text.len().min(secret.len() - 1);
+    (1..=most)
+        .rev()
+        .find(|&k| secret.is_char_boundary(k) && text.ends_with(&secret[..k]))
+        .unwrap_or(0)
+}
+
 impl Sink for Joined<'_> {
     fn retrying(&mut self, notice: &RetryNotice) {
-        self.finish();
+        self.pass_on(false);
         self.inner.retrying(notice);
     }
 
@@ -116,14 +180,53 @@ impl Sink for Joined<'_> {
             Fragment::Content(s) => self.text(false, s),
             Fragment::Reasoning(s) => self.text(true, s),
             Fragment::Usage(_) => {
-                self.finish();
+                self.pass_on(false);
                 self.inner.fragment(fragment);
             }
         }
     }
 
     fn before_read(&mut self) {
-        self.finish();
+        self.pass_on(false);
+        self.inner.before_read();
+    }
+}
+
+/// A sink that notes whether any text (content or reasoning) passed
+/// through it: an answer that failed before any reached the listeners can
+/// be asked again, as a failed status is (see `Client::chat`).
+pub(crate) struct Noting<'s> {
+    inner: &'s mut dyn Sink,
+    /// Whether text passed.
+    pub(crate) heard: bool,
+}
+
+impl<'s> Noting<'s> {
+    pub(crate) fn new(inner: &'s mut dyn Sink) -> Noting<'s> {
+        Noting {
+            inner,
+            heard: false,
+        }
+    }
+}
+
+impl Sink for Noting<'_> {
+    fn retrying(&mut self, notice: &RetryNotice) {
+        self.inner.retrying(notice);
+    }
+
+    fn progress(&mut self) {
+        self.inner.progress();
+    }
+
+    fn fragment(&mut self, fragment: Fragment<'_>) {
+        if matches!(fragment, Fragment::Content(_) | Fragment::Reasoning(_)) {
+            self.heard = true;
+        }
+        self.inner.fragment(fragment);
+    }
+
+    fn before_read(&mut self) {
         self.inner.before_read();
     }
 }
@@ -279,5 +382,58 @@ mod tests {
         let first = JOIN_MAX / 3 * 3;
         let rest = (JOIN_MAX / 3 + 1) * 3 - first;
         assert_eq!(lens, [first, rest, JOIN_MAX, 1]);
+    }
+
+    #[test]
+    fn a_secret_never_passes_whole_or_split_over_reads() {
+        const KEY: &str = "sk-abcdef";
+        let mut heard = Heard::default();
+        {
+            let mut sink = Joined::new(&mut heard).redacting(Some(" sk-abcdef "));
+            // Whole in one delta.
+            sink.fragment(Fragment::Content("a sk-abcdef b"));
+            sink.before_read();
+            // Split over three reads: the start is held, not passed on.
+            for part in ["x sk", "-abc", "def y"] {
+                sink.fragment(Fragment::Content(part));
+                sink.before_read();
+            }
+            // A start of the key that never goes on is released by the
+            // next text of another kind, and at the end.
+            sink.fragment(Fragment::Content("z sk-ab"));
+            sink.before_read();
+            sink.fragment(Fragment::Reasoning("r sk-"));
+            sink.before_read();
+            sink.finish();
+        }
+        let all = heard.0.join("");
+        assert!(!all.contains(KEY), "{all}");
+        assert_eq!(
+            heard.0,
+            [
+                "c:a <redacted> b",
+                "|",
+                "c:x ",
+                "|",
+                "|",
+                "c:<redacted> y",
+                "|",
+                "c:z ",
+                "|",
+                "c:sk-ab",
+                "r:r ",
+                "|",
+                "r:sk-"
+            ]
+        );
+        // A held tail stays shorter than the key, whatever the reads.
+        assert_eq!(secret_start("ab sk-abcde", KEY), 8);
+        assert_eq!(secret_start("ab", KEY), 0);
+        assert_eq!(secret_start("s", KEY), 1);
+        assert_eq!(
+            secret_start("sk-abcdef", KEY),
+            0,
+            "a whole key is redacted first"
+        );
     }
 }

@@ -28,7 +28,8 @@ pub(crate) struct StreamOptions<'a> {
     pub(crate) max_body: u64,
     /// Move `<think>` tags out of the content.
     pub(crate) split_think: bool,
-    /// The API key, redacted from chunks quoted in log lines.
+    /// The API key, redacted from chunks quoted in log lines, from the
+    /// text passed to the sink and from the answer.
     pub(crate) secret: Option<&'a str>,
 }
 
@@ -97,8 +98,9 @@ fn decode<R: BufRead>(
     // Small, valid events can still grow the message without end:
     // the event data of one stream is capped like a plain body.
     let mut total = 0u64;
-    // The deltas of one read reach the sink joined (see `Joined`).
-    let mut joined = Joined::new(sink);
+    // The deltas of one read reach the sink joined (see `Joined`), the
+    // key redacted.
+    let mut joined = Joined::new(sink).redacting(super::rules::answer_secret(options.secret));
     // The SSE reader takes its two hooks as two closures, both the sink's;
     // they never run at once (`before_read` runs between reads).
     let sink = RefCell::new(&mut joined);
@@ -134,6 +136,7 @@ fn decode<R: BufRead>(
     // text of a cancelled stream is the agent's `Cancelled` event).
     joined.finish();
     read.and_then(|()| decoder.finish())
+        .map(|c| c.redacted(options.secret))
 }
 
 #[cfg(test)]

@@ -639,8 +639,11 @@ impl HttpConfig {
         self.read_timeout = d;
         self
     }
-    /// Retries after a 429, 500, 502, 503, 504 or a connection failure before
-    /// any response byte (default 2). Never once a stream has started.
+    /// Retries after a 429, 500, 502, 503, 504, 529 or a connection failure
+    /// before any response byte (default 2), and after such a status
+    /// reported inside a stream before any of its text reached the
+    /// listeners (Anthropic's `overloaded_error` event right after its
+    /// `200`). Never once a stream's text has.
     #[must_use]
     pub fn with_max_retries(mut self, n: u32) -> HttpConfig {
         self.max_retries = n;

@@ -148,8 +148,18 @@ pub(crate) fn encode(
     Ok(())
 }
 
-/// Decode a non-streamed response body of `api`.
+/// Decode a non-streamed response body of the transport's API, its API
+/// key redacted from the answer ([`Completion::redacted`]).
 pub(crate) fn parse_response(
+    transport: &ChatTransport,
+    body: &[u8],
+    split_think: bool,
+) -> Result<Completion, DecodeError> {
+    parse_body(transport.api(), body, split_think).map(|c| c.redacted(transport.api_key()))
+}
+
+/// Decode a non-streamed response body of `api`.
+pub(crate) fn parse_body(
     api: Api,
     body: &[u8],
     split_think: bool,

@@ -140,12 +140,17 @@ fn forward(upstream: &Upstream, recorded: &Mutex<Vec<Interaction>>, f: &Forward)
     {
         Ok(resp) => {
             log::debug!("Recorder: {} {url} -> {}", f.method, resp.status);
-            // An upstream (or a proxy) that echoes the `Authorization`
-            // header must not put the key into the cassette.
+            // An upstream (or a proxy) that echoes the key's header
+            // (`Authorization`, Anthropic's `x-api-key`, Gemini's
+            // `x-goog-api-key`) must not put the key into the cassette.
             let token = f
                 .headers
                 .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+                .find(|(n, _)| {
+                    ["authorization", "x-api-key", "x-goog-api-key"]
+                        .iter()
+                        .any(|k| n.eq_ignore_ascii_case(k))
+                })
                 .map(|(_, v)| {
                     let v = v.trim();
                     v.get(..7)

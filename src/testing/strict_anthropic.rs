@@ -46,6 +46,8 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
     let mut previous: Option<&str> = None;
     // The tool_use ids of the assistant turn just before, to be answered.
     let mut calls: Vec<&str> = Vec::new();
+    // Every tool_use id of the conversation: the API wants each once.
+    let mut all: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for (i, m) in messages.iter().enumerate() {
         let Some(m) = m.as_object() else {
             return Err(format!("messages[{i}] must be an object"));
@@ -69,6 +71,11 @@ pub(super) fn validate(body: Option<&Value>) -> Result<(), String> {
             calls.clear();
         } else {
             calls = tool_uses(i, &blocks)?;
+            if let Some(id) = calls.iter().find(|id| !all.insert(id)) {
+                return Err(format!(
+                    "messages[{i}]: `tool_use` ids must be unique (`{id}` is used earlier)"
+                ));
+            }
             signed(i, &blocks)?;
         }
     }
@@ -109,6 +116,16 @@ fn tool_uses<'a>(i: usize, blocks: &[&'a Value]) -> Result<Vec<&'a str>, String>
         let Some(id) = b["id"].as_str() else {
             return Err(format!("{at}: tool_use without a string `id`"));
         };
+        // The API's own pattern for the id.
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+            ));
+        }
         if b["name"].as_str().is_none() {
             return Err(format!("{at}: tool_use without a string `name`"));
         }

@@ -37,8 +37,10 @@ pub use crate::__schema_type as schema_type;
 pub(crate) use exec::{invoke, prepare, revalidate, unknown_tool};
 pub use json_schema::JsonSchema;
 pub(crate) use name::check_name;
+#[cfg(any(feature = "mcp", feature = "anthropic"))]
+pub(crate) use name::fnv1a;
 #[cfg(feature = "mcp")]
-pub(crate) use name::{MAX_NAME_LEN, fnv1a, hashed, sanitize};
+pub(crate) use name::{MAX_NAME_LEN, hashed, sanitize};
 pub use schema::{ItemType, Parameters, ParametersBuilder, SchemaError, ValidationError};
 pub use trifecta::TrifectaPolicy;
 pub use typed::{IntoObservation, Json, TypedTool};

@@ -1,6 +1,10 @@
 //! A [`Request`] as the body of `POST {base}/messages`, serialized by
 //! reference (see the [module docs](super#the-request) for the rules).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
@@ -42,8 +46,10 @@ enum Block<'a> {
     Image(&'a Image),
     /// A `thinking`, `redacted_thinking` or tool-search block, verbatim.
     Item(&'a Value),
-    ToolUse(&'a ToolCall),
-    ToolResult(&'a Message),
+    /// A call, and how many earlier calls of the history had its id.
+    ToolUse(&'a ToolCall, u32),
+    /// A result, and how many earlier calls had the id of its call.
+    ToolResult(&'a Message, u32),
 }
 
 /// A block and whether a cache breakpoint follows it.
@@ -79,6 +85,11 @@ impl<'a> Body<'a> {
         // The searches of the API's own sent back, by variant (BM25,
         // regex): their tools must then be in `tools` too.
         let mut searched = [false; 2];
+        // The API wants every `tool_use` id of the conversation once; some
+        // servers number each answer's calls from `call_0` again. Per id:
+        // how many calls had it so far, and the number of its latest call
+        // (the one the results that follow answer).
+        let mut uses: HashMap<&str, (u32, u32)> = HashMap::new();
         for m in req.messages {
             match m.role {
                 // Anthropic has no system role in the conversation: the
@@ -99,7 +110,11 @@ impl<'a> Body<'a> {
                 // The results of one batch go in one user message, as the
                 // API requires; a user message after them joins it too,
                 // since the roles must alternate.
-                Role::Tool => turn(&mut turns, true).push(piece(Block::ToolResult(m))),
+                Role::Tool => {
+                    let id = m.tool_call_id.as_deref().unwrap_or("");
+                    let reuse = uses.get(id).map_or(0, |&(_, latest)| latest);
+                    turn(&mut turns, true).push(piece(Block::ToolResult(m, reuse)));
+                }
                 Role::Assistant => {
                     let pieces = turn(&mut turns, false);
                     // Thinking goes back first, and only to the very API,
@@ -118,7 +133,12 @@ impl<'a> Body<'a> {
                     if !m.content.is_empty() {
                         pieces.push(piece(Block::Text(&m.content)));
                     }
-                    pieces.extend(m.tool_calls.iter().map(|c| piece(Block::ToolUse(c))));
+                    pieces.extend(m.tool_calls.iter().map(|c| {
+                        let (count, latest) = uses.entry(&c.id).or_default();
+                        *latest = *count;
+                        *count = count.saturating_add(1);
+                        piece(Block::ToolUse(c, *latest))
+                    }));
                 }
             }
         }
@@ -345,15 +365,16 @@ impl Serialize for Piece<'_> {
                 map.serialize_entry("text", text)?;
             }
             Block::Image(image) => write_image(&mut map, image)?,
-            Block::ToolUse(call) => {
+            Block::ToolUse(call, reuse) => {
                 map.serialize_entry("type", "tool_use")?;
-                map.serialize_entry("id", &call.id)?;
+                map.serialize_entry("id", &wire_id(&call.id, reuse))?;
                 map.serialize_entry("name", &call.name)?;
                 map.serialize_entry("input", &input_of(&call.arguments))?;
             }
-            Block::ToolResult(m) => {
+            Block::ToolResult(m, reuse) => {
                 map.serialize_entry("type", "tool_result")?;
-                map.serialize_entry("tool_use_id", m.tool_call_id.as_deref().unwrap_or(""))?;
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                map.serialize_entry("tool_use_id", &wire_id(id, reuse))?;
                 if m.images.is_empty() {
                     map.serialize_entry("content", &m.content)?;
                 } else {
@@ -378,6 +399,35 @@ impl Serialize for Ephemeral {
         map.serialize_entry("type", "ephemeral")?;
         map.end()
     }
+}
+
+/// A call id as the API accepts it, `^[a-zA-Z0-9_-]+$` and once per
+/// conversation: the id itself when it matches and no earlier call had it
+/// (every id Anthropic issues), else each other character replaced by `_`
+/// and the FNV-1a of the id appended, so that two ids that differ still
+/// differ, and `_re<n>` for the `n`th reuse of an id. Another server's ids
+/// (Kimi's `functions.add:0`, an MCP-derived `srv.tool|1`, `call_0` in
+/// every answer) met in the history after a switch or a fallback would
+/// otherwise make Anthropic refuse the whole request with a 400. Applied
+/// to a `tool_use` and to the `tool_result` that answers it alike, so the
+/// pair still matches; the history keeps the ids as they came.
+pub(super) fn wire_id(id: &str, reuse: u32) -> Cow<'_, str> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let valid = !id.is_empty() && id.chars().all(allowed);
+    if valid && reuse == 0 {
+        return Cow::Borrowed(id);
+    }
+    let mut out: String = id
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect();
+    if !valid {
+        let _ = write!(out, "_{:016x}", crate::tool::fnv1a(id.as_bytes()));
+    }
+    if reuse > 0 {
+        let _ = write!(out, "_re{reuse}");
+    }
+    Cow::Owned(out)
 }
 
 /// A tool call's arguments as the `input` object: what does not parse as

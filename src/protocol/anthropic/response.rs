@@ -16,7 +16,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     let r: Response = crate::util::json_from_slice(body).map_err(|e| {
         DecodeError::Protocol(format!(
             "response is not an Anthropic message: {e}: {}",
-            crate::util::excerpt(&String::from_utf8_lossy(body), 200)
+            rules::quoted_body(body)
         ))
     })?;
     if let Some(error) = r.error.as_ref().filter(|e| !e.is_null()) {

@@ -76,7 +76,7 @@
 //!
 //! Decoding fails with a [`DecodeError`], private to this module tree. The
 //! client turns it into the public [`crate::Error`] in one place
-//! (`client::decode_error`), where the configured timeouts are known.
+//! (`error::decode_error`), where the configured timeouts are known.
 
 mod accumulator;
 mod response;
@@ -232,12 +232,12 @@ impl Completion {
     /// [identity rule](super::rules#identity): the one door every decoder,
     /// streamed or not, builds its answer through.
     pub(crate) fn new(
-        message: Message,
+        mut message: Message,
         finish: crate::FinishReason,
         usage: Option<Usage>,
         model: Option<String>,
     ) -> Result<Completion, super::error::DecodeError> {
-        super::rules::check_calls(&message.tool_calls)?;
+        super::rules::check_calls(&mut message.tool_calls)?;
         Ok(Completion {
             message,
             finish,
@@ -250,6 +250,42 @@ impl Completion {
     /// The completion with the id the server gave the answer.
     pub(crate) fn with_id(mut self, id: Option<String>) -> Completion {
         self.id = id;
+        self
+    }
+
+    /// The completion with `secret` (the API key, when it is
+    /// [long enough](super::rules::MIN_ANSWER_SECRET) to be one) replaced
+    /// by `<redacted>` in its text, reasoning, call arguments, model name
+    /// and answer id: a server or proxy that echoes the request puts no key
+    /// into the history or an event. Provider data (signatures) is kept as
+    /// it came.
+    pub(crate) fn redacted(mut self, secret: Option<&str>) -> Completion {
+        use crate::util::redact;
+        let Some(secret) = super::rules::answer_secret(secret) else {
+            return self;
+        };
+        let clean = |text: &mut String| {
+            if let Cow::Owned(s) = redact(text, Some(secret)) {
+                *text = s;
+            }
+        };
+        let m = &mut self.message;
+        clean(&mut m.content);
+        // The server's labels too: a proxy may echo into any of them.
+        for text in [
+            &mut m.reasoning,
+            &mut m.model,
+            &mut self.model,
+            &mut self.id,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            clean(text);
+        }
+        for call in &mut m.tool_calls {
+            clean(&mut call.arguments);
+        }
         self
     }
 

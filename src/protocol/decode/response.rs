@@ -14,9 +14,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     // sent instead (an HTML error page, a proxy's message).
     let body_text = || String::from_utf8_lossy(&body[..body.len().min(1024)]);
     let response: Body<'_> = crate::util::json_from_slice(body).map_err(|e| {
-        // A web page is summarized by its title, not quoted as markup.
-        let sent = crate::protocol::body::html_summary(body)
-            .unwrap_or_else(|| excerpt(&body_text()).into_owned());
+        let sent = rules::quoted_body(body);
         DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
     })?;
     if let Some(error) = &response.error {

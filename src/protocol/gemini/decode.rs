@@ -27,7 +27,7 @@ pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completio
     if !d.is_done() {
         return Err(DecodeError::Protocol(format!(
             "response is not a Gemini answer: no candidate with a finishReason: {}",
-            crate::util::excerpt(text, 200)
+            rules::quoted_body(body)
         )));
     }
     d.finish()
@@ -198,9 +198,15 @@ impl Decoder {
     /// protocol error; in a stream, JSON of another shape is skipped with
     /// a `warn` line.
     fn unreadable(&self, data: &str, e: &serde_json::Error) -> Result<(), DecodeError> {
+        if self.whole {
+            let quoted = rules::quoted_body(data.as_bytes());
+            return Err(DecodeError::Protocol(format!(
+                "response is not a Gemini answer: {e}: {quoted}"
+            )));
+        }
         let quoted = crate::util::redact(data, self.stream.secret());
         let quoted = crate::util::excerpt(&quoted, 200);
-        if !e.is_data() || self.whole {
+        if !e.is_data() {
             return Err(DecodeError::Protocol(format!(
                 "response is not a Gemini answer: {e}: {quoted}"
             )));

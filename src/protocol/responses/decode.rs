@@ -624,10 +624,7 @@ fn texts_of<'v>(item: &'v Value, field: &str) -> Vec<&'v str> {
 /// stream decoder's item rules, so both paths agree.
 pub(crate) fn parse_response(body: &[u8], split_think: bool) -> Result<Completion, DecodeError> {
     let response: Response = crate::util::json_from_slice(body).map_err(|e| {
-        // A web page is summarized by its title, not quoted as markup.
-        let sent = crate::protocol::body::html_summary(body).unwrap_or_else(|| {
-            excerpt(&String::from_utf8_lossy(&body[..body.len().min(1024)])).into_owned()
-        });
+        let sent = rules::quoted_body(body);
         DecodeError::Protocol(format!("malformed response ({e}): {sent}"))
     })?;
     if let Some(error) = response.error.as_ref().filter(|e| !e.is_null()) {
