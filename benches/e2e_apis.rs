@@ -18,6 +18,11 @@
 //! process's threads over the turn (`/proc/self/task/*/schedstat`, ns; the
 //! server's CPU is the child's and is not counted). Target (issue 29): each decoder within
 //! 1.25x of the bare client's time.
+//!
+//! `PIKURI_BENCH_KEY=<key>` gives both clients an API key (pikuri's
+//! transport `with_api_key`, the bare client an `Authorization` header), so
+//! the run counts what a key costs: pikuri redacts an echoed key from the
+//! answer, holding back a tail of each read that may begin it.
 
 #[allow(dead_code, reason = "shared by several bench binaries")]
 mod common;
@@ -256,11 +261,13 @@ fn bare_turn(agent: &ureq::Agent, base: &str, api: Wire) -> usize {
         ),
     };
     let body = serde_json::to_vec(&req).expect("request serializes");
-    let resp = agent
+    let mut post = agent
         .post(format!("{base}/{path}"))
-        .header("Content-Type", "application/json")
-        .send(&body[..])
-        .expect("bare request");
+        .header("Content-Type", "application/json");
+    if let Some(key) = bench_key() {
+        post = post.header("Authorization", format!("Bearer {key}"));
+    }
+    let resp = post.send(&body[..]).expect("bare request");
     let mut reader = BufReader::with_capacity(64 * 1024, resp.into_body().into_reader());
     let mut bytes = 0;
     data_lines(&mut reader, |data| {
@@ -271,6 +278,14 @@ fn bare_turn(agent: &ureq::Agent, base: &str, api: Wire) -> usize {
     // Drain to the end so the connection is reused.
     let _ = std::io::copy(&mut reader, &mut std::io::sink());
     bytes
+}
+
+/// The API key both clients send, from `PIKURI_BENCH_KEY` (see the module
+/// docs); none by default.
+fn bench_key() -> Option<String> {
+    std::env::var("PIKURI_BENCH_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
 }
 
 // ---------------------------------------------------------------- subjects
@@ -319,10 +334,13 @@ fn run(subject: Subject, api: Wire, server: &Server, expected: usize) -> (f64, f
             (secs(d), cpu)
         }
         Subject::Pikuri(listeners) => {
-            let transport = ChatTransport::new(MODEL)
+            let mut transport = ChatTransport::new(MODEL)
                 .with_api_base(server.base_url())
                 .with_api(api.api())
                 .with_context_window(Some(32_768));
+            if let Some(key) = bench_key() {
+                transport = transport.with_api_key(key);
+            }
             let mut cfg = Agent::builder(transport)
                 .streaming(true)
                 .http(HttpConfig::default().with_max_retries(0));
