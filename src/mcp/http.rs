@@ -12,7 +12,10 @@
 //! a request posted before that answer may reach a server that is not yet
 //! initialized). A 404 to a request that carried a session id means the
 //! session expired: the worker runs the handshake again (once, shared by
-//! concurrent workers through a generation counter) and retries. On close
+//! concurrent workers through a generation counter) and retries. A
+//! redirect is not followed: it fails the request with its status (the
+//! session id would go along, and a POST turned into a GET would lose the
+//! message). On close
 //! the session is DELETEd and the HTTP agent shut down, which fails reads
 //! still in flight.
 //!
@@ -41,7 +44,7 @@ use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
 use crate::net::{AgentSetup, error_text};
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
-use crate::util::excerpt;
+use crate::util::{excerpt, redact_url};
 
 pub(super) struct Http {
     url: String,
@@ -100,6 +103,10 @@ impl Http {
         max_message: usize,
     ) -> Http {
         let agent = AgentSetup::new()
+            // The spec names one endpoint: a redirect elsewhere would take
+            // the session id (ureq drops only `Authorization` and cookies)
+            // or, as a GET, lose the message. A 3xx fails the request.
+            .without_redirects()
             .with_connect_timeout(Duration::from_secs(10).min(timeout))
             // A server that stops reading a large body ties up the worker
             // for no longer than a request may take.
@@ -344,6 +351,9 @@ impl Http {
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
         }
+        if (300..400).contains(&status) {
+            return Err(PostError::Status(status, redirect_message(resp.headers())));
+        }
         if status == 401 && self.oauth.is_some() {
             let challenge = resp
                 .headers()
@@ -531,6 +541,20 @@ fn header_value(value: &str) -> String {
             base64::encode(value.as_bytes(), Alphabet::Standard, Padding::Padded)
         )
     }
+}
+
+/// What a redirect is told as: where it pointed (its secrets hidden),
+/// and that it was not followed.
+fn redirect_message(headers: &ureq::http::HeaderMap) -> String {
+    let to = headers
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(redact_url)
+        .unwrap_or_default();
+    format!(
+        "redirects to {}: redirects are not followed",
+        crate::sanitize::sanitize(&excerpt(&to, 200))
+    )
 }
 
 /// Whether the response is an event stream, through the crate's one

@@ -25,7 +25,10 @@ use super::{assert_history_valid, eventually, processes_tagged, python, unique_t
 /// Run `f` on a thread of its own and return its result, failing the test
 /// if it has not finished after `limit` (a hang, not slowness: the limits
 /// are many times what the scenario needs).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(super) fn bounded<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
@@ -37,7 +40,7 @@ fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 's
     }
 }
 
-const WATCHDOG: Duration = Duration::from_secs(120);
+pub(super) const WATCHDOG: Duration = Duration::from_secs(120);
 
 /// The fake stdio server with `args` and a tag in its environment.
 fn fake(args: &[&str]) -> Option<(Server, String)> {

@@ -1,0 +1,414 @@
+//! Session 16's outside pass over the MCP clients (ATTACKS.md, "Other
+//! servers" and "Lifecycle"): each test is a class the earlier files did
+//! not cover. The Streamable HTTP peers are `FakeServer`s answering
+//! JSON-RPC from a `respond_with` function (the endpoint is one of its chat
+//! paths, which that function serves); the stdio peers are
+//! `tests/fixtures/mcp_overtake.py` and the main fake.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use pikuri::ToolContext;
+use pikuri::mcp::{Client, Server};
+use pikuri::testing::{FakeServer, RecordedRequest, Reply};
+use serde_json::{Value, json};
+
+use super::hostile::{WATCHDOG, bounded};
+use super::{Log, eventually, processes_tagged, python, unique_tag};
+
+/// A JSON-RPC answer to `req` with `result`, as `application/json`.
+fn answer(req: &RecordedRequest, result: Value) -> Reply {
+    let id = req.body.as_ref().map_or(Value::Null, |b| b["id"].clone());
+    let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    Reply::raw_body(200, "application/json", body.to_string())
+}
+
+/// The JSON-RPC method of `req`.
+fn method(req: &RecordedRequest) -> String {
+    req.body
+        .as_ref()
+        .and_then(|b| b["method"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A 2025-06-18 Streamable HTTP server on a `FakeServer`: it answers the
+/// handshake (session `sess-s3cret`) and `tools/list` (one tool, `t`);
+/// every other request is `other`'s. Returns the server and the endpoint.
+fn http_server(
+    other: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+) -> (FakeServer, String) {
+    let server = FakeServer::start();
+    server.set_strict(false);
+    server.respond_with(move |req| {
+        let Some(body) = &req.body else {
+            return Reply::raw_body(405, "text/plain", "");
+        };
+        match method(req).as_str() {
+            "initialize" => answer(
+                req,
+                json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "scripted", "version": "1"}}),
+            )
+            .with_header("Mcp-Session-Id", "sess-s3cret"),
+            "tools/list" => answer(
+                req,
+                json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+            ),
+            _ if body.get("id").is_none() => Reply::raw_body(202, "application/json", ""),
+            "server/discover" => {
+                let body = json!({"jsonrpc": "2.0", "id": body["id"],
+                    "error": {"code": -32601, "message": "Method not found"}});
+                Reply::raw_body(200, "application/json", body.to_string())
+            }
+            _ => other(req),
+        }
+    });
+    let url = format!("{}/chat/completions", server.base_url());
+    (server, url)
+}
+
+fn connect(url: &str) -> Client {
+    let server = Server::http(url)
+        .with_bearer_token("host-s3cret")
+        .with_request_timeout(Duration::from_secs(20))
+        .with_startup_timeout(Duration::from_secs(20));
+    Client::connect("scripted", &server).unwrap()
+}
+
+/// The `tools/call` requests `server` received.
+fn calls(server: &FakeServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| method(r) == "tools/call")
+        .count()
+}
+
+/// A server that redirects a request elsewhere: neither the session id
+/// nor the token (nor the request) reaches the other origin; the request
+/// fails, naming the status, for a redirect that would turn the POST into
+/// a GET (302) and for one that keeps it a POST (307).
+#[test]
+fn a_redirect_to_another_origin_is_not_followed() {
+    let elsewhere = FakeServer::start();
+    elsewhere.set_strict(false);
+    elsewhere.respond_with(|req| answer(req, json!({"content": []})));
+    let target = format!("{}/chat/completions", elsewhere.base_url());
+    for status in [302, 307] {
+        let to = target.clone();
+        let (server, url) = http_server(move |_| {
+            Reply::raw_body(status, "application/json", "{}").with_header("Location", &to)
+        });
+        let client = connect(&url);
+        let err = bounded(WATCHDOG, move || {
+            let out = client.call_tool("t", &json!({}), &ToolContext::detached());
+            client.close();
+            out.unwrap_err()
+        });
+        assert!(err.to_string().contains(&status.to_string()), "{err}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert_eq!(calls(&server), 1);
+    }
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the other origin was sent {:#?}",
+        elsewhere.requests()
+    );
+}
+
+/// `429` with `Retry-After: 100000`: the call fails at once (the MCP
+/// client does not retry), it does not wait 28 hours.
+#[test]
+fn retry_after_100000_is_not_waited_for() {
+    let (server, url) = http_server(|_| {
+        Reply::raw_body(429, "application/json", r#"{"error":"slow down"}"#)
+            .with_header("Retry-After", "100000")
+    });
+    let client = connect(&url);
+    let err = bounded(WATCHDOG, move || {
+        let out = client.call_tool("t", &json!({}), &ToolContext::detached());
+        client.close();
+        out.unwrap_err()
+    });
+    assert!(err.to_string().contains("429"), "{err}");
+    assert_eq!(calls(&server), 1);
+}
+
+/// A 50 MB answer, as one JSON body and as one SSE event: each is a
+/// bounded error naming the limit, and the next call works.
+#[test]
+fn a_50_mb_answer_is_refused_at_the_message_limit() {
+    let big = "x".repeat(50 << 20);
+    let json_body = Arc::new(format!(
+        r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"{big}"}}]}}}}"#
+    ));
+    let sse_body = Arc::new(format!("event: message\ndata: {json_body}\n\n"));
+    drop(big);
+    let (_server, url) = http_server(move |req| {
+        match req.body.as_ref().unwrap()["params"]["arguments"]["as"].as_str() {
+            Some("json") => Reply::raw_body(200, "application/json", json_body.as_str()),
+            Some("sse") => Reply::raw_sse(sse_body.as_str()),
+            _ => answer(req, json!({"content": [{"type": "text", "text": "small"}]})),
+        }
+    });
+    let client = connect(&url);
+    let out = bounded(WATCHDOG, move || {
+        let cx = ToolContext::detached();
+        let json = client.call_tool("t", &json!({"as": "json"}), &cx);
+        let sse = client.call_tool("t", &json!({"as": "sse"}), &cx);
+        let after = client.call_tool("t", &json!({}), &cx);
+        client.close();
+        (json, sse, after)
+    });
+    let json = out.0.unwrap_err().to_string();
+    assert!(json.contains("over 4194304 bytes"), "{json}");
+    let sse = out.1.unwrap_err().to_string();
+    assert!(sse.contains("4194304"), "{sse}");
+    assert!(json.len() < 1000 && sse.len() < 1000, "{json}\n{sse}");
+    assert_eq!(out.2.unwrap(), "small");
+}
+
+/// An HTML page where JSON belongs is a short error (no page in it); JSON
+/// under `Application/JSON; charset=utf-8` is read as JSON.
+#[test]
+fn html_is_an_error_and_json_with_parameters_is_json() {
+    let (_server, url) = http_server(|req| {
+        if req.body.as_ref().unwrap()["params"]["arguments"]["html"] == true {
+            let page = format!(
+                "<html><body>{}</body></html>",
+                "<p>login</p>".repeat(10_000)
+            );
+            return Reply::raw_body(200, "text/html; charset=utf-8", page);
+        }
+        let id = &req.body.as_ref().unwrap()["id"];
+        let body = json!({"jsonrpc": "2.0", "id": id,
+            "result": {"content": [{"type": "text", "text": "json"}]}});
+        Reply::raw_body(200, "Application/JSON; charset=utf-8", body.to_string())
+    });
+    let client = connect(&url);
+    let cx = ToolContext::detached();
+    let err = client
+        .call_tool("t", &json!({"html": true}), &cx)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not JSON"), "{err}");
+    assert!(!err.contains("login"), "{err}");
+    assert_eq!(client.call_tool("t", &json!({}), &cx).unwrap(), "json");
+    client.close();
+}
+
+/// An event stream that trickles (a comment every 100 ms, never the
+/// answer) ends at the request timeout, as a timeout.
+#[test]
+fn a_trickling_event_stream_ends_at_the_request_timeout() {
+    let (_server, url) = http_server(|_| {
+        Reply::raw_sse(": tick\n\n".repeat(100_000)).with_chunk_delay(Duration::from_millis(100))
+    });
+    let server = Server::http(&url)
+        .with_request_timeout(Duration::from_secs(1))
+        .with_startup_timeout(Duration::from_secs(20));
+    let client = Client::connect("trickle", &server).unwrap();
+    let err = bounded(WATCHDOG, move || {
+        let out = client.call_tool("t", &json!({}), &ToolContext::detached());
+        client.close();
+        out.unwrap_err()
+    });
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+}
+
+/// The overtaking fixture, logging what it receives.
+fn overtake(mode: &str) -> Option<(Server, Log, String)> {
+    let (py, _) = python()?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_overtake.py");
+    let tag = unique_tag("overtake");
+    let log = Log::new(&tag);
+    let args = [
+        script.display().to_string(),
+        mode.to_string(),
+        "--log".into(),
+        log.0.display().to_string(),
+    ];
+    let server = Server::stdio(py, args)
+        .with_env("PIKURI_MCP_TAG", &tag)
+        .with_startup_timeout(Duration::from_secs(30))
+        .with_request_timeout(Duration::from_secs(30));
+    Some((server, log, tag))
+}
+
+/// Before its `initialize` answer the server sends a notification, two
+/// requests of its own, an answer to an id never sent and a second answer
+/// to the probe: the handshake ends with the right answer, the server's
+/// `ping` is answered, and a call answered twice keeps the first answer.
+#[test]
+fn messages_that_overtake_the_initialize_answer_are_handled() {
+    let Some((server, log, _tag)) = overtake("overtake") else {
+        return;
+    };
+    let client = bounded(WATCHDOG, move || {
+        Client::connect("overtake", &server).unwrap()
+    });
+    assert_eq!(client.server_name(), "overtake");
+    let cx = ToolContext::detached();
+    assert_eq!(
+        client.call_tool("echo", &json!({"a": 1}), &cx).unwrap(),
+        r#"{"a": 1}"#
+    );
+    assert_eq!(
+        client.call_tool("echo", &json!({"a": 2}), &cx).unwrap(),
+        r#"{"a": 2}"#
+    );
+    client.close();
+    let received: Vec<Value> = log
+        .text()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let ping = received
+        .iter()
+        .find(|m| m["id"] == "srv-ping")
+        .unwrap_or_else(|| panic!("the server's ping was not answered: {received:#?}"));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    assert!(
+        received.iter().any(|m| m["id"] == "srv-roots"),
+        "roots/list was not answered: {received:#?}"
+    );
+}
+
+/// Two calls in flight answered in the other order each get their own
+/// answer.
+#[test]
+fn answers_out_of_order_reach_their_own_calls() {
+    let Some((server, _log, _tag)) = overtake("overtake") else {
+        return;
+    };
+    let client = Arc::new(Client::connect("overtake", &server).unwrap());
+    let first = {
+        let client = Arc::clone(&client);
+        thread::spawn(move || client.call_tool("pair", &json!({"n": 1}), &ToolContext::detached()))
+    };
+    // The fixture holds the first call until a second arrives; this one
+    // may be sent first, which changes nothing.
+    let second = client.call_tool("pair", &json!({"n": 2}), &ToolContext::detached());
+    let first = bounded(WATCHDOG, move || first.join().unwrap());
+    let mut got = [first.unwrap(), second.unwrap()];
+    got.sort();
+    assert_eq!(got, ["pair 1", "pair 2"]);
+    client.close();
+}
+
+/// A server that floods stderr (20 MB, no newline) and dies: the error
+/// names the line it skipped and stays short, and the connect returns.
+#[test]
+fn a_stderr_flood_then_death_is_a_short_error() {
+    let Some((server, _log, _tag)) = overtake("stderr-flood") else {
+        return;
+    };
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("flood", &server).unwrap_err()
+    });
+    let text = err.to_string();
+    assert!(text.contains("[a line over 4194304 bytes]"), "{text}");
+    assert!(!text.contains("EEEE"), "{text}");
+    assert!(text.len() < 4096, "{} bytes", text.len());
+}
+
+/// A server that exits at once, saying nothing: a clear error.
+#[test]
+fn a_server_that_exits_at_once_is_a_clear_error() {
+    let Some((server, _log, _tag)) = overtake("exit-at-once") else {
+        return;
+    };
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("gone", &server).unwrap_err()
+    });
+    assert!(err.to_string().contains("closed its stdout"), "{err}");
+}
+
+/// Closing twice is harmless, a call after the close fails, and a client
+/// dropped without a close still ends its server.
+#[test]
+fn close_twice_and_drop_without_close() {
+    let Some((server, _log, tag)) = overtake("overtake") else {
+        return;
+    };
+    let client = Client::connect("twice", &server).unwrap();
+    assert!(eventually(Duration::from_secs(10), || processes_tagged(
+        &tag
+    ) == 1));
+    let clone = client.clone();
+    client.close();
+    clone.close();
+    let err = client
+        .call_tool("echo", &json!({}), &ToolContext::detached())
+        .unwrap_err();
+    assert!(err.to_string().contains("closed"), "{err}");
+    assert_eq!(processes_tagged(&tag), 0);
+
+    let Some((server, _log, tag)) = overtake("overtake") else {
+        return;
+    };
+    let client = Client::connect("dropped", &server).unwrap();
+    assert!(eventually(Duration::from_secs(10), || processes_tagged(
+        &tag
+    ) == 1));
+    drop(client);
+    assert!(
+        eventually(Duration::from_secs(30), || processes_tagged(&tag) == 0),
+        "the server outlived its dropped client"
+    );
+}
+
+/// A server that starts slowly (3 s before it reads) under a startup
+/// timeout of 1 s: the connect gives up and says which bound it hit, and
+/// the `initialize` it gave up on is never cancelled (the spec forbids
+/// it).
+#[test]
+fn a_slow_start_past_the_startup_timeout_says_so() {
+    let Some((py, script)) = python() else {
+        return;
+    };
+    let log = Log::new(&unique_tag("slow"));
+    let server = Server::stdio(
+        py,
+        [
+            script,
+            "--slow-start".into(),
+            "3".into(),
+            "--log".into(),
+            log.0.display().to_string(),
+        ],
+    )
+    .with_startup_timeout(Duration::from_secs(1))
+    // Time for it to wake, read what was sent and log it.
+    .with_shutdown_grace(Duration::from_secs(10));
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("slow", &server).unwrap_err()
+    });
+    assert!(err.to_string().contains("timed out after 1000 ms"), "{err}");
+    let init_ids: Vec<Value> = log
+        .text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "initialize")
+        .map(|m| m["id"].clone())
+        .collect();
+    assert!(!init_ids.is_empty(), "{}", log.text());
+    for m in log
+        .text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        if m["method"] == "notifications/cancelled" {
+            assert!(
+                !init_ids.contains(&m["params"]["requestId"]),
+                "initialize was cancelled: {m}"
+            );
+        }
+    }
+}
