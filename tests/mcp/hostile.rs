@@ -342,9 +342,10 @@ fn close_reaches_a_descendant_that_left_the_process_group() {
 const TOKEN: &str = "mcp-tok-3f9a7c1e";
 const KEY: &str = "sk-chat-key-5b2d8e";
 
-/// Log lines of pikuri's targets that hold a secret or a redaction, from
-/// every test of this binary (`log` takes one logger per process).
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Log lines of pikuri's targets that hold a secret (one of the two
+/// above, or any text with `s3cret` in it) or a redaction, from every test
+/// of this binary (`log` takes one logger per process).
+pub(super) static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 struct Capture;
 
@@ -357,14 +358,18 @@ impl log::Log for Capture {
             return;
         }
         let line = format!("{} {}", r.target(), r.args());
-        if line.contains(TOKEN) || line.contains(KEY) || line.contains("<redacted>") {
+        if line.contains(TOKEN)
+            || line.contains(KEY)
+            || line.contains("s3cret")
+            || line.contains("<redacted>")
+        {
             LINES.lock().unwrap().push(line);
         }
     }
     fn flush(&self) {}
 }
 
-fn capture_logs() {
+pub(super) fn capture_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         log::set_logger(&Capture).expect("the only logger of this binary");

@@ -498,3 +498,65 @@ fn chat_example_logs_in_with_oauth_for_mcp_url() {
     assert!(!stderr.contains("To authorize"), "{stderr}");
     let _ = std::fs::remove_dir_all(store.parent().unwrap());
 }
+
+/// A token endpoint that refuses the code exchange quoting the form it
+/// got (decoded in `error_description`, and as sent): neither the code,
+/// the PKCE verifier nor the client secret reaches the error (its text or
+/// `Debug`) or a log line.
+#[test]
+fn a_token_endpoint_that_echoes_the_form_leaks_no_secret() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    super::hostile::capture_logs();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_echo.py");
+    let log = super::Log::new(&super::unique_tag("oauth-echo"));
+    let fake = Proc::start(
+        &python,
+        &script.display().to_string(),
+        &[&log.0.display().to_string()],
+        &[],
+    );
+    let browser = TestBrowser::default();
+    let oauth = browser
+        .oauth()
+        .with_client_id("client-1")
+        .with_client_secret("client-s3cret-2");
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let err = match Client::connect("echo", &server) {
+        Ok(c) => {
+            c.close();
+            panic!("connected");
+        }
+        Err(e) => e,
+    };
+    let text = format!("{err} | {err:?}");
+    assert_eq!(err.kind(), ErrorKind::Auth, "{text}");
+    assert!(text.contains("invalid_grant"), "{text}");
+    let sent = log.text();
+    let form: Vec<(&str, &str)> = sent
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("the token endpoint got nothing: {text}"))
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let secrets: Vec<&str> = form
+        .iter()
+        .filter(|(k, _)| matches!(*k, "code" | "code_verifier" | "client_secret"))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(secrets.len(), 3, "{form:?}");
+    for secret in &secrets {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let lines = super::hostile::LINES.lock().unwrap().clone();
+    for line in &lines {
+        assert!(
+            !line.contains("code-s3cret-1") && !line.contains("client-s3cret-2"),
+            "{line}"
+        );
+    }
+}

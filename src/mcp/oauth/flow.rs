@@ -14,7 +14,7 @@ use super::store::Tokens;
 use crate::codec::percent::{self, Space};
 use crate::net::{AgentSetup, error_text};
 use crate::sanitize::sanitize;
-use crate::util::{excerpt, redact_url};
+use crate::util::{Secrets, excerpt, redact_url};
 
 /// The largest metadata or token answer read.
 const MAX_BODY: u64 = 256 * 1024;
@@ -412,20 +412,39 @@ fn register(
         },
         Got::Json(status, v) => refused(format!(
             "the client registration was refused ({status}): {}",
-            oauth_error(&v)
+            oauth_error(&v, &Secrets::default())
         )),
         Got::Other(status) => refused(format!("the client registration was refused ({status})")),
     }
 }
 
-/// An OAuth error body as one short line (`error: description`).
-fn oauth_error(v: &Value) -> String {
+/// An OAuth error body as one short line (`error: description`), without
+/// `secrets` (hidden before the line is cut, so no part of one is left).
+fn oauth_error(v: &Value, secrets: &Secrets) -> String {
     let error = v["error"].as_str().unwrap_or("unknown error");
     let text = match v["error_description"].as_str() {
         Some(d) => format!("{error}: {d}"),
         None => error.to_string(),
     };
-    sanitize(&excerpt(&text, 200)).into_owned()
+    sanitize(&excerpt(&secrets.redact(&text), 200)).into_owned()
+}
+
+/// The values of a token request's form that are secret (the code, the
+/// PKCE verifier, the refresh token, the client secret), as sent and
+/// form-encoded.
+fn form_secrets(form: &[(&str, &str)]) -> Secrets {
+    let secret = |k: &str| {
+        matches!(
+            k,
+            "code" | "code_verifier" | "refresh_token" | "client_secret"
+        )
+    };
+    Secrets::new(form.iter().filter(|(k, _)| secret(k)).flat_map(|(_, v)| {
+        [
+            (*v).to_string(),
+            percent::form(&[("", v)], Space::Escaped)[1..].to_string(),
+        ]
+    }))
 }
 
 /// A full login: discovery, registration, the browser, the code exchange.
@@ -477,19 +496,18 @@ pub(super) fn login(
     if let Some(secret) = &client_secret {
         form.push(("client_secret", secret));
     }
-    let body = percent::form(&form, Space::Escaped);
     let template = Tokens {
         access_token: String::new(),
         refresh_token: None,
         expires_at: None,
         scope: found.scope.clone(),
         issuer: found.meta.issuer.clone(),
-        client_id,
-        client_secret,
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
         token_endpoint: found.meta.token_endpoint.clone(),
         resource: found.resource.clone(),
     };
-    token_request(config, &template, &body)
+    token_request(config, &template, &form)
 }
 
 /// Exchange the refresh token for new tokens.
@@ -506,7 +524,7 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     if let Some(secret) = &old.client_secret {
         form.push(("client_secret", secret));
     }
-    let mut fresh = token_request(config, old, &percent::form(&form, Space::Escaped))?;
+    let mut fresh = token_request(config, old, &form)?;
     // RFC 6749 §6: the old refresh token stays valid unless a new one came.
     if fresh.refresh_token.is_none() {
         fresh.refresh_token.clone_from(&old.refresh_token);
@@ -515,13 +533,16 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
 }
 
 /// POST `form` to the token endpoint; the answer over `template`.
-fn token_request(config: &OAuth, template: &Tokens, form: &str) -> Result<Tokens> {
-    let v = match post_form(config, &template.token_endpoint, form)? {
+fn token_request(config: &OAuth, template: &Tokens, form: &[(&str, &str)]) -> Result<Tokens> {
+    let body = percent::form(form, Space::Escaped);
+    let v = match post_form(config, &template.token_endpoint, &body)? {
         Got::Json(200, v) => v,
         Got::Json(status, v) => {
+            // An endpoint that quotes the request in its error would put
+            // the code, the verifier or a secret in ours.
             return refused(format!(
                 "the token request was refused ({status}): {}",
-                oauth_error(&v)
+                oauth_error(&v, &form_secrets(form))
             ));
         }
         Got::Other(status) => {
@@ -601,6 +622,27 @@ mod tests {
             text.starts_with("cannot reach https://as.example/token"),
             "{text}"
         );
+    }
+
+    /// A refused refresh quoting the form, raw and encoded: the refresh
+    /// token and the client secret are hidden in both, the rest is kept.
+    #[test]
+    fn a_refused_token_request_hides_the_forms_secrets() {
+        let form = [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", "rt-1/2+3"),
+            ("client_id", "cid"),
+            ("client_secret", "cs 4"),
+        ];
+        let sent = percent::form(&form, Space::Escaped);
+        let v = json!({"error": "invalid_grant",
+            "error_description": format!("rt-1/2+3 and cs 4 in {sent}")});
+        let line = oauth_error(&v, &form_secrets(&form));
+        for secret in ["rt-1", "cs 4", "cs+4", "cs%204", "rt-1%2F2%2B3"] {
+            assert!(!line.contains(secret), "{secret}: {line}");
+        }
+        assert!(line.starts_with("invalid_grant: "), "{line}");
+        assert!(line.contains("client_id=cid"), "{line}");
     }
 
     #[test]
