@@ -355,16 +355,9 @@ impl Http {
             return Err(PostError::Status(status, redirect_message(resp.headers())));
         }
         if status == 401 && self.oauth.is_some() {
-            let challenge = resp
-                .headers()
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect::<Vec<_>>()
-                .join(", ");
             return Err(PostError::Unauthorized {
                 sent: token,
-                challenge: (!challenge.is_empty()).then_some(challenge),
+                challenge: challenge(resp.headers()),
             });
         }
         if let Some(sid) = resp
@@ -541,6 +534,17 @@ fn header_value(value: &str) -> String {
             base64::encode(value.as_bytes(), Alphabet::Standard, Padding::Padded)
         )
     }
+}
+
+/// The `WWW-Authenticate` headers of a 401, joined; `None` without one.
+fn challenge(headers: &ureq::http::HeaderMap) -> Option<String> {
+    let all = headers
+        .get_all("www-authenticate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(", ");
+    (!all.is_empty()).then_some(all)
 }
 
 /// What a redirect is told as: where it pointed (its secrets hidden),

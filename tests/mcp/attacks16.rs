@@ -19,7 +19,7 @@ use super::hostile::{WATCHDOG, bounded};
 use super::{Log, eventually, processes_tagged, python, unique_tag};
 
 /// A JSON-RPC answer to `req` with `result`, as `application/json`.
-fn answer(req: &RecordedRequest, result: Value) -> Reply {
+fn answer(req: &RecordedRequest, result: &Value) -> Reply {
     let id = req.body.as_ref().map_or(Value::Null, |b| b["id"].clone());
     let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
     Reply::raw_body(200, "application/json", body.to_string())
@@ -49,13 +49,13 @@ fn http_server(
         match method(req).as_str() {
             "initialize" => answer(
                 req,
-                json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                &json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                        "serverInfo": {"name": "scripted", "version": "1"}}),
             )
             .with_header("Mcp-Session-Id", "sess-s3cret"),
             "tools/list" => answer(
                 req,
-                json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+                &json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
             ),
             _ if body.get("id").is_none() => Reply::raw_body(202, "application/json", ""),
             "server/discover" => {
@@ -95,7 +95,7 @@ fn calls(server: &FakeServer) -> usize {
 fn a_redirect_to_another_origin_is_not_followed() {
     let elsewhere = FakeServer::start();
     elsewhere.set_strict(false);
-    elsewhere.respond_with(|req| answer(req, json!({"content": []})));
+    elsewhere.respond_with(|req| answer(req, &json!({"content": []})));
     let target = format!("{}/chat/completions", elsewhere.base_url());
     for status in [302, 307] {
         let to = target.clone();
@@ -151,7 +151,10 @@ fn a_50_mb_answer_is_refused_at_the_message_limit() {
         match req.body.as_ref().unwrap()["params"]["arguments"]["as"].as_str() {
             Some("json") => Reply::raw_body(200, "application/json", json_body.as_str()),
             Some("sse") => Reply::raw_sse(sse_body.as_str()),
-            _ => answer(req, json!({"content": [{"type": "text", "text": "small"}]})),
+            _ => answer(
+                req,
+                &json!({"content": [{"type": "text", "text": "small"}]}),
+            ),
         }
     });
     let client = connect(&url);
