@@ -393,7 +393,16 @@ impl Http {
             let text = oauth_secrets.redact(text.trim()).into_owned();
             return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
         }
-        let reader = resp.into_body().into_reader();
+        // Read only while the request is waited for: a call that timed out
+        // or was cancelled hangs up at the next read, however slowly the
+        // server trickles (the read timeout bounds a silent one). The
+        // handshake's `initialize` is never abandoned, and a re-initializing
+        // worker's is waited for by no one: both are read to the end.
+        let watched = id.filter(|_| msg["method"] != "initialize");
+        let reader = WhileWanted {
+            inner: resp.into_body().into_reader(),
+            wanted: || self.agent.lock().is_some() && watched.is_none_or(|id| conn.is_waiting(id)),
+        };
         if is_sse {
             let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
                 match serde_json::from_str::<Value>(data) {
@@ -498,6 +507,21 @@ impl Http {
             }
         }
         agent.shutdown();
+    }
+}
+
+/// A response body read while `wanted` holds; then each read fails.
+struct WhileWanted<R, F> {
+    inner: R,
+    wanted: F,
+}
+
+impl<R: Read, F: Fn() -> bool> Read for WhileWanted<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !(self.wanted)() {
+            return Err(std::io::Error::other("no longer waited for"));
+        }
+        self.inner.read(buf)
     }
 }
 

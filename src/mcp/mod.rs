@@ -116,7 +116,8 @@
 //! (this client speaks one modern version), `cacheScope`, caching of
 //! `resources/read`, and closing the response stream to cancel over HTTP
 //! (the client sends `notifications/cancelled` as over stdio and stops
-//! waiting; the worker reads on until the server ends or the timeout).
+//! waiting; the worker hangs up at the stream's next read, or at the read
+//! timeout if the server is silent).
 //!
 //! # OAuth
 //!

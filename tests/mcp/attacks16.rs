@@ -415,3 +415,107 @@ fn a_slow_start_past_the_startup_timeout_says_so() {
         }
     }
 }
+
+/// A Streamable HTTP server on a raw socket that answers the handshake,
+/// then answers `tools/call` with an event stream that trickles a comment
+/// every 50 ms and never the answer. Returns its URL and a flag set once a
+/// write fails (the client hung up).
+fn trickling_server() -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let hung_up = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&hung_up);
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let flag = Arc::clone(&flag);
+            thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut out = conn;
+                loop {
+                    let mut len = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((k, v)) = line.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let reply = |result: Value| {
+                        json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}).to_string()
+                    };
+                    let json = match msg["method"].as_str().unwrap_or("") {
+                        "initialize" => reply(json!({"protocolVersion": "2025-06-18",
+                            "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "trickle", "version": "1"}})),
+                        "tools/call" => break,
+                        _ if msg.get("id").is_none() => {
+                            let _ = out
+                                .write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n");
+                            continue;
+                        }
+                        _ => json!({"jsonrpc": "2.0", "id": msg["id"],
+                            "error": {"code": -32601, "message": "no"}})
+                        .to_string(),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        json.len()
+                    );
+                    let _ = out.write_all((head + &json).as_bytes());
+                }
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                if out.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                for _ in 0..20 * 600 {
+                    thread::sleep(Duration::from_millis(50));
+                    if out.write_all(b":\n").and_then(|()| out.flush()).is_err() {
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, hung_up)
+}
+
+/// Once a call over a trickling event stream has timed out, the client
+/// stops reading it and hangs up, instead of holding the worker thread and
+/// the socket for as long as the server trickles.
+#[test]
+fn a_timed_out_call_hangs_up_on_a_trickling_stream() {
+    let (url, hung_up) = trickling_server();
+    let server = Server::http(&url)
+        .with_request_timeout(Duration::from_secs(1))
+        .with_startup_timeout(Duration::from_secs(20));
+    let client = Client::connect("trickle", &server).unwrap();
+    let err = client
+        .call_tool("t", &json!({}), &ToolContext::detached())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+    // The client is still open: only the abandoned call's stream ends.
+    assert!(
+        eventually(Duration::from_secs(30), || hung_up
+            .load(std::sync::atomic::Ordering::SeqCst)),
+        "the client still reads the stream of a call it gave up on"
+    );
+    client.close();
+}
