@@ -519,3 +519,103 @@ fn a_timed_out_call_hangs_up_on_a_trickling_stream() {
     );
     client.close();
 }
+
+/// The Streamable HTTP MUSTs of 2025-06-18 a client can break: every POST
+/// accepts both `application/json` and `text/event-stream`; after the
+/// handshake each request carries the negotiated `MCP-Protocol-Version`
+/// and the session's `Mcp-Session-Id`; a 404 on a session starts a new one
+/// with an `initialize` that carries no session id, followed by
+/// `notifications/initialized`. A JSON-RPC error's message reaches the
+/// tool's error.
+#[test]
+fn streamable_http_musts_hold_across_a_session_that_expires() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let sessions = Arc::new(AtomicU32::new(0));
+    let server = FakeServer::start();
+    server.set_strict(false);
+    server.respond_with(move |req| {
+        let body = req.body.clone().unwrap_or_default();
+        let session = req.header("mcp-session-id").unwrap_or_default();
+        match method(req).as_str() {
+            "initialize" => {
+                let n = sessions.fetch_add(1, Ordering::SeqCst) + 1;
+                answer(
+                    req,
+                    &json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "musts", "version": "1"}}),
+                )
+                .with_header("Mcp-Session-Id", &format!("s{n}"))
+            }
+            _ if session == "s1" && method(req) == "tools/call" => {
+                Reply::raw_body(404, "application/json", "{}")
+            }
+            _ if body.get("id").is_none() => Reply::raw_body(202, "application/json", ""),
+            "tools/call" if body["params"]["name"] == "bad" => {
+                let e = json!({"jsonrpc": "2.0", "id": body["id"],
+                    "error": {"code": -32602, "message": "Unknown tool: bad"}});
+                Reply::raw_body(200, "application/json", e.to_string())
+            }
+            "tools/call" => answer(req, &json!({"content": [{"type": "text", "text": "ok"}]})),
+            "tools/list" => answer(
+                req,
+                &json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+            ),
+            _ => {
+                let e = json!({"jsonrpc": "2.0", "id": body["id"],
+                    "error": {"code": -32601, "message": "Method not found"}});
+                Reply::raw_body(200, "application/json", e.to_string())
+            }
+        }
+    });
+    let url = format!("{}/chat/completions", server.base_url());
+    let client = connect(&url);
+    let cx = ToolContext::detached();
+    assert_eq!(client.call_tool("t", &json!({}), &cx).unwrap(), "ok");
+    let err = client.call_tool("bad", &json!({}), &cx).unwrap_err();
+    assert!(err.to_string().contains("Unknown tool: bad"), "{err}");
+    client.close();
+
+    let posts: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    let methods: Vec<String> = posts.iter().map(method).collect();
+    let inits: Vec<usize> = (0..posts.len())
+        .filter(|&i| methods[i] == "initialize")
+        .collect();
+    assert_eq!(inits.len(), 2, "{methods:?}");
+    for (i, post) in posts.iter().enumerate() {
+        let accept = post.header("accept").unwrap_or_default();
+        assert!(
+            accept.contains("application/json") && accept.contains("text/event-stream"),
+            "{}: Accept {accept:?}",
+            methods[i]
+        );
+        if i > inits[0] && methods[i] != "initialize" {
+            assert_eq!(
+                post.header("mcp-protocol-version"),
+                Some("2025-06-18"),
+                "{}",
+                methods[i]
+            );
+            let session = if i > inits[1] { "s2" } else { "s1" };
+            assert_eq!(
+                post.header("mcp-session-id"),
+                Some(session),
+                "{}",
+                methods[i]
+            );
+        }
+    }
+    // The new session's initialize carries no session id, and the
+    // notification follows it.
+    assert_eq!(posts[inits[1]].header("mcp-session-id"), None);
+    assert_eq!(methods[inits[1] + 1], "notifications/initialized");
+    // The call that met the 404 was sent again in the new session.
+    assert_eq!(
+        methods.iter().filter(|m| *m == "tools/call").count(),
+        3,
+        "{methods:?}"
+    );
+}
