@@ -619,3 +619,46 @@ fn streamable_http_musts_hold_across_a_session_that_expires() {
         "{methods:?}"
     );
 }
+
+/// A stdio server that echoes a secret of its environment (`API_KEY`) in
+/// a log notification, on stderr and in its result: the model, the
+/// events, pikuri's log lines and the server's `Debug` never see it.
+#[test]
+fn a_stdio_server_echoing_its_secret_env_leaks_nothing() {
+    use pikuri::listeners::InMemoryEventList;
+    use pikuri::mcp::Registry;
+    const SECRET: &str = "sk-env-s3cret-77f1";
+    super::hostile::capture_logs();
+    let Some((server, _log, _tag)) = overtake("overtake") else {
+        return;
+    };
+    let server = server.with_env("API_KEY", SECRET);
+    assert!(!format!("{server:?}").contains(SECRET));
+    let model = FakeServer::start();
+    model.push(Reply::tool_call("ov__env", json!({"name": "API_KEY"})));
+    model.push(Reply::text("done"));
+    let events = InMemoryEventList::new();
+    let mut agent = pikuri::Agent::builder(model.transport())
+        .add_listener(events.clone())
+        .add_extension(Registry::new().server("ov", server))
+        .build()
+        .unwrap();
+    agent.run_loop("show the key").unwrap();
+    agent.close();
+    let seen = model.chat_requests()[1].messages().last().unwrap()["content"].clone();
+    assert_eq!(seen, "value: <redacted>");
+    let all = format!("{:?}", events.events());
+    assert!(!all.contains(SECRET), "{all}");
+    // The stderr line was logged (redacted), so the check below saw it.
+    let lines = || super::hostile::LINES.lock().unwrap().clone();
+    assert!(
+        eventually(Duration::from_secs(10), || lines()
+            .iter()
+            .any(|l| l.contains("env: <redacted>"))),
+        "{:#?}",
+        lines()
+    );
+    for line in lines() {
+        assert!(!line.contains(SECRET), "{line}");
+    }
+}
