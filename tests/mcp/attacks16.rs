@@ -662,3 +662,106 @@ fn a_stdio_server_echoing_its_secret_env_leaks_nothing() {
         assert!(!line.contains(SECRET), "{line}");
     }
 }
+
+/// Over HTTP, the `initialize` answer comes as an event stream behind a
+/// log notification and a `ping` of the server's own: the handshake ends,
+/// and the `ping` is answered with a POST of its own.
+#[test]
+fn an_event_stream_initialize_answer_behind_a_server_request_is_handled() {
+    let server = FakeServer::start();
+    server.set_strict(false);
+    server.respond_with(|req| {
+        let body = req.body.clone().unwrap_or_default();
+        match method(req).as_str() {
+            "initialize" => {
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "first"}});
+                let ping = json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"});
+                let result = json!({"jsonrpc": "2.0", "id": body["id"], "result": {
+                    "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "streamed", "version": "1"}}});
+                Reply::raw_sse(format!(
+                    "data: {note}\n\ndata: {ping}\n\nevent: message\ndata: {result}\n\n"
+                ))
+            }
+            "tools/list" => answer(req, &json!({"tools": []})),
+            _ if body.get("id").is_none() || body.get("method").is_none() => {
+                Reply::raw_body(202, "application/json", "")
+            }
+            _ => {
+                let e = json!({"jsonrpc": "2.0", "id": body["id"],
+                    "error": {"code": -32601, "message": "Method not found"}});
+                Reply::raw_body(200, "application/json", e.to_string())
+            }
+        }
+    });
+    let url = format!("{}/chat/completions", server.base_url());
+    let client = connect(&url);
+    assert_eq!(client.server_name(), "streamed");
+    client.close();
+    let answered = eventually(Duration::from_secs(10), || {
+        server.requests().iter().any(|r| {
+            r.body
+                .as_ref()
+                .is_some_and(|b| b["id"] == "srv-1" && b["result"] == json!({}))
+        })
+    });
+    assert!(answered, "{:#?}", server.requests());
+}
+
+/// A call over HTTP to a server that never answers: a cancel ends it at
+/// once as "cancelled" and the server is told (`notifications/cancelled`
+/// with the request's id); a close with another call in flight ends that
+/// one too.
+#[test]
+fn cancel_and_close_end_http_calls_in_flight() {
+    use pikuri::Cancellable;
+    let (server, url) = http_server(|req| {
+        if method(req) == "tools/call" {
+            Reply::hang()
+        } else {
+            Reply::raw_body(202, "application/json", "")
+        }
+    });
+    let server = Arc::new(server);
+    let client = connect(&url);
+    let cancel = Cancellable::new();
+    let watcher = {
+        let (server, cancel) = (Arc::clone(&server), cancel.clone());
+        thread::spawn(move || {
+            assert!(eventually(Duration::from_secs(10), || calls(&server) == 1));
+            cancel.cancel();
+        })
+    };
+    let err = {
+        let client = client.clone();
+        bounded(WATCHDOG, move || {
+            client
+                .call_tool("t", &json!({}), &ToolContext::with_cancellable(cancel))
+                .unwrap_err()
+        })
+    };
+    watcher.join().unwrap();
+    assert_eq!(err.to_string(), "cancelled");
+    let call_id = server
+        .requests()
+        .iter()
+        .find(|r| method(r) == "tools/call")
+        .and_then(|r| r.body.as_ref().map(|b| b["id"].clone()))
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || {
+        server.requests().iter().any(|r| {
+            method(r) == "notifications/cancelled"
+                && r.body.as_ref().unwrap()["params"]["requestId"] == call_id
+        })
+    }));
+
+    let in_flight = {
+        let client = client.clone();
+        thread::spawn(move || client.call_tool("t", &json!({}), &ToolContext::detached()))
+    };
+    assert!(eventually(Duration::from_secs(10), || calls(&server) == 2));
+    client.close();
+    let err = bounded(WATCHDOG, move || in_flight.join().unwrap().unwrap_err());
+    assert!(err.to_string().contains("closed"), "{err}");
+}
