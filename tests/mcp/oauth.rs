@@ -560,3 +560,52 @@ fn a_token_endpoint_that_echoes_the_form_leaks_no_secret() {
         );
     }
 }
+
+/// The echo fixture in `mode` with a 1 s request bound; the connect's
+/// error.
+fn echo_fails(mode: &str) -> Option<pikuri::Error> {
+    let (python, _) = python()?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_echo.py");
+    let log = super::Log::new(&super::unique_tag("oauth-echo"));
+    let fake = Proc::start(
+        &python,
+        &script.display().to_string(),
+        &[&log.0.display().to_string(), mode],
+        &[],
+    );
+    let oauth = TestBrowser::default()
+        .oauth()
+        .with_client_id("client-1")
+        .with_request_timeout(Duration::from_secs(1));
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("echo", &server).err());
+    });
+    let err = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the connect is bounded");
+    Some(err.expect("connected"))
+}
+
+/// A token endpoint that trickles its answer is a timeout of the request
+/// bound, told as one; one that answers 50 MB is refused at the body
+/// limit, told as such (not as "no JSON body").
+#[test]
+fn a_trickling_or_huge_token_answer_is_a_typed_auth_error() {
+    let Some(err) = echo_fails("trickle") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+    let Some(err) = echo_fails("huge") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("262144 bytes"), "{err}");
+}

@@ -14,7 +14,7 @@ use super::store::Tokens;
 use crate::codec::percent::{self, Space};
 use crate::net::{AgentSetup, error_text};
 use crate::sanitize::sanitize;
-use crate::util::{Secrets, excerpt, redact_url};
+use crate::util::{Secrets, excerpt, redact_url, redact_url_in};
 
 /// The largest metadata or token answer read.
 const MAX_BODY: u64 = 256 * 1024;
@@ -106,9 +106,32 @@ fn send_error(e: &ureq::Error, url: &str, config: &OAuth) -> AuthError {
     }
 }
 
+/// A failed read of an answer's body: a timeout when the request bound
+/// ran out (ureq reports it as an I/O error), else the failure.
+fn read_error(e: &std::io::Error, url: &str, config: &OAuth) -> AuthError {
+    let shown = redact_url(url);
+    let timed_out = e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+    if timed_out {
+        AuthError::Timeout(format!(
+            "{shown} did not answer within {} s",
+            config.request_timeout.as_secs_f64()
+        ))
+    } else {
+        AuthError::Unreachable(format!(
+            "reading the answer of {shown} failed: {}",
+            excerpt(&redact_url_in(&e.to_string(), url), 200)
+        ))
+    }
+}
+
 /// Read a response: a 3xx is an error (redirects are never followed:
-/// metadata and tokens must come from the address the spec names).
-fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
+/// metadata and tokens must come from the address the spec names), and so
+/// is a body that ends in a failed read (a server trickling past the
+/// request bound is a timeout) or runs past [`MAX_BODY`].
+fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str, config: &OAuth) -> Result<Got> {
     let status = resp.status().as_u16();
     if (300..400).contains(&status) {
         let to = resp
@@ -124,11 +147,20 @@ fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
         ));
     }
     let mut bytes = Vec::new();
-    let _ = resp
+    let read = resp
         .body_mut()
         .as_reader()
-        .take(MAX_BODY)
+        .take(MAX_BODY + 1)
         .read_to_end(&mut bytes);
+    if let Err(e) = read {
+        return Err(read_error(&e, url, config));
+    }
+    if bytes.len() as u64 > MAX_BODY {
+        return unusable(format!(
+            "{} answered more than {MAX_BODY} bytes",
+            redact_url(url)
+        ));
+    }
     Ok(match crate::util::json_from_slice::<Value>(&bytes) {
         Ok(v) => Got::Json(status, v),
         Err(_) => Got::Other(status),
@@ -142,7 +174,7 @@ fn get(config: &OAuth, url: &str) -> Result<Got> {
         .header("MCP-Protocol-Version", "2025-06-18")
         .call()
         .map_err(|e| send_error(&e, url, config))?;
-    read(resp, url)
+    read(resp, url, config)
 }
 
 fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
@@ -152,7 +184,7 @@ fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
         .header("Content-Type", "application/x-www-form-urlencoded")
         .send(body.as_bytes())
         .map_err(|e| send_error(&e, url, config))?;
-    read(resp, url)
+    read(resp, url, config)
 }
 
 /// The origin (`scheme://authority`) and path of an http(s) URL, without
@@ -402,7 +434,7 @@ fn register(
         .header("Content-Type", "application/json")
         .send(body.to_string().as_bytes())
         .map_err(|e| send_error(&e, endpoint, config))?;
-    match read(resp, endpoint)? {
+    match read(resp, endpoint, config)? {
         Got::Json(200 | 201, v) => match v["client_id"].as_str() {
             Some(id) if !id.is_empty() => Ok((
                 id.to_string(),
