@@ -765,3 +765,43 @@ fn cancel_and_close_end_http_calls_in_flight() {
     let err = bounded(WATCHDOG, move || in_flight.join().unwrap().unwrap_err());
     assert!(err.to_string().contains("closed"), "{err}");
 }
+
+/// Refused and silent peers at the handshake: an HTTP port nothing
+/// listens on is a connect error; an HTTP server that takes the
+/// `initialize` and never answers ends at the startup timeout, as a
+/// timeout naming it; a stdio command that does not exist is an error
+/// naming it and the OS's reason (its kind is `Transport`: `Error::Connect`
+/// carries a URL, which a stdio server has not).
+#[test]
+fn refused_and_silent_peers_fail_the_connect_typed() {
+    use pikuri::ErrorKind;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = Client::connect(
+        "down",
+        &Server::http(format!("http://127.0.0.1:{port}/mcp")),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err}");
+
+    let silent = FakeServer::start();
+    silent.set_strict(false);
+    silent.respond_with(|_| Reply::hang());
+    let server = Server::http(format!("{}/chat/completions", silent.base_url()))
+        .with_startup_timeout(Duration::from_secs(1));
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("silent", &server).unwrap_err()
+    });
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(err.to_string().contains("1000 ms"), "{err}");
+
+    let server = Server::stdio("/nonexistent/pikuri-mcp-server", Vec::<String>::new());
+    let text = Client::connect("missing", &server).unwrap_err().to_string();
+    assert!(
+        text.contains("could not start /nonexistent/pikuri-mcp-server: No such file"),
+        "{text}"
+    );
+}
