@@ -113,3 +113,38 @@ fn a_trickling_answer_ends_at_the_request_timeout() {
     assert_eq!(c.requests().len(), 1);
     assert_eq!((h.exported_spans(), h.dropped_spans()), (SPANS, 0));
 }
+
+/// `Debug` of the config and the exporter shows no header value and no
+/// query secret of either endpoint.
+#[test]
+fn debug_shows_no_credential() {
+    let config = OtlpConfig::new("https://u:pw-d3bug@collector.example/otlp?key=q-d3bug")
+        .with_metrics_endpoint(Some("https://collector.example/m?key=m-d3bug".into()))
+        .with_header("x-api-key", "h-d3bug")
+        .with_header("authorization", "Bearer a-d3bug");
+    let shown = format!("{config:?} {:?}", OtlpExporter::new(config.clone()));
+    for secret in ["pw-d3bug", "q-d3bug", "m-d3bug", "h-d3bug", "a-d3bug"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("x-api-key"), "{shown}");
+}
+
+/// An agent dropped without `close`: its exporter still sends the turn's
+/// spans before the drop returns (dropping the exporter closes it).
+#[test]
+fn a_dropped_agent_still_exports() {
+    let (c, config) = collector(|| Reply::raw_body(200, "application/json", "{}"));
+    let model = FakeServer::start();
+    model.push(Reply::text("hi"));
+    let exporter = OtlpExporter::new(config);
+    let handle = exporter.handle();
+    let mut agent = pikuri::Agent::builder(model.transport())
+        .add_listener(exporter)
+        .build()
+        .unwrap();
+    agent.run_loop("hello").unwrap();
+    drop(agent);
+    // invoke_agent and chat.
+    assert_eq!((handle.exported_spans(), handle.dropped_spans()), (2, 0));
+    assert_eq!(c.requests().len(), 1);
+}
