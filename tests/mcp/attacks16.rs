@@ -805,3 +805,36 @@ fn refused_and_silent_peers_fail_the_connect_typed() {
         "{text}"
     );
 }
+
+/// An input provider that panics: on both generations the server is
+/// answered `cancel` (its tool says so), the panic does not reach the
+/// caller, and the next call works.
+#[test]
+fn a_panicking_input_provider_is_contained() {
+    use pikuri::mcp::{InputAnswer, InputProvider, InputRequest};
+    struct Panics;
+    impl InputProvider for Panics {
+        fn ask(&self, _: &InputRequest) -> InputAnswer {
+            panic!("the provider broke");
+        }
+    }
+    for generation in ["--modern", "--asks"] {
+        let Some((py, script)) = python() else {
+            return;
+        };
+        let server = Server::stdio(py, [script, generation.to_string()])
+            .with_input_provider(Panics)
+            .with_request_timeout(Duration::from_secs(30))
+            .with_input_timeout(Duration::from_secs(20));
+        let (first, second) = bounded(WATCHDOG, move || {
+            let client = Client::connect("fake", &server).unwrap();
+            let cx = ToolContext::detached();
+            let first = client.call_tool("ask", &json!({}), &cx);
+            let second = client.call_tool("echo", &json!({"text": "after"}), &cx);
+            client.close();
+            (first, second)
+        });
+        assert_eq!(first.unwrap(), "input cancel", "{generation}");
+        assert_eq!(second.unwrap(), "echo: after", "{generation}");
+    }
+}
