@@ -592,9 +592,10 @@ fn echo_fails(mode: &str) -> Option<pikuri::Error> {
 
 /// A token endpoint that trickles its answer is a timeout of the request
 /// bound, told as one; one that answers 50 MB is refused at the body
-/// limit, told as such (not as "no JSON body").
+/// limit, told as such (not as "no JSON body"); an authorization server
+/// that refuses connections is named as unreachable.
 #[test]
-fn a_trickling_or_huge_token_answer_is_a_typed_auth_error() {
+fn a_trickling_huge_or_refusing_authorization_side_is_a_typed_auth_error() {
     let Some(err) = echo_fails("trickle") else {
         return;
     };
@@ -608,4 +609,13 @@ fn a_trickling_or_huge_token_answer_is_a_typed_auth_error() {
     };
     assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
     assert!(err.to_string().contains("262144 bytes"), "{err}");
+    let Some(err) = echo_fails("as-down") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot reach http://127.0.0.1:1/.well-known/"),
+        "{err}"
+    );
 }
