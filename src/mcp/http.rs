@@ -404,35 +404,51 @@ impl Http {
             wanted: || self.agent.lock().is_some() && watched.is_none_or(|id| conn.is_waiting(id)),
         };
         if is_sse {
-            let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
-                match serde_json::from_str::<Value>(data) {
-                    Ok(mut m) => {
-                        super::input::keep_field_order(data.as_bytes(), &mut m);
-                        if id.is_some() && on_msg(m) == id {
-                            return Ok(Flow::Stop);
-                        }
-                    }
-                    Err(_) => {
-                        log::warn!(
-                            target: "pikuri::mcp",
-                            "[{}] skipped an SSE event that is not JSON: {}",
-                            conn.name,
-                            crate::sanitize::sanitize(&conn.secrets.redact(&excerpt(data, 200)))
-                        );
-                    }
-                }
-                Ok(Flow::Continue)
-            };
-            read_sse(
-                BufReader::new(reader),
-                self.max_message,
-                &mut on_data,
-                &mut || {},
-            )
-            .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
+            self.read_stream(conn, reader, id, on_msg)
         } else {
             self.read_json(reader, on_msg)
         }
+    }
+
+    /// An event stream, each message (or each of a batch) to `on_msg`,
+    /// until the one answering `id`.
+    fn read_stream(
+        &self,
+        conn: &Conn,
+        reader: impl Read,
+        id: Option<u64>,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
+            let Ok(mut m) = serde_json::from_str::<Value>(data) else {
+                log::warn!(
+                    target: "pikuri::mcp",
+                    "[{}] skipped an SSE event that is not JSON: {}",
+                    conn.name,
+                    crate::sanitize::sanitize(&conn.secrets.redact(&excerpt(data, 200)))
+                );
+                return Ok(Flow::Continue);
+            };
+            super::input::keep_field_order(data.as_bytes(), &mut m);
+            // A 2025-03-26 server may batch messages in one event, as in a
+            // JSON body.
+            let batch = match m {
+                Value::Array(all) => all,
+                one => vec![one],
+            };
+            let mut answered = false;
+            for m in batch {
+                answered |= on_msg(m) == id && id.is_some();
+            }
+            Ok(if answered { Flow::Stop } else { Flow::Continue })
+        };
+        read_sse(
+            BufReader::new(reader),
+            self.max_message,
+            &mut on_data,
+            &mut || {},
+        )
+        .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
     }
 
     /// A JSON body (one message or a batch), each message to `on_msg`.

@@ -838,3 +838,32 @@ fn a_panicking_input_provider_is_contained() {
         assert_eq!(second.unwrap(), "echo: after", "{generation}");
     }
 }
+
+/// A 2025-03-26 server may batch: an event of its stream that holds an
+/// array (a notification and the answer) is read as its messages, as a
+/// JSON body holding one is.
+#[test]
+fn a_batched_event_stream_answer_is_read() {
+    let (_server, url) = http_server(|req| {
+        let id = &req.body.as_ref().unwrap()["id"];
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "batched"}});
+        let result = json!({"jsonrpc": "2.0", "id": id,
+            "result": {"content": [{"type": "text", "text": "from a batch"}]}});
+        if req.body.as_ref().unwrap()["params"]["arguments"]["sse"] == true {
+            Reply::raw_sse(format!("data: {}\n\n", json!([note, result])))
+        } else {
+            Reply::raw_body(200, "application/json", json!([note, result]).to_string())
+        }
+    });
+    let client = connect(&url);
+    let cx = ToolContext::detached();
+    let out = bounded(WATCHDOG, move || {
+        let json = client.call_tool("t", &json!({}), &cx);
+        let sse = client.call_tool("t", &json!({"sse": true}), &cx);
+        client.close();
+        (json, sse)
+    });
+    assert_eq!(out.0.unwrap(), "from a batch");
+    assert_eq!(out.1.unwrap(), "from a batch");
+}
