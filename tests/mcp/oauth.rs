@@ -619,3 +619,58 @@ fn a_trickling_huge_or_refusing_authorization_side_is_a_typed_auth_error() {
         "{err}"
     );
 }
+
+/// A local peer that connects to the login's loopback listener first and
+/// trickles a request a byte every 200 ms (a stuck prefetch, a hostile
+/// process): the listener gives it up within its bound and takes the
+/// browser's callback, so the login completes.
+#[test]
+fn a_trickling_connection_to_the_loopback_does_not_hold_the_login() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["good"], &[]);
+    let oauth = OAuth::new()
+        .with_browser(|url: &str| {
+            let url = url.to_string();
+            let redirect = param(&url, "redirect_uri").unwrap();
+            let addr = redirect
+                .trim_start_matches("http://")
+                .split('/')
+                .next()
+                .unwrap()
+                .to_string();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                for b in b"GET /callback?state=x HTTP/1.1\r\n"
+                    .iter()
+                    .cycle()
+                    .take(600)
+                {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                follow(&url);
+            });
+            Ok(())
+        })
+        .with_login_timeout(Duration::from_secs(30))
+        .with_request_timeout(Duration::from_secs(10));
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("fake", &server).map(|c| c.close()));
+    });
+    rx.recv_timeout(Duration::from_secs(90))
+        .expect("the connect is bounded")
+        .unwrap();
+}
