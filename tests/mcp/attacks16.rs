@@ -867,3 +867,41 @@ fn a_batched_event_stream_answer_is_read() {
     assert_eq!(out.0.unwrap(), "from a batch");
     assert_eq!(out.1.unwrap(), "from a batch");
 }
+
+/// An HTTP client dropped without `close` still ends its session: the
+/// server gets the `DELETE` with the session id.
+#[test]
+fn an_http_client_dropped_without_close_deletes_its_session() {
+    let (server, url) = http_server(|req| answer(req, &json!({})));
+    let client = connect(&url);
+    drop(client);
+    let deleted = server
+        .requests()
+        .iter()
+        .any(|r| r.method == "DELETE" && r.header("mcp-session-id") == Some("sess-s3cret"));
+    assert!(deleted, "{:#?}", server.requests());
+}
+
+/// A stdio server that trickles its answer (a byte every 20 ms, 3 s in
+/// all) past a 1 s request timeout: the call times out, the late answer
+/// (now for no one) is dropped, and the connection works on.
+#[test]
+fn a_stdio_answer_trickled_past_the_timeout_is_dropped_and_the_connection_works() {
+    let Some((server, _log, _tag)) = overtake("overtake") else {
+        return;
+    };
+    let server = server.with_request_timeout(Duration::from_secs(1));
+    let client = Client::connect("trickle", &server).unwrap();
+    let cx = ToolContext::detached();
+    let err = client.call_tool("trickle", &json!({}), &cx).unwrap_err();
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+    // The server reads the next call once it has written the late answer.
+    let worked = eventually(Duration::from_secs(30), || {
+        client.call_tool("echo", &json!({"n": 1}), &cx).ok() == Some(r#"{"n": 1}"#.into())
+    });
+    assert!(worked);
+    client.close();
+}
