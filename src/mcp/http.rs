@@ -346,7 +346,7 @@ impl Http {
             req = req.header("Authorization", &format!("Bearer {token}"));
         }
         let body = serde_json::to_vec(msg).expect("a Value always serializes");
-        let mut resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
+        let resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
         let status = resp.status().as_u16();
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
@@ -383,26 +383,24 @@ impl Http {
             on_msg(m)
         };
         let is_sse = is_event_stream(resp.headers());
-        if status >= 400 {
-            let text = resp
-                .body_mut()
-                .with_config()
-                .limit(4096)
-                .read_to_string()
-                .unwrap_or_default();
-            let text = oauth_secrets.redact(text.trim()).into_owned();
-            return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
-        }
         // Read only while the request is waited for: a call that timed out
-        // or was cancelled hangs up at the next read, however slowly the
-        // server trickles (the read timeout bounds a silent one). The
-        // handshake's `initialize` is never abandoned, and a re-initializing
-        // worker's is waited for by no one: both are read to the end.
+        // or was cancelled hangs up at the next read (of an error's body
+        // too), however slowly the server trickles (the read timeout bounds
+        // a silent one). The handshake's `initialize` is never abandoned,
+        // and a re-initializing worker's is waited for by no one: both are
+        // read to the end.
         let watched = id.filter(|_| msg["method"] != "initialize");
-        let reader = WhileWanted {
+        let mut reader = WhileWanted {
             inner: resp.into_body().into_reader(),
             wanted: || self.agent.lock().is_some() && watched.is_none_or(|id| conn.is_waiting(id)),
         };
+        if status >= 400 {
+            let mut bytes = Vec::new();
+            let _ = (&mut reader).take(4096).read_to_end(&mut bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            let text = oauth_secrets.redact(text.trim()).into_owned();
+            return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
+        }
         if is_sse {
             self.read_stream(conn, reader, id, on_msg)
         } else {

@@ -417,10 +417,10 @@ fn a_slow_start_past_the_startup_timeout_says_so() {
 }
 
 /// A Streamable HTTP server on a raw socket that answers the handshake,
-/// then answers `tools/call` with an event stream that trickles a comment
-/// every 50 ms and never the answer. Returns its URL and a flag set once a
-/// write fails (the client hung up).
-fn trickling_server() -> (String, Arc<std::sync::atomic::AtomicBool>) {
+/// then answers `tools/call` with the head `head` and a body that
+/// trickles a comment line every 50 ms and never the answer. Returns its
+/// URL and a flag set once a write fails (the client hung up).
+fn trickling_server(head: &'static str) -> (String, Arc<std::sync::atomic::AtomicBool>) {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -477,7 +477,6 @@ fn trickling_server() -> (String, Arc<std::sync::atomic::AtomicBool>) {
                     );
                     let _ = out.write_all((head + &json).as_bytes());
                 }
-                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
                 if out.write_all(head.as_bytes()).is_err() {
                     return;
                 }
@@ -494,30 +493,37 @@ fn trickling_server() -> (String, Arc<std::sync::atomic::AtomicBool>) {
     (url, hung_up)
 }
 
-/// Once a call over a trickling event stream has timed out, the client
-/// stops reading it and hangs up, instead of holding the worker thread and
-/// the socket for as long as the server trickles.
+/// Once a call over a trickling answer has timed out, the client stops
+/// reading it and hangs up, instead of holding the worker thread and the
+/// socket for as long as the server trickles: an event stream, and the
+/// body of an error status.
 #[test]
 fn a_timed_out_call_hangs_up_on_a_trickling_stream() {
-    let (url, hung_up) = trickling_server();
-    let server = Server::http(&url)
-        .with_request_timeout(Duration::from_secs(1))
-        .with_startup_timeout(Duration::from_secs(20));
-    let client = Client::connect("trickle", &server).unwrap();
-    let err = client
-        .call_tool("t", &json!({}), &ToolContext::detached())
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("did not answer within 1 s"),
-        "{err}"
-    );
-    // The client is still open: only the abandoned call's stream ends.
-    assert!(
-        eventually(Duration::from_secs(30), || hung_up
-            .load(std::sync::atomic::Ordering::SeqCst)),
-        "the client still reads the stream of a call it gave up on"
-    );
-    client.close();
+    const SSE: &str =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    const ERROR: &str =
+        "HTTP/1.1 500 Oops\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n";
+    for head in [SSE, ERROR] {
+        let (url, hung_up) = trickling_server(head);
+        let server = Server::http(&url)
+            .with_request_timeout(Duration::from_secs(1))
+            .with_startup_timeout(Duration::from_secs(20));
+        let client = Client::connect("trickle", &server).unwrap();
+        let err = client
+            .call_tool("t", &json!({}), &ToolContext::detached())
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("did not answer within 1 s"),
+            "{err}"
+        );
+        // The client is still open: only the abandoned call's stream ends.
+        assert!(
+            eventually(Duration::from_secs(30), || hung_up
+                .load(std::sync::atomic::Ordering::SeqCst)),
+            "the client still reads the answer of a call it gave up on: {head}"
+        );
+        client.close();
+    }
 }
 
 /// The Streamable HTTP MUSTs of 2025-06-18 a client can break: every POST
