@@ -564,6 +564,11 @@ fn a_token_endpoint_that_echoes_the_form_leaks_no_secret() {
 /// The echo fixture in `mode` with a 1 s request bound; the connect's
 /// error.
 fn echo_fails(mode: &str) -> Option<pikuri::Error> {
+    echo_fails_opening(mode).map(|(err, _)| err)
+}
+
+/// [`echo_fails`], with what the browser was asked to open.
+fn echo_fails_opening(mode: &str) -> Option<(pikuri::Error, Vec<String>)> {
     let (python, _) = python()?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_echo.py");
     let log = super::Log::new(&super::unique_tag("oauth-echo"));
@@ -573,7 +578,8 @@ fn echo_fails(mode: &str) -> Option<pikuri::Error> {
         &[&log.0.display().to_string(), mode],
         &[],
     );
-    let oauth = TestBrowser::default()
+    let browser = TestBrowser::default();
+    let oauth = browser
         .oauth()
         .with_client_id("client-1")
         .with_request_timeout(Duration::from_secs(1));
@@ -587,7 +593,23 @@ fn echo_fails(mode: &str) -> Option<pikuri::Error> {
     let err = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the connect is bounded");
-    Some(err.expect("connected"))
+    Some((err.expect("connected"), browser.opened()))
+}
+
+/// Metadata whose authorization endpoint is not http(s) (`smb://`): the
+/// login is refused before the browser is asked to open anything.
+#[test]
+fn an_authorization_endpoint_that_is_not_http_is_never_opened() {
+    let Some((err, opened)) = echo_fails_opening("smb") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string()
+            .contains("has no valid `authorization_endpoint`"),
+        "{err}"
+    );
+    assert!(opened.is_empty(), "{opened:?}");
 }
 
 /// A token endpoint that trickles its answer is a timeout of the request

@@ -192,6 +192,11 @@ fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
 fn split_url(url: &str) -> Option<(String, String)> {
     let url = url.split(['#', '?']).next()?;
     let (scheme, rest) = url.split_once("://")?;
+    // Any other scheme (`smb:`, `file:`, `javascript:`) in metadata would
+    // reach the browser launcher or a request as is.
+    if !scheme.eq_ignore_ascii_case("https") && !scheme.eq_ignore_ascii_case("http") {
+        return None;
+    }
     let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
     if authority.is_empty() {
         return None;
@@ -700,6 +705,21 @@ mod tests {
         assert!(bearer_params("Basic realm=x").is_empty());
         assert!(bearer_params("").is_empty());
         assert!(bearer_params("Bearer =,,=\"").len() <= 1);
+    }
+
+    /// Only http(s) URLs are URLs here: metadata naming another scheme
+    /// is refused, never opened or requested.
+    #[test]
+    fn only_http_and_https_urls_split() {
+        assert!(split_url("https://as.example/authorize").is_some());
+        assert!(split_url("HTTP://127.0.0.1:9/x").is_some());
+        for url in [
+            "smb://attacker/share",
+            "file://host/etc/passwd",
+            "javascript://x%0aalert(1)",
+        ] {
+            assert_eq!(split_url(url), None, "{url}");
+        }
     }
 
     #[test]
