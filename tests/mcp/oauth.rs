@@ -696,3 +696,57 @@ fn a_trickling_connection_to_the_loopback_does_not_hold_the_login() {
         .expect("the connect is bounded")
         .unwrap();
 }
+
+/// A close while a call waits for a login (the token was revoked; the
+/// user has not come back from the browser): the call ends at once with
+/// an error, instead of at the login timeout.
+#[test]
+fn a_close_ends_a_call_waiting_for_the_login() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["rotate"], &[]);
+    let opened = Arc::new(Mutex::new(0));
+    let oauth = {
+        let opened = Arc::clone(&opened);
+        OAuth::new()
+            .with_browser(move |url: &str| {
+                let mut n = opened.lock().unwrap();
+                *n += 1;
+                // The first login completes; the user never finishes the
+                // second.
+                if *n == 1 {
+                    let url = url.to_string();
+                    std::thread::spawn(move || follow(&url));
+                }
+                Ok(())
+            })
+            .with_login_timeout(Duration::from_secs(300))
+    };
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_request_timeout(Duration::from_secs(300))
+        .with_startup_timeout(Duration::from_secs(60));
+    let client = Client::connect("fake", &server).unwrap();
+    client
+        .call_tool("expire", &json!({}), &ToolContext::detached())
+        .unwrap();
+    let call = {
+        let client = client.clone();
+        std::thread::spawn(move || client.call_tool("ping", &json!({}), &ToolContext::detached()))
+    };
+    assert!(super::eventually(Duration::from_secs(30), || *opened
+        .lock()
+        .unwrap()
+        == 2));
+    client.close();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call.join().unwrap());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the call ends with the close, not at the login timeout");
+    assert!(out.is_err(), "{out:?}");
+}
