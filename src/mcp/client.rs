@@ -74,8 +74,9 @@ pub struct ToolInfo {
 ///
 /// # Secrets
 ///
-/// The server's bearer token, and the values of its environment variables
-/// whose names look secret (see [`Server::with_env`]), are removed from
+/// The server's bearer token, its URL's password and secret-looking query
+/// values, and the values of its environment variables and arguments that
+/// look secret (see [`Server::with_env`], [`Server::stdio`]), are removed from
 /// everything the server sends (results, errors, log messages, tool
 /// descriptions, its stderr) before a caller, a log line or a model sees
 /// it; a [`Registry`](super::Registry) adds the agent's API keys and every

@@ -911,3 +911,48 @@ fn a_stdio_answer_trickled_past_the_timeout_is_dropped_and_the_connection_works(
     assert!(worked);
     client.close();
 }
+
+/// Secrets in a server's declaration: an HTTP URL's password and
+/// secret-looking query value, a stdio server's secret-looking arguments
+/// (`--api-key VALUE`, `--token=VALUE`). `Debug` shows none of them, and a
+/// server that echoes its command line on stderr as it dies does not put
+/// them in the error.
+#[test]
+fn secrets_in_a_servers_url_or_arguments_stay_hidden() {
+    let http = Server::http("https://me:pw-s3cret-9@h.example/mcp?api_key=q-s3cret-9&page=2")
+        .with_bearer_token("b-s3cret-9");
+    let shown = format!("{http:?}");
+    for secret in ["pw-s3cret-9", "q-s3cret-9", "b-s3cret-9"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("h.example/mcp"), "{shown}");
+
+    let Some((py, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_overtake.py");
+    let server = Server::stdio(
+        py,
+        [
+            script.display().to_string(),
+            "argv-die".into(),
+            "--api-key".into(),
+            "a-s3cret-9".into(),
+            "--token=t-s3cret-9".into(),
+            "--verbose".into(),
+        ],
+    );
+    let shown = format!("{server:?}");
+    for secret in ["a-s3cret-9", "t-s3cret-9"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("--verbose"), "{shown}");
+    let err = bounded(WATCHDOG, move || {
+        Client::connect("argv", &server).unwrap_err()
+    });
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("usage error in"), "{text}");
+    for secret in ["a-s3cret-9", "t-s3cret-9"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+}
