@@ -439,7 +439,9 @@ impl Client {
         args: &Value,
         cx: &ToolContext,
     ) -> Result<String, ToolError> {
-        let conn = self.conn().map_err(|e| ToolError::new(e.to_string()))?;
+        let conn = self
+            .conn_unless_cancelled(cx.cancellable())
+            .map_err(|e| ToolError::new(e.to_string()))?;
         let opts = self.opts(cx.cancellable(), Some(tool.to_string()));
         let args = if args.is_object() {
             args.clone()

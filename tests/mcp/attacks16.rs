@@ -956,3 +956,59 @@ fn secrets_in_a_servers_url_or_arguments_stay_hidden() {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
 }
+
+/// A cancel while a call waits for the restart of a dead stdio server
+/// whose handshake hangs: the call ends at once as cancelled, not at the
+/// startup timeout; the client still closes.
+#[test]
+fn a_cancel_ends_a_call_waiting_for_a_restart_whose_handshake_hangs() {
+    use pikuri::Cancellable;
+    let Some((py, script)) = python() else {
+        return;
+    };
+    let marker = std::env::temp_dir().join(format!("pikuri-{}.restart", unique_tag("c")));
+    let _ = std::fs::remove_file(&marker);
+    let tag = unique_tag("cancel-restart");
+    let server = Server::stdio(
+        py,
+        [
+            script,
+            "--hang-on-restart".into(),
+            marker.display().to_string(),
+        ],
+    )
+    .with_env("PIKURI_MCP_TAG", &tag)
+    // Only the cancel can end the wait in time.
+    .with_startup_timeout(Duration::from_secs(600));
+    let client = Client::connect("fake", &server).unwrap();
+    assert!(
+        client
+            .call_tool("crash", &json!({}), &ToolContext::detached())
+            .is_err()
+    );
+    let cancel = Cancellable::new();
+    let restarting = {
+        let (client, cancel) = (client.clone(), cancel.clone());
+        thread::spawn(move || {
+            client.call_tool(
+                "echo",
+                &json!({"text": "x"}),
+                &ToolContext::with_cancellable(cancel),
+            )
+        })
+    };
+    // The restarted server is running (and will never answer).
+    assert!(eventually(Duration::from_secs(30), || processes_tagged(
+        &tag
+    ) == 1));
+    cancel.cancel();
+    let err = bounded(Duration::from_secs(60), move || {
+        restarting.join().unwrap().unwrap_err()
+    });
+    assert_eq!(err.message(), "cancelled");
+    bounded(WATCHDOG, move || client.close());
+    let _ = std::fs::remove_file(&marker);
+    assert!(eventually(Duration::from_secs(10), || processes_tagged(
+        &tag
+    ) == 0));
+}
