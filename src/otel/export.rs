@@ -19,7 +19,7 @@ use super::metrics;
 use super::span::{Attrs, Span, now_nanos, traces_body};
 use super::tracer::ChatRecord;
 use crate::net::AgentSetup;
-use crate::util::{Secrets, excerpt, redact_url, redact_url_in};
+use crate::util::{Secrets, excerpt, instant_after, limit, redact_url, redact_url_in};
 
 /// What waits for export.
 pub(super) enum Item {
@@ -153,7 +153,7 @@ impl Export {
     /// Returns at the latest after the close timeout; a thread still in a
     /// request then is left to end on its own request timeout.
     pub(super) fn close(&mut self) {
-        *self.deadline.lock() = Some(Instant::now() + self.close_timeout);
+        *self.deadline.lock() = Some(instant_after(self.close_timeout));
         // Disconnecting the wake channel is the stop signal.
         self.wake = None;
         let Some(handle) = self.thread.take() else {
@@ -161,7 +161,10 @@ impl Export {
         };
         if self
             .done
-            .recv_timeout(self.close_timeout + Duration::from_millis(100))
+            .recv_timeout(
+                self.close_timeout
+                    .saturating_add(Duration::from_millis(100)),
+            )
             .is_ok()
         {
             let _ = handle.join();
@@ -319,7 +322,7 @@ impl Worker {
 
     /// Wait `d` before a retry; false when closing leaves no time for it.
     fn pause(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
+        let until = instant_after(d);
         loop {
             if let Some(deadline) = self.deadline()
                 && until >= deadline
@@ -360,7 +363,8 @@ impl Worker {
             .agent
             .post(url)
             .config()
-            .timeout_global(Some(timeout))
+            // `Duration::MAX` (or any timeout from `NO_LIMIT` up): no limit.
+            .timeout_global(limit(timeout))
             .build()
             .header("Content-Type", "application/json");
         for (k, v) in &self.config.headers {

@@ -148,3 +148,19 @@ fn a_dropped_agent_still_exports() {
     assert_eq!((handle.exported_spans(), handle.dropped_spans()), (2, 0));
     assert_eq!(c.requests().len(), 1);
 }
+
+/// `Duration::MAX` as the request timeout and the close timeout means "no
+/// limit", not a panic of the export thread: the batch goes out and the
+/// close returns.
+#[test]
+fn duration_max_timeouts_are_no_limit() {
+    let (c, config) = collector(|| Reply::raw_body(200, "application/json", "{}"));
+    let h = turn(
+        config
+            .with_timeout(Duration::MAX)
+            .with_close_timeout(Duration::MAX)
+            .with_export_interval(Duration::MAX),
+    );
+    assert_eq!(c.requests().len(), 1);
+    assert_eq!((h.exported_spans(), h.dropped_spans()), (SPANS, 0));
+}
