@@ -1012,3 +1012,26 @@ fn a_cancel_ends_a_call_waiting_for_a_restart_whose_handshake_hangs() {
         &tag
     ) == 0));
 }
+
+/// A 2026 server whose lists say they stay fresh for `ttlMs` 2^64 - 1:
+/// the client keeps them (no panic adding 584 million years to now) and
+/// serves the next listing from its cache.
+#[test]
+fn a_ttl_of_u64_max_is_kept_without_a_panic() {
+    let Some((server, log, _tag)) = overtake("modern-ttl") else {
+        return;
+    };
+    let out = bounded(WATCHDOG, move || {
+        let client = Client::connect("ttl", &server).unwrap();
+        let tools = client.list_tools().map(|t| t.len());
+        let resources = client.list_resources().map(|r| r.len());
+        let again = client.list_resources().map(|r| r.len());
+        client.close();
+        (tools, resources, again)
+    });
+    assert_eq!(out.0.unwrap(), 3);
+    assert_eq!(out.1.unwrap(), 1);
+    assert_eq!(out.2.unwrap(), 1);
+    let lists = log.text().matches("\"resources/list\"").count();
+    assert_eq!(lists, 1, "{}", log.text());
+}
