@@ -1035,3 +1035,18 @@ fn a_ttl_of_u64_max_is_kept_without_a_panic() {
     let lists = log.text().matches("\"resources/list\"").count();
     assert_eq!(lists, 1, "{}", log.text());
 }
+
+/// `Duration::MAX` given as "no limit" for the shutdown grace: the close
+/// of a server that exits when its stdin closes returns, no panic.
+#[test]
+fn a_shutdown_grace_of_duration_max_is_no_limit() {
+    let Some((server, _log, tag)) = overtake("overtake") else {
+        return;
+    };
+    let server = server.with_shutdown_grace(Duration::MAX);
+    bounded(WATCHDOG, move || {
+        let client = Client::connect("grace", &server).unwrap();
+        client.close();
+    });
+    assert_eq!(processes_tagged(&tag), 0);
+}

@@ -750,3 +750,28 @@ fn a_close_ends_a_call_waiting_for_the_login() {
         .expect("the call ends with the close, not at the login timeout");
     assert!(out.is_err(), "{out:?}");
 }
+
+/// `Duration::MAX` given as "no limit" for the login and each request to
+/// the authorization side: the login completes, no panic.
+#[test]
+fn duration_max_login_bounds_are_no_limit() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["good"], &[]);
+    let oauth = TestBrowser::default()
+        .oauth()
+        .with_login_timeout(Duration::MAX)
+        .with_request_timeout(Duration::MAX);
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("fake", &server).map(|c| c.close()));
+    });
+    rx.recv_timeout(Duration::from_secs(90))
+        .expect("the connect is bounded")
+        .unwrap();
+}

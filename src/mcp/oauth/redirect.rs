@@ -42,7 +42,8 @@ impl Loopback {
         listener
             .set_nonblocking(true)
             .map_err(|e| AuthError::Local(format!("the redirect listener failed: {e}")))?;
-        let deadline = Instant::now() + timeout;
+        // `Duration::MAX` (a host's "no limit") saturates instead of panicking.
+        let deadline = crate::util::instant_after(timeout);
         loop {
             if closed() {
                 return local("the connection was closed during the login");
