@@ -15,9 +15,8 @@
 //! concurrent workers through a generation counter) and retries. A
 //! redirect is not followed: it fails the request with its status (the
 //! session id would go along, and a POST turned into a GET would lose the
-//! message). On close
-//! the session is DELETEd and the HTTP agent shut down, which fails reads
-//! still in flight.
+//! message). On close the session is DELETEd and the HTTP agent shut down,
+//! which fails reads still in flight.
 //!
 //! With OAuth (`oauth/`), a 401 hands the `WWW-Authenticate` challenge to
 //! the connection's `Session`, which refreshes or logs in (one worker at a
@@ -398,7 +397,12 @@ impl Http {
             let mut bytes = Vec::new();
             let _ = (&mut reader).take(4096).read_to_end(&mut bytes);
             let text = String::from_utf8_lossy(&bytes);
-            let text = oauth_secrets.redact(text.trim()).into_owned();
+            // Hidden before the cut: a secret the excerpt ends in would
+            // otherwise leave its start behind.
+            let text = conn
+                .secrets
+                .redact(&oauth_secrets.redact(text.trim()))
+                .into_owned();
             return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
         }
         if is_sse {
@@ -423,7 +427,7 @@ impl Http {
                     target: "pikuri::mcp",
                     "[{}] skipped an SSE event that is not JSON: {}",
                     conn.name,
-                    crate::sanitize::sanitize(&conn.secrets.redact(&excerpt(data, 200)))
+                    crate::sanitize::sanitize(&excerpt(&conn.secrets.redact(data), 200))
                 );
                 return Ok(Flow::Continue);
             };

@@ -259,7 +259,7 @@ fn read_stdout(
                     Err(_) => log::warn!(
                         target: "pikuri::mcp",
                         "[{name}] skipped a stdout line that is not JSON: {}",
-                        sanitize(&secrets.redact(&excerpt(text, 200)))
+                        sanitize(&excerpt(&secrets.redact(text), 200))
                     ),
                 }
             }

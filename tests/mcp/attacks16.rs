@@ -1050,3 +1050,54 @@ fn a_shutdown_grace_of_duration_max_is_no_limit() {
     });
     assert_eq!(processes_tagged(&tag), 0);
 }
+
+/// An error body that echoes the host's token where the 300-character
+/// excerpt of it ends: no part of the token is left in the error.
+#[test]
+fn a_token_cut_by_the_error_excerpt_leaves_no_part_of_itself() {
+    let (_server, url) = http_server(|_| {
+        Reply::raw_body(
+            500,
+            "text/plain",
+            format!("{}host-s3cret and more", "x".repeat(293)),
+        )
+    });
+    let client = connect(&url);
+    let err = client
+        .call_tool("t", &json!({}), &ToolContext::detached())
+        .unwrap_err();
+    client.close();
+    assert!(err.to_string().contains("500"), "{err}");
+    assert!(!err.to_string().contains("host-s3"), "{err}");
+}
+
+/// An event that is not JSON, echoing the host's token where the logged
+/// excerpt of it ends: the warning keeps no part of the token.
+#[test]
+fn a_token_cut_by_a_logged_excerpt_leaves_no_part_of_itself() {
+    const TOKEN: &str = "s3cret-tail-7781";
+    super::hostile::capture_logs();
+    let (_server, url) = http_server(|req| {
+        let id = &req.body.as_ref().unwrap()["id"];
+        let done = json!({"jsonrpc": "2.0", "id": id,
+            "result": {"content": [{"type": "text", "text": "done"}]}});
+        Reply::raw_sse(format!(
+            "data: {}{TOKEN} not json\n\ndata: {done}\n\n",
+            "x".repeat(190)
+        ))
+    });
+    let server = Server::http(&url)
+        .with_bearer_token(TOKEN)
+        .with_startup_timeout(Duration::from_secs(20));
+    let client = Client::connect("cut", &server).unwrap();
+    let out = client.call_tool("t", &json!({}), &ToolContext::detached());
+    client.close();
+    assert_eq!(out.unwrap(), "done");
+    let lines = super::hostile::LINES.lock().unwrap().clone();
+    let warned: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("[cut] skipped an SSE event"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{lines:#?}");
+    assert!(!warned[0].contains("s3cret-t"), "{}", warned[0]);
+}
