@@ -1101,3 +1101,24 @@ fn a_token_cut_by_a_logged_excerpt_leaves_no_part_of_itself() {
     assert_eq!(warned.len(), 1, "{lines:#?}");
     assert!(!warned[0].contains("s3cret-t"), "{}", warned[0]);
 }
+
+/// An agent with an MCP server closed twice: the second close is a no-op,
+/// the server is gone after the first.
+#[test]
+fn an_agent_with_a_server_closes_twice() {
+    use pikuri::mcp::Registry;
+    let Some((server, _log, tag)) = overtake("overtake") else {
+        return;
+    };
+    let model = FakeServer::start();
+    let mut agent = pikuri::Agent::builder(model.transport())
+        .add_extension(Registry::new().server("ov", server))
+        .build()
+        .unwrap();
+    assert_eq!(processes_tagged(&tag), 1);
+    bounded(WATCHDOG, move || {
+        agent.close();
+        agent.close();
+    });
+    assert_eq!(processes_tagged(&tag), 0);
+}
