@@ -67,7 +67,13 @@ pub(crate) fn millis(d: Duration) -> u64 {
 }
 
 /// The instant `d` from now, saturating at a far future (never panics).
-#[cfg(any(test, feature = "web", feature = "testing", feature = "mcp"))]
+#[cfg(any(
+    test,
+    feature = "web",
+    feature = "testing",
+    feature = "mcp",
+    feature = "otel"
+))]
 pub(crate) fn instant_after(d: Duration) -> Instant {
     let now = Instant::now();
     let mut d = d.min(NO_LIMIT);

@@ -74,8 +74,9 @@ pub struct ToolInfo {
 ///
 /// # Secrets
 ///
-/// The server's bearer token, and the values of its environment variables
-/// whose names look secret (see [`Server::with_env`]), are removed from
+/// The server's bearer token, its URL's password and secret-looking query
+/// values, and the values of its environment variables and arguments that
+/// look secret (see [`Server::with_env`], [`Server::stdio`]), are removed from
 /// everything the server sends (results, errors, log messages, tool
 /// descriptions, its stderr) before a caller, a log line or a model sees
 /// it; a [`Registry`](super::Registry) adds the agent's API keys and every
@@ -438,7 +439,9 @@ impl Client {
         args: &Value,
         cx: &ToolContext,
     ) -> Result<String, ToolError> {
-        let conn = self.conn().map_err(|e| ToolError::new(e.to_string()))?;
+        let conn = self
+            .conn_unless_cancelled(cx.cancellable())
+            .map_err(|e| ToolError::new(e.to_string()))?;
         let opts = self.opts(cx.cancellable(), Some(tool.to_string()));
         let args = if args.is_object() {
             args.clone()

@@ -389,6 +389,12 @@ impl Conn {
         }
     }
 
+    /// Whether request `id` is still waited for (not answered, failed,
+    /// timed out or cancelled).
+    pub(super) fn is_waiting(&self, id: u64) -> bool {
+        self.pending.lock().contains_key(&id)
+    }
+
     /// Fail one waiting request (a transport saw it die).
     pub(super) fn fail(&self, id: u64, err: RpcError) {
         if let Some(tx) = self.pending.lock().remove(&id) {

@@ -12,9 +12,11 @@
 //! a request posted before that answer may reach a server that is not yet
 //! initialized). A 404 to a request that carried a session id means the
 //! session expired: the worker runs the handshake again (once, shared by
-//! concurrent workers through a generation counter) and retries. On close
-//! the session is DELETEd and the HTTP agent shut down, which fails reads
-//! still in flight.
+//! concurrent workers through a generation counter) and retries. A
+//! redirect is not followed: it fails the request with its status (the
+//! session id would go along, and a POST turned into a GET would lose the
+//! message). On close the session is DELETEd and the HTTP agent shut down,
+//! which fails reads still in flight.
 //!
 //! With OAuth (`oauth/`), a 401 hands the `WWW-Authenticate` challenge to
 //! the connection's `Session`, which refreshes or logs in (one worker at a
@@ -41,7 +43,7 @@ use crate::codec::base64::{self, Alphabet, Padding};
 use crate::media_type::MediaType;
 use crate::net::{AgentSetup, error_text};
 use crate::protocol::{DecodeError, Flow, cannot_connect, read_sse};
-use crate::util::excerpt;
+use crate::util::{excerpt, redact_url};
 
 pub(super) struct Http {
     url: String,
@@ -100,6 +102,10 @@ impl Http {
         max_message: usize,
     ) -> Http {
         let agent = AgentSetup::new()
+            // The spec names one endpoint: a redirect elsewhere would take
+            // the session id (ureq drops only `Authorization` and cookies)
+            // or, as a GET, lose the message. A 3xx fails the request.
+            .without_redirects()
             .with_connect_timeout(Duration::from_secs(10).min(timeout))
             // A server that stops reading a large body ties up the worker
             // for no longer than a request may take.
@@ -339,22 +345,18 @@ impl Http {
             req = req.header("Authorization", &format!("Bearer {token}"));
         }
         let body = serde_json::to_vec(msg).expect("a Value always serializes");
-        let mut resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
+        let resp = req.send(&body[..]).map_err(|e| self.send_error(&e))?;
         let status = resp.status().as_u16();
         if status == 404 && session.is_some() {
             return Err(PostError::Expired);
         }
+        if (300..400).contains(&status) {
+            return Err(PostError::Status(status, redirect_message(resp.headers())));
+        }
         if status == 401 && self.oauth.is_some() {
-            let challenge = resp
-                .headers()
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect::<Vec<_>>()
-                .join(", ");
             return Err(PostError::Unauthorized {
                 sent: token,
-                challenge: (!challenge.is_empty()).then_some(challenge),
+                challenge: challenge(resp.headers()),
             });
         }
         if let Some(sid) = resp
@@ -380,47 +382,75 @@ impl Http {
             on_msg(m)
         };
         let is_sse = is_event_stream(resp.headers());
+        // Read only while the request is waited for: a call that timed out
+        // or was cancelled hangs up at the next read (of an error's body
+        // too), however slowly the server trickles (the read timeout bounds
+        // a silent one). The handshake's `initialize` is never abandoned,
+        // and a re-initializing worker's is waited for by no one: both are
+        // read to the end.
+        let watched = id.filter(|_| msg["method"] != "initialize");
+        let mut reader = WhileWanted {
+            inner: resp.into_body().into_reader(),
+            wanted: || self.agent.lock().is_some() && watched.is_none_or(|id| conn.is_waiting(id)),
+        };
         if status >= 400 {
-            let text = resp
-                .body_mut()
-                .with_config()
-                .limit(4096)
-                .read_to_string()
-                .unwrap_or_default();
-            let text = oauth_secrets.redact(text.trim()).into_owned();
+            let mut bytes = Vec::new();
+            let _ = (&mut reader).take(4096).read_to_end(&mut bytes);
+            let text = String::from_utf8_lossy(&bytes);
+            // Hidden before the cut: a secret the excerpt ends in would
+            // otherwise leave its start behind.
+            let text = conn
+                .secrets
+                .redact(&oauth_secrets.redact(text.trim()))
+                .into_owned();
             return Err(PostError::Status(status, excerpt(&text, 300).into_owned()));
         }
-        let reader = resp.into_body().into_reader();
         if is_sse {
-            let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
-                match serde_json::from_str::<Value>(data) {
-                    Ok(mut m) => {
-                        super::input::keep_field_order(data.as_bytes(), &mut m);
-                        if id.is_some() && on_msg(m) == id {
-                            return Ok(Flow::Stop);
-                        }
-                    }
-                    Err(_) => {
-                        log::warn!(
-                            target: "pikuri::mcp",
-                            "[{}] skipped an SSE event that is not JSON: {}",
-                            conn.name,
-                            crate::sanitize::sanitize(&conn.secrets.redact(&excerpt(data, 200)))
-                        );
-                    }
-                }
-                Ok(Flow::Continue)
-            };
-            read_sse(
-                BufReader::new(reader),
-                self.max_message,
-                &mut on_data,
-                &mut || {},
-            )
-            .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
+            self.read_stream(conn, reader, id, on_msg)
         } else {
             self.read_json(reader, on_msg)
         }
+    }
+
+    /// An event stream, each message (or each of a batch) to `on_msg`,
+    /// until the one answering `id`.
+    fn read_stream(
+        &self,
+        conn: &Conn,
+        reader: impl Read,
+        id: Option<u64>,
+        on_msg: &mut dyn FnMut(Value) -> Option<u64>,
+    ) -> Result<(), PostError> {
+        let mut on_data = |data: &str| -> Result<Flow, DecodeError> {
+            let Ok(mut m) = serde_json::from_str::<Value>(data) else {
+                log::warn!(
+                    target: "pikuri::mcp",
+                    "[{}] skipped an SSE event that is not JSON: {}",
+                    conn.name,
+                    crate::sanitize::sanitize(&excerpt(&conn.secrets.redact(data), 200))
+                );
+                return Ok(Flow::Continue);
+            };
+            super::input::keep_field_order(data.as_bytes(), &mut m);
+            // A 2025-03-26 server may batch messages in one event, as in a
+            // JSON body.
+            let batch = match m {
+                Value::Array(all) => all,
+                one => vec![one],
+            };
+            let mut answered = false;
+            for m in batch {
+                answered |= on_msg(m) == id && id.is_some();
+            }
+            Ok(if answered { Flow::Stop } else { Flow::Continue })
+        };
+        read_sse(
+            BufReader::new(reader),
+            self.max_message,
+            &mut on_data,
+            &mut || {},
+        )
+        .map_err(|e| PostError::Failed(format!("reading the event stream failed: {e}")))
     }
 
     /// A JSON body (one message or a batch), each message to `on_msg`.
@@ -498,6 +528,21 @@ impl Http {
     }
 }
 
+/// A response body read while `wanted` holds; then each read fails.
+struct WhileWanted<R, F> {
+    inner: R,
+    wanted: F,
+}
+
+impl<R: Read, F: Fn() -> bool> Read for WhileWanted<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !(self.wanted)() {
+            return Err(std::io::Error::other("no longer waited for"));
+        }
+        self.inner.read(buf)
+    }
+}
+
 /// The headers the 2026 generation mirrors from the body: the method, and
 /// the name of what a call, read or get is about.
 fn mirrored(msg: &Value) -> Vec<(&'static str, String)> {
@@ -531,6 +576,31 @@ fn header_value(value: &str) -> String {
             base64::encode(value.as_bytes(), Alphabet::Standard, Padding::Padded)
         )
     }
+}
+
+/// The `WWW-Authenticate` headers of a 401, joined; `None` without one.
+fn challenge(headers: &ureq::http::HeaderMap) -> Option<String> {
+    let all = headers
+        .get_all("www-authenticate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(", ");
+    (!all.is_empty()).then_some(all)
+}
+
+/// What a redirect is told as: where it pointed (its secrets hidden),
+/// and that it was not followed.
+fn redirect_message(headers: &ureq::http::HeaderMap) -> String {
+    let to = headers
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(redact_url)
+        .unwrap_or_default();
+    format!(
+        "redirects to {}: redirects are not followed",
+        crate::sanitize::sanitize(&excerpt(&to, 200))
+    )
 }
 
 /// Whether the response is an event stream, through the crate's one

@@ -116,7 +116,8 @@
 //! (this client speaks one modern version), `cacheScope`, caching of
 //! `resources/read`, and closing the response stream to cancel over HTTP
 //! (the client sends `notifications/cancelled` as over stdio and stops
-//! waiting; the worker reads on until the server ends or the timeout).
+//! waiting; the worker hangs up at the stream's next read, or at the read
+//! timeout if the server is silent).
 //!
 //! # OAuth
 //!
@@ -221,7 +222,7 @@
 //! | what happens | what the caller gets |
 //! |---|---|
 //! | no answer within [`Server::with_request_timeout`] (default 60 s), counted from the moment the request is made, its writing included | `Error: ... did not answer within 60 s`; the server gets `notifications/cancelled` |
-//! | the run's [`Cancellable`](crate::Cancellable) fires during a call | returns at once (a channel wait, never a write or a read); `notifications/cancelled` with the id and a reason is sent |
+//! | the run's [`Cancellable`](crate::Cancellable) fires during a call | returns at once (a channel wait, never a write or a read); `notifications/cancelled` with the id and a reason is sent; a call waiting for a dead server's restart returns at once too, and the restart goes on on its own thread |
 //! | a stdio server stops reading its stdin (a large call cannot be written) | the timeout or a cancel ends the call all the same; only a writer thread waits on the pipe, and [`Agent::close`](crate::Agent::close) ends it |
 //! | notifications before the answer (100,000 of them, or a listener slow to take the events) | the answer is not delayed and the timeout not extended: notices wait in a queue of 1,024, further ones are dropped and their count logged at `warn` |
 //! | the stdio server exits, mid-call or at start | `Error: ... stopped during the call` (at start: the connect fails), with the last lines of its stderr (at most 20 lines, 2 KiB, escaped, credentials redacted); the next call restarts it ([`Server::with_restarts`], default once), then `Error: ... is down` |

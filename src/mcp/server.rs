@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::input::InputProvider;
+use crate::util::{Secrets, redact_url};
 
 /// How to reach one MCP server (a child process over stdio, or a Streamable
 /// HTTP endpoint) and the options for using it.
@@ -106,6 +107,11 @@ impl Server {
     /// A server started as a child process speaking newline-delimited
     /// JSON-RPC on its stdin and stdout (its stderr goes to the log at
     /// `debug`).
+    ///
+    /// An argument that looks secret (at least 8 characters, after an
+    /// option whose name looks secret as [`Server::with_env`]'s names do:
+    /// `--api-key VALUE`, `--token=VALUE`) is treated as the environment's
+    /// secrets are: hidden from `Debug` and from what the server sends.
     pub fn stdio<I, A>(command: impl Into<OsString>, args: I) -> Server
     where
         I: IntoIterator<Item = A>,
@@ -327,22 +333,10 @@ impl Server {
     }
 
     /// The credentials this server is given: its bearer token, its URL's
-    /// password and secret-looking query values (`?api_key=...`), and its
-    /// environment values that look secret (see [`Server::with_env`]).
+    /// password and secret-looking query values (`?api_key=...`), its
+    /// environment values and arguments that look secret (see
+    /// [`Server::with_env`], [`Server::stdio`]).
     pub(super) fn credentials(&self) -> Vec<String> {
-        const NAMES: [&str; 7] = [
-            "TOKEN",
-            "KEY",
-            "SECRET",
-            "PASSWORD",
-            "PASSWD",
-            "AUTH",
-            "CREDENTIAL",
-        ];
-        let secret = |name: &str, value: &str| {
-            let name = name.to_ascii_uppercase();
-            NAMES.iter().any(|n| name.contains(n)) && value.len() >= 8
-        };
         match &self.transport {
             Transport::Http { url, bearer } => {
                 let mut found: Vec<String> = bearer.iter().cloned().collect();
@@ -363,10 +357,11 @@ impl Server {
                 );
                 found
             }
-            Transport::Stdio { env, .. } => env
+            Transport::Stdio { env, args, .. } => env
                 .iter()
                 .filter(|(k, v)| secret(&k.to_string_lossy(), &v.to_string_lossy()))
                 .map(|(_, v)| v.to_string_lossy().into_owned())
+                .chain(secret_args(args))
                 .collect(),
         }
     }
@@ -394,6 +389,51 @@ impl Server {
     }
 }
 
+/// Whether `value`, named `name`, looks secret: a name with `TOKEN`,
+/// `KEY`, `SECRET`, `PASSWORD`, `PASSWD`, `AUTH` or `CREDENTIAL` in it (any
+/// case), and a value of 8 characters or more.
+fn secret(name: &str, value: &str) -> bool {
+    const NAMES: [&str; 7] = [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+    ];
+    let name = name.to_ascii_uppercase();
+    NAMES.iter().any(|n| name.contains(n)) && value.len() >= 8
+}
+
+/// The values of secret-looking options among `args`: `--name=VALUE`, and
+/// `--name VALUE` (the next argument, unless it is an option itself).
+fn secret_args(args: &[OsString]) -> Vec<String> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut found = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        let Some(option) = arg.strip_prefix('-') else {
+            continue;
+        };
+        match option.split_once('=') {
+            Some((name, value)) if secret(name, value) => found.push(value.to_string()),
+            Some(_) => {}
+            None => {
+                if let Some(next) = args.get(i + 1)
+                    && !next.starts_with('-')
+                    && secret(option, next)
+                {
+                    found.push(next.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Server");
@@ -401,13 +441,18 @@ impl fmt::Debug for Server {
             Transport::Stdio {
                 command, args, cwd, ..
             } => {
-                d.field("command", command).field("args", args);
+                let hidden = Secrets::new(secret_args(args));
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|a| hidden.redact(&a.to_string_lossy()).into_owned())
+                    .collect();
+                d.field("command", command).field("args", &args);
                 if let Some(cwd) = cwd {
                     d.field("cwd", cwd);
                 }
             }
             Transport::Http { url, bearer } => {
-                d.field("url", url);
+                d.field("url", &redact_url(url));
                 if bearer.is_some() {
                     d.field("bearer", &"<redacted>");
                 }
@@ -438,5 +483,16 @@ mod tests {
             .with_env("TZ", "Europe/Amsterdam")
             .with_env("API_KEY", "short");
         assert_eq!(stdio.credentials(), ["ghp_0123456789"]);
+        let args = Server::stdio(
+            "x",
+            [
+                "--api-key",
+                "k3y-12345678",
+                "--token=t0k-12345678",
+                "--key",
+                "--verbose",
+            ],
+        );
+        assert_eq!(args.credentials(), ["k3y-12345678", "t0k-12345678"]);
     }
 }

@@ -259,7 +259,7 @@ fn read_stdout(
                     Err(_) => log::warn!(
                         target: "pikuri::mcp",
                         "[{name}] skipped a stdout line that is not JSON: {}",
-                        sanitize(&secrets.redact(&excerpt(text, 200)))
+                        sanitize(&excerpt(&secrets.redact(text), 200))
                     ),
                 }
             }
@@ -439,7 +439,8 @@ impl Stdio {
 
 /// Wait up to `grace` for the child to exit.
 fn wait_for(child: &mut Child, grace: Duration) -> bool {
-    let deadline = Instant::now() + grace;
+    // `Duration::MAX` (a host's "no limit") saturates instead of panicking.
+    let deadline = crate::util::instant_after(grace);
     loop {
         if let Ok(Some(_)) = child.try_wait() {
             return true;

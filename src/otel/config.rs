@@ -208,7 +208,8 @@ impl OtlpConfig {
         self
     }
 
-    /// Bound on one export request, connect to last byte (default 10 s).
+    /// Bound on one export request, connect to last byte (default 10 s;
+    /// `Duration::MAX`: no bound, as for each duration here).
     #[must_use]
     pub fn with_timeout(mut self, d: Duration) -> OtlpConfig {
         self.timeout = d;

@@ -19,7 +19,7 @@ use super::metrics;
 use super::span::{Attrs, Span, now_nanos, traces_body};
 use super::tracer::ChatRecord;
 use crate::net::AgentSetup;
-use crate::util::{excerpt, redact_url, redact_url_in};
+use crate::util::{Secrets, excerpt, instant_after, limit, redact_url, redact_url_in};
 
 /// What waits for export.
 pub(super) enum Item {
@@ -69,6 +69,7 @@ impl Export {
             queue: Arc::clone(&queue),
             wake: wake_rx,
             resource: config.resource(),
+            secrets: secrets(&config),
             config,
             context: Arc::clone(&context),
             deadline: Arc::clone(&deadline),
@@ -152,7 +153,7 @@ impl Export {
     /// Returns at the latest after the close timeout; a thread still in a
     /// request then is left to end on its own request timeout.
     pub(super) fn close(&mut self) {
-        *self.deadline.lock() = Some(Instant::now() + self.close_timeout);
+        *self.deadline.lock() = Some(instant_after(self.close_timeout));
         // Disconnecting the wake channel is the stop signal.
         self.wake = None;
         let Some(handle) = self.thread.take() else {
@@ -160,7 +161,10 @@ impl Export {
         };
         if self
             .done
-            .recv_timeout(self.close_timeout + Duration::from_millis(100))
+            .recv_timeout(
+                self.close_timeout
+                    .saturating_add(Duration::from_millis(100)),
+            )
             .is_ok()
         {
             let _ = handle.join();
@@ -191,6 +195,9 @@ struct Worker {
     context: Arc<Context>,
     deadline: Arc<Mutex<Option<Instant>>>,
     agent: ureq::Agent,
+    /// The header values and URL secrets of `config`, hidden from an
+    /// error body before it is logged (a collector may quote the request).
+    secrets: Secrets,
     /// The last export failed (log the first failure of a streak only).
     failing: bool,
     /// Chat requests since the last metrics export, and when that was.
@@ -315,7 +322,7 @@ impl Worker {
 
     /// Wait `d` before a retry; false when closing leaves no time for it.
     fn pause(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
+        let until = instant_after(d);
         loop {
             if let Some(deadline) = self.deadline()
                 && until >= deadline
@@ -356,7 +363,8 @@ impl Worker {
             .agent
             .post(url)
             .config()
-            .timeout_global(Some(timeout))
+            // `Duration::MAX` (or any timeout from `NO_LIMIT` up): no limit.
+            .timeout_global(limit(timeout))
             .build()
             .header("Content-Type", "application/json");
         for (k, v) in &self.config.headers {
@@ -382,7 +390,9 @@ impl Worker {
                 if (200..300).contains(&status) {
                     return (Ok(rejected(&text)), None);
                 }
-                let why = format!("http status {status}: {}", excerpt(text.trim(), 120));
+                // Hidden before the cut, so no part of a secret is left.
+                let text = self.secrets.redact(text.trim());
+                let why = format!("http status {status}: {}", excerpt(&text, 120));
                 // OTLP/HTTP: only these may be retried; any other status
                 // (408 and 500 included) drops the batch.
                 let failure = if matches!(status, 429 | 502 | 503 | 504) {
@@ -405,6 +415,41 @@ enum Batch {
 enum Failure {
     Retry(String),
     Final(String),
+}
+
+/// What a collector's answer must not bring into a log line: each header
+/// value (and its last word: the token of `Bearer <token>`), and each
+/// endpoint's user info, query and query values.
+fn secrets(config: &OtlpConfig) -> Secrets {
+    let mut all = Vec::new();
+    for (_, value) in &config.headers {
+        all.push(value.clone());
+        if let Some((_, last)) = value.trim().rsplit_once(' ') {
+            all.push(last.to_string());
+        }
+    }
+    let urls = std::iter::once(&config.traces_endpoint).chain(&config.metrics_endpoint);
+    for url in urls {
+        let url = url.split('#').next().unwrap_or("");
+        let (before, query) = url.split_once('?').unwrap_or((url, ""));
+        let authority = before.split_once("://").map_or(before, |(_, r)| r);
+        let authority = authority.split('/').next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            all.push(userinfo.to_string());
+            all.extend(
+                userinfo
+                    .split_once(':')
+                    .map(|(_, password)| password.to_string()),
+            );
+        }
+        all.push(query.to_string());
+        all.extend(
+            query
+                .split('&')
+                .filter_map(|kv| Some(kv.split_once('=')?.1.to_string())),
+        );
+    }
+    Secrets::new(all)
 }
 
 /// The spans a 2xx answer's `partialSuccess` says were rejected.

@@ -25,7 +25,10 @@ use super::{assert_history_valid, eventually, processes_tagged, python, unique_t
 /// Run `f` on a thread of its own and return its result, failing the test
 /// if it has not finished after `limit` (a hang, not slowness: the limits
 /// are many times what the scenario needs).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(super) fn bounded<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
@@ -37,7 +40,7 @@ fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 's
     }
 }
 
-const WATCHDOG: Duration = Duration::from_secs(120);
+pub(super) const WATCHDOG: Duration = Duration::from_secs(120);
 
 /// The fake stdio server with `args` and a tag in its environment.
 fn fake(args: &[&str]) -> Option<(Server, String)> {
@@ -339,9 +342,10 @@ fn close_reaches_a_descendant_that_left_the_process_group() {
 const TOKEN: &str = "mcp-tok-3f9a7c1e";
 const KEY: &str = "sk-chat-key-5b2d8e";
 
-/// Log lines of pikuri's targets that hold a secret or a redaction, from
-/// every test of this binary (`log` takes one logger per process).
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Log lines of pikuri's targets that hold a secret (one of the two
+/// above, or any text with `s3cret` in it) or a redaction, from every test
+/// of this binary (`log` takes one logger per process).
+pub(super) static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 struct Capture;
 
@@ -354,14 +358,18 @@ impl log::Log for Capture {
             return;
         }
         let line = format!("{} {}", r.target(), r.args());
-        if line.contains(TOKEN) || line.contains(KEY) || line.contains("<redacted>") {
+        if line.contains(TOKEN)
+            || line.contains(KEY)
+            || line.contains("s3cret")
+            || line.contains("<redacted>")
+        {
             LINES.lock().unwrap().push(line);
         }
     }
     fn flush(&self) {}
 }
 
-fn capture_logs() {
+pub(super) fn capture_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         log::set_logger(&Capture).expect("the only logger of this binary");

@@ -10,6 +10,7 @@
 //! is skipped and passes, unless `PIKURI_REQUIRE_MCP=1`, which turns a
 //! missing piece into a failure.
 
+mod attacks16; // session 16's outside pass: redirects, limits, overtaking, lifecycle
 mod chat; // examples/chat with --mcp / --mcp-url, driven by a scripted model
 #[cfg(feature = "tool-search")]
 mod deferred; // tools of a server as deferred tools (issue 40)

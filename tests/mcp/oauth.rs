@@ -498,3 +498,280 @@ fn chat_example_logs_in_with_oauth_for_mcp_url() {
     assert!(!stderr.contains("To authorize"), "{stderr}");
     let _ = std::fs::remove_dir_all(store.parent().unwrap());
 }
+
+/// A token endpoint that refuses the code exchange quoting the form it
+/// got (decoded in `error_description`, and as sent): neither the code,
+/// the PKCE verifier nor the client secret reaches the error (its text or
+/// `Debug`) or a log line.
+#[test]
+fn a_token_endpoint_that_echoes_the_form_leaks_no_secret() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    super::hostile::capture_logs();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_echo.py");
+    let log = super::Log::new(&super::unique_tag("oauth-echo"));
+    let fake = Proc::start(
+        &python,
+        &script.display().to_string(),
+        &[&log.0.display().to_string()],
+        &[],
+    );
+    let browser = TestBrowser::default();
+    let oauth = browser
+        .oauth()
+        .with_client_id("client-1")
+        .with_client_secret("client-s3cret-2");
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let err = match Client::connect("echo", &server) {
+        Ok(c) => {
+            c.close();
+            panic!("connected");
+        }
+        Err(e) => e,
+    };
+    let text = format!("{err} | {err:?}");
+    assert_eq!(err.kind(), ErrorKind::Auth, "{text}");
+    assert!(text.contains("invalid_grant"), "{text}");
+    let sent = log.text();
+    let form: Vec<(&str, &str)> = sent
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("the token endpoint got nothing: {text}"))
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let secrets: Vec<&str> = form
+        .iter()
+        .filter(|(k, _)| matches!(*k, "code" | "code_verifier" | "client_secret"))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(secrets.len(), 3, "{form:?}");
+    for secret in &secrets {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    let lines = super::hostile::LINES.lock().unwrap().clone();
+    for line in &lines {
+        assert!(
+            !line.contains("code-s3cret-1") && !line.contains("client-s3cret-2"),
+            "{line}"
+        );
+    }
+}
+
+/// The echo fixture in `mode` with a 1 s request bound; the connect's
+/// error.
+fn echo_fails(mode: &str) -> Option<pikuri::Error> {
+    echo_fails_opening(mode).map(|(err, _)| err)
+}
+
+/// [`echo_fails`], with what the browser was asked to open.
+fn echo_fails_opening(mode: &str) -> Option<(pikuri::Error, Vec<String>)> {
+    let (python, _) = python()?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_echo.py");
+    let log = super::Log::new(&super::unique_tag("oauth-echo"));
+    let fake = Proc::start(
+        &python,
+        &script.display().to_string(),
+        &[&log.0.display().to_string(), mode],
+        &[],
+    );
+    let browser = TestBrowser::default();
+    let oauth = browser
+        .oauth()
+        .with_client_id("client-1")
+        .with_request_timeout(Duration::from_secs(1));
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("echo", &server).err());
+    });
+    let err = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the connect is bounded");
+    Some((err.expect("connected"), browser.opened()))
+}
+
+/// Metadata whose authorization endpoint is not http(s) (`smb://`): the
+/// login is refused before the browser is asked to open anything.
+#[test]
+fn an_authorization_endpoint_that_is_not_http_is_never_opened() {
+    let Some((err, opened)) = echo_fails_opening("smb") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string()
+            .contains("has no valid `authorization_endpoint`"),
+        "{err}"
+    );
+    assert!(opened.is_empty(), "{opened:?}");
+}
+
+/// A token endpoint that trickles its answer is a timeout of the request
+/// bound, told as one; one that answers 50 MB is refused at the body
+/// limit, told as such (not as "no JSON body"); an authorization server
+/// that refuses connections is named as unreachable.
+#[test]
+fn a_trickling_huge_or_refusing_authorization_side_is_a_typed_auth_error() {
+    let Some(err) = echo_fails("trickle") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string().contains("did not answer within 1 s"),
+        "{err}"
+    );
+    let Some(err) = echo_fails("huge") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("262144 bytes"), "{err}");
+    let Some(err) = echo_fails("as-down") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot reach http://127.0.0.1:1/.well-known/"),
+        "{err}"
+    );
+}
+
+/// A local peer that connects to the login's loopback listener first and
+/// trickles a request a byte every 200 ms (a stuck prefetch, a hostile
+/// process): the listener gives it up within its bound and takes the
+/// browser's callback, so the login completes.
+#[test]
+fn a_trickling_connection_to_the_loopback_does_not_hold_the_login() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["good"], &[]);
+    let oauth = OAuth::new()
+        .with_browser(|url: &str| {
+            let url = url.to_string();
+            let redirect = param(&url, "redirect_uri").unwrap();
+            let addr = redirect
+                .trim_start_matches("http://")
+                .split('/')
+                .next()
+                .unwrap()
+                .to_string();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                for b in b"GET /callback?state=x HTTP/1.1\r\n"
+                    .iter()
+                    .cycle()
+                    .take(600)
+                {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            });
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                follow(&url);
+            });
+            Ok(())
+        })
+        .with_login_timeout(Duration::from_secs(30))
+        .with_request_timeout(Duration::from_secs(10));
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("fake", &server).map(|c| c.close()));
+    });
+    rx.recv_timeout(Duration::from_secs(90))
+        .expect("the connect is bounded")
+        .unwrap();
+}
+
+/// A close while a call waits for a login (the token was revoked; the
+/// user has not come back from the browser): the call ends at once with
+/// an error, instead of at the login timeout.
+#[test]
+fn a_close_ends_a_call_waiting_for_the_login() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["rotate"], &[]);
+    let opened = Arc::new(Mutex::new(0));
+    let oauth = {
+        let opened = Arc::clone(&opened);
+        OAuth::new()
+            .with_browser(move |url: &str| {
+                let mut n = opened.lock().unwrap();
+                *n += 1;
+                // The first login completes; the user never finishes the
+                // second.
+                if *n == 1 {
+                    let url = url.to_string();
+                    std::thread::spawn(move || follow(&url));
+                }
+                Ok(())
+            })
+            .with_login_timeout(Duration::from_secs(300))
+    };
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_request_timeout(Duration::from_secs(300))
+        .with_startup_timeout(Duration::from_secs(60));
+    let client = Client::connect("fake", &server).unwrap();
+    client
+        .call_tool("expire", &json!({}), &ToolContext::detached())
+        .unwrap();
+    let call = {
+        let client = client.clone();
+        std::thread::spawn(move || client.call_tool("ping", &json!({}), &ToolContext::detached()))
+    };
+    assert!(super::eventually(Duration::from_secs(30), || *opened
+        .lock()
+        .unwrap()
+        == 2));
+    client.close();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call.join().unwrap());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the call ends with the close, not at the login timeout");
+    assert!(out.is_err(), "{out:?}");
+}
+
+/// `Duration::MAX` given as "no limit" for the login and each request to
+/// the authorization side: the login completes, no panic.
+#[test]
+fn duration_max_login_bounds_are_no_limit() {
+    let Some((python, _)) = python() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_fake.py");
+    let fake = Proc::start(&python, &script.display().to_string(), &["good"], &[]);
+    let oauth = TestBrowser::default()
+        .oauth()
+        .with_login_timeout(Duration::MAX)
+        .with_request_timeout(Duration::MAX);
+    let server = Server::http(fake.url())
+        .with_oauth(oauth)
+        .with_startup_timeout(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Client::connect("fake", &server).map(|c| c.close()));
+    });
+    rx.recv_timeout(Duration::from_secs(90))
+        .expect("the connect is bounded")
+        .unwrap();
+}

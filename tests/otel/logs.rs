@@ -80,3 +80,61 @@ fn no_credential_reaches_a_log_line() {
         assert!(!l.contains("s3cret"), "{l}");
     }
 }
+
+/// A collector that refuses the export quoting what it was sent (the
+/// headers, the query, the start of the body) in a 400's body: no header
+/// value or query secret reaches the warning that reports the failure, nor
+/// any other log line. (Markers other than the test above's: the two
+/// share the binary's logger.)
+#[test]
+fn a_collector_that_echoes_the_request_leaks_no_credential_into_the_log() {
+    let logs = capture();
+    let collector = FakeServer::start();
+    collector.set_strict(false);
+    collector.respond_with(|req| {
+        let headers: Vec<String> = req
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        Reply::raw_body(
+            400,
+            "text/plain",
+            format!("refused {} {}", req.path, headers.join(" ")),
+        )
+    });
+    let endpoint = format!("{}/chat/completions?key=query-zq7", collector.base_url());
+    let config = OtlpConfig::new("http://127.0.0.1:9")
+        .with_traces_endpoint(endpoint)
+        .with_metrics_endpoint(None)
+        .with_header("x-api-key", "header-zq7")
+        .with_header("authorization", "Bearer auth-zq7")
+        .with_max_retries(0);
+    let model = FakeServer::start();
+    model.push(Reply::text("hi"));
+    let exporter = OtlpExporter::new(config);
+    let handle = exporter.handle();
+    let mut agent = pikuri::Agent::builder(model.transport())
+        .add_listener(exporter)
+        .build()
+        .unwrap();
+    agent.run_loop("hello").unwrap();
+    agent.close();
+    // The collector got the export (with the credentials) and refused it.
+    let got = collector.requests();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert_eq!(got[0].header("x-api-key"), Some("header-zq7"));
+    assert_eq!(handle.failed_exports(), 1);
+    let lines = logs.0.lock().unwrap().clone();
+    assert!(
+        lines.iter().any(|l| l.contains("http status 400: refused")),
+        "{lines:#?}"
+    );
+    // The scripted collector's own lines (`pikuri::testing`) are the
+    // peer's, not the exporter's.
+    for l in lines.iter().filter(|l| !l.contains(" pikuri::testing")) {
+        assert!(!l.contains("header-zq7"), "{l}");
+        assert!(!l.contains("auth-zq7"), "{l}");
+        assert!(!l.contains("query-zq7"), "{l}");
+    }
+}

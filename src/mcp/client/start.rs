@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crossbeam_channel::{bounded, select};
 use parking_lot::Mutex;
 
 use super::{Client, Inner, State, listen_filter, rpc_error};
+use crate::control::Cancellable;
 use crate::mcp::conn::{Conn, DISCOVER_FAILED, INIT_FAILED, InitInfo, Observer};
 use crate::mcp::http::Http;
 use crate::mcp::input::Asker;
@@ -57,6 +59,50 @@ impl Client {
                 tools_fresh_until: Mutex::new(None),
             }),
         })
+    }
+
+    /// [`conn`](Client::conn), whose wait for a restart a cancel of
+    /// `cancel` ends (the error then reads `cancelled`): a restart's
+    /// handshake may take up to the startup timeout, so it runs on a
+    /// thread of its own, which finishes it (or fails) whoever waits, and
+    /// the next call finds the result. A live connection is returned at
+    /// once, with no thread.
+    pub(in crate::mcp) fn conn_unless_cancelled(
+        &self,
+        cancel: Option<&Cancellable>,
+    ) -> std::result::Result<Arc<Conn>, Box<dyn std::error::Error + Send + Sync>> {
+        let Some(cancel) = cancel else {
+            return self.conn();
+        };
+        {
+            let st = self.inner.state.lock();
+            if st.closed || st.conn.closed_reason().is_none() {
+                drop(st);
+                return self.conn();
+            }
+        }
+        if cancel.is_cancelled() {
+            return Err("cancelled".into());
+        }
+        let (tx, rx) = bounded(1);
+        let client = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("mcp-{}-restart", self.inner.name))
+            .spawn(move || {
+                let _ = tx.send(client.conn());
+            });
+        if spawned.is_err() {
+            return self.conn();
+        }
+        let (woke, cancelled) = bounded::<()>(1);
+        // Runs on the cancelling thread: only wakes the waiter up.
+        let _hook = cancel.on_cancel(move || {
+            let _ = woke.try_send(());
+        });
+        select! {
+            recv(rx) -> conn => conn.unwrap_or_else(|_| Err("the restart ended without a result".into())),
+            recv(cancelled) -> _ => Err("cancelled".into()),
+        }
     }
 
     /// The live connection, restarting a dead stdio server within budget.

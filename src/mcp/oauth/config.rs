@@ -116,8 +116,10 @@ impl Browser for SystemBrowser {
 /// to the authorization server follow no redirects and are bounded by
 /// [`OAuth::with_request_timeout`]; the wait for the browser by
 /// [`OAuth::with_login_timeout`] (and by [`Server::with_startup_timeout`] or
-/// [`Server::with_request_timeout`](crate::mcp::Server::with_request_timeout) for the request waiting).
-/// Every failure is an [`Error::Http`](crate::Error::Http) with status
+/// [`Server::with_request_timeout`](crate::mcp::Server::with_request_timeout) for the request waiting);
+/// the loopback listener serves one connection at a time and gives each
+/// 5 s to send its request, so a silent or trickling local peer cannot
+/// hold up the browser's callback. Every failure is an [`Error::Http`](crate::Error::Http) with status
 /// 401 (so [`ErrorKind::Auth`](crate::ErrorKind::Auth)) whose message
 /// starts with `OAuth:` and says what went wrong, never with a token.
 ///

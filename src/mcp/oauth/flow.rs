@@ -14,7 +14,7 @@ use super::store::Tokens;
 use crate::codec::percent::{self, Space};
 use crate::net::{AgentSetup, error_text};
 use crate::sanitize::sanitize;
-use crate::util::{excerpt, redact_url};
+use crate::util::{Secrets, excerpt, redact_url, redact_url_in};
 
 /// The largest metadata or token answer read.
 const MAX_BODY: u64 = 256 * 1024;
@@ -106,9 +106,32 @@ fn send_error(e: &ureq::Error, url: &str, config: &OAuth) -> AuthError {
     }
 }
 
+/// A failed read of an answer's body: a timeout when the request bound
+/// ran out (ureq reports it as an I/O error), else the failure.
+fn read_error(e: &std::io::Error, url: &str, config: &OAuth) -> AuthError {
+    let shown = redact_url(url);
+    let timed_out = e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+    if timed_out {
+        AuthError::Timeout(format!(
+            "{shown} did not answer within {} s",
+            config.request_timeout.as_secs_f64()
+        ))
+    } else {
+        AuthError::Unreachable(format!(
+            "reading the answer of {shown} failed: {}",
+            excerpt(&redact_url_in(&e.to_string(), url), 200)
+        ))
+    }
+}
+
 /// Read a response: a 3xx is an error (redirects are never followed:
-/// metadata and tokens must come from the address the spec names).
-fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
+/// metadata and tokens must come from the address the spec names), and so
+/// is a body that ends in a failed read (a server trickling past the
+/// request bound is a timeout) or runs past [`MAX_BODY`].
+fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str, config: &OAuth) -> Result<Got> {
     let status = resp.status().as_u16();
     if (300..400).contains(&status) {
         let to = resp
@@ -124,11 +147,20 @@ fn read(mut resp: ureq::http::Response<ureq::Body>, url: &str) -> Result<Got> {
         ));
     }
     let mut bytes = Vec::new();
-    let _ = resp
+    let read = resp
         .body_mut()
         .as_reader()
-        .take(MAX_BODY)
+        .take(MAX_BODY + 1)
         .read_to_end(&mut bytes);
+    if let Err(e) = read {
+        return Err(read_error(&e, url, config));
+    }
+    if bytes.len() as u64 > MAX_BODY {
+        return unusable(format!(
+            "{} answered more than {MAX_BODY} bytes",
+            redact_url(url)
+        ));
+    }
     Ok(match crate::util::json_from_slice::<Value>(&bytes) {
         Ok(v) => Got::Json(status, v),
         Err(_) => Got::Other(status),
@@ -142,7 +174,7 @@ fn get(config: &OAuth, url: &str) -> Result<Got> {
         .header("MCP-Protocol-Version", "2025-06-18")
         .call()
         .map_err(|e| send_error(&e, url, config))?;
-    read(resp, url)
+    read(resp, url, config)
 }
 
 fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
@@ -152,7 +184,7 @@ fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
         .header("Content-Type", "application/x-www-form-urlencoded")
         .send(body.as_bytes())
         .map_err(|e| send_error(&e, url, config))?;
-    read(resp, url)
+    read(resp, url, config)
 }
 
 /// The origin (`scheme://authority`) and path of an http(s) URL, without
@@ -160,6 +192,11 @@ fn post_form(config: &OAuth, url: &str, body: &str) -> Result<Got> {
 fn split_url(url: &str) -> Option<(String, String)> {
     let url = url.split(['#', '?']).next()?;
     let (scheme, rest) = url.split_once("://")?;
+    // Any other scheme (`smb:`, `file:`, `javascript:`) in metadata would
+    // reach the browser launcher or a request as is.
+    if !scheme.eq_ignore_ascii_case("https") && !scheme.eq_ignore_ascii_case("http") {
+        return None;
+    }
     let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
     if authority.is_empty() {
         return None;
@@ -402,7 +439,7 @@ fn register(
         .header("Content-Type", "application/json")
         .send(body.to_string().as_bytes())
         .map_err(|e| send_error(&e, endpoint, config))?;
-    match read(resp, endpoint)? {
+    match read(resp, endpoint, config)? {
         Got::Json(200 | 201, v) => match v["client_id"].as_str() {
             Some(id) if !id.is_empty() => Ok((
                 id.to_string(),
@@ -412,20 +449,39 @@ fn register(
         },
         Got::Json(status, v) => refused(format!(
             "the client registration was refused ({status}): {}",
-            oauth_error(&v)
+            oauth_error(&v, &Secrets::default())
         )),
         Got::Other(status) => refused(format!("the client registration was refused ({status})")),
     }
 }
 
-/// An OAuth error body as one short line (`error: description`).
-fn oauth_error(v: &Value) -> String {
+/// An OAuth error body as one short line (`error: description`), without
+/// `secrets` (hidden before the line is cut, so no part of one is left).
+fn oauth_error(v: &Value, secrets: &Secrets) -> String {
     let error = v["error"].as_str().unwrap_or("unknown error");
     let text = match v["error_description"].as_str() {
         Some(d) => format!("{error}: {d}"),
         None => error.to_string(),
     };
-    sanitize(&excerpt(&text, 200)).into_owned()
+    sanitize(&excerpt(&secrets.redact(&text), 200)).into_owned()
+}
+
+/// The values of a token request's form that are secret (the code, the
+/// PKCE verifier, the refresh token, the client secret), as sent and
+/// form-encoded.
+fn form_secrets(form: &[(&str, &str)]) -> Secrets {
+    let secret = |k: &str| {
+        matches!(
+            k,
+            "code" | "code_verifier" | "refresh_token" | "client_secret"
+        )
+    };
+    Secrets::new(form.iter().filter(|(k, _)| secret(k)).flat_map(|(_, v)| {
+        [
+            (*v).to_string(),
+            percent::form(&[("", v)], Space::Escaped)[1..].to_string(),
+        ]
+    }))
 }
 
 /// A full login: discovery, registration, the browser, the code exchange.
@@ -477,19 +533,18 @@ pub(super) fn login(
     if let Some(secret) = &client_secret {
         form.push(("client_secret", secret));
     }
-    let body = percent::form(&form, Space::Escaped);
     let template = Tokens {
         access_token: String::new(),
         refresh_token: None,
         expires_at: None,
         scope: found.scope.clone(),
         issuer: found.meta.issuer.clone(),
-        client_id,
-        client_secret,
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
         token_endpoint: found.meta.token_endpoint.clone(),
         resource: found.resource.clone(),
     };
-    token_request(config, &template, &body)
+    token_request(config, &template, &form)
 }
 
 /// Exchange the refresh token for new tokens.
@@ -506,7 +561,7 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
     if let Some(secret) = &old.client_secret {
         form.push(("client_secret", secret));
     }
-    let mut fresh = token_request(config, old, &percent::form(&form, Space::Escaped))?;
+    let mut fresh = token_request(config, old, &form)?;
     // RFC 6749 §6: the old refresh token stays valid unless a new one came.
     if fresh.refresh_token.is_none() {
         fresh.refresh_token.clone_from(&old.refresh_token);
@@ -515,13 +570,16 @@ pub(super) fn refresh(config: &OAuth, old: &Tokens) -> Result<Tokens> {
 }
 
 /// POST `form` to the token endpoint; the answer over `template`.
-fn token_request(config: &OAuth, template: &Tokens, form: &str) -> Result<Tokens> {
-    let v = match post_form(config, &template.token_endpoint, form)? {
+fn token_request(config: &OAuth, template: &Tokens, form: &[(&str, &str)]) -> Result<Tokens> {
+    let body = percent::form(form, Space::Escaped);
+    let v = match post_form(config, &template.token_endpoint, &body)? {
         Got::Json(200, v) => v,
         Got::Json(status, v) => {
+            // An endpoint that quotes the request in its error would put
+            // the code, the verifier or a secret in ours.
             return refused(format!(
                 "the token request was refused ({status}): {}",
-                oauth_error(&v)
+                oauth_error(&v, &form_secrets(form))
             ));
         }
         Got::Other(status) => {
@@ -603,6 +661,27 @@ mod tests {
         );
     }
 
+    /// A refused refresh quoting the form, raw and encoded: the refresh
+    /// token and the client secret are hidden in both, the rest is kept.
+    #[test]
+    fn a_refused_token_request_hides_the_forms_secrets() {
+        let form = [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", "rt-1/2+3"),
+            ("client_id", "cid"),
+            ("client_secret", "cs 4"),
+        ];
+        let sent = percent::form(&form, Space::Escaped);
+        let v = json!({"error": "invalid_grant",
+            "error_description": format!("rt-1/2+3 and cs 4 in {sent}")});
+        let line = oauth_error(&v, &form_secrets(&form));
+        for secret in ["rt-1", "cs 4", "cs+4", "cs%204", "rt-1%2F2%2B3"] {
+            assert!(!line.contains(secret), "{secret}: {line}");
+        }
+        assert!(line.starts_with("invalid_grant: "), "{line}");
+        assert!(line.contains("client_id=cid"), "{line}");
+    }
+
     #[test]
     fn bearer_challenges_parse() {
         let p = bearer_params(
@@ -626,6 +705,21 @@ mod tests {
         assert!(bearer_params("Basic realm=x").is_empty());
         assert!(bearer_params("").is_empty());
         assert!(bearer_params("Bearer =,,=\"").len() <= 1);
+    }
+
+    /// Only http(s) URLs are URLs here: metadata naming another scheme
+    /// is refused, never opened or requested.
+    #[test]
+    fn only_http_and_https_urls_split() {
+        assert!(split_url("https://as.example/authorize").is_some());
+        assert!(split_url("HTTP://127.0.0.1:9/x").is_some());
+        for url in [
+            "smb://attacker/share",
+            "file://host/etc/passwd",
+            "javascript://x%0aalert(1)",
+        ] {
+            assert_eq!(split_url(url), None, "{url}");
+        }
     }
 
     #[test]

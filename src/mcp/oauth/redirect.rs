@@ -42,14 +42,16 @@ impl Loopback {
         listener
             .set_nonblocking(true)
             .map_err(|e| AuthError::Local(format!("the redirect listener failed: {e}")))?;
-        let deadline = Instant::now() + timeout;
+        // `Duration::MAX` (a host's "no limit") saturates instead of panicking.
+        let deadline = crate::util::instant_after(timeout);
         loop {
             if closed() {
                 return local("the connection was closed during the login");
             }
             match listener.accept() {
                 Ok((stream, _)) => {
-                    if let Some(query) = serve_callback(stream) {
+                    let until = (Instant::now() + PER_CONNECTION).min(deadline);
+                    if let Some(query) = serve_callback(stream, until) {
                         return Ok(query);
                     }
                 }
@@ -69,11 +71,34 @@ impl Loopback {
     }
 }
 
-/// Read one request; answer it. `Some(query)` when it was the callback.
-fn serve_callback(stream: TcpStream) -> Option<String> {
+/// How long one connection may take to send its request: a browser sends
+/// it at once, and the listener serves one connection at a time, so a
+/// silent or trickling peer (a stuck prefetch, another local process) is
+/// let go before it can hold up the browser's callback.
+const PER_CONNECTION: Duration = Duration::from_secs(5);
+
+/// A connection read until `until`, however its bytes arrive.
+struct Until {
+    stream: TcpStream,
+    until: Instant,
+}
+
+impl Read for Until {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Read one request, until `until` at the latest; answer it.
+/// `Some(query)` when it was the callback.
+fn serve_callback(stream: TcpStream, until: Instant) -> Option<String> {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut reader = BufReader::new(stream.take(8192));
+    let mut reader = BufReader::new(Until { stream, until }.take(8192));
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
     // Drain the headers, so the browser sees an answer, not a reset.
@@ -81,7 +106,7 @@ fn serve_callback(stream: TcpStream) -> Option<String> {
     while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
         header.clear();
     }
-    let mut stream = reader.into_inner().into_inner();
+    let mut stream = reader.into_inner().into_inner().stream;
     let target = line.split_whitespace().nth(1).unwrap_or_default();
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let (status, body, found) = if path == "/callback" {
