@@ -93,6 +93,8 @@ Options:
                             to --model [env: OPENAI_FALLBACK_URLS, entries
                             separated by spaces or `;`]
       --events FILE         write every event to FILE, one JSON object per line
+                            (an events file there is replaced, any other file
+                            is refused)
       --session FILE        keep the conversation in a crash-safe journal at
                             FILE (`.journal` is added when missing) and go on
                             with it at the next start; start it again with the
@@ -154,7 +156,7 @@ Interactive chat:
   /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
   /skills       list the skills (--skills) the model can read
   /tools        list the tools sent, the deferred ones and those found
-  /save FILE    save the conversation as JSON
+  /save FILE    save the conversation as JSON (replaces a saved one only)
   /load FILE    replace the conversation with a saved one
   /help         list these commands
   /quit         exit (so does end of input)
@@ -181,7 +183,7 @@ pub(crate) const COMMANDS: &str = "\
               as the next message
 /skills       list the skills (--skills) the model can read
 /tools        list the tools sent, the deferred ones and those found
-/save FILE    save the conversation as JSON
+/save FILE    save the conversation as JSON (replaces a saved one only)
 /load FILE    replace the conversation with a saved one
 /quit         exit";
 

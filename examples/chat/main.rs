@@ -78,6 +78,7 @@ mod args;
 mod console;
 mod delegate;
 mod demo;
+mod files;
 mod guards;
 mod mcp;
 mod repl;
@@ -403,6 +404,14 @@ fn configure(
         cfg = session(cfg, path)?;
     }
     if let Some(path) = &opts.events {
+        // Why before the open: it truncates, and blocks on a FIFO.
+        files::check_writable(
+            path,
+            "an events file",
+            files::EVENTS_SNIFF_BYTES,
+            files::is_events,
+        )
+        .map_err(|e| Failure::Usage(format!("--events: {e}")))?;
         let log = JsonLines::create(path).map_err(|e| {
             Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
         })?;

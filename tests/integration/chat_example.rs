@@ -2207,3 +2207,141 @@ fn deferral_flags_are_checked() {
         assert!(out.stderr.contains(says), "{flags:?}: {}", out.stderr);
     }
 }
+
+/// Make a FIFO at `path`; false when `mkfifo` is not there.
+#[cfg(unix)]
+fn mkfifo(path: &Path) -> bool {
+    Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// ATTACKS.md, files: `--events` truncated whatever file it named and
+/// blocked on a FIFO. Now a file the chat did not write, a FIFO, a folder
+/// and a link to nothing are usage errors naming the flag, each left as it
+/// was; an events file is replaced by the same command run again.
+#[cfg(unix)]
+#[test]
+fn events_flag_never_replaces_a_file_it_did_not_write_nor_waits_on_a_fifo() {
+    let dir = fresh_dir("events-targets");
+    let notes = dir.join("notes.md");
+    std::fs::write(&notes, "# my notes\nkeep them\n").unwrap();
+    let fifo = dir.join("pipe.jsonl");
+    let made_fifo = mkfifo(&fifo);
+    let dangling = dir.join("dangling.jsonl");
+    std::os::unix::fs::symlink(dir.join("elsewhere/x.jsonl"), &dangling).unwrap();
+    let mut refused = vec![
+        (notes.clone(), "is not an events file"),
+        (dir.clone(), "is a folder"),
+        (dangling.clone(), "symbolic link to nothing"),
+    ];
+    if made_fifo {
+        refused.push((fifo.clone(), "not a regular file"));
+    }
+    for (path, says) in &refused {
+        let out = run(&["--events", path.to_str().unwrap(), "-p", "What is 2+2?"]);
+        assert_eq!(out.code, Some(2), "{}: {}", path.display(), out.stderr);
+        assert!(out.stderr.contains("--events"), "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "# my notes\nkeep them\n"
+    );
+    assert!(!dir.join("elsewhere").exists());
+
+    // The same command twice: the second run's events replace the first's.
+    let events = dir.join("run.jsonl");
+    for _ in 0..2 {
+        let out = run(&["--events", events.to_str().unwrap(), "-p", "What is 2+2?"]);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert_eq!(text.matches("\"user_turn\"").count(), 1, "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, files: `/save` replaced any file and `/load` read any, a
+/// FIFO blocking both for ever. Now a file the chat did not write is not
+/// replaced, a FIFO or a device is refused without being opened, and
+/// `/save` run twice replaces its own file.
+#[cfg(unix)]
+#[test]
+fn repl_save_and_load_refuse_fifos_devices_and_foreign_files() {
+    let dir = fresh_dir("save-load-targets");
+    let notes = dir.join("notes.md");
+    std::fs::write(&notes, "# my notes\n").unwrap();
+    let fifo = dir.join("pipe.json");
+    let made_fifo = mkfifo(&fifo);
+    let saved = dir.join("my chät.json");
+    let mut chat = Chat::spawn_in(Some(&dir), &[]);
+    chat.wait_prompt(1);
+    chat.send("What is 2+2?");
+    chat.wait_prompt(2);
+    let mut prompt = 2;
+    let mut step = |chat: &mut Chat, line: String| {
+        chat.send(&line);
+        prompt += 1;
+        chat.wait_prompt(prompt);
+    };
+    step(&mut chat, format!("/save {}", notes.display()));
+    if made_fifo {
+        step(&mut chat, format!("/save {}", fifo.display()));
+        step(&mut chat, format!("/load {}", fifo.display()));
+    }
+    step(&mut chat, "/load /dev/zero".to_string());
+    step(&mut chat, format!("/save {}", saved.display()));
+    step(&mut chat, format!("/save {}", saved.display()));
+    step(&mut chat, format!("/load {}", saved.display()));
+    chat.send("/quit");
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("notes.md exists and is not a saved history"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
+    if made_fifo {
+        assert!(
+            out.stderr.contains("pipe.json is not a regular file"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.stderr.matches("not a regular file").count(), 3);
+    }
+    assert!(
+        out.stderr.contains("/dev/zero: not a regular file"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("(saved 4 messages to ").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("(loaded 4 messages from "),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, files: the `write_file` tool blocked for ever on a FIFO in
+/// the workspace; it answers the model that it writes regular files only.
+#[cfg(unix)]
+#[test]
+fn write_file_refuses_a_fifo_instead_of_waiting_for_a_reader() {
+    let dir = fresh_dir("write-fifo");
+    if !mkfifo(&dir.join("p.txt")) {
+        return;
+    }
+    let out = Chat::spawn_in(Some(&dir), &["-y", "-p", "write hi to p.txt"]).finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("not a regular file"), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+}
