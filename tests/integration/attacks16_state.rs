@@ -199,3 +199,111 @@ fn an_image_from_a_fifo_or_a_device_is_refused_without_hanging() {
     assert!(e.contains("not a regular file"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `target/<profile>/examples/evals` (plain `cargo test` builds it first).
+fn evals_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .join("examples/evals");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --examples` first",
+        bin.display()
+    );
+    bin
+}
+
+/// Run the evals example with `args` in `dir`, killed (and failed) if it
+/// has not exited within two minutes: (exit code, stderr).
+fn run_evals(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(evals_bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the evals example");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the evals example {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), reader.join().unwrap())
+}
+
+/// The evals example's command line: every bad flag value exits 2 naming
+/// the flag; `--junit` never truncates a file the user wrote, never waits
+/// on a FIFO, never creates a folder, takes a name with spaces, non-ASCII
+/// and a leading dot, and replaces its own file when run again.
+#[test]
+fn the_evals_example_junit_flag_and_bad_flags() {
+    let dir = temp_dir("evals-cli");
+    let notes = dir.join("notes.md");
+    std::fs::write(&notes, "# my notes\n").unwrap();
+    let fifo = dir.join("pipe.xml");
+    let made_fifo = mkfifo(&fifo);
+    let mut refused: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--junit".into()], "--junit"),
+        (
+            vec!["--record".into(), "http://127.0.0.1:1/v1".into()],
+            "--record",
+        ),
+        (vec!["--baseline".into()], "--baseline"),
+        (
+            vec!["--junit".into(), notes.to_string_lossy().into()],
+            "--junit",
+        ),
+        (
+            vec![
+                "--junit".into(),
+                dir.join("missing/out.xml").to_string_lossy().into(),
+            ],
+            "--junit",
+        ),
+        (
+            vec!["--junit".into(), dir.to_string_lossy().into()],
+            "--junit",
+        ),
+    ];
+    if made_fifo {
+        refused.push((
+            vec!["--junit".into(), fifo.to_string_lossy().into()],
+            "--junit",
+        ));
+    }
+    for (args, flag) in &refused {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stderr) = run_evals(&dir, &args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
+    assert!(!dir.join("missing").exists());
+    // Twice in a row, at an odd name: the second run replaces its file.
+    let out = dir.join(".my rëport.xml");
+    for _ in 0..2 {
+        let (code, stderr) = run_evals(&dir, &["--junit", out.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let xml = std::fs::read_to_string(&out).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert_eq!(xml.matches("<testsuites").count(), 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
