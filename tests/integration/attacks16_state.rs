@@ -307,3 +307,104 @@ fn the_evals_example_junit_flag_and_bad_flags() {
     assert_eq!(xml.matches("<testsuites").count(), 1);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Lifecycle: an approver that panics, and a tool whose
+/// `changes_user_state` panics, are contained: the call is denied with
+/// an observation naming the panic (the tool never runs), the run goes
+/// on to its answer, and the journaled run resumes whole with nothing
+/// left to do.
+#[cfg(feature = "journal")]
+#[test]
+fn a_panicking_approver_or_state_check_denies_the_call_and_the_journal_resumes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use pikuri::approval::{ApprovalRequest, Decision};
+    use pikuri::journal::FileStore;
+    use pikuri::testing::{FakeServer, Reply};
+    use pikuri::tool::Parameters;
+    use pikuri::{Agent, Tool, ToolContext, ToolError};
+    use serde_json::{Value, json};
+
+    struct Touchy {
+        ran: Arc<AtomicUsize>,
+        panics_on_check: bool,
+        parameters: Parameters,
+    }
+    impl Tool for Touchy {
+        fn name(&self) -> &str {
+            "touch"
+        }
+        fn description(&self) -> &str {
+            "Touches a file."
+        }
+        fn parameters(&self) -> &Parameters {
+            &self.parameters
+        }
+        fn changes_user_state(&self) -> bool {
+            assert!(!self.panics_on_check, "state check exploded");
+            true
+        }
+        fn call(&self, _: &Value, _: &ToolContext) -> Result<String, ToolError> {
+            self.ran.fetch_add(1, Ordering::SeqCst);
+            Ok("touched".into())
+        }
+    }
+
+    let dir = temp_dir("panicking-approver");
+    for panics_on_check in [false, true] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_call("touch", json!({"path": "a"})));
+        server.push(Reply::text("Could not touch it."));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let tool = || Touchy {
+            ran: Arc::clone(&ran),
+            panics_on_check,
+            parameters: Parameters::builder()
+                .required_string("path", "Path.")
+                .build(),
+        };
+        let store = FileStore::new(&dir).unwrap();
+        let run = if panics_on_check { "check" } else { "review" };
+        let approver = move |_: &ApprovalRequest| -> Decision {
+            assert!(panics_on_check, "approver exploded");
+            Decision::Approve
+        };
+        let mut agent = Agent::builder(server.transport())
+            .add_tool(tool())
+            .approver(approver)
+            .journal(store.clone(), run)
+            .build()
+            .unwrap();
+        let outcome = agent.run_loop("touch a").unwrap();
+        assert_eq!(outcome.answer.as_deref(), Some("Could not touch it."));
+        let observation = agent
+            .messages()
+            .iter()
+            .find(|m| m.role == pikuri::Role::Tool)
+            .map(|m| m.content.clone())
+            .unwrap();
+        if panics_on_check {
+            // Treated as state-changing: asked, and approved.
+            assert_eq!(observation, "touched");
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+        } else {
+            assert!(
+                observation.contains("the approver panicked: approver exploded"),
+                "{observation}"
+            );
+            assert_eq!(ran.load(Ordering::SeqCst), 0);
+        }
+        let before = agent.messages().to_vec();
+        drop(agent);
+        let resumed = Agent::builder(server.transport())
+            .add_tool(tool())
+            .resume(store, run)
+            .build()
+            .unwrap();
+        assert!(!resumed.interrupted());
+        assert_eq!(resumed.messages(), before.as_slice());
+        server.assert_all_used();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
