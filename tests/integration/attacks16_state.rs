@@ -408,3 +408,86 @@ fn a_panicking_approver_or_state_check_denies_the_call_and_the_journal_resumes()
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Lifecycle × the journal: a cancel at each boundary of a tool batch (in
+/// the first call, in the second, in the approver before either) ends the
+/// run with `Cancelled`, every call answered; the journal then holds
+/// exactly the history the agent held, as a finished run (not one to
+/// resume), and a `retry_turn` of the resumed agent goes on from there and
+/// is journaled too.
+#[cfg(feature = "journal")]
+#[test]
+fn a_cancel_at_each_boundary_of_a_journaled_batch_resumes_to_the_same_history() {
+    use std::sync::Arc;
+
+    use pikuri::approval::{ApprovalRequest, Decision};
+    use pikuri::journal::FileStore;
+    use pikuri::testing::{FakeServer, Reply};
+    use pikuri::tool::{FnTool, Parameters};
+    use pikuri::{Agent, Cancellable, Configurator};
+    use serde_json::json;
+
+    let dir = temp_dir("journaled-cancel");
+    for at in ["tool 1", "tool 2", "approver 1", "approver 2"] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_calls(vec![
+            ("step", json!({"n": "1"})),
+            ("step", json!({"n": "2"})),
+        ]));
+        server.push(Reply::text("Done."));
+        let cancel = Cancellable::new();
+        let builder = |cancel: &Cancellable| -> Configurator {
+            let (c1, c2) = (cancel.clone(), cancel.clone());
+            let tool = FnTool::new(
+                "step",
+                "A step.",
+                Parameters::builder().required_string("n", "Which.").build(),
+                move |args, _| {
+                    if format!("tool {}", args["n"].as_str().unwrap()) == at {
+                        c1.cancel();
+                    }
+                    Ok(format!("step {} done", args["n"].as_str().unwrap()))
+                },
+            )
+            .state_changing();
+            let approver = Arc::new(move |r: &ApprovalRequest| {
+                if format!("approver {}", r.arguments()["n"].as_str().unwrap()) == at {
+                    c2.cancel();
+                }
+                Decision::Approve
+            });
+            Agent::builder(server.transport())
+                .add_tool(tool)
+                .cancellable(cancel.clone())
+                .approver(move |r: &ApprovalRequest| approver(r))
+        };
+        let store = FileStore::new(&dir).unwrap();
+        let run = at.replace(' ', "-");
+        let mut agent = builder(&cancel)
+            .journal(store.clone(), &run)
+            .build()
+            .unwrap();
+        let err = agent.run_loop("go").unwrap_err();
+        assert!(err.is_cancelled(), "{at}: {err}");
+        let held = agent.messages().to_vec();
+        let tools = held.iter().filter(|m| m.role == pikuri::Role::Tool).count();
+        assert_eq!(tools, 2, "{at}: every call answered: {held:?}");
+        drop(agent);
+
+        let mut resumed = builder(&cancel)
+            .resume(store.clone(), &run)
+            .build()
+            .unwrap();
+        assert!(!resumed.interrupted(), "{at}");
+        assert_eq!(resumed.messages(), held.as_slice(), "{at}");
+        let outcome = resumed.retry_turn().unwrap();
+        assert_eq!(outcome.answer.as_deref(), Some("Done."), "{at}");
+        let after = resumed.messages().to_vec();
+        drop(resumed);
+        let again = builder(&cancel).resume(store, &run).build().unwrap();
+        assert!(!again.interrupted(), "{at}");
+        assert_eq!(again.messages(), after.as_slice(), "{at}");
+        server.assert_all_used();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
