@@ -309,11 +309,21 @@ impl Options {
                 Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
                 _ => (arg, None),
             };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| usage(format!("{flag} needs a value")))
+            let mut value = || match inline.clone() {
+                Some(v) => Ok(v),
+                None => match args.next() {
+                    // Why refuse: `--model -p hi` would take `-p` as the
+                    // model and then blame `hi`; a value that begins like
+                    // an option is given inline (`--system=-x`).
+                    Some(next) if looks_like_option(&next) => Err(usage(format!(
+                        "{flag} needs a value, got the option `{}` (write {}=VALUE for a value \
+                         that begins with `-`)",
+                        crate::bounded(&next, 64),
+                        long_name(&flag)
+                    ))),
+                    Some(next) => Ok(next),
+                    None => Err(usage(format!("{flag} needs a value"))),
+                },
             };
             match flag.as_str() {
                 "-h" | "--help" => return Ok(None),
@@ -480,6 +490,18 @@ fn non_blank(flag: &str, text: String) -> Result<String, Failure> {
     } else {
         Ok(text)
     }
+}
+
+/// Whether `arg` is an option rather than a value: `-p`, `--model`, but
+/// not `-1` or `-`.
+fn looks_like_option(arg: &str) -> bool {
+    let rest = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'));
+    rest.is_some_and(|r| r.starts_with(|c: char| c.is_ascii_alphabetic()))
+}
+
+/// The long form of `flag`, which takes a value inline.
+fn long_name(flag: &str) -> &str {
+    if flag == "-p" { "--prompt" } else { flag }
 }
 
 /// The longest `--session` name, as a journal's run id allows it.

@@ -332,10 +332,10 @@ fn a_panicking_approver_or_state_check_denies_the_call_and_the_journal_resumes()
         parameters: Parameters,
     }
     impl Tool for Touchy {
-        fn name(&self) -> &str {
+        fn name(&self) -> &'static str {
             "touch"
         }
-        fn description(&self) -> &str {
+        fn description(&self) -> &'static str {
             "Touches a file."
         }
         fn parameters(&self) -> &Parameters {

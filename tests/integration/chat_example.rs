@@ -2345,3 +2345,39 @@ fn write_file_refuses_a_fifo_instead_of_waiting_for_a_reader() {
     assert!(out.stdout.contains("not a regular file"), "{}", out.stdout);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// ATTACKS.md, the command line: a flag followed by another option took
+/// the option as its value and then blamed the next word (`--model -p
+/// hi`: "unexpected argument `hi`"), or ran (`-p --model` asked the model
+/// "--model"). Now each exits 2 naming the flag missing its value; a value
+/// that begins with `-` is given inline. The flags no other test gave a
+/// bad value are here too.
+#[test]
+fn a_flag_followed_by_another_option_names_the_flag_missing_its_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--model", "-p", "hi"], "--model needs a value"),
+        (&["--system", "-p", "hi"], "--system needs a value"),
+        (
+            &["--events", "--model", "m", "-p", "hi"],
+            "--events needs a value",
+        ),
+        (&["-p", "--model"], "-p needs a value"),
+        (&["--max-cost", "abc", "-p", "hi"], "--max-cost"),
+        (&["--max-cost", "NaN", "-p", "hi"], "--max-cost"),
+        (&["--max-tokens", "0", "-p", "hi"], "--max-tokens"),
+        (&["--price", "1:2", "-p", "hi"], "--price"),
+        (&["--judge", " ", "-p", "hi"], "--judge"),
+        (&["-p", "hi", "--system"], "--system"),
+    ];
+    for (args, says) in cases {
+        let out = run(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    // Inline, a value may begin with `-`; a negative number is a value.
+    let out = run(&["--system=-be brief-", "--prompt=-what is 2+2?"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let out = run(&["--max-steps", "-1", "-p", "hi"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("got `-1`"), "{}", out.stderr);
+}
