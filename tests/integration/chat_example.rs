@@ -2381,3 +2381,85 @@ fn a_flag_followed_by_another_option_names_the_flag_missing_its_value() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("got `-1`"), "{}", out.stderr);
 }
+
+/// The chat with `args` on a terminal: a pty from `script`, in `dir`.
+/// On a terminal everything arrives on stdout, the echo of what is typed
+/// included.
+#[cfg(target_os = "linux")]
+fn tty_chat(dir: &Path, args: &str) -> Chat {
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("'{}' {args}", chat_bin().display()),
+        "/dev/null",
+    ])
+    .current_dir(dir)
+    .env("NO_COLOR", "1")
+    .env_remove("OPENAI_BASE_URL")
+    .env_remove("OPENAI_MODEL")
+    .env_remove("OPENAI_API_KEY")
+    .env_remove("PIKURI_API")
+    .env_remove("ANTHROPIC_API_KEY")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn script");
+    let stdout = Arc::new(Mutex::new(String::new()));
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let readers = vec![
+        collect(child.stdout.take().unwrap(), &stdout),
+        collect(child.stderr.take().unwrap(), &stderr),
+    ];
+    let stdin = child.stdin.take();
+    Chat {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        readers,
+    }
+}
+
+/// ATTACKS.md, the command line: standard input as a terminal (a pty from
+/// `script`), where the other tests give a pipe or nothing: the REPL
+/// prompts, the approval is asked on the terminal and `y` writes, and
+/// end of input at the prompt exits 0; a one-shot `-p` asks on the
+/// terminal too (without one it denies).
+#[cfg(target_os = "linux")]
+#[test]
+fn on_a_terminal_the_repl_asks_before_writing_and_exits_at_end_of_input() {
+    let has_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        return;
+    }
+    let dir = fresh_dir("tty");
+    let mut chat = tty_chat(&dir, "");
+    chat.wait_stdout("the first prompt", |out| out.contains("> "));
+    chat.send("write hello there to notes.txt");
+    chat.wait_stdout("the approval prompt", |out| out.contains("[y]es"));
+    assert!(!dir.join("notes.txt").exists(), "written before the answer");
+    chat.send("y");
+    chat.wait_stdout("the answer", |out| {
+        out.contains("Done: wrote 11 bytes to notes.txt.")
+    });
+    // Ctrl+D at the prompt: end of input.
+    let stdin = chat.stdin.as_mut().unwrap();
+    stdin.write_all(b"\x04").unwrap();
+    stdin.flush().unwrap();
+    let out = chat.wait();
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let written = std::fs::read_to_string(dir.join("notes.txt"));
+    assert_eq!(written.expect("notes.txt").as_str(), "hello there");
+
+    let mut chat = tty_chat(&dir, "-p 'write hi to a.txt'");
+    chat.wait_stdout("the approval prompt", |out| out.contains("[y]es"));
+    chat.send("y");
+    let out = chat.wait();
+    let written = std::fs::read_to_string(dir.join("a.txt"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert_eq!(written.expect("a.txt").as_str(), "hi");
+}
