@@ -491,3 +491,53 @@ fn a_cancel_at_each_boundary_of_a_journaled_batch_resumes_to_the_same_history() 
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The builtin file tools: a FIFO where a file should be is refused
+/// without waiting for a writer (the model can name any file under the
+/// root), and so is a link under the root to a device; an empty file
+/// says so, not "nothing".
+#[cfg(feature = "builtin")]
+#[test]
+fn read_file_refuses_a_fifo_or_a_device_without_hanging() {
+    use pikuri::{Tool, ToolContext};
+    use serde_json::json;
+
+    let root = temp_dir("read-fifo");
+    std::fs::write(root.join("empty.txt"), "").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join("zeros")).unwrap();
+    let made_fifo = mkfifo(&root.join("pipe"));
+    let mut paths = vec!["zeros"];
+    if made_fifo {
+        paths.push("pipe");
+    }
+    for path in paths {
+        let r = root.clone();
+        let got = bounded(Duration::from_secs(30), move || {
+            let tool = pikuri::builtin::read_file(r);
+            tool.call(&json!({ "path": path }), &ToolContext::detached())
+                .map_err(|e| e.message().to_string())
+        });
+        if got.is_none() && path == "pipe" {
+            release(&root.join("pipe"));
+        }
+        let e = got
+            .unwrap_or_else(|| panic!("read_file hung on {path}"))
+            .unwrap_err();
+        assert!(
+            e.contains("not a regular file") || e.contains("outside"),
+            "{path}: {e}"
+        );
+    }
+    let tool = pikuri::builtin::read_file(root.clone());
+    let empty = tool
+        .call(&json!({"path": "empty.txt"}), &ToolContext::detached())
+        .unwrap();
+    assert_eq!(empty, "[the file is empty]");
+    if made_fifo {
+        let e = pikuri::builtin::list_dir(root.clone())
+            .call(&json!({"path": "pipe"}), &ToolContext::detached())
+            .unwrap_err();
+        assert!(e.message().contains("not a directory"), "{}", e.message());
+    }
+    std::fs::remove_dir_all(&root).ok();
+}
