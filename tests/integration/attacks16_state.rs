@@ -288,6 +288,12 @@ fn the_evals_example_junit_flag_and_bad_flags() {
             "--junit",
         ));
     }
+    let dangling = dir.join("dangling.xml");
+    std::os::unix::fs::symlink(dir.join("elsewhere/out.xml"), &dangling).unwrap();
+    refused.push((
+        vec!["--junit".into(), dangling.to_string_lossy().into()],
+        "--junit",
+    ));
     for (args, flag) in &refused {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, stderr) = run_evals(&dir, &args);
@@ -296,6 +302,7 @@ fn the_evals_example_junit_flag_and_bad_flags() {
     }
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
     assert!(!dir.join("missing").exists());
+    assert!(!dir.join("elsewhere").exists());
     // Twice in a row, at an odd name: the second run replaces its file.
     let out = dir.join(".my rëport.xml");
     for _ in 0..2 {
