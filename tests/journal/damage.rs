@@ -418,3 +418,60 @@ fn results_for_a_loaded_histories_pending_calls_resume() {
     assert_eq!(a.messages().len(), before);
     assert_eq!(a.messages()[2].content, "one");
 }
+
+/// A folder, a FIFO or a dangling link named like a journal is listed by
+/// `unfinished` with the runs a crash cut off, instead of failing the
+/// whole listing: a host that resumes every unfinished run at start still
+/// finds the others, and the odd one's resume names it.
+#[cfg(unix)]
+#[test]
+fn an_odd_entry_in_the_store_is_listed_unfinished_and_hides_no_other_run() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("odd-entries")).unwrap();
+    finished_run(&server, &store, "cut");
+    // Cut off before its end: the last record (the run's end) never came.
+    let path = store.path("cut");
+    let text = fs::read_to_string(&path).unwrap();
+    let kept: String = text
+        .lines()
+        .rev()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    fs::write(&path, kept).unwrap();
+    finished_run(&server, &store, "done");
+    fs::create_dir(store.path("dir")).unwrap();
+    std::os::unix::fs::symlink(store.dir().join("nowhere"), store.path("link")).unwrap();
+    let mut odd = vec!["dir", "link"];
+    if std::process::Command::new("mkfifo")
+        .arg(store.path("fifo"))
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        odd.push("fifo");
+    }
+    let fresh = FileStore::new(store.dir()).unwrap();
+    let unfinished = fresh.unfinished().unwrap();
+    let mut expected = vec!["cut"];
+    expected.extend(&odd);
+    expected.sort_unstable();
+    assert_eq!(unfinished, expected);
+    for run in odd {
+        let err = agent(&server)
+            .resume(fresh.clone(), run)
+            .build()
+            .unwrap_err();
+        names(&err, ErrorKind::JournalIo, &store.path(run));
+    }
+    assert!(
+        agent(&server)
+            .resume(fresh, "cut")
+            .build()
+            .unwrap()
+            .interrupted()
+    );
+}
