@@ -2468,3 +2468,62 @@ fn on_a_terminal_the_repl_asks_before_writing_and_exits_at_end_of_input() {
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     assert_eq!(written.expect("a.txt").as_str(), "hi");
 }
+
+/// Lifecycle: `--session` ended by SIGTERM (or SIGHUP) mid-stream, where
+/// the handler closes the open agents before exiting, resumes at the next
+/// start exactly as after a SIGKILL: the cut-off request is made again,
+/// the journaled tool result is not run again, then the new message.
+#[cfg(unix)]
+#[test]
+fn session_terminated_mid_stream_finishes_the_turn_at_the_next_start() {
+    for (signal, code) in [("-TERM", 143), ("-HUP", 129)] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+        let answer = "It is forty-two.";
+        server.push(Reply::text(answer).with_chunk_chars(6).hang_after(2));
+        server.push(Reply::text(answer));
+        server.push(Reply::text("You asked for 6*7."));
+        let dir = fresh_dir(&format!("session-term{signal}"));
+        let session = dir.join("talk");
+        let session = session.to_str().unwrap();
+        let base = server.base_url();
+        let flags = ["--session", session, "--tools", "calculator", "-p"];
+
+        let mut args = against(&base, &flags);
+        args.push("What is 6*7?");
+        let mut chat = Chat::spawn(&args);
+        chat.wait_stdout("the answer's first piece", |out| out.contains("It is"));
+        let status = Command::new("kill")
+            .args([signal, &chat.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let out = chat.wait();
+        assert_eq!(out.code, Some(code), "{signal}: {}", out.stderr);
+
+        let mut args = against(&base, &flags);
+        args.push("What did I ask?");
+        let out = run(&args);
+        assert_eq!(out.code, Some(0), "{signal}: {}", out.stderr);
+        assert!(
+            out.stdout.ends_with("You asked for 6*7.\n"),
+            "{signal}: {}",
+            out.stdout
+        );
+        let requests = server.chat_requests();
+        assert_eq!(requests.len(), 4, "{signal}");
+        assert_eq!(requests[2].messages(), requests[1].messages(), "{signal}");
+        assert_eq!(
+            turns(&requests[3].messages())[..4],
+            [
+                ("user".to_string(), "What is 6*7?".to_string()),
+                ("assistant".to_string(), "call calculator".to_string()),
+                ("tool".to_string(), "42".to_string()),
+                ("assistant".to_string(), answer.to_string()),
+            ],
+            "{signal}"
+        );
+        server.assert_all_used();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
