@@ -19,7 +19,8 @@ pub(super) struct Kind<'a> {
 
 /// Write `bytes` to `path` through a new temporary file beside it, renamed
 /// over `path` once complete: a reader (or a crash) never sees half a file,
-/// and a symbolic link at `path` is replaced, never written through. A
+/// and a symbolic link at `path` is replaced, never written through (one to
+/// a non-empty file not of `kind` is refused, as that file would be). A
 /// missing parent folder is an error (never created), and so is a
 /// directory at `path`, a non-empty file that does not read as one of
 /// `kind` (the kit never replaces what it did not write), a read-only file
@@ -55,6 +56,19 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result
             if !ours {
                 return Err(at(format!(
                     "exists and is not a {what}: not replaced (remove it first)"
+                )));
+            }
+        }
+        // A link the user made to a file the kit did not write (a dataset
+        // by hand, `/etc/passwd`) is not replaced either: only the link
+        // would be lost, but it says where the user keeps that file.
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let target = std::fs::metadata(path)
+                .ok()
+                .filter(|t| t.is_file() && t.len() > 0);
+            if target.is_some() && !read_bounded(path, kind.max).is_ok_and(|t| (kind.is_one)(&t)) {
+                return Err(at(format!(
+                    "is a link to a file that is not a {what}: not replaced (remove it first)"
                 )));
             }
         }

@@ -548,3 +548,49 @@ fn read_file_refuses_a_fifo_or_a_device_without_hanging() {
     }
     std::fs::remove_dir_all(&root).ok();
 }
+
+/// A symbolic link where a saved file should be: one to a file that
+/// matters is refused (its content is not the kit's), one to a report is
+/// replaced by the new file and its target left as it was; a dangling one
+/// is replaced, its target never created.
+#[test]
+fn a_link_where_a_saved_file_should_be_is_never_written_through() {
+    let dir = temp_dir("save-links");
+    let report = report();
+    let victim = dir.join("passwd");
+    std::fs::write(&victim, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let link = dir.join("to-passwd.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let e = report.save(&link).unwrap_err().to_string();
+    assert!(e.contains("is not a report"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root:x:0:0:root:/root:/bin/bash\n"
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    let old = dir.join("old.json");
+    report.save(&old).unwrap();
+    let before = std::fs::read(&old).unwrap();
+    let link = dir.join("to-old.json");
+    std::os::unix::fs::symlink(&old, &link).unwrap();
+    let other = Experiment::new("other").run(
+        &Dataset::new("d2").case(Case::new("b", "y")),
+        |cx: &mut TaskContext| Ok::<_, String>(cx.input().to_string()),
+    );
+    other.save(&link).unwrap();
+    assert_eq!(std::fs::read(&old).unwrap(), before, "written through");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    assert_eq!(Report::load(&link).unwrap(), other);
+
+    let dangling = dir.join("dangling.json");
+    std::os::unix::fs::symlink(dir.join("elsewhere/r.json"), &dangling).unwrap();
+    report.save(&dangling).unwrap();
+    assert!(!dir.join("elsewhere").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
