@@ -2527,3 +2527,43 @@ fn session_terminated_mid_stream_finishes_the_turn_at_the_next_start() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// ATTACKS.md, the command line: `--session` naming a journal the chat
+/// cannot use (a folder, a FIFO, a file that is not a journal, another
+/// configuration's) is a usage error naming the flag, exit 2, as `--help`
+/// says of an option's file; it was exit 1 with the store's words only.
+/// The file is left as it was.
+#[cfg(unix)]
+#[test]
+fn a_session_file_the_chat_cannot_use_exits_2_naming_the_flag() {
+    let dir = fresh_dir("session-bad-files");
+    std::fs::create_dir(dir.join("folder.journal")).unwrap();
+    std::fs::write(dir.join("notes.journal"), "my notes\n").unwrap();
+    let mut names = vec![("folder", "a directory"), ("notes", "not a journal")];
+    if mkfifo(&dir.join("pipe.journal")) {
+        names.push(("pipe", "a FIFO"));
+    }
+    let out = Chat::spawn_in(Some(&dir), &["--session", "mine", "-p", "What is 2+2?"]).finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for (name, says) in names {
+        let out = Chat::spawn_in(Some(&dir), &["--session", name, "-p", "hi"]).finish();
+        assert_eq!(out.code, Some(2), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains("--session"), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{name}: {}", out.stderr);
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.journal")).unwrap(),
+        "my notes\n"
+    );
+    // Another configuration (other tools) than the one that wrote it.
+    let before = std::fs::read(dir.join("mine.journal")).unwrap();
+    let out = Chat::spawn_in(
+        Some(&dir),
+        &["--session", "mine", "--tools", "calculator", "-p", "hi"],
+    )
+    .finish();
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--session mine"), "{}", out.stderr);
+    assert_eq!(std::fs::read(dir.join("mine.journal")).unwrap(), before);
+    std::fs::remove_dir_all(&dir).ok();
+}
