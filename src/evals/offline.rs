@@ -160,12 +160,24 @@ impl Offline {
     ///
     /// [`Error::InvalidInput`] listing the requests that matched nothing
     /// (each with a diff against the closest recording) and the answers
-    /// never asked for; or the cassette's write error (a non-empty file at
-    /// the path that is not a cassette is never replaced).
+    /// never asked for; after a recording in which the server answered no
+    /// request (nothing is written: the last cassette stays); or the
+    /// cassette's write error (a non-empty file at the path that is not a
+    /// cassette is never replaced).
     pub fn finish(self) -> Result<()> {
         match self.mode {
             Mode::Record { recorder, .. } => {
-                let mut text = recorder.cassette().to_json();
+                let cassette = recorder.cassette();
+                // Why refuse: a server that answered nothing (down, a wrong
+                // URL) leaves an empty recording, which would replace the
+                // last good one and fail every replay after.
+                if cassette.interactions().is_empty() {
+                    return Err(Error::InvalidInput(format!(
+                        "evals: nothing was recorded (the server answered no request): {} is left as it was",
+                        self.path.display()
+                    )));
+                }
+                let mut text = cassette.to_json();
                 text.push('\n');
                 let kind = super::file::Kind {
                     what: "cassette",

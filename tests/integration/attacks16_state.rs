@@ -594,3 +594,49 @@ fn a_link_where_a_saved_file_should_be_is_never_written_through() {
     assert!(!dir.join("elsewhere").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The same command after a failure: recording against a server that is
+/// down (or a wrong URL) answered no request, and the empty recording
+/// replaced the last good cassette, so every replay after failed. Now the
+/// finish is an error and the cassette is left as it was.
+#[test]
+fn a_recording_against_a_server_that_answered_nothing_keeps_the_last_cassette() {
+    use pikuri::evals::Offline;
+    use pikuri::testing::{FakeServer, Reply};
+    use pikuri::{Agent, ChatTransport};
+
+    let dir = temp_dir("empty-recording");
+    let cassette = dir.join("run.cassette.json");
+    let dataset = Dataset::new("d").case(Case::new("a", "Capital of France?"));
+    let run = |offline: &Offline| {
+        let transport = offline.transport();
+        Experiment::new("x").run(&dataset, move |cx: &mut TaskContext| {
+            let mut agent = Agent::builder(transport.clone())
+                .http(crate::util::fast_http())
+                .add_listener(cx.listener())
+                .build()?;
+            Ok::<_, pikuri::Error>(agent.run_loop(cx.input())?.answer)
+        })
+    };
+    let live = FakeServer::start();
+    live.push(Reply::text("Paris."));
+    let recording = Offline::record(&cassette, &live.transport()).unwrap();
+    run(&recording);
+    recording.finish().unwrap();
+    let good = std::fs::read(&cassette).unwrap();
+
+    let down = ChatTransport::new("m").with_api_base(format!(
+        "http://127.0.0.1:{}/v1",
+        crate::util::closed_port()
+    ));
+    let recording = Offline::record(&cassette, &down).unwrap();
+    let report = run(&recording);
+    assert!(report.cases[0].runs.iter().all(|r| !r.pass));
+    let e = recording.finish().unwrap_err().to_string();
+    assert!(e.contains("nothing was recorded"), "{e}");
+    assert_eq!(std::fs::read(&cassette).unwrap(), good);
+    let replay = Offline::replay(&cassette).unwrap();
+    run(&replay);
+    replay.finish().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}
