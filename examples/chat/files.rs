@@ -67,11 +67,52 @@ pub(crate) fn check_writable(
 }
 
 /// Whether `head` (the beginning of a file) begins like an events file:
-/// its first line one JSON object with a `type`.
+/// its first line one JSON object with a `type`, or, when a crash cut the
+/// first line short, the beginning of one.
 pub(crate) fn is_events(head: &str) -> bool {
+    if !head.contains('\n') && head.starts_with("{\"type\":\"") {
+        return true;
+    }
     let first = head.lines().next().unwrap_or_default();
     serde_json::from_str::<serde_json::Value>(first)
         .is_ok_and(|v| v.get("type").is_some_and(serde_json::Value::is_string))
+}
+
+/// Write `bytes` to `path` whole or not at all: a new file beside it,
+/// renamed over `path` once complete, so a crash mid-write never leaves
+/// half a file (which the next save would refuse as not its own). The
+/// replaced file's mode is kept.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write as _;
+    let shown = path.display();
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{shown} names no file"))?
+        .to_string_lossy();
+    let mode = fs::metadata(path).ok().map(|m| m.permissions());
+    let mut n = 0u32;
+    let (tmp, mut file) = loop {
+        let tmp = path.with_file_name(format!(".{name}.tmp{}.{n}", std::process::id()));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => break (tmp, file),
+            // Left by a crashed save under this pid: skipped, not opened.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            Err(e) => return Err(format!("cannot write {shown}: {e}")),
+        }
+    };
+    let written = mode
+        .map_or(Ok(()), |m| file.set_permissions(m))
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        format!("cannot write {shown}: {e}")
+    })
 }
 
 /// The text of the regular file at `path`, at most `max` bytes: a FIFO, a

@@ -403,7 +403,7 @@ fn save(agent: &Agent, path: &str) -> Result<String, String> {
         |text| History::parse(text).is_ok(),
     )
     .map_err(|e| format!("cannot save: {e}"))?;
-    std::fs::write(path, history.to_json()).map_err(|e| format!("cannot write {path}: {e}"))?;
+    files::write_whole(Path::new(path), history.to_json().as_bytes())?;
     Ok(format!(
         "(saved {} messages to {path})",
         history.messages().len()

@@ -2264,6 +2264,11 @@ fn events_flag_never_replaces_a_file_it_did_not_write_nor_waits_on_a_fifo() {
     }
     let text = std::fs::read_to_string(&events).unwrap();
     assert_eq!(text.matches("\"user_turn\"").count(), 1, "{text}");
+    // Again after a crash that cut the first event short: still the
+    // chat's own file, replaced.
+    std::fs::write(&events, "{\"type\":\"user_turn\",\"agent\":\"ma").unwrap();
+    let out = run(&["--events", events.to_str().unwrap(), "-p", "What is 2+2?"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -2328,6 +2333,13 @@ fn repl_save_and_load_refuse_fifos_devices_and_foreign_files() {
         "{}",
         out.stderr
     );
+    // Each save was whole: no temporary file is left beside the history.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     assert!(
         out.stderr.contains("(loaded 4 messages from "),
         "{}",
