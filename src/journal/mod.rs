@@ -219,8 +219,7 @@ pub trait JournalStore: Send + Sync + 'static {
     /// # Errors
     ///
     /// As [`runs`](JournalStore::runs), and [`read`](JournalStore::read)'s
-    /// errors other than [`Error::JournalCorrupt`](crate::Error::JournalCorrupt)
-    /// and [`Error::JournalIo`](crate::Error::JournalIo).
+    /// errors other than [`Error::JournalCorrupt`] and [`Error::JournalIo`].
     fn unfinished(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for run in self.runs()? {
