@@ -19,7 +19,8 @@ pub(crate) const EVENTS_SNIFF_BYTES: u64 = 1024 * 1024;
 /// missing file, an empty one, or one that `is_ours` recognises from its
 /// first `sniff` bytes. A dangling symbolic link (it would create a file
 /// somewhere the user did not name), a folder, a FIFO, a socket or a
-/// device is refused, and so is any other non-empty file.
+/// device is refused, and so is a read-only file and any other non-empty
+/// file.
 pub(crate) fn check_writable(
     path: &Path,
     what: &str,
@@ -48,6 +49,11 @@ pub(crate) fn check_writable(
         return Err(format!(
             "{shown} is not a regular file (a FIFO or a device): name a file"
         ));
+    }
+    // Why refuse: the owner made it read-only to keep it (root could
+    // write it all the same).
+    if meta.permissions().readonly() {
+        return Err(format!("{shown} is read-only: not replaced"));
     }
     if meta.len() == 0 {
         return Ok(());

@@ -2231,7 +2231,11 @@ fn events_flag_never_replaces_a_file_it_did_not_write_nor_waits_on_a_fifo() {
     let made_fifo = mkfifo(&fifo);
     let dangling = dir.join("dangling.jsonl");
     std::os::unix::fs::symlink(dir.join("elsewhere/x.jsonl"), &dangling).unwrap();
+    let locked = dir.join("kept.jsonl");
+    std::fs::write(&locked, "{\"type\":\"user_turn\"}\n").unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o444)).unwrap();
     let mut refused = vec![
+        (locked.clone(), "is read-only"),
         (notes.clone(), "is not an events file"),
         (dir.clone(), "is a folder"),
         (dangling.clone(), "symbolic link to nothing"),
@@ -2255,6 +2259,10 @@ fn events_flag_never_replaces_a_file_it_did_not_write_nor_waits_on_a_fifo() {
         "# my notes\nkeep them\n"
     );
     assert!(!dir.join("elsewhere").exists());
+    assert_eq!(
+        std::fs::read_to_string(&locked).unwrap(),
+        "{\"type\":\"user_turn\"}\n"
+    );
 
     // The same command twice: the second run's events replace the first's.
     let events = dir.join("run.jsonl");
