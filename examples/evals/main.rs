@@ -89,6 +89,9 @@ fn junit_writable(path: &std::path::Path) -> Result<(), String> {
     if !meta.is_file() {
         return Err("not a regular file (a folder, a FIFO or a device)".into());
     }
+    if meta.permissions().readonly() {
+        return Err("read-only: not replaced".into());
+    }
     let mut head = Vec::new();
     std::io::Read::read_to_end(
         &mut std::io::Read::take(std::fs::File::open(path).map_err(|e| e.to_string())?, 4096),

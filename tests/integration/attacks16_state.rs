@@ -288,6 +288,13 @@ fn the_evals_example_junit_flag_and_bad_flags() {
             "--junit",
         ));
     }
+    let kept = dir.join("kept.xml");
+    std::fs::write(&kept, "<?xml version=\"1.0\"?>\n<testsuites>\n").unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o444)).unwrap();
+    refused.push((
+        vec!["--junit".into(), kept.to_string_lossy().into()],
+        "--junit",
+    ));
     let dangling = dir.join("dangling.xml");
     std::os::unix::fs::symlink(dir.join("elsewhere/out.xml"), &dangling).unwrap();
     refused.push((
@@ -303,6 +310,10 @@ fn the_evals_example_junit_flag_and_bad_flags() {
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
     assert!(!dir.join("missing").exists());
     assert!(!dir.join("elsewhere").exists());
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        "<?xml version=\"1.0\"?>\n<testsuites>\n"
+    );
     // Twice in a row, at an odd name: the second run replaces its file.
     let out = dir.join(".my rëport.xml");
     for _ in 0..2 {
