@@ -45,6 +45,12 @@ fn parse_args() -> Result<Args, String> {
                 let (Some(url), Some(model)) = (it.next(), it.next()) else {
                     return Err("--record needs a base URL and a model".into());
                 };
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("--record needs an http(s) base URL, got {url:?}"));
+                }
+                if model.trim().is_empty() {
+                    return Err("--record needs a model name, got a blank one".into());
+                }
                 args.record = Some((url, model));
             }
             "--junit" => {

@@ -267,6 +267,18 @@ fn the_evals_example_junit_flag_and_bad_flags() {
         ),
         (vec!["--baseline".into()], "--baseline"),
         (
+            vec!["--record".into(), "127.0.0.1:1/v1".into(), "m".into()],
+            "--record",
+        ),
+        (
+            vec![
+                "--record".into(),
+                "http://127.0.0.1:1/v1".into(),
+                " ".into(),
+            ],
+            "--record",
+        ),
+        (
             vec!["--junit".into(), notes.to_string_lossy().into()],
             "--junit",
         ),
