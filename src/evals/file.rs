@@ -28,14 +28,42 @@ pub(super) struct Kind<'a> {
 /// would not read back). The new file keeps the mode of the one it
 /// replaces.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result<()> {
+    let existing = check_replaceable(path, bytes.len() as u64, kind)?;
+    let at = |msg: String| Error::InvalidInput(format!("{} {}: {msg}", kind.what, path.display()));
+    let name = path
+        .file_name()
+        .ok_or_else(|| at("has no file name".into()))?
+        .to_string_lossy();
+    let (tmp, mut file) =
+        create_temporary(path, &name).map_err(|(tmp, e)| at(format!("{}: {e}", tmp.display())))?;
+    // The replacement keeps the mode of the file it replaces (a report
+    // made owner-only stays so), not the umask's default.
+    let kept = existing.map_or(Ok(()), |m| file.set_permissions(m.permissions()));
+    let written = kept
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        // Only the temporary file this call created is removed.
+        let _ = std::fs::remove_file(&tmp);
+        at(e.to_string())
+    })
+}
+
+/// The checks of [`write_atomic`] before it writes `len` bytes of `kind`
+/// to `path`: the regular file found there (to take its mode), if any.
+pub(super) fn check_replaceable(
+    path: &Path,
+    len: u64,
+    kind: &Kind<'_>,
+) -> Result<Option<std::fs::Metadata>> {
     let what = kind.what;
     let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
     // Why refuse: a file over the limit its `load` reads would be written
     // whole, and then refused at the next run (a baseline lost).
-    if bytes.len() as u64 > kind.max {
+    if len > kind.max {
         return Err(at(format!(
-            "{} bytes, over the limit of {} a {what} is read with: not written",
-            bytes.len(),
+            "{len} bytes, over the limit of {} a {what} is read with: not written",
             kind.max
         )));
     }
@@ -83,24 +111,7 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result
     {
         return Err(at("is read-only: not replaced".into()));
     }
-    let name = path
-        .file_name()
-        .ok_or_else(|| at("has no file name".into()))?
-        .to_string_lossy();
-    let (tmp, mut file) =
-        create_temporary(path, &name).map_err(|(tmp, e)| at(format!("{}: {e}", tmp.display())))?;
-    // The replacement keeps the mode of the file it replaces (a report
-    // made owner-only stays so), not the umask's default.
-    let kept = existing.map_or(Ok(()), |m| file.set_permissions(m.permissions()));
-    let written = kept
-        .and_then(|()| file.write_all(bytes))
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        // Only the temporary file this call created is removed.
-        let _ = std::fs::remove_file(&tmp);
-        at(e.to_string())
-    })
+    Ok(existing)
 }
 
 /// A new temporary file beside `path`, `.<name>.tmp<pid>.<n>`: the pid

@@ -168,10 +168,17 @@ impl Offline {
         match self.mode {
             Mode::Record { recorder, .. } => {
                 let cassette = recorder.cassette();
+                let kind = super::file::Kind {
+                    what: "cassette",
+                    max: MAX_CASSETTE_BYTES,
+                    is_one: &|text| Cassette::parse(text).is_ok(),
+                };
                 // Why refuse: a server that answered nothing (down, a wrong
                 // URL) leaves an empty recording, which would replace the
-                // last good one and fail every replay after.
+                // last good one and fail every replay after. (What stands
+                // at the path is judged first, as a write would.)
                 if cassette.interactions().is_empty() {
+                    super::file::check_replaceable(&self.path, 0, &kind)?;
                     return Err(Error::InvalidInput(format!(
                         "evals: nothing was recorded (the server answered no request): {} is left as it was",
                         self.path.display()
@@ -179,11 +186,6 @@ impl Offline {
                 }
                 let mut text = cassette.to_json();
                 text.push('\n');
-                let kind = super::file::Kind {
-                    what: "cassette",
-                    max: MAX_CASSETTE_BYTES,
-                    is_one: &|text| Cassette::parse(text).is_ok(),
-                };
                 super::file::write_atomic(&self.path, text.as_bytes(), &kind)
             }
             Mode::Replay(server) => {
