@@ -39,9 +39,10 @@ use crate::{Error, Result};
 ///
 /// Only the bytes after the file's last newline can be a torn write (a
 /// crash mid-write), and only when they begin like a record (the hex
-/// digits of its length and checksum, then no more JSON than the length
-/// says): [`read`](JournalStore::read) leaves them out and the next append
-/// cuts them off. Anything else is [`Error::JournalCorrupt`] naming the
+/// digits of a length a record can have and of its checksum, then no more
+/// JSON than the length says): [`read`](JournalStore::read) leaves them
+/// out and the next append cuts them off. A huge length there
+/// (`ffffffffffffffff`) is damage. Anything else is [`Error::JournalCorrupt`] naming the
 /// path, nothing of the run is returned, and the file is never truncated
 /// or written to:
 ///

@@ -475,3 +475,35 @@ fn an_odd_entry_in_the_store_is_listed_unfinished_and_hides_no_other_run() {
             .interrupted()
     );
 }
+
+/// A huge length prefix after the last newline is damage, not a torn
+/// record: no crash leaves a length no record can have (past `isize::MAX`,
+/// or more than eight digits with a leading zero). It was read as torn and
+/// cut off by the next append, bytes the store never wrote.
+#[test]
+fn a_huge_length_after_the_last_record_is_corrupt_not_torn() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("huge-tail")).unwrap();
+    for (run, tail) in [
+        ("max", "ffffffffffffffff 00000000 {\"type\":\"user\""),
+        ("zeros", "000000000000001e 1234abcd {"),
+        ("cut", "8000000000000000"),
+    ] {
+        finished_run(&server, &store, run);
+        let path = store.path(run);
+        let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(tail.as_bytes()).unwrap();
+        drop(file);
+        let before = fs::read(&path).unwrap();
+        refused(&server, &store, run, ErrorKind::JournalCorrupt, &path);
+        assert_eq!(fs::read(&path).unwrap(), before, "{run} left as it was");
+    }
+    // A torn record of an ordinary length is still cut off and resumed.
+    finished_run(&server, &store, "torn");
+    let path = store.path("torn");
+    let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(b"0000001e 1234abcd {\"type\"").unwrap();
+    drop(file);
+    assert_eq!(store.read("torn").unwrap().len(), 7);
+}
