@@ -507,3 +507,35 @@ fn a_huge_length_after_the_last_record_is_corrupt_not_torn() {
     drop(file);
     assert_eq!(store.read("torn").unwrap().len(), 7);
 }
+
+/// Records swapped at a run's end: the final answer after its own
+/// `turn_end` read as a run cut off after its answer (resumable, so a
+/// resume would go on from a finished turn). No writer stores a response
+/// after a run's end unless a retry has a message to answer: corrupt.
+#[test]
+fn a_final_answer_swapped_with_the_runs_end_is_corrupt() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("swapped-end")).unwrap();
+    finished_run(&server, &store, "r");
+    let path = store.path("r");
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    assert!(lines[n - 1].contains("\"turn_end\""), "{text}");
+    assert!(lines[n - 2].contains("\"response\""), "{text}");
+    lines.swap(n - 1, n - 2);
+    let swapped: String = lines.iter().flat_map(|l| [*l, "\n"]).collect();
+    fs::write(&path, &swapped).unwrap();
+    let err = agent(&server)
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::JournalCorrupt, "{err}");
+    assert!(
+        err.to_string().contains("does not end with its answer"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), swapped);
+    a_fresh_run_works(&server, &store);
+}
