@@ -71,11 +71,22 @@ impl MediaType {
     /// parameters. The chat client's check for a stream needs no more, so
     /// a program without the web tools or MCP does not link the parser
     /// (BENCHMARKS.md, issue 36, session 14).
+    ///
+    /// The comparison comes first: a value of another length or another
+    /// name (the chat client's `application/json` against
+    /// `text/event-stream`) is told apart without checking its characters,
+    /// which only an equal value needs (BENCHMARKS.md, issue 42, session
+    /// 16).
     pub(crate) fn has_essence(value: &str, essence: &str) -> bool {
-        let head = value.split(';').next().unwrap_or_default().trim();
-        head.split_once('/')
-            .is_some_and(|(ty, sub)| is_token(ty) && is_token(sub))
-            && head.eq_ignore_ascii_case(essence)
+        let head = match value.as_bytes().iter().position(|&b| b == b';') {
+            Some(i) => &value[..i],
+            None => value,
+        }
+        .trim();
+        head.eq_ignore_ascii_case(essence)
+            && head
+                .split_once('/')
+                .is_some_and(|(ty, sub)| is_token(ty) && is_token(sub))
     }
 
     /// `type/subtype`, lowercase.
@@ -177,9 +188,32 @@ mod tests {
             "text",
             "application/json",
             "application/json; charset=utf-8",
+            // Same length as the essence, or equal but for case or
+            // whitespace, around the early answer of a different length.
+            "text/event-streaM",
+            "text/event-strea ",
+            "text/event-strea;",
+            "text/event-strea",
+            "text\u{a0}/event-stream",
+            "\u{a0}text/event-stream\u{2003};x",
+            "text/event-stream\u{a0}",
+            "tëxt/event-stream",
+            "text/event stream",
+            "text/event-stream;;",
+            "text/evént-stream",
+        ];
+        // The essences asked for, the last ones not media types at all
+        // (then nothing has them).
+        let essences = [
+            "text/event-stream",
+            "application/json",
+            "TEXT/EVENT-STREAM",
+            "text/event stream",
+            "text",
+            "",
         ];
         for v in values {
-            for e in ["text/event-stream", "application/json"] {
+            for e in essences {
                 let parsed = MediaType::parse(v).is_some_and(|m| m.is(e));
                 assert_eq!(MediaType::has_essence(v, e), parsed, "{v:?} is {e}");
             }

@@ -6,6 +6,11 @@ use std::time::{Duration, Instant};
 
 /// `text` cut to at most `max_chars` characters, with `…` appended when cut.
 pub(crate) fn excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
+    // No more bytes than the bound: no more characters either (a response's
+    // model name and id, each turn), without counting them.
+    if text.len() <= max_chars {
+        return Cow::Borrowed(text);
+    }
     match text.char_indices().nth(max_chars) {
         None => Cow::Borrowed(text),
         Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
@@ -292,6 +297,20 @@ pub(crate) fn snake_case(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-length fast path gives what counting the characters gives.
+    #[test]
+    fn excerpt_cuts_at_characters_whatever_the_path() {
+        for text in ["", "ab", "abc", "äb", "äbc", "ääää", "a€", "€€", "日本語の"] {
+            for max in 0..10 {
+                let slow = match text.char_indices().nth(max) {
+                    None => text.to_string(),
+                    Some((end, _)) => format!("{}…", &text[..end]),
+                };
+                assert_eq!(excerpt(text, max), slow, "{text:?} {max}");
+            }
+        }
+    }
 
     #[test]
     fn urls_lose_their_secrets_and_keep_their_endpoint() {

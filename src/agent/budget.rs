@@ -390,6 +390,26 @@ impl Budget {
             || self.cost.is_some()
     }
 
+    /// Whether a limit is set, on the run or over the lifetime: without
+    /// one no check can refuse (prices alone only count), so the loop skips
+    /// them (`Meter::limits`).
+    fn limits(&self) -> bool {
+        self.requests.is_some()
+            || self.input.is_some()
+            || self.output.is_some()
+            || self.total.is_some()
+            || self.tool_calls.is_some()
+            || self.wall.is_some()
+            || self.cost.is_some()
+            || self.lifetime.as_ref().is_some_and(|l| l.limits())
+    }
+
+    /// Whether a price table is set: without one a request's model does
+    /// not change what it counts.
+    pub(super) fn is_priced(&self) -> bool {
+        self.prices.is_some()
+    }
+
     /// Whether a check needs the request's input estimate.
     fn needs_estimate(&self) -> bool {
         self.input.is_some()
@@ -471,6 +491,8 @@ impl Budget {
 #[derive(Debug)]
 pub(crate) struct Meter {
     budget: Budget,
+    /// `budget.limits()`, read before each request and tool call.
+    limited: bool,
     state: Mutex<MeterState>,
 }
 
@@ -506,6 +528,7 @@ impl Meter {
         }
         let zero = budget.zero();
         Meter {
+            limited: budget.limits(),
             budget,
             state: Mutex::new(MeterState {
                 spend: zero,
@@ -524,15 +547,30 @@ impl Meter {
         &self.budget
     }
 
+    /// Whether any limit is set: without one no check can refuse, and the
+    /// loop makes none (no lock, no clock read, no copy of the spend; with
+    /// no budget set these were 1,300 instructions of a quick turn,
+    /// BENCHMARKS.md, issue 42, session 16).
+    pub(crate) fn limits(&self) -> bool {
+        self.limited
+    }
+
     /// A new run: nothing spent (what the last run spent joins the
-    /// lifetime's count).
+    /// lifetime's count, which only lifetime limits read). One clock read
+    /// ends the last run and starts this one.
     pub(crate) fn reset(&self) {
-        let last = self.spend();
+        let now = Instant::now();
         let mut st = self.state.lock();
-        st.prior = st.earlier;
-        st.earlier = st.earlier.merged(&last);
+        if self.budget.has_lifetime() {
+            let mut last = st.spend;
+            last.elapsed_ms = st
+                .before_ms
+                .saturating_add(crate::util::millis(now.saturating_duration_since(st.start)));
+            st.prior = st.earlier;
+            st.earlier = st.earlier.merged(&last);
+        }
         st.spend = self.budget.zero();
-        st.start = Instant::now();
+        st.start = now;
         st.before_ms = 0;
         st.grace = false;
         st.refused = None;
@@ -631,7 +669,7 @@ impl Meter {
         model: Option<&str>,
         estimate: impl FnOnce() -> u64,
     ) -> Option<Refusal> {
-        if std::mem::take(&mut self.state.lock().grace) {
+        if !self.limited || std::mem::take(&mut self.state.lock().grace) {
             return None;
         }
         let input = if self.budget.needs_estimate() {
@@ -675,6 +713,9 @@ impl Meter {
         {
             let mut st = self.state.lock();
             st.spend.tool_calls = st.spend.tool_calls.saturating_add(1);
+        }
+        if !self.limited {
+            return None;
         }
         self.check(Budget::passed)
     }
@@ -755,6 +796,59 @@ mod tests {
             Some(Limit::WallTime)
         );
         assert_eq!(b(Budget::new()), None);
+    }
+
+    /// The loop's fast path (`Meter::limits` false: no check made) gives
+    /// the checks' own answer: a budget without a limit refuses nothing
+    /// whatever was spent, and every limit, of the run or the lifetime,
+    /// turns the checks on.
+    #[test]
+    fn only_a_budget_with_a_limit_is_checked() {
+        let prices = || PriceTable::new().with("m", Price::per_million_usd(1.0, 1.0));
+        for unlimited in [
+            Budget::new(),
+            Budget::new().prices(prices()),
+            Budget::new().on_exhausted(OnExhausted::Synthesize),
+            Budget::new().lifetime(Budget::new()),
+            Budget::new().prices(prices()).lifetime(Budget::new()),
+            // A lifetime's own lifetime is dropped (`Budget::lifetime`).
+            Budget::new().lifetime(Budget::new().lifetime(Budget::new().max_requests(0))),
+        ] {
+            let m = Meter::new(unlimited.clone());
+            assert!(!m.limits(), "{unlimited:?}");
+            let absurd = Usage::new().with_input(u64::MAX).with_output(u64::MAX);
+            m.count(Some("m"), Some(absurd), true);
+            m.count(Some("m"), Some(absurd), true);
+            for _ in 0..3 {
+                assert_eq!(m.tool_call(), None);
+            }
+            // The checks the fast path skips.
+            assert_eq!(m.refuses(Some("m"), u64::MAX), None, "{unlimited:?}");
+            assert_eq!(m.refuses(Some("unpriced"), u64::MAX), None);
+            assert_eq!(m.check(Budget::passed), None);
+        }
+        let each =
+            |b: fn(Budget) -> Budget| [b(Budget::new()), Budget::new().lifetime(b(Budget::new()))];
+        let limits: [fn(Budget) -> Budget; 7] = [
+            |b| b.max_requests(0),
+            |b| b.max_input_tokens(0),
+            |b| b.max_output_tokens(0),
+            |b| b.max_total_tokens(0),
+            |b| b.max_tool_calls(0),
+            |b| b.max_wall_time(Duration::ZERO),
+            |b| {
+                b.max_cost(Cost::ZERO)
+                    .prices(PriceTable::new().with("m", Price::per_million_usd(1.0, 1.0)))
+            },
+        ];
+        for limited in limits.into_iter().flat_map(each) {
+            let m = Meter::new(limited.clone());
+            assert!(m.limits(), "{limited:?}");
+            let refused = m
+                .before_request(Some("m"), || 1_000_000)
+                .or_else(|| m.tool_call());
+            assert!(refused.is_some(), "{limited:?}");
+        }
     }
 
     #[test]

@@ -32,6 +32,11 @@ impl Budget {
         false
     }
 
+    /// Whether a price table is set: never.
+    pub(crate) fn is_priced(&self) -> bool {
+        false
+    }
+
     /// Whether a limit spans the agent's lifetime: never.
     pub(crate) fn has_lifetime(&self) -> bool {
         false
@@ -58,6 +63,11 @@ impl Meter {
 
     pub(crate) fn budget(&self) -> &Budget {
         &self.budget
+    }
+
+    /// Whether any limit is set: never.
+    pub(crate) fn limits(&self) -> bool {
+        false
     }
 
     pub(crate) fn reset(&self) {}

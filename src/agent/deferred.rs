@@ -60,14 +60,11 @@ impl State {
         Mode::Off
     }
 
-    /// The tools encoded for a request: none without a tool (no
-    /// [`ToolPath`](super::shared::ToolPath)), else
-    /// [`encode_tools`](State::encode_tools).
-    pub(crate) fn tool_specs(&mut self) -> Arc<ToolSpecs> {
-        match self.tool_path {
-            Some(path) => (path.specs)(self),
-            None => Arc::new(ToolSpecs::new(&[])),
-        }
+    /// The tools encoded for a request: `None` without a tool (no
+    /// [`ToolPath`](super::shared::ToolPath); the request carries
+    /// [`ToolSpecs::NONE`]), else [`encode_tools`](State::encode_tools).
+    pub(crate) fn tool_specs(&mut self) -> Option<Arc<ToolSpecs>> {
+        self.tool_path.map(|path| (path.specs)(self))
     }
 
     /// [`ToolPath::specs`](super::shared::ToolPath): the tools encoded

@@ -20,18 +20,27 @@ impl Agent {
     }
 
     /// Before a request (after compaction): refuse it when the budget
-    /// says so.
+    /// says so (with no limit set, nothing to check).
     pub(super) fn budget_before_request(&mut self) -> Result<()> {
+        if !self.shared.meter.limits() {
+            return Ok(());
+        }
         let transport = self.shared_transport();
         let meter = Arc::clone(&self.shared.meter);
         let refused = meter.before_request(transport.model(), || self.request_estimate());
         refused.map_or(Ok(()), |r| Err(self.budget_trip(r)))
     }
 
-    /// A request answered with `usage` (or a failed one's usage).
+    /// A request answered with `usage` (or a failed one's usage). The
+    /// model prices it, so it is read only when a price table is set.
     pub(super) fn budget_count(&self, usage: Option<Usage>, completed: bool) {
-        let transport = self.shared_transport();
-        self.shared.meter.count(transport.model(), usage, completed);
+        let meter = &self.shared.meter;
+        if meter.budget().is_priced() {
+            let transport = self.shared_transport();
+            meter.count(transport.model(), usage, completed);
+        } else {
+            meter.count(None, usage, completed);
+        }
     }
 
     /// Before a tool call: count it, stop it when a limit is passed.

@@ -494,6 +494,12 @@ impl Agent {
         self.shared.emit(event);
     }
 
+    /// The event `build` makes, built only when a listener receives it
+    /// ([`Shared::emit_with`](shared::Shared::emit_with)).
+    fn emit_with(&self, build: impl FnOnce() -> Event) {
+        self.shared.emit_with(build);
+    }
+
     /// The transport this agent talks through (changes on a model switch).
     pub fn transport(&self) -> ChatTransport {
         ChatTransport::clone(&self.shared.state.lock().transport)
@@ -990,6 +996,71 @@ mod tests {
         };
         assert!(agent.journal(record).is_ok());
         assert!(!built.get());
+    }
+
+    /// Issue 42, session 16: an agent without a listener builds no event
+    /// of its turn (each is built by a closure called only for a
+    /// listener); with one, the event is built and delivered.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn an_agent_without_a_listener_builds_no_event() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let server = crate::testing::FakeServer::start();
+        let built = std::cell::Cell::new(0);
+        let event = || {
+            built.set(built.get() + 1);
+            super::Event::UserTurn {
+                agent: Arc::from("a"),
+                content: "hi".into(),
+                mid_loop: false,
+            }
+        };
+        let agent = super::Agent::builder(server.transport()).build().unwrap();
+        agent.emit_with(event);
+        assert_eq!(built.get(), 0);
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        let agent = super::Agent::builder(server.transport())
+            .on_event(move |e| {
+                if matches!(e, super::Event::UserTurn { .. }) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .build()
+            .unwrap();
+        agent.emit_with(event);
+        agent.shared.listeners.flush();
+        assert_eq!((built.get(), seen.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    /// Issue 42, session 16: a request takes the transport's settings as
+    /// they are when the agent sets none, which is what merging them
+    /// under no settings gives.
+    #[test]
+    fn no_agent_settings_over_the_transports_are_the_transports() {
+        use crate::{ModelSettings, ReasoningEffort, ToolChoice};
+        let none = ModelSettings::default();
+        for s in [
+            ModelSettings::new(),
+            ModelSettings::new().with_temperature(0.2).with_seed(7),
+            ModelSettings::new()
+                .with_top_p(-0.0)
+                .with_max_output_tokens(64)
+                .with_stop(["END"])
+                .with_tool_choice(ToolChoice::Required)
+                .with_parallel_tool_calls(false)
+                .with_reasoning_effort(ReasoningEffort::High)
+                .with_thinking_budget(1024),
+        ] {
+            assert_eq!(none.over(&s), s, "{s:?}");
+        }
+        assert_ne!(
+            ModelSettings::new().with_seed(1),
+            none,
+            "a set one is no default"
+        );
     }
 
     /// Issue 36, the small CLI: without the `guard` feature an agent holds

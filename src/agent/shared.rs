@@ -495,6 +495,23 @@ impl Shared {
         self.listeners.emit(event);
     }
 
+    /// [`emit`](Self::emit) the event `build` makes, built only when a
+    /// listener will receive it: the listeners are the one consumer of what
+    /// the agent emits (OpenTelemetry, an eval's capture,
+    /// [`InMemoryEventList`] and what a parent's [`SubAgentListener`] shares
+    /// are listeners; the journal keeps records of its own), and the list
+    /// is fixed once the agent is built, so with none an event is built
+    /// only to be dropped (a quick turn's four, 531 instructions;
+    /// BENCHMARKS.md, issue 42, session 16).
+    ///
+    /// [`InMemoryEventList`]: crate::listeners::InMemoryEventList
+    /// [`SubAgentListener`]: crate::subagent::SubAgentListener
+    pub(crate) fn emit_with(&self, build: impl FnOnce() -> Event) {
+        if !self.listeners.is_empty() {
+            self.listeners.emit(build());
+        }
+    }
+
     /// End a run's accounting: its tally, which a child also adds to its
     /// parent's run.
     pub(crate) fn settle_tally(&self) -> Tally {

@@ -35,8 +35,10 @@ use super::compact::{Boundary, Step};
 use super::outcome::Outcome;
 use super::shared::Nesting;
 use crate::journal::Record;
-use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice};
-use crate::{ChatTransport, Error, Event, FinishReason, Message, Result, Role, StopReason};
+use crate::protocol::{Callbacks, Completion, Fragment, Request, RetryNotice, ToolSpecs};
+use crate::{
+    ChatTransport, Error, Event, FinishReason, Message, ModelSettings, Result, Role, StopReason,
+};
 
 /// How the rounds of a run ended (errors aside).
 pub(super) enum End {
@@ -90,11 +92,18 @@ impl Agent {
     /// A run started by a user message: the boundaries in order.
     pub(super) fn run_turn(&mut self, message: Message, switch: Option<Switch>) -> Result<Outcome> {
         self.ensure_open()?;
-        let user_message = message.content.clone();
+        // The question a synthesizer answers, kept only when there is one
+        // (`synthesizes`).
+        let question = self
+            .shared
+            .options
+            .synthesize
+            .is_some()
+            .then(|| message.content.clone());
         self.turn_start(message, switch)?;
         let mut run = Run::default();
         let result = self.guarded_rounds(&mut run);
-        self.turn_end(result, run.steps, &user_message)
+        self.turn_end(result, run.steps, question.as_deref().unwrap_or_default())
     }
 
     /// Boundary 1, turn start: the model switch, fresh controls, the user
@@ -119,15 +128,15 @@ impl Agent {
         // must not carry unanswered calls.
         self.answer_stale_pending();
         let message = self.guard_input(message);
-        let user_message = message.content.clone();
-        let user_message = user_message.as_str();
         self.journal(|| Record::User {
-            content: user_message.into(),
+            content: message.content.as_str().into(),
         })?;
         self.turn_start = self.messages.len();
         self.messages.push(message);
-        self.emit(Event::UserTurn {
-            agent: self.agent_id(),
+        // The message as it entered the conversation (no copy of it).
+        let user_message = self.messages[self.turn_start].content.as_str();
+        self.shared.emit_with(|| Event::UserTurn {
+            agent: Arc::clone(&self.shared.id),
             content: user_message.to_string(),
             mid_loop: false,
         });
@@ -277,14 +286,22 @@ impl Agent {
         let hold = self.guarding.holds();
         // A typed turn sends its note and, once constrained, its schema.
         let typed = self.typed.as_ref();
-        let settings = options.settings.over(transport.settings());
+        // The agent's settings over the transport's: the transport's as
+        // they are when the agent sets none (no merged copy a request).
+        let merged;
+        let settings = if options.settings == ModelSettings::default() {
+            transport.settings()
+        } else {
+            merged = options.settings.over(transport.settings());
+            &merged
+        };
         let req = Request {
             transport: &transport,
             system: Some(typed.map_or(&self.system_prompt, |t| &t.system_prompt)),
             messages: &self.messages,
             trailing_system: note.as_deref(),
-            tools: &tool_specs,
-            settings: &settings,
+            tools: tool_specs.as_deref().unwrap_or(ToolSpecs::NONE),
+            settings,
             response_schema: typed.and_then(|t| t.schema.as_deref()),
             stream: options.streaming,
             replay_reasoning: options.replay_reasoning,
@@ -396,7 +413,10 @@ impl Agent {
         } = completion;
         // Some servers do not name the model in the answer: the one asked
         // for is the one that wrote it.
-        let model = model.or_else(|| self.transport().model().map(str::to_string));
+        let model = model.or_else(|| {
+            let st = self.shared.state.lock();
+            st.transport.model().map(str::to_string)
+        });
         // Recovery only when the server parsed no call: text next to real
         // calls is prose, not a second copy of them.
         let recover = self.shared.options.recover_tool_calls;
@@ -413,30 +433,31 @@ impl Agent {
         message.model.clone_from(&model);
         message.usage = usage;
         self.shared.state.lock().found_natively(&message);
-        let agent = self.agent_id();
         if let Some(r) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
-            self.emit(Event::Thinking {
-                agent: Arc::clone(&agent),
+            self.emit_with(|| Event::Thinking {
+                agent: Arc::clone(&self.shared.id),
                 content: r.to_string(),
             });
         }
         if self.shows_now(&message) {
-            self.emit(Event::Assistant {
-                agent: Arc::clone(&agent),
+            self.emit_with(|| Event::Assistant {
+                agent: Arc::clone(&self.shared.id),
                 content: message.content.clone(),
                 finish,
             });
         }
-        let u = usage.unwrap_or_default();
-        self.emit(Event::Tokens {
-            agent,
-            input: u.input,
-            output: u.output,
-            cached: u.cached,
-            cache_creation: u.cache_creation,
-            thinking: u.thinking,
-            model_id: model,
-            response_id,
+        self.emit_with(|| {
+            let u = usage.unwrap_or_default();
+            Event::Tokens {
+                agent: Arc::clone(&self.shared.id),
+                input: u.input,
+                output: u.output,
+                cached: u.cached,
+                cache_creation: u.cache_creation,
+                thinking: u.thinking,
+                model_id: model,
+                response_id,
+            }
         });
         self.guard_output((message, finish))
     }
@@ -530,8 +551,8 @@ impl Agent {
         // `Outcome::spend` needs the `budgets` feature.
         #[cfg_attr(not(feature = "budgets"), allow(unused_variables))]
         let spend = self.budget_end();
-        self.emit(Event::Stopped {
-            agent: self.agent_id(),
+        self.emit_with(|| Event::Stopped {
+            agent: Arc::clone(&self.shared.id),
             reason,
             usage: tally.usage,
         });

@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use ureq::http::{HeaderValue, header};
+use ureq::http::{HeaderName, HeaderValue, header};
 
 use super::HttpConfig;
 use super::body::error_message;
@@ -71,7 +71,7 @@ use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
 use crate::util::{deadline_after, redact, redact_url, redact_url_in};
-use crate::{Cancellable, ChatTransport, Error, Result};
+use crate::{Api, Cancellable, ChatTransport, Error, Result};
 
 struct Shared {
     config: HttpConfig,
@@ -84,37 +84,78 @@ struct Shared {
 
 /// `post` with the `Content-Type` of every request and the `Accept` of a
 /// stream or a JSON answer, names and values ready made: ureq neither
-/// parses nor copies them.
+/// parses nor copies them. They are appended to the request's header map
+/// in place, as `header` would append them, but without moving the whole
+/// request through `http`'s builder for each (about 700 instructions a
+/// request; BENCHMARKS.md, issue 42, session 16).
 fn with_content_headers(
-    post: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    mut post: ureq::RequestBuilder<ureq::typestate::WithBody>,
     stream: bool,
 ) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
-    let json = HeaderValue::from_static("application/json");
-    let accept = if stream {
-        HeaderValue::from_static("text/event-stream")
-    } else {
-        json.clone()
-    };
-    post.header(header::CONTENT_TYPE, json)
-        .header(header::ACCEPT, accept)
+    // `None` only for a builder that already failed (its error is the
+    // send's), which `header` leaves as it is too.
+    if let Some(headers) = post.headers_mut() {
+        let json = HeaderValue::from_static("application/json");
+        let accept = if stream {
+            HeaderValue::from_static("text/event-stream")
+        } else {
+            json.clone()
+        };
+        headers.append(header::CONTENT_TYPE, json);
+        headers.append(header::ACCEPT, accept);
+    }
+    post
+}
+
+/// `post` with the key headers of `transport` (kept in `target`),
+/// appended in place as `header` appends them; a key whose headers do not
+/// parse goes to ureq as text, which fails the send.
+fn with_key_headers(
+    mut post: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    target: &Target,
+    transport: &ChatTransport,
+) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+    match (&target.auth, post.headers_mut()) {
+        (Some(auth), Some(headers)) => {
+            for (name, value) in auth {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        _ => {
+            for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
+                post = post.header(name, value);
+            }
+        }
+    }
+    post
 }
 
 /// A request's URL, and its parsed form, kept for the next request to the
 /// same base and path: a turn neither formats the URL nor parses it again
 /// (about 2,400 instructions a request; `BENCHMARKS.md`, issue 42, session
-/// 15).
+/// 15). With them, the API's key headers for the transport's key, made
+/// and parsed once (session 16).
 struct Target {
     url: String,
     /// `None` when the URL does not parse: ureq is then given the text and
     /// reports the error at the send, as for any request.
     uri: Option<ureq::http::Uri>,
+    /// The API and the key the headers below are for.
+    api: Api,
+    key: Option<String>,
+    /// `wire::auth_headers` of `api` and `key`, parsed; `None` when one
+    /// does not parse: each request then hands ureq the text, which fails
+    /// at the send, as before.
+    auth: Option<Vec<(HeaderName, HeaderValue)>>,
 }
 
 impl Target {
-    fn is(&self, base: &str, path: &str) -> bool {
+    fn is(&self, base: &str, path: &str, api: Api, key: Option<&str>) -> bool {
         self.url.len() == base.len() + path.len()
             && self.url.starts_with(base)
             && self.url.ends_with(path)
+            && self.api == api
+            && self.key.as_deref() == key
     }
 }
 
@@ -177,18 +218,34 @@ impl Client {
         }))
     }
 
-    /// The request URL for `base` and `path`: the last request's when it
-    /// is the same (see [`Target`]).
-    fn target(&self, base: &str, path: &str) -> Arc<Target> {
+    /// The request URL for `base` and `path`, and the key headers of
+    /// `api` for `key`: the last request's when they are the same (see
+    /// [`Target`]).
+    fn target(&self, base: &str, path: &str, api: Api, key: Option<&str>) -> Arc<Target> {
         let mut kept = self.shared.target.lock();
-        if let Some(t) = kept.as_ref().filter(|t| t.is(base, path)) {
+        if let Some(t) = kept.as_ref().filter(|t| t.is(base, path, api, key)) {
             return Arc::clone(t);
         }
         let mut url = String::with_capacity(base.len() + path.len());
         url.push_str(base);
         url.push_str(path);
         let uri = ureq::http::Uri::try_from(url.as_str()).ok();
-        Arc::clone(kept.insert(Arc::new(Target { url, uri })))
+        let auth = wire::auth_headers(api, key)
+            .into_iter()
+            .map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::try_from(value).ok()?,
+                ))
+            })
+            .collect();
+        Arc::clone(kept.insert(Arc::new(Target {
+            url,
+            uri,
+            api,
+            key: key.map(str::to_string),
+            auth,
+        })))
     }
 
     /// One chat completion, with retries: `req` is encoded into `buf` (a
@@ -204,11 +261,12 @@ impl Client {
         wire::check_built(req.transport.api())?;
         let cfg = &self.shared.config;
         wire::encode(req, buf, cfg.include_usage)?;
-        let body = &buf[..];
         let transport = req.transport;
         let target = self.target(
             transport.base_or_default(),
             &wire::path(transport, req.stream),
+            transport.api(),
+            transport.api_key(),
         );
         let url = target.url.as_str();
         let shown = Shown::new(url, transport.api_key());
@@ -248,15 +306,13 @@ impl Client {
                 Some(left) => post.config().timeout_global(Some(left)).build(),
                 None => post,
             };
-            let mut http = with_content_headers(post, req.stream);
-            for (name, value) in wire::auth_headers(transport.api(), transport.api_key()) {
-                http = http.header(name, value);
-            }
+            let http = with_content_headers(post, req.stream);
+            let mut http = with_key_headers(http, &target, transport);
             if let Some(tp) = req.traceparent {
                 http = http.header("traceparent", tp);
             }
-            log::trace!("request body: {}", String::from_utf8_lossy(body));
-            let (err, retry_after) = match http.send(body) {
+            log::trace!("request body: {}", String::from_utf8_lossy(buf));
+            let (err, retry_after) = match http.send(&buf[..]) {
                 Err(e) => {
                     log::debug!(
                         "POST {shown} failed after {} ms: {}",
@@ -282,7 +338,8 @@ impl Client {
                         crate::util::millis(started.elapsed())
                     );
                     if (200..300).contains(&status) {
-                        return self.read_success(resp, req, &deadline, &shown, sink);
+                        // The request is sent: its buffer takes the answer.
+                        return self.read_success(resp, req, &deadline, &shown, buf, sink);
                     }
                     self.rejected(resp, status, req, shown.get())?
                 }
@@ -359,12 +416,18 @@ impl Client {
         Ok((err, retry_after))
     }
 
+    /// A 2xx answer read and decoded: a stream through the SSE reader, a
+    /// whole body into `buf` (the request's buffer, sent by now, whose room
+    /// the body reuses: no allocation, and no read through ureq's layers
+    /// for each doubling of a fresh `Vec`; BENCHMARKS.md, issue 42, session
+    /// 16).
     fn read_success(
         &self,
         resp: ureq::http::Response<ureq::Body>,
         req: &Request<'_>,
         deadline: &Deadline,
         url: &Shown<'_>,
+        buf: &mut Vec<u8>,
         sink: &mut dyn Sink,
     ) -> Result<Completion> {
         let cfg = &self.shared.config;
@@ -373,19 +436,20 @@ impl Client {
         // and answer with one JSON body (or the reverse).
         let is_sse = resp
             .headers()
-            .get("content-type")
+            .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| crate::media_type::MediaType::has_essence(v, "text/event-stream"));
         // A body with a length or chunked encoding ends where the server
         // says, so it can be read to its end after `[DONE]` (see
         // `drain_after_done`); one that ends only when the connection closes
         // would keep us waiting on a server that keeps it open.
-        let framed = resp.headers().contains_key("content-length")
-            || resp
-                .headers()
-                .get("transfer-encoding")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let framed = is_sse
+            && (resp.headers().contains_key(header::CONTENT_LENGTH)
+                || resp
+                    .headers()
+                    .get(header::TRANSFER_ENCODING)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.to_ascii_lowercase().contains("chunked")));
         let watch = Watch::new(cfg, deadline);
         let filled = Cell::new(false);
         let reader = Watched {
@@ -416,18 +480,20 @@ impl Client {
             }
             done
         } else {
-            let mut body = Vec::new();
+            let room = buf.capacity();
+            buf.clear();
             // One byte over the limit tells "exactly at the limit" from
             // "over it" without reading the rest.
-            match reader
+            let read = reader
                 .take(cfg.max_body_bytes.saturating_add(1))
-                .read_to_end(&mut body)
-            {
+                .read_to_end(buf);
+            let body = &buf[..];
+            let decoded = match read {
                 Ok(_) if body.len() as u64 > cfg.max_body_bytes => Err(DecodeError::Protocol(
                     format!("response body exceeds {} bytes", cfg.max_body_bytes),
                 )),
                 Ok(_) => {
-                    wire::parse_response(req.transport.api(), &body, req.split_think).inspect(|c| {
+                    wire::parse_response(req.transport.api(), body, req.split_think).inspect(|c| {
                         // A server that ignored `stream: true` still feeds the listeners.
                         if req.stream {
                             if let Some(r) =
@@ -442,7 +508,14 @@ impl Client {
                     })
                 }
                 Err(e) => Err(DecodeError::from_io(e)),
+            };
+            // The buffer lives as long as the agent: a large answer that
+            // grew it past the requests' room and `KEPT_BODY` gives the
+            // room back.
+            if buf.capacity() > room.max(KEPT_BODY) {
+                *buf = Vec::new();
             }
+            decoded
         };
         result
             .map(|c| wire::stamp_origin(c, req.transport))
@@ -671,6 +744,10 @@ impl Read for BodyReader {
     }
 }
 
+/// The most room a non-streamed answer leaves in the request buffer it
+/// was read into, beyond what the requests had made.
+const KEPT_BODY: usize = 64 * 1024;
+
 /// Bytes read after `[DONE]` before giving the connection up.
 const DRAIN_MAX: usize = 16 * 1024;
 
@@ -893,6 +970,124 @@ mod tests {
             assert_eq!(err.status(), Some(404));
             assert!(!err.to_string().contains("hint"), "{err}");
         }
+    }
+
+    /// The headers every chat request carries, once each: its body's type
+    /// and what it accepts back (a stream or JSON), beside the key (issue
+    /// 42, session 16: they go into the header map in place).
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_request_names_its_content_and_what_it_accepts() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        // The key headers are made once per key (kept with the URL): another
+        // key on the same base is sent as it is, and so is no key.
+        let keys = [Some("k-1"), Some("k-1"), Some("k-2"), None, Some("k-1")];
+        for (i, key) in keys.into_iter().enumerate() {
+            let transport = match key {
+                Some(k) => server.transport().with_api_key(k),
+                None => server.transport(),
+            };
+            server.push(Reply::text("ok"));
+            let req = Request {
+                stream: i % 2 == 1,
+                ..Request::for_test(&transport, &msgs, &tools, &extra)
+            };
+            client.chat(&req, &mut Vec::new(), &mut ()).unwrap();
+        }
+        let sent = server.chat_requests();
+        assert_eq!(sent.len(), keys.len());
+        for (i, (r, key)) in sent.iter().zip(keys).enumerate() {
+            let all = |name: &str| -> Vec<&str> {
+                let named = r.headers.iter().filter(|(n, _)| n == name);
+                named.map(|(_, v)| v.as_str()).collect()
+            };
+            let accept = ["application/json", "text/event-stream"][i % 2];
+            assert_eq!(all("content-type"), ["application/json"], "{r:?}");
+            assert_eq!(all("accept"), [accept], "{r:?}");
+            let bearer: Vec<String> = key.map(|k| format!("Bearer {k}")).into_iter().collect();
+            assert_eq!(all("authorization"), bearer, "{r:?}");
+        }
+    }
+
+    /// A key no header can carry fails at the send, as it did before the
+    /// key headers were kept (issue 42, session 16): the kept headers are
+    /// only those that parse.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_key_no_header_can_carry_fails_the_request() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let transport = server.transport().with_api_key("k\r\nx-injected: 1");
+        server.push(Reply::text("ok"));
+        let req = Request::for_test(&transport, &msgs, &tools, &extra);
+        let err = client.chat(&req, &mut Vec::new(), &mut ()).unwrap_err();
+        assert!(!err.to_string().contains("x-injected"), "{err}");
+        assert!(server.chat_requests().is_empty(), "nothing was sent");
+        // The same client sends the next request, with a good key.
+        let good = server.transport().with_api_key("k-1");
+        let req = Request::for_test(&good, &msgs, &tools, &extra);
+        assert_eq!(
+            client
+                .chat(&req, &mut Vec::new(), &mut ())
+                .unwrap()
+                .message
+                .content,
+            "ok"
+        );
+    }
+
+    /// Issue 42, session 16: a whole (non-streamed) answer is read into
+    /// the request's buffer, sent by then: no allocation for it while the
+    /// room suffices. A large answer gives the room back (the buffer lives
+    /// as long as the agent), and the next request goes out from the
+    /// emptied buffer.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn a_whole_answer_is_read_into_the_request_buffer() {
+        use crate::testing::{FakeServer, Reply};
+        let server = FakeServer::start();
+        let client = Client::new(HttpConfig::default().with_max_retries(0));
+        let (msgs, tools, extra) = (
+            [crate::Message::user("hi")],
+            super::super::request::ToolSpecs::default(),
+            serde_json::Map::default(),
+        );
+        let transport = server.transport();
+        let req = Request {
+            stream: false,
+            ..Request::for_test(&transport, &msgs, &tools, &extra)
+        };
+        let mut buf = Vec::with_capacity(16 * 1024);
+        server.push(Reply::text("ok"));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, "ok");
+        let body: serde_json::Value = serde_json::from_slice(&buf).expect("the answer's JSON");
+        assert_eq!(body["choices"][0]["message"]["content"], "ok", "{body}");
+        assert_eq!(buf.capacity(), 16 * 1024, "the room was enough");
+        let long = "x".repeat(3 * KEPT_BODY);
+        server.push(Reply::text(long.as_str()));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, long);
+        assert!(buf.capacity() < KEPT_BODY, "{} kept", buf.capacity());
+        server.push(Reply::text("again"));
+        let done = client.chat(&req, &mut buf, &mut ()).unwrap();
+        assert_eq!(done.message.content, "again");
+        let sent = server.chat_requests();
+        assert_eq!(sent.len(), 3);
+        assert_eq!(sent[2].body, sent[0].body, "the same request each time");
     }
 
     /// Issue 42, session 15: a request to the base and path of the one

@@ -146,6 +146,13 @@ pub(crate) struct ToolSpecs {
 }
 
 impl ToolSpecs {
+    /// The tools of a request that has none, shared by every such request
+    /// (no allocation per request).
+    pub(crate) const NONE: &'static ToolSpecs = &ToolSpecs {
+        specs: Vec::new(),
+        regex: false,
+    };
+
     pub(crate) fn new(tools: &[Arc<dyn Tool>]) -> ToolSpecs {
         ToolSpecs {
             specs: tools
