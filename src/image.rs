@@ -59,14 +59,22 @@ impl Image {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] when the file cannot be read (naming it), is
-    /// larger than [`Image::MAX_BYTES`] (checked before it is read), or is
-    /// not a PNG, JPEG, GIF or WebP image.
+    /// [`Error::InvalidInput`] when the file cannot be read or is not a
+    /// regular file (a FIFO, a device; naming it), is larger than
+    /// [`Image::MAX_BYTES`] (checked before it is read), or is not a PNG,
+    /// JPEG, GIF or WebP image.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Image> {
         let path = path.as_ref();
         let fail = |e: std::io::Error| {
             Error::invalid(format!("cannot read image {}: {e}", path.display()))
         };
+        // A FIFO would block the open until a writer came, a device never end.
+        if !std::fs::metadata(path).map_err(fail)?.is_file() {
+            return Err(Error::invalid(format!(
+                "cannot read image {}: not a regular file",
+                path.display()
+            )));
+        }
         let file = std::fs::File::open(path).map_err(fail)?;
         if let Ok(meta) = file.metadata() {
             check_size(meta.len())?;

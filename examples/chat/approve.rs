@@ -346,11 +346,23 @@ fn confine(root: &Path, path: &str) -> Result<PathBuf, ToolError> {
             if real.is_dir() {
                 return Err(ToolError::new(format!("`{path}` is a directory")));
             }
+            if !real.is_file() {
+                return Err(not_regular(path));
+            }
             Ok(real)
         }
         Ok(meta) if meta.is_dir() => Err(ToolError::new(format!("`{path}` is a directory"))),
+        // A FIFO would block the write until a reader came; a device is
+        // no file to replace.
+        Ok(meta) if !meta.is_file() => Err(not_regular(path)),
         _ => Ok(target),
     }
+}
+
+fn not_regular(path: &str) -> ToolError {
+    ToolError::new(format!(
+        "`{path}` is not a regular file (a FIFO or a device); write regular files only"
+    ))
 }
 
 #[cfg(test)]

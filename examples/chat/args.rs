@@ -93,6 +93,8 @@ Options:
                             to --model [env: OPENAI_FALLBACK_URLS, entries
                             separated by spaces or `;`]
       --events FILE         write every event to FILE, one JSON object per line
+                            (an events file there is replaced, any other file
+                            is refused)
       --session FILE        keep the conversation in a crash-safe journal at
                             FILE (`.journal` is added when missing) and go on
                             with it at the next start; start it again with the
@@ -154,7 +156,7 @@ Interactive chat:
   /prompts [SERVER NAME [ARG=VALUE ...]]  list the MCP prompts, or send one
   /skills       list the skills (--skills) the model can read
   /tools        list the tools sent, the deferred ones and those found
-  /save FILE    save the conversation as JSON
+  /save FILE    save the conversation as JSON (replaces a saved one only)
   /load FILE    replace the conversation with a saved one
   /help         list these commands
   /quit         exit (so does end of input)
@@ -181,7 +183,7 @@ pub(crate) const COMMANDS: &str = "\
               as the next message
 /skills       list the skills (--skills) the model can read
 /tools        list the tools sent, the deferred ones and those found
-/save FILE    save the conversation as JSON
+/save FILE    save the conversation as JSON (replaces a saved one only)
 /load FILE    replace the conversation with a saved one
 /quit         exit";
 
@@ -307,11 +309,21 @@ impl Options {
                 Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
                 _ => (arg, None),
             };
-            let mut value = || {
-                inline
-                    .clone()
-                    .or_else(|| args.next())
-                    .ok_or_else(|| usage(format!("{flag} needs a value")))
+            let mut value = || match inline.clone() {
+                Some(v) => Ok(v),
+                None => match args.next() {
+                    // Why refuse: `--model -p hi` would take `-p` as the
+                    // model and then blame `hi`; a value that begins like
+                    // an option is given inline (`--system=-x`).
+                    Some(next) if looks_like_option(&next) => Err(usage(format!(
+                        "{flag} needs a value, got the option `{}` (write {}=VALUE for a value \
+                         that begins with `-`)",
+                        crate::bounded(&next, 64),
+                        long_name(&flag)
+                    ))),
+                    Some(next) => Ok(next),
+                    None => Err(usage(format!("{flag} needs a value"))),
+                },
             };
             match flag.as_str() {
                 "-h" | "--help" => return Ok(None),
@@ -478,6 +490,18 @@ fn non_blank(flag: &str, text: String) -> Result<String, Failure> {
     } else {
         Ok(text)
     }
+}
+
+/// Whether `arg` is an option rather than a value: `-p`, `--model`, but
+/// not `-1` or `-`.
+fn looks_like_option(arg: &str) -> bool {
+    let rest = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'));
+    rest.is_some_and(|r| r.starts_with(|c: char| c.is_ascii_alphabetic()))
+}
+
+/// The long form of `flag`, which takes a value inline.
+fn long_name(flag: &str) -> &str {
+    if flag == "-p" { "--prompt" } else { flag }
 }
 
 /// The longest `--session` name, as a journal's run id allows it.

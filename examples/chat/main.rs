@@ -78,6 +78,7 @@ mod args;
 mod console;
 mod delegate;
 mod demo;
+mod files;
 mod guards;
 mod mcp;
 mod repl;
@@ -403,6 +404,14 @@ fn configure(
         cfg = session(cfg, path)?;
     }
     if let Some(path) = &opts.events {
+        // Why before the open: it truncates, and blocks on a FIFO.
+        files::check_writable(
+            path,
+            "an events file",
+            files::EVENTS_SNIFF_BYTES,
+            files::is_events,
+        )
+        .map_err(|e| Failure::Usage(format!("--events: {e}")))?;
         let log = JsonLines::create(path).map_err(|e| {
             Failure::Usage(format!("--events: cannot create {}: {e}", path.display()))
         })?;
@@ -431,17 +440,38 @@ fn session(cfg: pikuri::Configurator, path: &Path) -> Result<pikuri::Configurato
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let store = FileStore::new(dir)?;
-    Ok(if store.read(&run)?.is_empty() {
+    // The option's file is bad (a folder, a FIFO, not a journal): a usage
+    // error naming it, as `--help` says.
+    let store = FileStore::new(dir).map_err(|e| session_file(path, &e))?;
+    let records = store.read(&run).map_err(|e| session_file(path, &e))?;
+    Ok(if records.is_empty() {
         cfg.journal(store, run)
     } else {
         cfg.resume(store, run)
     })
 }
 
-/// The agent; a session another chat holds is said in the user's terms.
+/// `--session`'s journal cannot be used: exit 2, naming the option.
+fn session_file(path: &Path, e: &pikuri::Error) -> Failure {
+    Failure::Usage(format!(
+        "--session {}: {e}",
+        bounded(&path.display().to_string(), 200)
+    ))
+}
+
+/// The agent; a session another chat holds is said in the user's terms,
+/// one whose journal is damaged or another configuration's is a usage
+/// error naming `--session`.
 fn build(opts: &Options, cfg: pikuri::Configurator) -> Result<Agent, Failure> {
     cfg.build().map_err(|e| match &opts.session {
+        Some(path)
+            if matches!(
+                e.kind(),
+                ErrorKind::JournalCorrupt | ErrorKind::JournalMismatch | ErrorKind::JournalIo
+            ) =>
+        {
+            session_file(path, &e)
+        }
         Some(path) if e.kind() == ErrorKind::RunLocked => Failure::Other(format!(
             "--session {} is in use by another chat (it holds the lock file {} beside it); \
              try again when that chat has ended",

@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, Write};
+use std::path::Path;
 use std::sync::mpsc::{self, Sender};
 use std::thread;
 
@@ -14,6 +15,7 @@ use pikuri::{
 use crate::Failure;
 use crate::approve::Answers;
 use crate::args::COMMANDS;
+use crate::files;
 
 /// What the main thread of the REPL reacts to.
 enum Input {
@@ -393,7 +395,15 @@ fn save(agent: &Agent, path: &str) -> Result<String, String> {
         return Err("usage: /save FILE".to_string());
     }
     let history = agent.export_history();
-    std::fs::write(path, history.to_json()).map_err(|e| format!("cannot write {path}: {e}"))?;
+    // A history saved before is replaced; a file the user wrote is not.
+    files::check_writable(
+        Path::new(path),
+        "a saved history",
+        files::MAX_HISTORY_BYTES,
+        |text| History::parse(text).is_ok(),
+    )
+    .map_err(|e| format!("cannot save: {e}"))?;
+    files::write_whole(Path::new(path), history.to_json().as_bytes())?;
     Ok(format!(
         "(saved {} messages to {path})",
         history.messages().len()
@@ -404,7 +414,7 @@ fn load(agent: &mut Agent, path: &str) -> Result<String, String> {
     if path.is_empty() {
         return Err("usage: /load FILE".to_string());
     }
-    let json = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let json = files::read_bounded(Path::new(path), files::MAX_HISTORY_BYTES)?;
     let history = History::parse(&json).map_err(|e| format!("{path}: {e}"))?;
     let count = history.messages().len();
     agent

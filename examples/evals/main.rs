@@ -12,7 +12,9 @@
 //!
 //! The files live beside this one, in `examples/evals/`. The exit status is
 //! 0 when no case regressed against the baseline, 1 when one did (the
-//! regressions are listed), 2 on a bad flag or file.
+//! regressions are listed), 2 on a bad flag or file. `--junit` replaces a
+//! JUnit file only (any other file is left alone, a FIFO refused), in a
+//! folder that exists.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,10 +45,18 @@ fn parse_args() -> Result<Args, String> {
                 let (Some(url), Some(model)) = (it.next(), it.next()) else {
                     return Err("--record needs a base URL and a model".into());
                 };
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("--record needs an http(s) base URL, got {url:?}"));
+                }
+                if model.trim().is_empty() {
+                    return Err("--record needs a model name, got a blank one".into());
+                }
                 args.record = Some((url, model));
             }
             "--junit" => {
-                args.junit = Some(it.next().ok_or("--junit needs a path")?.into());
+                let path: PathBuf = it.next().ok_or("--junit needs a path")?.into();
+                junit_writable(&path).map_err(|e| format!("--junit {}: {e}", path.display()))?;
+                args.junit = Some(path);
             }
             "--save-baseline" => args.save_baseline = true,
             other => {
@@ -57,6 +67,49 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// Whether the JUnit file may be written at `path`, checked before the
+/// runs: its folder exists (it is not created), and nothing but a JUnit
+/// file is replaced. A FIFO would block the write until a reader came, a
+/// device is no file, and a file the user wrote is not truncated.
+fn junit_writable(path: &std::path::Path) -> Result<(), String> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err("its folder does not exist (it is not created)".into());
+    }
+    let meta = match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return if std::fs::symlink_metadata(path).is_ok() {
+                Err("a symbolic link to nothing: name the file itself".into())
+            } else {
+                Ok(())
+            };
+        }
+        Err(e) => return Err(e.to_string()),
+        Ok(meta) => meta,
+    };
+    if !meta.is_file() {
+        return Err("not a regular file (a folder, a FIFO or a device)".into());
+    }
+    if meta.permissions().readonly() {
+        return Err("read-only: not replaced".into());
+    }
+    let mut head = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::open(path).map_err(|e| e.to_string())?, 4096),
+        &mut head,
+    )
+    .map_err(|e| e.to_string())?;
+    let head = String::from_utf8_lossy(&head);
+    if head.is_empty() || (head.starts_with("<?xml") && head.contains("<testsuite")) {
+        Ok(())
+    } else {
+        Err("exists and is not a JUnit file: not replaced (remove it first)".into())
+    }
 }
 
 /// The agent under evaluation, on `transport`, run on every turn of the case.

@@ -479,9 +479,10 @@ impl Dataset {
     ///
     /// [`Error::InvalidInput`] naming the file: a directory, a FIFO or a
     /// device at `path`, a missing parent folder (never created), a
-    /// dataset over [`MAX_DATASET_BYTES`] (it would not load again), a
-    /// non-empty file there that is not a dataset (never replaced), or the
-    /// write's error.
+    /// read-only file there (never replaced; a file replaced keeps its
+    /// mode), a dataset over [`MAX_DATASET_BYTES`] (it would not load
+    /// again), a non-empty file there that is not a dataset, or a link to
+    /// such a file (never replaced), or the write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let jsonl = is_jsonl(path);

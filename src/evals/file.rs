@@ -1,7 +1,9 @@
 //! Writing the kit's files (datasets, reports): whole or not at all.
 
+use std::fs::File;
 use std::io::{Read as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{Error, Result};
 
@@ -17,26 +19,58 @@ pub(super) struct Kind<'a> {
 
 /// Write `bytes` to `path` through a new temporary file beside it, renamed
 /// over `path` once complete: a reader (or a crash) never sees half a file,
-/// and a symbolic link at `path` is replaced, never written through. A
+/// and a symbolic link at `path` is replaced, never written through (one to
+/// a non-empty file not of `kind` is refused, as that file would be). A
 /// missing parent folder is an error (never created), and so is a
 /// directory at `path`, a non-empty file that does not read as one of
-/// `kind` (the kit never replaces what it did not write), and `bytes` over
-/// `kind.max` (they would not read back).
+/// `kind` (the kit never replaces what it did not write), a read-only file
+/// (its owner kept it from changes), and `bytes` over `kind.max` (they
+/// would not read back). The new file keeps the mode of the one it
+/// replaces.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result<()> {
+    let existing = check_replaceable(path, bytes.len() as u64, kind)?;
+    let at = |msg: String| Error::InvalidInput(format!("{} {}: {msg}", kind.what, path.display()));
+    let name = path
+        .file_name()
+        .ok_or_else(|| at("has no file name".into()))?
+        .to_string_lossy();
+    let (tmp, mut file) =
+        create_temporary(path, &name).map_err(|(tmp, e)| at(format!("{}: {e}", tmp.display())))?;
+    // The replacement keeps the mode of the file it replaces (a report
+    // made owner-only stays so), not the umask's default.
+    let kept = existing.map_or(Ok(()), |m| file.set_permissions(m.permissions()));
+    let written = kept
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        // Only the temporary file this call created is removed.
+        let _ = std::fs::remove_file(&tmp);
+        at(e.to_string())
+    })
+}
+
+/// The checks of [`write_atomic`] before it writes `len` bytes of `kind`
+/// to `path`: the regular file found there (to take its mode), if any.
+pub(super) fn check_replaceable(
+    path: &Path,
+    len: u64,
+    kind: &Kind<'_>,
+) -> Result<Option<std::fs::Metadata>> {
     let what = kind.what;
     let at = |msg: String| Error::InvalidInput(format!("{what} {}: {msg}", path.display()));
     // Why refuse: a file over the limit its `load` reads would be written
     // whole, and then refused at the next run (a baseline lost).
-    if bytes.len() as u64 > kind.max {
+    if len > kind.max {
         return Err(at(format!(
-            "{} bytes, over the limit of {} a {what} is read with: not written",
-            bytes.len(),
+            "{len} bytes, over the limit of {} a {what} is read with: not written",
             kind.max
         )));
     }
     // A device, a FIFO or a socket is never replaced by a file (as root,
     // the rename would succeed even in /dev); a link is replaced itself.
-    match std::fs::symlink_metadata(path) {
+    let found = std::fs::symlink_metadata(path);
+    match &found {
         Ok(meta) if meta.is_dir() => return Err(at("is a directory".into())),
         Ok(meta) if !meta.is_file() && !meta.file_type().is_symlink() => {
             return Err(at("not a regular file".into()));
@@ -53,27 +87,56 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8], kind: &Kind<'_>) -> Result
                 )));
             }
         }
+        // A link the user made to a file the kit did not write (a dataset
+        // by hand, `/etc/passwd`) is not replaced either: only the link
+        // would be lost, but it says where the user keeps that file.
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let target = std::fs::metadata(path)
+                .ok()
+                .filter(|t| t.is_file() && t.len() > 0);
+            if target.is_some() && !read_bounded(path, kind.max).is_ok_and(|t| (kind.is_one)(&t)) {
+                return Err(at(format!(
+                    "is a link to a file that is not a {what}: not replaced (remove it first)"
+                )));
+            }
+        }
         _ => {}
     }
-    let name = path
-        .file_name()
-        .ok_or_else(|| at("has no file name".into()))?
-        .to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(|e| at(format!("{}: {e}", tmp.display())))?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        // Only the temporary file this call created is removed.
-        let _ = std::fs::remove_file(&tmp);
-        at(e.to_string())
-    })
+    // Why refuse: the rename would replace a file its owner made read-only
+    // (a baseline kept from accidents) without asking, as `cp` does not.
+    let existing = found.ok().filter(std::fs::Metadata::is_file);
+    if existing
+        .as_ref()
+        .is_some_and(|m| m.permissions().readonly())
+    {
+        return Err(at("is read-only: not replaced".into()));
+    }
+    Ok(existing)
+}
+
+/// A new temporary file beside `path`, `.<name>.tmp<pid>.<n>`: the pid
+/// keeps two processes apart, the counter two saves of one process, and a
+/// name that exists already (left by a crashed run whose pid this process
+/// has now) is skipped, never opened.
+fn create_temporary(
+    path: &Path,
+    name: &str,
+) -> std::result::Result<(PathBuf, File), (PathBuf, std::io::Error)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut tries = 0;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{name}.tmp{}.{n}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            Err(e) => return Err((tmp, e)),
+        }
+    }
 }
 
 /// The text of the regular file at `path`, refused when over `max` bytes,

@@ -160,18 +160,32 @@ impl Offline {
     ///
     /// [`Error::InvalidInput`] listing the requests that matched nothing
     /// (each with a diff against the closest recording) and the answers
-    /// never asked for; or the cassette's write error (a non-empty file at
-    /// the path that is not a cassette is never replaced).
+    /// never asked for; after a recording in which the server answered no
+    /// request (nothing is written: the last cassette stays); or the
+    /// cassette's write error (a non-empty file at the path that is not a
+    /// cassette is never replaced).
     pub fn finish(self) -> Result<()> {
         match self.mode {
             Mode::Record { recorder, .. } => {
-                let mut text = recorder.cassette().to_json();
-                text.push('\n');
+                let cassette = recorder.cassette();
                 let kind = super::file::Kind {
                     what: "cassette",
                     max: MAX_CASSETTE_BYTES,
                     is_one: &|text| Cassette::parse(text).is_ok(),
                 };
+                // Why refuse: a server that answered nothing (down, a wrong
+                // URL) leaves an empty recording, which would replace the
+                // last good one and fail every replay after. (What stands
+                // at the path is judged first, as a write would.)
+                if cassette.interactions().is_empty() {
+                    super::file::check_replaceable(&self.path, 0, &kind)?;
+                    return Err(Error::InvalidInput(format!(
+                        "evals: nothing was recorded (the server answered no request): {} is left as it was",
+                        self.path.display()
+                    )));
+                }
+                let mut text = cassette.to_json();
+                text.push('\n');
                 super::file::write_atomic(&self.path, text.as_bytes(), &kind)
             }
             Mode::Replay(server) => {

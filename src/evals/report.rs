@@ -396,9 +396,10 @@ impl Report {
     ///
     /// [`Error::InvalidInput`](crate::Error::InvalidInput) naming the file:
     /// a directory, a FIFO or a device at `path`, a missing parent folder
-    /// (never created), a report over [`MAX_REPORT_BYTES`] (it would not load
-    /// again), a non-empty file there that is not a report (never
-    /// replaced), or the write's error.
+    /// (never created), a read-only file there (never replaced; a file
+    /// replaced keeps its mode), a report over [`MAX_REPORT_BYTES`] (it
+    /// would not load again), a non-empty file there that is not a report,
+    /// or a link to such a file (never replaced), or the write's error.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let kind = file::Kind {
             what: "report",

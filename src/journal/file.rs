@@ -19,7 +19,8 @@ use crate::{Error, Result};
 /// 0600 on Unix: it holds prompts and tool results), and a lock file
 /// `<run>.lock` beside it.
 ///
-/// A clone shares the open files. The directory is created when missing.
+/// A clone shares the open files. The directory is created when missing,
+/// its parent never.
 ///
 /// # What stands where a journal should be
 ///
@@ -38,9 +39,10 @@ use crate::{Error, Result};
 ///
 /// Only the bytes after the file's last newline can be a torn write (a
 /// crash mid-write), and only when they begin like a record (the hex
-/// digits of its length and checksum, then no more JSON than the length
-/// says): [`read`](JournalStore::read) leaves them out and the next append
-/// cuts them off. Anything else is [`Error::JournalCorrupt`] naming the
+/// digits of a length a record can have and of its checksum, then no more
+/// JSON than the length says): [`read`](JournalStore::read) leaves them
+/// out and the next append cuts them off. A huge length there
+/// (`ffffffffffffffff`) is damage. Anything else is [`Error::JournalCorrupt`] naming the
 /// path, nothing of the run is returned, and the file is never truncated
 /// or written to:
 ///
@@ -82,11 +84,14 @@ pub struct FileStore {
 
 impl FileStore {
     /// A store keeping its journals in `dir` (created, mode 0700 on Unix,
-    /// when missing), syncing every record ([`SyncMode::Durable`]).
+    /// when missing; its parent must exist), syncing every record
+    /// ([`SyncMode::Durable`]).
     ///
     /// # Errors
     ///
-    /// [`Error::JournalIo`] when the directory cannot be created.
+    /// [`Error::JournalIo`] naming `dir` when it cannot be created: its
+    /// parent folder is missing (never created), or is not a folder, or
+    /// cannot be written.
     pub fn new(dir: impl AsRef<Path>) -> Result<FileStore> {
         let dir = dir.as_ref().to_path_buf();
         create_dir(&dir)
@@ -312,15 +317,27 @@ fn scan<'t>(run: &str, path: &Path, text: &'t [u8]) -> Result<(Vec<&'t str>, usi
     Ok((records, whole))
 }
 
+/// Create `dir` when missing, but not its parent: a folder the caller did
+/// not name (a typo higher up the path) is never made.
 fn create_dir(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
     let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
         builder.mode(0o700);
     }
-    builder.create(dir)
+    match builder.create(dir) {
+        // Made meanwhile by another store.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "its parent folder does not exist (it is not created: make it first)",
+        )),
+        other => other,
+    }
 }
 
 fn io_error(run: &str, what: &str, e: &io::Error) -> Error {

@@ -66,9 +66,9 @@ pub(crate) fn is_torn(tail: &[u8]) -> bool {
     let len = fields.next().unwrap_or_default();
     let Some(crc) = fields.next() else {
         // Cut inside the length.
-        return is_hex(len, 1..=16);
+        return is_hex(len, 1..=16) && writable_length(len);
     };
-    if !is_hex(len, 8..=16) {
+    if !is_hex(len, 8..=16) || !writable_length(len) {
         return false;
     }
     let Some(json) = fields.next() else {
@@ -79,6 +79,15 @@ pub(crate) fn is_torn(tail: &[u8]) -> bool {
         return false;
     };
     is_hex(crc, 8..=8) && json.len() <= len
+}
+
+/// Whether the hex digits `len` (the whole length field, or the start a
+/// crash left of it) can be what [`frame`] wrote: eight digits, or more
+/// without a leading zero (a record past 4 GiB), and never past
+/// `isize::MAX` (no string is longer). A huge length after the last
+/// newline (`ffffffffffffffff`) is damage, not a torn record to cut off.
+fn writable_length(len: &[u8]) -> bool {
+    len.len() <= 8 || (len[0] != b'0' && (len.len() < 16 || len[0] <= b'7'))
 }
 
 fn is_hex(field: &[u8], digits: std::ops::RangeInclusive<usize>) -> bool {
@@ -114,6 +123,8 @@ mod tests {
         for cut in 1..line.len() {
             assert!(is_torn(&line.as_bytes()[..cut]), "cut at {cut}");
         }
+        // A record past 4 GiB has a nine-digit length: still a frame.
+        assert!(is_torn(b"100000000 12345678 {\"type\""));
         for foreign in [
             &b"\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"[..],
             b"root:x:0:0:root:/root:/bin/bash",
@@ -124,6 +135,12 @@ mod tests {
             b"0000001e xyzxyzxy {}",
             // More JSON than the length says.
             b"00000002 00000000 {}}",
+            // A length no record has: past isize::MAX, or with more than
+            // eight digits and a leading zero, whole or cut.
+            b"ffffffffffffffff 00000000 {\"type\":",
+            b"8000000000000000",
+            b"000000000000001e 1234abcd {",
+            b"000000001",
         ] {
             assert!(!is_torn(foreign), "{foreign:?}");
         }

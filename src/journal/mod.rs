@@ -211,18 +211,26 @@ pub trait JournalStore: Send + Sync + 'static {
 
     /// The runs whose last run was cut off (their journal does not end
     /// with the end of a run): the ones to [resume](crate::Configurator::resume).
-    /// A run paused for approval ended; a damaged journal is listed (its
-    /// resume says what is wrong).
+    /// A run paused for approval ended; a journal that cannot be read (a
+    /// damaged one, or a link, a folder or a FIFO in its place) is listed,
+    /// and its resume says what is wrong: one such entry never hides the
+    /// others.
     ///
     /// # Errors
     ///
-    /// As [`runs`](JournalStore::runs) and [`read`](JournalStore::read).
+    /// As [`runs`](JournalStore::runs), and [`read`](JournalStore::read)'s
+    /// errors other than [`Error::JournalCorrupt`] and [`Error::JournalIo`].
     fn unfinished(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for run in self.runs()? {
             let records = match self.read(&run) {
                 Ok(records) => records,
-                Err(e) if e.kind() == crate::ErrorKind::JournalCorrupt => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        crate::ErrorKind::JournalCorrupt | crate::ErrorKind::JournalIo
+                    ) =>
+                {
                     out.push(run);
                     continue;
                 }

@@ -498,7 +498,21 @@ pub(crate) fn replay(run: &str, records: &[String], expected: &Fingerprint) -> R
                     out.model = Some(model.into_owned());
                 }
             }
-            Record::TurnEnd { .. } => {
+            Record::TurnEnd { reason, .. } => {
+                // A run that completed ends on its answer: one that ends on
+                // anything else had its records moved (its answer after
+                // its end would read as a retry, or as a run cut off).
+                let answered = out
+                    .messages
+                    .last()
+                    .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty());
+                if reason == Ended::Completed && !answered {
+                    return Err(corrupt(
+                        i,
+                        "a run that completed, but the conversation does not end with its answer"
+                            .into(),
+                    ));
+                }
                 // A turn paused for approval ends with its calls open.
                 ended = true;
                 spent = None;

@@ -2207,3 +2207,383 @@ fn deferral_flags_are_checked() {
         assert!(out.stderr.contains(says), "{flags:?}: {}", out.stderr);
     }
 }
+
+/// Make a FIFO at `path`; false when `mkfifo` is not there.
+#[cfg(unix)]
+fn mkfifo(path: &Path) -> bool {
+    Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// ATTACKS.md, files: `--events` truncated whatever file it named and
+/// blocked on a FIFO. Now a file the chat did not write, a FIFO, a folder
+/// and a link to nothing are usage errors naming the flag, each left as it
+/// was; an events file is replaced by the same command run again.
+#[cfg(unix)]
+#[test]
+fn events_flag_never_replaces_a_file_it_did_not_write_nor_waits_on_a_fifo() {
+    let dir = fresh_dir("events-targets");
+    let notes = dir.join("notes.md");
+    std::fs::write(&notes, "# my notes\nkeep them\n").unwrap();
+    let fifo = dir.join("pipe.jsonl");
+    let made_fifo = mkfifo(&fifo);
+    let dangling = dir.join("dangling.jsonl");
+    std::os::unix::fs::symlink(dir.join("elsewhere/x.jsonl"), &dangling).unwrap();
+    let locked = dir.join("kept.jsonl");
+    std::fs::write(&locked, "{\"type\":\"user_turn\"}\n").unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o444)).unwrap();
+    let mut refused = vec![
+        (locked.clone(), "is read-only"),
+        (notes.clone(), "is not an events file"),
+        (dir.clone(), "is a folder"),
+        (dangling.clone(), "symbolic link to nothing"),
+    ];
+    if made_fifo {
+        refused.push((fifo.clone(), "not a regular file"));
+    }
+    // A full disk's stand-in takes no byte: refused, not written to with
+    // every error ignored.
+    if Path::new("/dev/full").exists() {
+        refused.push((PathBuf::from("/dev/full"), "not a regular file"));
+    }
+    for (path, says) in &refused {
+        let out = run(&["--events", path.to_str().unwrap(), "-p", "What is 2+2?"]);
+        assert_eq!(out.code, Some(2), "{}: {}", path.display(), out.stderr);
+        assert!(out.stderr.contains("--events"), "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "# my notes\nkeep them\n"
+    );
+    assert!(!dir.join("elsewhere").exists());
+    assert_eq!(
+        std::fs::read_to_string(&locked).unwrap(),
+        "{\"type\":\"user_turn\"}\n"
+    );
+
+    // The same command twice: the second run's events replace the first's.
+    let events = dir.join("run.jsonl");
+    for _ in 0..2 {
+        let out = run(&["--events", events.to_str().unwrap(), "-p", "What is 2+2?"]);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let text = std::fs::read_to_string(&events).unwrap();
+    assert_eq!(text.matches("\"user_turn\"").count(), 1, "{text}");
+    // Again after a crash that cut the first event short: still the
+    // chat's own file, replaced.
+    std::fs::write(&events, "{\"type\":\"user_turn\",\"agent\":\"ma").unwrap();
+    let out = run(&["--events", events.to_str().unwrap(), "-p", "What is 2+2?"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, files: `/save` replaced any file and `/load` read any, a
+/// FIFO blocking both for ever. Now a file the chat did not write is not
+/// replaced, a FIFO or a device is refused without being opened, and
+/// `/save` run twice replaces its own file.
+#[cfg(unix)]
+#[test]
+fn repl_save_and_load_refuse_fifos_devices_and_foreign_files() {
+    let dir = fresh_dir("save-load-targets");
+    let notes = dir.join("notes.md");
+    std::fs::write(&notes, "# my notes\n").unwrap();
+    let fifo = dir.join("pipe.json");
+    let made_fifo = mkfifo(&fifo);
+    let saved = dir.join("my chät.json");
+    let mut chat = Chat::spawn_in(Some(&dir), &[]);
+    chat.wait_prompt(1);
+    chat.send("What is 2+2?");
+    chat.wait_prompt(2);
+    let mut prompt = 2;
+    let mut step = |chat: &mut Chat, line: String| {
+        chat.send(&line);
+        prompt += 1;
+        chat.wait_prompt(prompt);
+    };
+    step(&mut chat, format!("/save {}", notes.display()));
+    if made_fifo {
+        step(&mut chat, format!("/save {}", fifo.display()));
+        step(&mut chat, format!("/load {}", fifo.display()));
+    }
+    step(&mut chat, "/load /dev/zero".to_string());
+    step(&mut chat, format!("/save {}", saved.display()));
+    step(&mut chat, format!("/save {}", saved.display()));
+    step(&mut chat, format!("/load {}", saved.display()));
+    chat.send("/quit");
+    let out = chat.finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("notes.md exists and is not a saved history"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
+    if made_fifo {
+        assert!(
+            out.stderr.contains("pipe.json is not a regular file"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.stderr.matches("not a regular file").count(), 3);
+    }
+    assert!(
+        out.stderr.contains("/dev/zero: not a regular file"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("(saved 4 messages to ").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    // Each save was whole: no temporary file is left beside the history.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        out.stderr.contains("(loaded 4 messages from "),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, files: the `write_file` tool blocked for ever on a FIFO in
+/// the workspace; it answers the model that it writes regular files only.
+#[cfg(unix)]
+#[test]
+fn write_file_refuses_a_fifo_instead_of_waiting_for_a_reader() {
+    let dir = fresh_dir("write-fifo");
+    if !mkfifo(&dir.join("p.txt")) {
+        return;
+    }
+    let out = Chat::spawn_in(Some(&dir), &["-y", "-p", "write hi to p.txt"]).finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("not a regular file"), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// ATTACKS.md, the command line: a flag followed by another option took
+/// the option as its value and then blamed the next word (`--model -p
+/// hi`: "unexpected argument `hi`"), or ran (`-p --model` asked the model
+/// "--model"). Now each exits 2 naming the flag missing its value; a value
+/// that begins with `-` is given inline. The flags no other test gave a
+/// bad value are here too.
+#[test]
+fn a_flag_followed_by_another_option_names_the_flag_missing_its_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--model", "-p", "hi"], "--model needs a value"),
+        (&["--system", "-p", "hi"], "--system needs a value"),
+        (
+            &["--events", "--model", "m", "-p", "hi"],
+            "--events needs a value",
+        ),
+        (&["-p", "--model"], "-p needs a value"),
+        (&["--max-cost", "abc", "-p", "hi"], "--max-cost"),
+        (&["--max-cost", "NaN", "-p", "hi"], "--max-cost"),
+        (&["--max-tokens", "0", "-p", "hi"], "--max-tokens"),
+        (&["--price", "1:2", "-p", "hi"], "--price"),
+        (&["--judge", " ", "-p", "hi"], "--judge"),
+        (&["-p", "hi", "--system"], "--system"),
+    ];
+    for (args, says) in cases {
+        let out = run(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    // Inline, a value may begin with `-`; a negative number is a value.
+    let out = run(&["--system=-be brief-", "--prompt=-what is 2+2?"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let out = run(&["--max-steps", "-1", "-p", "hi"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("got `-1`"), "{}", out.stderr);
+}
+
+/// The chat with `args` on a terminal: a pty from `script`, in `dir`.
+/// On a terminal everything arrives on stdout, the echo of what is typed
+/// included.
+#[cfg(target_os = "linux")]
+fn tty_chat(dir: &Path, args: &str) -> Chat {
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("'{}' {args}", chat_bin().display()),
+        "/dev/null",
+    ])
+    .current_dir(dir)
+    .env("NO_COLOR", "1")
+    .env_remove("OPENAI_BASE_URL")
+    .env_remove("OPENAI_MODEL")
+    .env_remove("OPENAI_API_KEY")
+    .env_remove("PIKURI_API")
+    .env_remove("ANTHROPIC_API_KEY")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn script");
+    let stdout = Arc::new(Mutex::new(String::new()));
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let readers = vec![
+        collect(child.stdout.take().unwrap(), &stdout),
+        collect(child.stderr.take().unwrap(), &stderr),
+    ];
+    let stdin = child.stdin.take();
+    Chat {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        readers,
+    }
+}
+
+/// ATTACKS.md, the command line: standard input as a terminal (a pty from
+/// `script`), where the other tests give a pipe or nothing: the REPL
+/// prompts, the approval is asked on the terminal and `y` writes, and
+/// end of input at the prompt exits 0; a one-shot `-p` asks on the
+/// terminal too (without one it denies).
+#[cfg(target_os = "linux")]
+#[test]
+fn on_a_terminal_the_repl_asks_before_writing_and_exits_at_end_of_input() {
+    let has_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        return;
+    }
+    let dir = fresh_dir("tty");
+    let mut chat = tty_chat(&dir, "");
+    chat.wait_stdout("the first prompt", |out| out.contains("> "));
+    chat.send("write hello there to notes.txt");
+    chat.wait_stdout("the approval prompt", |out| out.contains("[y]es"));
+    assert!(!dir.join("notes.txt").exists(), "written before the answer");
+    chat.send("y");
+    chat.wait_stdout("the answer", |out| {
+        out.contains("Done: wrote 11 bytes to notes.txt.")
+    });
+    // Ctrl+D at the prompt: end of input.
+    let stdin = chat.stdin.as_mut().unwrap();
+    stdin.write_all(b"\x04").unwrap();
+    stdin.flush().unwrap();
+    let out = chat.wait();
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let written = std::fs::read_to_string(dir.join("notes.txt"));
+    assert_eq!(written.expect("notes.txt").as_str(), "hello there");
+
+    let mut chat = tty_chat(&dir, "-p 'write hi to a.txt'");
+    chat.wait_stdout("the approval prompt", |out| out.contains("[y]es"));
+    chat.send("y");
+    let out = chat.wait();
+    let written = std::fs::read_to_string(dir.join("a.txt"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert_eq!(written.expect("a.txt").as_str(), "hi");
+}
+
+/// Lifecycle: `--session` ended by SIGTERM (or SIGHUP) mid-stream, where
+/// the handler closes the open agents before exiting, resumes at the next
+/// start exactly as after a SIGKILL: the cut-off request is made again,
+/// the journaled tool result is not run again, then the new message.
+#[cfg(unix)]
+#[test]
+fn session_terminated_mid_stream_finishes_the_turn_at_the_next_start() {
+    for (signal, code) in [("-TERM", 143), ("-HUP", 129)] {
+        let server = FakeServer::start();
+        server.push(Reply::tool_call("calculator", json!({"expression": "6*7"})));
+        let answer = "It is forty-two.";
+        server.push(Reply::text(answer).with_chunk_chars(6).hang_after(2));
+        server.push(Reply::text(answer));
+        server.push(Reply::text("You asked for 6*7."));
+        let dir = fresh_dir(&format!("session-term{signal}"));
+        let session = dir.join("talk");
+        let session = session.to_str().unwrap();
+        let base = server.base_url();
+        let flags = ["--session", session, "--tools", "calculator", "-p"];
+
+        let mut args = against(&base, &flags);
+        args.push("What is 6*7?");
+        let mut chat = Chat::spawn(&args);
+        chat.wait_stdout("the answer's first piece", |out| out.contains("It is"));
+        let status = Command::new("kill")
+            .args([signal, &chat.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let out = chat.wait();
+        assert_eq!(out.code, Some(code), "{signal}: {}", out.stderr);
+
+        let mut args = against(&base, &flags);
+        args.push("What did I ask?");
+        let out = run(&args);
+        assert_eq!(out.code, Some(0), "{signal}: {}", out.stderr);
+        assert!(
+            out.stdout.ends_with("You asked for 6*7.\n"),
+            "{signal}: {}",
+            out.stdout
+        );
+        let requests = server.chat_requests();
+        assert_eq!(requests.len(), 4, "{signal}");
+        assert_eq!(requests[2].messages(), requests[1].messages(), "{signal}");
+        assert_eq!(
+            turns(&requests[3].messages())[..4],
+            [
+                ("user".to_string(), "What is 6*7?".to_string()),
+                ("assistant".to_string(), "call calculator".to_string()),
+                ("tool".to_string(), "42".to_string()),
+                ("assistant".to_string(), answer.to_string()),
+            ],
+            "{signal}"
+        );
+        server.assert_all_used();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+/// ATTACKS.md, the command line: `--session` naming a journal the chat
+/// cannot use (a folder, a FIFO, a file that is not a journal, another
+/// configuration's) is a usage error naming the flag, exit 2, as `--help`
+/// says of an option's file; it was exit 1 with the store's words only.
+/// The file is left as it was.
+#[cfg(unix)]
+#[test]
+fn a_session_file_the_chat_cannot_use_exits_2_naming_the_flag() {
+    let dir = fresh_dir("session-bad-files");
+    std::fs::create_dir(dir.join("folder.journal")).unwrap();
+    std::fs::write(dir.join("notes.journal"), "my notes\n").unwrap();
+    let mut names = vec![("folder", "a directory"), ("notes", "not a journal")];
+    if mkfifo(&dir.join("pipe.journal")) {
+        names.push(("pipe", "a FIFO"));
+    }
+    let out = Chat::spawn_in(Some(&dir), &["--session", "mine", "-p", "What is 2+2?"]).finish();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for (name, says) in names {
+        let out = Chat::spawn_in(Some(&dir), &["--session", name, "-p", "hi"]).finish();
+        assert_eq!(out.code, Some(2), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains("--session"), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{name}: {}", out.stderr);
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.journal")).unwrap(),
+        "my notes\n"
+    );
+    // Another configuration (other tools) than the one that wrote it.
+    let before = std::fs::read(dir.join("mine.journal")).unwrap();
+    let out = Chat::spawn_in(
+        Some(&dir),
+        &["--session", "mine", "--tools", "calculator", "-p", "hi"],
+    )
+    .finish();
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--session mine"), "{}", out.stderr);
+    assert_eq!(std::fs::read(dir.join("mine.journal")).unwrap(), before);
+    std::fs::remove_dir_all(&dir).ok();
+}

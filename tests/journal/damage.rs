@@ -418,3 +418,124 @@ fn results_for_a_loaded_histories_pending_calls_resume() {
     assert_eq!(a.messages().len(), before);
     assert_eq!(a.messages()[2].content, "one");
 }
+
+/// A folder, a FIFO or a dangling link named like a journal is listed by
+/// `unfinished` with the runs a crash cut off, instead of failing the
+/// whole listing: a host that resumes every unfinished run at start still
+/// finds the others, and the odd one's resume names it.
+#[cfg(unix)]
+#[test]
+fn an_odd_entry_in_the_store_is_listed_unfinished_and_hides_no_other_run() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("odd-entries")).unwrap();
+    finished_run(&server, &store, "cut");
+    // Cut off before its end: the last record (the run's end) never came.
+    let path = store.path("cut");
+    let text = fs::read_to_string(&path).unwrap();
+    let kept: String = text
+        .lines()
+        .rev()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    fs::write(&path, kept).unwrap();
+    finished_run(&server, &store, "done");
+    fs::create_dir(store.path("dir")).unwrap();
+    std::os::unix::fs::symlink(store.dir().join("nowhere"), store.path("link")).unwrap();
+    let mut odd = vec!["dir", "link"];
+    if std::process::Command::new("mkfifo")
+        .arg(store.path("fifo"))
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        odd.push("fifo");
+    }
+    let fresh = FileStore::new(store.dir()).unwrap();
+    let unfinished = fresh.unfinished().unwrap();
+    let mut expected = vec!["cut"];
+    expected.extend(&odd);
+    expected.sort_unstable();
+    assert_eq!(unfinished, expected);
+    for run in odd {
+        let err = agent(&server)
+            .resume(fresh.clone(), run)
+            .build()
+            .unwrap_err();
+        names(&err, ErrorKind::JournalIo, &store.path(run));
+    }
+    assert!(
+        agent(&server)
+            .resume(fresh, "cut")
+            .build()
+            .unwrap()
+            .interrupted()
+    );
+}
+
+/// A huge length prefix after the last newline is damage, not a torn
+/// record: no crash leaves a length no record can have (past `isize::MAX`,
+/// or more than eight digits with a leading zero). It was read as torn and
+/// cut off by the next append, bytes the store never wrote.
+#[test]
+fn a_huge_length_after_the_last_record_is_corrupt_not_torn() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("huge-tail")).unwrap();
+    for (run, tail) in [
+        ("max", "ffffffffffffffff 00000000 {\"type\":\"user\""),
+        ("zeros", "000000000000001e 1234abcd {"),
+        ("cut", "8000000000000000"),
+    ] {
+        finished_run(&server, &store, run);
+        let path = store.path(run);
+        let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(tail.as_bytes()).unwrap();
+        drop(file);
+        let before = fs::read(&path).unwrap();
+        refused(&server, &store, run, ErrorKind::JournalCorrupt, &path);
+        assert_eq!(fs::read(&path).unwrap(), before, "{run} left as it was");
+    }
+    // A torn record of an ordinary length is still cut off and resumed.
+    finished_run(&server, &store, "torn");
+    let path = store.path("torn");
+    let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(b"0000001e 1234abcd {\"type\"").unwrap();
+    drop(file);
+    assert_eq!(store.read("torn").unwrap().len(), 7);
+}
+
+/// Records swapped at a run's end: the final answer after its own
+/// `turn_end` read as a run cut off after its answer (resumable, so a
+/// resume would go on from a finished turn). No writer stores a response
+/// after a run's end unless a retry has a message to answer: corrupt.
+#[test]
+fn a_final_answer_swapped_with_the_runs_end_is_corrupt() {
+    let _serial = no_spawn();
+    let server = FakeServer::start();
+    let store = FileStore::new(temp_dir("swapped-end")).unwrap();
+    finished_run(&server, &store, "r");
+    let path = store.path("r");
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    assert!(lines[n - 1].contains("\"turn_end\""), "{text}");
+    assert!(lines[n - 2].contains("\"response\""), "{text}");
+    lines.swap(n - 1, n - 2);
+    let swapped: String = lines.iter().flat_map(|l| [*l, "\n"]).collect();
+    fs::write(&path, &swapped).unwrap();
+    let err = agent(&server)
+        .resume(store.clone(), "r")
+        .build()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::JournalCorrupt, "{err}");
+    assert!(
+        err.to_string().contains("does not end with its answer"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), swapped);
+    a_fresh_run_works(&server, &store);
+}

@@ -309,3 +309,31 @@ fn a_tool_results_images_survive_a_resume() {
     assert_eq!(a.messages()[2].content, "Here.");
     assert_eq!(a.messages()[2].images, before);
 }
+
+/// A missing parent folder is never created (a typo higher up the path
+/// would leave a tree the user never named): the store's own folder is
+/// made, owner-only, only where its parent exists.
+#[test]
+fn a_store_in_a_missing_folder_is_refused_and_the_folder_not_created() {
+    let dir = temp_dir("missing-parent");
+    let nested = dir.join("typo").join("journals");
+    let err = FileStore::new(&nested).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::JournalIo, "{err}");
+    assert!(err.to_string().contains("journals"), "{err}");
+    assert!(
+        err.to_string().contains("parent folder does not exist"),
+        "{err}"
+    );
+    assert!(!dir.join("typo").exists(), "created a folder nobody named");
+    let store = FileStore::new(dir.join("journals")).unwrap();
+    assert!(store.dir().is_dir());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(store.dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+    // An existing folder is taken as it is.
+    FileStore::new(dir.join("journals")).unwrap();
+    fs::remove_dir_all(&dir).ok();
+}
