@@ -99,7 +99,10 @@ fn cancel_mid_call_returns_fast_and_tells_the_server() {
     let latency = returned.duration_since(cancelled_at);
     eprintln!("cancel latency: {latency:?}");
     assert!(err.is_cancelled(), "{err}");
-    assert!(latency < Duration::from_millis(50), "{latency:?}");
+    // A liveness bound, not a speed target: the tool never answers and
+    // the call's own timeout is a minute, so a cancel that only took
+    // effect at that timeout fails here, however loaded the machine.
+    assert!(latency < Duration::from_secs(20), "{latency:?}");
     assert_history_valid(agent.messages());
     assert!(eventually(Duration::from_secs(5), || {
         let text = received(&log);

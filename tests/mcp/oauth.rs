@@ -612,6 +612,24 @@ fn an_authorization_endpoint_that_is_not_http_is_never_opened() {
     assert!(opened.is_empty(), "{opened:?}");
 }
 
+/// Metadata whose token endpoint is plain http on a host that is not a
+/// loopback one: the MCP authorization spec asks HTTPS of every
+/// authorization server endpoint, so the login is refused before the
+/// browser opens anything (a code would go to it in the clear).
+#[test]
+fn an_authorization_server_endpoint_over_plain_http_is_refused() {
+    let Some((err, opened)) = echo_fails_opening("plain-http") else {
+        return;
+    };
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string().contains("has no valid `token_endpoint`"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("HTTPS"), "{err}");
+    assert!(opened.is_empty(), "{opened:?}");
+}
+
 /// A token endpoint that trickles its answer is a timeout of the request
 /// bound, told as one; one that answers 50 MB is refused at the body
 /// limit, told as such (not as "no JSON body"); an authorization server

@@ -50,22 +50,16 @@ where
 }
 
 /// The default [`Browser`]: prints the URL on stderr and asks the desktop
-/// to open it (`xdg-open` on Linux and the BSDs, `open` on macOS, `start`
-/// on Windows); a missing opener is not an error, the printed URL is
-/// enough.
+/// to open it (`xdg-open` on Linux and the BSDs, `open` on macOS,
+/// `rundll32 url.dll,FileProtocolHandler` on Windows); a missing opener is
+/// not an error, the printed URL is enough.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemBrowser;
 
 impl Browser for SystemBrowser {
     fn open(&self, url: &str) -> io::Result<()> {
         eprintln!("To authorize, open this URL in a browser:\n  {url}");
-        let (program, args): (&str, Vec<&str>) = if cfg!(target_os = "macos") {
-            ("open", vec![url])
-        } else if cfg!(windows) {
-            ("cmd", vec!["/C", "start", "", url])
-        } else {
-            ("xdg-open", vec![url])
-        };
+        let (program, args) = opener(std::env::consts::OS, url);
         let spawned = std::process::Command::new(program)
             .args(args)
             .stdin(std::process::Stdio::null())
@@ -77,6 +71,19 @@ impl Browser for SystemBrowser {
             std::thread::spawn(move || child.wait());
         }
         Ok(())
+    }
+}
+
+/// The program that opens `url` on `os` (`std::env::consts::OS`), and its
+/// arguments: the URL always one argument of its own, given to no shell.
+/// (Windows' `cmd /C start "" <url>` would split the URL at each `&`,
+/// which every authorization URL has, and run what follows: the endpoint
+/// comes from the server's metadata.)
+fn opener<'a>(os: &str, url: &'a str) -> (&'static str, Vec<&'a str>) {
+    match os {
+        "macos" => ("open", vec![url]),
+        "windows" => ("rundll32", vec!["url.dll,FileProtocolHandler", url]),
+        _ => ("xdg-open", vec![url]),
     }
 }
 
@@ -361,4 +368,29 @@ pub(super) fn refused<T>(message: impl Into<String>) -> Result<T> {
 /// The login cannot run on this side ([`AuthError::Local`]).
 pub(super) fn local<T>(message: impl Into<String>) -> Result<T> {
     Err(AuthError::Local(message.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::opener;
+
+    /// No opener hands the URL to a shell: the URL is one argument, whole,
+    /// `&` and all, on every system.
+    #[test]
+    fn the_url_is_one_argument_and_no_shell_reads_it() {
+        let url = "https://as.example/authorize?a=1&b=2&calc.exe";
+        for os in ["linux", "macos", "windows", "freebsd"] {
+            let (program, args) = opener(os, url);
+            assert!(
+                !["cmd", "sh", "bash", "powershell"].contains(&program),
+                "{os}"
+            );
+            assert_eq!(args.last(), Some(&url), "{os}");
+            assert!(
+                args[..args.len() - 1].iter().all(|a| !a.contains(url)),
+                "{os}"
+            );
+        }
+        assert_eq!(opener("windows", url).0, "rundll32");
+    }
 }

@@ -211,6 +211,31 @@ fn split_url(url: &str) -> Option<(String, String)> {
     ))
 }
 
+/// Whether an authorization server endpoint may be used: `https`, or
+/// plain `http` on a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`),
+/// where nothing crosses a network. The MCP authorization spec asks HTTPS
+/// of every authorization server endpoint: a code, a PKCE verifier and
+/// tokens go to them.
+fn served_securely(url: &str) -> bool {
+    let Some((origin, _)) = split_url(url) else {
+        return false;
+    };
+    let Some(authority) = origin.strip_prefix("http://") else {
+        // `split_url` knows only http and https.
+        return true;
+    };
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Whether the resource `claimed` covers the server at `url`: the same
 /// origin, and a path equal to or a parent of the server's.
 fn covers(claimed: &str, url: &str) -> bool {
@@ -334,6 +359,12 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
             sanitize(&excerpt(issuer, 200))
         ));
     };
+    if !served_securely(issuer) {
+        return unusable(format!(
+            "the authorization server `{}` is not served over HTTPS (plain http only on a loopback host)",
+            sanitize(&excerpt(issuer, 200))
+        ));
+    }
     let path = path.trim_end_matches('/');
     let urls = if path.is_empty() {
         vec![
@@ -374,7 +405,11 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
         }
         let endpoint = |k: &str| -> Result<String> {
             match text(k).filter(|u| split_url(u).is_some()) {
-                Some(u) => Ok(u),
+                Some(u) if served_securely(&u) => Ok(u),
+                Some(_) => unusable(format!(
+                    "the metadata at {} has no valid `{k}`: it is not served over HTTPS (plain http only on a loopback host)",
+                    redact_url(url)
+                )),
                 None => unusable(format!(
                     "the metadata at {} has no valid `{k}`",
                     redact_url(url)
@@ -394,7 +429,7 @@ fn as_metadata(config: &OAuth, issuer: &str) -> Result<AsMeta> {
             issuer: issuer.to_string(),
             authorization_endpoint: endpoint("authorization_endpoint")?,
             token_endpoint: endpoint("token_endpoint")?,
-            registration_endpoint: text("registration_endpoint").filter(|u| split_url(u).is_some()),
+            registration_endpoint: text("registration_endpoint").filter(|u| served_securely(u)),
             iss_supported: v["authorization_response_iss_parameter_supported"] == true,
             scopes: v["scopes_supported"].as_array().map(|s| {
                 s.iter()
@@ -719,6 +754,34 @@ mod tests {
             "javascript://x%0aalert(1)",
         ] {
             assert_eq!(split_url(url), None, "{url}");
+        }
+    }
+
+    /// HTTPS anywhere, plain http only where nothing crosses a network.
+    #[test]
+    fn only_https_or_a_loopback_host_is_served_securely() {
+        for url in [
+            "https://as.example/token",
+            "HTTPS://AS.example:8443/t",
+            "http://127.0.0.1:9/token",
+            "http://127.8.9.10/token",
+            "http://localhost:1/t",
+            "http://[::1]:7/t",
+            "http://user@127.0.0.1:9/t",
+        ] {
+            assert!(served_securely(url), "{url}");
+        }
+        for url in [
+            "http://as.example/token",
+            "http://10.0.0.1/token",
+            "http://localhost.as.example/t",
+            "http://127.0.0.1.as.example/t",
+            "http://127.0.0.1@as.example/t",
+            "http://[::2]/t",
+            "smb://127.0.0.1/share",
+            "",
+        ] {
+            assert!(!served_securely(url), "{url}");
         }
     }
 
