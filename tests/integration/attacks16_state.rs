@@ -1,6 +1,6 @@
 //! ATTACKS.md ("Files and stores", "Lifecycle") over the crate's own files:
 //! the evals kit's saved files, images read from a path. The table of
-//! which class each component's tests cover is in `changes/state.md`.
+//! which class each component's tests cover is in `tests/attacks16.md`.
 
 #![cfg(unix)]
 

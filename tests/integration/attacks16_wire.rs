@@ -1,6 +1,6 @@
 //! ATTACKS.md, "Streams and decoders" and "Other servers" (model servers),
 //! walked once more over the four wire formats: each test here covers a
-//! cell of the class x format table (`changes/wire.md`) that no earlier
+//! cell of the class x format table (`tests/attacks16.md`) that no earlier
 //! test covered on every format.
 
 use pikuri::listeners::InMemoryEventList;

@@ -9,7 +9,7 @@ mod approval; // approvers: approve, deny, edit, cancel while waiting, deferred 
 mod attacks12; // ATTACKS.md over the local tool search: numbers, names, histories, threads, 100,000 tools
 mod attacks13; // ATTACKS.md leftovers: at most 64 guard checks run past their bound
 mod attacks16_state; // ATTACKS.md over files, stores, lifecycle: saved eval files, images from a path
-mod attacks16_wire; // ATTACKS.md over the four wire formats and the model-server client: the class x format table of changes/wire.md
+mod attacks16_wire; // ATTACKS.md over the four wire formats and the model-server client: the class x format table of tests/attacks16.md
 mod budgets; // issue 39 part 3: budgets, limits, spend and cost
 mod cassette; // record through Recorder, replay from a Cassette, mismatch diffs
 mod chat_example; // examples/chat.rs as a process: flags, exit codes, REPL
