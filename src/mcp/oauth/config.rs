@@ -105,6 +105,8 @@ fn opener<'a>(os: &str, url: &'a str) -> (&'static str, Vec<&'a str>) {
 ///    authorization server's metadata is read from the RFC 8414 and OpenID
 ///    Connect well-known URLs in the spec's order; its `issuer` must be
 ///    exactly the one the URL was made from, and it must offer PKCE `S256`.
+///    Its issuer and endpoints must be `https` (plain `http` only on a
+///    loopback host), as the spec asks.
 /// 2. **Client.** The host's client id ([`OAuth::with_client_id`]), or one from
 ///    dynamic client registration (RFC 7591) when the server offers it.
 /// 3. **Refresh** when a refresh token is held; otherwise, or when the
