@@ -410,7 +410,6 @@ impl Client {
         if is_cancelled(req.cancel) {
             return Err(Error::Cancelled);
         }
-        let mut message = message;
         if status == 404
             && let Some(hint) = version_hint(req.transport)
         {
