@@ -93,6 +93,17 @@ pub(crate) fn redact<'a>(text: &'a str, secret: Option<&str>) -> Cow<'a, str> {
     redact_each(text, secret.into_iter())
 }
 
+/// [`redact`] in place: `text` is replaced only when it held the secret.
+/// One out-of-line copy for every owned text the client redacts (error
+/// messages, the answer's fields, a stream's joined text), instead of a
+/// `Cow` match and a copy at each.
+#[inline(never)]
+pub(crate) fn redact_in(text: &mut String, secret: Option<&str>) {
+    if let Cow::Owned(clean) = redact(text, secret) {
+        *text = clean;
+    }
+}
+
 /// The one redaction path: `text` with every occurrence of each secret
 /// replaced by `<redacted>`, longest secret first (so a key that contains
 /// another is hidden whole). Blank secrets are skipped; the text is
@@ -303,6 +314,23 @@ pub(crate) fn snake_case(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In place: the text is replaced when it held the key (every
+    /// occurrence), kept (its buffer too) when it did not or no key is set.
+    #[test]
+    fn redact_in_replaces_only_a_text_that_held_the_key() {
+        let mut text = String::from("key sk-123 and sk-123 again");
+        redact_in(&mut text, Some(" sk-123 "));
+        assert_eq!(text, "key <redacted> and <redacted> again");
+        let mut clean = String::with_capacity(64);
+        clean.push_str("nothing here");
+        let at = clean.as_ptr();
+        redact_in(&mut clean, Some("sk-123"));
+        assert_eq!((clean.as_str(), clean.as_ptr()), ("nothing here", at));
+        redact_in(&mut clean, Some("  "));
+        redact_in(&mut clean, None);
+        assert_eq!(clean, "nothing here");
+    }
 
     /// The byte-length fast path gives what counting the characters gives.
     #[test]

@@ -342,31 +342,12 @@ impl Configurator {
             #[cfg(feature = "journal")]
             interrupted: None,
         };
-        agent.assemble_system_prompt();
-        let ctx = agent.ctx();
-        for i in 0..agent.extensions.len() {
-            if let Err(e) = agent.extensions[i].bind(&ctx) {
-                let name = agent.extensions[i].name();
-                agent.close();
-                return Err(bind_error(&name, e));
-            }
+        // One exit for a failed bind or check: the agent is closed (and
+        // dropped) in one place.
+        if let Err(e) = agent.bind_extensions() {
+            agent.close();
+            return Err(e);
         }
-        // Tools registered in bind count too: check the pool as it now is
-        // (an agent without tools has no path: nothing to check).
-        let (tools, path) = {
-            let st = agent.shared.state.lock();
-            (st.tools.clone(), st.tool_path)
-        };
-        if let Some(path) = path {
-            let id = agent.agent_id();
-            let policy = agent.shared.options.trifecta;
-            if let Err(e) = (path.trifecta)(&tools, policy, &id, &mut |e| agent.emit(e)) {
-                agent.close();
-                return Err(e);
-            }
-        }
-        // Tools registered in bind may have changed the prompt-relevant state.
-        agent.assemble_system_prompt();
         agent.detect_and_emit_context_cap();
         // Last: the fingerprint covers the tools and prompt bind added.
         #[cfg(feature = "journal")]
@@ -395,6 +376,34 @@ fn bind_error(name: &str, e: Error) -> Error {
 }
 
 impl Agent {
+    /// The construction steps after the agent exists: the system prompt,
+    /// each extension's `bind`, the lethal-trifecta check of the tools as
+    /// bind left them, the prompt again. On an error the caller closes the
+    /// agent.
+    fn bind_extensions(&mut self) -> Result<()> {
+        self.assemble_system_prompt();
+        let ctx = self.ctx();
+        for i in 0..self.extensions.len() {
+            if let Err(e) = self.extensions[i].bind(&ctx) {
+                return Err(bind_error(&self.extensions[i].name(), e));
+            }
+        }
+        // Tools registered in bind count too: check the pool as it now is
+        // (an agent without tools has no path: nothing to check).
+        let (tools, path) = {
+            let st = self.shared.state.lock();
+            (st.tools.clone(), st.tool_path)
+        };
+        if let Some(path) = path {
+            let id = self.agent_id();
+            let policy = self.shared.options.trifecta;
+            (path.trifecta)(&tools, policy, &id, &mut |e| self.emit(e))?;
+        }
+        // Tools registered in bind may have changed the prompt-relevant state.
+        self.assemble_system_prompt();
+        Ok(())
+    }
+
     /// Open the configured journal: a new run's header, or a resumed run's
     /// conversation (loaded whole or not at all).
     #[cfg(feature = "journal")]

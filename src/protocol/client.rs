@@ -75,7 +75,7 @@ use super::sink::{Noting, Sink};
 use super::stream::{StreamOptions, read_stream};
 use super::wire;
 use crate::net::AgentSetup;
-use crate::util::{deadline_after, redact, redact_url, redact_url_in};
+use crate::util::{deadline_after, redact_in, redact_url, redact_url_in};
 use crate::{Api, Cancellable, ChatTransport, Error, Result};
 
 struct Shared {
@@ -401,15 +401,15 @@ impl Client {
     ) -> Result<(Error, Option<Duration>)> {
         let cfg = &self.shared.config;
         let header_hint = retry::retry_after(resp.headers());
-        let (message, body_hint) = read_error_body(resp, cfg.max_line_bytes, req.transport.api());
+        let (mut message, body_hint) =
+            read_error_body(resp, cfg.max_line_bytes, req.transport.api());
         let retry_after = header_hint.or(body_hint);
-        let message = redact(&message, req.transport.api_key()).into_owned();
+        redact_in(&mut message, req.transport.api_key());
         // A cancel while the error body was read cut it short: the message
         // would be partial, and the user asked to stop anyway.
         if is_cancelled(req.cancel) {
             return Err(Error::Cancelled);
         }
-        let mut message = message;
         if status == 404
             && let Some(hint) = version_hint(req.transport)
         {
@@ -793,8 +793,11 @@ impl<'a> Shown<'a> {
     }
 
     fn get(&self) -> &str {
-        self.text
-            .get_or_init(|| redact(&redact_url(self.url), self.key).into_owned())
+        self.text.get_or_init(|| {
+            let mut shown = redact_url(self.url);
+            redact_in(&mut shown, self.key);
+            shown
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use crate::Error;
-use crate::util::{redact, redact_url_in};
+use crate::util::{redact_in, redact_url_in};
 
 /// Whether `e` means the connection could not be made at all: refused,
 /// unreachable, a name that does not resolve, a TLS handshake that failed,
@@ -109,8 +109,8 @@ pub(crate) fn small_answer(
             source: Box::new(e),
         })?;
     if !(200..300).contains(&status) {
-        let message = super::body::error_message(&body);
-        let mut message = redact(&message, key).into_owned();
+        let mut message = super::body::error_message(&body);
+        redact_in(&mut message, key);
         if let Some(hint) = hint(status, &message) {
             message.push_str(&hint);
         }

@@ -77,15 +77,21 @@ pub(crate) fn decode_error(
 ) -> crate::Error {
     let url = url.map(str::to_string);
     match e {
-        DecodeError::Protocol(m) => crate::Error::Protocol {
-            message: crate::util::redact(&m, secret).into_owned(),
-            url,
-        },
-        DecodeError::Status { status, message } => crate::Error::Http {
+        DecodeError::Protocol(mut message) => {
+            crate::util::redact_in(&mut message, secret);
+            crate::Error::Protocol { message, url }
+        }
+        DecodeError::Status {
             status,
-            message: crate::util::redact(&message, secret).into_owned(),
-            url: url.unwrap_or_default(),
-        },
+            mut message,
+        } => {
+            crate::util::redact_in(&mut message, secret);
+            crate::Error::Http {
+                status,
+                message,
+                url: url.unwrap_or_default(),
+            }
+        }
         DecodeError::Truncated => crate::Error::Truncated,
         DecodeError::TimedOut => crate::Error::Timeout {
             after: cfg.read_timeout,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::connect::small_answer;
 use crate::net::AgentSetup;
-use crate::util::{redact, redact_url};
+use crate::util::{redact_in, redact_url};
 use crate::{ChatTransport, Error, Result};
 
 /// The largest `/models` body read; a longer one is a protocol error.
@@ -52,7 +52,8 @@ impl ChatTransport {
     /// ```
     pub fn list_models(&self) -> Result<Vec<String>> {
         let url = format!("{}/models", self.base_or_default().trim_end_matches('/'));
-        let shown = redact(&redact_url(&url), self.api_key()).into_owned();
+        let mut shown = redact_url(&url);
+        redact_in(&mut shown, self.api_key());
         let agent = AgentSetup::new()
             .without_redirects()
             .with_total_timeout(TIMEOUT)

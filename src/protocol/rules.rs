@@ -62,7 +62,6 @@
 //! [`ServerCut`](FinishReason::ServerCut).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -168,7 +167,6 @@ pub(crate) const MAX_CALL_ID: usize = 400;
 /// the [bound](self#bounds) on names: one longer than [`MAX_LABEL`]
 /// characters is cut (with `…`, so it still names no tool).
 pub(crate) fn check_calls(calls: &mut [ToolCall]) -> Result<(), DecodeError> {
-    let mut seen = HashSet::with_capacity(calls.len());
     for call in calls.iter_mut() {
         let id = bounded(&call.id, MAX_LABEL);
         if call.id.is_empty() {
@@ -191,8 +189,12 @@ pub(crate) fn check_calls(calls: &mut [ToolCall]) -> Result<(), DecodeError> {
             call.name = name;
         }
     }
+    // The ids seen, as the keys of a JSON object: a sorted map whose code
+    // every decoded `Value` links already (a `HashSet` of its own took
+    // some 2 KB of the small CLI; BENCHMARKS.md, issue 36, session 16).
+    let mut seen = serde_json::Map::new();
     for call in calls.iter() {
-        if !seen.insert(call.id.as_str()) {
+        if seen.insert(call.id.clone(), Value::Null).is_some() {
             let id = bounded(&call.id, MAX_LABEL);
             return Err(DecodeError::Protocol(format!(
                 "duplicate tool call id `{id}` in one answer"

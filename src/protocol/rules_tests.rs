@@ -343,6 +343,36 @@ fn a_call_repeated_without_news_is_not_progress() {
 
 // ---- identity ----
 
+/// The first id seen twice, in the answer's order, is the one reported,
+/// however far apart the two calls; ids that differ in case or by a
+/// prefix are different ids; many distinct ids pass.
+#[test]
+fn check_calls_reports_the_first_id_seen_twice_in_order() {
+    let calls = |ids: &[&str]| -> Vec<ToolCall> {
+        ids.iter().map(|id| ToolCall::new(*id, "f", "{}")).collect()
+    };
+    let refused = |ids: &[&str]| match check_calls(&mut calls(ids)) {
+        Err(DecodeError::Protocol(m)) => m,
+        other => panic!("{ids:?}: {other:?}"),
+    };
+    assert_eq!(
+        refused(&["a", "b", "c", "b", "a"]),
+        "duplicate tool call id `b` in one answer"
+    );
+    assert_eq!(
+        refused(&["x", "y", "z", "w", "x"]),
+        "duplicate tool call id `x` in one answer"
+    );
+    check_calls(&mut calls(&["a", "A", "ab", "a b", "b"])).unwrap();
+    let many: Vec<String> = (0..2000).map(|i| format!("call_{i}")).collect();
+    let mut many: Vec<ToolCall> = many.iter().map(|id| ToolCall::new(id, "f", "{}")).collect();
+    check_calls(&mut many).unwrap();
+    many.push(ToolCall::new("call_1000", "g", "{}"));
+    assert!(
+        matches!(check_calls(&mut many), Err(DecodeError::Protocol(m)) if m.contains("`call_1000`"))
+    );
+}
+
 #[test]
 fn two_calls_under_one_id_refuse_the_answer() {
     for api in APIS {

@@ -12,8 +12,6 @@
 //! no-op default; the client itself puts `progress` to use (the idle
 //! bound), the agent the other three. [`Callbacks`] adapts three closures.
 
-use std::borrow::Cow;
-
 use super::decode::Fragment;
 use super::retry::RetryNotice;
 
@@ -106,9 +104,7 @@ impl<'s> Joined<'s> {
         };
         // Copied only when the key is in it (an echo): the common read
         // is passed on from `text` itself.
-        if let Cow::Owned(shown) = crate::util::redact(&self.text, Some(secret)) {
-            self.text = shown;
-        }
+        crate::util::redact_in(&mut self.text, Some(secret));
         let keep = if last {
             0
         } else {

@@ -260,15 +260,10 @@ impl Completion {
     /// into the history or an event. Provider data (signatures) is kept as
     /// it came.
     pub(crate) fn redacted(mut self, secret: Option<&str>) -> Completion {
-        use crate::util::redact;
         let Some(secret) = super::rules::answer_secret(secret) else {
             return self;
         };
-        let clean = |text: &mut String| {
-            if let Cow::Owned(s) = redact(text, Some(secret)) {
-                *text = s;
-            }
-        };
+        let clean = |text: &mut String| crate::util::redact_in(text, Some(secret));
         let m = &mut self.message;
         clean(&mut m.content);
         // The server's labels too: a proxy may echo into any of them.
