@@ -379,15 +379,7 @@ impl Budget {
 
     /// Whether anything is limited or priced.
     pub(super) fn is_set(&self) -> bool {
-        self.prices.is_some()
-            || self.lifetime.is_some()
-            || self.requests.is_some()
-            || self.input.is_some()
-            || self.output.is_some()
-            || self.total.is_some()
-            || self.tool_calls.is_some()
-            || self.wall.is_some()
-            || self.cost.is_some()
+        self.prices.is_some() || self.lifetime.is_some() || self.limits()
     }
 
     /// Whether a limit is set, on the run or over the lifetime: without
