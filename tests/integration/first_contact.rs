@@ -352,14 +352,20 @@ fn a_raw_identifier_field_is_named_as_serde_names_it_and_the_tool_can_be_called(
 // ------------------------------------------------------------ cancelled streams, usage
 
 /// An agent on `server` that cancels itself when its first delta arrives.
+/// An agent whose listener cancels at the first delta it sees, once: the
+/// next turn's deltas must not cancel that turn too (a listener that
+/// cancelled at every delta raced the next turn's end).
 fn cancelling_agent(server: &FakeServer) -> (pikuri::Agent, pikuri::listeners::InMemoryEventList) {
     let cancel = pikuri::Cancellable::new();
     let c2 = cancel.clone();
+    let once = std::sync::atomic::AtomicBool::new(false);
     agent_with(server, move |c| {
         c.cancellable(cancel)
             .streaming(true)
             .add_listener(move |e: &Event| {
-                if matches!(e, Event::AssistantDelta { .. }) {
+                if matches!(e, Event::AssistantDelta { .. })
+                    && !once.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
                     c2.cancel();
                 }
             })
