@@ -24,8 +24,13 @@
 //!   BENCHMARKS.md, issue 42); the output buffer is a quarter of ureq's
 //!   128 KiB, the input buffer ureq's size, for streams.
 //!
-//! What differs is a setter away: each caller names its timeouts, whether
-//! redirects are followed, and (the web tools) its own resolver.
+//! - no redirect is followed: a 3xx comes back as a response for the
+//!   caller to read (the web tools check each hop before following it by
+//!   hand). ureq would carry every header but `Authorization` to another
+//!   origin: an API key in `x-api-key`, an MCP session id.
+//!
+//! What differs is a setter away: each caller names its timeouts and (the
+//! web tools) its own resolver.
 
 use std::time::Duration;
 
@@ -60,7 +65,7 @@ pub(crate) const OUTPUT_BUFFER: usize = 32 * 1024;
 
 /// The settings one `ureq::Agent` is built from; see the [module
 /// doc](self) for what every agent shares. [`AgentSetup::new`] sets no
-/// timeout and follows ureq's default redirects (up to 10).
+/// timeout and follows no redirect.
 #[derive(Clone, Debug)]
 pub(crate) struct AgentSetup {
     connect: Option<Duration>,
@@ -68,7 +73,6 @@ pub(crate) struct AgentSetup {
     recv_response: Option<Duration>,
     per_read: Option<Duration>,
     global: Option<Duration>,
-    follow_redirects: bool,
     env_proxy: bool,
     user_agent: &'static str,
 }
@@ -86,7 +90,6 @@ impl AgentSetup {
             recv_response: None,
             per_read: None,
             global: None,
-            follow_redirects: true,
             env_proxy: true,
             user_agent: USER_AGENT,
         }
@@ -117,16 +120,9 @@ impl AgentSetup {
         self
     }
 
-    /// Bound on the whole call, redirects included.
+    /// Bound on the whole call.
     pub(crate) fn with_total_timeout(mut self, d: Duration) -> AgentSetup {
         self.global = limit(d);
-        self
-    }
-
-    /// Follow no redirect: a 3xx comes back as a response for the caller
-    /// to read (or to check, as the web tools do, before following).
-    pub(crate) fn without_redirects(mut self) -> AgentSetup {
-        self.follow_redirects = false;
         self
     }
 
@@ -155,11 +151,10 @@ impl AgentSetup {
             .input_buffer_size(INPUT_BUFFER)
             .max_response_header_size(MAX_HEAD)
             .output_buffer_size(OUTPUT_BUFFER)
-            .user_agent(self.user_agent);
-        if !self.follow_redirects {
-            // No history either: nothing reads it.
-            b = b.max_redirects(0).save_redirect_history(false);
-        }
+            .user_agent(self.user_agent)
+            // No redirect (see the module docs), and no history of them.
+            .max_redirects(0)
+            .save_redirect_history(false);
         if !self.env_proxy {
             b = b.proxy(None);
         }
@@ -204,7 +199,8 @@ mod tests {
         let agent = AgentSetup::new().agent();
         let c = agent.config();
         assert!(!c.http_status_as_error());
-        assert_eq!(c.max_redirects(), 10);
+        assert_eq!(c.max_redirects(), 0);
+        assert!(!c.save_redirect_history());
         assert!(
             matches!(c.user_agent(), AutoHeaderValue::Provided(v) if v.as_str() == USER_AGENT),
             "{:?}",
@@ -276,7 +272,6 @@ mod tests {
             .with_response_timeout(s(3))
             .with_read_timeout(s(4))
             .with_total_timeout(s(5))
-            .without_redirects()
             .without_proxy()
             .with_user_agent("other/1")
             .agent();

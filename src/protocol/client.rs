@@ -187,11 +187,6 @@ fn build_agent(config: &HttpConfig) -> ureq::Agent {
         .with_response_timeout(config.read_timeout)
         // A silent socket is bounded by the idle bound too.
         .with_read_timeout(config.read_timeout.min(config.idle_timeout()))
-        // A redirected POST loses its body (a GET) or is not followed
-        // (307/308), and ureq strips only `Authorization`: Anthropic's
-        // `x-api-key` and Gemini's `x-goog-api-key` went to any origin. A
-        // 3xx is an `Error::Http` instead.
-        .without_redirects()
         .agent()
 }
 

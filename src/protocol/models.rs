@@ -54,10 +54,7 @@ impl ChatTransport {
         let url = format!("{}/models", self.base_or_default().trim_end_matches('/'));
         let mut shown = redact_url(&url);
         redact_in(&mut shown, self.api_key());
-        let agent = AgentSetup::new()
-            .without_redirects()
-            .with_total_timeout(TIMEOUT)
-            .agent();
+        let agent = AgentSetup::new().with_total_timeout(TIMEOUT).agent();
         let mut req = agent.get(&url).header("Accept", "application/json");
         if let Some(key) = self.api_key() {
             req = req.header("Authorization", format!("Bearer {key}"));

@@ -47,7 +47,6 @@ pub(super) struct Forwarder {
 impl Forwarder {
     pub(super) fn new() -> Forwarder {
         let agent = AgentSetup::new()
-            .without_redirects()
             .with_connect_timeout(Duration::from_secs(10))
             // A slow model may think for minutes before the first byte; the
             // client behind the recorder has its own read timeout.

@@ -199,7 +199,6 @@ fn exchange(
     // Redirects are checked here, hop by hop; environment proxies would
     // resolve the host themselves, around the check.
     let agent = AgentSetup::new()
-        .without_redirects()
         .without_proxy()
         .with_connect_timeout(limits.connect_timeout)
         .with_read_timeout(limits.read_timeout)

@@ -74,7 +74,6 @@ pub(super) fn bearer_params(header: &str) -> Vec<(String, String)> {
 /// An HTTP client for the authorization side: no redirects, bounded.
 fn agent(config: &OAuth) -> ureq::Agent {
     AgentSetup::new()
-        .without_redirects()
         .with_total_timeout(config.request_timeout)
         .agent()
 }

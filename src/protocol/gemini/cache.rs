@@ -382,10 +382,7 @@ impl ChatTransport {
     fn cache_call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Vec<u8>> {
         let url = self.cache_url(path);
         let shown = self.cache_url_shown(path);
-        let agent = AgentSetup::new()
-            .without_redirects()
-            .with_total_timeout(TIMEOUT)
-            .agent();
+        let agent = AgentSetup::new().with_total_timeout(TIMEOUT).agent();
         let headers = super::headers(self.api_key());
         let sent = body.map(|b| serde_json::to_vec(b).expect("a JSON value serializes"));
         let result = match (method, sent) {
